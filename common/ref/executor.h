@@ -1,0 +1,26 @@
+// The CPU reference executor: runs any imported Graph in node order and is the
+// correctness oracle for everything later (generated kernels, plans).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "ir/graph.h"
+
+namespace dc::ref {
+
+using TensorMap = std::map<std::string, Tensor>;
+
+struct RunOptions {
+  // Also return every intermediate tensor, not only the graph outputs.
+  bool keep_intermediates = false;
+};
+
+// Runs `g` on `inputs` (one value per graph input, matching dtype and shape: UserError
+// otherwise) and returns the graph outputs by name. Frees intermediates after their last use.
+TensorMap run_graph(const Graph& g, const TensorMap& inputs, const RunOptions& opts = {});
+
+// Runs one node on the given input values (used by constant folding and tests).
+std::vector<Tensor> run_node(const Node& node, const Inputs& inputs);
+
+}  // namespace dc::ref

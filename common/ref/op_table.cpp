@@ -1,0 +1,23 @@
+#include <algorithm>
+
+#include "ref/kernel.h"
+
+namespace dc::ref {
+
+std::span<const OpDef> all_ops() {
+  static const std::vector<OpDef> table = [] {
+    std::vector<OpDef> t;
+    for (auto fam : {elementwise_ops(), shape_ops(), linalg_ops(), pool_ops(), norm_ops()})
+      t.insert(t.end(), fam.begin(), fam.end());
+    return t;
+  }();
+  return table;
+}
+
+const OpDef* find_op(std::string_view op) {
+  const auto ops = all_ops();
+  auto it = std::find_if(ops.begin(), ops.end(), [&](const OpDef& d) { return d.op == op; });
+  return it == ops.end() ? nullptr : &*it;
+}
+
+}  // namespace dc::ref
