@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ir/graph.h"
+#include "ref/kernel.h"
 
 namespace dc::ref {
 
