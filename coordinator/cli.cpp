@@ -1,1 +1,112 @@
-// placeholder
+#include "cli.h"
+
+#include <iostream>
+
+#include <boost/program_options.hpp>
+#include <spdlog/spdlog.h>
+
+#include "ir/error.h"
+#include "ir/log.h"
+#include "onnx/import.h"
+
+namespace dc::cli {
+
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: dc-coordinator [--log-level LEVEL] COMMAND [options]
+
+dc: a fusion-aware deep-learning compiler run as a distributed autotuning service.
+
+commands:
+  inspect MODEL.onnx [--json]             inputs, outputs, op counts, parameters, FLOPs
+  verify  MODEL.onnx --data DIR           run the CPU reference executor on an ONNX
+                                          test-data folder and compare the outputs
+
+Run `dc-coordinator COMMAND --help` for a command's options.
+
+global options:
+  --log-level LEVEL   trace, debug, info, warn (default), error, off
+  -v, --verbose       same as --log-level debug (shows every pass with node counts)
+  --version           print the version
+  -h, --help          this text
+)";
+
+}  // namespace
+
+std::map<std::string, Shape> parse_shape_flags(const std::vector<std::string>& flags) {
+  std::map<std::string, Shape> out;
+  for (const auto& f : flags) {
+    const auto eq = f.rfind('=');
+    DC_USER_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < f.size(), "bad --shape '", f,
+                  "': expected NAME=DIMS, e.g. --shape input=1x3x224x224");
+    out[f.substr(0, eq)] = parse_shape(f.substr(eq + 1));
+  }
+  return out;
+}
+
+int run(int argc, char** argv) {
+  try {
+    // Global options stop at the first positional (the command); the rest is the command's.
+    std::string log_level = "warn";
+    int i = 1;
+    for (; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "-h" || a == "--help") {
+        std::cout << kUsage;
+        return kExitOk;
+      } else if (a == "--version") {
+        std::cout << "dc-coordinator " << DC_VERSION << "\n";
+        return kExitOk;
+      } else if (a == "-v" || a == "--verbose") {
+        log_level = "debug";
+      } else if (a == "--log-level") {
+        DC_USER_CHECK(i + 1 < argc, "--log-level needs a value");
+        log_level = argv[++i];
+      } else if (a.rfind("--log-level=", 0) == 0) {
+        log_level = a.substr(12);
+      } else if (!a.empty() && a[0] == '-') {
+        throw_user_error("unknown option '", a, "' before the command (see --help)");
+      } else {
+        break;
+      }
+    }
+    init_logging(log_level);
+    if (i >= argc) {
+      std::cerr << kUsage;
+      return kExitUserError;
+    }
+    const std::string command = argv[i];
+    std::vector<std::string> args(argv + i + 1, argv + argc);
+    // Global flags may also follow the command.
+    for (auto it = args.begin(); it != args.end();) {
+      if (*it == "-v" || *it == "--verbose") {
+        spdlog::set_level(spdlog::level::debug);
+        it = args.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (command == "inspect") return cmd_inspect(args);
+    if (command == "verify") return cmd_verify(args);
+    throw_user_error("unknown command '", command, "' (commands: inspect, verify; see --help)");
+  } catch (const UserError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return kExitUserError;
+  } catch (const po::error& e) {
+    std::cerr << "error: " << e.what() << " (see --help)\n";
+    return kExitUserError;
+  } catch (const InternalError& e) {
+    std::cerr << "internal error (a bug in dc, please report): " << e.what() << "\n";
+    return kExitInternalError;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of memory\n";
+    return kExitUserError;
+  } catch (const std::exception& e) {
+    std::cerr << "internal error (a bug in dc, please report): " << e.what() << "\n";
+    return kExitInternalError;
+  }
+}
+
+}  // namespace dc::cli

@@ -1,1 +1,3 @@
-int main() { return 0; }
+#include "cli.h"
+
+int main(int argc, char** argv) { return dc::cli::run(argc, argv); }

@@ -1,1 +1,427 @@
-// placeholder
+#include "onnx/import.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <onnx/checker.h>
+#include <onnx/defs/schema.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+#include <spdlog/spdlog.h>
+
+#include "ir/error.h"
+#include "onnx/tensor_proto.h"
+#include "ref/executor.h"
+#include "ref/kernel.h"
+
+namespace dc {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Operand positions that determine output shapes rather than carry data.
+const std::map<std::string, std::vector<int>>& shape_operands() {
+  static const std::map<std::string, std::vector<int>> table = {
+      {"Reshape", {1}},   {"Expand", {1}},        {"Tile", {1}},       {"ConstantOfShape", {0}},
+      {"Slice", {1, 2, 3, 4}}, {"Split", {1}},    {"Squeeze", {1}},    {"Unsqueeze", {1}},
+      {"ReduceSum", {1}}, {"ReduceMean", {1}},    {"ReduceMax", {1}},  {"ReduceMin", {1}},
+      {"ReduceProd", {1}}, {"ReduceL2", {1}},     {"Range", {0, 1, 2}}, {"Pad", {1}},
+      {"Resize", {1, 2, 3}}, {"Upsample", {1}},   {"TopK", {1}},       {"OneHot", {1}},
+  };
+  return table;
+}
+
+// One line: checker and shape-inference messages can span several lines.
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+int64_t default_opset(const onnx::ModelProto& m) {
+  for (const auto& o : m.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") return o.version();
+  return 0;
+}
+
+std::set<std::string> initializer_names(const onnx::GraphProto& g) {
+  std::set<std::string> out;
+  for (const auto& t : g.initializer()) out.insert(t.name());
+  return out;
+}
+
+ModelInput describe_input(const onnx::ValueInfoProto& v) {
+  ModelInput in;
+  in.name = v.name();
+  if (!v.type().has_tensor_type()) return in;
+  const auto& tt = v.type().tensor_type();
+  in.dtype = dtype_from_onnx(tt.elem_type()).value_or(DType::undefined);
+  for (const auto& d : tt.shape().dim()) {
+    in.dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    in.dim_names.push_back(d.has_dim_param() ? d.dim_param() : "");
+  }
+  return in;
+}
+
+// --- validation steps, in the order import runs them ---
+
+void check_opset(const onnx::ModelProto& m) {
+  DC_USER_CHECK(m.has_graph(), "the file parses but holds no graph: not an ONNX model");
+  const int64_t opset = default_opset(m);
+  DC_USER_CHECK(opset > 0, "the model imports no default-domain (ai.onnx) opset");
+  DC_USER_CHECK(opset <= kMaxOpset, "the model uses opset ", opset, ", newer than dc supports (",
+                kMinOpset, "..", kMaxOpset, ", ONNX 1.12); re-export it with opset ", kMaxOpset,
+                " or lower");
+  DC_USER_CHECK(opset >= kMinOpset, "the model uses opset ", opset, ", older than dc supports (",
+                kMinOpset, "..", kMaxOpset, ")");
+  if (opset < 11)
+    spdlog::warn("opset {} is outside the tested range 11..{}; importing anyway", opset, kMaxOpset);
+}
+
+// One message listing every unsupported op type with its first node and count.
+void check_supported_ops(const onnx::GraphProto& g) {
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<std::string, int>> bad;  // op -> (first node, count)
+  for (int i = 0; i < g.node_size(); ++i) {
+    const auto& n = g.node(i);
+    const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
+    const std::string op = default_domain ? n.op_type() : str_cat(n.domain(), "::", n.op_type());
+    if (default_domain && ref::find_op(n.op_type())) continue;
+    auto [it, fresh] = bad.try_emplace(op, n.name().empty() ? str_cat("#", i) : n.name(), 0);
+    if (fresh) order.push_back(op);
+    ++it->second.second;
+  }
+  if (bad.empty()) return;
+  std::ostringstream msg;
+  msg << "unsupported op" << (order.size() > 1 ? "s" : "") << ": ";
+  for (size_t i = 0; i < order.size(); ++i) {
+    const auto& [first, count] = bad[order[i]];
+    msg << (i ? ", " : "") << order[i] << " (" << count << " node" << (count > 1 ? "s" : "")
+        << ", first '" << first << "')";
+  }
+  throw UserError(msg.str());
+}
+
+void apply_input_shapes(onnx::GraphProto& g, const std::map<std::string, Shape>& shapes) {
+  const auto inits = initializer_names(g);
+  for (const auto& [name, shape] : shapes) {
+    auto* v = [&]() -> onnx::ValueInfoProto* {
+      for (auto& in : *g.mutable_input())
+        if (in.name() == name && !inits.count(name)) return &in;
+      return nullptr;
+    }();
+    DC_USER_CHECK(v != nullptr, "--shape names '", name, "', which is not an input of the model");
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    const int rank = tt->shape().dim_size();
+    DC_USER_CHECK(rank == 0 || rank == static_cast<int>(shape.size()), "--shape ", name, "=",
+                  shape_str(shape), " has rank ", shape.size(), " but the input has rank ", rank);
+    tt->mutable_shape()->clear_dim();
+    for (int64_t d : shape) {
+      DC_USER_CHECK(d > 0, "--shape ", name, ": dimensions must be positive");
+      tt->mutable_shape()->add_dim()->set_dim_value(d);
+    }
+  }
+}
+
+void bind_constants(onnx::GraphProto& g, const std::map<std::string, Tensor>& values) {
+  for (const auto& [name, value] : values) {
+    auto& inputs = *g.mutable_input();
+    auto it = std::find_if(inputs.begin(), inputs.end(),
+                           [&](const onnx::ValueInfoProto& v) { return v.name() == name; });
+    DC_USER_CHECK(it != inputs.end(), "cannot bind '", name, "': not an input of the model");
+    inputs.erase(it);
+    tensor_to_proto(value, name, g.add_initializer());
+  }
+}
+
+void check_static_inputs(const onnx::GraphProto& g) {
+  const auto inits = initializer_names(g);
+  std::vector<std::string> problems;
+  std::string example;
+  for (const auto& v : g.input()) {
+    if (inits.count(v.name())) continue;
+    DC_USER_CHECK(v.type().has_tensor_type(), "input '", v.name(), "' is not a tensor");
+    const auto& tt = v.type().tensor_type();
+    DC_USER_CHECK(dtype_from_onnx(tt.elem_type()).has_value(), "input '", v.name(),
+                  "' has element type ", onnx_dtype_name(tt.elem_type()),
+                  ", which dc does not support");
+    DC_USER_CHECK(tt.has_shape(), "input '", v.name(),
+                  "' has no shape; give a fixed one with --shape ", v.name(), "=DxDx...");
+    std::vector<std::string> dyn;
+    std::string fixed;
+    for (int i = 0; i < tt.shape().dim_size(); ++i) {
+      const auto& d = tt.shape().dim(i);
+      if (i) fixed += 'x';
+      if (!d.has_dim_value() || d.dim_value() <= 0) {
+        dyn.push_back(d.has_dim_param() ? str_cat("dim ", i, " '", d.dim_param(), "'")
+                                        : str_cat("dim ", i));
+        fixed += '1';
+      } else {
+        fixed += std::to_string(d.dim_value());
+      }
+    }
+    if (dyn.empty()) continue;
+    std::string joined;
+    for (const auto& s : dyn) joined += str_cat(joined.empty() ? "" : ", ", s);
+    problems.push_back(str_cat("'", v.name(), "' (", joined, ")"));
+    if (example.empty()) example = str_cat(v.name(), "=", fixed);
+  }
+  if (problems.empty()) return;
+  std::string joined;
+  for (const auto& s : problems) joined += str_cat(joined.empty() ? "" : ", ", s);
+  throw_user_error("dynamic dimensions in input", problems.size() > 1 ? "s " : " ", joined,
+                   ": dc compiles for static shapes; give a fixed shape, e.g. --shape ", example);
+}
+
+void run_checker(const onnx::ModelProto& m) {
+  try {
+    onnx::checker::check_model(m);
+  } catch (const std::exception& e) {
+    throw_user_error("the ONNX checker rejects the model: ", one_line(e.what()));
+  }
+}
+
+void run_shape_inference(onnx::ModelProto& m) {
+  try {
+    onnx::ShapeInferenceOptions opts(/*check_type=*/true, /*strict_mode=*/1, /*data_prop=*/true);
+    onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), opts);
+  } catch (const std::exception& e) {
+    throw_user_error("ONNX shape inference fails: ", one_line(e.what()));
+  }
+}
+
+// --- conversion ---
+
+AttrValue convert_attribute(const onnx::AttributeProto& a, const std::string& model_dir,
+                            const std::string& node) {
+  using A = onnx::AttributeProto;
+  switch (a.type()) {
+    case A::INT: return a.i();
+    case A::FLOAT: return a.f();
+    case A::STRING: return a.s();
+    case A::INTS: return std::vector<int64_t>(a.ints().begin(), a.ints().end());
+    case A::FLOATS: return std::vector<float>(a.floats().begin(), a.floats().end());
+    case A::STRINGS: return std::vector<std::string>(a.strings().begin(), a.strings().end());
+    case A::TENSOR: return tensor_from_proto(a.t(), model_dir);
+    default:
+      throw_user_error("node '", node, "': attribute '", a.name(), "' has type ",
+                       A::AttributeType_Name(a.type()), ", which dc does not support");
+  }
+}
+
+std::optional<TensorInfo> static_info(const onnx::TypeProto& type) {
+  if (!type.has_tensor_type()) return std::nullopt;
+  const auto& tt = type.tensor_type();
+  const auto dtype = dtype_from_onnx(tt.elem_type());
+  if (!dtype || !tt.has_shape()) return std::nullopt;
+  TensorInfo info{*dtype, {}};
+  for (const auto& d : tt.shape().dim()) {
+    if (!d.has_dim_value() || d.dim_value() < 0) return std::nullopt;
+    info.shape.push_back(d.dim_value());
+  }
+  return info;
+}
+
+// Older opsets' semantics expressed on today's op, so kernels see one form.
+void normalize_for_opset(Node& n, int64_t opset) {
+  if ((n.op == "Softmax" || n.op == "LogSoftmax") && opset < 13) {
+    n.attrs.set("axis", n.attrs.get_int("axis", 1));
+    n.attrs.set("dc_legacy_flatten", int64_t{1});
+  }
+}
+
+Graph convert(onnx::ModelProto& m, const std::string& model_dir) {
+  auto& gp = *m.mutable_graph();
+  Graph g;
+  g.name = gp.name();
+  g.opset = default_opset(m);
+
+  for (auto& t : *gp.mutable_initializer()) {
+    DC_USER_CHECK(!t.name().empty(), "the model has an initializer without a name");
+    Tensor value = tensor_from_proto(t, model_dir);
+    g.tensors[t.name()] = {value.dtype(), value.shape()};
+    g.initializers[t.name()] = std::move(value);
+    t.clear_raw_data();  // the Tensor owns the bytes now; halve peak memory on big models
+  }
+  auto add_info = [&](const onnx::ValueInfoProto& v) {
+    if (auto info = static_info(v.type())) g.tensors.try_emplace(v.name(), *info);
+  };
+  for (const auto& v : gp.input()) {
+    if (g.initializers.count(v.name())) continue;
+    g.inputs.push_back(v.name());
+    add_info(v);
+  }
+  for (const auto& v : gp.output()) {
+    g.outputs.push_back(v.name());
+    add_info(v);
+  }
+  for (const auto& v : gp.value_info()) add_info(v);
+
+  std::set<std::string> names;
+  for (int i = 0; i < gp.node_size(); ++i) {
+    const auto& np = gp.node(i);
+    Node n;
+    n.op = np.op_type();
+    n.name = np.name().empty() ? str_cat(np.op_type(), "_", i) : np.name();
+    while (!names.insert(n.name).second) n.name = str_cat(n.name, "_", i);
+    n.inputs.assign(np.input().begin(), np.input().end());
+    n.outputs.assign(np.output().begin(), np.output().end());
+    while (!n.inputs.empty() && n.inputs.back().empty()) n.inputs.pop_back();
+    for (const auto& a : np.attribute()) n.attrs.set(a.name(), convert_attribute(a, model_dir, n.name));
+    normalize_for_opset(n, g.opset);
+    g.nodes.push_back(std::move(n));
+  }
+  return g;
+}
+
+// ONNX's inference leaves some shapes open (value-dependent ops it cannot propagate). Fill
+// them by running the reference executor once on placeholder inputs.
+void complete_shapes(Graph& g) {
+  std::vector<std::string> missing;
+  for (const auto& n : g.nodes)
+    for (const auto& o : n.outputs)
+      if (!o.empty() && !g.tensors.count(o)) missing.push_back(o);
+  if (missing.empty()) return;
+  spdlog::info("ONNX shape inference left {} tensor(s) without a static shape (first '{}'); "
+               "computing them with the reference executor", missing.size(), missing.front());
+  ref::TensorMap inputs;
+  for (const auto& name : g.inputs) {
+    const auto& info = g.info(name);
+    inputs[name] = Tensor(info.dtype, info.shape);  // zeros: valid indices for Gather too
+  }
+  ref::RunOptions opts;
+  opts.keep_intermediates = true;
+  const auto values = ref::run_graph(g, inputs, opts);
+  for (const auto& name : missing) {
+    auto it = values.find(name);
+    DC_INTERNAL_CHECK(it != values.end(), "tensor '", name, "' not computed");
+    g.tensors[name] = {it->second.dtype(), it->second.shape()};
+  }
+}
+
+void check_nodes(const Graph& g) {
+  for (const auto& n : g.nodes) {
+    const ref::OpDef* def = ref::find_op(n.op);
+    DC_INTERNAL_CHECK(def != nullptr, "unsupported op passed the import check");
+    if (!def->check) continue;
+    std::vector<const TensorInfo*> infos;
+    for (const auto& in : n.inputs) {
+      auto it = in.empty() ? g.tensors.end() : g.tensors.find(in);
+      infos.push_back(it == g.tensors.end() ? nullptr : &it->second);
+    }
+    try {
+      def->check(n, infos);
+    } catch (const UserError& e) {
+      throw UserError(str_cat("node '", n.name, "' (", n.op, "): ", e.what()));
+    }
+  }
+}
+
+}  // namespace
+
+OnnxModel::OnnxModel(std::unique_ptr<onnx::ModelProto> proto, std::string path)
+    : proto_(std::move(proto)), path_(std::move(path)) {}
+OnnxModel::OnnxModel(OnnxModel&&) noexcept = default;
+OnnxModel& OnnxModel::operator=(OnnxModel&&) noexcept = default;
+OnnxModel::~OnnxModel() = default;
+
+std::vector<ModelInput> OnnxModel::inputs() const {
+  const auto inits = initializer_names(proto_->graph());
+  std::vector<ModelInput> out;
+  for (const auto& v : proto_->graph().input())
+    if (!inits.count(v.name())) out.push_back(describe_input(v));
+  return out;
+}
+
+std::vector<std::string> OnnxModel::output_names() const {
+  std::vector<std::string> out;
+  for (const auto& v : proto_->graph().output()) out.push_back(v.name());
+  return out;
+}
+
+std::vector<std::string> OnnxModel::shape_inputs() const {
+  std::set<std::string> runtime;
+  for (const auto& in : inputs()) runtime.insert(in.name);
+  std::vector<std::string> out;
+  for (const auto& n : proto_->graph().node()) {
+    auto it = shape_operands().find(n.op_type());
+    if (it == shape_operands().end()) continue;
+    for (int pos : it->second)
+      if (pos < n.input_size() && runtime.count(n.input(pos)) &&
+          std::find(out.begin(), out.end(), n.input(pos)) == out.end())
+        out.push_back(n.input(pos));
+  }
+  return out;
+}
+
+OnnxModel load_onnx(const std::string& path) {
+  std::error_code ec;
+  DC_USER_CHECK(fs::exists(path, ec), "'", path, "' does not exist");
+  DC_USER_CHECK(fs::is_regular_file(path, ec), "'", path, "' is not a regular file");
+  const auto size = fs::file_size(path, ec);
+  DC_USER_CHECK(!ec, "cannot read '", path, "': ", ec.message());
+  DC_USER_CHECK(size > 0, "'", path, "' is empty, not an ONNX model");
+  DC_USER_CHECK(size < (uint64_t{2} << 30), "'", path,
+                "' is larger than 2 GiB; store the weights as ONNX external data");
+  std::ifstream in(path, std::ios::binary);
+  DC_USER_CHECK(in.good(), "cannot open '", path, "'");
+  std::string bytes(size, '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(size));
+  DC_USER_CHECK(in.gcount() == static_cast<std::streamsize>(size), "cannot read '", path, "'");
+
+  auto proto = std::make_unique<onnx::ModelProto>();
+  DC_USER_CHECK(proto->ParseFromString(bytes), "'", path,
+                "' is not an ONNX model (protobuf parsing fails: truncated or not a ModelProto)");
+  DC_USER_CHECK(proto->has_graph() && proto->opset_import_size() > 0, "'", path,
+                "' is not an ONNX model (no graph or no opset_import)");
+  return OnnxModel(std::move(proto), path);
+}
+
+Graph import_onnx(OnnxModel model, const ImportOptions& opts) {
+  onnx::ModelProto& m = model.proto();
+  const std::string model_dir = fs::path(model.path()).parent_path().string();
+  check_opset(m);
+  check_supported_ops(m.graph());
+  apply_input_shapes(*m.mutable_graph(), opts.input_shapes);
+  bind_constants(*m.mutable_graph(), opts.bind_constants);
+  check_static_inputs(m.graph());
+  run_checker(m);
+  run_shape_inference(m);
+  Graph g = convert(m, model_dir);
+  g = topo_sort(std::move(g));
+  complete_shapes(g);
+  check_nodes(g);
+  spdlog::debug("imported '{}': opset {}, {} nodes, {} initializers", model.path(), g.opset,
+                g.nodes.size(), g.initializers.size());
+  return g;
+}
+
+Graph import_onnx_file(const std::string& path, const ImportOptions& opts) {
+  return import_onnx(load_onnx(path), opts);
+}
+
+Shape parse_shape(const std::string& text) {
+  Shape out;
+  std::string cur;
+  auto flush = [&] {
+    DC_USER_CHECK(!cur.empty() && cur.find_first_not_of("0123456789") == std::string::npos &&
+                      cur.size() < 12,
+                  "bad shape '", text, "': expected positive integers like 1x3x224x224");
+    out.push_back(std::stoll(cur));
+    DC_USER_CHECK(out.back() > 0, "bad shape '", text, "': dimensions must be positive");
+    cur.clear();
+  };
+  for (char c : text) {
+    if (c == 'x' || c == ',' || c == 'X') flush();
+    else cur += c;
+  }
+  flush();
+  return out;
+}
+
+}  // namespace dc

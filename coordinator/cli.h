@@ -1,0 +1,29 @@
+// dc-coordinator's command line: `dc-coordinator COMMAND [options]`.
+//
+// Exit codes: 0 success; 1 the command ran but its check failed (verify mismatch);
+// 2 bad input (usage, file, model); 3 internal error (a bug in dc: please report).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace dc::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitCheckFailed = 1;
+inline constexpr int kExitUserError = 2;
+inline constexpr int kExitInternalError = 3;
+
+int run(int argc, char** argv);
+
+// Subcommands; `args` excludes the program and command names.
+int cmd_inspect(const std::vector<std::string>& args);
+int cmd_verify(const std::vector<std::string>& args);
+
+// "--shape NAME=1x3x224x224" values -> map; UserError on malformed entries.
+std::map<std::string, Shape> parse_shape_flags(const std::vector<std::string>& flags);
+
+}  // namespace dc::cli

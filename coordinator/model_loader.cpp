@@ -1,0 +1,31 @@
+#include "model_loader.h"
+
+#include <chrono>
+
+#include <spdlog/spdlog.h>
+
+#include "passes/simplify.h"
+
+namespace dc::cli {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+LoadedModel load_model(OnnxModel model, const ImportOptions& opts, bool simplify) {
+  LoadedModel out;
+  auto t0 = std::chrono::steady_clock::now();
+  out.imported = import_onnx(std::move(model), opts);
+  out.import_seconds = seconds_since(t0);
+  spdlog::info("imported {} nodes in {:.3f} s", out.imported.nodes.size(), out.import_seconds);
+  t0 = std::chrono::steady_clock::now();
+  out.simplified = simplify ? dc::simplify(out.imported) : out.imported;
+  out.simplify_seconds = seconds_since(t0);
+  spdlog::info("simplified to {} nodes in {:.3f} s", out.simplified.nodes.size(),
+               out.simplify_seconds);
+  return out;
+}
+
+}  // namespace dc::cli

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Configures and builds dc into build/ (Release unless BUILD_TYPE is set). Binaries land in
+# build/bin/. Uses every core (this project's machines have 2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_TYPE="${BUILD_TYPE:-Release}"
+cmake -S . -B build -DCMAKE_BUILD_TYPE="$BUILD_TYPE" >/dev/null
+cmake --build build -j"$(nproc)"

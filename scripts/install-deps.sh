@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs dc's build and test dependencies from Debian's packages. Idempotent: when every
+# package is present it changes nothing and exits 0 without touching the network.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config
+  libzmq3-dev cppzmq-dev
+  libsqlite3-dev sqlite3
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  libboost-program-options-dev
+  libyaml-cpp-dev
+  libgtest-dev libgmock-dev
+  libspdlog-dev libfmt-dev
+  python3-onnx python3-torch python3-torchvision python3-numpy
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+else
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    SUDO="sudo"
+  fi
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The CUDA toolkit is not a Debian package here: it is expected at /usr/local/cuda
+# (NVRTC and headers, for code generation in later stages). Warn, do not fail: the
+# foundation builds and tests without it.
+if [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "install-deps: warning: no CUDA toolkit at /usr/local/cuda (needed for NVRTC later)" >&2
+fi

@@ -1,0 +1,42 @@
+# Tests that drive the built commands. Labels:
+#   unit         fast (seconds)
+#   conformance  ONNX's own node tests from ../shared/onnx-node-tests
+#   long         exported ResNet-50, MobileNetV2, BERT-base (export takes minutes)
+set(DC_COORD $<TARGET_FILE:dc-coordinator>)
+set(DC_PY /usr/bin/python3)
+set(EX ${PROJECT_SOURCE_DIR}/examples)
+
+add_test(NAME cli_help COMMAND ${DC_COORD} --help)
+set_tests_properties(cli_help PROPERTIES LABELS unit PASS_REGULAR_EXPRESSION "inspect.*verify")
+
+foreach(example tiny_cnn tiny_transformer)
+  add_test(NAME cli_verify_${example}
+    COMMAND ${DC_COORD} verify ${EX}/${example}/model.onnx --data ${EX}/${example}/test_data_set_0)
+  add_test(NAME cli_verify_${example}_unsimplified
+    COMMAND ${DC_COORD} verify ${EX}/${example}/model.onnx --data ${EX}/${example}/test_data_set_0 --no-simplify)
+  add_test(NAME cli_inspect_${example} COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_inspect.py
+    ${DC_COORD} ${EX}/${example}/model.onnx)
+  set_tests_properties(cli_verify_${example} cli_verify_${example}_unsimplified cli_inspect_${example}
+    PROPERTIES LABELS unit)
+endforeach()
+
+add_test(NAME cli_import_errors COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_bad_models.py
+  ${DC_COORD} ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_import_errors PROPERTIES LABELS unit)
+
+add_test(NAME onnx_node_conformance COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/run_node_tests.py
+  ${DC_COORD} ${PROJECT_SOURCE_DIR}/../shared/onnx-node-tests
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli/node_tests_unsupported.txt)
+set_tests_properties(onnx_node_conformance PROPERTIES LABELS conformance)
+
+# Exported models: one fixture exports all three (skipped per model when already there).
+set(DC_MODELS ${PROJECT_SOURCE_DIR}/models)
+add_test(NAME export_models COMMAND ${DC_PY} ${PROJECT_SOURCE_DIR}/scripts/export_models.py ${DC_MODELS})
+set_tests_properties(export_models PROPERTIES LABELS long FIXTURES_SETUP exported_models TIMEOUT 1500)
+foreach(model resnet50 mobilenetv2 bert_base)
+  add_test(NAME verify_${model}
+    COMMAND ${DC_COORD} verify ${DC_MODELS}/${model}/model.onnx --data ${DC_MODELS}/${model}/test_data_set_0
+      --rtol 1e-4)
+  set_tests_properties(verify_${model} PROPERTIES LABELS long FIXTURES_REQUIRED exported_models
+    PASS_REGULAR_EXPRESSION "verify: PASS" TIMEOUT 600)
+endforeach()
