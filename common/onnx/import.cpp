@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -157,7 +158,7 @@ void check_static_inputs(const onnx::GraphProto& g) {
     for (int i = 0; i < tt.shape().dim_size(); ++i) {
       const auto& d = tt.shape().dim(i);
       if (i) fixed += 'x';
-      if (!d.has_dim_value() || d.dim_value() <= 0) {
+      if (!d.has_dim_value() || d.dim_value() < 0) {
         dyn.push_back(d.has_dim_param() ? str_cat("dim ", i, " '", d.dim_param(), "'")
                                         : str_cat("dim ", i));
         fixed += '1';
@@ -176,6 +177,49 @@ void check_static_inputs(const onnx::GraphProto& g) {
   for (const auto& s : problems) joined += str_cat(joined.empty() ? "" : ", ", s);
   throw_user_error("dynamic dimensions in input", problems.size() > 1 ? "s " : " ", joined,
                    ": dc compiles for static shapes; give a fixed shape, e.g. --shape ", example);
+}
+
+// ONNX requires topological order and its checker reports a cycle as an ordering problem;
+// name the cycle instead, so that the user sees what is wrong.
+void check_acyclic(const onnx::GraphProto& g) {
+  std::map<std::string, int> producer;
+  for (int i = 0; i < g.node_size(); ++i)
+    for (const auto& o : g.node(i).output())
+      if (!o.empty()) producer[o] = i;
+  auto label = [&](int i) {
+    return g.node(i).name().empty() ? str_cat(g.node(i).op_type(), " #", i) : g.node(i).name();
+  };
+  std::vector<int> state(g.node_size(), 0);  // 0 new, 1 on the DFS stack, 2 done
+  std::vector<int> stack;
+  std::function<void(int)> visit = [&](int i) {
+    state[i] = 1;
+    stack.push_back(i);
+    for (const auto& in : g.node(i).input()) {
+      auto it = producer.find(in);
+      if (it == producer.end()) continue;
+      if (state[it->second] == 1) {
+        std::string path;
+        auto from = std::find(stack.begin(), stack.end(), it->second);
+        for (auto s = from; s != stack.end(); ++s) path += label(*s) + " -> ";
+        throw_user_error("the graph has a cycle: ", path, label(it->second));
+      }
+      if (state[it->second] == 0) visit(it->second);
+    }
+    stack.pop_back();
+    state[i] = 2;
+  };
+  for (int i = 0; i < g.node_size(); ++i)
+    if (state[i] == 0) visit(i);
+}
+
+// Reads external-data initializers (from the model's folder, with dc's path checks) into
+// the proto, so that the checker and shape inference never look relative to the cwd.
+void inline_external_data(onnx::GraphProto& g, const std::string& model_dir) {
+  for (auto& t : *g.mutable_initializer()) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL) continue;
+    const Tensor value = tensor_from_proto(t, model_dir);
+    tensor_to_proto(value, t.name(), &t);
+  }
 }
 
 void run_checker(const onnx::ModelProto& m) {
@@ -390,6 +434,8 @@ Graph import_onnx(OnnxModel model, const ImportOptions& opts) {
   apply_input_shapes(*m.mutable_graph(), opts.input_shapes);
   bind_constants(*m.mutable_graph(), opts.bind_constants);
   check_static_inputs(m.graph());
+  check_acyclic(m.graph());
+  inline_external_data(*m.mutable_graph(), model_dir);
   run_checker(m);
   run_shape_inference(m);
   Graph g = convert(m, model_dir);

@@ -1,6 +1,6 @@
 #include "passes/fuse_gelu.h"
 
-#include <cmath>
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>

@@ -1,5 +1,6 @@
 #include "passes/fuse_layer_norm.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
