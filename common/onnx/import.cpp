@@ -212,13 +212,29 @@ void check_acyclic(const onnx::GraphProto& g) {
     if (state[i] == 0) visit(i);
 }
 
+// Every tensor a node reads must be defined somewhere (ONNX's checker words this as an
+// ordering problem).
+void check_inputs_defined(const onnx::GraphProto& g) {
+  std::set<std::string> defined = initializer_names(g);
+  for (const auto& v : g.input()) defined.insert(v.name());
+  for (const auto& n : g.node())
+    for (const auto& o : n.output()) defined.insert(o);
+  for (int i = 0; i < g.node_size(); ++i)
+    for (const auto& in : g.node(i).input())
+      DC_USER_CHECK(in.empty() || defined.count(in), "node '",
+                    g.node(i).name().empty() ? str_cat(g.node(i).op_type(), " #", i) : g.node(i).name(),
+                    "' (", g.node(i).op_type(), ") reads tensor '", in,
+                    "', which no node, graph input or initializer defines (a missing initializer?)");
+}
+
 // Reads external-data initializers (from the model's folder, with dc's path checks) into
 // the proto, so that the checker and shape inference never look relative to the cwd.
 void inline_external_data(onnx::GraphProto& g, const std::string& model_dir) {
   for (auto& t : *g.mutable_initializer()) {
     if (t.data_location() != onnx::TensorProto::EXTERNAL) continue;
     const Tensor value = tensor_from_proto(t, model_dir);
-    tensor_to_proto(value, t.name(), &t);
+    const std::string name = t.name();  // tensor_to_proto clears t first
+    tensor_to_proto(value, name, &t);
   }
 }
 
@@ -434,6 +450,7 @@ Graph import_onnx(OnnxModel model, const ImportOptions& opts) {
   apply_input_shapes(*m.mutable_graph(), opts.input_shapes);
   bind_constants(*m.mutable_graph(), opts.bind_constants);
   check_static_inputs(m.graph());
+  check_inputs_defined(m.graph());
   check_acyclic(m.graph());
   inline_external_data(*m.mutable_graph(), model_dir);
   run_checker(m);

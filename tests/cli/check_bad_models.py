@@ -43,6 +43,14 @@ with tempfile.TemporaryDirectory() as tmp:
             elif "Traceback" in err or "terminate called" in err:
                 failures.append(f"{name}: leaked an exception: {err}")
         print(f"{name:40s} exit {r.returncode}  {lines[0] if lines else ''}")
+    # External data must not only import but give the same numbers as the inline model.
+    v = subprocess.run([coord, "verify", os.path.join(tmp, "ext_data.onnx"), "--data",
+                        os.path.join(root, "examples/tiny_cnn/test_data_set_0")],
+                       capture_output=True, text=True, timeout=120)
+    if v.returncode != 0 or "verify: PASS" not in v.stdout:
+        failures.append(f"ext_data.onnx: verify against tiny_cnn's test data fails: {v.stdout} {v.stderr}")
+    else:
+        print("ext_data.onnx verifies against examples/tiny_cnn/test_data_set_0")
 if failures:
     print("\nFAILURES:\n" + "\n".join(failures))
     sys.exit(1)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/error.h"
+#include "ref/broadcast.h"
 #include "ref/executor.h"
 #include "ref/kernel.h"
 #include "testing.h"
@@ -115,15 +116,16 @@ TEST(OpsElementwise, BroadcastZeroSizeDim) {
 
 TEST(OpsElementwise, LargeBroadcastMatchesNaive) {
   // Big enough to go through parallel_for; strided general case with inner stride != 0/1.
-  const Tensor a = dc::testing::random_tensor({4, 33, 1, 257}, 1);
+  // An odd number of rows, so that a two-way split falls in the middle of a row.
+  const Tensor a = dc::testing::random_tensor({3, 33, 1, 257}, 1);
   const Tensor b = dc::testing::random_tensor({33, 5, 1}, 2);
   const Tensor out = run("Sub", {a, b});
-  ASSERT_EQ(out.shape(), (Shape{4, 33, 5, 257}));
+  ASSERT_EQ(out.shape(), (Shape{3, 33, 5, 257}));
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
   const float* po = out.data<float>();
   int64_t bad = 0;
-  for (int64_t n = 0; n < 4; ++n)
+  for (int64_t n = 0; n < 3; ++n)
     for (int64_t c = 0; c < 33; ++c)
       for (int64_t h = 0; h < 5; ++h)
         for (int64_t w = 0; w < 257; ++w) {
@@ -139,6 +141,31 @@ TEST(OpsElementwise, LargeSameShapeAndScalar) {
   const Tensor sum = run("Add", {a, a});
   EXPECT_TRUE(out.bitwise_equal(sum));
   EXPECT_EQ(out.data<float>()[299999], 2.f * a.data<float>()[299999]);
+}
+
+TEST(OpsElementwise, StridedLoopCollapsesAndVisitsAnyRange) {
+  // [2,3,4] + [3,1]: dims 0 stays, dims 1 and 2 cannot merge for the second operand.
+  const Shape out{2, 3, 4}, a{2, 3, 4}, b{3, 1};
+  const auto loop = dc::ref::broadcast_loop<2>(out, {&a, &b});
+  EXPECT_EQ(loop.dims, (Shape{6, 4}));  // dims 0 and 1 merge: b repeats with period 3
+  EXPECT_EQ(loop.strides[0], (std::vector<int64_t>{4, 1}));
+  const auto same = dc::ref::broadcast_loop<2>(out, {&a, &a});
+  EXPECT_EQ(same.dims, (Shape{24}));
+  // Every sub-range visits exactly the offsets a naive index computation gives.
+  for (int64_t begin = 0; begin <= 24; ++begin)
+    for (int64_t end = begin; end <= 24; ++end) {
+      std::vector<std::pair<int64_t, int64_t>> seen;
+      dc::ref::for_each_run(loop, begin, end, [&](int64_t pos, const std::array<int64_t, 2>& off, int64_t cnt) {
+        for (int64_t j = 0; j < cnt; ++j)
+          seen.emplace_back(off[0] + j * loop.strides[0].back(), off[1] + j * loop.strides[1].back());
+        EXPECT_EQ(pos, begin + static_cast<int64_t>(seen.size()) - cnt);
+      });
+      ASSERT_EQ(static_cast<int64_t>(seen.size()), end - begin);
+      for (int64_t i = begin; i < end; ++i) {
+        EXPECT_EQ(seen[i - begin].first, i);
+        EXPECT_EQ(seen[i - begin].second, (i / 4) % 3) << "flat index " << i;
+      }
+    }
 }
 
 TEST(OpsElementwise, DivFloat) {
