@@ -59,7 +59,8 @@ TEST(Tensor, TypedAccessAndInt64Values) {
   auto c = t.clone();
   EXPECT_NE(c.raw(), t.raw());
   EXPECT_TRUE(c.bitwise_equal(t));
-  EXPECT_THROW(Tensor::from_vector<float>({2}, {1.f}).to_int64_vector(), UserError);
+  EXPECT_THROW(Tensor::from_vector<float>({1}, {1.f}).to_int64_vector(), UserError);
+  EXPECT_THROW(Tensor::from_vector<float>({2}, {1.f}), InternalError);  // wrong value count
 }
 
 TEST(Tensor, HalfAndBfloat16RoundTrip) {
