@@ -38,9 +38,8 @@ struct AlignedFree {
 };
 using Buffer = std::unique_ptr<float[], AlignedFree>;
 Buffer allocate(int64_t n) {
-  return Buffer(static_cast<float*>(
-      ::operator new[](static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float),
-                       std::align_val_t{64})));
+  return Buffer(static_cast<float*>(::operator new[](
+      static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float), std::align_val_t{64})));
 }
 
 // C[0:m, 0:n] (m <= MR, n <= NR) = acc + beta * C, or = acc when beta == 0.
@@ -72,8 +71,8 @@ inline void store_tile(const v4f (&acc)[MR][NV], float* c, int64_t ldc, int64_t 
 
 // Computes an MR x NR tile over kc steps from a packed A strip (kc x MR, k-major) and a
 // packed B strip (kc x NR, k-major), and stores its top-left m x n corner into C.
-void micro_kernel(int64_t kc, const float* __restrict a, const float* __restrict b,
-                  float* c, int64_t ldc, int64_t m, int64_t n, float beta) {
+void micro_kernel(int64_t kc, const float* __restrict a, const float* __restrict b, float* c,
+                  int64_t ldc, int64_t m, int64_t n, float beta) {
   v4f acc[MR][NV] = {};
 #pragma GCC unroll 2
   for (int64_t k = 0; k < kc; ++k) {
@@ -103,9 +102,7 @@ struct Packed {
   const float* strip(int64_t p, int64_t s) const {
     return data.get() + p * KC * padded + s * kc(p) * width;
   }
-  float* strip(int64_t p, int64_t s) {
-    return data.get() + p * KC * padded + s * kc(p) * width;
-  }
+  float* strip(int64_t p, int64_t s) { return data.get() + p * KC * padded + s * kc(p) * width; }
 };
 
 // Packs an extent x k operand whose element (r, kk) is src[r*rs + kk*ks], scaled by `scale`.
@@ -176,8 +173,8 @@ void sgemm(bool trans_a, bool trans_b, GemmShape s, float alpha, const float* a,
   // op(A)(i, kk) = A[i*lda + kk] or A[kk*lda + i]; op(B)(kk, j) = B[kk*ldb + j] or B[j*ldb + kk].
   const Packed pa = trans_a ? pack(a, 1, lda, m, k, MR, alpha, parallel)
                             : pack(a, lda, 1, m, k, MR, alpha, parallel);
-  const Packed pb = trans_b ? pack(b, ldb, 1, n, k, NR, 1.f, parallel)
-                            : pack(b, 1, ldb, n, k, NR, 1.f, parallel);
+  const Packed pb =
+      trans_b ? pack(b, ldb, 1, n, k, NR, 1.f, parallel) : pack(b, 1, ldb, n, k, NR, 1.f, parallel);
 
   // Tasks are MC x NC blocks of C, row blocks innermost so that neighbouring tasks (which
   // land on the same thread) share their B panel.
@@ -193,8 +190,8 @@ void sgemm(bool trans_a, bool trans_b, GemmShape s, float alpha, const float* a,
         for (int64_t j = j0; j < j1; j += NR) {
           const float* bs = pb.strip(p, j / NR);
           for (int64_t i = i0; i < i1; i += MR)
-            micro_kernel(kc, pa.strip(p, i / MR), bs, c + i * ldc + j, ldc,
-                         std::min(MR, m - i), std::min(NR, n - j), beta_p);
+            micro_kernel(kc, pa.strip(p, i / MR), bs, c + i * ldc + j, ldc, std::min(MR, m - i),
+                         std::min(NR, n - j), beta_p);
         }
       }
     }

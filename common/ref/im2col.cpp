@@ -16,17 +16,15 @@ int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a
 
 std::vector<int64_t> read_positive(const Node& node, const char* name, size_t count) {
   auto v = node.attrs.get_ints(name, std::vector<int64_t>(count, 1));
-  DC_USER_CHECK(v.size() == count, "attribute '", name, "' has ", v.size(),
-                " values, expected ", count, " (one per spatial dim)");
+  DC_USER_CHECK(v.size() == count, "attribute '", name, "' has ", v.size(), " values, expected ",
+                count, " (one per spatial dim)");
   for (int64_t x : v) DC_USER_CHECK(x > 0, "attribute '", name, "' values must be > 0, got ", x);
   return v;
 }
 
 }  // namespace
 
-std::vector<int64_t> Window::out_dims() const {
-  return {out.end() - rank, out.end()};
-}
+std::vector<int64_t> Window::out_dims() const { return {out.end() - rank, out.end()}; }
 
 bool Window::is_pointwise() const {
   for (int i = 0; i < kMaxRank; ++i)
@@ -39,8 +37,8 @@ Window make_window(const Node& node, const WindowRules& rules, const std::vector
   const size_t r = in.size();
   DC_USER_CHECK(r >= 1, rules.op, " needs an input of rank >= 3 (N, C and a spatial dim)");
   if (r > static_cast<size_t>(Window::kMaxRank))
-    throw_user_error("unsupported: ", r, "-D ", rules.op, " (dc supports 1 to ",
-                     Window::kMaxRank, " spatial dims)");
+    throw_user_error("unsupported: ", r, "-D ", rules.op, " (dc supports 1 to ", Window::kMaxRank,
+                     " spatial dims)");
   DC_USER_CHECK(kernel.size() == r, "attribute 'kernel_shape' has ", kernel.size(),
                 " values, expected ", r, " (one per spatial dim)");
   for (int64_t k : kernel) DC_USER_CHECK(k > 0, "kernel_shape values must be > 0, got ", k);
@@ -55,8 +53,8 @@ Window make_window(const Node& node, const WindowRules& rules, const std::vector
   std::vector<int64_t> pads(2 * r, 0);
   if (auto_pad == "NOTSET") {
     pads = node.attrs.get_ints("pads", pads);
-    DC_USER_CHECK(pads.size() == 2 * r, "attribute 'pads' has ", pads.size(),
-                  " values, expected ", 2 * r, " (begin and end per spatial dim)");
+    DC_USER_CHECK(pads.size() == 2 * r, "attribute 'pads' has ", pads.size(), " values, expected ",
+                  2 * r, " (begin and end per spatial dim)");
     for (int64_t p : pads) DC_USER_CHECK(p >= 0, "attribute 'pads' values must be >= 0, got ", p);
   }
   int64_t ceil_mode = 0;
@@ -89,8 +87,8 @@ Window make_window(const Node& node, const WindowRules& rules, const std::vector
     w.pad_begin[d] = pads[i];
     w.pad_end[d] = pads[i + r];
     const int64_t span = n + w.pad_begin[d] + w.pad_end[d] - extent;
-    DC_USER_CHECK(span >= 0, "kernel extent ", extent, " (kernel_shape ", kernel[i],
-                  ", dilation ", dilations[i], ") exceeds the padded input extent ",
+    DC_USER_CHECK(span >= 0, "kernel extent ", extent, " (kernel_shape ", kernel[i], ", dilation ",
+                  dilations[i], ") exceeds the padded input extent ",
                   n + w.pad_begin[d] + w.pad_end[d], " in spatial dim ", i);
     w.out[d] = (ceil_mode ? ceil_div(span, s) : span / s) + 1;
     // ONNX (and PyTorch): in ceil mode the last window must start inside the input or its
@@ -136,7 +134,8 @@ void im2col(const float* x, int64_t channels, const Window& w, float* col, bool 
     }
   };
   if (parallel)
-    parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(osize, 1)), work);
+    parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(osize, 1)),
+                 work);
   else
     work(0, rows);
 }

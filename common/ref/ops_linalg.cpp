@@ -29,8 +29,7 @@ void require_input(const Node& node, size_t i, const char* what) {
 }
 
 void require_single_output(const Node& node) {
-  DC_USER_CHECK(node.outputs.size() <= 1, "expected 1 output, the node has ",
-                node.outputs.size());
+  DC_USER_CHECK(node.outputs.size() <= 1, "expected 1 output, the node has ", node.outputs.size());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -54,8 +53,8 @@ ConvGeometry conv_geometry(const Node& node, const Shape& x, const Shape& w, con
   DC_USER_CHECK(g.group > 0, "attribute 'group' must be > 0, got ", g.group);
   DC_USER_CHECK(g.channels % g.group == 0, "group ", g.group, " does not divide input channels ",
                 g.channels);
-  DC_USER_CHECK(g.filters % g.group == 0, "group ", g.group,
-                " does not divide output channels ", g.filters, " (W dim 0)");
+  DC_USER_CHECK(g.filters % g.group == 0, "group ", g.group, " does not divide output channels ",
+                g.filters, " (W dim 0)");
   DC_USER_CHECK(w[1] * g.group == g.channels, "weight W has ", w[1],
                 " input channels per group (dim 1), expected ", g.channels, " / group ", g.group,
                 " = ", g.channels / g.group);
@@ -68,8 +67,8 @@ ConvGeometry conv_geometry(const Node& node, const Shape& x, const Shape& w, con
   if (bias != nullptr)
     DC_USER_CHECK(bias->size() == 1 && (*bias)[0] == g.filters, "bias B has shape ",
                   shape_str(*bias), ", expected [", g.filters, "] (one per output channel)");
-  g.window = make_window(node, {"Conv", false}, std::vector<int64_t>(x.begin() + 2, x.end()),
-                         kernel);
+  g.window =
+      make_window(node, {"Conv", false}, std::vector<int64_t>(x.begin() + 2, x.end()), kernel);
   return g;
 }
 
@@ -130,6 +129,8 @@ void depthwise_conv(const ConvGeometry& g, const float* x, const float* w, const
 }
 
 std::vector<Tensor> run_conv(const Node& node, const Inputs& in) {
+  require_input(node, 0, "X");
+  require_input(node, 1, "W");
   const Tensor& x = in.at(0);
   const Tensor& w = in.at(1);
   const bool has_bias = in.size() > 2 && in[2].defined();
@@ -154,7 +155,8 @@ std::vector<Tensor> run_conv(const Node& node, const Inputs& in) {
   const int64_t k = cg * win.kernel_size(), p = win.out_size(), isize = win.in_size();
   // A pointwise conv reads its input as the K x P operand directly.
   std::unique_ptr<float[]> col;
-  if (!win.is_pointwise()) col = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(k * p));
+  if (!win.is_pointwise())
+    col = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(k * p));
   for (int64_t n = 0; n < g.batch; ++n)
     for (int64_t grp = 0; grp < g.group; ++grp) {
       const float* xg = xp + (n * g.channels + grp * cg) * isize;
@@ -194,8 +196,8 @@ GemmDims gemm_dims(const Node& node, const Shape& a, const Shape& b, const Shape
       const int64_t want = target[2 - c->size() + i];
       ok = (*c)[i] == 1 || (*c)[i] == want;
     }
-    DC_USER_CHECK(ok, "input C of shape ", shape_str(*c), " cannot be broadcast to the ", d.m,
-                  "x", d.n, " result");
+    DC_USER_CHECK(ok, "input C of shape ", shape_str(*c), " cannot be broadcast to the ", d.m, "x",
+                  d.n, " result");
   }
   return d;
 }
@@ -213,6 +215,8 @@ void check_gemm(const Node& node, const std::vector<const TensorInfo*>& in) {
 }
 
 std::vector<Tensor> run_gemm(const Node& node, const Inputs& in) {
+  require_input(node, 0, "A");
+  require_input(node, 1, "B");
   const Tensor& a = in.at(0);
   const Tensor& b = in.at(1);
   const bool has_c = in.size() > 2 && in[2].defined();
@@ -259,8 +263,8 @@ MatMulDims matmul_dims(const Shape& a, const Shape& b) {
   d.k = a.back();
   const int64_t kb = b_vec ? b[0] : b[b.size() - 2];
   d.n = b_vec ? 1 : b.back();
-  DC_USER_CHECK(d.k == kb, "inner dims do not match: A is ", shape_str(a), ", B is ",
-                shape_str(b), " (", d.k, " vs ", kb, ")");
+  DC_USER_CHECK(d.k == kb, "inner dims do not match: A is ", shape_str(a), ", B is ", shape_str(b),
+                " (", d.k, " vs ", kb, ")");
   if (!a_vec) d.a_batch.assign(a.begin(), a.end() - 2);
   if (!b_vec) d.b_batch.assign(b.begin(), b.end() - 2);
   d.batch = broadcast_shapes(d.a_batch, d.b_batch);
@@ -277,8 +281,9 @@ void check_matmul(const Node& node, const std::vector<const TensorInfo*>& in) {
   require_dtype(in[0], "A", {DType::f32, DType::i32, DType::i64});
   require_dtype(in[1], "B", {DType::f32, DType::i32, DType::i64});
   if (in[0] != nullptr && in[1] != nullptr) {
-    DC_USER_CHECK(in[0]->dtype == in[1]->dtype, "A and B have different dtypes: ",
-                  dtype_name(in[0]->dtype), " and ", dtype_name(in[1]->dtype));
+    DC_USER_CHECK(in[0]->dtype == in[1]->dtype,
+                  "A and B have different dtypes: ", dtype_name(in[0]->dtype), " and ",
+                  dtype_name(in[1]->dtype));
     matmul_dims(in[0]->shape, in[1]->shape);
   }
 }
@@ -342,7 +347,8 @@ void matmul_f32(const MatMulDims& d, const float* a, const float* b, float* y) {
   };
   if (count >= parallel_threads()) {
     // Many independent GEMMs (attention heads): one thread each.
-    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, d.m * d.n * d.k));
+    const int64_t grain =
+        std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, d.m * d.n * d.k));
     parallel_for(count, grain, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) one(t, false);
     });
@@ -352,7 +358,8 @@ void matmul_f32(const MatMulDims& d, const float* a, const float* b, float* y) {
 }
 
 std::vector<Tensor> run_matmul(const Node& node, const Inputs& in) {
-  (void)node;
+  require_input(node, 0, "A");
+  require_input(node, 1, "B");
   const Tensor& a = in.at(0);
   const Tensor& b = in.at(1);
   DC_USER_CHECK(a.dtype() == b.dtype(), "A and B have different dtypes: ", dtype_name(a.dtype()),
@@ -360,7 +367,9 @@ std::vector<Tensor> run_matmul(const Node& node, const Inputs& in) {
   const MatMulDims d = matmul_dims(a.shape(), b.shape());
   Tensor y(a.dtype(), d.out);
   switch (a.dtype()) {
-    case DType::f32: matmul_f32(d, a.data<float>(), b.data<float>(), y.mutable_data<float>()); break;
+    case DType::f32:
+      matmul_f32(d, a.data<float>(), b.data<float>(), y.mutable_data<float>());
+      break;
     case DType::i32:
       matmul_naive(d, a.data<int32_t>(), b.data<int32_t>(), y.mutable_data<int32_t>());
       break;

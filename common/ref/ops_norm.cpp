@@ -50,6 +50,8 @@ int64_t product(const Shape& s, size_t begin, size_t end) {
 // ---------------------------------------------------------------------------------------
 // BatchNormalization, inference form: y = scale * (x - mean) / sqrt(var + eps) + B per channel.
 
+constexpr const char* kBnInputs[] = {"X", "scale", "B", "input_mean", "input_var"};
+
 void bn_validate(const Node& node, const Shape& x, const std::vector<const Shape*>& params) {
   DC_USER_CHECK(read_flag(node, "training_mode", 0) == 0,
                 "unsupported: training_mode=1 (dc runs inference only)");
@@ -60,29 +62,28 @@ void bn_validate(const Node& node, const Shape& x, const std::vector<const Shape
                   " (running mean/var or saved statistics)");
   read_epsilon(node, 1e-5f);
   DC_USER_CHECK(x.size() >= 2, "input X must have rank >= 2 (N x C x ...), got ", shape_str(x));
-  static const char* names[] = {"scale", "B", "input_mean", "input_var"};
   for (size_t i = 0; i < params.size(); ++i)
     if (params[i] != nullptr)
-      DC_USER_CHECK(params[i]->size() == 1 && (*params[i])[0] == x[1], "input ", names[i],
+      DC_USER_CHECK(params[i]->size() == 1 && (*params[i])[0] == x[1], "input ", kBnInputs[i + 1],
                     " has shape ", shape_str(*params[i]), ", expected [", x[1],
                     "] (one value per channel)");
 }
 
 void check_batch_norm(const Node& node, const std::vector<const TensorInfo*>& in) {
-  static const char* names[] = {"X", "scale", "B", "input_mean", "input_var"};
   std::vector<const Shape*> params;
   for (size_t i = 0; i < 5; ++i) {
-    require_input(node, i, names[i]);
-    require_f32(info_at(in, i), names[i]);
+    require_input(node, i, kBnInputs[i]);
+    require_f32(info_at(in, i), kBnInputs[i]);
     if (i > 0) params.push_back(info_at(in, i) ? &in[i]->shape : nullptr);
   }
   if (info_at(in, 0) != nullptr) bn_validate(node, in[0]->shape, params);
 }
 
 std::vector<Tensor> run_batch_norm(const Node& node, const Inputs& in) {
+  for (size_t i = 0; i < 5; ++i) require_input(node, i, kBnInputs[i]);
   const Tensor& x = in.at(0);
-  bn_validate(node, x.shape(), {&in.at(1).shape(), &in.at(2).shape(), &in.at(3).shape(),
-                                &in.at(4).shape()});
+  bn_validate(node, x.shape(),
+              {&in.at(1).shape(), &in.at(2).shape(), &in.at(3).shape(), &in.at(4).shape()});
   const double eps = read_epsilon(node, 1e-5f);
   const int64_t n = x.dim(0), c = x.dim(1), inner = product(x.shape(), 2, x.shape().size());
   const float* scale = in[1].data<float>();
@@ -103,7 +104,8 @@ std::vector<Tensor> run_batch_norm(const Node& node, const Inputs& in) {
                [&](int64_t p0, int64_t p1) {
                  for (int64_t p = p0; p < p1; ++p) {
                    const float ai = a[p % c], bi = b[p % c];
-                   for (int64_t i = 0; i < inner; ++i) yp[p * inner + i] = xp[p * inner + i] * ai + bi;
+                   for (int64_t i = 0; i < inner; ++i)
+                     yp[p * inner + i] = xp[p * inner + i] * ai + bi;
                  }
                });
   return {y};
@@ -124,8 +126,7 @@ void ln_check_param(const Shape& param, const Shape& x, size_t axis, const char*
   const size_t norm_rank = x.size() - axis;
   const Shape p = ln_param_shape(param, norm_rank);
   bool ok = p.size() <= norm_rank;
-  for (size_t i = 0; ok && i < p.size(); ++i)
-    ok = p[i] == 1 || p[i] == x[x.size() - p.size() + i];
+  for (size_t i = 0; ok && i < p.size(); ++i) ok = p[i] == 1 || p[i] == x[x.size() - p.size() + i];
   DC_USER_CHECK(ok, "input ", what, " of shape ", shape_str(param),
                 " cannot be broadcast to the normalised dims ",
                 shape_str(Shape(x.begin() + static_cast<int64_t>(axis), x.end())));
@@ -133,8 +134,8 @@ void ln_check_param(const Shape& param, const Shape& x, size_t axis, const char*
 
 size_t ln_axis(const Node& node, const Shape& x) {
   DC_USER_CHECK(!x.empty(), "input X must have rank >= 1");
-  return static_cast<size_t>(normalize_axis(node.attrs.get_int("axis", -1),
-                                            static_cast<int64_t>(x.size()), "axis"));
+  return static_cast<size_t>(
+      normalize_axis(node.attrs.get_int("axis", -1), static_cast<int64_t>(x.size()), "axis"));
 }
 
 void check_layer_norm(const Node& node, const std::vector<const TensorInfo*>& in) {
@@ -172,6 +173,8 @@ std::vector<float> expand_param(const Tensor& p, const Shape& x, size_t axis) {
 }
 
 std::vector<Tensor> run_layer_norm(const Node& node, const Inputs& in) {
+  require_input(node, 0, "X");
+  require_input(node, 1, "Scale");
   const Tensor& x = in.at(0);
   const size_t axis = ln_axis(node, x.shape());
   ln_check_param(in.at(1).shape(), x.shape(), axis, "Scale");
@@ -179,8 +182,8 @@ std::vector<Tensor> run_layer_norm(const Node& node, const Inputs& in) {
   if (has_bias) ln_check_param(in[2].shape(), x.shape(), axis, "B");
   const double eps = read_epsilon(node, 1e-5f);
   const auto scale = expand_param(in[1], x.shape(), axis);
-  const auto bias = has_bias ? expand_param(in[2], x.shape(), axis)
-                             : std::vector<float>(scale.size(), 0.f);
+  const auto bias =
+      has_bias ? expand_param(in[2], x.shape(), axis) : std::vector<float>(scale.size(), 0.f);
 
   const int64_t rows = product(x.shape(), 0, axis);
   const int64_t cols = product(x.shape(), axis, x.shape().size());
@@ -191,24 +194,23 @@ std::vector<Tensor> run_layer_norm(const Node& node, const Inputs& in) {
   float* yp = y.mutable_data<float>();
   float* mp = mean_t.mutable_data<float>();
   float* ip = inv_t.mutable_data<float>();
-  parallel_for(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, cols)),
-               [&](int64_t r0, int64_t r1) {
-                 for (int64_t r = r0; r < r1; ++r) {
-                   const float* xr = xp + r * cols;
-                   double sum = 0;
-                   for (int64_t i = 0; i < cols; ++i) sum += xr[i];
-                   const double mean = cols > 0 ? sum / static_cast<double>(cols) : 0.0;
-                   double sq = 0;
-                   for (int64_t i = 0; i < cols; ++i) sq += (xr[i] - mean) * (xr[i] - mean);
-                   const double var = cols > 0 ? sq / static_cast<double>(cols) : 0.0;
-                   const double inv = 1.0 / std::sqrt(var + eps);
-                   for (int64_t i = 0; i < cols; ++i)
-                     yp[r * cols + i] =
-                         static_cast<float>((xr[i] - mean) * inv * scale[i] + bias[i]);
-                   mp[r] = static_cast<float>(mean);
-                   ip[r] = static_cast<float>(inv);
-                 }
-               });
+  parallel_for(
+      rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, cols)), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* xr = xp + r * cols;
+          double sum = 0;
+          for (int64_t i = 0; i < cols; ++i) sum += xr[i];
+          const double mean = cols > 0 ? sum / static_cast<double>(cols) : 0.0;
+          double sq = 0;
+          for (int64_t i = 0; i < cols; ++i) sq += (xr[i] - mean) * (xr[i] - mean);
+          const double var = cols > 0 ? sq / static_cast<double>(cols) : 0.0;
+          const double inv = 1.0 / std::sqrt(var + eps);
+          for (int64_t i = 0; i < cols; ++i)
+            yp[r * cols + i] = static_cast<float>((xr[i] - mean) * inv * scale[i] + bias[i]);
+          mp[r] = static_cast<float>(mean);
+          ip[r] = static_cast<float>(inv);
+        }
+      });
   return {y, mean_t, inv_t};
 }
 
@@ -239,6 +241,7 @@ void check_softmax(const Node& node, const std::vector<const TensorInfo*>& in) {
 
 template <bool kLog>
 std::vector<Tensor> run_softmax(const Node& node, const Inputs& in) {
+  require_input(node, 0, "input");
   const Tensor& x = in.at(0);
   const SoftmaxLayout l = softmax_layout(node, x.shape());
   Tensor y(DType::f32, x.shape());
@@ -256,7 +259,8 @@ std::vector<Tensor> run_softmax(const Node& node, const Inputs& in) {
                    std::fill(mx.begin(), mx.end(), -std::numeric_limits<float>::infinity());
                    std::fill(sum.begin(), sum.end(), 0.0);
                    for (int64_t i = 0; i < l.n; ++i)
-                     for (int64_t j = 0; j < l.inner; ++j) mx[j] = std::max(mx[j], xb[i * l.inner + j]);
+                     for (int64_t j = 0; j < l.inner; ++j)
+                       mx[j] = std::max(mx[j], xb[i * l.inner + j]);
                    for (int64_t i = 0; i < l.n; ++i)
                      for (int64_t j = 0; j < l.inner; ++j) {
                        const float e = std::exp(xb[i * l.inner + j] - mx[j]);
@@ -283,7 +287,9 @@ std::vector<Tensor> run_softmax(const Node& node, const Inputs& in) {
 
 enum class Red { sum, mean, max, min, prod, l1, l2, sum_square, log_sum, log_sum_exp };
 
-constexpr bool allows_int(Red r) { return r == Red::sum || r == Red::max || r == Red::min || r == Red::prod; }
+constexpr bool allows_int(Red r) {
+  return r == Red::sum || r == Red::max || r == Red::min || r == Red::prod;
+}
 
 struct ReducePlan {
   bool identity = false;
@@ -373,63 +379,70 @@ template <Red kRed, class T>
 void reduce_typed(const ReducePlan& p, const T* x, T* y) {
   const auto n = static_cast<int64_t>(p.offsets.size());
   const auto outs = static_cast<int64_t>(p.base.size());
-  parallel_for(outs, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n)),
-               [&](int64_t o0, int64_t o1) {
-    for (int64_t o = o0; o < o1; ++o) {
-      const T* xb = x + p.base[o];
-      if constexpr (std::is_integral_v<T>) {
-        using U = std::make_unsigned_t<T>;
-        U acc = kRed == Red::prod ? 1 : 0;
-        T m = kRed == Red::max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
-        for (int64_t r = 0; r < n; ++r) {
-          const T v = xb[p.offsets[r]];
-          if constexpr (kRed == Red::sum) acc += static_cast<U>(v);
-          if constexpr (kRed == Red::prod) acc *= static_cast<U>(v);
-          if constexpr (kRed == Red::max) m = std::max(m, v);
-          if constexpr (kRed == Red::min) m = std::min(m, v);
+  parallel_for(
+      outs, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n)), [&](int64_t o0, int64_t o1) {
+        for (int64_t o = o0; o < o1; ++o) {
+          const T* xb = x + p.base[o];
+          if constexpr (std::is_integral_v<T>) {
+            using U = std::make_unsigned_t<T>;
+            U acc = kRed == Red::prod ? 1 : 0;
+            T m =
+                kRed == Red::max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+            for (int64_t r = 0; r < n; ++r) {
+              const T v = xb[p.offsets[r]];
+              if constexpr (kRed == Red::sum) acc += static_cast<U>(v);
+              if constexpr (kRed == Red::prod) acc *= static_cast<U>(v);
+              if constexpr (kRed == Red::max) m = std::max(m, v);
+              if constexpr (kRed == Red::min) m = std::min(m, v);
+            }
+            y[o] = (kRed == Red::max || kRed == Red::min) ? m : static_cast<T>(acc);
+          } else {
+            if constexpr (kRed == Red::max || kRed == Red::min) {
+              // NaN propagates, as in numpy.
+              float m = kRed == Red::max ? -std::numeric_limits<float>::infinity()
+                                         : std::numeric_limits<float>::infinity();
+              for (int64_t r = 0; r < n && !std::isnan(m); ++r) {
+                const float v = xb[p.offsets[r]];
+                if (std::isnan(v) || (kRed == Red::max ? v > m : v < m)) m = v;
+              }
+              y[o] = m;
+            } else if constexpr (kRed == Red::log_sum_exp) {
+              float m = -std::numeric_limits<float>::infinity();
+              for (int64_t r = 0; r < n; ++r) m = std::max(m, static_cast<float>(xb[p.offsets[r]]));
+              if (std::isinf(m)) {
+                y[o] = m;  // all -inf (or an inf): the shift below would make NaN
+                continue;
+              }
+              double s = 0;
+              for (int64_t r = 0; r < n; ++r)
+                s += std::exp(static_cast<double>(xb[p.offsets[r]]) - m);
+              y[o] = static_cast<float>(m + std::log(s));
+            } else {
+              double acc = kRed == Red::prod ? 1.0 : 0.0;
+              for (int64_t r = 0; r < n; ++r) {
+                const double v = xb[p.offsets[r]];
+                if constexpr (kRed == Red::prod)
+                  acc *= v;
+                else if constexpr (kRed == Red::l1)
+                  acc += std::fabs(v);
+                else if constexpr (kRed == Red::l2 || kRed == Red::sum_square)
+                  acc += v * v;
+                else
+                  acc += v;
+              }
+              if constexpr (kRed == Red::mean) acc /= static_cast<double>(n);
+              if constexpr (kRed == Red::l2) acc = std::sqrt(acc);
+              if constexpr (kRed == Red::log_sum) acc = std::log(acc);
+              y[o] = static_cast<T>(acc);
+            }
+          }
         }
-        y[o] = (kRed == Red::max || kRed == Red::min) ? m : static_cast<T>(acc);
-      } else {
-        if constexpr (kRed == Red::max || kRed == Red::min) {
-          // NaN propagates, as in numpy.
-          float m = kRed == Red::max ? -std::numeric_limits<float>::infinity()
-                                     : std::numeric_limits<float>::infinity();
-          for (int64_t r = 0; r < n && !std::isnan(m); ++r) {
-            const float v = xb[p.offsets[r]];
-            if (std::isnan(v) || (kRed == Red::max ? v > m : v < m)) m = v;
-          }
-          y[o] = m;
-        } else if constexpr (kRed == Red::log_sum_exp) {
-          float m = -std::numeric_limits<float>::infinity();
-          for (int64_t r = 0; r < n; ++r) m = std::max(m, static_cast<float>(xb[p.offsets[r]]));
-          if (std::isinf(m)) {
-            y[o] = m;  // all -inf (or an inf): the shift below would make NaN
-            continue;
-          }
-          double s = 0;
-          for (int64_t r = 0; r < n; ++r) s += std::exp(static_cast<double>(xb[p.offsets[r]]) - m);
-          y[o] = static_cast<float>(m + std::log(s));
-        } else {
-          double acc = kRed == Red::prod ? 1.0 : 0.0;
-          for (int64_t r = 0; r < n; ++r) {
-            const double v = xb[p.offsets[r]];
-            if constexpr (kRed == Red::prod) acc *= v;
-            else if constexpr (kRed == Red::l1) acc += std::fabs(v);
-            else if constexpr (kRed == Red::l2 || kRed == Red::sum_square) acc += v * v;
-            else acc += v;
-          }
-          if constexpr (kRed == Red::mean) acc /= static_cast<double>(n);
-          if constexpr (kRed == Red::l2) acc = std::sqrt(acc);
-          if constexpr (kRed == Red::log_sum) acc = std::log(acc);
-          y[o] = static_cast<T>(acc);
-        }
-      }
-    }
-  });
+      });
 }
 
 template <Red kRed>
 std::vector<Tensor> run_reduce(const Node& node, const Inputs& in) {
+  require_input(node, 0, "data");
   const Tensor& x = in.at(0);
   std::vector<int64_t> axes;
   if (node.attrs.has("axes")) {

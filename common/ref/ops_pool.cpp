@@ -50,8 +50,7 @@ PoolParams pool_params(const Node& node, PoolKind kind, const Shape& x) {
   const char* op = kind == PoolKind::max ? "MaxPool" : "AveragePool";
   const auto kernel = node.attrs.get_ints("kernel_shape");
   PoolParams p;
-  p.window =
-      make_window(node, {op, true}, std::vector<int64_t>(x.begin() + 2, x.end()), kernel);
+  p.window = make_window(node, {op, true}, std::vector<int64_t>(x.begin() + 2, x.end()), kernel);
   if (kind == PoolKind::max) {
     const int64_t order = node.attrs.get_int("storage_order", 0);
     DC_USER_CHECK(order == 0 || order == 1, "attribute 'storage_order' must be 0 or 1, got ",
@@ -61,8 +60,7 @@ PoolParams pool_params(const Node& node, PoolKind kind, const Shape& x) {
                   "unsupported: MaxPool's second output (Indices)");
   } else {
     const int64_t cip = node.attrs.get_int("count_include_pad", 0);
-    DC_USER_CHECK(cip == 0 || cip == 1, "attribute 'count_include_pad' must be 0 or 1, got ",
-                  cip);
+    DC_USER_CHECK(cip == 0 || cip == 1, "attribute 'count_include_pad' must be 0 or 1, got ", cip);
     p.count_include_pad = cip == 1;
   }
   return p;
@@ -115,6 +113,7 @@ void check_pool(const Node& node, const std::vector<const TensorInfo*>& in) {
 
 template <PoolKind kind>
 std::vector<Tensor> run_pool(const Node& node, const Inputs& in) {
+  DC_USER_CHECK(node.has_input(0), "required input X is missing");
   const Tensor& x = in.at(0);
   const PoolParams p = pool_params(node, kind, x.shape());
   Shape out_shape{x.dim(0), x.dim(1)};
@@ -142,7 +141,7 @@ void check_global_pool(const Node& node, const std::vector<const TensorInfo*>& i
 
 template <PoolKind kind>
 std::vector<Tensor> run_global_pool(const Node& node, const Inputs& in) {
-  (void)node;
+  DC_USER_CHECK(node.has_input(0), "required input X is missing");
   const Tensor& x = in.at(0);
   DC_USER_CHECK(x.rank() >= 2, "input X must have rank >= 2 (N x C x ...), got ",
                 shape_str(x.shape()));
@@ -175,8 +174,7 @@ const OpDef kOps[] = {
     {"MaxPool", run_pool<PoolKind::max>, check_pool<PoolKind::max>},
     {"AveragePool", run_pool<PoolKind::average>, check_pool<PoolKind::average>},
     {"GlobalMaxPool", run_global_pool<PoolKind::max>, check_global_pool<PoolKind::max>},
-    {"GlobalAveragePool", run_global_pool<PoolKind::average>,
-     check_global_pool<PoolKind::average>},
+    {"GlobalAveragePool", run_global_pool<PoolKind::average>, check_global_pool<PoolKind::average>},
 };
 
 }  // namespace

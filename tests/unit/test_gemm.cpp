@@ -2,7 +2,9 @@
 // transposes, alpha/beta, padded leading dimensions, several K blocks, threads on and off.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <iostream>
 #include <limits>
 #include <random>
 #include <vector>
@@ -116,6 +118,31 @@ TEST(Sgemm, HandComputed) {
       sgemm(ta, tb, {2, 2, 3}, 1.f, ta ? at.data() : a.data(), ta ? 2 : 3,
             tb ? bt.data() : b.data(), tb ? 3 : 2, 0.f, c.data(), 2);
       EXPECT_EQ(c, (std::vector<float>{4, 5, 10, 11})) << "ta=" << ta << " tb=" << tb;
+    }
+}
+
+// Not a test: reports GFLOP/s for a ResNet-50 3x3 conv (as im2col GEMM) and BERT-base
+// shapes. Run with --gtest_also_run_disabled_tests --gtest_filter='Sgemm.DISABLED_*'.
+TEST(Sgemm, DISABLED_Benchmark) {
+  const GemmShape shapes[] = {{256, 3136, 576}, {128, 3072, 768}, {128, 768, 768}, {64, 3136, 576}};
+  for (const GemmShape s : shapes)
+    for (bool parallel : {false, true}) {
+      const auto a = random_values(static_cast<size_t>(s.m * s.k), 1);
+      const auto b = random_values(static_cast<size_t>(s.k * s.n), 2);
+      std::vector<float> c(static_cast<size_t>(s.m * s.n));
+      auto once = [&] {
+        sgemm(false, false, s, 1.f, a.data(), s.k, b.data(), s.n, 0.f, c.data(), s.n, parallel);
+      };
+      once();  // warm-up
+      double best = 1e30;
+      for (int rep = 0; rep < 10; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        once();
+        best = std::min(
+            best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::cout << s.m << "x" << s.n << "x" << s.k << (parallel ? " parallel: " : " 1 thread: ")
+                << best * 1e3 << " ms, " << 2.0 * s.m * s.n * s.k / best * 1e-9 << " GFLOP/s\n";
     }
 }
 

@@ -144,11 +144,15 @@ TEST(OpsElementwise, LargeSameShapeAndScalar) {
 }
 
 TEST(OpsElementwise, StridedLoopCollapsesAndVisitsAnyRange) {
-  // [2,3,4] + [3,1]: dims 0 stays, dims 1 and 2 cannot merge for the second operand.
-  const Shape out{2, 3, 4}, a{2, 3, 4}, b{3, 1};
+  // [2,3,4] + [3,1]: no two dims walk alike for both operands, nothing merges.
+  const Shape out{2, 3, 4}, a{2, 3, 4}, b{3, 1}, suffix{4};
   const auto loop = dc::ref::broadcast_loop<2>(out, {&a, &b});
-  EXPECT_EQ(loop.dims, (Shape{6, 4}));  // dims 0 and 1 merge: b repeats with period 3
-  EXPECT_EQ(loop.strides[0], (std::vector<int64_t>{4, 1}));
+  EXPECT_EQ(loop.dims, (Shape{2, 3, 4}));
+  EXPECT_EQ(loop.strides[1], (std::vector<int64_t>{0, 1, 0}));
+  // [2,3,4] + [4]: the two outer dims merge.
+  const auto merged = dc::ref::broadcast_loop<2>(out, {&a, &suffix});
+  EXPECT_EQ(merged.dims, (Shape{6, 4}));
+  EXPECT_EQ(merged.strides[1], (std::vector<int64_t>{0, 1}));
   const auto same = dc::ref::broadcast_loop<2>(out, {&a, &a});
   EXPECT_EQ(same.dims, (Shape{24}));
   // Every sub-range visits exactly the offsets a naive index computation gives.

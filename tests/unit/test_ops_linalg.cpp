@@ -87,8 +87,7 @@ Tensor naive_conv3d(const Tensor& x, const Tensor& w, const Tensor& b, const Con
                     if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] || i2 < 0 || i2 >= in[2])
                       continue;
                     const int64_t xc = in_ * c + g * cg + ic;
-                    acc += static_cast<double>(
-                               xp[((xc * in[0] + i0) * in[1] + i1) * in[2] + i2]) *
+                    acc += static_cast<double>(xp[((xc * in[0] + i0) * in[1] + i1) * in[2] + i2]) *
                            wp[(((oc * cg + ic) * k[0] + k0) * k[1] + k1) * k[2] + k2];
                   }
             yp[(((in_ * m + oc) * out[0] + o0) * out[1] + o1) * out[2] + o2] =
@@ -133,8 +132,8 @@ void expect_conv_matches_naive(const Shape& xs, const Shape& ws, bool bias, cons
   const Tensor y = run1(n, {x, w, b});
   const Tensor want = naive_conv3d(x.reshaped(to5d(xs)), w.reshaped(to5d(ws)), b, s);
   const int64_t k = ws[1] * dc::shape_numel(Shape(ws.begin() + 2, ws.end()));
-  SCOPED_TRACE(::testing::Message() << "x " << dc::shape_str(xs) << " w " << dc::shape_str(ws)
-                                    << " group " << s.group);
+  SCOPED_TRACE(::testing::Message()
+               << "x " << dc::shape_str(xs) << " w " << dc::shape_str(ws) << " group " << s.group);
   ASSERT_EQ(y.numel(), want.numel());
   expect_tensor_near(y.reshaped(want.shape()), want, 1e-5f * static_cast<float>(k), 1e-5f);
 }
@@ -157,7 +156,7 @@ TEST(OpsLinalgConv, OnnxBasicWithAndWithoutPadding) {
                      f32({1, 1, 3, 3}, {54, 63, 72, 99, 108, 117, 144, 153, 162}));
   const Node padded = make_node("Conv", {"x", "w"}, {"y"}, attrs({{"pads", Ints{1, 1, 1, 1}}}));
   expect_tensor_near(run1(padded, {x, w}),
-                     f32({1, 1, 5, 5}, {12, 21,  27,  33,  24,  33,  54,  63,  72,  51,  63, 99, 108,
+                     f32({1, 1, 5, 5}, {12,  21, 27, 33,  24,  33,  54,  63, 72,  51,  63,  99, 108,
                                         117, 81, 93, 144, 153, 162, 111, 72, 111, 117, 123, 84}));
 }
 
@@ -165,12 +164,11 @@ TEST(OpsLinalgConv, OnnxStridesAndAsymmetricPadding) {
   const Tensor x = iota({1, 1, 7, 5}), w = f32({1, 1, 3, 3}, std::vector<float>(9, 1.f));
   const Node sp = make_node("Conv", {"x", "w"}, {"y"},
                             attrs({{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}));
-  expect_tensor_near(run1(sp, {x, w}), f32({1, 1, 4, 3}, {12, 27, 24, 63, 108, 81, 123, 198, 141,
-                                                          112, 177, 124}));
+  expect_tensor_near(run1(sp, {x, w}),
+                     f32({1, 1, 4, 3}, {12, 27, 24, 63, 108, 81, 123, 198, 141, 112, 177, 124}));
   const Node asym = make_node("Conv", {"x", "w"}, {"y"},
                               attrs({{"strides", Ints{2, 2}}, {"pads", Ints{1, 0, 1, 0}}}));
-  expect_tensor_near(run1(asym, {x, w}),
-                     f32({1, 1, 4, 2}, {21, 33, 99, 117, 189, 207, 171, 183}));
+  expect_tensor_near(run1(asym, {x, w}), f32({1, 1, 4, 2}, {21, 33, 99, 117, 189, 207, 171, 183}));
 }
 
 TEST(OpsLinalgConv, DilationByHand) {
@@ -183,15 +181,18 @@ TEST(OpsLinalgConv, DilationByHand) {
 TEST(OpsLinalgConv, AutoPadSameUpperVersusLower) {
   const Tensor x = iota({1, 1, 4, 4}), w = f32({1, 1, 2, 2}, {1, 1, 1, 1});
   // Total padding 1 per dim: at the end for SAME_UPPER, at the beginning for SAME_LOWER.
-  const Node upper = make_node("Conv", {"x", "w"}, {"y"}, attrs({{"auto_pad", std::string("SAME_UPPER")}}));
-  expect_tensor_near(run1(upper, {x, w}), f32({1, 1, 4, 4}, {10, 14, 18, 10, 26, 30, 34, 18, 42,
-                                                             46, 50, 26, 25, 27, 29, 15}));
-  const Node lower = make_node("Conv", {"x", "w"}, {"y"}, attrs({{"auto_pad", std::string("SAME_LOWER")}}));
-  expect_tensor_near(run1(lower, {x, w}), f32({1, 1, 4, 4}, {0, 1, 3, 5, 4, 10, 14, 18, 12, 26,
-                                                             30, 34, 20, 42, 46, 50}));
+  const Node upper =
+      make_node("Conv", {"x", "w"}, {"y"}, attrs({{"auto_pad", std::string("SAME_UPPER")}}));
+  expect_tensor_near(run1(upper, {x, w}), f32({1, 1, 4, 4}, {10, 14, 18, 10, 26, 30, 34, 18, 42, 46,
+                                                             50, 26, 25, 27, 29, 15}));
+  const Node lower =
+      make_node("Conv", {"x", "w"}, {"y"}, attrs({{"auto_pad", std::string("SAME_LOWER")}}));
+  expect_tensor_near(run1(lower, {x, w}), f32({1, 1, 4, 4}, {0, 1, 3, 5, 4, 10, 14, 18, 12, 26, 30,
+                                                             34, 20, 42, 46, 50}));
   // VALID ignores pads: 5x5 iota, 3x3 ones, stride 2.
   const Node valid = make_node("Conv", {"x", "w"}, {"y"},
-                               attrs({{"auto_pad", std::string("VALID")}, {"strides", Ints{2, 2}},
+                               attrs({{"auto_pad", std::string("VALID")},
+                                      {"strides", Ints{2, 2}},
                                       {"pads", Ints{1, 1, 1, 1}}}));
   expect_tensor_near(run1(valid, {iota({1, 1, 5, 5}), f32({1, 1, 3, 3}, std::vector<float>(9, 1))}),
                      f32({1, 1, 2, 2}, {54, 72, 144, 162}));
@@ -205,8 +206,8 @@ TEST(OpsLinalgConv, SameWithStrideMatchesExplicitPads) {
                                 attrs({{"auto_pad", std::string(mode)}, {"strides", Ints{2, 2}}}));
     const bool upper = std::string(mode) == "SAME_UPPER";
     const Ints pads = upper ? Ints{0, 0, 1, 1} : Ints{1, 1, 0, 0};
-    const Node expl = make_node("Conv", {"x", "w"}, {"y"},
-                                attrs({{"pads", pads}, {"strides", Ints{2, 2}}}));
+    const Node expl =
+        make_node("Conv", {"x", "w"}, {"y"}, attrs({{"pads", pads}, {"strides", Ints{2, 2}}}));
     const Tensor y = run1(same, {x, w});
     EXPECT_EQ(y.shape(), (Shape{1, 3, 4, 4})) << mode;
     expect_tensor_near(y, run1(expl, {x, w}));
@@ -250,14 +251,14 @@ TEST(OpsLinalgConv, MatchesNaiveAcrossParameters) {
   const P cases[] = {
       {{1, 3, 9, 11}, {4, 3, 3, 3}, true, spec({1, 1}, {1, 1}, {1, 1, 1, 1}, 1)},
       {{2, 4, 8, 8}, {6, 2, 3, 3}, true, spec({2, 2}, {1, 1}, {0, 1, 2, 0}, 2)},
-      {{1, 8, 7, 7}, {8, 1, 3, 3}, true, spec({1, 1}, {1, 1}, {1, 1, 1, 1}, 8)},    // depthwise
-      {{2, 8, 10, 9}, {8, 1, 3, 5}, false, spec({2, 3}, {2, 1}, {2, 1, 0, 3}, 8)},  // depthwise
-      {{1, 16, 6, 5}, {32, 16, 1, 1}, true, spec({1, 1}, {1, 1}, {0, 0, 0, 0}, 1)}, // pointwise
+      {{1, 8, 7, 7}, {8, 1, 3, 3}, true, spec({1, 1}, {1, 1}, {1, 1, 1, 1}, 8)},     // depthwise
+      {{2, 8, 10, 9}, {8, 1, 3, 5}, false, spec({2, 3}, {2, 1}, {2, 1, 0, 3}, 8)},   // depthwise
+      {{1, 16, 6, 5}, {32, 16, 1, 1}, true, spec({1, 1}, {1, 1}, {0, 0, 0, 0}, 1)},  // pointwise
       {{2, 16, 6, 5}, {8, 16, 1, 1}, false, spec({2, 2}, {1, 1}, {0, 0, 0, 0}, 1)},
-      {{1, 6, 7, 7}, {6, 6, 1, 1}, true, spec({1, 1}, {1, 1}, {1, 0, 0, 1}, 1)},    // 1x1, padded
+      {{1, 6, 7, 7}, {6, 6, 1, 1}, true, spec({1, 1}, {1, 1}, {1, 0, 0, 1}, 1)},  // 1x1, padded
       {{2, 6, 9, 7}, {4, 3, 2, 3}, true, spec({1, 2}, {3, 2}, {1, 0, 2, 1}, 2)},
-      {{1, 3, 33, 35}, {70, 3, 7, 7}, true, spec({2, 2}, {1, 1}, {3, 3, 3, 3}, 1)},  // stem-like
-      {{1, 64, 14, 14}, {40, 64, 3, 3}, true, spec({1, 1}, {1, 1}, {1, 1, 1, 1}, 1)}, // K > 256
+      {{1, 3, 33, 35}, {70, 3, 7, 7}, true, spec({2, 2}, {1, 1}, {3, 3, 3, 3}, 1)},    // stem-like
+      {{1, 64, 14, 14}, {40, 64, 3, 3}, true, spec({1, 1}, {1, 1}, {1, 1, 1, 1}, 1)},  // K > 256
       {{1, 4, 5, 5}, {8, 1, 3, 3}, true, spec({1, 1}, {1, 1}, {1, 1, 1, 1}, 4)},  // multiplier 2
       {{1, 12, 6, 6}, {6, 4, 3, 3}, false, spec({1, 1}, {1, 1}, {1, 1, 1, 1}, 3)},
       {{1, 2, 4, 4}, {3, 2, 4, 4}, false, spec({3, 3}, {1, 1}, {2, 2, 2, 2}, 1)},  // pads > half
@@ -303,8 +304,8 @@ TEST(OpsLinalgConv, CheckRefusesBadAttributes) {
   EXPECT_THROW(check(conv(attrs({{"kernel_shape", Ints{5, 5}}})), {x, w}), dc::UserError);
   EXPECT_THROW(check(conv(attrs({{"auto_pad", std::string("SAME")}})), {x, w}), dc::UserError);
   EXPECT_THROW(check(conv(attrs({{"dilations", Ints{5, 5}}})), {x, w}), dc::UserError);  // > input
-  EXPECT_THROW(check(conv({}), {x, info({32, 64, 3})}), dc::UserError);                // rank
-  EXPECT_THROW(check(conv({}), {x, w, info({31})}), dc::UserError);                    // bias
+  EXPECT_THROW(check(conv({}), {x, info({32, 64, 3})}), dc::UserError);                  // rank
+  EXPECT_THROW(check(conv({}), {x, w, info({31})}), dc::UserError);                      // bias
   EXPECT_THROW(check(conv({}), {info({1, 64, 8, 8}, DType::f16), w}), dc::UserError);
   EXPECT_THROW(check(conv({}), {info({1, 64, 2, 2, 2, 2}), info({32, 64, 1, 1, 1, 1})}),
                dc::UserError);  // 4 spatial dims
@@ -328,8 +329,7 @@ TEST(OpsLinalgConv, CheckRefusesBadAttributes) {
 TEST(OpsLinalgGemm, BiasBroadcastForms) {
   // A B = [[22,28],[49,64]]; Y = 2 A B + 0.5 C.
   const Tensor a = f32({2, 3}, {1, 2, 3, 4, 5, 6}), b = f32({3, 2}, {1, 2, 3, 4, 5, 6});
-  const Node n = make_node("Gemm", {"a", "b", "c"}, {"y"},
-                           attrs({{"alpha", 2.f}, {"beta", 0.5f}}));
+  const Node n = make_node("Gemm", {"a", "b", "c"}, {"y"}, attrs({{"alpha", 2.f}, {"beta", 0.5f}}));
   expect_tensor_near(run1(n, {a, b, Tensor::scalar(10.f)}), f32({2, 2}, {49, 61, 103, 133}));
   expect_tensor_near(run1(n, {a, b, f32({2}, {10, 20})}), f32({2, 2}, {49, 66, 103, 138}));
   expect_tensor_near(run1(n, {a, b, f32({1, 2}, {10, 20})}), f32({2, 2}, {49, 66, 103, 138}));
@@ -384,9 +384,9 @@ TEST(OpsLinalgGemm, CheckRefusesBadShapes) {
   EXPECT_THROW(check(make_node("Gemm", {"a", "b"}, {"y"}, attrs({{"transA", int64_t{2}}})),
                      {info({2, 3}), info({3, 4})}),
                dc::UserError);
-  EXPECT_THROW(run1(g, {f32({2, 3}, std::vector<float>(6)), f32({2, 3}, std::vector<float>(6)),
-                        Tensor()}),
-               dc::UserError);
+  EXPECT_THROW(
+      run1(g, {f32({2, 3}, std::vector<float>(6)), f32({2, 3}, std::vector<float>(6)), Tensor()}),
+      dc::UserError);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -402,7 +402,9 @@ Tensor naive_batched_matmul(const Tensor& a, const Tensor& b) {
         for (int64_t j = 0; j < n; ++j) {
           double acc = 0;
           for (int64_t kk = 0; kk < k; ++kk)
-            acc += static_cast<double>(a.data<float>()[((i1 * a.dim(1) + (a.dim(1) == 1 ? 0 : i2)) * m + i) * k + kk]) *
+            acc += static_cast<double>(
+                       a.data<float>()[((i1 * a.dim(1) + (a.dim(1) == 1 ? 0 : i2)) * m + i) * k +
+                                       kk]) *
                    b.data<float>()[(i2 * k + kk) * n + j];
           y.mutable_data<float>()[((i1 * b2 + i2) * m + i) * n + j] = static_cast<float>(acc);
         }
@@ -442,8 +444,8 @@ TEST(OpsLinalgMatMul, ManyHeadsInParallel) {
   // Attention-like: [12, 16, 8] x [12, 8, 16], each head separately by the naive loop.
   const Node n = make_node("MatMul", {"a", "b"}, {"y"});
   const Tensor a = random_tensor({12, 16, 8}, 41), b = random_tensor({12, 8, 16}, 42);
-  expect_tensor_near(run1(n, {a, b}), naive_batched_matmul(a.reshaped({1, 12, 16, 8}), b)
-                                          .reshaped({12, 16, 16}));
+  expect_tensor_near(run1(n, {a, b}),
+                     naive_batched_matmul(a.reshaped({1, 12, 16, 8}), b).reshaped({12, 16, 16}));
 }
 
 TEST(OpsLinalgMatMul, Integers) {

@@ -24,7 +24,9 @@ using dc::testing::make_node;
 using Ints = std::vector<int64_t>;
 
 Tensor f32(Shape s, std::vector<float> v) { return Tensor::from_vector<float>(std::move(s), v); }
-Tensor i64(Shape s, std::vector<int64_t> v) { return Tensor::from_vector<int64_t>(std::move(s), v); }
+Tensor i64(Shape s, std::vector<int64_t> v) {
+  return Tensor::from_vector<int64_t>(std::move(s), v);
+}
 
 Attributes attrs(std::initializer_list<std::pair<const char*, dc::AttrValue>> kv) {
   Attributes a;
@@ -53,15 +55,15 @@ TEST(OpsNormBatchNorm, MatchesNumpy) {
   const Node n = make_node("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y"});
   const Tensor y = run1(n, {x, f32({3}, {1, 0.5f, 2}), f32({3}, {0, 1, -1}), f32({3}, {1, 2, 3}),
                             f32({3}, {1, 4, 0.25f})});
-  expect_tensor_near(y, f32({2, 3, 1, 2}, {0, 0.999995f, 1.25f, 1.499999f, 6.99984f, 10.99976f,
-                                           -1.99999f, -2.999985f, -0.2499984f, -0.4999981f,
-                                           -32.99936f, -36.99928f}));
+  expect_tensor_near(
+      y, f32({2, 3, 1, 2}, {0, 0.999995f, 1.25f, 1.499999f, 6.99984f, 10.99976f, -1.99999f,
+                            -2.999985f, -0.2499984f, -0.4999981f, -32.99936f, -36.99928f}));
 }
 
 TEST(OpsNormBatchNorm, EpsilonAndRankTwo) {
   // N x C input, epsilon 0.5: (x - 0) / sqrt(0.5 + 0.5) = x.
-  const Node n = make_node("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y"},
-                           attrs({{"epsilon", 0.5f}}));
+  const Node n =
+      make_node("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y"}, attrs({{"epsilon", 0.5f}}));
   const Tensor ones = f32({2}, {1, 1}), zeros = f32({2}, {0, 0}), halves = f32({2}, {0.5f, 0.5f});
   expect_tensor_near(run1(n, {f32({1, 2}, {3, -4}), ones, zeros, zeros, halves}),
                      f32({1, 2}, {3, -4}));
@@ -98,36 +100,36 @@ TEST(OpsNormBatchNorm, CheckRefusesTrainingAndBadShapes) {
 // ---------------------------------------------------------------------------------------
 // LayerNormalization
 
-const std::vector<float> kLnX{-0.5f, -0.13f, 0.24f, 0.61f, -0.32f, 0.05f, 0.42f,  0.79f,
-                              -0.14f, 0.23f, 0.6f,  -0.33f, 0.04f, 0.41f, 0.78f,  -0.15f,
-                              0.22f,  0.59f, -0.34f, 0.03f, 0.4f,  0.77f, -0.16f, 0.21f};
+const std::vector<float> kLnX{-0.5f,  -0.13f, 0.24f,  0.61f,  -0.32f, 0.05f, 0.42f,  0.79f,
+                              -0.14f, 0.23f,  0.6f,   -0.33f, 0.04f,  0.41f, 0.78f,  -0.15f,
+                              0.22f,  0.59f,  -0.34f, 0.03f,  0.4f,   0.77f, -0.16f, 0.21f};
 
 TEST(OpsNormLayerNorm, LastAxisWithBiasAndStatistics) {
   const Node n = make_node("LayerNormalization", {"x", "w", "b"}, {"y", "mean", "inv"});
   const auto out = dc::ref::run_node(
       n, {f32({2, 3, 4}, kLnX), f32({4}, {1, -2, 0.5f, 3}), f32({4}, {0.1f, 0.2f, 0.3f, 0.4f})});
   ASSERT_EQ(out.size(), 3u);
-  expect_tensor_near(out[0], f32({2, 3, 4}, {-1.241602f, 1.094401f,  0.5236003f, 4.424805f,
-                                             -1.241602f, 1.094401f,  0.5236002f, 4.424805f,
-                                             -0.5447359f, -0.5848959f, 1.014816f, -3.132032f,
-                                             -0.5447359f, -0.584896f, 1.014816f, -3.132032f,
-                                             0.3830655f, -2.571062f, -0.3927655f, -0.4491964f,
-                                             0.3830655f, -2.571062f, -0.3927655f, -0.4491965f}),
+  expect_tensor_near(out[0],
+                     f32({2, 3, 4}, {-1.241602f, 1.094401f,  0.5236003f,  4.424805f,   -1.241602f,
+                                     1.094401f,  0.5236002f, 4.424805f,   -0.5447359f, -0.5848959f,
+                                     1.014816f,  -3.132032f, -0.5447359f, -0.584896f,  1.014816f,
+                                     -3.132032f, 0.3830655f, -2.571062f,  -0.3927655f, -0.4491964f,
+                                     0.3830655f, -2.571062f, -0.3927655f, -0.4491965f}),
                      2e-5f, 1e-5f);
   expect_tensor_near(out[1], f32({2, 3, 1}, {0.055f, 0.235f, 0.09f, 0.27f, 0.125f, 0.305f}));
-  expect_tensor_near(out[2], f32({2, 3, 1}, {2.4173f, 2.4173f, 2.8032f, 2.8032f, 2.979637f,
-                                             2.979637f}),
+  expect_tensor_near(out[2],
+                     f32({2, 3, 1}, {2.4173f, 2.4173f, 2.8032f, 2.8032f, 2.979637f, 2.979637f}),
                      1e-4f, 1e-5f);
 }
 
 TEST(OpsNormLayerNorm, AxisOneNoBiasEpsilon) {
-  const std::vector<float> w{-1, -0.75f, -0.5f, -0.25f, 0, 0.25f, 0.5f, 0.75f, 1, 1.25f, 1.5f, 1.75f};
-  const Tensor want = f32({2, 3, 4}, {1.22296f,   0.3756698f,  -0.1105868f, -0.2358101f,
-                                      0,          -0.03740436f, 0.2862246f,  0.970887f,
-                                      -0.5204085f, 0.2520728f,  1.385588f,   -1.559599f,
-                                      0.4088818f, -0.2802251f, -0.5780743f, 0.2026785f,
-                                      0,          0.1885791f,  -0.6062731f, -0.3225232f,
-                                      0.3524844f, 1.418749f,   -1.247795f,  -0.08635866f});
+  const std::vector<float> w{-1,   -0.75f, -0.5f, -0.25f, 0,    0.25f,
+                             0.5f, 0.75f,  1,     1.25f,  1.5f, 1.75f};
+  const Tensor want = f32(
+      {2, 3, 4}, {1.22296f,    0.3756698f,  -0.1105868f, -0.2358101f, 0,          -0.03740436f,
+                  0.2862246f,  0.970887f,   -0.5204085f, 0.2520728f,  1.385588f,  -1.559599f,
+                  0.4088818f,  -0.2802251f, -0.5780743f, 0.2026785f,  0,          0.1885791f,
+                  -0.6062731f, -0.3225232f, 0.3524844f,  1.418749f,   -1.247795f, -0.08635866f});
   for (int64_t axis : {1, -2}) {
     const Node n = make_node("LayerNormalization", {"x", "w"}, {"y", "", "inv"},
                              attrs({{"axis", axis}, {"epsilon", 0.1f}}));
@@ -159,12 +161,14 @@ TEST(OpsNormLayerNorm, CheckRefusesBadInputs) {
                      run1(nb, {f32({2, 3, 4}, kLnX), f32({4}, {1, -2, 0.5f, 3})}));
   EXPECT_THROW(check(n, {info({2, 3, 4}), info({3}), info({4})}), dc::UserError);
   EXPECT_THROW(check(n, {info({2, 3, 4}), info({4}), info({5})}), dc::UserError);
-  EXPECT_THROW(check(make_node("LayerNormalization", {"x", "w"}, {"y"}, attrs({{"axis", int64_t{3}}})),
-                     {info({2, 3, 4}), info({4})}),
-               dc::UserError);
-  EXPECT_THROW(check(make_node("LayerNormalization", {"x", "w"}, {"y"}, attrs({{"epsilon", -0.1f}})),
-                     {info({2, 3, 4}), info({4})}),
-               dc::UserError);
+  EXPECT_THROW(
+      check(make_node("LayerNormalization", {"x", "w"}, {"y"}, attrs({{"axis", int64_t{3}}})),
+            {info({2, 3, 4}), info({4})}),
+      dc::UserError);
+  EXPECT_THROW(
+      check(make_node("LayerNormalization", {"x", "w"}, {"y"}, attrs({{"epsilon", -0.1f}})),
+            {info({2, 3, 4}), info({4})}),
+      dc::UserError);
   EXPECT_THROW(check(make_node("LayerNormalization", {"x"}, {"y"}), {info({2, 3, 4})}),
                dc::UserError);  // Scale missing
 }
@@ -182,11 +186,11 @@ TEST(OpsNormSoftmax, SingleAxis) {
                                      0.0003353349f, 0.8668133f, 0.9996193f}),
                      1e-6f, 1e-5f);
   // Default axis -1.
-  expect_tensor_near(run1(make_node("Softmax", {"x"}, {"y"}), {z}),
-                     f32({2, 3, 2}, {0.2689414f, 0.7310586f, 0.2689414f, 0.7310586f, 0.2689414f,
-                                     0.7310586f, 0.2689414f, 0.7310586f, 0.2689414f, 0.7310586f,
-                                     0.0009110512f, 0.9990889f}),
-                     1e-6f, 1e-5f);
+  expect_tensor_near(
+      run1(make_node("Softmax", {"x"}, {"y"}), {z}),
+      f32({2, 3, 2}, {0.2689414f, 0.7310586f, 0.2689414f, 0.7310586f, 0.2689414f, 0.7310586f,
+                      0.2689414f, 0.7310586f, 0.2689414f, 0.7310586f, 0.0009110512f, 0.9990889f}),
+      1e-6f, 1e-5f);
   expect_tensor_near(
       run1(make_node("LogSoftmax", {"x"}, {"y"}, attrs({{"axis", int64_t{-2}}})), {z}),
       f32({2, 3, 2}, {-4.142932f, -4.142932f, -2.142932f, -2.142932f, -0.1429316f, -0.1429316f,
@@ -199,9 +203,9 @@ TEST(OpsNormSoftmax, LegacyFlatten) {
   const Node n = make_node("Softmax", {"x"}, {"y"},
                            attrs({{"axis", int64_t{1}}, {"dc_legacy_flatten", int64_t{1}}}));
   expect_tensor_near(run1(n, {f32({2, 3, 2}, kZ)}),
-                     f32({2, 3, 2}, {0.004269779f, 0.01160646f, 0.03154963f, 0.08576079f,
-                                     0.233122f, 0.6336913f, 1.66778e-05f, 4.533497e-05f,
-                                     0.0001232332f, 0.0003349826f, 0.0009105772f, 0.9985692f}),
+                     f32({2, 3, 2}, {0.004269779f, 0.01160646f, 0.03154963f, 0.08576079f, 0.233122f,
+                                     0.6336913f, 1.66778e-05f, 4.533497e-05f, 0.0001232332f,
+                                     0.0003349826f, 0.0009105772f, 0.9985692f}),
                      1e-6f, 1e-5f);
   // Without an explicit axis the legacy default is 1 as well.
   const Node dflt = make_node("Softmax", {"x"}, {"y"}, attrs({{"dc_legacy_flatten", int64_t{1}}}));
@@ -214,11 +218,11 @@ TEST(OpsNormSoftmax, LargeValuesDoNotOverflow) {
 }
 
 TEST(OpsNormSoftmax, CheckRefusesBadAxis) {
-  EXPECT_NO_THROW(check(make_node("Softmax", {"x"}, {"y"}, attrs({{"axis", int64_t{-3}}})),
-                        {info({2, 3, 4})}));
-  EXPECT_THROW(check(make_node("Softmax", {"x"}, {"y"}, attrs({{"axis", int64_t{3}}})),
-                     {info({2, 3, 4})}),
-               dc::UserError);
+  EXPECT_NO_THROW(
+      check(make_node("Softmax", {"x"}, {"y"}, attrs({{"axis", int64_t{-3}}})), {info({2, 3, 4})}));
+  EXPECT_THROW(
+      check(make_node("Softmax", {"x"}, {"y"}, attrs({{"axis", int64_t{3}}})), {info({2, 3, 4})}),
+      dc::UserError);
   EXPECT_THROW(check(make_node("LogSoftmax", {"x"}, {"y"}), {info({2, 3}, DType::i64)}),
                dc::UserError);
 }
@@ -245,8 +249,9 @@ TEST(OpsNormReduce, FamilyMatchesNumpy) {
   expect_tensor_near(reduce("ReduceL2", d, keep0({1})),
                      f32({3, 2}, {20.61553f, 2.236068f, 50, 2.236068f, 81.3941f, 2.236068f}));
   expect_tensor_near(reduce("ReduceSumSquare", d, keep0({0})), f32({2, 2}, {3950, 3, 5600, 12}));
-  expect_tensor_near(reduce("ReduceLogSum", d, keep0({1})),
-                     f32({3, 2}, {3.218876f, 1.098612f, 4.248495f, 1.098612f, 4.744932f, 1.098612f}));
+  expect_tensor_near(
+      reduce("ReduceLogSum", d, keep0({1})),
+      f32({3, 2}, {3.218876f, 1.098612f, 4.248495f, 1.098612f, 4.744932f, 1.098612f}));
   expect_tensor_near(reduce("ReduceLogSumExp", d, keep0({2})),
                      f32({3, 2}, {5.01815f, 20, 30, 40, 55, 60}));
   std::vector<float> shifted(kD);
@@ -258,7 +263,8 @@ TEST(OpsNormReduce, FamilyMatchesNumpy) {
 TEST(OpsNormReduce, DefaultAxesReduceEverything) {
   const Tensor d = f32({3, 2, 2}, kD);
   expect_tensor_near(reduce("ReduceMean", d, {}), f32({1, 1, 1}, {18.25f}));
-  expect_tensor_near(reduce("ReduceMean", d, attrs({{"keepdims", int64_t{0}}})), Tensor::scalar(18.25f));
+  expect_tensor_near(reduce("ReduceMean", d, attrs({{"keepdims", int64_t{0}}})),
+                     Tensor::scalar(18.25f));
 }
 
 TEST(OpsNormReduce, AxesAsInputAndNoop) {
@@ -270,7 +276,8 @@ TEST(OpsNormReduce, AxesAsInputAndNoop) {
                      f32({3, 1, 2}, {25, 3, 70, 3, 115, 3}));
   // Empty axes with noop_with_empty_axes=1: the identity; without it: everything.
   const Tensor empty = i64({0}, {});
-  expect_tensor_near(reduce("ReduceSum", d, attrs({{"noop_with_empty_axes", int64_t{1}}}), empty), d);
+  expect_tensor_near(reduce("ReduceSum", d, attrs({{"noop_with_empty_axes", int64_t{1}}}), empty),
+                     d);
   expect_tensor_near(reduce("ReduceSum", d, {}, empty), f32({1, 1, 1}, {219}));
   // Absent optional axes input ("") behaves as empty.
   const Node absent = make_node("ReduceSum", {"x", ""}, {"y"}, attrs({{"keepdims", int64_t{0}}}));
@@ -283,8 +290,7 @@ TEST(OpsNormReduce, Integers) {
   expect_tensor_near(reduce("ReduceSum", d, a()), i64({2}, {2, 3}));
   expect_tensor_near(reduce("ReduceProd", d, a()), i64({2}, {-6, -120}));
   expect_tensor_near(reduce("ReduceMax", d, a()), i64({2}, {3, 5}));
-  expect_tensor_near(reduce("ReduceMin", d, a()),
-                     i64({2}, {-2, -6}));
+  expect_tensor_near(reduce("ReduceMin", d, a()), i64({2}, {-2, -6}));
   const Tensor d32 = Tensor::from_vector<int32_t>({3}, {7, 8, 9});
   expect_tensor_near(reduce("ReduceSum", d32, {}), Tensor::from_vector<int32_t>({1}, {24}));
   EXPECT_THROW(reduce("ReduceMean", d, a()), dc::UserError);

@@ -52,19 +52,23 @@ TEST(OpsPool, OnnxCeilMode) {
   // 4x4 of 1..16, kernel 3, stride 2: floor mode gives 1x1, ceil mode 2x2.
   const Tensor x = iota({1, 1, 4, 4}, 1.f);
   const auto a = [] {
-    return attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"ceil_mode", int64_t{1}}});
+    return attrs(
+        {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"ceil_mode", int64_t{1}}});
   };
   expect_tensor_near(pool("MaxPool", x, a()), f32({1, 1, 2, 2}, {11, 12, 15, 16}));
   expect_tensor_near(pool("AveragePool", x, a()), f32({1, 1, 2, 2}, {6, 7.5f, 12, 13.5f}));
-  expect_tensor_near(pool("MaxPool", x, attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}})),
-                     f32({1, 1, 1, 1}, {11}));
+  expect_tensor_near(
+      pool("MaxPool", x, attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}})),
+      f32({1, 1, 1, 1}, {11}));
 }
 
 TEST(OpsPool, CeilModeLastWindowMustStartInsideInput) {
   // 1-D, in 4, kernel 2, stride 2, end pad 1: ceil((4+1-2)/2)+1 = 3 windows by the formula,
   // but the third would start at 4, in the right padding: ONNX drops it.
   const Tensor x = f32({1, 1, 4}, {1, 5, 2, 7});
-  const auto a = attrs({{"kernel_shape", Ints{2}}, {"strides", Ints{2}}, {"pads", Ints{0, 1}},
+  const auto a = attrs({{"kernel_shape", Ints{2}},
+                        {"strides", Ints{2}},
+                        {"pads", Ints{0, 1}},
                         {"ceil_mode", int64_t{1}}});
   expect_tensor_near(pool("MaxPool", x, a), f32({1, 1, 2}, {5, 7}));
   // in 5, no pads: the third window starts at 4 (inside) and covers x[4] only.
@@ -84,16 +88,18 @@ TEST(OpsPool, OnnxPrecomputedPadsCountIncludePad) {
   const Tensor x = iota({1, 1, 5, 5}, 1.f);
   auto a = attrs({{"kernel_shape", Ints{5, 5}}, {"pads", Ints{2, 2, 2, 2}}});
   expect_tensor_near(pool("AveragePool", x, a),
-                     f32({1, 1, 5, 5}, {7, 7.5f, 8, 8.5f, 9, 9.5f, 10, 10.5f, 11, 11.5f, 12, 12.5f, 13,
-                                        13.5f, 14, 14.5f, 15, 15.5f, 16, 16.5f, 17, 17.5f, 18,
-                                        18.5f, 19}));
+                     f32({1, 1, 5, 5}, {7,  7.5f,  8,  8.5f,  9,  9.5f,  10, 10.5f, 11, 11.5f,
+                                        12, 12.5f, 13, 13.5f, 14, 14.5f, 15, 15.5f, 16, 16.5f,
+                                        17, 17.5f, 18, 18.5f, 19}));
   a.set("count_include_pad", int64_t{1});
-  expect_tensor_near(pool("AveragePool", x, a),
-                     f32({1, 1, 5, 5}, {2.52f, 3.6f, 4.8f, 4.08f, 3.24f, 4.56f, 6.4f, 8.4f, 7.04f,
-                                        5.52f, 7.2f, 10, 13, 10.8f, 8.4f, 6.96f, 9.6f, 12.4f,
-                                        10.24f, 7.92f, 6.12f, 8.4f, 10.8f, 8.88f, 6.84f}));
+  expect_tensor_near(
+      pool("AveragePool", x, a),
+      f32({1, 1, 5, 5},
+          {2.52f, 3.6f, 4.8f,  4.08f, 3.24f, 4.56f,  6.4f,  8.4f,  7.04f, 5.52f, 7.2f,  10,   13,
+           10.8f, 8.4f, 6.96f, 9.6f,  12.4f, 10.24f, 7.92f, 6.12f, 8.4f,  10.8f, 8.88f, 6.84f}));
   // MaxPool never takes padding into account: a window centred at (0,0) sees x[0:3,0:3].
-  const Tensor mx = pool("MaxPool", x, attrs({{"kernel_shape", Ints{5, 5}}, {"pads", Ints{2, 2, 2, 2}}}));
+  const Tensor mx =
+      pool("MaxPool", x, attrs({{"kernel_shape", Ints{5, 5}}, {"pads", Ints{2, 2, 2, 2}}}));
   EXPECT_EQ(mx.data<float>()[0], 13.f);
   EXPECT_EQ(mx.data<float>()[12], 25.f);
 }
@@ -102,10 +108,12 @@ TEST(OpsPool, OnnxSameUpperWithStride) {
   // 5x5 of 1..25, kernel 3, stride 2, SAME_UPPER: out 3x3, padding 1 on each side.
   const Tensor x = iota({1, 1, 5, 5}, 1.f);
   const auto a = [] {
-    return attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}},
+    return attrs({{"kernel_shape", Ints{3, 3}},
+                  {"strides", Ints{2, 2}},
                   {"auto_pad", std::string("SAME_UPPER")}});
   };
-  expect_tensor_near(pool("MaxPool", x, a()), f32({1, 1, 3, 3}, {7, 9, 10, 17, 19, 20, 22, 24, 25}));
+  expect_tensor_near(pool("MaxPool", x, a()),
+                     f32({1, 1, 3, 3}, {7, 9, 10, 17, 19, 20, 22, 24, 25}));
   expect_tensor_near(pool("AveragePool", x, a()),
                      f32({1, 1, 3, 3}, {4, 5.5f, 7, 11.5f, 13, 14.5f, 19, 20.5f, 22}));
 }
@@ -124,15 +132,17 @@ TEST(OpsPool, SameUpperVersusSameLower) {
 
 TEST(OpsPool, OnnxDilations) {
   const Tensor x = iota({1, 1, 4, 4}, 1.f);
-  expect_tensor_near(pool("MaxPool", x, attrs({{"kernel_shape", Ints{2, 2}}, {"dilations", Ints{2, 2}}})),
-                     f32({1, 1, 2, 2}, {11, 12, 15, 16}));
+  expect_tensor_near(
+      pool("MaxPool", x, attrs({{"kernel_shape", Ints{2, 2}}, {"dilations", Ints{2, 2}}})),
+      f32({1, 1, 2, 2}, {11, 12, 15, 16}));
 }
 
 TEST(OpsPool, StridesAndAsymmetricPads) {
   // 2-D, 3x4 input, kernel 2x2, stride (1, 2), pads top 1, right 1.
   const Tensor x = f32({1, 1, 3, 4}, {1, -2, 3, 4, 5, 6, -7, 8, 9, 10, 11, -12});
   const auto a = [] {
-    return attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{1, 2}}, {"pads", Ints{1, 0, 0, 1}}});
+    return attrs(
+        {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{1, 2}}, {"pads", Ints{1, 0, 0, 1}}});
   };
   // rows: window rows {-1,0}, {0,1}, {1,2}; cols {0,1}, {2,3}.
   expect_tensor_near(pool("MaxPool", x, a()), f32({1, 1, 3, 2}, {1, 4, 6, 8, 10, 11}));
@@ -149,7 +159,8 @@ TEST(OpsPool, ThreeDimensional) {
   Tensor x(DType::f32, {1, 1, 3, 3, 3});
   for (int64_t i = 0; i < 27; ++i) x.mutable_data<float>()[i] = static_cast<float>(i * 7 % 11);
   const auto a = [] { return attrs({{"kernel_shape", Ints{2, 2, 2}}}); };
-  expect_tensor_near(pool("MaxPool", x, a()), f32({1, 1, 2, 2, 2}, {10, 10, 10, 10, 8, 10, 10, 10}));
+  expect_tensor_near(pool("MaxPool", x, a()),
+                     f32({1, 1, 2, 2, 2}, {10, 10, 10, 10, 8, 10, 10, 10}));
   expect_tensor_near(pool("AveragePool", x, a()),
                      f32({1, 1, 2, 2, 2}, {5.625f, 4.375f, 6, 4.75f, 4, 4.125f, 4.375f, 5.875f}));
 }
@@ -158,13 +169,15 @@ TEST(OpsPool, ManyChannelsAreIndependent) {
   // Each (n, c) plane pooled alone equals the plane inside the batch.
   const Tensor x = random_tensor({2, 5, 9, 8}, 3);
   const auto a = [] {
-    return attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}});
+    return attrs(
+        {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}});
   };
   const Tensor all = pool("MaxPool", x, a());
   ASSERT_EQ(all.shape(), (Shape{2, 5, 5, 4}));
   for (int64_t p = 0; p < 10; ++p) {
     Tensor plane(DType::f32, {1, 1, 9, 8});
-    std::copy(x.data<float>() + p * 72, x.data<float>() + (p + 1) * 72, plane.mutable_data<float>());
+    std::copy(x.data<float>() + p * 72, x.data<float>() + (p + 1) * 72,
+              plane.mutable_data<float>());
     const Tensor one = pool("MaxPool", plane, a());
     for (int64_t i = 0; i < 20; ++i) EXPECT_EQ(one.data<float>()[i], all.data<float>()[p * 20 + i]);
   }
@@ -214,8 +227,9 @@ TEST(OpsPool, CheckRefusesBadAttributes) {
   EXPECT_THROW(check(mp(k({{"kernel_shape", Ints{9, 9}}})), x), dc::UserError);  // > input
   EXPECT_THROW(check(make_node("MaxPool", {"x"}, {"y", "indices"}, k({})), x), dc::UserError);
   EXPECT_NO_THROW(check(make_node("MaxPool", {"x"}, {"y", ""}, k({})), x));
-  EXPECT_THROW(check(make_node("AveragePool", {"x"}, {"y"}, k({{"count_include_pad", int64_t{3}}})), x),
-               dc::UserError);
+  EXPECT_THROW(
+      check(make_node("AveragePool", {"x"}, {"y"}, k({{"count_include_pad", int64_t{3}}})), x),
+      dc::UserError);
   EXPECT_THROW(check(mp(k({{"kernel_shape", Ints{1, 1, 1, 1}}})),
                      TensorInfo{DType::f32, {1, 1, 2, 2, 2, 2}}),
                dc::UserError);  // 4-D windows

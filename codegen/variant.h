@@ -1,0 +1,40 @@
+// An implementation variant: one point of a cluster kind's parameter space, i.e. the
+// exact arguments a kernel template is instantiated with, plus the resources they imply.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gpu/gpu_spec.h"
+#include "ir/workload.h"
+
+namespace dc {
+
+struct Variant {
+  std::string template_name;              // e.g. "gemm_tiled", "conv_implicit_gemm", "row_reduce"
+  std::map<std::string, int64_t> params;  // block_m, block_n, block_k, warp_m, ..., split_k, vec
+  std::string precision = "fp32";         // precision path: fp32 | tf32 | fp16 | bf16
+
+  // Resources the parameters imply, filled by the parameter space:
+  int threads_per_block = 0;
+  int64_t smem_bytes = 0;        // static + dynamic shared memory per block
+  int regs_per_thread = 0;       // estimate from the tile (register blocking + addressing)
+  int64_t grid_blocks = 0;       // blocks launched for this workload
+
+  int64_t param(const std::string& name, int64_t dflt = 0) const;
+  // Canonical text: "gemm_tiled/fp32/block_k=16,block_m=128,...": stable, used as a DB key.
+  std::string key() const;
+};
+
+// Every variant of the workload's kind that the GPU can run: enumerated from the kind's
+// parameter space (param_space_*.cpp) and filtered by the GPU's hard limits (threads per
+// block, shared memory per block, registers per thread, per-SM residency of at least one
+// block), so that no invalid variant leaves this stage. Deterministic order.
+std::vector<Variant> enumerate_variants(const Workload& w, const GpuSpec& gpu);
+
+// True if the variant fits the GPU's hard limits; otherwise sets `why`.
+bool fits_gpu(const Variant& v, const GpuSpec& gpu, std::string* why = nullptr);
+
+}  // namespace dc

@@ -1,0 +1,46 @@
+// Public hardware figures of one GPU type: what the estimator predicts from and what the
+// parameter spaces are limited by. The table of known GPUs is estimator/gpus.yaml, loaded by
+// estimator/gpu_catalog.h; this struct lives in common/ so that codegen can read limits
+// without depending on the estimator.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dc {
+
+struct GpuSpec {
+  std::string name;       // canonical short name: "a100", "h100", ...
+  std::string full_name;  // "NVIDIA A100-SXM4-40GB"
+  std::vector<std::string> device_patterns;  // substrings of CUDA's device name mapping here
+  std::string arch;       // architecture family: volta, turing, ampere, ada, hopper
+  int cc_major = 0;
+  int cc_minor = 0;
+  int sm_count = 0;
+  double boost_clock_mhz = 0;
+  int fp32_lanes_per_sm = 0;             // FP32 FMA lanes per SM (2 FLOPs each per clock)
+  double tc_fp16_flops_per_sm_clk = 0;   // dense tensor-core FLOPs per SM per clock, fp16 in, fp32 acc
+  double tc_bf16_flops_per_sm_clk = 0;
+  double tc_tf32_flops_per_sm_clk = 0;
+  double dram_bandwidth_gbs = 0;         // GB/s (1e9 bytes)
+  int64_t l2_bytes = 0;
+  int64_t smem_per_sm_bytes = 0;         // configurable shared memory carve-out, max
+  int64_t smem_per_block_bytes = 0;      // max dynamic shared memory per block (opt-in)
+  int regs_per_sm = 0;
+  int regs_per_thread = 0;
+  int max_threads_per_sm = 0;
+  int max_threads_per_block = 1024;
+  int max_blocks_per_sm = 0;
+  int warp_size = 32;
+  double launch_overhead_us = 3.0;       // host launch + kernel ramp, a modelling constant
+  bool generic = false;                  // built from a device's report, not from the table
+
+  double clock_hz() const { return boost_clock_mhz * 1e6; }
+  // Peak FP32 FLOP/s on CUDA cores (FMA = 2 FLOPs).
+  double fp32_peak_flops() const { return 2.0 * fp32_lanes_per_sm * sm_count * clock_hz(); }
+  double dram_bytes_per_s() const { return dram_bandwidth_gbs * 1e9; }
+  std::string sm_arch() const { return "sm_" + std::to_string(cc_major * 10 + cc_minor); }
+};
+
+}  // namespace dc

@@ -1,0 +1,50 @@
+// A workload: one candidate cluster cut out of a model as a standalone graph, plus its
+// canonical structural signature. Identical clusters (same ops, attributes, shapes, dtypes,
+// layouts, wiring) share one signature within a model and across models: names and weight
+// values never enter it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace dc {
+
+// What kind of kernel template computes a cluster.
+enum class ClusterKind {
+  gemm,         // MatMul / Gemm (+ epilogue), 1x1 convolutions may also map here
+  conv,         // Conv2d as implicit GEMM (+ epilogue)
+  depthwise,    // depthwise / grouped convolution (+ epilogue)
+  reduction,    // Softmax, LayerNorm, Reduce*, pooling, GlobalAveragePool (+ neighbours)
+  elementwise,  // injective chains, Transpose/Reshape as index maps, Concat/Slice/Gather
+  attention,    // MatMul -> scale/mask -> Softmax -> MatMul
+  opaque,       // computed alone by a generic kernel; fusion cannot cross it
+};
+
+const char* cluster_kind_name(ClusterKind k);
+
+struct Workload {
+  ClusterKind kind = ClusterKind::opaque;
+  // The cluster as a graph: its external inputs (activations AND weights, weights kept as
+  // inputs without values, except small constants folded into attributes) become graph
+  // inputs; tensors read outside the cluster become outputs. Node and tensor names are
+  // canonical (n0, n1, ... / t0, t1, ...), assigned in topological order.
+  Graph graph;
+  std::string canonical;  // readable canonical text: one line per node
+  std::string signature;  // 16 hex digits: FNV-1a 64 of `canonical`
+  int64_t flops = 0;      // arithmetic work (ir/flops.h)
+  int64_t bytes = 0;      // compulsory DRAM traffic: every input read once, outputs written once
+};
+
+// Cuts `nodes` (indices into g.nodes, any order) out of `g` as a Workload of the given kind.
+// Initializers of g used by the cluster become inputs, except scalars and tensors of at
+// most 16 elements that are kept as constants (they are part of the structure: e.g. an
+// epsilon or a GELU constant).
+Workload make_workload(const Graph& g, const std::vector<size_t>& nodes, ClusterKind kind);
+
+// FNV-1a 64-bit, as 16 lowercase hex digits.
+std::string fnv1a_hex(const std::string& text);
+
+}  // namespace dc
