@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import onnx
+import onnx.numpy_helper
 
 coord, model_path = sys.argv[1], sys.argv[2]
 model = onnx.load(model_path)
