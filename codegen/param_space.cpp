@@ -1,1 +1,445 @@
-// placeholder: being written
+// Workload analysis, the dispatch of enumerate_variants by family, the resource formulas
+// and fits_gpu. The spaces themselves are in param_space_{gemm,reduction,elementwise}.cpp.
+#include "param_space.h"
+
+#include <algorithm>
+#include <climits>
+#include <initializer_list>
+
+#include "ir/error.h"
+
+namespace dc {
+
+namespace {
+
+const Shape& shape_of(const Graph& g, const std::string& t) { return g.info(t).shape; }
+
+int64_t numel_of(const Graph& g, const std::string& t) { return shape_numel(shape_of(g, t)); }
+
+int elem_size_of(const Graph& g, const std::string& t) {
+  const size_t n = dtype_size(g.info(t).dtype);
+  return n == 0 ? 4 : static_cast<int>(n);
+}
+
+// Largest of 4, 2, 1 dividing every extent.
+int align_of(std::initializer_list<int64_t> extents) {
+  for (int v : {4, 2}) {
+    bool ok = true;
+    for (int64_t e : extents) ok = ok && e % v == 0;
+    if (ok) return v;
+  }
+  return 1;
+}
+
+int64_t product(const Shape& s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to && i < s.size(); ++i) p *= s[i];
+  return p;
+}
+
+const Node* first_of(const Graph& g, std::initializer_list<const char*> ops) {
+  for (const auto& n : g.nodes)
+    for (const char* op : ops)
+      if (n.op == op) return &n;
+  return nullptr;
+}
+
+bool is_reduction_op(const std::string& op) {
+  return op == "Softmax" || op == "LogSoftmax" || op == "Hardmax" ||
+         op == "LayerNormalization" || op == "InstanceNormalization" ||
+         op == "LpNormalization" || op == "GlobalAveragePool" || op == "GlobalMaxPool" ||
+         op == "GlobalLpPool" || op == "ArgMax" || op == "ArgMin" || op.rfind("Reduce", 0) == 0;
+}
+
+bool is_window_pool(const std::string& op) {
+  return op == "MaxPool" || op == "AveragePool" || op == "LpPool";
+}
+
+// Ops after which the output index no longer maps to the same inner index of every input,
+// so vector loads of the inputs are not aligned with vector stores of the output.
+bool remaps_index(const std::string& op) {
+  return op == "Transpose" || op == "Gather" || op == "GatherElements" || op == "GatherND" ||
+         op == "Slice" || op == "Concat" || op == "Split" || op == "Pad" || op == "Resize" ||
+         op == "Upsample" || op == "DepthToSpace" || op == "SpaceToDepth" || op == "Tile" ||
+         is_window_pool(op);
+}
+
+void analyze_matmul(const Graph& g, const Node& n, WorkloadShape& s) {
+  Shape a = shape_of(g, n.input(0));
+  Shape b = shape_of(g, n.input(1));
+  s.elem_bytes = elem_size_of(g, n.input(0));
+  s.a_bytes = static_cast<double>(shape_numel(a)) * s.elem_bytes;
+  s.b_bytes = static_cast<double>(shape_numel(b)) * elem_size_of(g, n.input(1));
+  if (n.op == "Gemm") {
+    DC_INTERNAL_CHECK(a.size() == 2 && b.size() == 2, "Gemm operands of rank ", a.size(), ", ",
+                      b.size());
+    const bool ta = n.attrs.get_int("transA", 0) != 0;
+    const bool tb = n.attrs.get_int("transB", 0) != 0;
+    s.m = ta ? a[1] : a[0];
+    s.k = ta ? a[0] : a[1];
+    s.n = tb ? b[0] : b[1];
+    s.batch = 1;
+    s.vec_align = align_of({ta ? s.m : s.k, tb ? s.k : s.n, s.n});
+    return;
+  }
+  if (a.size() == 1) a.insert(a.begin(), 1);  // [K] -> [1, K]
+  if (b.size() == 1) b.push_back(1);          // [K] -> [K, 1]
+  s.m = a[a.size() - 2];
+  s.k = a.back();
+  s.n = b.back();
+  if (b.size() == 2) {
+    // Weights without batch dimensions: the batch of A folds into M.
+    s.m = product(a, 0, a.size() - 1);
+    s.batch = 1;
+  } else {
+    const Shape out = broadcast_shapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
+    s.batch = shape_numel(out);
+  }
+  s.vec_align = align_of({s.k, s.n});
+}
+
+void analyze_conv(const Graph& g, const Node& n, WorkloadShape& s) {
+  const Shape& x = shape_of(g, n.input(0));
+  const Shape& w = shape_of(g, n.input(1));
+  const Shape& y = shape_of(g, n.outputs.at(0));
+  if (x.size() != 3 && x.size() != 4) {
+    s.family = Family::opaque;  // 3-D convolutions: the generic kernel
+    return;
+  }
+  const bool two_d = x.size() == 4;
+  s.elem_bytes = elem_size_of(g, n.input(0));
+  s.images = x[0];
+  s.in_channels = x[1];
+  s.in_h = two_d ? x[2] : 1;
+  s.in_w = x.back();
+  s.out_channels = y[1];
+  s.out_h = two_d ? y[2] : 1;
+  s.out_w = y.back();
+  s.kernel_h = two_d ? w[2] : 1;
+  s.kernel_w = w.back();
+  const auto strides = n.attrs.get_ints("strides", {});
+  const auto dilations = n.attrs.get_ints("dilations", {});
+  s.stride_h = two_d && strides.size() == 2 ? strides[0] : 1;
+  s.stride_w = strides.empty() ? 1 : strides.back();
+  s.dilation_h = two_d && dilations.size() == 2 ? dilations[0] : 1;
+  s.dilation_w = dilations.empty() ? 1 : dilations.back();
+  s.groups = n.attrs.get_int("group", 1);
+  s.a_bytes = static_cast<double>(shape_numel(x)) * s.elem_bytes;
+  s.b_bytes = static_cast<double>(shape_numel(w)) * elem_size_of(g, n.input(1));
+  const int64_t cin_per_group = s.in_channels / s.groups;
+  if (s.groups > 1 && cin_per_group == 1) {
+    s.family = Family::depthwise;
+    s.vec_align = 1;
+    return;
+  }
+  s.family = Family::conv;
+  s.m = s.images * s.out_h * s.out_w;
+  s.n = s.out_channels / s.groups;
+  s.k = cin_per_group * s.kernel_h * s.kernel_w;
+  s.batch = s.groups;
+  s.gather_a = !(s.kernel_h == 1 && s.kernel_w == 1 && s.stride_h == 1 && s.stride_w == 1 &&
+                 s.out_h == s.in_h && s.out_w == s.in_w);
+  s.vec_align = s.gather_a ? 1 : align_of({s.out_h * s.out_w, s.k});
+}
+
+void analyze_attention(const Graph& g, WorkloadShape& s) {
+  std::vector<const Node*> matmuls;
+  for (const auto& n : g.nodes)
+    if (n.op == "MatMul") matmuls.push_back(&n);
+  DC_INTERNAL_CHECK(matmuls.size() >= 2, "attention cluster with ", matmuls.size(),
+                    " MatMul nodes");
+  const Node& qk = *matmuls.front();
+  const Node& pv = *matmuls.back();
+  const Shape& q = shape_of(g, qk.input(0));
+  const Shape& k = shape_of(g, qk.input(1));
+  const Shape& v = shape_of(g, pv.input(1));
+  const Shape& scores = shape_of(g, qk.outputs.at(0));
+  DC_INTERNAL_CHECK(q.size() >= 2 && k.size() >= 2 && v.size() >= 2 && scores.size() >= 2,
+                    "attention operands of rank < 2");
+  s.elem_bytes = elem_size_of(g, qk.input(0));
+  s.m = q[q.size() - 2];
+  s.k = q.back();
+  s.n = k.back();
+  s.dv = v.back();
+  s.batch = product(scores, 0, scores.size() - 2);
+  s.a_bytes = static_cast<double>(shape_numel(q)) * s.elem_bytes;
+  s.b_bytes = static_cast<double>(shape_numel(k)) * s.elem_bytes;
+  s.v_bytes = static_cast<double>(shape_numel(v)) * s.elem_bytes;
+  s.vec_align = align_of({s.k, s.dv});
+}
+
+// Reduced axes of a Reduce* node: the attribute (opset < 18 / < 13 for ReduceSum), else
+// the constant second input, else all axes.
+std::vector<int64_t> reduce_axes(const Graph& g, const Node& n, int64_t rank) {
+  std::vector<int64_t> axes;
+  if (n.attrs.has("axes")) {
+    axes = n.attrs.get_ints("axes");
+  } else if (n.has_input(1) && g.is_constant(n.input(1))) {
+    axes = g.initializers.at(n.input(1)).to_int64_vector();
+  }
+  if (axes.empty()) {
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  }
+  for (auto& a : axes) a = normalize_axis(a, rank, "axes");
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return axes;
+}
+
+void analyze_reduction(const Graph& g, const Node& n, WorkloadShape& s) {
+  const Shape& x = shape_of(g, n.input(0));
+  const int64_t rank = static_cast<int64_t>(x.size());
+  s.elem_bytes = elem_size_of(g, n.input(0));
+  s.in_bytes = static_cast<double>(shape_numel(x)) * s.elem_bytes;
+  std::vector<int64_t> axes;  // reduced axes, sorted
+  if (n.op == "Softmax" || n.op == "LogSoftmax" || n.op == "Hardmax") {
+    const bool legacy = n.attrs.get_int("dc_legacy_flatten", 0) != 0;
+    const int64_t axis = normalize_axis(n.attrs.get_int("axis", legacy ? 1 : -1), rank, "axis");
+    if (legacy) {
+      for (int64_t i = axis; i < rank; ++i) axes.push_back(i);
+    } else {
+      axes.push_back(axis);
+    }
+    s.reductions_per_row = n.op == "Hardmax" ? 1 : 2;
+    s.stream_reads = 2;
+  } else if (n.op == "LayerNormalization") {
+    const int64_t axis = normalize_axis(n.attrs.get_int("axis", -1), rank, "axis");
+    for (int64_t i = axis; i < rank; ++i) axes.push_back(i);
+    s.reductions_per_row = 2;
+    s.stream_reads = 2;
+  } else if (n.op == "InstanceNormalization" || n.op.rfind("Global", 0) == 0) {
+    for (int64_t i = 2; i < rank; ++i) axes.push_back(i);
+    s.reductions_per_row = n.op == "InstanceNormalization" ? 2 : 1;
+    s.stream_reads = n.op == "InstanceNormalization" ? 2 : 1;
+  } else if (n.op == "ArgMax" || n.op == "ArgMin" || n.op == "LpNormalization") {
+    axes.push_back(normalize_axis(n.attrs.get_int("axis", n.op == "LpNormalization" ? -1 : 0),
+                                  rank, "axis"));
+    s.stream_reads = n.op == "LpNormalization" ? 2 : 1;
+  } else {
+    axes = reduce_axes(g, n, rank);
+  }
+  s.row_len = 1;
+  for (int64_t a : axes) s.row_len *= x[static_cast<size_t>(a)];
+  s.row_len = std::max<int64_t>(s.row_len, 1);
+  s.rows = shape_numel(x) / s.row_len;
+  s.elements = s.rows * s.row_len;
+  // Contiguous if every axis after the first reduced one is reduced or of extent 1.
+  s.row_contiguous = true;
+  if (!axes.empty()) {
+    for (int64_t i = axes.front(); i < rank; ++i) {
+      const bool reduced = std::binary_search(axes.begin(), axes.end(), i);
+      if (!reduced && x[static_cast<size_t>(i)] != 1) s.row_contiguous = false;
+    }
+  }
+  s.vec_align = s.row_contiguous ? align_of({s.row_len}) : 1;
+}
+
+int64_t max_output_numel(const Graph& g) {
+  int64_t best = 0;
+  for (const auto& o : g.outputs) best = std::max(best, numel_of(g, o));
+  if (best == 0)
+    for (const auto& n : g.nodes)
+      for (const auto& o : n.outputs)
+        if (!o.empty()) best = std::max(best, numel_of(g, o));
+  return best;
+}
+
+void analyze_output_parallel(const Graph& g, WorkloadShape& s) {
+  s.elements = std::max<int64_t>(max_output_numel(g), 1);
+  s.inputs = std::max(1, static_cast<int>(g.inputs.size()));
+  if (!g.inputs.empty()) s.elem_bytes = elem_size_of(g, g.inputs.front());
+  int64_t inner = 1;
+  for (const auto& o : g.outputs) {
+    const Shape& sh = shape_of(g, o);
+    if (shape_numel(sh) == s.elements && !sh.empty()) inner = sh.back();
+  }
+  bool vectorisable = true;
+  for (const auto& n : g.nodes) {
+    if (remaps_index(n.op)) vectorisable = false;
+    if (is_window_pool(n.op)) {
+      int64_t w = 1;
+      for (int64_t k : n.attrs.get_ints("kernel_shape", {})) w *= k;
+      s.window = std::max(s.window, w);
+    }
+  }
+  // Every input is either read whole along the inner dimension or broadcast across it.
+  for (const auto& in : g.inputs) {
+    const Shape& sh = shape_of(g, in);
+    if (!sh.empty() && sh.back() != 1 && sh.back() != inner) vectorisable = false;
+  }
+  s.vec_align = vectorisable ? align_of({inner}) : 1;
+}
+
+}  // namespace
+
+const char* family_template_name(Family f) {
+  switch (f) {
+    case Family::gemm: return "gemm_tiled";
+    case Family::conv: return "conv_implicit_gemm";
+    case Family::depthwise: return "depthwise_direct";
+    case Family::attention: return "attention_fused";
+    case Family::reduction: return "row_reduce";
+    case Family::pool_window: return "pool_window";
+    case Family::elementwise: return "elementwise";
+    case Family::opaque: return "opaque_generic";
+  }
+  return "?";
+}
+
+WorkloadShape analyze_workload(const Workload& w) {
+  WorkloadShape s;
+  s.kind = w.kind;
+  s.flops = static_cast<double>(w.flops);
+  s.bytes = static_cast<double>(w.bytes);
+  const Graph& g = w.graph;
+  switch (w.kind) {
+    case ClusterKind::gemm:
+    case ClusterKind::conv:
+    case ClusterKind::depthwise: {
+      const Node* heavy = first_of(g, {"Conv", "MatMul", "Gemm"});
+      DC_INTERNAL_CHECK(heavy != nullptr, cluster_kind_name(w.kind),
+                        " workload without a Conv, MatMul or Gemm node");
+      if (heavy->op == "Conv") {
+        analyze_conv(g, *heavy, s);
+      } else {
+        s.family = Family::gemm;
+        analyze_matmul(g, *heavy, s);
+      }
+      break;
+    }
+    case ClusterKind::attention:
+      s.family = Family::attention;
+      analyze_attention(g, s);
+      break;
+    case ClusterKind::reduction: {
+      const Node* red = nullptr;
+      for (const auto& n : g.nodes)
+        if (!red && is_reduction_op(n.op)) red = &n;
+      if (red) {
+        s.family = Family::reduction;
+        analyze_reduction(g, *red, s);
+        break;
+      }
+      const Node* pool = first_of(g, {"MaxPool", "AveragePool", "LpPool"});
+      DC_INTERNAL_CHECK(pool != nullptr, "reduction workload without a reduction node");
+      s.family = Family::pool_window;
+      analyze_output_parallel(g, s);
+      break;
+    }
+    case ClusterKind::elementwise:
+      s.family = Family::elementwise;
+      analyze_output_parallel(g, s);
+      break;
+    case ClusterKind::opaque:
+      s.family = Family::opaque;
+      analyze_output_parallel(g, s);
+      break;
+  }
+  if (s.family == Family::opaque && s.elements == 0) analyze_output_parallel(g, s);
+  return s;
+}
+
+bool gpu_has_precision(const GpuSpec& gpu, const std::string& precision) {
+  const int cc = gpu.cc_major * 10 + gpu.cc_minor;
+  if (precision == "fp32") return true;
+  if (precision == "fp16") return cc >= 75 && gpu.tc_fp16_flops_per_sm_clk > 0;
+  if (precision == "bf16") return cc >= 80 && gpu.tc_bf16_flops_per_sm_clk > 0;
+  if (precision == "tf32") return cc >= 80 && gpu.tc_tf32_flops_per_sm_clk > 0;
+  return false;
+}
+
+std::vector<Variant> enumerate_variants(const WorkloadShape& s, const GpuSpec& gpu,
+                                        const SpaceOptions& options) {
+  std::vector<std::string> precisions;
+  const std::vector<std::string> all = {"fp32", "tf32", "fp16", "bf16"};
+  for (const auto& p : options.precisions.empty() ? all : options.precisions) {
+    DC_USER_CHECK(std::find(all.begin(), all.end(), p) != all.end(), "unknown precision '", p,
+                  "' (allowed: fp32, tf32, fp16, bf16)");
+    if (gpu_has_precision(gpu, p)) precisions.push_back(p);
+  }
+  const bool fp32 = std::find(precisions.begin(), precisions.end(), "fp32") != precisions.end();
+  switch (s.family) {
+    case Family::gemm:
+    case Family::conv: return enumerate_gemm_family(s, gpu, precisions);
+    case Family::depthwise: return fp32 ? enumerate_depthwise(s, gpu) : std::vector<Variant>{};
+    case Family::attention: return fp32 ? enumerate_attention(s, gpu) : std::vector<Variant>{};
+    case Family::reduction: return fp32 ? enumerate_reduction(s, gpu) : std::vector<Variant>{};
+    case Family::pool_window:
+    case Family::elementwise:
+    case Family::opaque:
+      return fp32 ? enumerate_output_parallel(s, gpu) : std::vector<Variant>{};
+  }
+  return {};
+}
+
+std::vector<Variant> enumerate_variants(const Workload& w, const GpuSpec& gpu,
+                                        const SpaceOptions& options) {
+  return enumerate_variants(analyze_workload(w), gpu, options);
+}
+
+std::vector<Variant> enumerate_variants(const Workload& w, const GpuSpec& gpu) {
+  return enumerate_variants(analyze_workload(w), gpu, SpaceOptions{});
+}
+
+int64_t smem_reserved_per_block(const GpuSpec& gpu) { return gpu.cc_major >= 8 ? 1024 : 0; }
+
+int blocks_per_sm(int threads, int64_t smem_bytes, int regs_per_thread, const GpuSpec& gpu) {
+  if (threads <= 0) return 0;
+  const int warp = gpu.warp_size > 0 ? gpu.warp_size : 32;
+  const int warps = static_cast<int>(ceil_div(threads, warp));
+  int64_t limit = gpu.max_threads_per_sm / (warps * warp);
+  if (gpu.max_blocks_per_sm > 0) limit = std::min<int64_t>(limit, gpu.max_blocks_per_sm);
+  const int64_t smem = smem_bytes + smem_reserved_per_block(gpu);
+  if (smem > 0) limit = std::min(limit, gpu.smem_per_sm_bytes / smem);
+  if (regs_per_thread > 0) {
+    const int64_t per_warp = ceil_div(regs_per_thread, 8) * 8 * warp;
+    limit = std::min(limit, (gpu.regs_per_sm / per_warp) / warps);
+  }
+  return static_cast<int>(std::max<int64_t>(limit, 0));
+}
+
+int64_t gemm_smem_bytes(int64_t block_m, int64_t block_n, int64_t block_k, int64_t stages,
+                        int smem_elem_bytes) {
+  return stages * block_k * ((block_m + block_n) * smem_elem_bytes + 2 * kSmemPadBytes);
+}
+
+int gemm_fp32_regs(int64_t thread_m, int64_t thread_n, int64_t staged_loads_per_thread) {
+  return static_cast<int>(thread_m * thread_n + thread_m + thread_n + 24 +
+                          staged_loads_per_thread);
+}
+
+int gemm_mma_regs(int64_t warp_m, int64_t warp_n) {
+  return static_cast<int>(warp_m * warp_n / 32 + 2 * ((warp_m / 16) * 4 + (warp_n / 8) * 2) + 32);
+}
+
+bool fits_gpu(const Variant& v, const GpuSpec& gpu, std::string* why) {
+  auto fail = [&](const std::string& msg) {
+    if (why) *why = msg;
+    return false;
+  };
+  const int64_t t = v.threads_per_block;
+  if (t <= 0) return fail("no threads per block");
+  if (t > gpu.max_threads_per_block)
+    return fail(str_cat(t, " threads per block > ", gpu.max_threads_per_block));
+  if (t > gpu.max_threads_per_sm)
+    return fail(str_cat(t, " threads per block > ", gpu.max_threads_per_sm, " per SM"));
+  if (v.smem_bytes > gpu.smem_per_block_bytes)
+    return fail(str_cat(v.smem_bytes, " B shared memory > ", gpu.smem_per_block_bytes,
+                        " B per block"));
+  if (v.regs_per_thread > gpu.regs_per_thread)
+    return fail(str_cat(v.regs_per_thread, " registers per thread > ", gpu.regs_per_thread));
+  if (int64_t{v.regs_per_thread} * t > gpu.regs_per_sm)
+    return fail(str_cat(v.regs_per_thread, " x ", t, " registers > ", gpu.regs_per_sm,
+                        " per SM"));
+  if (!gpu_has_precision(gpu, v.precision))
+    return fail(str_cat("no ", v.precision, " path on ", gpu.sm_arch()));
+  if (v.param("stages", 1) >= 3 && gpu.cc_major < 8)
+    return fail(str_cat(v.param("stages"), " pipeline stages need cp.async (sm_80+)"));
+  if (v.grid_blocks <= 0 || v.grid_blocks > INT_MAX)
+    return fail(str_cat(v.grid_blocks, " blocks is outside [1, 2^31)"));
+  if (blocks_per_sm(v.threads_per_block, v.smem_bytes, v.regs_per_thread, gpu) < 1)
+    return fail("not even one block resident per SM");
+  return true;
+}
+
+}  // namespace dc

@@ -1,1 +1,219 @@
-// placeholder: being written
+// Parameter spaces of the GEMM-like templates: tiled GEMM and implicit-GEMM convolution
+// (CUDA-core fp32 and tensor-core tf32/fp16/bf16 paths), depthwise convolution and fused
+// attention. docs/estimator.md lists the choices and why they are bounded as they are.
+#include "param_space.h"
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+
+namespace dc {
+
+namespace {
+
+// The choices from `all` not larger than the extent rounded up to a power of two (a tile
+// much larger than the problem only computes padding), keeping at least `min_tile`.
+std::vector<int64_t> tiles_up_to(std::initializer_list<int64_t> all, int64_t extent,
+                                 int64_t min_tile) {
+  const int64_t cap = std::max(min_tile, pow2_ceil(std::max<int64_t>(extent, 1)));
+  std::vector<int64_t> out;
+  for (int64_t t : all)
+    if (t <= cap) out.push_back(t);
+  return out;
+}
+
+// Vector widths: 1 always, and the widest the operands' alignment allows.
+std::vector<int64_t> vec_choices(int vec_align, bool all_widths) {
+  if (all_widths) {
+    std::vector<int64_t> out;
+    for (int64_t v : {1, 2, 4})
+      if (v <= vec_align) out.push_back(v);
+    return out;
+  }
+  if (vec_align > 1) return {1, vec_align};
+  return {1};
+}
+
+// Split-K only pays when K is long compared to the output (few output tiles to spread over
+// the SMs, e.g. a classifier's GEMV or the last convolutions of a CNN): K >= 4 sqrt(M N batch).
+// Each split still covers at least two K tiles of the largest block_k (64 elements).
+std::vector<int64_t> split_choices(const WorkloadShape& s) {
+  std::vector<int64_t> out = {1};
+  const double out_elems = static_cast<double>(s.m) * static_cast<double>(s.n) *
+                           static_cast<double>(s.batch);
+  if (static_cast<double>(s.k) < 4.0 * std::sqrt(out_elems)) return out;
+  for (int64_t sk : {2, 4, 8})
+    if (ceil_div(s.k, sk) >= 64) out.push_back(sk);
+  return out;
+}
+
+void keep_if_fits(std::vector<Variant>& out, Variant v, const GpuSpec& gpu) {
+  if (fits_gpu(v, gpu)) out.push_back(std::move(v));
+}
+
+void enumerate_gemm_fp32(const WorkloadShape& s, const GpuSpec& gpu, std::vector<Variant>& out) {
+  const bool async = gpu.cc_major >= 8;
+  const std::vector<int64_t> stage_list = async ? std::vector<int64_t>{1, 2, 3, 4}
+                                                : std::vector<int64_t>{1, 2};
+  const auto splits = split_choices(s);
+  const auto vecs = vec_choices(s.vec_align, false);
+  for (int64_t bm : tiles_up_to({16, 32, 64, 128, 256}, s.m, 16))
+    for (int64_t bn : tiles_up_to({16, 32, 64, 128, 256}, s.n, 16))
+      for (int64_t bk : tiles_up_to({8, 16, 32}, s.k, 8))
+        for (int64_t tm : {2, 4, 8})
+          for (int64_t tn : {2, 4, 8}) {
+            if (tm > 2 * tn || tn > 2 * tm) continue;  // near-square thread tiles
+            if (bm % tm != 0 || bn % tn != 0) continue;
+            const int64_t threads = (bm / tm) * (bn / tn);
+            if (threads < 32 || threads > 512 || threads % 32 != 0) continue;
+            for (int64_t warp_rows : {4, 8}) {  // a warp's 32 threads as 4x8 or 8x4
+              const int64_t warp_m = tm * warp_rows;
+              const int64_t warp_n = tn * (32 / warp_rows);
+              if (bm % warp_m != 0 || bn % warp_n != 0) continue;
+              for (int64_t vec : vecs) {
+                // Each thread loads whole vectors of both tiles, the same count each K step.
+                if ((bm * bk) % (threads * vec) != 0 || (bk * bn) % (threads * vec) != 0) continue;
+                for (int64_t stages : stage_list)
+                  for (int64_t split : splits) {
+                    Variant v;
+                    v.template_name = family_template_name(s.family);
+                    v.precision = "fp32";
+                    v.params = {{"block_m", bm},  {"block_n", bn},   {"block_k", bk},
+                                {"warp_m", warp_m}, {"warp_n", warp_n}, {"thread_m", tm},
+                                {"thread_n", tn}, {"vec", vec},      {"stages", stages},
+                                {"split_k", split}};
+                    v.threads_per_block = static_cast<int>(threads);
+                    v.smem_bytes = gemm_smem_bytes(bm, bn, bk, stages, 4);
+                    const int64_t staged = stages == 2 ? (bm * bk + bk * bn) / threads : 0;
+                    v.regs_per_thread = gemm_fp32_regs(tm, tn, staged);
+                    v.grid_blocks = ceil_div(s.m, bm) * ceil_div(s.n, bn) * s.batch * split;
+                    keep_if_fits(out, std::move(v), gpu);
+                  }
+              }
+            }
+          }
+}
+
+// Tensor-core path: warps own warp_m x warp_n tiles computed with mma.sync (m16n8k8 for
+// tf32, m16n8k16 for fp16/bf16). fp32 operands are converted on their way to shared
+// memory for fp16/bf16 (so through registers: 1 or 2 stages, the second register-staged);
+// tf32 keeps fp32 bits in shared memory and pipelines with cp.async (2 to 4 stages).
+void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::string& precision,
+                        std::vector<Variant>& out) {
+  const bool tf32 = precision == "tf32";
+  const int smem_elem = tf32 ? 4 : 2;
+  const std::vector<int64_t> stage_list =
+      tf32 ? std::vector<int64_t>{2, 3, 4} : std::vector<int64_t>{1, 2};
+  const std::vector<int64_t> bks = tf32 ? std::vector<int64_t>{16, 32}
+                                        : std::vector<int64_t>{32, 64};
+  const auto splits = split_choices(s);
+  const int64_t vec = s.vec_align;
+  const std::pair<int64_t, int64_t> warp_tiles[] = {{32, 32}, {32, 64}, {64, 32}, {64, 64}};
+  for (int64_t bm : tiles_up_to({32, 64, 128, 256}, s.m, 32))
+    for (int64_t bn : tiles_up_to({32, 64, 128, 256}, s.n, 32))
+      for (int64_t bk : bks)
+        for (const auto& [warp_m, warp_n] : warp_tiles) {
+          if (bm % warp_m != 0 || bn % warp_n != 0) continue;
+          const int64_t warps = (bm / warp_m) * (bn / warp_n);
+          if (warps > 8) continue;
+          const int64_t threads = warps * 32;
+          if ((bm * bk) % (threads * vec) != 0 || (bk * bn) % (threads * vec) != 0) continue;
+          for (int64_t stages : stage_list)
+            for (int64_t split : splits) {
+              Variant v;
+              v.template_name = family_template_name(s.family);
+              v.precision = precision;
+              v.params = {{"block_m", bm},     {"block_n", bn}, {"block_k", bk},
+                          {"warp_m", warp_m},   {"warp_n", warp_n}, {"vec", vec},
+                          {"stages", stages},   {"split_k", split}};
+              v.threads_per_block = static_cast<int>(threads);
+              v.smem_bytes = gemm_smem_bytes(bm, bn, bk, stages, smem_elem);
+              const int64_t staged = !tf32 && stages == 2 ? (bm * bk + bk * bn) / threads : 0;
+              v.regs_per_thread = gemm_mma_regs(warp_m, warp_n) + static_cast<int>(staged);
+              v.grid_blocks = ceil_div(s.m, bm) * ceil_div(s.n, bn) * s.batch * split;
+              keep_if_fits(out, std::move(v), gpu);
+            }
+        }
+}
+
+}  // namespace
+
+std::vector<Variant> enumerate_gemm_family(const WorkloadShape& s, const GpuSpec& gpu,
+                                           const std::vector<std::string>& precisions) {
+  std::vector<Variant> out;
+  if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.batch <= 0) return out;
+  for (const auto& p : precisions) {
+    if (p == "fp32") {
+      enumerate_gemm_fp32(s, gpu, out);
+    } else {
+      enumerate_gemm_mma(s, gpu, p, out);
+    }
+  }
+  return out;
+}
+
+// Depthwise convolution, direct: a block computes tile_h x tile_w output pixels of
+// block_c channels from an input tile (with halo) staged in shared memory; a thread
+// computes pixels_per_thread adjacent pixels of one channel, reusing the input row in
+// registers across the kernel's width.
+std::vector<Variant> enumerate_depthwise(const WorkloadShape& s, const GpuSpec& gpu) {
+  std::vector<Variant> out;
+  if (s.out_h <= 0 || s.out_w <= 0 || s.out_channels <= 0) return out;
+  const int64_t multiplier = std::max<int64_t>(1, s.out_channels / std::max<int64_t>(1, s.groups));
+  for (int64_t th : tiles_up_to({1, 2, 4, 8, 16}, s.out_h, 1))
+    for (int64_t tw : tiles_up_to({4, 8, 16, 32}, s.out_w, 4))
+      for (int64_t bc : tiles_up_to({1, 2, 4, 8, 16, 32, 64}, s.out_channels, 1))
+        for (int64_t ppt : {1, 2, 4}) {
+          if (tw % ppt != 0) continue;
+          const int64_t threads = th * tw * bc / ppt;
+          if (threads < 32 || threads > 512 || threads % 32 != 0) continue;
+          const int64_t in_th = (th - 1) * s.stride_h + (s.kernel_h - 1) * s.dilation_h + 1;
+          const int64_t in_tw = (tw - 1) * s.stride_w + (s.kernel_w - 1) * s.dilation_w + 1;
+          const int64_t in_c = ceil_div(bc, multiplier);
+          Variant v;
+          v.template_name = family_template_name(Family::depthwise);
+          v.params = {{"tile_h", th}, {"tile_w", tw}, {"block_c", bc}, {"pixels_per_thread", ppt}};
+          v.threads_per_block = static_cast<int>(threads);
+          v.smem_bytes = (in_c * in_th * in_tw + bc * s.kernel_h * s.kernel_w) * 4;
+          v.regs_per_thread =
+              static_cast<int>(24 + 2 * ppt + (ppt - 1) * s.stride_w + s.kernel_w);
+          v.grid_blocks = s.images * ceil_div(s.out_channels, bc) * ceil_div(s.out_h, th) *
+                          ceil_div(s.out_w, tw);
+          keep_if_fits(out, std::move(v), gpu);
+        }
+  return out;
+}
+
+// Fused attention with online softmax (one pass over the keys): a block owns block_m
+// query rows of one (batch, head), keeps Q in shared memory, streams K and V in tiles of
+// block_n keys (stages buffers each), and holds its rows' output accumulators and running
+// max/sum in registers. Head dimensions above 256 get no fused variant (the separate
+// GEMM/softmax clusters cover them).
+std::vector<Variant> enumerate_attention(const WorkloadShape& s, const GpuSpec& gpu) {
+  std::vector<Variant> out;
+  const int64_t d = s.k, dv = s.dv;
+  if (s.m <= 0 || s.n <= 0 || d <= 0 || dv <= 0 || d > 256 || dv > 256) return out;
+  for (int64_t bm : tiles_up_to({16, 32, 64, 128}, s.m, 16))
+    for (int64_t bn : tiles_up_to({16, 32, 64, 128}, s.n, 16))
+      for (int64_t threads : {64, 128, 256}) {
+        if ((bm * bn) % threads != 0) continue;
+        const int64_t scores_per_thread = bm * bn / threads;
+        const int64_t out_per_thread = ceil_div(bm * dv, threads);
+        for (int64_t stages : {1, 2})
+          for (int64_t vec : vec_choices(s.vec_align, false)) {
+            Variant v;
+            v.template_name = family_template_name(Family::attention);
+            v.params = {{"block_m", bm}, {"block_n", bn}, {"threads", threads},
+                        {"stages", stages}, {"vec", vec}};
+            v.threads_per_block = static_cast<int>(threads);
+            v.smem_bytes = (bm * d + stages * bn * (d + dv) + bm * bn) * 4 +
+                           (2 * bm + 2 * stages * bn) * kSmemPadBytes;
+            v.regs_per_thread = static_cast<int>(scores_per_thread + out_per_thread + 32);
+            v.grid_blocks = ceil_div(s.m, bm) * s.batch;
+            keep_if_fits(out, std::move(v), gpu);
+          }
+      }
+  return out;
+}
+
+}  // namespace dc

@@ -1,1 +1,24 @@
-// placeholder: being written
+#include "variant.h"
+
+namespace dc {
+
+int64_t Variant::param(const std::string& name, int64_t dflt) const {
+  auto it = params.find(name);
+  return it == params.end() ? dflt : it->second;
+}
+
+std::string Variant::key() const {
+  // std::map iterates in name order, so the text is canonical without sorting.
+  std::string out = template_name + "/" + precision + "/";
+  bool first = true;
+  for (const auto& [name, value] : params) {
+    if (!first) out += ',';
+    first = false;
+    out += name;
+    out += '=';
+    out += std::to_string(value);
+  }
+  return out;
+}
+
+}  // namespace dc

@@ -1,1 +1,463 @@
-// placeholder: being written
+#include "candidates.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "ir/error.h"
+#include "passes/match.h"
+
+namespace dc {
+
+namespace {
+
+const std::set<std::string>& heavy_ops() {
+  static const std::set<std::string> ops = {"Conv", "MatMul", "Gemm"};
+  return ops;
+}
+
+const std::set<std::string>& reduction_ops() {
+  static const std::set<std::string> ops = {
+      "Softmax", "LogSoftmax", "LayerNormalization", "MaxPool", "AveragePool",
+      "GlobalAveragePool", "GlobalMaxPool"};
+  return ops;
+}
+
+// Elementwise math: one output element from the same position of each (broadcast) input.
+const std::set<std::string>& elementwise_math_ops() {
+  static const std::set<std::string> ops = {
+      "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign",
+      "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+      "Erf", "Relu", "LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid",
+      "HardSwish", "Tanh", "Softplus", "Softsign", "Mish", "Gelu", "Clip", "Add", "Sub", "Mul",
+      "Div", "Pow", "Max", "Min", "Sum", "Mean", "Mod", "Equal", "Less", "LessOrEqual",
+      "Greater", "GreaterOrEqual", "And", "Or", "Xor", "Not", "IsNaN", "IsInf", "Where", "Cast",
+      "Identity"};
+  return ops;
+}
+
+// Index maps: each output element is one input element at a computed position.
+const std::set<std::string>& index_map_ops() {
+  static const std::set<std::string> ops = {"Transpose", "Reshape", "Flatten", "Squeeze",
+                                            "Unsqueeze", "Expand", "Concat", "Slice",
+                                            "Gather", "Split", "Tile"};
+  return ops;
+}
+
+bool is_elementwise_math(const Node& n) { return elementwise_math_ops().count(n.op) != 0; }
+
+// "conv", "add", "layernorm": the op in a pattern string.
+std::string short_name(const std::string& op) {
+  std::string s;
+  for (char c : op) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string long_form = "normalization";
+  const size_t at = s.find(long_form);
+  if (at != std::string::npos) s.replace(at, long_form.size(), "norm");
+  return s;
+}
+
+// Graph queries computed once per generator run.
+struct Context {
+  const Graph& g;
+  match::Uses uses;
+  std::map<std::string, size_t> producer;
+
+  explicit Context(const Graph& graph) : g(graph), uses(graph) {
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      for (const auto& o : g.nodes[i].outputs)
+        if (!o.empty()) producer[o] = i;
+  }
+
+  const Node& node(size_t i) const { return g.nodes[i]; }
+
+  std::optional<size_t> producer_of(const std::string& t) const {
+    auto it = producer.find(t);
+    if (t.empty() || it == producer.end()) return std::nullopt;
+    return it->second;
+  }
+
+  // The node's only output, if it has exactly one.
+  std::optional<std::string> single_output(size_t i) const {
+    std::optional<std::string> out;
+    for (const auto& o : node(i).outputs) {
+      if (o.empty()) continue;
+      if (out) return std::nullopt;
+      out = o;
+    }
+    return out;
+  }
+
+  // The one node reading node i's only output, which no one else reads and which is not a
+  // graph output: the condition for i's output to become a hidden intermediate.
+  std::optional<size_t> sole_next(size_t i) const {
+    const auto out = single_output(i);
+    if (!out) return std::nullopt;
+    return uses.sole_consumer(*out);
+  }
+
+  bool is_constant(const std::string& t) const { return g.is_constant(t); }
+
+  const Shape& shape(const std::string& t) const { return g.info(t).shape; }
+
+  // Node j reads chain tensor t and maps it elementwise to a tensor of the same shape.
+  bool preserves_shape(size_t j, const std::string& t) const {
+    const auto out = single_output(j);
+    return out && g.tensors.count(*out) && g.tensors.count(t) && shape(*out) == shape(t);
+  }
+
+  // Number of j's input slots holding t.
+  size_t uses_of(size_t j, const std::string& t) const {
+    const auto& in = node(j).inputs;
+    return static_cast<size_t>(std::count(in.begin(), in.end(), t));
+  }
+
+  bool is_legal(const std::vector<size_t>& nodes) const;
+};
+
+bool Context::is_legal(const std::vector<size_t>& nodes_in) const {
+  if (nodes_in.empty()) return false;
+  std::vector<size_t> nodes = nodes_in;
+  std::sort(nodes.begin(), nodes.end());
+  DC_INTERNAL_CHECK(std::adjacent_find(nodes.begin(), nodes.end()) == nodes.end(),
+                    "is_legal: a node is listed twice");
+  DC_INTERNAL_CHECK(nodes.back() < g.nodes.size(), "is_legal: node index ", nodes.back(),
+                    " out of range");
+  const std::set<size_t> inside(nodes.begin(), nodes.end());
+  // Hidden intermediates: produced and read inside; then nobody outside may read them.
+  for (size_t i : nodes)
+    for (const auto& in : node(i).inputs) {
+      const auto p = producer_of(in);
+      if (!p || !inside.count(*p)) continue;
+      if (uses.outputs.count(in)) return false;
+      for (size_t u : uses.of(in))
+        if (!inside.count(u)) return false;
+    }
+  // Convexity: walk the outside nodes between the cluster's first and last node in
+  // topological order; one that depends on the cluster must not feed it.
+  std::vector<bool> depends(g.nodes.size(), false);
+  for (size_t k = nodes.front() + 1; k < nodes.back(); ++k) {
+    bool from_cluster = false;
+    for (const auto& in : node(k).inputs) {
+      const auto p = producer_of(in);
+      if (p && (inside.count(*p) || depends[*p])) from_cluster = true;
+    }
+    if (!inside.count(k)) {
+      depends[k] = from_cluster;
+      continue;
+    }
+    for (const auto& in : node(k).inputs) {
+      const auto p = producer_of(in);
+      if (p && !inside.count(*p) && depends[*p]) return false;
+    }
+  }
+  {
+    const size_t k = nodes.back();
+    for (const auto& in : node(k).inputs) {
+      const auto p = producer_of(in);
+      if (p && !inside.count(*p) && depends[*p]) return false;
+    }
+  }
+  return true;
+}
+
+// Node j may follow a heavy op (or a previous epilogue op) whose output is t: a bias /
+// scale / shift with a constant, a residual Add of a same-shape tensor, an activation, a
+// Cast. Never changes t's shape.
+bool is_epilogue(const Context& c, size_t j, const std::string& t) {
+  const Node& n = c.node(j);
+  if (c.uses_of(j, t) != 1 || !c.preserves_shape(j, t)) return false;
+  static const std::set<std::string> activations = {
+      "Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "Gelu", "HardSwish", "HardSigmoid"};
+  if (activations.count(n.op) || n.op == "Cast") {
+    if (n.input(0) != t) return false;
+    for (size_t s = 1; s < n.inputs.size(); ++s)
+      if (n.has_input(s) && !c.is_constant(n.inputs[s])) return false;  // Clip bounds
+    return true;
+  }
+  if (n.inputs.size() != 2) return false;
+  const bool first = n.inputs[0] == t;
+  const std::string& other = first ? n.inputs[1] : n.inputs[0];
+  if (n.op == "Add" || n.op == "Mul") {
+    if (c.is_constant(other)) return true;
+    // Residual: a computed tensor of t's shape (not one that broadcasts).
+    return n.op == "Add" && c.g.tensors.count(other) && c.shape(other) == c.shape(t);
+  }
+  if (n.op == "Sub" || n.op == "Div") return first && c.is_constant(other);
+  return false;
+}
+
+// Node p may be computed inside heavy op h's operand load: a Transpose (MatMul/Gemm
+// operands only), a scale by a constant, a Cast. Its output must be read by h alone.
+bool is_prologue(const Context& c, size_t p, size_t h) {
+  if (c.sole_next(p) != h) return false;
+  const Node& n = c.node(p);
+  if (n.op == "Transpose") return c.node(h).op != "Conv";
+  if (n.op == "Cast") return true;
+  if ((n.op == "Mul" || n.op == "Div") && n.inputs.size() == 2) {
+    const bool const0 = c.is_constant(n.inputs[0]), const1 = c.is_constant(n.inputs[1]);
+    if (const0 == const1) return false;
+    if (n.op == "Div" && !const1) return false;
+    return c.preserves_shape(p, const0 ? n.inputs[1] : n.inputs[0]);
+  }
+  return false;
+}
+
+class Generator {
+ public:
+  explicit Generator(const Graph& g) : c_(g) {}
+
+  std::vector<Candidate> run() {
+    for (size_t i = 0; i < c_.g.nodes.size(); ++i) add({i}, singleton_kind(c_.node(i)));
+    for (size_t i = 0; i < c_.g.nodes.size(); ++i)
+      if (classify_op(c_.node(i)) == OpClass::heavy) heavy(i);
+    for (size_t i = 0; i < c_.g.nodes.size(); ++i)
+      if (c_.node(i).op == "MatMul") attention(i);
+    for (size_t i = 0; i < c_.g.nodes.size(); ++i)
+      if (classify_op(c_.node(i)) == OpClass::reduction) reduction(i);
+    elementwise_chains();
+    return std::move(out_);
+  }
+
+ private:
+  static ClusterKind singleton_kind(const Node& n) {
+    switch (classify_op(n)) {
+      case OpClass::heavy: return heavy_kind(n);
+      case OpClass::reduction: return ClusterKind::reduction;
+      case OpClass::injective: return ClusterKind::elementwise;
+      case OpClass::opaque: return ClusterKind::opaque;
+    }
+    return ClusterKind::opaque;
+  }
+
+  void add(std::vector<size_t> nodes, ClusterKind kind) {
+    std::sort(nodes.begin(), nodes.end());
+    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+    if (seen_.count(nodes) || !c_.is_legal(nodes)) return;
+    seen_.insert(nodes);
+    Candidate cand;
+    for (size_t i : nodes) {
+      if (!cand.pattern.empty()) cand.pattern += '+';
+      cand.pattern += short_name(c_.node(i).op);
+    }
+    cand.nodes = std::move(nodes);
+    cand.kind = kind;
+    out_.push_back(std::move(cand));
+  }
+
+  // Epilogue ops after node i, following single-reader outputs.
+  std::vector<size_t> epilogue_chain(size_t i) const {
+    std::vector<size_t> chain;
+    size_t cur = i;
+    while (chain.size() < kMaxEpilogue) {
+      const auto next = c_.sole_next(cur);
+      if (!next || !is_epilogue(c_, *next, *c_.single_output(cur))) break;
+      chain.push_back(*next);
+      cur = *next;
+    }
+    return chain;
+  }
+
+  // Heavy op alone, with every prefix of its epilogue, and with every non-empty set of its
+  // operand prologues combined with every epilogue prefix.
+  void heavy(size_t h) {
+    const ClusterKind kind = heavy_kind(c_.node(h));
+    const std::vector<size_t> chain = epilogue_chain(h);
+    std::vector<size_t> prologues;
+    const Node& n = c_.node(h);
+    const size_t operands = n.op == "Conv" ? 1 : 2;  // activations; weights are constant
+    for (size_t s = 0; s < operands && s < n.inputs.size(); ++s) {
+      const auto p = c_.producer_of(n.inputs[s]);
+      if (p && !c_.is_constant(n.inputs[s]) && is_prologue(c_, *p, h) &&
+          std::find(prologues.begin(), prologues.end(), *p) == prologues.end())
+        prologues.push_back(*p);
+    }
+    for (size_t mask = 0; mask < (size_t{1} << prologues.size()); ++mask) {
+      std::vector<size_t> nodes = {h};
+      for (size_t b = 0; b < prologues.size(); ++b)
+        if (mask & (size_t{1} << b)) nodes.push_back(prologues[b]);
+      add(nodes, kind);
+      for (size_t e : chain) {
+        nodes.push_back(e);
+        add(nodes, kind);
+      }
+    }
+  }
+
+  // MatMul -> [Div|Mul by a constant] -> [Add mask] -> Softmax(last axis) -> MatMul, as one
+  // cluster, with the Transpose feeding the first MatMul's K operand if there is one.
+  void attention(size_t m2) {
+    const auto s = c_.producer_of(c_.node(m2).input(0));
+    if (!s || c_.node(*s).op != "Softmax" || c_.sole_next(*s) != m2) return;
+    const std::string& x = c_.node(*s).input(0);
+    if (!c_.g.tensors.count(x)) return;
+    const auto rank = static_cast<int64_t>(c_.shape(x).size());
+    const int64_t axis = c_.node(*s).attrs.get_int("axis", -1);
+    if (axis != -1 && axis != rank - 1) return;
+    auto nodes = scores_producers(*s, /*mask_ok=*/true, /*scale_ok=*/true);
+    if (!nodes) return;
+    nodes->push_back(*s);
+    nodes->push_back(m2);
+    add(*nodes, ClusterKind::attention);
+  }
+
+  // Walking back from `cur` towards the first MatMul of attention: the nodes on the way
+  // (mask Add nearest the Softmax, then scale), the MatMul and its K Transpose.
+  std::optional<std::vector<size_t>> scores_producers(size_t cur, bool mask_ok,
+                                                      bool scale_ok) const {
+    const Node& n = c_.node(cur);
+    const size_t slots = n.op == "Softmax" ? 1 : n.inputs.size();
+    for (size_t slot = 0; slot < slots; ++slot) {
+      const auto p = c_.producer_of(n.input(slot));
+      if (!p || c_.sole_next(*p) != cur) continue;
+      const Node& pn = c_.node(*p);
+      if (pn.op == "MatMul") {
+        std::vector<size_t> found = {*p};
+        const auto k = c_.producer_of(pn.input(1));
+        if (k && c_.node(*k).op == "Transpose" && c_.sole_next(*k) == *p) found.push_back(*k);
+        return found;
+      }
+      if (pn.inputs.size() != 2) continue;
+      const bool const0 = c_.is_constant(pn.inputs[0]), const1 = c_.is_constant(pn.inputs[1]);
+      std::optional<std::vector<size_t>> found;
+      if (pn.op == "Add" && mask_ok && !const0) {
+        found = scores_producers(*p, false, scale_ok);  // the mask: constant or computed
+      } else if (scale_ok && ((pn.op == "Mul" && const0 != const1) ||
+                              (pn.op == "Div" && const1 && !const0))) {
+        found = scores_producers(*p, false, false);
+      }
+      if (found) {
+        found->push_back(*p);
+        return found;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // A reduction with up to kMaxReductionPrologue elementwise producers before it (following
+  // the first input that has one) and kMaxReductionEpilogue elementwise consumers after it.
+  void reduction(size_t r) {
+    std::vector<size_t> before;
+    size_t cur = r;
+    while (before.size() < kMaxReductionPrologue) {
+      std::optional<size_t> next;
+      const Node& n = c_.node(cur);
+      const size_t slots = cur == r ? 1 : n.inputs.size();  // a reduction's data input only
+      for (size_t s = 0; s < slots && s < n.inputs.size() && !next; ++s) {
+        const auto p = c_.producer_of(n.inputs[s]);
+        // Broadcasting inside the prologue is fine: the reduction reads p's output.
+        if (p && is_elementwise_math(c_.node(*p)) && c_.sole_next(*p) == cur) next = p;
+      }
+      if (!next) break;
+      before.push_back(*next);
+      cur = *next;
+    }
+    std::vector<size_t> after;
+    cur = r;
+    while (after.size() < kMaxReductionEpilogue) {
+      const auto next = c_.sole_next(cur);
+      if (!next || !is_elementwise_math(c_.node(*next)) ||
+          !c_.preserves_shape(*next, *c_.single_output(cur)))
+        break;
+      after.push_back(*next);
+      cur = *next;
+    }
+    for (size_t a = 0; a <= before.size(); ++a)
+      for (size_t b = 0; b <= after.size(); ++b) {
+        std::vector<size_t> nodes = {r};
+        nodes.insert(nodes.end(), before.begin(), before.begin() + static_cast<long>(a));
+        nodes.insert(nodes.end(), after.begin(), after.begin() + static_cast<long>(b));
+        add(nodes, ClusterKind::reduction);
+      }
+  }
+
+  // Chains of injective ops linked by single-reader outputs (a node with several linked
+  // producers continues the chain of the first, by input slot). Every contiguous sub-chain
+  // of a chain up to kMaxAllSubchainsLength long; of a longer chain, its prefixes and
+  // suffixes only (about 2L instead of L^2/2).
+  void elementwise_chains() {
+    const size_t n = c_.g.nodes.size();
+    std::vector<std::optional<size_t>> pred(n), succ(n);
+    for (size_t v = 0; v < n; ++v) {
+      if (classify_op(c_.node(v)) != OpClass::injective) continue;
+      for (const auto& in : c_.node(v).inputs) {
+        const auto u = c_.producer_of(in);
+        if (u && classify_op(c_.node(*u)) == OpClass::injective && c_.sole_next(*u) == v) {
+          pred[v] = u;
+          succ[*u] = v;
+          break;
+        }
+      }
+    }
+    for (size_t head = 0; head < n; ++head) {
+      if (pred[head] || !succ[head]) continue;
+      std::vector<size_t> chain = {head};
+      while (succ[chain.back()]) chain.push_back(*succ[chain.back()]);
+      const size_t len = chain.size();
+      auto sub = [&](size_t from, size_t to) {  // [from, to)
+        add(std::vector<size_t>(chain.begin() + static_cast<long>(from),
+                                chain.begin() + static_cast<long>(to)),
+            ClusterKind::elementwise);
+      };
+      if (len <= kMaxAllSubchainsLength) {
+        for (size_t a = 0; a < len; ++a)
+          for (size_t b = a + 2; b <= len; ++b) sub(a, b);
+      } else {
+        for (size_t b = 2; b <= len; ++b) sub(0, b);
+        for (size_t a = 1; a + 2 <= len; ++a) sub(a, len);
+      }
+    }
+  }
+
+  Context c_;
+  std::set<std::vector<size_t>> seen_;
+  std::vector<Candidate> out_;
+};
+
+}  // namespace
+
+OpClass classify_op(const Node& n) {
+  if (heavy_ops().count(n.op)) return OpClass::heavy;
+  if (reduction_ops().count(n.op) || n.op.rfind("Reduce", 0) == 0) return OpClass::reduction;
+  if (elementwise_math_ops().count(n.op) || index_map_ops().count(n.op))
+    return OpClass::injective;
+  return OpClass::opaque;
+}
+
+const char* op_class_name(OpClass c) {
+  switch (c) {
+    case OpClass::heavy: return "heavy";
+    case OpClass::reduction: return "reduction";
+    case OpClass::injective: return "injective";
+    case OpClass::opaque: return "opaque";
+  }
+  return "?";
+}
+
+ClusterKind heavy_kind(const Node& n) {
+  DC_INTERNAL_CHECK(classify_op(n) == OpClass::heavy, "heavy_kind of ", n.op);
+  if (n.op != "Conv") return ClusterKind::gemm;
+  return n.attrs.get_int("group", 1) > 1 ? ClusterKind::depthwise : ClusterKind::conv;
+}
+
+bool is_legal(const Graph& g, const std::vector<size_t>& nodes) {
+  return Context(g).is_legal(nodes);
+}
+
+std::vector<Candidate> generate_candidates(const Graph& g) { return Generator(g).run(); }
+
+WorkloadSet dedupe_workloads(const Graph& g, const std::vector<Candidate>& candidates) {
+  WorkloadSet set;
+  std::map<std::string, size_t> by_signature;
+  set.candidate_workload.reserve(candidates.size());
+  for (const auto& cand : candidates) {
+    Workload w = make_workload(g, cand.nodes, cand.kind);
+    auto [it, fresh] = by_signature.emplace(w.signature, set.workloads.size());
+    if (fresh) set.workloads.push_back(std::move(w));
+    set.candidate_workload.push_back(it->second);
+  }
+  return set;
+}
+
+}  // namespace dc

@@ -1,1 +1,397 @@
-// placeholder: being written
+// The analytic model. Each template family describes one thread block (pipe cycles, the
+// warps it needs resident to hide latency, its serial latency path, shared-memory traffic)
+// and the kernel's DRAM traffic; combine() turns that into time on the GPU: blocks over
+// SMs (the busiest SM's share, in rounds of the resident blocks), DRAM bytes over
+// bandwidth limited by the bytes kept in flight, shared-memory bytes over bank bandwidth,
+// plus launch overhead.
+#include "estimator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ir/error.h"
+
+namespace dc {
+
+using namespace model;
+
+namespace {
+
+// A variant's parameters, decoded once per estimate (map lookups by string are the cost).
+struct Params {
+  int64_t block_m = 0, block_n = 0, block_k = 0, warp_m = 0, warp_n = 0;
+  int64_t thread_m = 0, thread_n = 0, vec = 1, stages = 1, split_k = 1;
+  int64_t tile_h = 1, tile_w = 1, block_c = 1, pixels_per_thread = 1;
+  int64_t threads = 0, threads_per_row = 32, rows_per_block = 1, cache = 0, elems_per_thread = 1;
+};
+
+Params decode(const Variant& v) {
+  Params p;
+  for (const auto& [name, value] : v.params) {
+    if (name == "block_m") p.block_m = value;
+    else if (name == "block_n") p.block_n = value;
+    else if (name == "block_k") p.block_k = value;
+    else if (name == "warp_m") p.warp_m = value;
+    else if (name == "warp_n") p.warp_n = value;
+    else if (name == "thread_m") p.thread_m = value;
+    else if (name == "thread_n") p.thread_n = value;
+    else if (name == "vec") p.vec = std::max<int64_t>(1, value);
+    else if (name == "stages") p.stages = std::max<int64_t>(1, value);
+    else if (name == "split_k") p.split_k = std::max<int64_t>(1, value);
+    else if (name == "tile_h") p.tile_h = value;
+    else if (name == "tile_w") p.tile_w = value;
+    else if (name == "block_c") p.block_c = value;
+    else if (name == "pixels_per_thread") p.pixels_per_thread = std::max<int64_t>(1, value);
+    else if (name == "threads") p.threads = value;
+    else if (name == "threads_per_row") p.threads_per_row = value;
+    else if (name == "rows_per_block") p.rows_per_block = std::max<int64_t>(1, value);
+    else if (name == "cache") p.cache = value;
+    else if (name == "elems_per_thread") p.elems_per_thread = std::max<int64_t>(1, value);
+  }
+  return p;
+}
+
+// One thread block as the model sees it.
+struct BlockModel {
+  double pipe_cycles = 0;        // SM cycles of issue/pipe work, latency fully hidden
+  double warps_needed = 4;       // resident warps per SM that hide the pipes' latency
+  double critical_cycles = 0;    // the block alone on an SM: its serial latency path
+  double smem_bytes = 0;         // shared-memory bank traffic
+  double dram_bytes = 0;         // the whole kernel's DRAM traffic
+  double inflight_per_warp = 0;  // DRAM bytes a warp keeps requested at once
+};
+
+double cdiv(double a, double b) { return std::ceil(a / b); }
+
+double fp32_warp_fma_per_clk(const GpuSpec& g) { return g.fp32_lanes_per_sm / 32.0; }
+
+double dram_latency_cycles(const GpuSpec& g) { return kDramLatencyS * g.clock_hz(); }
+
+// FLOPs per output element beyond the GEMM's multiply-adds (bias, activation, residual).
+double epilogue_flops_per_output(const WorkloadShape& s, double gemm_flops, double outputs) {
+  return outputs > 0 ? std::max(0.0, s.flops - gemm_flops) / outputs : 0;
+}
+
+// Serial path of a K loop of `tiles` tiles whose loads take `latency` cycles: without
+// pipelining each tile waits for its loads; with `stages` buffers the loads of the next
+// stages-1 tiles overlap the current tile's work.
+double pipelined_critical(double tiles, double tile_alone, double latency, int64_t stages) {
+  if (stages <= 1) return tiles * (tile_alone + latency);
+  return latency + tiles * std::max(tile_alone, latency / static_cast<double>(stages - 1));
+}
+
+// Operand re-reads after tile reuse: an operand is re-read once per tile of the other
+// dimension, unless it fits in half of L2, which then serves the re-reads.
+double reread_bytes(double operand_bytes, double reads, const GpuSpec& g) {
+  if (operand_bytes <= static_cast<double>(g.l2_bytes) / 2) return 0;
+  return (reads - 1) * operand_bytes;
+}
+
+BlockModel gemm_block(const WorkloadShape& s, const Params& p, const Variant& v,
+                      const GpuSpec& g) {
+  BlockModel b;
+  const double bm = static_cast<double>(p.block_m), bn = static_cast<double>(p.block_n);
+  const double bk = static_cast<double>(p.block_k);
+  const double threads = v.threads_per_block, warps = cdiv(threads, 32);
+  const double vec = static_cast<double>(p.vec);
+  const double m = static_cast<double>(s.m), n = static_cast<double>(s.n);
+  const double k = static_cast<double>(s.k), batch = static_cast<double>(s.batch);
+  const double split = static_cast<double>(p.split_k);
+  const double k_tiles = cdiv(cdiv(k, split), bk);
+  const double loads_per_thread = (bm * bk + bk * bn) / (threads * vec);
+  const double gather = s.gather_a ? 4 * bm * bk / threads : 0;  // im2col index arithmetic
+  const bool tensor_core = v.precision != "fp32";
+  const int smem_elem = v.precision == "fp16" || v.precision == "bf16" ? 2 : 4;
+
+  double tile_pipe = 0, tile_issue = 0, tile_smem = 0;
+  if (!tensor_core) {
+    const double tm = static_cast<double>(p.thread_m), tn = static_cast<double>(p.thread_n);
+    const double fma = bm * bn * bk / 32;  // warp FMA instructions per K tile
+    const double lds = warps * bk * (cdiv(tm, 4) + cdiv(tn, 4));  // 128-bit shared loads
+    const bool async = p.stages >= 3;  // cp.async: no register round trip for the tiles
+    const double global = warps * (loads_per_thread * (async ? 1 : 2) + gather + 6);
+    tile_pipe = fma / fp32_warp_fma_per_clk(g);
+    tile_issue = (fma + lds + global) / kIssuePerClk;
+    tile_smem = 128 * lds + (bm * bk + bk * bn) * 4;  // one wavefront per warp load + stores
+    b.warps_needed = std::clamp(64.0 / (tm * tn), 4.0, 32.0);
+  } else {
+    const double k_mma = v.precision == "tf32" ? 8 : 16;
+    const double wm = static_cast<double>(p.warp_m), wn = static_cast<double>(p.warp_n);
+    const double mma = warps * (wm / 16) * (wn / 8) * (bk / k_mma);
+    const double ldm = warps * (bk / k_mma) * (wm / 16 + wn / 16);
+    const bool tf32 = v.precision == "tf32";
+    const double convert = tf32 ? 0 : loads_per_thread * vec / 2;  // cvt to packed halves
+    const double global = warps * (loads_per_thread * (tf32 ? 1 : 2) + convert + gather + 6);
+    const double rate = v.precision == "tf32"   ? g.tc_tf32_flops_per_sm_clk
+                        : v.precision == "bf16" ? g.tc_bf16_flops_per_sm_clk
+                                                : g.tc_fp16_flops_per_sm_clk;
+    tile_pipe = 2 * bm * bn * bk / rate;
+    tile_issue = (mma + ldm + global) / kIssuePerClk;
+    tile_smem = (warps * (wm * bk + bk * wn) + bm * bk + bk * bn) * smem_elem;
+    b.warps_needed = 4;
+  }
+  const double tile = std::max(tile_pipe, tile_issue);
+  const double outputs = bm * bn;
+  const double epi = epilogue_flops_per_output(s, 2 * m * n * k * batch, m * n * batch);
+  double tail = outputs / 32 * (2 + epi) / kIssuePerClk;  // epilogue: loads, math, stores
+  if (p.split_k > 1) tail += outputs / 32 * 3 / kIssuePerClk;  // partial sums in and out
+  b.pipe_cycles = k_tiles * tile + tail;
+  const double alone = tile / std::min(1.0, warps / b.warps_needed);
+  b.critical_cycles = pipelined_critical(k_tiles, alone, kL2LatencyCycles, p.stages) + tail;
+  b.smem_bytes = k_tiles * tile_smem;
+  b.dram_bytes = s.bytes + reread_bytes(s.a_bytes, cdiv(n, bn), g) +
+                 reread_bytes(s.b_bytes, cdiv(m, bm), g) +
+                 (p.split_k > 1 ? 2 * split * m * n * batch * 4 : 0);
+  b.inflight_per_warp = (bm * bk + bk * bn) * s.elem_bytes / warps *
+                        static_cast<double>(std::max<int64_t>(1, p.stages - 1));
+  return b;
+}
+
+BlockModel depthwise_block(const WorkloadShape& s, const Params& p, const Variant& v,
+                           const GpuSpec& g) {
+  BlockModel b;
+  const double th = static_cast<double>(p.tile_h), tw = static_cast<double>(p.tile_w);
+  const double bc = static_cast<double>(p.block_c), ppt = static_cast<double>(p.pixels_per_thread);
+  const double kh = static_cast<double>(s.kernel_h), kw = static_cast<double>(s.kernel_w);
+  const double sw = static_cast<double>(s.stride_w);
+  const double warps = cdiv(v.threads_per_block, 32);
+  const double multiplier = std::max(1.0, static_cast<double>(s.out_channels) /
+                                              static_cast<double>(std::max<int64_t>(1, s.groups)));
+  const double in_c = cdiv(bc, multiplier);
+  const double in_th = (th - 1) * static_cast<double>(s.stride_h) +
+                       (kh - 1) * static_cast<double>(s.dilation_h) + 1;
+  const double in_tw = (tw - 1) * sw + (kw - 1) * static_cast<double>(s.dilation_w) + 1;
+  const double tile_elems = in_c * in_th * in_tw;
+  const double outputs = th * tw * bc;
+  const double taps = kh * kw;
+  const double fma = outputs * taps / 32;
+  const double lds = outputs / ppt * kh * ((ppt - 1) * sw + kw) / 32;  // row reuse in registers
+  const double loads = tile_elems / 32 * 6;  // load, store, halo bounds and index arithmetic
+  const double weights = bc * taps / 32 * 2;
+  const double total_out = static_cast<double>(s.images * s.out_channels * s.out_h * s.out_w);
+  const double epi = epilogue_flops_per_output(s, 2 * total_out * taps, total_out);
+  const double tail = outputs / 32 * (2 + epi);
+  b.pipe_cycles = std::max(fma / fp32_warp_fma_per_clk(g),
+                           (fma + lds + loads + weights + tail) / kIssuePerClk);
+  b.warps_needed = std::clamp(16.0 / ppt, 4.0, 32.0);  // a pixel's taps are a dependent chain
+  b.critical_cycles = dram_latency_cycles(g) + b.pipe_cycles / std::min(1.0, warps / b.warps_needed);
+  b.smem_bytes = lds * 128 * std::min(sw, 4.0) + tile_elems * 4 + bc * taps * 4;
+  b.dram_bytes = s.bytes;  // halo re-reads of neighbouring tiles hit L2
+  b.inflight_per_warp = tile_elems * s.elem_bytes / warps;
+  return b;
+}
+
+BlockModel attention_block(const WorkloadShape& s, const Params& p, const Variant& v,
+                           const GpuSpec& g) {
+  BlockModel b;
+  const double bm = static_cast<double>(p.block_m), bn = static_cast<double>(p.block_n);
+  const double d = static_cast<double>(s.k), dv = static_cast<double>(s.dv);
+  const double threads = v.threads_per_block, warps = cdiv(threads, 32);
+  const double vec = static_cast<double>(p.vec);
+  const double tiles = cdiv(static_cast<double>(s.n), bn);
+  const double scores_pt = bm * bn / threads, out_pt = bm * dv / threads;
+  const double fma = bm * bn * (d + dv) / 32;
+  // A thread computes a near-square block of scores (and of outputs): per reduction step it
+  // loads about 2 sqrt(elements) operands, four per 128-bit load.
+  const double lds = warps * (d * cdiv(2 * std::sqrt(scores_pt), 4) +
+                              bn * cdiv(2 * std::sqrt(out_pt), 4));
+  const double softmax = bm * bn * 6 / 32 + warps * 10;  // scale, mask, max, exp, sum, rescale
+  const double probs = bm * bn / 32 * 2;                   // P through shared memory
+  const double loads = warps * (bn * (d + dv) / (threads * vec)) * 2;
+  const double tile_issue = (fma + lds + softmax + probs + loads) / kIssuePerClk;
+  const double tile_pipe = std::max(fma / fp32_warp_fma_per_clk(g), bm * bn / kSfuPerClk);
+  const double tile = std::max(tile_issue, tile_pipe);
+  const double edges = bm * (d + dv) / 32 * 2 / kIssuePerClk;  // Q in, O out
+  b.pipe_cycles = tiles * tile + edges;
+  b.warps_needed = std::clamp(64.0 / scores_pt, 4.0, 32.0);
+  const double alone = tile / std::min(1.0, warps / b.warps_needed);
+  b.critical_cycles = kL2LatencyCycles + pipelined_critical(tiles, alone, kL2LatencyCycles, p.stages) + edges;
+  b.smem_bytes = tiles * (128 * lds + bn * (d + dv) * 4 + bm * bn * 4 * 2);
+  b.dram_bytes = s.bytes + reread_bytes(s.b_bytes + s.v_bytes, cdiv(static_cast<double>(s.m), bm), g);
+  b.inflight_per_warp = bn * (d + dv) * s.elem_bytes / warps *
+                        static_cast<double>(std::max<int64_t>(1, p.stages - 1));
+  return b;
+}
+
+BlockModel reduction_block(const WorkloadShape& s, const Params& p, const GpuSpec& g) {
+  BlockModel b;
+  const double len = static_cast<double>(s.row_len), rows = static_cast<double>(s.rows);
+  const double tpr = static_cast<double>(p.threads_per_row), vec = static_cast<double>(p.vec);
+  const double rpb = static_cast<double>(p.rows_per_block);
+  const double vecs = cdiv(len, tpr * vec);  // vector loads per thread per pass
+  const double warps_per_row = cdiv(tpr, 32);
+  const bool cached = p.cache != 0;
+  const double dram_passes = cached ? 1 : s.stream_reads;
+  const double chip_passes = cached ? s.stream_reads - 1 : 0;
+  const double loads = warps_per_row * vecs * dram_passes;
+  const double chip = p.cache == 2 ? warps_per_row * vecs * chip_passes * 2 : 0;
+  const double alu = (s.flops / std::max(rows, 1.0)) / 32;
+  const bool block_reduce = tpr > 32;
+  const double levels = block_reduce ? std::log2(tpr / 32) : 0;
+  const double shuffles = s.reductions_per_row * warps_per_row * (5 + (block_reduce ? levels + 4 : 0));
+  const double stores = s.stream_reads >= 2 ? warps_per_row * vecs : 1;  // row out, or one value
+  b.pipe_cycles = rpb * (loads + chip + alu + shuffles + stores) / kIssuePerClk;
+  b.warps_needed = 8;
+  const double reduce_latency =
+      s.reductions_per_row *
+      (5 * kShuffleLatencyCycles +
+       (block_reduce ? 2 * kSyncLatencyCycles + levels * kShuffleLatencyCycles : 0));
+  // A thread keeps up to four independent vector loads in flight per round trip.
+  // ... plus the row's instructions, issued one after another by each of its warps.
+  b.critical_cycles = dram_passes * cdiv(vecs, 4) * dram_latency_cycles(g) + reduce_latency +
+                      (loads + chip + alu + stores) / warps_per_row;
+  b.smem_bytes = p.cache == 2 ? rpb * len * s.elem_bytes * (1 + chip_passes) : 0;
+  if (block_reduce) b.smem_bytes += rpb * s.reductions_per_row * tpr / 32 * 2 * 128;
+  const bool reread = !cached && s.stream_reads > 1 &&
+                      s.in_bytes > static_cast<double>(g.l2_bytes) / 2 &&
+                      len * s.elem_bytes > kL2ReuseRowBytes;
+  b.dram_bytes = s.bytes + (reread ? (s.stream_reads - 1) * s.in_bytes : 0);
+  b.inflight_per_warp = 32 * vec * s.elem_bytes * std::min(vecs, 4.0);
+  return b;
+}
+
+BlockModel output_parallel_block(const WorkloadShape& s, const Params& p, const Variant& v,
+                                 const GpuSpec& g) {
+  BlockModel b;
+  const double warps = cdiv(v.threads_per_block, 32);
+  const double ept = static_cast<double>(p.elems_per_thread), vec = static_cast<double>(p.vec);
+  const double elements = std::max(1.0, static_cast<double>(s.elements));
+  const double inputs = std::max(1, s.inputs);
+  const double window = static_cast<double>(s.window);
+  const double loads = ept * inputs * window;                   // vector loads per thread
+  const double alu = ept * vec * (s.flops / elements);          // scalar ops per thread
+  const double index = ept * (s.vec_align > 1 ? 3 : 10);        // address arithmetic
+  const double per_thread = loads + alu + ept + index + 4;      // + stores, loop
+  b.pipe_cycles = std::max(warps * per_thread / kIssuePerClk,
+                           warps * alu / fp32_warp_fma_per_clk(g));
+  b.warps_needed = 8;
+  b.critical_cycles = dram_latency_cycles(g) + per_thread;
+  b.dram_bytes = s.bytes;
+  b.inflight_per_warp = 32 * vec * ept * inputs * s.elem_bytes;
+  return b;
+}
+
+}  // namespace
+
+double Calibration::factor(const std::string& gpu, ClusterKind kind) const {
+  auto it = factors.find({gpu, kind});
+  return it == factors.end() ? 1.0 : it->second;
+}
+
+void Calibration::set(const std::string& gpu, ClusterKind kind, double f) {
+  DC_USER_CHECK(std::isfinite(f) && f > 0, "calibration factor for ", gpu, "/",
+                cluster_kind_name(kind), " must be a positive finite number, got ", f);
+  factors[{gpu, kind}] = f;
+}
+
+double peak_flops(const GpuSpec& gpu, const std::string& precision) {
+  const double per_sm_clk = gpu.sm_count * gpu.clock_hz();
+  if (precision == "tf32") return gpu.tc_tf32_flops_per_sm_clk * per_sm_clk;
+  if (precision == "fp16") return gpu.tc_fp16_flops_per_sm_clk * per_sm_clk;
+  if (precision == "bf16") return gpu.tc_bf16_flops_per_sm_clk * per_sm_clk;
+  DC_INTERNAL_CHECK(precision == "fp32", "unknown precision '", precision, "'");
+  return gpu.fp32_peak_flops();
+}
+
+double floor_seconds(const WorkloadShape& s, const GpuSpec& gpu, const std::string& precision) {
+  const double peak = peak_flops(gpu, precision);
+  const double compute = s.flops > 0 ? s.flops / peak : 0;
+  return std::max(compute, s.bytes / gpu.dram_bytes_per_s());
+}
+
+double floor_seconds(const Workload& w, const GpuSpec& gpu, const std::string& precision) {
+  WorkloadShape s;
+  s.flops = static_cast<double>(w.flops);
+  s.bytes = static_cast<double>(w.bytes);
+  return floor_seconds(s, gpu, precision);
+}
+
+Estimate estimate(const Workload& w, const Variant& v, const GpuSpec& gpu,
+                  const Calibration& calibration) {
+  return estimate(analyze_workload(w), v, gpu, calibration);
+}
+
+Estimate estimate(const WorkloadShape& s, const Variant& v, const GpuSpec& g,
+                  const Calibration& calibration) {
+  Estimate e;
+  e.launch_s = g.launch_overhead_us * 1e-6;
+  const int bps = blocks_per_sm(v.threads_per_block, v.smem_bytes, v.regs_per_thread, g);
+  e.blocks_per_sm = bps;
+  if (bps < 1 || v.grid_blocks < 1 || !gpu_has_precision(g, v.precision)) {
+    e.seconds = std::numeric_limits<double>::infinity();
+    e.bound = "unfit";
+    return e;
+  }
+  const Params p = decode(v);
+  BlockModel b;
+  switch (s.family) {
+    case Family::gemm:
+    case Family::conv: b = gemm_block(s, p, v, g); break;
+    case Family::depthwise: b = depthwise_block(s, p, v, g); break;
+    case Family::attention: b = attention_block(s, p, v, g); break;
+    case Family::reduction: b = reduction_block(s, p, g); break;
+    case Family::pool_window:
+    case Family::elementwise:
+    case Family::opaque: b = output_parallel_block(s, p, v, g); break;
+  }
+
+  const double clk = g.clock_hz();
+  const double grid = static_cast<double>(v.grid_blocks);
+  const double sms = g.sm_count;
+  const double warps = cdiv(v.threads_per_block, g.warp_size > 0 ? g.warp_size : 32);
+  // Never faster than the precision's peak: a block does at least its share of the FLOPs.
+  const double flops_per_clk_sm = peak_flops(g, v.precision) / (sms * clk);
+  b.pipe_cycles = std::max(b.pipe_cycles, s.flops / grid / flops_per_clk_sm);
+
+  // The busiest SM runs ceil(grid / SMs) blocks, bps at a time. A round of r resident
+  // blocks takes the longer of their pipe work, stretched when r blocks' warps cannot hide
+  // the latency, and one block's serial latency path.
+  auto round_cycles = [&](double r) {
+    if (r <= 0) return 0.0;
+    const double hiding = std::min(1.0, r * warps / b.warps_needed);
+    return std::max(r * b.pipe_cycles / hiding, b.critical_cycles);
+  };
+  const double per_sm = cdiv(grid, sms);
+  const double rounds = std::floor(per_sm / bps);
+  const double rest = per_sm - rounds * bps;
+  const double compute_cycles = rounds * round_cycles(bps) + round_cycles(rest);
+  e.compute_s = compute_cycles / clk;
+  e.smem_s = per_sm * b.smem_bytes / (kSmemBytesPerClk * clk);
+
+  const double slots = sms * bps;
+  e.waves = static_cast<int64_t>(cdiv(grid, slots));
+  e.wave_efficiency = grid / (static_cast<double>(e.waves) * slots);
+  e.occupancy = bps * warps / (g.max_threads_per_sm / 32.0);
+
+  // DRAM: Little's law. Bandwidth needs bandwidth x latency bytes in flight; the blocks
+  // resident at once (on average over the waves) keep fewer than that in flight when the
+  // grid is small or the loads are narrow.
+  e.dram_bytes = std::max(b.dram_bytes, s.bytes);
+  const double bw = g.dram_bytes_per_s();
+  double hiding_dram = 1;
+  if (e.dram_bytes > 0) {
+    const double concurrent = grid / static_cast<double>(e.waves);
+    const double inflight = std::min(concurrent * warps * b.inflight_per_warp, e.dram_bytes);
+    hiding_dram = std::min(1.0, inflight / (bw * kDramLatencyS));
+    e.dram_s = std::max(kDramLatencyS,
+                        e.dram_bytes / (bw * kDramEfficiency * std::max(hiding_dram, 1e-9)));
+  }
+
+  const double body = std::max({e.compute_s, e.dram_s, e.smem_s});
+  if (e.launch_s >= body) {
+    e.bound = "launch";
+  } else if (body == e.compute_s) {
+    // More than half of the time is waiting that the resident warps cannot hide.
+    const double ideal = per_sm * b.pipe_cycles / clk;
+    e.bound = e.compute_s > 2 * ideal ? "latency" : "compute";
+  } else if (body == e.dram_s) {
+    e.bound = hiding_dram < 0.5 ? "latency" : "dram";
+  } else {
+    e.bound = "smem";
+  }
+  e.seconds = (body + e.launch_s) * calibration.factor(g.name, s.kind);
+  return e;
+}
+
+}  // namespace dc

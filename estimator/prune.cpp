@@ -1,1 +1,52 @@
-// placeholder: being written
+#include "prune.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "ir/error.h"
+
+namespace dc {
+
+std::vector<ScoredVariant> prune(std::vector<ScoredVariant> scored, const PruneOptions& options) {
+  DC_USER_CHECK(std::isfinite(options.within_factor) && options.within_factor >= 1.0,
+                "prune within_factor must be a finite number >= 1, got ", options.within_factor);
+  DC_USER_CHECK(options.top_k >= 1, "prune top_k must be >= 1, got ", options.top_k);
+  std::erase_if(scored, [](const ScoredVariant& s) { return !std::isfinite(s.estimate.seconds); });
+  if (scored.empty()) return scored;
+
+  // Sort indices with the keys computed once: key() builds a string.
+  std::vector<std::string> keys;
+  keys.reserve(scored.size());
+  for (const auto& s : scored) keys.push_back(s.variant.key());
+  std::vector<size_t> order(scored.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const double ta = scored[a].estimate.seconds, tb = scored[b].estimate.seconds;
+    if (ta != tb) return ta < tb;
+    return keys[a] < keys[b];
+  });
+
+  const double limit = scored[order.front()].estimate.seconds * options.within_factor;
+  std::vector<ScoredVariant> kept;
+  for (size_t i : order) {
+    if (static_cast<int>(kept.size()) >= options.top_k) break;
+    if (scored[i].estimate.seconds > limit) break;
+    kept.push_back(std::move(scored[i]));
+  }
+  return kept;
+}
+
+std::vector<ScoredVariant> score_variants(const Workload& w, const GpuSpec& gpu,
+                                          const Calibration& calibration,
+                                          const SpaceOptions& space) {
+  const WorkloadShape shape = analyze_workload(w);
+  std::vector<ScoredVariant> out;
+  for (auto& v : enumerate_variants(shape, gpu, space)) {
+    Estimate e = estimate(shape, v, gpu, calibration);
+    out.push_back({std::move(v), std::move(e)});
+  }
+  return out;
+}
+
+}  // namespace dc

@@ -28,10 +28,17 @@ const char* cluster_kind_name(ClusterKind k);
 struct Workload {
   ClusterKind kind = ClusterKind::opaque;
   // The cluster as a graph: its external inputs (activations AND weights, weights kept as
-  // inputs without values, except small constants folded into attributes) become graph
-  // inputs; tensors read outside the cluster become outputs. Node and tensor names are
-  // canonical (n0, n1, ... / t0, t1, ...), assigned in topological order.
+  // inputs without values, except tiny structural constants kept as initializers, see
+  // make_workload) become graph inputs; tensors read outside the cluster become outputs.
+  // Node and tensor names are canonical (n0, n1, ... / t0, t1, ...), assigned in a
+  // canonical topological order: external tensors first, in order of first use.
   Graph graph;
+  // Which graph inputs were weights (initializers) in the model: their layout role.
+  std::vector<std::string> weights;
+  // The model's names for graph.inputs and graph.outputs, position by position: how this
+  // instance of the workload binds to the model (not part of the signature).
+  std::vector<std::string> source_inputs;
+  std::vector<std::string> source_outputs;
   std::string canonical;  // readable canonical text: one line per node
   std::string signature;  // 16 hex digits: FNV-1a 64 of `canonical`
   int64_t flops = 0;      // arithmetic work (ir/flops.h)
@@ -39,10 +46,15 @@ struct Workload {
 };
 
 // Cuts `nodes` (indices into g.nodes, any order) out of `g` as a Workload of the given kind.
-// Initializers of g used by the cluster become inputs, except scalars and tensors of at
-// most 16 elements that are kept as constants (they are part of the structure: e.g. an
-// epsilon or a GELU constant).
+// Initializers of g used by the cluster become inputs, except tiny structural constants,
+// kept as initializers with their values: tensors of at most 16 elements that are either
+// one element (an epsilon, a GELU constant, a Clip bound) or integer/bool (a Reshape
+// target, axes, indices). A per-channel bias of 16 floats is a weight, not structure.
+// Outputs: cluster tensors read outside the cluster, graph outputs, and tensors nobody reads.
 Workload make_workload(const Graph& g, const std::vector<size_t>& nodes, ClusterKind kind);
+
+// True if make_workload keeps this initializer as a constant (see above).
+bool is_structural_constant(const Tensor& t);
 
 // FNV-1a 64-bit, as 16 lowercase hex digits.
 std::string fnv1a_hex(const std::string& text);

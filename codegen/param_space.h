@@ -1,0 +1,140 @@
+// Implementation-parameter spaces, the part shared by their enumerators (param_space_*.cpp),
+// the estimator and, later, the kernel templates:
+//   - WorkloadShape: the figures of a workload that its kernel template is parameterised
+//     over (GEMM M/N/K, convolution geometry, reduction rows, element counts), computed once
+//     per workload so that enumerating and estimating thousands of variants stays cheap;
+//   - the resource formulas a variant's parameters imply (shared memory, registers,
+//     residency per SM), one definition for the spaces, fits_gpu and the estimator;
+//   - the per-family enumerators behind enumerate_variants.
+// docs/estimator.md describes every space.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu/gpu_spec.h"
+#include "ir/workload.h"
+#include "variant.h"
+
+namespace dc {
+
+// Which template family computes a workload. Mostly the cluster kind, refined by the
+// geometry: a Conv whose groups each see one input channel is depthwise whatever its kind,
+// a grouped Conv with wider groups is a batched implicit GEMM, a windowed pooling is an
+// output-parallel loop, not a row reduction.
+enum class Family {
+  gemm,         // "gemm_tiled": MatMul / Gemm, batched, + epilogue
+  conv,         // "conv_implicit_gemm": Conv2d (groups >= 1, one GEMM per group) + epilogue
+  depthwise,    // "depthwise_direct": one input channel per group
+  attention,    // "attention_fused": QK^T -> scale/mask -> softmax -> PV with online softmax
+  reduction,    // "row_reduce": Softmax, LayerNorm, Reduce*, global pooling, InstanceNorm
+  pool_window,  // "pool_window": MaxPool / AveragePool / LpPool windows, one output per lane
+  elementwise,  // "elementwise": injective chains
+  opaque,       // "opaque_generic": one thread per output element
+};
+
+const char* family_template_name(Family f);
+
+struct WorkloadShape {
+  ClusterKind kind = ClusterKind::opaque;
+  Family family = Family::opaque;
+  double flops = 0;       // Workload::flops
+  double bytes = 0;       // Workload::bytes: compulsory DRAM traffic
+  int elem_bytes = 4;     // element size of the main input as stored in DRAM
+
+  // GEMM family: C[batch][m][n] = A[batch][m][k] . B[batch][k][n]. For Conv (implicit
+  // GEMM, NCHW): m = N*OH*OW, n = OC/groups, k = IC/groups*KH*KW, batch = groups. For
+  // attention: the first GEMM, m = Sq, n = Sk, k = D, batch = batch*heads.
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  double a_bytes = 0;     // operand A as stored (Conv: the input tensor, not its im2col)
+  double b_bytes = 0;     // operand B as stored (Conv: the weights; attention: K)
+  double v_bytes = 0;     // attention: V
+  bool gather_a = false;  // Conv whose A tile is an im2col gather (not 1x1/stride 1/pad 0)
+  int64_t dv = 0;         // attention: V's head dimension
+
+  // Convolution geometry (conv, depthwise), NCHW.
+  int64_t images = 0, in_channels = 0, in_h = 0, in_w = 0;
+  int64_t out_channels = 0, out_h = 0, out_w = 0;
+  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  int64_t groups = 1;
+
+  // Reductions: `rows` independent rows of `row_len` elements each.
+  int64_t rows = 0, row_len = 0;
+  int reductions_per_row = 1;  // tree reductions per row: softmax 2 (max, sum), LayerNorm 2
+  int stream_reads = 1;        // passes over a row's input when it is not cached on chip
+  bool row_contiguous = true;  // the reduced elements of a row are adjacent in memory
+  int64_t window = 1;          // pool_window: input elements per output
+
+  // Output-parallel families (elementwise, pool_window, opaque) and the row reductions:
+  int64_t elements = 0;        // output elements
+  int inputs = 1;              // tensors read per output element
+  double in_bytes = 0;         // bytes of the reduced input (reduction)
+
+  // Largest of 4, 2, 1 elements that every vectorised global access of the template can
+  // use with natural alignment (the contiguous extents divide by it).
+  int vec_align = 1;
+};
+
+// Figures of a workload for its family. InternalError if the cluster lacks the node its
+// kind promises (a gemm cluster without MatMul/Gemm/Conv, ...): the candidate generator
+// and this function disagree.
+WorkloadShape analyze_workload(const Workload& w);
+
+// Restricts enumeration. Empty `precisions` = every precision path the GPU supports;
+// the CUDA-core code generator (issue 4) passes {"fp32"} until tensor-core templates exist.
+struct SpaceOptions {
+  std::vector<std::string> precisions;
+};
+std::vector<Variant> enumerate_variants(const Workload& w, const GpuSpec& gpu,
+                                        const SpaceOptions& options);
+std::vector<Variant> enumerate_variants(const WorkloadShape& s, const GpuSpec& gpu,
+                                        const SpaceOptions& options = {});
+
+// True if the GPU has a unit for the precision path: fp32 always; fp16 on tensor cores
+// from sm_75 (mma.sync m16n8k8), tf32 and bf16 from sm_80.
+bool gpu_has_precision(const GpuSpec& gpu, const std::string& precision);
+
+// --- Resource formulas -----------------------------------------------------------------
+
+// Shared memory CUDA reserves per resident block for system use (1 KB from sm_80).
+int64_t smem_reserved_per_block(const GpuSpec& gpu);
+// Blocks of this shape that fit on one SM at once: the minimum over the thread, block,
+// shared-memory and register limits (registers allocated per warp in units of 256, i.e.
+// per-thread counts rounded up to 8). 0 if not even one fits.
+int blocks_per_sm(int threads, int64_t smem_bytes, int regs_per_thread, const GpuSpec& gpu);
+
+// Bytes of an operand-tile row pad (against bank conflicts): 16 bytes.
+constexpr int64_t kSmemPadBytes = 16;
+
+// GEMM-family shared memory: `stages` copies of the A tile stored k-major (block_k rows
+// of block_m elements + pad) and of the B tile (block_k rows of block_n + pad), elements
+// of `smem_elem_bytes` (4 for fp32/tf32, 2 for fp16/bf16).
+int64_t gemm_smem_bytes(int64_t block_m, int64_t block_n, int64_t block_k, int64_t stages,
+                        int smem_elem_bytes);
+// CUDA-core GEMM registers: accumulators + one column of A and row of B + 24 for
+// addresses, loop counters and predicates; register-staged double buffering (stages == 2)
+// adds the staged global loads.
+int gemm_fp32_regs(int64_t thread_m, int64_t thread_n, int64_t staged_loads_per_thread);
+// Tensor-core GEMM registers: fp32 accumulators of the warp tile + double-buffered A and
+// B fragments (4 registers per m16 tile, 2 per n8 tile) + 32.
+int gemm_mma_regs(int64_t warp_m, int64_t warp_n);
+
+// --- Per-family enumerators (param_space_gemm.cpp, _reduction.cpp, _elementwise.cpp) ----
+// Each emits only variants that pass fits_gpu, in a deterministic order.
+std::vector<Variant> enumerate_gemm_family(const WorkloadShape& s, const GpuSpec& gpu,
+                                           const std::vector<std::string>& precisions);
+std::vector<Variant> enumerate_depthwise(const WorkloadShape& s, const GpuSpec& gpu);
+std::vector<Variant> enumerate_attention(const WorkloadShape& s, const GpuSpec& gpu);
+std::vector<Variant> enumerate_reduction(const WorkloadShape& s, const GpuSpec& gpu);
+std::vector<Variant> enumerate_output_parallel(const WorkloadShape& s, const GpuSpec& gpu);
+
+// Small integer helpers the spaces share.
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t pow2_ceil(int64_t x) {
+  int64_t p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+
+}  // namespace dc

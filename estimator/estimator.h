@@ -1,0 +1,74 @@
+// The analytic performance model: how long one variant of a workload should take on one
+// GPU type, from the GPU's public figures (gpus.yaml) and the variant's parameters, and
+// which resource binds it. Used to prune variants that are hopeless before anything is
+// compiled or measured, so it errs towards the optimistic side and must be cheap
+// (>= 100,000 estimates per second on one core; estimator/bench_estimator.cpp).
+// docs/estimator.md gives the formulas, the assumptions and where the model is wrong.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "gpu/gpu_spec.h"
+#include "ir/workload.h"
+#include "param_space.h"
+#include "variant.h"
+
+namespace dc {
+
+// Per (GPU type, cluster kind) multiplicative correction of the model, later fitted from
+// the tuning DB's measurements (measured / estimated). Without an entry the factor is 1.
+struct Calibration {
+  std::map<std::pair<std::string, ClusterKind>, double> factors;
+
+  double factor(const std::string& gpu, ClusterKind kind) const;
+  // UserError unless 0 < factor < infinity.
+  void set(const std::string& gpu, ClusterKind kind, double factor);
+};
+
+struct Estimate {
+  double seconds = 0;    // (max(compute, dram, smem) + launch) x calibration factor
+  double compute_s = 0;  // arithmetic pipes, with occupancy, latency hiding and waves
+  double dram_s = 0;     // DRAM traffic after tile reuse and L2, with bytes in flight
+  double smem_s = 0;     // shared-memory bank traffic
+  double launch_s = 0;   // launch overhead
+  double occupancy = 0;  // resident warps per SM / the SM's maximum
+  int64_t waves = 0;     // ceil(blocks / (SMs x resident blocks per SM))
+  double wave_efficiency = 0;  // blocks / (waves x SMs x resident blocks per SM)
+  std::string bound;     // "compute", "dram", "smem", "launch", "latency"; "unfit" if the
+                         // variant cannot run on the GPU (seconds is then infinite)
+  double dram_bytes = 0;  // modelled DRAM traffic
+  int blocks_per_sm = 0;
+};
+
+// Modelling constants (docs/estimator.md says where each comes from).
+namespace model {
+constexpr double kDramEfficiency = 0.90;    // best sustained fraction of datasheet bandwidth
+constexpr double kDramLatencyS = 500e-9;    // load-to-use latency of a DRAM access
+constexpr double kL2LatencyCycles = 300;    // a K-tile's loads, mostly L2 hits
+constexpr double kSmemBytesPerClk = 128;    // 32 banks x 4 bytes per SM
+constexpr double kIssuePerClk = 4;          // warp schedulers per SM, one instruction each
+constexpr double kSfuPerClk = 16;           // exp/rsqrt lanes per SM
+constexpr double kShuffleLatencyCycles = 30;
+constexpr double kSyncLatencyCycles = 100;
+constexpr double kL2ReuseRowBytes = 64 * 1024;  // rows up to this size are re-read from L2
+}  // namespace model
+
+// Peak FLOP/s of a precision path: fp32 on the CUDA cores, the others on tensor cores.
+double peak_flops(const GpuSpec& gpu, const std::string& precision);
+
+// The DeepCuts floor (upper bound on performance): max(FLOPs / peak, bytes / bandwidth).
+double floor_seconds(const Workload& w, const GpuSpec& gpu, const std::string& precision = "fp32");
+double floor_seconds(const WorkloadShape& s, const GpuSpec& gpu,
+                     const std::string& precision = "fp32");
+
+// Analyses the workload on every call: for many variants, analyze_workload once and use
+// the WorkloadShape overload.
+Estimate estimate(const Workload& w, const Variant& v, const GpuSpec& gpu,
+                  const Calibration& calibration = {});
+Estimate estimate(const WorkloadShape& s, const Variant& v, const GpuSpec& gpu,
+                  const Calibration& calibration = {});
+
+}  // namespace dc

@@ -1,0 +1,38 @@
+// Pruning: of a workload's estimated variants, keep those whose estimate is within a
+// factor of the best and at most the top K (both from the tune config), so that only
+// plausible winners are compiled and measured.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "estimator.h"
+#include "gpu/gpu_spec.h"
+#include "ir/workload.h"
+#include "param_space.h"
+#include "variant.h"
+
+namespace dc {
+
+struct PruneOptions {
+  double within_factor = 1.5;  // keep estimates <= best x within_factor (>= 1)
+  int top_k = 32;              // and at most this many (>= 1)
+};
+
+struct ScoredVariant {
+  Variant variant;
+  Estimate estimate;
+};
+
+// The kept variants sorted by estimated time, ties broken by Variant::key, so the result
+// does not depend on the input order. Variants that cannot run ("unfit", infinite time)
+// are dropped. UserError for options outside their ranges.
+std::vector<ScoredVariant> prune(std::vector<ScoredVariant> scored, const PruneOptions& options);
+
+// Enumerates the workload's variants on the GPU (analysing the workload once) and
+// estimates each, in enumeration order.
+std::vector<ScoredVariant> score_variants(const Workload& w, const GpuSpec& gpu,
+                                          const Calibration& calibration = {},
+                                          const SpaceOptions& space = {});
+
+}  // namespace dc
