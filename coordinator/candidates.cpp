@@ -134,29 +134,16 @@ bool Context::is_legal(const std::vector<size_t>& nodes_in) const {
       for (size_t u : uses.of(in))
         if (!inside.count(u)) return false;
     }
-  // Convexity: walk the outside nodes between the cluster's first and last node in
-  // topological order; one that depends on the cluster must not feed it.
+  // Convexity: walk the nodes between the cluster's first and last in topological order,
+  // marking the outside ones that depend on the cluster; none of them may feed it.
   std::vector<bool> depends(g.nodes.size(), false);
-  for (size_t k = nodes.front() + 1; k < nodes.back(); ++k) {
-    bool from_cluster = false;
+  for (size_t k = nodes.front() + 1; k <= nodes.back(); ++k) {
+    const bool in_cluster = inside.count(k) != 0;
     for (const auto& in : node(k).inputs) {
       const auto p = producer_of(in);
-      if (p && (inside.count(*p) || depends[*p])) from_cluster = true;
-    }
-    if (!inside.count(k)) {
-      depends[k] = from_cluster;
-      continue;
-    }
-    for (const auto& in : node(k).inputs) {
-      const auto p = producer_of(in);
-      if (p && !inside.count(*p) && depends[*p]) return false;
-    }
-  }
-  {
-    const size_t k = nodes.back();
-    for (const auto& in : node(k).inputs) {
-      const auto p = producer_of(in);
-      if (p && !inside.count(*p) && depends[*p]) return false;
+      if (!p) continue;
+      if (in_cluster && !inside.count(*p) && depends[*p]) return false;
+      if (!in_cluster && (inside.count(*p) || depends[*p])) depends[k] = true;
     }
   }
   return true;

@@ -23,6 +23,8 @@ commands:
   inspect MODEL.onnx [--json]             inputs, outputs, op counts, parameters, FLOPs
   verify  MODEL.onnx --data DIR           run the CPU reference executor on an ONNX
                                           test-data folder and compare the outputs
+  plan    MODEL.onnx --gpus h100,a100     candidate clusters, variants and estimates per
+                                          GPU type; the cover with the least estimated time
 
 Run `dc-coordinator COMMAND --help` for a command's options.
 
@@ -90,7 +92,8 @@ int run(int argc, char** argv) {
     }
     if (command == "inspect") return cmd_inspect(args);
     if (command == "verify") return cmd_verify(args);
-    throw_user_error("unknown command '", command, "' (commands: inspect, verify; see --help)");
+    if (command == "plan") return cmd_plan(args);
+    throw_user_error("unknown command '", command, "' (commands: inspect, verify, plan; see --help)");
   } catch (const UserError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return kExitUserError;

@@ -22,6 +22,7 @@ int run(int argc, char** argv);
 // Subcommands; `args` excludes the program and command names.
 int cmd_inspect(const std::vector<std::string>& args);
 int cmd_verify(const std::vector<std::string>& args);
+int cmd_plan(const std::vector<std::string>& args);
 
 // "--shape NAME=1x3x224x224" values -> map; UserError on malformed entries.
 std::map<std::string, Shape> parse_shape_flags(const std::vector<std::string>& flags);

@@ -122,7 +122,7 @@ int cmd_verify(const std::vector<std::string>& args) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto outputs = ref::run_graph(g, inputs);
   const double run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << fmt::format("{:<8}import {:.3f} s, simplify {:.3f} s ({} -> {} nodes), reference run {:.3f} s\n",
+  std::cout << fmt::format("{:<8}import {:.3f} s, simplify {:.3f} s ({} -> {} nodes), reference run {:.4f} s\n",
                            "time", m.import_seconds, m.simplify_seconds, m.imported.nodes.size(),
                            g.nodes.size(), run_s);
 

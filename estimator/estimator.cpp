@@ -58,6 +58,7 @@ struct BlockModel {
   double warps_needed = 4;       // resident warps per SM that hide the pipes' latency
   double critical_cycles = 0;    // the block alone on an SM: its serial latency path
   double smem_bytes = 0;         // shared-memory bank traffic
+  double l2_bytes = -1;          // global loads through the SM's L2 port (< 0: DRAM share)
   double dram_bytes = 0;         // the whole kernel's DRAM traffic
   double inflight_per_warp = 0;  // DRAM bytes a warp keeps requested at once
 };
@@ -110,9 +111,10 @@ BlockModel gemm_block(const WorkloadShape& s, const Params& p, const Variant& v,
     const double fma = bm * bn * bk / 32;  // warp FMA instructions per K tile
     const double lds = warps * bk * (cdiv(tm, 4) + cdiv(tn, 4));  // 128-bit shared loads
     const bool async = p.stages >= 3;  // cp.async: no register round trip for the tiles
-    const double global = warps * (loads_per_thread * (async ? 1 : 2) + gather + 6);
-    tile_pipe = fma / fp32_warp_fma_per_clk(g);
-    tile_issue = (fma + lds + global) / kIssuePerClk;
+    const double memory = warps * loads_per_thread * (async ? 1 : 2);  // LDG + STS
+    const double overhead = warps * (bk + gather + 6);  // per-step addressing, sync, loop
+    tile_pipe = std::max(fma / fp32_warp_fma_per_clk(g), (lds + memory) / kLsuPerClk);
+    tile_issue = (fma + lds + memory + overhead) / kIssuePerClk;
     tile_smem = 128 * lds + (bm * bk + bk * bn) * 4;  // one wavefront per warp load + stores
     b.warps_needed = std::clamp(64.0 / (tm * tn), 4.0, 32.0);
   } else {
@@ -122,12 +124,13 @@ BlockModel gemm_block(const WorkloadShape& s, const Params& p, const Variant& v,
     const double ldm = warps * (bk / k_mma) * (wm / 16 + wn / 16);
     const bool tf32 = v.precision == "tf32";
     const double convert = tf32 ? 0 : loads_per_thread * vec / 2;  // cvt to packed halves
-    const double global = warps * (loads_per_thread * (tf32 ? 1 : 2) + convert + gather + 6);
+    const double memory = warps * loads_per_thread * (tf32 ? 1 : 2);  // cp.async / LDG+STS
+    const double overhead = warps * (bk / k_mma + convert + gather + 6);
     const double rate = v.precision == "tf32"   ? g.tc_tf32_flops_per_sm_clk
                         : v.precision == "bf16" ? g.tc_bf16_flops_per_sm_clk
                                                 : g.tc_fp16_flops_per_sm_clk;
-    tile_pipe = 2 * bm * bn * bk / rate;
-    tile_issue = (mma + ldm + global) / kIssuePerClk;
+    tile_pipe = std::max(2 * bm * bn * bk / rate, (ldm + memory) / kLsuPerClk);
+    tile_issue = (mma + ldm + memory + overhead) / kIssuePerClk;
     tile_smem = (warps * (wm * bk + bk * wn) + bm * bk + bk * bn) * smem_elem;
     b.warps_needed = 4;
   }
@@ -140,6 +143,7 @@ BlockModel gemm_block(const WorkloadShape& s, const Params& p, const Variant& v,
   const double alone = tile / std::min(1.0, warps / b.warps_needed);
   b.critical_cycles = pipelined_critical(k_tiles, alone, kL2LatencyCycles, p.stages) + tail;
   b.smem_bytes = k_tiles * tile_smem;
+  b.l2_bytes = k_tiles * (bm * bk + bk * bn) * s.elem_bytes;
   b.dram_bytes = s.bytes + reread_bytes(s.a_bytes, cdiv(n, bn), g) +
                  reread_bytes(s.b_bytes, cdiv(m, bm), g) +
                  (p.split_k > 1 ? 2 * split * m * n * batch * 4 : 0);
@@ -177,6 +181,7 @@ BlockModel depthwise_block(const WorkloadShape& s, const Params& p, const Varian
   b.warps_needed = std::clamp(16.0 / ppt, 4.0, 32.0);  // a pixel's taps are a dependent chain
   b.critical_cycles = dram_latency_cycles(g) + b.pipe_cycles / std::min(1.0, warps / b.warps_needed);
   b.smem_bytes = lds * 128 * std::min(sw, 4.0) + tile_elems * 4 + bc * taps * 4;
+  b.l2_bytes = (tile_elems + bc * taps) * s.elem_bytes;
   b.dram_bytes = s.bytes;  // halo re-reads of neighbouring tiles hit L2
   b.inflight_per_warp = tile_elems * s.elem_bytes / warps;
   return b;
@@ -208,6 +213,7 @@ BlockModel attention_block(const WorkloadShape& s, const Params& p, const Varian
   const double alone = tile / std::min(1.0, warps / b.warps_needed);
   b.critical_cycles = kL2LatencyCycles + pipelined_critical(tiles, alone, kL2LatencyCycles, p.stages) + edges;
   b.smem_bytes = tiles * (128 * lds + bn * (d + dv) * 4 + bm * bn * 4 * 2);
+  b.l2_bytes = tiles * bn * (d + dv) * s.elem_bytes + bm * d * s.elem_bytes;
   b.dram_bytes = s.bytes + reread_bytes(s.b_bytes + s.v_bytes, cdiv(static_cast<double>(s.m), bm), g);
   b.inflight_per_warp = bn * (d + dv) * s.elem_bytes / warps *
                         static_cast<double>(std::max<int64_t>(1, p.stages - 1));
@@ -268,7 +274,8 @@ BlockModel output_parallel_block(const WorkloadShape& s, const Params& p, const 
   b.warps_needed = 8;
   b.critical_cycles = dram_latency_cycles(g) + per_thread;
   b.dram_bytes = s.bytes;
-  b.inflight_per_warp = 32 * vec * ept * inputs * s.elem_bytes;
+  // Loads of every input and the stores, all issued before the first use.
+  b.inflight_per_warp = 32 * vec * ept * (inputs + 1) * s.elem_bytes;
   return b;
 }
 
@@ -358,6 +365,10 @@ Estimate estimate(const WorkloadShape& s, const Variant& v, const GpuSpec& g,
   const double compute_cycles = rounds * round_cycles(bps) + round_cycles(rest);
   e.compute_s = compute_cycles / clk;
   e.smem_s = per_sm * b.smem_bytes / (kSmemBytesPerClk * clk);
+  // L2 to SM: the block's global loads (tiles re-read by other blocks included); kernels
+  // without a tile model move their share of the DRAM traffic.
+  const double l2_block = b.l2_bytes >= 0 ? b.l2_bytes : std::max(b.dram_bytes, s.bytes) / grid;
+  e.l2_s = per_sm * l2_block / (kL2BytesPerClkPerSm * kL2Efficiency * clk);
 
   const double slots = sms * bps;
   e.waves = static_cast<int64_t>(cdiv(grid, slots));
@@ -378,7 +389,7 @@ Estimate estimate(const WorkloadShape& s, const Variant& v, const GpuSpec& g,
                         e.dram_bytes / (bw * kDramEfficiency * std::max(hiding_dram, 1e-9)));
   }
 
-  const double body = std::max({e.compute_s, e.dram_s, e.smem_s});
+  const double body = std::max({e.compute_s, e.dram_s, e.smem_s, e.l2_s});
   if (e.launch_s >= body) {
     e.bound = "launch";
   } else if (body == e.compute_s) {
@@ -387,6 +398,8 @@ Estimate estimate(const WorkloadShape& s, const Variant& v, const GpuSpec& g,
     e.bound = e.compute_s > 2 * ideal ? "latency" : "compute";
   } else if (body == e.dram_s) {
     e.bound = hiding_dram < 0.5 ? "latency" : "dram";
+  } else if (body == e.l2_s) {
+    e.bound = "l2";
   } else {
     e.bound = "smem";
   }

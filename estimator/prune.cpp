@@ -21,9 +21,17 @@ std::vector<ScoredVariant> prune(std::vector<ScoredVariant> scored, const PruneO
   for (const auto& s : scored) keys.push_back(s.variant.key());
   std::vector<size_t> order(scored.size());
   std::iota(order.begin(), order.end(), size_t{0});
+  // Exact ties are common (every variant of a DRAM-bound kernel that keeps enough bytes in
+  // flight has the same time): prefer the one using the other resources least, then key.
+  auto work = [&](size_t i) {
+    const Estimate& e = scored[i].estimate;
+    return e.compute_s + e.dram_s + e.l2_s + e.smem_s;
+  };
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     const double ta = scored[a].estimate.seconds, tb = scored[b].estimate.seconds;
     if (ta != tb) return ta < tb;
+    const double wa = work(a), wb = work(b);
+    if (wa != wb) return wa < wb;
     return keys[a] < keys[b];
   });
 

@@ -24,8 +24,9 @@ struct ScoredVariant {
   Estimate estimate;
 };
 
-// The kept variants sorted by estimated time, ties broken by Variant::key, so the result
-// does not depend on the input order. Variants that cannot run ("unfit", infinite time)
+// The kept variants sorted by estimated time; equal times by the sum of the estimate's
+// resource times (compute + dram + l2 + smem: the variant with more slack first), then by
+// Variant::key, so the result does not depend on the input order. Variants that cannot run ("unfit", infinite time)
 // are dropped. UserError for options outside their ranges.
 std::vector<ScoredVariant> prune(std::vector<ScoredVariant> scored, const PruneOptions& options);
 

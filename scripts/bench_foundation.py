@@ -65,13 +65,14 @@ def main():
         "# Foundation benchmarks: import, simplify, reference executor",
         "",
         f"Machine: {cpu_name()}, {os.cpu_count()} cores; {datetime.date.today()}; Release build.",
-        f"Median of {args.runs} runs of `scripts/bench_foundation.py` (dc's in-process timers).",
+        f"Median of {args.runs} runs of `scripts/bench_foundation.py` (dc's in-process timers);",
+        f"load average at start: {os.getloadavg()[0]:.1f}.",
         "",
         "| model | nodes imported → simplified | GFLOP | import s | simplify s | import+simplify s | reference run s | GFLOP/s |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, ni, ns, fl, i, s, r in rows:
-        lines.append(f"| {name} | {ni} → {ns} | {fl/1e9:.2f} | {i:.3f} | {s:.3f} | {i+s:.3f} | {r:.3f} | {fl/1e9/r:.1f} |")
+        lines.append(f"| {name} | {ni} → {ns} | {fl/1e9:.2f} | {i:.3f} | {s:.3f} | {i+s:.3f} | {r:.4f} | {fl/1e9/max(r, 1e-4):.1f} |")
     text = "\n".join(lines) + "\n"
     print("\n" + text)
     if args.out:

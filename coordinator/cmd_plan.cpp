@@ -1,0 +1,183 @@
+// dc-coordinator plan MODEL.onnx --gpus LIST [--json]: the estimate-only plan per GPU type
+// (candidates, workloads, variants before/after pruning, best estimate and binding
+// resource, the least-time cover). The JSON form is documented in docs/plan-json.md.
+#include <iostream>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+
+#include "cli.h"
+#include "gpu_catalog.h"
+#include "ir/json_writer.h"
+#include "model_loader.h"
+#include "plan_estimate.h"
+
+namespace dc::cli {
+
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr const char* kPlanJsonFormat = "dc-plan-estimate/1";
+
+std::string node_span(const Graph& g, const std::vector<size_t>& nodes) {
+  if (nodes.size() == 1) return g.nodes[nodes[0]].name;
+  return fmt::format("{} .. {} ({} nodes)", g.nodes[nodes.front()].name,
+                     g.nodes[nodes.back()].name, nodes.size());
+}
+
+void print_text(const std::string& path, const Graph& g, const ModelPlan& p, bool all) {
+  const auto& ws = p.workload_set;
+  std::cout << fmt::format("model     {}\nnodes     {} after simplification\n"
+                           "clusters  {} candidates, {} distinct workloads\n",
+                           path, g.nodes.size(), p.candidates.size(), ws.workloads.size());
+  for (const auto& gp : p.gpus) {
+    const GpuSpec& gpu = *gp.gpu;
+    size_t total = 0, kept = 0;
+    for (const auto& w : gp.workloads) {
+      total += w.variants_total;
+      kept += w.kept.size();
+    }
+    std::cout << fmt::format(
+        "\n== {} ({}, {}, {} SMs): estimated {:.1f} us over {} kernels{}\n"
+        "   variants: {} enumerated, {} kept after pruning; planned in {:.3f} s\n\n",
+        gpu.name, gpu.full_name, gpu.sm_arch(), gpu.sm_count, gp.cover.total_cost * 1e6,
+        gp.cover.chosen.size(), gp.cover.exact ? "" : " (greedy cover: search budget exceeded)",
+        total, kept, gp.seconds);
+    std::cout << fmt::format("  {:<28} {:<11} {:<16} {:>9} {:>9} {:>8}  {:<8} {}\n", "cluster", "kind",
+                             "signature", "variants", "est us", "floor", "bound", "nodes");
+    auto row = [&](size_t c) {
+      const auto& cand = p.candidates[c];
+      const size_t wi = ws.candidate_workload[c];
+      const auto& we = gp.workloads[wi];
+      const std::string bound = we.kept.empty() ? "-" : we.kept.front().estimate.bound;
+      std::cout << fmt::format("  {:<28} {:<11} {:<16} {:>4}/{:<4} {:>9.2f} {:>8.2f}  {:<8} {}\n",
+                               cand.pattern.size() > 28 ? cand.pattern.substr(0, 25) + "..." : cand.pattern,
+                               cluster_kind_name(cand.kind), ws.workloads[wi].signature,
+                               we.kept.size(), we.variants_total, we.best_seconds() * 1e6,
+                               we.floor_seconds * 1e6, bound, node_span(g, cand.nodes));
+    };
+    if (all) {
+      for (size_t c = 0; c < p.candidates.size(); ++c) row(c);
+    } else {
+      for (size_t c : gp.cover.chosen) row(c);
+    }
+  }
+  if (!all) std::cout << "\n(chosen clusters only; --all lists every candidate, --json everything)\n";
+}
+
+void write_estimate(JsonWriter& j, const Estimate& e) {
+  j.begin_object();
+  j.field("seconds", e.seconds).field("bound", e.bound).field("compute_s", e.compute_s);
+  j.field("dram_s", e.dram_s).field("smem_s", e.smem_s).field("launch_s", e.launch_s);
+  j.field("occupancy", e.occupancy).field("waves", e.waves).field("dram_bytes", e.dram_bytes);
+  j.end_object();
+}
+
+void print_json(const std::string& path, const Graph& g, const ModelPlan& p) {
+  const auto& ws = p.workload_set;
+  JsonWriter j(std::cout);
+  j.begin_object();
+  j.field("format", kPlanJsonFormat).field("model", path).field("nodes", g.nodes.size());
+  j.key("workloads").begin_array();
+  for (const auto& w : ws.workloads) {
+    j.begin_object().field("signature", w.signature).field("kind", cluster_kind_name(w.kind));
+    j.field("flops", w.flops).field("bytes", w.bytes).field("canonical", w.canonical).end_object();
+  }
+  j.end_array();
+  j.key("candidates").begin_array();
+  for (size_t c = 0; c < p.candidates.size(); ++c) {
+    const auto& cand = p.candidates[c];
+    j.begin_object().field("id", c).field("pattern", cand.pattern);
+    j.field("kind", cluster_kind_name(cand.kind)).field("workload", ws.workloads[ws.candidate_workload[c]].signature);
+    j.key("nodes").begin_array();
+    for (size_t n : cand.nodes) j.value(g.nodes[n].name);
+    j.end_array().end_object();
+  }
+  j.end_array();
+  j.key("gpus").begin_array();
+  for (const auto& gp : p.gpus) {
+    j.begin_object().field("gpu", gp.gpu->name).field("full_name", gp.gpu->full_name);
+    j.field("arch", gp.gpu->sm_arch()).field("estimated_seconds", gp.cover.total_cost);
+    j.field("exact_cover", gp.cover.exact).field("planning_seconds", gp.seconds);
+    j.key("chosen").begin_array();
+    for (size_t c : gp.cover.chosen) j.value(c);
+    j.end_array();
+    j.key("workloads").begin_array();
+    for (size_t w = 0; w < gp.workloads.size(); ++w) {
+      const auto& we = gp.workloads[w];
+      j.begin_object().field("signature", ws.workloads[w].signature);
+      j.field("variants_total", we.variants_total).field("variants_kept", we.kept.size());
+      j.field("floor_seconds", we.floor_seconds);
+      j.key("kept").begin_array();
+      for (const auto& sv : we.kept) {
+        j.begin_object().field("variant", sv.variant.key()).key("estimate");
+        write_estimate(j, sv.estimate);
+        j.end_object();
+      }
+      j.end_array().end_object();
+    }
+    j.end_array().end_object();
+  }
+  j.end_array().end_object();
+  std::cout << "\n";
+}
+
+}  // namespace
+
+int cmd_plan(const std::vector<std::string>& args) {
+  std::string model, gpu_list;
+  std::vector<std::string> shapes;
+  bool json = false, all = false;
+  PlanOptions opts;
+  po::options_description desc(
+      "usage: dc-coordinator plan MODEL.onnx --gpus LIST [options]\n\n"
+      "Splits the simplified model into candidate fusion clusters, enumerates each distinct\n"
+      "workload's kernel variants for every GPU type, estimates and prunes them, and prints\n"
+      "the cover of the graph with the least estimated time. Nothing is compiled or run.\n\noptions");
+  desc.add_options()
+      ("help,h", "this text")
+      ("gpus", po::value(&gpu_list), "comma-separated GPU types, e.g. h100,a100 (see --list-gpus)")
+      ("json", po::bool_switch(&json), "print the whole plan as JSON (docs/plan-json.md)")
+      ("all", po::bool_switch(&all), "text form: list every candidate, not only the chosen ones")
+      ("within", po::value(&opts.prune.within_factor)->default_value(opts.prune.within_factor),
+       "pruning: keep variants within this factor of the best estimate")
+      ("top-k", po::value(&opts.prune.top_k)->default_value(opts.prune.top_k),
+       "pruning: keep at most this many variants per workload")
+      ("shape", po::value(&shapes)->composing(), "NAME=DIMS: fix an input's shape (repeatable)")
+      ("list-gpus", "print the known GPU types and exit");
+  po::options_description hidden;
+  hidden.add_options()("model", po::value(&model));
+  po::options_description all_opts;
+  all_opts.add(desc).add(hidden);
+  po::positional_options_description pos;
+  pos.add("model", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(all_opts).positional(pos).run(), vm);
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return kExitOk;
+  }
+  po::notify(vm);
+  const GpuCatalog catalog = GpuCatalog::builtin();
+  if (vm.count("list-gpus")) {
+    std::cout << gpu_table_markdown(catalog);
+    return kExitOk;
+  }
+  DC_USER_CHECK(!model.empty(), "plan needs a model: dc-coordinator plan MODEL.onnx --gpus h100");
+  DC_USER_CHECK(!gpu_list.empty(), "plan needs --gpus LIST (known: ",
+                fmt::format("{}", fmt::join(catalog.names(), ", ")), ")");
+  DC_USER_CHECK(opts.prune.within_factor >= 1, "--within must be >= 1");
+  DC_USER_CHECK(opts.prune.top_k >= 1, "--top-k must be >= 1");
+  const auto gpus = parse_gpu_list(catalog, gpu_list);
+
+  ImportOptions import_opts;
+  import_opts.input_shapes = parse_shape_flags(shapes);
+  const LoadedModel m = load_model(load_onnx(model), import_opts, /*simplify=*/true);
+  const ModelPlan plan = plan_by_estimate(m.simplified, gpus, opts);
+  if (json) print_json(model, m.simplified, plan);
+  else print_text(model, m.simplified, plan, all);
+  return kExitOk;
+}
+
+}  // namespace dc::cli

@@ -1,0 +1,46 @@
+// The estimate-only plan: per GPU type, every candidate cluster's workload scored by the
+// estimator (variants enumerated, estimated, pruned) and the cover of the graph with the
+// least estimated time. The same structure later carries measured times (tuning).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "candidates.h"
+#include "cover.h"
+#include "estimator.h"
+#include "gpu/gpu_spec.h"
+#include "prune.h"
+
+namespace dc {
+
+struct WorkloadEstimate {
+  size_t variants_total = 0;  // in the parameter space after the GPU's hard limits
+  std::vector<ScoredVariant> kept;  // after pruning, best first
+  double floor_seconds = 0;   // max(FLOPs/peak, bytes/bandwidth)
+  double best_seconds() const { return kept.empty() ? 0 : kept.front().estimate.seconds; }
+};
+
+struct GpuPlan {
+  const GpuSpec* gpu = nullptr;
+  std::vector<WorkloadEstimate> workloads;  // parallel to WorkloadSet::workloads
+  CoverResult cover;                        // chosen candidates and the total estimate
+  double seconds = 0;                       // estimate + scoring wall time of this GPU
+};
+
+struct ModelPlan {
+  std::vector<Candidate> candidates;
+  WorkloadSet workload_set;
+  std::vector<GpuPlan> gpus;
+};
+
+struct PlanOptions {
+  PruneOptions prune;
+  Calibration calibration;
+};
+
+// Candidates -> workloads -> variants -> estimates -> pruning -> cover, per GPU.
+ModelPlan plan_by_estimate(const Graph& g, const std::vector<const GpuSpec*>& gpus,
+                           const PlanOptions& opts);
+
+}  // namespace dc

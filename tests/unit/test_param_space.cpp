@@ -1,0 +1,378 @@
+// Parameter spaces: workload figures (M/N/K, rows), limits of every emitted variant checked
+// with arithmetic written out independently of codegen/param_space*.cpp, determinism,
+// non-empty spaces, and the effect of the GPU's limits and features on the space.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "estimator_testing.h"
+#include "param_space.h"
+#include "testing.h"
+#include "variant.h"
+
+namespace dc {
+namespace {
+
+using namespace dc::testing;
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+std::vector<Workload> one_of_each_kind() {
+  return {
+      matmul_2d(1024, 768, 3072),
+      conv2d(1, 64, 56, 56, 64, 3, 1, 1),
+      conv2d(1, 32, 112, 112, 32, 3, 1, 1, 32, ClusterKind::depthwise),
+      attention(1, 12, 128, 64),
+      softmax_2d(12 * 128, 128),
+      add_1d(1 << 20),
+      global_avg_pool(1, 2048, 7, 7),
+  };
+}
+
+TEST(ParamSpace, VariantKeyIsCanonical) {
+  Variant v;
+  v.template_name = "gemm_tiled";
+  v.precision = "tf32";
+  v.params = {{"block_m", 64}, {"block_k", 16}, {"vec", 4}};
+  EXPECT_EQ(v.key(), "gemm_tiled/tf32/block_k=16,block_m=64,vec=4");
+  EXPECT_EQ(v.param("block_m"), 64);
+  EXPECT_EQ(v.param("split_k", 1), 1);
+}
+
+TEST(ParamSpace, AnalyzeConvAsImplicitGemm) {
+  // x 2x64x56x56, w 128x64x3x3, stride 2, pad 1: OH = (56 + 2 - 3) / 2 + 1 = 28.
+  // M = 2*28*28 = 1568, N = 128, K = 64*3*3 = 576, one group.
+  const auto s = analyze_workload(conv2d(2, 64, 56, 56, 128, 3, 2, 1));
+  EXPECT_EQ(s.family, Family::conv);
+  EXPECT_EQ(s.m, 1568);
+  EXPECT_EQ(s.n, 128);
+  EXPECT_EQ(s.k, 576);
+  EXPECT_EQ(s.batch, 1);
+  EXPECT_TRUE(s.gather_a);
+  EXPECT_EQ(s.vec_align, 1);  // im2col gathers are scalar
+  EXPECT_DOUBLE_EQ(s.a_bytes, 4.0 * 2 * 64 * 56 * 56);
+  EXPECT_DOUBLE_EQ(s.b_bytes, 4.0 * 128 * 64 * 9);
+
+  // 1x1 stride 1: a plain GEMM per image plane, vectorisable (56*56 and 64 divide by 4).
+  const auto p = analyze_workload(conv2d(1, 64, 56, 56, 256, 1, 1, 0));
+  EXPECT_FALSE(p.gather_a);
+  EXPECT_EQ(p.m, 3136);
+  EXPECT_EQ(p.k, 64);
+  EXPECT_EQ(p.vec_align, 4);
+
+  // Grouped (4 groups of 16 input channels): one GEMM per group.
+  const auto g = analyze_workload(conv2d(1, 64, 28, 28, 128, 3, 1, 1, 4));
+  EXPECT_EQ(g.family, Family::conv);
+  EXPECT_EQ(g.batch, 4);
+  EXPECT_EQ(g.n, 32);
+  EXPECT_EQ(g.k, 16 * 9);
+
+  // Depthwise (groups = channels): the direct template, even if the kind says conv.
+  const auto d = analyze_workload(conv2d(1, 32, 112, 112, 32, 3, 2, 1, 32));
+  EXPECT_EQ(d.family, Family::depthwise);
+  EXPECT_EQ(d.out_h, 56);
+  EXPECT_EQ(d.stride_w, 2);
+}
+
+TEST(ParamSpace, AnalyzeMatMulAndGemm) {
+  // Batched activations times 2-D weights fold into M: 8*128 = 1024.
+  auto w = make_test_workload(ClusterKind::gemm, {test_node("MatMul", {"a", "b"}, {"c"})},
+                              {{"a", {8, 128, 768}}, {"b", {768, 3072}}, {"c", {8, 128, 3072}}},
+                              0, 0);
+  auto s = analyze_workload(w);
+  EXPECT_EQ(s.m, 1024);
+  EXPECT_EQ(s.n, 3072);
+  EXPECT_EQ(s.k, 768);
+  EXPECT_EQ(s.batch, 1);
+  EXPECT_EQ(s.vec_align, 4);
+
+  // Both batched, with broadcasting over the first batch dim: batch = 2*12 = 24.
+  w = make_test_workload(ClusterKind::gemm, {test_node("MatMul", {"a", "b"}, {"c"})},
+                         {{"a", {2, 12, 128, 64}}, {"b", {1, 12, 64, 130}}, {"c", {2, 12, 128, 130}}},
+                         0, 0);
+  s = analyze_workload(w);
+  EXPECT_EQ(s.batch, 24);
+  EXPECT_EQ(s.m, 128);
+  EXPECT_EQ(s.n, 130);
+  EXPECT_EQ(s.vec_align, 2);  // 130 = 2 * 65
+
+  // Gemm with transB (a classifier): A [1, 2048], B [1000, 2048].
+  Attributes a;
+  a.set("transB", int64_t{1});
+  w = make_test_workload(ClusterKind::gemm, {test_node("Gemm", {"x", "w", "bias"}, {"y"}, a)},
+                         {{"x", {1, 2048}}, {"w", {1000, 2048}}, {"bias", {1000}}, {"y", {1, 1000}}},
+                         0, 0);
+  s = analyze_workload(w);
+  EXPECT_EQ(s.m, 1);
+  EXPECT_EQ(s.n, 1000);
+  EXPECT_EQ(s.k, 2048);
+}
+
+TEST(ParamSpace, AnalyzeReductions) {
+  auto s = analyze_workload(softmax_2d(1536, 128));
+  EXPECT_EQ(s.family, Family::reduction);
+  EXPECT_EQ(s.rows, 1536);
+  EXPECT_EQ(s.row_len, 128);
+  EXPECT_EQ(s.reductions_per_row, 2);
+  EXPECT_EQ(s.stream_reads, 2);
+  EXPECT_EQ(s.vec_align, 4);
+
+  s = analyze_workload(global_avg_pool(2, 2048, 7, 7));
+  EXPECT_EQ(s.rows, 4096);
+  EXPECT_EQ(s.row_len, 49);
+  EXPECT_EQ(s.vec_align, 1);  // 49 is odd
+
+  // Softmax over axis 1 of [4, 10, 6]: rows of 10 strided by 6 elements.
+  Attributes a;
+  a.set("axis", int64_t{1});
+  s = analyze_workload(make_test_workload(ClusterKind::reduction,
+                                          {test_node("Softmax", {"x"}, {"y"}, a)},
+                                          {{"x", {4, 10, 6}}, {"y", {4, 10, 6}}}, 0, 0));
+  EXPECT_EQ(s.rows, 24);
+  EXPECT_EQ(s.row_len, 10);
+  EXPECT_FALSE(s.row_contiguous);
+
+  // ReduceMean with axes as a constant input (opset 18 form) over [2, 3, 8] axes {1, 2}.
+  Workload w = make_test_workload(ClusterKind::reduction,
+                                  {test_node("ReduceMean", {"x", "axes"}, {"y"})},
+                                  {{"x", {2, 3, 8}}, {"y", {2, 1, 1}}}, 0, 0);
+  w.graph.tensors["axes"] = {DType::i64, {2}};
+  w.graph.initializers["axes"] = Tensor::from_vector<int64_t>({2}, {-1, 1});
+  s = analyze_workload(w);
+  EXPECT_EQ(s.rows, 2);
+  EXPECT_EQ(s.row_len, 24);
+  EXPECT_TRUE(s.row_contiguous);
+}
+
+// Every limit of every emitted variant, recomputed here.
+void expect_within_limits(const Variant& v, const GpuSpec& g, const WorkloadShape& s) {
+  SCOPED_TRACE(v.key());
+  const int64_t t = v.threads_per_block;
+  ASSERT_GE(t, 1);
+  EXPECT_LE(t, g.max_threads_per_block);
+  EXPECT_LE(t, g.max_threads_per_sm);
+  EXPECT_EQ(t % 32, 0);
+  EXPECT_LE(v.smem_bytes, g.smem_per_block_bytes);
+  EXPECT_LE(v.smem_bytes + (g.cc_major >= 8 ? 1024 : 0), g.smem_per_sm_bytes);
+  EXPECT_LE(v.regs_per_thread, g.regs_per_thread);
+  EXPECT_LE(int64_t{v.regs_per_thread} * t, g.regs_per_sm);
+  // Register file in units of 8 registers per thread: the block's warps must fit.
+  const int64_t warps_by_regs = g.regs_per_sm / (cdiv(v.regs_per_thread, 8) * 8 * 32);
+  EXPECT_GE(warps_by_regs, t / 32);
+  EXPECT_GE(v.grid_blocks, 1);
+  if (v.param("stages", 1) >= 3) {
+    EXPECT_GE(g.cc_major, 8);
+  }
+  EXPECT_LE(v.param("vec", 1), s.vec_align);
+
+  if (v.template_name == "gemm_tiled" || v.template_name == "conv_implicit_gemm") {
+    const int64_t bm = v.param("block_m"), bn = v.param("block_n"), bk = v.param("block_k");
+    const int64_t st = v.param("stages"), split = v.param("split_k");
+    EXPECT_EQ(v.grid_blocks, cdiv(s.m, bm) * cdiv(s.n, bn) * s.batch * split);
+    EXPECT_GE(cdiv(s.k, split), 64) << "each split covers at least 64 of K";
+    if (v.precision == "fp32") {
+      const int64_t tm = v.param("thread_m"), tn = v.param("thread_n");
+      EXPECT_EQ(t, (bm / tm) * (bn / tn));
+      // A k-major [bk][bm + 4] and B [bk][bn + 4] floats per stage.
+      EXPECT_EQ(v.smem_bytes, st * (bk * (bm + 4) + bk * (bn + 4)) * 4);
+      const int64_t staged = st == 2 ? (bm * bk + bk * bn) / t : 0;
+      EXPECT_EQ(v.regs_per_thread, tm * tn + tm + tn + 24 + staged);
+      EXPECT_EQ(v.param("warp_m") * v.param("warp_n"), 32 * tm * tn);
+    } else {
+      const int64_t wm = v.param("warp_m"), wn = v.param("warp_n");
+      EXPECT_EQ(t, 32 * (bm / wm) * (bn / wn));
+      const int64_t e = v.precision == "tf32" ? 4 : 2;
+      EXPECT_EQ(v.smem_bytes, st * bk * ((bm + bn) * e + 32));
+    }
+  } else if (v.template_name == "row_reduce") {
+    EXPECT_EQ(t, v.param("threads_per_row") * v.param("rows_per_block"));
+    EXPECT_EQ(v.grid_blocks, cdiv(s.rows, v.param("rows_per_block")));
+  } else if (v.template_name == "elementwise" || v.template_name == "pool_window") {
+    EXPECT_EQ(v.grid_blocks,
+              cdiv(s.elements, v.param("threads") * v.param("elems_per_thread") * v.param("vec")));
+  } else if (v.template_name == "depthwise_direct") {
+    EXPECT_EQ(t, v.param("tile_h") * v.param("tile_w") * v.param("block_c") /
+                     v.param("pixels_per_thread"));
+  } else if (v.template_name == "attention_fused") {
+    EXPECT_EQ(v.grid_blocks, cdiv(s.m, v.param("block_m")) * s.batch);
+  }
+}
+
+TEST(ParamSpace, EveryVariantWithinLimits) {
+  for (const GpuSpec& g : {spec_t4(), spec_a100(), spec_h100()}) {
+    for (const Workload& w : one_of_each_kind()) {
+      const auto s = analyze_workload(w);
+      const auto vs = enumerate_variants(w, g);
+      SCOPED_TRACE(g.name + " " + cluster_kind_name(w.kind));
+      ASSERT_FALSE(vs.empty());
+      for (const auto& v : vs) {
+        expect_within_limits(v, g, s);
+        EXPECT_TRUE(fits_gpu(v, g));
+      }
+    }
+  }
+}
+
+TEST(ParamSpace, DeterministicAndDistinct) {
+  const GpuSpec g = spec_a100();
+  for (const Workload& w : one_of_each_kind()) {
+    const auto a = enumerate_variants(w, g), b = enumerate_variants(w, g);
+    ASSERT_EQ(a.size(), b.size());
+    std::set<std::string> keys;
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].key(), b[i].key());
+      EXPECT_EQ(a[i].grid_blocks, b[i].grid_blocks);
+      keys.insert(a[i].key());
+    }
+    EXPECT_EQ(keys.size(), a.size()) << "duplicate variants for " << cluster_kind_name(w.kind);
+  }
+}
+
+// Counts per kind stay realistic: up to a few thousand per workload, and more than a
+// handful even for GlobalAveragePool's 49-element rows (8: 32 or 64 threads per row x 1, 2,
+// 4 or 8 rows per block; scalar loads, nothing to cache for a one-pass reduction).
+TEST(ParamSpace, SpaceSizesRealistic) {
+  for (const GpuSpec& g : {spec_t4(), spec_a100(), spec_h100()}) {
+    for (const Workload& w : one_of_each_kind()) {
+      const size_t n = enumerate_variants(w, g).size();
+      SCOPED_TRACE(g.name + " " + cluster_kind_name(w.kind));
+      EXPECT_GE(n, 8u);
+      EXPECT_LE(n, 5000u);
+    }
+  }
+}
+
+TEST(ParamSpace, SmallerSharedMemoryGivesSubset) {
+  GpuSpec big = spec_a100();
+  GpuSpec small = big;
+  small.smem_per_sm_bytes = 64 * 1024;  // T4's limits
+  small.smem_per_block_bytes = 64 * 1024;
+  for (const Workload& w : {matmul_2d(2048, 2048, 2048), conv2d(8, 128, 28, 28, 128, 3, 1, 1),
+                            attention(1, 12, 512, 64), softmax_2d(64, 32768)}) {
+    const auto a = enumerate_variants(w, big), b = enumerate_variants(w, small);
+    std::set<std::string> keys;
+    for (const auto& v : a) keys.insert(v.key());
+    for (const auto& v : b) EXPECT_TRUE(keys.count(v.key())) << v.key();
+    // 128x128x32 tiles with 4 stages need 4*32*(132+132)*4 = 135168 B: A100 only.
+    EXPECT_LT(b.size(), a.size()) << cluster_kind_name(w.kind);
+  }
+  // T4 (sm_75: no cp.async stages, no tf32/bf16, 64 KB) is a subset of A100.
+  const Workload w = matmul_2d(1024, 1024, 1024);
+  const auto a = enumerate_variants(w, spec_a100()), t = enumerate_variants(w, spec_t4());
+  std::set<std::string> keys;
+  for (const auto& v : a) keys.insert(v.key());
+  for (const auto& v : t) EXPECT_TRUE(keys.count(v.key())) << v.key();
+  EXPECT_LT(t.size(), a.size());
+}
+
+TEST(ParamSpace, PrecisionPathsFollowTheGpu) {
+  const Workload w = matmul_2d(1024, 1024, 1024);
+  auto precisions = [&](const GpuSpec& g, const SpaceOptions& o) {
+    std::set<std::string> p;
+    for (const auto& v : enumerate_variants(w, g, o)) p.insert(v.precision);
+    return p;
+  };
+  EXPECT_EQ(precisions(spec_a100(), {}), (std::set<std::string>{"bf16", "fp16", "fp32", "tf32"}));
+  EXPECT_EQ(precisions(spec_t4(), {}), (std::set<std::string>{"fp16", "fp32"}));
+  EXPECT_EQ(precisions(spec_a100(), SpaceOptions{{"fp32"}}), (std::set<std::string>{"fp32"}));
+  EXPECT_EQ(precisions(spec_t4(), SpaceOptions{{"tf32"}}), (std::set<std::string>{}));
+  EXPECT_THROW(enumerate_variants(w, spec_t4(), SpaceOptions{{"fp8"}}), UserError);
+  // Non-GEMM templates exist in fp32 only.
+  EXPECT_TRUE(enumerate_variants(add_1d(1000), spec_a100(), SpaceOptions{{"fp16"}}).empty());
+}
+
+TEST(ParamSpace, SplitKOnlyForLongK) {
+  auto splits = [](const Workload& w) {
+    std::set<int64_t> s;
+    for (const auto& v : enumerate_variants(w, spec_a100())) s.insert(v.param("split_k"));
+    return s;
+  };
+  // Classifier 1x2048 . 2048x1000: K = 2048 >= 4 sqrt(1000) = 126.5: split 2, 4, 8 (2048/8
+  // = 256 >= 64).
+  EXPECT_EQ(splits(matmul_2d(1, 2048, 1000)), (std::set<int64_t>{1, 2, 4, 8}));
+  // 4096^3: K = 4096 < 4 * 4096: never.
+  EXPECT_EQ(splits(matmul_2d(4096, 4096, 4096)), (std::set<int64_t>{1}));
+  // M = N = 16, K = 256: 256 >= 64; splits 2 and 4 keep >= 64 per split, 8 does not.
+  EXPECT_EQ(splits(matmul_2d(16, 256, 16)), (std::set<int64_t>{1, 2, 4}));
+}
+
+TEST(ParamSpace, VectorWidthFollowsAlignment) {
+  auto vecs = [](const Workload& w) {
+    std::set<int64_t> s;
+    for (const auto& v : enumerate_variants(w, spec_a100(), SpaceOptions{{"fp32"}}))
+      s.insert(v.param("vec"));
+    return s;
+  };
+  EXPECT_EQ(vecs(matmul_2d(512, 512, 512)), (std::set<int64_t>{1, 4}));
+  EXPECT_EQ(vecs(matmul_2d(512, 510, 512)), (std::set<int64_t>{1, 2}));
+  EXPECT_EQ(vecs(matmul_2d(512, 511, 512)), (std::set<int64_t>{1}));
+  EXPECT_EQ(vecs(conv2d(1, 64, 56, 56, 64, 3, 1, 1)), (std::set<int64_t>{1}));
+  EXPECT_EQ(vecs(add_1d(1 << 20)), (std::set<int64_t>{1, 2, 4}));
+  EXPECT_EQ(vecs(add_1d(1001)), (std::set<int64_t>{1}));
+}
+
+TEST(ParamSpace, TilesBoundedByProblem) {
+  // M = 1: no block_m above 16 (fp32) or 32 (tensor cores) computes anything but padding.
+  for (const auto& v : enumerate_variants(matmul_2d(1, 2048, 1000), spec_a100()))
+    EXPECT_LE(v.param("block_m"), v.precision == "fp32" ? 16 : 32) << v.key();
+  // A 7x7 depthwise output: tiles up to 8x8.
+  for (const auto& v : enumerate_variants(conv2d(1, 960, 7, 7, 960, 3, 1, 1, 960), spec_a100())) {
+    EXPECT_LE(v.param("tile_h"), 8);
+    EXPECT_LE(v.param("tile_w"), 8);
+  }
+}
+
+TEST(ParamSpace, FitsGpuExplainsRejections) {
+  const GpuSpec t4 = spec_t4();
+  Variant v;
+  v.template_name = "elementwise";
+  v.threads_per_block = 256;
+  v.regs_per_thread = 32;
+  v.grid_blocks = 10;
+  std::string why;
+  EXPECT_TRUE(fits_gpu(v, t4, &why));
+
+  Variant bad = v;
+  bad.threads_per_block = 2048;
+  EXPECT_FALSE(fits_gpu(bad, t4, &why));
+  EXPECT_NE(why.find("threads"), std::string::npos) << why;
+
+  bad = v;
+  bad.smem_bytes = 64 * 1024 + 4;
+  EXPECT_FALSE(fits_gpu(bad, t4, &why));
+  EXPECT_NE(why.find("shared memory"), std::string::npos) << why;
+
+  bad = v;
+  bad.regs_per_thread = 256;
+  EXPECT_FALSE(fits_gpu(bad, t4, &why));
+
+  bad = v;
+  bad.threads_per_block = 1024;
+  bad.regs_per_thread = 65;  // 66560 > 65536
+  EXPECT_FALSE(fits_gpu(bad, t4, &why));
+  EXPECT_NE(why.find("registers"), std::string::npos) << why;
+
+  bad = v;
+  bad.precision = "tf32";
+  EXPECT_FALSE(fits_gpu(bad, t4, &why));
+  EXPECT_TRUE(fits_gpu(bad, spec_a100()));
+
+  bad = v;
+  bad.params["stages"] = 3;
+  EXPECT_FALSE(fits_gpu(bad, t4, &why));
+  EXPECT_NE(why.find("cp.async"), std::string::npos) << why;
+
+  // Residency: 600 threads occupy 19 warps (608 thread slots): one block in T4's 1024.
+  // 40 KB + the 1 KB reserved per block: 167936 / 41984 = 4 blocks on A100.
+  EXPECT_EQ(blocks_per_sm(600, 0, 32, t4), 1);
+  EXPECT_EQ(blocks_per_sm(128, 40 * 1024, 32, spec_a100()), 4);
+  // 72 registers round to 72 (x8): 72*32 = 2304 per warp; 65536 / 2304 = 28 warps; 256
+  // threads = 8 warps -> 3 blocks.
+  EXPECT_EQ(blocks_per_sm(256, 0, 72, spec_a100()), 3);
+  // 65 registers round up to 72 as well.
+  EXPECT_EQ(blocks_per_sm(256, 0, 65, spec_a100()), 3);
+}
+
+}  // namespace
+}  // namespace dc
