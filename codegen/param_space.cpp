@@ -45,10 +45,10 @@ const Node* first_of(const Graph& g, std::initializer_list<const char*> ops) {
 }
 
 bool is_reduction_op(const std::string& op) {
-  return op == "Softmax" || op == "LogSoftmax" || op == "Hardmax" ||
-         op == "LayerNormalization" || op == "InstanceNormalization" ||
-         op == "LpNormalization" || op == "GlobalAveragePool" || op == "GlobalMaxPool" ||
-         op == "GlobalLpPool" || op == "ArgMax" || op == "ArgMin" || op.rfind("Reduce", 0) == 0;
+  return op == "Softmax" || op == "LogSoftmax" || op == "Hardmax" || op == "LayerNormalization" ||
+         op == "InstanceNormalization" || op == "LpNormalization" || op == "GlobalAveragePool" ||
+         op == "GlobalMaxPool" || op == "GlobalLpPool" || op == "ArgMax" || op == "ArgMin" ||
+         op.rfind("Reduce", 0) == 0;
 }
 
 bool is_window_pool(const std::string& op) {
@@ -92,7 +92,8 @@ void analyze_matmul(const Graph& g, const Node& n, WorkloadShape& s) {
     s.m = product(a, 0, a.size() - 1);
     s.batch = 1;
   } else {
-    const Shape out = broadcast_shapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
+    const Shape out =
+        broadcast_shapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
     s.batch = shape_numel(out);
   }
   s.vec_align = align_of({s.k, s.n});
@@ -212,8 +213,8 @@ void analyze_reduction(const Graph& g, const Node& n, WorkloadShape& s) {
     s.reductions_per_row = n.op == "InstanceNormalization" ? 2 : 1;
     s.stream_reads = n.op == "InstanceNormalization" ? 2 : 1;
   } else if (n.op == "ArgMax" || n.op == "ArgMin" || n.op == "LpNormalization") {
-    axes.push_back(normalize_axis(n.attrs.get_int("axis", n.op == "LpNormalization" ? -1 : 0),
-                                  rank, "axis"));
+    axes.push_back(
+        normalize_axis(n.attrs.get_int("axis", n.op == "LpNormalization" ? -1 : 0), rank, "axis"));
     s.stream_reads = n.op == "LpNormalization" ? 2 : 1;
   } else {
     axes = reduce_axes(g, n, rank);
@@ -274,14 +275,22 @@ void analyze_output_parallel(const Graph& g, WorkloadShape& s) {
 
 const char* family_template_name(Family f) {
   switch (f) {
-    case Family::gemm: return "gemm_tiled";
-    case Family::conv: return "conv_implicit_gemm";
-    case Family::depthwise: return "depthwise_direct";
-    case Family::attention: return "attention_fused";
-    case Family::reduction: return "row_reduce";
-    case Family::pool_window: return "pool_window";
-    case Family::elementwise: return "elementwise";
-    case Family::opaque: return "opaque_generic";
+    case Family::gemm:
+      return "gemm_tiled";
+    case Family::conv:
+      return "conv_implicit_gemm";
+    case Family::depthwise:
+      return "depthwise_direct";
+    case Family::attention:
+      return "attention_fused";
+    case Family::reduction:
+      return "row_reduce";
+    case Family::pool_window:
+      return "pool_window";
+    case Family::elementwise:
+      return "elementwise";
+    case Family::opaque:
+      return "opaque_generic";
   }
   return "?";
 }
@@ -304,6 +313,8 @@ WorkloadShape analyze_workload(const Workload& w) {
       } else {
         s.family = Family::gemm;
         analyze_matmul(g, *heavy, s);
+        // A Transpose prologue swaps which extent of its operand is contiguous.
+        if (first_of(g, {"Transpose"})) s.vec_align = align_of({s.m, s.k, s.n});
       }
       break;
     }
@@ -360,10 +371,14 @@ std::vector<Variant> enumerate_variants(const WorkloadShape& s, const GpuSpec& g
   const bool fp32 = std::find(precisions.begin(), precisions.end(), "fp32") != precisions.end();
   switch (s.family) {
     case Family::gemm:
-    case Family::conv: return enumerate_gemm_family(s, gpu, precisions);
-    case Family::depthwise: return fp32 ? enumerate_depthwise(s, gpu) : std::vector<Variant>{};
-    case Family::attention: return fp32 ? enumerate_attention(s, gpu) : std::vector<Variant>{};
-    case Family::reduction: return fp32 ? enumerate_reduction(s, gpu) : std::vector<Variant>{};
+    case Family::conv:
+      return enumerate_gemm_family(s, gpu, precisions);
+    case Family::depthwise:
+      return fp32 ? enumerate_depthwise(s, gpu) : std::vector<Variant>{};
+    case Family::attention:
+      return fp32 ? enumerate_attention(s, gpu) : std::vector<Variant>{};
+    case Family::reduction:
+      return fp32 ? enumerate_reduction(s, gpu) : std::vector<Variant>{};
     case Family::pool_window:
     case Family::elementwise:
     case Family::opaque:
@@ -404,8 +419,7 @@ int64_t gemm_smem_bytes(int64_t block_m, int64_t block_n, int64_t block_k, int64
 }
 
 int gemm_fp32_regs(int64_t thread_m, int64_t thread_n, int64_t staged_loads_per_thread) {
-  return static_cast<int>(thread_m * thread_n + thread_m + thread_n + 24 +
-                          staged_loads_per_thread);
+  return static_cast<int>(thread_m * thread_n + thread_m + thread_n + 24 + staged_loads_per_thread);
 }
 
 int gemm_mma_regs(int64_t warp_m, int64_t warp_n) {
@@ -424,13 +438,12 @@ bool fits_gpu(const Variant& v, const GpuSpec& gpu, std::string* why) {
   if (t > gpu.max_threads_per_sm)
     return fail(str_cat(t, " threads per block > ", gpu.max_threads_per_sm, " per SM"));
   if (v.smem_bytes > gpu.smem_per_block_bytes)
-    return fail(str_cat(v.smem_bytes, " B shared memory > ", gpu.smem_per_block_bytes,
-                        " B per block"));
+    return fail(
+        str_cat(v.smem_bytes, " B shared memory > ", gpu.smem_per_block_bytes, " B per block"));
   if (v.regs_per_thread > gpu.regs_per_thread)
     return fail(str_cat(v.regs_per_thread, " registers per thread > ", gpu.regs_per_thread));
   if (int64_t{v.regs_per_thread} * t > gpu.regs_per_sm)
-    return fail(str_cat(v.regs_per_thread, " x ", t, " registers > ", gpu.regs_per_sm,
-                        " per SM"));
+    return fail(str_cat(v.regs_per_thread, " x ", t, " registers > ", gpu.regs_per_sm, " per SM"));
   if (!gpu_has_precision(gpu, v.precision))
     return fail(str_cat("no ", v.precision, " path on ", gpu.sm_arch()));
   if (v.param("stages", 1) >= 3 && gpu.cc_major < 8)

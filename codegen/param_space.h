@@ -39,9 +39,9 @@ const char* family_template_name(Family f);
 struct WorkloadShape {
   ClusterKind kind = ClusterKind::opaque;
   Family family = Family::opaque;
-  double flops = 0;       // Workload::flops
-  double bytes = 0;       // Workload::bytes: compulsory DRAM traffic
-  int elem_bytes = 4;     // element size of the main input as stored in DRAM
+  double flops = 0;    // Workload::flops
+  double bytes = 0;    // Workload::bytes: compulsory DRAM traffic
+  int elem_bytes = 4;  // element size of the main input as stored in DRAM
 
   // GEMM family: C[batch][m][n] = A[batch][m][k] . B[batch][k][n]. For Conv (implicit
   // GEMM, NCHW): m = N*OH*OW, n = OC/groups, k = IC/groups*KH*KW, batch = groups. For
@@ -67,9 +67,9 @@ struct WorkloadShape {
   int64_t window = 1;          // pool_window: input elements per output
 
   // Output-parallel families (elementwise, pool_window, opaque) and the row reductions:
-  int64_t elements = 0;        // output elements
-  int inputs = 1;              // tensors read per output element
-  double in_bytes = 0;         // bytes of the reduced input (reduction)
+  int64_t elements = 0;  // output elements
+  int inputs = 1;        // tensors read per output element
+  double in_bytes = 0;   // bytes of the reduced input (reduction)
 
   // Largest of 4, 2, 1 elements that every vectorised global access of the template can
   // use with natural alignment (the contiguous extents divide by it).

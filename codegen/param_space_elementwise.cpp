@@ -2,9 +2,9 @@
 // windows and the generic kernel. A thread computes elems_per_thread vectors of vec
 // adjacent outputs (independent loads in flight: what hides DRAM latency), in blocks of
 // `threads`.
-#include "param_space.h"
-
 #include <algorithm>
+
+#include "param_space.h"
 
 namespace dc {
 

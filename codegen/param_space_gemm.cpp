@@ -1,11 +1,11 @@
 // Parameter spaces of the GEMM-like templates: tiled GEMM and implicit-GEMM convolution
 // (CUDA-core fp32 and tensor-core tf32/fp16/bf16 paths), depthwise convolution and fused
 // attention. docs/estimator.md lists the choices and why they are bounded as they are.
-#include "param_space.h"
-
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+
+#include "param_space.h"
 
 namespace dc {
 
@@ -36,15 +36,22 @@ std::vector<int64_t> vec_choices(int vec_align, bool all_widths) {
 
 // Split-K only pays when K is long compared to the output (few output tiles to spread over
 // the SMs, e.g. a classifier's GEMV or the last convolutions of a CNN): K >= 4 sqrt(M N batch).
-// Each split still covers at least two K tiles of the largest block_k (64 elements).
+// Each split still covers at least two K tiles of the largest block_k (64 elements), and
+// split_useful() drops splits of tilings that already fill the GPU.
 std::vector<int64_t> split_choices(const WorkloadShape& s) {
   std::vector<int64_t> out = {1};
-  const double out_elems = static_cast<double>(s.m) * static_cast<double>(s.n) *
-                           static_cast<double>(s.batch);
+  const double out_elems =
+      static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.batch);
   if (static_cast<double>(s.k) < 4.0 * std::sqrt(out_elems)) return out;
   for (int64_t sk : {2, 4, 8})
     if (ceil_div(s.k, sk) >= 64) out.push_back(sk);
   return out;
+}
+
+// A split doubles the blocks; it is worth trying only while the previous level left SMs
+// idle (fewer blocks than SMs), so splits stop once the grid fills the GPU.
+bool split_useful(int64_t tiles, int64_t split, const GpuSpec& gpu) {
+  return split == 1 || tiles * (split / 2) < gpu.sm_count;
 }
 
 void keep_if_fits(std::vector<Variant>& out, Variant v, const GpuSpec& gpu) {
@@ -52,11 +59,12 @@ void keep_if_fits(std::vector<Variant>& out, Variant v, const GpuSpec& gpu) {
 }
 
 void enumerate_gemm_fp32(const WorkloadShape& s, const GpuSpec& gpu, std::vector<Variant>& out) {
+  // 1 stage, 2 (register-staged double buffering), 3 (cp.async, sm_80+): a CUDA-core K
+  // tile is long enough that a third buffer already covers the L2 latency.
   const bool async = gpu.cc_major >= 8;
-  const std::vector<int64_t> stage_list = async ? std::vector<int64_t>{1, 2, 3, 4}
-                                                : std::vector<int64_t>{1, 2};
+  const std::vector<int64_t> stage_list =
+      async ? std::vector<int64_t>{1, 2, 3} : std::vector<int64_t>{1, 2};
   const auto splits = split_choices(s);
-  const auto vecs = vec_choices(s.vec_align, false);
   for (int64_t bm : tiles_up_to({16, 32, 64, 128, 256}, s.m, 16))
     for (int64_t bn : tiles_up_to({16, 32, 64, 128, 256}, s.n, 16))
       for (int64_t bk : tiles_up_to({8, 16, 32}, s.k, 8))
@@ -66,27 +74,38 @@ void enumerate_gemm_fp32(const WorkloadShape& s, const GpuSpec& gpu, std::vector
             if (bm % tm != 0 || bn % tn != 0) continue;
             const int64_t threads = (bm / tm) * (bn / tn);
             if (threads < 32 || threads > 512 || threads % 32 != 0) continue;
-            for (int64_t warp_rows : {4, 8}) {  // a warp's 32 threads as 4x8 or 8x4
+            // A warp's 32 threads as 4x8 (or 8x4 where only that divides the block tile):
+            // one arrangement only, the model does not tell them apart.
+            for (int64_t warp_rows : {4, 8}) {
               const int64_t warp_m = tm * warp_rows;
               const int64_t warp_n = tn * (32 / warp_rows);
               if (bm % warp_m != 0 || bn % warp_n != 0) continue;
-              for (int64_t vec : vecs) {
-                // Each thread loads whole vectors of both tiles, the same count each K step.
-                if ((bm * bk) % (threads * vec) != 0 || (bk * bn) % (threads * vec) != 0) continue;
+              if (warp_rows == 8 && bm % (tm * 4) == 0 && bn % (tn * 8) == 0) continue;
+              // The widest load the operands' alignment allows for which each thread loads
+              // whole vectors of both tiles, the same count each K step (narrower loads
+              // move the same bytes with more instructions).
+              int64_t vec = s.vec_align;
+              while (vec > 1 &&
+                     ((bm * bk) % (threads * vec) != 0 || (bk * bn) % (threads * vec) != 0))
+                vec /= 2;
+              if ((bm * bk) % threads != 0 || (bk * bn) % threads != 0) continue;
+              {
+                const int64_t tiles = ceil_div(s.m, bm) * ceil_div(s.n, bn) * s.batch;
                 for (int64_t stages : stage_list)
                   for (int64_t split : splits) {
+                    if (!split_useful(tiles, split, gpu)) continue;
                     Variant v;
                     v.template_name = family_template_name(s.family);
                     v.precision = "fp32";
-                    v.params = {{"block_m", bm},  {"block_n", bn},   {"block_k", bk},
+                    v.params = {{"block_m", bm},    {"block_n", bn},    {"block_k", bk},
                                 {"warp_m", warp_m}, {"warp_n", warp_n}, {"thread_m", tm},
-                                {"thread_n", tn}, {"vec", vec},      {"stages", stages},
+                                {"thread_n", tn},   {"vec", vec},       {"stages", stages},
                                 {"split_k", split}};
                     v.threads_per_block = static_cast<int>(threads);
                     v.smem_bytes = gemm_smem_bytes(bm, bn, bk, stages, 4);
                     const int64_t staged = stages == 2 ? (bm * bk + bk * bn) / threads : 0;
                     v.regs_per_thread = gemm_fp32_regs(tm, tn, staged);
-                    v.grid_blocks = ceil_div(s.m, bm) * ceil_div(s.n, bn) * s.batch * split;
+                    v.grid_blocks = tiles * split;
                     keep_if_fits(out, std::move(v), gpu);
                   }
               }
@@ -104,8 +123,8 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
   const int smem_elem = tf32 ? 4 : 2;
   const std::vector<int64_t> stage_list =
       tf32 ? std::vector<int64_t>{2, 3, 4} : std::vector<int64_t>{1, 2};
-  const std::vector<int64_t> bks = tf32 ? std::vector<int64_t>{16, 32}
-                                        : std::vector<int64_t>{32, 64};
+  const std::vector<int64_t> bks =
+      tf32 ? std::vector<int64_t>{16, 32} : std::vector<int64_t>{32, 64};
   const auto splits = split_choices(s);
   const int64_t vec = s.vec_align;
   const std::pair<int64_t, int64_t> warp_tiles[] = {{32, 32}, {32, 64}, {64, 32}, {64, 64}};
@@ -118,19 +137,21 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
           if (warps > 8) continue;
           const int64_t threads = warps * 32;
           if ((bm * bk) % (threads * vec) != 0 || (bk * bn) % (threads * vec) != 0) continue;
+          const int64_t tiles = ceil_div(s.m, bm) * ceil_div(s.n, bn) * s.batch;
           for (int64_t stages : stage_list)
             for (int64_t split : splits) {
+              if (!split_useful(tiles, split, gpu)) continue;
               Variant v;
               v.template_name = family_template_name(s.family);
               v.precision = precision;
-              v.params = {{"block_m", bm},     {"block_n", bn}, {"block_k", bk},
-                          {"warp_m", warp_m},   {"warp_n", warp_n}, {"vec", vec},
-                          {"stages", stages},   {"split_k", split}};
+              v.params = {{"block_m", bm},    {"block_n", bn},    {"block_k", bk},
+                          {"warp_m", warp_m}, {"warp_n", warp_n}, {"vec", vec},
+                          {"stages", stages}, {"split_k", split}};
               v.threads_per_block = static_cast<int>(threads);
               v.smem_bytes = gemm_smem_bytes(bm, bn, bk, stages, smem_elem);
               const int64_t staged = !tf32 && stages == 2 ? (bm * bk + bk * bn) / threads : 0;
               v.regs_per_thread = gemm_mma_regs(warp_m, warp_n) + static_cast<int>(staged);
-              v.grid_blocks = ceil_div(s.m, bm) * ceil_div(s.n, bn) * s.batch * split;
+              v.grid_blocks = tiles * split;
               keep_if_fits(out, std::move(v), gpu);
             }
         }
@@ -175,8 +196,7 @@ std::vector<Variant> enumerate_depthwise(const WorkloadShape& s, const GpuSpec& 
           v.params = {{"tile_h", th}, {"tile_w", tw}, {"block_c", bc}, {"pixels_per_thread", ppt}};
           v.threads_per_block = static_cast<int>(threads);
           v.smem_bytes = (in_c * in_th * in_tw + bc * s.kernel_h * s.kernel_w) * 4;
-          v.regs_per_thread =
-              static_cast<int>(24 + 2 * ppt + (ppt - 1) * s.stride_w + s.kernel_w);
+          v.regs_per_thread = static_cast<int>(24 + 2 * ppt + (ppt - 1) * s.stride_w + s.kernel_w);
           v.grid_blocks = s.images * ceil_div(s.out_channels, bc) * ceil_div(s.out_h, th) *
                           ceil_div(s.out_w, tw);
           keep_if_fits(out, std::move(v), gpu);
@@ -203,8 +223,11 @@ std::vector<Variant> enumerate_attention(const WorkloadShape& s, const GpuSpec& 
           for (int64_t vec : vec_choices(s.vec_align, false)) {
             Variant v;
             v.template_name = family_template_name(Family::attention);
-            v.params = {{"block_m", bm}, {"block_n", bn}, {"threads", threads},
-                        {"stages", stages}, {"vec", vec}};
+            v.params = {{"block_m", bm},
+                        {"block_n", bn},
+                        {"threads", threads},
+                        {"stages", stages},
+                        {"vec", vec}};
             v.threads_per_block = static_cast<int>(threads);
             v.smem_bytes = (bm * d + stages * bn * (d + dv) + bm * bn) * 4 +
                            (2 * bm + 2 * stages * bn) * kSmemPadBytes;

@@ -31,8 +31,8 @@ std::vector<Variant> enumerate_reduction(const WorkloadShape& s, const GpuSpec& 
           if (cache == kCacheRegs && per_thread > 64) continue;
           Variant v;
           v.template_name = family_template_name(Family::reduction);
-          v.params = {{"threads_per_row", tpr}, {"rows_per_block", rpb}, {"vec", vec},
-                      {"cache", cache}};
+          v.params = {
+              {"threads_per_row", tpr}, {"rows_per_block", rpb}, {"vec", vec}, {"cache", cache}};
           v.threads_per_block = static_cast<int>(threads);
           // A block-wide row reduction stages two partials per warp in shared memory.
           const int64_t scratch = tpr > 32 ? rpb * (tpr / 32) * 2 * 4 : 0;

@@ -126,7 +126,7 @@ void print_json(const std::string& path, const Graph& g, const ModelPlan& p) {
 }  // namespace
 
 int cmd_plan(const std::vector<std::string>& args) {
-  std::string model, gpu_list;
+  std::string model, gpu_list, precisions = "fp32";
   std::vector<std::string> shapes;
   bool json = false, all = false;
   PlanOptions opts;
@@ -144,6 +144,9 @@ int cmd_plan(const std::vector<std::string>& args) {
        "pruning: keep variants within this factor of the best estimate")
       ("top-k", po::value(&opts.prune.top_k)->default_value(opts.prune.top_k),
        "pruning: keep at most this many variants per workload")
+      ("precisions", po::value(&precisions)->default_value(precisions),
+       "precision paths to enumerate: comma-separated fp32, tf32, fp16, bf16 (tensor-core "
+       "paths only where the GPU has them)")
       ("shape", po::value(&shapes)->composing(), "NAME=DIMS: fix an input's shape (repeatable)")
       ("list-gpus", "print the known GPU types and exit");
   po::options_description hidden;
@@ -170,6 +173,16 @@ int cmd_plan(const std::vector<std::string>& args) {
   DC_USER_CHECK(opts.prune.within_factor >= 1, "--within must be >= 1");
   DC_USER_CHECK(opts.prune.top_k >= 1, "--top-k must be >= 1");
   const auto gpus = parse_gpu_list(catalog, gpu_list);
+  opts.space.precisions.clear();
+  for (size_t b = 0; b <= precisions.size();) {
+    size_t e = precisions.find(',', b);
+    if (e == std::string::npos) e = precisions.size();
+    const std::string p = precisions.substr(b, e - b);
+    DC_USER_CHECK(p == "fp32" || p == "tf32" || p == "fp16" || p == "bf16", "unknown precision '",
+                  p, "' in --precisions (use fp32, tf32, fp16, bf16)");
+    opts.space.precisions.push_back(p);
+    b = e + 1;
+  }
 
   ImportOptions import_opts;
   import_opts.input_shapes = parse_shape_flags(shapes);

@@ -12,12 +12,13 @@ namespace {
 
 WorkloadEstimate estimate_workload(const Workload& w, const GpuSpec& gpu, const PlanOptions& opts) {
   WorkloadEstimate e;
-  auto scored = score_variants(w, gpu, opts.calibration);
+  auto scored = score_variants(w, gpu, opts.calibration, opts.space);
   e.variants_total = scored.size();
   DC_INTERNAL_CHECK(!scored.empty(), "no variant for workload ", w.signature, " (",
                     cluster_kind_name(w.kind), ") on ", gpu.name);
   e.kept = prune(std::move(scored), opts.prune);
-  e.floor_seconds = floor_seconds(w, gpu);
+  // The floor of the best variant's precision path (tensor cores have a higher peak).
+  e.floor_seconds = floor_seconds(w, gpu, e.kept.front().variant.precision);
   return e;
 }
 

@@ -37,6 +37,10 @@ struct ModelPlan {
 struct PlanOptions {
   PruneOptions prune;
   Calibration calibration;
+  // Precision paths to enumerate. fp32 only by default: the code generator emits fp32
+  // CUDA-core kernels first (tensor-core templates come later), and an fp32 model should
+  // not silently change precision.
+  SpaceOptions space{{"fp32"}};
 };
 
 // Candidates -> workloads -> variants -> estimates -> pruning -> cover, per GPU.

@@ -82,9 +82,10 @@ void bench(const char* label, const dc::Workload& w, const dc::GpuSpec& gpu) {
   } while (seconds_since(t0) < 0.5);
   const double score_rate = static_cast<double>(scored) / seconds_since(t0);
 
-  std::printf("%-28s %-5s %6zu variants  enumerate %7.2f ms  estimate %10.0f /s  "
-              "enumerate+estimate %9.0f /s  (checksum %.3g)\n",
-              label, gpu.name.c_str(), variants.size(), enum_s * 1e3, est_rate, score_rate, sink);
+  std::printf(
+      "%-28s %-5s %6zu variants  enumerate %7.2f ms  estimate %10.0f /s  "
+      "enumerate+estimate %9.0f /s  (checksum %.3g)\n",
+      label, gpu.name.c_str(), variants.size(), enum_s * 1e3, est_rate, score_rate, sink);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
 
 #include "ir/error.h"
 
@@ -26,28 +27,42 @@ struct Params {
   int64_t threads = 0, threads_per_row = 32, rows_per_block = 1, cache = 0, elems_per_thread = 1;
 };
 
+struct Field {
+  std::string_view name;  // sized: most mismatches end at the length
+  int64_t Params::*member;
+  int64_t min;  // widths, counts and factors below 1 read as 1
+};
+constexpr Field kFields[] = {
+    {"block_m", &Params::block_m, 0},
+    {"block_n", &Params::block_n, 0},
+    {"block_k", &Params::block_k, 0},
+    {"warp_m", &Params::warp_m, 0},
+    {"warp_n", &Params::warp_n, 0},
+    {"thread_m", &Params::thread_m, 0},
+    {"thread_n", &Params::thread_n, 0},
+    {"vec", &Params::vec, 1},
+    {"stages", &Params::stages, 1},
+    {"split_k", &Params::split_k, 1},
+    {"tile_h", &Params::tile_h, 0},
+    {"tile_w", &Params::tile_w, 0},
+    {"block_c", &Params::block_c, 0},
+    {"pixels_per_thread", &Params::pixels_per_thread, 1},
+    {"threads", &Params::threads, 0},
+    {"threads_per_row", &Params::threads_per_row, 0},
+    {"rows_per_block", &Params::rows_per_block, 1},
+    {"cache", &Params::cache, 0},
+    {"elems_per_thread", &Params::elems_per_thread, 1},
+};
+
 Params decode(const Variant& v) {
   Params p;
   for (const auto& [name, value] : v.params) {
-    if (name == "block_m") p.block_m = value;
-    else if (name == "block_n") p.block_n = value;
-    else if (name == "block_k") p.block_k = value;
-    else if (name == "warp_m") p.warp_m = value;
-    else if (name == "warp_n") p.warp_n = value;
-    else if (name == "thread_m") p.thread_m = value;
-    else if (name == "thread_n") p.thread_n = value;
-    else if (name == "vec") p.vec = std::max<int64_t>(1, value);
-    else if (name == "stages") p.stages = std::max<int64_t>(1, value);
-    else if (name == "split_k") p.split_k = std::max<int64_t>(1, value);
-    else if (name == "tile_h") p.tile_h = value;
-    else if (name == "tile_w") p.tile_w = value;
-    else if (name == "block_c") p.block_c = value;
-    else if (name == "pixels_per_thread") p.pixels_per_thread = std::max<int64_t>(1, value);
-    else if (name == "threads") p.threads = value;
-    else if (name == "threads_per_row") p.threads_per_row = value;
-    else if (name == "rows_per_block") p.rows_per_block = std::max<int64_t>(1, value);
-    else if (name == "cache") p.cache = value;
-    else if (name == "elems_per_thread") p.elems_per_thread = std::max<int64_t>(1, value);
+    for (const Field& f : kFields) {
+      if (name == f.name) {
+        p.*(f.member) = std::max(f.min, value);
+        break;
+      }
+    }
   }
   return p;
 }
@@ -89,8 +104,7 @@ double reread_bytes(double operand_bytes, double reads, const GpuSpec& g) {
   return (reads - 1) * operand_bytes;
 }
 
-BlockModel gemm_block(const WorkloadShape& s, const Params& p, const Variant& v,
-                      const GpuSpec& g) {
+BlockModel gemm_block(const WorkloadShape& s, const Params& p, const Variant& v, const GpuSpec& g) {
   BlockModel b;
   const double bm = static_cast<double>(p.block_m), bn = static_cast<double>(p.block_n);
   const double bk = static_cast<double>(p.block_k);
@@ -123,7 +137,7 @@ BlockModel gemm_block(const WorkloadShape& s, const Params& p, const Variant& v,
     const double mma = warps * (wm / 16) * (wn / 8) * (bk / k_mma);
     const double ldm = warps * (bk / k_mma) * (wm / 16 + wn / 16);
     const bool tf32 = v.precision == "tf32";
-    const double convert = tf32 ? 0 : loads_per_thread * vec / 2;  // cvt to packed halves
+    const double convert = tf32 ? 0 : loads_per_thread * vec / 2;     // cvt to packed halves
     const double memory = warps * loads_per_thread * (tf32 ? 1 : 2);  // cp.async / LDG+STS
     const double overhead = warps * (bk / k_mma + convert + gather + 6);
     const double rate = v.precision == "tf32"   ? g.tc_tf32_flops_per_sm_clk
@@ -137,7 +151,7 @@ BlockModel gemm_block(const WorkloadShape& s, const Params& p, const Variant& v,
   const double tile = std::max(tile_pipe, tile_issue);
   const double outputs = bm * bn;
   const double epi = epilogue_flops_per_output(s, 2 * m * n * k * batch, m * n * batch);
-  double tail = outputs / 32 * (2 + epi) / kIssuePerClk;  // epilogue: loads, math, stores
+  double tail = outputs / 32 * (2 + epi) / kIssuePerClk;       // epilogue: loads, math, stores
   if (p.split_k > 1) tail += outputs / 32 * 3 / kIssuePerClk;  // partial sums in and out
   b.pipe_cycles = k_tiles * tile + tail;
   const double alone = tile / std::min(1.0, warps / b.warps_needed);
@@ -163,8 +177,8 @@ BlockModel depthwise_block(const WorkloadShape& s, const Params& p, const Varian
   const double multiplier = std::max(1.0, static_cast<double>(s.out_channels) /
                                               static_cast<double>(std::max<int64_t>(1, s.groups)));
   const double in_c = cdiv(bc, multiplier);
-  const double in_th = (th - 1) * static_cast<double>(s.stride_h) +
-                       (kh - 1) * static_cast<double>(s.dilation_h) + 1;
+  const double in_th =
+      (th - 1) * static_cast<double>(s.stride_h) + (kh - 1) * static_cast<double>(s.dilation_h) + 1;
   const double in_tw = (tw - 1) * sw + (kw - 1) * static_cast<double>(s.dilation_w) + 1;
   const double tile_elems = in_c * in_th * in_tw;
   const double outputs = th * tw * bc;
@@ -176,10 +190,11 @@ BlockModel depthwise_block(const WorkloadShape& s, const Params& p, const Varian
   const double total_out = static_cast<double>(s.images * s.out_channels * s.out_h * s.out_w);
   const double epi = epilogue_flops_per_output(s, 2 * total_out * taps, total_out);
   const double tail = outputs / 32 * (2 + epi);
-  b.pipe_cycles = std::max(fma / fp32_warp_fma_per_clk(g),
-                           (fma + lds + loads + weights + tail) / kIssuePerClk);
+  b.pipe_cycles =
+      std::max(fma / fp32_warp_fma_per_clk(g), (fma + lds + loads + weights + tail) / kIssuePerClk);
   b.warps_needed = std::clamp(16.0 / ppt, 4.0, 32.0);  // a pixel's taps are a dependent chain
-  b.critical_cycles = dram_latency_cycles(g) + b.pipe_cycles / std::min(1.0, warps / b.warps_needed);
+  b.critical_cycles =
+      dram_latency_cycles(g) + b.pipe_cycles / std::min(1.0, warps / b.warps_needed);
   b.smem_bytes = lds * 128 * std::min(sw, 4.0) + tile_elems * 4 + bc * taps * 4;
   b.l2_bytes = (tile_elems + bc * taps) * s.elem_bytes;
   b.dram_bytes = s.bytes;  // halo re-reads of neighbouring tiles hit L2
@@ -199,10 +214,10 @@ BlockModel attention_block(const WorkloadShape& s, const Params& p, const Varian
   const double fma = bm * bn * (d + dv) / 32;
   // A thread computes a near-square block of scores (and of outputs): per reduction step it
   // loads about 2 sqrt(elements) operands, four per 128-bit load.
-  const double lds = warps * (d * cdiv(2 * std::sqrt(scores_pt), 4) +
-                              bn * cdiv(2 * std::sqrt(out_pt), 4));
+  const double lds =
+      warps * (d * cdiv(2 * std::sqrt(scores_pt), 4) + bn * cdiv(2 * std::sqrt(out_pt), 4));
   const double softmax = bm * bn * 6 / 32 + warps * 10;  // scale, mask, max, exp, sum, rescale
-  const double probs = bm * bn / 32 * 2;                   // P through shared memory
+  const double probs = bm * bn / 32 * 2;                 // P through shared memory
   const double loads = warps * (bn * (d + dv) / (threads * vec)) * 2;
   const double tile_issue = (fma + lds + softmax + probs + loads) / kIssuePerClk;
   const double tile_pipe = std::max(fma / fp32_warp_fma_per_clk(g), bm * bn / kSfuPerClk);
@@ -211,10 +226,12 @@ BlockModel attention_block(const WorkloadShape& s, const Params& p, const Varian
   b.pipe_cycles = tiles * tile + edges;
   b.warps_needed = std::clamp(64.0 / scores_pt, 4.0, 32.0);
   const double alone = tile / std::min(1.0, warps / b.warps_needed);
-  b.critical_cycles = kL2LatencyCycles + pipelined_critical(tiles, alone, kL2LatencyCycles, p.stages) + edges;
+  b.critical_cycles =
+      kL2LatencyCycles + pipelined_critical(tiles, alone, kL2LatencyCycles, p.stages) + edges;
   b.smem_bytes = tiles * (128 * lds + bn * (d + dv) * 4 + bm * bn * 4 * 2);
   b.l2_bytes = tiles * bn * (d + dv) * s.elem_bytes + bm * d * s.elem_bytes;
-  b.dram_bytes = s.bytes + reread_bytes(s.b_bytes + s.v_bytes, cdiv(static_cast<double>(s.m), bm), g);
+  b.dram_bytes =
+      s.bytes + reread_bytes(s.b_bytes + s.v_bytes, cdiv(static_cast<double>(s.m), bm), g);
   b.inflight_per_warp = bn * (d + dv) * s.elem_bytes / warps *
                         static_cast<double>(std::max<int64_t>(1, p.stages - 1));
   return b;
@@ -235,7 +252,8 @@ BlockModel reduction_block(const WorkloadShape& s, const Params& p, const GpuSpe
   const double alu = (s.flops / std::max(rows, 1.0)) / 32;
   const bool block_reduce = tpr > 32;
   const double levels = block_reduce ? std::log2(tpr / 32) : 0;
-  const double shuffles = s.reductions_per_row * warps_per_row * (5 + (block_reduce ? levels + 4 : 0));
+  const double shuffles =
+      s.reductions_per_row * warps_per_row * (5 + (block_reduce ? levels + 4 : 0));
   const double stores = s.stream_reads >= 2 ? warps_per_row * vecs : 1;  // row out, or one value
   b.pipe_cycles = rpb * (loads + chip + alu + shuffles + stores) / kIssuePerClk;
   b.warps_needed = 8;
@@ -265,12 +283,12 @@ BlockModel output_parallel_block(const WorkloadShape& s, const Params& p, const 
   const double elements = std::max(1.0, static_cast<double>(s.elements));
   const double inputs = std::max(1, s.inputs);
   const double window = static_cast<double>(s.window);
-  const double loads = ept * inputs * window;                   // vector loads per thread
-  const double alu = ept * vec * (s.flops / elements);          // scalar ops per thread
-  const double index = ept * (s.vec_align > 1 ? 3 : 10);        // address arithmetic
-  const double per_thread = loads + alu + ept + index + 4;      // + stores, loop
-  b.pipe_cycles = std::max(warps * per_thread / kIssuePerClk,
-                           warps * alu / fp32_warp_fma_per_clk(g));
+  const double loads = ept * inputs * window;               // vector loads per thread
+  const double alu = ept * vec * (s.flops / elements);      // scalar ops per thread
+  const double index = ept * (s.vec_align > 1 ? 3 : 10);    // address arithmetic
+  const double per_thread = loads + alu + ept + index + 4;  // + stores, loop
+  b.pipe_cycles =
+      std::max(warps * per_thread / kIssuePerClk, warps * alu / fp32_warp_fma_per_clk(g));
   b.warps_needed = 8;
   b.critical_cycles = dram_latency_cycles(g) + per_thread;
   b.dram_bytes = s.bytes;
@@ -334,13 +352,23 @@ Estimate estimate(const WorkloadShape& s, const Variant& v, const GpuSpec& g,
   BlockModel b;
   switch (s.family) {
     case Family::gemm:
-    case Family::conv: b = gemm_block(s, p, v, g); break;
-    case Family::depthwise: b = depthwise_block(s, p, v, g); break;
-    case Family::attention: b = attention_block(s, p, v, g); break;
-    case Family::reduction: b = reduction_block(s, p, g); break;
+    case Family::conv:
+      b = gemm_block(s, p, v, g);
+      break;
+    case Family::depthwise:
+      b = depthwise_block(s, p, v, g);
+      break;
+    case Family::attention:
+      b = attention_block(s, p, v, g);
+      break;
+    case Family::reduction:
+      b = reduction_block(s, p, g);
+      break;
     case Family::pool_window:
     case Family::elementwise:
-    case Family::opaque: b = output_parallel_block(s, p, v, g); break;
+    case Family::opaque:
+      b = output_parallel_block(s, p, v, g);
+      break;
   }
 
   const double clk = g.clock_hz();

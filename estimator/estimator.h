@@ -29,17 +29,17 @@ struct Calibration {
 };
 
 struct Estimate {
-  double seconds = 0;    // (max(compute, dram, smem, l2) + launch) x calibration factor
-  double compute_s = 0;  // arithmetic pipes, with occupancy, latency hiding and waves
-  double dram_s = 0;     // DRAM traffic after tile reuse and L2, with bytes in flight
-  double smem_s = 0;     // shared-memory bank traffic
-  double l2_s = 0;       // global loads through the SMs' L2 ports (tiles re-read from L2)
-  double launch_s = 0;   // launch overhead
-  double occupancy = 0;  // resident warps per SM / the SM's maximum
-  int64_t waves = 0;     // ceil(blocks / (SMs x resident blocks per SM))
+  double seconds = 0;          // (max(compute, dram, smem, l2) + launch) x calibration factor
+  double compute_s = 0;        // arithmetic pipes, with occupancy, latency hiding and waves
+  double dram_s = 0;           // DRAM traffic after tile reuse and L2, with bytes in flight
+  double smem_s = 0;           // shared-memory bank traffic
+  double l2_s = 0;             // global loads through the SMs' L2 ports (tiles re-read from L2)
+  double launch_s = 0;         // launch overhead
+  double occupancy = 0;        // resident warps per SM / the SM's maximum
+  int64_t waves = 0;           // ceil(blocks / (SMs x resident blocks per SM))
   double wave_efficiency = 0;  // blocks / (waves x SMs x resident blocks per SM)
-  std::string bound;     // "compute", "dram", "l2", "smem", "launch", "latency"; "unfit" if the
-                         // variant cannot run on the GPU (seconds is then infinite)
+  std::string bound;      // "compute", "dram", "l2", "smem", "launch", "latency"; "unfit" if the
+                          // variant cannot run on the GPU (seconds is then infinite)
   double dram_bytes = 0;  // modelled DRAM traffic
   int blocks_per_sm = 0;
 };
@@ -53,8 +53,8 @@ constexpr double kSmemBytesPerClk = 128;    // 32 banks x 4 bytes per SM
 constexpr double kL2BytesPerClkPerSm = 32;  // L2 bandwidth per SM (A100: 5120 B/clk / 108 SMs = 47)
 constexpr double kL2Efficiency = 0.8;       // sustained fraction of it
 constexpr double kIssuePerClk = 4;          // warp schedulers per SM, one instruction each
-constexpr double kLsuPerClk = 1;            // shared/global memory instructions per SM (32 LD/ST lanes)
-constexpr double kSfuPerClk = 16;           // exp/rsqrt lanes per SM
+constexpr double kLsuPerClk = 1;   // shared/global memory instructions per SM (32 LD/ST lanes)
+constexpr double kSfuPerClk = 16;  // exp/rsqrt lanes per SM
 constexpr double kShuffleLatencyCycles = 30;
 constexpr double kSyncLatencyCycles = 100;
 constexpr double kL2ReuseRowBytes = 64 * 1024;  // rows up to this size are re-read from L2

@@ -26,8 +26,8 @@ struct ScoredVariant {
 
 // The kept variants sorted by estimated time; equal times by the sum of the estimate's
 // resource times (compute + dram + l2 + smem: the variant with more slack first), then by
-// Variant::key, so the result does not depend on the input order. Variants that cannot run ("unfit", infinite time)
-// are dropped. UserError for options outside their ranges.
+// Variant::key, so the result does not depend on the input order. Variants that cannot run
+// ("unfit", infinite time) are dropped. UserError for options outside their ranges.
 std::vector<ScoredVariant> prune(std::vector<ScoredVariant> scored, const PruneOptions& options);
 
 // Enumerates the workload's variants on the GPU (analysing the workload once) and

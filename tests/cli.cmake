@@ -20,6 +20,12 @@ foreach(example tiny_cnn tiny_transformer)
     PROPERTIES LABELS unit)
 endforeach()
 
+add_test(NAME cli_plan_tiny_cnn COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_plan.py
+  ${DC_COORD} ${EX}/tiny_cnn/model.onnx h100,t4 conv+relu conv+add+relu)
+add_test(NAME cli_plan_tiny_transformer COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_plan.py
+  ${DC_COORD} ${EX}/tiny_transformer/model.onnx a100,l4 matmul+add+gelu)
+set_tests_properties(cli_plan_tiny_cnn cli_plan_tiny_transformer PROPERTIES LABELS unit)
+
 add_test(NAME cli_import_errors COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_bad_models.py
   ${DC_COORD} ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_import_errors PROPERTIES LABELS unit)
@@ -40,3 +46,11 @@ foreach(model resnet50 mobilenetv2 bert_base)
   set_tests_properties(verify_${model} PROPERTIES LABELS long FIXTURES_REQUIRED exported_models
     PASS_REGULAR_EXPRESSION "verify: PASS" TIMEOUT 600)
 endforeach()
+add_test(NAME plan_resnet50 COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_plan.py
+  ${DC_COORD} ${DC_MODELS}/resnet50/model.onnx h100,a100 conv+relu conv+add+relu)
+add_test(NAME plan_mobilenetv2 COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_plan.py
+  ${DC_COORD} ${DC_MODELS}/mobilenetv2/model.onnx t4,l4 conv+clip conv+add)
+add_test(NAME plan_bert_base COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_plan.py
+  ${DC_COORD} ${DC_MODELS}/bert_base/model.onnx h100,a10 matmul+add+gelu add+layernorm transpose+matmul+div+add+softmax+matmul)
+set_tests_properties(plan_resnet50 plan_mobilenetv2 plan_bert_base PROPERTIES LABELS long
+  FIXTURES_REQUIRED exported_models TIMEOUT 600)

@@ -156,16 +156,15 @@ inline Workload softmax_2d(int64_t rows, int64_t len) {
 inline Workload layernorm_2d(int64_t rows, int64_t len) {
   Attributes a;
   a.set("axis", int64_t{-1});
-  return make_test_workload(
-      ClusterKind::reduction, {test_node("LayerNormalization", {"x", "s", "b"}, {"y"}, a)},
-      {{"x", {rows, len}}, {"s", {len}}, {"b", {len}}, {"y", {rows, len}}}, 8 * rows * len,
-      4 * (2 * rows * len + 2 * len));
+  return make_test_workload(ClusterKind::reduction,
+                            {test_node("LayerNormalization", {"x", "s", "b"}, {"y"}, a)},
+                            {{"x", {rows, len}}, {"s", {len}}, {"b", {len}}, {"y", {rows, len}}},
+                            8 * rows * len, 4 * (2 * rows * len + 2 * len));
 }
 
 // GlobalAveragePool of [n, c, h, w]: 1 FLOP per input element.
 inline Workload global_avg_pool(int64_t n, int64_t c, int64_t h, int64_t w) {
-  return make_test_workload(ClusterKind::reduction,
-                            {test_node("GlobalAveragePool", {"x"}, {"y"})},
+  return make_test_workload(ClusterKind::reduction, {test_node("GlobalAveragePool", {"x"}, {"y"})},
                             {{"x", {n, c, h, w}}, {"y", {n, c, 1, 1}}}, n * c * h * w,
                             4 * (n * c * h * w + n * c));
 }

@@ -21,6 +21,7 @@ int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 std::vector<Workload> one_of_each_kind() {
   return {
       matmul_2d(1024, 768, 3072),
+      matmul_2d(1, 2048, 1000),
       conv2d(1, 64, 56, 56, 64, 3, 1, 1),
       conv2d(1, 32, 112, 112, 32, 3, 1, 1, 32, ClusterKind::depthwise),
       attention(1, 12, 128, 64),
@@ -77,9 +78,9 @@ TEST(ParamSpace, AnalyzeConvAsImplicitGemm) {
 
 TEST(ParamSpace, AnalyzeMatMulAndGemm) {
   // Batched activations times 2-D weights fold into M: 8*128 = 1024.
-  auto w = make_test_workload(ClusterKind::gemm, {test_node("MatMul", {"a", "b"}, {"c"})},
-                              {{"a", {8, 128, 768}}, {"b", {768, 3072}}, {"c", {8, 128, 3072}}},
-                              0, 0);
+  auto w =
+      make_test_workload(ClusterKind::gemm, {test_node("MatMul", {"a", "b"}, {"c"})},
+                         {{"a", {8, 128, 768}}, {"b", {768, 3072}}, {"c", {8, 128, 3072}}}, 0, 0);
   auto s = analyze_workload(w);
   EXPECT_EQ(s.m, 1024);
   EXPECT_EQ(s.n, 3072);
@@ -88,21 +89,29 @@ TEST(ParamSpace, AnalyzeMatMulAndGemm) {
   EXPECT_EQ(s.vec_align, 4);
 
   // Both batched, with broadcasting over the first batch dim: batch = 2*12 = 24.
-  w = make_test_workload(ClusterKind::gemm, {test_node("MatMul", {"a", "b"}, {"c"})},
-                         {{"a", {2, 12, 128, 64}}, {"b", {1, 12, 64, 130}}, {"c", {2, 12, 128, 130}}},
-                         0, 0);
+  w = make_test_workload(
+      ClusterKind::gemm, {test_node("MatMul", {"a", "b"}, {"c"})},
+      {{"a", {2, 12, 128, 64}}, {"b", {1, 12, 64, 130}}, {"c", {2, 12, 128, 130}}}, 0, 0);
   s = analyze_workload(w);
   EXPECT_EQ(s.batch, 24);
   EXPECT_EQ(s.m, 128);
   EXPECT_EQ(s.n, 130);
   EXPECT_EQ(s.vec_align, 2);  // 130 = 2 * 65
 
+  // A Transpose prologue (B read through an index map): every extent must align.
+  // M = 6 (2 x 3), K = N = 8: 2 instead of 4.
+  w = make_test_workload(
+      ClusterKind::gemm,
+      {test_node("Transpose", {"bt"}, {"b"}), test_node("MatMul", {"a", "b"}, {"c"})},
+      {{"a", {6, 8}}, {"bt", {8, 8}}, {"b", {8, 8}}, {"c", {6, 8}}}, 0, 0);
+  EXPECT_EQ(analyze_workload(w).vec_align, 2);
+
   // Gemm with transB (a classifier): A [1, 2048], B [1000, 2048].
   Attributes a;
   a.set("transB", int64_t{1});
-  w = make_test_workload(ClusterKind::gemm, {test_node("Gemm", {"x", "w", "bias"}, {"y"}, a)},
-                         {{"x", {1, 2048}}, {"w", {1000, 2048}}, {"bias", {1000}}, {"y", {1, 1000}}},
-                         0, 0);
+  w = make_test_workload(
+      ClusterKind::gemm, {test_node("Gemm", {"x", "w", "bias"}, {"y"}, a)},
+      {{"x", {1, 2048}}, {"w", {1000, 2048}}, {"bias", {1000}}, {"y", {1, 1000}}}, 0, 0);
   s = analyze_workload(w);
   EXPECT_EQ(s.m, 1);
   EXPECT_EQ(s.n, 1000);
@@ -134,9 +143,9 @@ TEST(ParamSpace, AnalyzeReductions) {
   EXPECT_FALSE(s.row_contiguous);
 
   // ReduceMean with axes as a constant input (opset 18 form) over [2, 3, 8] axes {1, 2}.
-  Workload w = make_test_workload(ClusterKind::reduction,
-                                  {test_node("ReduceMean", {"x", "axes"}, {"y"})},
-                                  {{"x", {2, 3, 8}}, {"y", {2, 1, 1}}}, 0, 0);
+  Workload w =
+      make_test_workload(ClusterKind::reduction, {test_node("ReduceMean", {"x", "axes"}, {"y"})},
+                         {{"x", {2, 3, 8}}, {"y", {2, 1, 1}}}, 0, 0);
   w.graph.tensors["axes"] = {DType::i64, {2}};
   w.graph.initializers["axes"] = Tensor::from_vector<int64_t>({2}, {-1, 1});
   s = analyze_workload(w);
@@ -171,6 +180,10 @@ void expect_within_limits(const Variant& v, const GpuSpec& g, const WorkloadShap
     const int64_t st = v.param("stages"), split = v.param("split_k");
     EXPECT_EQ(v.grid_blocks, cdiv(s.m, bm) * cdiv(s.n, bn) * s.batch * split);
     EXPECT_GE(cdiv(s.k, split), 64) << "each split covers at least 64 of K";
+    // A split is only tried while half as many splits left SMs idle.
+    if (split > 1) {
+      EXPECT_LT(cdiv(s.m, bm) * cdiv(s.n, bn) * s.batch * (split / 2), g.sm_count);
+    }
     if (v.precision == "fp32") {
       const int64_t tm = v.param("thread_m"), tn = v.param("thread_n");
       EXPECT_EQ(t, (bm / tm) * (bn / tn));
@@ -254,7 +267,7 @@ TEST(ParamSpace, SmallerSharedMemoryGivesSubset) {
     std::set<std::string> keys;
     for (const auto& v : a) keys.insert(v.key());
     for (const auto& v : b) EXPECT_TRUE(keys.count(v.key())) << v.key();
-    // 128x128x32 tiles with 4 stages need 4*32*(132+132)*4 = 135168 B: A100 only.
+    // 128x128x32 tiles with 3 stages need 3*32*(132+132)*4 = 101376 B: A100 only.
     EXPECT_LT(b.size(), a.size()) << cluster_kind_name(w.kind);
   }
   // T4 (sm_75: no cp.async stages, no tf32/bf16, 64 KB) is a subset of A100.
@@ -289,7 +302,7 @@ TEST(ParamSpace, SplitKOnlyForLongK) {
     return s;
   };
   // Classifier 1x2048 . 2048x1000: K = 2048 >= 4 sqrt(1000) = 126.5: split 2, 4, 8 (2048/8
-  // = 256 >= 64).
+  // = 256 >= 64; with 128-wide tiles, 8 tiles x 4 < 108 SMs).
   EXPECT_EQ(splits(matmul_2d(1, 2048, 1000)), (std::set<int64_t>{1, 2, 4, 8}));
   // 4096^3: K = 4096 < 4 * 4096: never.
   EXPECT_EQ(splits(matmul_2d(4096, 4096, 4096)), (std::set<int64_t>{1}));
@@ -298,17 +311,33 @@ TEST(ParamSpace, SplitKOnlyForLongK) {
 }
 
 TEST(ParamSpace, VectorWidthFollowsAlignment) {
+  // CUDA-core GEMM: the widest width dividing the contiguous extents (K and N here) for
+  // which every thread loads whole vectors of both tiles.
+  auto widest = [](const Workload& w, int64_t align) {
+    int64_t widest_seen = 0;
+    for (const auto& v : enumerate_variants(w, spec_a100(), SpaceOptions{{"fp32"}})) {
+      const int64_t bm = v.param("block_m"), bn = v.param("block_n"), bk = v.param("block_k");
+      const int64_t t = v.threads_per_block;
+      int64_t want = align;
+      while (want > 1 && ((bm * bk) % (t * want) != 0 || (bk * bn) % (t * want) != 0)) want /= 2;
+      EXPECT_EQ(v.param("vec"), want) << v.key();
+      widest_seen = std::max(widest_seen, v.param("vec"));
+    }
+    return widest_seen;
+  };
+  EXPECT_EQ(widest(matmul_2d(512, 512, 512), 4), 4);
+  EXPECT_EQ(widest(matmul_2d(512, 510, 512), 2), 2);  // K = 510 = 2 * 255
+  EXPECT_EQ(widest(matmul_2d(512, 511, 512), 1), 1);
+  EXPECT_EQ(widest(conv2d(1, 64, 56, 56, 64, 3, 1, 1), 1), 1);  // im2col gathers
+  EXPECT_EQ(widest(conv2d(1, 64, 56, 56, 64, 1, 1, 0), 4), 4);  // 1x1: 3136 and 64
+  // Elementwise: every width up to the alignment of the inner extent.
   auto vecs = [](const Workload& w) {
     std::set<int64_t> s;
-    for (const auto& v : enumerate_variants(w, spec_a100(), SpaceOptions{{"fp32"}}))
-      s.insert(v.param("vec"));
+    for (const auto& v : enumerate_variants(w, spec_a100())) s.insert(v.param("vec"));
     return s;
   };
-  EXPECT_EQ(vecs(matmul_2d(512, 512, 512)), (std::set<int64_t>{1, 4}));
-  EXPECT_EQ(vecs(matmul_2d(512, 510, 512)), (std::set<int64_t>{1, 2}));
-  EXPECT_EQ(vecs(matmul_2d(512, 511, 512)), (std::set<int64_t>{1}));
-  EXPECT_EQ(vecs(conv2d(1, 64, 56, 56, 64, 3, 1, 1)), (std::set<int64_t>{1}));
   EXPECT_EQ(vecs(add_1d(1 << 20)), (std::set<int64_t>{1, 2, 4}));
+  EXPECT_EQ(vecs(add_1d(1002)), (std::set<int64_t>{1, 2}));
   EXPECT_EQ(vecs(add_1d(1001)), (std::set<int64_t>{1}));
 }
 
