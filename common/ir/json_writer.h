@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
+
 namespace dc {
 
 class JsonWriter {
@@ -36,7 +38,7 @@ class JsonWriter {
   JsonWriter& value(size_t v) { value_prefix(); os_ << v; return *this; }
   JsonWriter& value(double v) {
     value_prefix();
-    if (std::isfinite(v)) os_ << v;
+    if (std::isfinite(v)) os_ << fmt::format("{}", v);  // shortest text that round-trips
     else os_ << "null";  // JSON has no inf/nan
     return *this;
   }
