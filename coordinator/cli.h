@@ -5,8 +5,11 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <boost/program_options.hpp>
 
 #include "ir/graph.h"
 
@@ -23,6 +26,12 @@ int run(int argc, char** argv);
 int cmd_inspect(const std::vector<std::string>& args);
 int cmd_verify(const std::vector<std::string>& args);
 int cmd_plan(const std::vector<std::string>& args);
+
+// Parses a subcommand's arguments: `desc`'s options plus one positional MODEL into *model.
+// Returns the parsed variables, or nullopt when --help was asked for (and printed).
+std::optional<boost::program_options::variables_map> parse_command(
+    const std::vector<std::string>& args, const boost::program_options::options_description& desc,
+    std::string* model);
 
 // "--shape NAME=1x3x224x224" values -> map; UserError on malformed entries.
 std::map<std::string, Shape> parse_shape_flags(const std::vector<std::string>& flags);

@@ -128,19 +128,9 @@ int cmd_inspect(const std::vector<std::string>& args) {
       ("shape", po::value(&o.shapes)->composing(),
        "NAME=DIMS: fix an input's shape (repeatable), e.g. --shape input=1x3x224x224")
       ("no-simplify", "skip the simplification passes");
-  po::options_description hidden;
-  hidden.add_options()("model", po::value(&o.model));
-  po::options_description all;
-  all.add(desc).add(hidden);
-  po::positional_options_description pos;
-  pos.add("model", 1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return kExitOk;
-  }
-  po::notify(vm);
+  const auto parsed = parse_command(args, desc, &o.model);
+  if (!parsed) return kExitOk;
+  const po::variables_map& vm = *parsed;
   DC_USER_CHECK(!o.model.empty(), "inspect needs a model: dc-coordinator inspect MODEL.onnx");
   o.simplify = !vm.count("no-simplify");
 

@@ -149,19 +149,9 @@ int cmd_plan(const std::vector<std::string>& args) {
        "paths only where the GPU has them)")
       ("shape", po::value(&shapes)->composing(), "NAME=DIMS: fix an input's shape (repeatable)")
       ("list-gpus", "print the known GPU types and exit");
-  po::options_description hidden;
-  hidden.add_options()("model", po::value(&model));
-  po::options_description all_opts;
-  all_opts.add(desc).add(hidden);
-  po::positional_options_description pos;
-  pos.add("model", 1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(all_opts).positional(pos).run(), vm);
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return kExitOk;
-  }
-  po::notify(vm);
+  const auto parsed = parse_command(args, desc, &model);
+  if (!parsed) return kExitOk;
+  const po::variables_map& vm = *parsed;
   const GpuCatalog catalog = GpuCatalog::builtin();
   if (vm.count("list-gpus")) {
     std::cout << gpu_table_markdown(catalog);

@@ -67,19 +67,9 @@ int cmd_verify(const std::vector<std::string>& args) {
       ("atol", po::value(&o.atol)->default_value(o.atol), "absolute (RMS) tolerance")
       ("shape", po::value(&o.shapes)->composing(), "NAME=DIMS: fix an input's shape (repeatable)")
       ("no-simplify", "run the imported graph without the simplification passes");
-  po::options_description hidden;
-  hidden.add_options()("model", po::value(&o.model));
-  po::options_description all;
-  all.add(desc).add(hidden);
-  po::positional_options_description pos;
-  pos.add("model", 1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return kExitOk;
-  }
-  po::notify(vm);
+  const auto parsed = parse_command(args, desc, &o.model);
+  if (!parsed) return kExitOk;
+  const po::variables_map& vm = *parsed;
   DC_USER_CHECK(!o.model.empty(), "verify needs a model: dc-coordinator verify MODEL.onnx --data DIR");
   DC_USER_CHECK(!o.data.empty(), "verify needs --data DIR (an ONNX test-data folder)");
   DC_USER_CHECK(o.rtol >= 0 && o.atol >= 0, "--rtol and --atol must be non-negative");

@@ -15,6 +15,7 @@
 
 #include "ir/parallel.h"
 #include "ref/broadcast.h"
+#include "ref/checked_op.h"
 #include "ref/kernel.h"
 
 namespace dc::ref {
@@ -26,31 +27,6 @@ using Infos = std::vector<const TensorInfo*>;
 // ---------------------------------------------------------------------------------------
 // Checks shared by the kernels and the import-time validation.
 
-// The TensorInfos of run-time values, so that a kernel can reuse its import-time check.
-struct InfoView {
-  std::vector<TensorInfo> infos;
-  Infos ptrs;
-};
-InfoView infos_of(const Inputs& in) {
-  InfoView v;
-  v.infos.reserve(in.size());
-  for (const Tensor& t : in) v.infos.push_back({t.dtype(), t.shape()});
-  for (size_t i = 0; i < in.size(); ++i) v.ptrs.push_back(in[i].defined() ? &v.infos[i] : nullptr);
-  return v;
-}
-
-// Runs the op's check on the actual inputs before computing.
-template <CheckFn Check, KernelFn Run>
-std::vector<Tensor> checked(const Node& n, const Inputs& in) {
-  const InfoView v = infos_of(in);
-  Check(n, v.ptrs);
-  return Run(n, in);
-}
-
-template <CheckFn Check, KernelFn Run>
-constexpr OpDef op_def(std::string_view op) {
-  return {op, &checked<Check, Run>, Check};
-}
 
 constexpr std::initializer_list<DType> kArith = {DType::f32, DType::f64, DType::i32, DType::i64};
 constexpr std::initializer_list<DType> kFloat = {DType::f32, DType::f64};

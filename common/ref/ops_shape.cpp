@@ -16,6 +16,7 @@
 
 #include "ir/parallel.h"
 #include "ref/broadcast.h"
+#include "ref/checked_op.h"
 #include "ref/kernel.h"
 
 namespace dc::ref {
@@ -25,31 +26,8 @@ namespace {
 using Infos = std::vector<const TensorInfo*>;
 
 // ---------------------------------------------------------------------------------------
-// Check plumbing (as in ops_elementwise.cpp).
+// Checks shared by the kernels and the import-time validation (ref/checked_op.h).
 
-struct InfoView {
-  std::vector<TensorInfo> infos;
-  Infos ptrs;
-};
-InfoView infos_of(const Inputs& in) {
-  InfoView v;
-  v.infos.reserve(in.size());
-  for (const Tensor& t : in) v.infos.push_back({t.dtype(), t.shape()});
-  for (size_t i = 0; i < in.size(); ++i) v.ptrs.push_back(in[i].defined() ? &v.infos[i] : nullptr);
-  return v;
-}
-
-template <CheckFn Check, KernelFn Run>
-std::vector<Tensor> checked(const Node& n, const Inputs& in) {
-  const InfoView v = infos_of(in);
-  Check(n, v.ptrs);
-  return Run(n, in);
-}
-
-template <CheckFn Check, KernelFn Run>
-constexpr OpDef op_def(std::string_view op) {
-  return {op, &checked<Check, Run>, Check};
-}
 
 const TensorInfo& required(const Node& n, const Infos& in, size_t i, const char* what) {
   DC_USER_CHECK(i < in.size() && in[i] != nullptr, n.op, ": required input ", i, " (", what,
