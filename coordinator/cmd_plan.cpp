@@ -11,6 +11,7 @@
 #include "ir/json_writer.h"
 #include "model_loader.h"
 #include "plan_estimate.h"
+#include "tune_config.h"
 
 namespace dc::cli {
 
@@ -126,7 +127,7 @@ void print_json(const std::string& path, const Graph& g, const ModelPlan& p) {
 }  // namespace
 
 int cmd_plan(const std::vector<std::string>& args) {
-  std::string model, gpu_list, precisions = "fp32";
+  std::string model, gpu_list, precisions = "fp32", config;
   std::vector<std::string> shapes;
   bool json = false, all = false;
   PlanOptions opts;
@@ -140,13 +141,12 @@ int cmd_plan(const std::vector<std::string>& args) {
       ("gpus", po::value(&gpu_list), "comma-separated GPU types, e.g. h100,a100 (see --list-gpus)")
       ("json", po::bool_switch(&json), "print the whole plan as JSON (docs/plan-json.md)")
       ("all", po::bool_switch(&all), "text form: list every candidate, not only the chosen ones")
-      ("within", po::value(&opts.prune.within_factor)->default_value(opts.prune.within_factor),
-       "pruning: keep variants within this factor of the best estimate")
-      ("top-k", po::value(&opts.prune.top_k)->default_value(opts.prune.top_k),
-       "pruning: keep at most this many variants per workload")
-      ("precisions", po::value(&precisions)->default_value(precisions),
-       "precision paths to enumerate: comma-separated fp32, tf32, fp16, bf16 (tensor-core "
-       "paths only where the GPU has them)")
+      ("config", po::value(&config), "tuning configuration YAML (examples/tune.yaml); flags override it")
+      ("within", po::value<double>(), "pruning: keep variants within this factor of the best "
+       "estimate (default 1.5)")
+      ("top-k", po::value<int>(), "pruning: keep at most this many variants per workload (default 32)")
+      ("precisions", po::value(&precisions), "precision paths to enumerate: comma-separated fp32, "
+       "tf32, fp16, bf16 (default fp32; tensor-core paths only where the GPU has them)")
       ("shape", po::value(&shapes)->composing(), "NAME=DIMS: fix an input's shape (repeatable)")
       ("list-gpus", "print the known GPU types and exit");
   const auto parsed = parse_command(args, desc, &model);
@@ -160,19 +160,13 @@ int cmd_plan(const std::vector<std::string>& args) {
   DC_USER_CHECK(!model.empty(), "plan needs a model: dc-coordinator plan MODEL.onnx --gpus h100");
   DC_USER_CHECK(!gpu_list.empty(), "plan needs --gpus LIST (known: ",
                 fmt::format("{}", fmt::join(catalog.names(), ", ")), ")");
+  const auto gpus = parse_gpu_list(catalog, gpu_list);
+  if (!config.empty()) load_tune_config(config, &opts);
+  if (vm.count("within")) opts.prune.within_factor = vm["within"].as<double>();
+  if (vm.count("top-k")) opts.prune.top_k = vm["top-k"].as<int>();
+  if (vm.count("precisions")) opts.space.precisions = parse_precisions(precisions);
   DC_USER_CHECK(opts.prune.within_factor >= 1, "--within must be >= 1");
   DC_USER_CHECK(opts.prune.top_k >= 1, "--top-k must be >= 1");
-  const auto gpus = parse_gpu_list(catalog, gpu_list);
-  opts.space.precisions.clear();
-  for (size_t b = 0; b <= precisions.size();) {
-    size_t e = precisions.find(',', b);
-    if (e == std::string::npos) e = precisions.size();
-    const std::string p = precisions.substr(b, e - b);
-    DC_USER_CHECK(p == "fp32" || p == "tf32" || p == "fp16" || p == "bf16", "unknown precision '",
-                  p, "' in --precisions (use fp32, tf32, fp16, bf16)");
-    opts.space.precisions.push_back(p);
-    b = e + 1;
-  }
 
   ImportOptions import_opts;
   import_opts.input_shapes = parse_shape_flags(shapes);

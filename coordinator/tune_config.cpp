@@ -1,0 +1,107 @@
+#include "tune_config.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "ir/error.h"
+
+namespace dc {
+
+namespace {
+
+const std::set<std::string> kPrecisions = {"fp32", "tf32", "fp16", "bf16"};
+
+ClusterKind kind_from_name(const std::string& name, const std::string& where) {
+  for (ClusterKind k : {ClusterKind::gemm, ClusterKind::conv, ClusterKind::depthwise,
+                        ClusterKind::reduction, ClusterKind::elementwise, ClusterKind::attention,
+                        ClusterKind::opaque})
+    if (name == cluster_kind_name(k)) return k;
+  throw_user_error(where, ": unknown cluster kind '", name,
+                   "' (gemm, conv, depthwise, reduction, elementwise, attention, opaque)");
+}
+
+template <class T>
+T scalar(const YAML::Node& n, const std::string& where) {
+  try {
+    return n.as<T>();
+  } catch (const YAML::Exception&) {
+    throw_user_error(where, ": expected a ", std::is_integral_v<T> ? "whole number" : "number");
+  }
+}
+
+void check_keys(const YAML::Node& map, const std::set<std::string>& allowed, const std::string& where) {
+  DC_USER_CHECK(map.IsMap(), where, ": expected a mapping");
+  for (const auto& kv : map) {
+    const auto key = kv.first.as<std::string>();
+    DC_USER_CHECK(allowed.count(key), where, ": unknown key '", key, "'");
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> parse_precisions(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream ss(list);
+  std::string p;
+  while (std::getline(ss, p, ',')) {
+    DC_USER_CHECK(kPrecisions.count(p), "unknown precision '", p, "' (use fp32, tf32, fp16, bf16)");
+    out.push_back(p);
+  }
+  DC_USER_CHECK(!out.empty(), "empty precision list");
+  return out;
+}
+
+void parse_tune_config(const std::string& text, const std::string& origin, PlanOptions* opts) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw_user_error(origin, ": not valid YAML: ", e.msg, " (line ", e.mark.line + 1, ")");
+  }
+  if (root.IsNull()) return;
+  check_keys(root, {"prune", "precisions", "calibration"}, origin);
+  if (const auto prune = root["prune"]) {
+    const std::string where = origin + ": prune";
+    check_keys(prune, {"within", "top_k"}, where);
+    if (prune["within"]) opts->prune.within_factor = scalar<double>(prune["within"], where + ".within");
+    if (prune["top_k"]) opts->prune.top_k = scalar<int>(prune["top_k"], where + ".top_k");
+    DC_USER_CHECK(opts->prune.within_factor >= 1, where, ".within must be >= 1");
+    DC_USER_CHECK(opts->prune.top_k >= 1, where, ".top_k must be >= 1");
+  }
+  if (const auto prec = root["precisions"]) {
+    DC_USER_CHECK(prec.IsSequence() && prec.size() > 0, origin, ": precisions must be a non-empty list");
+    opts->space.precisions.clear();
+    for (const auto& p : prec) {
+      const auto name = p.as<std::string>();
+      DC_USER_CHECK(kPrecisions.count(name), origin, ": unknown precision '", name, "'");
+      opts->space.precisions.push_back(name);
+    }
+  }
+  if (const auto cal = root["calibration"]) {
+    DC_USER_CHECK(cal.IsMap(), origin, ": calibration must map GPU types to {kind: factor}");
+    for (const auto& gpu : cal) {
+      const auto gpu_name = gpu.first.as<std::string>();
+      const std::string where = origin + ": calibration." + gpu_name;
+      DC_USER_CHECK(gpu.second.IsMap(), where, ": expected {kind: factor}");
+      for (const auto& kf : gpu.second) {
+        const auto kind_name = kf.first.as<std::string>();
+        const double f = scalar<double>(kf.second, where + "." + kind_name);
+        DC_USER_CHECK(f > 0 && f < 100, where, ".", kind_name, ": factor must be in (0, 100)");
+        opts->calibration.set(gpu_name, kind_from_name(kind_name, where), f);
+      }
+    }
+  }
+}
+
+void load_tune_config(const std::string& path, PlanOptions* opts) {
+  std::ifstream in(path);
+  DC_USER_CHECK(in.good(), "cannot read config file '", path, "'");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  parse_tune_config(buf.str(), path, opts);
+}
+
+}  // namespace dc
