@@ -1,0 +1,22 @@
+#include "kernel.h"
+
+namespace dc {
+
+const char* cuda_type(DType t) {
+  switch (t) {
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::i64: return "long long";
+    case DType::i32: return "int";
+    case DType::i16: return "short";
+    case DType::i8: return "signed char";
+    case DType::u8: case DType::boolean: return "unsigned char";
+    case DType::u16: case DType::f16: case DType::bf16: return "unsigned short";
+    case DType::u32: return "unsigned int";
+    case DType::u64: return "unsigned long long";
+    case DType::undefined: break;
+  }
+  return "void";
+}
+
+}  // namespace dc

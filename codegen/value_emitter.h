@@ -1,0 +1,69 @@
+// Emits CUDA C for the value of a workload tensor at given coordinates, pulling through the
+// injective part of the workload graph: elementwise math with numpy broadcasting, Cast,
+// Where, and index maps (Transpose, Reshape/Flatten/Squeeze/Unsqueeze, Expand, Slice,
+// Concat, Gather, Split). This is how every template fuses prologues and epilogues: a GEMM
+// epilogue binds the accumulator to the heavy op's output and asks for the cluster output's
+// value at the same coordinates; an elementwise kernel asks for each output at its element.
+//
+// Generated code is statements appended to a string (one local per distinct
+// (tensor, coordinates) pair, so shared subexpressions are computed once) and an
+// expression naming the result.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace dc {
+
+class ValueEmitter {
+ public:
+  // `g` is a workload graph (ir/workload.h). Kernel parameters are named after the
+  // workload: graph input i is `in<i>`, graph output j is `out<j>` (see param_name).
+  explicit ValueEmitter(const Graph& g);
+
+  // A tensor whose value at the current element is already computed in C variable `var`.
+  // Reads of it return `var` whatever the coordinates, so bind only tensors read at the
+  // coordinates of the current element (what epilogues do).
+  void bind(const std::string& tensor, const std::string& var);
+
+  // Appends statements to `code` and returns a C expression for `tensor` at `coords` (one C
+  // expression per dimension, outermost first; fewer than the rank is an InternalError).
+  std::string value(const std::string& tensor, const std::vector<std::string>& coords,
+                    std::string& code);
+
+  // True if `op` (with these attributes) can be emitted inline.
+  static bool supports(const Node& n);
+
+  // Kernel parameter name of a workload input or output tensor.
+  std::string param_name(const std::string& tensor) const;
+  // C expression of the row-major element offset of `coords` in `tensor` (broadcast dims of
+  // extent 1 contribute nothing).
+  std::string offset(const std::string& tensor, const std::vector<std::string>& coords) const;
+
+  // Forgets the per-element locals (call between elements/loops that reuse coordinates).
+  void reset_locals();
+
+ private:
+  std::string fresh(const char* prefix);
+  std::string load(const std::string& tensor, const std::vector<std::string>& coords,
+                   std::string& code);
+  std::string emit_node(const Node& n, size_t out_index, const std::vector<std::string>& coords,
+                        std::string& code);
+  std::vector<std::string> broadcast_coords(const std::string& tensor,
+                                            const std::vector<std::string>& coords) const;
+
+  const Graph& g_;
+  std::map<std::string, size_t> producer_;   // tensor -> node index
+  std::map<std::string, std::string> params_;
+  std::map<std::string, std::string> bound_;
+  std::map<std::string, std::string> memo_;  // tensor + coords -> local
+  int counter_ = 0;
+};
+
+// A float literal that round-trips ("1.5f", "-0x1.8p+3f" style is avoided for readability).
+std::string float_literal(double v);
+
+}  // namespace dc
