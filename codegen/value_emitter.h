@@ -1,16 +1,20 @@
 // Emits CUDA C for the value of a workload tensor at given coordinates, pulling through the
 // injective part of the workload graph: elementwise math with numpy broadcasting, Cast,
 // Where, and index maps (Transpose, Reshape/Flatten/Squeeze/Unsqueeze, Expand, Slice,
-// Concat, Gather, Split). This is how every template fuses prologues and epilogues: a GEMM
-// epilogue binds the accumulator to the heavy op's output and asks for the cluster output's
-// value at the same coordinates; an elementwise kernel asks for each output at its element.
+// Concat, Gather, Split, Tile). This is how every template fuses prologues and epilogues: a
+// GEMM epilogue binds the accumulator to the heavy op's output and asks for the cluster
+// output's value at the same coordinates; an elementwise kernel asks for each output at its
+// element.
 //
 // Generated code is statements appended to a string (one local per distinct
 // (tensor, coordinates) pair, so shared subexpressions are computed once) and an
-// expression naming the result.
+// expression naming the result. Math follows the CPU reference executor (common/ref/) per
+// dtype: f32 with the float functions, f64 with the double ones, integers with C integer
+// arithmetic; f16/bf16 tensors are not emitted (InternalError).
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +32,8 @@ class ValueEmitter {
   // Reads of it return `var` whatever the coordinates, so bind only tensors read at the
   // coordinates of the current element (what epilogues do).
   void bind(const std::string& tensor, const std::string& var);
+  // Forgets a binding (reads load or compute the tensor again).
+  void unbind(const std::string& tensor);
 
   // Appends statements to `code` and returns a C expression for `tensor` at `coords` (one C
   // expression per dimension, outermost first; fewer than the rank is an InternalError).
@@ -65,5 +71,18 @@ class ValueEmitter {
 
 // A float literal that round-trips ("1.5f", "-0x1.8p+3f" style is avoided for readability).
 std::string float_literal(double v);
+
+// True for ops that read every input at the output element's own position up to numpy
+// broadcasting (elementwise math, Where, Cast, Expand, Identity): no index remapping.
+bool is_pointwise_op(const std::string& op);
+
+// Graph inputs that the values of `roots` read only at the element's own position (every
+// path from a root to the input goes through pointwise ops, no index map), f32, not
+// broadcast along the innermost dimension (their last extent equals `inner`, the roots'
+// last extent), so that `vec` adjacent elements of a root read `vec` adjacent, aligned
+// elements of the input when `inner` divides by `vec`. Templates load these as float2/float4
+// and bind the lanes; everything else they read element by element.
+std::set<std::string> vector_loadable_inputs(const Graph& g, const std::vector<std::string>& roots,
+                                             int64_t inner);
 
 }  // namespace dc

@@ -25,6 +25,9 @@ commands:
                                           test-data folder and compare the outputs
   plan    MODEL.onnx --gpus h100,a100     candidate clusters, variants and estimates per
                                           GPU type; the cover with the least estimated time
+  codegen MODEL.onnx --gpus h100 --out DIR
+                                          write the kept variants' CUDA sources, launch
+                                          descriptions and NVRTC compile reports
 
 Run `dc-coordinator COMMAND --help` for a command's options.
 
@@ -112,7 +115,9 @@ int run(int argc, char** argv) {
     if (command == "inspect") return cmd_inspect(args);
     if (command == "verify") return cmd_verify(args);
     if (command == "plan") return cmd_plan(args);
-    throw_user_error("unknown command '", command, "' (commands: inspect, verify, plan; see --help)");
+    if (command == "codegen") return cmd_codegen(args);
+    throw_user_error("unknown command '", command,
+                     "' (commands: inspect, verify, plan, codegen; see --help)");
   } catch (const UserError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return kExitUserError;

@@ -1,0 +1,347 @@
+#include "nvrtc.h"
+
+// The toolkit's header, by full path (codegen/CMakeLists.txt): <nvrtc.h> would find ours.
+#include DC_CUDA_NVRTC_H
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <exception>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "ir/error.h"
+#include "ir/workload.h"
+
+namespace dc {
+namespace {
+
+// nvrtcProgram is `_nvrtcProgram*`; the deleter owns it from nvrtcCreateProgram on.
+struct ProgramDeleter {
+  void operator()(_nvrtcProgram* p) const noexcept { nvrtcDestroyProgram(&p); }
+};
+using Program = std::unique_ptr<_nvrtcProgram, ProgramDeleter>;
+
+// The name NVRTC puts in front of diagnostics: "dc_kernel.cu(12): error: ...".
+constexpr const char* kProgramName = "dc_kernel.cu";
+
+const std::vector<int>& supported_arch_numbers() {
+  static const std::vector<int> numbers = [] {
+    int n = 0;
+    if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0) return std::vector<int>{};
+    std::vector<int> v(static_cast<size_t>(n));
+    if (nvrtcGetSupportedArchs(v.data()) != NVRTC_SUCCESS) return std::vector<int>{};
+    return v;
+  }();
+  return numbers;
+}
+
+std::string join(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
+  return out;
+}
+
+// "sm_NN" with NN supported by this NVRTC; "sm_NNa" (NN >= 90) and "sm_NNf" (NN >= 100),
+// the architecture-specific and family forms, are accepted for a supported NN.
+void check_arch(const std::string& arch) {
+  const auto& numbers = supported_arch_numbers();
+  std::string digits = arch.size() > 3 && arch.compare(0, 3, "sm_") == 0 ? arch.substr(3) : "";
+  char suffix = 0;
+  if (!digits.empty() && (digits.back() == 'a' || digits.back() == 'f')) {
+    suffix = digits.back();
+    digits.pop_back();
+  }
+  const bool numeric = !digits.empty() && digits.size() <= 4 &&
+                       std::all_of(digits.begin(), digits.end(),
+                                   [](unsigned char c) { return std::isdigit(c) != 0; });
+  const int number = numeric ? std::stoi(digits) : 0;
+  const bool known = numeric && std::find(numbers.begin(), numbers.end(), number) != numbers.end();
+  const bool suffix_ok = suffix == 0 || (suffix == 'a' && number >= 90) || (suffix == 'f' && number >= 100);
+  if (known && suffix_ok) return;
+  std::string hint;
+  if (numeric && !numbers.empty() && number < numbers.front())
+    hint = " (older GPUs need an older CUDA toolkit: sm_70/V100 needs NVRTC 12)";
+  throw_user_error("unsupported GPU architecture '", arch, "' for NVRTC ", nvrtc_version(),
+                   "; supported: ", join(supported_archs(), ", "), hint);
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+bool is_blank(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c) != 0; });
+}
+
+// A diagnostic line that reports an error: front end ("file(12): error: ...",
+// "catastrophic error"), option parsing ("nvrtc: error: ..."), ptxas ("ptxas error   : ...",
+// "ptxas fatal   : ...").
+bool is_error_line(const std::string& line) {
+  return line.find("): error") != std::string::npos ||
+         line.find("): catastrophic error") != std::string::npos ||
+         line.rfind("nvrtc: error", 0) == 0 || line.rfind("ptxas error", 0) == 0 ||
+         line.rfind("ptxas fatal", 0) == 0 || line.rfind("error:", 0) == 0;
+}
+
+// A line that starts a new diagnostic ("file(12): warning ...", "ptxas info ...").
+bool starts_diagnostic(const std::string& line) {
+  return is_error_line(line) || line.rfind(kProgramName, 0) == 0 || line.rfind("ptxas", 0) == 0 ||
+         line.rfind("Remark", 0) == 0;
+}
+
+// The first error with the source line and caret the front end prints under it, plus a
+// count of the errors that follow.
+std::string first_error(const std::string& log) {
+  const auto lines = split_lines(log);
+  std::string out;
+  size_t errors = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (!is_error_line(lines[i])) continue;
+    if (++errors > 1) continue;
+    out = lines[i];
+    for (size_t j = i + 1; j < lines.size() && j <= i + 2; ++j) {
+      if (is_blank(lines[j]) || starts_diagnostic(lines[j])) break;
+      out += "\n" + lines[j];
+    }
+  }
+  if (errors > 1) out += "\n(" + std::to_string(errors - 1) + " more error(s) in the log)";
+  return out;
+}
+
+// The non-negative integer that ends just before `pos` in `line` (spaces skipped), or -1.
+int64_t number_before(const std::string& line, size_t pos) {
+  size_t end = pos;
+  while (end > 0 && line[end - 1] == ' ') --end;
+  size_t begin = end;
+  while (begin > 0 && std::isdigit(static_cast<unsigned char>(line[begin - 1])) != 0) --begin;
+  if (begin == end || end - begin > 18) return -1;
+  return std::stoll(line.substr(begin, end - begin));
+}
+
+// The number written before `what` ("1024 bytes smem" -> 1024 for " bytes smem"), or -1.
+int64_t figure(const std::string& line, const std::string& what) {
+  const size_t pos = line.find(what);
+  return pos == std::string::npos ? -1 : number_before(line, pos);
+}
+
+// The text between the first pair of single quotes after `prefix`, or "" if absent.
+std::string quoted_after(const std::string& line, const std::string& prefix) {
+  const size_t p = line.find(prefix);
+  if (p == std::string::npos) return "";
+  const size_t open = line.find('\'', p + prefix.size());
+  const size_t close = open == std::string::npos ? open : line.find('\'', open + 1);
+  return close == std::string::npos ? "" : line.substr(open + 1, close - open - 1);
+}
+
+std::string trimmed(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t");
+  const size_t e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+struct FrameFigures {
+  int64_t stack = 0, spill_stores = 0, spill_loads = 0;
+};
+
+}  // namespace
+
+std::string nvrtc_version() {
+  static const std::string version = [] {
+    int major = 0, minor = 0;
+    if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return std::string("unknown");
+    return std::to_string(major) + "." + std::to_string(minor);
+  }();
+  return version;
+}
+
+std::vector<std::string> supported_archs() {
+  std::vector<std::string> out;
+  for (int n : supported_arch_numbers()) out.push_back("sm_" + std::to_string(n));
+  return out;
+}
+
+std::vector<std::string> nvrtc_options(const std::string& arch, const CompileOptions& options) {
+  // A real architecture makes NVRTC run ptxas itself and hand back a CUBIN; -v makes ptxas
+  // report each entry's resources into the program log.
+  std::vector<std::string> opts = {"--gpu-architecture=" + arch, "--std=c++17",
+                                   "--ptxas-options=-v"};
+  if (options.line_info) opts.push_back("--generate-line-info");
+  if (options.max_registers > 0)
+    opts.push_back("--maxrregcount=" + std::to_string(options.max_registers));
+  opts.insert(opts.end(), options.extra_flags.begin(), options.extra_flags.end());
+  return opts;
+}
+
+// ptxas -v prints, per entry function (CUDA 12 and 13 alike):
+//   ptxas info    : Compiling entry function 'k' for 'sm_80'
+//   ptxas info    : Function properties for k
+//   ptxas         .     1024 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+//   ptxas info    : Used 32 registers, used 1 barriers, 1024 bytes cumulative stack size,
+//                   4096 bytes smem, 372 bytes cmem[0]
+// Non-entry functions get "Function properties" lines too (kept apart by name), older
+// ptxas omit the barrier and cumulative-stack parts, and the order of the blocks varies.
+std::vector<KernelResources> parse_ptxas_info(const std::string& log) {
+  std::vector<KernelResources> kernels;
+  std::map<std::string, FrameFigures> frames;
+  std::string properties_of;  // function named by the last "Function properties for"
+  int current = -1;           // entry named by the last "Compiling entry function"
+  for (const std::string& line : split_lines(log)) {
+    if (line.find("Compiling entry function") != std::string::npos) {
+      KernelResources k;
+      k.kernel = quoted_after(line, "Compiling entry function");
+      if (k.kernel.empty()) continue;
+      kernels.push_back(k);
+      current = static_cast<int>(kernels.size()) - 1;
+    } else if (const size_t p = line.find("Function properties for"); p != std::string::npos) {
+      properties_of = trimmed(line.substr(p + std::string("Function properties for").size()));
+    } else if (line.find("bytes stack frame") != std::string::npos) {
+      FrameFigures& f = frames[properties_of];
+      f.stack = std::max<int64_t>(0, figure(line, "bytes stack frame"));
+      f.spill_stores = std::max<int64_t>(0, figure(line, "bytes spill stores"));
+      f.spill_loads = std::max<int64_t>(0, figure(line, "bytes spill loads"));
+    } else if (line.find("registers") != std::string::npos && current >= 0 &&
+               line.find("Used ") != std::string::npos) {
+      KernelResources& k = kernels[static_cast<size_t>(current)];
+      k.registers = static_cast<int>(std::max<int64_t>(0, figure(line, " registers")));
+      k.static_smem_bytes = std::max<int64_t>(0, figure(line, " bytes smem"));
+      k.stack_bytes = std::max({k.stack_bytes, figure(line, " bytes cumulative stack size"),
+                                figure(line, " bytes lmem")});
+      k.const_bytes = 0;
+      for (size_t pos = line.find(" bytes cmem["); pos != std::string::npos;
+           pos = line.find(" bytes cmem[", pos + 1))
+        k.const_bytes += std::max<int64_t>(0, number_before(line, pos));
+    }
+  }
+  for (KernelResources& k : kernels) {
+    const auto it = frames.find(k.kernel);
+    if (it == frames.end()) continue;
+    k.stack_bytes = std::max(k.stack_bytes, it->second.stack);
+    k.spill_stores_bytes = static_cast<int>(it->second.spill_stores);
+    k.spill_loads_bytes = static_cast<int>(it->second.spill_loads);
+  }
+  return kernels;
+}
+
+CompileResult compile_cuda(const std::string& source, const std::string& arch,
+                           const CompileOptions& options) {
+  check_arch(arch);
+  CompileResult r;
+  r.arch = arch;
+  r.nvrtc_version = nvrtc_version();
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+
+  nvrtcProgram raw = nullptr;
+  const nvrtcResult created =
+      nvrtcCreateProgram(&raw, source.c_str(), kProgramName, 0, nullptr, nullptr);
+  if (created != NVRTC_SUCCESS) {
+    r.error = std::string("nvrtcCreateProgram failed: ") + nvrtcGetErrorString(created);
+    r.log = r.error;
+    r.compile_seconds = elapsed();
+    return r;
+  }
+  const Program program(raw);
+
+  const std::vector<std::string> opts = nvrtc_options(arch, options);
+  std::vector<const char*> argv;
+  for (const auto& o : opts) argv.push_back(o.c_str());
+  const nvrtcResult compiled =
+      nvrtcCompileProgram(program.get(), static_cast<int>(argv.size()), argv.data());
+  r.compile_seconds = elapsed();
+
+  size_t log_size = 0;
+  if (nvrtcGetProgramLogSize(program.get(), &log_size) == NVRTC_SUCCESS && log_size > 1) {
+    std::string log(log_size, '\0');
+    if (nvrtcGetProgramLog(program.get(), log.data()) == NVRTC_SUCCESS) {
+      // The log is the front end's and ptxas's logs joined, each with its own NUL.
+      log.erase(std::remove(log.begin(), log.end(), '\0'), log.end());
+      r.log = std::move(log);
+    }
+  }
+  if (compiled != NVRTC_SUCCESS) {
+    r.error = first_error(r.log);
+    if (r.error.empty()) r.error = std::string("NVRTC: ") + nvrtcGetErrorString(compiled);
+    return r;
+  }
+
+  size_t cubin_size = 0;
+  if (nvrtcGetCUBINSize(program.get(), &cubin_size) != NVRTC_SUCCESS || cubin_size == 0) {
+    r.error = "NVRTC compiled the program but produced no CUBIN for " + arch;
+    return r;
+  }
+  r.cubin.resize(cubin_size);
+  if (nvrtcGetCUBIN(program.get(), r.cubin.data()) != NVRTC_SUCCESS) {
+    r.cubin.clear();
+    r.error = "nvrtcGetCUBIN failed for " + arch;
+    return r;
+  }
+  if (options.keep_ptx) {
+    size_t ptx_size = 0;
+    if (nvrtcGetPTXSize(program.get(), &ptx_size) == NVRTC_SUCCESS && ptx_size > 1) {
+      r.ptx.assign(ptx_size, '\0');
+      if (nvrtcGetPTX(program.get(), r.ptx.data()) == NVRTC_SUCCESS)
+        r.ptx.resize(ptx_size - 1);
+      else
+        r.ptx.clear();
+    }
+  }
+  r.kernels = parse_ptxas_info(r.log);
+  r.ok = true;
+  return r;
+}
+
+std::vector<CompileResult> compile_for_archs(const std::string& source,
+                                             const std::vector<std::string>& archs, int threads,
+                                             const CompileOptions& options) {
+  for (const auto& a : archs) check_arch(a);  // a bad arch fails before any work starts
+  std::vector<CompileResult> results(archs.size());
+  std::vector<std::exception_ptr> failures(archs.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < archs.size(); i = next++) {
+      try {
+        results[i] = compile_cuda(source, archs[i], options);
+      } catch (...) {
+        failures[i] = std::current_exception();
+      }
+    }
+  };
+  const size_t n = std::min(archs.size(), static_cast<size_t>(std::max(1, threads)));
+  {
+    std::vector<std::jthread> pool;  // joins on scope exit, also if a later start throws
+    for (size_t t = 1; t < n; ++t) pool.emplace_back(work);
+    work();
+  }
+  for (const auto& f : failures)
+    if (f) std::rethrow_exception(f);
+  return results;
+}
+
+std::string compile_cache_key(const std::string& source, const std::string& arch,
+                              const CompileOptions& options) {
+  // Length-prefixed fields so that no two different inputs spell the same text.
+  std::string text = "dc-compile-cache-v1\n";
+  auto field = [&](const std::string& name, const std::string& value) {
+    text += name + " " + std::to_string(value.size()) + "\n" + value + "\n";
+  };
+  field("nvrtc", nvrtc_version());
+  field("arch", arch);
+  for (const auto& o : nvrtc_options(arch, options)) field("option", o);
+  field("keep_ptx", options.keep_ptx ? "1" : "0");
+  field("source", source);
+  return fnv1a_hex(text);
+}
+
+}  // namespace dc
