@@ -1,6 +1,536 @@
-// placeholder: being written
+// "attention_fused": MatMul(Q, Kt) -> injective scale/mask -> Softmax(last axis) -> MatMul(P, V)
+// (+ any fused epilogue) in one kernel with online softmax (one pass over the keys).
+// A block owns block_m query rows of one batch*head: Q stays in shared memory; K and V
+// stream through shared memory in tiles of block_n keys (two buffers when stages >= 2, the
+// next tile loaded while the current one is used); the block_m x block_n score tile is
+// computed register-blocked, scaled and masked through ValueEmitter (whatever injective ops
+// the cluster holds between the two MatMuls), turned into probabilities against each row's
+// running max, and accumulated into the output rows (registers), rescaled as the max grows.
+// Kt may be a graph input or a Transpose of one inside the cluster (read as a strided view);
+// Q, K and V use vector loads along a unit-stride dimension when alignment allows.
+// The two inner products are dc_attn_scores_fp32 and dc_attn_pv_fp32, the pieces a
+// tensor-core version replaces. docs/codegen.md.
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
 #include "generate.h"
 #include "ir/error.h"
+#include "template_util.h"
+#include "value_emitter.h"
+
 namespace dc {
-GeneratedKernel generate_attention(const Workload&, const Variant&) { throw_internal_error("template attention not written yet"); }
+
+namespace {
+
+using Vars = std::map<std::string, std::string>;
+
+// Replaces every $(NAME) in `text` by vars[NAME] (CUDA text without fmt's brace escaping).
+std::string expand(const std::string& text, const Vars& vars) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    const size_t p = text.find("$(", i);
+    if (p == std::string::npos) {
+      out += text.substr(i);
+      break;
+    }
+    out += text.substr(i, p - i);
+    const size_t e = text.find(')', p);
+    DC_INTERNAL_CHECK(e != std::string::npos, "unterminated $( in a template");
+    auto it = vars.find(text.substr(p + 2, e - p - 2));
+    DC_INTERNAL_CHECK(it != vars.end(), "template variable $(", text.substr(p + 2, e - p - 2),
+                      ") has no value");
+    out += it->second;
+    i = e + 1;
+  }
+  return out;
+}
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+const char* kMacros = R"(#ifndef DC_UNROLL
+#ifdef DC_HOST_EMULATION
+#define DC_UNROLL
+#else
+#define DC_UNROLL _Pragma("unroll")
+#endif
+#endif
+#ifndef DC_LAUNCH_BOUNDS
+#ifdef DC_HOST_EMULATION
+#define DC_LAUNCH_BOUNDS(n)
+#else
+#define DC_LAUNCH_BOUNDS(n) __launch_bounds__(n)
+#endif
+#endif
+)";
+
+const char* kNegInf = "(-__int_as_float(0x7f800000))";
+
+// One operand tile staged into shared memory: rows (queries or keys) x cols (head dim).
+struct Tile {
+  std::string name;           // "q", "k", "v"
+  std::string tensor;         // what the MatMul reads (Q, Kt, V)
+  int64_t rows = 0, cols = 0; // tile extent: block rows x full head dimension
+  int64_t extent = 0;         // rows in the tensor (Sq or Sk)
+  std::string row0;           // first row of the tile (C expression)
+  std::string dst;            // shared-memory pointer; element (r, c) at dst[r * ld + c]
+  int64_t ld = 0;
+  bool transposed = false;    // the MatMul operand is [.., col, row] (Kt)
+  // Strided view when the operand is memory (a graph input, or a Transpose of one):
+  bool direct = false;
+  std::string pointer;
+  std::vector<int64_t> strides;  // per dim of `tensor` (0 for broadcast dims)
+  int64_t vec = 1;
+  bool vec_along_rows = false;
+};
+
+}  // namespace
+
+GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
+  DC_INTERNAL_CHECK(v.template_name == "attention_fused", "generate_attention with template ",
+                    v.template_name);
+  DC_INTERNAL_CHECK(v.precision == "fp32", "attention_fused: only the fp32 path exists, not ",
+                    v.precision);
+  const Graph& g = w.graph;
+  const Node* softmax = nullptr;
+  std::vector<const Node*> matmuls;
+  for (const auto& n : g.nodes) {
+    if (n.op == "MatMul") matmuls.push_back(&n);
+    else if (n.op == "Softmax") softmax = &n;
+    else DC_INTERNAL_CHECK(ValueEmitter::supports(n), "attention_fused: cannot fuse ", n.op);
+  }
+  DC_INTERNAL_CHECK(softmax != nullptr && matmuls.size() == 2,
+                    "attention_fused: expected two MatMul and one Softmax");
+  const Node* pv = matmuls[0]->input(0) == softmax->outputs[0] ? matmuls[0] : matmuls[1];
+  const Node* qk = pv == matmuls[0] ? matmuls[1] : matmuls[0];
+  DC_INTERNAL_CHECK(pv->input(0) == softmax->outputs[0],
+                    "attention_fused: the second MatMul does not read the Softmax output as A");
+  for (const auto& o : g.outputs)
+    DC_INTERNAL_CHECK(o != softmax->outputs[0] && o != qk->outputs[0],
+                      "attention_fused: an intermediate (", o, ") is a workload output");
+
+  const Shape& qs = g.info(qk->input(0)).shape;
+  const Shape& kts = g.info(qk->input(1)).shape;
+  const Shape& vs = g.info(pv->input(1)).shape;
+  const Shape& ss = g.info(qk->outputs[0]).shape;
+  const Shape& os = g.info(pv->outputs[0]).shape;
+  DC_INTERNAL_CHECK(qs.size() >= 2 && kts.size() >= 2 && vs.size() >= 2 && ss.size() >= 2,
+                    "attention_fused: operands of rank < 2");
+  for (const auto* t : {&qk->input(0), &qk->input(1), &pv->input(1)})
+    DC_INTERNAL_CHECK(g.info(*t).dtype == DType::f32, "attention_fused: fp32 operands only");
+  const int64_t rank = static_cast<int64_t>(g.info(softmax->input(0)).shape.size());
+  const bool legacy = softmax->attrs.get_int("dc_legacy_flatten", 0) != 0;
+  const int64_t axis = normalize_axis(softmax->attrs.get_int("axis", legacy ? 1 : -1), rank, "axis");
+  DC_INTERNAL_CHECK(axis == rank - 1, "attention_fused: Softmax over axis ", axis,
+                    ", not the last axis");
+  const int64_t sq = qs[qs.size() - 2], d = qs.back(), sk = kts.back(), dv = vs.back();
+  DC_INTERNAL_CHECK(kts[kts.size() - 2] == d && vs[vs.size() - 2] == sk,
+                    "attention_fused: inconsistent Q/K/V shapes");
+  const Shape batch_shape(ss.begin(), ss.end() - 2);
+  Shape want_out = batch_shape;
+  want_out.push_back(sq);
+  want_out.push_back(dv);
+  DC_INTERNAL_CHECK(os == want_out, "attention_fused: output ", shape_str(os),
+                    " does not have the scores' batch dims ", shape_str(want_out));
+  for (const auto& o : g.outputs)
+    DC_INTERNAL_CHECK(g.info(o).shape == os, "attention_fused: output '", o,
+                      "' is not elementwise with the attention output");
+  const int64_t batch = shape_numel(batch_shape);
+
+  const int64_t bm = v.param("block_m"), bn = v.param("block_n"), threads = v.param("threads");
+  const int64_t stages = std::clamp<int64_t>(v.param("stages", 1), 1, 2);
+  DC_INTERNAL_CHECK(bm > 0 && bn > 0 && threads > 0 && threads % 32 == 0 && threads <= 1024 &&
+                        (bm * bn) % threads == 0,
+                    "attention_fused: bad parameters in ", v.key());
+  // Score micro-tile per thread: tmr x tnc, near square, rows and columns strided.
+  const int64_t spt = bm * bn / threads;
+  int64_t tnc = 1;
+  while (tnc * tnc * 4 <= spt) tnc *= 2;
+  int64_t tmr = spt / tnc;
+  while (tmr > bm) tmr /= 2, tnc *= 2;
+  while (tnc > bn) tnc /= 2, tmr *= 2;
+  DC_INTERNAL_CHECK(tmr * tnc == spt && bm % tmr == 0 && bn % tnc == 0,
+                    "attention_fused: no score tiling for ", v.key());
+  const int64_t opt = ceil_div(bm * dv, threads);  // output elements per thread
+  // Threads per row in the softmax pass (a power of two <= 32 dividing the block).
+  int64_t grp = 1;
+  while (grp < 32 && grp * 2 * bm <= threads) grp *= 2;
+  const int64_t groups = threads / grp;
+  const int64_t row_iters = ceil_div(bm, groups);
+  const int64_t ldq = d + 1, ldk = d + 1, ldv = dv + 1, lds = bn + 1;
+
+  ValueEmitter ve(g);
+  std::vector<std::string> bc;
+  for (size_t i = 0; i < batch_shape.size(); ++i) bc.push_back(fmt::format("dc_bc{}", i));
+  auto with_batch = [&](std::vector<std::string> tail) {
+    std::vector<std::string> c = bc;
+    c.insert(c.end(), tail.begin(), tail.end());
+    return c;
+  };
+
+  // Operand views.
+  auto is_input = [&](const std::string& t) {
+    return std::find(g.inputs.begin(), g.inputs.end(), t) != g.inputs.end();
+  };
+  const int64_t vec_param = std::max<int64_t>(1, v.param("vec", 1));
+  auto make_view = [&](Tile& t) {
+    const Shape& s = g.info(t.tensor).shape;
+    std::vector<int64_t> strides;
+    if (is_input(t.tensor)) {
+      strides = shape_strides(s);
+      t.pointer = ve.param_name(t.tensor);
+      t.direct = true;
+    } else if (auto p = g.producer(t.tensor); p && g.nodes[*p].op == "Transpose" &&
+                                              is_input(g.nodes[*p].input(0))) {
+      const Node& tr = g.nodes[*p];
+      const Shape& in = g.info(tr.input(0)).shape;
+      std::vector<int64_t> perm = tr.attrs.get_ints("perm", {});
+      if (perm.empty())
+        for (size_t i = 0; i < in.size(); ++i) perm.push_back(static_cast<int64_t>(in.size() - 1 - i));
+      const auto in_strides = shape_strides(in);
+      for (size_t i = 0; i < s.size(); ++i) strides.push_back(in_strides[static_cast<size_t>(perm[i])]);
+      t.pointer = ve.param_name(tr.input(0));
+      t.direct = true;
+    }
+    if (!t.direct) return;
+    for (size_t i = 0; i < s.size(); ++i)
+      if (s[i] == 1) strides[i] = 0;
+    t.strides = strides;
+    // Vector loads along whichever tile dimension has unit stride.
+    const size_t r = s.size();
+    const size_t row_dim = t.transposed ? r - 1 : r - 2, col_dim = t.transposed ? r - 2 : r - 1;
+    int64_t vec = vec_param;
+    for (; vec > 1; vec /= 2) {
+      bool ok = true;
+      size_t unit = strides[col_dim] == 1 ? col_dim : strides[row_dim] == 1 ? row_dim : r;
+      if (unit == r) {
+        ok = false;
+      } else {
+        for (size_t i = 0; i < r; ++i)
+          if (i != unit && strides[i] % vec != 0) ok = false;
+        if (unit == col_dim && t.cols % vec != 0) ok = false;
+        if (unit == row_dim && (t.rows % vec != 0 || t.extent % vec != 0)) ok = false;
+      }
+      if (ok) {
+        t.vec_along_rows = unit == row_dim;
+        break;
+      }
+    }
+    t.vec = vec;
+  };
+
+  auto tile = [](const char* name, const std::string& tensor, int64_t rows, int64_t cols,
+                 int64_t extent, const char* row0, const char* dst, int64_t ld, bool transposed) {
+    Tile t;
+    t.name = name;
+    t.tensor = tensor;
+    t.rows = rows;
+    t.cols = cols;
+    t.extent = extent;
+    t.row0 = row0;
+    t.dst = dst;
+    t.ld = ld;
+    t.transposed = transposed;
+    return t;
+  };
+  Tile tq = tile("q", qk->input(0), bm, d, sq, "dc_q0", "dc_qs", ldq, false);
+  Tile tk = tile("k", qk->input(1), bn, d, sk, "dc_j0", "dc_kbuf", ldk, true);
+  Tile tv = tile("v", pv->input(1), bn, dv, sk, "dc_j0", "dc_vbuf", ldv, false);
+  for (Tile* t : {&tq, &tk, &tv}) make_view(*t);
+
+  auto load_tile = [&](const Tile& t) {
+    Vars vars = {{"NAME", t.name}, {"THREADS", str(threads)}, {"ROW0", t.row0},
+                 {"EXTENT", str(t.extent)}, {"DST", t.dst}, {"LD", str(t.ld)},
+                 {"VEC", str(t.vec)}};
+    vars["TOTAL"] = str(t.rows * t.cols / t.vec);
+    if (t.vec_along_rows) {
+      vars["R"] = fmt::format("(dc_i % {}) * {}", t.rows / t.vec, t.vec);
+      vars["C"] = fmt::format("dc_i / {}", t.rows / t.vec);
+    } else {
+      vars["R"] = fmt::format("dc_i / {}", t.cols / t.vec);
+      vars["C"] = fmt::format("(dc_i % {}) * {}", t.cols / t.vec, t.vec);
+    }
+    std::string body;
+    if (t.vec == 1) {
+      ve.reset_locals();
+      const auto coords = t.transposed ? with_batch({"dc_c", "dc_gr"}) : with_batch({"dc_gr", "dc_c"});
+      const std::string val = ve.value(t.tensor, coords, body);
+      ve.reset_locals();
+      body += fmt::format("        {}[dc_r * {} + dc_c] = {};\n", t.dst, t.ld, val);
+    } else {
+      const size_t r = t.strides.size();
+      const int64_t rs = t.strides[t.transposed ? r - 1 : r - 2];
+      const int64_t cs = t.strides[t.transposed ? r - 2 : r - 1];
+      const std::string addr =
+          fmt::format("dc_{}_base + dc_gr * {} + (dc_i64)dc_c * {}", t.name, rs, cs);
+      body += fmt::format("        const {} dc_x = *reinterpret_cast<const {}*>({} + {});\n",
+                          t.vec == 4 ? "float4" : "float2", t.vec == 4 ? "float4" : "float2",
+                          t.pointer, addr);
+      const char* comp[] = {"x", "y", "z", "w"};
+      for (int64_t j = 0; j < t.vec; ++j) {
+        const std::string dst = t.vec_along_rows ? fmt::format("(dc_r + {}) * {} + dc_c", j, t.ld)
+                                                 : fmt::format("dc_r * {} + dc_c + {}", t.ld, j);
+        body += fmt::format("        {}[{}] = dc_x.{};\n", t.dst, dst, comp[j]);
+      }
+    }
+    std::string zero;
+    for (int64_t j = 0; j < t.vec; ++j) {
+      const std::string dst = t.vec_along_rows ? fmt::format("(dc_r + {}) * {} + dc_c", j, t.ld)
+                                               : fmt::format("dc_r * {} + dc_c + {}", t.ld, j);
+      zero += fmt::format("        {}[{}] = 0.f;\n", t.dst, dst);
+    }
+    vars["BODY"] = body;
+    vars["ZERO"] = zero;
+    return expand(R"(    // $(NAME) tile: $(TOTAL) loads of $(VEC), zero rows past the end
+    for (int dc_i = (int)threadIdx.x; dc_i < $(TOTAL); dc_i += $(THREADS)) {
+      const int dc_r = $(R);
+      const int dc_c = $(C);
+      const dc_i64 dc_gr = $(ROW0) + dc_r;
+      if (dc_gr < $(EXTENT)) {
+$(BODY)      } else {
+$(ZERO)      }
+    }
+)",
+                  vars);
+  };
+
+  // Block setup: batch coordinates and view base offsets.
+  std::string setup;
+  emit_unravel(batch_shape, "dc_bz", "dc_bc", setup);
+  for (const Tile* t : {&tq, &tk, &tv}) {
+    if (!t->direct) continue;
+    const size_t r = t->strides.size();
+    std::string terms;
+    for (size_t i = 0; i + 2 < r; ++i) {
+      if (t->strides[i] == 0) continue;
+      terms += fmt::format(" + dc_bc{} * {}", batch_shape.size() - (r - 2) + i, t->strides[i]);
+    }
+    setup += fmt::format("  const dc_i64 dc_{}_base = 0{};\n", t->name, terms);
+  }
+  for (size_t i = 0; i < batch_shape.size(); ++i) setup += fmt::format("  (void)dc_bc{};\n", i);
+
+  // Scores: scale/mask through the cluster's injective ops.
+  std::string score_code;
+  ve.reset_locals();
+  ve.bind(qk->outputs[0], "dc_sv");
+  const std::string score = ve.value(softmax->input(0), with_batch({"dc_qr", "dc_kc"}), score_code);
+  ve.reset_locals();
+
+  // Epilogue.
+  std::string epi;
+  ve.bind(pv->outputs[0], "dc_h");
+  const auto oc = with_batch({"dc_qr", "dc_e"});
+  for (const auto& o : g.outputs) {
+    const std::string val = ve.value(o, oc, epi);
+    epi += fmt::format("        {}[{}] = {};\n", ve.param_name(o), ve.offset(o, oc), val);
+  }
+  ve.reset_locals();
+
+  const int64_t q_smem = bm * ldq, k_smem = bn * ldk, v_smem = bn * ldv, s_smem = bm * lds;
+  const int64_t smem_floats = q_smem + stages * (k_smem + v_smem) + s_smem + 3 * bm;
+  Vars vars = {{"BM", str(bm)},         {"BN", str(bn)},         {"THREADS", str(threads)},
+               {"D", str(d)},           {"DV", str(dv)},         {"SQ", str(sq)},
+               {"SK", str(sk)},         {"LDQ", str(ldq)},       {"LDK", str(ldk)},
+               {"LDV", str(ldv)},       {"LDS", str(lds)},       {"TMR", str(tmr)},
+               {"TNC", str(tnc)},       {"RS", str(bm / tmr)},   {"CS", str(bn / tnc)},
+               {"OPT", str(opt)},       {"G", str(grp)},         {"GROUPS", str(groups)},
+               {"ROW_ITERS", str(row_iters)}, {"NT", str(ceil_div(sk, bn))},
+               {"STAGES", str(stages)}, {"NEG_INF", kNegInf},
+               {"Q_SMEM", str(q_smem)}, {"KV_SMEM", str(k_smem + v_smem)},
+               {"K_SMEM", str(k_smem)}, {"S_SMEM", str(s_smem)},
+               {"PARAMS", kernel_params(w)}, {"SETUP", setup},
+               {"LOAD_Q", load_tile(tq)}, {"LOAD_KV", load_tile(tk) + load_tile(tv)},
+               {"SCORE_CODE", score_code}, {"SCORE", score}, {"EPILOGUE", epi}};
+  vars["SHUFFLE_MAX"] = grp > 1 ? expand(R"(      DC_UNROLL
+      for (int dc_o = $(G) / 2; dc_o > 0; dc_o >>= 1)
+        dc_mx = fmaxf(dc_mx, __shfl_xor_sync(0xffffffffu, dc_mx, dc_o));
+)",
+                                         vars)
+                                : "";
+  vars["SHUFFLE_SUM"] = grp > 1 ? expand(R"(      DC_UNROLL
+      for (int dc_o = $(G) / 2; dc_o > 0; dc_o >>= 1)
+        dc_sum += __shfl_xor_sync(0xffffffffu, dc_sum, dc_o);
+)",
+                                         vars)
+                                : "";
+  vars["NEXT_TILE"] =
+      stages >= 2 ? expand(R"(    // Next K/V tile into the other buffer while this one is used.
+    if (dc_jt + 1 < $(NT)) {
+      const dc_i64 dc_j0 = (dc_i64)(dc_jt + 1) * $(BN);
+      float* dc_kbuf = dc_ks + (dc_cur ^ 1) * $(KV_SMEM);
+      float* dc_vbuf = dc_kbuf + $(K_SMEM);
+$(LOAD_KV)    }
+)",
+                           vars)
+                  : "";
+  vars["LOAD_AFTER"] =
+      stages >= 2 ? ""
+                  : expand(R"(    if (dc_jt + 1 < $(NT)) {
+      const dc_i64 dc_j0 = (dc_i64)(dc_jt + 1) * $(BN);
+      float* dc_kbuf = dc_ks;
+      float* dc_vbuf = dc_kbuf + $(K_SMEM);
+$(LOAD_KV)      __syncthreads();
+    }
+)",
+                           vars);
+
+  std::string src = source_header(w, v.template_name, v.key()) + kMacros + "\n";
+  src += fmt::format("// attention: batch {}, {} queries x {} keys, head dims {} / {}\n", batch, sq,
+                     sk, d, dv);
+  src += expand(R"(
+// Score micro-tile of one thread: rows tr + i*RS, columns tc + j*CS of Q K^T (the part a
+// tensor-core version replaces).
+__device__ __forceinline__ void dc_attn_scores_fp32(const float* DC_RESTRICT dc_qs,
+                                                    const float* DC_RESTRICT dc_ks,
+                                                    float (&dc_s)[$(TMR)][$(TNC)], int dc_tr,
+                                                    int dc_tc) {
+  DC_UNROLL
+  for (int dc_i = 0; dc_i < $(TMR); ++dc_i) {
+    DC_UNROLL
+    for (int dc_j = 0; dc_j < $(TNC); ++dc_j) dc_s[dc_i][dc_j] = 0.f;
+  }
+  for (int dc_d = 0; dc_d < $(D); ++dc_d) {
+    float dc_fa[$(TMR)], dc_fb[$(TNC)];
+    DC_UNROLL
+    for (int dc_i = 0; dc_i < $(TMR); ++dc_i) dc_fa[dc_i] = dc_qs[(dc_tr + dc_i * $(RS)) * $(LDQ) + dc_d];
+    DC_UNROLL
+    for (int dc_j = 0; dc_j < $(TNC); ++dc_j) dc_fb[dc_j] = dc_ks[(dc_tc + dc_j * $(CS)) * $(LDK) + dc_d];
+    DC_UNROLL
+    for (int dc_i = 0; dc_i < $(TMR); ++dc_i) {
+      DC_UNROLL
+      for (int dc_j = 0; dc_j < $(TNC); ++dc_j)
+        dc_s[dc_i][dc_j] = fmaf(dc_fa[dc_i], dc_fb[dc_j], dc_s[dc_i][dc_j]);
+    }
+  }
+}
+
+// O = O * alpha(row) + P V for the output elements this thread owns (the part a
+// tensor-core version replaces).
+__device__ __forceinline__ void dc_attn_pv_fp32(const float* DC_RESTRICT dc_ps,
+                                                const float* DC_RESTRICT dc_vs,
+                                                const float* DC_RESTRICT dc_alpha,
+                                                float (&dc_o)[$(OPT)]) {
+  DC_UNROLL
+  for (int dc_i = 0; dc_i < $(OPT); ++dc_i) {
+    const int dc_e = (int)threadIdx.x + dc_i * $(THREADS);
+    if (dc_e < $(BM) * $(DV)) {
+      const int dc_r = dc_e / $(DV), dc_col = dc_e % $(DV);
+      float dc_acc = dc_o[dc_i] * dc_alpha[dc_r];
+      for (int dc_c = 0; dc_c < $(BN); ++dc_c)
+        dc_acc = fmaf(dc_ps[dc_r * $(LDS) + dc_c], dc_vs[dc_c * $(LDV) + dc_col], dc_acc);
+      dc_o[dc_i] = dc_acc;
+    }
+  }
+}
+
+extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention($(PARAMS)) {
+  DC_DYNAMIC_SMEM(float, dc_smem);
+  float* dc_qs = dc_smem;                              // [BM][LDQ]
+  float* dc_ks = dc_qs + $(Q_SMEM);                    // [STAGES][K tile BN x LDK, V tile BN x LDV]
+  float* dc_ss = dc_ks + $(STAGES) * $(KV_SMEM);       // [BM][LDS]: scores, then probabilities
+  float* dc_rmax = dc_ss + $(S_SMEM);                  // [BM] running max per row
+  float* dc_rsum = dc_rmax + $(BM);                    // [BM] running sum per row
+  float* dc_ralpha = dc_rsum + $(BM);                  // [BM] rescale of the current tile
+  const dc_i64 dc_bz = blockIdx.y;
+  const dc_i64 dc_q0 = (dc_i64)blockIdx.x * $(BM);
+$(SETUP)  for (int dc_i = (int)threadIdx.x; dc_i < $(BM); dc_i += $(THREADS)) {
+    dc_rmax[dc_i] = $(NEG_INF);
+    dc_rsum[dc_i] = 0.f;
+  }
+$(LOAD_Q)  {
+    const dc_i64 dc_j0 = 0;
+    float* dc_kbuf = dc_ks;
+    float* dc_vbuf = dc_kbuf + $(K_SMEM);
+$(LOAD_KV)  }
+  __syncthreads();
+  const int dc_tc = (int)threadIdx.x % $(CS), dc_tr = (int)threadIdx.x / $(CS);
+  const int dc_grp = (int)threadIdx.x / $(G), dc_gl = (int)threadIdx.x % $(G);
+  float dc_o[$(OPT)];
+  DC_UNROLL
+  for (int dc_i = 0; dc_i < $(OPT); ++dc_i) dc_o[dc_i] = 0.f;
+  for (int dc_jt = 0; dc_jt < $(NT); ++dc_jt) {
+    const int dc_cur = $(STAGES) > 1 ? (dc_jt & 1) : 0;
+    const float* dc_kcur = dc_ks + dc_cur * $(KV_SMEM);
+    const float* dc_vcur = dc_kcur + $(K_SMEM);
+$(NEXT_TILE)    // Scores of this key tile, scaled and masked; -inf outside the matrix.
+    {
+      float dc_s[$(TMR)][$(TNC)];
+      dc_attn_scores_fp32(dc_qs, dc_kcur, dc_s, dc_tr, dc_tc);
+      DC_UNROLL
+      for (int dc_i = 0; dc_i < $(TMR); ++dc_i) {
+        DC_UNROLL
+        for (int dc_j = 0; dc_j < $(TNC); ++dc_j) {
+          const int dc_r = dc_tr + dc_i * $(RS), dc_c = dc_tc + dc_j * $(CS);
+          const dc_i64 dc_qr = dc_q0 + dc_r, dc_kc = (dc_i64)dc_jt * $(BN) + dc_c;
+          float dc_val = $(NEG_INF);
+          if (dc_qr < $(SQ) && dc_kc < $(SK)) {
+            const float dc_sv = dc_s[dc_i][dc_j];
+$(SCORE_CODE)            dc_val = $(SCORE);
+          }
+          dc_ss[dc_r * $(LDS) + dc_c] = dc_val;
+        }
+      }
+    }
+    __syncthreads();
+    // Online softmax: $(G) threads per row update its max and sum, and exponentiate.
+    for (int dc_it = 0; dc_it < $(ROW_ITERS); ++dc_it) {
+      const int dc_r = dc_grp + dc_it * $(GROUPS);
+      const bool dc_live = dc_r < $(BM);
+      float dc_mx = $(NEG_INF);
+      if (dc_live)
+        for (int dc_c = dc_gl; dc_c < $(BN); dc_c += $(G)) dc_mx = fmaxf(dc_mx, dc_ss[dc_r * $(LDS) + dc_c]);
+$(SHUFFLE_MAX)      const float dc_mold = dc_live ? dc_rmax[dc_r] : 0.f;
+      const float dc_mnew = fmaxf(dc_mold, dc_mx);
+      // A row with nothing but -inf so far keeps zero probabilities (no -inf - -inf).
+      const float dc_muse = dc_mnew == $(NEG_INF) ? 0.f : dc_mnew;
+      float dc_sum = 0.f;
+      if (dc_live)
+        for (int dc_c = dc_gl; dc_c < $(BN); dc_c += $(G)) {
+          const float dc_p = expf(dc_ss[dc_r * $(LDS) + dc_c] - dc_muse);
+          dc_ss[dc_r * $(LDS) + dc_c] = dc_p;
+          dc_sum += dc_p;
+        }
+$(SHUFFLE_SUM)      if (dc_live && dc_gl == 0) {
+        const float dc_a = expf(dc_mold - dc_muse);
+        dc_ralpha[dc_r] = dc_a;
+        dc_rsum[dc_r] = dc_rsum[dc_r] * dc_a + dc_sum;
+        dc_rmax[dc_r] = dc_mnew;
+      }
+    }
+    __syncthreads();
+    dc_attn_pv_fp32(dc_ss, dc_vcur, dc_ralpha, dc_o);
+    __syncthreads();
+$(LOAD_AFTER)  }
+  DC_UNROLL
+  for (int dc_i = 0; dc_i < $(OPT); ++dc_i) {
+    const int dc_el = (int)threadIdx.x + dc_i * $(THREADS);
+    const dc_i64 dc_qr = dc_q0 + dc_el / $(DV);
+    const dc_i64 dc_e = dc_el % $(DV);
+    if (dc_el < $(BM) * $(DV) && dc_qr < $(SQ)) {
+      const float dc_h = dc_o[dc_i] / dc_rsum[dc_el / $(DV)];
+$(EPILOGUE)    }
+  }
+}
+DC_EXPORT_KERNEL(dc_attention)
+)",
+                vars);
+
+  GeneratedKernel k;
+  k.template_name = v.template_name;
+  k.variant_key = v.key();
+  k.buffers = workload_buffers(w);
+  k.source = std::move(src);
+  Launch l;
+  l.kernel = "dc_attention";
+  l.grid = {ceil_div(sq, bm), batch, 1};
+  DC_INTERNAL_CHECK(batch <= 65535, "attention_fused: ", batch, " batch*heads exceed grid.y");
+  l.block = {threads, 1, 1};
+  l.dynamic_smem_bytes = smem_floats * 4;
+  l.args = all_workload_args(w);
+  k.launches.push_back(l);
+  return k;
+}
+
 }  // namespace dc

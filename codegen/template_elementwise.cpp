@@ -1,6 +1,137 @@
-// placeholder: being written
+// "elementwise": injective chains (elementwise math with broadcasting, Cast, Where, index
+// maps) in one vectorised grid-stride kernel. A thread takes `elems_per_thread` chunks of
+// `vec` adjacent output elements per step, the chunks of a block `threads` apart so that
+// every load and store instruction of a warp is coalesced. Outputs of one shape share one
+// loop (their common subexpressions computed once); outputs of another shape get a loop of
+// their own in the same kernel. Inputs that every output element reads at its own
+// position (vector_loadable_inputs) are loaded as float2/float4 and their lanes bound; the
+// rest are read element by element through the ValueEmitter, which is always correct.
+//
+// "opaque_generic": the naive one-thread-per-element kernel of template_reference.cpp with
+// the variant's block size.
+#include <algorithm>
+#include <climits>
+
+#include <fmt/format.h>
+
 #include "generate.h"
 #include "ir/error.h"
+#include "template_util.h"
+#include "value_emitter.h"
+
 namespace dc {
-GeneratedKernel generate_elementwise(const Workload&, const Variant&) { throw_internal_error("template elementwise not written yet"); }
+
+// template_reference.cpp: the naive kernels of every node of `w`.
+GeneratedKernel generate_naive(const Workload& w, const std::string& template_name,
+                               const std::string& variant_key, int threads);
+
+namespace {
+
+const char* kLane[] = {"x", "y", "z", "w"};
+
+std::string vec_type(int64_t vec) { return vec == 4 ? "float4" : "float2"; }
+
+// One grid-stride loop computing `outs` (all of shape `shape`) in chunks of `vec`.
+std::string emit_loop(const Graph& g, ValueEmitter& em, const std::vector<std::string>& outs,
+                      const Shape& shape, int64_t vec, int64_t ept, int& counter) {
+  const int64_t numel = shape_numel(shape);
+  const int64_t inner = shape.empty() ? 1 : shape.back();
+  if (vec > 1 && inner % vec != 0) vec = 1;
+  const int64_t chunks = numel / vec;
+  const std::set<std::string> vec_inputs =
+      vec > 1 ? vector_loadable_inputs(g, outs, inner) : std::set<std::string>{};
+
+  std::string body;
+  const auto c = emit_unravel(shape, "i", "c", body);
+  em.reset_locals();
+  // Vector loads of the inputs read at the chunk's own position.
+  std::map<std::string, std::string> loaded;
+  for (const auto& in : vec_inputs) {
+    const std::string v = fmt::format("vin{}", counter++);
+    body += fmt::format("  const {0} {1} = *reinterpret_cast<const {0}*>({2} + {3});\n", vec_type(vec), v,
+                        em.param_name(in), em.offset(in, c));
+    loaded[in] = v;
+  }
+  std::vector<std::vector<std::string>> lanes(outs.size());
+  for (int64_t k = 0; k < vec; ++k) {
+    std::vector<std::string> lc = c;
+    if (k > 0) lc.back() = fmt::format("({} + {})", c.back(), k);
+    for (const auto& [in, v] : loaded) em.bind(in, fmt::format("{}.{}", v, kLane[k]));
+    for (size_t o = 0; o < outs.size(); ++o) lanes[o].push_back(em.value(outs[o], lc, body));
+  }
+  for (const auto& [in, v] : loaded) em.unbind(in);
+  for (size_t o = 0; o < outs.size(); ++o) {
+    const std::string p = em.param_name(outs[o]);
+    if (vec > 1 && g.info(outs[o]).dtype == DType::f32) {
+      std::string items;
+      for (int64_t k = 0; k < vec; ++k) items += (k ? ", " : "") + lanes[o][static_cast<size_t>(k)];
+      body += fmt::format("  *reinterpret_cast<{0}*>({1} + i) = make_{0}({2});\n", vec_type(vec), p, items);
+    } else {
+      for (int64_t k = 0; k < vec; ++k)
+        body += fmt::format("  {}[i + {}] = {};\n", p, k, lanes[o][static_cast<size_t>(k)]);
+    }
+  }
+  std::string names;
+  for (const auto& o : outs) names += " " + o;
+  return fmt::format(
+      "  // outputs{} : {} in {} chunks of {}\n"
+      "  for (dc_i64 base = (dc_i64)blockIdx.x * blockDim.x * {} + threadIdx.x; base < {};\n"
+      "       base += (dc_i64)gridDim.x * blockDim.x * {}) {{\n"
+      "    for (int e = 0; e < {}; ++e) {{\n"
+      "    const dc_i64 q = base + (dc_i64)e * blockDim.x;\n"
+      "    if (q >= {}) break;\n"
+      "    const dc_i64 i = q * {};\n{}"
+      "    }}\n  }}\n",
+      names, shape_str(shape), chunks, vec, ept, chunks, ept, ept, chunks, vec, body);
+}
+
+}  // namespace
+
+GeneratedKernel generate_elementwise(const Workload& w, const Variant& v) {
+  const int64_t threads = v.param("threads", 256);
+  if (v.template_name == "opaque_generic")
+    return generate_naive(w, "opaque_generic", v.key(), static_cast<int>(threads));
+  DC_INTERNAL_CHECK(v.template_name == "elementwise", "generate_elementwise got template '",
+                    v.template_name, "'");
+  const Graph& g = w.graph;
+  for (const auto& n : g.nodes)
+    DC_INTERNAL_CHECK(ValueEmitter::supports(n), "elementwise template: op ", n.op,
+                      " is not injective (workload ", w.signature, ")");
+  const int64_t ept = v.param("elems_per_thread", 1), vec = v.param("vec", 1);
+  DC_INTERNAL_CHECK(vec == 1 || vec == 2 || vec == 4, "elementwise: vec ", vec);
+  DC_INTERNAL_CHECK(threads > 0 && ept > 0, "elementwise: threads ", threads, ", elems ", ept);
+
+  // Outputs grouped by shape, in output order.
+  std::vector<std::pair<Shape, std::vector<std::string>>> groups;
+  for (const auto& o : g.outputs) {
+    const Shape& s = g.info(o).shape;
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& gr) { return gr.first == s; });
+    if (it == groups.end()) groups.push_back({s, {o}});
+    else it->second.push_back(o);
+  }
+  ValueEmitter em(g);
+  std::string body;
+  int counter = 0;
+  int64_t most_chunks = 1;
+  for (const auto& [shape, outs] : groups) {
+    body += emit_loop(g, em, outs, shape, vec, ept, counter);
+    const int64_t inner = shape.empty() ? 1 : shape.back();
+    most_chunks = std::max(most_chunks, shape_numel(shape) / (inner % vec == 0 ? vec : 1));
+  }
+  GeneratedKernel k;
+  k.template_name = v.template_name;
+  k.variant_key = v.key();
+  k.buffers = workload_buffers(w);
+  k.source = source_header(w, k.template_name, k.variant_key) +
+             fmt::format("extern \"C\" __global__ void elementwise({}) {{\n{}}}\nDC_EXPORT_KERNEL(elementwise)\n",
+                         kernel_params(w), body);
+  Launch l;
+  l.kernel = "elementwise";
+  l.block = {threads, 1, 1};
+  l.grid = {std::clamp<int64_t>(ceil_div(most_chunks, threads * ept), 1, INT_MAX), 1, 1};
+  l.args = all_workload_args(w);
+  k.launches.push_back(std::move(l));
+  return k;
+}
+
 }  // namespace dc

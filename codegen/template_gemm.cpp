@@ -1,6 +1,821 @@
-// placeholder: being written
+// GEMM-family templates on CUDA cores (fp32):
+//  - "gemm_tiled": MatMul (batched, numpy broadcasting of batch dims, 1-D operands) and
+//    Gemm (transA/transB, alpha, beta, C broadcast to M x N);
+//  - "conv_implicit_gemm": Conv 1-D/2-D over NCHW as an implicit GEMM (im2col gathered on the
+//    fly; any stride, padding, auto_pad, dilation; groups as the GEMM batch, 1x1 stride-1
+//    convolutions read as a plain GEMM with vector loads along the image plane).
+// One kernel: shared-memory tiles of A (block_m x block_k) and B (block_k x block_n), both
+// stored k-major with a 4-float row pad, a thread_m x thread_n register tile per thread,
+// vector global loads where layout and alignment allow, register-staged double buffering
+// (stages >= 2), split-K over blockIdx.z, and the cluster's prologues and epilogue fused
+// through ValueEmitter. The inner product of a K tile is the device function
+// dc_mma_tile_fp32, the piece a tensor-core (mma.sync) version replaces. docs/codegen.md.
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
 #include "generate.h"
 #include "ir/error.h"
+#include "param_space.h"
+#include "ref/im2col.h"
+#include "template_util.h"
+#include "value_emitter.h"
+
 namespace dc {
-GeneratedKernel generate_gemm(const Workload&, const Variant&) { throw_internal_error("template gemm not written yet"); }
+
+namespace {
+
+constexpr int64_t kPad = 4;              // floats of row pad in the shared tiles (16 bytes)
+constexpr int64_t kEpilogueThreads = 256;  // threads per block of the split-K epilogue kernel
+
+using Vars = std::map<std::string, std::string>;
+
+// Replaces every $(NAME) in `text` by vars[NAME]: CUDA text stays readable, without
+// fmt's brace escaping.
+std::string expand(const std::string& text, const Vars& vars) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    const size_t p = text.find("$(", i);
+    if (p == std::string::npos) {
+      out += text.substr(i);
+      break;
+    }
+    out += text.substr(i, p - i);
+    const size_t e = text.find(')', p);
+    DC_INTERNAL_CHECK(e != std::string::npos, "unterminated $( in a template");
+    const std::string name = text.substr(p + 2, e - p - 2);
+    auto it = vars.find(name);
+    DC_INTERNAL_CHECK(it != vars.end(), "template variable $(", name, ") has no value");
+    out += it->second;
+    i = e + 1;
+  }
+  return out;
+}
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// Macros the templates of this file use; guarded so that a prelude defining them wins.
+const char* kMacros = R"(#ifndef DC_UNROLL
+#ifdef DC_HOST_EMULATION
+#define DC_UNROLL
+#else
+#define DC_UNROLL _Pragma("unroll")
+#endif
+#endif
+#ifndef DC_LAUNCH_BOUNDS
+#ifdef DC_HOST_EMULATION
+#define DC_LAUNCH_BOUNDS(n)
+#else
+#define DC_LAUNCH_BOUNDS(n) __launch_bounds__(n)
+#endif
+#endif
+)";
+
+enum class HeavyKind { matmul, gemm, conv };
+
+// How the kernel reads one operand, seen as a `rows` x K matrix: A is M x K, B is read
+// transposed (N x K), so both are staged alike, k-major in shared memory.
+struct Operand {
+  const char* label = "a";     // "a" / "b": names in the generated code
+  std::string tensor;          // workload tensor the heavy op reads
+  int64_t rows = 0;            // M or N
+  int64_t tile = 0;            // block_m or block_n
+  int64_t vec = 1;             // elements per global load (vector loads: direct operands only)
+  bool along_rows = false;     // memory is contiguous along rows (else along k)
+  bool direct = false;         // a graph input, addressable as memory
+};
+
+class GemmEmitter {
+ public:
+  GemmEmitter(const Workload& w, const Variant& v) : w_(w), v_(v), ve_(w.graph) {}
+
+  GeneratedKernel emit();
+
+ private:
+  void analyze();
+  void analyze_matmul();
+  void analyze_gemm();
+  void analyze_conv();
+  void choose_tiles();
+  int64_t operand_vec(const Operand& o, bool contiguous_ok) const;
+
+  // Scalar value of operand `o` at (row, k) (both in bounds); appends statements.
+  std::string operand_value(const Operand& o, const std::string& row, const std::string& k,
+                            std::string& code);
+  // Element offset of (row, k) in the operand's memory (direct operands).
+  std::string operand_address(const Operand& o, const std::string& row, const std::string& k) const;
+  // Coordinates of the heavy output element (gm, gn) of batch dc_bz.
+  std::vector<std::string> heavy_coords(std::string& code);
+  // The heavy op's output value from its accumulated sum (alpha, beta*C, conv bias).
+  std::string heavy_value(const std::string& acc, const std::vector<std::string>& coords,
+                          std::string& code);
+  // Stores every cluster output at `coords` from the bound heavy output.
+  void store_outputs(const std::vector<std::string>& coords, std::string& code);
+
+  std::string setup_code();
+  std::string load_code(const Operand& o);
+  std::string store_code(const Operand& o);
+  std::string main_kernel();
+  std::string epilogue_kernel();
+
+  const Workload& w_;
+  const Variant& v_;
+  ValueEmitter ve_;
+  const Node* heavy_ = nullptr;
+  HeavyKind kind_ = HeavyKind::matmul;
+  int64_t m_ = 0, n_ = 0, k_ = 0, batch_ = 1;
+  Operand a_, b_;
+  std::string heavy_out_;
+  Shape heavy_shape_;
+
+  // MatMul
+  Shape a_shape_, b_shape_, batch_shape_;
+  bool folded_ = false;  // B has no batch dims: A's batch dims fold into M
+  // Gemm
+  bool trans_a_ = false, trans_b_ = false;
+  float alpha_ = 1.f, beta_ = 1.f;
+  std::string c_tensor_;
+  // Conv
+  ref::Window win_;
+  int64_t channels_ = 0, out_channels_ = 0, groups_ = 1, cin_group_ = 0, cout_group_ = 0;
+  std::string bias_tensor_;
+  int spatial_rank_ = 2;
+
+  // Tiling
+  int64_t bm_ = 0, bn_ = 0, bk_ = 0, tm_ = 0, tn_ = 0, threads_ = 0, stages_ = 1, split_ = 1;
+  int64_t warp_m_ = 0, warp_n_ = 0;
+  bool warp_layout_ = false;
+  bool split_direct_ = false;  // split-K atomics go straight into the (single) output
+  int uid_ = 0;                // suffix of generated local names
+};
+
+void GemmEmitter::analyze() {
+  const Graph& g = w_.graph;
+  int heavy_count = 0;
+  for (const auto& n : g.nodes) {
+    if (n.op == "MatMul" || n.op == "Gemm" || n.op == "Conv") {
+      heavy_ = &n;
+      ++heavy_count;
+    } else {
+      DC_INTERNAL_CHECK(ValueEmitter::supports(n), v_.template_name, ": cannot fuse ", n.op);
+    }
+  }
+  DC_INTERNAL_CHECK(heavy_count == 1, v_.template_name, ": workload has ", heavy_count,
+                    " heavy ops, expected 1");
+  for (const auto& t : heavy_->inputs)
+    if (!t.empty())
+      DC_INTERNAL_CHECK(g.info(t).dtype == DType::f32, v_.template_name,
+                        ": fp32 operands only, '", t, "' is ", dtype_name(g.info(t).dtype));
+  heavy_out_ = heavy_->outputs.at(0);
+  heavy_shape_ = g.info(heavy_out_).shape;
+  for (const auto& o : g.outputs)
+    DC_INTERNAL_CHECK(g.info(o).shape == heavy_shape_, v_.template_name, ": output '", o,
+                      "' of shape ", shape_str(g.info(o).shape), " is not elementwise with the ",
+                      heavy_->op, " output ", shape_str(heavy_shape_));
+  a_.label = "a";
+  b_.label = "b";
+  a_.tensor = heavy_->input(0);
+  b_.tensor = heavy_->input(1);
+  auto is_input = [&](const std::string& t) {
+    return std::find(g.inputs.begin(), g.inputs.end(), t) != g.inputs.end();
+  };
+  a_.direct = is_input(a_.tensor);
+  b_.direct = is_input(b_.tensor);
+  if (heavy_->op == "MatMul") analyze_matmul();
+  else if (heavy_->op == "Gemm") analyze_gemm();
+  else analyze_conv();
+  a_.rows = m_;
+  b_.rows = n_;
+
+  // The parameter space derived its figures the same way; disagreeing is a generator bug.
+  const WorkloadShape s = analyze_workload(w_);
+  DC_INTERNAL_CHECK(s.m == m_ && s.n == n_ && s.k == k_ && s.batch == batch_, v_.template_name,
+                    ": GEMM figures ", m_, "x", n_, "x", k_, " batch ", batch_,
+                    " disagree with analyze_workload's ", s.m, "x", s.n, "x", s.k, " batch ",
+                    s.batch);
+}
+
+void GemmEmitter::analyze_matmul() {
+  kind_ = HeavyKind::matmul;
+  DC_INTERNAL_CHECK(v_.template_name == "gemm_tiled", "MatMul with template ", v_.template_name);
+  a_shape_ = w_.graph.info(a_.tensor).shape;
+  b_shape_ = w_.graph.info(b_.tensor).shape;
+  Shape a = a_shape_, b = b_shape_;
+  if (a.size() == 1) a.insert(a.begin(), 1);
+  if (b.size() == 1) b.push_back(1);
+  k_ = a.back();
+  n_ = b.back();
+  folded_ = b.size() == 2;
+  if (folded_) {
+    m_ = 1;
+    for (size_t i = 0; i + 1 < a.size(); ++i) m_ *= a[i];
+    batch_ = 1;
+  } else {
+    m_ = a[a.size() - 2];
+    batch_shape_ = broadcast_shapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
+    batch_ = shape_numel(batch_shape_);
+  }
+  a_.along_rows = false;  // A(m, k) at m*K + k
+  b_.along_rows = true;   // B(k, n) at k*N + n
+}
+
+void GemmEmitter::analyze_gemm() {
+  kind_ = HeavyKind::gemm;
+  DC_INTERNAL_CHECK(v_.template_name == "gemm_tiled", "Gemm with template ", v_.template_name);
+  const Shape& a = w_.graph.info(a_.tensor).shape;
+  const Shape& b = w_.graph.info(b_.tensor).shape;
+  DC_INTERNAL_CHECK(a.size() == 2 && b.size() == 2, "Gemm operands of rank ", a.size(), ", ",
+                    b.size());
+  trans_a_ = heavy_->attrs.get_int("transA", 0) != 0;
+  trans_b_ = heavy_->attrs.get_int("transB", 0) != 0;
+  alpha_ = heavy_->attrs.get_float("alpha", 1.f);
+  beta_ = heavy_->attrs.get_float("beta", 1.f);
+  if (heavy_->has_input(2) && beta_ != 0.f) c_tensor_ = heavy_->input(2);
+  m_ = trans_a_ ? a[1] : a[0];
+  k_ = trans_a_ ? a[0] : a[1];
+  n_ = trans_b_ ? b[0] : b[1];
+  batch_ = 1;
+  a_.along_rows = trans_a_;   // A stored [K, M] when transposed
+  b_.along_rows = !trans_b_;  // B stored [K, N] unless transposed
+}
+
+void GemmEmitter::analyze_conv() {
+  kind_ = HeavyKind::conv;
+  DC_INTERNAL_CHECK(v_.template_name == "conv_implicit_gemm", "Conv with template ",
+                    v_.template_name);
+  const Shape& x = w_.graph.info(a_.tensor).shape;
+  const Shape& wt = w_.graph.info(b_.tensor).shape;
+  DC_INTERNAL_CHECK(x.size() == 3 || x.size() == 4, "conv_implicit_gemm: ", x.size() - 2,
+                    "-D convolution (1-D and 2-D only)");
+  spatial_rank_ = static_cast<int>(x.size()) - 2;
+  win_ = ref::make_window(*heavy_, {"Conv", false}, Shape(x.begin() + 2, x.end()),
+                          Shape(wt.begin() + 2, wt.end()));
+  channels_ = x[1];
+  out_channels_ = wt[0];
+  groups_ = heavy_->attrs.get_int("group", 1);
+  cin_group_ = channels_ / groups_;
+  cout_group_ = out_channels_ / groups_;
+  DC_INTERNAL_CHECK(wt[1] == cin_group_, "Conv weight has ", wt[1], " input channels per group");
+  if (heavy_->has_input(2)) bias_tensor_ = heavy_->input(2);
+  m_ = x[0] * win_.out_size();
+  n_ = cout_group_;
+  k_ = cin_group_ * win_.kernel_size();
+  batch_ = groups_;
+  // 1x1, stride 1, no padding: A(m, k) is x[img][g*Cg + k][p], contiguous along m.
+  a_.along_rows = win_.is_pointwise();
+  b_.along_rows = false;  // W[oc][k]
+}
+
+// Widest vector (<= the variant's vec) that divides the contiguous extent and the tile.
+int64_t GemmEmitter::operand_vec(const Operand& o, bool contiguous_ok) const {
+  if (!o.direct || !contiguous_ok) return 1;
+  int64_t vec = std::max<int64_t>(1, v_.param("vec", 1));
+  const int64_t extent = o.along_rows ? o.rows : k_;
+  const int64_t tile = o.along_rows ? o.tile : bk_;
+  while (vec > 1 && (extent % vec != 0 || tile % vec != 0)) vec /= 2;
+  return vec;
+}
+
+void GemmEmitter::choose_tiles() {
+  bm_ = v_.param("block_m");
+  bn_ = v_.param("block_n");
+  bk_ = v_.param("block_k");
+  tm_ = v_.param("thread_m");
+  tn_ = v_.param("thread_n");
+  DC_INTERNAL_CHECK(v_.precision == "fp32", v_.template_name, ": only the fp32 path exists, not ",
+                    v_.precision);
+  DC_INTERNAL_CHECK(bm_ > 0 && bn_ > 0 && bk_ > 0 && tm_ > 0 && tn_ > 0 && bm_ % tm_ == 0 &&
+                        bn_ % tn_ == 0,
+                    v_.template_name, ": bad tile parameters in ", v_.key());
+  threads_ = (bm_ / tm_) * (bn_ / tn_);
+  DC_INTERNAL_CHECK(threads_ >= 1 && threads_ <= 1024, v_.template_name, ": ", threads_,
+                    " threads per block");
+  DC_INTERNAL_CHECK(v_.threads_per_block == 0 || v_.threads_per_block == threads_,
+                    v_.template_name, ": variant says ", v_.threads_per_block, " threads, tiles give ",
+                    threads_);
+  // Register-staged double buffering covers stages >= 2 (cp.async pipelines: later).
+  stages_ = std::clamp<int64_t>(v_.param("stages", 1), 1, 2);
+  split_ = std::max<int64_t>(1, v_.param("split_k", 1));
+  warp_m_ = v_.param("warp_m", 0);
+  warp_n_ = v_.param("warp_n", 0);
+  warp_layout_ = threads_ % 32 == 0 && warp_m_ > 0 && warp_n_ > 0 && warp_m_ % tm_ == 0 &&
+                 warp_n_ % tn_ == 0 && (warp_m_ / tm_) * (warp_n_ / tn_) == 32 &&
+                 bm_ % warp_m_ == 0 && bn_ % warp_n_ == 0;
+  a_.tile = bm_;
+  b_.tile = bn_;
+  a_.vec = operand_vec(a_, kind_ != HeavyKind::conv || win_.is_pointwise());
+  // Conv 1x1: a vector of m must stay inside one image plane.
+  if (kind_ == HeavyKind::conv)
+    while (a_.vec > 1 && win_.out_size() % a_.vec != 0) a_.vec /= 2;
+  b_.vec = operand_vec(b_, true);
+  // Split-K adds partial sums; without an epilogue they go straight into the output.
+  split_direct_ = split_ > 1 && w_.graph.outputs.size() == 1 &&
+                  w_.graph.outputs[0] == heavy_out_ && c_tensor_.empty() && bias_tensor_.empty();
+}
+
+std::string GemmEmitter::operand_value(const Operand& o, const std::string& row,
+                                       const std::string& k, std::string& code) {
+  const bool is_a = &o == &a_;
+  std::vector<std::string> coords;
+  std::vector<std::string> bc;
+  for (size_t d = 0; d < batch_shape_.size(); ++d) bc.push_back(fmt::format("dc_bc{}", d));
+  switch (kind_) {
+    case HeavyKind::matmul:
+      if (is_a) {
+        if (a_shape_.size() == 1) {
+          coords = {k};
+        } else if (folded_ && a_shape_.size() > 2) {
+          const Shape lead(a_shape_.begin(), a_shape_.end() - 1);
+          coords = emit_unravel(lead, row, fmt::format("dc_{}r{}_", o.label, uid_++), code);
+          coords.push_back(k);
+        } else {
+          coords = bc;
+          coords.push_back(row);
+          coords.push_back(k);
+        }
+      } else {
+        if (b_shape_.size() == 1) {
+          coords = {k};
+        } else {
+          coords = bc;
+          coords.push_back(k);
+          coords.push_back(row);
+        }
+      }
+      break;
+    case HeavyKind::gemm:
+      if (is_a) coords = trans_a_ ? std::vector<std::string>{k, row} : std::vector<std::string>{row, k};
+      else coords = trans_b_ ? std::vector<std::string>{row, k} : std::vector<std::string>{k, row};
+      break;
+    case HeavyKind::conv: {
+      if (is_a) {
+        // Implicit im2col: row -> (image, output position), k -> (channel, kernel tap).
+        const int64_t ohw = win_.out_size(), ow = win_.out[2], kk = win_.kernel_size(),
+                      kw = win_.kernel[2];
+        const std::string p = fmt::format("dc_{}{}", o.label, uid_++);
+        code += fmt::format(
+            "    const dc_i64 {0}_img = ({1}) / {2}, {0}_p = ({1}) % {2};\n"
+            "    const dc_i64 {0}_c = ({3}) / {4}, {0}_tap = ({3}) % {4};\n"
+            "    const dc_i64 {0}_ih = ({0}_p / {5}) * {6} - {7} + ({0}_tap / {8}) * {9};\n"
+            "    const dc_i64 {0}_iw = ({0}_p % {5}) * {10} - {11} + ({0}_tap % {8}) * {12};\n",
+            p, row, ohw, k, kk, ow, win_.stride[1], win_.pad_begin[1], kw, win_.dilation[1],
+            win_.stride[2], win_.pad_begin[2], win_.dilation[2]);
+        const std::string ic = fmt::format("(dc_bz * {} + {}_c)", cin_group_, p);
+        if (spatial_rank_ == 2)
+          coords = {p + "_img", ic, p + "_ih", p + "_iw"};
+        else
+          coords = {p + "_img", ic, p + "_iw"};
+        // Taps in the padding read zero.
+        std::string inner;
+        const std::string x = ve_.value(o.tensor, coords, inner);
+        const std::string r = p + "_x";
+        code += fmt::format("    float {} = 0.f;\n", r);
+        code += fmt::format("    if ({0}_ih >= 0 && {0}_ih < {1} && {0}_iw >= 0 && {0}_iw < {2}) {{\n",
+                            p, win_.in[1], win_.in[2]);
+        code += inner;
+        code += fmt::format("    {} = {};\n    }}\n", r, x);
+        ve_.reset_locals();
+        return r;
+      }
+      const Shape& ws = w_.graph.info(o.tensor).shape;
+      coords = {fmt::format("(dc_bz * {} + {})", cout_group_, row)};
+      const auto taps =
+          emit_unravel(Shape(ws.begin() + 1, ws.end()), k, fmt::format("dc_{}k{}_", o.label, uid_++), code);
+      coords.insert(coords.end(), taps.begin(), taps.end());
+      break;
+    }
+  }
+  return ve_.value(o.tensor, coords, code);
+}
+
+std::string GemmEmitter::operand_address(const Operand& o, const std::string& row,
+                                         const std::string& k) const {
+  const bool is_a = &o == &a_;
+  switch (kind_) {
+    case HeavyKind::matmul:
+      return is_a ? fmt::format("dc_a_base + ({}) * {} + ({})", row, k_, k)
+                  : fmt::format("dc_b_base + ({}) * {} + ({})", k, n_, row);
+    case HeavyKind::gemm:
+      if (is_a) return trans_a_ ? fmt::format("({}) * {} + ({})", k, m_, row)
+                                : fmt::format("({}) * {} + ({})", row, k_, k);
+      return trans_b_ ? fmt::format("({}) * {} + ({})", row, k_, k)
+                      : fmt::format("({}) * {} + ({})", k, n_, row);
+    case HeavyKind::conv: {
+      if (is_a) {
+        const int64_t hw = win_.out_size();
+        return fmt::format("(({0}) / {1}) * {2} + (dc_bz * {3} + ({4})) * {1} + ({0}) % {1}", row,
+                           hw, channels_ * hw, cin_group_, k);
+      }
+      return fmt::format("(dc_bz * {} + ({})) * {} + ({})", cout_group_, row, k_, k);
+    }
+  }
+  return "0";
+}
+
+std::vector<std::string> GemmEmitter::heavy_coords(std::string& code) {
+  if (kind_ == HeavyKind::conv) {
+    const int64_t ohw = win_.out_size(), ow = win_.out[2];
+    code += fmt::format(
+        "        const dc_i64 dc_o_img = dc_gm / {0}, dc_o_p = dc_gm % {0};\n"
+        "        const dc_i64 dc_o_c = dc_bz * {1} + dc_gn;\n",
+        ohw, cout_group_);
+    if (spatial_rank_ == 2) return {"dc_o_img", "dc_o_c", fmt::format("(dc_o_p / {})", ow), fmt::format("(dc_o_p % {})", ow)};
+    return {"dc_o_img", "dc_o_c", "dc_o_p"};
+  }
+  // Batch dims then (m, n) when the output has them all; otherwise (folded M, 1-D
+  // operands) unravel the linear offset.
+  const bool plain = (kind_ == HeavyKind::gemm) ||
+                     (!folded_ && heavy_shape_.size() == batch_shape_.size() + 2) ||
+                     (folded_ && a_shape_.size() == 2 && b_shape_.size() == 2);
+  if (plain) {
+    std::vector<std::string> c;
+    for (size_t d = 0; d < batch_shape_.size(); ++d) c.push_back(fmt::format("dc_bc{}", d));
+    c.push_back("dc_gm");
+    c.push_back("dc_gn");
+    return c;
+  }
+  code += fmt::format("        const dc_i64 dc_o_lin = dc_bz * {} + dc_gm * {} + dc_gn;\n", m_ * n_, n_);
+  return emit_unravel(heavy_shape_, "dc_o_lin", "dc_o", code);
+}
+
+std::string GemmEmitter::heavy_value(const std::string& acc, const std::vector<std::string>& coords,
+                                     std::string& code) {
+  std::string expr = acc;
+  if (kind_ == HeavyKind::gemm) {
+    if (alpha_ != 1.f) expr = fmt::format("{} * {}", float_literal(alpha_), expr);
+    if (!c_tensor_.empty()) {
+      const std::string c = ve_.value(c_tensor_, coords, code);
+      expr = beta_ == 1.f ? fmt::format("{} + {}", expr, c)
+                          : fmt::format("{} + {} * {}", expr, float_literal(beta_), c);
+    }
+  } else if (kind_ == HeavyKind::conv && !bias_tensor_.empty()) {
+    expr = fmt::format("{} + {}", expr, ve_.value(bias_tensor_, {coords[1]}, code));
+  }
+  code += fmt::format("        const float dc_h = {};\n", expr);
+  return "dc_h";
+}
+
+void GemmEmitter::store_outputs(const std::vector<std::string>& coords, std::string& code) {
+  ve_.bind(heavy_out_, "dc_h");
+  for (const auto& o : w_.graph.outputs) {
+    const std::string val = ve_.value(o, coords, code);
+    code += fmt::format("        {}[{}] = {};\n", ve_.param_name(o), ve_.offset(o, coords), val);
+  }
+}
+
+// Batch coordinates and operand base offsets of this block (blockIdx.z = batch * split + slice).
+std::string GemmEmitter::setup_code() {
+  std::string code = fmt::format(
+      "  const dc_i64 dc_bz = blockIdx.z / {0};\n"
+      "  const int dc_slice = (int)(blockIdx.z % {0});\n",
+      split_);
+  if (kind_ != HeavyKind::matmul) return code;
+  if (!batch_shape_.empty()) {
+    const auto names = emit_unravel(batch_shape_, "dc_bz", "dc_bc", code);
+    (void)names;
+  }
+  // Broadcast batch offsets of the direct operands (vector loads address memory).
+  auto base = [&](const Shape& s, const char* name) {
+    std::string terms;
+    if (!folded_ && s.size() > 2) {
+      const Shape bs(s.begin(), s.end() - 2);
+      const auto strides = shape_strides(s);
+      const size_t off = batch_shape_.size() - bs.size();
+      for (size_t d = 0; d < bs.size(); ++d) {
+        if (bs[d] == 1) continue;
+        terms += fmt::format(" + dc_bc{} * {}", off + d, strides[d]);
+      }
+    }
+    code += fmt::format("  const dc_i64 {} = 0{};\n", name, terms);
+  };
+  base(a_shape_, "dc_a_base");
+  base(b_shape_, "dc_b_base");
+  code += "  (void)dc_a_base; (void)dc_b_base;\n";
+  return code;
+}
+
+// Global -> registers for one operand's K tile at dc_k0: LOADS slots per thread, vectors of
+// `vec` elements along the contiguous dimension, zeros outside the matrix.
+std::string GemmEmitter::load_code(const Operand& o) {
+  const int64_t total = o.tile * bk_ / o.vec;
+  const int64_t loads = ceil_div(total, threads_);
+  Vars vars = {{"L", o.label},          {"LOADS", str(loads)},  {"THREADS", str(threads_)},
+               {"TOTAL", str(total)},   {"ROWS", str(o.rows)},  {"K", str(k_)},
+               {"VEC", str(o.vec)},     {"TILE", str(o.tile)},  {"BK", str(bk_)}};
+  vars["ROW0"] = o.label == std::string("a") ? "(dc_i64)blockIdx.x * " + str(bm_)
+                                             : "(dc_i64)blockIdx.y * " + str(bn_);
+  vars["GUARD"] = total % threads_ == 0 ? "true" : "dc_i < " + str(total);
+  // Rows fastest where memory runs along rows: coalesced reads, conflict-free smem stores.
+  if (o.along_rows) {
+    vars["R"] = fmt::format("(dc_i % {}) * {}", o.tile / o.vec, o.vec);
+    vars["C"] = fmt::format("(dc_i / {}) * 1", o.tile / o.vec);
+  } else {
+    vars["R"] = fmt::format("dc_i / {}", bk_ / o.vec);
+    vars["C"] = fmt::format("(dc_i % {}) * {}", bk_ / o.vec, o.vec);
+  }
+  std::string body;
+  if (o.vec == 1) {
+    ve_.reset_locals();
+    std::string code;
+    const std::string val = operand_value(o, "dc_row", "dc_k", code);
+    ve_.reset_locals();
+    vars["VALUE"] = val;
+    body = code + "        dc_r$(L)[dc_l] = $(VALUE);\n";
+  } else {
+    vars["PTR"] = ve_.param_name(o.tensor);
+    vars["ADDR"] = operand_address(o, "dc_row", "dc_k");
+    vars["VTYPE"] = o.vec == 4 ? "float4" : "float2";
+    body = o.vec == 4 ? R"(        const float4 dc_q = *reinterpret_cast<const float4*>($(PTR) + $(ADDR));
+        dc_r$(L)[dc_l * 4 + 0] = dc_q.x;
+        dc_r$(L)[dc_l * 4 + 1] = dc_q.y;
+        dc_r$(L)[dc_l * 4 + 2] = dc_q.z;
+        dc_r$(L)[dc_l * 4 + 3] = dc_q.w;
+)"
+                      : R"(        const float2 dc_q = *reinterpret_cast<const float2*>($(PTR) + $(ADDR));
+        dc_r$(L)[dc_l * 2 + 0] = dc_q.x;
+        dc_r$(L)[dc_l * 2 + 1] = dc_q.y;
+)";
+  }
+  vars["BODY"] = expand(body, vars);
+  std::string zero;
+  for (int64_t j = 0; j < o.vec; ++j)
+    zero += fmt::format("      dc_r{}[dc_l * {} + {}] = 0.f;\n", o.label, o.vec, j);
+  vars["ZERO"] = zero;
+  return expand(R"(    // operand $(L): $(TOTAL) loads of $(VEC) per K tile
+    DC_UNROLL
+    for (int dc_l = 0; dc_l < $(LOADS); ++dc_l) {
+      const int dc_i = (int)threadIdx.x + dc_l * $(THREADS);
+$(ZERO)      const dc_i64 dc_row = $(ROW0) + $(R);
+      const dc_i64 dc_k = dc_k0 + $(C);
+      if ($(GUARD) && dc_row < $(ROWS) && dc_k < $(K)) {
+$(BODY)      }
+    }
+)",
+                vars);
+}
+
+// Registers -> shared stage `dc_st` (k-major: element (row, k) at [k][row]).
+std::string GemmEmitter::store_code(const Operand& o) {
+  const int64_t total = o.tile * bk_ / o.vec;
+  const int64_t loads = ceil_div(total, threads_);
+  Vars vars = {{"L", o.label},
+               {"LOADS", str(loads)},
+               {"THREADS", str(threads_)},
+               {"LD", str(o.tile + kPad)},
+               {"STAGE", str(bk_ * (o.tile + kPad))},
+               {"GUARD", total % threads_ == 0 ? "true" : "dc_i < " + str(total)}};
+  if (o.along_rows) {
+    vars["R"] = fmt::format("(dc_i % {}) * {}", o.tile / o.vec, o.vec);
+    vars["C"] = fmt::format("dc_i / {}", o.tile / o.vec);
+  } else {
+    vars["R"] = fmt::format("dc_i / {}", bk_ / o.vec);
+    vars["C"] = fmt::format("(dc_i % {}) * {}", bk_ / o.vec, o.vec);
+  }
+  std::string stores;
+  for (int64_t j = 0; j < o.vec; ++j) {
+    const std::string dst = o.along_rows ? fmt::format("dc_c * {} + dc_r + {}", o.tile + kPad, j)
+                                         : fmt::format("(dc_c + {}) * {} + dc_r", j, o.tile + kPad);
+    stores += fmt::format("        dc_{}s[dc_st * {} + {}] = dc_r{}[dc_l * {} + {}];\n", o.label,
+                          bk_ * (o.tile + kPad), dst, o.label, o.vec, j);
+  }
+  vars["STORES"] = stores;
+  return expand(R"(    DC_UNROLL
+    for (int dc_l = 0; dc_l < $(LOADS); ++dc_l) {
+      const int dc_i = (int)threadIdx.x + dc_l * $(THREADS);
+      if ($(GUARD)) {
+        const int dc_r = $(R);
+        const int dc_c = $(C);
+$(STORES)      }
+    }
+)",
+                vars);
+}
+
+std::string GemmEmitter::main_kernel() {
+  const int64_t lda = bm_ + kPad, ldb = bn_ + kPad;
+  Vars vars = {{"BM", str(bm_)},       {"BN", str(bn_)},           {"BK", str(bk_)},
+               {"TM", str(tm_)},       {"TN", str(tn_)},           {"THREADS", str(threads_)},
+               {"LDA", str(lda)},      {"LDB", str(ldb)},          {"M", str(m_)},
+               {"N", str(n_)},         {"K", str(k_)},             {"SPLIT", str(split_)},
+               {"KT", str(ceil_div(k_, bk_))},
+               {"KT_PER", str(ceil_div(ceil_div(k_, bk_), split_))},
+               {"A_SMEM", str(stages_ * bk_ * lda)}};
+  vars["RA"] = str(ceil_div(bm_ * bk_ / a_.vec, threads_) * a_.vec);
+  vars["RB"] = str(ceil_div(bn_ * bk_ / b_.vec, threads_) * b_.vec);
+  vars["PARAMS"] = split_ > 1 && !split_direct_ ? kernel_params(w_, {"float* DC_RESTRICT scratch0"})
+                                                 : kernel_params(w_);
+  if (warp_layout_) {
+    vars["ROW0"] = fmt::format("(dc_warp / {}) * {} + (dc_lane / {}) * {}", bn_ / warp_n_, warp_m_,
+                               warp_n_ / tn_, tm_);
+    vars["COL0"] = fmt::format("(dc_warp % {}) * {} + (dc_lane % {}) * {}", bn_ / warp_n_, warp_n_,
+                               warp_n_ / tn_, tn_);
+  } else {
+    vars["ROW0"] = fmt::format("((int)threadIdx.x / {}) * {}", bn_ / tn_, tm_);
+    vars["COL0"] = fmt::format("((int)threadIdx.x % {}) * {}", bn_ / tn_, tn_);
+  }
+  vars["SETUP"] = setup_code();
+  vars["LOAD"] = load_code(a_) + load_code(b_);
+  vars["STORE"] = store_code(a_) + store_code(b_);
+
+  // Epilogue per accumulator.
+  std::string epi;
+  ve_.reset_locals();
+  const auto coords = heavy_coords(epi);
+  if (split_ > 1 && split_direct_) {
+    // Partial sums of the slice straight into the zero-initialised output.
+    const std::string& o = w_.graph.outputs[0];
+    const std::string acc = kind_ == HeavyKind::gemm && alpha_ != 1.f
+                                ? fmt::format("{} * dc_acc", float_literal(alpha_))
+                                : "dc_acc";
+    epi += fmt::format("        atomicAdd(&{}[{}], {});\n", ve_.param_name(o), ve_.offset(o, coords), acc);
+  } else if (split_ > 1) {
+    epi += fmt::format("        atomicAdd(&scratch0[{}], dc_acc);\n", ve_.offset(heavy_out_, coords));
+  } else {
+    heavy_value("dc_acc", coords, epi);
+    store_outputs(coords, epi);
+  }
+  ve_.reset_locals();
+  vars["EPILOGUE"] = epi;
+
+  std::string pipeline;
+  if (stages_ >= 2) {
+    pipeline = R"(    // Double buffering: the next K tile goes global -> registers while this one is
+    // multiplied, then registers -> the other shared stage; one barrier per tile.
+    for (int dc_kt = dc_kt_begin; dc_kt < dc_kt_end; ++dc_kt) {
+      const int dc_cur = (dc_kt - dc_kt_begin) & 1;
+      const bool dc_more = dc_kt + 1 < dc_kt_end;
+      if (dc_more) {
+        const dc_i64 dc_k0 = (dc_i64)(dc_kt + 1) * $(BK);
+$(LOAD)      }
+      dc_mma_tile_fp32(dc_as + dc_cur * $(BK) * $(LDA), dc_bs + dc_cur * $(BK) * $(LDB), dc_accum, dc_row0, dc_col0);
+      if (dc_more) {
+        const int dc_st = dc_cur ^ 1;
+$(STORE)      }
+      __syncthreads();
+    }
+)";
+  } else {
+    pipeline = R"(    for (int dc_kt = dc_kt_begin; dc_kt < dc_kt_end; ++dc_kt) {
+      if (dc_kt > dc_kt_begin) {
+        const dc_i64 dc_k0 = (dc_i64)dc_kt * $(BK);
+$(LOAD)        const int dc_st = 0;
+$(STORE)        __syncthreads();
+      }
+      dc_mma_tile_fp32(dc_as, dc_bs, dc_accum, dc_row0, dc_col0);
+      __syncthreads();
+    }
+)";
+  }
+  vars["PIPELINE"] = expand(pipeline, vars);
+
+  return expand(R"(// Tile figures: block $(BM)x$(BN)x$(BK), thread tile $(TM)x$(TN), $(THREADS) threads.
+constexpr int dc_BM = $(BM), dc_BN = $(BN), dc_BK = $(BK), dc_TM = $(TM), dc_TN = $(TN);
+constexpr int dc_LDA = $(LDA), dc_LDB = $(LDB);  // shared row length incl. pad
+
+// Inner product of one K tile (the part a tensor-core version replaces): every thread
+// multiplies its column of A (TM values) by its row of B (TN values), BK times.
+__device__ __forceinline__ void dc_mma_tile_fp32(const float* DC_RESTRICT dc_as,
+                                                 const float* DC_RESTRICT dc_bs,
+                                                 float (&dc_accum)[dc_TM][dc_TN], int dc_row0,
+                                                 int dc_col0) {
+  DC_UNROLL
+  for (int dc_kk = 0; dc_kk < dc_BK; ++dc_kk) {
+    float dc_fa[dc_TM], dc_fb[dc_TN];
+    DC_UNROLL
+    for (int dc_i = 0; dc_i < dc_TM; ++dc_i) dc_fa[dc_i] = dc_as[dc_kk * dc_LDA + dc_row0 + dc_i];
+    DC_UNROLL
+    for (int dc_j = 0; dc_j < dc_TN; ++dc_j) dc_fb[dc_j] = dc_bs[dc_kk * dc_LDB + dc_col0 + dc_j];
+    DC_UNROLL
+    for (int dc_i = 0; dc_i < dc_TM; ++dc_i) {
+      DC_UNROLL
+      for (int dc_j = 0; dc_j < dc_TN; ++dc_j)
+        dc_accum[dc_i][dc_j] = fmaf(dc_fa[dc_i], dc_fb[dc_j], dc_accum[dc_i][dc_j]);
+    }
+  }
+}
+
+extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_gemm($(PARAMS)) {
+  DC_DYNAMIC_SMEM(float, dc_smem);
+  float* dc_as = dc_smem;               // [stage][BK][LDA]: A tile, k-major
+  float* dc_bs = dc_smem + $(A_SMEM);  // [stage][BK][LDB]: B tile, k-major
+$(SETUP)  const int dc_warp = (int)threadIdx.x / 32, dc_lane = (int)threadIdx.x % 32;
+  (void)dc_warp; (void)dc_lane;
+  const int dc_row0 = $(ROW0);
+  const int dc_col0 = $(COL0);
+  float dc_accum[dc_TM][dc_TN];
+  DC_UNROLL
+  for (int dc_i = 0; dc_i < dc_TM; ++dc_i) {
+    DC_UNROLL
+    for (int dc_j = 0; dc_j < dc_TN; ++dc_j) dc_accum[dc_i][dc_j] = 0.f;
+  }
+  float dc_ra[$(RA)];
+  float dc_rb[$(RB)];
+  // K tiles of this split-K slice.
+  const int dc_kt_begin = dc_slice * $(KT_PER);
+  const int dc_kt_end = dc_kt_begin + $(KT_PER) < $(KT) ? dc_kt_begin + $(KT_PER) : $(KT);
+  if (dc_kt_begin < dc_kt_end) {
+    {
+      const dc_i64 dc_k0 = (dc_i64)dc_kt_begin * $(BK);
+$(LOAD)      const int dc_st = 0;
+$(STORE)    }
+    __syncthreads();
+$(PIPELINE)  }
+  const dc_i64 dc_m_base = (dc_i64)blockIdx.x * $(BM) + dc_row0;
+  const dc_i64 dc_n_base = (dc_i64)blockIdx.y * $(BN) + dc_col0;
+  DC_UNROLL
+  for (int dc_i = 0; dc_i < dc_TM; ++dc_i) {
+    DC_UNROLL
+    for (int dc_j = 0; dc_j < dc_TN; ++dc_j) {
+      const dc_i64 dc_gm = dc_m_base + dc_i, dc_gn = dc_n_base + dc_j;
+      if (dc_gm < $(M) && dc_gn < $(N)) {
+        const float dc_acc = dc_accum[dc_i][dc_j];
+$(EPILOGUE)      }
+    }
+  }
+}
+DC_EXPORT_KERNEL(dc_gemm)
+)",
+                vars);
+}
+
+// Split-K with an epilogue: the slices summed into scratch0 (laid out as the heavy op's
+// output); this kernel applies bias/alpha/beta*C and the fused epilogue per element.
+std::string GemmEmitter::epilogue_kernel() {
+  std::string code;
+  ve_.reset_locals();
+  const auto coords = emit_unravel(heavy_shape_, "dc_lin", "dc_e", code);
+  std::string body = code;
+  body += "        const float dc_acc = scratch0[dc_lin];\n";
+  // Batch index for conv coordinates is not needed: the coordinates are the output's own.
+  heavy_value("dc_acc", coords, body);
+  store_outputs(coords, body);
+  ve_.reset_locals();
+  return expand(R"(
+extern "C" __global__ void dc_gemm_epilogue($(PARAMS)) {
+  const dc_i64 dc_lin = (dc_i64)blockIdx.x * $(T) + threadIdx.x;
+  if (dc_lin < $(NUMEL)) {
+$(BODY)  }
+}
+DC_EXPORT_KERNEL(dc_gemm_epilogue)
+)",
+                {{"PARAMS", kernel_params(w_, {"float* DC_RESTRICT scratch0"})},
+                 {"T", str(kEpilogueThreads)},
+                 {"NUMEL", str(shape_numel(heavy_shape_))},
+                 {"BODY", body}});
+}
+
+GeneratedKernel GemmEmitter::emit() {
+  analyze();
+  choose_tiles();
+  const int64_t grid_x = ceil_div(m_, bm_), grid_y = ceil_div(n_, bn_), grid_z = batch_ * split_;
+  DC_INTERNAL_CHECK(grid_y <= 65535 && grid_z <= 65535 && grid_x < (int64_t{1} << 31),
+                    v_.template_name, ": grid ", grid_x, "x", grid_y, "x", grid_z,
+                    " exceeds CUDA's limits");
+  GeneratedKernel k;
+  k.template_name = v_.template_name;
+  k.variant_key = v_.key();
+  k.buffers = workload_buffers(w_);
+  const int64_t smem = stages_ * bk_ * ((bm_ + kPad) + (bn_ + kPad)) * 4;
+  std::string src = source_header(w_, v_.template_name, v_.key()) + kMacros + "\n";
+  src += fmt::format(
+      "// {} {}x{}x{} (M x N x K), batch {}, split-K {}, stages {}, vector loads A {} B {}\n",
+      heavy_->op, m_, n_, k_, batch_, split_, stages_, a_.vec, b_.vec);
+  src += main_kernel();
+  Launch main;
+  main.kernel = "dc_gemm";
+  main.grid = {grid_x, grid_y, grid_z};
+  main.block = {threads_, 1, 1};
+  main.dynamic_smem_bytes = smem;
+  main.args = all_workload_args(w_);
+  if (split_ > 1 && split_direct_) {
+    for (auto& b : k.buffers)
+      if (b.role == BufferRole::output) b.zero_init = true;
+  } else if (split_ > 1) {
+    k.buffers.push_back({"scratch0", BufferRole::scratch, DType::f32, heavy_shape_, true});
+    main.args.push_back(static_cast<int>(k.buffers.size()) - 1);
+    src += epilogue_kernel();
+  }
+  k.launches.push_back(main);
+  if (split_ > 1 && !split_direct_) {
+    Launch epi;
+    epi.kernel = "dc_gemm_epilogue";
+    epi.grid = {ceil_div(shape_numel(heavy_shape_), kEpilogueThreads), 1, 1};
+    epi.block = {kEpilogueThreads, 1, 1};
+    epi.args = main.args;
+    k.launches.push_back(epi);
+  }
+  k.source = std::move(src);
+  return k;
+}
+
+}  // namespace
+
+GeneratedKernel generate_gemm(const Workload& w, const Variant& v) {
+  DC_INTERNAL_CHECK(v.template_name == "gemm_tiled" || v.template_name == "conv_implicit_gemm",
+                    "generate_gemm with template ", v.template_name);
+  return GemmEmitter(w, v).emit();
+}
+
 }  // namespace dc

@@ -1,6 +1,158 @@
-// placeholder: being written
+// "pool_window": MaxPool / AveragePool windows (1 to 3 spatial dims, NCHW-style layouts),
+// one output element per thread, with the cluster's elementwise prologue (Relu before
+// MaxPool) read tap by tap through the ValueEmitter and its elementwise epilogue applied
+// to the window's result. Geometry (pads, auto_pad, strides, dilations, ceil_mode) comes
+// from the same make_window as the CPU reference, baked in as constants; taps are a fully
+// constant loop nest that the compiler unrolls. Grid-stride over outputs: a thread takes
+// `elems_per_thread` outputs per step, `threads` apart; `vec` adjacent outputs along the
+// last dim per chunk (vector stores when the output rows allow it).
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+#include <fmt/format.h>
+
 #include "generate.h"
 #include "ir/error.h"
+#include "ref/im2col.h"
+#include "template_util.h"
+#include "value_emitter.h"
+
 namespace dc {
-GeneratedKernel generate_pool(const Workload&, const Variant&) { throw_internal_error("template pool not written yet"); }
+
+namespace {
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
+  return s;
+}
+
+// Statements computing the window result of pool node `p` for output coordinates `o`
+// into a new float local, whose name is returned.
+std::string emit_window(const Graph& g, const Node& p, ValueEmitter& em,
+                        const std::vector<std::string>& o, const std::string& tag, std::string& code) {
+  const bool is_max = p.op == "MaxPool";
+  const std::string& x = p.input(0);
+  const Shape& xs = g.info(x).shape;
+  const int rank = static_cast<int>(xs.size()) - 2;
+  const ref::Window w = ref::make_window(p, {p.op, true}, Shape(xs.begin() + 2, xs.end()),
+                                         p.attrs.get_ints("kernel_shape"));
+  const std::string acc = "acc" + tag, valid = "nvalid" + tag, padded = "npad" + tag;
+  code += fmt::format("  float {} = {};\n  int {} = 0, {} = 0;\n", acc,
+                      is_max ? float_literal(-INFINITY) : "0.f", valid, padded);
+  std::vector<std::string> pos, inside, beyond;
+  for (int d = 0; d < rank; ++d) {
+    const int s = ref::Window::kMaxRank - rank + d;
+    const std::string k = fmt::format("k{}{}", tag, d), q = fmt::format("p{}{}", tag, d);
+    code += fmt::format("  for (int {0} = 0; {0} < {1}; ++{0}) {{\n", k, w.kernel[s]);
+    code += fmt::format("  const dc_i64 {} = (dc_i64)({}) * {} - {} + {} * {};\n", q,
+                        o[static_cast<size_t>(2 + d)], w.stride[s], w.pad_begin[s], k, w.dilation[s]);
+    pos.push_back(q);
+    inside.push_back(fmt::format("{0} >= 0 && {0} < {1}", q, w.in[s]));
+    beyond.push_back(fmt::format("{} >= {}", q, w.in[s] + w.pad_end[s]));
+  }
+  // Taps past the end padding (ceil_mode) count nowhere, taps in the padding only for
+  // count_include_pad: the CPU reference's rule.
+  code += fmt::format("  if ({}) continue;\n  ++{};\n  if ({}) {{\n", join(beyond, " || "), padded,
+                      join(inside, " && "));
+  std::vector<std::string> xc = {o[0], o[1]};
+  xc.insert(xc.end(), pos.begin(), pos.end());
+  em.reset_locals();  // the prologue's locals live inside the tap loop
+  std::string tap;
+  const std::string v = em.value(x, xc, tap);
+  em.reset_locals();
+  code += tap + fmt::format("  ++{};\n", valid);
+  if (is_max) code += fmt::format("  if (({1} > {0} || {1} != {1}) && {0} == {0}) {0} = {1};\n", acc, v);
+  else code += fmt::format("  {} += {};\n", acc, v);
+  code += "  }\n" + std::string(static_cast<size_t>(rank), '}') + "\n";
+  if (!is_max) {
+    const std::string count = p.attrs.get_int("count_include_pad", 0) == 1 ? padded : valid;
+    code += fmt::format("  {0} = {1} > 0 ? {0} / (float){1} : 0.f;\n", acc, count);
+  }
+  return acc;
+}
+
+}  // namespace
+
+GeneratedKernel generate_pool(const Workload& w, const Variant& v) {
+  DC_INTERNAL_CHECK(v.template_name == "pool_window", "generate_pool got template '",
+                    v.template_name, "'");
+  const Graph& g = w.graph;
+  const Node* pool = nullptr;
+  for (const auto& n : g.nodes) {
+    if (n.op == "MaxPool" || n.op == "AveragePool") {
+      DC_INTERNAL_CHECK(pool == nullptr, "pool_window: more than one pooling node in workload ", w.signature);
+      pool = &n;
+    } else {
+      DC_INTERNAL_CHECK(ValueEmitter::supports(n), "pool_window: op ", n.op,
+                        " is neither a window pool nor injective (workload ", w.signature, ")");
+    }
+  }
+  DC_INTERNAL_CHECK(pool != nullptr, "pool_window: no MaxPool/AveragePool in workload ", w.signature);
+  DC_INTERNAL_CHECK(pool->outputs.size() < 2 || pool->outputs[1].empty(),
+                    "pool_window: MaxPool's Indices output is not supported");
+  DC_INTERNAL_CHECK(pool->attrs.get_int("storage_order", 0) == 0,
+                    "pool_window: storage_order 1 is not supported");
+  DC_INTERNAL_CHECK(g.info(pool->input(0)).dtype == DType::f32, "pool_window: input dtype ",
+                    dtype_name(g.info(pool->input(0)).dtype));
+  const int rank = static_cast<int>(g.info(pool->input(0)).shape.size()) - 2;
+  DC_INTERNAL_CHECK(rank >= 1 && rank <= 3, "pool_window: spatial rank ", rank);
+  const std::string& y = pool->outputs[0];
+  const Shape& ys = g.info(y).shape;
+  for (const auto& o : g.outputs)
+    DC_INTERNAL_CHECK(g.info(o).shape == ys, "pool_window: output ", o, " of shape ",
+                      shape_str(g.info(o).shape), " differs from the pool's ", shape_str(ys));
+
+  const int64_t threads = v.param("threads", 256), ept = v.param("elems_per_thread", 1);
+  int64_t vec = v.param("vec", 1);
+  if (ys.back() % vec != 0) vec = 1;
+  const int64_t chunks = shape_numel(ys) / vec;
+
+  ValueEmitter em(g);
+  std::string body;
+  const auto c = emit_unravel(ys, "i", "c", body);
+  std::vector<std::vector<std::string>> lanes(g.outputs.size());
+  for (int64_t k = 0; k < vec; ++k) {
+    std::vector<std::string> lc = c;
+    if (k > 0) lc.back() = fmt::format("({} + {})", c.back(), k);
+    const std::string r = emit_window(g, *pool, em, lc, std::to_string(k), body);
+    em.bind(y, r);  // the epilogue reads the window result at this element
+    for (size_t o = 0; o < g.outputs.size(); ++o) lanes[o].push_back(em.value(g.outputs[o], lc, body));
+    em.unbind(y);
+  }
+  for (size_t o = 0; o < g.outputs.size(); ++o) {
+    const std::string p = em.param_name(g.outputs[o]);
+    if (vec > 1 && g.info(g.outputs[o]).dtype == DType::f32) {
+      body += fmt::format("  *reinterpret_cast<{0}*>({1} + i) = make_{0}({2});\n",
+                          vec == 4 ? "float4" : "float2", p, join(lanes[o], ", "));
+    } else {
+      for (int64_t k = 0; k < vec; ++k)
+        body += fmt::format("  {}[i + {}] = {};\n", p, k, lanes[o][static_cast<size_t>(k)]);
+    }
+  }
+
+  GeneratedKernel k;
+  k.template_name = v.template_name;
+  k.variant_key = v.key();
+  k.buffers = workload_buffers(w);
+  k.source = source_header(w, k.template_name, k.variant_key) + fmt::format(
+      "extern \"C\" __global__ void pool_window({}) {{\n"
+      "  for (dc_i64 base = (dc_i64)blockIdx.x * blockDim.x * {} + threadIdx.x; base < {};\n"
+      "       base += (dc_i64)gridDim.x * blockDim.x * {}) {{\n"
+      "    for (int e = 0; e < {}; ++e) {{\n"
+      "    const dc_i64 q = base + (dc_i64)e * blockDim.x;\n"
+      "    if (q >= {}) break;\n"
+      "    const dc_i64 i = q * {};\n{}"
+      "    }}\n  }}\n}}\nDC_EXPORT_KERNEL(pool_window)\n",
+      kernel_params(w), ept, chunks, ept, ept, chunks, vec, body);
+  Launch l;
+  l.kernel = "pool_window";
+  l.block = {threads, 1, 1};
+  l.grid = {std::clamp<int64_t>(ceil_div(chunks, threads * ept), 1, INT_MAX), 1, 1};
+  l.args = all_workload_args(w);
+  k.launches.push_back(std::move(l));
+  return k;
+}
+
 }  // namespace dc

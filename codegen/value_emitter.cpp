@@ -1,7 +1,9 @@
 #include "value_emitter.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <functional>
 #include <set>
 
 #include <fmt/format.h>
@@ -17,11 +19,13 @@ const std::set<std::string> kUnary = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "
                                       "Reciprocal", "Abs", "Erf", "Gelu", "LeakyRelu",
                                       "HardSigmoid", "HardSwish", "Clip", "Cast", "Identity",
                                       "Not", "Dropout"};
+// Max and Min are variadic (folded left to right, as the reference does).
 const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min",
-                                       "Equal", "Greater", "Less", "And", "Or"};
+                                       "Equal", "Greater", "Less", "GreaterOrEqual",
+                                       "LessOrEqual", "And", "Or", "Xor"};
 const std::set<std::string> kIndexMaps = {"Transpose", "Reshape", "Flatten", "Squeeze",
                                           "Unsqueeze", "Expand", "Slice", "Concat", "Gather",
-                                          "Split"};
+                                          "Split", "Tile"};
 
 std::string join(const std::vector<std::string>& v, const char* sep) {
   std::string s;
@@ -29,12 +33,35 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   return s;
 }
 
-// Scalar value of a constant initializer as a literal of its C type.
-std::string scalar_literal(const Tensor& t) {
-  if (is_float(t.dtype())) return float_literal(t.to_float_vector().at(0));
-  if (t.dtype() == DType::boolean) return t.to_int64_vector().at(0) ? "1" : "0";
-  return fmt::format("{}LL", t.to_int64_vector().at(0));
+std::string int_literal(int64_t v) {
+  if (v == INT64_MIN) return "(-9223372036854775807LL - 1)";  // the literal alone overflows
+  return fmt::format("{}LL", v);
 }
+
+std::string double_literal(double v) {
+  if (std::isnan(v)) return "__longlong_as_double(0x7ff8000000000000LL)";
+  if (std::isinf(v)) return v > 0 ? "__longlong_as_double(0x7ff0000000000000LL)"
+                                  : "__longlong_as_double(0xfff0000000000000LL)";
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  return s;
+}
+
+// Literal of one element of a constant, in its C type.
+std::string element_literal(DType t, double f, int64_t i) {
+  if (t == DType::f32) return float_literal(f);
+  if (t == DType::f64) return double_literal(f);
+  if (t == DType::boolean) return i ? "1" : "0";
+  return int_literal(i);
+}
+
+void check_emittable(DType t, const std::string& tensor) {
+  DC_INTERNAL_CHECK(t != DType::f16 && t != DType::bf16 && t != DType::undefined,
+                    "ValueEmitter cannot emit tensor '", tensor, "' of dtype ", dtype_name(t));
+}
+
+// Literal of the constant `name` (only f32/f64 scalars or integer values are constants).
+double scalar_value(const Tensor& t) { return t.to_float_vector().at(0); }
 
 }  // namespace
 
@@ -46,6 +73,37 @@ std::string float_literal(double v) {
   return s + "f";
 }
 
+bool is_pointwise_op(const std::string& op) {
+  return (kUnary.count(op) || kBinary.count(op) || op == "Where" || op == "Expand");
+}
+
+std::set<std::string> vector_loadable_inputs(const Graph& g, const std::vector<std::string>& roots,
+                                             int64_t inner) {
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& o : g.nodes[i].outputs) producer[o] = i;
+  std::set<std::string> direct, remapped;
+  std::function<void(const std::string&, bool)> visit = [&](const std::string& t, bool remap) {
+    if (!(remap ? remapped : direct).insert(t).second) return;
+    auto p = producer.find(t);
+    if (p == producer.end()) return;
+    const Node& n = g.nodes[p->second];
+    const bool pointwise = is_pointwise_op(n.op);
+    for (const auto& in : n.inputs)
+      if (!in.empty()) visit(in, remap || !pointwise);
+  };
+  for (const auto& r : roots) visit(r, false);
+  std::set<std::string> out;
+  if (inner <= 1) return out;
+  for (const auto& in : g.inputs) {
+    if (!direct.count(in) || remapped.count(in) || g.is_constant(in)) continue;
+    const TensorInfo& info = g.info(in);
+    if (info.dtype == DType::f32 && !info.shape.empty() && info.shape.back() == inner)
+      out.insert(in);
+  }
+  return out;
+}
+
 ValueEmitter::ValueEmitter(const Graph& g) : g_(g) {
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (const auto& o : g.nodes[i].outputs) producer_[o] = i;
@@ -55,12 +113,12 @@ ValueEmitter::ValueEmitter(const Graph& g) : g_(g) {
 }
 
 bool ValueEmitter::supports(const Node& n) {
-  if (kUnary.count(n.op) || kBinary.count(n.op) || kIndexMaps.count(n.op) || n.op == "Where")
-    return true;
-  return false;
+  return kUnary.count(n.op) || kBinary.count(n.op) || kIndexMaps.count(n.op) || n.op == "Where";
 }
 
 void ValueEmitter::bind(const std::string& tensor, const std::string& var) { bound_[tensor] = var; }
+
+void ValueEmitter::unbind(const std::string& tensor) { bound_.erase(tensor); }
 
 void ValueEmitter::reset_locals() { memo_.clear(); }
 
@@ -96,14 +154,28 @@ std::string ValueEmitter::offset(const std::string& tensor, const std::vector<st
 
 std::string ValueEmitter::load(const std::string& tensor, const std::vector<std::string>& coords,
                                std::string& code) {
+  const DType t = g_.info(tensor).dtype;
+  check_emittable(t, tensor);
   if (auto w = g_.initializers.find(tensor); w != g_.initializers.end()) {
-    DC_INTERNAL_CHECK(w->second.numel() == 1, "only scalar constants are inlined; '", tensor,
-                      "' has ", w->second.numel(), " elements");
-    return scalar_literal(w->second);
+    const Tensor& c = w->second;
+    const bool fl = is_float(c.dtype());
+    const auto fv = fl ? c.to_float_vector() : std::vector<float>{};
+    const auto iv = fl ? std::vector<int64_t>{} : c.to_int64_vector();
+    auto lit = [&](size_t i) {
+      return element_literal(t, fl ? fv[i] : static_cast<double>(iv[i]), fl ? 0 : iv[i]);
+    };
+    if (c.numel() == 1) return lit(0);
+    // Small structural constants (Gather indices, ...): a local array of the values.
+    std::vector<std::string> items;
+    for (size_t i = 0; i < static_cast<size_t>(c.numel()); ++i) items.push_back(lit(i));
+    const std::string arr = fresh("k"), v = fresh("v");
+    code += fmt::format("  const {0} {1}[{2}] = {{{3}}};\n  const {0} {4} = {1}[{5}];\n",
+                        cuda_type(t), arr, c.numel(), join(items, ", "), v, offset(tensor, coords));
+    return v;
   }
   const std::string v = fresh("v");
-  code += fmt::format("  const {} {} = {}[{}];\n", cuda_type(g_.info(tensor).dtype), v,
-                      param_name(tensor), offset(tensor, coords));
+  code += fmt::format("  const {} {} = {}[{}];\n", cuda_type(t), v, param_name(tensor),
+                      offset(tensor, coords));
   return v;
 }
 
@@ -130,48 +202,84 @@ std::string ValueEmitter::emit_node(const Node& n, size_t out_index,
                                     const std::vector<std::string>& coords, std::string& code) {
   const std::string& out = n.outputs[out_index];
   const TensorInfo& oi = g_.info(out);
+  check_emittable(oi.dtype, out);
   const auto oc = broadcast_coords(out, coords);  // coordinates in the output's own rank
   const std::string ctype = cuda_type(oi.dtype);
+  const bool f32 = oi.dtype == DType::f32, f64 = oi.dtype == DType::f64;
+  const bool integral = !f32 && !f64;
   auto in = [&](size_t i, const std::vector<std::string>& c) { return value(n.input(i), c, code); };
   auto define = [&](const std::string& expr) {
     const std::string v = fresh("t");
     code += fmt::format("  const {} {} = {};\n", ctype, v, expr);
     return v;
   };
+  // A math function of the output's float type: expf for f32, exp for f64.
+  auto fn = [&](const char* name, const std::string& x) {
+    DC_INTERNAL_CHECK(!integral, n.op, " on integer tensor '", out, "'");
+    return fmt::format("{}{}({})", name, f32 ? "f" : "", x);
+  };
+  auto lit = [&](double v) { return element_literal(oi.dtype, v, static_cast<int64_t>(v)); };
 
   if (kUnary.count(n.op)) {
     const std::string x = in(0, oc);
     if (n.op == "Identity" || n.op == "Dropout") return x;
-    if (n.op == "Relu") return define(fmt::format("dc_relu({})", x));
-    if (n.op == "Sigmoid") return define(fmt::format("dc_sigmoid({})", x));
-    if (n.op == "Tanh") return define(fmt::format("tanhf({})", x));
-    if (n.op == "Exp") return define(fmt::format("expf({})", x));
-    if (n.op == "Log") return define(fmt::format("logf({})", x));
-    if (n.op == "Sqrt") return define(fmt::format("sqrtf({})", x));
+    if (n.op == "Relu")
+      return define(f32 ? fmt::format("dc_relu({})", x)
+                        : fmt::format("{0} < {1} ? {1} : {0}", x, lit(0)));
+    if (n.op == "Sigmoid")
+      return define(f32 ? fmt::format("dc_sigmoid({})", x)
+                        : fmt::format("1.0 / (1.0 + {})", fn("exp", "-" + x)));
+    if (n.op == "Tanh") return define(fn("tanh", x));
+    if (n.op == "Exp") return define(fn("exp", x));
+    if (n.op == "Log") return define(fn("log", x));
+    if (n.op == "Sqrt") return define(fn("sqrt", x));
+    if (n.op == "Erf") return define(fn("erf", x));
     if (n.op == "Neg") return define(fmt::format("-{}", x));
-    if (n.op == "Reciprocal") return define(fmt::format("1.0f / {}", x));
-    if (n.op == "Abs") return define(fmt::format("fabsf({})", x));
-    if (n.op == "Erf") return define(fmt::format("erff({})", x));
+    if (n.op == "Reciprocal") return define(fmt::format("{} / {}", lit(1), x));
+    if (n.op == "Abs")
+      return define(integral ? fmt::format("{0} < 0 ? -{0} : {0}", x) : fn("fabs", x));
     if (n.op == "Not") return define(fmt::format("!{}", x));
-    if (n.op == "Gelu")
-      return define(n.attrs.get_string("approximate", "none") == "tanh"
-                        ? fmt::format("dc_gelu_tanh({})", x)
-                        : fmt::format("dc_gelu({})", x));
-    if (n.op == "LeakyRelu")
-      return define(fmt::format("dc_leaky_relu({}, {})", x, float_literal(n.attrs.get_float("alpha", 0.01f))));
-    if (n.op == "HardSigmoid")
-      return define(fmt::format("dc_hard_sigmoid({}, {}, {})", x,
-                                float_literal(n.attrs.get_float("alpha", 0.2f)),
-                                float_literal(n.attrs.get_float("beta", 0.5f))));
-    if (n.op == "HardSwish") return define(fmt::format("dc_hard_swish({})", x));
-    if (n.op == "Cast") return define(fmt::format("({})({})", ctype, x));
+    if (n.op == "Gelu") {
+      const bool tanh_form = n.attrs.get_string("approximate", "none") == "tanh";
+      if (f32) return define(fmt::format("{}({})", tanh_form ? "dc_gelu_tanh" : "dc_gelu", x));
+      return define(tanh_form
+                        ? fmt::format("0.5 * {0} * (1.0 + tanh(0.79788456080286535588 * ({0} + 0.044715 * {0} * {0} * {0})))", x)
+                        : fmt::format("0.5 * {0} * (1.0 + erf({0} * 0.70710678118654752440))", x));
+    }
+    if (n.op == "LeakyRelu") {
+      const std::string a = lit(n.attrs.get_float("alpha", 0.01f));
+      if (f32) return define(fmt::format("dc_leaky_relu({}, {})", x, a));
+      return define(fmt::format("{0} < 0 ? {1} * {0} : {0}", x, a));
+    }
+    if (n.op == "HardSigmoid") {
+      const std::string a = lit(n.attrs.get_float("alpha", 0.2f));
+      const std::string b = lit(n.attrs.get_float("beta", 0.5f));
+      if (f32) return define(fmt::format("dc_hard_sigmoid({}, {}, {})", x, a, b));
+      return define(fmt::format("fmax(0.0, fmin(1.0, {} * {} + {}))", a, x, b));
+    }
+    if (n.op == "HardSwish") {
+      if (f32) return define(fmt::format("dc_hard_swish({})", x));
+      return define(fmt::format("{0} * fmax(0.0, fmin(1.0, {0} / 6.0 + 0.5))", x));
+    }
+    if (n.op == "Cast") {
+      const DType from = g_.info(n.input(0)).dtype;
+      if (from == oi.dtype) return x;
+      if (oi.dtype == DType::boolean) return define(fmt::format("{} != 0", x));
+      if (is_integer(oi.dtype) && is_float(from))  // truncation toward zero; NaN gives 0
+        return define(fmt::format("{0} != {0} ? ({1})0 : ({1})({0})", x, ctype));
+      return define(fmt::format("({})({})", ctype, x));
+    }
     if (n.op == "Clip") {
-      std::string lo = "-__int_as_float(0x7f800000)", hi = "__int_as_float(0x7f800000)";
-      if (n.attrs.has("min")) lo = float_literal(n.attrs.get_float("min"));
-      if (n.attrs.has("max")) hi = float_literal(n.attrs.get_float("max"));
+      // As the reference: v < lo ? lo : v, then > hi ? hi; NaN passes through.
+      std::string lo, hi;
+      if (n.attrs.has("min")) lo = lit(n.attrs.get_float("min"));
+      if (n.attrs.has("max")) hi = lit(n.attrs.get_float("max"));
       if (n.has_input(1)) lo = in(1, {});
       if (n.has_input(2)) hi = in(2, {});
-      return define(fmt::format("dc_clip({}, {}, {})", x, lo, hi));
+      std::string v = x;
+      if (!lo.empty()) v = define(fmt::format("{0} < {1} ? {1} : {0}", v, lo));
+      if (!hi.empty()) v = define(fmt::format("{0} > {1} ? {1} : {0}", v, hi));
+      return v == x ? define(x) : v;
     }
   }
   if (kBinary.count(n.op)) {
@@ -181,17 +289,33 @@ std::string ValueEmitter::emit_node(const Node& n, size_t out_index,
     if (n.op == "Mul") return define(fmt::format("{} * {}", a, b));
     if (n.op == "Div") return define(fmt::format("{} / {}", a, b));
     if (n.op == "Pow") {
+      const DType et = g_.info(n.input(1)).dtype;
       const auto* e = g_.initializers.count(n.input(1)) ? &g_.initializers.at(n.input(1)) : nullptr;
-      if (e && e->numel() == 1 && e->to_float_vector()[0] == 2.0f) return define(fmt::format("{0} * {0}", a));
-      return define(fmt::format("powf({}, {})", a, b));
+      if (e && e->numel() == 1 && !integral && et == oi.dtype && scalar_value(*e) == 2.0)
+        return define(fmt::format("{0} * {0}", a));
+      if (f32 && et == DType::f32) return define(fmt::format("powf({}, {})", a, b));
+      // Mixed dtypes: in double, then to the base's type (the reference's rule).
+      return define(fmt::format("({})pow((double)({}), (double)({}))", ctype, a, b));
     }
-    if (n.op == "Max") return define(fmt::format("dc_max({}, {})", a, b));
-    if (n.op == "Min") return define(fmt::format("dc_min({}, {})", a, b));
+    if (n.op == "Max" || n.op == "Min") {
+      const bool mx = n.op == "Max";
+      std::string acc = a;
+      for (size_t i = 1; i < n.inputs.size(); ++i) {
+        const std::string y = i == 1 ? b : in(i, oc);
+        if (f32) acc = define(fmt::format("{}({}, {})", mx ? "dc_max" : "dc_min", acc, y));
+        else if (f64) acc = define(fmt::format("({0} {2} {1} || {0} != {0}) ? {0} : {1}", acc, y, mx ? ">" : "<"));
+        else acc = define(fmt::format("{0} {2} {1} ? {0} : {1}", acc, y, mx ? ">" : "<"));
+      }
+      return acc;
+    }
     if (n.op == "Equal") return define(fmt::format("{} == {}", a, b));
     if (n.op == "Greater") return define(fmt::format("{} > {}", a, b));
     if (n.op == "Less") return define(fmt::format("{} < {}", a, b));
+    if (n.op == "GreaterOrEqual") return define(fmt::format("{} >= {}", a, b));
+    if (n.op == "LessOrEqual") return define(fmt::format("{} <= {}", a, b));
     if (n.op == "And") return define(fmt::format("{} && {}", a, b));
     if (n.op == "Or") return define(fmt::format("{} || {}", a, b));
+    if (n.op == "Xor") return define(fmt::format("({} != 0) != ({} != 0)", a, b));
   }
   if (n.op == "Where") {
     const std::string c = in(0, oc), a = in(1, oc), b = in(2, oc);
@@ -224,13 +348,24 @@ std::string ValueEmitter::emit_node(const Node& n, size_t out_index,
     return in(0, ic);
   }
   if (n.op == "Expand") return in(0, oc);  // numpy broadcasting of the input
+  if (n.op == "Tile") {
+    const Shape& is = g_.info(n.input(0)).shape;
+    std::vector<std::string> ic;
+    for (size_t d = 0; d < is.size(); ++d)
+      ic.push_back(is[d] == 1 ? "0" : is[d] == os[d] ? oc[d] : fmt::format("({}) % {}", oc[d], is[d]));
+    return in(0, ic);
+  }
   if (n.op == "Slice" || n.op == "Split") {
     const Shape& is = g_.info(n.input(0)).shape;
     std::vector<int64_t> start(is.size(), 0), step(is.size(), 1);
     if (n.op == "Slice") {
       // Starts/steps must be constants; compute the effective start per ONNX's clamping.
       auto ints = [&](size_t i, const char* attr) -> std::vector<int64_t> {
-        if (n.has_input(i)) return g_.initializers.at(n.input(i)).to_int64_vector();
+        if (n.has_input(i)) {
+          DC_INTERNAL_CHECK(g_.is_constant(n.input(i)), "Slice input ", i,
+                            " is not a constant: cannot emit it as an index map");
+          return g_.initializers.at(n.input(i)).to_int64_vector();
+        }
         return n.attrs.get_ints(attr, {});
       };
       const auto starts = ints(1, "starts");
@@ -255,7 +390,8 @@ std::string ValueEmitter::emit_node(const Node& n, size_t out_index,
     }
     std::vector<std::string> ic;
     for (size_t d = 0; d < is.size(); ++d) {
-      if (start[d] == 0 && step[d] == 1) ic.push_back(oc[d]);
+      if (is[d] == 1) ic.push_back("0");
+      else if (start[d] == 0 && step[d] == 1) ic.push_back(oc[d]);
       else ic.push_back(fmt::format("({} + ({}) * {})", start[d], oc[d], step[d]));
     }
     return in(0, ic);
@@ -265,21 +401,26 @@ std::string ValueEmitter::emit_node(const Node& n, size_t out_index,
     const std::string v = fresh("cat");
     code += fmt::format("  {} {};\n", ctype, v);
     int64_t begin = 0;
+    bool first = true;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const int64_t extent = g_.info(n.input(i)).shape[static_cast<size_t>(axis)];
+      if (extent == 0) continue;  // an empty input contributes nothing
       std::vector<std::string> ic = oc;
       ic[static_cast<size_t>(axis)] = fmt::format("(({}) - {})", oc[static_cast<size_t>(axis)], begin);
+      // Locals made inside a branch are not visible after it, nor in the next branch.
+      const auto outer = memo_;
       std::string branch;
       const std::string x = value(n.input(i), ic, branch);
-      const bool last = i + 1 == n.inputs.size();
-      code += fmt::format("  {}{} {{\n{}  {} = {};\n  }}", i ? " else " : "  ",
+      memo_ = outer;
+      const bool last = begin + extent >= os[static_cast<size_t>(axis)];
+      code += fmt::format("  {}{} {{\n{}  {} = {};\n  }}", first ? "" : " else ",
                           last ? "" : fmt::format("if (({}) < {})", oc[static_cast<size_t>(axis)], begin + extent),
                           branch, v, x);
-      if (last) code += "\n";
+      first = false;
       begin += extent;
-      // Locals made inside a branch are not visible after it.
-      memo_.clear();
+      if (last) break;
     }
+    code += "\n";
     return v;
   }
   if (n.op == "Gather") {

@@ -50,6 +50,14 @@ int elf_machine(const std::vector<char>& bin) {
   return static_cast<unsigned char>(bin[18]) | (static_cast<unsigned char>(bin[19]) << 8);
 }
 
+// The SM number the CUBIN's ELF e_flags (offset 48 of an ELF64 header) names: bits 8-15 in
+// CUDA 13's ELF ABI, bits 0-7 in older ones.
+bool elf_names_sm(const std::vector<char>& bin, int sm) {
+  uint32_t flags = 0;
+  std::memcpy(&flags, bin.data() + 48, sizeof flags);
+  return ((flags >> 8) & 0xffu) == static_cast<uint32_t>(sm) || (flags & 0xffu) == static_cast<uint32_t>(sm);
+}
+
 TEST(Nvrtc, LibraryLoadsWithVersionAndArchs) {
   const std::string v = nvrtc_version();
   ASSERT_NE(v, "unknown") << "libnvrtc did not answer nvrtcVersion: is the CUDA toolkit installed?";
@@ -71,7 +79,10 @@ TEST(Nvrtc, CompilesPreludeKernelForEveryTargetArch) {
     EXPECT_EQ(r.nvrtc_version, nvrtc_version());
     EXPECT_TRUE(r.error.empty()) << r.error;
     ASSERT_TRUE(is_elf(r.cubin)) << "not an ELF CUBIN, " << r.cubin.size() << " bytes";
+    EXPECT_EQ(r.cubin[4], 2);                 // ELFCLASS64
     EXPECT_EQ(elf_machine(r.cubin), 190);  // EM_CUDA
+    EXPECT_TRUE(elf_names_sm(r.cubin, std::stoi(arch.substr(3))));
+    EXPECT_FALSE(elf_names_sm(r.cubin, 70));  // and no other SM
     EXPECT_TRUE(r.ptx.empty());            // only with keep_ptx
     EXPECT_GT(r.compile_seconds, 0.0);
     EXPECT_NE(r.log.find("for '" + arch + "'"), std::string::npos) << r.log;
