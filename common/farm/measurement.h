@@ -1,0 +1,42 @@
+// What one measurement job produces: the record the worker sends back, the coordinator
+// collects and the tuning DB keeps (every sample, the figures derived from them, the
+// compile report and the provenance).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "farm/status.h"
+
+namespace dc {
+
+struct Measurement {
+  std::string workload;       // workload signature
+  std::string variant_key;    // Variant::key()
+  std::string source_hash;    // hash of the generated source that ran
+  std::string gpu_type;       // canonical GPU type ("h100")
+  std::string worker;         // worker id: host/device
+  JobStatus status = JobStatus::ok;
+  std::string error;          // message for a failure status
+  std::vector<double> samples_us;  // every timed sample, microseconds
+  double median_us = 0;
+  double min_us = 0;
+  double spread = 0;          // (p90 - p10) / median of the samples
+  double max_rel_error = 0;   // vs the reference kernel (rel. L2)
+  int registers = 0;
+  int spill_bytes = 0;
+  int64_t smem_bytes = 0;
+  double compile_seconds = 0;
+  double estimate_us = 0;     // the estimator's figure when the job was sent
+  std::string nvrtc_version;
+  std::string driver_version;
+  bool emulated = false;      // times from the timing model of an emulated device
+  int attempts = 1;
+  int64_t finished_unix_ms = 0;
+};
+
+// median, min and spread from samples_us (no-op when empty).
+void summarize_samples(Measurement& m);
+
+}  // namespace dc

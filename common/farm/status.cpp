@@ -1,0 +1,33 @@
+#include "farm/status.h"
+
+#include <array>
+#include <utility>
+
+namespace dc {
+
+namespace {
+constexpr std::array<std::pair<JobStatus, std::string_view>, 8> kNames = {{
+    {JobStatus::ok, "ok"},
+    {JobStatus::compile_error, "compile_error"},
+    {JobStatus::launch_error, "launch_error"},
+    {JobStatus::runtime_fault, "runtime_fault"},
+    {JobStatus::wrong_result, "wrong_result"},
+    {JobStatus::timeout, "timeout"},
+    {JobStatus::worker_lost, "worker_lost"},
+    {JobStatus::unsupported, "unsupported"},
+}};
+}  // namespace
+
+std::string_view job_status_name(JobStatus s) {
+  for (const auto& [k, v] : kNames)
+    if (k == s) return v;
+  return "?";
+}
+
+std::optional<JobStatus> parse_job_status(std::string_view name) {
+  for (const auto& [k, v] : kNames)
+    if (v == name) return k;
+  return std::nullopt;
+}
+
+}  // namespace dc
