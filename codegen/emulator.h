@@ -21,7 +21,10 @@ struct EmulatorOptions {
   // Host C++ compiler (found through PATH) and its language/optimisation flags; -shared,
   // -fPIC and -fvisibility=hidden are always added.
   std::string compiler = "c++";
-  std::vector<std::string> flags = {"-std=c++17", "-O1", "-w", "-fno-strict-aliasing"};
+  // -fstack-clash-protection probes large frames page by page, so that a thread whose locals
+  // outgrow stack_bytes hits its guard page instead of a neighbour's stack.
+  std::vector<std::string> flags = {"-std=c++17", "-O1", "-w", "-fno-strict-aliasing",
+                                    "-fstack-clash-protection"};
   // Where compiled kernels are kept; "" means default_emulator_cache_dir(). If it cannot be
   // written, a temporary directory is used and removed afterwards.
   std::string cache_dir;

@@ -11,12 +11,12 @@
 // The two inner products are dc_attn_scores_fp32 and dc_attn_pv_fp32, the pieces a
 // tensor-core version replaces. docs/codegen.md.
 #include <algorithm>
-#include <map>
 
 #include <fmt/format.h>
 
 #include "generate.h"
 #include "ir/error.h"
+#include "template_text.h"
 #include "template_util.h"
 #include "value_emitter.h"
 
@@ -24,47 +24,7 @@ namespace dc {
 
 namespace {
 
-using Vars = std::map<std::string, std::string>;
-
-// Replaces every $(NAME) in `text` by vars[NAME] (CUDA text without fmt's brace escaping).
-std::string expand(const std::string& text, const Vars& vars) {
-  std::string out;
-  size_t i = 0;
-  while (i < text.size()) {
-    const size_t p = text.find("$(", i);
-    if (p == std::string::npos) {
-      out += text.substr(i);
-      break;
-    }
-    out += text.substr(i, p - i);
-    const size_t e = text.find(')', p);
-    DC_INTERNAL_CHECK(e != std::string::npos, "unterminated $( in a template");
-    auto it = vars.find(text.substr(p + 2, e - p - 2));
-    DC_INTERNAL_CHECK(it != vars.end(), "template variable $(", text.substr(p + 2, e - p - 2),
-                      ") has no value");
-    out += it->second;
-    i = e + 1;
-  }
-  return out;
-}
-
 std::string str(int64_t v) { return std::to_string(v); }
-
-const char* kMacros = R"(#ifndef DC_UNROLL
-#ifdef DC_HOST_EMULATION
-#define DC_UNROLL
-#else
-#define DC_UNROLL _Pragma("unroll")
-#endif
-#endif
-#ifndef DC_LAUNCH_BOUNDS
-#ifdef DC_HOST_EMULATION
-#define DC_LAUNCH_BOUNDS(n)
-#else
-#define DC_LAUNCH_BOUNDS(n) __launch_bounds__(n)
-#endif
-#endif
-)";
 
 const char* kNegInf = "(-__int_as_float(0x7f800000))";
 
@@ -162,6 +122,13 @@ GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
   const int64_t ldq = d + 1, ldk = d + 1, ldv = dv + 1, lds = bn + 1;
 
   ValueEmitter ve(g);
+  // ve.value with its statements dedented into `code`.
+  auto value = [&](const std::string& t, const std::vector<std::string>& c, std::string& code) {
+    std::string stmts;
+    const std::string val = ve.value(t, c, stmts);
+    code += dedent(stmts);
+    return val;
+  };
   std::vector<std::string> bc;
   for (size_t i = 0; i < batch_shape.size(); ++i) bc.push_back(fmt::format("dc_bc{}", i));
   auto with_batch = [&](std::vector<std::string> tail) {
@@ -241,7 +208,7 @@ GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
   for (Tile* t : {&tq, &tk, &tv}) make_view(*t);
 
   auto load_tile = [&](const Tile& t) {
-    Vars vars = {{"NAME", t.name}, {"THREADS", str(threads)}, {"ROW0", t.row0},
+    TemplateVars vars = {{"NAME", t.name}, {"THREADS", str(threads)}, {"ROW0", t.row0},
                  {"EXTENT", str(t.extent)}, {"DST", t.dst}, {"LD", str(t.ld)},
                  {"VEC", str(t.vec)}};
     vars["TOTAL"] = str(t.rows * t.cols / t.vec);
@@ -256,41 +223,43 @@ GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
     if (t.vec == 1) {
       ve.reset_locals();
       const auto coords = t.transposed ? with_batch({"dc_c", "dc_gr"}) : with_batch({"dc_gr", "dc_c"});
-      const std::string val = ve.value(t.tensor, coords, body);
+      const std::string val = value(t.tensor, coords, body);
       ve.reset_locals();
-      body += fmt::format("        {}[dc_r * {} + dc_c] = {};\n", t.dst, t.ld, val);
+      body += fmt::format("{}[dc_r * {} + dc_c] = {};\n", t.dst, t.ld, val);
     } else {
       const size_t r = t.strides.size();
       const int64_t rs = t.strides[t.transposed ? r - 1 : r - 2];
       const int64_t cs = t.strides[t.transposed ? r - 2 : r - 1];
       const std::string addr =
           fmt::format("dc_{}_base + dc_gr * {} + (dc_i64)dc_c * {}", t.name, rs, cs);
-      body += fmt::format("        const {} dc_x = *reinterpret_cast<const {}*>({} + {});\n",
+      body += fmt::format("const {} dc_x = *reinterpret_cast<const {}*>({} + {});\n",
                           t.vec == 4 ? "float4" : "float2", t.vec == 4 ? "float4" : "float2",
                           t.pointer, addr);
       const char* comp[] = {"x", "y", "z", "w"};
       for (int64_t j = 0; j < t.vec; ++j) {
         const std::string dst = t.vec_along_rows ? fmt::format("(dc_r + {}) * {} + dc_c", j, t.ld)
                                                  : fmt::format("dc_r * {} + dc_c + {}", t.ld, j);
-        body += fmt::format("        {}[{}] = dc_x.{};\n", t.dst, dst, comp[j]);
+        body += fmt::format("{}[{}] = dc_x.{};\n", t.dst, dst, comp[j]);
       }
     }
     std::string zero;
     for (int64_t j = 0; j < t.vec; ++j) {
       const std::string dst = t.vec_along_rows ? fmt::format("(dc_r + {}) * {} + dc_c", j, t.ld)
                                                : fmt::format("dc_r * {} + dc_c + {}", t.ld, j);
-      zero += fmt::format("        {}[{}] = 0.f;\n", t.dst, dst);
+      zero += fmt::format("{}[{}] = 0.f;\n", t.dst, dst);
     }
     vars["BODY"] = body;
     vars["ZERO"] = zero;
-    return expand(R"(    // $(NAME) tile: $(TOTAL) loads of $(VEC), zero rows past the end
+    return expand_template(R"(    // $(NAME) tile: $(TOTAL) loads of $(VEC), zero rows past the end
     for (int dc_i = (int)threadIdx.x; dc_i < $(TOTAL); dc_i += $(THREADS)) {
       const int dc_r = $(R);
       const int dc_c = $(C);
       const dc_i64 dc_gr = $(ROW0) + dc_r;
       if (dc_gr < $(EXTENT)) {
-$(BODY)      } else {
-$(ZERO)      }
+        $(BODY)
+      } else {
+        $(ZERO)
+      }
     }
 )",
                   vars);
@@ -298,7 +267,11 @@ $(ZERO)      }
 
   // Block setup: batch coordinates and view base offsets.
   std::string setup;
-  emit_unravel(batch_shape, "dc_bz", "dc_bc", setup);
+  {
+    std::string stmts;
+    emit_unravel(batch_shape, "dc_bz", "dc_bc", stmts);
+    setup += dedent(stmts);
+  }
   for (const Tile* t : {&tq, &tk, &tv}) {
     if (!t->direct) continue;
     const size_t r = t->strides.size();
@@ -307,9 +280,9 @@ $(ZERO)      }
       if (t->strides[i] == 0) continue;
       terms += fmt::format(" + dc_bc{} * {}", batch_shape.size() - (r - 2) + i, t->strides[i]);
     }
-    setup += fmt::format("  const dc_i64 dc_{}_base = 0{};\n", t->name, terms);
+    setup += fmt::format("const dc_i64 dc_{}_base = 0{};\n", t->name, terms);
   }
-  for (size_t i = 0; i < batch_shape.size(); ++i) setup += fmt::format("  (void)dc_bc{};\n", i);
+  for (size_t i = 0; i < batch_shape.size(); ++i) setup += fmt::format("(void)dc_bc{};\n", i);
 
   // Scores: scale/mask through the cluster's injective ops.
   std::string score_code;
@@ -323,14 +296,14 @@ $(ZERO)      }
   ve.bind(pv->outputs[0], "dc_h");
   const auto oc = with_batch({"dc_qr", "dc_e"});
   for (const auto& o : g.outputs) {
-    const std::string val = ve.value(o, oc, epi);
-    epi += fmt::format("        {}[{}] = {};\n", ve.param_name(o), ve.offset(o, oc), val);
+    const std::string val = value(o, oc, epi);
+    epi += fmt::format("{}[{}] = {};\n", ve.param_name(o), ve.offset(o, oc), val);
   }
   ve.reset_locals();
 
   const int64_t q_smem = bm * ldq, k_smem = bn * ldk, v_smem = bn * ldv, s_smem = bm * lds;
   const int64_t smem_floats = q_smem + stages * (k_smem + v_smem) + s_smem + 3 * bm;
-  Vars vars = {{"BM", str(bm)},         {"BN", str(bn)},         {"THREADS", str(threads)},
+  TemplateVars vars = {{"BM", str(bm)},         {"BN", str(bn)},         {"THREADS", str(threads)},
                {"D", str(d)},           {"DV", str(dv)},         {"SQ", str(sq)},
                {"SK", str(sk)},         {"LDQ", str(ldq)},       {"LDK", str(ldk)},
                {"LDV", str(ldv)},       {"LDS", str(lds)},       {"TMR", str(tmr)},
@@ -338,48 +311,51 @@ $(ZERO)      }
                {"OPT", str(opt)},       {"G", str(grp)},         {"GROUPS", str(groups)},
                {"ROW_ITERS", str(row_iters)}, {"NT", str(ceil_div(sk, bn))},
                {"STAGES", str(stages)}, {"NEG_INF", kNegInf},
+               {"CUR", stages > 1 ? "dc_jt & 1" : "0"},
                {"Q_SMEM", str(q_smem)}, {"KV_SMEM", str(k_smem + v_smem)},
                {"K_SMEM", str(k_smem)}, {"S_SMEM", str(s_smem)},
                {"PARAMS", kernel_params(w)}, {"SETUP", setup},
                {"LOAD_Q", load_tile(tq)}, {"LOAD_KV", load_tile(tk) + load_tile(tv)},
                {"SCORE_CODE", score_code}, {"SCORE", score}, {"EPILOGUE", epi}};
-  vars["SHUFFLE_MAX"] = grp > 1 ? expand(R"(      DC_UNROLL
-      for (int dc_o = $(G) / 2; dc_o > 0; dc_o >>= 1)
-        dc_mx = fmaxf(dc_mx, __shfl_xor_sync(0xffffffffu, dc_mx, dc_o));
+  vars["SHUFFLE_MAX"] = grp > 1 ? expand_template(R"(      DC_UNROLL
+      for (int dc_off = $(G) / 2; dc_off > 0; dc_off >>= 1)
+        dc_mx = fmaxf(dc_mx, __shfl_xor_sync(0xffffffffu, dc_mx, dc_off));
 )",
                                          vars)
                                 : "";
-  vars["SHUFFLE_SUM"] = grp > 1 ? expand(R"(      DC_UNROLL
-      for (int dc_o = $(G) / 2; dc_o > 0; dc_o >>= 1)
-        dc_sum += __shfl_xor_sync(0xffffffffu, dc_sum, dc_o);
+  vars["SHUFFLE_SUM"] = grp > 1 ? expand_template(R"(      DC_UNROLL
+      for (int dc_off = $(G) / 2; dc_off > 0; dc_off >>= 1)
+        dc_sum += __shfl_xor_sync(0xffffffffu, dc_sum, dc_off);
 )",
                                          vars)
                                 : "";
   vars["NEXT_TILE"] =
-      stages >= 2 ? expand(R"(    // Next K/V tile into the other buffer while this one is used.
+      stages >= 2 ? expand_template(R"(    // Next K/V tile into the other buffer while this one is used.
     if (dc_jt + 1 < $(NT)) {
       const dc_i64 dc_j0 = (dc_i64)(dc_jt + 1) * $(BN);
       float* dc_kbuf = dc_ks + (dc_cur ^ 1) * $(KV_SMEM);
       float* dc_vbuf = dc_kbuf + $(K_SMEM);
-$(LOAD_KV)    }
+      $(LOAD_KV)
+    }
 )",
                            vars)
                   : "";
   vars["LOAD_AFTER"] =
       stages >= 2 ? ""
-                  : expand(R"(    if (dc_jt + 1 < $(NT)) {
+                  : expand_template(R"(    if (dc_jt + 1 < $(NT)) {
       const dc_i64 dc_j0 = (dc_i64)(dc_jt + 1) * $(BN);
       float* dc_kbuf = dc_ks;
       float* dc_vbuf = dc_kbuf + $(K_SMEM);
-$(LOAD_KV)      __syncthreads();
+      $(LOAD_KV)
+      __syncthreads();
     }
 )",
                            vars);
 
-  std::string src = source_header(w, v.template_name, v.key()) + kMacros + "\n";
+  std::string src = source_header(w, v.template_name, v.key()) + template_macros() + "\n";
   src += fmt::format("// attention: batch {}, {} queries x {} keys, head dims {} / {}\n", batch, sq,
                      sk, d, dv);
-  src += expand(R"(
+  src += expand_template(R"(
 // Score micro-tile of one thread: rows tr + i*RS, columns tc + j*CS of Q K^T (the part a
 // tensor-core version replaces).
 __device__ __forceinline__ void dc_attn_scores_fp32(const float* DC_RESTRICT dc_qs,
@@ -427,23 +403,29 @@ __device__ __forceinline__ void dc_attn_pv_fp32(const float* DC_RESTRICT dc_ps,
 
 extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention($(PARAMS)) {
   DC_DYNAMIC_SMEM(float, dc_smem);
-  float* dc_qs = dc_smem;                              // [BM][LDQ]
-  float* dc_ks = dc_qs + $(Q_SMEM);                    // [STAGES][K tile BN x LDK, V tile BN x LDV]
-  float* dc_ss = dc_ks + $(STAGES) * $(KV_SMEM);       // [BM][LDS]: scores, then probabilities
-  float* dc_rmax = dc_ss + $(S_SMEM);                  // [BM] running max per row
-  float* dc_rsum = dc_rmax + $(BM);                    // [BM] running sum per row
-  float* dc_ralpha = dc_rsum + $(BM);                  // [BM] rescale of the current tile
+  // Shared memory: Q [BM][LDQ]; per stage a K tile [BN][LDK] and a V tile [BN][LDV];
+  // scores/probabilities [BM][LDS]; per row the running max, running sum and the rescale
+  // factor of the current key tile.
+  float* dc_qs = dc_smem;
+  float* dc_ks = dc_qs + $(Q_SMEM);
+  float* dc_ss = dc_ks + $(STAGES) * $(KV_SMEM);
+  float* dc_rmax = dc_ss + $(S_SMEM);
+  float* dc_rsum = dc_rmax + $(BM);
+  float* dc_ralpha = dc_rsum + $(BM);
   const dc_i64 dc_bz = blockIdx.y;
   const dc_i64 dc_q0 = (dc_i64)blockIdx.x * $(BM);
-$(SETUP)  for (int dc_i = (int)threadIdx.x; dc_i < $(BM); dc_i += $(THREADS)) {
+  $(SETUP)
+  for (int dc_i = (int)threadIdx.x; dc_i < $(BM); dc_i += $(THREADS)) {
     dc_rmax[dc_i] = $(NEG_INF);
     dc_rsum[dc_i] = 0.f;
   }
-$(LOAD_Q)  {
+  $(LOAD_Q)
+  {
     const dc_i64 dc_j0 = 0;
     float* dc_kbuf = dc_ks;
     float* dc_vbuf = dc_kbuf + $(K_SMEM);
-$(LOAD_KV)  }
+    $(LOAD_KV)
+  }
   __syncthreads();
   const int dc_tc = (int)threadIdx.x % $(CS), dc_tr = (int)threadIdx.x / $(CS);
   const int dc_grp = (int)threadIdx.x / $(G), dc_gl = (int)threadIdx.x % $(G);
@@ -451,10 +433,11 @@ $(LOAD_KV)  }
   DC_UNROLL
   for (int dc_i = 0; dc_i < $(OPT); ++dc_i) dc_o[dc_i] = 0.f;
   for (int dc_jt = 0; dc_jt < $(NT); ++dc_jt) {
-    const int dc_cur = $(STAGES) > 1 ? (dc_jt & 1) : 0;
+    const int dc_cur = $(CUR);
     const float* dc_kcur = dc_ks + dc_cur * $(KV_SMEM);
     const float* dc_vcur = dc_kcur + $(K_SMEM);
-$(NEXT_TILE)    // Scores of this key tile, scaled and masked; -inf outside the matrix.
+    $(NEXT_TILE)
+    // Scores of this key tile, scaled and masked; -inf outside the matrix.
     {
       float dc_s[$(TMR)][$(TNC)];
       dc_attn_scores_fp32(dc_qs, dc_kcur, dc_s, dc_tr, dc_tc);
@@ -467,7 +450,8 @@ $(NEXT_TILE)    // Scores of this key tile, scaled and masked; -inf outside the 
           float dc_val = $(NEG_INF);
           if (dc_qr < $(SQ) && dc_kc < $(SK)) {
             const float dc_sv = dc_s[dc_i][dc_j];
-$(SCORE_CODE)            dc_val = $(SCORE);
+            $(SCORE_CODE)
+            dc_val = $(SCORE);
           }
           dc_ss[dc_r * $(LDS) + dc_c] = dc_val;
         }
@@ -481,7 +465,8 @@ $(SCORE_CODE)            dc_val = $(SCORE);
       float dc_mx = $(NEG_INF);
       if (dc_live)
         for (int dc_c = dc_gl; dc_c < $(BN); dc_c += $(G)) dc_mx = fmaxf(dc_mx, dc_ss[dc_r * $(LDS) + dc_c]);
-$(SHUFFLE_MAX)      const float dc_mold = dc_live ? dc_rmax[dc_r] : 0.f;
+      $(SHUFFLE_MAX)
+      const float dc_mold = dc_live ? dc_rmax[dc_r] : 0.f;
       const float dc_mnew = fmaxf(dc_mold, dc_mx);
       // A row with nothing but -inf so far keeps zero probabilities (no -inf - -inf).
       const float dc_muse = dc_mnew == $(NEG_INF) ? 0.f : dc_mnew;
@@ -492,7 +477,8 @@ $(SHUFFLE_MAX)      const float dc_mold = dc_live ? dc_rmax[dc_r] : 0.f;
           dc_ss[dc_r * $(LDS) + dc_c] = dc_p;
           dc_sum += dc_p;
         }
-$(SHUFFLE_SUM)      if (dc_live && dc_gl == 0) {
+      $(SHUFFLE_SUM)
+      if (dc_live && dc_gl == 0) {
         const float dc_a = expf(dc_mold - dc_muse);
         dc_ralpha[dc_r] = dc_a;
         dc_rsum[dc_r] = dc_rsum[dc_r] * dc_a + dc_sum;
@@ -502,7 +488,8 @@ $(SHUFFLE_SUM)      if (dc_live && dc_gl == 0) {
     __syncthreads();
     dc_attn_pv_fp32(dc_ss, dc_vcur, dc_ralpha, dc_o);
     __syncthreads();
-$(LOAD_AFTER)  }
+    $(LOAD_AFTER)
+  }
   DC_UNROLL
   for (int dc_i = 0; dc_i < $(OPT); ++dc_i) {
     const int dc_el = (int)threadIdx.x + dc_i * $(THREADS);
@@ -510,7 +497,8 @@ $(LOAD_AFTER)  }
     const dc_i64 dc_e = dc_el % $(DV);
     if (dc_el < $(BM) * $(DV) && dc_qr < $(SQ)) {
       const float dc_h = dc_o[dc_i] / dc_rsum[dc_el / $(DV)];
-$(EPILOGUE)    }
+      $(EPILOGUE)
+    }
   }
 }
 DC_EXPORT_KERNEL(dc_attention)

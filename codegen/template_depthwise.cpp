@@ -7,13 +7,13 @@
 // horizontally adjacent pixels of one channel, holding the input row segment under the
 // kernel in registers across the kernel's width. docs/codegen.md.
 #include <algorithm>
-#include <map>
 
 #include <fmt/format.h>
 
 #include "generate.h"
 #include "ir/error.h"
 #include "ref/im2col.h"
+#include "template_text.h"
 #include "template_util.h"
 #include "value_emitter.h"
 
@@ -21,47 +21,7 @@ namespace dc {
 
 namespace {
 
-using Vars = std::map<std::string, std::string>;
-
-// Replaces every $(NAME) in `text` by vars[NAME] (CUDA text without fmt's brace escaping).
-std::string expand(const std::string& text, const Vars& vars) {
-  std::string out;
-  size_t i = 0;
-  while (i < text.size()) {
-    const size_t p = text.find("$(", i);
-    if (p == std::string::npos) {
-      out += text.substr(i);
-      break;
-    }
-    out += text.substr(i, p - i);
-    const size_t e = text.find(')', p);
-    DC_INTERNAL_CHECK(e != std::string::npos, "unterminated $( in a template");
-    auto it = vars.find(text.substr(p + 2, e - p - 2));
-    DC_INTERNAL_CHECK(it != vars.end(), "template variable $(", text.substr(p + 2, e - p - 2),
-                      ") has no value");
-    out += it->second;
-    i = e + 1;
-  }
-  return out;
-}
-
 std::string str(int64_t v) { return std::to_string(v); }
-
-const char* kMacros = R"(#ifndef DC_UNROLL
-#ifdef DC_HOST_EMULATION
-#define DC_UNROLL
-#else
-#define DC_UNROLL _Pragma("unroll")
-#endif
-#endif
-#ifndef DC_LAUNCH_BOUNDS
-#ifdef DC_HOST_EMULATION
-#define DC_LAUNCH_BOUNDS(n)
-#else
-#define DC_LAUNCH_BOUNDS(n) __launch_bounds__(n)
-#endif
-#endif
-)";
 
 }  // namespace
 
@@ -130,6 +90,13 @@ GeneratedKernel generate_depthwise(const Workload& w, const Variant& v) {
                     grid_y, "x", images, " exceeds CUDA's limits");
 
   ValueEmitter ve(g);
+  // ve.value with its statements dedented into `code`.
+  auto value = [&](const std::string& t, const std::vector<std::string>& c, std::string& code) {
+    std::string stmts;
+    const std::string val = ve.value(t, c, stmts);
+    code += dedent(stmts);
+    return val;
+  };
   // Staging of the input tile: zero in the padding.
   std::string xcode;
   std::vector<std::string> xc = two_d ? std::vector<std::string>{"dc_img", "dc_ic", "dc_ih", "dc_iw"}
@@ -147,16 +114,16 @@ GeneratedKernel generate_depthwise(const Workload& w, const Variant& v) {
   std::vector<std::string> yc = two_d ? std::vector<std::string>{"dc_img", "dc_oc", "dc_oh", "dc_ow"}
                                       : std::vector<std::string>{"dc_img", "dc_oc", "dc_ow"};
   std::string hval = "dc_acc[dc_p]";
-  if (conv->has_input(2)) hval += " + " + ve.value(conv->input(2), {"dc_oc"}, epi);
-  epi += fmt::format("        const float dc_h = {};\n", hval);
+  if (conv->has_input(2)) hval += " + " + value(conv->input(2), {"dc_oc"}, epi);
+  epi += fmt::format("const float dc_h = {};\n", hval);
   ve.bind(y, "dc_h");
   for (const auto& o : g.outputs) {
-    const std::string val = ve.value(o, yc, epi);
-    epi += fmt::format("        {}[{}] = {};\n", ve.param_name(o), ve.offset(o, yc), val);
+    const std::string val = value(o, yc, epi);
+    epi += fmt::format("{}[{}] = {};\n", ve.param_name(o), ve.offset(o, yc), val);
   }
   ve.reset_locals();
 
-  const Vars vars = {
+  const TemplateVars vars = {
       {"TH", str(th)},           {"TW", str(tw)},         {"BC", str(bc)},
       {"PPT", str(ppt)},         {"THREADS", str(threads)}, {"IN_TH", str(in_th)},
       {"IN_TW", str(in_tw)},     {"IN_C", str(in_c)},     {"KH", str(KH)},
@@ -170,10 +137,10 @@ GeneratedKernel generate_depthwise(const Workload& w, const Variant& v) {
       {"PARAMS", kernel_params(w)},
       {"X_SMEM", str(in_c * in_th * in_tw)}};
 
-  std::string src = source_header(w, v.template_name, v.key()) + kMacros + "\n";
+  std::string src = source_header(w, v.template_name, v.key()) + template_macros() + "\n";
   src += fmt::format("// depthwise {}x{} conv, {} -> {} channels (multiplier {}), {}x{} -> {}x{}\n",
                      KH, KW, channels, out_channels, mult, IH, IW, OH, OW);
-  src += expand(R"(
+  src += expand_template(R"(
 // The per-thread inner loop: pixels_per_thread outputs of one channel from the staged tile
 // (the input row segment under the kernel kept in registers across the kernel's width).
 __device__ __forceinline__ void dc_depthwise_fp32(const float* DC_RESTRICT dc_xrow0,
@@ -197,8 +164,10 @@ __device__ __forceinline__ void dc_depthwise_fp32(const float* DC_RESTRICT dc_xr
 
 extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_depthwise($(PARAMS)) {
   DC_DYNAMIC_SMEM(float, dc_smem);
-  float* dc_xs = dc_smem;              // [IN_C][IN_TH][IN_TW]: input tile with halo
-  float* dc_ws = dc_smem + $(X_SMEM);  // [BC][KH * KW]: weights of the block's channels
+  // Shared memory: the input tile with its halo [IN_C][IN_TH][IN_TW], then the weights of
+  // the block's channels [BC][KH * KW].
+  float* dc_xs = dc_smem;
+  float* dc_ws = dc_smem + $(X_SMEM);
   const int dc_tid = (int)threadIdx.x;
   const dc_i64 dc_oh0 = (dc_i64)(blockIdx.x / $(TILES_W)) * $(TH);
   const dc_i64 dc_ow0 = (dc_i64)(blockIdx.x % $(TILES_W)) * $(TW);
@@ -211,7 +180,8 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_depthwise($(PARAMS)) 
     const dc_i64 dc_iw = dc_ow0 * $(SW) - $(PW) + dc_i % $(IN_TW);
     float dc_x = 0.f;
     if (dc_ic < $(C) && dc_ih >= 0 && dc_ih < $(IH) && dc_iw >= 0 && dc_iw < $(IW)) {
-$(XCODE)      dc_x = $(XV);
+      $(XCODE)
+      dc_x = $(XV);
     }
     dc_xs[dc_i] = dc_x;
   }
@@ -221,7 +191,8 @@ $(XCODE)      dc_x = $(XV);
     (void)dc_kh;
     float dc_w = 0.f;
     if (dc_oc < $(OC)) {
-$(WCODE)      dc_w = $(WV);
+      $(WCODE)
+      dc_w = $(WV);
     }
     dc_ws[dc_i] = dc_w;
   }
@@ -244,7 +215,8 @@ $(WCODE)      dc_w = $(WV);
   for (int dc_p = 0; dc_p < $(PPT); ++dc_p) {
     const dc_i64 dc_ow = dc_ow0 + dc_q + dc_p;
     if (dc_oc < $(OC) && dc_oh < $(OH) && dc_ow < $(OW)) {
-$(EPILOGUE)    }
+      $(EPILOGUE)
+    }
   }
 }
 DC_EXPORT_KERNEL(dc_depthwise)

@@ -2,7 +2,7 @@
 //  - "gemm_tiled": MatMul (batched, numpy broadcasting of batch dims, 1-D operands) and
 //    Gemm (transA/transB, alpha, beta, C broadcast to M x N);
 //  - "conv_implicit_gemm": Conv 1-D/2-D over NCHW as an implicit GEMM (im2col gathered on the
-//    fly; any stride, padding, auto_pad, dilation; groups as the GEMM batch, 1x1 stride-1
+//    fly; any stride, padding, auto_pad, dilation; groups as the GEMM batch; 1x1 stride-1
 //    convolutions read as a plain GEMM with vector loads along the image plane).
 // One kernel: shared-memory tiles of A (block_m x block_k) and B (block_k x block_n), both
 // stored k-major with a 4-float row pad, a thread_m x thread_n register tile per thread,
@@ -11,7 +11,6 @@
 // through ValueEmitter. The inner product of a K tile is the device function
 // dc_mma_tile_fp32, the piece a tensor-core (mma.sync) version replaces. docs/codegen.md.
 #include <algorithm>
-#include <map>
 
 #include <fmt/format.h>
 
@@ -19,6 +18,7 @@
 #include "ir/error.h"
 #include "param_space.h"
 #include "ref/im2col.h"
+#include "template_text.h"
 #include "template_util.h"
 #include "value_emitter.h"
 
@@ -26,65 +26,23 @@ namespace dc {
 
 namespace {
 
-constexpr int64_t kPad = 4;              // floats of row pad in the shared tiles (16 bytes)
+constexpr int64_t kPad = 4;                // floats of row pad in the shared tiles (16 bytes)
 constexpr int64_t kEpilogueThreads = 256;  // threads per block of the split-K epilogue kernel
 
-using Vars = std::map<std::string, std::string>;
-
-// Replaces every $(NAME) in `text` by vars[NAME]: CUDA text stays readable, without
-// fmt's brace escaping.
-std::string expand(const std::string& text, const Vars& vars) {
-  std::string out;
-  size_t i = 0;
-  while (i < text.size()) {
-    const size_t p = text.find("$(", i);
-    if (p == std::string::npos) {
-      out += text.substr(i);
-      break;
-    }
-    out += text.substr(i, p - i);
-    const size_t e = text.find(')', p);
-    DC_INTERNAL_CHECK(e != std::string::npos, "unterminated $( in a template");
-    const std::string name = text.substr(p + 2, e - p - 2);
-    auto it = vars.find(name);
-    DC_INTERNAL_CHECK(it != vars.end(), "template variable $(", name, ") has no value");
-    out += it->second;
-    i = e + 1;
-  }
-  return out;
-}
-
 std::string str(int64_t v) { return std::to_string(v); }
-
-// Macros the templates of this file use; guarded so that a prelude defining them wins.
-const char* kMacros = R"(#ifndef DC_UNROLL
-#ifdef DC_HOST_EMULATION
-#define DC_UNROLL
-#else
-#define DC_UNROLL _Pragma("unroll")
-#endif
-#endif
-#ifndef DC_LAUNCH_BOUNDS
-#ifdef DC_HOST_EMULATION
-#define DC_LAUNCH_BOUNDS(n)
-#else
-#define DC_LAUNCH_BOUNDS(n) __launch_bounds__(n)
-#endif
-#endif
-)";
 
 enum class HeavyKind { matmul, gemm, conv };
 
 // How the kernel reads one operand, seen as a `rows` x K matrix: A is M x K, B is read
 // transposed (N x K), so both are staged alike, k-major in shared memory.
 struct Operand {
-  const char* label = "a";     // "a" / "b": names in the generated code
-  std::string tensor;          // workload tensor the heavy op reads
-  int64_t rows = 0;            // M or N
-  int64_t tile = 0;            // block_m or block_n
-  int64_t vec = 1;             // elements per global load (vector loads: direct operands only)
-  bool along_rows = false;     // memory is contiguous along rows (else along k)
-  bool direct = false;         // a graph input, addressable as memory
+  const char* label = "a";  // "a" / "b": names in the generated code
+  std::string tensor;       // workload tensor the heavy op reads
+  int64_t rows = 0;         // M or N
+  int64_t tile = 0;         // block_m or block_n
+  int64_t vec = 1;          // elements per global load (vector loads: direct operands only)
+  bool along_rows = false;  // load order rows-fastest (memory contiguous along rows), else k-fastest
+  bool direct = false;      // a graph input, read from memory by address
 };
 
 class GemmEmitter {
@@ -100,23 +58,33 @@ class GemmEmitter {
   void analyze_conv();
   void choose_tiles();
   int64_t operand_vec(const Operand& o, bool contiguous_ok) const;
+  bool has_address(const Operand& o) const;
 
-  // Scalar value of operand `o` at (row, k) (both in bounds); appends statements.
+  // Scalar value of operand `o` at (row, k), both in bounds, through ValueEmitter
+  // (prologues, broadcasting); appends statements.
   std::string operand_value(const Operand& o, const std::string& row, const std::string& k,
                             std::string& code);
-  // Element offset of (row, k) in the operand's memory (direct operands).
+  // Element offset of (row, k) in the memory of a direct operand.
   std::string operand_address(const Operand& o, const std::string& row, const std::string& k) const;
-  // Coordinates of the heavy output element (gm, gn) of batch dc_bz.
+  // Coordinates of the heavy output element (dc_gm, dc_gn) of batch dc_bz.
   std::vector<std::string> heavy_coords(std::string& code);
-  // The heavy op's output value from its accumulated sum (alpha, beta*C, conv bias).
-  std::string heavy_value(const std::string& acc, const std::vector<std::string>& coords,
-                          std::string& code);
+  // The heavy op's output value from its accumulated sum (alpha, beta*C, conv bias): dc_h.
+  void heavy_value(const std::string& acc, const std::vector<std::string>& coords,
+                   std::string& code);
+  // ve_.value / emit_unravel with their statements dedented into `code`.
+  std::string value(const std::string& tensor, const std::vector<std::string>& coords,
+                    std::string& code);
+  std::vector<std::string> unravel(const Shape& shape, const std::string& lin,
+                                   const std::string& prefix, std::string& code);
   // Stores every cluster output at `coords` from the bound heavy output.
   void store_outputs(const std::vector<std::string>& coords, std::string& code);
 
   std::string setup_code();
+  bool hoist_conv_rows() const;
+  std::string conv_rows_code() const;
+  std::string conv_gather_body() const;
   std::string load_code(const Operand& o);
-  std::string store_code(const Operand& o);
+  std::string store_code(const Operand& o) const;
   std::string main_kernel();
   std::string epilogue_kernel();
 
@@ -129,6 +97,7 @@ class GemmEmitter {
   Operand a_, b_;
   std::string heavy_out_;
   Shape heavy_shape_;
+  std::string idx_ = "int";  // C type of index math: int while every tensor fits
 
   // MatMul
   Shape a_shape_, b_shape_, batch_shape_;
@@ -153,6 +122,9 @@ class GemmEmitter {
 
 void GemmEmitter::analyze() {
   const Graph& g = w_.graph;
+  // 32-bit index math (cheaper to run and to compile) unless a tensor has 2^31 elements.
+  for (const auto& [name, info] : g.tensors)
+    if (shape_numel(info.shape) >= (int64_t{1} << 31) - 1) idx_ = "dc_i64";
   int heavy_count = 0;
   for (const auto& n : g.nodes) {
     if (n.op == "MatMul" || n.op == "Gemm" || n.op == "Conv") {
@@ -263,14 +235,38 @@ void GemmEmitter::analyze_conv() {
   n_ = cout_group_;
   k_ = cin_group_ * win_.kernel_size();
   batch_ = groups_;
-  // 1x1, stride 1, no padding: A(m, k) is x[img][g*Cg + k][p], contiguous along m.
-  a_.along_rows = win_.is_pointwise();
+  // A(m, k): contiguous along m for 1x1 stride-1 (vector loads), along the output row (ow)
+  // otherwise: either way rows-fastest loads coalesce.
+  a_.along_rows = true;
   b_.along_rows = false;  // W[oc][k]
+}
+
+std::string GemmEmitter::value(const std::string& tensor, const std::vector<std::string>& coords,
+                               std::string& code) {
+  std::string stmts;
+  const std::string v = ve_.value(tensor, coords, stmts);
+  code += dedent(stmts);
+  return v;
+}
+
+std::vector<std::string> GemmEmitter::unravel(const Shape& shape, const std::string& lin,
+                                              const std::string& prefix, std::string& code) {
+  std::string stmts;
+  auto names = emit_unravel(shape, lin, prefix, stmts);
+  code += dedent(stmts);
+  return names;
+}
+
+// Operands addressed as memory: direct ones whose layout the template knows (the im2col
+// gather has its own hoisted addressing, or goes through ValueEmitter).
+bool GemmEmitter::has_address(const Operand& o) const {
+  if (!o.direct) return false;
+  return !(kind_ == HeavyKind::conv && &o == &a_ && !win_.is_pointwise());
 }
 
 // Widest vector (<= the variant's vec) that divides the contiguous extent and the tile.
 int64_t GemmEmitter::operand_vec(const Operand& o, bool contiguous_ok) const {
-  if (!o.direct || !contiguous_ok) return 1;
+  if (!has_address(o) || !contiguous_ok) return 1;
   int64_t vec = std::max<int64_t>(1, v_.param("vec", 1));
   const int64_t extent = o.along_rows ? o.rows : k_;
   const int64_t tile = o.along_rows ? o.tile : bk_;
@@ -293,8 +289,8 @@ void GemmEmitter::choose_tiles() {
   DC_INTERNAL_CHECK(threads_ >= 1 && threads_ <= 1024, v_.template_name, ": ", threads_,
                     " threads per block");
   DC_INTERNAL_CHECK(v_.threads_per_block == 0 || v_.threads_per_block == threads_,
-                    v_.template_name, ": variant says ", v_.threads_per_block, " threads, tiles give ",
-                    threads_);
+                    v_.template_name, ": variant says ", v_.threads_per_block,
+                    " threads, tiles give ", threads_);
   // Register-staged double buffering covers stages >= 2 (cp.async pipelines: later).
   stages_ = std::clamp<int64_t>(v_.param("stages", 1), 1, 2);
   split_ = std::max<int64_t>(1, v_.param("split_k", 1));
@@ -305,7 +301,7 @@ void GemmEmitter::choose_tiles() {
                  bm_ % warp_m_ == 0 && bn_ % warp_n_ == 0;
   a_.tile = bm_;
   b_.tile = bn_;
-  a_.vec = operand_vec(a_, kind_ != HeavyKind::conv || win_.is_pointwise());
+  a_.vec = operand_vec(a_, true);
   // Conv 1x1: a vector of m must stay inside one image plane.
   if (kind_ == HeavyKind::conv)
     while (a_.vec > 1 && win_.out_size() % a_.vec != 0) a_.vec /= 2;
@@ -328,7 +324,7 @@ std::string GemmEmitter::operand_value(const Operand& o, const std::string& row,
           coords = {k};
         } else if (folded_ && a_shape_.size() > 2) {
           const Shape lead(a_shape_.begin(), a_shape_.end() - 1);
-          coords = emit_unravel(lead, row, fmt::format("dc_{}r{}_", o.label, uid_++), code);
+          coords = unravel(lead, row, fmt::format("dc_{}r{}_", o.label, uid_++), code);
           coords.push_back(k);
         } else {
           coords = bc;
@@ -351,43 +347,45 @@ std::string GemmEmitter::operand_value(const Operand& o, const std::string& row,
       break;
     case HeavyKind::conv: {
       if (is_a) {
-        // Implicit im2col: row -> (image, output position), k -> (channel, kernel tap).
-        const int64_t ohw = win_.out_size(), ow = win_.out[2], kk = win_.kernel_size(),
-                      kw = win_.kernel[2];
+        // Implicit im2col: row -> (image, output position), k -> (channel, kernel tap);
+        // taps in the padding read zero.
         const std::string p = fmt::format("dc_{}{}", o.label, uid_++);
-        code += fmt::format(
-            "    const dc_i64 {0}_img = ({1}) / {2}, {0}_p = ({1}) % {2};\n"
-            "    const dc_i64 {0}_c = ({3}) / {4}, {0}_tap = ({3}) % {4};\n"
-            "    const dc_i64 {0}_ih = ({0}_p / {5}) * {6} - {7} + ({0}_tap / {8}) * {9};\n"
-            "    const dc_i64 {0}_iw = ({0}_p % {5}) * {10} - {11} + ({0}_tap % {8}) * {12};\n",
-            p, row, ohw, k, kk, ow, win_.stride[1], win_.pad_begin[1], kw, win_.dilation[1],
-            win_.stride[2], win_.pad_begin[2], win_.dilation[2]);
+        code += expand_template(
+            R"(const $(IDX) $(P)_img = ($(ROW)) / $(OHW), $(P)_p = ($(ROW)) % $(OHW);
+const $(IDX) $(P)_c = ($(K)) / $(KK), $(P)_tap = ($(K)) % $(KK);
+const $(IDX) $(P)_ih = ($(P)_p / $(OW)) * $(SH) - $(PH) + ($(P)_tap / $(KW)) * $(DH);
+const $(IDX) $(P)_iw = ($(P)_p % $(OW)) * $(SW) - $(PW) + ($(P)_tap % $(KW)) * $(DW);
+)",
+            {{"IDX", idx_}, {"P", p}, {"ROW", row}, {"K", k}, {"OHW", str(win_.out_size())},
+             {"KK", str(win_.kernel_size())}, {"OW", str(win_.out[2])}, {"KW", str(win_.kernel[2])},
+             {"SH", str(win_.stride[1])}, {"PH", str(win_.pad_begin[1])},
+             {"DH", str(win_.dilation[1])}, {"SW", str(win_.stride[2])},
+             {"PW", str(win_.pad_begin[2])}, {"DW", str(win_.dilation[2])}});
         const std::string ic = fmt::format("(dc_bz * {} + {}_c)", cin_group_, p);
-        if (spatial_rank_ == 2)
-          coords = {p + "_img", ic, p + "_ih", p + "_iw"};
-        else
-          coords = {p + "_img", ic, p + "_iw"};
-        // Taps in the padding read zero.
+        if (spatial_rank_ == 2) coords = {p + "_img", ic, p + "_ih", p + "_iw"};
+        else coords = {p + "_img", ic, p + "_iw"};
         std::string inner;
-        const std::string x = ve_.value(o.tensor, coords, inner);
-        const std::string r = p + "_x";
-        code += fmt::format("    float {} = 0.f;\n", r);
-        code += fmt::format("    if ({0}_ih >= 0 && {0}_ih < {1} && {0}_iw >= 0 && {0}_iw < {2}) {{\n",
-                            p, win_.in[1], win_.in[2]);
-        code += inner;
-        code += fmt::format("    {} = {};\n    }}\n", r, x);
-        ve_.reset_locals();
-        return r;
+        const std::string x = value(o.tensor, coords, inner);
+        ve_.reset_locals();  // locals made inside the branch are not visible after it
+        code += expand_template(R"(float $(P)_x = 0.f;
+if ($(P)_ih >= 0 && $(P)_ih < $(H) && $(P)_iw >= 0 && $(P)_iw < $(W)) {
+  $(INNER)
+  $(P)_x = $(X);
+}
+)",
+                                {{"P", p}, {"H", str(win_.in[1])}, {"W", str(win_.in[2])},
+                                 {"INNER", inner}, {"X", x}});
+        return p + "_x";
       }
       const Shape& ws = w_.graph.info(o.tensor).shape;
       coords = {fmt::format("(dc_bz * {} + {})", cout_group_, row)};
-      const auto taps =
-          emit_unravel(Shape(ws.begin() + 1, ws.end()), k, fmt::format("dc_{}k{}_", o.label, uid_++), code);
+      const auto taps = unravel(Shape(ws.begin() + 1, ws.end()), k,
+                                     fmt::format("dc_{}k{}_", o.label, uid_++), code);
       coords.insert(coords.end(), taps.begin(), taps.end());
       break;
     }
   }
-  return ve_.value(o.tensor, coords, code);
+  return value(o.tensor, coords, code);
 }
 
 std::string GemmEmitter::operand_address(const Operand& o, const std::string& row,
@@ -395,21 +393,20 @@ std::string GemmEmitter::operand_address(const Operand& o, const std::string& ro
   const bool is_a = &o == &a_;
   switch (kind_) {
     case HeavyKind::matmul:
-      return is_a ? fmt::format("dc_a_base + ({}) * {} + ({})", row, k_, k)
-                  : fmt::format("dc_b_base + ({}) * {} + ({})", k, n_, row);
+      return is_a ? fmt::format("dc_a_base + {} * {} + {}", row, k_, k)
+                  : fmt::format("dc_b_base + {} * {} + {}", k, n_, row);
     case HeavyKind::gemm:
-      if (is_a) return trans_a_ ? fmt::format("({}) * {} + ({})", k, m_, row)
-                                : fmt::format("({}) * {} + ({})", row, k_, k);
-      return trans_b_ ? fmt::format("({}) * {} + ({})", row, k_, k)
-                      : fmt::format("({}) * {} + ({})", k, n_, row);
-    case HeavyKind::conv: {
-      if (is_a) {
+      if (is_a) return trans_a_ ? fmt::format("{} * {} + {}", k, m_, row)
+                                : fmt::format("{} * {} + {}", row, k_, k);
+      return trans_b_ ? fmt::format("{} * {} + {}", row, k_, k)
+                      : fmt::format("{} * {} + {}", k, n_, row);
+    case HeavyKind::conv:
+      if (is_a) {  // 1x1 stride 1: x[img][g*Cg + k][p], m = img * HW + p
         const int64_t hw = win_.out_size();
-        return fmt::format("(({0}) / {1}) * {2} + (dc_bz * {3} + ({4})) * {1} + ({0}) % {1}", row,
-                           hw, channels_ * hw, cin_group_, k);
+        return fmt::format("({0} / {1}) * {2} + (dc_bz * {3} + {4}) * {1} + {0} % {1}", row, hw,
+                           channels_ * hw, cin_group_, k);
       }
-      return fmt::format("(dc_bz * {} + ({})) * {} + ({})", cout_group_, row, k_, k);
-    }
+      return fmt::format("(dc_bz * {} + {}) * {} + {}", cout_group_, row, k_, k);
   }
   return "0";
 }
@@ -418,10 +415,11 @@ std::vector<std::string> GemmEmitter::heavy_coords(std::string& code) {
   if (kind_ == HeavyKind::conv) {
     const int64_t ohw = win_.out_size(), ow = win_.out[2];
     code += fmt::format(
-        "        const dc_i64 dc_o_img = dc_gm / {0}, dc_o_p = dc_gm % {0};\n"
-        "        const dc_i64 dc_o_c = dc_bz * {1} + dc_gn;\n",
-        ohw, cout_group_);
-    if (spatial_rank_ == 2) return {"dc_o_img", "dc_o_c", fmt::format("(dc_o_p / {})", ow), fmt::format("(dc_o_p % {})", ow)};
+        "const {2} dc_o_img = dc_gm / {0}, dc_o_p = dc_gm % {0};\n"
+        "const {2} dc_o_c = dc_bz * {1} + dc_gn;\n",
+        ohw, cout_group_, idx_);
+    if (spatial_rank_ == 2)
+      return {"dc_o_img", "dc_o_c", fmt::format("(dc_o_p / {})", ow), fmt::format("(dc_o_p % {})", ow)};
     return {"dc_o_img", "dc_o_c", "dc_o_p"};
   }
   // Batch dims then (m, n) when the output has them all; otherwise (folded M, 1-D
@@ -436,64 +434,128 @@ std::vector<std::string> GemmEmitter::heavy_coords(std::string& code) {
     c.push_back("dc_gn");
     return c;
   }
-  code += fmt::format("        const dc_i64 dc_o_lin = dc_bz * {} + dc_gm * {} + dc_gn;\n", m_ * n_, n_);
-  return emit_unravel(heavy_shape_, "dc_o_lin", "dc_o", code);
+  code += fmt::format("const {} dc_o_lin = dc_bz * {} + dc_gm * {} + dc_gn;\n", idx_, m_ * n_, n_);
+  return unravel(heavy_shape_, "dc_o_lin", "dc_o", code);
 }
 
-std::string GemmEmitter::heavy_value(const std::string& acc, const std::vector<std::string>& coords,
-                                     std::string& code) {
+void GemmEmitter::heavy_value(const std::string& acc, const std::vector<std::string>& coords,
+                              std::string& code) {
   std::string expr = acc;
   if (kind_ == HeavyKind::gemm) {
     if (alpha_ != 1.f) expr = fmt::format("{} * {}", float_literal(alpha_), expr);
     if (!c_tensor_.empty()) {
-      const std::string c = ve_.value(c_tensor_, coords, code);
+      const std::string c = value(c_tensor_, coords, code);
       expr = beta_ == 1.f ? fmt::format("{} + {}", expr, c)
                           : fmt::format("{} + {} * {}", expr, float_literal(beta_), c);
     }
   } else if (kind_ == HeavyKind::conv && !bias_tensor_.empty()) {
-    expr = fmt::format("{} + {}", expr, ve_.value(bias_tensor_, {coords[1]}, code));
+    expr = fmt::format("{} + {}", expr, value(bias_tensor_, {coords[1]}, code));
   }
-  code += fmt::format("        const float dc_h = {};\n", expr);
-  return "dc_h";
+  code += fmt::format("const float dc_h = {};\n", expr);
 }
 
 void GemmEmitter::store_outputs(const std::vector<std::string>& coords, std::string& code) {
   ve_.bind(heavy_out_, "dc_h");
   for (const auto& o : w_.graph.outputs) {
-    const std::string val = ve_.value(o, coords, code);
-    code += fmt::format("        {}[{}] = {};\n", ve_.param_name(o), ve_.offset(o, coords), val);
+    const std::string val = value(o, coords, code);
+    code += fmt::format("{}[{}] = {};\n", ve_.param_name(o), ve_.offset(o, coords), val);
   }
 }
 
 // Batch coordinates and operand base offsets of this block (blockIdx.z = batch * split + slice).
 std::string GemmEmitter::setup_code() {
   std::string code = fmt::format(
-      "  const dc_i64 dc_bz = blockIdx.z / {0};\n"
-      "  const int dc_slice = (int)(blockIdx.z % {0});\n",
-      split_);
+      "const {1} dc_bz = blockIdx.z / {0};\n"
+      "const int dc_slice = (int)(blockIdx.z % {0});\n",
+      split_, idx_);
   if (kind_ != HeavyKind::matmul) return code;
-  if (!batch_shape_.empty()) {
-    const auto names = emit_unravel(batch_shape_, "dc_bz", "dc_bc", code);
-    (void)names;
-  }
-  // Broadcast batch offsets of the direct operands (vector loads address memory).
+  unravel(batch_shape_, "dc_bz", "dc_bc", code);
+  // Broadcast batch offsets of the direct operands.
   auto base = [&](const Shape& s, const char* name) {
     std::string terms;
     if (!folded_ && s.size() > 2) {
       const Shape bs(s.begin(), s.end() - 2);
       const auto strides = shape_strides(s);
       const size_t off = batch_shape_.size() - bs.size();
-      for (size_t d = 0; d < bs.size(); ++d) {
-        if (bs[d] == 1) continue;
-        terms += fmt::format(" + dc_bc{} * {}", off + d, strides[d]);
-      }
+      for (size_t d = 0; d < bs.size(); ++d)
+        if (bs[d] != 1) terms += fmt::format(" + dc_bc{} * {}", off + d, strides[d]);
     }
-    code += fmt::format("  const dc_i64 {} = 0{};\n", name, terms);
+    code += fmt::format("const {} {} = 0{};\n", idx_, name, terms);
   };
   base(a_shape_, "dc_a_base");
   base(b_shape_, "dc_b_base");
-  code += "  (void)dc_a_base; (void)dc_b_base;\n";
-  return code;
+  for (size_t d = 0; d < batch_shape_.size(); ++d) code += fmt::format("(void)dc_bc{};\n", d);
+  return code + "(void)dc_a_base;\n(void)dc_b_base;\n";
+}
+
+// Implicit-GEMM A gathers: the rows a thread loads are the same for every K tile when the
+// thread count and block_m divide one another, so their (image, output position)
+// decomposition is computed once per block, not per element per tile.
+bool GemmEmitter::hoist_conv_rows() const {
+  return kind_ == HeavyKind::conv && a_.direct && !win_.is_pointwise() && idx_ == "int" &&
+         (threads_ % bm_ == 0 || bm_ % threads_ == 0);
+}
+
+std::string GemmEmitter::conv_rows_code() const {
+  const int64_t nr = threads_ % bm_ == 0 ? 1 : bm_ / threads_;
+  const int64_t hw = win_.in[1] * win_.in[2];
+  return expand_template(R"(// Rows of the A tile this thread gathers: input base, top-left tap, validity.
+int dc_xrow_base[$(NR)], dc_xrow_ih[$(NR)], dc_xrow_iw[$(NR)];
+bool dc_xrow_ok[$(NR)];
+DC_UNROLL
+for (int dc_j = 0; dc_j < $(NR); ++dc_j) {
+  const int dc_row = (int)blockIdx.x * $(BM) + ((int)threadIdx.x + dc_j * $(THREADS)) % $(BM);
+  const int dc_img = dc_row / $(OHW), dc_p = dc_row % $(OHW);
+  dc_xrow_ok[dc_j] = dc_row < $(M);
+  dc_xrow_base[dc_j] = dc_img * $(CHW) + dc_bz * $(CGHW);
+  dc_xrow_ih[dc_j] = (dc_p / $(OW)) * $(SH) - $(PH);
+  dc_xrow_iw[dc_j] = (dc_p % $(OW)) * $(SW) - $(PW);
+}
+)",
+                         {{"NR", str(nr)},
+                          {"BM", str(bm_)},
+                          {"THREADS", str(threads_)},
+                          {"OHW", str(win_.out_size())},
+                          {"M", str(m_)},
+                          {"CHW", str(channels_ * hw)},
+                          {"CGHW", str(cin_group_ * hw)},
+                          {"OW", str(win_.out[2])},
+                          {"SH", str(win_.stride[1])},
+                          {"PH", str(win_.pad_begin[1])},
+                          {"SW", str(win_.stride[2])},
+                          {"PW", str(win_.pad_begin[2])}});
+}
+
+// One A load slot with hoisted rows (dc_l, dc_k in scope).
+std::string GemmEmitter::conv_gather_body() const {
+  const int64_t nr = threads_ % bm_ == 0 ? 1 : bm_ / threads_;
+  return expand_template(R"(const int dc_j = $(J);
+if (dc_xrow_ok[dc_j]) {
+  const int dc_ch = dc_k / $(KK), dc_tap = dc_k % $(KK);
+  const int dc_ih = dc_xrow_ih[dc_j] + (dc_tap / $(KW)) * $(DH);
+  const int dc_iw = dc_xrow_iw[dc_j] + (dc_tap % $(KW)) * $(DW);
+  if (dc_ih >= 0 && dc_ih < $(H) && dc_iw >= 0 && dc_iw < $(W))
+    dc_ra[dc_l] = $(X)[dc_xrow_base[dc_j] + dc_ch * $(HW) + dc_ih * $(W) + dc_iw];
+}
+)",
+                         {{"J", nr == 1 ? "0" : "dc_l % " + str(nr)},
+                          {"KK", str(win_.kernel_size())},
+                          {"KW", str(win_.kernel[2])},
+                          {"DH", str(win_.dilation[1])},
+                          {"DW", str(win_.dilation[2])},
+                          {"H", str(win_.in[1])},
+                          {"W", str(win_.in[2])},
+                          {"HW", str(win_.in[1] * win_.in[2])},
+                          {"X", ve_.param_name(a_.tensor)}});
+}
+
+// Index of a load slot's element in its tile: rows-fastest or k-fastest, in vectors.
+TemplateVars slot_index(const Operand& o, int64_t bk) {
+  if (o.along_rows)
+    return {{"R", fmt::format("(dc_i % {}) * {}", o.tile / o.vec, o.vec)},
+            {"C", fmt::format("dc_i / {}", o.tile / o.vec)}};
+  return {{"R", fmt::format("dc_i / {}", bk / o.vec)},
+          {"C", fmt::format("(dc_i % {}) * {}", bk / o.vec, o.vec)}};
 }
 
 // Global -> registers for one operand's K tile at dc_k0: LOADS slots per thread, vectors of
@@ -501,112 +563,106 @@ std::string GemmEmitter::setup_code() {
 std::string GemmEmitter::load_code(const Operand& o) {
   const int64_t total = o.tile * bk_ / o.vec;
   const int64_t loads = ceil_div(total, threads_);
-  Vars vars = {{"L", o.label},          {"LOADS", str(loads)},  {"THREADS", str(threads_)},
-               {"TOTAL", str(total)},   {"ROWS", str(o.rows)},  {"K", str(k_)},
-               {"VEC", str(o.vec)},     {"TILE", str(o.tile)},  {"BK", str(bk_)}};
-  vars["ROW0"] = o.label == std::string("a") ? "(dc_i64)blockIdx.x * " + str(bm_)
-                                             : "(dc_i64)blockIdx.y * " + str(bn_);
-  vars["GUARD"] = total % threads_ == 0 ? "true" : "dc_i < " + str(total);
-  // Rows fastest where memory runs along rows: coalesced reads, conflict-free smem stores.
-  if (o.along_rows) {
-    vars["R"] = fmt::format("(dc_i % {}) * {}", o.tile / o.vec, o.vec);
-    vars["C"] = fmt::format("(dc_i / {}) * 1", o.tile / o.vec);
-  } else {
-    vars["R"] = fmt::format("dc_i / {}", bk_ / o.vec);
-    vars["C"] = fmt::format("(dc_i % {}) * {}", bk_ / o.vec, o.vec);
-  }
-  std::string body;
-  if (o.vec == 1) {
-    ve_.reset_locals();
-    std::string code;
-    const std::string val = operand_value(o, "dc_row", "dc_k", code);
-    ve_.reset_locals();
-    vars["VALUE"] = val;
-    body = code + "        dc_r$(L)[dc_l] = $(VALUE);\n";
-  } else {
-    vars["PTR"] = ve_.param_name(o.tensor);
-    vars["ADDR"] = operand_address(o, "dc_row", "dc_k");
-    vars["VTYPE"] = o.vec == 4 ? "float4" : "float2";
-    body = o.vec == 4 ? R"(        const float4 dc_q = *reinterpret_cast<const float4*>($(PTR) + $(ADDR));
-        dc_r$(L)[dc_l * 4 + 0] = dc_q.x;
-        dc_r$(L)[dc_l * 4 + 1] = dc_q.y;
-        dc_r$(L)[dc_l * 4 + 2] = dc_q.z;
-        dc_r$(L)[dc_l * 4 + 3] = dc_q.w;
-)"
-                      : R"(        const float2 dc_q = *reinterpret_cast<const float2*>($(PTR) + $(ADDR));
-        dc_r$(L)[dc_l * 2 + 0] = dc_q.x;
-        dc_r$(L)[dc_l * 2 + 1] = dc_q.y;
-)";
-  }
-  vars["BODY"] = expand(body, vars);
+  TemplateVars vars = slot_index(o, bk_);
+  vars.insert({{"L", o.label},
+               {"LOADS", str(loads)},
+               {"THREADS", str(threads_)},
+               {"TOTAL", str(total)},
+               {"VEC", str(o.vec)},
+               {"IDX", idx_}});
+  vars["ROW0"] = std::string(o.label) == "a" ? "(" + idx_ + ")blockIdx.x * " + str(bm_)
+                                             : "(" + idx_ + ")blockIdx.y * " + str(bn_);
+  vars["COND"] = fmt::format("{}dc_row < {} && dc_k < {}",
+                             total % threads_ == 0 ? "" : fmt::format("dc_i < {} && ", total),
+                             o.rows, k_);
   std::string zero;
-  for (int64_t j = 0; j < o.vec; ++j)
-    zero += fmt::format("      dc_r{}[dc_l * {} + {}] = 0.f;\n", o.label, o.vec, j);
+  for (int64_t j = 0; j < o.vec; ++j) zero += fmt::format("dc_r{}[dc_l * {} + {}] = 0.f;\n", o.label, o.vec, j);
   vars["ZERO"] = zero;
-  return expand(R"(    // operand $(L): $(TOTAL) loads of $(VEC) per K tile
-    DC_UNROLL
-    for (int dc_l = 0; dc_l < $(LOADS); ++dc_l) {
-      const int dc_i = (int)threadIdx.x + dc_l * $(THREADS);
-$(ZERO)      const dc_i64 dc_row = $(ROW0) + $(R);
-      const dc_i64 dc_k = dc_k0 + $(C);
-      if ($(GUARD) && dc_row < $(ROWS) && dc_k < $(K)) {
-$(BODY)      }
-    }
+  std::string body;
+  if (&o == &a_ && hoist_conv_rows()) {
+    body = conv_gather_body();
+  } else if (o.vec > 1) {
+    const char* vt = o.vec == 4 ? "float4" : "float2";
+    body = fmt::format("const {0} dc_q = *reinterpret_cast<const {0}*>({1} + {2});\n", vt,
+                       ve_.param_name(o.tensor), operand_address(o, "dc_row", "dc_k"));
+    const char* comp[] = {"x", "y", "z", "w"};
+    for (int64_t j = 0; j < o.vec; ++j)
+      body += fmt::format("dc_r{}[dc_l * {} + {}] = dc_q.{};\n", o.label, o.vec, j, comp[j]);
+  } else if (has_address(o)) {
+    body = fmt::format("dc_r{}[dc_l] = {}[{}];\n", o.label, ve_.param_name(o.tensor),
+                       operand_address(o, "dc_row", "dc_k"));
+  } else {
+    ve_.reset_locals();
+    const std::string val = operand_value(o, "dc_row", "dc_k", body);
+    ve_.reset_locals();
+    body += fmt::format("dc_r{}[dc_l] = {};\n", o.label, val);
+  }
+  vars["BODY"] = body;
+  return expand_template(R"(// operand $(L): $(TOTAL) loads of $(VEC) per K tile
+DC_UNROLL
+for (int dc_l = 0; dc_l < $(LOADS); ++dc_l) {
+  const int dc_i = (int)threadIdx.x + dc_l * $(THREADS);
+  $(ZERO)
+  const $(IDX) dc_row = $(ROW0) + $(R);
+  const $(IDX) dc_k = dc_k0 + $(C);
+  if ($(COND)) {
+    $(BODY)
+  }
+}
 )",
-                vars);
+                         vars);
 }
 
 // Registers -> shared stage `dc_st` (k-major: element (row, k) at [k][row]).
-std::string GemmEmitter::store_code(const Operand& o) {
+std::string GemmEmitter::store_code(const Operand& o) const {
   const int64_t total = o.tile * bk_ / o.vec;
-  const int64_t loads = ceil_div(total, threads_);
-  Vars vars = {{"L", o.label},
-               {"LOADS", str(loads)},
-               {"THREADS", str(threads_)},
-               {"LD", str(o.tile + kPad)},
-               {"STAGE", str(bk_ * (o.tile + kPad))},
-               {"GUARD", total % threads_ == 0 ? "true" : "dc_i < " + str(total)}};
-  if (o.along_rows) {
-    vars["R"] = fmt::format("(dc_i % {}) * {}", o.tile / o.vec, o.vec);
-    vars["C"] = fmt::format("dc_i / {}", o.tile / o.vec);
-  } else {
-    vars["R"] = fmt::format("dc_i / {}", bk_ / o.vec);
-    vars["C"] = fmt::format("(dc_i % {}) * {}", bk_ / o.vec, o.vec);
-  }
+  const int64_t ld = o.tile + kPad;
+  TemplateVars vars = slot_index(o, bk_);
+  vars.insert({{"LOADS", str(ceil_div(total, threads_))}, {"THREADS", str(threads_)}});
+  vars["GUARD"] = total % threads_ == 0 ? "" : fmt::format("if (dc_i >= {}) continue;", total);
   std::string stores;
   for (int64_t j = 0; j < o.vec; ++j) {
-    const std::string dst = o.along_rows ? fmt::format("dc_c * {} + dc_r + {}", o.tile + kPad, j)
-                                         : fmt::format("(dc_c + {}) * {} + dc_r", j, o.tile + kPad);
-    stores += fmt::format("        dc_{}s[dc_st * {} + {}] = dc_r{}[dc_l * {} + {}];\n", o.label,
-                          bk_ * (o.tile + kPad), dst, o.label, o.vec, j);
+    const std::string dst = o.along_rows ? fmt::format("dc_c * {} + dc_r + {}", ld, j)
+                                         : fmt::format("(dc_c + {}) * {} + dc_r", j, ld);
+    stores += fmt::format("dc_{}s[dc_st * {} + {}] = dc_r{}[dc_l * {} + {}];\n", o.label, bk_ * ld,
+                          dst, o.label, o.vec, j);
   }
   vars["STORES"] = stores;
-  return expand(R"(    DC_UNROLL
-    for (int dc_l = 0; dc_l < $(LOADS); ++dc_l) {
-      const int dc_i = (int)threadIdx.x + dc_l * $(THREADS);
-      if ($(GUARD)) {
-        const int dc_r = $(R);
-        const int dc_c = $(C);
-$(STORES)      }
-    }
+  return expand_template(R"(DC_UNROLL
+for (int dc_l = 0; dc_l < $(LOADS); ++dc_l) {
+  const int dc_i = (int)threadIdx.x + dc_l * $(THREADS);
+  $(GUARD)
+  const int dc_r = $(R);
+  const int dc_c = $(C);
+  $(STORES)
+}
 )",
-                vars);
+                         vars);
 }
 
 std::string GemmEmitter::main_kernel() {
   const int64_t lda = bm_ + kPad, ldb = bn_ + kPad;
-  Vars vars = {{"BM", str(bm_)},       {"BN", str(bn_)},           {"BK", str(bk_)},
-               {"TM", str(tm_)},       {"TN", str(tn_)},           {"THREADS", str(threads_)},
-               {"LDA", str(lda)},      {"LDB", str(ldb)},          {"M", str(m_)},
-               {"N", str(n_)},         {"K", str(k_)},             {"SPLIT", str(split_)},
-               {"KT", str(ceil_div(k_, bk_))},
-               {"KT_PER", str(ceil_div(ceil_div(k_, bk_), split_))},
-               {"A_SMEM", str(stages_ * bk_ * lda)}};
+  TemplateVars vars = {{"BM", str(bm_)},
+                       {"BN", str(bn_)},
+                       {"BK", str(bk_)},
+                       {"TM", str(tm_)},
+                       {"TN", str(tn_)},
+                       {"THREADS", str(threads_)},
+                       {"LDA", str(lda)},
+                       {"LDB", str(ldb)},
+                       {"M", str(m_)},
+                       {"N", str(n_)},
+                       {"KT", str(ceil_div(k_, bk_))},
+                       {"KT_PER", str(ceil_div(ceil_div(k_, bk_), split_))},
+                       {"A_SMEM", str(stages_ * bk_ * lda)},
+                       {"IDX", idx_}};
   vars["RA"] = str(ceil_div(bm_ * bk_ / a_.vec, threads_) * a_.vec);
   vars["RB"] = str(ceil_div(bn_ * bk_ / b_.vec, threads_) * b_.vec);
-  vars["PARAMS"] = split_ > 1 && !split_direct_ ? kernel_params(w_, {"float* DC_RESTRICT scratch0"})
-                                                 : kernel_params(w_);
+  vars["PARAMS"] = split_ > 1 && !split_direct_
+                       ? kernel_params(w_, {"float* DC_RESTRICT scratch0"})
+                       : kernel_params(w_);
   if (warp_layout_) {
+    // Warps tile the block as (BM / warp_m) x (BN / warp_n); lanes tile a warp's tile.
     vars["ROW0"] = fmt::format("(dc_warp / {}) * {} + (dc_lane / {}) * {}", bn_ / warp_n_, warp_m_,
                                warp_n_ / tn_, tm_);
     vars["COL0"] = fmt::format("(dc_warp % {}) * {} + (dc_lane % {}) * {}", bn_ / warp_n_, warp_n_,
@@ -615,7 +671,7 @@ std::string GemmEmitter::main_kernel() {
     vars["ROW0"] = fmt::format("((int)threadIdx.x / {}) * {}", bn_ / tn_, tm_);
     vars["COL0"] = fmt::format("((int)threadIdx.x % {}) * {}", bn_ / tn_, tn_);
   }
-  vars["SETUP"] = setup_code();
+  vars["SETUP"] = setup_code() + (hoist_conv_rows() ? conv_rows_code() : "");
   vars["LOAD"] = load_code(a_) + load_code(b_);
   vars["STORE"] = store_code(a_) + store_code(b_);
 
@@ -629,9 +685,9 @@ std::string GemmEmitter::main_kernel() {
     const std::string acc = kind_ == HeavyKind::gemm && alpha_ != 1.f
                                 ? fmt::format("{} * dc_acc", float_literal(alpha_))
                                 : "dc_acc";
-    epi += fmt::format("        atomicAdd(&{}[{}], {});\n", ve_.param_name(o), ve_.offset(o, coords), acc);
+    epi += fmt::format("atomicAdd(&{}[{}], {});\n", ve_.param_name(o), ve_.offset(o, coords), acc);
   } else if (split_ > 1) {
-    epi += fmt::format("        atomicAdd(&scratch0[{}], dc_acc);\n", ve_.offset(heavy_out_, coords));
+    epi += fmt::format("atomicAdd(&scratch0[{}], dc_acc);\n", ve_.offset(heavy_out_, coords));
   } else {
     heavy_value("dc_acc", coords, epi);
     store_outputs(coords, epi);
@@ -639,38 +695,41 @@ std::string GemmEmitter::main_kernel() {
   ve_.reset_locals();
   vars["EPILOGUE"] = epi;
 
-  std::string pipeline;
-  if (stages_ >= 2) {
-    pipeline = R"(    // Double buffering: the next K tile goes global -> registers while this one is
-    // multiplied, then registers -> the other shared stage; one barrier per tile.
-    for (int dc_kt = dc_kt_begin; dc_kt < dc_kt_end; ++dc_kt) {
-      const int dc_cur = (dc_kt - dc_kt_begin) & 1;
-      const bool dc_more = dc_kt + 1 < dc_kt_end;
-      if (dc_more) {
-        const dc_i64 dc_k0 = (dc_i64)(dc_kt + 1) * $(BK);
-$(LOAD)      }
-      dc_mma_tile_fp32(dc_as + dc_cur * $(BK) * $(LDA), dc_bs + dc_cur * $(BK) * $(LDB), dc_accum, dc_row0, dc_col0);
-      if (dc_more) {
-        const int dc_st = dc_cur ^ 1;
-$(STORE)      }
-      __syncthreads();
-    }
-)";
-  } else {
-    pipeline = R"(    for (int dc_kt = dc_kt_begin; dc_kt < dc_kt_end; ++dc_kt) {
-      if (dc_kt > dc_kt_begin) {
-        const dc_i64 dc_k0 = (dc_i64)dc_kt * $(BK);
-$(LOAD)        const int dc_st = 0;
-$(STORE)        __syncthreads();
-      }
-      dc_mma_tile_fp32(dc_as, dc_bs, dc_accum, dc_row0, dc_col0);
-      __syncthreads();
-    }
-)";
+  const char* pipeline =
+      stages_ >= 2
+          ? R"(// Double buffering: the next K tile goes global -> registers while this one is
+// multiplied, then registers -> the other shared stage; one barrier per tile.
+for (int dc_kt = dc_kt_begin; dc_kt < dc_kt_end; ++dc_kt) {
+  const int dc_cur = (dc_kt - dc_kt_begin) & 1;
+  const bool dc_more = dc_kt + 1 < dc_kt_end;
+  if (dc_more) {
+    const $(IDX) dc_k0 = ($(IDX))(dc_kt + 1) * $(BK);
+    $(LOAD)
   }
-  vars["PIPELINE"] = expand(pipeline, vars);
+  dc_mma_tile_fp32(dc_as + dc_cur * $(BK) * $(LDA), dc_bs + dc_cur * $(BK) * $(LDB), dc_accum,
+                   dc_row0, dc_col0);
+  if (dc_more) {
+    const int dc_st = dc_cur ^ 1;
+    $(STORE)
+  }
+  __syncthreads();
+}
+)"
+          : R"(for (int dc_kt = dc_kt_begin; dc_kt < dc_kt_end; ++dc_kt) {
+  if (dc_kt > dc_kt_begin) {
+    const $(IDX) dc_k0 = ($(IDX))dc_kt * $(BK);
+    $(LOAD)
+    const int dc_st = 0;
+    $(STORE)
+    __syncthreads();
+  }
+  dc_mma_tile_fp32(dc_as, dc_bs, dc_accum, dc_row0, dc_col0);
+  __syncthreads();
+}
+)";
+  vars["PIPELINE"] = expand_template(pipeline, vars);
 
-  return expand(R"(// Tile figures: block $(BM)x$(BN)x$(BK), thread tile $(TM)x$(TN), $(THREADS) threads.
+  return expand_template(R"(// Tile figures: block $(BM)x$(BN)x$(BK), thread tile $(TM)x$(TN), $(THREADS) threads.
 constexpr int dc_BM = $(BM), dc_BN = $(BN), dc_BK = $(BK), dc_TM = $(TM), dc_TN = $(TN);
 constexpr int dc_LDA = $(LDA), dc_LDB = $(LDB);  // shared row length incl. pad
 
@@ -698,10 +757,13 @@ __device__ __forceinline__ void dc_mma_tile_fp32(const float* DC_RESTRICT dc_as,
 
 extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_gemm($(PARAMS)) {
   DC_DYNAMIC_SMEM(float, dc_smem);
-  float* dc_as = dc_smem;               // [stage][BK][LDA]: A tile, k-major
-  float* dc_bs = dc_smem + $(A_SMEM);  // [stage][BK][LDB]: B tile, k-major
-$(SETUP)  const int dc_warp = (int)threadIdx.x / 32, dc_lane = (int)threadIdx.x % 32;
-  (void)dc_warp; (void)dc_lane;
+  // Shared memory: A tiles [stage][BK][LDA], then B tiles [stage][BK][LDB], both k-major.
+  float* dc_as = dc_smem;
+  float* dc_bs = dc_smem + $(A_SMEM);
+  $(SETUP)
+  const int dc_warp = (int)threadIdx.x / 32, dc_lane = (int)threadIdx.x % 32;
+  (void)dc_warp;
+  (void)dc_lane;
   const int dc_row0 = $(ROW0);
   const int dc_col0 = $(COL0);
   float dc_accum[dc_TM][dc_TN];
@@ -710,60 +772,66 @@ $(SETUP)  const int dc_warp = (int)threadIdx.x / 32, dc_lane = (int)threadIdx.x 
     DC_UNROLL
     for (int dc_j = 0; dc_j < dc_TN; ++dc_j) dc_accum[dc_i][dc_j] = 0.f;
   }
-  float dc_ra[$(RA)];
+  float dc_ra[$(RA)];  // staged global loads of A and B
   float dc_rb[$(RB)];
   // K tiles of this split-K slice.
   const int dc_kt_begin = dc_slice * $(KT_PER);
   const int dc_kt_end = dc_kt_begin + $(KT_PER) < $(KT) ? dc_kt_begin + $(KT_PER) : $(KT);
   if (dc_kt_begin < dc_kt_end) {
     {
-      const dc_i64 dc_k0 = (dc_i64)dc_kt_begin * $(BK);
-$(LOAD)      const int dc_st = 0;
-$(STORE)    }
+      const $(IDX) dc_k0 = ($(IDX))dc_kt_begin * $(BK);
+      $(LOAD)
+      const int dc_st = 0;
+      $(STORE)
+    }
     __syncthreads();
-$(PIPELINE)  }
-  const dc_i64 dc_m_base = (dc_i64)blockIdx.x * $(BM) + dc_row0;
-  const dc_i64 dc_n_base = (dc_i64)blockIdx.y * $(BN) + dc_col0;
+    $(PIPELINE)
+  }
+  const $(IDX) dc_m_base = ($(IDX))blockIdx.x * $(BM) + dc_row0;
+  const $(IDX) dc_n_base = ($(IDX))blockIdx.y * $(BN) + dc_col0;
   DC_UNROLL
   for (int dc_i = 0; dc_i < dc_TM; ++dc_i) {
     DC_UNROLL
     for (int dc_j = 0; dc_j < dc_TN; ++dc_j) {
-      const dc_i64 dc_gm = dc_m_base + dc_i, dc_gn = dc_n_base + dc_j;
+      const $(IDX) dc_gm = dc_m_base + dc_i, dc_gn = dc_n_base + dc_j;
       if (dc_gm < $(M) && dc_gn < $(N)) {
         const float dc_acc = dc_accum[dc_i][dc_j];
-$(EPILOGUE)      }
+        $(EPILOGUE)
+      }
     }
   }
 }
 DC_EXPORT_KERNEL(dc_gemm)
 )",
-                vars);
+                         vars);
 }
 
 // Split-K with an epilogue: the slices summed into scratch0 (laid out as the heavy op's
 // output); this kernel applies bias/alpha/beta*C and the fused epilogue per element.
 std::string GemmEmitter::epilogue_kernel() {
-  std::string code;
+  std::string body;
   ve_.reset_locals();
-  const auto coords = emit_unravel(heavy_shape_, "dc_lin", "dc_e", code);
-  std::string body = code;
-  body += "        const float dc_acc = scratch0[dc_lin];\n";
-  // Batch index for conv coordinates is not needed: the coordinates are the output's own.
+  const auto coords = unravel(heavy_shape_, "dc_lin", "dc_e", body);
+  body += "const float dc_acc = scratch0[dc_lin];\n";
   heavy_value("dc_acc", coords, body);
   store_outputs(coords, body);
   ve_.reset_locals();
-  return expand(R"(
+  return expand_template(R"(
+// Split-K epilogue: the summed slices (scratch0) through bias/alpha/beta*C and the cluster's
+// epilogue, one thread per element.
 extern "C" __global__ void dc_gemm_epilogue($(PARAMS)) {
-  const dc_i64 dc_lin = (dc_i64)blockIdx.x * $(T) + threadIdx.x;
+  const $(IDX) dc_lin = ($(IDX))blockIdx.x * $(T) + threadIdx.x;
   if (dc_lin < $(NUMEL)) {
-$(BODY)  }
+    $(BODY)
+  }
 }
 DC_EXPORT_KERNEL(dc_gemm_epilogue)
 )",
-                {{"PARAMS", kernel_params(w_, {"float* DC_RESTRICT scratch0"})},
-                 {"T", str(kEpilogueThreads)},
-                 {"NUMEL", str(shape_numel(heavy_shape_))},
-                 {"BODY", body}});
+                         {{"PARAMS", kernel_params(w_, {"float* DC_RESTRICT scratch0"})},
+                          {"T", str(kEpilogueThreads)},
+                          {"NUMEL", str(shape_numel(heavy_shape_))},
+                          {"IDX", idx_},
+                          {"BODY", body}});
 }
 
 GeneratedKernel GemmEmitter::emit() {
@@ -777,8 +845,7 @@ GeneratedKernel GemmEmitter::emit() {
   k.template_name = v_.template_name;
   k.variant_key = v_.key();
   k.buffers = workload_buffers(w_);
-  const int64_t smem = stages_ * bk_ * ((bm_ + kPad) + (bn_ + kPad)) * 4;
-  std::string src = source_header(w_, v_.template_name, v_.key()) + kMacros + "\n";
+  std::string src = source_header(w_, v_.template_name, v_.key()) + template_macros() + "\n";
   src += fmt::format(
       "// {} {}x{}x{} (M x N x K), batch {}, split-K {}, stages {}, vector loads A {} B {}\n",
       heavy_->op, m_, n_, k_, batch_, split_, stages_, a_.vec, b_.vec);
@@ -787,7 +854,7 @@ GeneratedKernel GemmEmitter::emit() {
   main.kernel = "dc_gemm";
   main.grid = {grid_x, grid_y, grid_z};
   main.block = {threads_, 1, 1};
-  main.dynamic_smem_bytes = smem;
+  main.dynamic_smem_bytes = stages_ * bk_ * ((bm_ + kPad) + (bn_ + kPad)) * 4;
   main.args = all_workload_args(w_);
   if (split_ > 1 && split_direct_) {
     for (auto& b : k.buffers)

@@ -22,6 +22,15 @@ namespace dc {
 
 namespace {
 
+// Input position of tap `k` of the window of output coordinate `o`, without the zero
+// terms ("o * 2 - 1 + k", not "o * 2 - 1 + k * 1").
+std::string tap_position(const std::string& o, int64_t stride, int64_t pad, const std::string& k,
+                         int64_t dilation) {
+  std::string e = stride == 1 ? fmt::format("(dc_i64)({})", o) : fmt::format("(dc_i64)({}) * {}", o, stride);
+  if (pad != 0) e += fmt::format(" - {}", pad);
+  return e + (dilation == 1 ? fmt::format(" + {}", k) : fmt::format(" + {} * {}", k, dilation));
+}
+
 std::string join(const std::vector<std::string>& v, const char* sep) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
@@ -46,8 +55,7 @@ std::string emit_window(const Graph& g, const Node& p, ValueEmitter& em,
     const int s = ref::Window::kMaxRank - rank + d;
     const std::string k = fmt::format("k{}{}", tag, d), q = fmt::format("p{}{}", tag, d);
     code += fmt::format("  for (int {0} = 0; {0} < {1}; ++{0}) {{\n", k, w.kernel[s]);
-    code += fmt::format("  const dc_i64 {} = (dc_i64)({}) * {} - {} + {} * {};\n", q,
-                        o[static_cast<size_t>(2 + d)], w.stride[s], w.pad_begin[s], k, w.dilation[s]);
+    code += fmt::format("  const dc_i64 {} = {};\n", q, tap_position(o[static_cast<size_t>(2 + d)], w.stride[s], w.pad_begin[s], k, w.dilation[s]));
     pos.push_back(q);
     inside.push_back(fmt::format("{0} >= 0 && {0} < {1}", q, w.in[s]));
     beyond.push_back(fmt::format("{} >= {}", q, w.in[s] + w.pad_end[s]));
@@ -65,7 +73,7 @@ std::string emit_window(const Graph& g, const Node& p, ValueEmitter& em,
   code += tap + fmt::format("  ++{};\n", valid);
   if (is_max) code += fmt::format("  if (({1} > {0} || {1} != {1}) && {0} == {0}) {0} = {1};\n", acc, v);
   else code += fmt::format("  {} += {};\n", acc, v);
-  code += "  }\n" + std::string(static_cast<size_t>(rank), '}') + "\n";
+  for (int d = 0; d <= rank; ++d) code += "  }\n";
   if (!is_max) {
     const std::string count = p.attrs.get_int("count_include_pad", 0) == 1 ? padded : valid;
     code += fmt::format("  {0} = {1} > 0 ? {0} / (float){1} : 0.f;\n", acc, count);

@@ -22,6 +22,15 @@ namespace dc {
 
 namespace {
 
+// Input position of tap `k` of the window of output coordinate `o`, without the zero
+// terms ("o * 2 - 1 + k", not "o * 2 - 1 + k * 1").
+std::string tap_position(const std::string& o, int64_t stride, int64_t pad, const std::string& k,
+                         int64_t dilation) {
+  std::string e = stride == 1 ? fmt::format("(dc_i64)({})", o) : fmt::format("(dc_i64)({}) * {}", o, stride);
+  if (pad != 0) e += fmt::format(" - {}", pad);
+  return e + (dilation == 1 ? fmt::format(" + {}", k) : fmt::format(" + {} * {}", k, dilation));
+}
+
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 8192;  // grid-stride beyond this
 
@@ -121,8 +130,7 @@ class NodeEmitter {
       const int s = ref::Window::kMaxRank - rank + d;
       const std::string k = fresh("k"), p = fresh("p");
       code += fmt::format("  for (dc_i64 {0} = 0; {0} < {1}; ++{0}) {{\n", k, w.kernel[s]);
-      code += fmt::format("  const dc_i64 {} = (dc_i64)({}) * {} - {} + {} * {};\n", p,
-                          o[static_cast<size_t>(2 + d)], w.stride[s], w.pad_begin[s], k, w.dilation[s]);
+      code += fmt::format("  const dc_i64 {} = {};\n", p, tap_position(o[static_cast<size_t>(2 + d)], w.stride[s], w.pad_begin[s], k, w.dilation[s]));
       if (skip_outside) code += fmt::format("  if ({0} < 0 || {0} >= {1}) continue;\n", p, w.in[s]);
       l.pos.push_back(p);
       l.tap.push_back(k);
@@ -150,7 +158,7 @@ class NodeEmitter {
     std::string body;
     const std::string xv = read(x, xc, body), wv = read(w, wc, body);
     code += body + fmt::format("  {} += {} * {};\n", acc, xv, wv);
-    code += std::string(static_cast<size_t>(rank) + 1, '}') + "\n";
+    for (int d = 0; d <= rank; ++d) code += "  }\n";
     if (n_.has_input(2)) {
       const std::string b = read(n_.input(2), {o[1]}, code);
       code += fmt::format("  {} += {};\n", acc, b);
@@ -237,7 +245,7 @@ class NodeEmitter {
     code += body + fmt::format("  ++{};\n", valid);
     if (is_max) code += fmt::format("  if (({1} > {0} || {1} != {1}) && {0} == {0}) {0} = {1};\n", acc, v);
     else code += fmt::format("  {} += {};\n", acc, v);
-    code += "  }\n" + std::string(static_cast<size_t>(rank), '}') + "\n";
+    for (int d = 0; d <= rank; ++d) code += "  }\n";
     if (is_max) return acc;
     const std::string count = n_.attrs.get_int("count_include_pad", 0) == 1 ? padded : valid;
     return fmt::format("({1} > 0 ? {0} / (float){1} : 0.f)", acc, count);

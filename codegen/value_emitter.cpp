@@ -182,7 +182,9 @@ std::string ValueEmitter::load(const std::string& tensor, const std::vector<std:
 std::string ValueEmitter::value(const std::string& tensor, const std::vector<std::string>& coords,
                                 std::string& code) {
   if (auto b = bound_.find(tensor); b != bound_.end()) return b->second;
-  const std::string key = tensor + "@" + join(coords, ",");
+  // A tensor's value depends only on its own coordinates: elements that differ only where
+  // it broadcasts share one local (a per-channel scale loaded once for a float4's lanes).
+  const std::string key = tensor + "@" + join(broadcast_coords(tensor, coords), ",");
   if (auto m = memo_.find(key); m != memo_.end()) return m->second;
   std::string result;
   auto p = producer_.find(tensor);
@@ -223,9 +225,8 @@ std::string ValueEmitter::emit_node(const Node& n, size_t out_index,
   if (kUnary.count(n.op)) {
     const std::string x = in(0, oc);
     if (n.op == "Identity" || n.op == "Dropout") return x;
-    if (n.op == "Relu")
-      return define(f32 ? fmt::format("dc_relu({})", x)
-                        : fmt::format("{0} < {1} ? {1} : {0}", x, lit(0)));
+    // x < 0 ? 0 : x, as the reference: NaN passes through (dc_relu would make it 0).
+    if (n.op == "Relu") return define(fmt::format("{0} < {1} ? {1} : {0}", x, lit(0)));
     if (n.op == "Sigmoid")
       return define(f32 ? fmt::format("dc_sigmoid({})", x)
                         : fmt::format("1.0 / (1.0 + {})", fn("exp", "-" + x)));

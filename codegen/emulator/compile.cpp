@@ -160,6 +160,8 @@ CompiledLibrary compile_library(const std::string& source, const EmulatorOptions
   const fs::path log = dir / (stem + ".log");
   command.push_back("-o");
   command.push_back(object.string());
+  command.push_back("-x");  // .cu is not a C++ suffix to the compiler driver
+  command.push_back("c++");
   command.push_back(source_file.string());
   const ProcessResult run = run_process(command, log);
   fs::remove(log, ec);

@@ -44,7 +44,8 @@ enum {
   DC_EMU_VOTE_BALLOT = 4,
   DC_EMU_VOTE_ANY = 5,
   DC_EMU_VOTE_ALL = 6,
-  DC_EMU_SYNCWARP = 7
+  DC_EMU_SYNCWARP = 7,
+  DC_EMU_EXCHANGE = 8
 };
 
 // Host functions the kernel library calls; ctx is dc_emu_state::ctx.
@@ -57,6 +58,11 @@ struct dc_emu_host_api {
                                         unsigned long long value, int arg, int width);
   // Ends the launch with an error (the calling thread never resumes).
   void (*trap)(void* ctx, const char* message);
+  // dc_emu_warp_exchange: every lane of `mask` gives `bytes` at `mine` and receives all 32
+  // lanes' contributions at `all` (lane l's at all + l * bytes; lanes that do not take part
+  // read as 0xff bytes). The building block of warp-wide matrix operations (mma.sync,
+  // ldmatrix) executed per the PTX fragment layouts.
+  void (*warp_exchange)(void* ctx, unsigned int mask, const void* mine, void* all, int bytes);
   // Runs the launch's grid; thread_main(closure) is the body of one thread.
   int (*run_grid)(void* ctx, void (*thread_main)(void*), void* closure, int num_params);
 };
@@ -100,7 +106,9 @@ DC_EMU_EXPORT dc_emu_state* dc_emu_thread_state(void) { return &dc_emu_cur_; }
 #define __constant__
 #define __forceinline__ inline
 #define __noinline__ __attribute__((noinline))
-#define __shared__ thread_local
+// `used`: a __shared__ array that this thread never writes is still written by others, so the
+// compiler must not fold its reads to the zero it starts with.
+#define __shared__ thread_local __attribute__((used))
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 #define DC_RESTRICT __restrict__
@@ -214,6 +222,11 @@ inline void __syncwarp(unsigned int mask = 0xffffffffu) {
 inline void __threadfence() {}
 inline void __threadfence_block() {}
 inline void __threadfence_system() {}
+// Emulator-only (see dc_emu_host_api::warp_exchange); CUDA code reaches it through prelude
+// functions under #ifdef DC_HOST_EMULATION.
+inline void dc_emu_warp_exchange(unsigned int mask, const void* mine, void* all, int bytes) {
+  dc_emu_cur_.api->warp_exchange(dc_emu_cur_.ctx, mask, mine, all, bytes);
+}
 [[noreturn]] inline void __trap() {
   dc_emu_cur_.api->trap(dc_emu_cur_.ctx, "__trap() called");
   __builtin_unreachable();

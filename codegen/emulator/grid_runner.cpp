@@ -18,6 +18,9 @@ struct RunnerApi {
   static void trap(void* ctx, const char* message) {
     static_cast<GridRunner*>(ctx)->fail_current(message != nullptr ? message : "trap");
   }
+  static void warp_exchange(void* ctx, unsigned int mask, const void* mine, void* all, int bytes) {
+    static_cast<GridRunner*>(ctx)->warp_exchange(mask, mine, all, bytes);
+  }
   static int run_grid(void* ctx, void (*thread_main)(void*), void* closure, int num_params) {
     return static_cast<GridRunner*>(ctx)->run_grid(thread_main, closure, num_params);
   }
@@ -26,7 +29,7 @@ struct RunnerApi {
 namespace {
 
 const dc_emu_host_api kApi = {&RunnerApi::block_barrier, &RunnerApi::warp_collective,
-                              &RunnerApi::trap, &RunnerApi::run_grid};
+                              &RunnerApi::trap, &RunnerApi::warp_exchange, &RunnerApi::run_grid};
 
 const char* barrier_name(int kind) {
   switch (kind) {
@@ -46,6 +49,7 @@ const char* collective_name(int kind) {
     case DC_EMU_VOTE_BALLOT: return "__ballot_sync";
     case DC_EMU_VOTE_ANY: return "__any_sync";
     case DC_EMU_VOTE_ALL: return "__all_sync";
+    case DC_EMU_EXCHANGE: return "dc_emu_warp_exchange";
     default: return "__syncwarp";
   }
 }
@@ -302,24 +306,37 @@ int GridRunner::block_barrier(int kind, int predicate) noexcept {
 unsigned long long GridRunner::warp_collective(int kind, unsigned int mask, unsigned long long value,
                                                int arg, int width) noexcept {
   Fiber& f = fibers_[static_cast<size_t>(current_)];
+  if (is_shuffle(kind) && !valid_width(width))
+    fail_current(std::string(collective_name(kind)) + " with width " + std::to_string(width) +
+                 " (a power of two from 1 to 32)");
+  f.value = value;
+  f.arg = arg;
+  f.width = width;
+  collective(f, kind, mask);
+  return f.result;
+}
+
+void GridRunner::warp_exchange(unsigned int mask, const void* mine, void* all, int bytes) noexcept {
+  Fiber& f = fibers_[static_cast<size_t>(current_)];
+  if (bytes <= 0) fail_current("dc_emu_warp_exchange of " + std::to_string(bytes) + " bytes");
+  f.value = reinterpret_cast<uintptr_t>(mine);
+  f.out = all;
+  f.arg = bytes;
+  collective(f, DC_EMU_EXCHANGE, mask);
+}
+
+void GridRunner::collective(Fiber& f, int kind, unsigned int mask) noexcept {
   const unsigned int bit = 1u << f.lane;
   if ((mask & bit) == 0)
     fail_current(std::string(collective_name(kind)) + " with mask " + hex(mask) + " called by lane " +
                  std::to_string(f.lane) + ", which the mask does not include");
-  if (is_shuffle(kind) && !valid_width(width))
-    fail_current(std::string(collective_name(kind)) + " with width " + std::to_string(width) +
-                 " (a power of two from 1 to 32)");
   f.kind = kind;
   f.mask = mask;
-  f.value = value;
-  f.arg = arg;
-  f.width = width;
   f.state = State::warp_collective;
   warps_[static_cast<size_t>(f.warp)].waiting |= bit;
   try_complete(f.warp, mask);
   if (!error_.empty()) fail_current(error_);
   if (f.state == State::warp_collective) yield(f);
-  return f.result;
 }
 
 void GridRunner::try_complete(int warp, unsigned int mask) {
@@ -348,6 +365,12 @@ void GridRunner::complete(int warp, unsigned int members) {
                 collective_name(kind) + " and " + collective_name(g.kind) + ") with mask " + hex(g.mask));
       return;
     }
+    if (kind == DC_EMU_EXCHANGE && g.arg != lane_fiber(first).arg) {
+      set_error("block " + dims(block_idx_) + ", warp " + std::to_string(warp) + ": lanes " +
+                std::to_string(first) + " and " + std::to_string(l) + " exchange different sizes (" +
+                std::to_string(lane_fiber(first).arg) + " and " + std::to_string(g.arg) + " bytes)");
+      return;
+    }
     if (g.value != 0) ballot |= 1u << l;
   }
   for (int l = 0; l < 32; ++l) {
@@ -358,6 +381,18 @@ void GridRunner::complete(int warp, unsigned int members) {
       // warp) is undefined in CUDA: it yields poison here.
       const int src = shuffle_source(kind, l, g.arg, g.width);
       g.result = ((members >> src) & 1u) ? lane_fiber(src).value : ~0ull;
+    } else if (kind == DC_EMU_EXCHANGE) {
+      // Every member's stack is alive (suspended or running), so `mine` can be read directly.
+      const auto bytes = static_cast<size_t>(g.arg);
+      auto* all = static_cast<unsigned char*>(g.out);
+      for (int src = 0; src < 32; ++src) {
+        if ((members >> src) & 1u)
+          std::memcpy(all + static_cast<size_t>(src) * bytes,
+                      reinterpret_cast<const void*>(static_cast<uintptr_t>(lane_fiber(src).value)), bytes);
+        else
+          std::memset(all + static_cast<size_t>(src) * bytes, 0xff, bytes);
+      }
+      g.result = 0;
     } else if (kind == DC_EMU_VOTE_BALLOT) {
       g.result = ballot;
     } else if (kind == DC_EMU_VOTE_ANY) {

@@ -55,8 +55,9 @@ class GridRunner {
     State state = State::ready;
     int kind = 0;                  // barrier or collective kind
     unsigned int mask = 0;         // warp collective mask
-    unsigned long long value = 0;  // predicate or shuffled bits
-    int arg = 0, width = 32;
+    unsigned long long value = 0;  // predicate, shuffled bits, or exchanged data's address
+    int arg = 0, width = 32;       // lane/delta/mask, or bytes exchanged
+    void* out = nullptr;           // where an exchange delivers
     unsigned long long result = 0;
   };
   struct Warp {
@@ -70,6 +71,8 @@ class GridRunner {
   int block_barrier(int kind, int predicate) noexcept;
   unsigned long long warp_collective(int kind, unsigned int mask, unsigned long long value, int arg,
                                      int width) noexcept;
+  void warp_exchange(unsigned int mask, const void* mine, void* all, int bytes) noexcept;
+  void collective(Fiber& f, int kind, unsigned int mask) noexcept;  // joins and waits
   [[noreturn]] void fail_current(const std::string& message) noexcept;
   static void fiber_entry(void* fiber);
 

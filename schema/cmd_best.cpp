@@ -1,0 +1,278 @@
+// dc-db workloads, best, compare, estimator-error: the fastest variants and how the
+// estimator did, per GPU type, from the SQL views (schema/migrations/0001_initial.sql).
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "dc_db.h"
+#include "ir/error.h"
+
+namespace dc::dcdb {
+
+namespace po = boost::program_options;
+
+namespace {
+
+void require_gpu(sqlite::Connection& conn, const std::string& gpu) {
+  {
+    sqlite::Query q = conn.query("SELECT 1 FROM gpu_types WHERE name = ?");
+    if (q.bind(1, gpu).step()) return;
+  }
+  std::string known;
+  sqlite::Query q = conn.query("SELECT name FROM gpu_types ORDER BY name");
+  while (q.step()) known += (known.empty() ? "" : ", ") + q.text(0);
+  throw_user_error("no GPU type '", gpu, "' in the tuning DB (GPU types: ",
+                   known.empty() ? "none" : known, ")");
+}
+
+std::string gflop(int64_t flops) { return fmt::format("{:.3f}", flops / 1e9); }
+std::string mbytes(int64_t bytes) { return fmt::format("{:.2f}", bytes / 1e6); }
+
+struct ModelFilter {
+  std::optional<int64_t> id;
+  std::map<std::string, int> counts;  // workload -> instances in the model
+};
+
+ModelFilter model_filter(sqlite::Connection& conn, const po::variables_map& vm) {
+  ModelFilter f;
+  if (!vm.count("model")) return f;
+  f.id = find_model(conn, vm["model"].as<std::string>());
+  sqlite::Query q = conn.query("SELECT workload, count FROM model_workloads WHERE model_id = ?");
+  q.bind(1, *f.id);
+  while (q.step()) f.counts[q.text(0)] = static_cast<int>(q.int64(1));
+  return f;
+}
+
+}  // namespace
+
+int cmd_workloads(const std::string& db, const std::vector<std::string>& args) {
+  po::options_description desc("dc-db workloads: workloads with their variants and results");
+  desc.add_options()("help,h", "this text")("model", po::value<std::string>(),
+                                            "only the workloads of this model")(
+      "gpu", po::value<std::string>(), "add the best result on this GPU type")(
+      "emulated", po::bool_switch(), "with --gpu: emulated results instead of real ones");
+  const auto vm = parse_options(args, desc);
+  if (!vm) return kExitOk;
+  sqlite::Connection conn = open_for_reading(db);
+  const ModelFilter model = model_filter(conn, *vm);
+  const bool emulated = (*vm)["emulated"].as<bool>();
+  std::string gpu;
+  if (vm->count("gpu")) {
+    gpu = (*vm)["gpu"].as<std::string>();
+    require_gpu(conn, gpu);
+  }
+  std::vector<std::string> header = {"signature", "kind", ">GFLOP", ">MB", ">variants",
+                                     ">results", "models"};
+  if (model.id) header.insert(header.begin() + 2, ">count");
+  if (!gpu.empty()) {
+    header.push_back(fmt::format(">best on {}", gpu));
+    header.push_back("variant");
+  }
+  Table t(header);
+  sqlite::Query q = conn.query(
+      "SELECT w.signature, w.kind, w.flops, w.bytes, "
+      "(SELECT count(*) FROM variants v WHERE v.workload = w.signature), "
+      "(SELECT count(*) FROM measurements m JOIN variants v ON v.id = m.variant_id "
+      " WHERE v.workload = w.signature), "
+      "(SELECT group_concat(DISTINCT mo.name) FROM model_workloads mw "
+      " JOIN models mo ON mo.id = mw.model_id WHERE mw.workload = w.signature), "
+      "b.median_us, b.variant_key "
+      "FROM workloads w LEFT JOIN best_variants b ON b.workload = w.signature "
+      " AND b.gpu_type = ?2 AND b.source = ?3 "
+      "WHERE ?1 IS NULL OR w.signature IN (SELECT workload FROM model_workloads WHERE model_id = ?1) "
+      "ORDER BY w.kind, w.signature");
+  if (model.id) q.bind(1, *model.id);
+  else q.bind_null(1);
+  q.bind(2, gpu).bind(3, source_arg(emulated));
+  while (q.step()) {
+    std::vector<std::string> row = {q.text(0), q.text(1), gflop(q.int64(2)), mbytes(q.int64(3)),
+                                    std::to_string(q.int64(4)), std::to_string(q.int64(5)),
+                                    q.is_null(6) ? "-" : q.text(6)};
+    if (model.id) row.insert(row.begin() + 2, std::to_string(model.counts.count(q.text(0)) ? model.counts.at(q.text(0)) : 0));
+    if (!gpu.empty()) {
+      row.push_back(q.is_null(7) ? "-" : format_us(q.real(7)));
+      row.push_back(q.is_null(8) ? "-" : q.text(8));
+    }
+    t.add(row);
+  }
+  if (t.empty()) {
+    std::cout << "no workloads in " << db << (model.id ? " for this model" : "") << "\n";
+    return kExitOk;
+  }
+  t.print(std::cout);
+  return kExitOk;
+}
+
+int cmd_best(const std::string& db, const std::vector<std::string>& args) {
+  po::options_description desc("dc-db best: the fastest variant per workload on a GPU type");
+  desc.add_options()("help,h", "this text")("gpu", po::value<std::string>()->required(),
+                                            "GPU type, e.g. h100")(
+      "model", po::value<std::string>(), "only the workloads of this model")(
+      "emulated", po::bool_switch(), "emulated results instead of real ones");
+  const auto vm = parse_options(args, desc);
+  if (!vm) return kExitOk;
+  sqlite::Connection conn = open_for_reading(db);
+  const std::string gpu = (*vm)["gpu"].as<std::string>();
+  const bool emulated = (*vm)["emulated"].as<bool>();
+  require_gpu(conn, gpu);
+  const ModelFilter model = model_filter(conn, *vm);
+  std::vector<std::string> header = {"signature", "kind", "variant", ">median", ">min",
+                                     ">estimate", ">variants ok"};
+  if (model.id) header.insert(header.begin() + 2, ">count");
+  Table t(header);
+  double weighted = 0;
+  size_t shown = 0;
+  sqlite::Query q = conn.query(
+      "SELECT b.workload, b.kind, b.variant_key, b.median_us, b.min_us, b.estimate_us, "
+      "(SELECT count(DISTINCT m.variant_id) FROM measurements m "
+      " JOIN variants v ON v.id = m.variant_id WHERE v.workload = b.workload "
+      " AND m.gpu_type = b.gpu_type AND m.emulated = ?3 AND m.status = 'ok') "
+      "FROM best_variants b WHERE b.gpu_type = ?1 AND b.source = ?2 "
+      "ORDER BY b.median_us DESC, b.workload");
+  q.bind_all(gpu, source_arg(emulated), emulated);
+  while (q.step()) {
+    const std::string sig = q.text(0);
+    if (model.id && !model.counts.count(sig)) continue;
+    ++shown;
+    std::vector<std::string> row = {sig, q.text(1), q.text(2), format_us(q.real(3)),
+                                    format_us(q.real(4)),
+                                    q.real(5) > 0 ? format_us(q.real(5)) : "-",
+                                    std::to_string(q.int64(6))};
+    if (model.id) {
+      row.insert(row.begin() + 2, std::to_string(model.counts.at(sig)));
+      weighted += model.counts.at(sig) * q.real(3);
+    }
+    t.add(row);
+  }
+  std::cout << fmt::format("best variants on {} ({}): {} workloads", gpu, source_arg(emulated),
+                           shown);
+  if (model.id)
+    std::cout << fmt::format(" of {} in the model; sum of best times x count {}",
+                             model.counts.size(), format_us(weighted));
+  std::cout << "\n";
+  if (t.empty()) {
+    note_other_source(conn, gpu, emulated);
+    return kExitOk;
+  }
+  t.print(std::cout);
+  return kExitOk;
+}
+
+int cmd_compare(const std::string& db, const std::vector<std::string>& args) {
+  po::options_description desc("dc-db compare: best time per workload on several GPU types");
+  desc.add_options()("help,h", "this text")("gpus", po::value<std::string>()->required(),
+                                            "GPU types, comma separated: a100,h100")(
+      "model", po::value<std::string>(), "only the workloads of this model")(
+      "emulated", po::bool_switch(), "emulated results instead of real ones");
+  const auto vm = parse_options(args, desc);
+  if (!vm) return kExitOk;
+  std::vector<std::string> gpus;
+  {
+    std::stringstream ss((*vm)["gpus"].as<std::string>());
+    for (std::string g; std::getline(ss, g, ',');)
+      if (!g.empty()) gpus.push_back(g);
+  }
+  DC_USER_CHECK(gpus.size() >= 2, "--gpus needs at least two GPU types, e.g. a100,h100");
+  const bool emulated = (*vm)["emulated"].as<bool>();
+  sqlite::Connection conn = open_for_reading(db);
+  for (const auto& g : gpus) require_gpu(conn, g);
+  const ModelFilter model = model_filter(conn, *vm);
+
+  std::map<std::pair<std::string, std::string>, std::map<std::string, double>> best;  // (kind, sig)
+  for (const auto& g : gpus) {
+    sqlite::Query q = conn.query(
+        "SELECT workload, kind, median_us FROM best_variants WHERE gpu_type = ? AND source = ?");
+    q.bind_all(g, source_arg(emulated));
+    while (q.step())
+      if (!model.id || model.counts.count(q.text(0)))
+        best[{q.text(1), q.text(0)}][g] = q.real(2);
+  }
+  std::vector<std::string> header = {"signature", "kind"};
+  for (const auto& g : gpus) header.push_back(">" + g);
+  for (size_t i = 1; i < gpus.size(); ++i) header.push_back(">" + gpus[i] + "/" + gpus[0]);
+  Table t(header);
+  std::map<std::string, double> totals;  // over workloads measured on every GPU type
+  size_t complete = 0;
+  for (const auto& [key, times] : best) {
+    std::vector<std::string> row = {key.second, key.first};
+    for (const auto& g : gpus) row.push_back(times.count(g) ? format_us(times.at(g)) : "-");
+    for (size_t i = 1; i < gpus.size(); ++i)
+      row.push_back(times.count(gpus[0]) && times.count(gpus[i])
+                        ? fmt::format("{:.2f}", times.at(gpus[i]) / times.at(gpus[0]))
+                        : "-");
+    t.add(row);
+    if (times.size() == gpus.size()) {
+      ++complete;
+      const int weight = model.id ? model.counts.at(key.second) : 1;
+      for (const auto& [g, us] : times) totals[g] += weight * us;
+    }
+  }
+  std::cout << fmt::format("best times ({}), {} workloads\n", source_arg(emulated), best.size());
+  if (t.empty()) return kExitOk;
+  t.print(std::cout);
+  std::cout << fmt::format("\ntotal over the {} workloads measured on all{}:", complete,
+                           model.id ? " (x count in the model)" : "");
+  for (const auto& g : gpus)
+    std::cout << fmt::format(" {} {}{}", g, format_us(totals[g]),
+                             g == gpus[0] || totals[gpus[0]] <= 0
+                                 ? ""
+                                 : fmt::format(" ({:.2f}x)", totals[g] / totals[gpus[0]]));
+  std::cout << "\n";
+  return kExitOk;
+}
+
+int cmd_estimator_error(const std::string& db, const std::vector<std::string>& args) {
+  po::options_description desc(
+      "dc-db estimator-error: estimated vs measured time per cluster kind\n"
+      "(ratio = measured / estimated; the geometric mean is the calibration factor a fit\n"
+      "would choose, the typical error is the median of |log ratio| as a percentage)");
+  desc.add_options()("help,h", "this text")("gpu", po::value<std::string>()->required(),
+                                            "GPU type, e.g. h100")(
+      "emulated", po::bool_switch(), "emulated results instead of real ones");
+  const auto vm = parse_options(args, desc);
+  if (!vm) return kExitOk;
+  sqlite::Connection conn = open_for_reading(db);
+  const std::string gpu = (*vm)["gpu"].as<std::string>();
+  const bool emulated = (*vm)["emulated"].as<bool>();
+  require_gpu(conn, gpu);
+  std::map<std::string, std::vector<double>> logs;  // kind -> log(ratio)
+  {
+    sqlite::Query q = conn.query(
+        "SELECT kind, ratio FROM estimator_error WHERE gpu_type = ? AND source = ?");
+    q.bind_all(gpu, source_arg(emulated));
+    while (q.step()) {
+      const double r = std::log(q.real(1));
+      logs[q.text(0)].push_back(r);
+      logs["(all)"].push_back(r);
+    }
+  }
+  std::cout << fmt::format("estimator error on {} ({})\n", gpu, source_arg(emulated));
+  if (logs.empty()) {
+    std::cout << "no ok results with an estimate\n";
+    note_other_source(conn, gpu, emulated);
+    return kExitOk;
+  }
+  Table t({"kind", ">results", ">geomean ratio", ">typical error", ">worst ratio"});
+  for (auto& [kind, v] : logs) {
+    double sum = 0, worst = 0;
+    for (double x : v) {
+      sum += x;
+      if (std::fabs(x) > std::fabs(worst)) worst = x;
+    }
+    std::vector<double> mag(v.size());
+    std::transform(v.begin(), v.end(), mag.begin(), [](double x) { return std::fabs(x); });
+    std::sort(mag.begin(), mag.end());
+    const size_t n = mag.size();
+    const double med = n % 2 ? mag[n / 2] : 0.5 * (mag[n / 2 - 1] + mag[n / 2]);
+    t.add({kind, std::to_string(n), fmt::format("{:.3f}", std::exp(sum / n)),
+           fmt::format("{:.1f}%", (std::exp(med) - 1) * 100), fmt::format("{:.3f}", std::exp(worst))});
+  }
+  t.print(std::cout);
+  return kExitOk;
+}
+
+}  // namespace dc::dcdb

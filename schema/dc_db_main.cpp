@@ -1,0 +1,140 @@
+// dc-db's entry point: global options, command dispatch, and the error conventions.
+#include <iostream>
+
+#include <spdlog/spdlog.h>
+
+#include "dc_db.h"
+#include "ir/error.h"
+#include "ir/log.h"
+#include "migrate.h"
+
+namespace dc::dcdb {
+
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: dc-db --db PATH COMMAND [options]
+
+Questions to a dc tuning database (SQLite; docs/tuning-db.md). Reads never block a tune
+that is writing the same DB. Results are real-GPU ones unless --emulated is given:
+emulated times never stand in for real ones.
+
+commands:
+  summary                            counts per table, GPU type and status
+  models                             tuned models with their workloads and coverage
+  workloads [--model M] [--gpu G]    workloads, their variants and results
+  best --gpu G [--model M]           the fastest variant per workload on G
+  compare --gpus a100,h100 [--model M]
+                                     best time per workload side by side, with ratios
+  estimator-error --gpu G            estimated vs measured, per cluster kind
+  runs                               tuning runs with their plans' totals
+  export --format csv|json [--out F] every measurement with its provenance
+  import FILE                        merge another tuning DB into this one
+  report --out report.html           one self-contained HTML page with plots
+  migrate                            bring an older DB to this dc's schema version
+
+Run `dc-db COMMAND --help` for a command's options.
+
+global options:
+  --db PATH     the tuning DB (required)
+  --version     print the version and the schema version
+  -h, --help    this text
+)";
+
+}  // namespace
+
+std::optional<po::variables_map> parse_options(const std::vector<std::string>& args,
+                                               const po::options_description& desc,
+                                               std::string* positional) {
+  po::options_description all;
+  all.add(desc);
+  po::positional_options_description pos;
+  if (positional) {
+    po::options_description hidden;
+    hidden.add_options()("positional", po::value(positional));
+    all.add(hidden);
+    pos.add("positional", 1);
+  }
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return std::nullopt;
+  }
+  po::notify(vm);
+  return vm;
+}
+
+int run(int argc, char** argv) {
+  try {
+    init_logging("warn");
+    std::string db;
+    std::string command;
+    std::vector<std::string> args;
+    // --db may come before or after the command; everything else after it is the command's.
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--db") {
+        DC_USER_CHECK(i + 1 < argc, "--db needs a path");
+        db = argv[++i];
+      } else if (a.rfind("--db=", 0) == 0) {
+        db = a.substr(5);
+      } else if (!command.empty()) {
+        args.push_back(a);
+      } else if (a == "-h" || a == "--help") {
+        std::cout << kUsage;
+        return kExitOk;
+      } else if (a == "--version") {
+        std::cout << "dc-db " << DC_VERSION << " (tuning DB schema version " << schema_version()
+                  << ")\n";
+        return kExitOk;
+      } else if (!a.empty() && a[0] == '-') {
+        throw_user_error("unknown option '", a, "' before the command (see --help)");
+      } else {
+        command = a;
+      }
+    }
+    if (command.empty()) {
+      std::cerr << kUsage;
+      return kExitUserError;
+    }
+    const bool wants_help =
+        std::find(args.begin(), args.end(), "--help") != args.end() ||
+        std::find(args.begin(), args.end(), "-h") != args.end();
+    DC_USER_CHECK(!db.empty() || wants_help, "no tuning DB given: dc-db --db PATH ", command);
+    if (command == "summary") return cmd_summary(db, args);
+    if (command == "models") return cmd_models(db, args);
+    if (command == "workloads") return cmd_workloads(db, args);
+    if (command == "best") return cmd_best(db, args);
+    if (command == "compare") return cmd_compare(db, args);
+    if (command == "estimator-error") return cmd_estimator_error(db, args);
+    if (command == "runs") return cmd_runs(db, args);
+    if (command == "export") return cmd_export(db, args);
+    if (command == "import") return cmd_import(db, args);
+    if (command == "report") return cmd_report(db, args);
+    if (command == "migrate") return cmd_migrate(db, args);
+    throw_user_error("unknown command '", command,
+                     "' (commands: summary, models, workloads, best, compare, estimator-error, "
+                     "runs, export, import, report, migrate; see --help)");
+  } catch (const UserError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return kExitUserError;
+  } catch (const po::error& e) {
+    std::cerr << "error: " << e.what() << " (see --help)\n";
+    return kExitUserError;
+  } catch (const InternalError& e) {
+    std::cerr << "internal error (a bug in dc, please report): " << e.what() << "\n";
+    return kExitInternalError;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of memory\n";
+    return kExitUserError;
+  } catch (const std::exception& e) {
+    std::cerr << "internal error (a bug in dc, please report): " << e.what() << "\n";
+    return kExitInternalError;
+  }
+}
+
+}  // namespace dc::dcdb
+
+int main(int argc, char** argv) { return dc::dcdb::run(argc, argv); }

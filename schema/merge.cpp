@@ -1,0 +1,140 @@
+#include "merge.h"
+
+#include <cctype>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "ir/error.h"
+#include "migrate.h"
+#include "records.h"
+
+namespace dc {
+
+namespace {
+
+// A read-only URI for ATTACH: the path percent-encoded where URIs need it.
+std::string readonly_uri(const std::string& path) {
+  std::string out = "file:";
+  for (unsigned char c : std::filesystem::absolute(path).string()) {
+    if (std::isalnum(c) || c == '/' || c == '.' || c == '-' || c == '_') out += static_cast<char>(c);
+    else out += fmt::format("%{:02X}", c);
+  }
+  return out + "?mode=ro";
+}
+
+// Statements run in order; each adds the records of one table that `into` lacks, matching
+// rows by natural key (ids differ between DBs).
+struct Step {
+  int64_t MergeStats::*count;
+  const char* sql;
+};
+
+const Step kSteps[] = {
+    {&MergeStats::gpu_types,
+     "INSERT INTO main.gpu_types(name, arch, cc_major, cc_minor, spec_json, first_seen_ms) "
+     "SELECT name, arch, cc_major, cc_minor, spec_json, first_seen_ms FROM src.gpu_types "
+     "WHERE true ON CONFLICT(name) DO NOTHING"},
+    {&MergeStats::workers,
+     "INSERT INTO main.workers(name, host, device, gpu_type, driver_version, nvrtc_version, "
+     "emulated, first_seen_ms, last_seen_ms) SELECT name, host, device, gpu_type, "
+     "driver_version, nvrtc_version, emulated, first_seen_ms, last_seen_ms FROM src.workers "
+     "WHERE true ON CONFLICT(name) DO NOTHING"},
+    {&MergeStats::models,
+     "INSERT INTO main.models(name, sha256, first_seen_ms) "
+     "SELECT name, sha256, first_seen_ms FROM src.models WHERE true "
+     "ON CONFLICT(name, sha256) DO NOTHING"},
+    {&MergeStats::workloads,
+     "INSERT INTO main.workloads(signature, kind, canonical, flops, bytes, first_seen_ms) "
+     "SELECT signature, kind, canonical, flops, bytes, first_seen_ms FROM src.workloads "
+     "WHERE true ON CONFLICT(signature) DO NOTHING"},
+    {nullptr,
+     "INSERT INTO main.model_workloads(model_id, workload, count) "
+     "SELECT dm.id, smw.workload, smw.count FROM src.model_workloads smw "
+     "JOIN src.models sm ON sm.id = smw.model_id "
+     "JOIN main.models dm ON dm.name = sm.name AND dm.sha256 = sm.sha256 "
+     "WHERE true ON CONFLICT(model_id, workload) DO NOTHING"},
+    {&MergeStats::variants,
+     "INSERT INTO main.variants(workload, key, template, precision, params_json, source_hash, "
+     "first_seen_ms) SELECT workload, key, template, precision, params_json, source_hash, "
+     "first_seen_ms FROM src.variants WHERE true ON CONFLICT(workload, key) DO NOTHING"},
+    {&MergeStats::measurements,
+     "INSERT INTO main.measurements(variant_id, gpu_type, worker_id, status, error, "
+     "samples_json, n_samples, median_us, min_us, spread, max_rel_error, registers, "
+     "spill_bytes, smem_bytes, compile_seconds, estimate_us, source_hash, nvrtc_version, "
+     "nvrtc_major, driver_version, emulated, attempts, finished_ms, recorded_ms, import_id) "
+     "SELECT dv.id, m.gpu_type, dw.id, m.status, m.error, m.samples_json, m.n_samples, "
+     "m.median_us, m.min_us, m.spread, m.max_rel_error, m.registers, m.spill_bytes, "
+     "m.smem_bytes, m.compile_seconds, m.estimate_us, m.source_hash, m.nvrtc_version, "
+     "m.nvrtc_major, m.driver_version, m.emulated, m.attempts, m.finished_ms, m.recorded_ms, "
+     "?1 FROM src.measurements m "
+     "JOIN src.variants sv ON sv.id = m.variant_id "
+     "JOIN main.variants dv ON dv.workload = sv.workload AND dv.key = sv.key "
+     "JOIN src.workers sw ON sw.id = m.worker_id "
+     "JOIN main.workers dw ON dw.name = sw.name "
+     "WHERE true ORDER BY m.id "
+     "ON CONFLICT(variant_id, gpu_type, worker_id, finished_ms) DO NOTHING"},
+    {&MergeStats::runs,
+     "INSERT INTO main.tuning_runs(uid, model_id, gpu_types_json, options_json, host, "
+     "started_ms, ended_ms, status) SELECT r.uid, dm.id, r.gpu_types_json, r.options_json, "
+     "r.host, r.started_ms, r.ended_ms, r.status FROM src.tuning_runs r "
+     "JOIN src.models sm ON sm.id = r.model_id "
+     "JOIN main.models dm ON dm.name = sm.name AND dm.sha256 = sm.sha256 "
+     "WHERE true ORDER BY r.id ON CONFLICT(uid) DO NOTHING"},
+    {&MergeStats::plans,
+     "INSERT INTO main.plans(run_id, gpu_type, emulated, choices_json, estimated_total_us, "
+     "measured_total_us, created_ms) SELECT dr.id, p.gpu_type, p.emulated, p.choices_json, "
+     "p.estimated_total_us, p.measured_total_us, p.created_ms FROM src.plans p "
+     "JOIN src.tuning_runs sr ON sr.id = p.run_id "
+     "JOIN main.tuning_runs dr ON dr.uid = sr.uid "
+     "WHERE true ORDER BY p.id ON CONFLICT(run_id, gpu_type) DO NOTHING"},
+};
+
+}  // namespace
+
+MergeStats merge_tuning_db(sqlite::Connection& into, const std::string& from_path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  DC_USER_CHECK(fs::is_regular_file(from_path, ec), "cannot import '", from_path,
+                "': no such file");
+  DC_USER_CHECK(!fs::equivalent(from_path, into.path(), ec), "cannot import '", from_path,
+                "' into itself");
+  DC_USER_CHECK(!into.read_only(), "tuning DB '", into.path(), "' is read-only: cannot import");
+  into.query("ATTACH DATABASE ? AS src").bind(1, readonly_uri(from_path)).run();
+  MergeStats stats;
+  try {
+    const int64_t app = into.scalar_int("PRAGMA src.application_id");
+    const int64_t version = into.scalar_int("PRAGMA src.user_version");
+    DC_USER_CHECK(app == kTuningDbApplicationId, "cannot import '", from_path,
+                  "': not a dc tuning DB");
+    DC_USER_CHECK(version <= schema_version(), "cannot import '", from_path,
+                  "': its schema version ", version, " is newer than this dc's (",
+                  schema_version(), "); import it with the dc that wrote it");
+    DC_USER_CHECK(version == schema_version(), "cannot import '", from_path,
+                  "': its schema version ", version, " is older than this dc's (",
+                  schema_version(), "); migrate it first: dc-db --db ", from_path, " migrate");
+    sqlite::Transaction tx(into);
+    into.query(
+            "INSERT INTO imports(source_path, source_user_version, imported_ms) VALUES (?, ?, ?)")
+        .bind_all(fs::absolute(from_path).string(), version, now_unix_ms())
+        .run();
+    stats.import_id = into.last_insert_rowid();
+    for (const Step& s : kSteps) {
+      sqlite::Query q = into.query(s.sql);
+      if (s.count == &MergeStats::measurements) q.bind(1, stats.import_id);
+      q.run();
+      if (s.count) stats.*s.count = into.changes();
+    }
+    into.query("UPDATE imports SET measurements_added = ? WHERE id = ?")
+        .bind_all(stats.measurements, stats.import_id)
+        .run();
+    tx.commit();
+  } catch (...) {
+    into.exec("DETACH DATABASE src");
+    throw;
+  }
+  into.exec("DETACH DATABASE src");
+  return stats;
+}
+
+}  // namespace dc

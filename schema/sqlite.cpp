@@ -1,0 +1,162 @@
+#include "sqlite.h"
+
+#include <sqlite3.h>
+
+#include "ir/error.h"
+
+namespace dc::sqlite {
+
+void DbCloser::operator()(sqlite3* db) const noexcept { sqlite3_close_v2(db); }
+void StmtFinalizer::operator()(sqlite3_stmt* s) const noexcept { sqlite3_finalize(s); }
+
+void throw_sqlite_error(int rc, std::string_view message, std::string_view doing,
+                        const std::string& path) {
+  const std::string db = "tuning DB '" + path + "'";
+  switch (rc & 0xff) {
+    case SQLITE_FULL:
+      throw_user_error(db, ": disk full while ", doing, " (", message,
+                       "); the transaction was rolled back, nothing half-written: free space "
+                       "and rerun");
+    case SQLITE_READONLY:
+      throw_user_error(db, " is read-only (", message, ") while ", doing,
+                       "; check the file's permissions or open it for writing");
+    case SQLITE_CANTOPEN:
+      throw_user_error("cannot open ", db, ": ", message,
+                       " (does the file or its directory exist and is it accessible?)");
+    case SQLITE_NOTADB:
+      throw_user_error(db, " is not a SQLite database (", message, ")");
+    case SQLITE_CORRUPT:
+      throw_user_error(db, " is corrupt (", message, "); restore it or start a new one");
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      throw_user_error(db, " is locked by another process for more than 5 s while ", doing,
+                       " (", message, ")");
+    case SQLITE_IOERR:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+    case SQLITE_PROTOCOL:
+      throw_user_error(db, ": I/O error while ", doing, " (", message, ")");
+    case SQLITE_NOMEM:
+      throw std::bad_alloc();
+    default:
+      throw_internal_error(db, ": ", doing, " failed with SQLite code ", rc, ": ", message);
+  }
+}
+
+Connection::Connection(const std::string& path, bool read_only) : path_(path) {
+  sqlite3* raw = nullptr;
+  const int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
+                    SQLITE_OPEN_URI;
+  const int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+  db_.reset(raw);  // closed even when the open failed
+  if (rc != SQLITE_OK) {
+    const std::string msg = raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc);
+    throw_sqlite_error(rc, msg, "opening it", path_);
+  }
+  sqlite3_extended_result_codes(raw, 1);
+  sqlite3_busy_timeout(raw, 5000);
+  exec("PRAGMA foreign_keys = ON");
+}
+
+void Connection::fail(int rc, std::string_view doing) const {
+  throw_sqlite_error(rc, sqlite3_errmsg(db_.get()), doing, path_);
+}
+
+void Connection::exec(const std::string& script) {
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db_.get(), script.c_str(), nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
+    const std::string msg = err ? err : sqlite3_errstr(rc);
+    sqlite3_free(err);
+    throw_sqlite_error(rc, msg, "running '" + script.substr(0, 60) + "'", path_);
+  }
+}
+
+Query Connection::query(const std::string& sql) {
+  auto it = cache_.find(sql);
+  if (it == cache_.end()) {
+    sqlite3_stmt* raw = nullptr;
+    const int rc = sqlite3_prepare_v3(db_.get(), sql.c_str(), static_cast<int>(sql.size()),
+                                      SQLITE_PREPARE_PERSISTENT, &raw, nullptr);
+    std::unique_ptr<sqlite3_stmt, StmtFinalizer> stmt(raw);
+    if (rc != SQLITE_OK) fail(rc, "preparing '" + sql.substr(0, 60) + "'");
+    it = cache_.emplace(sql, std::move(stmt)).first;
+  }
+  return Query(*this, it->second.get());
+}
+
+int64_t Connection::scalar_int(const std::string& sql) {
+  Query q = query(sql);
+  DC_INTERNAL_CHECK(q.step(), "no row from ", sql);
+  return q.int64(0);
+}
+
+int64_t Connection::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_.get()); }
+int64_t Connection::changes() const { return sqlite3_changes64(db_.get()); }
+bool Connection::read_only() const { return sqlite3_db_readonly(db_.get(), "main") == 1; }
+
+Query::~Query() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+namespace {
+void check_bind(Connection& c, int rc) {
+  if (rc != SQLITE_OK) c.fail(rc, "binding a parameter");
+}
+}  // namespace
+
+Query& Query::bind(int index, int64_t v) {
+  check_bind(*conn_, sqlite3_bind_int64(stmt_, index, v));
+  return *this;
+}
+Query& Query::bind(int index, double v) {
+  check_bind(*conn_, sqlite3_bind_double(stmt_, index, v));
+  return *this;
+}
+Query& Query::bind(int index, std::string_view v) {
+  check_bind(*conn_, sqlite3_bind_text64(stmt_, index, v.data(), v.size(), SQLITE_TRANSIENT,
+                                         SQLITE_UTF8));
+  return *this;
+}
+Query& Query::bind_null(int index) {
+  check_bind(*conn_, sqlite3_bind_null(stmt_, index));
+  return *this;
+}
+
+bool Query::step() {
+  const int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  const char* sql = sqlite3_sql(stmt_);
+  conn_->fail(rc, "running '" + std::string(sql ? sql : "?").substr(0, 60) + "'");
+}
+
+void Query::run() {
+  while (step()) {
+  }
+}
+
+int64_t Query::int64(int col) const { return sqlite3_column_int64(stmt_, col); }
+double Query::real(int col) const { return sqlite3_column_double(stmt_, col); }
+std::string Query::text(int col) const {
+  const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+  return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(stmt_, col))) : std::string();
+}
+bool Query::is_null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+
+Transaction::Transaction(Connection& conn) : conn_(conn) { conn_.exec("BEGIN IMMEDIATE"); }
+
+void Transaction::commit() {
+  conn_.exec("COMMIT");
+  done_ = true;
+}
+
+Transaction::~Transaction() {
+  // A failed COMMIT (disk full) may leave the transaction open: roll it back here. SQLite
+  // may also have rolled back by itself already; autocommit mode tells which.
+  if (!done_ && sqlite3_get_autocommit(conn_.handle()) == 0)
+    sqlite3_exec(conn_.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+}
+
+}  // namespace dc::sqlite

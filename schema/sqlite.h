@@ -1,0 +1,115 @@
+// A thin RAII layer over the SQLite C API, after SQLiteCpp and Bitcoin Core's wallet DB:
+// one owned connection, statements prepared once and cached by their text, a Query handle
+// that resets its statement when it goes out of scope, and a Transaction that rolls back
+// in its destructor without throwing. Failures that come from the environment (disk full,
+// read-only file, locked, not a database) are UserErrors naming the file; anything else
+// (bad SQL, misuse) is an InternalError.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace dc::sqlite {
+
+struct DbCloser {
+  void operator()(sqlite3* db) const noexcept;
+};
+struct StmtFinalizer {
+  void operator()(sqlite3_stmt* s) const noexcept;
+};
+
+class Connection;
+
+// A cached statement in use: bind parameters (1-based), step through rows, read columns
+// (0-based). The destructor resets the statement and clears its bindings for the next use.
+class Query {
+ public:
+  Query(Connection& conn, sqlite3_stmt* stmt) : conn_(&conn), stmt_(stmt) {}
+  Query(const Query&) = delete;
+  Query& operator=(const Query&) = delete;
+  ~Query();
+
+  Query& bind(int index, int64_t v);
+  Query& bind(int index, int v) { return bind(index, static_cast<int64_t>(v)); }
+  Query& bind(int index, bool v) { return bind(index, static_cast<int64_t>(v ? 1 : 0)); }
+  Query& bind(int index, double v);
+  Query& bind(int index, std::string_view v);
+  Query& bind(int index, const std::string& v) { return bind(index, std::string_view(v)); }
+  Query& bind(int index, const char* v) { return bind(index, std::string_view(v)); }
+  Query& bind_null(int index);
+  // Binds each argument in order from parameter 1.
+  template <class... Args>
+  Query& bind_all(const Args&... args) {
+    int i = 0;
+    (bind(++i, args), ...);
+    return *this;
+  }
+
+  bool step();  // true: a row is ready; false: done
+  void run();   // steps to the end (statements without results)
+
+  int64_t int64(int col) const;
+  double real(int col) const;
+  std::string text(int col) const;
+  bool is_null(int col) const;
+
+ private:
+  Connection* conn_;
+  sqlite3_stmt* stmt_;
+};
+
+class Connection {
+ public:
+  // Opens (read-write opens create the file). Extended result codes and foreign keys are
+  // on, busy timeout 5 s, URI file names accepted. Schema checks are open_tuning_connection's
+  // (migrate.h).
+  Connection(const std::string& path, bool read_only);
+
+  // Runs SQL without results; `script` may hold many statements.
+  void exec(const std::string& script);
+  // A statement prepared once per connection and reused ever after.
+  Query query(const std::string& sql);
+  // First column of the first row as an integer (PRAGMA user_version and the like).
+  int64_t scalar_int(const std::string& sql);
+
+  int64_t last_insert_rowid() const;
+  int64_t changes() const;  // rows changed by the last statement
+  bool read_only() const;   // as SQLite sees it: a write-protected file opens read-only
+  const std::string& path() const { return path_; }
+  sqlite3* handle() const { return db_.get(); }
+
+  // Throws the error of `rc` with SQLite's message, saying what was being done.
+  [[noreturn]] void fail(int rc, std::string_view doing) const;
+
+ private:
+  std::string path_;
+  std::unique_ptr<sqlite3, DbCloser> db_;
+  std::unordered_map<std::string, std::unique_ptr<sqlite3_stmt, StmtFinalizer>> cache_;
+};
+
+// BEGIN IMMEDIATE (the write lock up front: two writers wait instead of deadlocking);
+// commit() makes it durable; otherwise the destructor rolls back, never throwing.
+class Transaction {
+ public:
+  explicit Transaction(Connection& conn);
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  ~Transaction();
+  void commit();
+
+ private:
+  Connection& conn_;
+  bool done_ = false;
+};
+
+// The error for result code `rc` (extended codes welcome) on the DB at `path`.
+[[noreturn]] void throw_sqlite_error(int rc, std::string_view message, std::string_view doing,
+                                     const std::string& path);
+
+}  // namespace dc::sqlite

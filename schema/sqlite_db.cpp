@@ -1,0 +1,443 @@
+// The SQLite tuning DB (schema: schema/migrations/*.sql). Each commit is one IMMEDIATE
+// transaction: a killed process loses at most the result it was writing, and the file
+// stays consistent (WAL). Natural keys are resolved to row ids inside the transaction.
+#include <mutex>
+
+#include "ir/error.h"
+#include "migrate.h"
+#include "records.h"
+#include "tuning_db.h"
+
+namespace dc {
+
+namespace {
+
+// Columns of a Measurement, in measurement_from's order; aliases m, v, wk.
+constexpr const char* kMeasurementColumns =
+    "v.workload, v.key, m.source_hash, m.gpu_type, wk.name, m.status, m.error, m.samples_json, "
+    "m.median_us, m.min_us, m.spread, m.max_rel_error, m.registers, m.spill_bytes, m.smem_bytes, "
+    "m.compile_seconds, m.estimate_us, m.nvrtc_version, m.driver_version, m.emulated, "
+    "m.attempts, m.finished_ms";
+constexpr const char* kMeasurementJoins =
+    " FROM measurements m JOIN variants v ON v.id = m.variant_id"
+    " JOIN workers wk ON wk.id = m.worker_id";
+
+Measurement measurement_from(const sqlite::Query& q) {
+  Measurement m;
+  m.workload = q.text(0);
+  m.variant_key = q.text(1);
+  m.source_hash = q.text(2);
+  m.gpu_type = q.text(3);
+  m.worker = q.text(4);
+  const auto status = parse_job_status(q.text(5));
+  DC_USER_CHECK(status, "tuning DB holds an unknown job status '", q.text(5), "'");
+  m.status = *status;
+  m.error = q.text(6);
+  m.samples_us = samples_from_json(q.text(7));
+  m.median_us = q.real(8);
+  m.min_us = q.real(9);
+  m.spread = q.real(10);
+  m.max_rel_error = q.real(11);
+  m.registers = static_cast<int>(q.int64(12));
+  m.spill_bytes = static_cast<int>(q.int64(13));
+  m.smem_bytes = q.int64(14);
+  m.compile_seconds = q.real(15);
+  m.estimate_us = q.real(16);
+  m.nvrtc_version = q.text(17);
+  m.driver_version = q.text(18);
+  m.emulated = q.int64(19) != 0;
+  m.attempts = static_cast<int>(q.int64(20));
+  m.finished_unix_ms = q.int64(21);
+  return m;
+}
+
+std::string sql(std::initializer_list<const char*> parts) {
+  std::string out;
+  for (const char* p : parts) out += p;
+  return out;
+}
+
+class SqliteDb final : public TuningDb {
+ public:
+  SqliteDb(const std::string& path, bool read_only)
+      : conn_(open_tuning_connection(path, read_only)), read_only_(read_only) {}
+
+  void commit_gpu_type(const GpuSpec& s) override {
+    auto tx = write("record GPU type " + s.name);
+    conn_.query(
+             "INSERT INTO gpu_types(name, arch, cc_major, cc_minor, spec_json, first_seen_ms) "
+             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET arch = excluded.arch, "
+             "cc_major = excluded.cc_major, cc_minor = excluded.cc_minor, "
+             "spec_json = excluded.spec_json")
+        .bind_all(s.name, s.arch, s.cc_major, s.cc_minor, gpu_spec_to_json(s), now_unix_ms())
+        .run();
+    tx.commit();
+  }
+
+  void commit_worker(const WorkerInfo& w) override {
+    auto tx = write("record worker " + w.name);
+    require_gpu(w.gpu_type);
+    const int64_t now = now_unix_ms();
+    conn_.query(
+             "INSERT INTO workers(name, host, device, gpu_type, driver_version, nvrtc_version, "
+             "emulated, first_seen_ms, last_seen_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+             "ON CONFLICT(name) DO UPDATE SET host = excluded.host, device = excluded.device, "
+             "gpu_type = excluded.gpu_type, driver_version = excluded.driver_version, "
+             "nvrtc_version = excluded.nvrtc_version, emulated = excluded.emulated, "
+             "last_seen_ms = excluded.last_seen_ms")
+        .bind_all(w.name, w.host, w.device, w.gpu_type, w.driver_version, w.nvrtc_version,
+                  w.emulated, now, now)
+        .run();
+    tx.commit();
+  }
+
+  int64_t commit_model(const std::string& name, const std::string& sha256) override {
+    DC_INTERNAL_CHECK(sha256.size() == 64, "model sha256 '", sha256, "' is not 64 hex digits");
+    auto tx = write("record model " + name);
+    conn_.query(
+             "INSERT INTO models(name, sha256, first_seen_ms) VALUES (?, ?, ?) "
+             "ON CONFLICT(name, sha256) DO NOTHING")
+        .bind_all(name, sha256, now_unix_ms())
+        .run();
+    sqlite::Query q = conn_.query("SELECT id FROM models WHERE name = ? AND sha256 = ?");
+    q.bind_all(name, sha256);
+    DC_INTERNAL_CHECK(q.step(), "model ", name, " vanished");
+    const int64_t id = q.int64(0);
+    q.run();
+    tx.commit();
+    return id;
+  }
+
+  void commit_workload(const WorkloadRecord& w) override {
+    auto tx = write("record workload " + w.signature);
+    insert_workload(w);
+    tx.commit();
+  }
+
+  void commit_model_workloads(int64_t model_id,
+                              const std::vector<std::pair<WorkloadRecord, int>>& ws) override {
+    auto tx = write("record the workloads of a model");
+    {
+      sqlite::Query q = conn_.query("SELECT 1 FROM models WHERE id = ?");
+      DC_INTERNAL_CHECK(q.bind(1, model_id).step(), "unknown model id ", model_id);
+    }
+    for (const auto& [w, count] : ws) {
+      DC_INTERNAL_CHECK(count > 0, "workload ", w.signature, " counted ", count, " times");
+      insert_workload(w);
+      conn_.query(
+               "INSERT INTO model_workloads(model_id, workload, count) VALUES (?, ?, ?) "
+               "ON CONFLICT(model_id, workload) DO UPDATE SET count = excluded.count")
+          .bind_all(model_id, w.signature, count)
+          .run();
+    }
+    tx.commit();
+  }
+
+  void commit_variant(const std::string& workload, const Variant& v,
+                      const std::string& source_hash) override {
+    auto tx = write("record variant " + v.key());
+    {
+      sqlite::Query q = conn_.query("SELECT 1 FROM workloads WHERE signature = ?");
+      DC_INTERNAL_CHECK(q.bind(1, workload).step(), "variant ", v.key(), " of unknown workload ",
+                        workload, ": commit the workload first");
+    }
+    conn_.query(
+             "INSERT INTO variants(workload, key, template, precision, params_json, source_hash, "
+             "first_seen_ms) VALUES (?, ?, ?, ?, ?, ?, ?) "
+             "ON CONFLICT(workload, key) DO UPDATE SET source_hash = excluded.source_hash")
+        .bind_all(workload, v.key(), v.template_name, v.precision, params_to_json(v), source_hash,
+                  now_unix_ms())
+        .run();
+    tx.commit();
+  }
+
+  bool commit_measurement(const Measurement& in) override {
+    const Measurement m = checked_measurement(in);
+    auto tx = write("record a measurement of " + m.variant_key);
+    int64_t variant_id = 0, worker_id = 0;
+    {
+      sqlite::Query q = conn_.query("SELECT id FROM variants WHERE workload = ? AND key = ?");
+      DC_INTERNAL_CHECK(q.bind_all(m.workload, m.variant_key).step(),
+                        "measurement of unknown variant ", m.variant_key, " of workload ",
+                        m.workload, ": commit the variant first");
+      variant_id = q.int64(0);
+    }
+    require_gpu(m.gpu_type);
+    {
+      sqlite::Query q = conn_.query("SELECT id, emulated FROM workers WHERE name = ?");
+      DC_INTERNAL_CHECK(q.bind(1, m.worker).step(), "measurement from unknown worker '", m.worker,
+                        "': commit the worker first");
+      DC_INTERNAL_CHECK((q.int64(1) != 0) == m.emulated, "measurement from worker '", m.worker,
+                        "' disagrees with it on being emulated");
+      worker_id = q.int64(0);
+    }
+    sqlite::Query ins = conn_.query(
+        "INSERT INTO measurements(variant_id, gpu_type, worker_id, status, error, samples_json, "
+        "n_samples, median_us, min_us, spread, max_rel_error, registers, spill_bytes, smem_bytes, "
+        "compile_seconds, estimate_us, source_hash, nvrtc_version, nvrtc_major, driver_version, "
+        "emulated, attempts, finished_ms, recorded_ms) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT(variant_id, gpu_type, worker_id, finished_ms) DO NOTHING");
+    ins.bind_all(variant_id, m.gpu_type, worker_id, job_status_name(m.status), m.error,
+                 samples_to_json(m.samples_us), static_cast<int64_t>(m.samples_us.size()),
+                 m.median_us, m.min_us, m.spread, m.max_rel_error, m.registers, m.spill_bytes,
+                 m.smem_bytes, m.compile_seconds, m.estimate_us, m.source_hash, m.nvrtc_version,
+                 toolchain_major(m.nvrtc_version), m.driver_version, m.emulated, m.attempts,
+                 m.finished_unix_ms, now_unix_ms());
+    ins.run();
+    const bool added = conn_.changes() == 1;
+    tx.commit();
+    return added;
+  }
+
+  int64_t begin_run(const RunInfo& run) override {
+    auto tx = write("record the start of a tuning run");
+    {
+      sqlite::Query q = conn_.query("SELECT 1 FROM models WHERE id = ?");
+      DC_INTERNAL_CHECK(q.bind(1, run.model_id).step(), "run of unknown model id ", run.model_id);
+    }
+    for (const auto& g : run.gpu_types) require_gpu(g);
+    conn_.query(
+             "INSERT INTO tuning_runs(uid, model_id, gpu_types_json, options_json, host, "
+             "started_ms, status) VALUES (?, ?, ?, ?, ?, ?, 'running')")
+        .bind_all(random_run_uid(), run.model_id, strings_to_json(run.gpu_types),
+                  run.options_json, run.host, now_unix_ms())
+        .run();
+    const int64_t id = conn_.last_insert_rowid();
+    tx.commit();
+    return id;
+  }
+
+  void end_run(int64_t run_id, RunStatus status) override {
+    auto tx = write("record the end of a tuning run");
+    conn_.query("UPDATE tuning_runs SET ended_ms = ?, status = ? WHERE id = ?")
+        .bind_all(now_unix_ms(), run_status_name(status), run_id)
+        .run();
+    DC_INTERNAL_CHECK(conn_.changes() == 1, "unknown run id ", run_id);
+    tx.commit();
+  }
+
+  void commit_plan(const PlanRecord& p) override {
+    auto tx = write("record a plan");
+    {
+      sqlite::Query q = conn_.query("SELECT 1 FROM tuning_runs WHERE id = ?");
+      DC_INTERNAL_CHECK(q.bind(1, p.run_id).step(), "plan of unknown run id ", p.run_id);
+    }
+    require_gpu(p.gpu_type);
+    conn_.query(
+             "INSERT INTO plans(run_id, gpu_type, emulated, choices_json, estimated_total_us, "
+             "measured_total_us, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?) "
+             "ON CONFLICT(run_id, gpu_type) DO UPDATE SET emulated = excluded.emulated, "
+             "choices_json = excluded.choices_json, "
+             "estimated_total_us = excluded.estimated_total_us, "
+             "measured_total_us = excluded.measured_total_us, created_ms = excluded.created_ms")
+        .bind_all(p.run_id, p.gpu_type, p.source == Source::emulated,
+                  plan_choices_to_json(p.choices), p.estimated_total_us, p.measured_total_us,
+                  now_unix_ms())
+        .run();
+    tx.commit();
+  }
+
+  bool has_measurement(const std::string& workload, const std::string& variant_key,
+                       const std::string& gpu_type, Source source,
+                       const std::string& nvrtc_major) const override {
+    std::lock_guard lock(mu_);
+    sqlite::Query q = conn_.query(
+        "SELECT 1 FROM measurements m JOIN variants v ON v.id = m.variant_id "
+        "WHERE v.workload = ?1 AND v.key = ?2 AND m.gpu_type = ?3 AND m.emulated = ?4 "
+        "AND m.status <> 'worker_lost' AND (?5 = '' OR m.nvrtc_major = ?5) LIMIT 1");
+    return q.bind_all(workload, variant_key, gpu_type, source == Source::emulated, nvrtc_major)
+        .step();
+  }
+
+  std::set<std::string> measured_variants(const std::string& workload, const std::string& gpu_type,
+                                          Source source,
+                                          const std::string& nvrtc_major) const override {
+    std::lock_guard lock(mu_);
+    sqlite::Query q = conn_.query(
+        "SELECT DISTINCT v.key FROM measurements m JOIN variants v ON v.id = m.variant_id "
+        "WHERE v.workload = ?1 AND m.gpu_type = ?2 AND m.emulated = ?3 "
+        "AND m.status <> 'worker_lost' AND (?4 = '' OR m.nvrtc_major = ?4)");
+    q.bind_all(workload, gpu_type, source == Source::emulated, nvrtc_major);
+    std::set<std::string> out;
+    while (q.step()) out.insert(q.text(0));
+    return out;
+  }
+
+  std::vector<Measurement> top_k(const std::string& workload, const std::string& gpu_type,
+                                 Source source, int k) const override {
+    std::lock_guard lock(mu_);
+    sqlite::Query q = conn_.query(sql(
+        {"SELECT ", kMeasurementColumns, kMeasurementJoins,
+         " JOIN (SELECT m.id AS mid, ROW_NUMBER() OVER (PARTITION BY m.variant_id "
+         "ORDER BY m.median_us, m.id) AS rank FROM measurements m "
+         "JOIN variants v ON v.id = m.variant_id WHERE v.workload = ?1 AND m.gpu_type = ?2 "
+         "AND m.emulated = ?3 AND m.status = 'ok') r ON r.mid = m.id "
+         "WHERE r.rank = 1 ORDER BY m.median_us, v.key LIMIT ?4"}));
+    q.bind_all(workload, gpu_type, source == Source::emulated, static_cast<int64_t>(k));
+    std::vector<Measurement> out;
+    while (q.step()) out.push_back(measurement_from(q));
+    return out;
+  }
+
+  std::vector<Measurement> query(const MeasurementQuery& f) const override {
+    std::lock_guard lock(mu_);
+    sqlite::Query q = conn_.query(sql(
+        {"SELECT ", kMeasurementColumns, kMeasurementJoins,
+         " WHERE (?1 IS NULL OR v.workload = ?1) AND (?2 IS NULL OR v.key = ?2) "
+         "AND (?3 IS NULL OR m.gpu_type = ?3) AND (?4 IS NULL OR wk.name = ?4) "
+         "AND (?5 IS NULL OR m.emulated = ?5) AND (?6 IS NULL OR m.status = ?6) "
+         "ORDER BY m.finished_ms, m.id LIMIT ?7"}));
+    auto bind_opt = [&](int i, const std::optional<std::string>& v) {
+      if (v) q.bind(i, *v);
+      else q.bind_null(i);
+    };
+    bind_opt(1, f.workload);
+    bind_opt(2, f.variant_key);
+    bind_opt(3, f.gpu_type);
+    bind_opt(4, f.worker);
+    if (f.source) q.bind(5, *f.source == Source::emulated);
+    else q.bind_null(5);
+    if (f.status) q.bind(6, job_status_name(*f.status));
+    else q.bind_null(6);
+    q.bind(7, f.limit);
+    std::vector<Measurement> out;
+    while (q.step()) out.push_back(measurement_from(q));
+    return out;
+  }
+
+  std::optional<WorkloadRecord> find_workload(const std::string& signature) const override {
+    std::lock_guard lock(mu_);
+    sqlite::Query q = conn_.query(
+        "SELECT kind, canonical, flops, bytes FROM workloads WHERE signature = ?");
+    if (!q.bind(1, signature).step()) return std::nullopt;
+    const auto kind = parse_cluster_kind(q.text(0));
+    DC_USER_CHECK(kind, "tuning DB holds an unknown workload kind '", q.text(0), "'");
+    return WorkloadRecord{signature, *kind, q.text(1), q.int64(2), q.int64(3)};
+  }
+
+  std::vector<std::pair<std::string, int>> model_workloads(int64_t model_id) const override {
+    std::lock_guard lock(mu_);
+    sqlite::Query q = conn_.query(
+        "SELECT workload, count FROM model_workloads WHERE model_id = ? ORDER BY workload");
+    q.bind(1, model_id);
+    std::vector<std::pair<std::string, int>> out;
+    while (q.step()) out.emplace_back(q.text(0), static_cast<int>(q.int64(1)));
+    return out;
+  }
+
+  std::vector<GpuTypeRecord> gpu_types() const override {
+    std::lock_guard lock(mu_);
+    sqlite::Query q =
+        conn_.query("SELECT name, arch, cc_major, cc_minor FROM gpu_types ORDER BY name");
+    std::vector<GpuTypeRecord> out;
+    while (q.step())
+      out.push_back({q.text(0), q.text(1), static_cast<int>(q.int64(2)),
+                     static_cast<int>(q.int64(3))});
+    return out;
+  }
+
+  std::vector<RunRecord> runs() const override {
+    std::lock_guard lock(mu_);
+    std::vector<RunRecord> out;
+    {
+      sqlite::Query q = conn_.query(
+          "SELECT id, uid, model_id, gpu_types_json, options_json, host, started_ms, "
+          "ifnull(ended_ms, 0), status FROM tuning_runs ORDER BY id");
+      while (q.step()) {
+        RunRecord r;
+        r.id = q.int64(0);
+        r.uid = q.text(1);
+        r.info.model_id = q.int64(2);
+        r.info.gpu_types = {q.text(3)};  // JSON, expanded below
+        r.info.options_json = q.text(4);
+        r.info.host = q.text(5);
+        r.started_ms = q.int64(6);
+        r.ended_ms = q.int64(7);
+        const auto status = parse_run_status(q.text(8));
+        DC_USER_CHECK(status, "tuning DB holds an unknown run status '", q.text(8), "'");
+        r.status = *status;
+        out.push_back(std::move(r));
+      }
+    }
+    for (RunRecord& r : out) {
+      sqlite::Query q = conn_.query("SELECT value FROM json_each(?) ORDER BY key");
+      q.bind(1, r.info.gpu_types.front());
+      r.info.gpu_types.clear();
+      while (q.step()) r.info.gpu_types.push_back(q.text(0));
+    }
+    return out;
+  }
+
+  std::vector<PlanRecord> plans(int64_t run_id) const override {
+    std::lock_guard lock(mu_);
+    std::vector<std::pair<PlanRecord, std::string>> rows;  // with choices_json
+    {
+      sqlite::Query q = conn_.query(
+          "SELECT gpu_type, emulated, choices_json, estimated_total_us, measured_total_us "
+          "FROM plans WHERE run_id = ? ORDER BY gpu_type");
+      q.bind(1, run_id);
+      while (q.step()) {
+        PlanRecord p;
+        p.run_id = run_id;
+        p.gpu_type = q.text(0);
+        p.source = source_of(q.int64(1) != 0);
+        p.estimated_total_us = q.real(3);
+        p.measured_total_us = q.real(4);
+        rows.emplace_back(std::move(p), q.text(2));
+      }
+    }
+    std::vector<PlanRecord> out;
+    for (auto& [p, json] : rows) {
+      sqlite::Query q = conn_.query(
+          "SELECT json_extract(value, '$.cluster'), json_extract(value, '$.workload'), "
+          "json_extract(value, '$.variant'), json_extract(value, '$.estimated_us'), "
+          "json_extract(value, '$.measured_us') FROM json_each(?) ORDER BY key");
+      q.bind(1, json);
+      while (q.step()) p.choices.push_back({q.text(0), q.text(1), q.text(2), q.real(3), q.real(4)});
+      out.push_back(std::move(p));
+    }
+    return out;
+  }
+
+ private:
+  // A write: the lock, then the transaction (declared in this order, destroyed in reverse).
+  struct Write {
+    std::unique_lock<std::mutex> lock;
+    sqlite::Transaction tx;
+    void commit() { tx.commit(); }
+  };
+  Write write(const std::string& what) {
+    std::unique_lock lock(mu_);
+    DC_USER_CHECK(!read_only_, "tuning DB '", conn_.path(), "' was opened read-only: cannot ",
+                  what);
+    return Write{std::move(lock), sqlite::Transaction(conn_)};
+  }
+
+  void insert_workload(const WorkloadRecord& w) {
+    conn_.query(
+             "INSERT INTO workloads(signature, kind, canonical, flops, bytes, first_seen_ms) "
+             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(signature) DO NOTHING")
+        .bind_all(w.signature, cluster_kind_name(w.kind), w.canonical, w.flops, w.bytes,
+                  now_unix_ms())
+        .run();
+  }
+
+  void require_gpu(const std::string& name) {
+    sqlite::Query q = conn_.query("SELECT 1 FROM gpu_types WHERE name = ?");
+    DC_INTERNAL_CHECK(q.bind(1, name).step(), "unknown GPU type '", name,
+                      "': commit the GPU type first");
+  }
+
+  mutable std::mutex mu_;
+  mutable sqlite::Connection conn_;
+  bool read_only_;
+};
+
+}  // namespace
+
+std::unique_ptr<TuningDb> open_tuning_db(const std::string& path, bool read_only) {
+  return std::make_unique<SqliteDb>(path, read_only);
+}
+
+}  // namespace dc

@@ -1,0 +1,171 @@
+// The tuning database: every result the farm produces, kept and reused across models and
+// GPU types (docs/tuning-db.md). An interface, after TVM's Database, with two
+// implementations: SQLite for use (open_tuning_db) and an in-memory one for tests
+// (make_memory_db). Unlike TVM's it is target-aware: every query names the GPU type and the
+// source, and emulated results never answer a query for real ones.
+//
+// Records refer to each other by natural keys (GPU type name, worker name, workload
+// signature, variant key), which must have been committed first: a dangling reference is a
+// bug in the caller (InternalError). Environment failures (read-only file, full disk, a DB
+// from a newer dc) are UserErrors. Methods may be called from several threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "farm/measurement.h"
+#include "gpu/gpu_spec.h"
+#include "ir/workload.h"
+#include "variant.h"
+
+namespace dc {
+
+// Which kind of device produced a time: a real GPU or an emulated device's timing model.
+enum class Source { real, emulated };
+std::string_view source_name(Source s);  // "real", "emulated"
+inline Source source_of(bool emulated) { return emulated ? Source::emulated : Source::real; }
+
+// One GPU of one host, as the worker reported it in its HELLO.
+struct WorkerInfo {
+  std::string name;  // "host/device": Measurement::worker
+  std::string host;
+  std::string device;  // CUDA device name, or "emulated h100"
+  std::string gpu_type;
+  std::string driver_version;
+  std::string nvrtc_version;
+  bool emulated = false;
+};
+
+// What the DB keeps of a Workload (not its graph).
+struct WorkloadRecord {
+  std::string signature;
+  ClusterKind kind = ClusterKind::opaque;
+  std::string canonical;
+  int64_t flops = 0;
+  int64_t bytes = 0;
+};
+WorkloadRecord workload_record(const Workload& w);
+std::optional<ClusterKind> parse_cluster_kind(std::string_view name);
+
+struct GpuTypeRecord {
+  std::string name;
+  std::string arch;
+  int cc_major = 0;
+  int cc_minor = 0;
+};
+
+enum class RunStatus { running, ok, failed, interrupted };
+std::string_view run_status_name(RunStatus s);
+std::optional<RunStatus> parse_run_status(std::string_view name);
+
+struct RunInfo {
+  int64_t model_id = 0;
+  std::vector<std::string> gpu_types;
+  std::string options_json = "{}";  // the tune's options, for the record
+  std::string host;                 // where the coordinator runs
+};
+
+struct RunRecord {
+  int64_t id = 0;
+  std::string uid;  // random, stable across merged DBs
+  RunInfo info;
+  int64_t started_ms = 0;
+  int64_t ended_ms = 0;  // 0 while running (or after the coordinator was killed)
+  RunStatus status = RunStatus::running;
+};
+
+// The variant chosen for one cluster of a plan.
+struct PlanChoice {
+  std::string cluster;  // the plan's name for the cluster
+  std::string workload;
+  std::string variant_key;
+  double estimated_us = 0;
+  double measured_us = 0;
+};
+
+struct PlanRecord {
+  int64_t run_id = 0;
+  std::string gpu_type;
+  Source source = Source::real;
+  std::vector<PlanChoice> choices;
+  double estimated_total_us = 0;
+  double measured_total_us = 0;
+};
+
+// Filters for query(); unset fields match everything. Results are in the order of
+// finished time, then of commit.
+struct MeasurementQuery {
+  std::optional<std::string> workload;
+  std::optional<std::string> variant_key;
+  std::optional<std::string> gpu_type;
+  std::optional<std::string> worker;
+  std::optional<Source> source;  // unset: both sources (exports); tunes must set it
+  std::optional<JobStatus> status;
+  int64_t limit = -1;  // negative: no limit
+};
+
+// "12" from "12.4.131": results carry over within a toolchain major version.
+std::string toolchain_major(std::string_view version);
+
+class TuningDb {
+ public:
+  virtual ~TuningDb() = default;
+
+  // ---- records (each call is one transaction; committing the same record again is a no-op
+  // or, where noted, refreshes it)
+  virtual void commit_gpu_type(const GpuSpec& spec) = 0;       // refreshes the spec snapshot
+  virtual void commit_worker(const WorkerInfo& worker) = 0;    // refreshes versions, last seen
+  // The id of the model with this name and file hash, created if new.
+  virtual int64_t commit_model(const std::string& name, const std::string& sha256) = 0;
+  virtual void commit_workload(const WorkloadRecord& workload) = 0;
+  // Commits the workloads and records how often the model contains each (replacing counts).
+  virtual void commit_model_workloads(
+      int64_t model_id, const std::vector<std::pair<WorkloadRecord, int>>& workloads) = 0;
+  // Refreshes the source hash of a variant committed before.
+  virtual void commit_variant(const std::string& workload, const Variant& variant,
+                              const std::string& source_hash) = 0;
+  // One result, committed durably as it arrives. The same job again (same variant, GPU
+  // type, worker and finished time) is ignored: returns false.
+  virtual bool commit_measurement(const Measurement& m) = 0;
+  virtual int64_t begin_run(const RunInfo& run) = 0;
+  virtual void end_run(int64_t run_id, RunStatus status) = 0;
+  virtual void commit_plan(const PlanRecord& plan) = 0;  // replaces the run's plan for the GPU
+
+  // ---- queries
+  // True if this variant has a final result (any status but worker_lost, which says
+  // nothing about the variant) for the GPU type and source, with the toolchain major
+  // version (empty: any).
+  virtual bool has_measurement(const std::string& workload, const std::string& variant_key,
+                               const std::string& gpu_type, Source source,
+                               const std::string& nvrtc_major) const = 0;
+  // The keys of all such variants of the workload: one lookup per workload for a tune.
+  virtual std::set<std::string> measured_variants(const std::string& workload,
+                                                  const std::string& gpu_type, Source source,
+                                                  const std::string& nvrtc_major) const = 0;
+  // The k fastest variants with an ok result, one measurement per variant (its lowest
+  // median), by median then key.
+  virtual std::vector<Measurement> top_k(const std::string& workload, const std::string& gpu_type,
+                                         Source source, int k) const = 0;
+  virtual std::vector<Measurement> query(const MeasurementQuery& q) const = 0;
+  virtual std::optional<WorkloadRecord> find_workload(const std::string& signature) const = 0;
+  // (signature, count) by signature.
+  virtual std::vector<std::pair<std::string, int>> model_workloads(int64_t model_id) const = 0;
+  virtual std::vector<GpuTypeRecord> gpu_types() const = 0;  // by name
+  virtual std::vector<RunRecord> runs() const = 0;           // by id
+  virtual std::vector<PlanRecord> plans(int64_t run_id) const = 0;  // by GPU type
+};
+
+// The SQLite tuning DB at `path` (":memory:" for a private one), created and migrated as
+// needed. Read-only opens never write and refuse a DB that needs a migration.
+std::unique_ptr<TuningDb> open_tuning_db(const std::string& path, bool read_only = false);
+
+// A tuning DB that lives in memory: for tests, and for tunes run without --db.
+std::unique_ptr<TuningDb> make_memory_db();
+
+}  // namespace dc

@@ -1,0 +1,325 @@
+// Generated kernels on a real GPU (ctest label "gpu"): workloads of the tiny example models
+// (conv+add+relu, depthwise conv, relu+maxpool, matmul+add+gelu, layernorm, softmax,
+// attention, elementwise chains), their reference kernel and several fp32 variants compiled
+// with NVRTC for the device's architecture, run through the CUDA driver API, and compared
+// with the CPU reference executor and with the reference kernel; launch refusals and faults
+// classified; timing sanity. Without a CUDA driver or device every test is skipped with the
+// reason (GTEST_SKIP), which ctest reports as "Skipped". See docs/gpu-runtime.md.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <numeric>
+
+#include "candidates.h"
+#include "device_discovery.h"
+#include "generate.h"
+#include "gpu_runner.h"
+#include "nvrtc.h"
+#include "onnx/import.h"
+#include "param_space.h"
+#include "passes/simplify.h"
+#include "random_inputs.h"
+#include "ref/compare.h"
+#include "ref/executor.h"
+
+namespace dc {
+namespace {
+
+// The first usable device, opened once per process (never closed: the primary context
+// lives until exit).
+struct Gpu {
+  std::unique_ptr<GpuDevice> device;
+  DiscoveredDevice info;
+  std::string why;  // when there is no device
+};
+
+const Gpu& gpu() {
+  static const Gpu* const g = [] {
+    auto* out = new Gpu;
+    const auto devices = discover_devices(GpuCatalog::builtin(), &out->why);
+    for (const auto& d : devices) {
+      if (!d.usable()) {
+        out->why += (out->why.empty() ? "" : "; ") + describe_device(d);
+        continue;
+      }
+      out->info = d;
+      out->device = std::make_unique<GpuDevice>(d.ordinal);
+      std::cout << "GPU " << describe_device(d) << "\n";
+      break;
+    }
+    return out;
+  }();
+  return *g;
+}
+
+GpuDevice& device() { return *gpu().device; }
+
+#define DC_REQUIRE_GPU() \
+  if (!gpu().device) GTEST_SKIP() << "no CUDA device: " << gpu().why
+
+std::vector<char> compile_for_device(const std::string& source, const std::string& what) {
+  const CompileResult r = compile_cuda(source, gpu().info.arch);
+  EXPECT_TRUE(r.ok) << what << ": " << r.error;
+  return r.cubin;
+}
+
+// ---- workloads of the example models --------------------------------------------------
+
+struct Case {
+  const char* name;     // test name
+  const char* model;    // examples/<model>/model.onnx
+  ClusterKind kind;
+  const char* pattern;  // Candidate::pattern; "" = the first candidate of the kind
+};
+
+const Case kCases[] = {
+    {"conv_add_relu", "tiny_cnn", ClusterKind::conv, "conv+add+relu"},
+    {"depthwise_conv", "tiny_cnn", ClusterKind::depthwise, "conv"},
+    {"relu_maxpool", "tiny_cnn", ClusterKind::reduction, "relu+maxpool"},
+    {"gemm", "tiny_cnn", ClusterKind::gemm, "gemm"},
+    {"matmul_add_gelu", "tiny_transformer", ClusterKind::gemm, "matmul+add+gelu"},
+    {"layernorm", "tiny_transformer", ClusterKind::reduction, "layernorm"},
+    {"softmax", "tiny_transformer", ClusterKind::reduction, "softmax"},
+    {"attention", "tiny_transformer", ClusterKind::attention, ""},
+    {"elementwise", "tiny_transformer", ClusterKind::elementwise, "add+reshape+transpose"},
+};
+
+// Test names and ctest entries show the case's name, not its bytes.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+Workload find_workload(const Case& c) {
+  const Graph g = simplify(
+      import_onnx_file(std::string(DC_SOURCE_DIR) + "/examples/" + c.model + "/model.onnx"));
+  const auto candidates = generate_candidates(g);
+  const WorkloadSet set = dedupe_workloads(g, candidates);
+  for (size_t i = 0; i < candidates.size(); ++i)
+    if (candidates[i].kind == c.kind && (*c.pattern == 0 || candidates[i].pattern == c.pattern))
+      return set.workloads[set.candidate_workload[i]];
+  ADD_FAILURE() << "no " << cluster_kind_name(c.kind) << " candidate '" << c.pattern << "' in "
+                << c.model;
+  return {};
+}
+
+// Up to `max` fp32 variants spread over the enumeration order.
+std::vector<Variant> some_variants(const Workload& w, size_t max) {
+  const auto all = enumerate_variants(w, gpu().info.spec, SpaceOptions{{"fp32"}});
+  std::vector<Variant> out;
+  for (size_t i = 0; i < max && i < all.size(); ++i)
+    out.push_back(all[i * all.size() / std::min(max, all.size())]);
+  return out;
+}
+
+std::vector<Tensor> bind(const Workload& w, const GeneratedKernel& k, const std::vector<Tensor>& in) {
+  std::vector<Tensor> b(k.buffers.size());
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    const auto it = std::find(w.graph.inputs.begin(), w.graph.inputs.end(), k.buffers[i].name);
+    if (k.buffers[i].role == BufferRole::input && it != w.graph.inputs.end())
+      b[i] = in[static_cast<size_t>(it - w.graph.inputs.begin())];
+  }
+  return b;
+}
+
+// Runs `k` on the GPU and compares every workload output with the CPU executor's.
+void expect_matches_cpu(const Workload& w, const GeneratedKernel& k, const std::vector<char>& cubin,
+                        const std::vector<Tensor>& in, const ref::TensorMap& want) {
+  std::vector<Tensor> bufs = bind(w, k, in);
+  const GpuRunResult r = run_on_gpu(device(), k, cubin, bufs);
+  ASSERT_TRUE(r.ok()) << job_status_name(r.status) << ": " << r.error;
+  const Tolerance tol = *tolerance_for("fp32");
+  for (const auto& name : w.graph.outputs) {
+    const Tensor* got = nullptr;
+    for (size_t i = 0; i < k.buffers.size(); ++i)
+      if (k.buffers[i].role == BufferRole::output && k.buffers[i].name == name) got = &bufs[i];
+    ASSERT_NE(got, nullptr) << "no output " << name;
+    const ref::Comparison c = ref::compare_tensors(*got, want.at(name), tol.rtol, tol.atol);
+    EXPECT_TRUE(c.pass) << "output " << name << " vs CPU: rel L2 " << c.rel_l2_error
+                        << ", max abs " << c.max_abs_error << " " << c.problem;
+  }
+}
+
+class OnGpuKernels : public ::testing::TestWithParam<Case> {};
+
+TEST_P(OnGpuKernels, ReferenceAndVariantsMatchTheCpu) {
+  DC_REQUIRE_GPU();
+  const Case& c = GetParam();
+  const Workload w = find_workload(c);
+  ASSERT_FALSE(w.graph.nodes.empty());
+  SCOPED_TRACE(w.canonical);
+
+  const std::vector<Tensor> in = random_workload_inputs(w, 2024);
+  ref::TensorMap in_map;
+  for (size_t i = 0; i < in.size(); ++i) in_map[w.graph.inputs[i]] = in[i];
+  const ref::TensorMap want = ref::run_graph(w.graph, in_map);
+
+  const GeneratedKernel reference = generate_reference(w);
+  const std::vector<char> reference_cubin = compile_for_device(reference.source, "reference");
+  ASSERT_FALSE(reference_cubin.empty());
+  {
+    SCOPED_TRACE("reference kernel");
+    expect_matches_cpu(w, reference, reference_cubin, in, want);
+  }
+
+  const auto variants = some_variants(w, 4);
+  ASSERT_FALSE(variants.empty()) << "no fp32 variant fits " << gpu().info.spec.name;
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.key());
+    GeneratedKernel k;
+    try {
+      k = generate_kernel(w, v);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "generate_kernel: " << e.what();
+      continue;
+    }
+    const std::vector<char> cubin = compile_for_device(k.source, v.key());
+    if (cubin.empty()) continue;
+    expect_matches_cpu(w, k, cubin, in, want);
+    const ReferenceCheck check = check_against_reference(
+        device(), w, k, cubin, reference, reference_cubin, *tolerance_for("fp32"), 7);
+    EXPECT_TRUE(check.ok()) << job_status_name(check.status) << ": " << check.error;
+    std::cout << c.name << "  " << v.key() << "  rel. L2 vs reference " << check.max_rel_error
+              << "\n";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyModels, OnGpuKernels, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Case>& p) {
+                           return std::string(p.param.name);
+                         });
+
+// ---- device, failures, timing -------------------------------------------------------------
+
+TEST(OnGpuDevice, DiscoveryMapsTheDevice) {
+  DC_REQUIRE_GPU();
+  const DiscoveredDevice& d = gpu().info;
+  EXPECT_FALSE(d.spec.name.empty());
+  EXPECT_FALSE(d.arch.empty());
+  EXPECT_GT(d.attributes.sm_count, 0);
+  EXPECT_GT(d.report.memory_bandwidth_gbs, 0) << "memory clock and bus width not reported";
+  EXPECT_GT(d.attributes.total_memory_bytes, int64_t{1} << 30);
+  EXPECT_GT(device().l2_bytes(), 0);
+  EXPECT_EQ(device().name(), d.attributes.name);
+}
+
+// 256 floats copied, one block: a kernel written by hand, in the generated conventions.
+const char* kCopySource = R"(
+extern "C" __global__ void dc_copy(const float* __restrict__ in, float* __restrict__ out) {
+  extern __shared__ float staged[];
+  const int i = threadIdx.x;
+  if (i < 256) { staged[i] = in[i]; out[i] = staged[i] * 2.0f; }
+}
+extern "C" __global__ void dc_fault(float* __restrict__ out) {
+  out[(1ull << 40) + threadIdx.x] = 1.0f;  // 4 TiB past the buffer
+}
+)";
+
+GeneratedKernel copy_kernel(int64_t threads, int64_t smem) {
+  GeneratedKernel k;
+  k.template_name = "test";
+  k.buffers = {KernelBuffer{"in", BufferRole::input, DType::f32, {256}, false},
+               KernelBuffer{"out", BufferRole::output, DType::f32, {256}, false}};
+  Launch l;
+  l.kernel = "dc_copy";
+  l.block = {threads, 1, 1};
+  l.dynamic_smem_bytes = smem;
+  l.args = {0, 1};
+  k.launches = {l};
+  return k;
+}
+
+Tensor ramp() {
+  std::vector<float> v(256);
+  std::iota(v.begin(), v.end(), 1.0f);
+  return Tensor::from_vector<float>({256}, v);
+}
+
+TEST(OnGpuFaults, LaunchRefusalsAreLaunchErrorsAndTheDeviceStaysUsable) {
+  DC_REQUIRE_GPU();
+  const std::vector<char> cubin = compile_for_device(kCopySource, "copy");
+  ASSERT_FALSE(cubin.empty());
+
+  std::vector<Tensor> bufs = {ramp()};
+  GpuRunResult r = run_on_gpu(device(), copy_kernel(2048, 1024), cubin, bufs);  // > 1024 threads
+  EXPECT_EQ(r.status, JobStatus::launch_error) << r.error;
+  EXPECT_FALSE(r.context_lost);
+
+  const int64_t too_much = device().smem_per_block_optin() + 1024;
+  r = run_on_gpu(device(), copy_kernel(256, too_much), cubin, bufs);
+  EXPECT_EQ(r.status, JobStatus::launch_error) << r.error;
+  EXPECT_FALSE(device().lost());
+
+  // Opted-in dynamic shared memory beyond 48 KiB works, and the results are right.
+  r = run_on_gpu(device(), copy_kernel(256, 64 * 1024), cubin, bufs);
+  ASSERT_TRUE(r.ok()) << r.error;
+  for (int i = 0; i < 256; ++i) EXPECT_EQ(bufs[1].data<float>()[i], 2.0f * (i + 1)) << i;
+
+  // Half the threads: the other half keeps the NaN poison.
+  r = run_on_gpu(device(), copy_kernel(128, 1024), cubin, bufs);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(bufs[1].data<float>()[127], 256.0f);
+  EXPECT_TRUE(std::isnan(bufs[1].data<float>()[128]));
+}
+
+// An illegal address kills the context: run it in a fresh process (a death test re-runs
+// the binary) so that the other tests keep a healthy one.
+void fault_in_child() {
+  const Gpu& g = gpu();
+  if (!g.device) std::exit(2);
+  const CompileResult cr = compile_cuda(kCopySource, g.info.arch);
+  if (!cr.ok) std::exit(3);
+  GeneratedKernel k;
+  k.template_name = "test";
+  k.buffers = {KernelBuffer{"out", BufferRole::output, DType::f32, {1}, false}};
+  Launch l;
+  l.kernel = "dc_fault";
+  l.args = {0};
+  k.launches = {l};
+  std::vector<Tensor> bufs;
+  const GpuRunResult r = run_on_gpu(*g.device, k, cr.cubin, bufs);
+  std::cerr << "fault run: " << job_status_name(r.status) << ": " << r.error << "\n";
+  const bool classified = r.status == JobStatus::runtime_fault && r.context_lost && g.device->lost();
+  const GpuRunResult after = run_on_gpu(*g.device, copy_kernel(256, 1024), cr.cubin, bufs);
+  std::exit(classified && after.status == JobStatus::runtime_fault ? 0 : 1);
+}
+
+TEST(OnGpuFaults, IllegalAddressIsAStickyRuntimeFault) {
+  DC_REQUIRE_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(fault_in_child(), ::testing::ExitedWithCode(0), "fault run: runtime_fault");
+}
+
+TEST(OnGpuTiming, SamplesCoverTheMinimumDuration) {
+  DC_REQUIRE_GPU();
+  const Workload w = find_workload(kCases[4]);  // matmul+add+gelu
+  const auto variants = some_variants(w, 1);
+  ASSERT_FALSE(variants.empty());
+  const GeneratedKernel k = generate_kernel(w, variants[0]);
+  const std::vector<char> cubin = compile_for_device(k.source, variants[0].key());
+  ASSERT_FALSE(cubin.empty());
+  const std::vector<Tensor> in = random_workload_inputs(w, 5);
+
+  for (L2Policy policy : {L2Policy::automatic, L2Policy::flush, L2Policy::none}) {
+    TimingOptions o;
+    o.l2 = policy;
+    const TimingResult r = time_on_gpu(device(), k, cubin, bind(w, k, in), o);
+    ASSERT_TRUE(r.ok()) << job_status_name(r.status) << ": " << r.error;
+    ASSERT_GE(r.samples_us.size(), static_cast<size_t>(o.min_samples));
+    const double total = std::accumulate(r.samples_us.begin(), r.samples_us.end(), 0.0);
+    EXPECT_GE(total, o.min_total_ms * 1000.0 * 0.999);
+    for (double s : r.samples_us) {
+      EXPECT_GT(s, 0.0);
+      EXPECT_LT(s, 1e6) << "a tiny GEMM taking a second";
+    }
+    std::vector<double> sorted = r.samples_us;
+    std::sort(sorted.begin(), sorted.end());
+    std::cout << variants[0].key() << " [" << r.l2_method << "]: " << sorted.size()
+              << " samples, min " << sorted.front() << " us, median "
+              << sorted[sorted.size() / 2] << " us\n";
+  }
+}
+
+}  // namespace
+}  // namespace dc

@@ -1,0 +1,686 @@
+// GEMM-family, depthwise and attention templates (codegen/template_{gemm,depthwise,attention}.cpp):
+// every case builds a small model graph by hand (or takes a workload of the tiny example
+// models), cuts the cluster out with make_workload, generates representative variants of
+// its parameter space (small and large tiles, vector loads, double buffering, split-K, plus
+// hand-set variants the space would not pick for such small shapes), runs them on the host
+// emulator with seeded random inputs and poisoned (NaN) outputs, and compares with the CPU
+// reference executor on the workload graph: ||out - ref|| / ||ref|| <= 1e-5. Each source is
+// also compiled with NVRTC for sm_80.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <future>
+#include <limits>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "candidates.h"
+#include "emulator.h"
+#include "estimator_testing.h"
+#include "generate.h"
+#include "ir/error.h"
+#include "ir/workload.h"
+#include "nvrtc.h"
+#include "onnx/import.h"
+#include "param_space.h"
+#include "passes/simplify.h"
+#include "ref/compare.h"
+#include "ref/executor.h"
+#include "testing.h"
+
+namespace dc {
+namespace {
+
+using testing::random_tensor;
+
+// A model graph built node by node; weights are initializers with random values (they
+// become workload inputs), scalars stay constants.
+struct ModelBuilder {
+  Graph g;
+  uint32_t seed = 100;
+
+  ModelBuilder& input(const std::string& name, const Shape& s) {
+    g.inputs.push_back(name);
+    g.tensors[name] = {DType::f32, s};
+    return *this;
+  }
+  ModelBuilder& weight(const std::string& name, const Shape& s) {
+    g.initializers[name] = random_tensor(s, seed++);
+    g.tensors[name] = {DType::f32, s};
+    return *this;
+  }
+  ModelBuilder& scalar(const std::string& name, float v) {
+    g.initializers[name] = Tensor::scalar(v);
+    g.tensors[name] = {DType::f32, {}};
+    return *this;
+  }
+  ModelBuilder& node(const std::string& op, std::vector<std::string> in, const std::string& out,
+                     const Shape& out_shape, Attributes a = {}) {
+    g.nodes.push_back(testing::make_node(op, std::move(in), {out}, std::move(a)));
+    g.tensors[out] = {DType::f32, out_shape};
+    return *this;
+  }
+  // The whole graph as one cluster; its last node's output is the model output.
+  Workload workload(ClusterKind kind) {
+    g.outputs = {g.nodes.back().outputs[0]};
+    std::vector<size_t> all;
+    for (size_t i = 0; i < g.nodes.size(); ++i) all.push_back(i);
+    return make_workload(g, all, kind);
+  }
+};
+
+Attributes conv_attrs(std::vector<int64_t> kernel, std::vector<int64_t> strides,
+                      std::vector<int64_t> pads, std::vector<int64_t> dilations, int64_t group = 1) {
+  Attributes a;
+  a.set("kernel_shape", kernel);
+  a.set("strides", strides);
+  a.set("pads", pads);
+  a.set("dilations", dilations);
+  a.set("group", group);
+  return a;
+}
+
+const GpuSpec& a100() {
+  static const GpuSpec g = testing::spec_a100();
+  return g;
+}
+
+std::vector<Variant> fp32_variants(const Workload& w) {
+  return enumerate_variants(w, a100(), SpaceOptions{{"fp32"}});
+}
+
+// The first variant satisfying each predicate (deduplicated, in predicate order).
+std::vector<Variant> pick(const std::vector<Variant>& all,
+                          const std::vector<std::function<bool(const Variant&)>>& preds) {
+  std::vector<Variant> out;
+  std::set<std::string> keys;
+  for (const auto& p : preds)
+    for (const auto& v : all)
+      if (p(v)) {
+        if (keys.insert(v.key()).second) out.push_back(v);
+        break;
+      }
+  return out;
+}
+
+int64_t area(const Variant& v) { return v.param("block_m") * v.param("block_n"); }
+
+// GEMM-family picks: the smallest tile single-buffered, the largest double-buffered, the
+// widest vector loads, a split-K variant, and the longest K tile.
+std::vector<Variant> gemm_picks(const Workload& w) {
+  auto all = fp32_variants(w);
+  EXPECT_FALSE(all.empty());
+  auto by_area = all;
+  std::stable_sort(by_area.begin(), by_area.end(),
+                   [](const Variant& a, const Variant& b) { return area(a) < area(b); });
+  int64_t max_vec = 1;
+  for (const auto& v : all) max_vec = std::max(max_vec, v.param("vec"));
+  auto out = pick(by_area, {[](const Variant& v) { return v.param("stages") == 1; }});
+  std::reverse(by_area.begin(), by_area.end());
+  auto more = pick(by_area, {[](const Variant& v) { return v.param("stages") == 2; },
+                             [&](const Variant& v) { return v.param("vec") == max_vec && v.param("stages") >= 2; },
+                             [](const Variant& v) { return v.param("split_k") > 1; },
+                             [](const Variant& v) { return v.param("block_k") == 32; }});
+  for (auto& v : more)
+    if (std::none_of(out.begin(), out.end(), [&](const Variant& o) { return o.key() == v.key(); }))
+      out.push_back(v);
+  return out;
+}
+
+struct RunOptions {
+  std::map<std::string, Tensor> inputs;  // by model name (Workload::source_inputs)
+  bool nvrtc = true;
+};
+
+// Generates, emulates and compares one variant.
+void check_variant(const Workload& w, const Variant& v, const RunOptions& opt = {}) {
+  SCOPED_TRACE(v.key());
+  GeneratedKernel k;
+  ASSERT_NO_THROW(k = generate_kernel(w, v));
+  std::vector<Tensor> buffers(k.buffers.size());
+  ref::TensorMap inputs;
+  uint32_t seed = 7;
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    const KernelBuffer& b = k.buffers[i];
+    if (b.role == BufferRole::input) {
+      const auto pos = std::find(w.graph.inputs.begin(), w.graph.inputs.end(), b.name) - w.graph.inputs.begin();
+      const std::string& model_name = w.source_inputs.at(static_cast<size_t>(pos));
+      auto it = opt.inputs.find(model_name);
+      buffers[i] = it != opt.inputs.end() ? it->second : random_tensor(b.shape, seed++);
+      inputs[b.name] = buffers[i];
+    } else {
+      // Poisoned: an element the kernel does not write fails the comparison.
+      Tensor t(b.dtype, b.shape);
+      if (b.dtype == DType::f32)
+        std::fill_n(t.mutable_data<float>(), t.numel(), std::numeric_limits<float>::quiet_NaN());
+      buffers[i] = t;
+    }
+  }
+  // NVRTC (thread safe) compiles while the emulator runs.
+  std::future<CompileResult> compiled;
+  if (opt.nvrtc)
+    compiled = std::async(std::launch::async, [&k] { return compile_cuda(k.source, "sm_80"); });
+  const EmulatorResult r = emulate(k, buffers);
+  if (opt.nvrtc) {
+    const CompileResult cr = compiled.get();
+    EXPECT_TRUE(cr.ok) << cr.error << "\n" << cr.log;
+  }
+  ASSERT_TRUE(r.ok) << r.error << "\n" << k.source;
+  const auto expected = ref::run_graph(w.graph, inputs);
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    if (k.buffers[i].role != BufferRole::output) continue;
+    const Tensor& want = expected.at(k.buffers[i].name);
+    const ref::Comparison c = ref::compare_tensors(buffers[i], want, 1e-5, 0.0);
+    EXPECT_TRUE(c.pass) << k.buffers[i].name << ": rel L2 " << c.rel_l2_error << ", max abs "
+                        << c.max_abs_error << " " << c.problem;
+    EXPECT_LE(c.rel_l2_error, 1e-5);
+  }
+}
+
+void check_all(const Workload& w, const std::vector<Variant>& vs, const RunOptions& opt = {}) {
+  ASSERT_FALSE(vs.empty());
+  for (const auto& v : vs) check_variant(w, v, opt);
+}
+
+// A hand-made gemm_tiled variant (for shapes the space would tile otherwise).
+Variant gemm_variant(const char* templ, int64_t bm, int64_t bn, int64_t bk, int64_t tm, int64_t tn,
+                     int64_t vec, int64_t stages, int64_t split) {
+  Variant v;
+  v.template_name = templ;
+  v.params = {{"block_m", bm}, {"block_n", bn}, {"block_k", bk}, {"thread_m", tm},
+              {"thread_n", tn}, {"vec", vec},   {"stages", stages}, {"split_k", split}};
+  return v;
+}
+
+// ---- gemm_tiled --------------------------------------------------------------------------
+
+TEST(CodegenGemm, MatMulHandComputed) {
+  // [[1,2,3],[4,5,6]] . [[1,0],[0,1],[1,1]] = [[4,5],[10,11]]; + bias [1,-20]; relu.
+  ModelBuilder m;
+  m.input("a", {2, 3}).weight("b", {3, 2}).weight("bias", {2});
+  m.node("MatMul", {"a", "b"}, "y", {2, 2}).node("Add", {"y", "bias"}, "z", {2, 2});
+  m.node("Relu", {"z"}, "r", {2, 2});
+  const Workload w = m.workload(ClusterKind::gemm);
+  const GeneratedKernel k = generate_kernel(w, gemm_variant("gemm_tiled", 16, 16, 8, 2, 2, 1, 2, 1));
+  std::vector<Tensor> buf(k.buffers.size());
+  buf[0] = Tensor::from_vector<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  buf[1] = Tensor::from_vector<float>({3, 2}, {1, 0, 0, 1, 1, 1});
+  buf[2] = Tensor::from_vector<float>({2}, {1, -20});
+  const auto r = emulate(k, buf);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(buf[3].to_float_vector(), (std::vector<float>{5, 0, 11, 0}));
+}
+
+TEST(CodegenGemm, MatMulOddSizes) {
+  // M, N, K none a multiple of any tile.
+  ModelBuilder m;
+  m.input("a", {37, 29}).weight("b", {29, 45});
+  m.node("MatMul", {"a", "b"}, "y", {37, 45});
+  const Workload w = m.workload(ClusterKind::gemm);
+  auto vs = gemm_picks(w);
+  vs.push_back(gemm_variant("gemm_tiled", 32, 16, 16, 4, 2, 1, 1, 1));  // 64 threads, no warp layout
+  check_all(w, vs);
+}
+
+TEST(CodegenGemm, MatMulKSmallerThanBlockK) {
+  ModelBuilder m;
+  m.input("a", {20, 5}).weight("b", {5, 24});
+  m.node("MatMul", {"a", "b"}, "y", {20, 24});
+  const Workload w = m.workload(ClusterKind::gemm);
+  check_all(w, {gemm_variant("gemm_tiled", 16, 16, 16, 2, 2, 1, 1, 1),
+                gemm_variant("gemm_tiled", 32, 32, 32, 4, 4, 1, 2, 1),
+                gemm_variant("gemm_tiled", 16, 32, 8, 2, 4, 1, 2, 2)});
+}
+
+TEST(CodegenGemm, BatchedMatMulBroadcastsBatchDims) {
+  // [2,1,13,24] x [3,24,20] -> [2,3,13,20]: A broadcast over the 3, B over the 2.
+  ModelBuilder m;
+  m.input("a", {2, 1, 13, 24}).input("b", {3, 24, 20});
+  m.node("MatMul", {"a", "b"}, "y", {2, 3, 13, 20});
+  const Workload w = m.workload(ClusterKind::gemm);
+  auto vs = gemm_picks(w);
+  vs.push_back(gemm_variant("gemm_tiled", 16, 16, 8, 2, 2, 4, 2, 2));
+  check_all(w, vs);
+}
+
+TEST(CodegenGemm, MatMulWeightsFoldBatchIntoMWithGeluEpilogue) {
+  // matmul + add + gelu on [2,7,32] x [32,24]: vector loads (K and N divide by 4).
+  ModelBuilder m;
+  m.input("x", {2, 7, 32}).weight("w", {32, 24}).weight("bias", {24});
+  m.node("MatMul", {"x", "w"}, "y", {2, 7, 24}).node("Add", {"bias", "y"}, "z", {2, 7, 24});
+  m.node("Gelu", {"z"}, "g", {2, 7, 24});
+  const Workload w = m.workload(ClusterKind::gemm);
+  const auto vs = gemm_picks(w);
+  bool saw_vec4 = false;
+  for (const auto& v : vs) {
+    const auto k = generate_kernel(w, v);
+    if (v.param("vec") == 4) {
+      saw_vec4 = true;
+      EXPECT_NE(k.source.find("float4"), std::string::npos) << v.key();
+    }
+  }
+  EXPECT_TRUE(saw_vec4);
+  check_all(w, vs);
+}
+
+TEST(CodegenGemm, MatMulOneDimensionalOperands) {
+  {
+    ModelBuilder m;  // [3,5,16] x [16] -> [3,5]
+    m.input("a", {3, 5, 16}).weight("b", {16});
+    m.node("MatMul", {"a", "b"}, "y", {3, 5});
+    const Workload w = m.workload(ClusterKind::gemm);
+    check_all(w, {gemm_variant("gemm_tiled", 16, 16, 8, 2, 2, 4, 2, 1)});
+  }
+  {
+    ModelBuilder m;  // [16] x [2,16,12] -> [2,12]
+    m.input("a", {16}).input("b", {2, 16, 12});
+    m.node("MatMul", {"a", "b"}, "y", {2, 12});
+    const Workload w = m.workload(ClusterKind::gemm);
+    check_all(w, {gemm_variant("gemm_tiled", 16, 16, 8, 2, 2, 4, 1, 1)});
+  }
+}
+
+TEST(CodegenGemm, GemmTransposesAlphaBetaAndBroadcastC) {
+  // Y = 0.5 * A^T B^T + 2 * C with A [K=19, M=21], B [N=22, K=19], C [N] (a row broadcast).
+  Attributes a;
+  a.set("transA", int64_t{1});
+  a.set("transB", int64_t{1});
+  a.set("alpha", 0.5f);
+  a.set("beta", 2.0f);
+  ModelBuilder m;
+  m.input("a", {19, 21}).weight("b", {22, 19}).weight("c", {22});
+  m.node("Gemm", {"a", "b", "c"}, "y", {21, 22}, a);
+  const Workload w = m.workload(ClusterKind::gemm);
+  auto vs = gemm_picks(w);
+  vs.push_back(gemm_variant("gemm_tiled", 16, 32, 8, 2, 4, 1, 2, 3));  // split-K with C: scratch
+  check_all(w, vs);
+
+  // C of [M, 1] (a column broadcast), no transposes, vector loads.
+  Attributes b;
+  b.set("beta", 0.25f);
+  ModelBuilder m2;
+  m2.input("a", {12, 16}).weight("b", {16, 8}).weight("c", {12, 1});
+  m2.node("Gemm", {"a", "b", "c"}, "y", {12, 8}, b);
+  const Workload w2 = m2.workload(ClusterKind::gemm);
+  check_all(w2, {gemm_variant("gemm_tiled", 16, 16, 8, 2, 2, 4, 2, 1),
+                 gemm_variant("gemm_tiled", 16, 16, 16, 2, 2, 4, 1, 2)});
+
+  // A scalar C kept as a constant of the workload (inlined as a literal), transA only.
+  Attributes c;
+  c.set("transA", int64_t{1});
+  ModelBuilder m3;
+  m3.input("a", {10, 9}).weight("b", {10, 7}).scalar("c", 0.75f);
+  m3.node("Gemm", {"a", "b", "c"}, "y", {9, 7}, c);
+  const Workload w3 = m3.workload(ClusterKind::gemm);
+  EXPECT_EQ(w3.graph.initializers.size(), 1u);
+  check_all(w3, {gemm_variant("gemm_tiled", 16, 16, 8, 2, 2, 1, 1, 1)});
+}
+
+TEST(CodegenGemm, TransposePrologueAndResidualEpilogue) {
+  // MatMul(Transpose(x), w) + bias + residual, x stored [K, M].
+  Attributes perm;
+  perm.set("perm", std::vector<int64_t>{1, 0});
+  ModelBuilder m;
+  m.input("x", {24, 18}).weight("w", {24, 20}).weight("bias", {20}).input("res", {18, 20});
+  m.node("Transpose", {"x"}, "xt", {18, 24}, perm);
+  m.node("MatMul", {"xt", "w"}, "y", {18, 20}).node("Add", {"y", "bias"}, "z", {18, 20});
+  m.node("Add", {"z", "res"}, "s", {18, 20});
+  const Workload w = m.workload(ClusterKind::gemm);
+  check_all(w, gemm_picks(w));
+}
+
+TEST(CodegenGemm, SplitK) {
+  // A long K and a small output: the space offers split-K itself.
+  ModelBuilder m;
+  m.input("a", {8, 300}).weight("b", {300, 12});
+  m.node("MatMul", {"a", "b"}, "y", {8, 12});
+  const Workload w = m.workload(ClusterKind::gemm);
+  const auto all = fp32_variants(w);
+  auto vs = pick(all, {[](const Variant& v) { return v.param("split_k") == 2; },
+                       [](const Variant& v) { return v.param("split_k") == 4 && v.param("stages") == 2; }});
+  ASSERT_EQ(vs.size(), 2u);
+  // No epilogue: partial sums go straight into the zero-initialised output, one launch.
+  const auto k = generate_kernel(w, vs[0]);
+  EXPECT_EQ(k.launches.size(), 1u);
+  EXPECT_TRUE(k.buffers.back().zero_init);
+  EXPECT_NE(k.source.find("atomicAdd"), std::string::npos);
+  vs.push_back(gemm_variant("gemm_tiled", 16, 16, 32, 2, 2, 4, 2, 5));  // slices of uneven K
+  check_all(w, vs);
+
+  // With an epilogue: scratch sums, then an epilogue launch.
+  ModelBuilder m2;
+  m2.input("a", {8, 300}).weight("b", {300, 12}).weight("bias", {12});
+  m2.node("MatMul", {"a", "b"}, "y", {8, 12}).node("Add", {"y", "bias"}, "z", {8, 12});
+  m2.node("Relu", {"z"}, "r", {8, 12});
+  const Workload w2 = m2.workload(ClusterKind::gemm);
+  const Variant v2 = gemm_variant("gemm_tiled", 16, 16, 16, 2, 2, 4, 1, 3);
+  const auto k2 = generate_kernel(w2, v2);
+  ASSERT_EQ(k2.launches.size(), 2u);
+  EXPECT_EQ(k2.buffers.back().role, BufferRole::scratch);
+  EXPECT_TRUE(k2.buffers.back().zero_init);
+  check_all(w2, {v2});
+}
+
+TEST(CodegenGemm, VectorLoadsOnlyWhereAligned) {
+  // K = 29 and N = 45: no operand can use float4, whatever the variant asks.
+  ModelBuilder m;
+  m.input("a", {37, 29}).weight("b", {29, 45});
+  m.node("MatMul", {"a", "b"}, "y", {37, 45});
+  const Workload w = m.workload(ClusterKind::gemm);
+  const auto k = generate_kernel(w, gemm_variant("gemm_tiled", 16, 16, 8, 2, 2, 4, 1, 1));
+  EXPECT_EQ(k.source.find("float4"), std::string::npos);
+  EXPECT_NE(k.source.find("dc_mma_tile_fp32"), std::string::npos);
+}
+
+// ---- conv_implicit_gemm -------------------------------------------------------------------
+
+TEST(CodegenConv, Conv3x3BiasResidualRelu) {
+  // Odd channel counts (5 -> 7), 9x11 image, pad 1, + bias + residual add + relu.
+  ModelBuilder m;
+  m.input("x", {1, 5, 9, 11}).weight("w", {7, 5, 3, 3}).weight("bias", {7}).input("res", {1, 7, 9, 11});
+  m.node("Conv", {"x", "w", "bias"}, "y", {1, 7, 9, 11}, conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}));
+  m.node("Add", {"y", "res"}, "z", {1, 7, 9, 11}).node("Relu", {"z"}, "r", {1, 7, 9, 11});
+  const Workload w = m.workload(ClusterKind::conv);
+  auto vs = gemm_picks(w);
+  vs.push_back(gemm_variant("conv_implicit_gemm", 32, 16, 16, 2, 2, 1, 2, 2));  // split + epilogue
+  check_all(w, vs);
+}
+
+TEST(CodegenConv, StrideDilationAsymmetricPads) {
+  // Stride 2, dilation 2, pads (top 1, left 2, bottom 0, right 1), batch 2.
+  ModelBuilder m;
+  m.input("x", {2, 3, 13, 12}).weight("w", {6, 3, 3, 3});
+  // OH = (13 + 1 + 0 - 5) / 2 + 1 = 5, OW = (12 + 2 + 1 - 5) / 2 + 1 = 6.
+  m.node("Conv", {"x", "w"}, "y", {2, 6, 5, 6}, conv_attrs({3, 3}, {2, 2}, {1, 2, 0, 1}, {2, 2}));
+  const Workload w = m.workload(ClusterKind::conv);
+  check_all(w, gemm_picks(w));
+}
+
+TEST(CodegenConv, PrologueOnInputAndIrregularThreadCounts) {
+  // Conv(x * s) with s of x's shape (a prologue read through ValueEmitter, not memory),
+  // then the same conv without prologue with 12 threads for a 16-row tile (rows not
+  // hoistable) and 8 threads (two hoisted rows per thread).
+  ModelBuilder m;
+  m.input("x", {1, 3, 8, 7}).weight("s", {1, 3, 8, 7}).weight("w", {5, 3, 3, 3});
+  m.node("Mul", {"x", "s"}, "xs", {1, 3, 8, 7});
+  m.node("Conv", {"xs", "w"}, "y", {1, 5, 4, 4}, conv_attrs({3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}));
+  const Workload w = m.workload(ClusterKind::conv);
+  check_all(w, {gemm_variant("conv_implicit_gemm", 16, 16, 8, 2, 2, 1, 2, 1)});
+  ModelBuilder m2;
+  m2.input("x", {1, 3, 8, 7}).weight("w", {5, 3, 3, 3});
+  m2.node("Conv", {"x", "w"}, "y", {1, 5, 4, 4}, conv_attrs({3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}));
+  const Workload w2 = m2.workload(ClusterKind::conv);
+  check_all(w2, {gemm_variant("conv_implicit_gemm", 16, 6, 8, 4, 2, 1, 2, 1),
+                 gemm_variant("conv_implicit_gemm", 16, 4, 8, 4, 2, 1, 1, 1)});
+}
+
+TEST(CodegenConv, PointwiseIsAPlainGemmWithVectorLoads) {
+  ModelBuilder m;
+  m.input("x", {2, 8, 6, 6}).weight("w", {12, 8, 1, 1}).weight("bias", {12});
+  m.node("Conv", {"x", "w", "bias"}, "y", {2, 12, 6, 6}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}));
+  m.node("Clip", {"y"}, "c", {2, 12, 6, 6});
+  m.g.nodes.back().attrs.set("min", 0.f);
+  m.g.nodes.back().attrs.set("max", 6.f);
+  const Workload w = m.workload(ClusterKind::conv);
+  const Variant v4 = gemm_variant("conv_implicit_gemm", 32, 16, 8, 2, 2, 4, 2, 1);
+  EXPECT_NE(generate_kernel(w, v4).source.find("float4"), std::string::npos);
+  auto vs = gemm_picks(w);
+  vs.push_back(v4);
+  check_all(w, vs);
+}
+
+TEST(CodegenConv, GroupedConvOneGemmPerGroup) {
+  // 6 -> 4 channels in 2 groups of 3 input channels: the conv template, batch = groups.
+  ModelBuilder m;
+  m.input("x", {1, 6, 7, 7}).weight("w", {4, 3, 3, 3}).weight("bias", {4});
+  m.node("Conv", {"x", "w", "bias"}, "y", {1, 4, 7, 7}, conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 2));
+  m.node("LeakyRelu", {"y"}, "l", {1, 4, 7, 7});
+  const Workload w = m.workload(ClusterKind::depthwise);
+  EXPECT_EQ(analyze_workload(w).family, Family::conv);
+  auto vs = gemm_picks(w);
+  vs.push_back(gemm_variant("conv_implicit_gemm", 16, 16, 8, 2, 2, 1, 1, 2));
+  check_all(w, vs);
+
+  // Grouped 1x1 (8 -> 6 channels, 2 groups): vector loads from each group's channels.
+  ModelBuilder m2;
+  m2.input("x", {2, 8, 4, 4}).weight("w", {6, 4, 1, 1});
+  m2.node("Conv", {"x", "w"}, "y", {2, 6, 4, 4}, conv_attrs({1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 2));
+  const Workload w2 = m2.workload(ClusterKind::depthwise);
+  const Variant v4 = gemm_variant("conv_implicit_gemm", 16, 16, 4, 2, 2, 4, 2, 1);
+  EXPECT_NE(generate_kernel(w2, v4).source.find("float4"), std::string::npos);
+  check_all(w2, {v4});
+}
+
+TEST(CodegenConv, OneDimensionalAndAutoPad) {
+  {
+    ModelBuilder m;  // 1-D, stride 2: [2,4,19] -> [2,5,9]
+    m.input("x", {2, 4, 19}).weight("w", {5, 4, 3});
+    Attributes a;
+    a.set("kernel_shape", std::vector<int64_t>{3});
+    a.set("strides", std::vector<int64_t>{2});
+    m.node("Conv", {"x", "w"}, "y", {2, 5, 9}, a);
+    const Workload w = m.workload(ClusterKind::conv);
+    check_all(w, {gemm_variant("conv_implicit_gemm", 16, 16, 8, 2, 2, 1, 2, 1)});
+  }
+  {
+    ModelBuilder m;  // SAME_UPPER, stride 2: 10x9 -> 5x5, total pads (1, 2) split (0|1, 1|1)
+    m.input("x", {1, 3, 10, 9}).weight("w", {4, 3, 3, 3});
+    Attributes a;
+    a.set("kernel_shape", std::vector<int64_t>{3, 3});
+    a.set("strides", std::vector<int64_t>{2, 2});
+    a.set("auto_pad", std::string("SAME_UPPER"));
+    m.node("Conv", {"x", "w"}, "y", {1, 4, 5, 5}, a);
+    const Workload w = m.workload(ClusterKind::conv);
+    check_all(w, {gemm_variant("conv_implicit_gemm", 16, 16, 16, 2, 2, 1, 1, 1)});
+  }
+}
+
+// ---- depthwise_direct ----------------------------------------------------------------------
+
+Variant dw_variant(int64_t th, int64_t tw, int64_t bc, int64_t ppt) {
+  Variant v;
+  v.template_name = "depthwise_direct";
+  v.params = {{"tile_h", th}, {"tile_w", tw}, {"block_c", bc}, {"pixels_per_thread", ppt}};
+  return v;
+}
+
+std::vector<Variant> dw_picks(const Workload& w) {
+  auto all = fp32_variants(w);
+  EXPECT_FALSE(all.empty());
+  return pick(all, {[](const Variant& v) { return v.param("pixels_per_thread") == 1; },
+                    [](const Variant& v) { return v.param("pixels_per_thread") == 2 && v.param("tile_h") >= 4; },
+                    [](const Variant& v) { return v.param("pixels_per_thread") == 4 && v.param("block_c") >= 2; }});
+}
+
+TEST(CodegenDepthwise, BiasReluOddSizes) {
+  ModelBuilder m;
+  m.input("x", {2, 6, 11, 13}).weight("w", {6, 1, 3, 3}).weight("bias", {6});
+  m.node("Conv", {"x", "w", "bias"}, "y", {2, 6, 11, 13}, conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 6));
+  m.node("Relu", {"y"}, "r", {2, 6, 11, 13});
+  const Workload w = m.workload(ClusterKind::depthwise);
+  EXPECT_EQ(analyze_workload(w).family, Family::depthwise);
+  auto vs = dw_picks(w);
+  vs.push_back(dw_variant(2, 8, 4, 2));  // 4 channels per block: the last block is partial
+  check_all(w, vs);
+}
+
+TEST(CodegenDepthwise, StrideDilationPadsMultiplier) {
+  {
+    // Stride 2, dilation 2, asymmetric pads, 5 channels: OH = (15+2+1-5)/2+1 = 7, OW = (12+0+2-5)/2+1 = 5.
+    ModelBuilder m;
+    m.input("x", {1, 5, 15, 12}).weight("w", {5, 1, 3, 3});
+    m.node("Conv", {"x", "w"}, "y", {1, 5, 7, 5}, conv_attrs({3, 3}, {2, 2}, {2, 0, 1, 2}, {2, 2}, 5));
+    const Workload w = m.workload(ClusterKind::depthwise);
+    auto vs = dw_picks(w);
+    vs.push_back(dw_variant(4, 4, 2, 4));
+    check_all(w, vs);
+  }
+  {
+    // Channel multiplier 2 (4 -> 8) with a 5x5 kernel, + bias + sigmoid.
+    ModelBuilder m;
+    m.input("x", {1, 4, 9, 9}).weight("w", {8, 1, 5, 5}).weight("bias", {8});
+    m.node("Conv", {"x", "w", "bias"}, "y", {1, 8, 9, 9}, conv_attrs({5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 4));
+    m.node("Sigmoid", {"y"}, "s", {1, 8, 9, 9});
+    const Workload w = m.workload(ClusterKind::depthwise);
+    auto vs = dw_picks(w);
+    vs.push_back(dw_variant(2, 4, 3, 1));   // 3 output channels per block straddle inputs
+    vs.push_back(dw_variant(1, 8, 5, 2));
+    check_all(w, vs);
+  }
+}
+
+TEST(CodegenDepthwise, RefusesWiderGroups) {
+  ModelBuilder m;
+  m.input("x", {1, 6, 7, 7}).weight("w", {4, 3, 3, 3});
+  m.node("Conv", {"x", "w"}, "y", {1, 4, 7, 7}, conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 2));
+  const Workload w = m.workload(ClusterKind::depthwise);
+  EXPECT_THROW(generate_kernel(w, dw_variant(2, 8, 4, 2)), InternalError);
+}
+
+// ---- attention_fused ------------------------------------------------------------------------
+
+Variant attn_variant(int64_t bm, int64_t bn, int64_t threads, int64_t stages, int64_t vec) {
+  Variant v;
+  v.template_name = "attention_fused";
+  v.params = {{"block_m", bm}, {"block_n", bn}, {"threads", threads}, {"stages", stages}, {"vec", vec}};
+  return v;
+}
+
+std::vector<Variant> attn_picks(const Workload& w) {
+  auto all = fp32_variants(w);
+  EXPECT_FALSE(all.empty());
+  return pick(all, {[](const Variant& v) { return v.param("stages") == 1 && v.param("vec") == 1; },
+                    [](const Variant& v) { return v.param("stages") == 2 && v.param("threads") == 128; },
+                    [](const Variant& v) { return v.param("vec") == 4 && v.param("block_n") == 32; }});
+}
+
+// Q [B,H,S,D], K [B,H,S,D] transposed in the cluster, scale, mask [B,1,1,S], softmax, V.
+Workload attention_workload(int64_t b, int64_t h, int64_t s, int64_t d, int64_t dv, bool mask,
+                            bool div) {
+  ModelBuilder m;
+  m.input("q", {b, h, s, d}).input("k", {b, h, s, d}).input("v", {b, h, s, dv});
+  if (mask) m.input("mask", {b, 1, 1, s});
+  m.scalar("scale", div ? std::sqrt(static_cast<float>(d)) : 1.f / std::sqrt(static_cast<float>(d)));
+  Attributes perm;
+  perm.set("perm", std::vector<int64_t>{0, 1, 3, 2});
+  m.node("Transpose", {"k"}, "kt", {b, h, d, s}, perm);
+  m.node("MatMul", {"q", "kt"}, "s0", {b, h, s, s});
+  m.node(div ? "Div" : "Mul", {"s0", "scale"}, "s1", {b, h, s, s});
+  std::string in = "s1";
+  if (mask) {
+    m.node("Add", {"s1", "mask"}, "s2", {b, h, s, s});
+    in = "s2";
+  }
+  Attributes ax;
+  ax.set("axis", int64_t{-1});
+  m.node("Softmax", {in}, "p", {b, h, s, s}, ax);
+  m.node("MatMul", {"p", "v"}, "o", {b, h, s, dv});
+  return m.workload(ClusterKind::attention);
+}
+
+TEST(CodegenAttention, MaskScaleAndRaggedKeyTiles) {
+  // 20 keys: not a multiple of block_n 16 or 32. The mask hides some keys entirely.
+  const Workload w = attention_workload(1, 2, 20, 8, 8, true, true);
+  RunOptions opt;
+  Tensor mask = random_tensor({1, 1, 1, 20}, 99);
+  for (int i : {3, 7, 19}) mask.mutable_data<float>()[i] = -10000.f;
+  opt.inputs["mask"] = mask;
+  auto vs = attn_picks(w);
+  vs.push_back(attn_variant(16, 16, 64, 2, 1));
+  vs.push_back(attn_variant(32, 16, 64, 1, 4));
+  check_all(w, vs, opt);
+}
+
+TEST(CodegenAttention, BatchHeadsScaleByMulDifferentValueDim) {
+  // Batch 2 x 3 heads, 33 keys, D = 12, Dv = 20, Mul scale, no mask.
+  const Workload w = attention_workload(2, 3, 33, 12, 20, false, false);
+  auto vs = attn_picks(w);
+  vs.push_back(attn_variant(16, 32, 128, 2, 4));
+  vs.push_back(attn_variant(64, 16, 256, 1, 1));
+  check_all(w, vs);
+}
+
+TEST(CodegenAttention, KtAsInputWithEpilogue) {
+  // Kt given as [B,H,D,S] (vector loads along the keys), then a Relu epilogue.
+  ModelBuilder m;
+  m.input("q", {1, 2, 17, 8}).input("kt", {1, 2, 8, 24}).input("v", {1, 2, 24, 8});
+  Attributes ax;
+  ax.set("axis", int64_t{-1});
+  m.node("MatMul", {"q", "kt"}, "s0", {1, 2, 17, 24});
+  m.node("Softmax", {"s0"}, "p", {1, 2, 17, 24}, ax);
+  m.node("MatMul", {"p", "v"}, "o", {1, 2, 17, 8}).node("Relu", {"o"}, "r", {1, 2, 17, 8});
+  const Workload w = m.workload(ClusterKind::attention);
+  const Variant v4 = attn_variant(16, 16, 64, 2, 4);
+  EXPECT_NE(generate_kernel(w, v4).source.find("float4"), std::string::npos);
+  check_all(w, {v4, attn_variant(32, 32, 128, 1, 1)});
+}
+
+TEST(CodegenAttention, RefusesSoftmaxOverAnotherAxis) {
+  ModelBuilder m;
+  m.input("q", {2, 8, 4}).input("kt", {2, 4, 8}).input("v", {2, 8, 4});
+  Attributes ax;
+  ax.set("axis", int64_t{1});
+  m.node("MatMul", {"q", "kt"}, "s0", {2, 8, 8});
+  m.node("Softmax", {"s0"}, "p", {2, 8, 8}, ax);
+  m.node("MatMul", {"p", "v"}, "o", {2, 8, 4});
+  const Workload w = m.workload(ClusterKind::attention);
+  EXPECT_THROW(generate_kernel(w, attn_variant(16, 16, 64, 1, 1)), InternalError);
+}
+
+// ---- the tiny example models ----------------------------------------------------------------
+
+Graph load_example(const std::string& name) {
+  return simplify(import_onnx_file(std::string(DC_SOURCE_DIR) + "/examples/" + name + "/model.onnx"));
+}
+
+// The GEMM-family, depthwise and attention workloads of the model, one per distinct
+// problem (template and M/N/K/batch or convolution geometry), the one with the longest fused
+// chain (it covers the shorter prefixes), each with one variant: alternately the first of
+// its space and the largest-tile double-buffered one.
+void check_model(const std::string& name, std::set<std::string> want_templates) {
+  const Graph g = load_example(name);
+  const auto cands = generate_candidates(g);
+  const auto ws = dedupe_workloads(g, cands);
+  std::map<std::string, const Workload*> problems;
+  for (const auto& w : ws.workloads) {
+    if (w.kind != ClusterKind::gemm && w.kind != ClusterKind::conv &&
+        w.kind != ClusterKind::depthwise && w.kind != ClusterKind::attention)
+      continue;
+    const WorkloadShape s = analyze_workload(w);
+    const std::string key = fmt::format("{} {} {} {} {} {} {} {}", family_template_name(s.family), s.m,
+                                         s.n, s.k, s.batch, s.out_h, s.out_w, s.out_channels);
+    const Workload*& best = problems[key];
+    if (best == nullptr || w.graph.nodes.size() > best->graph.nodes.size()) best = &w;
+  }
+  int checked = 0;
+  for (const auto& [key, w] : problems) {
+    SCOPED_TRACE(w->canonical);
+    const auto all = fp32_variants(*w);
+    ASSERT_FALSE(all.empty());
+    const Variant* v = &all.front();
+    if (checked % 2 == 1)
+      for (auto it = all.rbegin(); it != all.rend(); ++it)
+        if (it->param("stages") == 2) {
+          v = &*it;
+          break;
+        }
+    want_templates.erase(v->template_name);
+    check_variant(*w, *v);
+    ++checked;
+  }
+  EXPECT_GE(checked, 3);
+  EXPECT_TRUE(want_templates.empty()) << "never generated: " << *want_templates.begin();
+}
+
+TEST(CodegenModels, TinyCnn) {
+  check_model("tiny_cnn", {"conv_implicit_gemm", "depthwise_direct", "gemm_tiled"});
+}
+
+TEST(CodegenModels, TinyTransformer) {
+  check_model("tiny_transformer", {"gemm_tiled", "attention_fused"});
+}
+
+}  // namespace
+}  // namespace dc

@@ -1,0 +1,269 @@
+// dc-db end to end: a DB filled through the C++ interface with known values, then the
+// built binary (DC_BIN_DIR/dc-db) asked about it; every figure checked was computed by hand.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+
+#include "sha256.h"
+#include "tuning_db_testing.h"
+
+namespace dc {
+namespace {
+
+using testing::test_gpu;
+using testing::test_measurement;
+using testing::test_variant;
+using testing::test_worker;
+using testing::test_workload;
+
+struct Output {
+  int rc = -1;
+  std::string text;  // stdout and stderr
+};
+
+Output run_dc_db(const std::string& args) {
+  const std::string cmd = std::string(DC_BIN_DIR) + "/dc-db " + args + " 2>&1";
+  Output out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return out;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.text.append(buf.data(), n);
+  const int status = ::pclose(p);
+  out.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+bool has(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+// The line of `text` that contains `key`, or "".
+std::string line_with(const std::string& text, const std::string& key) {
+  std::istringstream is(text);
+  for (std::string line; std::getline(is, line);)
+    if (has(line, key)) return line;
+  return "";
+}
+
+// Whitespace-separated words of a line.
+std::vector<std::string> words(const std::string& line) {
+  std::istringstream is(line);
+  std::vector<std::string> out;
+  for (std::string w; is >> w;) out.push_back(w);
+  return out;
+}
+
+class DcDb : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto db = open_tuning_db(path_);
+    db->commit_gpu_type(test_gpu("h100", "hopper", 9, 0));
+    db->commit_gpu_type(test_gpu("a100", "ampere", 8, 0));
+    const WorkerInfo h100 = test_worker("node1", "h100", false);
+    const WorkerInfo a100 = test_worker("node2", "a100", false);
+    const WorkerInfo emu = test_worker("laptop", "h100", true);
+    for (const auto& w : {h100, a100, emu}) db->commit_worker(w);
+    const int64_t model = db->commit_model("resnet50", sha256_hex("resnet50 model bytes"));
+    db->commit_model_workloads(model, {{test_workload("wa", ClusterKind::conv), 3},
+                                       {test_workload("wb", ClusterKind::gemm), 1}});
+    db->commit_variant("wa", conv32_, "s1");
+    db->commit_variant("wa", conv64_, "s2");
+    db->commit_variant("wb", gemm128_, "s3");
+    db->commit_variant("wb", reference_, "s4");
+    auto commit = [&](const std::string& w, const Variant& v, const WorkerInfo& worker,
+                      double median, double estimate, int64_t t) {
+      Measurement m = test_measurement(w, v, worker, median, t);
+      m.estimate_us = estimate;
+      db->commit_measurement(m);
+    };
+    commit("wa", conv32_, h100, 8, 4, 1'700'000'000'000);
+    commit("wa", conv64_, h100, 12, 4, 1'700'000'001'000);
+    commit("wb", gemm128_, h100, 5, 5, 1'700'000'002'000);
+    commit("wb", reference_, h100, 20, 0, 1'700'000'003'000);
+    commit("wa", conv32_, a100, 16, 4, 1'700'000'004'000);
+    commit("wb", gemm128_, a100, 15, 5, 1'700'000'005'000);
+    commit("wa", conv64_, emu, 1, 4, 1'700'000'006'000);  // must never show as real
+    const int64_t run = db->begin_run({model, {"h100"}, "{}", "coordhost"});
+    db->commit_plan({run, "h100", Source::real,
+                     {{"c0", "wa", conv32_.key(), 4, 8}, {"c1", "wb", gemm128_.key(), 5, 5}},
+                     25, 29});
+    db->end_run(run, RunStatus::ok);
+  }
+
+  Output dc_db(const std::string& args) { return run_dc_db("--db " + path_ + " " + args); }
+
+  testing::TempDir dir_;
+  std::string path_ = dir_.file("tune.db");
+  Variant conv32_ = test_variant(32, "conv_implicit_gemm");
+  Variant conv64_ = test_variant(64, "conv_implicit_gemm");
+  Variant gemm128_ = test_variant(128, "gemm_tiled");
+  Variant reference_ = test_variant(1, "reference");
+};
+
+TEST_F(DcDb, Summary) {
+  const Output o = dc_db("summary");
+  ASSERT_EQ(o.rc, 0) << o.text;
+  EXPECT_TRUE(has(o.text, "gpu types     2 (a100, h100)")) << o.text;
+  EXPECT_TRUE(has(o.text, "workers       3 (2 real, 1 emulated)")) << o.text;
+  EXPECT_TRUE(has(o.text, "measurements  7 (6 real, 1 emulated)")) << o.text;
+  EXPECT_TRUE(has(o.text, "tuning runs   1")) << o.text;
+  // h100 real: 4 results, all ok, 2 workloads with a result.
+  const auto h100 = words(line_with(o.text, "h100      real"));
+  ASSERT_GE(h100.size(), 6u) << o.text;
+  EXPECT_EQ(std::vector<std::string>(h100.begin(), h100.begin() + 6),
+            (std::vector<std::string>{"h100", "real", "4", "4", "2", "-"}))
+      << o.text;
+}
+
+TEST_F(DcDb, BestIsPerWorkloadAndNeverEmulated) {
+  Output o = dc_db("best --gpu h100");
+  ASSERT_EQ(o.rc, 0) << o.text;
+  EXPECT_TRUE(has(o.text, "best variants on h100 (real): 2 workloads")) << o.text;
+  const std::string wa = line_with(o.text, "wa ");
+  EXPECT_TRUE(has(wa, conv32_.key()) && has(wa, "8.000 us") && has(wa, "7.500 us")) << o.text;
+  EXPECT_TRUE(has(line_with(o.text, "wb "), gemm128_.key())) << o.text;
+  EXPECT_FALSE(has(o.text, "1.000 us")) << o.text;  // the emulated time
+
+  o = dc_db("best --gpu h100 --emulated");
+  ASSERT_EQ(o.rc, 0) << o.text;
+  EXPECT_TRUE(has(o.text, "best variants on h100 (emulated): 1 workloads")) << o.text;
+  EXPECT_TRUE(has(line_with(o.text, "wa "), "1.000 us")) << o.text;
+
+  // wa: 3 x 8 us, wb: 1 x 5 us.
+  o = dc_db("best --gpu h100 --model resnet50");
+  EXPECT_TRUE(has(o.text, "2 workloads of 2 in the model; sum of best times x count 29.00 us")) << o.text;
+
+  o = dc_db("best --gpu a100 --emulated");
+  EXPECT_EQ(o.rc, 0);
+  EXPECT_TRUE(has(o.text, "note: no emulated results for a100, but 2 real ones")) << o.text;
+}
+
+TEST_F(DcDb, CompareGpuTypes) {
+  const Output o = dc_db("compare --gpus h100,a100");
+  ASSERT_EQ(o.rc, 0) << o.text;
+  EXPECT_TRUE(has(line_with(o.text, "wa "), "2.00")) << o.text;  // 16 / 8
+  EXPECT_TRUE(has(line_with(o.text, "wb "), "3.00")) << o.text;  // 15 / 5
+  // 8 + 5 = 13 on h100, 16 + 15 = 31 on a100: 31 / 13 = 2.38.
+  EXPECT_TRUE(has(o.text, "h100 13.00 us a100 31.00 us (2.38x)")) << o.text;
+  EXPECT_EQ(dc_db("compare --gpus h100").rc, 2);
+}
+
+TEST_F(DcDb, EstimatorError) {
+  const Output o = dc_db("estimator-error --gpu h100");
+  ASSERT_EQ(o.rc, 0) << o.text;
+  // conv: ratios 8/4 = 2 and 12/4 = 3: geomean sqrt(6) = 2.449, median |log| = log sqrt(6).
+  const std::string conv = line_with(o.text, "conv ");
+  EXPECT_TRUE(has(conv, "2.449") && has(conv, "144.9%") && has(conv, "3.000")) << o.text;
+  EXPECT_TRUE(has(line_with(o.text, "gemm "), "1.000")) << o.text;
+  // all: ratios 2, 3, 1 (the reference result has no estimate): geomean 6^(1/3) = 1.817.
+  const std::string all = line_with(o.text, "(all)");
+  EXPECT_TRUE(has(all, " 3 ") && has(all, "1.817") && has(all, "100.0%")) << o.text;
+}
+
+TEST_F(DcDb, ModelsWorkloadsRuns) {
+  Output o = dc_db("models");
+  ASSERT_EQ(o.rc, 0) << o.text;
+  const std::string row = line_with(o.text, "resnet50");
+  EXPECT_TRUE(has(row, sha256_hex("resnet50 model bytes").substr(0, 12))) << o.text;
+  EXPECT_TRUE(has(row, "a100 (real) 2/2, h100 (emulated) 1/2, h100 (real) 2/2")) << o.text;
+
+  o = dc_db("workloads --model resnet50 --gpu a100");
+  ASSERT_EQ(o.rc, 0) << o.text;
+  const std::string wa = line_with(o.text, "wa ");
+  EXPECT_TRUE(has(wa, "conv") && has(wa, "16.00 us") && has(wa, conv32_.key())) << o.text;
+  EXPECT_TRUE(has(o.text, "best on a100")) << o.text;
+
+  o = dc_db("runs");
+  ASSERT_EQ(o.rc, 0) << o.text;
+  const std::string run = line_with(o.text, "resnet50");
+  EXPECT_TRUE(has(run, "coordhost") && has(run, " ok ") &&
+              has(run, "h100: 29.00 us (est. 25.00 us)"))
+      << o.text;
+}
+
+TEST_F(DcDb, ExportCsvAndJson) {
+  const std::string csv = dir_.file("out.csv");
+  Output o = dc_db("export --format csv --out " + csv);
+  ASSERT_EQ(o.rc, 0) << o.text;
+  std::ifstream in(csv);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 8u);  // header + 7 measurements
+  EXPECT_EQ(lines[0].substr(0, 30), "id,workload,kind,variant,templ");
+  EXPECT_TRUE(has(lines[1], ",wa,conv,")) << lines[1];
+  EXPECT_TRUE(has(lines[1], ",h100,real,node1/0,node1,")) << lines[1];
+  EXPECT_TRUE(has(lines[7], ",emulated,laptop/0,")) << lines[7];
+
+  o = dc_db("export --format json --gpu a100");
+  ASSERT_EQ(o.rc, 0) << o.text;
+  EXPECT_TRUE(has(o.text, "\"samples_us\":[16,16.5,15.5]")) << o.text;
+  EXPECT_FALSE(has(o.text, "\"h100\"")) << o.text;
+  EXPECT_EQ(dc_db("export --format xml").rc, 2);
+}
+
+TEST_F(DcDb, ImportAnotherDb) {
+  const std::string other = dir_.file("other.db");
+  {
+    auto db = open_tuning_db(other);
+    db->commit_gpu_type(test_gpu("h100", "hopper", 9, 0));
+    const WorkerInfo w = test_worker("farm2", "h100", false);
+    db->commit_worker(w);
+    db->commit_workload(test_workload("wa", ClusterKind::conv));
+    db->commit_variant("wa", conv32_, "s1");
+    db->commit_measurement(test_measurement("wa", conv32_, w, 7, 1'700'000'100'000));
+  }
+  Output o = dc_db("import " + other);
+  ASSERT_EQ(o.rc, 0) << o.text;
+  EXPECT_TRUE(has(o.text, "1 measurements, 0 variants, 0 workloads")) << o.text;
+  o = dc_db("import " + other);
+  EXPECT_TRUE(has(o.text, ": 0 measurements")) << o.text;
+  o = dc_db("best --gpu h100");
+  EXPECT_TRUE(has(line_with(o.text, "wa "), "7.000 us")) << o.text;
+  o = dc_db("summary");
+  EXPECT_TRUE(has(o.text, "imports       2")) << o.text;
+  EXPECT_TRUE(has(o.text, "measurements  8 (7 real, 1 emulated)")) << o.text;
+}
+
+TEST_F(DcDb, ReportIsOneSelfContainedPage) {
+  const std::string html_path = dir_.file("report.html");
+  const Output o = dc_db("report --out " + html_path);
+  ASSERT_EQ(o.rc, 0) << o.text;
+  std::ifstream in(html_path);
+  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(has(html, "<h3>resnet50 on h100 (real)</h3>")) << html.substr(0, 2000);
+  EXPECT_TRUE(has(html, "total measured 29.00 us, estimated 25.00 us"));
+  EXPECT_TRUE(has(html, ">c0</text>") && has(html, ">c1</text>"));  // one bar per cluster
+  EXPECT_TRUE(has(html, "Measured vs estimated"));
+  // wb on h100: reference 20 us / best 5 us.
+  EXPECT_TRUE(has(html, "<title>gemm_tiled/fp32/block_m=128,block_n=64</title>"));
+  EXPECT_TRUE(has(html, ">4 x</text>"));
+  EXPECT_TRUE(has(html, "real results: 2 GPU types, 2 workloads measured on all"));
+  EXPECT_GE(std::count(html.begin(), html.end(), '\n'), 20);
+  // Self-contained: no scripts, no external resources.
+  EXPECT_FALSE(has(html, "<script"));
+  EXPECT_FALSE(has(html, "src="));
+  EXPECT_FALSE(has(html, "href="));
+}
+
+TEST_F(DcDb, ErrorsAreOneLineWithExitCode2) {
+  for (const std::string args : {"frobnicate", "best", "best --gpu t4", "workloads --model vgg",
+                                 "import", "export"}) {
+    const Output o = dc_db(args);
+    EXPECT_EQ(o.rc, 2) << args << ": " << o.text;
+    EXPECT_EQ(o.text.rfind("error: ", 0), 0u) << args << ": " << o.text;
+    EXPECT_EQ(std::count(o.text.begin(), o.text.end(), '\n'), 1) << args << ": " << o.text;
+  }
+  EXPECT_TRUE(has(dc_db("best --gpu t4").text, "GPU types: a100, h100"));
+  EXPECT_EQ(run_dc_db("summary").rc, 2);                                  // no --db
+  EXPECT_EQ(run_dc_db("--db " + dir_.file("none.db") + " summary").rc, 2);  // no such file
+  EXPECT_EQ(run_dc_db("--help").rc, 0);
+  EXPECT_EQ(dc_db("best --help").rc, 0);
+}
+
+}  // namespace
+}  // namespace dc

@@ -1,0 +1,778 @@
+// The tuning DB: one interface suite run against both implementations (in memory, SQLite),
+// then what only the SQLite one has (migrations, durability, read-only, disk full, merge),
+// and the SHA-256 used for model files.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <thread>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ir/error.h"
+#include "merge.h"
+#include "migrate.h"
+#include "reuse.h"
+#include "sha256.h"
+#include "sqlite.h"
+#include "tuning_db_testing.h"
+
+namespace dc {
+namespace {
+
+using testing::test_gpu;
+using testing::test_measurement;
+using testing::test_variant;
+using testing::test_worker;
+using testing::test_workload;
+
+// ---------------------------------------------------------------- both implementations
+
+class TuningDbTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    db_ = GetParam() == "memory" ? make_memory_db() : open_tuning_db(dir_.file("t.db"));
+    db_->commit_gpu_type(h100_);
+    db_->commit_gpu_type(a100_);
+    db_->commit_worker(real_);
+    db_->commit_worker(emu_);
+    db_->commit_worker(a100_worker_);
+    db_->commit_workload(test_workload("w1"));
+    for (int64_t bm : {32, 64, 128, 256}) db_->commit_variant("w1", test_variant(bm), "hash");
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<TuningDb> db_;
+  GpuSpec h100_ = test_gpu("h100", "hopper", 9, 0);
+  GpuSpec a100_ = test_gpu("a100", "ampere", 8, 0);
+  WorkerInfo real_ = test_worker("node1", "h100", false);
+  WorkerInfo emu_ = test_worker("laptop", "h100", true);
+  WorkerInfo a100_worker_ = test_worker("node2", "a100", false, "11.8");
+};
+
+TEST_P(TuningDbTest, MeasurementRoundTripsEveryField) {
+  Measurement m = test_measurement("w1", test_variant(64), real_, 0, 1'700'000'000'123);
+  m.samples_us = {0.1, 12.25, 1e-7, 123456.789012345};  // exact round trip, not 6 digits
+  m.median_us = 6.175;
+  m.min_us = 1e-7;
+  m.spread = 0.3;
+  m.max_rel_error = 2.5e-6;
+  m.registers = 96;
+  m.spill_bytes = 8;
+  m.smem_bytes = 49152;
+  m.compile_seconds = 0.75;
+  m.estimate_us = 5.5;
+  m.attempts = 2;
+  m.error = "";
+  ASSERT_TRUE(db_->commit_measurement(m));
+  const auto got = db_->query({});
+  ASSERT_EQ(got.size(), 1u);
+  const Measurement& g = got[0];
+  EXPECT_EQ(g.workload, "w1");
+  EXPECT_EQ(g.variant_key, "gemm_tiled/fp32/block_m=64,block_n=64");
+  EXPECT_EQ(g.source_hash, m.source_hash);
+  EXPECT_EQ(g.gpu_type, "h100");
+  EXPECT_EQ(g.worker, "node1/0");
+  EXPECT_EQ(g.status, JobStatus::ok);
+  EXPECT_EQ(g.samples_us, m.samples_us);
+  EXPECT_EQ(g.median_us, 6.175);
+  EXPECT_EQ(g.min_us, 1e-7);
+  EXPECT_EQ(g.spread, 0.3);
+  EXPECT_EQ(g.max_rel_error, 2.5e-6);
+  EXPECT_EQ(g.registers, 96);
+  EXPECT_EQ(g.spill_bytes, 8);
+  EXPECT_EQ(g.smem_bytes, 49152);
+  EXPECT_EQ(g.compile_seconds, 0.75);
+  EXPECT_EQ(g.estimate_us, 5.5);
+  EXPECT_EQ(g.nvrtc_version, "12.4");
+  EXPECT_EQ(g.driver_version, "550.54");
+  EXPECT_FALSE(g.emulated);
+  EXPECT_EQ(g.attempts, 2);
+  EXPECT_EQ(g.finished_unix_ms, 1'700'000'000'123);
+}
+
+TEST_P(TuningDbTest, EveryStatusOfTheTaxonomyIsAccepted) {
+  // The SQL CHECK constraint must list exactly the C++ taxonomy.
+  const JobStatus all[] = {JobStatus::ok,           JobStatus::compile_error,
+                           JobStatus::launch_error, JobStatus::runtime_fault,
+                           JobStatus::wrong_result, JobStatus::timeout,
+                           JobStatus::worker_lost,  JobStatus::unsupported};
+  int64_t t = 1000;
+  for (JobStatus s : all) {
+    Measurement m = test_measurement("w1", test_variant(32), real_, 5, ++t, s);
+    if (s == JobStatus::wrong_result) m.max_rel_error = std::numeric_limits<double>::quiet_NaN();
+    ASSERT_TRUE(db_->commit_measurement(m)) << job_status_name(s);
+  }
+  const auto got = db_->query({});
+  ASSERT_EQ(got.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(got[i].status, all[i]);
+  EXPECT_EQ(got[1].error, "failed: compile_error");
+  EXPECT_TRUE(std::isinf(got[4].max_rel_error));  // NaN error = unbounded, stored as inf
+}
+
+TEST_P(TuningDbTest, SameJobCommittedTwiceIsOneRow) {
+  const Measurement m = test_measurement("w1", test_variant(32), real_, 10, 5000);
+  EXPECT_TRUE(db_->commit_measurement(m));
+  EXPECT_FALSE(db_->commit_measurement(m));
+  Measurement again = m;
+  again.median_us = 99;  // a resend after a reconnect: same job, first one wins
+  EXPECT_FALSE(db_->commit_measurement(again));
+  Measurement later = m;
+  later.finished_unix_ms = 6000;  // a re-measurement (--retune) is a new row
+  EXPECT_TRUE(db_->commit_measurement(later));
+  const auto got = db_->query({});
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].median_us, 10);
+}
+
+TEST_P(TuningDbTest, TopKIsOnePerVariantByMedian) {
+  db_->commit_measurement(test_measurement("w1", test_variant(32), real_, 10, 1));
+  db_->commit_measurement(test_measurement("w1", test_variant(32), real_, 8, 2));  // its best
+  db_->commit_measurement(test_measurement("w1", test_variant(64), real_, 9, 3));
+  db_->commit_measurement(test_measurement("w1", test_variant(128), real_, 12, 4));
+  db_->commit_measurement(
+      test_measurement("w1", test_variant(256), real_, 1, 5, JobStatus::wrong_result));
+  db_->commit_measurement(test_measurement("w1", test_variant(256), a100_worker_, 2, 6));
+
+  const auto top2 = db_->top_k("w1", "h100", Source::real, 2);
+  ASSERT_EQ(top2.size(), 2u);
+  EXPECT_EQ(top2[0].variant_key, test_variant(32).key());
+  EXPECT_EQ(top2[0].median_us, 8);
+  EXPECT_EQ(top2[1].variant_key, test_variant(64).key());
+  const auto all = db_->top_k("w1", "h100", Source::real, 10);
+  ASSERT_EQ(all.size(), 3u);  // the failed variant and the a100 result are not h100 answers
+  EXPECT_EQ(all[2].median_us, 12);
+  EXPECT_TRUE(db_->top_k("w1", "h100", Source::real, 0).empty());
+  EXPECT_TRUE(db_->top_k("nope", "h100", Source::real, 5).empty());
+}
+
+TEST_P(TuningDbTest, TopKTiesGoByKey) {
+  db_->commit_measurement(test_measurement("w1", test_variant(64), real_, 7, 1));
+  db_->commit_measurement(test_measurement("w1", test_variant(128), real_, 7, 2));
+  const auto top = db_->top_k("w1", "h100", Source::real, 5);
+  ASSERT_EQ(top.size(), 2u);
+  EXPECT_EQ(top[0].variant_key, test_variant(128).key());  // "block_m=128" < "block_m=64"
+}
+
+TEST_P(TuningDbTest, EmulatedNeverAnswersForReal) {
+  db_->commit_measurement(test_measurement("w1", test_variant(32), emu_, 1, 1));
+  db_->commit_measurement(test_measurement("w1", test_variant(64), real_, 20, 2));
+  const auto real = db_->top_k("w1", "h100", Source::real, 10);
+  ASSERT_EQ(real.size(), 1u);
+  EXPECT_EQ(real[0].median_us, 20);
+  EXPECT_FALSE(real[0].emulated);
+  EXPECT_FALSE(db_->has_measurement("w1", test_variant(32).key(), "h100", Source::real, ""));
+  EXPECT_TRUE(db_->has_measurement("w1", test_variant(32).key(), "h100", Source::emulated, ""));
+  EXPECT_EQ(db_->measured_variants("w1", "h100", Source::real, ""),
+            std::set<std::string>{test_variant(64).key()});
+  const auto emulated = db_->top_k("w1", "h100", Source::emulated, 10);
+  ASSERT_EQ(emulated.size(), 1u);
+  EXPECT_TRUE(emulated[0].emulated);
+  MeasurementQuery q;
+  q.source = Source::real;
+  EXPECT_EQ(db_->query(q).size(), 1u);
+  q.source = Source::emulated;
+  EXPECT_EQ(db_->query(q).size(), 1u);
+  EXPECT_EQ(db_->query({}).size(), 2u);  // unset source: both, for exports
+}
+
+TEST_P(TuningDbTest, HasMeasurementCountsFinalResultsOfTheSameToolchainMajor) {
+  const std::string k32 = test_variant(32).key(), k64 = test_variant(64).key();
+  const std::string k128 = test_variant(128).key();
+  db_->commit_measurement(test_measurement("w1", test_variant(32), real_, 0, 1, JobStatus::compile_error));
+  db_->commit_measurement(test_measurement("w1", test_variant(64), real_, 0, 2, JobStatus::worker_lost));
+  db_->commit_measurement(test_measurement("w1", test_variant(128), a100_worker_, 5, 3));
+  // A compile error is a result: not compiled again with the same toolchain.
+  EXPECT_TRUE(db_->has_measurement("w1", k32, "h100", Source::real, "12"));
+  EXPECT_FALSE(db_->has_measurement("w1", k32, "h100", Source::real, "13"));
+  EXPECT_TRUE(db_->has_measurement("w1", k32, "h100", Source::real, ""));
+  // A lost worker says nothing about the variant: measure it again.
+  EXPECT_FALSE(db_->has_measurement("w1", k64, "h100", Source::real, "12"));
+  // Another GPU type's result is not this one's.
+  EXPECT_FALSE(db_->has_measurement("w1", k128, "h100", Source::real, ""));
+  EXPECT_TRUE(db_->has_measurement("w1", k128, "a100", Source::real, "11"));
+  EXPECT_EQ(db_->measured_variants("w1", "h100", Source::real, "12"), std::set<std::string>{k32});
+  EXPECT_EQ(db_->measured_variants("w1", "a100", Source::real, "12"), std::set<std::string>{});
+}
+
+TEST_P(TuningDbTest, QueryFiltersAndOrders) {
+  db_->commit_measurement(test_measurement("w1", test_variant(32), real_, 3, 30));
+  db_->commit_measurement(test_measurement("w1", test_variant(64), real_, 1, 10));
+  db_->commit_measurement(test_measurement("w1", test_variant(64), a100_worker_, 2, 20));
+  db_->commit_measurement(
+      test_measurement("w1", test_variant(128), real_, 0, 40, JobStatus::timeout));
+  const auto all = db_->query({});
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[0].finished_unix_ms, 10);  // by finished time, not commit order
+  EXPECT_EQ(all[3].finished_unix_ms, 40);
+  MeasurementQuery q;
+  q.gpu_type = "h100";
+  EXPECT_EQ(db_->query(q).size(), 3u);
+  q.status = JobStatus::ok;
+  EXPECT_EQ(db_->query(q).size(), 2u);
+  q.variant_key = test_variant(64).key();
+  ASSERT_EQ(db_->query(q).size(), 1u);
+  EXPECT_EQ(db_->query(q)[0].median_us, 1);
+  MeasurementQuery by_worker;
+  by_worker.worker = "node2/0";
+  ASSERT_EQ(db_->query(by_worker).size(), 1u);
+  EXPECT_EQ(db_->query(by_worker)[0].gpu_type, "a100");
+  MeasurementQuery limited;
+  limited.limit = 2;
+  ASSERT_EQ(db_->query(limited).size(), 2u);
+  EXPECT_EQ(db_->query(limited)[1].finished_unix_ms, 20);
+  MeasurementQuery other;
+  other.workload = "w2";
+  EXPECT_TRUE(db_->query(other).empty());
+}
+
+TEST_P(TuningDbTest, DanglingReferencesAreCallerBugs) {
+  Measurement m = test_measurement("w1", test_variant(512), real_, 1, 1);  // no such variant
+  EXPECT_THROW(db_->commit_measurement(m), InternalError);
+  m = test_measurement("w1", test_variant(32), test_worker("ghost", "h100", false), 1, 1);
+  EXPECT_THROW(db_->commit_measurement(m), InternalError);
+  m = test_measurement("w1", test_variant(32), real_, 1, 1);
+  m.gpu_type = "t4";
+  EXPECT_THROW(db_->commit_measurement(m), InternalError);
+  m = test_measurement("w1", test_variant(32), real_, 1, 1);
+  m.emulated = true;  // the worker is real
+  EXPECT_THROW(db_->commit_measurement(m), InternalError);
+  m = test_measurement("w1", test_variant(32), real_, 1, 0);  // no finished time
+  EXPECT_THROW(db_->commit_measurement(m), InternalError);
+  EXPECT_THROW(db_->commit_variant("w9", test_variant(32), "h"), InternalError);
+  EXPECT_THROW(db_->commit_worker(test_worker("n", "t4", false)), InternalError);
+  EXPECT_THROW(db_->begin_run({42, {"h100"}, "{}", "host"}), InternalError);
+  EXPECT_THROW(db_->end_run(42, RunStatus::ok), InternalError);
+  EXPECT_TRUE(db_->query({}).empty());  // nothing half-committed
+}
+
+TEST_P(TuningDbTest, ModelsAndTheirWorkloads) {
+  const std::string sha1(64, 'a'), sha2(64, 'b');
+  const int64_t m1 = db_->commit_model("resnet50", sha1);
+  EXPECT_EQ(db_->commit_model("resnet50", sha1), m1);
+  const int64_t m2 = db_->commit_model("resnet50", sha2);  // another file: another model
+  EXPECT_NE(m1, m2);
+  db_->commit_model_workloads(m1, {{test_workload("w1"), 3}, {test_workload("w2", ClusterKind::conv), 1}});
+  db_->commit_model_workloads(m1, {{test_workload("w2", ClusterKind::conv), 4}});  // replaces
+  db_->commit_model_workloads(m2, {{test_workload("w3"), 1}});
+  using Rows = std::vector<std::pair<std::string, int>>;
+  EXPECT_EQ(db_->model_workloads(m1), (Rows{{"w1", 3}, {"w2", 4}}));
+  EXPECT_EQ(db_->model_workloads(m2), (Rows{{"w3", 1}}));
+  const auto w2 = db_->find_workload("w2");
+  ASSERT_TRUE(w2);
+  EXPECT_EQ(w2->kind, ClusterKind::conv);
+  EXPECT_EQ(w2->canonical, "kind gemm\nw2\n");
+  EXPECT_EQ(w2->flops, 2'000'000);
+  EXPECT_EQ(w2->bytes, 48'000);
+  EXPECT_FALSE(db_->find_workload("w9"));
+  EXPECT_THROW(db_->commit_model_workloads(99, {{test_workload("w1"), 1}}), InternalError);
+}
+
+TEST_P(TuningDbTest, RunsAndPlans) {
+  const int64_t model = db_->commit_model("bert", std::string(64, 'c'));
+  const int64_t run = db_->begin_run({model, {"h100", "a100"}, R"({"retune":false})", "coord"});
+  auto runs = db_->runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].id, run);
+  EXPECT_EQ(runs[0].status, RunStatus::running);
+  EXPECT_EQ(runs[0].info.gpu_types, (std::vector<std::string>{"h100", "a100"}));
+  EXPECT_EQ(runs[0].info.options_json, R"({"retune":false})");
+  EXPECT_EQ(runs[0].info.host, "coord");
+  EXPECT_EQ(runs[0].uid.size(), 32u);
+  EXPECT_EQ(runs[0].ended_ms, 0);
+
+  PlanRecord p;
+  p.run_id = run;
+  p.gpu_type = "h100";
+  p.source = Source::emulated;
+  p.choices = {{"c0", "w1", test_variant(32).key(), 4.5, 5.25}, {"c1", "w2", "ref", 1, 2}};
+  p.estimated_total_us = 5.5;
+  p.measured_total_us = 7.25;
+  db_->commit_plan(p);
+  p.measured_total_us = 7.0;  // the same run's plan again: replaced
+  db_->commit_plan(p);
+  db_->end_run(run, RunStatus::ok);
+
+  runs = db_->runs();
+  EXPECT_EQ(runs[0].status, RunStatus::ok);
+  EXPECT_GE(runs[0].ended_ms, runs[0].started_ms);
+  const auto plans = db_->plans(run);
+  ASSERT_EQ(plans.size(), 1u);
+  EXPECT_EQ(plans[0].source, Source::emulated);
+  EXPECT_EQ(plans[0].measured_total_us, 7.0);
+  EXPECT_EQ(plans[0].estimated_total_us, 5.5);
+  ASSERT_EQ(plans[0].choices.size(), 2u);
+  EXPECT_EQ(plans[0].choices[0].cluster, "c0");
+  EXPECT_EQ(plans[0].choices[0].variant_key, test_variant(32).key());
+  EXPECT_EQ(plans[0].choices[0].estimated_us, 4.5);
+  EXPECT_EQ(plans[0].choices[0].measured_us, 5.25);
+  EXPECT_EQ(plans[0].choices[1].workload, "w2");
+  EXPECT_TRUE(db_->plans(run + 1).empty());
+}
+
+TEST_P(TuningDbTest, SeedsComeFromTheNearestMeasuredGpuType) {
+  db_->commit_gpu_type(test_gpu("a10", "ampere", 8, 6));
+  db_->commit_gpu_type(test_gpu("t4", "turing", 7, 5));
+  const WorkerInfo t4 = test_worker("node3", "t4", false);
+  db_->commit_worker(t4);
+  db_->commit_measurement(test_measurement("w1", test_variant(64), a100_worker_, 6, 1));
+  db_->commit_measurement(test_measurement("w1", test_variant(32), a100_worker_, 5, 2));
+  db_->commit_measurement(test_measurement("w1", test_variant(128), t4, 9, 3));
+
+  const Seeds own = seed_variants(*db_, "w1", a100_, Source::real, 1);
+  EXPECT_EQ(own.level, SeedLevel::exact);
+  ASSERT_EQ(own.best.size(), 1u);
+  EXPECT_EQ(own.best[0].variant_key, test_variant(32).key());
+
+  const Seeds a10 = seed_variants(*db_, "w1", test_gpu("a10", "ampere", 8, 6), Source::real, 5);
+  EXPECT_EQ(a10.level, SeedLevel::same_family);
+  EXPECT_EQ(a10.from_gpu, "a100");
+  EXPECT_EQ(a10.best.size(), 2u);
+
+  // No hopper results: the closest compute capability of another family (8.0 vs 7.5).
+  const Seeds h100 = seed_variants(*db_, "w1", h100_, Source::real, 5);
+  EXPECT_EQ(h100.level, SeedLevel::other_family);
+  EXPECT_EQ(h100.from_gpu, "a100");
+  EXPECT_EQ(seed_level_name(h100.level), "other family");
+
+  const Seeds none = seed_variants(*db_, "w2", h100_, Source::real, 5);
+  EXPECT_EQ(none.level, SeedLevel::estimator_only);
+  EXPECT_TRUE(none.best.empty());
+  // Emulated results seed only emulated tunes.
+  db_->commit_measurement(test_measurement("w1", test_variant(32), emu_, 1, 4));
+  EXPECT_EQ(seed_variants(*db_, "w1", h100_, Source::real, 5).level, SeedLevel::other_family);
+  EXPECT_EQ(seed_variants(*db_, "w1", h100_, Source::emulated, 5).level, SeedLevel::exact);
+}
+
+TEST_P(TuningDbTest, ConcurrentCommitsAllLand) {
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        db_->commit_measurement(test_measurement("w1", test_variant(32), real_, i + 1, t * 1000 + i + 1));
+        db_->has_measurement("w1", test_variant(32).key(), "h100", Source::real, "12");
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(db_->query({}).size(), 200u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Impl, TuningDbTest, ::testing::Values("memory", "sqlite"),
+                         [](const auto& p) { return p.param; });
+
+// ---------------------------------------------------------------- SQLite only
+
+void fill(TuningDb& db, int n_measurements) {
+  db.commit_gpu_type(test_gpu("h100", "hopper", 9, 0));
+  db.commit_worker(test_worker("node1", "h100", false));
+  db.commit_workload(test_workload("w1"));
+  for (int64_t bm = 16; bm <= 256; bm *= 2) db.commit_variant("w1", test_variant(bm), "h");
+  for (int i = 0; i < n_measurements; ++i)
+    db.commit_measurement(test_measurement("w1", test_variant(16 << (i % 5)),
+                                           test_worker("node1", "h100", false), 1 + i % 17, i + 1));
+}
+
+std::string integrity(sqlite::Connection& conn) {
+  sqlite::Query q = conn.query("PRAGMA integrity_check");
+  EXPECT_TRUE(q.step());
+  return q.text(0);
+}
+
+TEST(SqliteTuningDb, MigratesAnEmptyFileToTheLatestVersion) {
+  testing::TempDir dir;
+  const std::string path = dir.file("empty.db");
+  std::ofstream(path).close();  // an empty file is an empty SQLite DB
+  { auto db = open_tuning_db(path); }
+  sqlite::Connection conn(path, true);
+  EXPECT_EQ(conn.scalar_int("PRAGMA user_version"), schema_version());
+  EXPECT_GE(schema_version(), 1);
+  EXPECT_EQ(conn.scalar_int("PRAGMA application_id"), kTuningDbApplicationId);
+  sqlite::Query mode = conn.query("PRAGMA journal_mode");
+  ASSERT_TRUE(mode.step());
+  EXPECT_EQ(mode.text(0), "wal");
+  for (const char* object : {"gpu_types", "workers", "models", "workloads", "model_workloads",
+                             "variants", "measurements", "tuning_runs", "plans", "imports",
+                             "best_variants", "model_totals", "model_plans", "estimator_error"}) {
+    sqlite::Query q = conn.query("SELECT count(*) FROM sqlite_schema WHERE name = ?");
+    q.bind(1, object).step();
+    EXPECT_EQ(q.int64(0), 1) << object;
+  }
+}
+
+TEST(SqliteTuningDb, MigratesFromEachOlderVersion) {
+  testing::TempDir dir;
+  const auto all = builtin_migrations();
+  for (size_t v = 0; v < all.size(); ++v) {
+    const std::string path = dir.file("v" + std::to_string(v) + ".db");
+    {
+      sqlite::Connection conn(path, false);
+      migrate(conn, all.first(v));
+      ASSERT_EQ(conn.scalar_int("PRAGMA user_version"), static_cast<int64_t>(v));
+    }
+    auto db = open_tuning_db(path);
+    fill(*db, 3);
+    EXPECT_EQ(db->query({}).size(), 3u) << "from version " << v;
+  }
+}
+
+TEST(SqliteTuningDb, MigrationsKeepDataAndRollBackWhenOneFails) {
+  testing::TempDir dir;
+  sqlite::Connection conn(dir.file("m.db"), false);
+  const Migration m1{1, "0001_t.sql", "CREATE TABLE t(x INTEGER); INSERT INTO t VALUES (7);"};
+  const Migration m2{2, "0002_y.sql", "ALTER TABLE t ADD COLUMN y INTEGER NOT NULL DEFAULT 5;"};
+  const Migration bad{3, "0003_bad.sql", "ALTER TABLE t ADD COLUMN z INTEGER; SELEC oops;"};
+  const Migration v1[] = {m1};
+  const Migration v2[] = {m1, m2};
+  const Migration v3[] = {m1, m2, bad};
+  migrate(conn, v1);
+  conn.exec("INSERT INTO t VALUES (8)");
+  migrate(conn, v2);
+  EXPECT_EQ(conn.scalar_int("PRAGMA user_version"), 2);
+  EXPECT_EQ(conn.scalar_int("SELECT sum(x * y) FROM t"), (7 + 8) * 5);
+  EXPECT_THROW(migrate(conn, v3), InternalError);
+  EXPECT_EQ(conn.scalar_int("PRAGMA user_version"), 2);
+  EXPECT_EQ(conn.scalar_int("SELECT count(*) FROM pragma_table_info('t') WHERE name = 'z'"), 0);
+  // And a list that shrank: the DB is newer than the binary.
+  EXPECT_THROW(migrate(conn, v1), UserError);
+}
+
+TEST(SqliteTuningDb, RefusesADbFromANewerDc) {
+  testing::TempDir dir;
+  const std::string path = dir.file("new.db");
+  { open_tuning_db(path); }
+  sqlite::Connection(path, false).exec("PRAGMA user_version = " +
+                                       std::to_string(schema_version() + 1));
+  try {
+    open_tuning_db(path);
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("newer"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(open_tuning_db(path, true), UserError);
+}
+
+TEST(SqliteTuningDb, RefusesOtherSqliteFilesAndNonDatabases) {
+  testing::TempDir dir;
+  const std::string other = dir.file("other.db");
+  sqlite::Connection(other, false).exec("CREATE TABLE foo(x)");
+  EXPECT_THROW(open_tuning_db(other), UserError);
+  EXPECT_EQ(sqlite::Connection(other, true).scalar_int("SELECT count(*) FROM sqlite_schema"), 1);
+  const std::string text = dir.file("text.db");
+  std::ofstream(text) << "this is not a database, just some text that is long enough to matter";
+  EXPECT_THROW(open_tuning_db(text), UserError);
+  EXPECT_THROW(open_tuning_db(dir.file("missing.db"), true), UserError);
+}
+
+TEST(SqliteTuningDb, InMemoryDatabaseWorks) {
+  auto db = open_tuning_db(":memory:");
+  fill(*db, 7);
+  EXPECT_EQ(db->query({}).size(), 7u);
+  EXPECT_EQ(db->top_k("w1", "h100", Source::real, 1).at(0).median_us, 1);
+}
+
+TEST(SqliteTuningDb, ManyCommitsPersistAndPassIntegrityCheck) {
+  testing::TempDir dir;
+  const std::string path = dir.file("many.db");
+  {
+    auto db = open_tuning_db(path);
+    fill(*db, 1000);
+    fill(*db, 1000);  // everything again: no duplicates
+    EXPECT_EQ(db->query({}).size(), 1000u);
+  }
+  auto db = open_tuning_db(path, true);
+  EXPECT_EQ(db->query({}).size(), 1000u);
+  const auto top = db->top_k("w1", "h100", Source::real, 1);
+  ASSERT_EQ(top.size(), 1u);
+  EXPECT_EQ(top[0].median_us, 1);
+  sqlite::Connection conn(path, true);
+  EXPECT_EQ(integrity(conn), "ok");
+  EXPECT_FALSE(conn.query("PRAGMA foreign_key_check").step());
+}
+
+TEST(SqliteTuningDb, ReadOnlyOpenRefusesWritesClearly) {
+  testing::TempDir dir;
+  const std::string path = dir.file("ro.db");
+  { fill(*open_tuning_db(path), 5); }
+  auto db = open_tuning_db(path, /*read_only=*/true);
+  EXPECT_EQ(db->query({}).size(), 5u);
+  try {
+    db->commit_measurement(test_measurement("w1", test_variant(16), test_worker("node1", "h100", false), 3, 99));
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("read-only"), std::string::npos) << e.what();
+  }
+  // SQLite's own refusal maps to the same kind of error.
+  sqlite::Connection conn(path, true);
+  try {
+    conn.exec("DELETE FROM measurements");
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("read-only"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(integrity(conn), "ok");
+  EXPECT_EQ(open_tuning_db(path, true)->query({}).size(), 5u);
+}
+
+TEST(SqliteTuningDb, ReadOnlyOpenOfAnOldDbAsksForAMigration) {
+  testing::TempDir dir;
+  const std::string path = dir.file("old.db");
+  std::ofstream(path).close();
+  try {
+    open_tuning_db(path, true);
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("migrate"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SqliteTuningDb, WriteProtectedFileIsRefusedAtOpen) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root ignores file permissions";
+  testing::TempDir dir;
+  const std::string path = dir.file("prot.db");
+  { fill(*open_tuning_db(path), 2); }
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read);
+  EXPECT_THROW(open_tuning_db(path), UserError);
+  EXPECT_EQ(open_tuning_db(path, true)->query({}).size(), 2u);
+}
+
+TEST(SqliteTuningDb, FullDiskIsAUserErrorAndRollsBack) {
+  testing::TempDir dir;
+  const std::string path = dir.file("full.db");
+  sqlite::Connection conn = open_tuning_connection(path, false);
+  conn.exec("CREATE TABLE filler(x BLOB)");
+  // A DB that may not grow stands in for a full disk: SQLite reports SQLITE_FULL.
+  conn.exec("PRAGMA max_page_count = " + std::to_string(conn.scalar_int("PRAGMA page_count")));
+  try {
+    sqlite::Transaction tx(conn);
+    conn.exec("INSERT INTO filler VALUES (randomblob(1000000))");
+    tx.commit();
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("disk full"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(conn.scalar_int("SELECT count(*) FROM filler"), 0);
+  EXPECT_EQ(integrity(conn), "ok");
+}
+
+TEST(SqliteTuningDb, TransactionRollsBackUnlessCommitted) {
+  testing::TempDir dir;
+  sqlite::Connection conn(dir.file("tx.db"), false);
+  conn.exec("CREATE TABLE t(x)");
+  {
+    sqlite::Transaction tx(conn);
+    conn.exec("INSERT INTO t VALUES (1)");
+  }
+  EXPECT_EQ(conn.scalar_int("SELECT count(*) FROM t"), 0);
+  {
+    sqlite::Transaction tx(conn);
+    conn.exec("INSERT INTO t VALUES (2)");
+    tx.commit();
+  }
+  EXPECT_EQ(conn.scalar_int("SELECT sum(x) FROM t"), 2);
+}
+
+TEST(SqliteTuningDb, ReaderSeesCommitsWhileAWriterIsOpen) {
+  testing::TempDir dir;
+  const std::string path = dir.file("rw.db");
+  auto writer = open_tuning_db(path);
+  fill(*writer, 3);
+  auto reader = open_tuning_db(path, true);
+  EXPECT_EQ(reader->query({}).size(), 3u);
+  writer->commit_measurement(test_measurement("w1", test_variant(16), test_worker("node1", "h100", false), 1, 500));
+  EXPECT_EQ(reader->query({}).size(), 4u);
+}
+
+TEST(SqliteTuningDb, KilledWriterLosesNothingCommittedAndResumesWithoutDuplicates) {
+  testing::TempDir dir;
+  const std::string path = dir.file("killed.db");
+  { fill(*open_tuning_db(path), 0); }
+  const WorkerInfo w = test_worker("node1", "h100", false);
+  auto job = [&](int i) { return test_measurement("w1", test_variant(16 << (i % 5)), w, 1 + i, i + 1); };
+  constexpr int kJobs = 100000;  // far more than it gets through before the kill
+  int acks[2];
+  ASSERT_EQ(::pipe(acks), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // a tune: commit results as they arrive, say so after each commit
+    ::close(acks[0]);
+    auto db = open_tuning_db(path);
+    for (int i = 0; i < kJobs; ++i) {
+      db->commit_measurement(job(i));
+      if (::write(acks[1], "x", 1) != 1) ::_exit(3);
+    }
+    ::_exit(0);
+  }
+  ::close(acks[1]);
+  int acked = 0;
+  char c;
+  while (acked < 300 && ::read(acks[0], &c, 1) == 1) ++acked;
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ::close(acks[0]);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the writer finished before the kill";
+  ASSERT_EQ(acked, 300);
+
+  auto db = open_tuning_db(path);
+  const size_t kept = db->query({}).size();
+  EXPECT_GE(kept, 300u);  // every acknowledged commit survived
+  EXPECT_LT(kept, static_cast<size_t>(kJobs));
+  // Resume: the same jobs again measure (commit) only what is missing.
+  size_t added = 0;
+  for (int i = 0; i < 1000; ++i) added += db->commit_measurement(job(i));
+  EXPECT_EQ(added, 1000 - std::min<size_t>(kept, 1000));
+  EXPECT_EQ(db->query({}).size(), std::max<size_t>(kept, 1000));
+  sqlite::Connection conn(path, true);
+  EXPECT_EQ(integrity(conn), "ok");
+}
+
+// ---------------------------------------------------------------- merge
+
+class TuningDbMerge : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Two farms measured the same workload; they share one job (same worker, same time).
+    auto a = open_tuning_db(a_path_);
+    auto b = open_tuning_db(b_path_);
+    for (TuningDb* db : {a.get(), b.get()}) {
+      db->commit_gpu_type(test_gpu("h100", "hopper", 9, 0));
+      db->commit_worker(shared_);
+      db->commit_workload(test_workload("w1"));
+      db->commit_variant("w1", test_variant(32), "h32");
+      db->commit_measurement(test_measurement("w1", test_variant(32), shared_, 10, 100));
+    }
+    b->commit_gpu_type(test_gpu("a100", "ampere", 8, 0));
+    b->commit_worker(remote_);
+    b->commit_workload(test_workload("w2", ClusterKind::conv));
+    b->commit_variant("w1", test_variant(64), "h64");
+    b->commit_variant("w2", test_variant(32, "conv_implicit_gemm"), "hc");
+    b->commit_measurement(test_measurement("w1", test_variant(64), remote_, 7, 200));
+    b->commit_measurement(test_measurement("w2", test_variant(32, "conv_implicit_gemm"), remote_, 3, 300));
+    const int64_t model = b->commit_model("resnet50", std::string(64, 'f'));
+    b->commit_model_workloads(model, {{test_workload("w1"), 2}, {test_workload("w2", ClusterKind::conv), 1}});
+    const int64_t run = b->begin_run({model, {"a100"}, "{}", "farm-b"});
+    b->commit_plan({run, "a100", Source::real, {{"c0", "w1", test_variant(64).key(), 5, 7}}, 5, 7});
+    b->end_run(run, RunStatus::ok);
+  }
+
+  testing::TempDir dir_;
+  std::string a_path_ = dir_.file("a.db"), b_path_ = dir_.file("b.db");
+  WorkerInfo shared_ = test_worker("node1", "h100", false);
+  WorkerInfo remote_ = test_worker("farm-b-node7", "a100", false, "12.2");
+};
+
+TEST_F(TuningDbMerge, BringsNewRecordsWithProvenanceOnce) {
+  sqlite::Connection conn = open_tuning_connection(a_path_, false);
+  const MergeStats s = merge_tuning_db(conn, b_path_);
+  EXPECT_EQ(s.measurements, 2);  // the shared job is not duplicated
+  EXPECT_EQ(s.variants, 2);
+  EXPECT_EQ(s.workloads, 1);
+  EXPECT_EQ(s.gpu_types, 1);
+  EXPECT_EQ(s.workers, 1);
+  EXPECT_EQ(s.models, 1);
+  EXPECT_EQ(s.runs, 1);
+  EXPECT_EQ(s.plans, 1);
+  // Provenance: the remote worker's host and versions, the import row with the source path.
+  sqlite::Query q = conn.query(
+      "SELECT wk.host, m.nvrtc_version, m.finished_ms, i.source_path, i.measurements_added "
+      "FROM measurements m JOIN workers wk ON wk.id = m.worker_id "
+      "JOIN imports i ON i.id = m.import_id ORDER BY m.finished_ms");
+  ASSERT_TRUE(q.step());
+  EXPECT_EQ(q.text(0), "farm-b-node7");
+  EXPECT_EQ(q.text(1), "12.2");
+  EXPECT_EQ(q.int64(2), 200);
+  EXPECT_EQ(q.text(3), std::filesystem::absolute(b_path_).string());
+  EXPECT_EQ(q.int64(4), 2);
+  ASSERT_TRUE(q.step());
+  EXPECT_FALSE(q.step());
+  EXPECT_EQ(conn.scalar_int("SELECT count(*) FROM measurements WHERE import_id IS NULL"), 1);
+
+  const MergeStats again = merge_tuning_db(conn, b_path_);
+  EXPECT_EQ(again.measurements + again.variants + again.runs + again.plans + again.models, 0);
+  EXPECT_EQ(conn.scalar_int("SELECT count(*) FROM measurements"), 3);
+  EXPECT_EQ(integrity(conn), "ok");
+  EXPECT_FALSE(conn.query("PRAGMA foreign_key_check").step());
+
+  // Through the interface: the merged results answer queries like local ones.
+  auto db = open_tuning_db(a_path_, true);
+  const auto top = db->top_k("w1", "h100", Source::real, 5);
+  ASSERT_EQ(top.size(), 1u);
+  EXPECT_EQ(top[0].median_us, 10);
+  EXPECT_EQ(db->top_k("w1", "a100", Source::real, 5).size(), 1u);
+  ASSERT_EQ(db->runs().size(), 1u);
+  ASSERT_EQ(db->plans(db->runs()[0].id).size(), 1u);
+  EXPECT_EQ(db->plans(db->runs()[0].id)[0].measured_total_us, 7);
+  const int64_t model = db->runs()[0].info.model_id;
+  EXPECT_EQ(db->model_workloads(model).size(), 2u);
+}
+
+TEST_F(TuningDbMerge, RefusesConflictingVersionsItselfAndStrangers) {
+  sqlite::Connection conn = open_tuning_connection(a_path_, false);
+  sqlite::Connection(b_path_, false).exec("PRAGMA user_version = " +
+                                          std::to_string(schema_version() + 1));
+  try {
+    merge_tuning_db(conn, b_path_);
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("schema version"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(conn.scalar_int("SELECT count(*) FROM imports"), 0);
+  EXPECT_THROW(merge_tuning_db(conn, a_path_), UserError);
+  EXPECT_THROW(merge_tuning_db(conn, dir_.file("missing.db")), UserError);
+  const std::string other = dir_.file("other.db");
+  sqlite::Connection(other, false).exec("CREATE TABLE foo(x)");
+  EXPECT_THROW(merge_tuning_db(conn, other), UserError);
+  EXPECT_EQ(conn.scalar_int("SELECT count(*) FROM measurements"), 1);
+}
+
+// ---------------------------------------------------------------- records
+
+TEST(TuningDbRecords, ToolchainMajor) {
+  EXPECT_EQ(toolchain_major("12.4.131"), "12");
+  EXPECT_EQ(toolchain_major("11"), "11");
+  EXPECT_EQ(toolchain_major(""), "");
+}
+
+// ---------------------------------------------------------------- SHA-256
+
+TEST(Sha256, NistVectors) {
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(sha256_hex("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklm"
+                       "nopqklmnopqrlmnopqrsmnopqrstnopqrstu"),
+            "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
+  EXPECT_EQ(sha256_hex(std::string(1'000'000, 'a')),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(Sha256, PaddingBoundariesAndFiles) {
+  // Expected values from Python's hashlib over bytes (i * 7 + 3) % 256.
+  const std::pair<size_t, const char*> cases[] = {
+      {55, "e7313d333c272e639f790978283f9eb392e843d0f29b7016828bb1daa4aac70b"},
+      {56, "4324d65f3c103567f5589c710bc08f8523f929a9272e3af36fc968e52abc6c27"},
+      {63, "81c80242132f230c3bd41b3e63bbcff16107339549214a99614ff26664625055"},
+      {64, "39e3d7b6b5d075d37d053ad89b24b41bef4f3c29760c84447cab3f3be1882241"},
+      {65, "aacca6ff74fdbb296d165a45cecfa04e5127bc008770fbbdd48006f2d2fae95e"},
+      {119, "9ce7368e4daf32341631b492e80359dc9f594b48453cd0dd5bf0b19279cc177e"},
+      {120, "7836b787757e95e58b3ca5aec90b1b004e8deba1e50e9675af9cabf1a13a04b5"},
+  };
+  testing::TempDir dir;
+  for (const auto& [n, hex] : cases) {
+    std::string data;
+    for (size_t i = 0; i < n; ++i) data += static_cast<char>((i * 7 + 3) % 256);
+    EXPECT_EQ(sha256_hex(data), hex) << n << " bytes";
+    const std::string path = dir.file("f" + std::to_string(n));
+    std::ofstream(path, std::ios::binary) << data;
+    EXPECT_EQ(sha256_file_hex(path), hex) << n << " bytes from a file";
+  }
+  EXPECT_THROW(sha256_file_hex(dir.file("missing")), UserError);
+}
+
+}  // namespace
+}  // namespace dc
