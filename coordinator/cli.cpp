@@ -28,6 +28,11 @@ commands:
   codegen MODEL.onnx --gpus h100 --out DIR
                                           write the kept variants' CUDA sources, launch
                                           descriptions and NVRTC compile reports
+  tune    MODEL.onnx --gpus h100 [--db PATH] [--out DIR] [--bind tcp://ADDR:PORT]
+          [--local-workers N] [--emulate] [--config FILE] [--retune]
+                                          measure the variants on a farm (results kept in
+                                          the tuning DB and reused) and select, per GPU
+                                          type, the cover with the least measured time
 
 Run `dc-coordinator COMMAND --help` for a command's options.
 
@@ -116,8 +121,9 @@ int run(int argc, char** argv) {
     if (command == "verify") return cmd_verify(args);
     if (command == "plan") return cmd_plan(args);
     if (command == "codegen") return cmd_codegen(args);
+    if (command == "tune") return cmd_tune(args);
     throw_user_error("unknown command '", command,
-                     "' (commands: inspect, verify, plan, codegen; see --help)");
+                     "' (commands: inspect, verify, plan, codegen, tune; see --help)");
   } catch (const UserError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return kExitUserError;

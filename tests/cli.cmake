@@ -54,3 +54,18 @@ add_test(NAME plan_bert_base COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/ch
   ${DC_COORD} ${DC_MODELS}/bert_base/model.onnx h100,a10 matmul+add+gelu add+layernorm transpose+matmul+div+add+softmax+matmul)
 set_tests_properties(plan_resnet50 plan_mobilenetv2 plan_bert_base PROPERTIES LABELS long
   FIXTURES_REQUIRED exported_models TIMEOUT 600)
+
+# tune end to end with emulated workers (tests/cli/check_tune.py): a cold tune, the same
+# command again (nothing measured), and a run SIGKILLed mid-way then resumed. The first runs
+# the local farm of dc-worker processes (NVRTC compiles: about a minute on 2 cores); the
+# second the in-process farm (--farm inprocess, a testing aid: seconds).
+add_test(NAME cli_tune_tiny_cnn_emulated COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_tune.py
+  ${DC_COORD} ${EX}/tiny_cnn/model.onnx ${EX}/tune-quick.yaml h100 --local-workers 2 --emulate)
+add_test(NAME cli_tune_tiny_cnn_inprocess COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_tune.py
+  ${DC_COORD} ${EX}/tiny_cnn/model.onnx ${EX}/tune-quick.yaml h100
+  --local-workers 2 --emulate --farm inprocess)
+set_tests_properties(cli_tune_tiny_cnn_emulated cli_tune_tiny_cnn_inprocess PROPERTIES LABELS unit
+  TIMEOUT 300)
+add_test(NAME cli_tune_needs_gpus COMMAND ${DC_COORD} tune ${EX}/tiny_cnn/model.onnx --db :memory:)
+set_tests_properties(cli_tune_needs_gpus PROPERTIES LABELS unit
+  PASS_REGULAR_EXPRESSION "error: tune needs --gpus LIST")

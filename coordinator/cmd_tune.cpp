@@ -1,0 +1,284 @@
+// dc-coordinator tune MODEL.onnx --gpus LIST [--db PATH] [--out DIR] [--bind tcp://ADDR:PORT]
+//   [--local-workers N] [--emulate] [--config FILE] [--retune]: measures the model's kernel
+// variants on a farm and selects, per GPU type, the cover with the least measured time.
+// The pipeline is tune.h; this file is the command line, the choice of farm and the output.
+// docs/tune.md describes both.
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <sstream>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "device_discovery.h"
+#include "farm_broker.h"
+#include "farm_inprocess.h"
+#include "farm_local.h"
+#include "farm_security.h"
+#include "gpu_catalog.h"
+#include "ir/json_writer.h"
+#include "tune.h"
+#include "tune_config.h"
+#include "tune_report.h"
+
+namespace dc::cli {
+
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr int kExitInterrupted = 130;
+
+// SIGINT/SIGTERM: stop collecting, keep what arrived, print the summary. A second signal
+// kills (SA_RESETHAND restores the default action after the first).
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop_signal(int) { g_stop.store(true); }
+
+class StopSignals {
+ public:
+  StopSignals() {
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
+  return buf;
+}
+
+struct FarmFlags {
+  std::string kind = "local";  // local | inprocess
+  std::string bind;
+  int local_workers = 0;       // 0: the default
+  bool emulate = false;
+  bool insecure = false;
+  std::string curve_key;       // the coordinator's key pair file (dc-coordinator keygen)
+  std::string allow_workers;   // allow-list of worker public keys
+  int inprocess_delay_ms = 0;
+  bool inprocess_compile = false;
+};
+
+// --bind: a broker that remote dc-worker daemons connect to.
+std::unique_ptr<Farm> make_bound_farm(const FarmFlags& f, std::ostream& console) {
+  FarmBrokerOptions b;
+  b.endpoint = f.bind;
+  b.insecure = f.insecure;
+  DC_USER_CHECK(f.curve_key.empty() == f.allow_workers.empty(),
+                "CURVE needs both --curve-key (this coordinator's key pair) and --allow-workers "
+                "(the workers' public keys)");
+  if (!f.curve_key.empty()) {
+    b.curve_secret_key = farm::read_curve_keys(f.curve_key, /*need_secret=*/true).secret_key;
+    b.allowed_worker_keys = farm::read_public_keys(f.allow_workers);
+  }
+  if (f.emulate) b.require_emulated = true;
+  auto broker = std::make_unique<FarmBroker>(b);
+  console << fmt::format("tune: serving dc-worker daemons at {}{}; start them with\n"
+                         "      dc-worker --connect {}{}\n",
+                         broker->endpoint(),
+                         broker->public_key().empty() ? "" : " (CURVE, public key " + broker->public_key() + ")",
+                         broker->endpoint(), broker->public_key().empty() ? "" : " --server-key FILE --key FILE");
+  return broker;
+}
+
+// The farm the flags ask for: a broker for remote workers (--bind), the in-process farm
+// (--farm inprocess, a testing aid), or the local farm of dc-worker processes: one per
+// local GPU, or, with --emulate or no CUDA device, N emulated workers per requested type.
+std::unique_ptr<Farm> make_farm(const FarmFlags& f, const std::vector<const GpuSpec*>& gpus,
+                                const GpuCatalog& catalog, std::ostream& console, bool* emulated,
+                                std::chrono::milliseconds wait) {
+  DC_USER_CHECK(f.kind == "local" || f.kind == "inprocess", "--farm must be local or inprocess, not '",
+                f.kind, "'");
+  DC_USER_CHECK(f.bind.empty() || f.kind == "local", "--bind and --farm inprocess exclude each other");
+  *emulated = f.emulate;
+  if (!f.bind.empty()) return make_bound_farm(f, console);
+  std::vector<std::string> types;
+  for (const GpuSpec* g : gpus) types.push_back(g->name);
+
+  if (f.kind == "inprocess") {
+    InProcessFarmOptions o;
+    o.gpu_types = types;
+    o.workers_per_type = f.local_workers > 0 ? f.local_workers : 1;
+    o.host = host_name();
+    o.compile = f.inprocess_compile;
+    o.emulator_check = true;
+    o.job_delay = std::chrono::milliseconds(f.inprocess_delay_ms);
+    *emulated = true;
+    console << fmt::format("tune: in-process farm (testing aid), {} emulated worker(s) per GPU type "
+                           "({}): times are MODELLED, not measured\n",
+                           o.workers_per_type, fmt::join(types, ", "));
+    return make_inprocess_farm(std::move(o));
+  }
+
+  LocalFarmOptions o;
+  if (!f.emulate) {
+    std::string why_none;
+    std::vector<int> usable;
+    for (const auto& d : discover_devices(catalog, &why_none))
+      if (d.usable()) usable.push_back(d.ordinal);
+    if (usable.empty()) {
+      console << fmt::format("tune: no usable CUDA device here ({}): running emulated workers "
+                             "instead\n", why_none.empty() ? "none usable" : why_none);
+    } else {
+      const size_t n = f.local_workers > 0 ? std::min(usable.size(), static_cast<size_t>(f.local_workers))
+                                           : usable.size();
+      o.devices.assign(usable.begin(), usable.begin() + static_cast<std::ptrdiff_t>(n));
+    }
+  }
+  o.emulate = o.devices.empty();
+  *emulated = o.emulate;
+  if (o.emulate) {
+    o.gpu_types = types;
+    o.workers = f.local_workers > 0 ? f.local_workers : 1;
+  }
+  auto farm = make_local_farm(o);
+  const int joined = farm->wait_for_workers(wait);
+  if (o.emulate)
+    console << fmt::format("tune: local farm, {} emulated dc-worker(s) per GPU type ({}), {} joined: "
+                           "times are MODELLED, not measured\n", o.workers, fmt::join(types, ", "), joined);
+  else
+    console << fmt::format("tune: local farm, {} dc-worker(s) for local GPU(s) {}, {} device(s) joined\n",
+                           o.devices.size(), fmt::join(o.devices, ","), joined);
+  return farm;
+}
+
+std::string options_json(const std::string& gpus, const PlanOptions& plan, const FarmFlags& f,
+                         bool retune) {
+  std::ostringstream os;
+  JsonWriter j(os);
+  j.begin_object().field("gpus", gpus).field("top_k", plan.prune.top_k);
+  j.field("within", plan.prune.within_factor).field("retune", retune).field("emulate", f.emulate);
+  j.field("farm", f.bind.empty() ? f.kind : "bind " + f.bind).field("local_workers", f.local_workers);
+  j.key("precisions").begin_array();
+  for (const auto& p : plan.space.precisions) j.value(p);
+  j.end_array().end_object();
+  return os.str();
+}
+
+}  // namespace
+
+int cmd_tune(const std::vector<std::string>& args) {
+  std::string model, gpu_list, db_path = "dc-tuning.db", out_dir, config, precisions;
+  std::vector<std::string> shapes;
+  FarmFlags farm_flags;
+  bool retune = false, no_check = false, quiet = false;
+  double wait_s = -1;
+  int seed_k = 4;
+  po::options_description desc(
+      "usage: dc-coordinator tune MODEL.onnx --gpus LIST [options]\n\n"
+      "Measures the kernel variants that survive the estimator on a farm of workers, commits\n"
+      "every result to the tuning DB as it arrives, and selects for each GPU type the cover\n"
+      "of the graph with the least measured time. Variants the DB already holds for a GPU\n"
+      "type are not measured again, so a rerun after a crash resumes. docs/tune.md.\n\noptions");
+  desc.add_options()
+      ("help,h", "this text")
+      ("gpus", po::value(&gpu_list), "comma-separated GPU types, e.g. h100,a100")
+      ("db", po::value(&db_path)->default_value(db_path), "tuning DB (SQLite, created if missing)")
+      ("out", po::value(&out_dir), "write DIR/<gpu>/summary.txt and selection.json")
+      ("bind", po::value(&farm_flags.bind), "serve remote dc-worker daemons at tcp://ADDR:PORT "
+       "instead of running a local farm")
+      ("local-workers", po::value(&farm_flags.local_workers), "local farm: N workers (default: one "
+       "per local GPU; emulated workers: N per requested GPU type, default 1)")
+      ("emulate", po::bool_switch(&farm_flags.emulate), "emulated devices: compile for real, "
+       "times from a timing model (marked emulated everywhere)")
+      ("config", po::value(&config), "tuning configuration YAML (examples/tune.yaml); flags override it")
+      ("retune", po::bool_switch(&retune), "measure again what the DB already holds")
+      ("top-k", po::value<int>(), "pruning: at most this many variants per workload")
+      ("within", po::value<double>(), "pruning: keep variants within this factor of the best estimate")
+      ("precisions", po::value(&precisions), "precision paths: comma-separated fp32, tf32, fp16, bf16")
+      ("shape", po::value(&shapes)->composing(), "NAME=DIMS: fix an input's shape (repeatable)")
+      ("wait-workers", po::value(&wait_s), "seconds to wait for a worker of each GPU type "
+       "(default 30; 120 with --bind)")
+      ("seed-k", po::value(&seed_k)->default_value(seed_k), "variants borrowed per workload from "
+       "the nearest GPU type with results (0: none)")
+      ("no-check", po::bool_switch(&no_check), "emulated tunes: skip the host-emulator check of "
+       "the winners")
+      ("quiet,q", po::bool_switch(&quiet), "no progress bar or stage lines; the summary only")
+      ("insecure", po::bool_switch(&farm_flags.insecure), "--bind beyond loopback without CURVE: "
+       "workers run the code they are sent, so only on a network you trust")
+      ("curve-key", po::value(&farm_flags.curve_key), "--bind with CURVE: this coordinator's key "
+       "pair file")
+      ("allow-workers", po::value(&farm_flags.allow_workers), "--bind with CURVE: file of the "
+       "workers' public keys allowed in")
+      ("farm", po::value(&farm_flags.kind)->default_value(farm_flags.kind), "local, or inprocess: "
+       "a testing aid that runs emulated jobs on threads of this process")
+      ("inprocess-delay-ms", po::value(&farm_flags.inprocess_delay_ms), "testing aid: each "
+       "in-process job takes at least this long")
+      ("inprocess-compile", po::bool_switch(&farm_flags.inprocess_compile), "in-process farm: "
+       "compile every variant with NVRTC (compile errors, registers, spills)");
+  const auto parsed = parse_command(args, desc, &model);
+  if (!parsed) return kExitOk;
+  const po::variables_map& vm = *parsed;
+  const GpuCatalog catalog = GpuCatalog::builtin();
+  DC_USER_CHECK(!model.empty(), "tune needs a model: dc-coordinator tune MODEL.onnx --gpus h100");
+  DC_USER_CHECK(!gpu_list.empty(), "tune needs --gpus LIST (known: ",
+                fmt::format("{}", fmt::join(catalog.names(), ", ")), ")");
+  DC_USER_CHECK(farm_flags.local_workers >= 0, "--local-workers must be >= 0");
+  DC_USER_CHECK(farm_flags.inprocess_delay_ms >= 0, "--inprocess-delay-ms must be >= 0");
+  DC_USER_CHECK(seed_k >= 0, "--seed-k must be >= 0");
+
+  TuneOptions opts;
+  opts.gpus = parse_gpu_list(catalog, gpu_list);
+  if (!config.empty()) load_tune_config(config, &opts.plan);
+  if (vm.count("within")) opts.plan.prune.within_factor = vm["within"].as<double>();
+  if (vm.count("top-k")) opts.plan.prune.top_k = vm["top-k"].as<int>();
+  if (vm.count("precisions")) opts.plan.space.precisions = parse_precisions(precisions);
+  DC_USER_CHECK(opts.plan.prune.within_factor >= 1, "--within must be >= 1");
+  DC_USER_CHECK(opts.plan.prune.top_k >= 1, "--top-k must be >= 1");
+  opts.import.input_shapes = parse_shape_flags(shapes);
+  opts.retune = retune;
+  opts.check_winners = !no_check;
+  opts.seed_k = seed_k;
+  if (wait_s < 0) wait_s = farm_flags.bind.empty() ? 30 : 120;
+  opts.worker_wait = std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000));
+  opts.host = host_name();
+  opts.options_json = options_json(gpu_list, opts.plan, farm_flags, retune);
+  opts.progress = quiet ? Progress::Mode::quiet : Progress::detect();
+  opts.console = quiet ? nullptr : &std::cerr;
+  opts.stop = &g_stop;
+
+  std::unique_ptr<TuningDb> db = open_tuning_db(db_path);  // before any worker starts
+  std::ostringstream discard;
+  std::unique_ptr<Farm> farm =
+      make_farm(farm_flags, opts.gpus, catalog, quiet ? static_cast<std::ostream&>(discard) : std::cerr,
+                &opts.emulated, opts.worker_wait);
+
+  g_stop.store(false);
+  StopSignals signals;
+  const TuneResult r = tune(model, *farm, *db, opts);
+  farm->shutdown();
+
+  for (const auto& g : r.gpus) std::cout << "\n" << tune_gpu_summary(r, g);
+  std::cout << tune_totals(r);
+  if (!out_dir.empty()) {
+    write_tune_outputs(r, out_dir);
+    std::cout << fmt::format("wrote {}/<gpu>/summary.txt and selection.json\n", out_dir);
+  }
+  for (const auto& g : r.gpus)
+    if (!g.has_results())
+      std::cerr << fmt::format("error: GPU type {} got no results{}\n", g.gpu->name,
+                               g.workers == 0 ? " (no worker of this type)" : "");
+  if (r.interrupted) return kExitInterrupted;
+  return r.complete() ? kExitOk : kExitCheckFailed;
+}
+
+}  // namespace dc::cli

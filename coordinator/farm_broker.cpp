@@ -1,0 +1,373 @@
+#include "farm_broker.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "farm_security.h"
+
+namespace dc {
+namespace {
+
+constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
+constexpr int kMaxFramesPerWake = 512;  // then timers and dispatch get a turn
+
+// An eventfd the loop polls: submit() and shutdown() wake it from other threads.
+class WakeFd {
+ public:
+  WakeFd() : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    DC_USER_CHECK(fd_ >= 0, "eventfd failed");
+  }
+  ~WakeFd() { ::close(fd_); }
+  WakeFd(const WakeFd&) = delete;
+  WakeFd& operator=(const WakeFd&) = delete;
+  int fd() const { return fd_; }
+  void wake() const {
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(fd_, &one, sizeof one);
+  }
+  void drain() const {
+    uint64_t v = 0;
+    [[maybe_unused]] const ssize_t n = ::read(fd_, &v, sizeof v);
+  }
+
+ private:
+  int fd_;
+};
+
+// Logs the first few drops of each kind, then one line per 1000: a flood of garbage must not
+// become a flood of log lines.
+class DropLog {
+ public:
+  void note(const std::string& kind, const std::string& detail) {
+    const int64_t n = ++counts_[kind];
+    if (n <= 10) spdlog::warn("farm: dropped {}: {}", kind, detail);
+    else if (n % 1000 == 0) spdlog::warn("farm: dropped {} {} times so far (latest: {})", kind, n, detail);
+  }
+
+ private:
+  std::map<std::string, int64_t> counts_;
+};
+
+std::string default_coordinator_id() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return str_cat(host, "/", ::getpid());
+}
+
+std::string hex(const std::string& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes.substr(0, 16)) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+}  // namespace
+
+struct FarmBroker::Impl {
+  FarmBrokerOptions options;
+  zmq::context_t context;
+  zmq::socket_t router;
+  std::optional<zmq::socket_t> zap;       // with CURVE
+  std::set<std::string> allowed_keys;     // raw 32-byte public keys
+  std::string endpoint;
+  std::string public_key;
+  WakeFd wake;
+  std::thread thread;
+
+  mutable std::mutex mutex;
+  std::condition_variable results_ready;
+  std::vector<FarmDispatcher::Submission> inbox;
+  std::deque<Measurement> results;
+  FarmStatus status;
+  FarmCounters counters;
+  bool stopping = false;
+  bool stopped = false;
+
+  // Loop thread only.
+  DropLog drops;
+  int64_t transport_drops = 0;
+
+  explicit Impl(FarmBrokerOptions o) : options(std::move(o)) {}
+  void setup_security();
+  void bind();
+  void loop();
+  void read_router(FarmDispatcher& dispatcher);
+  void serve_zap();
+  void publish(FarmDispatcher& dispatcher);
+};
+
+void FarmBroker::Impl::setup_security() {
+  const bool loopback = farm::is_loopback_endpoint(options.endpoint);
+  const bool curve = !options.curve_secret_key.empty();
+  DC_USER_CHECK(curve || options.allowed_worker_keys.empty(),
+                "worker keys given without the coordinator's CURVE secret key");
+  if (!curve) {
+    if (!loopback) {
+      DC_USER_CHECK(options.insecure, "binding the farm to ", options.endpoint,
+                    " exposes it beyond this machine, and workers run the code they are sent: "
+                    "give CURVE keys (the coordinator's secret key and the workers' public keys) "
+                    "or, on a network you trust, --insecure");
+      spdlog::warn("farm: *** INSECURE *** {} is served WITHOUT authentication or encryption: anyone "
+                   "who can reach it can join as a worker or read the jobs",
+                   options.endpoint);
+    }
+    return;
+  }
+  DC_USER_CHECK(farm::is_z85_key(options.curve_secret_key),
+                "the coordinator's CURVE secret key is not 40 characters of Z85");
+  DC_USER_CHECK(!options.allowed_worker_keys.empty(),
+                "CURVE needs the public keys of the workers that may connect (an allow-list)");
+  for (const std::string& k : options.allowed_worker_keys) {
+    DC_USER_CHECK(farm::is_z85_key(k), "worker key '", k, "' is not 40 characters of Z85");
+    allowed_keys.insert(farm::z85_key_bytes(k));
+  }
+  public_key = farm::curve_public_key(options.curve_secret_key);
+  // The ZAP handler must be bound before the socket it guards.
+  zap.emplace(context, zmq::socket_type::rep);
+  zap->set(zmq::sockopt::linger, 0);
+  zap->bind(kZapEndpoint);
+  router.set(zmq::sockopt::curve_server, 1);
+  router.set(zmq::sockopt::curve_secretkey, options.curve_secret_key);
+  router.set(zmq::sockopt::zap_domain, "dc-farm");
+}
+
+void FarmBroker::Impl::bind() {
+  router = zmq::socket_t(context, zmq::socket_type::router);
+  // Let the Disconnects of a shutdown go out, but never hang on an unreachable peer.
+  router.set(zmq::sockopt::linger, 500);
+  router.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(options.max_message_bytes));
+  router.set(zmq::sockopt::rcvhwm, 100000);
+  router.set(zmq::sockopt::sndhwm, 100000);
+  setup_security();
+  try {
+    router.bind(options.endpoint);
+  } catch (const zmq::error_t& e) {
+    throw_user_error("cannot bind the farm to ", options.endpoint, ": ", e.what());
+  }
+  endpoint = router.get(zmq::sockopt::last_endpoint);
+}
+
+void FarmBroker::Impl::serve_zap() {
+  // RFC 27: version, request id, domain, address, identity, mechanism, credentials.
+  std::vector<zmq::message_t> req;
+  while (true) {
+    req.clear();
+    const auto n = zmq::recv_multipart(*zap, std::back_inserter(req), zmq::recv_flags::dontwait);
+    if (!n) return;
+    const bool well_formed = req.size() >= 6 && req[0].to_string() == "1.0";
+    bool allowed = false;
+    std::string key;
+    if (well_formed && req[5].to_string() == "CURVE" && req.size() >= 7 && req[6].size() == 32) {
+      key = req[6].to_string();
+      allowed = allowed_keys.count(key) != 0;
+    }
+    if (!allowed)
+      spdlog::warn("farm: refused a connection from {}: {}", well_formed ? req[3].to_string() : "?",
+                   key.empty() ? "no CURVE key" : "public key " + hex(key) + "... is not in the allow-list");
+    const std::string request_id = req.size() > 1 ? req[1].to_string() : std::string();
+    const std::string user = allowed ? hex(key) : std::string();
+    const std::array<zmq::const_buffer, 6> reply = {
+        zmq::str_buffer("1.0"),
+        zmq::buffer(request_id),
+        allowed ? zmq::str_buffer("200") : zmq::str_buffer("400"),
+        allowed ? zmq::str_buffer("OK") : zmq::str_buffer("key not allowed"),
+        zmq::buffer(user),
+        zmq::const_buffer(),
+    };
+    zmq::send_multipart(*zap, reply);
+  }
+}
+
+void FarmBroker::Impl::read_router(FarmDispatcher& dispatcher) {
+  std::vector<zmq::message_t> parts;
+  for (int i = 0; i < kMaxFramesPerWake; ++i) {
+    parts.clear();
+    const auto n = zmq::recv_multipart(router, std::back_inserter(parts), zmq::recv_flags::dontwait);
+    if (!n) return;
+    if (parts.size() != 2) {
+      drops.note("malformed message", str_cat(parts.size(), " frames (expected routing id + 1)"));
+      ++transport_drops;
+      continue;
+    }
+    const std::string identity = parts[0].to_string();
+    std::string why;
+    std::optional<farm::Envelope> e =
+        farm::parse_envelope(parts[1].data(), parts[1].size(), options.max_message_bytes, &why);
+    if (!e) {
+      drops.note("bad frame", why);
+      ++transport_drops;
+      continue;
+    }
+    std::string peer;
+    if (zap) {
+      // The key ZAP admitted (its hex, the user id serve_zap gave it).
+      try {
+        peer = parts[1].gets("User-Id");
+      } catch (const zmq::error_t&) {
+      }
+    }
+    try {
+      dispatcher.on_message(identity, *e, FarmDispatcher::Clock::now(), peer);
+    } catch (const std::exception& ex) {
+      // A bug in handling one message must not end the farm: log it, keep serving.
+      spdlog::error("farm: error while handling a {}: {}", farm::body_name(*e), ex.what());
+    }
+  }
+}
+
+void FarmBroker::Impl::publish(FarmDispatcher& dispatcher) {
+  std::vector<Measurement> done = dispatcher.take_results();
+  FarmCounters c = dispatcher.counters();
+  c.dropped_frames += transport_drops;
+  FarmStatus st = dispatcher.status();
+  std::lock_guard<std::mutex> lock(mutex);
+  st.queued += static_cast<int64_t>(inbox.size());
+  status = st;
+  counters = c;
+  if (!done.empty()) {
+    for (Measurement& m : done) results.push_back(std::move(m));
+    results_ready.notify_all();
+  }
+}
+
+void FarmBroker::Impl::loop() {
+  FarmDispatcher dispatcher(
+      DispatchOptions{options.heartbeat, options.liveness, options.max_attempts,
+                      options.max_credits_per_device, options.deadline_grace,
+                      options.require_emulated, options.coordinator_id},
+      [this](const std::string& identity, const farm::Envelope& e) {
+        const std::string payload = farm::serialize(e);
+        // ROUTER drops what it cannot route (a peer gone, a full queue): never blocks.
+        router.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+        router.send(zmq::buffer(payload), zmq::send_flags::dontwait);
+      });
+  std::vector<zmq::pollitem_t> items = {{router.handle(), 0, ZMQ_POLLIN, 0},
+                                        {nullptr, wake.fd(), ZMQ_POLLIN, 0}};
+  if (zap) items.push_back({zap->handle(), 0, ZMQ_POLLIN, 0});
+  std::vector<FarmDispatcher::Submission> arrived;
+  while (true) {
+    const auto now = FarmDispatcher::Clock::now();
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(dispatcher.next_due() - now);
+    wait = std::clamp(wait + std::chrono::milliseconds(1), std::chrono::milliseconds(0), options.heartbeat);
+    try {
+      zmq::poll(items, wait);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      spdlog::error("farm: poll failed: {}", e.what());
+      break;
+    }
+    if (items[1].revents & ZMQ_POLLIN) wake.drain();
+    bool stop = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      arrived.swap(inbox);
+      stop = stopping;
+    }
+    if (stop) break;
+    const auto t = FarmDispatcher::Clock::now();
+    try {
+      for (FarmDispatcher::Submission& s : arrived) dispatcher.submit(std::move(s), t);
+      arrived.clear();
+      if (zap && (items[2].revents & ZMQ_POLLIN)) serve_zap();
+      if (items[0].revents & ZMQ_POLLIN) read_router(dispatcher);
+      dispatcher.tick(FarmDispatcher::Clock::now());
+    } catch (const zmq::error_t& e) {
+      spdlog::error("farm: socket error: {}", e.what());
+    } catch (const std::exception& e) {
+      spdlog::error("farm: {}", e.what());
+    }
+    publish(dispatcher);
+  }
+  try {
+    dispatcher.disconnect_all("coordinator shutting down");
+  } catch (const std::exception& e) {
+    spdlog::warn("farm: while disconnecting workers: {}", e.what());
+  }
+  publish(dispatcher);
+}
+
+FarmBroker::FarmBroker(FarmBrokerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
+  Impl& im = *impl_;
+  DC_USER_CHECK(im.options.heartbeat.count() >= 10, "farm heartbeat of ", im.options.heartbeat.count(),
+                " ms (at least 10)");
+  DC_USER_CHECK(im.options.liveness >= 1, "farm liveness must be at least 1");
+  DC_USER_CHECK(im.options.max_attempts >= 1, "farm max_attempts must be at least 1");
+  DC_USER_CHECK(im.options.max_credits_per_device >= 1, "farm max_credits_per_device must be at least 1");
+  if (im.options.coordinator_id.empty()) im.options.coordinator_id = default_coordinator_id();
+  im.bind();
+  spdlog::info("farm: listening on {}{}", im.endpoint, im.zap ? " (CURVE)" : "");
+  // The sockets move to the loop thread here; thread start is the memory barrier ZeroMQ
+  // asks for when a socket changes threads.
+  im.thread = std::thread([&im] { im.loop(); });
+}
+
+FarmBroker::~FarmBroker() { shutdown(); }
+
+const std::string& FarmBroker::endpoint() const { return impl_->endpoint; }
+const std::string& FarmBroker::public_key() const { return impl_->public_key; }
+
+void FarmBroker::submit(FarmJob job) {
+  FarmDispatcher::Submission s = FarmDispatcher::prepare(std::move(job));
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    if (impl_->stopping) {
+      spdlog::debug("farm: job {} submitted after shutdown; ignored", s.meta.job_id);
+      return;
+    }
+    impl_->inbox.push_back(std::move(s));
+  }
+  impl_->wake.wake();
+}
+
+std::vector<Measurement> FarmBroker::collect(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(impl_->mutex);
+  impl_->results_ready.wait_for(lock, timeout, [this] { return !impl_->results.empty() || impl_->stopped; });
+  std::vector<Measurement> out(std::make_move_iterator(impl_->results.begin()),
+                               std::make_move_iterator(impl_->results.end()));
+  impl_->results.clear();
+  return out;
+}
+
+FarmStatus FarmBroker::status() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  FarmStatus st = impl_->status;
+  return st;
+}
+
+FarmCounters FarmBroker::counters() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->counters;
+}
+
+void FarmBroker::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    if (impl_->stopping) return;
+    impl_->stopping = true;
+  }
+  impl_->wake.wake();
+  if (impl_->thread.joinable()) impl_->thread.join();
+  // Closed on this thread now that the loop is done with them.
+  impl_->router.close();
+  if (impl_->zap) impl_->zap->close();
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->stopped = true;
+  impl_->results_ready.notify_all();
+}
+
+}  // namespace dc

@@ -1,0 +1,146 @@
+// The tuning pipeline behind `dc-coordinator tune`, written against two interfaces only:
+// the measurement farm (farm.h) and the tuning DB (schema/tuning_db.h). A straight list of
+// stages, each logged and timed (docs/tune.md):
+//
+//   import -> simplify -> candidates/variants/estimate/prune -> record model -> farm (wait
+//   for workers) -> DB lookup (reuse, cross-GPU seeds) -> generate -> dispatch -> collect
+//   (every result committed as it arrives) -> check winners (emulated) -> select -> record
+//
+// Reuse: a variant with a final result in the DB for the GPU type, the source (real or
+// emulated) and the NVRTC major version is not sent again unless `retune`. Because every
+// result is committed on arrival, rerunning a tune that was killed measures only what is
+// missing. Selection uses every qualifying result in the DB, not only this run's.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "cover.h"
+#include "farm.h"
+#include "onnx/import.h"
+#include "plan_estimate.h"
+#include "progress.h"
+#include "reuse.h"
+#include "tuning_db.h"
+
+namespace dc {
+
+struct TuneOptions {
+  std::vector<const GpuSpec*> gpus;  // the requested GPU types
+  PlanOptions plan;                  // pruning, precisions, calibration
+  ImportOptions import;
+  bool retune = false;         // measure again what the DB already has
+  bool emulated = false;       // the farm's devices are emulated: results are Source::emulated
+  // Emulated tunes: run the host-emulator correctness check (a job with check_on_emulator)
+  // on the winner of every chosen cluster; a winner that fails it is excluded and the
+  // selection runs again.
+  bool check_winners = true;
+  // A workload that this GPU type has never measured also tries the best k variants of the
+  // nearest GPU type that has (schema/reuse.h), in addition to the estimator's picks.
+  int seed_k = 4;
+  uint64_t input_seed = 1;     // inputs of every job derive from it and the workload
+  std::chrono::milliseconds compile_deadline{60000};
+  std::chrono::milliseconds run_deadline{30000};
+  // How long to wait for a first worker of each GPU type before dispatching, and how long
+  // a type may have no worker at all while its jobs wait before they are given up.
+  std::chrono::milliseconds worker_wait{30000};
+  std::string nvrtc_major;     // toolchain major version for reuse; "" = this build's NVRTC
+  std::string model_name;      // the model's name in the DB ("" = from the path)
+  std::string model_sha256;    // "" = of the model file
+  std::string options_json = "{}";  // recorded with the run
+  std::string host;            // where the coordinator runs, recorded with the run
+  Progress::Mode progress = Progress::Mode::quiet;
+  std::ostream* console = nullptr;  // stage lines and notices; nullptr = silent
+  const std::atomic<bool>* stop = nullptr;  // when set: stop collecting, keep what arrived
+};
+
+// The kernel chosen for one cluster of the cover.
+struct ClusterChoice {
+  size_t candidate = 0;        // index into ModelPlan::candidates
+  size_t workload = 0;         // index into ModelPlan::workload_set.workloads
+  std::string variant_key;     // "" when reference
+  bool reference = false;      // no successful measurement: the naive reference kernel
+  double measured_us = 0;      // best qualifying median (0 for the reference kernel)
+  double estimated_us = 0;     // the estimator's figure for the chosen variant (or best)
+  int results = 0;             // final results of the chosen variant in the DB
+  bool checked = false;        // passed the host-emulator check (emulated tunes)
+};
+
+struct GpuTuneResult {
+  const GpuSpec* gpu = nullptr;
+  Source source = Source::real;
+  int workers = 0;                     // live workers of the type when dispatching
+  int64_t variants_planned = 0;        // kept after pruning, plus seeds
+  int64_t variants_reused = 0;         // already in the DB: not sent
+  int64_t variants_seeded = 0;         // added from another GPU type's results
+  std::map<SeedLevel, int> seed_levels;  // workloads by the level that answered
+  int64_t jobs = 0;                    // sent in this run (checks included)
+  int64_t checks = 0;                  // of which host-emulator checks of winners
+  int64_t results = 0;                 // received in this run
+  int64_t abandoned = 0;               // not sent or given up: no worker of the type
+  std::map<JobStatus, int64_t> by_status;  // this run's results by class
+  // Per workload (parallel to the workload set): best qualifying median and its variant,
+  // over every result in the DB; 0 / "" when the workload has none.
+  std::vector<double> best_us;
+  std::vector<std::string> best_key;
+  // Variants of the model with a final failure in the DB, by class (excluded from selection).
+  std::map<JobStatus, int64_t> failed_variants;
+  int64_t ok_variants = 0;             // variants with a qualifying ok result in the DB
+  CoverResult cover;                   // over measured times (candidate indices)
+  std::vector<ClusterChoice> choices;  // one per chosen candidate, in node order
+  double measured_total_us = 0;        // sum over measured choices
+  double estimated_total_us = 0;       // the estimator's figures for the same choices
+  double estimate_cover_us = 0;        // the least-estimate cover (what `plan` shows)
+  int reference_fallbacks = 0;         // chosen clusters run by the reference kernel
+  int unmeasured_clusters = 0;         // multi-node candidates left out: no measurement
+  int checks_failed = 0;               // winners rejected by the host-emulator check
+  bool has_results() const { return ok_variants > 0; }
+};
+
+struct StageTime {
+  std::string name;
+  double seconds = 0;
+  std::string detail;
+};
+
+struct TuneResult {
+  std::string model_name;
+  Graph graph;                        // simplified
+  ModelPlan plan;                     // candidates, workloads, estimates
+  std::vector<GpuTuneResult> gpus;    // in the order requested
+  std::vector<StageTime> stages;
+  int64_t run_id = 0;
+  int64_t jobs = 0;                   // sent in this run
+  int64_t results = 0;                // received and committed in this run
+  bool interrupted = false;           // stopped before every result arrived
+  double seconds = 0;
+  // True when every requested GPU type has results (the command's exit status).
+  bool complete() const;
+};
+
+// The whole pipeline from an ONNX file.
+TuneResult tune(const std::string& model_path, Farm& farm, TuningDb& db, const TuneOptions& opts);
+
+// From a simplified graph on (candidates onwards); opts.model_name and opts.model_sha256
+// must be set. `result` may carry the stages already run.
+TuneResult tune_graph(const Graph& simplified, Farm& farm, TuningDb& db, const TuneOptions& opts,
+                      TuneResult result = {});
+
+// Selection on what the DB holds for one GPU type: best qualifying variant per workload
+// (ok results only; a variant with any final failure is excluded), then the cover with the
+// least measured time. Clusters without a measurement are left out of the cover search
+// (their sub-clusters and singletons cover them); a singleton without one falls back to
+// the reference kernel at a prohibitive cost, so it is chosen only when nothing else can
+// cover the node. Fills best_*, failed_variants, ok_variants, cover, choices and totals.
+void select_measured(const ModelPlan& plan, const TuningDb& db, const std::string& nvrtc_major,
+                     GpuTuneResult& gpu);
+
+// The cost standing in for an unmeasured reference kernel in the cover search.
+inline constexpr double kReferenceCostUs = 1e6;
+
+}  // namespace dc

@@ -1,0 +1,151 @@
+#include "tune_report.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "ir/error.h"
+#include "ir/json_writer.h"
+
+namespace dc {
+
+namespace {
+
+constexpr const char* kSelectionFormat = "dc-tune-selection/1";
+
+std::string statuses(const std::map<JobStatus, int64_t>& by_status, bool failures_only) {
+  std::string s;
+  for (const auto& [st, n] : by_status) {
+    if (n == 0 || (failures_only && st == JobStatus::ok)) continue;
+    s += fmt::format("{}{} {}", s.empty() ? "" : ", ", n, job_status_name(st));
+  }
+  return s.empty() ? "none" : s;
+}
+
+std::string shorten(const std::string& s, size_t n) {
+  return s.size() <= n ? s : s.substr(0, n - 3) + "...";
+}
+
+void write_file(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream out(p);
+  DC_USER_CHECK(out.good(), "cannot write '", p.string(), "'");
+  out << text;
+  DC_USER_CHECK(out.good(), "failed writing '", p.string(), "'");
+}
+
+}  // namespace
+
+std::string tune_gpu_summary(const TuneResult& r, const GpuTuneResult& g) {
+  const auto& ws = r.plan.workload_set;
+  std::string s = fmt::format("== {} ({}, {}){}\n", g.gpu->name, g.gpu->full_name, g.gpu->sm_arch(),
+                              g.source == Source::emulated ? ": EMULATED, times are modelled, not measured" : "");
+  s += fmt::format("clusters   {} candidates, {} distinct workloads\n", r.plan.candidates.size(),
+                   ws.workloads.size());
+  s += fmt::format("variants   {} planned ({} seeded from other GPU types), {} already in the DB{}\n",
+                   g.variants_planned, g.variants_seeded, g.variants_reused,
+                   g.abandoned ? fmt::format(", {} not measured (no worker)", g.abandoned) : "");
+  s += fmt::format("this run   {} jobs sent{}, {} results: {}\n", g.jobs,
+                   g.checks ? fmt::format(" ({} winner checks)", g.checks) : "", g.results,
+                   statuses(g.by_status, false));
+  s += fmt::format("in the DB  {} variants ok; failed, excluded: {}\n", g.ok_variants,
+                   statuses(g.failed_variants, true));
+  if (!g.seed_levels.empty()) {
+    std::string lv;
+    for (const auto& [level, n] : g.seed_levels) lv += fmt::format("{}{} {}", lv.empty() ? "" : ", ", n, seed_level_name(level));
+    s += fmt::format("seeds      workloads by reuse level: {}\n", lv);
+  }
+  if (!g.has_results()) {
+    s += "NO RESULTS: no variant of this model has a successful measurement on this GPU type\n";
+    return s;
+  }
+  s += fmt::format("\n  {:<26} {:<11} {:<16} {:>9} {:>9} {:>6}  {}\n", "cluster", "kind", "workload",
+                   "est us", "meas us", "ratio", "kernel");
+  for (const auto& c : g.choices) {
+    const auto& cand = r.plan.candidates[c.candidate];
+    const std::string kernel = c.reference ? "reference kernel (no successful measurement)"
+                                           : c.variant_key + (c.checked ? " [checked]" : "");
+    s += fmt::format("  {:<26} {:<11} {:<16} {:>9.2f} {:>9} {:>6}  {}\n", shorten(cand.pattern, 26),
+                     cluster_kind_name(cand.kind), ws.workloads[c.workload].signature, c.estimated_us,
+                     c.reference ? "-" : fmt::format("{:.2f}", c.measured_us),
+                     c.reference || c.estimated_us <= 0 ? "-" : fmt::format("{:.2f}", c.measured_us / c.estimated_us),
+                     kernel);
+  }
+  s += fmt::format("  {:<26} {:<11} {:<16} {:>9.2f} {:>9.2f} {:>6}  {} kernels{}\n", "total", "", "",
+                   g.estimated_total_us, g.measured_total_us,
+                   g.estimated_total_us > 0 ? fmt::format("{:.2f}", g.measured_total_us / g.estimated_total_us) : "-",
+                   g.choices.size(), g.cover.exact ? "" : " (greedy cover)");
+  s += fmt::format("\nleast-estimate cover (plan): {:.2f} us; the measured selection above: {:.2f} us\n",
+                   g.estimate_cover_us, g.measured_total_us);
+  if (g.unmeasured_clusters)
+    s += fmt::format("{} candidate clusters have no successful measurement: their sub-clusters and "
+                     "singletons cover them\n", g.unmeasured_clusters);
+  if (g.reference_fallbacks)
+    s += fmt::format("{} chosen clusters fall back to the reference kernel (not measured; not in the "
+                     "total)\n", g.reference_fallbacks);
+  if (g.checks_failed)
+    s += fmt::format("{} winners failed the host-emulator check and were replaced\n", g.checks_failed);
+  return s;
+}
+
+std::string tune_totals(const TuneResult& r) {
+  std::string s = fmt::format("\n{:<8} {:<9} {:>8} {:>8} {:>8} {:>12} {:>12}  {}\n", "gpu", "source",
+                              "jobs", "results", "kernels", "est us", "measured us", "status");
+  for (const auto& g : r.gpus) {
+    s += fmt::format("{:<8} {:<9} {:>8} {:>8} {:>8} {:>12.2f} {:>12.2f}  {}\n", g.gpu->name,
+                     source_name(g.source), g.jobs, g.results, g.choices.size(), g.estimated_total_us,
+                     g.measured_total_us, g.has_results() ? "ok" : "NO RESULTS");
+  }
+  s += fmt::format("{} jobs, {} results committed, {:.1f} s{}\n", r.jobs, r.results, r.seconds,
+                   r.interrupted ? " (interrupted: rerun the same command to measure the rest)" : "");
+  return s;
+}
+
+std::string tune_selection_json(const TuneResult& r, const GpuTuneResult& g) {
+  const auto& ws = r.plan.workload_set;
+  std::ostringstream os;
+  JsonWriter j(os);
+  j.begin_object().field("format", kSelectionFormat).field("model", r.model_name);
+  j.field("gpu", g.gpu->name).field("arch", g.gpu->sm_arch());
+  j.field("source", std::string(source_name(g.source))).field("run", r.run_id);
+  j.field("measured_total_us", g.measured_total_us).field("estimated_total_us", g.estimated_total_us);
+  j.field("estimate_cover_us", g.estimate_cover_us).field("exact_cover", g.cover.exact);
+  j.field("reference_fallbacks", g.reference_fallbacks);
+  j.key("clusters").begin_array();
+  for (const auto& c : g.choices) {
+    const auto& cand = r.plan.candidates[c.candidate];
+    j.begin_object().field("candidate", c.candidate).field("pattern", cand.pattern);
+    j.field("kind", cluster_kind_name(cand.kind)).field("workload", ws.workloads[c.workload].signature);
+    j.key("nodes").begin_array();
+    for (size_t n : cand.nodes) j.value(r.graph.nodes[n].name);
+    j.end_array();
+    j.field("kernel", c.reference ? std::string("reference") : c.variant_key);
+    j.field("measured", !c.reference).field("checked_on_emulator", c.checked);
+    j.field("estimated_us", c.estimated_us).field("measured_us", c.measured_us);
+    j.end_object();
+  }
+  j.end_array();
+  j.key("workloads").begin_array();
+  for (size_t w = 0; w < ws.workloads.size(); ++w) {
+    j.begin_object().field("signature", ws.workloads[w].signature);
+    j.field("kind", cluster_kind_name(ws.workloads[w].kind));
+    j.field("best_variant", g.best_key[w]).field("best_us", g.best_us[w]).end_object();
+  }
+  j.end_array().end_object();
+  os << "\n";
+  return os.str();
+}
+
+void write_tune_outputs(const TuneResult& r, const std::string& dir) {
+  for (const auto& g : r.gpus) {
+    const auto d = std::filesystem::path(dir) / g.gpu->name;
+    std::error_code ec;
+    std::filesystem::create_directories(d, ec);
+    DC_USER_CHECK(!ec, "cannot create '", d.string(), "': ", ec.message());
+    write_file(d / "summary.txt", tune_gpu_summary(r, g));
+    write_file(d / "selection.json", tune_selection_json(r, g));
+  }
+}
+
+}  // namespace dc

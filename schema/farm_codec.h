@@ -1,0 +1,61 @@
+// The farm protocol's messages (schema/farm.proto) as both sides use them: the version, the
+// parse of one frame with its size limit, and the conversions between the wire records and
+// dc's own (GeneratedKernel, Measurement). Everything that comes off the network is checked
+// here before anything else reads it: a bad frame or a bad kernel description is a
+// ProtocolError (or nullopt with the reason), never an abort.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "farm.pb.h"
+#include "farm/measurement.h"
+#include "ir/error.h"
+#include "kernel.h"
+
+namespace dc::farm {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+// Largest frame either side accepts (also set as ZMQ_MAXMSGSIZE, so that libzmq drops a
+// peer that sends more before it is buffered). A job is two kernel sources: tens of KiB.
+inline constexpr size_t kDefaultMaxMessageBytes = size_t{16} << 20;
+
+// Network input that breaks the protocol's rules (the first error tier: not a bug in dc).
+struct ProtocolError : UserError {
+  using UserError::UserError;
+};
+
+// An Envelope with protocol_version set.
+Envelope make_envelope();
+std::string serialize(const Envelope& e);
+
+// Parses one frame. nullopt, with the reason in *why, for a frame over `max_bytes`, one that
+// does not parse, or one without a known body. The version is NOT checked here (the
+// coordinator answers a foreign Hello with Refused); see version_ok.
+std::optional<Envelope> parse_envelope(const void* data, size_t size, size_t max_bytes,
+                                       std::string* why);
+inline bool version_ok(const Envelope& e) { return e.protocol_version() == kProtocolVersion; }
+// "hello", "job", ...: for log lines.
+const char* body_name(const Envelope& e);
+
+// GeneratedKernel <-> wire. from_proto checks everything a worker later relies on (dtype
+// codes, shapes, launch dimensions, buffer indices, sizes) and throws ProtocolError.
+Kernel to_proto(const GeneratedKernel& k);
+GeneratedKernel from_proto(const Kernel& k);
+
+// Checks a Result from a worker: a known status name, finite non-negative samples, at most
+// kMaxSamples of them, sane resource figures. "" when valid, else why not.
+inline constexpr int kMaxSamples = 100000;
+std::string validate_result(const Result& r);
+
+// The Measurement of a valid Result (validate_result): status, samples and their summary,
+// errors, resources, provenance. The caller fills in what the job knows (workload, variant
+// key, GPU type, worker, estimate, attempts).
+Measurement measurement_from_result(const Result& r);
+
+// Milliseconds since the Unix epoch (heartbeats, finished_unix_ms).
+int64_t unix_ms_now();
+
+}  // namespace dc::farm

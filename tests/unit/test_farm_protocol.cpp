@@ -1,0 +1,187 @@
+// The farm protocol's checked conversions (schema/farm_codec.h) and security helpers
+// (schema/farm_security.h): what comes off the network is refused with a reason, never
+// trusted, and the loopback rule and key files behave as documented.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "farm_codec.h"
+#include "farm_security.h"
+#include "farm_testing.h"
+
+namespace dc {
+namespace {
+
+using testing::scale_kernel;
+
+std::string rejection(const farm::Kernel& k) {
+  try {
+    farm::from_proto(k);
+  } catch (const farm::ProtocolError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(FarmCodec, KernelRoundTrip) {
+  GeneratedKernel k = scale_kernel(1000);
+  k.buffers[1].zero_init = true;
+  k.buffers.push_back({"scratch0", BufferRole::scratch, DType::i64, {3, 0, 2}, false});
+  k.launches[0].dynamic_smem_bytes = 4096;
+  const GeneratedKernel back = farm::from_proto(farm::to_proto(k));
+  EXPECT_EQ(back.source, k.source);
+  EXPECT_EQ(back.variant_key, "scale");
+  ASSERT_EQ(back.buffers.size(), 3u);
+  EXPECT_EQ(back.buffers[1].role, BufferRole::output);
+  EXPECT_TRUE(back.buffers[1].zero_init);
+  EXPECT_EQ(back.buffers[2].dtype, DType::i64);
+  EXPECT_EQ(back.buffers[2].shape, (Shape{3, 0, 2}));
+  ASSERT_EQ(back.launches.size(), 1u);
+  EXPECT_EQ(back.launches[0].grid, (std::array<int64_t, 3>{8, 1, 1}));
+  EXPECT_EQ(back.launches[0].block, (std::array<int64_t, 3>{128, 1, 1}));
+  EXPECT_EQ(back.launches[0].args, (std::vector<int>{0, 1}));
+  EXPECT_EQ(back.launches[0].dynamic_smem_bytes, 4096);
+}
+
+TEST(FarmCodec, BadKernelsAreProtocolErrors) {
+  const farm::Kernel good = farm::to_proto(scale_kernel(1000));
+  farm::Kernel k = good;
+  k.clear_source();
+  EXPECT_NE(rejection(k).find("no source"), std::string::npos);
+  k = good;
+  k.mutable_buffers(0)->set_dtype(8);  // ONNX STRING
+  EXPECT_NE(rejection(k).find("unknown dtype code 8"), std::string::npos) << rejection(k);
+  k = good;
+  k.mutable_buffers(0)->set_shape(0, -1);
+  EXPECT_NE(rejection(k).find("dimension -1"), std::string::npos);
+  k = good;
+  k.mutable_buffers(0)->set_shape(0, int64_t{1} << 33);  // 32 GiB of floats
+  EXPECT_NE(rejection(k).find("larger than"), std::string::npos) << rejection(k);
+  k = good;
+  k.mutable_launches(0)->set_args(1, 2);
+  EXPECT_NE(rejection(k).find("names buffer 2 of 2"), std::string::npos) << rejection(k);
+  k = good;
+  k.mutable_launches(0)->set_block(0, 2048);
+  EXPECT_NE(rejection(k).find("block[0] = 2048"), std::string::npos) << rejection(k);
+  k = good;
+  k.mutable_launches(0)->set_block(1, 16);  // 128 x 16 threads
+  EXPECT_NE(rejection(k).find("more than 1024 threads"), std::string::npos) << rejection(k);
+  k = good;
+  k.mutable_launches(0)->add_grid(1);
+  EXPECT_NE(rejection(k).find("4 values"), std::string::npos) << rejection(k);
+  k = good;
+  k.mutable_launches(0)->set_grid(0, 0);
+  EXPECT_NE(rejection(k).find("grid[0] = 0"), std::string::npos) << rejection(k);
+  k = good;
+  k.clear_launches();
+  EXPECT_NE(rejection(k).find("0 launches"), std::string::npos) << rejection(k);
+  k = good;
+  k.mutable_buffers(1)->set_role(static_cast<farm::BufferRole>(7));
+  EXPECT_NE(rejection(k).find("unknown buffer role 7"), std::string::npos) << rejection(k);
+}
+
+TEST(FarmCodec, FramesAreCheckedBeforeUse) {
+  farm::Envelope e = farm::make_envelope();
+  e.mutable_ready()->set_credits(3);
+  const std::string bytes = farm::serialize(e);
+  std::string why;
+  auto parsed = farm::parse_envelope(bytes.data(), bytes.size(), 1024, &why);
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(parsed->ready().credits(), 3u);
+  EXPECT_TRUE(farm::version_ok(*parsed));
+  EXPECT_STREQ(farm::body_name(*parsed), "ready");
+  EXPECT_FALSE(farm::parse_envelope(bytes.data(), bytes.size(), 2, &why));
+  EXPECT_NE(why.find("exceeds the limit of 2"), std::string::npos);
+  const std::string junk = "\xff\xff\xff\xff\xff";
+  EXPECT_FALSE(farm::parse_envelope(junk.data(), junk.size(), 1024, &why));
+  EXPECT_NE(why.find("not a farm Envelope"), std::string::npos) << why;
+  farm::Envelope empty = farm::make_envelope();
+  const std::string eb = farm::serialize(empty);
+  EXPECT_FALSE(farm::parse_envelope(eb.data(), eb.size(), 1024, &why));
+  EXPECT_NE(why.find("without a known body"), std::string::npos);
+  // A message from a newer peer with an unknown body field reads as "no known body".
+  std::string future = eb + std::string("\xaa\x06\x00", 3);  // field 101, length 0
+  EXPECT_FALSE(farm::parse_envelope(future.data(), future.size(), 1024, &why));
+}
+
+TEST(FarmCodec, ResultsAreValidatedAndSummarised) {
+  farm::Result r;
+  r.set_status("ok");
+  for (double s : {4.0, 1.0, 3.0, 2.0}) r.add_samples_us(s);
+  EXPECT_EQ(farm::validate_result(r), "");
+  const Measurement m = farm::measurement_from_result(r);
+  EXPECT_EQ(m.status, JobStatus::ok);
+  EXPECT_DOUBLE_EQ(m.median_us, 2.5);
+  EXPECT_DOUBLE_EQ(m.min_us, 1.0);
+  EXPECT_GT(m.finished_unix_ms, 1600000000000);
+
+  farm::Result bad = r;
+  bad.set_status("great");
+  EXPECT_NE(farm::validate_result(bad).find("unknown status"), std::string::npos);
+  bad = r;
+  bad.add_samples_us(std::nan(""));
+  EXPECT_NE(farm::validate_result(bad).find("not a finite time"), std::string::npos);
+  bad = r;
+  bad.set_registers(-3);
+  EXPECT_NE(farm::validate_result(bad).find("negative"), std::string::npos);
+  bad = r;
+  bad.clear_samples_us();
+  EXPECT_NE(farm::validate_result(bad).find("without samples"), std::string::npos);
+
+  farm::Result nan_error;
+  nan_error.set_status("wrong_result");
+  nan_error.set_max_rel_error(std::nan(""));
+  EXPECT_EQ(farm::validate_result(nan_error), "");
+  EXPECT_EQ(farm::measurement_from_result(nan_error).max_rel_error, std::numeric_limits<double>::infinity());
+}
+
+TEST(FarmSecurity, LoopbackEndpoints) {
+  for (const char* e : {"tcp://127.0.0.1:5555", "tcp://127.1.2.3:*", "tcp://localhost:1", "tcp://[::1]:5555",
+                        "inproc://farm", "ipc:///tmp/farm.sock", "tcp://10.0.0.1;127.0.0.1:5555"})
+    EXPECT_TRUE(farm::is_loopback_endpoint(e)) << e;
+  for (const char* e : {"tcp://0.0.0.0:5555", "tcp://*:5555", "tcp://192.168.1.4:5555", "tcp://128.0.0.1:1",
+                        "tcp://127.0.0.1.evil.com:1", "tcp://[::]:5555", "tcp://eth0:5555", "pgm://x", "tcp://127.0.0.256:1"})
+    EXPECT_FALSE(farm::is_loopback_endpoint(e)) << e;
+}
+
+TEST(FarmSecurity, KeyFilesRoundTrip) {
+  const std::string dir = ::testing::TempDir() + "dc-keys-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const farm::CurveKeyPair pair = farm::generate_curve_keypair();
+  EXPECT_TRUE(farm::is_z85_key(pair.public_key));
+  EXPECT_EQ(farm::curve_public_key(pair.secret_key), pair.public_key);
+  const std::string path = dir + "/worker.key";
+  farm::write_curve_keypair(path, pair);
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const farm::CurveKeyPair back = farm::read_curve_keys(path, true);
+  EXPECT_EQ(back.public_key, pair.public_key);
+  EXPECT_EQ(back.secret_key, pair.secret_key);
+  const farm::CurveKeyPair pub = farm::read_curve_keys(path + ".pub", false);
+  EXPECT_EQ(pub.public_key, pair.public_key);
+  EXPECT_TRUE(pub.secret_key.empty());
+  EXPECT_THROW(farm::read_curve_keys(path + ".pub", true), UserError);
+
+  const farm::CurveKeyPair other = farm::generate_curve_keypair();
+  std::ofstream(dir + "/allow") << "# workers\n" << pair.public_key << "\n\npublic-key = \"" << other.public_key << "\"\n";
+  EXPECT_EQ(farm::read_public_keys(dir + "/allow"), (std::vector<std::string>{pair.public_key, other.public_key}));
+  std::ofstream(dir + "/bad") << pair.public_key << "\nnot-a-key\n";
+  try {
+    farm::read_public_keys(dir + "/bad");
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad:2: not a CURVE public key"), std::string::npos) << e.what();
+  }
+  // A public key that does not belong to the secret one.
+  std::ofstream(dir + "/mixed") << "public-key = \"" << other.public_key << "\"\nsecret-key = \"" << pair.secret_key << "\"\n";
+  EXPECT_THROW(farm::read_curve_keys(dir + "/mixed", true), UserError);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace dc

@@ -1,0 +1,392 @@
+// dc-worker's pieces: the emulated timing model, the compile cache, the job executor on an
+// emulated device (host-emulator check), the measurement child with its watchdog (a real
+// `dc-worker --measure-child` process), and the protocol client against a real broker.
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "compile_cache.h"
+#include "emulated_timing.h"
+#include "farm_broker.h"
+#include "farm_client.h"
+#include "farm_testing.h"
+#include "gpu_catalog.h"
+#include "job_executor.h"
+#include "measure_child.h"
+#include "random_inputs.h"
+#include "worker_devices.h"
+
+namespace dc {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::scale_job;
+using testing::scale_kernel;
+
+const std::string kWorker = std::string(DC_BIN_DIR) + "/dc-worker";
+
+std::string cache_dir() { return ::testing::TempDir() + "dc-farm-test-cache"; }
+
+GpuSpec h100() { return GpuCatalog::builtin().require("h100"); }
+
+// A fresh tag per test run: sources that must really compile.
+std::string run_tag() {
+  static const std::string tag = std::to_string(std::random_device{}()) + "-" + std::to_string(::getpid());
+  return tag;
+}
+
+farm::Job wire_job(const FarmJob& j, uint64_t lease = 1) {
+  FarmDispatcher::Submission s = FarmDispatcher::prepare(j);
+  s.wire.set_lease_id(lease);
+  s.wire.set_attempt(1);
+  s.wire.set_device_index(0);
+  return s.wire;
+}
+
+// ---- emulated timing ----------------------------------------------------------------------
+
+TEST(EmulatedTiming, RooflineOfASmallKernelByHand) {
+  // 1000 floats in and out (8000 bytes), 8 blocks of 128 threads, 16 registers: 16 blocks
+  // per SM fit (thread limit), occupancy 1, one wave using 8 of 2112 slots. By hand (see
+  // emulated_timing.cpp's constants): t_mem = 8000 / (3350e9 x 0.85), t_comp = 8 x 1024 /
+  // (66.9 TFLOPS x 0.85), roof = t_mem + 0.15 t_comp, / (8/2112)^0.75, + 2.2 us = 2.38542 us.
+  const GeneratedKernel k = scale_kernel(1000);
+  const EmulatedTiming t = emulated_timing(k, h100(), {{"scale", 16}}, {}, 1);
+  ASSERT_TRUE(t.ok) << t.error;
+  EXPECT_NEAR(t.model_us / t.variation, 2.385419916715835, 1e-9);
+  EXPECT_GE(t.variation, 0.8);
+  EXPECT_LE(t.variation, 1.2);
+  ASSERT_EQ(t.samples_us.size(), 10u);
+}
+
+TEST(EmulatedTiming, BandwidthBoundAndOccupancyByHand) {
+  // 2^24 floats: 128 MiB through 3.35 TB/s; 63 waves. Then 256 threads x 128 registers:
+  // 2 blocks per SM, occupancy 0.25, memory efficiency 0.6 instead of 0.85.
+  GeneratedKernel k = scale_kernel(1 << 24);
+  EmulatedTiming t = emulated_timing(k, h100(), {{"scale", 16}}, {}, 1);
+  EXPECT_NEAR(t.model_us / t.variation, 50.22739656942962, 1e-7);
+  k.launches[0].block = {256, 1, 1};
+  k.launches[0].grid = {(1 << 24) / 256, 1, 1};
+  t = emulated_timing(k, h100(), {{"scale", 128}}, {}, 1);
+  EXPECT_NEAR(t.model_us / t.variation, 69.67610910379136, 1e-7);
+}
+
+TEST(EmulatedTiming, VariationIsPerVariantAndNoiseIsSeeded) {
+  GeneratedKernel a = scale_kernel(1 << 20), b = a;
+  b.variant_key = "another";
+  const auto ta = emulated_timing(a, h100(), {}, {}, 5);
+  const auto ta2 = emulated_timing(a, h100(), {}, {}, 5);
+  const auto ta3 = emulated_timing(a, h100(), {}, {}, 6);
+  const auto tb = emulated_timing(b, h100(), {}, {}, 5);
+  EXPECT_EQ(ta.samples_us, ta2.samples_us);        // deterministic
+  EXPECT_NE(ta.samples_us, ta3.samples_us);        // the seed changes the noise ...
+  EXPECT_DOUBLE_EQ(ta.model_us, ta3.model_us);     // ... not the model
+  EXPECT_NE(ta.variation, tb.variation);           // the key changes the variation
+  EXPECT_NEAR(ta.model_us / ta.variation, tb.model_us / tb.variation, 1e-9);
+  for (double s : ta.samples_us) {
+    EXPECT_GT(s, 0.85 * ta.model_us);  // 2% noise, a 10% outlier now and then
+    EXPECT_LT(s, 1.25 * ta.model_us);
+  }
+}
+
+TEST(EmulatedTiming, WhatTheEmulatedGpuWouldRefuseIsALaunchError) {
+  GeneratedKernel k = scale_kernel(1000);
+  k.launches[0].dynamic_smem_bytes = 300 * 1024;  // H100: 227 KiB per block
+  EmulatedTiming t = emulated_timing(k, h100(), {}, {}, 1);
+  EXPECT_FALSE(t.ok);
+  EXPECT_NE(t.error.find("shared memory"), std::string::npos) << t.error;
+  k.launches[0].dynamic_smem_bytes = 0;
+  k.launches[0].block = {1024, 1, 1};
+  t = emulated_timing(k, h100(), {{"scale", 255}}, {}, 1);  // 255 x 1024 > 65536 registers
+  EXPECT_FALSE(t.ok);
+  EXPECT_NE(t.error.find("registers"), std::string::npos) << t.error;
+}
+
+// ---- compile cache ------------------------------------------------------------------------
+
+TEST(CompileCache, SecondCompileComesFromDiskAndCorruptionIsRecompiled) {
+  const std::string dir = ::testing::TempDir() + "dc-compile-cache-" + run_tag();
+  const std::string source = scale_kernel(1000, "", "cache " + run_tag()).source;
+  const CachedCompile a = compile_with_cache(source, "sm_80", dir);
+  ASSERT_TRUE(a.result.ok) << a.result.error;
+  EXPECT_FALSE(a.from_cache);
+  const CachedCompile b = compile_with_cache(source, "sm_80", dir);
+  EXPECT_TRUE(b.from_cache);
+  EXPECT_EQ(b.result.cubin, a.result.cubin);
+  ASSERT_EQ(b.result.kernels.size(), 1u);
+  EXPECT_EQ(b.result.kernels[0].registers, a.result.kernels[0].registers);
+  EXPECT_EQ(b.result.kernels[0].kernel, "scale");
+  // Another arch is another entry.
+  EXPECT_FALSE(compile_with_cache(source, "sm_90", dir).from_cache);
+  // A damaged entry is not trusted.
+  const auto entry = std::filesystem::path(dir) / "nvrtc" / (compile_cache_key(source, "sm_80") + ".bin");
+  ASSERT_TRUE(std::filesystem::exists(entry));
+  std::ofstream(entry, std::ios::trunc) << "garbage";
+  const CachedCompile c = compile_with_cache(source, "sm_80", dir);
+  EXPECT_FALSE(c.from_cache);
+  EXPECT_EQ(c.result.cubin, a.result.cubin);
+  // Failures are cached too.
+  const CachedCompile bad = compile_with_cache("extern \"C\" __global__ void f() { nope; } // " + run_tag(), "sm_80", dir);
+  EXPECT_FALSE(bad.result.ok);
+  const CachedCompile bad2 = compile_with_cache("extern \"C\" __global__ void f() { nope; } // " + run_tag(), "sm_80", dir);
+  EXPECT_TRUE(bad2.from_cache);
+  EXPECT_FALSE(bad2.result.ok);
+  EXPECT_NE(bad2.result.error.find("nope"), std::string::npos) << bad2.result.error;
+  std::filesystem::remove_all(dir);
+}
+
+// ---- the workload a job describes ------------------------------------------------------
+
+TEST(JobWorkload, RandomInputsMatchTheCoordinatorsWorkload) {
+  // The coordinator's workload: Gather(data [5, 3], indices i64 [4]) -> [4, 3].
+  Workload real;
+  real.graph.inputs = {"t0", "t1"};
+  real.graph.outputs = {"t2"};
+  real.graph.tensors["t0"] = {DType::f32, {5, 3}};
+  real.graph.tensors["t1"] = {DType::i64, {4}};
+  real.graph.tensors["t2"] = {DType::f32, {4, 3}};
+  Node g;
+  g.op = "Gather";
+  g.inputs = {"t0", "t1"};
+  g.outputs = {"t2"};
+  real.graph.nodes.push_back(g);
+  // What the worker gets: the reference kernel's buffers and the index bounds.
+  GeneratedKernel ref;
+  ref.buffers = {{"t0", BufferRole::input, DType::f32, {5, 3}, false},
+                 {"t1", BufferRole::input, DType::i64, {4}, false},
+                 {"t2", BufferRole::output, DType::f32, {4, 3}, false},
+                 {"scratch0", BufferRole::scratch, DType::f32, {7}, false}};
+  farm::Job job;
+  job.add_index_bounds(0);
+  job.add_index_bounds(5);
+  const Workload w = job_workload(job, ref);
+  EXPECT_EQ(w.graph.inputs, real.graph.inputs);
+  EXPECT_EQ(w.graph.outputs, real.graph.outputs);
+  for (uint32_t seed : {1u, 99u}) {
+    const auto want = random_workload_inputs(real, seed);
+    const auto got = random_workload_inputs(w, seed);
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_TRUE(got[0].bitwise_equal(want[0]));
+    EXPECT_TRUE(got[1].bitwise_equal(want[1]));
+    for (int64_t v : got[1].to_int64_vector()) EXPECT_LT(v, 5);
+  }
+  // Without the bound the indices would be 0 or 1: the bound matters.
+  farm::Job unbounded;
+  bool above_one = false;
+  for (int64_t v : random_workload_inputs(w, 1)[1].to_int64_vector()) above_one |= v > 1;
+  for (int64_t v : random_workload_inputs(job_workload(unbounded, ref), 1)[1].to_int64_vector()) EXPECT_LE(v, 1);
+  EXPECT_TRUE(above_one);
+}
+
+// ---- the executor on an emulated device ---------------------------------------------------
+
+ExecutorConfig emulated_config() {
+  ExecutorConfig c;
+  c.device = emulated_inventory(GpuCatalog::builtin(), "h100", 0);
+  c.spec = h100();
+  c.cache_dir = cache_dir();
+  return c;
+}
+
+TEST(JobExecutor, EmulatedJobWithHostCheck) {
+  JobExecutor ex(emulated_config());
+  FarmJob j = scale_job("ok", "h100");
+  j.check_on_emulator = true;
+  bool compiled = false;
+  const farm::Result r = ex.execute(wire_job(j, 42), [&] { compiled = true; });
+  EXPECT_EQ(r.status(), "ok") << r.error();
+  EXPECT_TRUE(compiled);
+  EXPECT_EQ(r.lease_id(), 42u);
+  EXPECT_TRUE(r.emulated());
+  EXPECT_EQ(r.driver_version(), "emulated");
+  EXPECT_EQ(r.samples_us_size(), 10);
+  EXPECT_GT(r.registers(), 0);
+  EXPECT_EQ(r.max_rel_error(), 0.0);  // same arithmetic as the reference
+  EXPECT_EQ(r.source_hash(), fnv1a_hex(j.variant.source));
+}
+
+TEST(JobExecutor, FailuresAreResults) {
+  JobExecutor ex(emulated_config());
+  auto status_of = [&](FarmJob j) {
+    const farm::Result r = ex.execute(wire_job(j), [] {});
+    return r.status() + ": " + r.error();
+  };
+  FarmJob wrong = scale_job("wrong", "h100");
+  wrong.variant.source.replace(wrong.variant.source.find("2.f * x[i]"), 10, "3.f * x[i]");
+  wrong.check_on_emulator = true;
+  EXPECT_EQ(status_of(wrong).rfind("wrong_result: output t1: relative L2 error 0.5", 0), 0u) << status_of(wrong);
+  // Unchecked, an emulated device only models the time.
+  wrong.check_on_emulator = false;
+  EXPECT_EQ(status_of(wrong).rfind("ok", 0), 0u);
+
+  FarmJob broken = scale_job("broken", "h100");
+  broken.variant.source += "\nthis is not cuda;\n";
+  EXPECT_EQ(status_of(broken).rfind("compile_error", 0), 0u) << status_of(broken);
+
+  FarmJob fault = scale_job("fault", "h100", "  if (i == 0) y[1000] = 1.f;\n");
+  fault.check_on_emulator = true;
+  const std::string f = status_of(fault);
+  EXPECT_EQ(f.rfind("runtime_fault", 0), 0u) << f;
+  EXPECT_NE(f.find("out-of-bounds"), std::string::npos) << f;
+
+  EXPECT_EQ(status_of(scale_job("other", "a100")).rfind("unsupported: job for a100", 0), 0u);
+  FarmJob fp8 = scale_job("fp8", "h100");
+  fp8.precision = "fp8";
+  EXPECT_EQ(status_of(fp8).rfind("unsupported: unknown precision", 0), 0u);
+}
+
+// ---- the measurement child -------------------------------------------------------------
+
+std::vector<std::string> child_argv() {
+  return measure_child_argv(kWorker, emulated_inventory(GpuCatalog::builtin(), "h100", 0), cache_dir(), "warn");
+}
+
+TEST(MeasureChild, HungKernelTimesOutAndTheNextChildServes) {
+  MeasureChild child(child_argv());
+  FarmJob hang = scale_job("hang", "h100", "  volatile int forever = 1;\n  while (forever) {}\n");
+  hang.check_on_emulator = true;
+  hang.run_deadline = 1500ms;
+  const auto t0 = std::chrono::steady_clock::now();
+  const farm::Result r = child.run(wire_job(hang, 7));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(r.status(), "timeout") << r.error();
+  EXPECT_EQ(r.lease_id(), 7u);
+  EXPECT_NE(r.error().find("run exceeded its deadline of 1500 ms"), std::string::npos) << r.error();
+  EXPECT_GE(took, 1500ms);
+  EXPECT_LT(took, 15s);
+  EXPECT_EQ(child.pid(), 0);  // killed
+  FarmJob good = scale_job("good", "h100");
+  good.check_on_emulator = true;
+  const farm::Result ok = child.run(wire_job(good, 8));
+  EXPECT_EQ(ok.status(), "ok") << ok.error();
+  EXPECT_EQ(child.starts(), 2);
+}
+
+TEST(MeasureChild, CompileDeadlineIsSeparate) {
+  MeasureChild child(child_argv());
+  FarmJob j = scale_job("slow-compile", "h100", "", "compile " + run_tag());
+  j.check_on_emulator = true;
+  j.compile_deadline = 1ms;  // no compile is that fast
+  const farm::Result r = child.run(wire_job(j));
+  EXPECT_EQ(r.status(), "timeout");
+  EXPECT_NE(r.error().find("compile exceeded its deadline of 1 ms"), std::string::npos) << r.error();
+}
+
+TEST(MeasureChild, ChildKilledMidJobIsARuntimeFault) {
+  MeasureChild child(child_argv());
+  FarmJob hang = scale_job("hang", "h100", "  volatile int forever = 1;\n  while (forever) {}\n");
+  hang.check_on_emulator = true;
+  hang.run_deadline = 20000ms;
+  std::thread killer([&] {
+    // Wait for the child to exist and be busy, then kill it as a crash would.
+    for (int i = 0; i < 200 && child.pid() == 0; ++i) std::this_thread::sleep_for(10ms);
+    std::this_thread::sleep_for(700ms);
+    ::kill(child.pid(), SIGKILL);
+  });
+  const farm::Result r = child.run(wire_job(hang));
+  killer.join();
+  EXPECT_EQ(r.status(), "runtime_fault");
+  EXPECT_NE(r.error().find("killed by signal 9"), std::string::npos) << r.error();
+  FarmJob good = scale_job("good", "h100");
+  EXPECT_EQ(child.run(wire_job(good)).status(), "ok");
+  EXPECT_EQ(child.starts(), 2);
+}
+
+TEST(MeasureChild, MissingExecutableIsAResult) {
+  MeasureChild child({"/nonexistent/dc-worker", "--measure-child"});
+  const farm::Result r = child.run(wire_job(scale_job("j", "h100")));
+  EXPECT_EQ(r.status(), "runtime_fault");
+  EXPECT_NE(r.error().find("exited with status 127"), std::string::npos) << r.error();
+}
+
+// ---- the protocol client against a broker -----------------------------------------------
+
+FarmBrokerOptions fast_broker() {
+  FarmBrokerOptions o;
+  o.heartbeat = 100ms;
+  return o;
+}
+
+FarmClientOptions client_options(const std::string& endpoint, const std::string& id) {
+  FarmClientOptions o;
+  o.endpoint = endpoint;
+  o.worker_id = id;
+  o.heartbeat = 100ms;
+  o.reconnect_min = 50ms;
+  o.reconnect_max = 200ms;
+  return o;
+}
+
+farm::GpuInventory fake_device(const std::string& type) {
+  farm::GpuInventory g;
+  g.set_gpu_type(type);
+  g.set_emulated(true);
+  return g;
+}
+
+JobRunner sleeping_runner(std::chrono::milliseconds d) {
+  return [d](const farm::Job&) {
+    std::this_thread::sleep_for(d);
+    farm::Result r;
+    r.set_status("ok");
+    r.add_samples_us(static_cast<double>(d.count()));
+    return r;
+  };
+}
+
+TEST(FarmClient, StopFinishesTheJobInHandThenSaysBye) {
+  FarmBroker broker(fast_broker());
+  FarmClient client(client_options(broker.endpoint(), "drainer"), {fake_device("h100")}, {sleeping_runner(400ms)});
+  std::thread t([&] { EXPECT_EQ(client.run(), FarmClient::Outcome::stopped); });
+  broker.submit(scale_job("in-hand", "h100"));
+  for (int i = 0; i < 200 && broker.status().in_flight == 0; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(broker.status().in_flight, 1);
+  client.stop();
+  broker.submit(scale_job("not-taken", "h100"));
+  t.join();
+  const auto ms = testing::collect_n(broker, 1, 2s);
+  ASSERT_EQ(ms.size(), 1u);
+  EXPECT_EQ(ms[0].status, JobStatus::ok);
+  EXPECT_EQ(ms[0].worker, "drainer/0");
+  std::this_thread::sleep_for(100ms);
+  const FarmStatus st = broker.status();
+  EXPECT_EQ(st.workers_per_gpu_type.count("h100"), 0u);  // Bye ended the session at once
+  EXPECT_EQ(st.queued, 1);
+  EXPECT_EQ(client.stats().jobs_done, 1);
+}
+
+TEST(FarmClient, ReconnectsToARestartedCoordinator) {
+  auto broker = std::make_unique<FarmBroker>(fast_broker());
+  const std::string endpoint = broker->endpoint();
+  FarmClient client(client_options(endpoint, "phoenix"), {fake_device("h100")}, {sleeping_runner(1ms)});
+  std::thread t([&] { client.run(); });
+  for (int i = 0; i < 200 && client.stats().welcomes < 1; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(client.stats().welcomes, 1);
+  broker.reset();  // the coordinator goes away ...
+  FarmBrokerOptions o = fast_broker();
+  o.endpoint = endpoint;
+  broker = std::make_unique<FarmBroker>(o);  // ... and comes back on the same port
+  for (int i = 0; i < 500 && client.stats().welcomes < 2; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(client.stats().welcomes, 2);
+  EXPECT_GE(client.stats().reconnects, 1);
+  broker->submit(scale_job("after", "h100"));
+  EXPECT_EQ(testing::collect_n(*broker, 1, 3s).size(), 1u);
+  client.stop();
+  t.join();
+}
+
+TEST(FarmClient, RefusalEndsTheRun) {
+  FarmBrokerOptions o = fast_broker();
+  o.require_emulated = false;
+  FarmBroker broker(o);
+  FarmClient client(client_options(broker.endpoint(), "emu"), {fake_device("h100")}, {sleeping_runner(1ms)});
+  EXPECT_EQ(client.run(), FarmClient::Outcome::refused);
+  EXPECT_NE(client.refusal().find("real GPUs only"), std::string::npos) << client.refusal();
+}
+
+}  // namespace
+}  // namespace dc

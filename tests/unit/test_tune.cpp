@@ -1,0 +1,596 @@
+// The tuning pipeline (coordinator/tune.h) with the in-process farm and the in-memory or
+// SQLite tuning DB: one result per job, every result committed, reuse across runs and
+// models, --retune, selection on hand-controlled times, failures excluded, fallbacks,
+// resume after a crash or an interrupt, and the progress line.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "farm_inprocess.h"
+#include "generate.h"
+#include "gpu_catalog.h"
+#include "model_loader.h"
+#include "nvrtc.h"
+#include "pass_testing.h"
+#include "progress.h"
+#include "sqlite.h"
+#include "tune.h"
+#include "tuning_db_testing.h"
+
+namespace dc {
+namespace {
+
+using JobSet = std::set<std::tuple<std::string, std::string, std::string>>;  // workload, key, gpu
+
+const GpuCatalog& catalog() {
+  static const GpuCatalog c = GpuCatalog::builtin();
+  return c;
+}
+
+std::string example(const std::string& name) {
+  return std::string(DC_SOURCE_DIR) + "/examples/" + name + "/model.onnx";
+}
+
+TuneOptions options(const std::vector<std::string>& gpus) {
+  TuneOptions o;
+  for (const auto& g : gpus) o.gpus.push_back(&catalog().require(g));
+  o.emulated = true;
+  o.check_winners = false;
+  o.seed_k = 0;
+  o.worker_wait = std::chrono::milliseconds(2000);
+  return o;
+}
+
+InProcessFarmOptions farm_options(const std::vector<std::string>& gpus, FakeTiming timing = {},
+                                  int workers = 2) {
+  InProcessFarmOptions f;
+  f.gpu_types = gpus;
+  f.workers_per_type = workers;
+  f.timing = std::move(timing);
+  return f;
+}
+
+// What the estimator keeps, computed outside the pipeline: the jobs a cold tune must send.
+struct Expected {
+  Graph graph;
+  ModelPlan plan;
+  JobSet jobs;
+};
+
+Expected expected_for(const Graph& g, const TuneOptions& o) {
+  Expected e;
+  e.graph = g;
+  e.plan = plan_by_estimate(g, o.gpus, o.plan);
+  for (size_t gi = 0; gi < e.plan.gpus.size(); ++gi)
+    for (size_t wi = 0; wi < e.plan.workload_set.workloads.size(); ++wi)
+      for (const auto& sv : e.plan.gpus[gi].workloads[wi].kept)
+        e.jobs.emplace(e.plan.workload_set.workloads[wi].signature, sv.variant.key(),
+                       o.gpus[gi]->name);
+  return e;
+}
+
+Expected expected_for(const std::string& path, const TuneOptions& o) {
+  return expected_for(cli::load_model(load_onnx(path), o.import, true).simplified, o);
+}
+
+JobSet rows(const TuningDb& db, std::optional<JobStatus> status = std::nullopt) {
+  MeasurementQuery q;
+  q.status = status;
+  JobSet out;
+  for (const auto& m : db.query(q)) out.emplace(m.workload, m.variant_key, m.gpu_type);
+  return out;
+}
+
+size_t row_count(const TuningDb& db) { return db.query(MeasurementQuery{}).size(); }
+
+uint64_t fnv(const std::string& s) { return std::stoull(fnv1a_hex(s), nullptr, 16); }
+
+// A hand-controlled time: a base per workload plus a small per-variant offset below 0.1 us.
+double offset_us(const std::string& key) { return static_cast<double>(fnv(key) % 97) * 0.001; }
+
+FakeOutcome ok_time(double us) { return FakeOutcome{JobStatus::ok, {us}, ""}; }
+
+// The kept variants of a workload on the first GPU, fastest first under offset_us.
+std::vector<std::string> keys_by_offset(const Expected& e, size_t wi) {
+  std::vector<std::string> keys;
+  for (const auto& sv : e.plan.gpus[0].workloads[wi].kept) keys.push_back(sv.variant.key());
+  std::sort(keys.begin(), keys.end(), [](const std::string& a, const std::string& b) {
+    return std::make_pair(offset_us(a), a) < std::make_pair(offset_us(b), b);
+  });
+  return keys;
+}
+
+TEST(Tune, EveryJobYieldsOneResultAndEveryResultIsCommitted) {
+  const TuneOptions o = options({"h100"});
+  const Expected e = expected_for(example("tiny_cnn"), o);
+  ASSERT_GT(e.jobs.size(), 100u);
+  auto db = make_memory_db();
+  auto farm = make_inprocess_farm(farm_options({"h100"}));
+  const TuneResult r = tune(example("tiny_cnn"), *farm, *db, o);
+
+  EXPECT_EQ(r.model_name, "tiny_cnn");
+  EXPECT_EQ(r.jobs, static_cast<int64_t>(e.jobs.size()));
+  EXPECT_EQ(r.results, r.jobs);
+  EXPECT_FALSE(r.interrupted);
+  EXPECT_EQ(rows(*db), e.jobs);                // exactly the kept variants ...
+  EXPECT_EQ(row_count(*db), e.jobs.size());    // ... each once
+  ASSERT_EQ(r.gpus.size(), 1u);
+  const GpuTuneResult& g = r.gpus[0];
+  EXPECT_EQ(g.by_status.at(JobStatus::ok), r.jobs);
+  EXPECT_EQ(g.ok_variants, r.jobs);
+  EXPECT_TRUE(r.complete());
+  // Every node is covered exactly once by the chosen clusters.
+  std::vector<int> covered(r.graph.nodes.size(), 0);
+  for (const auto& c : g.choices)
+    for (size_t n : r.plan.candidates[c.candidate].nodes) ++covered[n];
+  EXPECT_EQ(covered, std::vector<int>(r.graph.nodes.size(), 1));
+  EXPECT_EQ(g.reference_fallbacks, 0);
+  // The run and its plan are in the DB.
+  const auto runs = db->runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].status, RunStatus::ok);
+  const auto plans = db->plans(runs[0].id);
+  ASSERT_EQ(plans.size(), 1u);
+  EXPECT_EQ(plans[0].choices.size(), g.choices.size());
+  EXPECT_DOUBLE_EQ(plans[0].measured_total_us, g.measured_total_us);
+  EXPECT_EQ(plans[0].source, Source::emulated);
+}
+
+TEST(Tune, SecondTuneWithTheSameDbMeasuresNothing) {
+  const TuneOptions o = options({"h100"});
+  auto db = make_memory_db();
+  const TuneResult first = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"})), *db, o);
+  const size_t n = row_count(*db);
+  const TuneResult second = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"})), *db, o);
+  EXPECT_EQ(second.jobs, 0);
+  EXPECT_EQ(second.results, 0);
+  EXPECT_EQ(second.gpus[0].variants_reused, first.jobs);
+  EXPECT_EQ(row_count(*db), n);
+  // The same selection, from the DB alone.
+  ASSERT_EQ(second.gpus[0].choices.size(), first.gpus[0].choices.size());
+  for (size_t i = 0; i < first.gpus[0].choices.size(); ++i)
+    EXPECT_EQ(second.gpus[0].choices[i].variant_key, first.gpus[0].choices[i].variant_key);
+  EXPECT_DOUBLE_EQ(second.gpus[0].measured_total_us, first.gpus[0].measured_total_us);
+}
+
+TEST(Tune, RetuneMeasuresEverythingAgain) {
+  TuneOptions o = options({"h100"});
+  auto db = make_memory_db();
+  const TuneResult first = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"})), *db, o);
+  o.retune = true;
+  const TuneResult second = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"})), *db, o);
+  EXPECT_EQ(second.jobs, first.jobs);
+  EXPECT_EQ(second.gpus[0].variants_reused, 0);
+  EXPECT_EQ(row_count(*db), 2 * static_cast<size_t>(first.jobs));
+}
+
+// x -> Relu -> Sigmoid [-> Tanh] -> y: the longer chain contains every workload of the
+// shorter one (same shapes) plus those with Tanh.
+Graph chain(bool with_tanh) {
+  Graph g;
+  g.name = with_tanh ? "chain3" : "chain2";
+  g.opset = 17;
+  testing::add_input(g, "x", {8, 256});
+  testing::add_node(g, "Relu", {"x"}, {"r"});
+  testing::add_node(g, "Sigmoid", {"r"}, {with_tanh ? "s" : "y"});
+  if (with_tanh) testing::add_node(g, "Tanh", {"s"}, {"y"});
+  g.outputs = {"y"};
+  return testing::with_types(g);
+}
+
+TEST(Tune, SecondModelMeasuresOnlyItsNewWorkloads) {
+  TuneOptions o = options({"h100"});
+  const Expected a = expected_for(chain(false), o);
+  const Expected b = expected_for(chain(true), o);
+  JobSet shared, fresh;
+  for (const auto& j : b.jobs) (a.jobs.count(j) ? shared : fresh).insert(j);
+  ASSERT_FALSE(shared.empty()) << "the test needs workloads common to both models";
+  ASSERT_FALSE(fresh.empty());
+
+  auto db = make_memory_db();
+  o.model_name = "chain2";
+  o.model_sha256 = std::string(64, 'a');
+  const TuneResult ra = tune_graph(a.graph, *make_inprocess_farm(farm_options({"h100"})), *db, o);
+  EXPECT_EQ(ra.jobs, static_cast<int64_t>(a.jobs.size()));
+  o.model_name = "chain3";
+  o.model_sha256 = std::string(64, 'b');
+  const TuneResult rb = tune_graph(b.graph, *make_inprocess_farm(farm_options({"h100"})), *db, o);
+  EXPECT_EQ(rb.jobs, static_cast<int64_t>(fresh.size()));
+  EXPECT_EQ(rb.gpus[0].variants_reused, static_cast<int64_t>(shared.size()));
+  JobSet all = a.jobs;
+  all.insert(b.jobs.begin(), b.jobs.end());
+  EXPECT_EQ(rows(*db), all);
+  EXPECT_EQ(row_count(*db), all.size());
+}
+
+// Base times per cluster pattern (10 us + 1 us per node, with a few made slow), so that the
+// best cover of tiny_cnn is known: every conv+relu fused, the residual conv alone with
+// add+relu fused (conv+add+relu and conv+add are slow), pools unfused from their relus.
+double tiny_cnn_base_us(const std::string& pattern, size_t nodes) {
+  if (pattern == "conv+add+relu") return 100;
+  if (pattern == "conv+add") return 15;
+  if (pattern == "relu+maxpool" || pattern == "relu+averagepool") return 20;
+  return 10 + static_cast<double>(nodes);
+}
+
+TEST(Tune, SelectionPicksTheKnownBestCoverForHandControlledTimes) {
+  const TuneOptions o = options({"h100"});
+  const Expected e = expected_for(example("tiny_cnn"), o);
+  std::map<std::string, double> base;  // by workload signature
+  for (size_t c = 0; c < e.plan.candidates.size(); ++c)
+    base[e.plan.workload_set.workloads[e.plan.workload_set.candidate_workload[c]].signature] =
+        tiny_cnn_base_us(e.plan.candidates[c].pattern, e.plan.candidates[c].nodes.size());
+  auto timing = [&](const FarmJob& j) { return ok_time(base.at(j.workload) + offset_us(j.variant.variant_key)); };
+  auto db = make_memory_db();
+  const TuneResult r = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"}, timing)), *db, o);
+  const GpuTuneResult& g = r.gpus[0];
+
+  std::multiset<std::string> patterns;
+  double want_total = 0;
+  for (const auto& c : g.choices) {
+    patterns.insert(r.plan.candidates[c.candidate].pattern);
+    const std::string best = keys_by_offset(e, c.workload).front();
+    EXPECT_EQ(c.variant_key, best);
+    EXPECT_DOUBLE_EQ(c.measured_us, base.at(r.plan.workload_set.workloads[c.workload].signature) + offset_us(best));
+    want_total += offset_us(best);
+  }
+  const std::multiset<std::string> want = {"conv+relu", "conv+relu", "conv+relu", "conv+relu",
+                                           "conv", "add+relu", "maxpool", "averagepool",
+                                           "globalaveragepool", "flatten", "gemm"};
+  EXPECT_EQ(patterns, want);
+  // 4 x 12 (conv+relu) + 11 (conv) + 12 (add+relu) + 5 x 11 (single nodes) = 126 us.
+  EXPECT_NEAR(g.measured_total_us, 126 + want_total, 1e-9);
+  EXPECT_TRUE(g.cover.exact);
+}
+
+TEST(Tune, FailedVariantsAreRecordedAndExcludedFromSelection) {
+  const TuneOptions o = options({"h100"});
+  const Expected e = expected_for(example("tiny_cnn"), o);
+  // The gemm workload: its fastest variant fails to compile, the next computes wrong
+  // results, so the third fastest must win.
+  size_t gemm = e.plan.workload_set.workloads.size();
+  for (size_t w = 0; w < e.plan.workload_set.workloads.size(); ++w)
+    if (e.plan.workload_set.workloads[w].kind == ClusterKind::gemm) gemm = w;
+  ASSERT_LT(gemm, e.plan.workload_set.workloads.size());
+  const auto keys = keys_by_offset(e, gemm);
+  ASSERT_GE(keys.size(), 3u);
+  const std::string gemm_sig = e.plan.workload_set.workloads[gemm].signature;
+  auto timing = [&](const FarmJob& j) {
+    if (j.workload == gemm_sig && j.variant.variant_key == keys[0])
+      return FakeOutcome{JobStatus::compile_error, {}, "error: too many resources"};
+    if (j.workload == gemm_sig && j.variant.variant_key == keys[1])
+      return FakeOutcome{JobStatus::wrong_result, {}, "relative L2 error 0.3"};
+    return ok_time(10 + offset_us(j.variant.variant_key));
+  };
+  auto db = make_memory_db();
+  const TuneResult r = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"}, timing)), *db, o);
+  const GpuTuneResult& g = r.gpus[0];
+  EXPECT_EQ(r.results, r.jobs);
+  EXPECT_EQ(g.by_status.at(JobStatus::compile_error), 1);
+  EXPECT_EQ(g.by_status.at(JobStatus::wrong_result), 1);
+  EXPECT_EQ(g.by_status.at(JobStatus::ok), r.jobs - 2);
+  EXPECT_EQ(g.failed_variants.at(JobStatus::compile_error), 1);
+  EXPECT_EQ(g.failed_variants.at(JobStatus::wrong_result), 1);
+  EXPECT_EQ(g.ok_variants, r.jobs - 2);
+  EXPECT_EQ(rows(*db, JobStatus::compile_error), (JobSet{{gemm_sig, keys[0], "h100"}}));
+  EXPECT_EQ(rows(*db, JobStatus::wrong_result), (JobSet{{gemm_sig, keys[1], "h100"}}));
+  EXPECT_EQ(g.best_key[gemm], keys[2]);
+  bool chosen = false;
+  for (const auto& c : g.choices)
+    if (c.workload == gemm) {
+      chosen = true;
+      EXPECT_EQ(c.variant_key, keys[2]);
+    }
+  EXPECT_TRUE(chosen);
+}
+
+TEST(Tune, GpuTypeWithoutResultsMakesTheTuneIncomplete) {
+  const TuneOptions o = options({"h100", "a100"});
+  auto timing = [](const FarmJob& j) {
+    if (j.gpu_type == "a100") return FakeOutcome{JobStatus::compile_error, {}, "unsupported arch"};
+    return ok_time(5);
+  };
+  auto db = make_memory_db();
+  const TuneResult r = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100", "a100"}, timing)), *db, o);
+  ASSERT_EQ(r.gpus.size(), 2u);
+  EXPECT_TRUE(r.gpus[0].has_results());
+  EXPECT_FALSE(r.gpus[1].has_results());
+  EXPECT_GT(r.gpus[1].results, 0);
+  EXPECT_TRUE(r.gpus[1].choices.empty() || r.gpus[1].reference_fallbacks ==
+                                                 static_cast<int>(r.gpus[1].choices.size()));
+  EXPECT_FALSE(r.complete());
+  EXPECT_EQ(db->runs().at(0).status, RunStatus::failed);
+  // Only the GPU type with results gets a plan.
+  const auto plans = db->plans(r.run_id);
+  ASSERT_EQ(plans.size(), 1u);
+  EXPECT_EQ(plans[0].gpu_type, "h100");
+}
+
+TEST(Tune, ResumesAfterACrashWithoutLossOrDuplicates) {
+  testing::TempDir dir;
+  const std::string path = dir.file("tune.db");
+  const TuneOptions o = options({"h100"});
+  const Expected e = expected_for(example("tiny_cnn"), o);
+  constexpr int64_t kBeforeCrash = 100;
+  {
+    auto db = open_tuning_db(path);
+    InProcessFarmOptions f = farm_options({"h100"});
+    f.throw_after_results = kBeforeCrash;
+    auto farm = make_inprocess_farm(f);
+    EXPECT_THROW(tune(example("tiny_cnn"), *farm, *db, o), std::runtime_error);
+    EXPECT_EQ(row_count(*db), static_cast<size_t>(kBeforeCrash));
+    EXPECT_EQ(db->runs().at(0).status, RunStatus::failed);
+  }
+  auto db = open_tuning_db(path);
+  const TuneResult r = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"})), *db, o);
+  EXPECT_EQ(r.jobs, static_cast<int64_t>(e.jobs.size()) - kBeforeCrash);
+  EXPECT_EQ(r.gpus[0].variants_reused, kBeforeCrash);
+  EXPECT_EQ(rows(*db), e.jobs);
+  EXPECT_EQ(row_count(*db), e.jobs.size());
+  sqlite::Connection conn(path, true);
+  EXPECT_EQ(conn.scalar_int("SELECT count(*) FROM measurements"), static_cast<int64_t>(e.jobs.size()));
+  sqlite::Query q = conn.query("PRAGMA integrity_check");
+  ASSERT_TRUE(q.step());
+  EXPECT_EQ(q.text(0), "ok");
+}
+
+TEST(Tune, StopKeepsWhatArrivedAndARerunMeasuresTheRest) {
+  TuneOptions o = options({"h100"});
+  const Expected e = expected_for(example("tiny_cnn"), o);
+  std::atomic<bool> stop{false};
+  std::atomic<int> seen{0};
+  o.stop = &stop;
+  auto timing = [&](const FarmJob&) {
+    if (++seen == 50) stop.store(true);
+    return ok_time(3);
+  };
+  auto db = make_memory_db();
+  InProcessFarmOptions f = farm_options({"h100"}, timing);
+  f.job_delay = std::chrono::milliseconds(1);
+  const TuneResult first = tune(example("tiny_cnn"), *make_inprocess_farm(f), *db, o);
+  EXPECT_TRUE(first.interrupted);
+  EXPECT_GE(first.results, 49);
+  EXPECT_LT(first.results, first.jobs);
+  EXPECT_EQ(row_count(*db), static_cast<size_t>(first.results));
+  EXPECT_EQ(db->runs().at(0).status, RunStatus::interrupted);
+
+  stop.store(false);
+  o.stop = nullptr;
+  const TuneResult second = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"})), *db, o);
+  EXPECT_FALSE(second.interrupted);
+  EXPECT_EQ(second.jobs, static_cast<int64_t>(e.jobs.size()) - first.results);
+  EXPECT_EQ(rows(*db), e.jobs);
+  EXPECT_EQ(row_count(*db), e.jobs.size());
+}
+
+TEST(Tune, WinnerFailingTheEmulatorCheckIsReplacedByTheNextBest) {
+  TuneOptions o = options({"h100"});
+  o.check_winners = true;
+  const Expected e = expected_for(example("tiny_cnn"), o);
+  size_t gemm = 0;
+  for (size_t w = 0; w < e.plan.workload_set.workloads.size(); ++w)
+    if (e.plan.workload_set.workloads[w].kind == ClusterKind::gemm) gemm = w;
+  const auto keys = keys_by_offset(e, gemm);
+  const std::string gemm_sig = e.plan.workload_set.workloads[gemm].signature;
+  std::atomic<int> checks{0};
+  auto timing = [&](const FarmJob& j) {
+    if (j.check_on_emulator) {
+      ++checks;
+      if (j.workload == gemm_sig && j.variant.variant_key == keys[0])
+        return FakeOutcome{JobStatus::wrong_result, {}, "emulator: output differs"};
+    }
+    return ok_time(10 + offset_us(j.variant.variant_key));
+  };
+  auto db = make_memory_db();
+  const TuneResult r = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"}, timing)), *db, o);
+  const GpuTuneResult& g = r.gpus[0];
+  EXPECT_EQ(g.checks_failed, 1);
+  EXPECT_EQ(g.best_key[gemm], keys[1]);
+  std::set<std::pair<size_t, std::string>> winners;
+  for (const auto& c : g.choices) {
+    EXPECT_TRUE(c.checked) << c.variant_key;
+    winners.emplace(c.workload, c.variant_key);
+  }
+  // One check per distinct winner, plus the one that failed.
+  EXPECT_EQ(checks.load(), static_cast<int>(winners.size()) + 1);
+  EXPECT_EQ(r.results, r.jobs);
+
+  // A second tune trusts the checks in the DB: nothing is sent at all.
+  checks = 0;
+  const TuneResult again = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"}, timing)), *db, o);
+  EXPECT_EQ(again.jobs, 0);
+  EXPECT_EQ(checks.load(), 0);
+  for (const auto& c : again.gpus[0].choices) EXPECT_TRUE(c.checked);
+}
+
+TEST(Tune, NewGpuTypeIsSeededFromAnotherGpuTypesResults) {
+  TuneOptions o = options({"h100"});
+  auto db = make_memory_db();
+  tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"})), *db, o);
+  o = options({"a100"});
+  o.seed_k = 4;
+  const Expected e = expected_for(example("tiny_cnn"), o);
+  const TuneResult r = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"a100"})), *db, o);
+  const GpuTuneResult& g = r.gpus[0];
+  // h100 (hopper) is the only GPU type with results: every workload is seeded from another family.
+  EXPECT_EQ(g.seed_levels.at(SeedLevel::other_family),
+            static_cast<int>(e.plan.workload_set.workloads.size()));
+  EXPECT_GT(g.variants_seeded, 0);
+  EXPECT_EQ(r.jobs, static_cast<int64_t>(e.jobs.size()) + g.variants_seeded);
+  // Seeds are variants that the estimator did not keep for a100.
+  JobSet a100;
+  for (const auto& j : rows(*db))
+    if (std::get<2>(j) == "a100") a100.insert(j);
+  EXPECT_EQ(a100.size(), e.jobs.size() + static_cast<size_t>(g.variants_seeded));
+}
+
+// Selection on hand-made DB contents: fallbacks to sub-clusters and to the reference kernel.
+TEST(SelectMeasured, FallsBackToSubClustersThenToTheReferenceKernel) {
+  const TuneOptions o = options({"h100"});
+  const Expected e = expected_for(chain(false), o);
+  const auto& ws = e.plan.workload_set.workloads;
+  ASSERT_EQ(e.plan.candidates.size(), 3u);  // relu, sigmoid, relu+sigmoid
+  std::map<std::string, size_t> by_pattern;  // pattern -> workload index
+  for (size_t c = 0; c < 3; ++c) by_pattern[e.plan.candidates[c].pattern] = e.plan.workload_set.candidate_workload[c];
+  ASSERT_EQ(by_pattern.size(), 3u);
+
+  auto db = make_memory_db();
+  const GpuSpec& h100 = catalog().require("h100");
+  db->commit_gpu_type(h100);
+  const int64_t model = db->commit_model("chain2", std::string(64, 'c'));
+  std::vector<std::pair<WorkloadRecord, int>> records;
+  for (const auto& w : ws) records.emplace_back(workload_record(w), 1);
+  db->commit_model_workloads(model, records);
+  const WorkerInfo worker = testing::test_worker("node", "h100", true, nvrtc_version());
+  db->commit_worker(worker);
+  int64_t clock = 1;
+  auto measure = [&](const std::string& pattern, double us, JobStatus st = JobStatus::ok) {
+    const size_t wi = by_pattern.at(pattern);
+    const Variant& v = e.plan.gpus[0].workloads[wi].kept.front().variant;
+    db->commit_variant(ws[wi].signature, v, "src");
+    db->commit_measurement(testing::test_measurement(ws[wi].signature, v, worker, us, clock++, st));
+  };
+  GpuTuneResult g;
+  g.gpu = &h100;
+  g.source = Source::emulated;
+
+  measure("relu", 5);
+  select_measured(e.plan, *db, "", g);
+  ASSERT_EQ(g.choices.size(), 2u);
+  EXPECT_EQ(e.plan.candidates[g.choices[0].candidate].pattern, "relu");
+  EXPECT_FALSE(g.choices[0].reference);
+  EXPECT_TRUE(g.choices[1].reference);  // sigmoid: nothing measured
+  EXPECT_EQ(g.reference_fallbacks, 1);
+  EXPECT_EQ(g.unmeasured_clusters, 1);  // relu+sigmoid
+  EXPECT_DOUBLE_EQ(g.measured_total_us, 5);
+  EXPECT_TRUE(g.has_results());
+
+  measure("relu+sigmoid", 7);
+  select_measured(e.plan, *db, "", g);
+  ASSERT_EQ(g.choices.size(), 1u);
+  EXPECT_EQ(e.plan.candidates[g.choices[0].candidate].pattern, "relu+sigmoid");
+  EXPECT_DOUBLE_EQ(g.measured_total_us, 7);
+  EXPECT_EQ(g.reference_fallbacks, 0);
+
+  measure("sigmoid", 1);  // relu + sigmoid = 6 < 7
+  select_measured(e.plan, *db, "", g);
+  EXPECT_EQ(g.choices.size(), 2u);
+  EXPECT_DOUBLE_EQ(g.measured_total_us, 6);
+
+  measure("sigmoid", 1, JobStatus::runtime_fault);  // the same variant faults once: excluded
+  select_measured(e.plan, *db, "", g);
+  ASSERT_EQ(g.choices.size(), 1u);
+  EXPECT_DOUBLE_EQ(g.measured_total_us, 7);
+  EXPECT_EQ(g.failed_variants.at(JobStatus::runtime_fault), 1);
+
+  // Results of another source never answer: a real selection sees nothing.
+  g.source = Source::real;
+  select_measured(e.plan, *db, "", g);
+  EXPECT_FALSE(g.has_results());
+  EXPECT_EQ(g.reference_fallbacks, 2);
+}
+
+TEST(InProcessFarm, ModelledTimesAreDeterministicAndNearTheEstimate) {
+  FarmJob j;
+  j.gpu_type = "h100";
+  j.workload = "0123456789abcdef";
+  j.variant.variant_key = "gemm_tiled/fp32/block_m=64";
+  j.estimate_us = 20;
+  const auto a = modelled_samples(j);
+  EXPECT_EQ(a, modelled_samples(j));
+  ASSERT_EQ(a.size(), 9u);
+  for (double s : a) {
+    EXPECT_GE(s, 20 * 0.8);
+    EXPECT_LT(s, 20 * 1.4 * 1.03);
+  }
+  j.variant.variant_key = "gemm_tiled/fp32/block_m=128";
+  EXPECT_NE(a, modelled_samples(j));
+}
+
+TEST(InProcessFarm, EmulatorCheckPassesForGeneratedKernelsAndCatchesAWrongOne) {
+  TuneOptions o = options({"h100"});
+  const Expected e = expected_for(chain(false), o);
+  const Workload& w = e.plan.workload_set.workloads[e.plan.workload_set.candidate_workload[2]];
+  InProcessFarmOptions f = farm_options({"h100"});
+  f.emulator_check = true;
+  auto farm = make_inprocess_farm(f);
+  FarmJob j;
+  j.gpu_type = "h100";
+  j.workload = w.signature;
+  j.reference = generate_reference(w);
+  j.variant = generate_kernel(w, e.plan.gpus[0].workloads[e.plan.workload_set.candidate_workload[2]].kept.front().variant);
+  j.check_on_emulator = true;
+  j.estimate_us = 4;
+  j.seed = 7;
+  farm->submit(j);
+  // The same kernel with its sigmoid(v) turned into 0.5 + v: the outputs differ.
+  FarmJob bad = j;
+  const auto pos = bad.variant.source.find("dc_sigmoid(", bad.variant.source.find("__global__"));
+  ASSERT_NE(pos, std::string::npos) << bad.variant.source;
+  bad.variant.source.replace(pos, 11, "(0.5f+");
+  bad.variant.variant_key += "-broken";
+  farm->submit(bad);
+  std::map<std::string, Measurement> got;
+  for (int i = 0; i < 600 && got.size() < 2; ++i)
+    for (auto& m : farm->collect(std::chrono::milliseconds(100))) got[m.variant_key] = m;
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got.at(j.variant.variant_key).status, JobStatus::ok) << got.at(j.variant.variant_key).error;
+  EXPECT_TRUE(got.at(j.variant.variant_key).emulated);
+  EXPECT_EQ(got.at(bad.variant.variant_key).status, JobStatus::wrong_result);
+  EXPECT_GT(got.at(bad.variant.variant_key).max_rel_error, 1e-3);
+  EXPECT_EQ(farm->status().done, 2);
+}
+
+TEST(InProcessFarm, CompilesWithNvrtcWhenAsked) {
+  TuneOptions o = options({"h100"});
+  const Expected e = expected_for(chain(false), o);
+  const size_t wi = e.plan.workload_set.candidate_workload[2];
+  InProcessFarmOptions f = farm_options({"h100"});
+  f.compile = true;
+  auto farm = make_inprocess_farm(f);
+  FarmJob j;
+  j.gpu_type = "h100";
+  j.workload = e.plan.workload_set.workloads[wi].signature;
+  j.variant = generate_kernel(e.plan.workload_set.workloads[wi], e.plan.gpus[0].workloads[wi].kept.front().variant);
+  j.estimate_us = 4;
+  farm->submit(j);
+  FarmJob bad = j;
+  bad.variant.source += "\nthis is not CUDA;\n";
+  bad.variant.variant_key += "-broken";
+  farm->submit(bad);
+  std::map<std::string, Measurement> got;
+  for (int i = 0; i < 600 && got.size() < 2; ++i)
+    for (auto& m : farm->collect(std::chrono::milliseconds(100))) got[m.variant_key] = m;
+  ASSERT_EQ(got.size(), 2u);
+  const Measurement& ok = got.at(j.variant.variant_key);
+  EXPECT_EQ(ok.status, JobStatus::ok) << ok.error;
+  EXPECT_GT(ok.registers, 0);
+  EXPECT_GT(ok.compile_seconds, 0);
+  EXPECT_EQ(got.at(bad.variant.variant_key).status, JobStatus::compile_error);
+  EXPECT_FALSE(got.at(bad.variant.variant_key).error.empty());
+}
+
+TEST(Progress, StatusLineCountsJobsFailuresAndThroughputPerGpuType) {
+  std::ostringstream out;
+  Progress p(Progress::Mode::lines, &out);
+  p.add_jobs("h100", 8);
+  p.add_jobs("a100", 2);
+  p.job_done("h100", true);
+  p.job_done("h100", false);
+  p.job_done("a100", true);
+  const std::string line = p.status_line();
+  EXPECT_EQ(line.rfind("3/10 jobs (30%), 1 failed | a100 ", 0), 0u) << line;
+  EXPECT_NE(line.find(" h100 "), std::string::npos);
+  EXPECT_NE(line.find("ETA"), std::string::npos);
+  p.finish();
+  EXPECT_EQ(out.str().rfind("tune: 3/10 jobs", 0), 0u) << out.str();
+  EXPECT_EQ(format_duration(7), "0:07");
+  EXPECT_EQ(format_duration(3725), "1:02:05");
+}
+
+}  // namespace
+}  // namespace dc

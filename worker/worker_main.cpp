@@ -1,0 +1,256 @@
+// dc-worker: the measurement daemon of one GPU node (docs/farm.md).
+//
+//   dc-worker --connect tcp://HOST:PORT [--device N ...] [--emulate GPU ...] [--cache DIR]
+//             [--config FILE] [--credits N] [--server-key FILE --key FILE]
+//
+// It finds the machine's GPUs through the CUDA driver (loaded at run time), or serves
+// emulated ones, says what it found, connects to the coordinator and measures the jobs it is
+// sent, each GPU's in its own measurement child. SIGINT/SIGTERM: finish the jobs in hand,
+// send their results, say Bye; a second signal stops at once.
+//
+// Exit codes: 0 stopped; 1 refused by the coordinator; 2 bad usage or setup (no device);
+// 3 internal error.
+#include <signal.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+#include <yaml-cpp/yaml.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <boost/program_options.hpp>
+
+#include "farm_client.h"
+#include "farm_security.h"
+#include "ir/error.h"
+#include "ir/log.h"
+#include "job_executor.h"
+#include "measure_child.h"
+#include "worker_devices.h"
+
+namespace po = boost::program_options;
+
+namespace dc {
+namespace {
+
+constexpr int kExitRefused = 1;
+constexpr int kExitUser = 2;
+constexpr int kExitInternal = 3;
+
+std::atomic<FarmClient*> g_client{nullptr};
+std::atomic<int> g_signals{0};
+
+extern "C" void on_signal(int) {
+  // First: finish what is in hand. Second: abandon it. Third: leave now.
+  if (g_signals.fetch_add(1) >= 2) std::_Exit(130);
+  if (FarmClient* c = g_client.load()) c->stop();
+}
+
+std::string default_cache_dir() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg != nullptr && xdg[0] == '/') return (std::filesystem::path(xdg) / "dc" / "worker").string();
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && home[0] != '\0') return (std::filesystem::path(home) / ".cache" / "dc" / "worker").string();
+  return (std::filesystem::temp_directory_path() / "dc-worker-cache").string();
+}
+
+std::string self_exe() {
+  std::error_code ec;
+  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  DC_USER_CHECK(!ec, "cannot find this executable (/proc/self/exe): ", ec.message());
+  return p.string();
+}
+
+struct Settings {
+  std::string connect;
+  std::vector<int> devices;
+  std::vector<std::string> emulate;
+  std::string cache;
+  int credits = 1;
+  int heartbeat_ms = 1000;
+  std::string server_key;  // file with the coordinator's public key
+  std::string key;         // file with this worker's key pair
+  std::string log_level = "info";
+  std::string worker_id;
+};
+
+// The config file: the same names as the flags (connect, device, emulate, cache, credits,
+// heartbeat_ms, server_key, key, log_level, worker_id); flags given on the command line win.
+void load_config(const std::string& path, const po::variables_map& given, Settings* s) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    throw_user_error("--config ", path, ": ", e.what());
+  }
+  DC_USER_CHECK(root.IsMap() || root.IsNull(), "--config ", path, ": expected a mapping of settings");
+  for (const auto& kv : root) {
+    const std::string key = kv.first.as<std::string>();
+    const YAML::Node& v = kv.second;
+    const std::string flag = key == "heartbeat_ms" ? "heartbeat-ms"
+                             : key == "server_key" ? "server-key"
+                             : key == "log_level"  ? "log-level"
+                             : key == "worker_id"  ? "worker-id"
+                                                   : key;
+    if (given.count(flag) && !given[flag].defaulted()) continue;
+    try {
+      if (key == "connect") s->connect = v.as<std::string>();
+      else if (key == "device") s->devices = v.IsSequence() ? v.as<std::vector<int>>() : std::vector<int>{v.as<int>()};
+      else if (key == "emulate")
+        s->emulate = v.IsSequence() ? v.as<std::vector<std::string>>() : std::vector<std::string>{v.as<std::string>()};
+      else if (key == "cache") s->cache = v.as<std::string>();
+      else if (key == "credits") s->credits = v.as<int>();
+      else if (key == "heartbeat_ms") s->heartbeat_ms = v.as<int>();
+      else if (key == "server_key") s->server_key = v.as<std::string>();
+      else if (key == "key") s->key = v.as<std::string>();
+      else if (key == "log_level") s->log_level = v.as<std::string>();
+      else if (key == "worker_id") s->worker_id = v.as<std::string>();
+      else
+        throw_user_error("--config ", path, ": unknown key '", key,
+                         "' (connect, device, emulate, cache, credits, heartbeat_ms, server_key, key, log_level, worker_id)");
+    } catch (const YAML::Exception& e) {
+      throw_user_error("--config ", path, ": bad value for '", key, "': ", e.what());
+    }
+  }
+}
+
+int measure_child_main(const std::string& device_hex, const std::string& cache, const std::string& log_level) {
+  init_logging(log_level);
+  ExecutorConfig config;
+  config.device = inventory_from_hex(device_hex);
+  config.cache_dir = cache;
+  config.ordinal = config.device.device_index();
+  const GpuCatalog catalog = GpuCatalog::builtin();
+  if (const GpuSpec* spec = catalog.find(config.device.gpu_type())) config.spec = *spec;
+  else DC_USER_CHECK(!config.device.emulated(), "unknown GPU type ", config.device.gpu_type());
+  JobExecutor executor(config);
+  return serve_measure_child(
+      3, [&](const farm::Job& job, const std::function<void()>& compiled) { return executor.execute(job, compiled); },
+      [&] { return executor.must_restart(); });
+}
+
+int worker_main(int argc, char** argv) {
+  Settings s;
+  std::string config_file, child_device;
+  po::options_description visible("dc-worker --connect tcp://HOST:PORT [options]");
+  visible.add_options()
+      ("help,h", "this help")
+      ("connect", po::value(&s.connect), "the coordinator's endpoint, tcp://HOST:PORT")
+      ("device", po::value(&s.devices)->multitoken(), "CUDA device ordinals to serve (default: all usable)")
+      ("emulate", po::value(&s.emulate)->multitoken(),
+       "serve an emulated GPU of this canonical type (h100, a100, ...; repeat for several): times come from "
+       "a timing model, not a GPU")
+      ("cache", po::value(&s.cache), "compile cache directory (default: ~/.cache/dc/worker)")
+      ("config", po::value(&config_file), "YAML file with these settings (flags win)")
+      ("credits", po::value(&s.credits)->default_value(1), "jobs per device held at once")
+      ("heartbeat-ms", po::value(&s.heartbeat_ms)->default_value(1000), "heartbeat until the coordinator sets it")
+      ("server-key", po::value(&s.server_key), "CURVE: file with the coordinator's public key (pinned)")
+      ("key", po::value(&s.key), "CURVE: file with this worker's key pair")
+      ("worker-id", po::value(&s.worker_id), "name in the coordinator's logs (default host/pid)")
+      ("log-level", po::value(&s.log_level)->default_value("info"), "trace, debug, info, warn, error, off");
+  po::options_description hidden;
+  hidden.add_options()("measure-child", "internal: serve one device's jobs on fd 3")(
+      "child-device", po::value(&child_device), "internal: the device (serialized inventory, hex)");
+  po::options_description all;
+  all.add(visible).add(hidden);
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, all), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw_user_error(e.what(), " (see dc-worker --help)");
+  }
+  if (vm.count("help")) {
+    std::cout << visible << "\n";
+    return 0;
+  }
+  if (vm.count("measure-child")) return measure_child_main(child_device, s.cache, s.log_level);
+  if (!config_file.empty()) load_config(config_file, vm, &s);
+  init_logging(s.log_level);
+  DC_USER_CHECK(!s.connect.empty(), "--connect tcp://HOST:PORT is required (see dc-worker --help)");
+  DC_USER_CHECK(s.devices.empty() || s.emulate.empty(), "--device and --emulate exclude each other");
+  if (s.cache.empty()) s.cache = default_cache_dir();
+
+  // ---- devices ----
+  const GpuCatalog catalog = GpuCatalog::builtin();
+  std::vector<farm::GpuInventory> inventory;
+  if (!s.emulate.empty()) {
+    for (size_t i = 0; i < s.emulate.size(); ++i)
+      inventory.push_back(emulated_inventory(catalog, s.emulate[i], static_cast<int>(i)));
+    spdlog::info("dc-worker: serving {} EMULATED device(s): times are modelled, not measured", inventory.size());
+  } else {
+    std::string why;
+    inventory = real_inventory(catalog, s.devices, &why);
+    DC_USER_CHECK(!inventory.empty(), "no GPU to serve: ", why, ". Use --emulate GPU (e.g. --emulate h100) to "
+                  "serve an emulated device");
+  }
+  for (const auto& g : inventory) spdlog::info("dc-worker: device {}", describe_inventory(g));
+
+  // ---- security ----
+  FarmClientOptions options;
+  options.endpoint = s.connect;
+  options.worker_id = s.worker_id;
+  options.credits = s.credits;
+  options.heartbeat = std::chrono::milliseconds(s.heartbeat_ms);
+  DC_USER_CHECK(s.server_key.empty() == s.key.empty(), "CURVE needs both --server-key and --key");
+  if (!s.key.empty()) {
+    options.server_public_key = farm::read_curve_keys(s.server_key, false).public_key;
+    const farm::CurveKeyPair mine = farm::read_curve_keys(s.key, true);
+    options.public_key = mine.public_key;
+    options.secret_key = mine.secret_key;
+    spdlog::info("dc-worker: CURVE on; this worker's public key is {}", mine.public_key);
+  }
+
+  // ---- measurement children, one per device ----
+  const std::string exe = self_exe();
+  std::vector<std::unique_ptr<MeasureChild>> children;
+  std::vector<JobRunner> runners;
+  for (const auto& g : inventory) {
+    children.push_back(std::make_unique<MeasureChild>(measure_child_argv(exe, g, s.cache, s.log_level)));
+    MeasureChild* child = children.back().get();
+    runners.push_back([child](const farm::Job& job) { return child->run(job); });
+  }
+
+  FarmClient client(options, inventory, std::move(runners));
+  g_client.store(&client);
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  spdlog::info("dc-worker: connecting to {}", s.connect);
+  const FarmClient::Outcome outcome = client.run();
+  g_client.store(nullptr);
+  if (outcome == FarmClient::Outcome::refused) {
+    std::cerr << "dc-worker: refused by the coordinator: " << client.refusal() << "\n";
+    return kExitRefused;
+  }
+  spdlog::info("dc-worker: stopped after {} job(s)", client.stats().jobs_done);
+  if (g_signals.load() >= 2) {
+    // Jobs were abandoned: their children die with this process (PR_SET_PDEATHSIG);
+    // waiting for them to end is what the second signal asked not to do.
+    spdlog::default_logger()->flush();
+    std::_Exit(130);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace dc
+
+int main(int argc, char** argv) {
+  try {
+    return dc::worker_main(argc, argv);
+  } catch (const dc::UserError& e) {
+    std::cerr << "dc-worker: " << e.what() << "\n";
+    return dc::kExitUser;
+  } catch (const std::exception& e) {
+    std::cerr << "dc-worker: internal error: " << e.what() << "\n";
+    return dc::kExitInternal;
+  }
+}
