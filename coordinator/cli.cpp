@@ -33,6 +33,7 @@ commands:
                                           measure the variants on a farm (results kept in
                                           the tuning DB and reused) and select, per GPU
                                           type, the cover with the least measured time
+  keygen  PATH                            write a CURVE key pair for the farm
 
 Run `dc-coordinator COMMAND --help` for a command's options.
 
@@ -120,10 +121,11 @@ int run(int argc, char** argv) {
     if (command == "inspect") return cmd_inspect(args);
     if (command == "verify") return cmd_verify(args);
     if (command == "plan") return cmd_plan(args);
+    if (command == "keygen") return cmd_keygen(args);
     if (command == "codegen") return cmd_codegen(args);
     if (command == "tune") return cmd_tune(args);
     throw_user_error("unknown command '", command,
-                     "' (commands: inspect, verify, plan, codegen, tune; see --help)");
+                     "' (commands: inspect, verify, plan, codegen, tune, keygen; see --help)");
   } catch (const UserError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return kExitUserError;

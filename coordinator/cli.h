@@ -27,6 +27,7 @@ int cmd_inspect(const std::vector<std::string>& args);
 int cmd_verify(const std::vector<std::string>& args);
 int cmd_plan(const std::vector<std::string>& args);
 int cmd_codegen(const std::vector<std::string>& args);
+int cmd_keygen(const std::vector<std::string>& args);
 int cmd_tune(const std::vector<std::string>& args);
 
 // Parses a subcommand's arguments: `desc`'s options plus one positional MODEL into *model.

@@ -26,6 +26,9 @@ add_test(NAME cli_plan_tiny_transformer COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_
   ${DC_COORD} ${EX}/tiny_transformer/model.onnx a100,l4 matmul+add+gelu)
 set_tests_properties(cli_plan_tiny_cnn cli_plan_tiny_transformer PROPERTIES LABELS unit)
 
+add_test(NAME cli_keygen COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_keygen.sh ${DC_COORD})
+set_tests_properties(cli_keygen PROPERTIES LABELS unit)
+
 add_test(NAME cli_import_errors COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_bad_models.py
   ${DC_COORD} ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_import_errors PROPERTIES LABELS unit)
