@@ -25,6 +25,11 @@ struct FarmJob {
   double rtol = 1e-5;         // relative L2 tolerance vs the reference
   bool check_on_emulator = false;  // emulated workers: run the host-emulator check too
   double estimate_us = 0;
+  int64_t flops = 0;          // the workload's arithmetic work (emulated timing model)
+  int64_t bytes = 0;          // its compulsory DRAM traffic
+  // Per workload input, in the reference kernel's input order: the exclusive upper bound of
+  // an integer input read as Gather indices (0 where none), so random inputs stay in range.
+  std::vector<int64_t> index_bounds;
   std::chrono::milliseconds compile_deadline{60000};
   std::chrono::milliseconds run_deadline{30000};
 };

@@ -57,6 +57,9 @@ FarmDispatcher::Submission FarmDispatcher::prepare(FarmJob job) {
   w.set_check_on_emulator(job.check_on_emulator);
   w.set_estimate_us(job.estimate_us);
   w.set_precision(job.precision);
+  w.set_flops(job.flops);
+  w.set_bytes(job.bytes);
+  for (int64_t b : job.index_bounds) w.add_index_bounds(b);
   // The wire copy is the one kept: drop the sources from the bookkeeping copy.
   job.variant.source.clear();
   job.reference = GeneratedKernel{};

@@ -23,6 +23,20 @@ namespace dc {
 
 namespace {
 
+// Per workload input: the extent of the dimension a Gather indexes with it, or 0.
+std::vector<int64_t> gather_index_bounds(const Workload& w) {
+  std::vector<int64_t> bounds(w.graph.inputs.size(), 0);
+  for (const Node& n : w.graph.nodes) {
+    if (n.op != "Gather" || !n.has_input(1)) continue;
+    const Shape& data = w.graph.info(n.input(0)).shape;
+    const int64_t axis = normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(data.size()), "Gather");
+    for (size_t i = 0; i < w.graph.inputs.size(); ++i)
+      if (w.graph.inputs[i] == n.input(1)) bounds[i] = data[static_cast<size_t>(axis)];
+  }
+  return bounds;
+}
+
+
 using Clock = std::chrono::steady_clock;
 constexpr auto kCollectPoll = std::chrono::milliseconds(200);
 constexpr int kMaxCheckRounds = 4;
@@ -356,6 +370,9 @@ class Pipeline {
       f.rtol = rtol_for(j.variant.precision);
       f.check_on_emulator = j.check;
       f.estimate_us = j.estimate_us;
+      f.flops = w.flops;
+      f.bytes = w.bytes;
+      f.index_bounds = gather_index_bounds(w);
       f.compile_deadline = opts_.compile_deadline;
       f.run_deadline = opts_.run_deadline;
       out.push_back(std::move(f));

@@ -72,3 +72,17 @@ set_tests_properties(cli_tune_tiny_cnn_emulated cli_tune_tiny_cnn_inprocess PROP
 add_test(NAME cli_tune_needs_gpus COMMAND ${DC_COORD} tune ${EX}/tiny_cnn/model.onnx --db :memory:)
 set_tests_properties(cli_tune_needs_gpus PROPERTIES LABELS unit
   PASS_REGULAR_EXPRESSION "error: tune needs --gpus LIST")
+
+# Every kept variant (and the reference kernel) of each exported model compiles with NVRTC.
+# The five architectures are spread over the three models so that the suite stays within
+# CI's time; docs/bench/compile-all.md explains the split.
+foreach(pair "resnet50:t4,a100" "mobilenetv2:a10" "bert_base:l4,h100")
+  string(REPLACE ":" ";" parts ${pair})
+  list(GET parts 0 model)
+  list(GET parts 1 gpus)
+  add_test(NAME compile_kept_${model}
+    COMMAND ${DC_COORD} codegen ${DC_MODELS}/${model}/model.onnx --gpus ${gpus} --top 0
+      --out ${CMAKE_BINARY_DIR}/codegen-${model})
+  set_tests_properties(compile_kept_${model} PROPERTIES LABELS long
+    FIXTURES_REQUIRED exported_models TIMEOUT 2400 PASS_REGULAR_EXPRESSION "\\(0 failed to compile\\)")
+endforeach()
