@@ -5,6 +5,7 @@
 #include <boost/program_options.hpp>
 #include <spdlog/spdlog.h>
 
+#include "ir/cli_guard.h"
 #include "ir/error.h"
 #include "ir/log.h"
 #include "onnx/import.h"
@@ -77,7 +78,7 @@ std::optional<po::variables_map> parse_command(const std::vector<std::string>& a
 }
 
 int run(int argc, char** argv) {
-  try {
+  return run_guarded([&]() -> int {
     // Global options stop at the first positional (the command); the rest is the command's.
     std::string log_level = "warn";
     int i = 1;
@@ -126,22 +127,7 @@ int run(int argc, char** argv) {
     if (command == "tune") return cmd_tune(args);
     throw_user_error("unknown command '", command,
                      "' (commands: inspect, verify, plan, codegen, tune, keygen; see --help)");
-  } catch (const UserError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return kExitUserError;
-  } catch (const po::error& e) {
-    std::cerr << "error: " << e.what() << " (see --help)\n";
-    return kExitUserError;
-  } catch (const InternalError& e) {
-    std::cerr << "internal error (a bug in dc, please report): " << e.what() << "\n";
-    return kExitInternalError;
-  } catch (const std::bad_alloc&) {
-    std::cerr << "error: out of memory\n";
-    return kExitUserError;
-  } catch (const std::exception& e) {
-    std::cerr << "internal error (a bug in dc, please report): " << e.what() << "\n";
-    return kExitInternalError;
-  }
+  });
 }
 
 }  // namespace dc::cli

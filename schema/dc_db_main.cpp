@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "dc_db.h"
+#include "ir/cli_guard.h"
 #include "ir/error.h"
 #include "ir/log.h"
 #include "migrate.h"
@@ -67,7 +68,7 @@ std::optional<po::variables_map> parse_options(const std::vector<std::string>& a
 }
 
 int run(int argc, char** argv) {
-  try {
+  return run_guarded([&]() -> int {
     init_logging("warn");
     std::string db;
     std::string command;
@@ -117,22 +118,7 @@ int run(int argc, char** argv) {
     throw_user_error("unknown command '", command,
                      "' (commands: summary, models, workloads, best, compare, estimator-error, "
                      "runs, export, import, report, migrate; see --help)");
-  } catch (const UserError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return kExitUserError;
-  } catch (const po::error& e) {
-    std::cerr << "error: " << e.what() << " (see --help)\n";
-    return kExitUserError;
-  } catch (const InternalError& e) {
-    std::cerr << "internal error (a bug in dc, please report): " << e.what() << "\n";
-    return kExitInternalError;
-  } catch (const std::bad_alloc&) {
-    std::cerr << "error: out of memory\n";
-    return kExitUserError;
-  } catch (const std::exception& e) {
-    std::cerr << "internal error (a bug in dc, please report): " << e.what() << "\n";
-    return kExitInternalError;
-  }
+  });
 }
 
 }  // namespace dc::dcdb
