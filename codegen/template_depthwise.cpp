@@ -223,10 +223,7 @@ DC_EXPORT_KERNEL(dc_depthwise)
 )",
                 vars);
 
-  GeneratedKernel k;
-  k.template_name = v.template_name;
-  k.variant_key = v.key();
-  k.buffers = workload_buffers(w);
+  GeneratedKernel k = start_kernel(w, v);
   k.source = std::move(src);
   Launch l;
   l.kernel = "dc_depthwise";

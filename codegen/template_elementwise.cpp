@@ -118,10 +118,7 @@ GeneratedKernel generate_elementwise(const Workload& w, const Variant& v) {
     const int64_t inner = shape.empty() ? 1 : shape.back();
     most_chunks = std::max(most_chunks, shape_numel(shape) / (inner % vec == 0 ? vec : 1));
   }
-  GeneratedKernel k;
-  k.template_name = v.template_name;
-  k.variant_key = v.key();
-  k.buffers = workload_buffers(w);
+  GeneratedKernel k = start_kernel(w, v);
   k.source = source_header(w, k.template_name, k.variant_key) +
              fmt::format("extern \"C\" __global__ void elementwise({}) {{\n{}}}\nDC_EXPORT_KERNEL(elementwise)\n",
                          kernel_params(w), body);

@@ -841,10 +841,7 @@ GeneratedKernel GemmEmitter::emit() {
   DC_INTERNAL_CHECK(grid_y <= 65535 && grid_z <= 65535 && grid_x < (int64_t{1} << 31),
                     v_.template_name, ": grid ", grid_x, "x", grid_y, "x", grid_z,
                     " exceeds CUDA's limits");
-  GeneratedKernel k;
-  k.template_name = v_.template_name;
-  k.variant_key = v_.key();
-  k.buffers = workload_buffers(w_);
+  GeneratedKernel k = start_kernel(w_, v_);
   std::string src = source_header(w_, v_.template_name, v_.key()) + template_macros() + "\n";
   src += fmt::format(
       "// {} {}x{}x{} (M x N x K), batch {}, split-K {}, stages {}, vector loads A {} B {}\n",

@@ -140,10 +140,7 @@ GeneratedKernel generate_pool(const Workload& w, const Variant& v) {
     }
   }
 
-  GeneratedKernel k;
-  k.template_name = v.template_name;
-  k.variant_key = v.key();
-  k.buffers = workload_buffers(w);
+  GeneratedKernel k = start_kernel(w, v);
   k.source = source_header(w, k.template_name, k.variant_key) + fmt::format(
       "extern \"C\" __global__ void pool_window({}) {{\n"
       "  for (dc_i64 base = (dc_i64)blockIdx.x * blockDim.x * {} + threadIdx.x; base < {};\n"

@@ -188,10 +188,7 @@ class RowReduceEmitter {
         emit_layer_norm(b);
         break;
     }
-    GeneratedKernel k;
-    k.template_name = v.template_name;
-    k.variant_key = v.key();
-    k.buffers = workload_buffers(w_);
+    GeneratedKernel k = start_kernel(w_, v);
     k.source = source_header(w_, k.template_name, k.variant_key) +
                "#ifdef DC_HOST_EMULATION\n#define DCR_UNROLL\n#else\n#define DCR_UNROLL _Pragma(\"unroll\")\n#endif\n\n" +
                fmt::format("extern \"C\" __global__ void row_reduce({}) {{\n{}}}\nDC_EXPORT_KERNEL(row_reduce)\n",

@@ -31,6 +31,14 @@ std::string kernel_params(const Workload& w, const std::vector<std::string>& ext
   return s;
 }
 
+GeneratedKernel start_kernel(const Workload& w, const Variant& v) {
+  GeneratedKernel k;
+  k.template_name = v.template_name;
+  k.variant_key = v.key();
+  k.buffers = workload_buffers(w);
+  return k;
+}
+
 std::vector<int> all_workload_args(const Workload& w) {
   std::vector<int> a;
   for (size_t i = 0; i < w.graph.inputs.size() + w.graph.outputs.size(); ++i) a.push_back(static_cast<int>(i));

@@ -17,6 +17,10 @@ std::vector<KernelBuffer> workload_buffers(const Workload& w);
 // (names in0.. / out0.. as ValueEmitter uses them); `extra` appends more parameters.
 std::string kernel_params(const Workload& w, const std::vector<std::string>& extra = {});
 
+// A GeneratedKernel named after the variant, with the workload's buffers; the template adds
+// the source and the launches.
+GeneratedKernel start_kernel(const Workload& w, const Variant& v);
+
 // Argument indices 0..n-1 for a launch that takes every workload buffer in order.
 std::vector<int> all_workload_args(const Workload& w);
 
