@@ -193,7 +193,7 @@ int cmd_tune(const std::vector<std::string>& args) {
       ("help,h", "this text")
       ("gpus", po::value(&gpu_list), "comma-separated GPU types, e.g. h100,a100")
       ("db", po::value(&db_path)->default_value(db_path), "tuning DB (SQLite, created if missing)")
-      ("out", po::value(&out_dir), "write DIR/<gpu>/summary.txt and selection.json")
+      ("out", po::value(&out_dir), "write DIR/<gpu>/: the plan (plan.json, kernels.cu, weights.bin), summary.txt, selection.json")
       ("bind", po::value(&farm_flags.bind), "serve remote dc-worker daemons at tcp://ADDR:PORT "
        "instead of running a local farm")
       ("local-workers", po::value(&farm_flags.local_workers), "local farm: N workers (default: one "
@@ -267,12 +267,16 @@ int cmd_tune(const std::vector<std::string>& args) {
   const TuneResult r = tune(model, *farm, *db, opts);
   farm->shutdown();
 
-  for (const auto& g : r.gpus) std::cout << "\n" << tune_gpu_summary(r, g);
+  // With --out, the summaries printed are those written (with the plan's lines).
+  std::vector<TuneOutput> outputs;
+  if (!out_dir.empty()) outputs = write_tune_outputs(r, out_dir);
+  for (size_t i = 0; i < r.gpus.size(); ++i)
+    std::cout << "\n" << (outputs.empty() ? tune_gpu_summary(r, r.gpus[i]) : outputs[i].summary);
   std::cout << tune_totals(r);
-  if (!out_dir.empty()) {
-    write_tune_outputs(r, out_dir);
-    std::cout << fmt::format("wrote {}/<gpu>/summary.txt and selection.json\n", out_dir);
-  }
+  for (const auto& o : outputs)
+    if (!o.plan_dir.empty())
+      std::cout << fmt::format("wrote plan {} (plan.json, kernels.cu, weights.bin, summary.txt)\n", o.plan_dir);
+  if (!out_dir.empty()) std::cout << fmt::format("wrote {}/<gpu>/summary.txt and selection.json\n", out_dir);
   for (const auto& g : r.gpus)
     if (!g.has_results())
       std::cerr << fmt::format("error: GPU type {} got no results{}\n", g.gpu->name,

@@ -17,6 +17,7 @@
 #include "ir/parallel.h"
 #include "nvrtc.h"
 #include "passes/simplify.h"
+#include "plan_build.h"
 #include "sha256.h"
 
 namespace dc {
@@ -697,6 +698,7 @@ TuneResult tune_graph(const Graph& simplified, Farm& farm, TuningDb& db, const T
                     "tune_graph needs the model's name and hash");
   const auto t0 = Clock::now();
   result.model_name = opts.model_name;
+  result.model_sha256 = opts.model_sha256;
   result.graph = simplified;
   Pipeline p(farm, db, opts, result);
   try {
@@ -720,6 +722,7 @@ TuneResult tune(const std::string& model_path, Farm& farm, TuningDb& db, const T
   t = Clock::now();
   Graph g = simplify(imported);
   end_stage(r, opts, "simplify", t, fmt::format("{} nodes", g.nodes.size()));
+  r.weight_transforms = describe_weight_transforms(imported, g);
 
   TuneOptions o = opts;
   if (o.model_name.empty()) o.model_name = model_name_from_path(model_path);

@@ -110,6 +110,10 @@ struct StageTime {
 
 struct TuneResult {
   std::string model_name;
+  std::string model_sha256;
+  // Rewrites simplification made that the plan's weights carry (plan_build.h's
+  // describe_weight_transforms); empty when tune_graph was given a simplified graph.
+  std::vector<std::string> weight_transforms;
   Graph graph;                        // simplified
   ModelPlan plan;                     // candidates, workloads, estimates
   std::vector<GpuTuneResult> gpus;    // in the order requested

@@ -8,6 +8,8 @@
 
 #include "ir/error.h"
 #include "ir/json_writer.h"
+#include "plan/plan_io.h"
+#include "plan_build.h"
 
 namespace dc {
 
@@ -137,15 +139,42 @@ std::string tune_selection_json(const TuneResult& r, const GpuTuneResult& g) {
   return os.str();
 }
 
-void write_tune_outputs(const TuneResult& r, const std::string& dir) {
+std::string plan_summary(const ExecPlan& p, const std::string& dir) {
+  int64_t weight_bytes = 0;
+  for (const auto& t : p.tensors)
+    if (t.kind == PlanTensorKind::weight) weight_bytes += t.bytes();
+  const double mib = 1024.0 * 1024.0;
+  std::string s = fmt::format(
+      "\nplan ({}): {} steps, {} kernel modules{}; device arena {:.1f} MiB (one buffer per tensor: {:.1f} MiB); "
+      "weights {:.1f} MiB\n",
+      kPlanFormat, p.steps.size(), p.modules.size(),
+      p.reference_steps ? fmt::format(" ({} steps on the reference kernel)", p.reference_steps) : "",
+      p.arena_bytes / mib, p.unshared_bytes / mib, weight_bytes / mib);
+  for (const auto& t : p.weight_transforms) s += "  weights: " + t + "\n";
+  s += fmt::format("run it: dc-run {}{}\n", dir, p.emulated ? " --emulate   (times are emulated: check correctness only)" : " [--bench 100]");
+  return s;
+}
+
+std::vector<TuneOutput> write_tune_outputs(const TuneResult& r, const std::string& dir) {
+  std::vector<TuneOutput> written;
   for (const auto& g : r.gpus) {
     const auto d = std::filesystem::path(dir) / g.gpu->name;
     std::error_code ec;
     std::filesystem::create_directories(d, ec);
     DC_USER_CHECK(!ec, "cannot create '", d.string(), "': ", ec.message());
-    write_file(d / "summary.txt", tune_gpu_summary(r, g));
+    TuneOutput out;
+    out.summary = tune_gpu_summary(r, g);
+    if (g.has_results() && !g.choices.empty()) {
+      const ExecPlan plan = build_tuned_plan(r, g);
+      write_plan(plan, d.string());
+      out.summary += plan_summary(plan, d.string());
+      out.plan_dir = d.string();
+    }
+    write_file(d / "summary.txt", out.summary);
     write_file(d / "selection.json", tune_selection_json(r, g));
+    written.push_back(std::move(out));
   }
+  return written;
 }
 
 }  // namespace dc

@@ -86,3 +86,22 @@ foreach(pair "resnet50:t4,a100" "mobilenetv2:a10" "bert_base:l4,h100")
   set_tests_properties(compile_kept_${model} PROPERTIES LABELS long
     FIXTURES_REQUIRED exported_models TIMEOUT 2400 PASS_REGULAR_EXPRESSION "\\(0 failed to compile\\)")
 endforeach()
+
+# Tuned plans end to end (tests/cli/check_plan_run.py): tune --emulate --out writes the plan,
+# dc-run --emulate --data runs it on the host emulator and checks it against the test data
+# (PyTorch's outputs for the exported models); damaged plans are refused. The exported
+# models carry the label "plan" too (ctest -L plan).
+set(DC_RUN $<TARGET_FILE:dc-run>)
+foreach(example tiny_cnn tiny_transformer)
+  add_test(NAME cli_plan_run_${example} COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_plan_run.py
+    ${DC_COORD} ${DC_RUN} ${EX}/${example}/model.onnx ${EX}/${example}/test_data_set_0
+    ${EX}/tune-quick.yaml h100 --local-workers 2)
+  set_tests_properties(cli_plan_run_${example} PROPERTIES LABELS unit TIMEOUT 600)
+endforeach()
+foreach(model resnet50 mobilenetv2 bert_base)
+  add_test(NAME plan_run_${model} COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_plan_run.py
+    ${DC_COORD} ${DC_RUN} ${DC_MODELS}/${model}/model.onnx ${DC_MODELS}/${model}/test_data_set_0
+    ${EX}/tune-quick.yaml a100 --local-workers 2)
+  set_tests_properties(plan_run_${model} PROPERTIES LABELS "long;plan" FIXTURES_REQUIRED exported_models
+    TIMEOUT 1800)
+endforeach()

@@ -56,6 +56,22 @@ const std::vector<Entry>& entries() {
       // _v2 appeared in CUDA 12.8 with the same signature; older drivers have only v1.
       DC_ENTRY(event_elapsed_time, "cuEventElapsedTime_v2", "cuEventElapsedTime"),
       DC_ENTRY(event_destroy, "cuEventDestroy_v2", "cuEventDestroy"),
+      DC_ENTRY(func_get_attribute, "cuFuncGetAttribute"),
+      DC_ENTRY(stream_create, "cuStreamCreate"),
+      DC_ENTRY(stream_destroy, "cuStreamDestroy_v2", "cuStreamDestroy"),
+      DC_ENTRY(stream_synchronize, "cuStreamSynchronize"),
+      // The plain cuStreamBeginCapture lacks the mode argument: no fallback.
+      DC_ENTRY(stream_begin_capture, "cuStreamBeginCapture_v2"),
+      DC_ENTRY(stream_end_capture, "cuStreamEndCapture"),
+      // cuda.h maps cuGraphInstantiate to this name from CUDA 12 on; the driver has had it
+      // since 11.4. (The exported cuGraphInstantiate is the old five-argument form.)
+      DC_ENTRY(graph_instantiate, "cuGraphInstantiateWithFlags"),
+      DC_ENTRY(graph_launch, "cuGraphLaunch"),
+      DC_ENTRY(graph_exec_destroy, "cuGraphExecDestroy"),
+      DC_ENTRY(graph_destroy, "cuGraphDestroy"),
+      DC_ENTRY(memset_d8_async, "cuMemsetD8Async"),
+      DC_ENTRY(memcpy_htod_async, "cuMemcpyHtoDAsync_v2"),
+      DC_ENTRY(memcpy_dtoh_async, "cuMemcpyDtoHAsync_v2"),
   };
   return table;
 }
@@ -215,6 +231,36 @@ Event create_event(const Driver& driver) {
   CUevent event = nullptr;
   driver.check(driver.api().event_create(&event, CU_EVENT_DEFAULT), "cuEventCreate");
   return Event(event, EventDestroy{&driver});
+}
+
+void StreamDestroy::operator()(CUstream_st* stream) const noexcept {
+  if (stream != nullptr && driver != nullptr) driver->api().stream_destroy(stream);
+}
+
+Stream create_stream(const Driver& driver, unsigned flags) {
+  CUstream stream = nullptr;
+  driver.check(driver.api().stream_create(&stream, flags), "cuStreamCreate");
+  return Stream(stream, StreamDestroy{&driver});
+}
+
+void GraphDestroy::operator()(CUgraph_st* graph) const noexcept {
+  if (graph != nullptr && driver != nullptr) driver->api().graph_destroy(graph);
+}
+
+void GraphExecDestroy::operator()(CUgraphExec_st* exec) const noexcept {
+  if (exec != nullptr && driver != nullptr) driver->api().graph_exec_destroy(exec);
+}
+
+void abandon_capture(const Driver& driver, CUstream stream) noexcept {
+  CUgraph graph = nullptr;
+  driver.api().stream_end_capture(stream, &graph);
+  if (graph != nullptr) driver.api().graph_destroy(graph);
+}
+
+GraphExec instantiate_graph(const Driver& driver, CUgraph graph) {
+  CUgraphExec exec = nullptr;
+  driver.check(driver.api().graph_instantiate(&exec, graph, 0), "cuGraphInstantiate");
+  return GraphExec(exec, GraphExecDestroy{&driver});
 }
 
 DeviceMemory::DeviceMemory(const Driver& driver, size_t bytes)

@@ -52,6 +52,20 @@ struct Api {
   decltype(&::cuEventSynchronize) event_synchronize = nullptr;
   decltype(&::cuEventElapsedTime) event_elapsed_time = nullptr;           // _v2 from CUDA 12.8
   decltype(&::cuEventDestroy) event_destroy = nullptr;                    // _v2
+  // The plan runtime (worker/runtime/backend_cuda.cpp): streams, graph capture and replay.
+  decltype(&::cuFuncGetAttribute) func_get_attribute = nullptr;
+  decltype(&::cuStreamCreate) stream_create = nullptr;
+  decltype(&::cuStreamDestroy) stream_destroy = nullptr;                  // _v2
+  decltype(&::cuStreamSynchronize) stream_synchronize = nullptr;
+  decltype(&::cuStreamBeginCapture) stream_begin_capture = nullptr;       // _v2
+  decltype(&::cuStreamEndCapture) stream_end_capture = nullptr;
+  decltype(&::cuGraphInstantiateWithFlags) graph_instantiate = nullptr;   // = cuGraphInstantiate
+  decltype(&::cuGraphLaunch) graph_launch = nullptr;
+  decltype(&::cuGraphExecDestroy) graph_exec_destroy = nullptr;
+  decltype(&::cuGraphDestroy) graph_destroy = nullptr;
+  decltype(&::cuMemsetD8Async) memset_d8_async = nullptr;
+  decltype(&::cuMemcpyHtoDAsync) memcpy_htod_async = nullptr;             // _v2
+  decltype(&::cuMemcpyDtoHAsync) memcpy_dtoh_async = nullptr;             // _v2
 };
 
 // The exported names load_driver resolves, in Api's member order, each with the names it
@@ -145,6 +159,36 @@ struct EventDestroy {
 using Event = std::unique_ptr<CUevent_st, EventDestroy>;
 Event create_event(const Driver& driver);  // CU_EVENT_DEFAULT: timing enabled
 
+struct StreamDestroy {
+  const Driver* driver = nullptr;
+  void operator()(CUstream_st* stream) const noexcept;
+};
+using Stream = std::unique_ptr<CUstream_st, StreamDestroy>;
+// A stream of the current context. CU_STREAM_NON_BLOCKING by default: no implicit
+// synchronisation with the legacy default stream, so the owner orders its copies itself.
+Stream create_stream(const Driver& driver, unsigned flags = CU_STREAM_NON_BLOCKING);
+
+struct GraphDestroy {
+  const Driver* driver = nullptr;
+  void operator()(CUgraph_st* graph) const noexcept;
+};
+using Graph = std::unique_ptr<CUgraph_st, GraphDestroy>;
+
+struct GraphExecDestroy {
+  const Driver* driver = nullptr;
+  void operator()(CUgraphExec_st* exec) const noexcept;
+};
+using GraphExec = std::unique_ptr<CUgraphExec_st, GraphExecDestroy>;
+
+// Stream capture: everything `record` enqueues on `stream` becomes one graph
+// (CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: only this thread's unsafe calls are refused). When
+// `record` throws, or the driver invalidated the capture, the capture is ended and nothing
+// leaks; the exception (or a CudaError from cuStreamEndCapture) propagates.
+template <class Record>
+Graph capture_graph(const Driver& driver, CUstream stream, Record&& record);
+// cuGraphInstantiate (flags 0): the executable form of `graph`, replayed by cuGraphLaunch.
+GraphExec instantiate_graph(const Driver& driver, CUgraph graph);
+
 // Device memory: CUdeviceptr is an integer, not a pointer, so a small move-only class
 // rather than a unique_ptr.
 class DeviceMemory {
@@ -167,5 +211,28 @@ class DeviceMemory {
   CUdeviceptr ptr_ = 0;
   size_t bytes_ = 0;
 };
+
+// ---- capture_graph -------------------------------------------------------------------
+
+// Ends a capture without throwing (a failed capture leaves a half-made graph, or none).
+void abandon_capture(const Driver& driver, CUstream stream) noexcept;
+
+template <class Record>
+Graph capture_graph(const Driver& driver, CUstream stream, Record&& record) {
+  driver.check(driver.api().stream_begin_capture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+               "cuStreamBeginCapture");
+  try {
+    record();
+  } catch (...) {
+    abandon_capture(driver, stream);
+    throw;
+  }
+  CUgraph graph = nullptr;
+  const CUresult r = driver.api().stream_end_capture(stream, &graph);
+  Graph owned(graph, GraphDestroy{&driver});
+  driver.check(r, "cuStreamEndCapture");
+  if (!owned) throw CudaError(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "cuStreamEndCapture: no graph");
+  return owned;
+}
 
 }  // namespace dc::cuda

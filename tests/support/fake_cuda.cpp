@@ -9,13 +9,18 @@
 //   resources         the launch is refused with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
 //   slow              takes 20 ms instead of the usual 0.25 ms; any other name does nothing
 // Each launch advances a fake clock that events read, so timing loops are deterministic.
+// Streams are all one queue that runs at once, except while capturing: then launches and
+// memsets are recorded (kernel parameters copied, as the real driver does) into a graph
+// that cuGraphLaunch replays. Copies into a capture are refused, like unsafe calls.
 // Tests steer and inspect it through dc_fake_cuda_reset/set/get (dlopen the same path).
 #include <cuda.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 struct CUctx_st {
   int unused = 0;
@@ -30,6 +35,18 @@ struct CUfunc_st {
 struct CUevent_st {
   double ms = 0;
   bool recorded = false;
+};
+using FakeOp = std::function<CUresult()>;
+struct CUstream_st {
+  bool capturing = false;
+  bool invalidated = false;  // a call failed during capture
+  std::vector<FakeOp> captured;
+};
+struct CUgraph_st {
+  std::vector<FakeOp> ops;
+};
+struct CUgraphExec_st {
+  std::vector<FakeOp> ops;
 };
 
 namespace {
@@ -62,6 +79,59 @@ CUctx_st the_context;
 
 // Large memsets (an L2 flush) are counted but not performed: their contents never matter.
 constexpr size_t kLargeMemset = 16u << 20;
+
+CUresult memset_now(CUdeviceptr dst, unsigned char byte, size_t n) {
+  if (n >= kLargeMemset) {
+    ++value("large_memsets");
+    value("large_memset_bytes") = static_cast<double>(n);
+    return CUDA_SUCCESS;
+  }
+  std::memset(reinterpret_cast<void*>(dst), byte, n);
+  ++value("small_memsets");
+  return CUDA_SUCCESS;
+}
+
+// Runs now, or records into the stream's capture. A capture that sees an error is
+// invalidated, as in the real driver.
+CUresult enqueue(CUstream stream, FakeOp op) {
+  if (state().sticky) return state().sticky;
+  if (stream == nullptr || !stream->capturing) return op();
+  stream->captured.push_back(std::move(op));
+  return CUDA_SUCCESS;
+}
+
+CUresult refuse_in_capture(CUstream stream) {
+  if (stream == nullptr || !stream->capturing) return CUDA_SUCCESS;
+  stream->invalidated = true;
+  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+// The kernel's effect; `args` are the pointer parameters, already read.
+CUresult run_kernel(const std::string& name, size_t threads, const std::vector<CUdeviceptr>& args) {
+  State& s = state();
+  if (s.sticky) return s.sticky;
+  auto arg = [&](size_t i) { return reinterpret_cast<float*>(args.at(i)); };
+  if (name == "copy") {
+    for (size_t t = 0; t < threads; ++t) arg(1)[t] = arg(0)[t];
+  } else if (name == "fill_one" || name == "fill_two") {
+    const float v = name == "fill_one" ? 1.f : 2.f;
+    for (size_t t = 0; t < threads; ++t) arg(0)[t] = v;
+  } else if (name == "accumulate") {
+    for (size_t t = 0; t < threads; ++t) arg(0)[t] += 1.f;
+  } else if (name == "fault") {
+    s.sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+  }
+  s.clock_ms += name == "slow" ? 20.0 : value("ms_per_launch");
+  ++value("launches");
+  return CUDA_SUCCESS;
+}
+
+// How many pointer parameters a built-in kernel reads.
+size_t arity(const std::string& name) {
+  if (name == "copy") return 2;
+  if (name == "fill_one" || name == "fill_two" || name == "accumulate") return 1;
+  return 0;
+}
 
 }  // namespace
 
@@ -122,6 +192,12 @@ CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice) {
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
     case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: *v = 32; break;
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *v = 32; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: *v = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: *v = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: *v = 64; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: *v = 2147483647; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: *v = 65535; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: *v = 65535; break;
     default: return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
@@ -197,42 +273,27 @@ CUresult cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t n) {
 }
 CUresult cuMemsetD8(CUdeviceptr dst, unsigned char byte, size_t n) {
   if (state().sticky) return state().sticky;
-  if (n >= kLargeMemset) {
-    ++value("large_memsets");
-    value("large_memset_bytes") = static_cast<double>(n);
-    return CUDA_SUCCESS;
-  }
-  std::memset(reinterpret_cast<void*>(dst), byte, n);
-  ++value("small_memsets");
-  return CUDA_SUCCESS;
+  return memset_now(dst, byte, n);
 }
 
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                        unsigned by, unsigned bz, unsigned smem, CUstream, void** params, void**) {
-  State& s = state();
-  if (s.sticky) return s.sticky;
-  if (static_cast<unsigned long long>(bx) * by * bz > 1024) return CUDA_ERROR_INVALID_VALUE;
-  if (static_cast<int>(smem) > f->max_dynamic_smem) return CUDA_ERROR_INVALID_VALUE;
-  if (f->name == "resources") return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
-  const size_t threads = static_cast<size_t>(gx) * gy * gz * bx * by * bz;
-  auto arg = [&](int i) {
-    CUdeviceptr p = 0;
-    std::memcpy(&p, params[i], sizeof p);
-    return reinterpret_cast<float*>(p);
-  };
-  if (f->name == "copy") {
-    for (size_t t = 0; t < threads; ++t) arg(1)[t] = arg(0)[t];
-  } else if (f->name == "fill_one" || f->name == "fill_two") {
-    const float v = f->name == "fill_one" ? 1.f : 2.f;
-    for (size_t t = 0; t < threads; ++t) arg(0)[t] = v;
-  } else if (f->name == "accumulate") {
-    for (size_t t = 0; t < threads; ++t) arg(0)[t] += 1.f;
-  } else if (f->name == "fault") {
-    s.sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+                        unsigned by, unsigned bz, unsigned smem, CUstream stream, void** params,
+                        void**) {
+  if (state().sticky) return state().sticky;
+  CUresult refused = CUDA_SUCCESS;
+  if (static_cast<unsigned long long>(bx) * by * bz > 1024) refused = CUDA_ERROR_INVALID_VALUE;
+  else if (static_cast<int>(smem) > f->max_dynamic_smem) refused = CUDA_ERROR_INVALID_VALUE;
+  else if (f->name == "resources") refused = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  if (refused != CUDA_SUCCESS) {
+    if (stream != nullptr && stream->capturing) stream->invalidated = true;
+    return refused;
   }
-  s.clock_ms += f->name == "slow" ? 20.0 : value("ms_per_launch");
-  ++value("launches");
-  return CUDA_SUCCESS;
+  // Parameters are read at the call, as the real driver does (also when capturing).
+  std::vector<CUdeviceptr> args(arity(f->name));
+  for (size_t i = 0; i < args.size(); ++i) std::memcpy(&args[i], params[i], sizeof(CUdeviceptr));
+  const size_t threads = static_cast<size_t>(gx) * gy * gz * bx * by * bz;
+  const std::string name = f->name;
+  return enqueue(stream, [name, threads, args] { return run_kernel(name, threads, args); });
 }
 
 CUresult cuEventCreate(CUevent* e, unsigned int) {
@@ -257,6 +318,90 @@ CUresult cuEventDestroy(CUevent e) {
   delete e;
   --value("events");
   return CUDA_SUCCESS;
+}
+
+// A function's limit on threads per block: 1024, or the test's "max_threads_per_function"
+// (as if the kernel used many registers); no static shared memory.
+CUresult cuFuncGetAttribute(int* v, CUfunction_attribute a, CUfunction) {
+  switch (a) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: {
+      const double limit = value("max_threads_per_function");
+      *v = limit > 0 ? static_cast<int>(limit) : 1024;
+      return CUDA_SUCCESS;
+    }
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *v = 0; return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult cuStreamCreate(CUstream* stream, unsigned int) {
+  if (state().sticky) return state().sticky;
+  *stream = new CUstream_st;
+  ++value("streams");
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamDestroy(CUstream stream) {
+  delete stream;
+  --value("streams");
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamSynchronize(CUstream) { return state().sticky; }
+
+CUresult cuStreamBeginCapture(CUstream stream, CUstreamCaptureMode) {
+  if (state().sticky) return state().sticky;
+  if (stream == nullptr || stream->capturing) return CUDA_ERROR_ILLEGAL_STATE;
+  stream->capturing = true;
+  stream->invalidated = false;
+  stream->captured.clear();
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) {
+  *graph = nullptr;
+  if (stream == nullptr || !stream->capturing) return CUDA_ERROR_ILLEGAL_STATE;
+  stream->capturing = false;
+  if (stream->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  *graph = new CUgraph_st{std::move(stream->captured)};
+  stream->captured.clear();
+  ++value("graphs");
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphDestroy(CUgraph graph) {
+  delete graph;
+  --value("graphs");
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long) {
+  if (state().sticky) return state().sticky;
+  *exec = new CUgraphExec_st{graph->ops};
+  ++value("graph_execs");
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  delete exec;
+  --value("graph_execs");
+  return CUDA_SUCCESS;
+}
+// Replays every recorded operation; a refusal or fault shows at the next synchronisation.
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream) {
+  if (state().sticky) return state().sticky;
+  ++value("graph_launches");
+  for (const FakeOp& op : exec->ops) {
+    const CUresult r = op();
+    if (r != CUDA_SUCCESS && !state().sticky) state().sticky = r;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char byte, size_t n, CUstream stream) {
+  return enqueue(stream, [dst, byte, n] { return memset_now(dst, byte, n); });
+}
+CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream stream) {
+  if (const CUresult r = refuse_in_capture(stream)) return r;
+  return cuMemcpyHtoD(dst, src, n);
+}
+CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream stream) {
+  if (const CUresult r = refuse_in_capture(stream)) return r;
+  return cuMemcpyDtoH(dst, src, n);
 }
 
 }  // extern "C"

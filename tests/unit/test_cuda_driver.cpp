@@ -156,6 +156,19 @@ TEST(CudaDriver, SymbolTableMatchesCudaHeader) {
       {"event_synchronize", DC_STR(cuEventSynchronize)},
       {"event_elapsed_time", DC_STR(cuEventElapsedTime)},
       {"event_destroy", DC_STR(cuEventDestroy)},
+      {"func_get_attribute", DC_STR(cuFuncGetAttribute)},
+      {"stream_create", DC_STR(cuStreamCreate)},
+      {"stream_destroy", DC_STR(cuStreamDestroy)},
+      {"stream_synchronize", DC_STR(cuStreamSynchronize)},
+      {"stream_begin_capture", DC_STR(cuStreamBeginCapture)},
+      {"stream_end_capture", DC_STR(cuStreamEndCapture)},
+      {"graph_instantiate", DC_STR(cuGraphInstantiate)},
+      {"graph_launch", DC_STR(cuGraphLaunch)},
+      {"graph_exec_destroy", DC_STR(cuGraphExecDestroy)},
+      {"graph_destroy", DC_STR(cuGraphDestroy)},
+      {"memset_d8_async", DC_STR(cuMemsetD8Async)},
+      {"memcpy_htod_async", DC_STR(cuMemcpyHtoDAsync)},
+      {"memcpy_dtoh_async", DC_STR(cuMemcpyDtoHAsync)},
   };
   const auto& table = cuda::api_symbols();
   EXPECT_EQ(table.size() * sizeof(void*), sizeof(cuda::Api)) << "an Api member lacks an entry";
@@ -175,6 +188,8 @@ TEST(CudaDriver, SymbolTableMatchesCudaHeader) {
   }
   EXPECT_EQ(want.at("mem_alloc"), "cuMemAlloc_v2");  // the header renames it
   EXPECT_EQ(want.at("memcpy_htod"), "cuMemcpyHtoD_v2");
+  EXPECT_EQ(want.at("graph_instantiate"), "cuGraphInstantiateWithFlags");
+  EXPECT_EQ(want.at("stream_begin_capture"), "cuStreamBeginCapture_v2");
 }
 
 TEST(CudaDriver, VersionStrings) {

@@ -1,0 +1,89 @@
+// A whole-model execution plan: the artifact `tune --out DIR` writes per GPU type and that
+// libdcrt / dc-run execute (docs/plan-format.md). In memory it is this struct; on disk it
+// is DIR/<gpu>/plan.json (everything but kernel text and weight bytes), kernels.cu (the
+// kernel modules, readable, the prelude written once) and weights.bin (weight bytes).
+//
+// Model:
+//  - tensors: every buffer a run touches. Inputs and outputs are the model's (bound by the
+//    user); weights live in weights.bin (after simplification: BN folded, constants folded);
+//    intermediates and scratch live in one device arena at offsets from a liveness-based
+//    memory plan, so two tensors share bytes only when never live at the same time.
+//  - modules: the distinct generated kernels (GeneratedKernel: source, buffer descriptions,
+//    launches). Instances of one workload with one variant share a module.
+//  - steps: the launch sequence, one per chosen cluster in topological order; step i runs
+//    module modules[steps[i].module] with its buffer j bound to tensors[steps[i].buffers[j]].
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "ir/shape.h"
+#include "ir/tensor.h"
+#include "kernel.h"
+
+namespace dc {
+
+inline constexpr const char* kPlanFormat = "dc-plan/1";
+inline constexpr int64_t kPlanAlignment = 256;  // arena offsets and weights.bin offsets
+
+enum class PlanTensorKind { input, output, weight, intermediate, scratch };
+const char* plan_tensor_kind_name(PlanTensorKind k);
+
+struct PlanTensor {
+  std::string name;  // the model's tensor name; scratch: "<step>.scratch<j>"
+  PlanTensorKind kind = PlanTensorKind::intermediate;
+  DType dtype = DType::f32;
+  Shape shape;
+  // intermediate/scratch: byte offset in the arena; weight: byte offset in weights.bin;
+  // input/output: -1 (own buffers, bound by the user).
+  int64_t offset = -1;
+  // intermediate/scratch: the first step that writes it and the last step that reads it
+  // (scratch: both its own step). -1 otherwise.
+  int first_step = -1;
+  int last_step = -1;
+  int64_t bytes() const;  // numel * dtype size
+};
+
+struct PlanStep {
+  int module = 0;                 // index into ExecPlan::modules
+  std::vector<int> buffers;       // tensor ids, parallel to modules[module].buffers
+  std::string cluster;            // "conv+add+relu#57": pattern and candidate index
+  std::vector<std::string> nodes; // the model's node names the step computes
+  std::string workload;           // workload signature (16 hex digits)
+  std::string variant_key;        // "reference" for the reference kernel
+  bool reference = false;         // no successful measurement: the naive reference kernel
+  double measured_us = 0;         // 0 for the reference kernel
+  double estimated_us = 0;
+};
+
+struct ExecPlan {
+  std::string format = kPlanFormat;
+  std::string model_name;
+  std::string model_sha256;
+  std::string gpu_type;           // "a100"
+  std::string gpu_name;           // "NVIDIA A100-SXM4-40GB"
+  std::string gpu_arch;           // "sm_80": what it was tuned (and NVRTC-checked) for
+  std::string nvrtc_version;      // toolchain of the tune, "13.0"
+  bool emulated = false;          // times are modelled (emulated workers), not measured
+  double measured_total_us = 0;   // sum over steps (reference kernels count 0)
+  double estimated_total_us = 0;
+  int reference_steps = 0;        // steps run by the reference kernel
+  // Graph rewrites baked into weights.bin and the kernels, one line each
+  // ("BatchNormalization x53 folded into Conv weights").
+  std::vector<std::string> weight_transforms;
+
+  std::vector<PlanTensor> tensors;
+  std::vector<int> inputs;        // tensor ids, in the model's input order
+  std::vector<int> outputs;       // tensor ids, in the model's output order
+  std::vector<GeneratedKernel> modules;
+  std::vector<PlanStep> steps;
+  int64_t arena_bytes = 0;        // device arena for intermediates and scratch
+  int64_t unshared_bytes = 0;     // what one buffer per tensor would take (for comparison)
+  // Weight values, parallel to `tensors` (defined for weights only). read_plan fills them
+  // from weights.bin; write_plan writes them there.
+  std::vector<Tensor> values;
+};
+
+}  // namespace dc

@@ -1,0 +1,412 @@
+// plan.json both ways. Written with JsonWriter, one tensor / module / step per line so that
+// a reader can grep and diff it; read with yaml-cpp (JSON is YAML) through a small typed
+// accessor that names the field path in every message ("steps[3].module: expected an
+// integer"). Unknown keys are ignored: a version only ever adds fields.
+#include <charconv>
+#include <cmath>
+#include <optional>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "ir/error.h"
+#include "ir/json_writer.h"
+#include "plan_format.h"
+
+namespace dc {
+
+namespace {
+
+constexpr DType kAllDTypes[] = {DType::f32, DType::u8,  DType::i8,      DType::u16, DType::i16,
+                                DType::i32, DType::i64, DType::boolean, DType::f16, DType::f64,
+                                DType::u32, DType::u64, DType::bf16};
+constexpr PlanTensorKind kAllKinds[] = {PlanTensorKind::input, PlanTensorKind::output,
+                                        PlanTensorKind::weight, PlanTensorKind::intermediate,
+                                        PlanTensorKind::scratch};
+constexpr BufferRole kAllRoles[] = {BufferRole::input, BufferRole::output, BufferRole::scratch};
+// No tensor of a plan comes near this; it keeps byte counts far from int64 overflow.
+constexpr int64_t kMaxTensorBytes = int64_t{1} << 48;
+
+const char* role_name(BufferRole r) {
+  switch (r) {
+    case BufferRole::input: return "input";
+    case BufferRole::output: return "output";
+    case BufferRole::scratch: return "scratch";
+  }
+  return "?";
+}
+
+// ---- writing ----
+
+// The top-level object, one field per line.
+class TopLevel {
+ public:
+  explicit TopLevel(std::ostream& os) : os_(os) {}
+  JsonWriter key(std::string_view k) {
+    os_ << (first_ ? "{\n  " : ",\n  ");
+    first_ = false;
+    JsonWriter w(os_);
+    w.key(k);
+    return w;
+  }
+  void end() { os_ << "\n}\n"; }
+
+ private:
+  std::ostream& os_;
+  bool first_ = true;
+};
+
+// An array with one item per line, each item written by its own JsonWriter.
+template <class WriteItem>
+void array_of_lines(std::ostream& os, size_t n, WriteItem write_item) {
+  os << '[';
+  for (size_t i = 0; i < n; ++i) {
+    os << (i ? ",\n    " : "\n    ");
+    JsonWriter w(os);
+    write_item(w, i);
+  }
+  os << (n ? "\n  ]" : "]");
+}
+
+void write_ints(JsonWriter& w, const std::vector<int>& v) {
+  w.begin_array();
+  for (int x : v) w.value(x);
+  w.end_array();
+}
+
+void write_strings(JsonWriter& w, const std::vector<std::string>& v) {
+  w.begin_array();
+  for (const auto& s : v) w.value(s);
+  w.end_array();
+}
+
+void write_dim3(JsonWriter& w, const std::array<int64_t, 3>& d) {
+  w.value(std::vector<int64_t>(d.begin(), d.end()));
+}
+
+void write_tensor(JsonWriter& w, const PlanTensor& t) {
+  w.begin_object()
+      .field("name", t.name)
+      .field("kind", plan_tensor_kind_name(t.kind))
+      .field("dtype", dtype_name(t.dtype))
+      .field("shape", t.shape)
+      .field("offset", t.offset)
+      .field("first_step", t.first_step)
+      .field("last_step", t.last_step)
+      .end_object();
+}
+
+void write_module(JsonWriter& w, const GeneratedKernel& m, const ModuleSource& src) {
+  w.begin_object().field("template_name", m.template_name).field("variant_key", m.variant_key);
+  w.key("source").begin_object()
+      .field("offset", src.offset)
+      .field("bytes", src.bytes)
+      .field("prelude_at", src.prelude_at)
+      .end_object();
+  w.key("buffers").begin_array();
+  for (const auto& b : m.buffers)
+    w.begin_object()
+        .field("name", b.name)
+        .field("role", role_name(b.role))
+        .field("dtype", dtype_name(b.dtype))
+        .field("shape", b.shape)
+        .field("zero_init", b.zero_init)
+        .end_object();
+  w.end_array();
+  w.key("launches").begin_array();
+  for (const auto& l : m.launches) {
+    w.begin_object().field("kernel", l.kernel);
+    write_dim3(w.key("grid"), l.grid);
+    write_dim3(w.key("block"), l.block);
+    w.field("dynamic_smem_bytes", l.dynamic_smem_bytes);
+    write_ints(w.key("args"), l.args);
+    w.end_object();
+  }
+  w.end_array().end_object();
+}
+
+void write_step(JsonWriter& w, const PlanStep& s) {
+  w.begin_object().field("module", s.module);
+  write_ints(w.key("buffers"), s.buffers);
+  w.field("cluster", s.cluster);
+  write_strings(w.key("nodes"), s.nodes);
+  w.field("workload", s.workload)
+      .field("variant_key", s.variant_key)
+      .field("reference", s.reference)
+      .field("measured_us", s.measured_us)
+      .field("estimated_us", s.estimated_us)
+      .end_object();
+}
+
+void write_file_sum(JsonWriter& w, const FileSum& f) {
+  w.begin_object().field("bytes", f.bytes).field("fnv1a", f.fnv1a).end_object();
+}
+
+// ---- reading ----
+
+// A plan.json value with its field path, for messages.
+class Field {
+ public:
+  Field(YAML::Node node, std::string path, const std::string& file)
+      : node_(std::move(node)), path_(std::move(path)), file_(file) {}
+
+  [[noreturn]] void fail(const std::string& problem) const {
+    throw_user_error(file_, ": ", path_.empty() ? "" : path_ + ": ", problem);
+  }
+
+  bool has(const char* key) const { return node_.IsMap() && node_[key]; }
+  Field operator[](const char* key) const {
+    if (!node_.IsMap()) fail("expected an object");
+    const std::string path = path_.empty() ? key : path_ + "." + key;
+    YAML::Node child = node_[key];
+    if (!child) Field(child, path, file_).fail("missing");
+    return Field(child, path, file_);
+  }
+  std::vector<Field> items() const {
+    if (!node_.IsSequence()) fail("expected an array");
+    std::vector<Field> out;
+    for (size_t i = 0; i < node_.size(); ++i)
+      out.emplace_back(node_[i], path_ + "[" + std::to_string(i) + "]", file_);
+    return out;
+  }
+
+  std::string str() const {
+    if (!node_.IsScalar() || node_.Tag() != "!") fail("expected a string");
+    return node_.Scalar();
+  }
+  bool boolean() const {
+    const std::string s = plain("true or false");
+    if (s == "true") return true;
+    if (s == "false") return false;
+    fail("expected true or false");
+  }
+  int64_t i64() const {
+    const std::string s = plain("an integer");
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size()) fail("expected an integer");
+    return v;
+  }
+  int i32() const {
+    const int64_t v = i64();
+    if (v < INT32_MIN || v > INT32_MAX) fail("integer out of range");
+    return static_cast<int>(v);
+  }
+  double number() const {
+    const std::string s = plain("a number");
+    double v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v)) fail("expected a number");
+    return v;
+  }
+
+  std::vector<int64_t> i64s() const { return map_items<int64_t>(&Field::i64); }
+  std::vector<int> i32s() const { return map_items<int>(&Field::i32); }
+  std::vector<std::string> strs() const { return map_items<std::string>(&Field::str); }
+
+  DType dtype() const {
+    const std::string s = str();
+    for (DType t : kAllDTypes)
+      if (dtype_name(t) == s) return t;
+    fail("unknown dtype '" + s + "'");
+  }
+  Shape shape() const {
+    Shape s = i64s();
+    int64_t numel = 1;
+    for (int64_t d : s) {
+      if (d < 0) fail("negative dimension " + std::to_string(d));
+      if (d != 0 && numel > kMaxTensorBytes / d) fail("shape too large");
+      numel *= d;
+    }
+    return s;
+  }
+  template <class Enum, size_t N, class NameOf>
+  Enum one_of(const Enum (&values)[N], NameOf name_of) const {
+    const std::string s = str();
+    std::string known;
+    for (Enum e : values) {
+      if (s == name_of(e)) return e;
+      known += std::string(known.empty() ? "" : ", ") + name_of(e);
+    }
+    fail("unknown value '" + s + "' (" + known + ")");
+  }
+
+ private:
+  // The text of an unquoted scalar (a JSON number, true, false).
+  std::string plain(const char* expected) const {
+    if (!node_.IsScalar() || node_.Tag() != "?") fail(std::string("expected ") + expected);
+    return node_.Scalar();
+  }
+  template <class T>
+  std::vector<T> map_items(T (Field::*get)() const) const {
+    std::vector<T> out;
+    for (const auto& item : items()) out.push_back((item.*get)());
+    return out;
+  }
+
+  YAML::Node node_;
+  std::string path_;
+  const std::string& file_;
+};
+
+void check_format(const Field& root) {
+  const std::string format = root["format"].str();
+  if (format == kPlanFormat) return;
+  if (format.rfind("dc-plan/", 0) == 0)
+    root.fail("plan format " + format + " is not supported by this dc (reads " + kPlanFormat + ")");
+  root.fail("not a dc plan (format '" + format + "')");
+}
+
+PlanTensor read_tensor(const Field& f) {
+  PlanTensor t;
+  t.name = f["name"].str();
+  t.kind = f["kind"].one_of(kAllKinds, plan_tensor_kind_name);
+  t.dtype = f["dtype"].dtype();
+  t.shape = f["shape"].shape();
+  if (t.bytes() > kMaxTensorBytes) f["shape"].fail("tensor too large");
+  t.offset = f["offset"].i64();
+  t.first_step = f["first_step"].i32();
+  t.last_step = f["last_step"].i32();
+  return t;
+}
+
+std::array<int64_t, 3> read_dim3(const Field& f) {
+  const auto v = f.i64s();
+  if (v.size() != 3) f.fail("expected 3 integers");
+  return {v[0], v[1], v[2]};
+}
+
+GeneratedKernel read_module(const Field& f, ModuleSource* src) {
+  GeneratedKernel m;
+  m.template_name = f["template_name"].str();
+  m.variant_key = f["variant_key"].str();
+  const Field s = f["source"];
+  src->offset = s["offset"].i64();
+  src->bytes = s["bytes"].i64();
+  src->prelude_at = s["prelude_at"].i64();
+  for (const auto& b : f["buffers"].items()) {
+    KernelBuffer kb;
+    kb.name = b["name"].str();
+    kb.role = b["role"].one_of(kAllRoles, role_name);
+    kb.dtype = b["dtype"].dtype();
+    kb.shape = b["shape"].shape();
+    kb.zero_init = b["zero_init"].boolean();
+    m.buffers.push_back(std::move(kb));
+  }
+  for (const auto& l : f["launches"].items()) {
+    Launch launch;
+    launch.kernel = l["kernel"].str();
+    launch.grid = read_dim3(l["grid"]);
+    launch.block = read_dim3(l["block"]);
+    launch.dynamic_smem_bytes = l["dynamic_smem_bytes"].i64();
+    launch.args = l["args"].i32s();
+    m.launches.push_back(std::move(launch));
+  }
+  return m;
+}
+
+PlanStep read_step(const Field& f) {
+  PlanStep s;
+  s.module = f["module"].i32();
+  s.buffers = f["buffers"].i32s();
+  s.cluster = f["cluster"].str();
+  s.nodes = f["nodes"].strs();
+  s.workload = f["workload"].str();
+  s.variant_key = f["variant_key"].str();
+  s.reference = f["reference"].boolean();
+  s.measured_us = f["measured_us"].number();
+  s.estimated_us = f["estimated_us"].number();
+  return s;
+}
+
+FileSum read_file_sum(const Field& f) {
+  return {f["bytes"].i64(), f["fnv1a"].str()};
+}
+
+ExecPlan read_plan_fields(const Field& root, PlanFiles* files) {
+  check_format(root);
+  ExecPlan p;
+  p.model_name = root["model_name"].str();
+  p.model_sha256 = root["model_sha256"].str();
+  p.gpu_type = root["gpu_type"].str();
+  p.gpu_name = root["gpu_name"].str();
+  p.gpu_arch = root["gpu_arch"].str();
+  p.nvrtc_version = root["nvrtc_version"].str();
+  p.emulated = root["emulated"].boolean();
+  p.measured_total_us = root["measured_total_us"].number();
+  p.estimated_total_us = root["estimated_total_us"].number();
+  p.reference_steps = root["reference_steps"].i32();
+  p.weight_transforms = root["weight_transforms"].strs();
+  p.arena_bytes = root["arena_bytes"].i64();
+  p.unshared_bytes = root["unshared_bytes"].i64();
+  p.inputs = root["inputs"].i32s();
+  p.outputs = root["outputs"].i32s();
+  for (const auto& t : root["tensors"].items()) p.tensors.push_back(read_tensor(t));
+  for (const auto& m : root["modules"].items()) {
+    files->sources.emplace_back();
+    p.modules.push_back(read_module(m, &files->sources.back()));
+  }
+  for (const auto& s : root["steps"].items()) p.steps.push_back(read_step(s));
+  files->kernels = read_file_sum(root["files"]["kernels.cu"]);
+  files->weights = read_file_sum(root["files"]["weights.bin"]);
+  return p;
+}
+
+}  // namespace
+
+std::string plan_json_text(const ExecPlan& p, const PlanFiles& files) {
+  DC_INTERNAL_CHECK(files.sources.size() == p.modules.size(), "plan_json_text: ",
+                    files.sources.size(), " source ranges for ", p.modules.size(), " modules");
+  std::ostringstream os;
+  TopLevel top(os);
+  top.key("format").value(kPlanFormat);
+  top.key("model_name").value(p.model_name);
+  top.key("model_sha256").value(p.model_sha256);
+  top.key("gpu_type").value(p.gpu_type);
+  top.key("gpu_name").value(p.gpu_name);
+  top.key("gpu_arch").value(p.gpu_arch);
+  top.key("nvrtc_version").value(p.nvrtc_version);
+  top.key("emulated").value(p.emulated);
+  top.key("measured_total_us").value(p.measured_total_us);
+  top.key("estimated_total_us").value(p.estimated_total_us);
+  top.key("reference_steps").value(p.reference_steps);
+  auto transforms = top.key("weight_transforms");
+  write_strings(transforms, p.weight_transforms);
+  top.key("arena_bytes").value(p.arena_bytes);
+  top.key("unshared_bytes").value(p.unshared_bytes);
+  auto inputs = top.key("inputs");
+  write_ints(inputs, p.inputs);
+  auto outputs = top.key("outputs");
+  write_ints(outputs, p.outputs);
+  auto file_sums = top.key("files");
+  file_sums.begin_object();
+  write_file_sum(file_sums.key("kernels.cu"), files.kernels);
+  write_file_sum(file_sums.key("weights.bin"), files.weights);
+  file_sums.end_object();
+  top.key("tensors");
+  array_of_lines(os, p.tensors.size(), [&](JsonWriter& w, size_t i) { write_tensor(w, p.tensors[i]); });
+  top.key("modules");
+  array_of_lines(os, p.modules.size(),
+                 [&](JsonWriter& w, size_t i) { write_module(w, p.modules[i], files.sources[i]); });
+  top.key("steps");
+  array_of_lines(os, p.steps.size(), [&](JsonWriter& w, size_t i) { write_step(w, p.steps[i]); });
+  top.end();
+  return os.str();
+}
+
+ExecPlan parse_plan_json(const std::string& text, const std::string& file, PlanFiles* files) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw_user_error(file, ": not valid JSON: ", e.msg, " (line ", e.mark.line + 1, ")");
+  }
+  DC_USER_CHECK(root.IsMap(), file, ": not valid JSON: expected an object");
+  try {
+    return read_plan_fields(Field(root, "", file), files);
+  } catch (const YAML::Exception& e) {  // a shape of document the accessors did not foresee
+    throw_user_error(file, ": malformed: ", e.msg);
+  }
+}
+
+}  // namespace dc

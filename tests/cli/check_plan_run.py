@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""A tuned plan end to end: tune --out writes it, dc-run runs it and checks it.
+
+  1. `dc-coordinator tune MODEL --gpus GPU --emulate --out OUT` (emulated workers) exits 0
+     and writes OUT/GPU/{plan.json, kernels.cu, weights.bin, summary.txt, selection.json};
+  2. plan.json: format dc-plan/1, the GPU type, times marked emulated, every model node in
+     exactly one step, the same kernels as selection.json, an arena smaller than one buffer
+     per tensor; kernels.cu holds the prelude once;
+  3. `dc-run OUT/GPU --emulate --data DATA` exits 0 and says PASS for every output
+     (the outputs of ONNX test data: PyTorch's for the exported models);
+  4. a truncated weights.bin, an edited kernels.cu and a plan.json cut in half are each
+     refused by dc-run with exit 2 and a message naming the file.
+
+usage: check_plan_run.py DC_COORDINATOR DC_RUN MODEL.onnx DATA_DIR CONFIG.yaml GPU [tune flags]
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def run(cmd, timeout=1800):
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    print(f"$ {' '.join(cmd)}  -> {p.returncode} in {time.time() - t0:.1f} s")
+    return p.returncode, p.stdout, p.stderr
+
+
+def check_plan_files(plan_dir, gpu):
+    for f in ["plan.json", "kernels.cu", "weights.bin", "summary.txt", "selection.json"]:
+        if not os.path.isfile(os.path.join(plan_dir, f)):
+            fail(f"tune --out did not write {f}")
+    plan = json.load(open(os.path.join(plan_dir, "plan.json")))
+    sel = json.load(open(os.path.join(plan_dir, "selection.json")))
+    if plan["format"] != "dc-plan/1" or plan["gpu_type"] != gpu or plan["emulated"] is not True:
+        fail(f"plan.json header: {plan['format']} {plan['gpu_type']} emulated={plan['emulated']}")
+    plan_nodes = [n for s in plan["steps"] for n in s["nodes"]]
+    sel_nodes = [n for c in sel["clusters"] for n in c["nodes"]]
+    if len(plan_nodes) != len(set(plan_nodes)) or sorted(plan_nodes) != sorted(sel_nodes):
+        fail(f"plan steps do not cover the selection's nodes once: {len(plan_nodes)} slots, "
+             f"{len(set(plan_nodes))} distinct, selection {len(sel_nodes)}")
+    if len(plan["steps"]) != len(sel["clusters"]):
+        fail(f"{len(plan['steps'])} steps for {len(sel['clusters'])} selected clusters")
+    if not 0 < plan["arena_bytes"] < plan["unshared_bytes"]:
+        fail(f"arena {plan['arena_bytes']} B is not below one buffer per tensor ({plan['unshared_bytes']} B)")
+    kernels = open(os.path.join(plan_dir, "kernels.cu")).read()
+    if kernels.count("#define DC_EXPORT_KERNEL") > 1:
+        fail("kernels.cu repeats the prelude")
+    summary = open(os.path.join(plan_dir, "summary.txt")).read()
+    if "dc-run" not in summary:
+        fail("summary.txt does not say how to run the plan")
+    return plan
+
+
+def expect_refused(dc_run, plan_dir, data, what, needle):
+    rc, out, err = run([dc_run, plan_dir, "--emulate", "--data", data])
+    if rc != 2 or needle not in err:
+        fail(f"{what}: dc-run exited {rc}, expected 2 with {needle!r} in stderr:\n{out}\n{err}")
+
+
+def main():
+    coord, dc_run, model, data, config, gpu = sys.argv[1:7]
+    extra = sys.argv[7:]
+    tmp = tempfile.mkdtemp(prefix="dc_check_plan_run_")
+    out_dir = os.path.join(tmp, "out")
+    rc, out, err = run([coord, "tune", model, "--gpus", gpu, "--config", config, "--emulate",
+                        "--db", os.path.join(tmp, "tune.db"), "--out", out_dir] + extra)
+    if rc != 0:
+        fail(f"tune exited {rc}\n{out}\n{err}")
+    plan_dir = os.path.join(out_dir, gpu)
+    if f"wrote plan {plan_dir}" not in out:
+        fail(f"tune does not report the plan it wrote:\n{out}")
+    plan = check_plan_files(plan_dir, gpu)
+    print(f"plan: {len(plan['steps'])} steps, {len(plan['modules'])} modules, "
+          f"arena {plan['arena_bytes'] / 2**20:.1f} MiB vs {plan['unshared_bytes'] / 2**20:.1f} MiB unshared")
+
+    rc, out, err = run([dc_run, plan_dir, "--emulate", "--data", data])
+    print(out)
+    if rc != 0 or "PASS" not in out or "FAIL" in out:
+        fail(f"dc-run --emulate --data exited {rc}:\n{out}\n{err}")
+
+    # Damaged copies are refused cleanly.
+    def damaged(name, edit):
+        d = os.path.join(tmp, name)
+        shutil.copytree(plan_dir, d)
+        edit(d)
+        return d
+
+    def truncate(path, keep):
+        with open(path, "r+b") as f:
+            f.truncate(keep(os.path.getsize(path)))
+
+    def flip(path, at):
+        with open(path, "r+b") as f:
+            f.seek(at(os.path.getsize(path)))
+            b = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([b[0] ^ 0x20]))
+
+    expect_refused(dc_run, damaged("short_weights", lambda d: truncate(os.path.join(d, "weights.bin"), lambda n: n // 2)),
+                   data, "truncated weights.bin", "weights.bin")
+    expect_refused(dc_run, damaged("edited_kernels", lambda d: flip(os.path.join(d, "kernels.cu"), lambda n: n - 10)),
+                   data, "edited kernels.cu", "kernels.cu")
+    expect_refused(dc_run, damaged("short_json", lambda d: truncate(os.path.join(d, "plan.json"), lambda n: n // 2)),
+                   data, "truncated plan.json", "plan.json")
+    shutil.rmtree(tmp)
+    print("OK")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+// The host-emulator backend: runs a plan's steps on the CPU with codegen/emulator.h, for
+// correctness only. It keeps the plan's memory layout honest: intermediates and scratch live
+// in one host byte arena of plan.arena_bytes at their planned offsets, each step reads its
+// inputs from there and writes its results back there, so a memory plan that lets two live
+// tensors share bytes gives wrong outputs here exactly as it would on a GPU.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <thread>
+
+#include "backend.h"
+#include "emulator.h"
+#include "emulator/compile.h"
+#include "ir/error.h"
+
+namespace dc::rt {
+namespace {
+
+// Threads compiling modules at load (the machine's cores are shared; two is plenty).
+constexpr unsigned kCompileThreads = 2;
+
+size_t tensor_bytes(const PlanTensor& t) {
+  return static_cast<size_t>(shape_numel(t.shape)) * dtype_size(t.dtype);
+}
+
+bool in_arena(PlanTensorKind k) {
+  return k == PlanTensorKind::intermediate || k == PlanTensorKind::scratch;
+}
+
+std::string module_label(const ExecPlan& plan, size_t m) {
+  const GeneratedKernel& k = plan.modules[m];
+  return fmt::format("module {} ({} {})", m, k.template_name, k.variant_key);
+}
+
+class EmulatorBackend final : public Backend {
+ public:
+  explicit EmulatorBackend(const EmulatorBackendOptions& o) { options_.cache_dir = o.cache_dir; }
+
+  std::string device_description() const override {
+    return "host emulator (CPU, correctness only, no timing)";
+  }
+  std::string device_gpu_type() const override { return ""; }
+
+  void load(const ExecPlan& plan) override {
+    plan_ = &plan;
+    compile_modules();
+    // Poison: an intermediate read before any step wrote it is NaN (floats) or -1.
+    arena_.assign(static_cast<size_t>(plan.arena_bytes), std::byte{0xff});
+    values_.assign(plan.tensors.size(), Tensor());
+    for (int id : plan.inputs) values_[id] = Tensor(plan.tensors[id].dtype, plan.tensors[id].shape);
+  }
+
+  void set_input(size_t index, const void* data, size_t bytes) override {
+    Tensor& t = values_.at(plan_->inputs.at(index));
+    DC_INTERNAL_CHECK(bytes == t.nbytes(), "input ", index, ": ", bytes, " bytes for ", t.nbytes());
+    std::memcpy(t.raw_mutable(), data, bytes);
+  }
+
+  void run() override {
+    for (size_t i = 0; i < plan_->steps.size(); ++i) run_step(i);
+  }
+
+  void get_output(size_t index, void* data, size_t bytes) override {
+    const Tensor& t = values_.at(plan_->outputs.at(index));
+    DC_INTERNAL_CHECK(t.defined(), "output ", index, " read before any run wrote it");
+    DC_INTERNAL_CHECK(bytes == t.nbytes(), "output ", index, ": ", bytes, " bytes for ", t.nbytes());
+    std::memcpy(data, t.raw(), bytes);
+  }
+
+  std::vector<double> time_runs(int, int) override {
+    throw UserError("the host emulator has no timing; run on a GPU for --bench");
+  }
+
+ private:
+  // Every module once, on a couple of threads: the emulator caches compiled kernels by hash,
+  // so the runs that follow only load them.
+  void compile_modules() {
+    const size_t n = plan_->modules.size();
+    std::vector<std::string> errors(n);
+    std::vector<std::exception_ptr> failures(n);
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t m; (m = next++) < n;) {
+        try {
+          const emu::CompiledLibrary lib =
+              emu::compile_library(emulator_source(plan_->modules[m]), options_);
+          errors[m] = lib.error;
+          if (!lib.temp_dir.empty()) std::filesystem::remove_all(lib.temp_dir);
+        } catch (...) {
+          failures[m] = std::current_exception();
+        }
+      }
+    };
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < std::min<size_t>(kCompileThreads, n); ++t) threads.emplace_back(work);
+    for (auto& t : threads) t.join();
+    for (size_t m = 0; m < n; ++m) {
+      if (failures[m]) std::rethrow_exception(failures[m]);
+      DC_USER_CHECK(errors[m].empty(), module_label(*plan_, m),
+                    " does not compile for the host emulator: ", errors[m]);
+    }
+  }
+
+  // The tensor a step reads as buffer contents: the user's input, a weight, an output an
+  // earlier step wrote, or an intermediate's bytes in the arena.
+  Tensor read_tensor(int id) const {
+    const PlanTensor& pt = plan_->tensors[id];
+    switch (pt.kind) {
+      case PlanTensorKind::input:
+      case PlanTensorKind::output:
+        DC_INTERNAL_CHECK(values_[id].defined(), "tensor ", pt.name, " read before it is written");
+        return values_[id];
+      case PlanTensorKind::weight:
+        return plan_->values.at(id);
+      case PlanTensorKind::intermediate:
+      case PlanTensorKind::scratch: {
+        Tensor t(pt.dtype, pt.shape);
+        std::memcpy(t.raw_mutable(), arena_.data() + arena_offset(pt), t.nbytes());
+        return t;
+      }
+    }
+    throw_internal_error("tensor ", pt.name, " has an unknown kind");
+  }
+
+  // Stores what a step wrote into tensor `id`.
+  void write_tensor(int id, const Tensor& value) {
+    const PlanTensor& pt = plan_->tensors[id];
+    DC_INTERNAL_CHECK(pt.kind != PlanTensorKind::input && pt.kind != PlanTensorKind::weight,
+                      "a step writes the model input or weight ", pt.name);
+    DC_INTERNAL_CHECK(value.defined() && value.nbytes() == tensor_bytes(pt), "step result for ",
+                      pt.name, " has the wrong size");
+    if (in_arena(pt.kind))
+      std::memcpy(arena_.data() + arena_offset(pt), value.raw(), value.nbytes());
+    else
+      values_[id] = value;
+  }
+
+  size_t arena_offset(const PlanTensor& pt) const {
+    DC_INTERNAL_CHECK(pt.offset >= 0 && static_cast<size_t>(pt.offset) + tensor_bytes(pt) <=
+                                            arena_.size(),
+                      "tensor ", pt.name, " lies outside the arena");
+    return static_cast<size_t>(pt.offset);
+  }
+
+  void run_step(size_t i) {
+    const PlanStep& step = plan_->steps[i];
+    const GeneratedKernel& k = plan_->modules.at(step.module);
+    DC_INTERNAL_CHECK(step.buffers.size() == k.buffers.size(), "step ", i, " binds ",
+                      step.buffers.size(), " tensors to ", k.buffers.size(), " buffers");
+    // Outputs and scratch stay undefined: the emulator poisons (or zeroes) them itself.
+    std::vector<Tensor> buffers(k.buffers.size());
+    for (size_t j = 0; j < k.buffers.size(); ++j)
+      if (k.buffers[j].role == BufferRole::input) buffers[j] = read_tensor(step.buffers[j]);
+    const EmulatorResult r = emulate(k, buffers, options_);
+    DC_USER_CHECK(r.ok, "step ", i, " (cluster ", step.cluster, ", kernel ", k.template_name, " ",
+                  k.variant_key, ") failed on the host emulator: ", r.error);
+    for (size_t j = 0; j < k.buffers.size(); ++j)
+      if (k.buffers[j].role != BufferRole::input) write_tensor(step.buffers[j], buffers[j]);
+  }
+
+  const ExecPlan* plan_ = nullptr;
+  EmulatorOptions options_;
+  std::vector<std::byte> arena_;
+  std::vector<Tensor> values_;  // parallel to plan.tensors: inputs and outputs only
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_emulator_backend(const EmulatorBackendOptions& options) {
+  return std::make_unique<EmulatorBackend>(options);
+}
+
+}  // namespace dc::rt
