@@ -14,6 +14,7 @@
 
 #include "candidates.h"
 #include "dcrt.h"
+#include "dcrt.hpp"
 #include "gpu_catalog.h"
 #include "model_loader.h"
 #include "onnx/test_data.h"
@@ -283,11 +284,12 @@ TEST_P(RuntimeTinyModel, RunsFromItsPlanDirectoryAndMatches) {
     EXPECT_TRUE(c.pass) << "output " << i << ": rel " << c.rel_l2_error << " " << c.problem;
   }
 
+  // Fresh random floats; integer inputs (token ids) keep the test data's valid values.
   ref::TensorMap in;
   for (size_t i = 0; i < r.num_inputs(); ++i) {
     const PlanTensor& t = r.input_info(i);
-    ASSERT_EQ(t.dtype, DType::f32);
-    in[t.name] = testing::random_tensor(t.shape, 40 + static_cast<uint32_t>(i));
+    in[t.name] = t.dtype == DType::f32 ? testing::random_tensor(t.shape, 40 + static_cast<uint32_t>(i))
+                                       : data.inputs[i].value;
     r.set_input(i, in[t.name]);
   }
   r.run();
@@ -383,6 +385,36 @@ TEST(DcrtCApi, ACorruptPlanIsALoadError) {
   EXPECT_EQ(dcrt_load(dir.path.c_str(), &o, &plan), DCRT_ERROR_LOAD);
   EXPECT_EQ(plan, nullptr);
   EXPECT_NE(std::string(dcrt_last_error()).find("weights.bin"), std::string::npos) << dcrt_last_error();
+}
+
+TEST(DcrtCppWrapper, RunsAPlanAndThrowsWithTheMessage) {
+  const Graph g = skip_graph();
+  TempDir dir;
+  write_plan(skip_plan(g), dir.path);
+  dcrt::Plan plan(dir.path, dcrt::Options{true, 0, emulator_cache()});
+  const dcrt::TensorInfo in = plan.input_info(0);
+  EXPECT_EQ(in.name, "x");
+  EXPECT_EQ(in.dims, (std::vector<int64_t>{4, 8}));
+  const Tensor x = testing::random_tensor({4, 8}, 51);
+  plan.set_input(0, std::vector<float>(x.data<float>(), x.data<float>() + x.numel()));
+  plan.run();
+  const std::vector<float> y = plan.output<float>(0);
+  testing::expect_tensor_near(Tensor::from_vector<float>({4, 8}, y), ref::run_graph(g, {{"x", x}}).at("y"));
+
+  dcrt::Plan moved = std::move(plan);
+  try {
+    moved.set_input(0, std::vector<float>(3));
+    ADD_FAILURE() << "no dcrt::Error";
+  } catch (const dcrt::Error& e) {
+    EXPECT_EQ(e.status(), DCRT_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("'x'"), std::string::npos) << e.what();
+  }
+  try {
+    dcrt::Plan missing("/nonexistent/dc-plan", dcrt::Options{true, 0, ""});
+    ADD_FAILURE() << "no dcrt::Error";
+  } catch (const dcrt::Error& e) {
+    EXPECT_EQ(e.status(), DCRT_ERROR_LOAD);
+  }
 }
 
 }  // namespace

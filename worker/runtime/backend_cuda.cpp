@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <limits>
 #include <map>
 
 #include "compile_cache.h"
@@ -317,7 +316,7 @@ void CudaBackend::load(const ExecPlan& plan) {
     allocate();
     upload_weights();
   } catch (const cuda::CudaError& e) {
-    fail("allocating the plan's memory", e);
+    fail("allocating the plan's memory and uploading its weights", e);
   }
   build_program();
   if (options_.use_cuda_graph) capture();
@@ -462,7 +461,9 @@ void CudaBackend::upload_weights() {
 
 CUdeviceptr CudaBackend::io_buffer(int tensor) const {
   const auto it = io_.find(tensor);
-  DC_INTERNAL_CHECK(it != io_.end(), "tensor ", tensor, " has no buffer");
+  DC_USER_CHECK(it != io_.end(), "corrupt plan: tensor ",
+                plan_->tensors[static_cast<size_t>(tensor)].name,
+                " is a model input or output the plan does not list");
   return it->second.get();
 }
 

@@ -4,9 +4,11 @@
 // inputs from there and writes its results back there, so a memory plan that lets two live
 // tensors share bytes gives wrong outputs here exactly as it would on a GPU.
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -83,12 +85,15 @@ class EmulatorBackend final : public Backend {
     std::vector<std::string> errors(n);
     std::vector<std::exception_ptr> failures(n);
     std::atomic<size_t> next{0};
+    std::atomic<size_t> cached{0};
+    const auto t0 = std::chrono::steady_clock::now();
     auto work = [&] {
       for (size_t m; (m = next++) < n;) {
         try {
           const emu::CompiledLibrary lib =
               emu::compile_library(emulator_source(plan_->modules[m]), options_);
           errors[m] = lib.error;
+          cached += lib.from_cache ? 1 : 0;
           if (!lib.temp_dir.empty()) std::filesystem::remove_all(lib.temp_dir);
         } catch (...) {
           failures[m] = std::current_exception();
@@ -103,6 +108,9 @@ class EmulatorBackend final : public Backend {
       DC_USER_CHECK(errors[m].empty(), module_label(*plan_, m),
                     " does not compile for the host emulator: ", errors[m]);
     }
+    spdlog::info("host emulator: {} module(s) ready in {:.2f} s ({} from the cache)", n,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                 cached.load());
   }
 
   // The tensor a step reads as buffer contents: the user's input, a weight, an output an

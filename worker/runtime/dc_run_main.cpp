@@ -25,6 +25,7 @@
 #include "ir/error.h"
 #include "ir/log.h"
 #include "onnx/test_data.h"
+#include "plan/plan_io.h"
 #include "ref/compare.h"
 #include "runtime.h"
 
@@ -260,6 +261,19 @@ std::optional<RunOptions> parse(int argc, char** argv) {
   return o;
 }
 
+// The plan on its device. A device that cannot run it (no driver, no GPU) gets a pointer to
+// --emulate; a bad plan directory does not.
+rt::Runtime open_runtime(const RunOptions& o, const rt::RuntimeOptions& ro) {
+  ExecPlan plan = read_plan(o.plan_dir);
+  try {
+    return rt::Runtime(std::move(plan), ro);
+  } catch (const UserError& e) {
+    if (o.emulate) throw;
+    throw UserError(fmt::format("{}; without a GPU, --emulate runs the plan on the host emulator",
+                                e.what()));
+  }
+}
+
 int run(int argc, char** argv) {
   const auto parsed = parse(argc, argv);
   if (!parsed) return kExitOk;
@@ -271,7 +285,7 @@ int run(int argc, char** argv) {
   ro.device = o.device;
   ro.cache_dir = o.cache_dir;
   const auto t0 = std::chrono::steady_clock::now();
-  rt::Runtime r = rt::Runtime::open(o.plan_dir, ro);
+  rt::Runtime r = open_runtime(o, ro);
   print_header(r, o);
   std::cout << fmt::format("{:<9}{:.3f} s (read, compile, upload)\n", "load", seconds_since(t0));
 
