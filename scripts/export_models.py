@@ -7,6 +7,7 @@
 Writes OUTDIR/<name>/model.onnx and OUTDIR/<name>/test_data_set_0/{input,output}_N.pb
 (the layout of ONNX's own test cases) for
   resnet50     torchvision ResNet-50, input "input" [B,3,224,224] -> "output" [B,1000]
+  resnet101    torchvision ResNet-101, the same (only when asked for: --models resnet101)
   mobilenetv2  torchvision MobileNetV2, same input and output
   bert_base    a BERT-base encoder written with torch.nn (no transformers package):
                inputs "input_ids", "attention_mask" (int64 [B,128]) -> "last_hidden_state"
@@ -33,6 +34,8 @@ import onnx_export_util as util  # noqa: E402
 
 SEED = 0
 ALL_MODELS = ("resnet50", "mobilenetv2", "bert_base")
+# Exported only when asked for (--models resnet101): the tuning DB's reuse test.
+EXTRA_MODELS = ("resnet101",)
 ALIASES = {"bert": "bert_base"}
 
 
@@ -44,6 +47,8 @@ def build_cnn(name, batch):
     gen = torch.Generator().manual_seed(SEED)
     if name == "resnet50":
         model = torchvision.models.resnet50(weights=None)
+    elif name == "resnet101":
+        model = torchvision.models.resnet101(weights=None)
     elif name == "mobilenetv2":
         model = torchvision.models.mobilenet_v2(weights=None)
     else:
@@ -216,9 +221,9 @@ def main():
     if a.batch < 1:
         parser.error("--batch must be >= 1")
     names = [ALIASES.get(m.strip(), m.strip()) for m in a.models.split(",") if m.strip()]
-    unknown = [m for m in names if m not in ALL_MODELS]
+    unknown = [m for m in names if m not in ALL_MODELS + EXTRA_MODELS]
     if unknown:
-        parser.error("unknown model(s) %s; known: %s" % (", ".join(unknown), ", ".join(ALL_MODELS)))
+        parser.error("unknown model(s) %s; known: %s" % (", ".join(unknown), ", ".join(ALL_MODELS + EXTRA_MODELS)))
     os.makedirs(a.outdir, exist_ok=True)
     start = time.time()
     for name in names:

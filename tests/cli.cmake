@@ -105,3 +105,15 @@ foreach(model resnet50 mobilenetv2 bert_base)
   set_tests_properties(plan_run_${model} PROPERTIES LABELS "long;plan" FIXTURES_REQUIRED exported_models
     TIMEOUT 1800)
 endforeach()
+
+# Reuse across models (issue 6): ResNet-101 tuned after ResNet-50 in the same DB measures only
+# the workloads ResNet-50 did not have (none: it only repeats its blocks more often).
+# tests/cli/check_reuse_models.py; the in-process farm keeps it to seconds.
+add_test(NAME export_resnet101 COMMAND ${DC_PY} ${PROJECT_SOURCE_DIR}/scripts/export_models.py ${DC_MODELS}
+  --models resnet101)
+set_tests_properties(export_resnet101 PROPERTIES LABELS long FIXTURES_SETUP resnet101_model TIMEOUT 900)
+add_test(NAME reuse_resnet50_then_resnet101 COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_reuse_models.py
+  ${DC_COORD} ${DC_MODELS}/resnet50/model.onnx ${DC_MODELS}/resnet101/model.onnx ${EX}/tune-quick.yaml h100
+  --emulate --farm inprocess --local-workers 2)
+set_tests_properties(reuse_resnet50_then_resnet101 PROPERTIES LABELS long
+  FIXTURES_REQUIRED "exported_models;resnet101_model" TIMEOUT 600)
