@@ -2,6 +2,15 @@
 
 namespace dc {
 
+const char* buffer_role_name(BufferRole r) {
+  switch (r) {
+    case BufferRole::input: return "input";
+    case BufferRole::output: return "output";
+    case BufferRole::scratch: return "scratch";
+  }
+  return "?";
+}
+
 const char* cuda_type(DType t) {
   switch (t) {
     case DType::f32: return "float";

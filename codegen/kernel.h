@@ -51,6 +51,9 @@ struct GeneratedKernel {
   std::vector<Launch> launches;        // run in order; usually one
 };
 
+// "input", "output", "scratch".
+const char* buffer_role_name(BufferRole r);
+
 // C type of a dtype in generated code ("float", "long long", "int", "unsigned char", ...).
 const char* cuda_type(DType t);
 

@@ -39,15 +39,6 @@ void write_file(const fs::path& p, const std::string& text) {
   DC_USER_CHECK(out.good(), "failed writing '", p.string(), "'");
 }
 
-const char* role_name(BufferRole r) {
-  switch (r) {
-    case BufferRole::input: return "input";
-    case BufferRole::output: return "output";
-    case BufferRole::scratch: return "scratch";
-  }
-  return "?";
-}
-
 // The launch description and compile report of one generated kernel, as JSON.
 std::string kernel_json(const GeneratedKernel& k, const Estimate* est, const CompileResult* c) {
   std::ostringstream os;
@@ -55,7 +46,7 @@ std::string kernel_json(const GeneratedKernel& k, const Estimate* est, const Com
   j.begin_object().field("template", k.template_name).field("variant", k.variant_key);
   j.key("buffers").begin_array();
   for (const auto& b : k.buffers) {
-    j.begin_object().field("name", b.name).field("role", role_name(b.role));
+    j.begin_object().field("name", b.name).field("role", buffer_role_name(b.role));
     j.field("dtype", dtype_name(b.dtype)).key("shape").value(b.shape);
     j.field("zero_init", b.zero_init).end_object();
   }

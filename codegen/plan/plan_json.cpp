@@ -27,15 +27,6 @@ constexpr BufferRole kAllRoles[] = {BufferRole::input, BufferRole::output, Buffe
 // No tensor of a plan comes near this; it keeps byte counts far from int64 overflow.
 constexpr int64_t kMaxTensorBytes = int64_t{1} << 48;
 
-const char* role_name(BufferRole r) {
-  switch (r) {
-    case BufferRole::input: return "input";
-    case BufferRole::output: return "output";
-    case BufferRole::scratch: return "scratch";
-  }
-  return "?";
-}
-
 // ---- writing ----
 
 // The top-level object, one field per line.
@@ -107,7 +98,7 @@ void write_module(JsonWriter& w, const GeneratedKernel& m, const ModuleSource& s
   for (const auto& b : m.buffers)
     w.begin_object()
         .field("name", b.name)
-        .field("role", role_name(b.role))
+        .field("role", buffer_role_name(b.role))
         .field("dtype", dtype_name(b.dtype))
         .field("shape", b.shape)
         .field("zero_init", b.zero_init)
@@ -287,7 +278,7 @@ GeneratedKernel read_module(const Field& f, ModuleSource* src) {
   for (const auto& b : f["buffers"].items()) {
     KernelBuffer kb;
     kb.name = b["name"].str();
-    kb.role = b["role"].one_of(kAllRoles, role_name);
+    kb.role = b["role"].one_of(kAllRoles, buffer_role_name);
     kb.dtype = b["dtype"].dtype();
     kb.shape = b["shape"].shape();
     kb.zero_init = b["zero_init"].boolean();

@@ -19,9 +19,12 @@
 #include "ref/compare.h"
 #include "ref/executor.h"
 #include "runtime.h"
+#include "testing.h"
 
 namespace dc {
 namespace {
+
+using testing::user_error_of;
 
 // The first usable device, found once per process.
 struct Gpu {
@@ -118,16 +121,6 @@ std::vector<Tensor> run_plan(rt::Runtime& r, const std::vector<Tensor>& in) {
   return out;
 }
 
-template <class F>
-std::string user_error_of(F&& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no UserError";
-  return "";
-}
 
 // ---- plans against the CPU ------------------------------------------------------------
 

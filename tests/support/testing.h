@@ -8,10 +8,23 @@
 #include <string>
 #include <vector>
 
+#include "ir/error.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
 
 namespace dc::testing {
+
+// The message of the UserError that `f` throws; a test failure (and "") if it throws none.
+template <class F>
+std::string user_error_of(F&& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no UserError";
+  return "";
+}
 
 // A node with the given op, inputs, outputs and attributes; named after its first output.
 inline Node make_node(std::string op, std::vector<std::string> inputs,

@@ -28,6 +28,8 @@
 namespace dc {
 namespace {
 
+using testing::user_error_of;
+
 using testing::add_initializer;
 using testing::add_input;
 using testing::add_node;
@@ -115,16 +117,6 @@ std::string example_data(const std::string& name) {
   return std::string(DC_SOURCE_DIR) + "/examples/" + name + "/test_data_set_0";
 }
 
-template <class F>
-std::string user_error_of(F&& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no UserError";
-  return "";
-}
 
 TEST(RuntimeEmulator, SkipPlanMatchesTheReferenceExecutor) {
   const Graph g = skip_graph();
