@@ -1,6 +1,7 @@
 // dc-coordinator tune MODEL.onnx --gpus LIST [--db PATH] [--out DIR] [--bind tcp://ADDR:PORT]
-//   [--local-workers N] [--emulate] [--config FILE] [--retune]: measures the model's kernel
-// variants on a farm and selects, per GPU type, the cover with the least measured time.
+//   [--local-workers N] [--emulate] [--config FILE] [--retune] [--no-db-calibration]:
+// measures the model's kernel variants on a farm and selects, per GPU type, the cover with
+// the least measured time.
 // The pipeline is tune.h; this file is the command line, the choice of farm and the output.
 // docs/tune.md describes both.
 #include <atomic>
@@ -162,12 +163,13 @@ std::unique_ptr<Farm> make_farm(const FarmFlags& f, const std::vector<const GpuS
 }
 
 std::string options_json(const std::string& gpus, const PlanOptions& plan, const FarmFlags& f,
-                         bool retune) {
+                         bool retune, bool calibration_from_db) {
   std::ostringstream os;
   JsonWriter j(os);
   j.begin_object().field("gpus", gpus).field("top_k", plan.prune.top_k);
   j.field("within", plan.prune.within_factor).field("retune", retune).field("emulate", f.emulate);
   j.field("farm", f.bind.empty() ? f.kind : "bind " + f.bind).field("local_workers", f.local_workers);
+  j.field("calibration_from_db", calibration_from_db);
   j.key("precisions").begin_array();
   for (const auto& p : plan.space.precisions) j.value(p);
   j.end_array().end_object();
@@ -180,7 +182,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   std::string model, gpu_list, db_path = "dc-tuning.db", out_dir, config, precisions;
   std::vector<std::string> shapes;
   FarmFlags farm_flags;
-  bool retune = false, no_check = false, quiet = false;
+  bool retune = false, no_check = false, quiet = false, no_db_calibration = false;
   double wait_s = -1;
   int seed_k = 4;
   po::options_description desc(
@@ -202,6 +204,8 @@ int cmd_tune(const std::vector<std::string>& args) {
        "times from a timing model (marked emulated everywhere)")
       ("config", po::value(&config), "tuning configuration YAML (examples/tune.yaml); flags override it")
       ("retune", po::bool_switch(&retune), "measure again what the DB already holds")
+      ("no-db-calibration", po::bool_switch(&no_db_calibration), "estimate with the config's "
+       "calibration factors only, not factors fitted from the DB's results")
       ("top-k", po::value<int>(), "pruning: at most this many variants per workload")
       ("within", po::value<double>(), "pruning: keep variants within this factor of the best estimate")
       ("precisions", po::value(&precisions), "precision paths: comma-separated fp32, tf32, fp16, bf16")
@@ -238,7 +242,8 @@ int cmd_tune(const std::vector<std::string>& args) {
 
   TuneOptions opts;
   opts.gpus = parse_gpu_list(catalog, gpu_list);
-  if (!config.empty()) load_tune_config(config, &opts.plan);
+  if (!config.empty()) load_tune_config(config, &opts.plan, &opts.calibration_from_db);
+  if (no_db_calibration) opts.calibration_from_db = false;
   if (vm.count("within")) opts.plan.prune.within_factor = vm["within"].as<double>();
   if (vm.count("top-k")) opts.plan.prune.top_k = vm["top-k"].as<int>();
   if (vm.count("precisions")) opts.plan.space.precisions = parse_precisions(precisions);
@@ -251,7 +256,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   if (wait_s < 0) wait_s = farm_flags.bind.empty() ? 30 : 120;
   opts.worker_wait = std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000));
   opts.host = host_name();
-  opts.options_json = options_json(gpu_list, opts.plan, farm_flags, retune);
+  opts.options_json = options_json(gpu_list, opts.plan, farm_flags, retune, opts.calibration_from_db);
   opts.progress = quiet ? Progress::Mode::quiet : Progress::detect();
   opts.console = quiet ? nullptr : &std::cerr;
   opts.stop = &g_stop;

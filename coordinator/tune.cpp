@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <tuple>
 
@@ -14,6 +15,7 @@
 
 #include "generate.h"
 #include "ir/error.h"
+#include "ir/json_writer.h"
 #include "ir/parallel.h"
 #include "nvrtc.h"
 #include "passes/simplify.h"
@@ -76,6 +78,15 @@ std::string model_name_from_path(const std::string& path) {
   return p.stem().string();
 }
 
+// "conv x1.20, gemm x0.90": the factors of one GPU type.
+std::string describe_factors(const Calibration& c, const std::string& gpu) {
+  std::string out;
+  for (const auto& [key, factor] : c.factors)
+    if (key.first == gpu)
+      out += fmt::format("{}{} x{:.2f}", out.empty() ? "" : ", ", cluster_kind_name(key.second), factor);
+  return out;
+}
+
 std::string job_key(const std::string& workload, const std::string& variant, const std::string& gpu) {
   return workload + "/" + variant + "/" + gpu;
 }
@@ -85,7 +96,7 @@ struct PlannedJob {
   size_t gpu = 0;       // index into TuneResult::gpus
   size_t workload = 0;  // index into the workload set
   Variant variant;
-  double estimate_us = 0;
+  double estimate_us = 0;  // uncalibrated: what the result stores
   bool check = false;   // host-emulator check of a winner
 };
 
@@ -104,8 +115,20 @@ class Pipeline {
   }
 
   void run(const Graph& g) {
+    for (const GpuSpec* gpu : opts_.gpus) {
+      GpuTuneResult gr;
+      gr.gpu = gpu;
+      gr.source = opts_.emulated ? Source::emulated : Source::real;
+      r_.gpus.push_back(std::move(gr));
+    }
+
     auto t = Clock::now();
-    r_.plan = plan_by_estimate(g, opts_.gpus, opts_.plan);
+    end_stage(r_, opts_, "calibrate", t, calibrate());
+
+    t = Clock::now();
+    PlanOptions plan_options = opts_.plan;
+    plan_options.calibration = r_.calibration;
+    r_.plan = plan_by_estimate(g, opts_.gpus, plan_options);
     size_t kept = 0;
     for (const auto& gp : r_.plan.gpus)
       for (const auto& w : gp.workloads) kept += w.kept.size();
@@ -113,12 +136,6 @@ class Pipeline {
               fmt::format("{} candidate clusters, {} distinct workloads, {} variants kept over {} GPU "
                           "type(s)", r_.plan.candidates.size(), workloads().size(), kept,
                           opts_.gpus.size()));
-    for (const GpuSpec* gpu : opts_.gpus) {
-      GpuTuneResult gr;
-      gr.gpu = gpu;
-      gr.source = opts_.emulated ? Source::emulated : Source::real;
-      r_.gpus.push_back(std::move(gr));
-    }
 
     t = Clock::now();
     record_model();
@@ -170,6 +187,55 @@ class Pipeline {
   bool interrupted() const { return r_.interrupted; }
   bool stop_requested() const { return opts_.stop && opts_.stop->load(); }
 
+  // The estimator's factors: the config's, then for each GPU type and kind the config leaves
+  // open, the fit of the DB's results of this tune's source (never the other source's: an
+  // emulated device's timing model says nothing about the real GPU).
+  std::string calibrate() {
+    r_.calibration = opts_.plan.calibration;
+    if (!opts_.calibration_from_db) return "factors from the DB: off (config factors only)";
+    const Source source = source_of(opts_.emulated);
+    int fitted = 0;
+    for (GpuTuneResult& gr : r_.gpus) {
+      const std::string& gpu = gr.gpu->name;
+      gr.calibration_fit = fit_calibration(db_.estimator_ratios(gpu, source));
+      fitted += apply_fit(gpu, gr.calibration_fit, opts_.plan.calibration, r_.calibration);
+      int results = 0;
+      for (const FittedFactor& f : gr.calibration_fit) results += f.samples;
+      const std::string config = describe_factors(opts_.plan.calibration, gpu);
+      notice(opts_, fmt::format("calibration {} from {} {} DB results: {}{}", gpu, results,
+                                source_name(source), describe_fit(gr.calibration_fit),
+                                config.empty() ? "" : "; the config sets " + config));
+    }
+    return fmt::format("{} factor(s) fitted from {} DB results", fitted, source_name(source));
+  }
+
+  // What a result stores as its estimate: the model's figure without calibration, so that
+  // measured / estimated fits the factor itself (see calibrate).
+  double uncalibrated_us(size_t gi, size_t wi, double calibrated_us) const {
+    return calibrated_us / r_.calibration.factor(r_.gpus[gi].gpu->name, workloads()[wi].kind);
+  }
+
+  // The run's options as given, plus the calibration factors its estimates used.
+  std::string options_json() const {
+    std::ostringstream os;
+    JsonWriter j(os);
+    j.begin_object();
+    for (const GpuSpec* gpu : opts_.gpus) {
+      j.key(gpu->name).begin_object();
+      for (const auto& [key, factor] : r_.calibration.factors)
+        if (key.first == gpu->name) j.field(cluster_kind_name(key.second), factor);
+      j.end_object();
+    }
+    j.end_object();
+    std::string options = opts_.options_json;
+    const size_t close = options.find_last_of('}');
+    DC_INTERNAL_CHECK(!options.empty() && options.front() == '{' && close != std::string::npos,
+                      "tune options must be a JSON object, got '", options, "'");
+    const bool empty = options.find_first_not_of(" \t\n", 1) == close;
+    options.insert(close, fmt::format("{}\"calibration\":{}", empty ? "" : ",", os.str()));
+    return options;
+  }
+
   void record_model() {
     for (const GpuSpec* gpu : opts_.gpus) db_.commit_gpu_type(*gpu);
     const int64_t model_id = db_.commit_model(r_.model_name, opts_.model_sha256);
@@ -181,7 +247,7 @@ class Pipeline {
     RunInfo info;
     info.model_id = model_id;
     for (const GpuSpec* gpu : opts_.gpus) info.gpu_types.push_back(gpu->name);
-    info.options_json = opts_.options_json;
+    info.options_json = options_json();
     info.host = opts_.host;
     r_.run_id = db_.begin_run(info);
   }
@@ -257,7 +323,7 @@ class Pipeline {
             ++gr.abandoned;
             continue;
           }
-          jobs.push_back({gi, wi, std::move(v), est, false});
+          jobs.push_back({gi, wi, std::move(v), uncalibrated_us(gi, wi, est), false});
         }
       }
     }
@@ -285,7 +351,7 @@ class Pipeline {
           std::find(opts_.plan.space.precisions.begin(), opts_.plan.space.precisions.end(),
                     v.precision) == opts_.plan.space.precisions.end())
         continue;
-      const Estimate e = estimate(w, v, *gr.gpu, opts_.plan.calibration);
+      const Estimate e = estimate(w, v, *gr.gpu, r_.calibration);
       if (!std::isfinite(e.seconds)) continue;
       planned.emplace_back(v, e.seconds * 1e6);
       ++gr.variants_seeded;
@@ -481,7 +547,7 @@ class Pipeline {
           if (is_checked(gi, c)) continue;
           const Variant* v = find_variant(gi, c.workload, c.variant_key);
           if (!v) continue;  // measured by an earlier run with another space: trust it
-          jobs.push_back({gi, c.workload, *v, c.estimated_us, true});
+          jobs.push_back({gi, c.workload, *v, uncalibrated_us(gi, c.workload, c.estimated_us), true});
         }
       }
       if (jobs.empty()) break;

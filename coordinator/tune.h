@@ -2,7 +2,8 @@
 // the measurement farm (farm.h) and the tuning DB (schema/tuning_db.h). A straight list of
 // stages, each logged and timed (docs/tune.md):
 //
-//   import -> simplify -> candidates/variants/estimate/prune -> record model -> farm (wait
+//   import -> simplify -> calibrate (fit the estimator's factors from the DB's results) ->
+//   candidates/variants/estimate/prune -> record model -> farm (wait
 //   for workers) -> DB lookup (reuse, cross-GPU seeds) -> generate -> dispatch -> collect
 //   (every result committed as it arrives) -> check winners (emulated) -> select -> record
 //
@@ -10,6 +11,9 @@
 // emulated) and the NVRTC major version is not sent again unless `retune`. Because every
 // result is committed on arrival, rerunning a tune that was killed measures only what is
 // missing. Selection uses every qualifying result in the DB, not only this run's.
+//
+// Results carry the estimate without calibration, so the calibrate stage's fit of measured
+// / estimated finds the factor itself whatever factors earlier tunes used.
 #pragma once
 
 #include <atomic>
@@ -20,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "calibration_fit.h"
 #include "cover.h"
 #include "farm.h"
 #include "onnx/import.h"
@@ -33,6 +38,9 @@ namespace dc {
 struct TuneOptions {
   std::vector<const GpuSpec*> gpus;  // the requested GPU types
   PlanOptions plan;                  // pruning, precisions, calibration
+  // Fit calibration factors per requested GPU type and kind from the DB's results of this
+  // tune's source (real, or emulated for an emulated tune); plan.calibration's entries win.
+  bool calibration_from_db = true;
   ImportOptions import;
   bool retune = false;         // measure again what the DB already has
   bool emulated = false;       // the farm's devices are emulated: results are Source::emulated
@@ -74,6 +82,7 @@ struct ClusterChoice {
 struct GpuTuneResult {
   const GpuSpec* gpu = nullptr;
   Source source = Source::real;
+  std::vector<FittedFactor> calibration_fit;  // from the DB (empty when not fitted)
   int workers = 0;                     // live workers of the type when dispatching
   int64_t variants_planned = 0;        // kept after pruning, plus seeds
   int64_t variants_reused = 0;         // already in the DB: not sent
@@ -116,6 +125,7 @@ struct TuneResult {
   std::vector<std::string> weight_transforms;
   Graph graph;                        // simplified
   ModelPlan plan;                     // candidates, workloads, estimates
+  Calibration calibration;            // the factors the estimates used: config, then DB fit
   std::vector<GpuTuneResult> gpus;    // in the order requested
   std::vector<StageTime> stages;
   int64_t run_id = 0;

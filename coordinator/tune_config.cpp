@@ -54,7 +54,8 @@ std::vector<std::string> parse_precisions(const std::string& list) {
   return out;
 }
 
-void parse_tune_config(const std::string& text, const std::string& origin, PlanOptions* opts) {
+void parse_tune_config(const std::string& text, const std::string& origin, PlanOptions* opts,
+                       bool* from_db) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -62,7 +63,7 @@ void parse_tune_config(const std::string& text, const std::string& origin, PlanO
     throw_user_error(origin, ": not valid YAML: ", e.msg, " (line ", e.mark.line + 1, ")");
   }
   if (root.IsNull()) return;
-  check_keys(root, {"prune", "precisions", "calibration"}, origin);
+  check_keys(root, {"prune", "precisions", "calibration", "calibration_from_db"}, origin);
   if (const auto prune = root["prune"]) {
     const std::string where = origin + ": prune";
     check_keys(prune, {"within", "top_k"}, where);
@@ -94,14 +95,23 @@ void parse_tune_config(const std::string& text, const std::string& origin, PlanO
       }
     }
   }
+  if (const auto db = root["calibration_from_db"]) {
+    bool value = true;
+    try {
+      value = db.as<bool>();
+    } catch (const YAML::Exception&) {
+      throw_user_error(origin, ": calibration_from_db must be true or false");
+    }
+    if (from_db) *from_db = value;
+  }
 }
 
-void load_tune_config(const std::string& path, PlanOptions* opts) {
+void load_tune_config(const std::string& path, PlanOptions* opts, bool* from_db) {
   std::ifstream in(path);
   DC_USER_CHECK(in.good(), "cannot read config file '", path, "'");
   std::stringstream buf;
   buf << in.rdbuf();
-  parse_tune_config(buf.str(), path, opts);
+  parse_tune_config(buf.str(), path, opts, from_db);
 }
 
 }  // namespace dc

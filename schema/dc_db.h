@@ -30,6 +30,7 @@ int cmd_workloads(const std::string& db, const std::vector<std::string>& args);
 int cmd_best(const std::string& db, const std::vector<std::string>& args);
 int cmd_compare(const std::string& db, const std::vector<std::string>& args);
 int cmd_estimator_error(const std::string& db, const std::vector<std::string>& args);
+int cmd_calibration(const std::string& db, const std::vector<std::string>& args);
 int cmd_export(const std::string& db, const std::vector<std::string>& args);
 int cmd_import(const std::string& db, const std::vector<std::string>& args);
 int cmd_report(const std::string& db, const std::vector<std::string>& args);

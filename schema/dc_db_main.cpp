@@ -29,6 +29,7 @@ commands:
   compare --gpus a100,h100 [--model M]
                                      best time per workload side by side, with ratios
   estimator-error --gpu G            estimated vs measured, per cluster kind
+  calibration --gpu G                the estimator's factors a tune fits from the DB
   runs                               tuning runs with their plans' totals
   export --format csv|json [--out F] every measurement with its provenance
   import FILE                        merge another tuning DB into this one
@@ -110,6 +111,7 @@ int run(int argc, char** argv) {
     if (command == "best") return cmd_best(db, args);
     if (command == "compare") return cmd_compare(db, args);
     if (command == "estimator-error") return cmd_estimator_error(db, args);
+    if (command == "calibration") return cmd_calibration(db, args);
     if (command == "runs") return cmd_runs(db, args);
     if (command == "export") return cmd_export(db, args);
     if (command == "import") return cmd_import(db, args);
@@ -117,7 +119,7 @@ int run(int argc, char** argv) {
     if (command == "migrate") return cmd_migrate(db, args);
     throw_user_error("unknown command '", command,
                      "' (commands: summary, models, workloads, best, compare, estimator-error, "
-                     "runs, export, import, report, migrate; see --help)");
+                     "calibration, runs, export, import, report, migrate; see --help)");
   });
 }
 

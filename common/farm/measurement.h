@@ -28,7 +28,7 @@ struct Measurement {
   int spill_bytes = 0;
   int64_t smem_bytes = 0;
   double compile_seconds = 0;
-  double estimate_us = 0;     // the estimator's figure when the job was sent
+  double estimate_us = 0;     // the estimator's figure, without calibration (tune divides it out)
   std::string nvrtc_version;
   std::string driver_version;
   bool emulated = false;      // times from the timing model of an emulated device

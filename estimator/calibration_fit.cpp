@@ -1,0 +1,76 @@
+#include "calibration_fit.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "ir/error.h"
+
+namespace dc {
+
+namespace {
+
+double median_of_sorted(const std::vector<double>& v) {
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+FittedFactor fit_kind(ClusterKind kind, const std::vector<double>& ratios,
+                      const CalibrationFitOptions& o) {
+  std::vector<double> logs;
+  for (double r : ratios)
+    if (std::isfinite(r) && r > 0) logs.push_back(std::log(r));
+  FittedFactor f;
+  f.kind = kind;
+  f.samples = static_cast<int>(logs.size());
+  f.used = f.samples >= o.min_samples;
+  if (!f.used) return f;
+  std::sort(logs.begin(), logs.end());
+  const double raw = std::exp(median_of_sorted(logs));
+  f.factor = std::clamp(raw, o.min_factor, o.max_factor);
+  f.clamped = f.factor != raw;
+  return f;
+}
+
+}  // namespace
+
+std::vector<FittedFactor> fit_calibration(const std::map<ClusterKind, std::vector<double>>& ratios,
+                                          const CalibrationFitOptions& options) {
+  DC_USER_CHECK(options.min_samples >= 1, "calibration fit: min_samples must be >= 1");
+  DC_USER_CHECK(options.min_factor > 0 && options.min_factor <= options.max_factor &&
+                    std::isfinite(options.max_factor),
+                "calibration fit: need 0 < min_factor <= max_factor < infinity");
+  std::vector<FittedFactor> out;
+  for (const auto& [kind, r] : ratios) {
+    FittedFactor f = fit_kind(kind, r, options);
+    if (f.samples > 0) out.push_back(f);
+  }
+  return out;
+}
+
+int apply_fit(const std::string& gpu, const std::vector<FittedFactor>& fit, const Calibration& keep,
+              Calibration& calibration) {
+  int set = 0;
+  for (const FittedFactor& f : fit) {
+    if (!f.used || keep.factors.count({gpu, f.kind})) continue;
+    calibration.set(gpu, f.kind, f.factor);
+    ++set;
+  }
+  return set;
+}
+
+std::string describe_fit(const std::vector<FittedFactor>& fit) {
+  std::string out;
+  for (const FittedFactor& f : fit) {
+    out += out.empty() ? "" : ", ";
+    if (f.used)
+      out += fmt::format("{} x{:.2f} ({}{})", cluster_kind_name(f.kind), f.factor, f.samples,
+                         f.clamped ? ", clamped" : "");
+    else
+      out += fmt::format("{}: {} too few", cluster_kind_name(f.kind), f.samples);
+  }
+  return out.empty() ? "no results with an estimate" : out;
+}
+
+}  // namespace dc
