@@ -168,6 +168,7 @@ void FarmDispatcher::on_hello(const std::string& identity, const farm::Envelope&
     Device d;
     d.index = g.device_index();
     d.gpu_type = g.gpu_type();
+    d.name = printable(g.device_name());
     d.emulated = g.emulated();
     fresh.devices.push_back(d);
     inventory += str_cat(inventory.empty() ? "" : ", ", d.index, ":", printable(d.gpu_type),
@@ -230,6 +231,8 @@ void FarmDispatcher::on_result(Session& s, const farm::Result& r) {
   m.source_hash = job.source_hash;
   m.gpu_type = job.meta.gpu_type;
   m.worker = str_cat(s.worker_id, "/", lease.device);
+  m.host = s.host;
+  if (d != nullptr) m.device = d->name;
   m.estimate_us = job.meta.estimate_us;
   m.attempts = job.attempts;
   // An emulated device's figures stay marked emulated whatever the worker says.

@@ -89,6 +89,7 @@ class FarmDispatcher {
   struct Device {
     int32_t index = 0;
     std::string gpu_type;
+    std::string name;  // the device's name, as the worker's inventory reports it
     bool emulated = false;
     int credits = 0;
     int held = 0;  // leases on this device

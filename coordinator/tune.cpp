@@ -503,8 +503,10 @@ class Pipeline {
     if (!committed_workers_.count(m.worker)) {
       WorkerInfo w;
       w.name = m.worker;
-      w.host = m.worker.substr(0, m.worker.find('/'));
-      w.device = m.emulated ? "emulated " + m.gpu_type : m.gpu_type;
+      w.host = m.host.empty() ? m.worker.substr(0, m.worker.find('/')) : m.host;
+      // The worker's own name for the device; failing that, the GPU type.
+      if (!m.device.empty()) w.device = m.device;
+      else w.device = m.emulated ? "emulated " + m.gpu_type : m.gpu_type;
       w.gpu_type = m.gpu_type;
       w.driver_version = m.driver_version;
       w.nvrtc_version = m.nvrtc_version;

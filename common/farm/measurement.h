@@ -17,6 +17,9 @@ struct Measurement {
   std::string source_hash;    // hash of the generated source that ran
   std::string gpu_type;       // canonical GPU type ("h100")
   std::string worker;         // worker id: host/device
+  std::string host;           // the worker's host, from its Hello ("" = the part before '/')
+  std::string device;         // the device's name from the worker's inventory ("NVIDIA H100
+                              // 80GB HBM3", "emulated NVIDIA H100-SXM5-80GB"); "" = unknown
   JobStatus status = JobStatus::ok;
   std::string error;          // message for a failure status
   std::vector<double> samples_us;  // every timed sample, microseconds

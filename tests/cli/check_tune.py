@@ -100,6 +100,13 @@ def main():
         fail("emulated results not marked emulated")
     if integrity != "ok" or runs != ["ok"]:
         fail(f"integrity {integrity}, runs {runs}")
+    if "inprocess" not in extra:
+        # dc-worker's inventory reaches the DB: the device name it reported, its host.
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        workers = con.execute("SELECT device, host, emulated FROM workers").fetchall()
+        con.close()
+        if not workers or not all(d.startswith("emulated NVIDIA") and h and e == 1 for d, h, e in workers):
+            fail(f"workers table lacks the inventory's device names: {workers}")
     first_rows = len(rows)
     summary = open(os.path.join(out_dir, gpu, "summary.txt")).read()
     if summary.strip() not in out:
