@@ -12,6 +12,11 @@ GeneratedKernel generate_kernel(const Workload& w, const Variant& v) {
   if (t == "row_reduce") return generate_reduction(w, v);
   if (t == "pool_window") return generate_pool(w, v);
   if (t == "elementwise" || t == "opaque_generic") return generate_elementwise(w, v);
+  if (t == kReferenceTemplate) {  // the baseline measured like a variant
+    GeneratedKernel k = generate_reference(w);
+    k.variant_key = v.key();
+    return k;
+  }
   throw_internal_error("no template named '", t, "'");
 }
 

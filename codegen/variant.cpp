@@ -7,6 +7,19 @@ int64_t Variant::param(const std::string& name, int64_t dflt) const {
   return it == params.end() ? dflt : it->second;
 }
 
+Variant reference_variant() {
+  Variant v;
+  v.template_name = kReferenceTemplate;
+  v.precision = "fp32";
+  return v;
+}
+
+bool is_reference(const Variant& v) { return v.template_name == kReferenceTemplate; }
+
+bool is_reference_key(const std::string& variant_key) {
+  return variant_key.rfind(std::string(kReferenceTemplate) + "/", 0) == 0;
+}
+
 std::string Variant::key() const {
   // std::map iterates in name order, so the text is canonical without sorting.
   std::string out = template_name + "/" + precision + "/";

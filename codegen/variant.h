@@ -28,6 +28,15 @@ struct Variant {
   std::string key() const;
 };
 
+// The workload's naive reference kernel (codegen/generate.h's generate_reference) as a
+// variant: tune measures it once per workload and GPU type as the baseline that reports
+// compare the chosen kernels with ("speedup over the reference kernel"); selection never
+// chooses it. Key "reference/fp32/".
+inline constexpr const char* kReferenceTemplate = "reference";
+Variant reference_variant();
+bool is_reference(const Variant& v);
+bool is_reference_key(const std::string& variant_key);
+
 // Every variant of the workload's kind that the GPU can run: enumerated from the kind's
 // parameter space (param_space_*.cpp) and filtered by the GPU's hard limits (threads per
 // block, shared memory per block, registers per thread, per-SM residency of at least one

@@ -182,7 +182,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   std::string model, gpu_list, db_path = "dc-tuning.db", out_dir, config, precisions;
   std::vector<std::string> shapes;
   FarmFlags farm_flags;
-  bool retune = false, no_check = false, quiet = false, no_db_calibration = false;
+  bool retune = false, no_check = false, quiet = false, no_db_calibration = false, no_reference = false;
   double wait_s = -1;
   int seed_k = 4;
   po::options_description desc(
@@ -214,6 +214,8 @@ int cmd_tune(const std::vector<std::string>& args) {
        "(default 30; 120 with --bind)")
       ("seed-k", po::value(&seed_k)->default_value(seed_k), "variants borrowed per workload from "
        "the nearest GPU type with results (0: none)")
+      ("no-reference", po::bool_switch(&no_reference), "do not measure each workload's reference "
+       "kernel (the baseline of dc-db report's speedup plot)")
       ("no-check", po::bool_switch(&no_check), "emulated tunes: skip the host-emulator check of "
        "the winners")
       ("quiet,q", po::bool_switch(&quiet), "no progress bar or stage lines; the summary only")
@@ -252,6 +254,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   opts.import.input_shapes = parse_shape_flags(shapes);
   opts.retune = retune;
   opts.check_winners = !no_check;
+  opts.measure_reference = !no_reference;
   opts.seed_k = seed_k;
   if (wait_s < 0) wait_s = farm_flags.bind.empty() ? 30 : 120;
   opts.worker_wait = std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000));

@@ -1,5 +1,6 @@
 #include "farm_inprocess.h"
 
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -19,6 +20,7 @@
 #include "ir/workload.h"
 #include "nvrtc.h"
 #include "ref/compare.h"
+#include "variant.h"
 
 namespace dc {
 
@@ -269,7 +271,11 @@ class InProcessFarm final : public Farm {
 std::vector<double> modelled_samples(const FarmJob& job) {
   const uint64_t h = hash64(job.variant.variant_key + "@" + job.gpu_type + "#" + job.workload);
   const double factor = 0.8 + 0.6 * static_cast<double>(h % 10000) / 10000.0;
-  const double base = std::max(job.estimate_us, 1.0) * factor;
+  // The reference kernel has no estimate: model it as a naive kernel (about 10 GFLOP/s and
+  // 100 GB/s), so that it is the slow baseline it is on a GPU.
+  const double naive_us = 2.0 + static_cast<double>(job.flops) / 1e4 + static_cast<double>(job.bytes) / 1e5;
+  const double base =
+      (is_reference_key(job.variant.variant_key) ? naive_us : std::max(job.estimate_us, 1.0)) * factor;
   std::vector<double> samples;
   for (uint64_t i = 0; i < 9; ++i) {
     const uint64_t n = hash64(fmt::format("{}:{}", h, i));

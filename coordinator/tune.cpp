@@ -325,6 +325,11 @@ class Pipeline {
           }
           jobs.push_back({gi, wi, std::move(v), uncalibrated_us(gi, wi, est), false});
         }
+        // The baseline: the reference kernel, once per workload and GPU type (no estimate,
+        // so the estimator's calibration never sees it; selection never chooses it).
+        const Variant ref = reference_variant();
+        if (opts_.measure_reference && gr.workers > 0 && !measured.count(ref.key()))
+          jobs.push_back({gi, wi, ref, 0.0, false});
       }
     }
     return jobs;
@@ -684,6 +689,7 @@ void select_measured(const ModelPlan& plan, const TuningDb& db, const std::strin
     std::map<std::string, Stats> variants;
     for (const Measurement& m : db.query(q)) {
       if (m.status == JobStatus::worker_lost) continue;  // says nothing about the variant
+      if (is_reference_key(m.variant_key)) continue;      // the baseline, never a candidate
       if (!nvrtc_major.empty() && toolchain_major(m.nvrtc_version) != nvrtc_major) continue;
       Stats& s = variants[m.variant_key];
       ++s.results;

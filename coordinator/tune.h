@@ -48,6 +48,9 @@ struct TuneOptions {
   // on the winner of every chosen cluster; a winner that fails it is excluded and the
   // selection runs again.
   bool check_winners = true;
+  // Also measure each workload's naive reference kernel once per GPU type: the baseline of
+  // `dc-db report`'s "speedup over the reference kernel" (never chosen by selection).
+  bool measure_reference = true;
   // A workload that this GPU type has never measured also tries the best k variants of the
   // nearest GPU type that has (schema/reuse.h), in addition to the estimator's picks.
   int seed_k = 4;

@@ -127,6 +127,7 @@ class MemoryDb final : public TuningDb {
     std::map<std::string, const Measurement*> best;  // per variant: lowest median, first
     for (const Measurement* m : of(workload, gpu_type)) {
       if (source_of(m->emulated) != source || m->status != JobStatus::ok) continue;
+      if (m->variant_key.rfind("reference/", 0) == 0) continue;  // the baseline, not a variant
       auto [it, fresh] = best.emplace(m->variant_key, m);
       if (!fresh && m->median_us < it->second->median_us) it->second = m;
     }

@@ -272,7 +272,7 @@ class SqliteDb final : public TuningDb {
          " JOIN (SELECT m.id AS mid, ROW_NUMBER() OVER (PARTITION BY m.variant_id "
          "ORDER BY m.median_us, m.id) AS rank FROM measurements m "
          "JOIN variants v ON v.id = m.variant_id WHERE v.workload = ?1 AND m.gpu_type = ?2 "
-         "AND m.emulated = ?3 AND m.status = 'ok') r ON r.mid = m.id "
+         "AND m.emulated = ?3 AND m.status = 'ok' AND v.template <> 'reference') r ON r.mid = m.id "
          "WHERE r.rank = 1 ORDER BY m.median_us, v.key LIMIT ?4"}));
     q.bind_all(workload, gpu_type, source == Source::emulated, static_cast<int64_t>(k));
     std::vector<Measurement> out;

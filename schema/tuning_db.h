@@ -150,7 +150,8 @@ class TuningDb {
                                                   const std::string& gpu_type, Source source,
                                                   const std::string& nvrtc_major) const = 0;
   // The k fastest variants with an ok result, one measurement per variant (its lowest
-  // median), by median then key.
+  // median), by median then key. The reference kernel (key "reference/...") is a baseline,
+  // not a variant: never among them.
   virtual std::vector<Measurement> top_k(const std::string& workload, const std::string& gpu_type,
                                          Source source, int k) const = 0;
   virtual std::vector<Measurement> query(const MeasurementQuery& q) const = 0;

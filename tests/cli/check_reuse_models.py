@@ -36,7 +36,9 @@ def run(cmd, timeout=1800):
 
 def kept(coord, model, config, gpu):
     plan = json.loads(run([coord, "plan", model, "--gpus", gpu, "--config", config, "--json"]))
-    return {(w["signature"], k["variant"]) for g in plan["gpus"] for w in g["workloads"] for k in w["kept"]}
+    kept = {(w["signature"], k["variant"]) for g in plan["gpus"] for w in g["workloads"] for k in w["kept"]}
+    # tune also measures each workload's reference kernel once (the report's baseline).
+    return kept | {(w["signature"], "reference/fp32/") for g in plan["gpus"] for w in g["workloads"]}
 
 
 def measurements(db):

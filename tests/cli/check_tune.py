@@ -39,12 +39,18 @@ def run(cmd, timeout=300, env=None):
     return p.returncode, p.stdout, p.stderr
 
 
+REFERENCE_KEY = "reference/fp32/"
+
+
 def planned_variants(coord, model, config, gpu):
     rc, out, err = run([coord, "plan", model, "--gpus", gpu, "--config", config, "--json"])
     if rc != 0:
         fail(f"plan failed: {err}")
     plan = json.loads(out)
-    return {(w["signature"], k["variant"]) for g in plan["gpus"] for w in g["workloads"] for k in w["kept"]}, plan
+    kept = {(w["signature"], k["variant"]) for g in plan["gpus"] for w in g["workloads"] for k in w["kept"]}
+    # tune also measures each workload's reference kernel once: the report's baseline.
+    references = {(w["signature"], REFERENCE_KEY) for g in plan["gpus"] for w in g["workloads"]}
+    return kept | references, plan
 
 
 def db_rows(path):

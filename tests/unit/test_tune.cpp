@@ -66,15 +66,26 @@ Expected expected_for(const Graph& g, const TuneOptions& o) {
   e.graph = g;
   e.plan = plan_by_estimate(g, o.gpus, o.plan);
   for (size_t gi = 0; gi < e.plan.gpus.size(); ++gi)
-    for (size_t wi = 0; wi < e.plan.workload_set.workloads.size(); ++wi)
+    for (size_t wi = 0; wi < e.plan.workload_set.workloads.size(); ++wi) {
       for (const auto& sv : e.plan.gpus[gi].workloads[wi].kept)
         e.jobs.emplace(e.plan.workload_set.workloads[wi].signature, sv.variant.key(),
                        o.gpus[gi]->name);
+      if (o.measure_reference)  // the baseline, once per workload and GPU type
+        e.jobs.emplace(e.plan.workload_set.workloads[wi].signature, reference_variant().key(),
+                       o.gpus[gi]->name);
+    }
   return e;
 }
 
 Expected expected_for(const std::string& path, const TuneOptions& o) {
   return expected_for(cli::load_model(load_onnx(path), o.import, true).simplified, o);
+}
+
+// Jobs that measure a variant (not a workload's reference kernel, the baseline).
+int64_t variant_jobs(const JobSet& jobs) {
+  int64_t n = 0;
+  for (const auto& j : jobs) n += is_reference_key(std::get<1>(j)) ? 0 : 1;
+  return n;
 }
 
 JobSet rows(const TuningDb& db, std::optional<JobStatus> status = std::nullopt) {
@@ -121,7 +132,8 @@ TEST(Tune, EveryJobYieldsOneResultAndEveryResultIsCommitted) {
   ASSERT_EQ(r.gpus.size(), 1u);
   const GpuTuneResult& g = r.gpus[0];
   EXPECT_EQ(g.by_status.at(JobStatus::ok), r.jobs);
-  EXPECT_EQ(g.ok_variants, r.jobs);
+  EXPECT_EQ(g.ok_variants, variant_jobs(e.jobs));
+  EXPECT_LT(g.ok_variants, r.jobs);  // one reference kernel per workload besides
   EXPECT_TRUE(r.complete());
   // Every node is covered exactly once by the chosen clusters.
   std::vector<int> covered(r.graph.nodes.size(), 0);
@@ -148,7 +160,9 @@ TEST(Tune, SecondTuneWithTheSameDbMeasuresNothing) {
   const TuneResult second = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"})), *db, o);
   EXPECT_EQ(second.jobs, 0);
   EXPECT_EQ(second.results, 0);
-  EXPECT_EQ(second.gpus[0].variants_reused, first.jobs);
+  // Every planned variant reused (the reference kernels, one per workload, are not variants).
+  EXPECT_EQ(second.gpus[0].variants_reused,
+            first.jobs - static_cast<int64_t>(first.plan.workload_set.workloads.size()));
   EXPECT_EQ(row_count(*db), n);
   // The same selection, from the DB alone.
   ASSERT_EQ(second.gpus[0].choices.size(), first.gpus[0].choices.size());
@@ -200,7 +214,7 @@ TEST(Tune, SecondModelMeasuresOnlyItsNewWorkloads) {
   o.model_sha256 = std::string(64, 'b');
   const TuneResult rb = tune_graph(b.graph, *make_inprocess_farm(farm_options({"h100"})), *db, o);
   EXPECT_EQ(rb.jobs, static_cast<int64_t>(fresh.size()));
-  EXPECT_EQ(rb.gpus[0].variants_reused, static_cast<int64_t>(shared.size()));
+  EXPECT_EQ(rb.gpus[0].variants_reused, variant_jobs(shared));
   JobSet all = a.jobs;
   all.insert(b.jobs.begin(), b.jobs.end());
   EXPECT_EQ(rows(*db), all);
@@ -247,6 +261,37 @@ TEST(Tune, SelectionPicksTheKnownBestCoverForHandControlledTimes) {
   EXPECT_TRUE(g.cover.exact);
 }
 
+TEST(Tune, ReferenceKernelIsMeasuredOncePerWorkloadAndNeverChosen) {
+  TuneOptions o = options({"h100"});
+  const Expected e = expected_for(example("tiny_cnn"), o);
+  // The reference kernel the fastest of all: still never chosen, never a seed.
+  auto timing = [](const FarmJob& j) { return ok_time(is_reference_key(j.variant.variant_key) ? 0.5 : 5.0); };
+  auto db = make_memory_db();
+  const TuneResult r = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"}, timing)), *db, o);
+  const auto& workloads = r.plan.workload_set.workloads;
+  for (const auto& w : workloads) {
+    MeasurementQuery q;
+    q.workload = w.signature;
+    q.variant_key = reference_variant().key();
+    const auto ref = db->query(q);
+    ASSERT_EQ(ref.size(), 1u) << w.signature;
+    EXPECT_EQ(ref[0].estimate_us, 0);  // no estimate: never in the calibration fit
+    for (const auto& m : db->top_k(w.signature, "h100", Source::emulated, 100))
+      EXPECT_FALSE(is_reference_key(m.variant_key));
+  }
+  for (const auto& c : r.gpus[0].choices) {
+    EXPECT_FALSE(c.reference);
+    EXPECT_FALSE(is_reference_key(c.variant_key));
+    EXPECT_DOUBLE_EQ(c.measured_us, 5.0);
+  }
+  // With measure_reference off, no reference kernel is sent.
+  o.measure_reference = false;
+  auto db2 = make_memory_db();
+  const TuneResult r2 = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"})), *db2, o);
+  EXPECT_EQ(r2.jobs, variant_jobs(e.jobs));
+  EXPECT_EQ(r.jobs, r2.jobs + static_cast<int64_t>(workloads.size()));
+}
+
 TEST(Tune, FailedVariantsAreRecordedAndExcludedFromSelection) {
   const TuneOptions o = options({"h100"});
   const Expected e = expected_for(example("tiny_cnn"), o);
@@ -275,7 +320,7 @@ TEST(Tune, FailedVariantsAreRecordedAndExcludedFromSelection) {
   EXPECT_EQ(g.by_status.at(JobStatus::ok), r.jobs - 2);
   EXPECT_EQ(g.failed_variants.at(JobStatus::compile_error), 1);
   EXPECT_EQ(g.failed_variants.at(JobStatus::wrong_result), 1);
-  EXPECT_EQ(g.ok_variants, r.jobs - 2);
+  EXPECT_EQ(g.ok_variants, r.jobs - 2 - static_cast<int64_t>(r.plan.workload_set.workloads.size()));
   EXPECT_EQ(rows(*db, JobStatus::compile_error), (JobSet{{gemm_sig, keys[0], "h100"}}));
   EXPECT_EQ(rows(*db, JobStatus::wrong_result), (JobSet{{gemm_sig, keys[1], "h100"}}));
   EXPECT_EQ(g.best_key[gemm], keys[2]);
@@ -316,6 +361,7 @@ TEST(Tune, ResumesAfterACrashWithoutLossOrDuplicates) {
   const TuneOptions o = options({"h100"});
   const Expected e = expected_for(example("tiny_cnn"), o);
   constexpr int64_t kBeforeCrash = 100;
+  JobSet before;
   {
     auto db = open_tuning_db(path);
     InProcessFarmOptions f = farm_options({"h100"});
@@ -324,11 +370,12 @@ TEST(Tune, ResumesAfterACrashWithoutLossOrDuplicates) {
     EXPECT_THROW(tune(example("tiny_cnn"), *farm, *db, o), std::runtime_error);
     EXPECT_EQ(row_count(*db), static_cast<size_t>(kBeforeCrash));
     EXPECT_EQ(db->runs().at(0).status, RunStatus::failed);
+    before = rows(*db);
   }
   auto db = open_tuning_db(path);
   const TuneResult r = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"})), *db, o);
   EXPECT_EQ(r.jobs, static_cast<int64_t>(e.jobs.size()) - kBeforeCrash);
-  EXPECT_EQ(r.gpus[0].variants_reused, kBeforeCrash);
+  EXPECT_EQ(r.gpus[0].variants_reused, variant_jobs(before));  // reference kernels are not variants
   EXPECT_EQ(rows(*db), e.jobs);
   EXPECT_EQ(row_count(*db), e.jobs.size());
   sqlite::Connection conn(path, true);
