@@ -13,6 +13,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   libspdlog-dev libfmt-dev
   python3-onnx python3-torch python3-torchvision python3-numpy
+  chromium python3-pil    # tests: the HTML report rendered headless (dc_db_report_screenshot)
 )
 
 missing=()
