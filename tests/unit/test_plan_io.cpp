@@ -288,6 +288,26 @@ TEST_F(PlanIo, PlanJsonIsWhatWritePlanWrites) {
             slurp(dir_ / "plan.json"));
 }
 
+// A plan written by another dc carries that dc's prelude: its kernels are rebuilt with the
+// prelude in kernels.cu, never with this build's.
+TEST_F(PlanIo, SourcesAreRebuiltWithThePreludeOfTheirOwnFile) {
+  const ExecPlan p = make_plan();
+  std::string kernels = slurp(dir_ / "kernels.cu");
+  const std::string old_line = "// ---- dc prelude ----";
+  const std::string new_line = "// ---- dc PRELUDE ----";  // same length: offsets stay
+  const size_t at = kernels.find(old_line);
+  ASSERT_NE(at, std::string::npos);
+  kernels.replace(at, old_line.size(), new_line);
+  spit(dir_ / "kernels.cu", kernels);
+  const std::string weights = slurp(dir_ / "weights.bin");
+  spit(dir_ / "plan.json", plan_json(p, kernels, weights.size(), fnv1a_hex(weights)));
+  const ExecPlan back = read_plan(dir_.string());
+  ASSERT_FALSE(back.modules.empty());
+  std::string want = p.modules[0].source;
+  want.replace(want.find(old_line), old_line.size(), new_line);
+  EXPECT_EQ(back.modules[0].source, want);
+}
+
 TEST_F(PlanIo, TruncatedWeights) {
   fs::resize_file(dir_ / "weights.bin", 256 + 23);
   expect_read_error({"weights.bin", "279 bytes, but plan.json says 280", "truncated"});
