@@ -42,6 +42,31 @@ __device__ __forceinline__ float dc_warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+
+// cp.async (sm_80+): 4-byte global -> shared copies that bypass registers, committed in
+// groups; dc_cp_async_wait<N>() waits until at most N groups of this thread are pending.
+// An invalid element is zero-filled (src-size 0: nothing is read). Before sm_80, and on the
+// host emulator, a plain synchronous copy (the group calls do nothing), same results.
+#if defined(DC_HOST_EMULATION) || __CUDA_ARCH__ < 800
+__device__ __forceinline__ void dc_cp_async_f32(float* dst, const float* src, bool valid) {
+  *dst = valid ? *src : 0.f;
+}
+__device__ __forceinline__ void dc_cp_async_commit() {}
+template <int N>
+__device__ __forceinline__ void dc_cp_async_wait() {}
+#else
+__device__ __forceinline__ void dc_cp_async_f32(float* dst, const float* src, bool valid) {
+  const unsigned dc_s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dc_s), "l"(src),
+               "r"(valid ? 4 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void dc_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void dc_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+#endif
 // ---- end of prelude ------------------------------------------------------------
 )dc_prelude";
   return text;

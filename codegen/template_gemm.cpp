@@ -85,6 +85,9 @@ class GemmEmitter {
   std::string conv_gather_body() const;
   std::string load_code(const Operand& o);
   std::string store_code(const Operand& o) const;
+  // cp.async pipelines (stages >= 3): both operands plain loads, copied global -> shared.
+  bool async_ok(const Operand& o) const;
+  std::string async_load_code(const Operand& o);
   std::string main_kernel();
   std::string epilogue_kernel();
 
@@ -114,6 +117,7 @@ class GemmEmitter {
 
   // Tiling
   int64_t bm_ = 0, bn_ = 0, bk_ = 0, tm_ = 0, tn_ = 0, threads_ = 0, stages_ = 1, split_ = 1;
+  bool async_ = false;  // stages_ >= 3 as a cp.async pipeline
   int64_t warp_m_ = 0, warp_n_ = 0;
   bool warp_layout_ = false;
   bool split_direct_ = false;  // split-K atomics go straight into the (single) output
@@ -291,8 +295,8 @@ void GemmEmitter::choose_tiles() {
   DC_INTERNAL_CHECK(v_.threads_per_block == 0 || v_.threads_per_block == threads_,
                     v_.template_name, ": variant says ", v_.threads_per_block,
                     " threads, tiles give ", threads_);
-  // Register-staged double buffering covers stages >= 2 (cp.async pipelines: later).
-  stages_ = std::clamp<int64_t>(v_.param("stages", 1), 1, 2);
+  // stages 2: register-staged double buffering; 3: a cp.async pipeline (see below).
+  stages_ = std::clamp<int64_t>(v_.param("stages", 1), 1, 3);
   split_ = std::max<int64_t>(1, v_.param("split_k", 1));
   warp_m_ = v_.param("warp_m", 0);
   warp_n_ = v_.param("warp_n", 0);
@@ -306,6 +310,11 @@ void GemmEmitter::choose_tiles() {
   if (kind_ == HeavyKind::conv)
     while (a_.vec > 1 && win_.out_size() % a_.vec != 0) a_.vec /= 2;
   b_.vec = operand_vec(b_, true);
+  // cp.async copies global memory straight into shared memory, so both operands must be
+  // plain loads (an address, or the hoisted implicit-GEMM gather); an operand with a fused
+  // prologue goes through registers, and the kernel keeps register-staged double buffering.
+  async_ = stages_ >= 3 && async_ok(a_) && async_ok(b_);
+  if (stages_ >= 3 && !async_) stages_ = 2;
   // Split-K adds partial sums; without an epilogue they go straight into the output.
   split_direct_ = split_ > 1 && w_.graph.outputs.size() == 1 &&
                   w_.graph.outputs[0] == heavy_out_ && c_tensor_.empty() && bias_tensor_.empty();
@@ -640,6 +649,90 @@ for (int dc_l = 0; dc_l < $(LOADS); ++dc_l) {
                          vars);
 }
 
+bool GemmEmitter::async_ok(const Operand& o) const {
+  return has_address(o) || (&o == &a_ && hoist_conv_rows());
+}
+
+// Global -> shared stage `dc_st` for one operand's K tile at dc_k0, element by element with
+// cp.async (zero-filled outside the matrix), into the layout store_code writes.
+std::string GemmEmitter::async_load_code(const Operand& o) {
+  const int64_t total = o.tile * bk_ / o.vec;
+  const int64_t ld = o.tile + kPad;
+  TemplateVars vars = slot_index(o, bk_);
+  vars.insert({{"L", o.label},
+               {"LOADS", str(ceil_div(total, threads_))},
+               {"THREADS", str(threads_)},
+               {"TOTAL", str(total)},
+               {"VEC", str(o.vec)},
+               {"IDX", idx_},
+               {"STAGE", fmt::format("dc_st * {}", bk_ * ld)},
+               {"X", ve_.param_name(o.tensor)},
+               {"ROWS", str(o.rows)},
+               {"K", str(k_)}});
+  vars["ROW0"] = std::string(o.label) == "a" ? "(" + idx_ + ")blockIdx.x * " + str(bm_)
+                                             : "(" + idx_ + ")blockIdx.y * " + str(bn_);
+  vars["GUARD"] = total % threads_ == 0 ? "" : fmt::format("if (dc_i >= {}) continue;", total);
+  std::string body;
+  if (&o == &a_ && hoist_conv_rows()) {
+    const int64_t nr = threads_ % bm_ == 0 ? 1 : bm_ / threads_;
+    body = expand_template(R"(const int dc_j = $(J);
+const float* dc_src = $(X);
+bool dc_ok = false;
+if (dc_row < $(ROWS) && dc_k < $(K) && dc_xrow_ok[dc_j]) {
+  const int dc_ch = dc_k / $(KK), dc_tap = dc_k % $(KK);
+  const int dc_ih = dc_xrow_ih[dc_j] + (dc_tap / $(KW)) * $(DH);
+  const int dc_iw = dc_xrow_iw[dc_j] + (dc_tap % $(KW)) * $(DW);
+  if (dc_ih >= 0 && dc_ih < $(H) && dc_iw >= 0 && dc_iw < $(W)) {
+    dc_src = $(X) + dc_xrow_base[dc_j] + dc_ch * $(HW) + dc_ih * $(W) + dc_iw;
+    dc_ok = true;
+  }
+}
+dc_cp_async_f32(&dc_as[$(STAGE) + dc_c * $(LD) + dc_r], dc_src, dc_ok);
+)",
+                           {{"J", nr == 1 ? "0" : "dc_l % " + str(nr)},
+                            {"X", vars.at("X")},
+                            {"ROWS", vars.at("ROWS")},
+                            {"K", vars.at("K")},
+                            {"KK", str(win_.kernel_size())},
+                            {"KW", str(win_.kernel[2])},
+                            {"DH", str(win_.dilation[1])},
+                            {"DW", str(win_.dilation[2])},
+                            {"H", str(win_.in[1])},
+                            {"W", str(win_.in[2])},
+                            {"HW", str(win_.in[1] * win_.in[2])},
+                            {"STAGE", vars.at("STAGE")},
+                            {"LD", str(ld)}});
+  } else {
+    // A vector never straddles the matrix edge (its extent is a multiple of vec), so the
+    // first element's bounds hold for all of it.
+    body = fmt::format("const bool dc_ok = dc_row < {} && dc_k < {};\n", o.rows, k_);
+    for (int64_t j = 0; j < o.vec; ++j) {
+      // Parenthesised: operand_address divides and takes remainders of them.
+      const std::string row = o.along_rows ? fmt::format("(dc_row + {})", j) : "dc_row";
+      const std::string k = o.along_rows ? "dc_k" : fmt::format("(dc_k + {})", j);
+      const std::string dst = o.along_rows ? fmt::format("dc_c * {} + dc_r + {}", ld, j)
+                                           : fmt::format("(dc_c + {}) * {} + dc_r", j, ld);
+      body += fmt::format("dc_cp_async_f32(&dc_{}s[{} + {}], dc_ok ? {} + {} : {}, dc_ok);\n",
+                          o.label, vars.at("STAGE"), dst, vars.at("X"), operand_address(o, row, k),
+                          vars.at("X"));
+    }
+  }
+  vars["BODY"] = body;
+  return expand_template(R"(// operand $(L): $(TOTAL) cp.async copies of $(VEC) per K tile
+DC_UNROLL
+for (int dc_l = 0; dc_l < $(LOADS); ++dc_l) {
+  const int dc_i = (int)threadIdx.x + dc_l * $(THREADS);
+  $(GUARD)
+  const int dc_r = $(R);
+  const int dc_c = $(C);
+  const $(IDX) dc_row = $(ROW0) + dc_r;
+  const $(IDX) dc_k = dc_k0 + dc_c;
+  $(BODY)
+}
+)",
+                         vars);
+}
+
 std::string GemmEmitter::main_kernel() {
   const int64_t lda = bm_ + kPad, ldb = bn_ + kPad;
   TemplateVars vars = {{"BM", str(bm_)},
@@ -674,6 +767,8 @@ std::string GemmEmitter::main_kernel() {
   vars["SETUP"] = setup_code() + (hoist_conv_rows() ? conv_rows_code() : "");
   vars["LOAD"] = load_code(a_) + load_code(b_);
   vars["STORE"] = store_code(a_) + store_code(b_);
+  vars["STAGES"] = str(stages_);
+  if (async_) vars["ASYNC_LOAD"] = async_load_code(a_) + async_load_code(b_);
 
   // Epilogue per accumulator.
   std::string epi;
@@ -695,8 +790,39 @@ std::string GemmEmitter::main_kernel() {
   ve_.reset_locals();
   vars["EPILOGUE"] = epi;
 
+  const char* async_pipeline = R"(// cp.async pipeline of $(STAGES) stages: the next $(STAGES) - 1 K tiles are in flight
+// (global -> shared, no registers) while this one is multiplied.
+DC_UNROLL
+for (int dc_s = 0; dc_s < $(STAGES) - 1; ++dc_s) {
+  if (dc_kt_begin + dc_s < dc_kt_end) {
+    const $(IDX) dc_k0 = ($(IDX))(dc_kt_begin + dc_s) * $(BK);
+    const int dc_st = dc_s;
+    $(ASYNC_LOAD)
+  }
+  dc_cp_async_commit();
+}
+for (int dc_kt = dc_kt_begin; dc_kt < dc_kt_end; ++dc_kt) {
+  const int dc_t = dc_kt - dc_kt_begin;
+  // Groups committed so far: $(STAGES) - 1 + dc_t; tile dc_t is group dc_t, complete once
+  // at most $(STAGES) - 2 are pending. The barrier then makes every thread's copies
+  // visible, and ends every thread's use of the stage the next copies overwrite.
+  dc_cp_async_wait<$(STAGES) - 2>();
+  __syncthreads();
+  if (dc_kt + $(STAGES) - 1 < dc_kt_end) {
+    const $(IDX) dc_k0 = ($(IDX))(dc_kt + $(STAGES) - 1) * $(BK);
+    const int dc_st = (dc_t + $(STAGES) - 1) % $(STAGES);
+    $(ASYNC_LOAD)
+  }
+  dc_cp_async_commit();
+  const int dc_cur = dc_t % $(STAGES);
+  dc_mma_tile_fp32(dc_as + dc_cur * $(BK) * $(LDA), dc_bs + dc_cur * $(BK) * $(LDB), dc_accum,
+                   dc_row0, dc_col0);
+}
+dc_cp_async_wait<0>();
+)";
   const char* pipeline =
-      stages_ >= 2
+      async_ ? async_pipeline
+      : stages_ >= 2
           ? R"(// Double buffering: the next K tile goes global -> registers while this one is
 // multiplied, then registers -> the other shared stage; one barrier per tile.
 for (int dc_kt = dc_kt_begin; dc_kt < dc_kt_end; ++dc_kt) {
@@ -728,6 +854,16 @@ for (int dc_kt = dc_kt_begin; dc_kt < dc_kt_end; ++dc_kt) {
 }
 )";
   vars["PIPELINE"] = expand_template(pipeline, vars);
+  // Register-staged pipelines load the first tile up front; cp.async has its own prologue.
+  vars["STAGING"] = async_ ? "" : expand_template(R"(float dc_ra[$(RA)];  // staged global loads of A and B
+  float dc_rb[$(RB)];)", vars);
+  vars["FIRST"] = async_ ? "" : expand_template(R"({
+      const $(IDX) dc_k0 = ($(IDX))dc_kt_begin * $(BK);
+      $(LOAD)
+      const int dc_st = 0;
+      $(STORE)
+    }
+    __syncthreads();)", vars);
 
   return expand_template(R"(// Tile figures: block $(BM)x$(BN)x$(BK), thread tile $(TM)x$(TN), $(THREADS) threads.
 constexpr int dc_BM = $(BM), dc_BN = $(BN), dc_BK = $(BK), dc_TM = $(TM), dc_TN = $(TN);
@@ -772,19 +908,12 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_gemm($(PARAMS)) {
     DC_UNROLL
     for (int dc_j = 0; dc_j < dc_TN; ++dc_j) dc_accum[dc_i][dc_j] = 0.f;
   }
-  float dc_ra[$(RA)];  // staged global loads of A and B
-  float dc_rb[$(RB)];
+  $(STAGING)
   // K tiles of this split-K slice.
   const int dc_kt_begin = dc_slice * $(KT_PER);
   const int dc_kt_end = dc_kt_begin + $(KT_PER) < $(KT) ? dc_kt_begin + $(KT_PER) : $(KT);
   if (dc_kt_begin < dc_kt_end) {
-    {
-      const $(IDX) dc_k0 = ($(IDX))dc_kt_begin * $(BK);
-      $(LOAD)
-      const int dc_st = 0;
-      $(STORE)
-    }
-    __syncthreads();
+    $(FIRST)
     $(PIPELINE)
   }
   const $(IDX) dc_m_base = ($(IDX))blockIdx.x * $(BM) + dc_row0;

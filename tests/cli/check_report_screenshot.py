@@ -22,7 +22,9 @@ import tempfile
 
 from PIL import Image
 
-COLOURS = {"#1f77b4": 20000, "#ff7f0e": 5000, "#9467bd": 2000}  # colour -> least pixels
+# colour -> least pixels: about 70 % of what the full report shows here (116k, 29k, 13k),
+# well above what any one plot of that colour adds alone.
+COLOURS = {"#1f77b4": 80000, "#ff7f0e": 20000, "#9467bd": 9000}
 WINDOW = "1200,3000"
 
 

@@ -120,6 +120,7 @@ std::vector<Variant> gemm_picks(const Workload& w) {
   auto out = pick(by_area, {[](const Variant& v) { return v.param("stages") == 1; }});
   std::reverse(by_area.begin(), by_area.end());
   auto more = pick(by_area, {[](const Variant& v) { return v.param("stages") == 2; },
+                             [](const Variant& v) { return v.param("stages") == 3; },
                              [&](const Variant& v) { return v.param("vec") == max_vec && v.param("stages") >= 2; },
                              [](const Variant& v) { return v.param("split_k") > 1; },
                              [](const Variant& v) { return v.param("block_k") == 32; }});
@@ -258,7 +259,9 @@ TEST(CodegenGemm, MatMulWeightsFoldBatchIntoMWithGeluEpilogue) {
     const auto k = generate_kernel(w, v);
     if (v.param("vec") == 4) {
       saw_vec4 = true;
-      EXPECT_NE(k.source.find("float4"), std::string::npos) << v.key();
+      // Register-staged pipelines load float4s; cp.async ones copy the 4 elements.
+      EXPECT_NE(k.source.find(v.param("stages") >= 3 ? "cp.async copies of 4" : "float4"), std::string::npos)
+          << v.key();
     }
   }
   EXPECT_TRUE(saw_vec4);
@@ -331,6 +334,43 @@ TEST(CodegenGemm, TransposePrologueAndResidualEpilogue) {
   check_all(w, gemm_picks(w));
 }
 
+// stages 3: a cp.async ring of three shared stages; copies outside the matrix zero-fill.
+TEST(CodegenGemm, CpAsyncPipelineOddSizesShortAndLongK) {
+  for (const auto& [m, k, n] : {std::array<int64_t, 3>{37, 29, 45}, {20, 5, 24}, {64, 96, 64}}) {
+    ModelBuilder b;
+    b.input("a", {m, k}).weight("b", {k, n});
+    b.node("MatMul", {"a", "b"}, "y", {m, n});
+    const Workload w = b.workload(ClusterKind::gemm);
+    const std::vector<Variant> vs = {gemm_variant("gemm_tiled", 32, 16, 8, 4, 2, 1, 3, 1),
+                                     gemm_variant("gemm_tiled", 16, 32, 16, 2, 4, 4, 3, 1),
+                                     gemm_variant("gemm_tiled", 32, 32, 8, 4, 4, 2, 3, 2)};
+    for (const auto& v : vs) {
+      const GeneratedKernel g = generate_kernel(w, v);
+      EXPECT_NE(g.source.find("cp.async pipeline of 3 stages"), std::string::npos) << v.key();
+      EXPECT_NE(g.source.find("dc_cp_async_f32(&dc_bs["), std::string::npos) << v.key();
+      EXPECT_EQ(g.launches[0].dynamic_smem_bytes, 3 * v.param("block_k") *
+                                                      (v.param("block_m") + v.param("block_n") + 8) * 4);
+    }
+    check_all(w, vs);
+  }
+}
+
+// An operand with a fused prologue goes through registers: stages 3 falls back to 2.
+TEST(CodegenGemm, PrologueKeepsRegisterStagedPipeline) {
+  Attributes perm;
+  perm.set("perm", std::vector<int64_t>{1, 0});
+  ModelBuilder b;
+  b.input("a", {24, 16}).input("bt", {20, 16});
+  b.node("Transpose", {"bt"}, "b", {16, 20}, perm);
+  b.node("MatMul", {"a", "b"}, "y", {24, 20});
+  const Workload w = b.workload(ClusterKind::gemm);
+  const Variant v = gemm_variant("gemm_tiled", 16, 16, 8, 2, 2, 1, 3, 1);
+  const GeneratedKernel g = generate_kernel(w, v);
+  EXPECT_EQ(g.source.find("cp.async pipeline"), std::string::npos);
+  EXPECT_NE(g.source.find("stages 2"), std::string::npos);
+  check_all(w, {v});
+}
+
 TEST(CodegenGemm, SplitK) {
   // A long K and a small output: the space offers split-K itself.
   ModelBuilder m;
@@ -385,6 +425,19 @@ TEST(CodegenConv, Conv3x3BiasResidualRelu) {
   const Workload w = m.workload(ClusterKind::conv);
   auto vs = gemm_picks(w);
   vs.push_back(gemm_variant("conv_implicit_gemm", 32, 16, 16, 2, 2, 1, 2, 2));  // split + epilogue
+  check_all(w, vs);
+}
+
+// The implicit-GEMM gather (hoisted rows) as cp.async copies: padding taps zero-fill.
+TEST(CodegenConv, CpAsyncGatherWithPadsStrideAndDilation) {
+  ModelBuilder m;
+  m.input("x", {2, 3, 13, 12}).weight("w", {6, 3, 3, 3});
+  m.node("Conv", {"x", "w"}, "y", {2, 6, 5, 6}, conv_attrs({3, 3}, {2, 2}, {1, 2, 0, 1}, {2, 2}));
+  const Workload w = m.workload(ClusterKind::conv);
+  const std::vector<Variant> vs = {gemm_variant("conv_implicit_gemm", 32, 16, 8, 2, 2, 1, 3, 1),
+                                   gemm_variant("conv_implicit_gemm", 16, 16, 16, 2, 2, 1, 3, 1)};
+  for (const auto& v : vs)
+    EXPECT_NE(generate_kernel(w, v).source.find("dc_cp_async_f32(&dc_as["), std::string::npos) << v.key();
   check_all(w, vs);
 }
 
