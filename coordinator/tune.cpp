@@ -148,8 +148,12 @@ class Pipeline {
     std::vector<PlannedJob> jobs = lookup();
     int64_t reused = 0;
     for (const auto& gr : r_.gpus) reused += gr.variants_reused;
+    const auto references = std::count_if(jobs.begin(), jobs.end(),
+                                          [](const PlannedJob& j) { return is_reference(j.variant); });
     end_stage(r_, opts_, "lookup", t,
-              fmt::format("{} variants to measure, {} already in the DB{}", jobs.size(), reused,
+              fmt::format("{} variants to measure{}, {} already in the DB{}",
+                          static_cast<int64_t>(jobs.size()) - references,
+                          references ? fmt::format(" (+ {} reference kernels)", references) : "", reused,
                           opts_.retune ? " (--retune: measured again)" : ""));
 
     measure(std::move(jobs), "generate", "dispatch", "collect");
