@@ -83,6 +83,7 @@ class GemmEmitter {
   bool hoist_conv_rows() const;
   std::string conv_rows_code() const;
   std::string conv_gather_body() const;
+  TemplateVars conv_gather_vars() const;
   std::string load_code(const Operand& o);
   std::string store_code(const Operand& o) const;
   // cp.async pipelines (stages >= 3): both operands plain loads, copied global -> shared.
@@ -537,7 +538,6 @@ for (int dc_j = 0; dc_j < $(NR); ++dc_j) {
 
 // One A load slot with hoisted rows (dc_l, dc_k in scope).
 std::string GemmEmitter::conv_gather_body() const {
-  const int64_t nr = threads_ % bm_ == 0 ? 1 : bm_ / threads_;
   return expand_template(R"(const int dc_j = $(J);
 if (dc_xrow_ok[dc_j]) {
   const int dc_ch = dc_k / $(KK), dc_tap = dc_k % $(KK);
@@ -547,15 +547,22 @@ if (dc_xrow_ok[dc_j]) {
     dc_ra[dc_l] = $(X)[dc_xrow_base[dc_j] + dc_ch * $(HW) + dc_ih * $(W) + dc_iw];
 }
 )",
-                         {{"J", nr == 1 ? "0" : "dc_l % " + str(nr)},
-                          {"KK", str(win_.kernel_size())},
-                          {"KW", str(win_.kernel[2])},
-                          {"DH", str(win_.dilation[1])},
-                          {"DW", str(win_.dilation[2])},
-                          {"H", str(win_.in[1])},
-                          {"W", str(win_.in[2])},
-                          {"HW", str(win_.in[1] * win_.in[2])},
-                          {"X", ve_.param_name(a_.tensor)}});
+                         conv_gather_vars());
+}
+
+// The window figures a gather of A needs (conv_gather_body, async_load_code): the hoisted
+// row slot J of load slot dc_l, kernel taps, dilation, input plane, the input's parameter.
+TemplateVars GemmEmitter::conv_gather_vars() const {
+  const int64_t nr = threads_ % bm_ == 0 ? 1 : bm_ / threads_;
+  return {{"J", nr == 1 ? "0" : "dc_l % " + str(nr)},
+          {"KK", str(win_.kernel_size())},
+          {"KW", str(win_.kernel[2])},
+          {"DH", str(win_.dilation[1])},
+          {"DW", str(win_.dilation[2])},
+          {"H", str(win_.in[1])},
+          {"W", str(win_.in[2])},
+          {"HW", str(win_.in[1] * win_.in[2])},
+          {"X", ve_.param_name(a_.tensor)}};
 }
 
 // Index of a load slot's element in its tile: rows-fastest or k-fastest, in vectors.
@@ -674,7 +681,6 @@ std::string GemmEmitter::async_load_code(const Operand& o) {
   vars["GUARD"] = total % threads_ == 0 ? "" : fmt::format("if (dc_i >= {}) continue;", total);
   std::string body;
   if (&o == &a_ && hoist_conv_rows()) {
-    const int64_t nr = threads_ % bm_ == 0 ? 1 : bm_ / threads_;
     body = expand_template(R"(const int dc_j = $(J);
 const float* dc_src = $(X);
 bool dc_ok = false;
@@ -689,19 +695,12 @@ if (dc_row < $(ROWS) && dc_k < $(K) && dc_xrow_ok[dc_j]) {
 }
 dc_cp_async_f32(&dc_as[$(STAGE) + dc_c * $(LD) + dc_r], dc_src, dc_ok);
 )",
-                           {{"J", nr == 1 ? "0" : "dc_l % " + str(nr)},
-                            {"X", vars.at("X")},
-                            {"ROWS", vars.at("ROWS")},
-                            {"K", vars.at("K")},
-                            {"KK", str(win_.kernel_size())},
-                            {"KW", str(win_.kernel[2])},
-                            {"DH", str(win_.dilation[1])},
-                            {"DW", str(win_.dilation[2])},
-                            {"H", str(win_.in[1])},
-                            {"W", str(win_.in[2])},
-                            {"HW", str(win_.in[1] * win_.in[2])},
-                            {"STAGE", vars.at("STAGE")},
-                            {"LD", str(ld)}});
+                           [&] {
+                             TemplateVars g = conv_gather_vars();
+                             g.insert({{"ROWS", vars.at("ROWS")}, {"K", vars.at("K")},
+                                       {"STAGE", vars.at("STAGE")}, {"LD", str(ld)}});
+                             return g;
+                           }());
   } else {
     // A vector never straddles the matrix edge (its extent is a multiple of vec), so the
     // first element's bounds hold for all of it.
