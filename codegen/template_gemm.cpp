@@ -7,9 +7,10 @@
 // One kernel: shared-memory tiles of A (block_m x block_k) and B (block_k x block_n), both
 // stored k-major with a 4-float row pad, a thread_m x thread_n register tile per thread,
 // vector global loads where layout and alignment allow, register-staged double buffering
-// (stages >= 2), split-K over blockIdx.z, and the cluster's prologues and epilogue fused
-// through ValueEmitter. The inner product of a K tile is the device function
-// dc_mma_tile_fp32, the piece a tensor-core (mma.sync) version replaces. docs/codegen.md.
+// (stages 2) or a cp.async pipeline (stages 3), split-K over blockIdx.z, and the cluster's
+// prologues and epilogue fused through ValueEmitter. The inner product of a K tile is the device function
+// dc_mma_tile_fp32, the piece a tensor-core (mma.sync) version replaces. The emitter class is
+// in template_gemm_emitter.h; the tile loads in template_gemm_loads.cpp. docs/codegen.md.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -17,113 +18,11 @@
 #include "generate.h"
 #include "ir/error.h"
 #include "param_space.h"
-#include "ref/im2col.h"
-#include "template_text.h"
+#include "template_gemm_emitter.h"
 #include "template_util.h"
-#include "value_emitter.h"
 
 namespace dc {
-
-namespace {
-
-constexpr int64_t kPad = 4;                // floats of row pad in the shared tiles (16 bytes)
-constexpr int64_t kEpilogueThreads = 256;  // threads per block of the split-K epilogue kernel
-
-std::string str(int64_t v) { return std::to_string(v); }
-
-enum class HeavyKind { matmul, gemm, conv };
-
-// How the kernel reads one operand, seen as a `rows` x K matrix: A is M x K, B is read
-// transposed (N x K), so both are staged alike, k-major in shared memory.
-struct Operand {
-  const char* label = "a";  // "a" / "b": names in the generated code
-  std::string tensor;       // workload tensor the heavy op reads
-  int64_t rows = 0;         // M or N
-  int64_t tile = 0;         // block_m or block_n
-  int64_t vec = 1;          // elements per global load (vector loads: direct operands only)
-  bool along_rows = false;  // load order rows-fastest (memory contiguous along rows), else k-fastest
-  bool direct = false;      // a graph input, read from memory by address
-};
-
-class GemmEmitter {
- public:
-  GemmEmitter(const Workload& w, const Variant& v) : w_(w), v_(v), ve_(w.graph) {}
-
-  GeneratedKernel emit();
-
- private:
-  void analyze();
-  void analyze_matmul();
-  void analyze_gemm();
-  void analyze_conv();
-  void choose_tiles();
-  int64_t operand_vec(const Operand& o, bool contiguous_ok) const;
-  bool has_address(const Operand& o) const;
-
-  // Scalar value of operand `o` at (row, k), both in bounds, through ValueEmitter
-  // (prologues, broadcasting); appends statements.
-  std::string operand_value(const Operand& o, const std::string& row, const std::string& k,
-                            std::string& code);
-  // Element offset of (row, k) in the memory of a direct operand.
-  std::string operand_address(const Operand& o, const std::string& row, const std::string& k) const;
-  // Coordinates of the heavy output element (dc_gm, dc_gn) of batch dc_bz.
-  std::vector<std::string> heavy_coords(std::string& code);
-  // The heavy op's output value from its accumulated sum (alpha, beta*C, conv bias): dc_h.
-  void heavy_value(const std::string& acc, const std::vector<std::string>& coords,
-                   std::string& code);
-  // ve_.value / emit_unravel with their statements dedented into `code`.
-  std::string value(const std::string& tensor, const std::vector<std::string>& coords,
-                    std::string& code);
-  std::vector<std::string> unravel(const Shape& shape, const std::string& lin,
-                                   const std::string& prefix, std::string& code);
-  // Stores every cluster output at `coords` from the bound heavy output.
-  void store_outputs(const std::vector<std::string>& coords, std::string& code);
-
-  std::string setup_code();
-  bool hoist_conv_rows() const;
-  std::string conv_rows_code() const;
-  std::string conv_gather_body() const;
-  TemplateVars conv_gather_vars() const;
-  std::string load_code(const Operand& o);
-  std::string store_code(const Operand& o) const;
-  // cp.async pipelines (stages >= 3): both operands plain loads, copied global -> shared.
-  bool async_ok(const Operand& o) const;
-  std::string async_load_code(const Operand& o);
-  std::string main_kernel();
-  std::string epilogue_kernel();
-
-  const Workload& w_;
-  const Variant& v_;
-  ValueEmitter ve_;
-  const Node* heavy_ = nullptr;
-  HeavyKind kind_ = HeavyKind::matmul;
-  int64_t m_ = 0, n_ = 0, k_ = 0, batch_ = 1;
-  Operand a_, b_;
-  std::string heavy_out_;
-  Shape heavy_shape_;
-  std::string idx_ = "int";  // C type of index math: int while every tensor fits
-
-  // MatMul
-  Shape a_shape_, b_shape_, batch_shape_;
-  bool folded_ = false;  // B has no batch dims: A's batch dims fold into M
-  // Gemm
-  bool trans_a_ = false, trans_b_ = false;
-  float alpha_ = 1.f, beta_ = 1.f;
-  std::string c_tensor_;
-  // Conv
-  ref::Window win_;
-  int64_t channels_ = 0, out_channels_ = 0, groups_ = 1, cin_group_ = 0, cout_group_ = 0;
-  std::string bias_tensor_;
-  int spatial_rank_ = 2;
-
-  // Tiling
-  int64_t bm_ = 0, bn_ = 0, bk_ = 0, tm_ = 0, tn_ = 0, threads_ = 0, stages_ = 1, split_ = 1;
-  bool async_ = false;  // stages_ >= 3 as a cp.async pipeline
-  int64_t warp_m_ = 0, warp_n_ = 0;
-  bool warp_layout_ = false;
-  bool split_direct_ = false;  // split-K atomics go straight into the (single) output
-  int uid_ = 0;                // suffix of generated local names
-};
+namespace gemm_detail {
 
 void GemmEmitter::analyze() {
   const Graph& g = w_.graph;
@@ -501,236 +400,6 @@ std::string GemmEmitter::setup_code() {
 // Implicit-GEMM A gathers: the rows a thread loads are the same for every K tile when the
 // thread count and block_m divide one another, so their (image, output position)
 // decomposition is computed once per block, not per element per tile.
-bool GemmEmitter::hoist_conv_rows() const {
-  return kind_ == HeavyKind::conv && a_.direct && !win_.is_pointwise() && idx_ == "int" &&
-         (threads_ % bm_ == 0 || bm_ % threads_ == 0);
-}
-
-std::string GemmEmitter::conv_rows_code() const {
-  const int64_t nr = threads_ % bm_ == 0 ? 1 : bm_ / threads_;
-  const int64_t hw = win_.in[1] * win_.in[2];
-  return expand_template(R"(// Rows of the A tile this thread gathers: input base, top-left tap, validity.
-int dc_xrow_base[$(NR)], dc_xrow_ih[$(NR)], dc_xrow_iw[$(NR)];
-bool dc_xrow_ok[$(NR)];
-DC_UNROLL
-for (int dc_j = 0; dc_j < $(NR); ++dc_j) {
-  const int dc_row = (int)blockIdx.x * $(BM) + ((int)threadIdx.x + dc_j * $(THREADS)) % $(BM);
-  const int dc_img = dc_row / $(OHW), dc_p = dc_row % $(OHW);
-  dc_xrow_ok[dc_j] = dc_row < $(M);
-  dc_xrow_base[dc_j] = dc_img * $(CHW) + dc_bz * $(CGHW);
-  dc_xrow_ih[dc_j] = (dc_p / $(OW)) * $(SH) - $(PH);
-  dc_xrow_iw[dc_j] = (dc_p % $(OW)) * $(SW) - $(PW);
-}
-)",
-                         {{"NR", str(nr)},
-                          {"BM", str(bm_)},
-                          {"THREADS", str(threads_)},
-                          {"OHW", str(win_.out_size())},
-                          {"M", str(m_)},
-                          {"CHW", str(channels_ * hw)},
-                          {"CGHW", str(cin_group_ * hw)},
-                          {"OW", str(win_.out[2])},
-                          {"SH", str(win_.stride[1])},
-                          {"PH", str(win_.pad_begin[1])},
-                          {"SW", str(win_.stride[2])},
-                          {"PW", str(win_.pad_begin[2])}});
-}
-
-// One A load slot with hoisted rows (dc_l, dc_k in scope).
-std::string GemmEmitter::conv_gather_body() const {
-  return expand_template(R"(const int dc_j = $(J);
-if (dc_xrow_ok[dc_j]) {
-  const int dc_ch = dc_k / $(KK), dc_tap = dc_k % $(KK);
-  const int dc_ih = dc_xrow_ih[dc_j] + (dc_tap / $(KW)) * $(DH);
-  const int dc_iw = dc_xrow_iw[dc_j] + (dc_tap % $(KW)) * $(DW);
-  if (dc_ih >= 0 && dc_ih < $(H) && dc_iw >= 0 && dc_iw < $(W))
-    dc_ra[dc_l] = $(X)[dc_xrow_base[dc_j] + dc_ch * $(HW) + dc_ih * $(W) + dc_iw];
-}
-)",
-                         conv_gather_vars());
-}
-
-// The window figures a gather of A needs (conv_gather_body, async_load_code): the hoisted
-// row slot J of load slot dc_l, kernel taps, dilation, input plane, the input's parameter.
-TemplateVars GemmEmitter::conv_gather_vars() const {
-  const int64_t nr = threads_ % bm_ == 0 ? 1 : bm_ / threads_;
-  return {{"J", nr == 1 ? "0" : "dc_l % " + str(nr)},
-          {"KK", str(win_.kernel_size())},
-          {"KW", str(win_.kernel[2])},
-          {"DH", str(win_.dilation[1])},
-          {"DW", str(win_.dilation[2])},
-          {"H", str(win_.in[1])},
-          {"W", str(win_.in[2])},
-          {"HW", str(win_.in[1] * win_.in[2])},
-          {"X", ve_.param_name(a_.tensor)}};
-}
-
-// Index of a load slot's element in its tile: rows-fastest or k-fastest, in vectors.
-TemplateVars slot_index(const Operand& o, int64_t bk) {
-  if (o.along_rows)
-    return {{"R", fmt::format("(dc_i % {}) * {}", o.tile / o.vec, o.vec)},
-            {"C", fmt::format("dc_i / {}", o.tile / o.vec)}};
-  return {{"R", fmt::format("dc_i / {}", bk / o.vec)},
-          {"C", fmt::format("(dc_i % {}) * {}", bk / o.vec, o.vec)}};
-}
-
-// Global -> registers for one operand's K tile at dc_k0: LOADS slots per thread, vectors of
-// `vec` elements along the contiguous dimension, zeros outside the matrix.
-std::string GemmEmitter::load_code(const Operand& o) {
-  const int64_t total = o.tile * bk_ / o.vec;
-  const int64_t loads = ceil_div(total, threads_);
-  TemplateVars vars = slot_index(o, bk_);
-  vars.insert({{"L", o.label},
-               {"LOADS", str(loads)},
-               {"THREADS", str(threads_)},
-               {"TOTAL", str(total)},
-               {"VEC", str(o.vec)},
-               {"IDX", idx_}});
-  vars["ROW0"] = std::string(o.label) == "a" ? "(" + idx_ + ")blockIdx.x * " + str(bm_)
-                                             : "(" + idx_ + ")blockIdx.y * " + str(bn_);
-  vars["COND"] = fmt::format("{}dc_row < {} && dc_k < {}",
-                             total % threads_ == 0 ? "" : fmt::format("dc_i < {} && ", total),
-                             o.rows, k_);
-  std::string zero;
-  for (int64_t j = 0; j < o.vec; ++j) zero += fmt::format("dc_r{}[dc_l * {} + {}] = 0.f;\n", o.label, o.vec, j);
-  vars["ZERO"] = zero;
-  std::string body;
-  if (&o == &a_ && hoist_conv_rows()) {
-    body = conv_gather_body();
-  } else if (o.vec > 1) {
-    const char* vt = o.vec == 4 ? "float4" : "float2";
-    body = fmt::format("const {0} dc_q = *reinterpret_cast<const {0}*>({1} + {2});\n", vt,
-                       ve_.param_name(o.tensor), operand_address(o, "dc_row", "dc_k"));
-    const char* comp[] = {"x", "y", "z", "w"};
-    for (int64_t j = 0; j < o.vec; ++j)
-      body += fmt::format("dc_r{}[dc_l * {} + {}] = dc_q.{};\n", o.label, o.vec, j, comp[j]);
-  } else if (has_address(o)) {
-    body = fmt::format("dc_r{}[dc_l] = {}[{}];\n", o.label, ve_.param_name(o.tensor),
-                       operand_address(o, "dc_row", "dc_k"));
-  } else {
-    ve_.reset_locals();
-    const std::string val = operand_value(o, "dc_row", "dc_k", body);
-    ve_.reset_locals();
-    body += fmt::format("dc_r{}[dc_l] = {};\n", o.label, val);
-  }
-  vars["BODY"] = body;
-  return expand_template(R"(// operand $(L): $(TOTAL) loads of $(VEC) per K tile
-DC_UNROLL
-for (int dc_l = 0; dc_l < $(LOADS); ++dc_l) {
-  const int dc_i = (int)threadIdx.x + dc_l * $(THREADS);
-  $(ZERO)
-  const $(IDX) dc_row = $(ROW0) + $(R);
-  const $(IDX) dc_k = dc_k0 + $(C);
-  if ($(COND)) {
-    $(BODY)
-  }
-}
-)",
-                         vars);
-}
-
-// Registers -> shared stage `dc_st` (k-major: element (row, k) at [k][row]).
-std::string GemmEmitter::store_code(const Operand& o) const {
-  const int64_t total = o.tile * bk_ / o.vec;
-  const int64_t ld = o.tile + kPad;
-  TemplateVars vars = slot_index(o, bk_);
-  vars.insert({{"LOADS", str(ceil_div(total, threads_))}, {"THREADS", str(threads_)}});
-  vars["GUARD"] = total % threads_ == 0 ? "" : fmt::format("if (dc_i >= {}) continue;", total);
-  std::string stores;
-  for (int64_t j = 0; j < o.vec; ++j) {
-    const std::string dst = o.along_rows ? fmt::format("dc_c * {} + dc_r + {}", ld, j)
-                                         : fmt::format("(dc_c + {}) * {} + dc_r", j, ld);
-    stores += fmt::format("dc_{}s[dc_st * {} + {}] = dc_r{}[dc_l * {} + {}];\n", o.label, bk_ * ld,
-                          dst, o.label, o.vec, j);
-  }
-  vars["STORES"] = stores;
-  return expand_template(R"(DC_UNROLL
-for (int dc_l = 0; dc_l < $(LOADS); ++dc_l) {
-  const int dc_i = (int)threadIdx.x + dc_l * $(THREADS);
-  $(GUARD)
-  const int dc_r = $(R);
-  const int dc_c = $(C);
-  $(STORES)
-}
-)",
-                         vars);
-}
-
-bool GemmEmitter::async_ok(const Operand& o) const {
-  return has_address(o) || (&o == &a_ && hoist_conv_rows());
-}
-
-// Global -> shared stage `dc_st` for one operand's K tile at dc_k0, element by element with
-// cp.async (zero-filled outside the matrix), into the layout store_code writes.
-std::string GemmEmitter::async_load_code(const Operand& o) {
-  const int64_t total = o.tile * bk_ / o.vec;
-  const int64_t ld = o.tile + kPad;
-  TemplateVars vars = slot_index(o, bk_);
-  vars.insert({{"L", o.label},
-               {"LOADS", str(ceil_div(total, threads_))},
-               {"THREADS", str(threads_)},
-               {"TOTAL", str(total)},
-               {"VEC", str(o.vec)},
-               {"IDX", idx_},
-               {"STAGE", fmt::format("dc_st * {}", bk_ * ld)},
-               {"X", ve_.param_name(o.tensor)},
-               {"ROWS", str(o.rows)},
-               {"K", str(k_)}});
-  vars["ROW0"] = std::string(o.label) == "a" ? "(" + idx_ + ")blockIdx.x * " + str(bm_)
-                                             : "(" + idx_ + ")blockIdx.y * " + str(bn_);
-  vars["GUARD"] = total % threads_ == 0 ? "" : fmt::format("if (dc_i >= {}) continue;", total);
-  std::string body;
-  if (&o == &a_ && hoist_conv_rows()) {
-    body = expand_template(R"(const int dc_j = $(J);
-const float* dc_src = $(X);
-bool dc_ok = false;
-if (dc_row < $(ROWS) && dc_k < $(K) && dc_xrow_ok[dc_j]) {
-  const int dc_ch = dc_k / $(KK), dc_tap = dc_k % $(KK);
-  const int dc_ih = dc_xrow_ih[dc_j] + (dc_tap / $(KW)) * $(DH);
-  const int dc_iw = dc_xrow_iw[dc_j] + (dc_tap % $(KW)) * $(DW);
-  if (dc_ih >= 0 && dc_ih < $(H) && dc_iw >= 0 && dc_iw < $(W)) {
-    dc_src = $(X) + dc_xrow_base[dc_j] + dc_ch * $(HW) + dc_ih * $(W) + dc_iw;
-    dc_ok = true;
-  }
-}
-dc_cp_async_f32(&dc_as[$(STAGE) + dc_c * $(LD) + dc_r], dc_src, dc_ok);
-)",
-                           [&] {
-                             TemplateVars g = conv_gather_vars();
-                             g.insert({{"ROWS", vars.at("ROWS")}, {"K", vars.at("K")},
-                                       {"STAGE", vars.at("STAGE")}, {"LD", str(ld)}});
-                             return g;
-                           }());
-  } else {
-    // A vector never straddles the matrix edge (its extent is a multiple of vec), so the
-    // first element's bounds hold for all of it.
-    body = fmt::format("const bool dc_ok = dc_row < {} && dc_k < {};\n", o.rows, k_);
-    for (int64_t j = 0; j < o.vec; ++j) {
-      // Parenthesised: operand_address divides and takes remainders of them.
-      const std::string row = o.along_rows ? fmt::format("(dc_row + {})", j) : "dc_row";
-      const std::string k = o.along_rows ? "dc_k" : fmt::format("(dc_k + {})", j);
-      const std::string dst = o.along_rows ? fmt::format("dc_c * {} + dc_r + {}", ld, j)
-                                           : fmt::format("(dc_c + {}) * {} + dc_r", j, ld);
-      body += fmt::format("dc_cp_async_f32(&dc_{}s[{} + {}], dc_ok ? {} + {} : {}, dc_ok);\n",
-                          o.label, vars.at("STAGE"), dst, vars.at("X"), operand_address(o, row, k),
-                          vars.at("X"));
-    }
-  }
-  vars["BODY"] = body;
-  return expand_template(R"(// operand $(L): $(TOTAL) cp.async copies of $(VEC) per K tile
-DC_UNROLL
-for (int dc_l = 0; dc_l < $(LOADS); ++dc_l) {
-  const int dc_i = (int)threadIdx.x + dc_l * $(THREADS);
-  $(GUARD)
-  const int dc_r = $(R);
-  const int dc_c = $(C);
-  const $(IDX) dc_row = $(ROW0) + dc_r;
-  const $(IDX) dc_k = dc_k0 + dc_c;
-  $(BODY)
-}
-)",
-                         vars);
-}
 
 std::string GemmEmitter::main_kernel() {
   const int64_t lda = bm_ + kPad, ldb = bn_ + kPad;
@@ -1002,12 +671,12 @@ GeneratedKernel GemmEmitter::emit() {
   return k;
 }
 
-}  // namespace
+}  // namespace gemm_detail
 
 GeneratedKernel generate_gemm(const Workload& w, const Variant& v) {
   DC_INTERNAL_CHECK(v.template_name == "gemm_tiled" || v.template_name == "conv_implicit_gemm",
                     "generate_gemm with template ", v.template_name);
-  return GemmEmitter(w, v).emit();
+  return gemm_detail::GemmEmitter(w, v).emit();
 }
 
 }  // namespace dc

@@ -1,0 +1,122 @@
+// The GEMM-family emitter shared by template_gemm.cpp (analysis, tiling, the kernel and its
+// epilogue) and template_gemm_loads.cpp (global -> shared tile loads: register-staged,
+// cp.async, the implicit-GEMM gather). Private to codegen: templates' entry points are in
+// generate.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/workload.h"
+#include "kernel.h"
+#include "ref/im2col.h"
+#include "template_text.h"
+#include "value_emitter.h"
+#include "variant.h"
+
+namespace dc::gemm_detail {
+
+constexpr int64_t kPad = 4;                // floats of row pad in the shared tiles (16 bytes)
+constexpr int64_t kEpilogueThreads = 256;  // threads per block of the split-K epilogue kernel
+
+inline std::string str(int64_t v) { return std::to_string(v); }
+
+enum class HeavyKind { matmul, gemm, conv };
+
+// How the kernel reads one operand, seen as a `rows` x K matrix: A is M x K, B is read
+// transposed (N x K), so both are staged alike, k-major in shared memory.
+struct Operand {
+  const char* label = "a";  // "a" / "b": names in the generated code
+  std::string tensor;       // workload tensor the heavy op reads
+  int64_t rows = 0;         // M or N
+  int64_t tile = 0;         // block_m or block_n
+  int64_t vec = 1;          // elements per global load (vector loads: direct operands only)
+  bool along_rows = false;  // load order rows-fastest (memory contiguous along rows), else k-fastest
+  bool direct = false;      // a graph input, read from memory by address
+};
+
+class GemmEmitter {
+ public:
+  GemmEmitter(const Workload& w, const Variant& v) : w_(w), v_(v), ve_(w.graph) {}
+
+  GeneratedKernel emit();
+
+ private:
+  void analyze();
+  void analyze_matmul();
+  void analyze_gemm();
+  void analyze_conv();
+  void choose_tiles();
+  int64_t operand_vec(const Operand& o, bool contiguous_ok) const;
+  bool has_address(const Operand& o) const;
+
+  // Scalar value of operand `o` at (row, k), both in bounds, through ValueEmitter
+  // (prologues, broadcasting); appends statements.
+  std::string operand_value(const Operand& o, const std::string& row, const std::string& k,
+                            std::string& code);
+  // Element offset of (row, k) in the memory of a direct operand.
+  std::string operand_address(const Operand& o, const std::string& row, const std::string& k) const;
+  // Coordinates of the heavy output element (dc_gm, dc_gn) of batch dc_bz.
+  std::vector<std::string> heavy_coords(std::string& code);
+  // The heavy op's output value from its accumulated sum (alpha, beta*C, conv bias): dc_h.
+  void heavy_value(const std::string& acc, const std::vector<std::string>& coords,
+                   std::string& code);
+  // ve_.value / emit_unravel with their statements dedented into `code`.
+  std::string value(const std::string& tensor, const std::vector<std::string>& coords,
+                    std::string& code);
+  std::vector<std::string> unravel(const Shape& shape, const std::string& lin,
+                                   const std::string& prefix, std::string& code);
+  // Stores every cluster output at `coords` from the bound heavy output.
+  void store_outputs(const std::vector<std::string>& coords, std::string& code);
+
+  std::string setup_code();
+  bool hoist_conv_rows() const;
+  std::string conv_rows_code() const;
+  std::string conv_gather_body() const;
+  TemplateVars conv_gather_vars() const;
+  std::string load_code(const Operand& o);
+  std::string store_code(const Operand& o) const;
+  // cp.async pipelines (stages >= 3): both operands plain loads, copied global -> shared.
+  bool async_ok(const Operand& o) const;
+  std::string async_load_code(const Operand& o);
+  std::string main_kernel();
+  std::string epilogue_kernel();
+
+  const Workload& w_;
+  const Variant& v_;
+  ValueEmitter ve_;
+  const Node* heavy_ = nullptr;
+  HeavyKind kind_ = HeavyKind::matmul;
+  int64_t m_ = 0, n_ = 0, k_ = 0, batch_ = 1;
+  Operand a_, b_;
+  std::string heavy_out_;
+  Shape heavy_shape_;
+  std::string idx_ = "int";  // C type of index math: int while every tensor fits
+
+  // MatMul
+  Shape a_shape_, b_shape_, batch_shape_;
+  bool folded_ = false;  // B has no batch dims: A's batch dims fold into M
+  // Gemm
+  bool trans_a_ = false, trans_b_ = false;
+  float alpha_ = 1.f, beta_ = 1.f;
+  std::string c_tensor_;
+  // Conv
+  ref::Window win_;
+  int64_t channels_ = 0, out_channels_ = 0, groups_ = 1, cin_group_ = 0, cout_group_ = 0;
+  std::string bias_tensor_;
+  int spatial_rank_ = 2;
+
+  // Tiling
+  int64_t bm_ = 0, bn_ = 0, bk_ = 0, tm_ = 0, tn_ = 0, threads_ = 0, stages_ = 1, split_ = 1;
+  bool async_ = false;  // stages_ >= 3 as a cp.async pipeline
+  int64_t warp_m_ = 0, warp_n_ = 0;
+  bool warp_layout_ = false;
+  bool split_direct_ = false;  // split-K atomics go straight into the (single) output
+  int uid_ = 0;                // suffix of generated local names
+};
+
+// Index of a load slot's element in its tile: rows-fastest or k-fastest, in vectors.
+TemplateVars slot_index(const Operand& o, int64_t bk);
+
+}  // namespace dc::gemm_detail

@@ -1,0 +1,243 @@
+// GEMM-family tile loads (see template_gemm_emitter.h): per K tile, each operand from global
+// memory into its k-major shared stage, either through registers (load_code + store_code,
+// with fused prologues and float4/float2 loads) or with cp.async copies (async_load_code,
+// stages 3); the implicit-GEMM gather with rows hoisted out of the K loop. docs/codegen.md.
+#include <fmt/format.h>
+
+#include "template_gemm_emitter.h"
+#include "template_util.h"
+
+namespace dc::gemm_detail {
+
+bool GemmEmitter::hoist_conv_rows() const {
+  return kind_ == HeavyKind::conv && a_.direct && !win_.is_pointwise() && idx_ == "int" &&
+         (threads_ % bm_ == 0 || bm_ % threads_ == 0);
+}
+
+std::string GemmEmitter::conv_rows_code() const {
+  const int64_t nr = threads_ % bm_ == 0 ? 1 : bm_ / threads_;
+  const int64_t hw = win_.in[1] * win_.in[2];
+  return expand_template(R"(// Rows of the A tile this thread gathers: input base, top-left tap, validity.
+int dc_xrow_base[$(NR)], dc_xrow_ih[$(NR)], dc_xrow_iw[$(NR)];
+bool dc_xrow_ok[$(NR)];
+DC_UNROLL
+for (int dc_j = 0; dc_j < $(NR); ++dc_j) {
+  const int dc_row = (int)blockIdx.x * $(BM) + ((int)threadIdx.x + dc_j * $(THREADS)) % $(BM);
+  const int dc_img = dc_row / $(OHW), dc_p = dc_row % $(OHW);
+  dc_xrow_ok[dc_j] = dc_row < $(M);
+  dc_xrow_base[dc_j] = dc_img * $(CHW) + dc_bz * $(CGHW);
+  dc_xrow_ih[dc_j] = (dc_p / $(OW)) * $(SH) - $(PH);
+  dc_xrow_iw[dc_j] = (dc_p % $(OW)) * $(SW) - $(PW);
+}
+)",
+                         {{"NR", str(nr)},
+                          {"BM", str(bm_)},
+                          {"THREADS", str(threads_)},
+                          {"OHW", str(win_.out_size())},
+                          {"M", str(m_)},
+                          {"CHW", str(channels_ * hw)},
+                          {"CGHW", str(cin_group_ * hw)},
+                          {"OW", str(win_.out[2])},
+                          {"SH", str(win_.stride[1])},
+                          {"PH", str(win_.pad_begin[1])},
+                          {"SW", str(win_.stride[2])},
+                          {"PW", str(win_.pad_begin[2])}});
+}
+
+// One A load slot with hoisted rows (dc_l, dc_k in scope).
+std::string GemmEmitter::conv_gather_body() const {
+  return expand_template(R"(const int dc_j = $(J);
+if (dc_xrow_ok[dc_j]) {
+  const int dc_ch = dc_k / $(KK), dc_tap = dc_k % $(KK);
+  const int dc_ih = dc_xrow_ih[dc_j] + (dc_tap / $(KW)) * $(DH);
+  const int dc_iw = dc_xrow_iw[dc_j] + (dc_tap % $(KW)) * $(DW);
+  if (dc_ih >= 0 && dc_ih < $(H) && dc_iw >= 0 && dc_iw < $(W))
+    dc_ra[dc_l] = $(X)[dc_xrow_base[dc_j] + dc_ch * $(HW) + dc_ih * $(W) + dc_iw];
+}
+)",
+                         conv_gather_vars());
+}
+
+// The window figures a gather of A needs (conv_gather_body, async_load_code): the hoisted
+// row slot J of load slot dc_l, kernel taps, dilation, input plane, the input's parameter.
+TemplateVars GemmEmitter::conv_gather_vars() const {
+  const int64_t nr = threads_ % bm_ == 0 ? 1 : bm_ / threads_;
+  return {{"J", nr == 1 ? "0" : "dc_l % " + str(nr)},
+          {"KK", str(win_.kernel_size())},
+          {"KW", str(win_.kernel[2])},
+          {"DH", str(win_.dilation[1])},
+          {"DW", str(win_.dilation[2])},
+          {"H", str(win_.in[1])},
+          {"W", str(win_.in[2])},
+          {"HW", str(win_.in[1] * win_.in[2])},
+          {"X", ve_.param_name(a_.tensor)}};
+}
+
+// Index of a load slot's element in its tile: rows-fastest or k-fastest, in vectors.
+TemplateVars slot_index(const Operand& o, int64_t bk) {
+  if (o.along_rows)
+    return {{"R", fmt::format("(dc_i % {}) * {}", o.tile / o.vec, o.vec)},
+            {"C", fmt::format("dc_i / {}", o.tile / o.vec)}};
+  return {{"R", fmt::format("dc_i / {}", bk / o.vec)},
+          {"C", fmt::format("(dc_i % {}) * {}", bk / o.vec, o.vec)}};
+}
+
+// Global -> registers for one operand's K tile at dc_k0: LOADS slots per thread, vectors of
+// `vec` elements along the contiguous dimension, zeros outside the matrix.
+std::string GemmEmitter::load_code(const Operand& o) {
+  const int64_t total = o.tile * bk_ / o.vec;
+  const int64_t loads = ceil_div(total, threads_);
+  TemplateVars vars = slot_index(o, bk_);
+  vars.insert({{"L", o.label},
+               {"LOADS", str(loads)},
+               {"THREADS", str(threads_)},
+               {"TOTAL", str(total)},
+               {"VEC", str(o.vec)},
+               {"IDX", idx_}});
+  vars["ROW0"] = std::string(o.label) == "a" ? "(" + idx_ + ")blockIdx.x * " + str(bm_)
+                                             : "(" + idx_ + ")blockIdx.y * " + str(bn_);
+  vars["COND"] = fmt::format("{}dc_row < {} && dc_k < {}",
+                             total % threads_ == 0 ? "" : fmt::format("dc_i < {} && ", total),
+                             o.rows, k_);
+  std::string zero;
+  for (int64_t j = 0; j < o.vec; ++j) zero += fmt::format("dc_r{}[dc_l * {} + {}] = 0.f;\n", o.label, o.vec, j);
+  vars["ZERO"] = zero;
+  std::string body;
+  if (&o == &a_ && hoist_conv_rows()) {
+    body = conv_gather_body();
+  } else if (o.vec > 1) {
+    const char* vt = o.vec == 4 ? "float4" : "float2";
+    body = fmt::format("const {0} dc_q = *reinterpret_cast<const {0}*>({1} + {2});\n", vt,
+                       ve_.param_name(o.tensor), operand_address(o, "dc_row", "dc_k"));
+    const char* comp[] = {"x", "y", "z", "w"};
+    for (int64_t j = 0; j < o.vec; ++j)
+      body += fmt::format("dc_r{}[dc_l * {} + {}] = dc_q.{};\n", o.label, o.vec, j, comp[j]);
+  } else if (has_address(o)) {
+    body = fmt::format("dc_r{}[dc_l] = {}[{}];\n", o.label, ve_.param_name(o.tensor),
+                       operand_address(o, "dc_row", "dc_k"));
+  } else {
+    ve_.reset_locals();
+    const std::string val = operand_value(o, "dc_row", "dc_k", body);
+    ve_.reset_locals();
+    body += fmt::format("dc_r{}[dc_l] = {};\n", o.label, val);
+  }
+  vars["BODY"] = body;
+  return expand_template(R"(// operand $(L): $(TOTAL) loads of $(VEC) per K tile
+DC_UNROLL
+for (int dc_l = 0; dc_l < $(LOADS); ++dc_l) {
+  const int dc_i = (int)threadIdx.x + dc_l * $(THREADS);
+  $(ZERO)
+  const $(IDX) dc_row = $(ROW0) + $(R);
+  const $(IDX) dc_k = dc_k0 + $(C);
+  if ($(COND)) {
+    $(BODY)
+  }
+}
+)",
+                         vars);
+}
+
+// Registers -> shared stage `dc_st` (k-major: element (row, k) at [k][row]).
+std::string GemmEmitter::store_code(const Operand& o) const {
+  const int64_t total = o.tile * bk_ / o.vec;
+  const int64_t ld = o.tile + kPad;
+  TemplateVars vars = slot_index(o, bk_);
+  vars.insert({{"LOADS", str(ceil_div(total, threads_))}, {"THREADS", str(threads_)}});
+  vars["GUARD"] = total % threads_ == 0 ? "" : fmt::format("if (dc_i >= {}) continue;", total);
+  std::string stores;
+  for (int64_t j = 0; j < o.vec; ++j) {
+    const std::string dst = o.along_rows ? fmt::format("dc_c * {} + dc_r + {}", ld, j)
+                                         : fmt::format("(dc_c + {}) * {} + dc_r", j, ld);
+    stores += fmt::format("dc_{}s[dc_st * {} + {}] = dc_r{}[dc_l * {} + {}];\n", o.label, bk_ * ld,
+                          dst, o.label, o.vec, j);
+  }
+  vars["STORES"] = stores;
+  return expand_template(R"(DC_UNROLL
+for (int dc_l = 0; dc_l < $(LOADS); ++dc_l) {
+  const int dc_i = (int)threadIdx.x + dc_l * $(THREADS);
+  $(GUARD)
+  const int dc_r = $(R);
+  const int dc_c = $(C);
+  $(STORES)
+}
+)",
+                         vars);
+}
+
+bool GemmEmitter::async_ok(const Operand& o) const {
+  return has_address(o) || (&o == &a_ && hoist_conv_rows());
+}
+
+// Global -> shared stage `dc_st` for one operand's K tile at dc_k0, element by element with
+// cp.async (zero-filled outside the matrix), into the layout store_code writes.
+std::string GemmEmitter::async_load_code(const Operand& o) {
+  const int64_t total = o.tile * bk_ / o.vec;
+  const int64_t ld = o.tile + kPad;
+  TemplateVars vars = slot_index(o, bk_);
+  vars.insert({{"L", o.label},
+               {"LOADS", str(ceil_div(total, threads_))},
+               {"THREADS", str(threads_)},
+               {"TOTAL", str(total)},
+               {"VEC", str(o.vec)},
+               {"IDX", idx_},
+               {"STAGE", fmt::format("dc_st * {}", bk_ * ld)},
+               {"X", ve_.param_name(o.tensor)},
+               {"ROWS", str(o.rows)},
+               {"K", str(k_)}});
+  vars["ROW0"] = std::string(o.label) == "a" ? "(" + idx_ + ")blockIdx.x * " + str(bm_)
+                                             : "(" + idx_ + ")blockIdx.y * " + str(bn_);
+  vars["GUARD"] = total % threads_ == 0 ? "" : fmt::format("if (dc_i >= {}) continue;", total);
+  std::string body;
+  if (&o == &a_ && hoist_conv_rows()) {
+    body = expand_template(R"(const int dc_j = $(J);
+const float* dc_src = $(X);
+bool dc_ok = false;
+if (dc_row < $(ROWS) && dc_k < $(K) && dc_xrow_ok[dc_j]) {
+  const int dc_ch = dc_k / $(KK), dc_tap = dc_k % $(KK);
+  const int dc_ih = dc_xrow_ih[dc_j] + (dc_tap / $(KW)) * $(DH);
+  const int dc_iw = dc_xrow_iw[dc_j] + (dc_tap % $(KW)) * $(DW);
+  if (dc_ih >= 0 && dc_ih < $(H) && dc_iw >= 0 && dc_iw < $(W)) {
+    dc_src = $(X) + dc_xrow_base[dc_j] + dc_ch * $(HW) + dc_ih * $(W) + dc_iw;
+    dc_ok = true;
+  }
+}
+dc_cp_async_f32(&dc_as[$(STAGE) + dc_c * $(LD) + dc_r], dc_src, dc_ok);
+)",
+                           [&] {
+                             TemplateVars g = conv_gather_vars();
+                             g.insert({{"ROWS", vars.at("ROWS")}, {"K", vars.at("K")},
+                                       {"STAGE", vars.at("STAGE")}, {"LD", str(ld)}});
+                             return g;
+                           }());
+  } else {
+    // A vector never straddles the matrix edge (its extent is a multiple of vec), so the
+    // first element's bounds hold for all of it.
+    body = fmt::format("const bool dc_ok = dc_row < {} && dc_k < {};\n", o.rows, k_);
+    for (int64_t j = 0; j < o.vec; ++j) {
+      // Parenthesised: operand_address divides and takes remainders of them.
+      const std::string row = o.along_rows ? fmt::format("(dc_row + {})", j) : "dc_row";
+      const std::string k = o.along_rows ? "dc_k" : fmt::format("(dc_k + {})", j);
+      const std::string dst = o.along_rows ? fmt::format("dc_c * {} + dc_r + {}", ld, j)
+                                           : fmt::format("(dc_c + {}) * {} + dc_r", j, ld);
+      body += fmt::format("dc_cp_async_f32(&dc_{}s[{} + {}], dc_ok ? {} + {} : {}, dc_ok);\n",
+                          o.label, vars.at("STAGE"), dst, vars.at("X"), operand_address(o, row, k),
+                          vars.at("X"));
+    }
+  }
+  vars["BODY"] = body;
+  return expand_template(R"(// operand $(L): $(TOTAL) cp.async copies of $(VEC) per K tile
+DC_UNROLL
+for (int dc_l = 0; dc_l < $(LOADS); ++dc_l) {
+  const int dc_i = (int)threadIdx.x + dc_l * $(THREADS);
+  $(GUARD)
+  const int dc_r = $(R);
+  const int dc_c = $(C);
+  const $(IDX) dc_row = $(ROW0) + dc_r;
+  const $(IDX) dc_k = dc_k0 + dc_c;
+  $(BODY)
+}
+)",
+                         vars);
+}
+
+}  // namespace dc::gemm_detail
