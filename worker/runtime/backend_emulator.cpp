@@ -25,9 +25,8 @@ namespace {
 // Threads compiling modules at load (the machine's cores are shared; two is plenty).
 constexpr unsigned kCompileThreads = 2;
 
-size_t tensor_bytes(const PlanTensor& t) {
-  return static_cast<size_t>(shape_numel(t.shape)) * dtype_size(t.dtype);
-}
+// PlanTensor::bytes() as a size_t, for comparisons with buffer sizes.
+size_t tensor_bytes(const PlanTensor& t) { return static_cast<size_t>(t.bytes()); }
 
 bool in_arena(PlanTensorKind k) {
   return k == PlanTensorKind::intermediate || k == PlanTensorKind::scratch;

@@ -22,9 +22,8 @@ std::string describe(DType dtype, const Shape& shape) {
   return fmt::format("{}[{}]", dtype_name(dtype), shape_str(shape));
 }
 
-size_t tensor_bytes(const PlanTensor& t) {
-  return static_cast<size_t>(shape_numel(t.shape)) * dtype_size(t.dtype);
-}
+// PlanTensor::bytes() as a size_t, for comparisons with buffer sizes.
+size_t tensor_bytes(const PlanTensor& t) { return static_cast<size_t>(t.bytes()); }
 
 std::unique_ptr<Backend> make_backend(const RuntimeOptions& o) {
   if (o.emulate) return make_emulator_backend(EmulatorBackendOptions{o.cache_dir});
