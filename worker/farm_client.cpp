@@ -395,6 +395,12 @@ FarmClient::Outcome FarmClient::run() {
     if (stops == 1 && !draining) {
       draining = true;
       drain_started = Clock::now();
+      // A job already delivered to the socket is in hand: take it before deciding to leave.
+      // (One still on the wire is not; Bye makes the coordinator requeue it.)
+      if (im.welcomed && !im.read_socket()) {
+        outcome = Outcome::refused;
+        break;
+      }
       if (!im.held.empty()) spdlog::info("worker: stopping after {} job(s) in progress", im.held.size());
     }
     if (draining && im.held.empty() && im.unsent.empty()) {

@@ -175,6 +175,10 @@ TEST(LocalFarm, SigtermFinishesTheJobInHandThenTheWorkerLeaves) {
   slow.check_on_emulator = true;
   farm.submit(slow);
   ASSERT_TRUE(testing::eventually([&] { return farm.status().in_flight == 1; }, 10s));
+  // In flight means sent, not received: a job still on the wire when the signal lands is
+  // requeued (Bye), not run. Give it time to arrive; the NVRTC compile and the emulated
+  // spin keep it in hand well past this.
+  std::this_thread::sleep_for(300ms);
   ASSERT_EQ(::kill(farm.worker_pids().at(0), SIGTERM), 0);
   const auto ms = collect_n(farm, 1, 20s);
   ASSERT_EQ(ms.size(), 1u);
