@@ -43,13 +43,24 @@ __device__ __forceinline__ float dc_warp_max(float v) {
   return v;
 }
 
-// cp.async (sm_80+): 4-byte global -> shared copies that bypass registers, committed in
-// groups; dc_cp_async_wait<N>() waits until at most N groups of this thread are pending.
-// An invalid element is zero-filled (src-size 0: nothing is read). Before sm_80, and on the
+// cp.async (sm_80+): global -> shared copies that bypass registers, committed in groups;
+// dc_cp_async_wait<N>() waits until at most N groups of this thread are pending. _f32 copies
+// 4 bytes (cp.async.ca); _f32x4 copies 16 (cp.async.cg, L2 only), both addresses 16-byte
+// aligned. An invalid copy zero-fills (src-size 0: nothing is read). Before sm_80, and on the
 // host emulator, a plain synchronous copy (the group calls do nothing), same results.
 #if defined(DC_HOST_EMULATION) || __CUDA_ARCH__ < 800
 __device__ __forceinline__ void dc_cp_async_f32(float* dst, const float* src, bool valid) {
   *dst = valid ? *src : 0.f;
+}
+__device__ __forceinline__ void dc_cp_async_f32x4(float* dst, const float* src, bool valid) {
+#ifdef DC_HOST_EMULATION
+  // The GPU faults on a misaligned 16-byte copy; so does the emulator.
+  if ((reinterpret_cast<unsigned long long>(dst) | reinterpret_cast<unsigned long long>(src)) & 15ull)
+    dc_emu_cur_.api->trap(dc_emu_cur_.ctx, "misaligned 16-byte cp.async (dc_cp_async_f32x4)");
+#endif
+  float4 v = {0.f, 0.f, 0.f, 0.f};
+  if (valid) v = *reinterpret_cast<const float4*>(src);
+  *reinterpret_cast<float4*>(dst) = v;
 }
 __device__ __forceinline__ void dc_cp_async_commit() {}
 template <int N>
@@ -59,6 +70,12 @@ __device__ __forceinline__ void dc_cp_async_f32(float* dst, const float* src, bo
   const unsigned dc_s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dc_s), "l"(src),
                "r"(valid ? 4 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void dc_cp_async_f32x4(float* dst, const float* src, bool valid) {
+  const unsigned dc_s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dc_s), "l"(src),
+               "r"(valid ? 16 : 0)
                : "memory");
 }
 __device__ __forceinline__ void dc_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }

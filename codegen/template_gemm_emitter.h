@@ -78,6 +78,7 @@ class GemmEmitter {
   std::string load_code(const Operand& o);
   std::string store_code(const Operand& o) const;
   // cp.async pipelines (stages >= 3): both operands plain loads, copied global -> shared.
+  bool async_16_bytes(const Operand& o) const;
   bool async_ok(const Operand& o) const;
   std::string async_load_code(const Operand& o);
   std::string main_kernel();

@@ -168,8 +168,18 @@ bool GemmEmitter::async_ok(const Operand& o) const {
   return has_address(o) || (&o == &a_ && hoist_conv_rows());
 }
 
-// Global -> shared stage `dc_st` for one operand's K tile at dc_k0, element by element with
-// cp.async (zero-filled outside the matrix), into the layout store_code writes.
+// A vector of 4 along the rows lands on 4 consecutive floats of a k row in shared memory: at
+// a 16-byte aligned spot when the row pitch, the stage and the operand's base all are (the
+// global side is aligned as for the float4 loads: the vector choice checked it).
+bool GemmEmitter::async_16_bytes(const Operand& o) const {
+  const int64_t ld = o.tile + kPad;
+  const int64_t base = &o == &a_ ? 0 : stages_ * bk_ * (bm_ + kPad);
+  return o.along_rows && o.vec == 4 && ld % 4 == 0 && (bk_ * ld) % 4 == 0 && base % 4 == 0;
+}
+
+// Global -> shared stage `dc_st` for one operand's K tile at dc_k0 with cp.async (zero-filled
+// outside the matrix), into the layout store_code writes: 16-byte copies where a vector is
+// contiguous in both (async_16_bytes), else element by element.
 std::string GemmEmitter::async_load_code(const Operand& o) {
   const int64_t total = o.tile * bk_ / o.vec;
   const int64_t ld = o.tile + kPad;
@@ -209,6 +219,12 @@ dc_cp_async_f32(&dc_as[$(STAGE) + dc_c * $(LD) + dc_r], dc_src, dc_ok);
                                        {"STAGE", vars.at("STAGE")}, {"LD", str(ld)}});
                              return g;
                            }());
+  } else if (async_16_bytes(o)) {
+    // Four consecutive elements in global memory and in the shared row: one 16-byte copy.
+    body = fmt::format("const bool dc_ok = dc_row < {} && dc_k < {};\n", o.rows, k_);
+    body += fmt::format("dc_cp_async_f32x4(&dc_{}s[{} + dc_c * {} + dc_r], dc_ok ? {} + {} : {}, dc_ok);\n",
+                        o.label, vars.at("STAGE"), ld, vars.at("X"), operand_address(o, "dc_row", "dc_k"),
+                        vars.at("X"));
   } else {
     // A vector never straddles the matrix edge (its extent is a multiple of vec), so the
     // first element's bounds hold for all of it.

@@ -347,7 +347,10 @@ TEST(CodegenGemm, CpAsyncPipelineOddSizesShortAndLongK) {
     for (const auto& v : vs) {
       const GeneratedKernel g = generate_kernel(w, v);
       EXPECT_NE(g.source.find("cp.async pipeline of 3 stages"), std::string::npos) << v.key();
-      EXPECT_NE(g.source.find("dc_cp_async_f32(&dc_bs["), std::string::npos) << v.key();
+      // B's rows are n: a vector of 4 (n a multiple of 4, vec 4) is one 16-byte copy.
+      const bool wide = v.param("vec") == 4 && n % 4 == 0;
+      EXPECT_NE(g.source.find(wide ? "dc_cp_async_f32x4(&dc_bs[" : "dc_cp_async_f32(&dc_bs["), std::string::npos)
+          << v.key();
       EXPECT_EQ(g.launches[0].dynamic_smem_bytes, 3 * v.param("block_k") *
                                                       (v.param("block_m") + v.param("block_n") + 8) * 4);
     }
@@ -410,8 +413,9 @@ TEST(CodegenGemm, VectorLoadsOnlyWhereAligned) {
   m.node("MatMul", {"a", "b"}, "y", {37, 45});
   const Workload w = m.workload(ClusterKind::gemm);
   const auto k = generate_kernel(w, gemm_variant("gemm_tiled", 16, 16, 8, 2, 2, 4, 1, 1));
-  EXPECT_EQ(k.source.find("float4"), std::string::npos);
-  EXPECT_NE(k.source.find("dc_mma_tile_fp32"), std::string::npos);
+  const std::string body = k.source.substr(k.source.find("end of prelude"));  // the prelude has float4s
+  EXPECT_EQ(body.find("float4"), std::string::npos);
+  EXPECT_NE(body.find("dc_mma_tile_fp32"), std::string::npos);
 }
 
 // ---- conv_implicit_gemm -------------------------------------------------------------------
@@ -478,9 +482,17 @@ TEST(CodegenConv, PointwiseIsAPlainGemmWithVectorLoads) {
   m.g.nodes.back().attrs.set("max", 6.f);
   const Workload w = m.workload(ClusterKind::conv);
   const Variant v4 = gemm_variant("conv_implicit_gemm", 32, 16, 8, 2, 2, 4, 2, 1);
-  EXPECT_NE(generate_kernel(w, v4).source.find("float4"), std::string::npos);
+  const std::string src4 = generate_kernel(w, v4).source;
+  EXPECT_NE(src4.find("float4", src4.find("end of prelude")), std::string::npos);
+  // The cp.async pipeline copies A (rows = pixels, contiguous) 16 bytes at a time; the
+  // weights (contiguous along k, scattered over shared rows) element by element.
+  const Variant v4s3 = gemm_variant("conv_implicit_gemm", 32, 16, 8, 2, 2, 4, 3, 1);
+  const std::string src4s3 = generate_kernel(w, v4s3).source;
+  EXPECT_NE(src4s3.find("dc_cp_async_f32x4(&dc_as["), std::string::npos);
+  EXPECT_NE(src4s3.find("dc_cp_async_f32(&dc_bs["), std::string::npos);
   auto vs = gemm_picks(w);
   vs.push_back(v4);
+  vs.push_back(v4s3);
   check_all(w, vs);
 }
 

@@ -302,6 +302,23 @@ extern "C" __global__ void traps(float* __restrict__ y) {
 DC_EXPORT_KERNEL(traps)
 )";
 
+// 16-byte cp.async copies into shared memory and back out; thread 3's copy is invalid
+// (zero-filled). Shifted by DC_TEST_SHIFT floats, the source is misaligned.
+const char* const kCpAsync16 = R"(
+#ifndef DC_TEST_SHIFT
+#define DC_TEST_SHIFT 0
+#endif
+extern "C" __global__ void copy16(const float* __restrict__ x, float* __restrict__ y) {
+  __shared__ __align__(16) float s[64];
+  dc_cp_async_f32x4(&s[threadIdx.x * 4], x + DC_TEST_SHIFT + threadIdx.x * 4, threadIdx.x != 3);
+  dc_cp_async_commit();
+  dc_cp_async_wait<0>();
+  __syncthreads();
+  for (int i = 0; i < 4; ++i) y[threadIdx.x * 4 + i] = s[threadIdx.x * 4 + i];
+}
+DC_EXPORT_KERNEL(copy16)
+)";
+
 const char* const kIntDivision = R"(
 extern "C" __global__ void int_division(const int* __restrict__ x, int* __restrict__ y) {
   y[threadIdx.x] = 100 / x[threadIdx.x];
@@ -725,6 +742,25 @@ TEST(Emulator, TrapIsReportedWithTheThread) {
   EXPECT_TRUE(contains(r.error, "block (1,0,0), thread (5,0,0): __trap() called"));
 }
 
+TEST(Emulator, CpAsync16BytesCopiesAndZeroFills) {
+  const auto k = make_kernel(kCpAsync16, {buffer("x", BufferRole::input, {68}), buffer("y", BufferRole::output, {64})},
+                             {launch("copy16", {1, 1, 1}, {16, 1, 1}, {0, 1})});
+  std::vector<Tensor> bufs = {random_tensor({68}, 11), Tensor()};
+  run_ok(k, bufs);
+  const std::vector<float> x = floats(bufs[0]), y = floats(bufs[1]);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(y[i], i / 4 == 3 ? 0.f : x[i]) << i;
+}
+
+TEST(Emulator, MisalignedCpAsync16BytesIsAFault) {
+  const auto k = make_kernel(std::string("#define DC_TEST_SHIFT 1\n") + kCpAsync16,
+                             {buffer("x", BufferRole::input, {68}), buffer("y", BufferRole::output, {64})},
+                             {launch("copy16", {1, 1, 1}, {16, 1, 1}, {0, 1})});
+  std::vector<Tensor> bufs = {random_tensor({68}, 11), Tensor()};
+  const EmulatorResult r = emulate(k, bufs, options());
+  EXPECT_FALSE(r.ok);
+  EXPECT_TRUE(contains(r.error, "thread (0,0,0): misaligned 16-byte cp.async"));
+}
+
 TEST(Emulator, IntegerDivisionByZeroIsReported) {
   const auto k = make_kernel(kIntDivision, {buffer("x", BufferRole::input, {4}, DType::i32),
                                             buffer("y", BufferRole::output, {4}, DType::i32)},
@@ -876,19 +912,21 @@ TEST(Emulator, TiledGemmWithEightBarriersPerKTile) {
   check_gemm("#define DC_TEST_EXTRA_BARRIERS 6\n", "8_barriers_per_k_tile");
 }
 
-// The kernels above are CUDA as NVRTC takes it: compile each for the oldest target.
+// The kernels above are CUDA as NVRTC takes it: compile each for the oldest and newest targets.
 TEST(Emulator, TestKernelsCompileWithNvrtc) {
   const char* const texts[] = {kElementwise, kTranspose,  kRowSum,        kRowSumUnguarded, kVotes,
                                kShuffles,    kAtomics,    kDynamicSmem,   kUninitialisedSmem,
                                kDivergentSync, kDivergentShuffle, kLaneNotInMask, kWritesPastEnd,
                                kWritesInput, kDeepStack,  kTrap,          kIntDivision,     kTwoLaunches,
-                               kIndices,     kSyncthreadsCount, kWarpExchange, kGemm};
+                               kIndices,     kSyncthreadsCount, kWarpExchange, kGemm, kCpAsync16};
   const std::vector<std::string> archs = supported_archs();
   ASSERT_FALSE(archs.empty());
-  for (const char* text : texts) {
-    const CompileResult r = compile_cuda(cuda_prelude() + text, archs.front());
-    EXPECT_TRUE(r.ok) << r.log << "\n" << text;
-  }
+  // The oldest target takes the prelude's fallbacks, the newest its cp.async and the like.
+  for (const std::string& arch : {archs.front(), archs.back()})
+    for (const char* text : texts) {
+      const CompileResult r = compile_cuda(cuda_prelude() + text, arch);
+      EXPECT_TRUE(r.ok) << arch << ": " << r.log << "\n" << text;
+    }
 }
 
 }  // namespace
