@@ -6,6 +6,7 @@
 // docs/tune.md describes both.
 #include <atomic>
 #include <csignal>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -80,6 +81,16 @@ struct FarmFlags {
 };
 
 // --bind: a broker that remote dc-worker daemons connect to.
+// tune creates the DB if missing, and its folder too (as --out is created).
+void make_db_folder(const std::string& db_path) {
+  if (db_path == ":memory:" || db_path.rfind("file:", 0) == 0) return;
+  const std::filesystem::path parent = std::filesystem::path(db_path).parent_path();
+  if (parent.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(parent, ec);
+  DC_USER_CHECK(!ec, "cannot create the folder of the tuning DB '", db_path, "': ", ec.message());
+}
+
 std::unique_ptr<Farm> make_bound_farm(const FarmFlags& f, std::ostream& console) {
   FarmBrokerOptions b;
   b.endpoint = f.bind;
@@ -264,6 +275,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   opts.console = quiet ? nullptr : &std::cerr;
   opts.stop = &g_stop;
 
+  make_db_folder(db_path);
   std::unique_ptr<TuningDb> db = open_tuning_db(db_path);  // before any worker starts
   std::ostringstream discard;
   std::unique_ptr<Farm> farm =

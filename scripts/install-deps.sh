@@ -14,6 +14,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev
   python3-onnx python3-torch python3-torchvision python3-numpy
   chromium python3-pil    # tests: the HTML report rendered headless (dc_db_report_screenshot)
+  patchelf                # scripts/make_dist.sh: RPATHs of the relocatable bundle
 )
 
 missing=()

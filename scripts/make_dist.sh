@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# A relocatable bundle of dc for machines without Debian's -dev packages: GPU nodes that run
+# dc-worker or dc-run, or the benchmark scripts (--dc-bin DEST/bin).
+#
+#   scripts/make_dist.sh [--no-build] [BUILD_DIR [DEST]]      defaults: build, dist
+#
+# DEST/bin      dc-coordinator dc-worker dc-db dc-run
+# DEST/lib      libdcrt.so and every shared library these load, except the C runtime
+#               (glibc: the node's own) and CUDA (libcuda and NVRTC: the node's driver and
+#               toolkit, CUDA 13 like the build)
+# DEST/include  dc/dcrt.h dc/dcrt.hpp
+# Executables look in $ORIGIN/../lib, then in the CUDA toolkit's lib folder; each carried
+# library in $ORIGIN, so that their own dependencies resolve inside DEST too. The script
+# ends by checking that: every library the bundle needs resolves into DEST/lib or is one
+# of the node's own. Needs patchelf (scripts/install-deps.sh).
+set -euo pipefail
+
+build_first=1
+if [ "${1:-}" = "--no-build" ]; then build_first=0; shift; fi
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BUILD="${1:-$ROOT/build}"
+DEST="${2:-$ROOT/dist}"
+
+command -v patchelf >/dev/null || { echo "make_dist: patchelf is missing (scripts/install-deps.sh)" >&2; exit 2; }
+[ -f "$BUILD/CMakeCache.txt" ] || { echo "make_dist: $BUILD is not a configured build folder (scripts/build.sh)" >&2; exit 2; }
+if [ "$build_first" = 1 ]; then
+  cmake --build "$BUILD" -j"${JOBS:-2}" --target dc-coordinator dc-worker dc-db dc-run dcrt
+fi
+rm -rf "$DEST"
+cmake --install "$BUILD" --prefix "$DEST" >/dev/null
+DEST="$(cd "$DEST" && pwd)"
+
+# The node's own: glibc's libraries and the loader, and CUDA's driver and NVRTC.
+is_nodes_own() {
+  case "$(basename "$1")" in
+    linux-vdso.so.*|ld-linux*.so.*|libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|\
+    libresolv.so.*|libutil.so.*|libcuda.so*|libnvrtc*.so*) return 0 ;;
+  esac
+  return 1
+}
+
+# Library paths an ELF file loads, as this machine resolves them.
+loaded_libs() { ldd "$1" | awk '/=> \// { print $3 }'; }
+
+carried=0
+for elf in "$DEST"/bin/* "$DEST"/lib/*.so*; do
+  for lib in $(loaded_libs "$elf"); do
+    is_nodes_own "$lib" && continue
+    name="$(basename "$lib")"
+    [ -e "$DEST/lib/$name" ] && continue
+    cp -L "$lib" "$DEST/lib/$name"
+    chmod u+w "$DEST/lib/$name"
+    patchelf --set-rpath '$ORIGIN' "$DEST/lib/$name"
+    carried=$((carried + 1))
+  done
+done
+
+# Check: nothing outside DEST but the node's own.
+bad=0
+for elf in "$DEST"/bin/* "$DEST"/lib/*.so*; do
+  for lib in $(env -u LD_LIBRARY_PATH ldd "$elf" | awk '/=> \// { print $3 }'); do
+    is_nodes_own "$lib" && continue
+    lib="$(realpath -m "$lib")"
+    case "$lib" in "$DEST"/lib/*) ;; *) echo "make_dist: $(basename "$elf") loads $lib from outside the bundle" >&2; bad=1 ;; esac
+  done
+  if env -u LD_LIBRARY_PATH ldd "$elf" | grep -q "not found"; then
+    echo "make_dist: $(basename "$elf") has unresolved libraries:" >&2
+    env -u LD_LIBRARY_PATH ldd "$elf" | grep "not found" >&2
+    bad=1
+  fi
+done
+[ "$bad" = 0 ] || exit 1
+echo "make_dist: $DEST ($(du -sh "$DEST" | cut -f1)): $(ls "$DEST/bin" | tr '\n' ' ')+ libdcrt and $carried carried libraries"

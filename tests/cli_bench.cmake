@@ -1,0 +1,24 @@
+# The benchmark scripts and the relocatable bundle, exercised without a GPU so that they do
+# not rot between the sessions that have one: each script's CPU smoke mode (dc on emulated
+# workers, PyTorch on the CPU) must finish with no FAILED cell; make_dist.sh must produce a
+# bundle whose every library resolves inside it (it checks that itself) and that starts.
+set(DC_BENCH_WORK ${CMAKE_BINARY_DIR}/bench-smoke)
+add_test(NAME bench_templates_smoke COMMAND sh -c
+  "/usr/bin/python3 '${PROJECT_SOURCE_DIR}/scripts/bench_templates.py' --device cpu --fresh \
+   --runs 5 --min-seconds 0.1 --warmup-seconds 0.1 --dc-bin '${CMAKE_BINARY_DIR}/bin' \
+   --work '${DC_BENCH_WORK}/templates' --out-md '${DC_BENCH_WORK}/templates.md' \
+   && grep -q 'CPU SMOKE RUN' '${DC_BENCH_WORK}/templates.md' \
+   && ! grep -q FAILED '${DC_BENCH_WORK}/templates.md'")
+add_test(NAME bench_peers_smoke COMMAND sh -c
+  "/usr/bin/python3 '${PROJECT_SOURCE_DIR}/scripts/bench_peers.py' --device cpu --fresh --batches 1 \
+   --runs 5 --min-seconds 0.1 --warmup-seconds 0.1 --dc-bin '${CMAKE_BINARY_DIR}/bin' \
+   --work '${DC_BENCH_WORK}/peers' --out-md '${DC_BENCH_WORK}/peers.md' \
+   && grep -q 'CPU SMOKE RUN' '${DC_BENCH_WORK}/peers.md' \
+   && ! grep -q FAILED '${DC_BENCH_WORK}/peers.md'")
+set_tests_properties(bench_templates_smoke bench_peers_smoke PROPERTIES LABELS long TIMEOUT 600)
+add_test(NAME make_dist_bundle COMMAND sh -c
+  "'${PROJECT_SOURCE_DIR}/scripts/make_dist.sh' --no-build '${CMAKE_BINARY_DIR}' '${DC_BENCH_WORK}/dist' \
+   && env -i '${DC_BENCH_WORK}/dist/bin/dc-worker' --help | grep -q -- --connect \
+   && env -i '${DC_BENCH_WORK}/dist/bin/dc-coordinator' --help >/dev/null \
+   && test -f '${DC_BENCH_WORK}/dist/include/dc/dcrt.h'")
+set_tests_properties(make_dist_bundle PROPERTIES LABELS unit TIMEOUT 120)
