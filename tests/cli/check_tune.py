@@ -83,7 +83,7 @@ def main():
     if not planned:
         fail("plan kept no variants")
     tmp = tempfile.mkdtemp(prefix="dc_check_tune_")
-    db = os.path.join(tmp, "tune.db")
+    db = os.path.join(tmp, "dbs", "tune.db")  # tune creates the folder, too
     out_dir = os.path.join(tmp, "out")
     base = [coord, "tune", model, "--gpus", gpu, "--config", config, "--db", db] + extra
 
