@@ -49,10 +49,7 @@ struct Tile {
 }  // namespace
 
 GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
-  DC_INTERNAL_CHECK(v.template_name == "attention_fused", "generate_attention with template ",
-                    v.template_name);
-  DC_INTERNAL_CHECK(v.precision == "fp32", "attention_fused: only the fp32 path exists, not ",
-                    v.precision);
+  check_variant(v, "attention_fused", true);
   const Graph& g = w.graph;
   const Node* softmax = nullptr;
   std::vector<const Node*> matmuls;
@@ -505,17 +502,9 @@ DC_EXPORT_KERNEL(dc_attention)
 )",
                 vars);
 
-  GeneratedKernel k = start_kernel(w, v);
-  k.source = std::move(src);
-  Launch l;
-  l.kernel = "dc_attention";
-  l.grid = {ceil_div(sq, bm), batch, 1};
   DC_INTERNAL_CHECK(batch <= 65535, "attention_fused: ", batch, " batch*heads exceed grid.y");
-  l.block = {threads, 1, 1};
-  l.dynamic_smem_bytes = smem_floats * 4;
-  l.args = all_workload_args(w);
-  k.launches.push_back(l);
-  return k;
+  return one_launch_kernel(w, v, std::move(src), "dc_attention", {ceil_div(sq, bm), batch, 1}, threads,
+                           smem_floats * 4);
 }
 
 }  // namespace dc

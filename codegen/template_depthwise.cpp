@@ -26,21 +26,10 @@ std::string str(int64_t v) { return std::to_string(v); }
 }  // namespace
 
 GeneratedKernel generate_depthwise(const Workload& w, const Variant& v) {
-  DC_INTERNAL_CHECK(v.template_name == "depthwise_direct", "generate_depthwise with template ",
-                    v.template_name);
-  DC_INTERNAL_CHECK(v.precision == "fp32", "depthwise_direct: only the fp32 path exists, not ",
-                    v.precision);
+  check_variant(v, "depthwise_direct", true);
   const Graph& g = w.graph;
-  const Node* conv = nullptr;
-  for (const auto& n : g.nodes) {
-    if (n.op == "Conv") {
-      DC_INTERNAL_CHECK(conv == nullptr, "depthwise_direct: more than one Conv in the workload");
-      conv = &n;
-    } else {
-      DC_INTERNAL_CHECK(ValueEmitter::supports(n), "depthwise_direct: cannot fuse ", n.op);
-    }
-  }
-  DC_INTERNAL_CHECK(conv != nullptr, "depthwise_direct: workload without a Conv");
+  const Node* conv =
+      &single_main_node(w, "depthwise_direct", "Conv", [](const Node& n) { return n.op == "Conv"; });
   const Shape& xs = g.info(conv->input(0)).shape;
   const Shape& ws = g.info(conv->input(1)).shape;
   const std::string y = conv->outputs.at(0);
@@ -223,16 +212,8 @@ DC_EXPORT_KERNEL(dc_depthwise)
 )",
                 vars);
 
-  GeneratedKernel k = start_kernel(w, v);
-  k.source = std::move(src);
-  Launch l;
-  l.kernel = "dc_depthwise";
-  l.grid = {grid_x, grid_y, images};
-  l.block = {threads, 1, 1};
-  l.dynamic_smem_bytes = (in_c * in_th * in_tw + bc * KH * KW) * 4;
-  l.args = all_workload_args(w);
-  k.launches.push_back(l);
-  return k;
+  return one_launch_kernel(w, v, std::move(src), "dc_depthwise", {grid_x, grid_y, images}, threads,
+                           (in_c * in_th * in_tw + bc * KH * KW) * 4);
 }
 
 }  // namespace dc

@@ -10,7 +10,6 @@
 // "opaque_generic": the naive one-thread-per-element kernel of template_reference.cpp with
 // the variant's block size.
 #include <algorithm>
-#include <climits>
 
 #include <fmt/format.h>
 
@@ -29,8 +28,6 @@ namespace {
 
 const char* kLane[] = {"x", "y", "z", "w"};
 
-std::string vec_type(int64_t vec) { return vec == 4 ? "float4" : "float2"; }
-
 // One grid-stride loop computing `outs` (all of shape `shape`) in chunks of `vec`.
 std::string emit_loop(const Graph& g, ValueEmitter& em, const std::vector<std::string>& outs,
                       const Shape& shape, int64_t vec, int64_t ept, int& counter) {
@@ -48,7 +45,7 @@ std::string emit_loop(const Graph& g, ValueEmitter& em, const std::vector<std::s
   std::map<std::string, std::string> loaded;
   for (const auto& in : vec_inputs) {
     const std::string v = fmt::format("vin{}", counter++);
-    body += fmt::format("  const {0} {1} = *reinterpret_cast<const {0}*>({2} + {3});\n", vec_type(vec), v,
+    body += fmt::format("  const {0} {1} = *reinterpret_cast<const {0}*>({2} + {3});\n", float_vector_type(vec), v,
                         em.param_name(in), em.offset(in, c));
     loaded[in] = v;
   }
@@ -60,29 +57,12 @@ std::string emit_loop(const Graph& g, ValueEmitter& em, const std::vector<std::s
     for (size_t o = 0; o < outs.size(); ++o) lanes[o].push_back(em.value(outs[o], lc, body));
   }
   for (const auto& [in, v] : loaded) em.unbind(in);
-  for (size_t o = 0; o < outs.size(); ++o) {
-    const std::string p = em.param_name(outs[o]);
-    if (vec > 1 && g.info(outs[o]).dtype == DType::f32) {
-      std::string items;
-      for (int64_t k = 0; k < vec; ++k) items += (k ? ", " : "") + lanes[o][static_cast<size_t>(k)];
-      body += fmt::format("  *reinterpret_cast<{0}*>({1} + i) = make_{0}({2});\n", vec_type(vec), p, items);
-    } else {
-      for (int64_t k = 0; k < vec; ++k)
-        body += fmt::format("  {}[i + {}] = {};\n", p, k, lanes[o][static_cast<size_t>(k)]);
-    }
-  }
+  for (size_t o = 0; o < outs.size(); ++o)
+    body += store_chunk(em.param_name(outs[o]), g.info(outs[o]).dtype, lanes[o]);
   std::string names;
   for (const auto& o : outs) names += " " + o;
-  return fmt::format(
-      "  // outputs{} : {} in {} chunks of {}\n"
-      "  for (dc_i64 base = (dc_i64)blockIdx.x * blockDim.x * {} + threadIdx.x; base < {};\n"
-      "       base += (dc_i64)gridDim.x * blockDim.x * {}) {{\n"
-      "    for (int e = 0; e < {}; ++e) {{\n"
-      "    const dc_i64 q = base + (dc_i64)e * blockDim.x;\n"
-      "    if (q >= {}) break;\n"
-      "    const dc_i64 i = q * {};\n{}"
-      "    }}\n  }}\n",
-      names, shape_str(shape), chunks, vec, ept, chunks, ept, ept, chunks, vec, body);
+  return fmt::format("  // outputs{} : {} in {} chunks of {}\n", names, shape_str(shape), chunks, vec) +
+         grid_stride_chunks(chunks, ept, vec, body);
 }
 
 }  // namespace
@@ -91,8 +71,7 @@ GeneratedKernel generate_elementwise(const Workload& w, const Variant& v) {
   const int64_t threads = v.param("threads", 256);
   if (v.template_name == "opaque_generic")
     return generate_naive(w, "opaque_generic", v.key(), static_cast<int>(threads));
-  DC_INTERNAL_CHECK(v.template_name == "elementwise", "generate_elementwise got template '",
-                    v.template_name, "'");
+  check_variant(v, "elementwise");
   const Graph& g = w.graph;
   for (const auto& n : g.nodes)
     DC_INTERNAL_CHECK(ValueEmitter::supports(n), "elementwise template: op ", n.op,
@@ -118,17 +97,9 @@ GeneratedKernel generate_elementwise(const Workload& w, const Variant& v) {
     const int64_t inner = shape.empty() ? 1 : shape.back();
     most_chunks = std::max(most_chunks, shape_numel(shape) / (inner % vec == 0 ? vec : 1));
   }
-  GeneratedKernel k = start_kernel(w, v);
-  k.source = source_header(w, k.template_name, k.variant_key) +
-             fmt::format("extern \"C\" __global__ void elementwise({}) {{\n{}}}\nDC_EXPORT_KERNEL(elementwise)\n",
-                         kernel_params(w), body);
-  Launch l;
-  l.kernel = "elementwise";
-  l.block = {threads, 1, 1};
-  l.grid = {std::clamp<int64_t>(ceil_div(most_chunks, threads * ept), 1, INT_MAX), 1, 1};
-  l.args = all_workload_args(w);
-  k.launches.push_back(std::move(l));
-  return k;
+  std::string source = source_header(w, v.template_name, v.key()) + kernel_definition(w, "elementwise", body);
+  return one_launch_kernel(w, v, std::move(source), "elementwise",
+                           {grid_blocks(most_chunks, threads * ept), 1, 1}, threads);
 }
 
 }  // namespace dc

@@ -6,8 +6,6 @@
 // constant loop nest that the compiler unrolls. Grid-stride over outputs: a thread takes
 // `elems_per_thread` outputs per step, `threads` apart; `vec` adjacent outputs along the
 // last dim per chunk (vector stores when the output rows allow it).
-#include <algorithm>
-#include <climits>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -21,15 +19,6 @@
 namespace dc {
 
 namespace {
-
-// Input position of tap `k` of the window of output coordinate `o`, without the zero
-// terms ("o * 2 - 1 + k", not "o * 2 - 1 + k * 1").
-std::string tap_position(const std::string& o, int64_t stride, int64_t pad, const std::string& k,
-                         int64_t dilation) {
-  std::string e = stride == 1 ? fmt::format("(dc_i64)({})", o) : fmt::format("(dc_i64)({}) * {}", o, stride);
-  if (pad != 0) e += fmt::format(" - {}", pad);
-  return e + (dilation == 1 ? fmt::format(" + {}", k) : fmt::format(" + {} * {}", k, dilation));
-}
 
 std::string join(const std::vector<std::string>& v, const char* sep) {
   std::string s;
@@ -84,20 +73,11 @@ std::string emit_window(const Graph& g, const Node& p, ValueEmitter& em,
 }  // namespace
 
 GeneratedKernel generate_pool(const Workload& w, const Variant& v) {
-  DC_INTERNAL_CHECK(v.template_name == "pool_window", "generate_pool got template '",
-                    v.template_name, "'");
+  check_variant(v, "pool_window");
   const Graph& g = w.graph;
-  const Node* pool = nullptr;
-  for (const auto& n : g.nodes) {
-    if (n.op == "MaxPool" || n.op == "AveragePool") {
-      DC_INTERNAL_CHECK(pool == nullptr, "pool_window: more than one pooling node in workload ", w.signature);
-      pool = &n;
-    } else {
-      DC_INTERNAL_CHECK(ValueEmitter::supports(n), "pool_window: op ", n.op,
-                        " is neither a window pool nor injective (workload ", w.signature, ")");
-    }
-  }
-  DC_INTERNAL_CHECK(pool != nullptr, "pool_window: no MaxPool/AveragePool in workload ", w.signature);
+  const Node* pool = &single_main_node(w, "pool_window", "window pool", [](const Node& n) {
+    return n.op == "MaxPool" || n.op == "AveragePool";
+  });
   DC_INTERNAL_CHECK(pool->outputs.size() < 2 || pool->outputs[1].empty(),
                     "pool_window: MaxPool's Indices output is not supported");
   DC_INTERNAL_CHECK(pool->attrs.get_int("storage_order", 0) == 0,
@@ -129,35 +109,13 @@ GeneratedKernel generate_pool(const Workload& w, const Variant& v) {
     for (size_t o = 0; o < g.outputs.size(); ++o) lanes[o].push_back(em.value(g.outputs[o], lc, body));
     em.unbind(y);
   }
-  for (size_t o = 0; o < g.outputs.size(); ++o) {
-    const std::string p = em.param_name(g.outputs[o]);
-    if (vec > 1 && g.info(g.outputs[o]).dtype == DType::f32) {
-      body += fmt::format("  *reinterpret_cast<{0}*>({1} + i) = make_{0}({2});\n",
-                          vec == 4 ? "float4" : "float2", p, join(lanes[o], ", "));
-    } else {
-      for (int64_t k = 0; k < vec; ++k)
-        body += fmt::format("  {}[i + {}] = {};\n", p, k, lanes[o][static_cast<size_t>(k)]);
-    }
-  }
+  for (size_t o = 0; o < g.outputs.size(); ++o)
+    body += store_chunk(em.param_name(g.outputs[o]), g.info(g.outputs[o]).dtype, lanes[o]);
 
-  GeneratedKernel k = start_kernel(w, v);
-  k.source = source_header(w, k.template_name, k.variant_key) + fmt::format(
-      "extern \"C\" __global__ void pool_window({}) {{\n"
-      "  for (dc_i64 base = (dc_i64)blockIdx.x * blockDim.x * {} + threadIdx.x; base < {};\n"
-      "       base += (dc_i64)gridDim.x * blockDim.x * {}) {{\n"
-      "    for (int e = 0; e < {}; ++e) {{\n"
-      "    const dc_i64 q = base + (dc_i64)e * blockDim.x;\n"
-      "    if (q >= {}) break;\n"
-      "    const dc_i64 i = q * {};\n{}"
-      "    }}\n  }}\n}}\nDC_EXPORT_KERNEL(pool_window)\n",
-      kernel_params(w), ept, chunks, ept, ept, chunks, vec, body);
-  Launch l;
-  l.kernel = "pool_window";
-  l.block = {threads, 1, 1};
-  l.grid = {std::clamp<int64_t>(ceil_div(chunks, threads * ept), 1, INT_MAX), 1, 1};
-  l.args = all_workload_args(w);
-  k.launches.push_back(std::move(l));
-  return k;
+  std::string source = source_header(w, v.template_name, v.key()) +
+                       kernel_definition(w, "pool_window", grid_stride_chunks(chunks, ept, vec, body));
+  return one_launch_kernel(w, v, std::move(source), "pool_window",
+                           {grid_blocks(chunks, threads * ept), 1, 1}, threads);
 }
 
 }  // namespace dc

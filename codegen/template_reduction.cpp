@@ -18,8 +18,6 @@
 // Rows whose reduced axes are not the innermost (Softmax over axis 1 of NCHW, ReduceMean
 // over a middle axis) work too: coordinates are unravelled per element and loads are
 // scalar (the parameter space gives them vec 1). Only f32 is emitted.
-#include <algorithm>
-#include <climits>
 #include <cmath>
 #include <functional>
 #include <set>
@@ -188,19 +186,12 @@ class RowReduceEmitter {
         emit_layer_norm(b);
         break;
     }
-    GeneratedKernel k = start_kernel(w_, v);
-    k.source = source_header(w_, k.template_name, k.variant_key) +
-               "#ifdef DC_HOST_EMULATION\n#define DCR_UNROLL\n#else\n#define DCR_UNROLL _Pragma(\"unroll\")\n#endif\n\n" +
-               fmt::format("extern \"C\" __global__ void row_reduce({}) {{\n{}}}\nDC_EXPORT_KERNEL(row_reduce)\n",
-                           kernel_params(w_), b);
-    Launch l;
-    l.kernel = "row_reduce";
-    l.block = {tpr_ * rpb_, 1, 1};
-    l.grid = {std::clamp<int64_t>(ceil_div(r_.rows, rpb_), 1, INT_MAX), 1, 1};
-    l.dynamic_smem_bytes = cache_ == 2 ? rpb_ * r_.row_len * 4 : 0;
-    l.args = all_workload_args(w_);
-    k.launches.push_back(std::move(l));
-    return k;
+    std::string source =
+        source_header(w_, v.template_name, v.key()) +
+        "#ifdef DC_HOST_EMULATION\n#define DCR_UNROLL\n#else\n#define DCR_UNROLL _Pragma(\"unroll\")\n#endif\n\n" +
+        kernel_definition(w_, "row_reduce", b);
+    return one_launch_kernel(w_, v, std::move(source), "row_reduce", {grid_blocks(r_.rows, rpb_), 1, 1},
+                             tpr_ * rpb_, cache_ == 2 ? rpb_ * r_.row_len * 4 : 0);
   }
 
  private:
@@ -277,7 +268,7 @@ class RowReduceEmitter {
     for (const auto& in : inputs) {
       const std::string v = fmt::format("vin{}", counter_++);
       b += fmt::format("  const {0} {1} = *reinterpret_cast<const {0}*>({2} + {3});\n",
-                       vec_ == 4 ? "float4" : "float2", v, em_.param_name(in), em_.offset(in, c0));
+                       float_vector_type(vec_), v, em_.param_name(in), em_.offset(in, c0));
       loaded[in] = v;
     }
     return loaded;
@@ -363,7 +354,7 @@ class RowReduceEmitter {
         std::string items;
         for (int64_t k = 0; k < vec_; ++k) items += (k ? ", " : "") + outs[o][static_cast<size_t>(k)];
         b += fmt::format("  *reinterpret_cast<{0}*>({1} + {2}) = make_{0}({3});\n",
-                         vec_ == 4 ? "float4" : "float2", p, off, items);
+                         float_vector_type(vec_), p, off, items);
       } else {
         for (int64_t k = 0; k < vec_; ++k)
           b += fmt::format("  {}[{}] = {};\n", p, em_.offset(elem_outputs_[o], lanes[static_cast<size_t>(k)]),
@@ -419,7 +410,9 @@ class RowReduceEmitter {
     store_rows({{0, "result"}}, b);
   }
 
-  void emit_log_sum_exp(std::string& b) {
+  // The row's max `mx`, then `sum` of exp(x - mx): the two passes that LogSumExp and
+  // Softmax share.
+  void emit_max_and_exp_sum(std::string& b) {
     b += fmt::format("  float mx = {};\n", float_literal(-INFINITY));
     auto lanes = open_chunks(b, cache_ == 1);
     for (const auto& v : row_values(lanes, true, b)) b += fmt::format("  mx = dc_max(mx, {});\n", v);
@@ -430,24 +423,19 @@ class RowReduceEmitter {
     for (const auto& v : row_values(lanes, false, b)) b += fmt::format("  sum += expf({} - mx);\n", v);
     close_chunks(b);
     reduce("sum", "{} + {}", 1, b);
+  }
+
+  void emit_log_sum_exp(std::string& b) {
+    emit_max_and_exp_sum(b);
     b += "  const float result = mx - mx != 0.f ? mx : mx + logf(sum);\n";  // +-inf max: as is
     store_rows({{0, "result"}}, b);
   }
 
   void emit_softmax(std::string& b) {
-    b += fmt::format("  float mx = {};\n", float_literal(-INFINITY));
-    auto lanes = open_chunks(b, cache_ == 1);
-    for (const auto& v : row_values(lanes, true, b)) b += fmt::format("  mx = dc_max(mx, {});\n", v);
-    close_chunks(b);
-    reduce("mx", "dc_max({}, {})", 0, b);
-    b += "  float sum = 0.f;\n";
-    lanes = open_chunks(b, cache_ == 1);
-    for (const auto& v : row_values(lanes, false, b)) b += fmt::format("  sum += expf({} - mx);\n", v);
-    close_chunks(b);
-    reduce("sum", "{} + {}", 1, b);
+    emit_max_and_exp_sum(b);
     const bool log = r_.kind == Kind::log_softmax;
     if (log) b += "  const float log_sum = logf(sum);\n";
-    lanes = open_chunks(b, cache_ == 1);
+    const auto lanes = open_chunks(b, cache_ == 1);
     const auto vals = row_values(lanes, false, b);
     store_elements(lanes, [&](int64_t, const std::string& v, std::string& code) {
       const std::string y = fmt::format("y{}", counter_++);
@@ -524,20 +512,10 @@ class RowReduceEmitter {
 }  // namespace
 
 GeneratedKernel generate_reduction(const Workload& w, const Variant& v) {
-  DC_INTERNAL_CHECK(v.template_name == "row_reduce", "generate_reduction got template '",
-                    v.template_name, "'");
+  check_variant(v, "row_reduce");
   const Graph& g = w.graph;
-  const Node* red = nullptr;
-  for (const auto& n : g.nodes) {
-    if (is_reduction(n.op)) {
-      DC_INTERNAL_CHECK(red == nullptr, "row_reduce: more than one reduction in workload ", w.signature);
-      red = &n;
-    } else {
-      DC_INTERNAL_CHECK(ValueEmitter::supports(n), "row_reduce: op ", n.op,
-                        " is neither a supported reduction nor injective (workload ", w.signature, ")");
-    }
-  }
-  DC_INTERNAL_CHECK(red != nullptr, "row_reduce: no supported reduction in workload ", w.signature);
+  const Node* red = &single_main_node(w, "row_reduce", "supported reduction",
+                                      [](const Node& n) { return is_reduction(n.op); });
   DC_INTERNAL_CHECK(g.info(red->input(0)).dtype == DType::f32, "row_reduce: ", red->op, " on ",
                     dtype_name(g.info(red->input(0)).dtype), " (only f32 is emitted)");
   const ReductionInfo info = analyze(g, *red);

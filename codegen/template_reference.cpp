@@ -22,15 +22,6 @@ namespace dc {
 
 namespace {
 
-// Input position of tap `k` of the window of output coordinate `o`, without the zero
-// terms ("o * 2 - 1 + k", not "o * 2 - 1 + k * 1").
-std::string tap_position(const std::string& o, int64_t stride, int64_t pad, const std::string& k,
-                         int64_t dilation) {
-  std::string e = stride == 1 ? fmt::format("(dc_i64)({})", o) : fmt::format("(dc_i64)({}) * {}", o, stride);
-  if (pad != 0) e += fmt::format(" - {}", pad);
-  return e + (dilation == 1 ? fmt::format(" + {}", k) : fmt::format(" + {} * {}", k, dilation));
-}
-
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 8192;  // grid-stride beyond this
 

@@ -8,6 +8,7 @@
 #include "ir/cli_guard.h"
 #include "ir/error.h"
 #include "ir/log.h"
+#include "ir/parse_subcommand.h"
 #include "onnx/import.h"
 
 namespace dc::cli {
@@ -61,20 +62,7 @@ std::map<std::string, Shape> parse_shape_flags(const std::vector<std::string>& f
 std::optional<po::variables_map> parse_command(const std::vector<std::string>& args,
                                                const po::options_description& desc,
                                                std::string* model) {
-  po::options_description hidden;
-  hidden.add_options()("model", po::value(model));
-  po::options_description all;
-  all.add(desc).add(hidden);
-  po::positional_options_description pos;
-  pos.add("model", 1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return std::nullopt;
-  }
-  po::notify(vm);
-  return vm;
+  return parse_subcommand(args, desc, "model", model);
 }
 
 int run(int argc, char** argv) {

@@ -13,24 +13,29 @@
 
 namespace dc {
 
-// What a worker reads from the driver for one device. Zero means "not reported"; the
-// per-SM limits then come from the table entry used as the device's reference (see
-// GpuCatalog::match_device).
-struct DeviceReport {
+// The figures of one device that the driver gives in the units the catalog uses, shared by
+// the worker's raw reading (DeviceAttributes) and DeviceReport. Zero means "not reported".
+struct DeviceFigures {
   std::string name;                 // cuDeviceGetName: "NVIDIA A100-SXM4-40GB"
   int cc_major = 0;
   int cc_minor = 0;
   int sm_count = 0;                 // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
-  double clock_mhz = 0;             // CU_DEVICE_ATTRIBUTE_CLOCK_RATE (kHz) / 1000
-  double memory_bandwidth_gbs = 0;  // see dram_bandwidth_gbs()
   int64_t l2_bytes = 0;
   int64_t smem_per_sm = 0;          // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
-  int64_t smem_per_block = 0;       // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
   int regs_per_sm = 0;
   int max_threads_per_sm = 0;
   int max_threads_per_block = 0;
   int max_blocks_per_sm = 0;
   int warp_size = 0;
+};
+
+// What a worker reads from the driver for one device. Zero means "not reported"; the
+// per-SM limits then come from the table entry used as the device's reference (see
+// GpuCatalog::match_device).
+struct DeviceReport : DeviceFigures {
+  double clock_mhz = 0;             // CU_DEVICE_ATTRIBUTE_CLOCK_RATE (kHz) / 1000
+  double memory_bandwidth_gbs = 0;  // see dram_bandwidth_gbs()
+  int64_t smem_per_block = 0;       // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
 };
 
 // Peak DRAM bandwidth from the driver's memory clock (kHz) and bus width (bits): two

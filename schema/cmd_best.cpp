@@ -47,6 +47,12 @@ ModelFilter model_filter(sqlite::Connection& conn, const po::variables_map& vm) 
   return f;
 }
 
+// --model and --emulated, after the GPU option(s) of best and compare.
+void add_model_and_source_options(po::options_description& desc) {
+  desc.add_options()("model", po::value<std::string>(), "only the workloads of this model")(
+      "emulated", po::bool_switch(), "emulated results instead of real ones");
+}
+
 }  // namespace
 
 int cmd_workloads(const std::string& db, const std::vector<std::string>& args) {
@@ -110,9 +116,8 @@ int cmd_workloads(const std::string& db, const std::vector<std::string>& args) {
 int cmd_best(const std::string& db, const std::vector<std::string>& args) {
   po::options_description desc("dc-db best: the fastest variant per workload on a GPU type");
   desc.add_options()("help,h", "this text")("gpu", po::value<std::string>()->required(),
-                                            "GPU type, e.g. h100")(
-      "model", po::value<std::string>(), "only the workloads of this model")(
-      "emulated", po::bool_switch(), "emulated results instead of real ones");
+                                            "GPU type, e.g. h100");
+  add_model_and_source_options(desc);
   const auto vm = parse_options(args, desc);
   if (!vm) return kExitOk;
   sqlite::Connection conn = open_for_reading(db);
@@ -165,9 +170,8 @@ int cmd_best(const std::string& db, const std::vector<std::string>& args) {
 int cmd_compare(const std::string& db, const std::vector<std::string>& args) {
   po::options_description desc("dc-db compare: best time per workload on several GPU types");
   desc.add_options()("help,h", "this text")("gpus", po::value<std::string>()->required(),
-                                            "GPU types, comma separated: a100,h100")(
-      "model", po::value<std::string>(), "only the workloads of this model")(
-      "emulated", po::bool_switch(), "emulated results instead of real ones");
+                                            "GPU types, comma separated: a100,h100");
+  add_model_and_source_options(desc);
   const auto vm = parse_options(args, desc);
   if (!vm) return kExitOk;
   std::vector<std::string> gpus;

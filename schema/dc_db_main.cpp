@@ -7,6 +7,7 @@
 #include "ir/cli_guard.h"
 #include "ir/error.h"
 #include "ir/log.h"
+#include "ir/parse_subcommand.h"
 #include "migrate.h"
 
 namespace dc::dcdb {
@@ -49,23 +50,7 @@ global options:
 std::optional<po::variables_map> parse_options(const std::vector<std::string>& args,
                                                const po::options_description& desc,
                                                std::string* positional) {
-  po::options_description all;
-  all.add(desc);
-  po::positional_options_description pos;
-  if (positional) {
-    po::options_description hidden;
-    hidden.add_options()("positional", po::value(positional));
-    all.add(hidden);
-    pos.add("positional", 1);
-  }
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return std::nullopt;
-  }
-  po::notify(vm);
-  return vm;
+  return parse_subcommand(args, desc, "positional", positional);
 }
 
 int run(int argc, char** argv) {

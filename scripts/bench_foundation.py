@@ -10,24 +10,14 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import statistics
 import subprocess
 
+from bench_util import cpu_name
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COORD = os.path.join(ROOT, "build/bin/dc-coordinator")
-
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def main():

@@ -44,6 +44,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
+from bench_util import cpu_name  # noqa: E402 (after the path is set)
+
 ALL_RUNNERS = ("eager", "compile", "compile-max", "jax", "dc")
 RUNNER_LABELS = {
     "eager": "PyTorch eager (cuDNN/cuBLAS)",
@@ -112,17 +114,6 @@ def environment(device):
     else:
         env["gpu"] = "none (CPU smoke run: %s)" % cpu_name()
     return env
-
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 # --- GPU type: the name dc's GPU table gives this device ---------------------------------

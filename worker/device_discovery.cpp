@@ -58,23 +58,13 @@ int arch_number(const std::string& arch) {
 
 DeviceReport device_report(const DeviceAttributes& a) {
   DeviceReport r;
-  r.name = a.name;
-  r.cc_major = a.cc_major;
-  r.cc_minor = a.cc_minor;
-  r.sm_count = a.sm_count;
+  static_cast<DeviceFigures&>(r) = a;
   r.clock_mhz = a.clock_khz / 1000.0;
   r.memory_bandwidth_gbs =
       a.memory_clock_khz > 0 && a.bus_width_bits > 0
           ? dram_bandwidth_gbs(a.memory_clock_khz, a.bus_width_bits)
           : 0.0;
-  r.l2_bytes = a.l2_bytes;
-  r.smem_per_sm = a.smem_per_sm;
   r.smem_per_block = a.smem_per_block_optin;
-  r.regs_per_sm = a.regs_per_sm;
-  r.max_threads_per_sm = a.max_threads_per_sm;
-  r.max_threads_per_block = a.max_threads_per_block;
-  r.max_blocks_per_sm = a.max_blocks_per_sm;
-  r.warp_size = a.warp_size;
   return r;
 }
 

@@ -14,23 +14,13 @@
 namespace dc {
 
 // The figures read from the driver for one device, as the driver gives them (kHz, bits,
-// bytes); 0 where the driver does not report one.
-struct DeviceAttributes {
-  std::string name;                // cuDeviceGetName
-  int cc_major = 0;
-  int cc_minor = 0;
-  int sm_count = 0;
+// bytes); 0 where the driver does not report one. The ones the catalog takes as they are
+// come from DeviceFigures.
+struct DeviceAttributes : DeviceFigures {
   int clock_khz = 0;               // CU_DEVICE_ATTRIBUTE_CLOCK_RATE
   int memory_clock_khz = 0;        // CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE
   int bus_width_bits = 0;          // CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH
-  int64_t l2_bytes = 0;
-  int64_t smem_per_sm = 0;         // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
   int64_t smem_per_block_optin = 0;  // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
-  int regs_per_sm = 0;
-  int max_threads_per_sm = 0;
-  int max_threads_per_block = 0;
-  int max_blocks_per_sm = 0;
-  int warp_size = 0;
   int64_t total_memory_bytes = 0;  // cuDeviceTotalMem
 };
 
