@@ -44,7 +44,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from bench_util import cpu_name  # noqa: E402 (after the path is set)
+from bench_util import cpu_name, require_torch  # noqa: E402 (after the path is set)
 
 ALL_RUNNERS = ("eager", "compile", "compile-max", "jax", "dc")
 RUNNER_LABELS = {
@@ -696,14 +696,7 @@ def find_dc_bin(a):
 def main():
     a = parse_args()
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX shares the GPU with torch
-    try:
-        import torch
-    except ImportError:
-        sys.exit("error: PyTorch is not installed (run with an interpreter that has torch)")
-    if a.device == "cuda" and not torch.cuda.is_available():
-        print("error: no CUDA GPU visible to PyTorch; this benchmark needs one "
-              "(--device cpu runs a plumbing smoke test instead)", file=sys.stderr)
-        sys.exit(2)
+    require_torch(a.device)
     env = environment(a.device)
     gpu_type = None
     if "dc" in a.runners:

@@ -31,7 +31,6 @@ import json
 import os
 import re
 import sqlite3
-import subprocess
 import sys
 import time
 
@@ -42,6 +41,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import bench_peers as peers  # noqa: E402 (after the path is set): environment, timing, GPU type
+from bench_util import require_torch  # noqa: E402
 
 # --- the shapes --------------------------------------------------------------------------
 # name -> (model it comes from, description, builder(batch) -> (module, example inputs)).
@@ -350,14 +350,7 @@ def one(label, fn):
 
 def main():
     a = parse_args()
-    try:
-        import torch
-    except ImportError:
-        sys.exit("error: PyTorch is not installed (run with /usr/bin/python3)")
-    if a.device == "cuda" and not torch.cuda.is_available():
-        print("error: no CUDA GPU visible to PyTorch; this benchmark needs one "
-              "(--device cpu runs a plumbing smoke test instead)", file=sys.stderr)
-        sys.exit(2)
+    require_torch(a.device)
     env = peers.environment(a.device)
     a.dc_bin = peers.find_dc_bin(a)
     gpu_type = a.gpu_type or (peers.gpu_type_for(env["gpu"]) if a.device == "cuda" else "h100")

@@ -1,6 +1,7 @@
-"""What the benchmark scripts (bench_foundation.py, bench_peers.py) share: the machine's
-description in their reports."""
+"""What the benchmark scripts (bench_foundation.py, bench_peers.py, bench_templates.py)
+share: the machine's description in their reports, the check that PyTorch can run."""
 import platform
+import sys
 
 
 def cpu_name():
@@ -13,3 +14,16 @@ def cpu_name():
     except OSError:
         pass
     return platform.processor() or "unknown CPU"
+
+
+def require_torch(device):
+    """Exits with a clear message unless PyTorch imports and, for device "cuda", sees a GPU
+    (status 2: this machine cannot run the benchmark; --device cpu is the smoke test)."""
+    try:
+        import torch
+    except ImportError:
+        sys.exit("error: PyTorch is not installed (run with /usr/bin/python3, Debian's, which has torch)")
+    if device == "cuda" and not torch.cuda.is_available():
+        print("error: no CUDA GPU visible to PyTorch; this benchmark needs one "
+              "(--device cpu runs a plumbing smoke test instead)", file=sys.stderr)
+        sys.exit(2)
