@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "cuda_driver.h"
 #include "random_inputs.h"
@@ -29,7 +30,7 @@ struct GpuDevice::Impl {
 
 namespace {
 
-// Kernels may use 48 KiB of dynamic shared memory without opting in.
+// Kernels may use 48 KiB of shared memory (static and dynamic) without opting in.
 constexpr int64_t kDefaultDynamicSmem = 48 * 1024;
 // Timed samples recorded between two host synchronisations.
 constexpr int kBatch = 256;
@@ -63,6 +64,33 @@ std::string launch_label(const GeneratedKernel& k, size_t i) {
   return fmt::format("launch {} ({})", i, k.launches[i].kernel);
 }
 
+// Above 48 KiB of static plus dynamic shared memory a function must opt in (cuda.h: its
+// default dynamic limit is 48 KiB minus its static size), to the most any of its launches
+// uses: launches of one kernel name share one handle, hence one limit.
+void opt_in_shared_memory(const GpuDevice::Impl& d, const GeneratedKernel& k,
+                          const LoadedKernel& lk) {
+  std::map<CUfunction, int64_t> most;
+  for (size_t i = 0; i < k.launches.size(); ++i)
+    most[lk.functions[i]] = std::max(most[lk.functions[i]], k.launches[i].dynamic_smem_bytes);
+  for (size_t i = 0; i < k.launches.size(); ++i) {
+    const auto it = most.find(lk.functions[i]);
+    if (it == most.end()) continue;  // settled at an earlier launch of the same kernel
+    const int64_t dynamic = it->second;
+    most.erase(it);
+    int static_smem = 0;
+    d.check(d.api().func_get_attribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                                       lk.functions[i]),
+            launch_label(k, i) + ": cuFuncGetAttribute");
+    if (dynamic + static_smem <= kDefaultDynamicSmem) continue;
+    d.check(d.api().func_set_attribute(lk.functions[i],
+                                       CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                       static_cast<int>(dynamic)),
+            fmt::format("{}: opting in to {} bytes of dynamic shared memory ({} static; device "
+                        "maximum {})",
+                        launch_label(k, i), dynamic, static_smem, d.smem_optin));
+  }
+}
+
 LoadedKernel load_kernel(const GpuDevice::Impl& d, const GeneratedKernel& k,
                          const std::vector<char>& cubin) {
   LoadedKernel lk;
@@ -84,14 +112,9 @@ LoadedKernel load_kernel(const GpuDevice::Impl& d, const GeneratedKernel& k,
       throw cuda::CudaError(CUDA_ERROR_INVALID_VALUE,
                             fmt::format("{}: dynamic shared memory {} out of range", label,
                                         l.dynamic_smem_bytes));
-    if (l.dynamic_smem_bytes > kDefaultDynamicSmem)
-      d.check(d.api().func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                         static_cast<int>(l.dynamic_smem_bytes)),
-              fmt::format("{}: opting in to {} bytes of dynamic shared memory (device "
-                          "maximum {})",
-                          label, l.dynamic_smem_bytes, d.smem_optin));
     lk.functions.push_back(f);
   }
+  opt_in_shared_memory(d, k, lk);
   return lk;
 }
 
@@ -146,6 +169,86 @@ void launch_all(const GpuDevice::Impl& d, const GeneratedKernel& k, const Loaded
   }
 }
 
+std::vector<Tensor> download_outputs(const GpuDevice::Impl& d, const GeneratedKernel& k,
+                                     const std::vector<cuda::DeviceMemory>& mem) {
+  std::vector<Tensor> results(k.buffers.size());
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    const KernelBuffer& b = k.buffers[i];
+    if (b.role == BufferRole::input) continue;
+    results[i] = Tensor(b.dtype, b.shape);
+    if (results[i].nbytes() == 0) continue;
+    d.check(d.api().memcpy_dtoh(results[i].raw_mutable(), mem[i].get(), results[i].nbytes()),
+            "downloading " + b.name);
+  }
+  return results;
+}
+
+// A call can be refused after work enqueued before it has faulted, unseen: faults are
+// asynchronous. Wait for that work before its buffers and module are freed (cuMemFree only
+// "may" synchronise), and report such a fault, which loses the context, with the refusal:
+// otherwise the device looks usable and the next job takes the blame.
+cuda::CudaError settle(const GpuDevice::Impl& d, const cuda::CudaError& e) {
+  const CUresult r = d.api().ctx_synchronize();
+  if (r == CUDA_SUCCESS || classify_cuda_error(e.code).sticky || !classify_cuda_error(r).sticky)
+    return e;
+  return cuda::CudaError(r, fmt::format("{}; then, waiting for the work before it "
+                                        "(cuCtxSynchronize): {}",
+                                        e.what(), d.driver->error_text(r)));
+}
+
+// Runs `enqueue`, which puts work on the device, settling a CUDA failure before it leaves.
+template <class Enqueue>
+void settled(const GpuDevice::Impl& d, Enqueue&& enqueue) {
+  try {
+    enqueue();
+  } catch (const cuda::CudaError& e) {
+    throw settle(d, e);
+  }
+}
+
+// Timed samples, in batches of events read after one cuEventSynchronize, until the
+// options' minimum count and duration (or a cap) are reached.
+template <class Sample>
+std::vector<double> collect_samples(const cuda::Driver& driver, const TimingOptions& options,
+                                    Sample&& sample) {
+  std::vector<double> samples;
+  std::vector<cuda::Event> events;
+  double total_ms = 0;
+  double estimate_ms = 0;  // mean of the last batch; 0 before the first
+  const auto max_samples = static_cast<size_t>(options.max_samples);
+  const auto min_samples = static_cast<size_t>(options.min_samples);
+  while (true) {
+    const size_t n = samples.size();
+    if (n >= max_samples || total_ms >= options.max_total_ms) break;
+    if (n >= min_samples && total_ms >= options.min_total_ms) break;
+    // First batch: one sample, for an estimate; then as many as the time still needed.
+    size_t batch = 1;
+    if (estimate_ms > 0) {
+      const double by_time = std::ceil((options.min_total_ms - total_ms) / estimate_ms);
+      const double to_cap = std::ceil((options.max_total_ms - total_ms) / estimate_ms);
+      batch = static_cast<size_t>(std::clamp(std::max(by_time, double(min_samples) - double(n)),
+                                             1.0, std::max(1.0, to_cap)));
+    }
+    batch = std::min({batch, static_cast<size_t>(kBatch), max_samples - n});
+    while (events.size() < 2 * batch) events.push_back(cuda::create_event(driver));
+    for (size_t b = 0; b < batch; ++b) sample(events[2 * b].get(), events[2 * b + 1].get());
+    driver.check(driver.api().event_synchronize(events[2 * batch - 1].get()),
+                 "timed runs (cuEventSynchronize)");
+    double batch_ms = 0;
+    for (size_t b = 0; b < batch; ++b) {
+      float ms = 0;
+      driver.check(
+          driver.api().event_elapsed_time(&ms, events[2 * b].get(), events[2 * b + 1].get()),
+          "cuEventElapsedTime");
+      samples.push_back(static_cast<double>(ms) * 1000.0);
+      batch_ms += ms;
+    }
+    total_ms += batch_ms;
+    estimate_ms = std::max(batch_ms / static_cast<double>(batch), 1e-4);
+  }
+  return samples;
+}
+
 // Records a CUDA failure in a result; a sticky one marks the device lost.
 template <class Result>
 void record_failure(GpuDevice::Impl& d, const cuda::CudaError& e, Result& r) {
@@ -182,6 +285,7 @@ CudaErrorClass classify_cuda_error(int code) {
     case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
     case CUDA_ERROR_INVALID_HANDLE:
     case CUDA_ERROR_NOT_FOUND:  // the launch names a kernel the module lacks
+    case CUDA_ERROR_INVALID_CLUSTER_SIZE:
       return {JobStatus::launch_error, false};
     case CUDA_ERROR_ILLEGAL_ADDRESS:
     case CUDA_ERROR_ASSERT:
@@ -194,6 +298,11 @@ CudaErrorClass classify_cuda_error(int code) {
     case CUDA_ERROR_ECC_UNCORRECTABLE:
     case CUDA_ERROR_CONTEXT_IS_DESTROYED:
     case CUDA_ERROR_UNKNOWN:
+    // cuda.h: "the process must be terminated and relaunched" after these too.
+    case CUDA_ERROR_CONTAINED:
+    case CUDA_ERROR_TENSOR_MEMORY_LEAK:
+    case CUDA_ERROR_EXTERNAL_DEVICE:
+    case CUDA_ERROR_MPS_CLIENT_TERMINATED:
       return {JobStatus::runtime_fault, true};
     case CUDA_ERROR_LAUNCH_TIMEOUT:
       return {JobStatus::timeout, true};
@@ -275,19 +384,14 @@ GpuRunResult run_on_gpu(GpuDevice& device, const GeneratedKernel& kernel,
     d.make_current();
     const LoadedKernel lk = load_kernel(d, kernel, cubin);
     const std::vector<cuda::DeviceMemory> mem = allocate(d, kernel);
-    upload_inputs(d, kernel, buffers, mem);
-    initialize_outputs(d, kernel, mem, /*zero_init_only=*/false);
-    launch_all(d, kernel, lk, mem);
-    d.check(d.api().ctx_synchronize(), "running the launches (cuCtxSynchronize)");
-    std::vector<Tensor> results(kernel.buffers.size());
-    for (size_t i = 0; i < kernel.buffers.size(); ++i) {
-      const KernelBuffer& b = kernel.buffers[i];
-      if (b.role == BufferRole::input) continue;
-      results[i] = Tensor(b.dtype, b.shape);
-      if (results[i].nbytes() == 0) continue;
-      d.check(d.api().memcpy_dtoh(results[i].raw_mutable(), mem[i].get(), results[i].nbytes()),
-              "downloading " + b.name);
-    }
+    std::vector<Tensor> results;
+    settled(d, [&] {
+      upload_inputs(d, kernel, buffers, mem);
+      initialize_outputs(d, kernel, mem, /*zero_init_only=*/false);
+      launch_all(d, kernel, lk, mem);
+      d.check(d.api().ctx_synchronize(), "running the launches (cuCtxSynchronize)");
+      results = download_outputs(d, kernel, mem);
+    });
     for (size_t i = 0; i < kernel.buffers.size(); ++i)
       if (results[i].defined()) buffers[i] = std::move(results[i]);
   } catch (const cuda::CudaError& e) {
@@ -336,11 +440,7 @@ TimingResult time_on_gpu(GpuDevice& device, const GeneratedKernel& kernel,
       }
     }
     std::vector<std::vector<cuda::DeviceMemory>> sets;
-    for (int c = 0; c < copies; ++c) {
-      sets.push_back(allocate(d, kernel));
-      upload_inputs(d, kernel, inputs, sets.back());
-      initialize_outputs(d, kernel, sets.back(), /*zero_init_only=*/false);
-    }
+    for (int c = 0; c < copies; ++c) sets.push_back(allocate(d, kernel));
     cuda::DeviceMemory flush;
     if (policy == L2Policy::flush) {
       flush = cuda::DeviceMemory(*d.driver, static_cast<size_t>(2.0 * l2));
@@ -353,51 +453,26 @@ TimingResult time_on_gpu(GpuDevice& device, const GeneratedKernel& kernel,
 
     // One sample: [flush] start event, zero_init memsets, every launch, stop event.
     unsigned char flush_byte = 0;
-    auto sample = [&](size_t set, CUevent start, CUevent stop) {
+    size_t next_set = 0;
+    auto sample = [&](CUevent start, CUevent stop) {
+      const std::vector<cuda::DeviceMemory>& set = sets[next_set++ % sets.size()];
       if (flush.get() != 0)
         d.check(d.api().memset_d8(flush.get(), flush_byte++, flush.bytes()), "flushing L2");
       if (start) d.check(d.api().event_record(start, nullptr), "cuEventRecord");
-      initialize_outputs(d, kernel, sets[set % sets.size()], /*zero_init_only=*/true);
-      launch_all(d, kernel, lk, sets[set % sets.size()]);
+      initialize_outputs(d, kernel, set, /*zero_init_only=*/true);
+      launch_all(d, kernel, lk, set);
       if (stop) d.check(d.api().event_record(stop, nullptr), "cuEventRecord");
     };
 
-    size_t next_set = 0;
-    for (int i = 0; i < options.warmup_runs; ++i) sample(next_set++, nullptr, nullptr);
-    d.check(d.api().ctx_synchronize(), "warm-up runs (cuCtxSynchronize)");
-
-    std::vector<cuda::Event> events;
-    double total_ms = 0;
-    double estimate_ms = 0;  // mean of the last batch; 0 before the first
-    const auto max_samples = static_cast<size_t>(options.max_samples);
-    const auto min_samples = static_cast<size_t>(options.min_samples);
-    while (true) {
-      const size_t n = r.samples_us.size();
-      if (n >= max_samples || total_ms >= options.max_total_ms) break;
-      if (n >= min_samples && total_ms >= options.min_total_ms) break;
-      // First batch: one sample, for an estimate; then as many as the time still needed.
-      size_t batch = 1;
-      if (estimate_ms > 0) {
-        const double by_time = std::ceil((options.min_total_ms - total_ms) / estimate_ms);
-        const double to_cap = std::ceil((options.max_total_ms - total_ms) / estimate_ms);
-        batch = static_cast<size_t>(std::clamp(std::max(by_time, double(min_samples) - double(n)),
-                                               1.0, std::max(1.0, to_cap)));
+    settled(d, [&] {
+      for (const auto& set : sets) {
+        upload_inputs(d, kernel, inputs, set);
+        initialize_outputs(d, kernel, set, /*zero_init_only=*/false);
       }
-      batch = std::min({batch, static_cast<size_t>(kBatch), max_samples - n});
-      while (events.size() < 2 * batch) events.push_back(cuda::create_event(*d.driver));
-      for (size_t b = 0; b < batch; ++b) sample(next_set++, events[2 * b].get(), events[2 * b + 1].get());
-      d.check(d.api().event_synchronize(events[2 * batch - 1].get()), "timed runs (cuEventSynchronize)");
-      double batch_ms = 0;
-      for (size_t b = 0; b < batch; ++b) {
-        float ms = 0;
-        d.check(d.api().event_elapsed_time(&ms, events[2 * b].get(), events[2 * b + 1].get()),
-                "cuEventElapsedTime");
-        r.samples_us.push_back(static_cast<double>(ms) * 1000.0);
-        batch_ms += ms;
-      }
-      total_ms += batch_ms;
-      estimate_ms = std::max(batch_ms / static_cast<double>(batch), 1e-4);
-    }
+      for (int i = 0; i < options.warmup_runs; ++i) sample(nullptr, nullptr);
+      d.check(d.api().ctx_synchronize(), "warm-up runs (cuCtxSynchronize)");
+      r.samples_us = collect_samples(*d.driver, options, sample);
+    });
   } catch (const cuda::CudaError& e) {
     record_failure(d, e, r);
     r.samples_us.clear();

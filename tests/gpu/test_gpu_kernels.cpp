@@ -263,6 +263,30 @@ TEST(OnGpuFaults, LaunchRefusalsAreLaunchErrorsAndTheDeviceStaysUsable) {
   EXPECT_TRUE(std::isnan(bufs[1].data<float>()[128]));
 }
 
+// Static shared memory counts towards the 48 KiB a launch gets without opting in (cuda.h:
+// the default dynamic limit is 48 KiB minus the static size): 4 KiB static + 46 KiB dynamic.
+const char* kStaticSmemSource = R"(
+extern "C" __global__ void dc_copy(const float* __restrict__ in, float* __restrict__ out) {
+  __shared__ float fixed[1024];
+  extern __shared__ float staged[];
+  const int i = threadIdx.x;
+  if (i < 256) fixed[i] = in[i];
+  __syncthreads();
+  if (i < 256) { staged[i] = fixed[(i + 1) % 256]; out[i] = staged[i] * 2.0f; }
+}
+)";
+
+TEST(OnGpuFaults, StaticSharedMemoryCountsTowardsTheOptIn) {
+  DC_REQUIRE_GPU();
+  const std::vector<char> cubin = compile_for_device(kStaticSmemSource, "static + dynamic smem");
+  ASSERT_FALSE(cubin.empty());
+  std::vector<Tensor> bufs = {ramp()};
+  const GpuRunResult r = run_on_gpu(device(), copy_kernel(256, 46 * 1024), cubin, bufs);
+  ASSERT_TRUE(r.ok()) << r.error;
+  for (int i = 0; i < 256; ++i)
+    EXPECT_EQ(bufs[1].data<float>()[i], 2.0f * static_cast<float>((i + 1) % 256 + 1)) << i;
+}
+
 // An illegal address kills the context: run it in a fresh process (a death test re-runs
 // the binary) so that the other tests keep a healthy one.
 void fault_in_child() {

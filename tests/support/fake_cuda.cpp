@@ -5,10 +5,15 @@
 //   copy(in, out)     out[t] = in[t] for every thread t of the grid
 //   fill_one(out)     out[t] = 1.0f;  fill_two(out): 2.0f
 //   accumulate(out)   out[t] += 1.0f
-//   fault             an illegal address: sticky, reported by the next synchronisation
+//   fault             an illegal address: asynchronous, so calls that only enqueue still
+//                     succeed; the next call that waits for the device (synchronize,
+//                     a blocking copy) reports it, and from then on every call (sticky)
 //   resources         the launch is refused with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
 //   slow              takes 20 ms instead of the usual 0.25 ms; any other name does nothing
 // Each launch advances a fake clock that events read, so timing loops are deterministic.
+// Functions are one handle per name and module, freed with it; their static shared memory
+// is the test's "static_smem_bytes", and their default dynamic limit 48 KiB minus it, as
+// cuda.h documents CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES.
 // Streams are all one queue that runs at once, except while capturing: then launches and
 // memsets are recorded (kernel parameters copied, as the real driver does) into a graph
 // that cuGraphLaunch replays. Copies into a capture are refused, like unsafe calls.
@@ -19,18 +24,20 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 struct CUctx_st {
   int unused = 0;
 };
-struct CUmod_st {
-  int unused = 0;
-};
 struct CUfunc_st {
   std::string name;
+  int static_smem = 0;
   int max_dynamic_smem = 48 * 1024;
+};
+struct CUmod_st {
+  std::map<std::string, std::unique_ptr<CUfunc_st>> functions;
 };
 struct CUevent_st {
   double ms = 0;
@@ -52,7 +59,8 @@ struct CUgraphExec_st {
 namespace {
 
 struct State {
-  CUresult sticky = CUDA_SUCCESS;  // once set, every call returns it
+  CUresult sticky = CUDA_SUCCESS;   // once set, every call returns it
+  CUresult pending = CUDA_SUCCESS;  // a fault no synchronisation has reported yet
   double clock_ms = 0;
   std::map<std::string, double> values;  // settings and counters
 };
@@ -91,6 +99,14 @@ CUresult memset_now(CUdeviceptr dst, unsigned char byte, size_t n) {
   return CUDA_SUCCESS;
 }
 
+// A call that waits for the device reports a pending fault, which becomes sticky.
+CUresult synchronize() {
+  State& s = state();
+  if (s.pending != CUDA_SUCCESS && s.sticky == CUDA_SUCCESS) s.sticky = s.pending;
+  s.pending = CUDA_SUCCESS;
+  return s.sticky;
+}
+
 // Runs now, or records into the stream's capture. A capture that sees an error is
 // invalidated, as in the real driver.
 CUresult enqueue(CUstream stream, FakeOp op) {
@@ -119,7 +135,7 @@ CUresult run_kernel(const std::string& name, size_t threads, const std::vector<C
   } else if (name == "accumulate") {
     for (size_t t = 0; t < threads; ++t) arg(0)[t] += 1.f;
   } else if (name == "fault") {
-    s.sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+    s.pending = CUDA_ERROR_ILLEGAL_ADDRESS;
   }
   s.clock_ms += name == "slow" ? 20.0 : value("ms_per_launch");
   ++value("launches");
@@ -217,7 +233,7 @@ CUresult cuDevicePrimaryCtxRelease(CUdevice) {
   return CUDA_SUCCESS;
 }
 CUresult cuCtxSetCurrent(CUcontext) { return state().sticky; }
-CUresult cuCtxSynchronize(void) { return state().sticky; }
+CUresult cuCtxSynchronize(void) { return synchronize(); }
 CUresult cuMemGetInfo(size_t* free_bytes, size_t* total) {
   *total = size_t{40} << 30;
   *free_bytes = size_t{38} << 30;
@@ -236,14 +252,20 @@ CUresult cuModuleUnload(CUmodule m) {
   --value("modules");
   return CUDA_SUCCESS;
 }
-CUresult cuModuleGetFunction(CUfunction* f, CUmodule, const char* name) {
+CUresult cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name) {
   if (std::strcmp(name, "missing") == 0) return CUDA_ERROR_NOT_FOUND;
-  // Functions live as long as the process here; a real driver frees them with the module.
-  *f = new CUfunc_st{name};
+  std::unique_ptr<CUfunc_st>& slot = m->functions[name];
+  if (!slot) {
+    const int static_smem = static_cast<int>(value("static_smem_bytes"));
+    slot = std::make_unique<CUfunc_st>(CUfunc_st{name, static_smem, 48 * 1024 - static_smem});
+  }
+  *f = slot.get();
   return CUDA_SUCCESS;
 }
+// The opt-in: static plus dynamic at most the device's 163 KiB per block.
 CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
-  if (a != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES || v > 166912) return CUDA_ERROR_INVALID_VALUE;
+  if (a != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES || v < 0 || v + f->static_smem > 166912)
+    return CUDA_ERROR_INVALID_VALUE;
   f->max_dynamic_smem = v;
   return CUDA_SUCCESS;
 }
@@ -262,12 +284,12 @@ CUresult cuMemFree(CUdeviceptr p) {
   return CUDA_SUCCESS;
 }
 CUresult cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) {
-  if (state().sticky) return state().sticky;
+  if (const CUresult r = synchronize()) return r;
   std::memcpy(reinterpret_cast<void*>(dst), src, n);
   return CUDA_SUCCESS;
 }
 CUresult cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t n) {
-  if (state().sticky) return state().sticky;
+  if (const CUresult r = synchronize()) return r;
   std::memcpy(dst, reinterpret_cast<const void*>(src), n);
   return CUDA_SUCCESS;
 }
@@ -307,7 +329,7 @@ CUresult cuEventRecord(CUevent e, CUstream) {
   e->recorded = true;
   return CUDA_SUCCESS;
 }
-CUresult cuEventSynchronize(CUevent) { return state().sticky; }
+CUresult cuEventSynchronize(CUevent) { return synchronize(); }
 CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent stop) {
   if (state().sticky) return state().sticky;
   if (!start->recorded || !stop->recorded) return CUDA_ERROR_INVALID_HANDLE;
@@ -321,15 +343,15 @@ CUresult cuEventDestroy(CUevent e) {
 }
 
 // A function's limit on threads per block: 1024, or the test's "max_threads_per_function"
-// (as if the kernel used many registers); no static shared memory.
-CUresult cuFuncGetAttribute(int* v, CUfunction_attribute a, CUfunction) {
+// (as if the kernel used many registers); its static shared memory.
+CUresult cuFuncGetAttribute(int* v, CUfunction_attribute a, CUfunction f) {
   switch (a) {
     case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: {
       const double limit = value("max_threads_per_function");
       *v = limit > 0 ? static_cast<int>(limit) : 1024;
       return CUDA_SUCCESS;
     }
-    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *v = 0; return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *v = f->static_smem; return CUDA_SUCCESS;
     default: return CUDA_ERROR_INVALID_VALUE;
   }
 }
@@ -345,7 +367,7 @@ CUresult cuStreamDestroy(CUstream stream) {
   --value("streams");
   return CUDA_SUCCESS;
 }
-CUresult cuStreamSynchronize(CUstream) { return state().sticky; }
+CUresult cuStreamSynchronize(CUstream) { return synchronize(); }
 
 CUresult cuStreamBeginCapture(CUstream stream, CUstreamCaptureMode) {
   if (state().sticky) return state().sticky;

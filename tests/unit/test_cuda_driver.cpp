@@ -344,6 +344,12 @@ TEST(GpuRunner, ClassifiesCudaErrors) {
   is(CUDA_ERROR_LAUNCH_FAILED, JobStatus::runtime_fault, true);            // __trap()
   is(CUDA_ERROR_ASSERT, JobStatus::runtime_fault, true);
   is(CUDA_ERROR_UNKNOWN, JobStatus::runtime_fault, true);
+  // cuda.h: "the process must be terminated and relaunched" for these too.
+  is(CUDA_ERROR_CONTAINED, JobStatus::runtime_fault, true);
+  is(CUDA_ERROR_TENSOR_MEMORY_LEAK, JobStatus::runtime_fault, true);
+  is(CUDA_ERROR_EXTERNAL_DEVICE, JobStatus::runtime_fault, true);
+  is(CUDA_ERROR_MPS_CLIENT_TERMINATED, JobStatus::runtime_fault, true);
+  is(CUDA_ERROR_INVALID_CLUSTER_SIZE, JobStatus::launch_error, false);
   is(CUDA_ERROR_LAUNCH_TIMEOUT, JobStatus::timeout, true);
   is(CUDA_ERROR_NO_BINARY_FOR_GPU, JobStatus::unsupported, false);
   is(CUDA_ERROR_INVALID_IMAGE, JobStatus::unsupported, false);
@@ -464,6 +470,50 @@ TEST(GpuRunner, AFaultLosesTheContextAndLaterRunsFailFast) {
   EXPECT_NE(r.error.find("lost its context"), std::string::npos) << r.error;
   EXPECT_EQ(time_on_gpu(dev, one_launch("copy", 8, {0, 1}), kElf, {iota(8)}).status,
             JobStatus::runtime_fault);
+}
+
+// Above 48 KiB of static plus dynamic shared memory a function must opt in (cuda.h: the
+// default dynamic limit is 48 KiB minus the static size), to the most any launch of it uses.
+TEST(GpuRunner, SharedMemoryOptInCountsStaticMemoryAndEveryLaunch) {
+  GpuDevice dev(fake_driver(), 0);
+  std::vector<Tensor> bufs = {iota(8)};
+  fake().set("static_smem_bytes", 1024);
+  GeneratedKernel k = one_launch("copy", 8, {0, 1});
+  k.launches[0].dynamic_smem_bytes = 48 * 1024;  // 49 KiB in all
+  GpuRunResult r = run_on_gpu(dev, k, kElf, bufs);
+  EXPECT_TRUE(r.ok()) << r.error;
+
+  fake().set("static_smem_bytes", 0);
+  k.launches[0].dynamic_smem_bytes = 100 * 1024;
+  k.launches.push_back(k.launches[0]);  // the same function, needing less
+  k.launches[1].dynamic_smem_bytes = 60 * 1024;
+  r = run_on_gpu(dev, k, kElf, bufs);
+  EXPECT_TRUE(r.ok()) << r.error;
+  testing::expect_tensor_near(bufs[1], iota(8), 0, 0);
+}
+
+// A fault is asynchronous: a later launch of the same run can be refused before the fault
+// shows. The run must wait for what it enqueued and report the fault (context lost), or
+// the device would look usable and the next job would take the blame.
+TEST(GpuRunner, AFaultBeforeARefusalStillLosesTheContext) {
+  GeneratedKernel k = one_launch("fault", 8, {0, 1});
+  k.launches.push_back(one_launch("resources", 8, {0, 1}).launches[0]);
+  {
+    GpuDevice dev(fake_driver(), 0);
+    std::vector<Tensor> bufs = {iota(8)};
+    const GpuRunResult r = run_on_gpu(dev, k, kElf, bufs);
+    EXPECT_EQ(r.status, JobStatus::runtime_fault) << r.error;
+    EXPECT_TRUE(r.context_lost);
+    EXPECT_TRUE(dev.lost());
+    EXPECT_NE(r.error.find("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"), std::string::npos) << r.error;
+    EXPECT_NE(r.error.find("CUDA_ERROR_ILLEGAL_ADDRESS"), std::string::npos) << r.error;
+  }
+  GpuDevice dev(fake_driver(), 0);  // the same in the timing loop's warm-up
+  const TimingResult t = time_on_gpu(dev, k, kElf, {iota(8)});
+  EXPECT_EQ(t.status, JobStatus::runtime_fault) << t.error;
+  EXPECT_TRUE(t.context_lost);
+  EXPECT_TRUE(dev.lost());
+  EXPECT_EQ(fake().get("live_allocations"), 0);
 }
 
 TEST(GpuRunner, WrongBufferIsAnInternalError) {
