@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <initializer_list>
 
 #include "ir/error.h"
@@ -418,8 +419,25 @@ int64_t gemm_smem_bytes(int64_t block_m, int64_t block_n, int64_t block_k, int64
   return stages * block_k * ((block_m + block_n) * smem_elem_bytes + 2 * kSmemPadBytes);
 }
 
-int gemm_fp32_regs(int64_t thread_m, int64_t thread_n, int64_t staged_loads_per_thread) {
-  return static_cast<int>(thread_m * thread_n + thread_m + thread_n + 24 + staged_loads_per_thread);
+int launch_bounds_regs(int64_t threads) {
+  constexpr int64_t kRegisterFile = 65536;  // per SM on every target, sm_75 to sm_90
+  if (threads <= 0) return 255;
+  return static_cast<int>(std::min<int64_t>(255, kRegisterFile / threads / 8 * 8));
+}
+
+int gemm_fp32_regs(int64_t thread_m, int64_t thread_n, int64_t tile_elems_per_thread, int64_t vec,
+                   int64_t stages, int64_t threads) {
+  // Coefficients fitted to ptxas on about 3,900 compiled variants (docs/bench/registers.md).
+  const double elems = static_cast<double>(tile_elems_per_thread);
+  const double loads = elems / static_cast<double>(std::max<int64_t>(vec, 1));
+  const double staged = stages == 2 ? elems : 0.0;
+  const double demand = 21.5 + static_cast<double>(thread_m * thread_n) + 1.4 * elems +
+                        3.4 * loads + 0.5 * staged;
+  const int regs = static_cast<int>(std::lround(demand));
+  // Under __launch_bounds__ ptxas spills rather than exceed the block's share; a demand
+  // above 255 is left as it is, so that fits_gpu drops the variant.
+  const int bound = launch_bounds_regs(threads);
+  return bound < 255 ? std::min(regs, bound) : regs;
 }
 
 int gemm_mma_regs(int64_t warp_m, int64_t warp_n) {

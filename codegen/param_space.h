@@ -112,10 +112,16 @@ constexpr int64_t kSmemPadBytes = 16;
 // of `smem_elem_bytes` (4 for fp32/tf32, 2 for fp16/bf16).
 int64_t gemm_smem_bytes(int64_t block_m, int64_t block_n, int64_t block_k, int64_t stages,
                         int smem_elem_bytes);
-// CUDA-core GEMM registers: accumulators + one column of A and row of B + 24 for
-// addresses, loop counters and predicates; register-staged double buffering (stages == 2)
-// adds the staged global loads.
-int gemm_fp32_regs(int64_t thread_m, int64_t thread_n, int64_t staged_loads_per_thread);
+// The most registers ptxas gives a thread under __launch_bounds__(threads), which every
+// template declares: the 64K register file shared by one block, in units of 8, at most 255.
+int launch_bounds_regs(int64_t threads);
+// CUDA-core GEMM registers, fitted to ptxas (docs/bench/registers.md): the thread_m x
+// thread_n accumulators + 21.5 + per element of the A and B tiles a thread loads per K tile
+// 1.4 (unrolled inner products, fragments) + per vector load 3.4 (address, predicate) + per
+// register-staged element (stages == 2) 0.5; at most the launch bound when that is below
+// 255 (ptxas spills instead). A demand above 255 is returned as is: fits_gpu rejects it.
+int gemm_fp32_regs(int64_t thread_m, int64_t thread_n, int64_t tile_elems_per_thread, int64_t vec,
+                   int64_t stages, int64_t threads);
 // Tensor-core GEMM registers: fp32 accumulators of the warp tile + double-buffered A and
 // B fragments (4 registers per m16 tile, 2 per n8 tile) + 32.
 int gemm_mma_regs(int64_t warp_m, int64_t warp_n);

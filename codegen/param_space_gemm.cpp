@@ -103,8 +103,8 @@ void enumerate_gemm_fp32(const WorkloadShape& s, const GpuSpec& gpu, std::vector
                                 {"split_k", split}};
                     v.threads_per_block = static_cast<int>(threads);
                     v.smem_bytes = gemm_smem_bytes(bm, bn, bk, stages, 4);
-                    const int64_t staged = stages == 2 ? (bm * bk + bk * bn) / threads : 0;
-                    v.regs_per_thread = gemm_fp32_regs(tm, tn, staged);
+                    v.regs_per_thread =
+                        gemm_fp32_regs(tm, tn, (bm + bn) * bk / threads, vec, stages, threads);
                     v.grid_blocks = tiles * split;
                     keep_if_fits(out, std::move(v), gpu);
                   }
@@ -204,6 +204,26 @@ std::vector<Variant> enumerate_depthwise(const WorkloadShape& s, const GpuSpec& 
   return out;
 }
 
+namespace {
+
+// Fused attention registers, fitted to ptxas (docs/bench/registers.md). One key tile: the
+// key loop runs once and the scores dominate. Tiles of <= 32 keys: the P.V loop over the
+// tile is unrolled whole, and with two stages ptxas fills the file whatever the tile.
+// Otherwise the output accumulators dominate. At most the launch bound below 255.
+int attention_regs(int64_t scores_per_thread, int64_t out_per_thread, bool one_key_tile,
+                   int64_t block_n, int64_t stages, int64_t threads) {
+  int64_t demand = 43 + 5 * out_per_thread;
+  if (one_key_tile) {
+    demand = 32 + scores_per_thread;
+  } else if (block_n <= 32) {
+    demand = stages >= 2 ? 200 + out_per_thread : 32 + 8 * out_per_thread;
+  }
+  const int bound = launch_bounds_regs(threads);
+  return static_cast<int>(bound < 255 ? std::min<int64_t>(demand, bound) : demand);
+}
+
+}  // namespace
+
 // Fused attention with online softmax (one pass over the keys): a block owns block_m
 // query rows of one (batch, head), keeps Q in shared memory, streams K and V in tiles of
 // block_n keys (stages buffers each), and holds its rows' output accumulators and running
@@ -231,7 +251,8 @@ std::vector<Variant> enumerate_attention(const WorkloadShape& s, const GpuSpec& 
             v.threads_per_block = static_cast<int>(threads);
             v.smem_bytes = (bm * d + stages * bn * (d + dv) + bm * bn) * 4 +
                            (2 * bm + 2 * stages * bn) * kSmemPadBytes;
-            v.regs_per_thread = static_cast<int>(scores_per_thread + out_per_thread + 32);
+            v.regs_per_thread =
+                attention_regs(scores_per_thread, out_per_thread, s.n <= bn, bn, stages, threads);
             v.grid_blocks = ceil_div(s.m, bm) * s.batch;
             keep_if_fits(out, std::move(v), gpu);
           }

@@ -189,8 +189,7 @@ void expect_within_limits(const Variant& v, const GpuSpec& g, const WorkloadShap
       EXPECT_EQ(t, (bm / tm) * (bn / tn));
       // A k-major [bk][bm + 4] and B [bk][bn + 4] floats per stage.
       EXPECT_EQ(v.smem_bytes, st * (bk * (bm + 4) + bk * (bn + 4)) * 4);
-      const int64_t staged = st == 2 ? (bm * bk + bk * bn) / t : 0;
-      EXPECT_EQ(v.regs_per_thread, tm * tn + tm + tn + 24 + staged);
+      EXPECT_EQ(v.regs_per_thread, gemm_fp32_regs(tm, tn, (bm + bn) * bk / t, v.param("vec"), st, t));
       EXPECT_EQ(v.param("warp_m") * v.param("warp_n"), 32 * tm * tn);
     } else {
       const int64_t wm = v.param("warp_m"), wn = v.param("warp_n");
