@@ -217,6 +217,26 @@ TEST_P(CudaBackendModes, AFaultLosesTheContext) {
   }
 }
 
+// Direct launches: step 0 faults (seen only at the next synchronisation), step 1 is
+// refused. The refusal must not hide the fault: the context is lost, and both are said.
+TEST(CudaBackend, AFaultBeforeARefusedLaunchLosesTheContext) {
+  ExecPlan plan = one_kernel_plan("fault");
+  plan.modules.push_back(module("resources", {BufferRole::output}));
+  plan.steps.push_back(step(1, {0}, "resources#1"));
+  auto b = backend(false);
+  b->load(plan);
+  std::string error;
+  try {
+    b->run();
+  } catch (const UserError& e) {
+    error = e.what();
+  }
+  EXPECT_TRUE(contains(error, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")) << error;
+  EXPECT_TRUE(contains(error, "CUDA_ERROR_ILLEGAL_ADDRESS")) << error;
+  EXPECT_TRUE(contains(error, "context is lost")) << error;
+  EXPECT_THROW(b->run(), UserError);
+}
+
 INSTANTIATE_TEST_SUITE_P(GraphAndDirect, CudaBackendModes, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& p) {
                            return std::string(p.param ? "Graph" : "Direct");

@@ -290,8 +290,18 @@ void CudaBackend::enter() {
 }
 
 void CudaBackend::fail(const std::string& doing, const cuda::CudaError& e) {
-  const CudaErrorClass c = classify_cuda_error(e.code);
+  CudaErrorClass c = classify_cuda_error(e.code);
   std::string message = fmt::format("{} on {}: {}", doing, device_description(), e.what());
+  // Faults are asynchronous: a refused call may follow queued work that faulted unseen.
+  // Wait for it, so that a lost context is said now and not blamed on the next call.
+  if (!c.sticky && context_) {
+    const CUresult r = api().ctx_synchronize();
+    if (r != CUDA_SUCCESS && classify_cuda_error(r).sticky) {
+      c = classify_cuda_error(r);
+      message += fmt::format("; then, waiting for the work before it (cuCtxSynchronize): {}",
+                             driver_->error_text(r));
+    }
+  }
   if (c.sticky) {
     if (lost_reason_.empty()) lost_reason_ = e.what();
     message += "; the CUDA context is lost: restart the process to use this GPU again";
