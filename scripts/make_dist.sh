@@ -2,7 +2,10 @@
 # A relocatable bundle of dc for machines without Debian's -dev packages: GPU nodes that run
 # dc-worker or dc-run, or the benchmark scripts (--dc-bin DEST/bin).
 #
-#   scripts/make_dist.sh [--no-build] [BUILD_DIR [DEST]]      defaults: build, dist
+#   scripts/make_dist.sh [--no-build] [--with-tests] [BUILD_DIR [DEST]]   defaults: build, dist
+#
+# --with-tests adds dc_gpu_tests to DEST/bin (run it from a checkout of the same commit with
+# DC_SOURCE_DIR=$PWD: it reads examples/), for checking a GPU machine that has no build.
 #
 # DEST/bin      dc-coordinator dc-worker dc-db dc-run
 # DEST/lib      libdcrt.so and every shared library these load, except the C runtime
@@ -16,20 +19,34 @@
 set -euo pipefail
 
 build_first=1
-if [ "${1:-}" = "--no-build" ]; then build_first=0; shift; fi
-if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+with_tests=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-build) build_first=0; shift ;;
+    --with-tests) with_tests=1; shift ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "make_dist: unknown option $1 (--help)" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${1:-$ROOT/build}"
 DEST="${2:-$ROOT/dist}"
 
 command -v patchelf >/dev/null || { echo "make_dist: patchelf is missing (scripts/install-deps.sh)" >&2; exit 2; }
 [ -f "$BUILD/CMakeCache.txt" ] || { echo "make_dist: $BUILD is not a configured build folder (scripts/build.sh)" >&2; exit 2; }
+targets=(dc-coordinator dc-worker dc-db dc-run dcrt)
+[ "$with_tests" = 1 ] && targets+=(dc_gpu_tests)
 if [ "$build_first" = 1 ]; then
-  cmake --build "$BUILD" -j"${JOBS:-2}" --target dc-coordinator dc-worker dc-db dc-run dcrt
+  cmake --build "$BUILD" -j"${JOBS:-2}" --target "${targets[@]}"
 fi
 rm -rf "$DEST"
 cmake --install "$BUILD" --prefix "$DEST" >/dev/null
 DEST="$(cd "$DEST" && pwd)"
+if [ "$with_tests" = 1 ]; then
+  cp "$BUILD/bin/dc_gpu_tests" "$DEST/bin/"  # every executable lands in BUILD/bin
+  patchelf --set-rpath '$ORIGIN/../lib:/usr/local/cuda/lib64' "$DEST/bin/dc_gpu_tests"
+fi
 
 # The node's own: glibc's libraries and the loader, and CUDA's driver and NVRTC.
 is_nodes_own() {

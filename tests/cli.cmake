@@ -117,3 +117,12 @@ add_test(NAME reuse_resnet50_then_resnet101 COMMAND ${DC_PY} ${CMAKE_CURRENT_SOU
   --emulate --farm inprocess --local-workers 2)
 set_tests_properties(reuse_resnet50_then_resnet101 PROPERTIES LABELS long
   FIXTURES_REQUIRED "exported_models;resnet101_model" TIMEOUT 600)
+
+# dc-worker --list-devices: what the worker would serve, then exit (emulated: deterministic).
+add_test(NAME cli_worker_list_devices_emulated COMMAND $<TARGET_FILE:dc-worker> --list-devices
+  --emulate h100 --emulate t4)
+set_tests_properties(cli_worker_list_devices_emulated PROPERTIES LABELS unit
+  PASS_REGULAR_EXPRESSION "0: h100 \\(emulated, sm_90\\)\n1: t4 \\(emulated, sm_75\\)")
+add_test(NAME cli_worker_list_devices_unknown_type COMMAND $<TARGET_FILE:dc-worker> --list-devices
+  --emulate nosuchgpu)
+set_tests_properties(cli_worker_list_devices_unknown_type PROPERTIES LABELS unit WILL_FAIL TRUE)

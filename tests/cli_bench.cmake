@@ -17,8 +17,10 @@ add_test(NAME bench_peers_smoke COMMAND sh -c
    && ! grep -q FAILED '${DC_BENCH_WORK}/peers.md'")
 set_tests_properties(bench_templates_smoke bench_peers_smoke PROPERTIES LABELS long TIMEOUT 600)
 add_test(NAME make_dist_bundle COMMAND sh -c
-  "'${PROJECT_SOURCE_DIR}/scripts/make_dist.sh' --no-build '${CMAKE_BINARY_DIR}' '${DC_BENCH_WORK}/dist' \
+  "'${PROJECT_SOURCE_DIR}/scripts/make_dist.sh' --no-build --with-tests '${CMAKE_BINARY_DIR}' '${DC_BENCH_WORK}/dist' \
    && env -i '${DC_BENCH_WORK}/dist/bin/dc-worker' --help | grep -q -- --connect \
+   && env -i DC_SOURCE_DIR='${PROJECT_SOURCE_DIR}' '${DC_BENCH_WORK}/dist/bin/dc_gpu_tests' --gtest_brief=1 \
+      | grep -q -E 'PASSED|SKIPPED' \
    && env -i '${DC_BENCH_WORK}/dist/bin/dc-coordinator' --help >/dev/null \
    && test -f '${DC_BENCH_WORK}/dist/include/dc/dcrt.h'")
 set_tests_properties(make_dist_bundle PROPERTIES LABELS unit TIMEOUT 120)

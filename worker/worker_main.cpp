@@ -139,6 +139,8 @@ int worker_main(int argc, char** argv) {
   po::options_description visible("dc-worker --connect tcp://HOST:PORT [options]");
   visible.add_options()
       ("help,h", "this help")
+      ("list-devices", "print the devices this worker would serve (with --device or --emulate: those) and exit; "
+       "exit status 2 when there are none")
       ("connect", po::value(&s.connect), "the coordinator's endpoint, tcp://HOST:PORT")
       ("device", po::value(&s.devices)->multitoken(), "CUDA device ordinals to serve (default: all usable)")
       ("emulate", po::value(&s.emulate)->multitoken(),
@@ -171,7 +173,8 @@ int worker_main(int argc, char** argv) {
   if (vm.count("measure-child")) return measure_child_main(child_device, s.cache, s.log_level);
   if (!config_file.empty()) load_config(config_file, vm, &s);
   init_logging(s.log_level);
-  DC_USER_CHECK(!s.connect.empty(), "--connect tcp://HOST:PORT is required (see dc-worker --help)");
+  const bool list_only = vm.count("list-devices") != 0;
+  DC_USER_CHECK(list_only || !s.connect.empty(), "--connect tcp://HOST:PORT is required (see dc-worker --help)");
   DC_USER_CHECK(s.devices.empty() || s.emulate.empty(), "--device and --emulate exclude each other");
   if (s.cache.empty()) s.cache = default_cache_dir();
 
@@ -185,8 +188,16 @@ int worker_main(int argc, char** argv) {
   } else {
     std::string why;
     inventory = real_inventory(catalog, s.devices, &why);
+    if (list_only && inventory.empty()) {
+      std::cout << "no GPU to serve: " << why << "\n";
+      return 2;
+    }
     DC_USER_CHECK(!inventory.empty(), "no GPU to serve: ", why, ". Use --emulate GPU (e.g. --emulate h100) to "
                   "serve an emulated device");
+  }
+  if (list_only) {
+    for (const auto& g : inventory) std::cout << describe_inventory(g) << "\n";
+    return 0;
   }
   for (const auto& g : inventory) spdlog::info("dc-worker: device {}", describe_inventory(g));
 

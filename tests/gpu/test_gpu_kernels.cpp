@@ -25,6 +25,7 @@
 #include "random_inputs.h"
 #include "ref/compare.h"
 #include "ref/executor.h"
+#include "testing.h"
 
 namespace dc {
 namespace {
@@ -93,7 +94,7 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 Workload find_workload(const Case& c) {
   const Graph g = simplify(
-      import_onnx_file(std::string(DC_SOURCE_DIR) + "/examples/" + c.model + "/model.onnx"));
+      import_onnx_file(testing::source_dir() + "/examples/" + c.model + "/model.onnx"));
   const auto candidates = generate_candidates(g);
   const WorkloadSet set = dedupe_workloads(g, candidates);
   for (size_t i = 0; i < candidates.size(); ++i)

@@ -76,7 +76,7 @@ const Model& model(const std::string& name) {
   auto it = loaded.find(name);
   if (it == loaded.end()) {
     cli::LoadedModel m = cli::load_model(
-        load_onnx(std::string(DC_SOURCE_DIR) + "/examples/" + name + "/model.onnx"),
+        load_onnx(testing::source_dir() + "/examples/" + name + "/model.onnx"),
         ImportOptions{}, true);
     it = loaded.emplace(name, Model{std::move(m.imported), std::move(m.simplified)}).first;
   }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -13,6 +14,15 @@
 #include "ir/tensor.h"
 
 namespace dc::testing {
+
+#ifdef DC_SOURCE_DIR
+// The repository root: $DC_SOURCE_DIR when set (a test binary carried to another machine,
+// e.g. in scripts/make_dist.sh --with-tests), else the tree it was built from.
+inline std::string source_dir() {
+  const char* env = std::getenv("DC_SOURCE_DIR");
+  return env != nullptr && *env != '\0' ? std::string(env) : std::string(DC_SOURCE_DIR);
+}
+#endif
 
 // The message of the UserError that `f` throws; a test failure (and "") if it throws none.
 template <class F>
