@@ -2,10 +2,12 @@
 # A relocatable bundle of dc for machines without Debian's -dev packages: GPU nodes that run
 # dc-worker or dc-run, or the benchmark scripts (--dc-bin DEST/bin).
 #
-#   scripts/make_dist.sh [--no-build] [--with-tests] [BUILD_DIR [DEST]]   defaults: build, dist
-#
+#   scripts/make_dist.sh [--no-build] [--with-tests] [--with-nvrtc] [BUILD_DIR [DEST]]
+#                                                              defaults: build, dist
 # --with-tests adds dc_gpu_tests to DEST/bin (run it from a checkout of the same commit with
 # DC_SOURCE_DIR=$PWD: it reads examples/), for checking a GPU machine that has no build.
+# --with-nvrtc carries the build's NVRTC too (about 115 MB; redistributable), for nodes
+# that have an NVIDIA driver (R580+, CUDA 13) but no CUDA toolkit.
 #
 # DEST/bin      dc-coordinator dc-worker dc-db dc-run
 # DEST/lib      libdcrt.so and every shared library these load, except the C runtime
@@ -20,11 +22,13 @@ set -euo pipefail
 
 build_first=1
 with_tests=0
+with_nvrtc=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) build_first=0; shift ;;
     --with-tests) with_tests=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --with-nvrtc) with_nvrtc=1; shift ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "make_dist: unknown option $1 (--help)" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -48,11 +52,13 @@ if [ "$with_tests" = 1 ]; then
   patchelf --set-rpath '$ORIGIN/../lib:/usr/local/cuda/lib64' "$DEST/bin/dc_gpu_tests"
 fi
 
-# The node's own: glibc's libraries and the loader, and CUDA's driver and NVRTC.
+# The node's own: glibc's libraries and the loader, and CUDA's driver and (unless carried)
+# NVRTC.
 is_nodes_own() {
   case "$(basename "$1")" in
     linux-vdso.so.*|ld-linux*.so.*|libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|\
-    libresolv.so.*|libutil.so.*|libcuda.so*|libnvrtc*.so*) return 0 ;;
+    libresolv.so.*|libutil.so.*|libcuda.so*) return 0 ;;
+    libnvrtc*.so*) [ "$with_nvrtc" = 0 ] && return 0 ;;
   esac
   return 1
 }
@@ -61,17 +67,28 @@ is_nodes_own() {
 loaded_libs() { ldd "$1" | awk '/=> \// { print $3 }'; }
 
 carried=0
+nvrtc_dir=""
 for elf in "$DEST"/bin/* "$DEST"/lib/*.so*; do
   for lib in $(loaded_libs "$elf"); do
     is_nodes_own "$lib" && continue
     name="$(basename "$lib")"
     [ -e "$DEST/lib/$name" ] && continue
+    case "$name" in libnvrtc.so.*) nvrtc_dir="$(dirname "$(realpath "$lib")")" ;; esac
     cp -L "$lib" "$DEST/lib/$name"
     chmod u+w "$DEST/lib/$name"
     patchelf --set-rpath '$ORIGIN' "$DEST/lib/$name"
     carried=$((carried + 1))
   done
 done
+
+# NVRTC loads its builtins library at run time, from its own folder (RUNPATH $ORIGIN).
+if [ -n "$nvrtc_dir" ]; then
+  for builtins in "$nvrtc_dir"/libnvrtc-builtins.so.*; do
+    cp -L "$builtins" "$DEST/lib/"
+    chmod u+w "$DEST/lib/$(basename "$builtins")"
+    patchelf --set-rpath '$ORIGIN' "$DEST/lib/$(basename "$builtins")"
+  done
+fi
 
 # Check: nothing outside DEST but the node's own.
 bad=0
