@@ -119,13 +119,6 @@ GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
   const int64_t ldq = d + 1, ldk = d + 1, ldv = dv + 1, lds = bn + 1;
 
   ValueEmitter ve(g);
-  // ve.value with its statements dedented into `code`.
-  auto value = [&](const std::string& t, const std::vector<std::string>& c, std::string& code) {
-    std::string stmts;
-    const std::string val = ve.value(t, c, stmts);
-    code += dedent(stmts);
-    return val;
-  };
   std::vector<std::string> bc;
   for (size_t i = 0; i < batch_shape.size(); ++i) bc.push_back(fmt::format("dc_bc{}", i));
   auto with_batch = [&](std::vector<std::string> tail) {
@@ -220,7 +213,7 @@ GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
     if (t.vec == 1) {
       ve.reset_locals();
       const auto coords = t.transposed ? with_batch({"dc_c", "dc_gr"}) : with_batch({"dc_gr", "dc_c"});
-      const std::string val = value(t.tensor, coords, body);
+      const std::string val = ve.value_dedented(t.tensor, coords, body);
       ve.reset_locals();
       body += fmt::format("{}[dc_r * {} + dc_c] = {};\n", t.dst, t.ld, val);
     } else {
@@ -293,7 +286,7 @@ GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
   ve.bind(pv->outputs[0], "dc_h");
   const auto oc = with_batch({"dc_qr", "dc_e"});
   for (const auto& o : g.outputs) {
-    const std::string val = value(o, oc, epi);
+    const std::string val = ve.value_dedented(o, oc, epi);
     epi += fmt::format("{}[{}] = {};\n", ve.param_name(o), ve.offset(o, oc), val);
   }
   ve.reset_locals();

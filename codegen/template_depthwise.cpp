@@ -79,13 +79,6 @@ GeneratedKernel generate_depthwise(const Workload& w, const Variant& v) {
                     grid_y, "x", images, " exceeds CUDA's limits");
 
   ValueEmitter ve(g);
-  // ve.value with its statements dedented into `code`.
-  auto value = [&](const std::string& t, const std::vector<std::string>& c, std::string& code) {
-    std::string stmts;
-    const std::string val = ve.value(t, c, stmts);
-    code += dedent(stmts);
-    return val;
-  };
   // Staging of the input tile: zero in the padding.
   std::string xcode;
   std::vector<std::string> xc = two_d ? std::vector<std::string>{"dc_img", "dc_ic", "dc_ih", "dc_iw"}
@@ -103,11 +96,11 @@ GeneratedKernel generate_depthwise(const Workload& w, const Variant& v) {
   std::vector<std::string> yc = two_d ? std::vector<std::string>{"dc_img", "dc_oc", "dc_oh", "dc_ow"}
                                       : std::vector<std::string>{"dc_img", "dc_oc", "dc_ow"};
   std::string hval = "dc_acc[dc_p]";
-  if (conv->has_input(2)) hval += " + " + value(conv->input(2), {"dc_oc"}, epi);
+  if (conv->has_input(2)) hval += " + " + ve.value_dedented(conv->input(2), {"dc_oc"}, epi);
   epi += fmt::format("const float dc_h = {};\n", hval);
   ve.bind(y, "dc_h");
   for (const auto& o : g.outputs) {
-    const std::string val = value(o, yc, epi);
+    const std::string val = ve.value_dedented(o, yc, epi);
     epi += fmt::format("{}[{}] = {};\n", ve.param_name(o), ve.offset(o, yc), val);
   }
   ve.reset_locals();

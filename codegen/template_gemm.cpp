@@ -147,10 +147,7 @@ void GemmEmitter::analyze_conv() {
 
 std::string GemmEmitter::value(const std::string& tensor, const std::vector<std::string>& coords,
                                std::string& code) {
-  std::string stmts;
-  const std::string v = ve_.value(tensor, coords, stmts);
-  code += dedent(stmts);
-  return v;
+  return ve_.value_dedented(tensor, coords, code);
 }
 
 std::vector<std::string> GemmEmitter::unravel(const Shape& shape, const std::string& lin,

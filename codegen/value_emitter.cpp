@@ -10,6 +10,7 @@
 
 #include "ir/error.h"
 #include "kernel.h"
+#include "template_text.h"
 
 namespace dc {
 
@@ -176,6 +177,14 @@ std::string ValueEmitter::load(const std::string& tensor, const std::vector<std:
   const std::string v = fresh("v");
   code += fmt::format("  const {} {} = {}[{}];\n", cuda_type(t), v, param_name(tensor),
                       offset(tensor, coords));
+  return v;
+}
+
+std::string ValueEmitter::value_dedented(const std::string& tensor,
+                                         const std::vector<std::string>& coords, std::string& code) {
+  std::string stmts;
+  const std::string v = value(tensor, coords, stmts);
+  code += dedent(stmts);
   return v;
 }
 

@@ -39,6 +39,10 @@ class ValueEmitter {
   // expression per dimension, outermost first; fewer than the rank is an InternalError).
   std::string value(const std::string& tensor, const std::vector<std::string>& coords,
                     std::string& code);
+  // value() with its statements dedented before they are appended (for templates that
+  // indent the code around them themselves).
+  std::string value_dedented(const std::string& tensor, const std::vector<std::string>& coords,
+                             std::string& code);
 
   // True if `op` (with these attributes) can be emitted inline.
   static bool supports(const Node& n);
