@@ -144,6 +144,32 @@ void analyze_conv(const Graph& g, const Node& n, WorkloadShape& s) {
   s.vec_align = s.gather_a ? 1 : align_of({s.out_h * s.out_w, s.k});
 }
 
+// Operand layouts of the GEMM template, mirroring GemmEmitter::analyze_matmul/_gemm/_conv,
+// has_address and the 32-bit index choice of GemmEmitter::analyze (template_gemm.cpp).
+void analyze_operand_layouts(const Graph& g, const Node& heavy, WorkloadShape& s) {
+  auto is_input = [&](const std::string& t) {
+    return std::find(g.inputs.begin(), g.inputs.end(), t) != g.inputs.end();
+  };
+  GemmOperandLayout& a = s.a_layout;
+  GemmOperandLayout& b = s.b_layout;
+  a.direct = is_input(heavy.input(0));
+  b.direct = is_input(heavy.input(1));
+  if (heavy.op == "Conv") {
+    a.along_rows = true;  // x along the output plane (or row, for a gather)
+    b.along_rows = false;  // W[oc][k]
+  } else if (heavy.op == "Gemm") {
+    a.along_rows = heavy.attrs.get_int("transA", 0) != 0;
+    b.along_rows = heavy.attrs.get_int("transB", 0) == 0;
+  } else {
+    a.along_rows = false;  // A(m, k) at m*K + k
+    b.along_rows = true;   // B(k, n) at k*N + n
+  }
+  a.plain = a.direct && !s.gather_a;
+  b.plain = b.direct;
+  for (const auto& [name, info] : g.tensors)
+    if (shape_numel(info.shape) >= (int64_t{1} << 31) - 1) s.wide_index = true;
+}
+
 void analyze_attention(const Graph& g, WorkloadShape& s) {
   std::vector<const Node*> matmuls;
   for (const auto& n : g.nodes)
@@ -317,6 +343,8 @@ WorkloadShape analyze_workload(const Workload& w) {
         // A Transpose prologue swaps which extent of its operand is contiguous.
         if (first_of(g, {"Transpose"})) s.vec_align = align_of({s.m, s.k, s.n});
       }
+      if (s.family == Family::gemm || s.family == Family::conv)
+        analyze_operand_layouts(g, *heavy, s);
       break;
     }
     case ClusterKind::attention:
@@ -425,14 +453,46 @@ int launch_bounds_regs(int64_t threads) {
   return static_cast<int>(std::min<int64_t>(255, kRegisterFile / threads / 8 * 8));
 }
 
-int gemm_fp32_regs(int64_t thread_m, int64_t thread_n, int64_t tile_elems_per_thread, int64_t vec,
+bool gemm_async_ok(const WorkloadShape& s, int64_t block_m, int64_t threads) {
+  const bool hoisted_gather = s.family == Family::conv && s.gather_a && s.a_layout.direct &&
+                              !s.wide_index && block_m > 0 && threads > 0 &&
+                              (threads % block_m == 0 || block_m % threads == 0);
+  return (s.a_layout.plain || hoisted_gather) && s.b_layout.plain;
+}
+
+int64_t gemm_operand_vec(const WorkloadShape& s, bool operand_a, int64_t vec, int64_t tile,
+                         int64_t block_k) {
+  const GemmOperandLayout& o = operand_a ? s.a_layout : s.b_layout;
+  if (!o.plain) return 1;
+  const int64_t extent = o.along_rows ? (operand_a ? s.m : s.n) : s.k;
+  const int64_t along = o.along_rows ? tile : block_k;
+  // Conv's A: a vector of m stays inside one image plane.
+  const int64_t plane = operand_a && s.family == Family::conv ? s.out_h * s.out_w : 0;
+  vec = std::max<int64_t>(vec, 1);
+  while (vec > 1 && (extent % vec != 0 || along % vec != 0 || plane % vec != 0)) vec /= 2;
+  return vec;
+}
+
+GemmThreadLoads gemm_thread_loads(const WorkloadShape& s, int64_t block_m, int64_t block_n,
+                                  int64_t block_k, int64_t vec, int64_t threads) {
+  const double per_thread =
+      static_cast<double>(block_k) / static_cast<double>(std::max<int64_t>(threads, 1));
+  const double a = static_cast<double>(block_m) * per_thread;
+  const double b = static_cast<double>(block_n) * per_thread;
+  GemmThreadLoads t;
+  t.elems = a + b;
+  t.loads = a / static_cast<double>(gemm_operand_vec(s, true, vec, block_m, block_k)) +
+            b / static_cast<double>(gemm_operand_vec(s, false, vec, block_n, block_k));
+  t.prologue_elems = (s.a_layout.direct ? 0 : a) + (s.b_layout.direct ? 0 : b);
+  return t;
+}
+
+int gemm_fp32_regs(int64_t thread_m, int64_t thread_n, const GemmThreadLoads& loads,
                    int64_t stages, int64_t threads) {
-  // Coefficients fitted to ptxas on about 3,900 compiled variants (docs/bench/registers.md).
-  const double elems = static_cast<double>(tile_elems_per_thread);
-  const double loads = elems / static_cast<double>(std::max<int64_t>(vec, 1));
-  const double staged = stages == 2 ? elems : 0.0;
-  const double demand = 21.5 + static_cast<double>(thread_m * thread_n) + 1.4 * elems +
-                        3.4 * loads + 0.5 * staged;
+  // Coefficients fitted to ptxas on about 4,500 compiled variants (docs/bench/registers.md).
+  const double staged = stages == 2 ? loads.elems : 0.0;
+  const double demand = 23.5 + static_cast<double>(thread_m * thread_n) + 1.1 * loads.elems +
+                        3.4 * loads.loads + 0.4 * loads.prologue_elems + 0.5 * staged;
   const int regs = static_cast<int>(std::lround(demand));
   // Under __launch_bounds__ ptxas spills rather than exceed the block's share; a demand
   // above 255 is left as it is, so that fits_gpu drops the variant.

@@ -36,6 +36,17 @@ enum class Family {
 
 const char* family_template_name(Family f);
 
+// How the GEMM template reads one operand, seen as a rows x K matrix (A: M x K, B: N x K),
+// as GemmEmitter::analyze sets it (template_gemm.cpp).
+struct GemmOperandLayout {
+  bool along_rows = false;  // memory contiguous along the rows (m for A, n for B), else along k
+  bool direct = false;      // a workload input: no fused prologue computes it
+  // Read by address (GemmEmitter::has_address): direct, and for Conv's A not the im2col
+  // gather. Only plain operands get vector loads and 16-byte cp.async copies; the others go
+  // element by element, a prologue operand through registers.
+  bool plain = false;
+};
+
 struct WorkloadShape {
   ClusterKind kind = ClusterKind::opaque;
   Family family = Family::opaque;
@@ -52,6 +63,8 @@ struct WorkloadShape {
   double v_bytes = 0;     // attention: V
   bool gather_a = false;  // Conv whose A tile is an im2col gather (not 1x1/stride 1/pad 0)
   int64_t dv = 0;         // attention: V's head dimension
+  GemmOperandLayout a_layout, b_layout;  // gemm / conv: how the template reads A and B
+  bool wide_index = false;  // a tensor of >= 2^31 - 1 elements: 64-bit index math
 
   // Convolution geometry (conv, depthwise), NCHW.
   int64_t images = 0, in_channels = 0, in_h = 0, in_w = 0;
@@ -115,12 +128,33 @@ int64_t gemm_smem_bytes(int64_t block_m, int64_t block_n, int64_t block_k, int64
 // The most registers ptxas gives a thread under __launch_bounds__(threads), which every
 // template declares: the 64K register file shared by one block, in units of 8, at most 255.
 int launch_bounds_regs(int64_t threads);
+// Whether a stages-3 GEMM variant runs as a cp.async pipeline, as GemmEmitter::async_ok
+// decides for both operands: each plain, or Conv's A an im2col gather with 32-bit indices
+// whose rows the block hoists (threads and block_m divide one another). Otherwise the kernel
+// silently runs register-staged stages 2.
+bool gemm_async_ok(const WorkloadShape& s, int64_t block_m, int64_t threads);
+// Elements per global load of operand A or B, as GemmEmitter::operand_vec: the variant's
+// vec for a plain operand, narrowed until it divides the contiguous extent and the tile
+// (Conv's A: also the image plane); 1 for the others.
+int64_t gemm_operand_vec(const WorkloadShape& s, bool operand_a, int64_t vec, int64_t tile,
+                         int64_t block_k);
+
+// What one thread of a CUDA-core GEMM block loads per K tile: A and B elements, the global
+// loads they take (vectors of gemm_operand_vec elements), and the elements of operands a
+// fused prologue computes (index math and the prologue's own values, element by element).
+struct GemmThreadLoads {
+  double elems = 0;
+  double loads = 0;
+  double prologue_elems = 0;
+};
+GemmThreadLoads gemm_thread_loads(const WorkloadShape& s, int64_t block_m, int64_t block_n,
+                                  int64_t block_k, int64_t vec, int64_t threads);
 // CUDA-core GEMM registers, fitted to ptxas (docs/bench/registers.md): the thread_m x
-// thread_n accumulators + 21.5 + per element of the A and B tiles a thread loads per K tile
-// 1.4 (unrolled inner products, fragments) + per vector load 3.4 (address, predicate) + per
+// thread_n accumulators + 23.5 + per loaded element 1.1 (unrolled inner products,
+// fragments) + per global load 3.4 (address, predicate) + per prologue element 0.4 + per
 // register-staged element (stages == 2) 0.5; at most the launch bound when that is below
 // 255 (ptxas spills instead). A demand above 255 is returned as is: fits_gpu rejects it.
-int gemm_fp32_regs(int64_t thread_m, int64_t thread_n, int64_t tile_elems_per_thread, int64_t vec,
+int gemm_fp32_regs(int64_t thread_m, int64_t thread_n, const GemmThreadLoads& loads,
                    int64_t stages, int64_t threads);
 // Tensor-core GEMM registers: fp32 accumulators of the warp tile + double-buffered A and
 // B fragments (4 registers per m16 tile, 2 per n8 tile) + 32.

@@ -94,6 +94,9 @@ void enumerate_gemm_fp32(const WorkloadShape& s, const GpuSpec& gpu, std::vector
                 for (int64_t stages : stage_list)
                   for (int64_t split : splits) {
                     if (!split_useful(tiles, split, gpu)) continue;
+                    // Without cp.async copies of both operands the kernel runs stages 2:
+                    // a stages-3 variant would duplicate one under another name.
+                    if (stages == 3 && !gemm_async_ok(s, bm, threads)) continue;
                     Variant v;
                     v.template_name = family_template_name(s.family);
                     v.precision = "fp32";
@@ -103,8 +106,8 @@ void enumerate_gemm_fp32(const WorkloadShape& s, const GpuSpec& gpu, std::vector
                                 {"split_k", split}};
                     v.threads_per_block = static_cast<int>(threads);
                     v.smem_bytes = gemm_smem_bytes(bm, bn, bk, stages, 4);
-                    v.regs_per_thread =
-                        gemm_fp32_regs(tm, tn, (bm + bn) * bk / threads, vec, stages, threads);
+                    v.regs_per_thread = gemm_fp32_regs(
+                        tm, tn, gemm_thread_loads(s, bm, bn, bk, vec, threads), stages, threads);
                     v.grid_blocks = tiles * split;
                     keep_if_fits(out, std::move(v), gpu);
                   }

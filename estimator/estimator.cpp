@@ -104,6 +104,19 @@ double reread_bytes(double operand_bytes, double reads, const GpuSpec& g) {
   return (reads - 1) * operand_bytes;
 }
 
+// Warp memory instructions that move one operand's K tile (`elems` per block) into shared
+// memory on the CUDA-core path, as template_gemm_loads.cpp emits them. Register path: one
+// LDG per vector, then one STS per vector when the operand is contiguous along its rows
+// (the vector lands on consecutive floats of a k row) or one per element when it is
+// contiguous along k (the k-major store scatters the vector over vec rows). cp.async: one
+// 16-byte copy per vector of 4 along the rows, otherwise one copy per element.
+double fp32_operand_instructions(const GemmOperandLayout& o, double elems, int64_t vec,
+                                 bool async) {
+  const double vectors = elems / static_cast<double>(vec);
+  if (async) return o.along_rows && vec == 4 ? vectors : elems;
+  return vectors + (o.along_rows ? vectors : elems);
+}
+
 BlockModel gemm_block(const WorkloadShape& s, const Params& p, const Variant& v, const GpuSpec& g) {
   BlockModel b;
   const double bm = static_cast<double>(p.block_m), bn = static_cast<double>(p.block_n);
@@ -124,8 +137,15 @@ BlockModel gemm_block(const WorkloadShape& s, const Params& p, const Variant& v,
     const double tm = static_cast<double>(p.thread_m), tn = static_cast<double>(p.thread_n);
     const double fma = bm * bn * bk / 32;  // warp FMA instructions per K tile
     const double lds = warps * bk * (cdiv(tm, 4) + cdiv(tn, 4));  // 128-bit shared loads
-    const bool async = p.stages >= 3;  // cp.async: no register round trip for the tiles
-    const double memory = warps * loads_per_thread * (async ? 1 : 2);  // LDG + STS
+    // cp.async (no register round trip) only where both operands allow it; else stages 2.
+    const bool async = p.stages >= 3 && gemm_async_ok(s, p.block_m, v.threads_per_block);
+    const auto operand_vec = [&](bool a, int64_t tile) {
+      return gemm_operand_vec(s, a, p.vec, tile, p.block_k);
+    };
+    const double memory =
+        (fp32_operand_instructions(s.a_layout, bm * bk, operand_vec(true, p.block_m), async) +
+         fp32_operand_instructions(s.b_layout, bn * bk, operand_vec(false, p.block_n), async)) /
+        32;  // warp instructions
     const double overhead = warps * (bk + gather + 6);  // per-step addressing, sync, loop
     tile_pipe = std::max(fma / fp32_warp_fma_per_clk(g), (lds + memory) / kLsuPerClk);
     tile_issue = (fma + lds + memory + overhead) / kIssuePerClk;

@@ -228,6 +228,31 @@ TEST(Estimator, GemmDramAfterTileReuseAndL2) {
   EXPECT_DOUBLE_EQ(estimate(w, split, g).dram_bytes, static_cast<double>(w.bytes) + 32000.0);
 }
 
+// Small thread tiles (2x2) make the fp32 K tile load/store-bound, so the memory
+// instructions per operand layout show in the compute time. A contiguous along k (MatMul)
+// costs one cp.async per element, or one STS per element after the float4 LDG, where A
+// contiguous along m (Gemm transA) takes one per vector of 4: 16 + 4 warp instructions per
+// 16x16x32 tile against 4 + 4 (cp.async), 4 + 16 + 4 + 4 against 4 + 4 + 4 + 4 (registers).
+TEST(Estimator, GemmMemoryInstructionsFollowOperandLayout) {
+  const GpuSpec g = spec_a100();
+  const Workload along_k = matmul_2d(512, 512, 512);
+  Attributes trans;
+  trans.set("transA", int64_t{1});
+  const Workload along_m = make_test_workload(
+      ClusterKind::gemm, {test_node("Gemm", {"a", "b"}, {"c"}, trans)},
+      {{"a", {512, 512}}, {"b", {512, 512}}, {"c", {512, 512}}}, along_k.flops, along_k.bytes);
+  for (int64_t stages : {2, 3}) {
+    SCOPED_TRACE(stages);
+    const std::map<std::string, int64_t> want = {
+        {"block_m", 16}, {"block_n", 16}, {"block_k", 32}, {"thread_m", 2},
+        {"thread_n", 2}, {"vec", 4},      {"stages", stages}, {"split_k", 1}};
+    const Variant v = find_variant(along_k, g, "fp32", want);
+    ASSERT_EQ(v.key(), find_variant(along_m, g, "fp32", want).key());
+    const Estimate k_major = estimate(along_k, v, g), m_major = estimate(along_m, v, g);
+    EXPECT_GT(k_major.compute_s, 1.05 * m_major.compute_s);
+  }
+}
+
 TEST(Estimator, ReductionRereadsLongRowsOnly) {
   const GpuSpec g = spec_a100();
   // 16 rows of 4M floats: input 256 MB > L2/2 and a row of 16 MB > 64 KB: the second

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "estimator_testing.h"
+#include "generate.h"
 #include "param_space.h"
 #include "testing.h"
 #include "variant.h"
@@ -189,7 +190,11 @@ void expect_within_limits(const Variant& v, const GpuSpec& g, const WorkloadShap
       EXPECT_EQ(t, (bm / tm) * (bn / tn));
       // A k-major [bk][bm + 4] and B [bk][bn + 4] floats per stage.
       EXPECT_EQ(v.smem_bytes, st * (bk * (bm + 4) + bk * (bn + 4)) * 4);
-      EXPECT_EQ(v.regs_per_thread, gemm_fp32_regs(tm, tn, (bm + bn) * bk / t, v.param("vec"), st, t));
+      // Every operand of these workloads is a workload input whose contiguous extent
+      // divides by the variant's vec (or vec is 1): (bm + bn) bk / t elements in loads of vec.
+      const double e = static_cast<double>((bm + bn) * bk) / static_cast<double>(t);
+      const double vec = static_cast<double>(v.param("vec"));
+      EXPECT_EQ(v.regs_per_thread, gemm_fp32_regs(tm, tn, {e, e / vec, 0}, st, t));
       EXPECT_EQ(v.param("warp_m") * v.param("warp_n"), 32 * tm * tn);
     } else {
       const int64_t wm = v.param("warp_m"), wn = v.param("warp_n");
@@ -400,6 +405,105 @@ TEST(ParamSpace, FitsGpuExplainsRejections) {
   EXPECT_EQ(blocks_per_sm(256, 0, 72, spec_a100()), 3);
   // 65 registers round up to 72 as well.
   EXPECT_EQ(blocks_per_sm(256, 0, 65, spec_a100()), 3);
+}
+
+// Operand layouts as the GEMM template reads them: contiguous along rows (m for A, n for
+// B) or along k, and plain (read by address) or not.
+std::string layout_of(const GemmOperandLayout& o) {
+  return std::string(o.along_rows ? "rows" : "k") + (o.plain ? " plain" : "") +
+         (o.direct ? " direct" : "");
+}
+
+Workload gemm_2d(bool trans_a, bool trans_b) {
+  Attributes a;
+  a.set("transA", int64_t{trans_a});
+  a.set("transB", int64_t{trans_b});
+  return make_test_workload(ClusterKind::gemm, {test_node("Gemm", {"x", "w"}, {"y"}, a)},
+                            {{"x", trans_a ? Shape{64, 32} : Shape{32, 64}},
+                             {"w", trans_b ? Shape{48, 64} : Shape{64, 48}},
+                             {"y", {32, 48}}},
+                            0, 0);
+}
+
+// BERT's scores without the softmax: Q [12, 128, 64] . Transpose(K [12, 128, 64]).
+Workload matmul_transposed_b() {
+  Attributes perm;
+  perm.set("perm", std::vector<int64_t>{0, 2, 1});
+  return make_test_workload(
+      ClusterKind::gemm,
+      {test_node("Transpose", {"k"}, {"kt"}, perm), test_node("MatMul", {"q", "kt"}, {"s"})},
+      {{"q", {12, 128, 64}}, {"k", {12, 128, 64}}, {"kt", {12, 64, 128}}, {"s", {12, 128, 128}}},
+      0, 0);
+}
+
+TEST(ParamSpace, GemmOperandLayouts) {
+  auto s = analyze_workload(matmul_2d(128, 64, 256));  // A [m][k], B [k][n]
+  EXPECT_EQ(layout_of(s.a_layout), "k plain direct");
+  EXPECT_EQ(layout_of(s.b_layout), "rows plain direct");
+  s = analyze_workload(gemm_2d(false, false));
+  EXPECT_EQ(layout_of(s.a_layout), "k plain direct");
+  EXPECT_EQ(layout_of(s.b_layout), "rows plain direct");
+  s = analyze_workload(gemm_2d(true, true));  // A [k][m], B [n][k]
+  EXPECT_EQ(layout_of(s.a_layout), "rows plain direct");
+  EXPECT_EQ(layout_of(s.b_layout), "k plain direct");
+  s = analyze_workload(conv2d(1, 64, 56, 56, 256, 1, 1, 0));  // x along the plane, W[oc][k]
+  EXPECT_EQ(layout_of(s.a_layout), "rows plain direct");
+  EXPECT_EQ(layout_of(s.b_layout), "k plain direct");
+  s = analyze_workload(conv2d(1, 64, 56, 56, 64, 3, 1, 1));  // the im2col gather
+  EXPECT_EQ(layout_of(s.a_layout), "rows direct");
+  EXPECT_EQ(layout_of(s.b_layout), "k plain direct");
+  s = analyze_workload(matmul_transposed_b());  // B computed by its Transpose prologue
+  EXPECT_EQ(layout_of(s.a_layout), "k plain direct");
+  EXPECT_EQ(layout_of(s.b_layout), "rows");
+  EXPECT_FALSE(s.wide_index);
+
+  // Vector widths per operand: the prologue operand loads element by element, the 3x3
+  // gather too; a plain one narrows to what divides its contiguous extent and tile.
+  EXPECT_EQ(gemm_operand_vec(s, true, 4, 32, 16), 4);
+  EXPECT_EQ(gemm_operand_vec(s, false, 4, 32, 16), 1);
+  EXPECT_EQ(gemm_operand_vec(s, true, 4, 32, 2), 2);  // k tile of 2
+  const auto gather = analyze_workload(conv2d(1, 64, 56, 56, 64, 3, 1, 1));
+  EXPECT_EQ(gemm_operand_vec(gather, true, 4, 64, 16), 1);
+  // 1x1 conv over a 14x14 plane (196 = 4 x 49) but 2 images: m = 392, vectors of 4 stay
+  // inside a plane; a 7x7 plane (49) allows none.
+  EXPECT_EQ(gemm_operand_vec(analyze_workload(conv2d(2, 64, 14, 14, 64, 1, 1, 0)), true, 4, 64, 16), 4);
+  EXPECT_EQ(gemm_operand_vec(analyze_workload(conv2d(4, 64, 7, 7, 64, 1, 1, 0)), true, 4, 64, 16), 1);
+}
+
+// Stages 3 is emitted only where the kernel really is a cp.async pipeline: the generator
+// says so in every such kernel, and a workload with a prologue operand gets none (its
+// kernel would run stages 2 under another name).
+TEST(ParamSpace, Stages3OnlyWhereCpAsyncRuns) {
+  const GpuSpec g = spec_a100();
+  const SpaceOptions fp32{{"fp32"}};
+  struct Case {
+    const char* name;
+    Workload w;
+    bool expect_stages_3;
+  };
+  const std::vector<Case> cases = {
+      {"matmul", matmul_2d(128, 64, 256), true},
+      {"gemm transA transB", gemm_2d(true, true), true},
+      {"conv 1x1", conv2d(1, 32, 14, 14, 64, 1, 1, 0), true},
+      {"conv 3x3 (hoisted gather)", conv2d(1, 16, 14, 14, 32, 3, 1, 1), true},
+      {"matmul, transposed B", matmul_transposed_b(), false},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    int stages_3 = 0, stages_2 = 0;
+    for (const auto& v : enumerate_variants(c.w, g, fp32)) {
+      const int64_t st = v.param("stages");
+      if (st == 2) ++stages_2;
+      if (st != 3) continue;
+      ++stages_3;
+      SCOPED_TRACE(v.key());
+      const std::string src = generate_kernel(c.w, v).source;
+      EXPECT_NE(src.find("cp.async pipeline"), std::string::npos);
+      EXPECT_NE(src.find("stages 3,"), std::string::npos);
+    }
+    EXPECT_GT(stages_2, 0);
+    EXPECT_EQ(stages_3 > 0, c.expect_stages_3) << stages_3 << " stages-3 variants";
+  }
 }
 
 }  // namespace
