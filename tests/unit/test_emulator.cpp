@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "emulator.h"
+#include "emulator_testing.h"
 #include "kernel.h"
 #include "nvrtc.h"
 #include "prelude.h"
@@ -22,60 +23,7 @@ namespace dc {
 namespace {
 
 using dc::testing::random_tensor;
-
-// ---- helpers -------------------------------------------------------------------------------
-
-KernelBuffer buffer(std::string name, BufferRole role, Shape shape, DType dtype = DType::f32,
-                    bool zero_init = false) {
-  KernelBuffer b;
-  b.name = std::move(name);
-  b.role = role;
-  b.dtype = dtype;
-  b.shape = std::move(shape);
-  b.zero_init = zero_init;
-  return b;
-}
-
-Launch launch(std::string kernel, std::array<int64_t, 3> grid, std::array<int64_t, 3> block,
-              std::vector<int> args, int64_t dynamic_smem_bytes = 0) {
-  Launch l;
-  l.kernel = std::move(kernel);
-  l.grid = grid;
-  l.block = block;
-  l.args = std::move(args);
-  l.dynamic_smem_bytes = dynamic_smem_bytes;
-  return l;
-}
-
-GeneratedKernel make_kernel(const std::string& body, std::vector<KernelBuffer> buffers,
-                            std::vector<Launch> launches) {
-  GeneratedKernel k;
-  k.template_name = "test";
-  k.source = cuda_prelude() + body;
-  k.buffers = std::move(buffers);
-  k.launches = std::move(launches);
-  return k;
-}
-
-// One cache for the suite, kept between runs of the test binary (compiles happen once).
-EmulatorOptions options() {
-  EmulatorOptions o;
-  o.cache_dir = ::testing::TempDir() + "dc-emulator-test-cache";
-  return o;
-}
-
-::testing::AssertionResult contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "'" << part << "' not in:\n" << text;
-}
-
-EmulatorResult run_ok(const GeneratedKernel& k, std::vector<Tensor>& buffers) {
-  EmulatorResult r = emulate(k, buffers, options());
-  EXPECT_TRUE(r.ok) << r.error;
-  return r;
-}
-
-std::vector<float> floats(const Tensor& t) { return t.to_float_vector(); }
+using namespace dc::emu_testing;  // NOLINT: the helpers are the vocabulary of these tests
 
 // ---- kernel texts (CUDA as NVRTC accepts it) -----------------------------------------------
 
@@ -300,23 +248,6 @@ extern "C" __global__ void traps(float* __restrict__ y) {
   y[blockIdx.x * blockDim.x + threadIdx.x] = 1.f;
 }
 DC_EXPORT_KERNEL(traps)
-)";
-
-// 16-byte cp.async copies into shared memory and back out; thread 3's copy is invalid
-// (zero-filled). Shifted by DC_TEST_SHIFT floats, the source is misaligned.
-const char* const kCpAsync16 = R"(
-#ifndef DC_TEST_SHIFT
-#define DC_TEST_SHIFT 0
-#endif
-extern "C" __global__ void copy16(const float* __restrict__ x, float* __restrict__ y) {
-  __shared__ __align__(16) float s[64];
-  dc_cp_async_f32x4(&s[threadIdx.x * 4], x + DC_TEST_SHIFT + threadIdx.x * 4, threadIdx.x != 3);
-  dc_cp_async_commit();
-  dc_cp_async_wait<0>();
-  __syncthreads();
-  for (int i = 0; i < 4; ++i) y[threadIdx.x * 4 + i] = s[threadIdx.x * 4 + i];
-}
-DC_EXPORT_KERNEL(copy16)
 )";
 
 const char* const kIntDivision = R"(
@@ -742,25 +673,6 @@ TEST(Emulator, TrapIsReportedWithTheThread) {
   EXPECT_TRUE(contains(r.error, "block (1,0,0), thread (5,0,0): __trap() called"));
 }
 
-TEST(Emulator, CpAsync16BytesCopiesAndZeroFills) {
-  const auto k = make_kernel(kCpAsync16, {buffer("x", BufferRole::input, {68}), buffer("y", BufferRole::output, {64})},
-                             {launch("copy16", {1, 1, 1}, {16, 1, 1}, {0, 1})});
-  std::vector<Tensor> bufs = {random_tensor({68}, 11), Tensor()};
-  run_ok(k, bufs);
-  const std::vector<float> x = floats(bufs[0]), y = floats(bufs[1]);
-  for (int i = 0; i < 64; ++i) EXPECT_EQ(y[i], i / 4 == 3 ? 0.f : x[i]) << i;
-}
-
-TEST(Emulator, MisalignedCpAsync16BytesIsAFault) {
-  const auto k = make_kernel(std::string("#define DC_TEST_SHIFT 1\n") + kCpAsync16,
-                             {buffer("x", BufferRole::input, {68}), buffer("y", BufferRole::output, {64})},
-                             {launch("copy16", {1, 1, 1}, {16, 1, 1}, {0, 1})});
-  std::vector<Tensor> bufs = {random_tensor({68}, 11), Tensor()};
-  const EmulatorResult r = emulate(k, bufs, options());
-  EXPECT_FALSE(r.ok);
-  EXPECT_TRUE(contains(r.error, "thread (0,0,0): misaligned 16-byte cp.async"));
-}
-
 TEST(Emulator, IntegerDivisionByZeroIsReported) {
   const auto k = make_kernel(kIntDivision, {buffer("x", BufferRole::input, {4}, DType::i32),
                                             buffer("y", BufferRole::output, {4}, DType::i32)},
@@ -918,7 +830,7 @@ TEST(Emulator, TestKernelsCompileWithNvrtc) {
                                kShuffles,    kAtomics,    kDynamicSmem,   kUninitialisedSmem,
                                kDivergentSync, kDivergentShuffle, kLaneNotInMask, kWritesPastEnd,
                                kWritesInput, kDeepStack,  kTrap,          kIntDivision,     kTwoLaunches,
-                               kIndices,     kSyncthreadsCount, kWarpExchange, kGemm, kCpAsync16};
+                               kIndices,     kSyncthreadsCount, kWarpExchange, kGemm};
   const std::vector<std::string> archs = supported_archs();
   ASSERT_FALSE(archs.empty());
   // The oldest target takes the prelude's fallbacks, the newest its cp.async and the like.
