@@ -16,6 +16,7 @@
 #include "estimator_testing.h"
 #include "generate.h"
 #include "ir/workload.h"
+#include "model_builder.h"
 #include "nvrtc.h"
 #include "param_space.h"
 #include "testing.h"
@@ -23,38 +24,7 @@
 namespace dc {
 namespace {
 
-// A graph of fp32 inputs and nodes; the whole graph becomes one workload.
-struct GraphBuilder {
-  Graph g;
-
-  GraphBuilder& input(const std::string& name, const Shape& s) {
-    g.inputs.push_back(name);
-    g.tensors[name] = {DType::f32, s};
-    return *this;
-  }
-  GraphBuilder& weight(const std::string& name, const Shape& s) {
-    g.initializers[name] = testing::random_tensor(s, 11);
-    g.tensors[name] = {DType::f32, s};
-    return *this;
-  }
-  GraphBuilder& scalar(const std::string& name, float v) {
-    g.initializers[name] = Tensor::scalar(v);
-    g.tensors[name] = {DType::f32, {}};
-    return *this;
-  }
-  GraphBuilder& node(const std::string& op, std::vector<std::string> in, const std::string& out,
-                     const Shape& out_shape, Attributes a = {}) {
-    g.nodes.push_back(testing::make_node(op, std::move(in), {out}, std::move(a)));
-    g.tensors[out] = {DType::f32, out_shape};
-    return *this;
-  }
-  Workload workload(ClusterKind kind) {
-    g.outputs = {g.nodes.back().outputs[0]};
-    std::vector<size_t> all;
-    for (size_t i = 0; i < g.nodes.size(); ++i) all.push_back(i);
-    return make_workload(g, all, kind);
-  }
-};
+using testing::ModelBuilder;
 
 Attributes conv_attrs(int64_t kernel, int64_t stride, int64_t pad, int64_t group) {
   Attributes a;
@@ -68,7 +38,7 @@ Attributes conv_attrs(int64_t kernel, int64_t stride, int64_t pad, int64_t group
 
 // BERT-base FFN: [128, 768] . [768, 3072] + bias.
 Workload bert_ffn() {
-  GraphBuilder b;
+  ModelBuilder b;
   b.input("x", {128, 768}).weight("w", {768, 3072}).weight("bias", {3072});
   b.node("MatMul", {"x", "w"}, "y", {128, 3072}).node("Add", {"y", "bias"}, "z", {128, 3072});
   return b.workload(ClusterKind::gemm);
@@ -76,7 +46,7 @@ Workload bert_ffn() {
 
 // ResNet-50 conv3x3 64 -> 64 at 56x56 + bias + Relu.
 Workload resnet_conv3x3() {
-  GraphBuilder b;
+  ModelBuilder b;
   b.input("x", {1, 64, 56, 56}).weight("w", {64, 64, 3, 3}).weight("bias", {64});
   b.node("Conv", {"x", "w", "bias"}, "y", {1, 64, 56, 56}, conv_attrs(3, 1, 1, 1));
   b.node("Relu", {"y"}, "r", {1, 64, 56, 56});
@@ -85,7 +55,7 @@ Workload resnet_conv3x3() {
 
 // MobileNetV2 depthwise 3x3, 96 channels, stride 2 at 112x112 -> 56x56.
 Workload mobilenet_depthwise() {
-  GraphBuilder b;
+  ModelBuilder b;
   b.input("x", {1, 96, 112, 112}).weight("w", {96, 1, 3, 3});
   b.node("Conv", {"x", "w"}, "y", {1, 96, 56, 56}, conv_attrs(3, 2, 1, 96));
   return b.workload(ClusterKind::depthwise);
@@ -94,7 +64,7 @@ Workload mobilenet_depthwise() {
 // BERT-base attention scores as a GEMM cluster: Q . Transpose(K) / 8, K read through its
 // Transpose prologue (element by element, index math per element).
 Workload bert_scores() {
-  GraphBuilder b;
+  ModelBuilder b;
   b.input("q", {1, 12, 128, 64}).input("k", {1, 128, 12, 64});
   b.scalar("scale", 8.f);
   Attributes perm;
@@ -107,7 +77,7 @@ Workload bert_scores() {
 
 // BERT-base attention: 12 heads, 128 tokens, head dimension 64, scaled by 1/8.
 Workload bert_attention() {
-  GraphBuilder b;
+  ModelBuilder b;
   b.input("q", {1, 12, 128, 64}).input("k", {1, 12, 128, 64}).input("v", {1, 12, 128, 64});
   b.scalar("scale", 8.f);
   Attributes perm;
