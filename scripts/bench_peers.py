@@ -44,7 +44,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from bench_util import cpu_name, require_torch  # noqa: E402 (after the path is set)
+from bench_util import cpu_name, finish_common_args, require_torch  # noqa: E402 (after the path is set)
 
 ALL_RUNNERS = ("eager", "compile", "compile-max", "jax", "dc")
 RUNNER_LABELS = {
@@ -672,15 +672,7 @@ def parse_args():
             ap.error("unknown runner %s; known: %s" % (r, ", ".join(ALL_RUNNERS)))
     if min(a.batches) < 1:
         ap.error("batches must be >= 1")
-    if a.device == "cuda" and a.runs < 50:
-        ap.error("--runs must be >= 50 on a GPU")
-    a.work = os.path.abspath(a.work)
-    a.config = os.path.abspath(a.config or os.path.join(
-        ROOT, "examples", "tune.yaml" if a.device == "cuda" else "tune-quick.yaml"))
-    a.out_md = os.path.abspath(a.out_md or (os.path.join(ROOT, "docs", "bench", "peers.md") if a.device == "cuda"
-                                            else "/tmp/peers-smoke.md"))
-    if a.device == "cpu" and a.out_md == os.path.join(ROOT, "docs", "bench", "peers.md"):
-        ap.error("a CPU smoke run is not a benchmark: it may not write docs/bench/peers.md")
+    finish_common_args(ap, a, ROOT, os.path.join(ROOT, "docs", "bench", "peers.md"), "/tmp/peers-smoke.md")
     return a
 
 

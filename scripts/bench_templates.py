@@ -41,7 +41,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import bench_peers as peers  # noqa: E402 (after the path is set): environment, timing, GPU type
-from bench_util import require_torch  # noqa: E402
+from bench_util import finish_common_args, require_torch  # noqa: E402
 
 # --- the shapes --------------------------------------------------------------------------
 # name -> (model it comes from, description, builder(batch) -> (module, example inputs)).
@@ -325,15 +325,8 @@ def parse_args():
             ap.error("unknown shape %s; known: %s" % (s, ", ".join(SHAPES)))
     if a.batch < 1:
         ap.error("--batch must be >= 1")
-    if a.device == "cuda" and a.runs < 50:
-        ap.error("--runs must be >= 50 on a GPU")
-    a.work = os.path.abspath(a.work)
-    a.config = os.path.abspath(a.config or os.path.join(
-        ROOT, "examples", "tune.yaml" if a.device == "cuda" else "tune-quick.yaml"))
-    docs_md = os.path.join(ROOT, "docs", "bench", "templates.md")
-    a.out_md = os.path.abspath(a.out_md or (docs_md if a.device == "cuda" else "/tmp/templates-smoke.md"))
-    if a.device == "cpu" and a.out_md == docs_md:
-        ap.error("a CPU smoke run is not a benchmark: it may not write docs/bench/templates.md")
+    finish_common_args(ap, a, ROOT, os.path.join(ROOT, "docs", "bench", "templates.md"),
+                       "/tmp/templates-smoke.md")
     return a
 
 

@@ -1,5 +1,6 @@
 """What the benchmark scripts (bench_foundation.py, bench_peers.py, bench_templates.py)
 share: the machine's description in their reports, the check that PyTorch can run."""
+import os
 import platform
 import sys
 
@@ -27,3 +28,17 @@ def require_torch(device):
         print("error: no CUDA GPU visible to PyTorch; this benchmark needs one "
               "(--device cpu runs a plumbing smoke test instead)", file=sys.stderr)
         sys.exit(2)
+
+
+def finish_common_args(ap, a, root, docs_md, smoke_md):
+    """The checks and defaults both benchmark scripts share: enough runs on a GPU, absolute
+    work and config paths (tune.yaml on a GPU, tune-quick.yaml for the CPU smoke run), and
+    an output table that a CPU smoke run may not write into docs/."""
+    if a.device == "cuda" and a.runs < 50:
+        ap.error("--runs must be >= 50 on a GPU")
+    a.work = os.path.abspath(a.work)
+    a.config = os.path.abspath(a.config or os.path.join(
+        root, "examples", "tune.yaml" if a.device == "cuda" else "tune-quick.yaml"))
+    a.out_md = os.path.abspath(a.out_md or (docs_md if a.device == "cuda" else smoke_md))
+    if a.device == "cpu" and a.out_md == docs_md:
+        ap.error("a CPU smoke run is not a benchmark: it may not write %s" % os.path.relpath(docs_md, root))

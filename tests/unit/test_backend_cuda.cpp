@@ -146,6 +146,16 @@ std::string load_error(const ExecPlan& plan, bool graph) {
   return "no error";
 }
 
+// The UserError message of run() ("no error" when it succeeds).
+std::string run_error(Backend& b) {
+  try {
+    b.run();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
@@ -201,12 +211,7 @@ TEST_P(CudaBackendModes, AFaultLosesTheContext) {
   const ExecPlan plan = one_kernel_plan("fault");
   auto b = backend(GetParam());
   b->load(plan);
-  std::string error;
-  try {
-    b->run();
-  } catch (const UserError& e) {
-    error = e.what();
-  }
+  const std::string error = run_error(*b);
   EXPECT_TRUE(contains(error, "CUDA_ERROR_ILLEGAL_ADDRESS")) << error;
   EXPECT_TRUE(contains(error, "context is lost")) << error;
   try {
@@ -225,12 +230,7 @@ TEST(CudaBackend, AFaultBeforeARefusedLaunchLosesTheContext) {
   plan.steps.push_back(step(1, {0}, "resources#1"));
   auto b = backend(false);
   b->load(plan);
-  std::string error;
-  try {
-    b->run();
-  } catch (const UserError& e) {
-    error = e.what();
-  }
+  const std::string error = run_error(*b);
   EXPECT_TRUE(contains(error, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")) << error;
   EXPECT_TRUE(contains(error, "CUDA_ERROR_ILLEGAL_ADDRESS")) << error;
   EXPECT_TRUE(contains(error, "context is lost")) << error;
