@@ -405,7 +405,7 @@ std::vector<Variant> enumerate_variants(const WorkloadShape& s, const GpuSpec& g
     case Family::depthwise:
       return fp32 ? enumerate_depthwise(s, gpu) : std::vector<Variant>{};
     case Family::attention:
-      return fp32 ? enumerate_attention(s, gpu) : std::vector<Variant>{};
+      return enumerate_attention(s, gpu, precisions);
     case Family::reduction:
       return fp32 ? enumerate_reduction(s, gpu) : std::vector<Variant>{};
     case Family::pool_window:

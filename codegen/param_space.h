@@ -160,12 +160,20 @@ int gemm_fp32_regs(int64_t thread_m, int64_t thread_n, const GemmThreadLoads& lo
 // B fragments (4 registers per m16 tile, 2 per n8 tile) + 32.
 int gemm_mma_regs(int64_t warp_m, int64_t warp_n);
 
-// --- Per-family enumerators (param_space_gemm.cpp, _reduction.cpp, _elementwise.cpp) ----
+// Tensor-core attention registers (param_space_attention.cpp), fitted to ptxas
+// (docs/bench/compile-all.md): per m16 tile of a warp, Q's fragments, the block_n scores and
+// the output accumulators, + 40; at most the launch bound below 255.
+int attention_mma_regs(const WorkloadShape& s, const std::string& precision, int64_t warp_m,
+                       int64_t block_n, int64_t threads);
+
+// --- Per-family enumerators (param_space_gemm.cpp, _attention.cpp, _reduction.cpp,
+// _elementwise.cpp) ----
 // Each emits only variants that pass fits_gpu, in a deterministic order.
 std::vector<Variant> enumerate_gemm_family(const WorkloadShape& s, const GpuSpec& gpu,
                                            const std::vector<std::string>& precisions);
 std::vector<Variant> enumerate_depthwise(const WorkloadShape& s, const GpuSpec& gpu);
-std::vector<Variant> enumerate_attention(const WorkloadShape& s, const GpuSpec& gpu);
+std::vector<Variant> enumerate_attention(const WorkloadShape& s, const GpuSpec& gpu,
+                                         const std::vector<std::string>& precisions);
 std::vector<Variant> enumerate_reduction(const WorkloadShape& s, const GpuSpec& gpu);
 std::vector<Variant> enumerate_output_parallel(const WorkloadShape& s, const GpuSpec& gpu);
 

@@ -1,6 +1,6 @@
 // Parameter spaces of the GEMM-like templates: tiled GEMM and implicit-GEMM convolution
-// (CUDA-core fp32 and tensor-core tf32/fp16/bf16 paths), depthwise convolution and fused
-// attention. docs/estimator.md lists the choices and why they are bounded as they are.
+// (CUDA-core fp32 and tensor-core tf32/fp16/bf16 paths) and depthwise convolution (fused
+// attention: param_space_attention.cpp). docs/estimator.md lists the choices and why they are bounded as they are.
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
@@ -20,18 +20,6 @@ std::vector<int64_t> tiles_up_to(std::initializer_list<int64_t> all, int64_t ext
   for (int64_t t : all)
     if (t <= cap) out.push_back(t);
   return out;
-}
-
-// Vector widths: 1 always, and the widest the operands' alignment allows.
-std::vector<int64_t> vec_choices(int vec_align, bool all_widths) {
-  if (all_widths) {
-    std::vector<int64_t> out;
-    for (int64_t v : {1, 2, 4})
-      if (v <= vec_align) out.push_back(v);
-    return out;
-  }
-  if (vec_align > 1) return {1, vec_align};
-  return {1};
 }
 
 // Split-K only pays when K is long compared to the output (few output tiles to spread over
@@ -204,62 +192,6 @@ std::vector<Variant> enumerate_depthwise(const WorkloadShape& s, const GpuSpec& 
                           ceil_div(s.out_w, tw);
           keep_if_fits(out, std::move(v), gpu);
         }
-  return out;
-}
-
-namespace {
-
-// Fused attention registers, fitted to ptxas (docs/bench/registers.md). One key tile: the
-// key loop runs once and the scores dominate. Tiles of <= 32 keys: the P.V loop over the
-// tile is unrolled whole, and with two stages ptxas fills the file whatever the tile.
-// Otherwise the output accumulators dominate. At most the launch bound below 255.
-int attention_regs(int64_t scores_per_thread, int64_t out_per_thread, bool one_key_tile,
-                   int64_t block_n, int64_t stages, int64_t threads) {
-  int64_t demand = 43 + 5 * out_per_thread;
-  if (one_key_tile) {
-    demand = 32 + scores_per_thread;
-  } else if (block_n <= 32) {
-    demand = stages >= 2 ? 200 + out_per_thread : 32 + 8 * out_per_thread;
-  }
-  const int bound = launch_bounds_regs(threads);
-  return static_cast<int>(bound < 255 ? std::min<int64_t>(demand, bound) : demand);
-}
-
-}  // namespace
-
-// Fused attention with online softmax (one pass over the keys): a block owns block_m
-// query rows of one (batch, head), keeps Q in shared memory, streams K and V in tiles of
-// block_n keys (stages buffers each), and holds its rows' output accumulators and running
-// max/sum in registers. Head dimensions above 256 get no fused variant (the separate
-// GEMM/softmax clusters cover them).
-std::vector<Variant> enumerate_attention(const WorkloadShape& s, const GpuSpec& gpu) {
-  std::vector<Variant> out;
-  const int64_t d = s.k, dv = s.dv;
-  if (s.m <= 0 || s.n <= 0 || d <= 0 || dv <= 0 || d > 256 || dv > 256) return out;
-  for (int64_t bm : tiles_up_to({16, 32, 64, 128}, s.m, 16))
-    for (int64_t bn : tiles_up_to({16, 32, 64, 128}, s.n, 16))
-      for (int64_t threads : {64, 128, 256}) {
-        if ((bm * bn) % threads != 0) continue;
-        const int64_t scores_per_thread = bm * bn / threads;
-        const int64_t out_per_thread = ceil_div(bm * dv, threads);
-        for (int64_t stages : {1, 2})
-          for (int64_t vec : vec_choices(s.vec_align, false)) {
-            Variant v;
-            v.template_name = family_template_name(Family::attention);
-            v.params = {{"block_m", bm},
-                        {"block_n", bn},
-                        {"threads", threads},
-                        {"stages", stages},
-                        {"vec", vec}};
-            v.threads_per_block = static_cast<int>(threads);
-            v.smem_bytes = (bm * d + stages * bn * (d + dv) + bm * bn) * 4 +
-                           (2 * bm + 2 * stages * bn) * kSmemPadBytes;
-            v.regs_per_thread =
-                attention_regs(scores_per_thread, out_per_thread, s.n <= bn, bn, stages, threads);
-            v.grid_blocks = ceil_div(s.m, bm) * s.batch;
-            keep_if_fits(out, std::move(v), gpu);
-          }
-      }
   return out;
 }
 

@@ -16,6 +16,7 @@
 
 #include "generate.h"
 #include "ir/error.h"
+#include "template_attention_match.h"
 #include "template_text.h"
 #include "template_util.h"
 #include "value_emitter.h"
@@ -44,57 +45,17 @@ struct Tile {
   std::vector<int64_t> strides;  // per dim of `tensor` (0 for broadcast dims)
   int64_t vec = 1;
   bool vec_along_rows = false;
+  DType dtype = DType::f32;    // storage type of the view
 };
 
 }  // namespace
 
 GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
-  check_variant(v, "attention_fused", true);
+  DC_INTERNAL_CHECK(v.template_name == "attention_fused", "attention_fused: variant ", v.key());
+  if (v.precision != "fp32") return generate_attention_mma(w, v);
   const Graph& g = w.graph;
-  const Node* softmax = nullptr;
-  std::vector<const Node*> matmuls;
-  for (const auto& n : g.nodes) {
-    if (n.op == "MatMul") matmuls.push_back(&n);
-    else if (n.op == "Softmax") softmax = &n;
-    else DC_INTERNAL_CHECK(ValueEmitter::supports(n), "attention_fused: cannot fuse ", n.op);
-  }
-  DC_INTERNAL_CHECK(softmax != nullptr && matmuls.size() == 2,
-                    "attention_fused: expected two MatMul and one Softmax");
-  const Node* pv = matmuls[0]->input(0) == softmax->outputs[0] ? matmuls[0] : matmuls[1];
-  const Node* qk = pv == matmuls[0] ? matmuls[1] : matmuls[0];
-  DC_INTERNAL_CHECK(pv->input(0) == softmax->outputs[0],
-                    "attention_fused: the second MatMul does not read the Softmax output as A");
-  for (const auto& o : g.outputs)
-    DC_INTERNAL_CHECK(o != softmax->outputs[0] && o != qk->outputs[0],
-                      "attention_fused: an intermediate (", o, ") is a workload output");
-
-  const Shape& qs = g.info(qk->input(0)).shape;
-  const Shape& kts = g.info(qk->input(1)).shape;
-  const Shape& vs = g.info(pv->input(1)).shape;
-  const Shape& ss = g.info(qk->outputs[0]).shape;
-  const Shape& os = g.info(pv->outputs[0]).shape;
-  DC_INTERNAL_CHECK(qs.size() >= 2 && kts.size() >= 2 && vs.size() >= 2 && ss.size() >= 2,
-                    "attention_fused: operands of rank < 2");
-  for (const auto* t : {&qk->input(0), &qk->input(1), &pv->input(1)})
-    DC_INTERNAL_CHECK(g.info(*t).dtype == DType::f32, "attention_fused: fp32 operands only");
-  const int64_t rank = static_cast<int64_t>(g.info(softmax->input(0)).shape.size());
-  const bool legacy = softmax->attrs.get_int("dc_legacy_flatten", 0) != 0;
-  const int64_t axis = normalize_axis(softmax->attrs.get_int("axis", legacy ? 1 : -1), rank, "axis");
-  DC_INTERNAL_CHECK(axis == rank - 1, "attention_fused: Softmax over axis ", axis,
-                    ", not the last axis");
-  const int64_t sq = qs[qs.size() - 2], d = qs.back(), sk = kts.back(), dv = vs.back();
-  DC_INTERNAL_CHECK(kts[kts.size() - 2] == d && vs[vs.size() - 2] == sk,
-                    "attention_fused: inconsistent Q/K/V shapes");
-  const Shape batch_shape(ss.begin(), ss.end() - 2);
-  Shape want_out = batch_shape;
-  want_out.push_back(sq);
-  want_out.push_back(dv);
-  DC_INTERNAL_CHECK(os == want_out, "attention_fused: output ", shape_str(os),
-                    " does not have the scores' batch dims ", shape_str(want_out));
-  for (const auto& o : g.outputs)
-    DC_INTERNAL_CHECK(g.info(o).shape == os, "attention_fused: output '", o,
-                      "' is not elementwise with the attention output");
-  const int64_t batch = shape_numel(batch_shape);
+  const AttentionMatch am = match_attention(w);
+  const int64_t sq = am.sq, d = am.d, sk = am.sk, dv = am.dv, batch = am.batch;
 
   const int64_t bm = v.param("block_m"), bn = v.param("block_n"), threads = v.param("threads");
   const int64_t stages = std::clamp<int64_t>(v.param("stages", 1), 1, 2);
@@ -119,46 +80,19 @@ GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
   const int64_t ldq = d + 1, ldk = d + 1, ldv = dv + 1, lds = bn + 1;
 
   ValueEmitter ve(g);
-  std::vector<std::string> bc;
-  for (size_t i = 0; i < batch_shape.size(); ++i) bc.push_back(fmt::format("dc_bc{}", i));
-  auto with_batch = [&](std::vector<std::string> tail) {
-    std::vector<std::string> c = bc;
-    c.insert(c.end(), tail.begin(), tail.end());
-    return c;
-  };
-
-  // Operand views.
-  auto is_input = [&](const std::string& t) {
-    return std::find(g.inputs.begin(), g.inputs.end(), t) != g.inputs.end();
-  };
   const int64_t vec_param = std::max<int64_t>(1, v.param("vec", 1));
   auto make_view = [&](Tile& t) {
-    const Shape& s = g.info(t.tensor).shape;
-    std::vector<int64_t> strides;
-    if (is_input(t.tensor)) {
-      strides = shape_strides(s);
-      t.pointer = ve.param_name(t.tensor);
-      t.direct = true;
-    } else if (auto p = g.producer(t.tensor); p && g.nodes[*p].op == "Transpose" &&
-                                              is_input(g.nodes[*p].input(0))) {
-      const Node& tr = g.nodes[*p];
-      const Shape& in = g.info(tr.input(0)).shape;
-      std::vector<int64_t> perm = tr.attrs.get_ints("perm", {});
-      if (perm.empty())
-        for (size_t i = 0; i < in.size(); ++i) perm.push_back(static_cast<int64_t>(in.size() - 1 - i));
-      const auto in_strides = shape_strides(in);
-      for (size_t i = 0; i < s.size(); ++i) strides.push_back(in_strides[static_cast<size_t>(perm[i])]);
-      t.pointer = ve.param_name(tr.input(0));
-      t.direct = true;
-    }
-    if (!t.direct) return;
-    for (size_t i = 0; i < s.size(); ++i)
-      if (s[i] == 1) strides[i] = 0;
-    t.strides = strides;
-    // Vector loads along whichever tile dimension has unit stride.
-    const size_t r = s.size();
+    const AttentionView view = attention_view(g, ve, t.tensor);
+    if (!view.direct) return;
+    t.direct = true;
+    t.pointer = view.pointer;
+    t.strides = view.strides;
+    t.dtype = view.dtype;
+    const std::vector<int64_t>& strides = t.strides;
+    // Vector loads (f32 storage) along whichever tile dimension has unit stride.
+    const size_t r = strides.size();
     const size_t row_dim = t.transposed ? r - 1 : r - 2, col_dim = t.transposed ? r - 2 : r - 1;
-    int64_t vec = vec_param;
+    int64_t vec = t.dtype == DType::f32 ? vec_param : 1;
     for (; vec > 1; vec /= 2) {
       bool ok = true;
       size_t unit = strides[col_dim] == 1 ? col_dim : strides[row_dim] == 1 ? row_dim : r;
@@ -192,9 +126,9 @@ GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
     t.transposed = transposed;
     return t;
   };
-  Tile tq = tile("q", qk->input(0), bm, d, sq, "dc_q0", "dc_qs", ldq, false);
-  Tile tk = tile("k", qk->input(1), bn, d, sk, "dc_j0", "dc_kbuf", ldk, true);
-  Tile tv = tile("v", pv->input(1), bn, dv, sk, "dc_j0", "dc_vbuf", ldv, false);
+  Tile tq = tile("q", am.q, bm, d, sq, "dc_q0", "dc_qs", ldq, false);
+  Tile tk = tile("k", am.kt, bn, d, sk, "dc_j0", "dc_kbuf", ldk, true);
+  Tile tv = tile("v", am.v, bn, dv, sk, "dc_j0", "dc_vbuf", ldv, false);
   for (Tile* t : {&tq, &tk, &tv}) make_view(*t);
 
   auto load_tile = [&](const Tile& t) {
@@ -210,14 +144,20 @@ GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
       vars["C"] = fmt::format("(dc_i % {}) * {}", t.cols / t.vec, t.vec);
     }
     std::string body;
-    if (t.vec == 1) {
+    const size_t r = t.strides.size();
+    if (!t.direct) {
       ve.reset_locals();
-      const auto coords = t.transposed ? with_batch({"dc_c", "dc_gr"}) : with_batch({"dc_gr", "dc_c"});
+      const auto coords = t.transposed ? am.with_batch({"dc_c", "dc_gr"}) : am.with_batch({"dc_gr", "dc_c"});
       const std::string val = ve.value_dedented(t.tensor, coords, body);
       ve.reset_locals();
       body += fmt::format("{}[dc_r * {} + dc_c] = {};\n", t.dst, t.ld, val);
+    } else if (t.vec == 1) {
+      // Element by element from the view (f16/bf16 storage converted by dc_to_f32).
+      const int64_t rs = t.strides[t.transposed ? r - 1 : r - 2];
+      const int64_t cs = t.strides[t.transposed ? r - 2 : r - 1];
+      body += fmt::format("{}[dc_r * {} + dc_c] = dc_to_f32({}[dc_{}_base + dc_gr * {} + (dc_i64)dc_c * {}]);\n",
+                          t.dst, t.ld, typed_pointer(t.pointer, t.dtype, true), t.name, rs, cs);
     } else {
-      const size_t r = t.strides.size();
       const int64_t rs = t.strides[t.transposed ? r - 1 : r - 2];
       const int64_t cs = t.strides[t.transposed ? r - 2 : r - 1];
       const std::string addr =
@@ -256,40 +196,14 @@ GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
   };
 
   // Block setup: batch coordinates and view base offsets.
-  std::string setup;
-  {
-    std::string stmts;
-    emit_unravel(batch_shape, "dc_bz", "dc_bc", stmts);
-    setup += dedent(stmts);
-  }
-  for (const Tile* t : {&tq, &tk, &tv}) {
-    if (!t->direct) continue;
-    const size_t r = t->strides.size();
-    std::string terms;
-    for (size_t i = 0; i + 2 < r; ++i) {
-      if (t->strides[i] == 0) continue;
-      terms += fmt::format(" + dc_bc{} * {}", batch_shape.size() - (r - 2) + i, t->strides[i]);
-    }
-    setup += fmt::format("const dc_i64 dc_{}_base = 0{};\n", t->name, terms);
-  }
-  for (size_t i = 0; i < batch_shape.size(); ++i) setup += fmt::format("(void)dc_bc{};\n", i);
+  std::string setup = attention_batch_setup(am, "dc_bz");
+  for (const Tile* t : {&tq, &tk, &tv})
+    if (t->direct) setup += attention_view_base(am, AttentionView{true, t->pointer, t->strides, t->dtype}, t->name);
 
-  // Scores: scale/mask through the cluster's injective ops.
+  // Scores: scale/mask through the cluster's injective ops; the epilogue.
   std::string score_code;
-  ve.reset_locals();
-  ve.bind(qk->outputs[0], "dc_sv");
-  const std::string score = ve.value(softmax->input(0), with_batch({"dc_qr", "dc_kc"}), score_code);
-  ve.reset_locals();
-
-  // Epilogue.
-  std::string epi;
-  ve.bind(pv->outputs[0], "dc_h");
-  const auto oc = with_batch({"dc_qr", "dc_e"});
-  for (const auto& o : g.outputs) {
-    const std::string val = ve.value_dedented(o, oc, epi);
-    epi += fmt::format("{}[{}] = {};\n", ve.param_name(o), ve.offset(o, oc), val);
-  }
-  ve.reset_locals();
+  const std::string score = attention_score(ve, am, "dc_sv", score_code);
+  const std::string epi = attention_epilogue(ve, w, am, "dc_h");
 
   const int64_t q_smem = bm * ldq, k_smem = bn * ldk, v_smem = bn * ldv, s_smem = bm * lds;
   const int64_t smem_floats = q_smem + stages * (k_smem + v_smem) + s_smem + 3 * bm;

@@ -22,7 +22,7 @@ namespace {
 // A variant's parameters, decoded once per estimate (map lookups by string are the cost).
 struct Params {
   int64_t block_m = 0, block_n = 0, block_k = 0, warp_m = 0, warp_n = 0;
-  int64_t thread_m = 0, thread_n = 0, vec = 1, stages = 1, split_k = 1;
+  int64_t thread_m = 0, thread_n = 0, vec = 1, stages = 1, split_k = 1, split_kv = 1;
   int64_t tile_h = 1, tile_w = 1, block_c = 1, pixels_per_thread = 1;
   int64_t threads = 0, threads_per_row = 32, rows_per_block = 1, cache = 0, elems_per_thread = 1;
 };
@@ -43,6 +43,7 @@ constexpr Field kFields[] = {
     {"vec", &Params::vec, 1},
     {"stages", &Params::stages, 1},
     {"split_k", &Params::split_k, 1},
+    {"split_kv", &Params::split_kv, 1},
     {"tile_h", &Params::tile_h, 0},
     {"tile_w", &Params::tile_w, 0},
     {"block_c", &Params::block_c, 0},
@@ -257,6 +258,58 @@ BlockModel attention_block(const WorkloadShape& s, const Params& p, const Varian
   return b;
 }
 
+// Tensor-core attention (template_attention_mma.cpp): per key tile a warp runs the QK^T
+// and P V mma.sync of its rows, reads K/V fragments from shared memory (ldmatrix.x4 for
+// fp16/bf16, one 32-bit load + cvt per element for tf32), and the block copies the K/V tile
+// in with 16-byte cp.async (register loads + stores where the operand is not copyable).
+// Softmax: per score about 8 instructions (scale/mask, max, exp, sum, pack) and one exp on
+// the SFU. split_kv slices write O, m, l and a combine launch reads them back.
+BlockModel attention_mma_block(const WorkloadShape& s, const Params& p, const Variant& v,
+                               const GpuSpec& g) {
+  BlockModel b;
+  const bool tf32 = v.precision == "tf32";
+  const double elem = tf32 ? 4 : 2, k_step = tf32 ? 8 : 16;
+  const double bm = static_cast<double>(p.block_m), bn = static_cast<double>(p.block_n);
+  const double dp = cdiv(static_cast<double>(s.k), k_step) * k_step;
+  const double dvp = cdiv(static_cast<double>(s.dv), tf32 ? 8 : 16) * (tf32 ? 8 : 16);
+  const double warps = cdiv(v.threads_per_block, 32);
+  const double split = static_cast<double>(p.split_kv);
+  const double tiles = cdiv(cdiv(static_cast<double>(s.n), bn), split);
+  const double rate = tf32                      ? g.tc_tf32_flops_per_sm_clk
+                      : v.precision == "bf16"   ? g.tc_bf16_flops_per_sm_clk
+                                                : g.tc_fp16_flops_per_sm_clk;
+  const double mma_flops = 2 * bm * bn * (dp + dvp);
+  const double mma = mma_flops / (2 * 16 * 8 * k_step);  // warp mma instructions
+  // Fragment reads: every warp reads the whole K and V tiles.
+  const double frag = tf32 ? warps * bn * (dp + dvp) / 32 : warps * bn * (dp + dvp) / 256;
+  const double cvt = tf32 ? frag + bm * bn / 32 : bm * bn / 64;  // tf32 rounding / packing P
+  const double kv_bytes = bn * (dp + dvp) * elem;
+  const bool copyable = s.elem_bytes == static_cast<int>(elem);
+  const double copies = copyable ? kv_bytes / 16 / 32 : 2 * bn * (dp + dvp) / 32;
+  const double softmax = bm * bn * 8 / 32 + warps * 12;
+  const double tile_issue = (mma + frag + cvt + copies + softmax + warps * 10) / kIssuePerClk;
+  const double tile_pipe = std::max({mma_flops / rate, (frag + copies) / kLsuPerClk, bm * bn / kSfuPerClk});
+  const double tile = std::max(tile_issue, tile_pipe);
+  const double epi = epilogue_flops_per_output(s, 2 * static_cast<double>(s.m) * static_cast<double>(s.n) *
+                                                     (static_cast<double>(s.k) + static_cast<double>(s.dv)) *
+                                                     static_cast<double>(s.batch),
+                                               static_cast<double>(s.m * s.dv * s.batch));
+  double edges = (bm * dp / 32 * 3 + bm * dvp / 32 * (2 + epi)) / kIssuePerClk;  // Q in, O out
+  if (p.split_kv > 1) edges += bm * dvp / 32 * 2 * (1 + split) / kIssuePerClk;     // partials + combine
+  b.pipe_cycles = tiles * tile + edges;
+  b.warps_needed = 4;
+  const double alone = tile / std::min(1.0, warps / b.warps_needed);
+  b.critical_cycles =
+      kL2LatencyCycles + pipelined_critical(tiles, alone, kL2LatencyCycles, p.stages) + edges;
+  b.smem_bytes = tiles * (kv_bytes + warps * bn * (dp + dvp) * elem) + bm * dp * elem * 2;
+  b.l2_bytes = tiles * bn * (s.k + s.dv) * s.elem_bytes + bm * s.k * s.elem_bytes;
+  const double partials = p.split_kv > 1 ? 2 * split * static_cast<double>(s.m * s.batch) * (s.dv + 2) * 4 : 0;
+  b.dram_bytes = s.bytes + partials +
+                 reread_bytes(s.b_bytes + s.v_bytes, cdiv(static_cast<double>(s.m), bm), g);
+  b.inflight_per_warp = kv_bytes / warps * static_cast<double>(std::max<int64_t>(1, p.stages - 1));
+  return b;
+}
+
 BlockModel reduction_block(const WorkloadShape& s, const Params& p, const GpuSpec& g) {
   BlockModel b;
   const double len = static_cast<double>(s.row_len), rows = static_cast<double>(s.rows);
@@ -379,7 +432,7 @@ Estimate estimate(const WorkloadShape& s, const Variant& v, const GpuSpec& g,
       b = depthwise_block(s, p, v, g);
       break;
     case Family::attention:
-      b = attention_block(s, p, v, g);
+      b = v.precision == "fp32" ? attention_block(s, p, v, g) : attention_mma_block(s, p, v, g);
       break;
     case Family::reduction:
       b = reduction_block(s, p, g);

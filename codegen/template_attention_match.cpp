@@ -1,0 +1,181 @@
+#include "template_attention_match.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "ir/error.h"
+#include "template_text.h"
+#include "template_util.h"
+
+namespace dc {
+
+std::vector<std::string> AttentionMatch::with_batch(std::vector<std::string> tail) const {
+  std::vector<std::string> c = bc;
+  c.insert(c.end(), tail.begin(), tail.end());
+  return c;
+}
+
+AttentionMatch match_attention(const Workload& w) {
+  const Graph& g = w.graph;
+  AttentionMatch m;
+  std::vector<const Node*> matmuls;
+  for (const auto& n : g.nodes) {
+    if (n.op == "MatMul") matmuls.push_back(&n);
+    else if (n.op == "Softmax") m.softmax = &n;
+    else DC_INTERNAL_CHECK(ValueEmitter::supports(n), "attention_fused: cannot fuse ", n.op);
+  }
+  DC_INTERNAL_CHECK(m.softmax != nullptr && matmuls.size() == 2,
+                    "attention_fused: expected two MatMul and one Softmax");
+  m.pv = matmuls[0]->input(0) == m.softmax->outputs[0] ? matmuls[0] : matmuls[1];
+  m.qk = m.pv == matmuls[0] ? matmuls[1] : matmuls[0];
+  DC_INTERNAL_CHECK(m.pv->input(0) == m.softmax->outputs[0],
+                    "attention_fused: the second MatMul does not read the Softmax output as A");
+  for (const auto& o : g.outputs)
+    DC_INTERNAL_CHECK(o != m.softmax->outputs[0] && o != m.qk->outputs[0],
+                      "attention_fused: an intermediate (", o, ") is a workload output");
+  m.q = m.qk->input(0);
+  m.kt = m.qk->input(1);
+  m.v = m.pv->input(1);
+
+  const Shape& qs = g.info(m.q).shape;
+  const Shape& kts = g.info(m.kt).shape;
+  const Shape& vs = g.info(m.v).shape;
+  const Shape& ss = g.info(m.qk->outputs[0]).shape;
+  const Shape& os = g.info(m.pv->outputs[0]).shape;
+  DC_INTERNAL_CHECK(qs.size() >= 2 && kts.size() >= 2 && vs.size() >= 2 && ss.size() >= 2,
+                    "attention_fused: operands of rank < 2");
+  for (const auto* t : {&m.q, &m.kt, &m.v}) {
+    const DType dt = g.info(*t).dtype;
+    DC_INTERNAL_CHECK(dt == DType::f32 || dt == DType::f16 || dt == DType::bf16,
+                      "attention_fused: operand ", *t, " of dtype ", dtype_name(dt),
+                      " (f32, f16 or bf16 only)");
+  }
+  const int64_t rank = static_cast<int64_t>(g.info(m.softmax->input(0)).shape.size());
+  const bool legacy = m.softmax->attrs.get_int("dc_legacy_flatten", 0) != 0;
+  const int64_t axis =
+      normalize_axis(m.softmax->attrs.get_int("axis", legacy ? 1 : -1), rank, "axis");
+  DC_INTERNAL_CHECK(axis == rank - 1, "attention_fused: Softmax over axis ", axis,
+                    ", not the last axis");
+  m.sq = qs[qs.size() - 2];
+  m.d = qs.back();
+  m.sk = kts.back();
+  m.dv = vs.back();
+  DC_INTERNAL_CHECK(kts[kts.size() - 2] == m.d && vs[vs.size() - 2] == m.sk,
+                    "attention_fused: inconsistent Q/K/V shapes");
+  m.batch_shape = Shape(ss.begin(), ss.end() - 2);
+  Shape want_out = m.batch_shape;
+  want_out.push_back(m.sq);
+  want_out.push_back(m.dv);
+  DC_INTERNAL_CHECK(os == want_out, "attention_fused: output ", shape_str(os),
+                    " does not have the scores' batch dims ", shape_str(want_out));
+  for (const auto& o : g.outputs)
+    DC_INTERNAL_CHECK(g.info(o).shape == os, "attention_fused: output '", o,
+                      "' is not elementwise with the attention output");
+  m.batch = shape_numel(m.batch_shape);
+  for (size_t i = 0; i < m.batch_shape.size(); ++i) m.bc.push_back(fmt::format("dc_bc{}", i));
+  return m;
+}
+
+AttentionView attention_view(const Graph& g, const ValueEmitter& ve, const std::string& tensor) {
+  AttentionView v;
+  const Shape& s = g.info(tensor).shape;
+  auto is_input = [&](const std::string& t) {
+    return std::find(g.inputs.begin(), g.inputs.end(), t) != g.inputs.end();
+  };
+  std::vector<int64_t> strides;
+  if (is_input(tensor)) {
+    strides = shape_strides(s);
+    v.pointer = ve.param_name(tensor);
+    v.dtype = g.info(tensor).dtype;
+    v.direct = true;
+  } else if (auto p = g.producer(tensor); p && g.nodes[*p].op == "Transpose" &&
+                                          is_input(g.nodes[*p].input(0))) {
+    const Node& tr = g.nodes[*p];
+    const Shape& in = g.info(tr.input(0)).shape;
+    std::vector<int64_t> perm = tr.attrs.get_ints("perm", {});
+    if (perm.empty())
+      for (size_t i = 0; i < in.size(); ++i) perm.push_back(static_cast<int64_t>(in.size() - 1 - i));
+    const auto in_strides = shape_strides(in);
+    for (size_t i = 0; i < s.size(); ++i) strides.push_back(in_strides[static_cast<size_t>(perm[i])]);
+    v.pointer = ve.param_name(tr.input(0));
+    v.dtype = g.info(tr.input(0)).dtype;
+    v.direct = true;
+  }
+  if (!v.direct) return v;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i] == 1) strides[i] = 0;
+  v.strides = strides;
+  return v;
+}
+
+std::string attention_batch_setup(const AttentionMatch& m, const std::string& lin) {
+  std::string stmts;
+  emit_unravel(m.batch_shape, lin, "dc_bc", stmts);
+  std::string out = dedent(stmts);
+  for (const auto& c : m.bc) out += fmt::format("(void){};\n", c);
+  return out;
+}
+
+std::string attention_view_base(const AttentionMatch& m, const AttentionView& v,
+                                const std::string& name) {
+  const size_t r = v.strides.size();
+  std::string terms;
+  for (size_t i = 0; i + 2 < r; ++i) {
+    if (v.strides[i] == 0) continue;
+    terms += fmt::format(" + dc_bc{} * {}", m.batch_shape.size() - (r - 2) + i, v.strides[i]);
+  }
+  return fmt::format("const dc_i64 dc_{}_base = 0{};\n", name, terms);
+}
+
+std::string attention_score(ValueEmitter& ve, const AttentionMatch& m, const std::string& raw,
+                            std::string& code) {
+  ve.reset_locals();
+  ve.bind(m.qk->outputs[0], raw);
+  const std::string score =
+      ve.value(m.softmax->input(0), m.with_batch({"dc_qr", "dc_kc"}), code);
+  ve.unbind(m.qk->outputs[0]);
+  ve.reset_locals();
+  return score;
+}
+
+const char* attention_storage_type(DType t) {
+  switch (t) {
+    case DType::f32: return "float";
+    case DType::f16: return "dc_half";
+    case DType::bf16: return "dc_bfloat16";
+    default: break;
+  }
+  throw_internal_error("attention_fused: no storage type for ", dtype_name(t));
+}
+
+std::string typed_pointer(const std::string& pointer, DType t, bool is_const) {
+  if (t == DType::f32) return pointer;
+  return fmt::format("reinterpret_cast<{}{}*>({})", is_const ? "const " : "",
+                     attention_storage_type(t), pointer);
+}
+
+std::string attention_epilogue(ValueEmitter& ve, const Workload& w, const AttentionMatch& m,
+                               const std::string& h) {
+  const Graph& g = w.graph;
+  std::string epi;
+  ve.reset_locals();
+  ve.bind(m.pv->outputs[0], h);
+  const auto oc = m.with_batch({"dc_qr", "dc_e"});
+  for (const auto& o : g.outputs) {
+    const std::string val = ve.value_dedented(o, oc, epi);
+    const DType dt = g.info(o).dtype;
+    if (dt == DType::f32) {
+      epi += fmt::format("{}[{}] = {};\n", ve.param_name(o), ve.offset(o, oc), val);
+    } else {
+      epi += fmt::format("{}[{}] = dc_from_f32<{}>({});\n",
+                         typed_pointer(ve.param_name(o), dt, false), ve.offset(o, oc),
+                         attention_storage_type(dt), val);
+    }
+  }
+  ve.unbind(m.pv->outputs[0]);
+  ve.reset_locals();
+  return epi;
+}
+
+}  // namespace dc
