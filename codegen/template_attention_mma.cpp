@@ -111,9 +111,9 @@ GeneratedKernel generate_attention_mma(const Workload& w, const Variant& v) {
   const int64_t splits = ceil_div(nt, tiles_per_split);  // no empty slice
 
   ValueEmitter ve(g);
-  StagedTile tq{"q", am.q, false, bm, am.d, dp, am.sq, ldq};
-  StagedTile tk{"k", am.kt, true, bn, am.d, dp, am.sk, ldk};
-  StagedTile tvv{"v", am.v, false, bn, am.dv, dvp, am.sk, ldv};
+  StagedTile tq{"q", am.q, false, bm, am.d, dp, am.sq, ldq, {}, false};
+  StagedTile tk{"k", am.kt, true, bn, am.d, dp, am.sk, ldk, {}, false};
+  StagedTile tvv{"v", am.v, false, bn, am.dv, dvp, am.sk, ldv, {}, false};
   for (StagedTile* t : {&tq, &tk, &tvv}) {
     t->view = attention_view(g, ve, t->tensor);
     t->async = async_ok(*t, mt);

@@ -1,0 +1,359 @@
+// Tensor-core attention (codegen/template_attention_mma.cpp) per math path (tf32, fp16,
+// bf16), and the CUDA-core template on f16/bf16 storage: each case builds an attention
+// cluster by hand, runs variants on the host emulator with seeded random inputs (outputs
+// poisoned by the emulator) and compares with the CPU reference executor within
+// kernel_tolerance (common/ir/tolerance.h, docs/precision.md). The reference runs the same
+// graph in fp32 on the stored values (the IR's mixed-dtype rule: every op computes in fp32
+// from its inputs' values and rounds once to its output's dtype). For fp16/bf16 math on
+// f32 storage the inputs are first rounded to the math type, so the reference sees what the
+// tensor cores multiply; tf32 inputs are not, the tolerance counts the operand rounding.
+// Every source is also compiled with NVRTC for sm_80 and sm_90.
+#include <algorithm>
+#include <cmath>
+#include <future>
+#include <limits>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "emulator.h"
+#include "estimator.h"
+#include "estimator_testing.h"
+#include "generate.h"
+#include "ir/error.h"
+#include "ir/tolerance.h"
+#include "ir/workload.h"
+#include "model_builder.h"
+#include "nvrtc.h"
+#include "param_space.h"
+#include "ref/compare.h"
+#include "ref/executor.h"
+#include "testing.h"
+
+namespace dc {
+namespace {
+
+using testing::ModelBuilder;
+using testing::random_tensor;
+
+const float kInf = std::numeric_limits<float>::infinity();
+
+// f32 values stored as `t` (rounded to nearest even).
+Tensor to_storage(const Tensor& f, DType t) {
+  if (t == DType::f32) return f;
+  Tensor out(t, f.shape());
+  auto* dst = reinterpret_cast<uint16_t*>(out.raw_mutable());
+  const float* src = f.data<float>();
+  for (int64_t i = 0; i < f.numel(); ++i)
+    dst[i] = t == DType::f16 ? float_to_half(src[i]) : float_to_bf16(src[i]);
+  return out;
+}
+
+// Any float tensor as f32 values.
+Tensor widen(const Tensor& t) {
+  if (t.dtype() == DType::f32) return t;
+  return Tensor::from_vector<float>(t.shape(), t.to_float_vector());
+}
+
+// f32 values rounded to `t` and back.
+Tensor round_to(const Tensor& f, DType t) { return widen(to_storage(f, t)); }
+
+DType math_dtype(const std::string& precision) {
+  return precision == "fp16" ? DType::f16 : precision == "bf16" ? DType::bf16 : DType::f32;
+}
+
+Variant mma_variant(const std::string& precision, int64_t bm, int64_t bn, int64_t wm,
+                    int64_t stages, int64_t split = 1) {
+  Variant v;
+  v.template_name = "attention_fused";
+  v.precision = precision;
+  v.params = {{"block_m", bm}, {"block_n", bn}, {"warp_m", wm}, {"stages", stages}, {"split_kv", split}};
+  return v;
+}
+
+Variant fp32_variant(int64_t bm, int64_t bn, int64_t threads, int64_t stages, int64_t vec) {
+  Variant v;
+  v.template_name = "attention_fused";
+  v.params = {{"block_m", bm}, {"block_n", bn}, {"threads", threads}, {"stages", stages}, {"vec", vec}};
+  return v;
+}
+
+struct Check {
+  std::map<std::string, Tensor> inputs;  // f32 values by model name (else random)
+  int64_t reduction_length = 0;          // the longer of the two sums: D or Sk
+};
+
+// Generates, emulates and compares one variant; returns the worst relative L2 error.
+double check_variant(const Workload& w, const Variant& v, const Check& c) {
+  SCOPED_TRACE(v.key());
+  GeneratedKernel k;
+  EXPECT_NO_THROW(k = generate_kernel(w, v));
+  if (k.source.empty()) return 1;
+  const DType math = math_dtype(v.precision);
+  std::vector<Tensor> buffers(k.buffers.size());
+  ref::TensorMap ref_inputs;
+  uint32_t seed = 11;
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    const KernelBuffer& b = k.buffers[i];
+    if (b.role != BufferRole::input) continue;
+    const auto pos = std::find(w.graph.inputs.begin(), w.graph.inputs.end(), b.name) - w.graph.inputs.begin();
+    const std::string& model_name = w.source_inputs.at(static_cast<size_t>(pos));
+    auto it = c.inputs.find(model_name);
+    Tensor values = it != c.inputs.end() ? it->second : random_tensor(b.shape, seed++);
+    if (b.dtype == DType::f32 && math != DType::f32) values = round_to(values, math);
+    buffers[i] = to_storage(values, b.dtype);
+    ref_inputs[b.name] = widen(buffers[i]);
+  }
+  // The reference: the same graph with every float tensor f32 (values as stored).
+  Graph ref_graph = w.graph;
+  for (auto& [name, info] : ref_graph.tensors)
+    if (info.dtype == DType::f16 || info.dtype == DType::bf16) info.dtype = DType::f32;
+  std::future<std::vector<CompileResult>> compiled = std::async(std::launch::async, [&k] {
+    return compile_for_archs(k.source, {"sm_80", "sm_90"}, 1);
+  });
+  const EmulatorResult r = emulate(k, buffers);
+  for (const auto& cr : compiled.get()) EXPECT_TRUE(cr.ok) << cr.arch << ": " << cr.error;
+  EXPECT_TRUE(r.ok) << r.error;
+  if (!r.ok) return 1;
+  const auto expected = ref::run_graph(ref_graph, ref_inputs);
+  double worst = 0;
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    const KernelBuffer& b = k.buffers[i];
+    if (b.role != BufferRole::output) continue;
+    const Tensor want = round_to(expected.at(b.name), b.dtype);
+    const Tolerance tol = kernel_tolerance(v.precision, b.dtype, c.reduction_length);
+    const ref::Comparison cmp = ref::compare_tensors(widen(buffers[i]), want, tol.rtol, tol.atol);
+    EXPECT_TRUE(cmp.pass) << b.name << ": rel L2 " << cmp.rel_l2_error << " (rtol " << tol.rtol
+                          << "), max abs " << cmp.max_abs_error << " " << cmp.problem;
+    worst = std::max(worst, cmp.rel_l2_error);
+  }
+  return worst;
+}
+
+// Q [B,H,Sq,D], K [B,H,Sk,D] transposed in the cluster, scale, optional mask [B,1,1,Sk],
+// softmax, V [B,H,Sk,Dv]; optional Relu epilogue. Storage dtypes of q/k/v and the output.
+struct AttentionSpec {
+  int64_t b = 1, h = 2, sq = 20, sk = 20, d = 16, dv = 16;
+  bool mask = false, relu = false;
+  DType qkv = DType::f32, out = DType::f32;
+};
+
+Workload attention_workload(const AttentionSpec& a) {
+  ModelBuilder m;
+  m.input("q", {a.b, a.h, a.sq, a.d}).input("k", {a.b, a.h, a.sk, a.d}).input("v", {a.b, a.h, a.sk, a.dv});
+  if (a.mask) m.input("mask", {a.b, 1, 1, a.sk});
+  m.scalar("scale", 1.f / std::sqrt(static_cast<float>(a.d)));
+  Attributes perm;
+  perm.set("perm", std::vector<int64_t>{0, 1, 3, 2});
+  m.node("Transpose", {"k"}, "kt", {a.b, a.h, a.d, a.sk}, perm);
+  m.node("MatMul", {"q", "kt"}, "s0", {a.b, a.h, a.sq, a.sk});
+  m.node("Mul", {"s0", "scale"}, "s1", {a.b, a.h, a.sq, a.sk});
+  std::string in = "s1";
+  if (a.mask) {
+    m.node("Add", {"s1", "mask"}, "s2", {a.b, a.h, a.sq, a.sk});
+    in = "s2";
+  }
+  Attributes ax;
+  ax.set("axis", int64_t{-1});
+  m.node("Softmax", {in}, "p", {a.b, a.h, a.sq, a.sk}, ax);
+  m.node("MatMul", {"p", "v"}, "o", {a.b, a.h, a.sq, a.dv});
+  if (a.relu) m.node("Relu", {"o"}, "r", {a.b, a.h, a.sq, a.dv});
+  for (const char* t : {"q", "k", "v", "kt"}) m.g.tensors[t].dtype = a.qkv;
+  m.g.tensors[m.g.nodes.back().outputs[0]].dtype = a.out;
+  return m.workload(ClusterKind::attention);
+}
+
+Check check_for(const AttentionSpec& a) {
+  Check c;
+  c.reduction_length = std::max(a.d, a.sk);
+  return c;
+}
+
+const char* kPrecisions[] = {"tf32", "fp16", "bf16"};
+
+TEST(CodegenAttentionMma, MaskWithHiddenKeysAndRaggedKeyTiles) {
+  // 20 keys: not a multiple of block_n 16 or 32; the mask hides keys with -inf and -1e4.
+  AttentionSpec a;
+  a.mask = true;
+  const Workload w = attention_workload(a);
+  Check c = check_for(a);
+  Tensor mask = random_tensor({1, 1, 1, 20}, 99);
+  mask.mutable_data<float>()[3] = -kInf;
+  mask.mutable_data<float>()[19] = -kInf;
+  mask.mutable_data<float>()[7] = -10000.f;
+  c.inputs["mask"] = mask;
+  for (const char* p : kPrecisions)
+    for (const Variant& v : {mma_variant(p, 16, 16, 16, 1), mma_variant(p, 32, 32, 16, 2),
+                             mma_variant(p, 32, 16, 32, 3)})
+      check_variant(w, v, c);
+}
+
+TEST(CodegenAttentionMma, BatchHeadsHeadDimsNotTileMultiples) {
+  // Batch 2 x 3 heads, 33 queries and keys, D = 24 != Dv = 40 (padded to the mma K and to
+  // pairs of n8 tiles), two m16 tiles per warp.
+  AttentionSpec a;
+  a.b = 2, a.h = 3, a.sq = 33, a.sk = 33, a.d = 24, a.dv = 40;
+  const Workload w = attention_workload(a);
+  for (const char* p : kPrecisions)
+    for (const Variant& v : {mma_variant(p, 64, 16, 16, 2), mma_variant(p, 64, 32, 32, 3)})
+      check_variant(w, v, check_for(a));
+}
+
+TEST(CodegenAttentionMma, StoredInMathTypeWithCpAsyncAndHalfOutput) {
+  // f16 (bf16) Q/K/V on the fp16 (bf16) path: 16-byte cp.async copies; f16 output with a
+  // Relu epilogue stored through dc_from_f32.
+  for (const char* p : {"fp16", "bf16"}) {
+    AttentionSpec a;
+    a.h = 3, a.sq = 40, a.sk = 72, a.d = 32, a.dv = 16, a.mask = true, a.relu = true;
+    a.qkv = a.out = math_dtype(p);
+    const Workload w = attention_workload(a);
+    const Variant v = mma_variant(p, 32, 32, 16, 3);
+    const std::string src = generate_kernel(w, v).source;
+    EXPECT_NE(src.find("Q cp.async, K cp.async, V cp.async"), std::string::npos);
+    EXPECT_NE(src.find("dc_ldmatrix_x4_trans"), std::string::npos);
+    check_variant(w, v, check_for(a));
+    check_variant(w, mma_variant(p, 16, 64, 16, 2), check_for(a));
+  }
+}
+
+TEST(CodegenAttentionMma, OtherStorageThroughRegisters) {
+  // f16 storage on the tf32 path and bf16 storage on the fp16 path (converted while
+  // staged), f32 output.
+  AttentionSpec a;
+  a.sq = 24, a.sk = 40, a.d = 16, a.dv = 24;
+  a.qkv = DType::f16;
+  check_variant(attention_workload(a), mma_variant("tf32", 32, 16, 16, 2), check_for(a));
+  a.qkv = DType::bf16;
+  const Workload w = attention_workload(a);
+  const Variant v = mma_variant("fp16", 32, 16, 16, 2);
+  EXPECT_NE(generate_kernel(w, v).source.find("V via registers"), std::string::npos);
+  check_variant(w, v, check_for(a));
+}
+
+TEST(CodegenAttentionMma, KtAsInputWithEpilogue) {
+  // Kt given as [B,H,D,S] (keys contiguous: staged through registers, rows fastest) + Relu.
+  ModelBuilder m;
+  m.input("q", {1, 2, 17, 16}).input("kt", {1, 2, 16, 24}).input("v", {1, 2, 24, 16});
+  Attributes ax;
+  ax.set("axis", int64_t{-1});
+  m.node("MatMul", {"q", "kt"}, "s0", {1, 2, 17, 24});
+  m.node("Softmax", {"s0"}, "p", {1, 2, 17, 24}, ax);
+  m.node("MatMul", {"p", "v"}, "o", {1, 2, 17, 16}).node("Relu", {"o"}, "r", {1, 2, 17, 16});
+  const Workload w = m.workload(ClusterKind::attention);
+  Check c;
+  c.reduction_length = 24;
+  for (const char* p : kPrecisions) check_variant(w, mma_variant(p, 32, 16, 16, 2), c);
+}
+
+TEST(CodegenAttentionMma, SplitKvWithCombineAndEpilogue) {
+  // 70 keys in tiles of 16 (5 tiles) over 2, 3 (uneven) and 5 slices; mask with -inf and
+  // a Relu epilogue in the combine launch.
+  AttentionSpec a;
+  a.sq = 20, a.sk = 70, a.d = 16, a.dv = 24, a.mask = true, a.relu = true;
+  const Workload w = attention_workload(a);
+  Check c = check_for(a);
+  Tensor mask = random_tensor({1, 1, 1, 70}, 5);
+  for (int i : {0, 33, 69}) mask.mutable_data<float>()[i] = -kInf;
+  c.inputs["mask"] = mask;
+  for (const char* p : kPrecisions)
+    for (int64_t split : {2, 3, 5}) {
+      const Variant v = mma_variant(p, 16, 16, 16, 2, split);
+      const GeneratedKernel k = generate_kernel(w, v);
+      ASSERT_EQ(k.launches.size(), 2u);
+      EXPECT_EQ(k.launches[0].grid[2], split);
+      check_variant(w, v, c);
+    }
+}
+
+TEST(CodegenAttentionMma, CudaCoresOnHalfStorage) {
+  // The fp32 template reading f16/bf16 Q/K/V (dc_to_f32) and storing a half output.
+  for (DType t : {DType::f16, DType::bf16}) {
+    AttentionSpec a;
+    a.sq = 20, a.sk = 33, a.d = 12, a.dv = 20, a.mask = true;
+    a.qkv = a.out = t;
+    const Workload w = attention_workload(a);
+    for (const Variant& v : {fp32_variant(16, 16, 64, 2, 1), fp32_variant(32, 32, 128, 1, 4)})
+      check_variant(w, v, check_for(a));
+  }
+}
+
+TEST(CodegenAttentionMma, RefusesBadParameters) {
+  const Workload w = attention_workload(AttentionSpec{});
+  EXPECT_THROW(generate_kernel(w, mma_variant("fp16", 32, 24, 16, 2)), InternalError);  // block_n
+  EXPECT_THROW(generate_kernel(w, mma_variant("fp16", 48, 16, 32, 2)), InternalError);  // warp_m
+  EXPECT_THROW(generate_kernel(w, mma_variant("fp8", 32, 16, 16, 2)), InternalError);
+}
+
+// ---- parameter space and estimator ---------------------------------------------------------
+
+// BERT-base self-attention: batch b, 12 heads, 128 tokens, head dim 64.
+Workload bert_attention(int64_t batch, DType t) {
+  AttentionSpec a;
+  a.b = batch, a.h = 12, a.sq = 128, a.sk = 128, a.d = 64, a.dv = 64, a.mask = true;
+  a.qkv = a.out = t;
+  return attention_workload(a);
+}
+
+const Variant& best(const std::vector<Variant>& vs, const WorkloadShape& s, const GpuSpec& g) {
+  size_t bi = 0;
+  double bt = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < vs.size(); ++i) {
+    const double t = estimate(s, vs[i], g).seconds;
+    if (t < bt) bt = t, bi = i;
+  }
+  return vs.at(bi);
+}
+
+TEST(AttentionMmaSpace, SplitKvOnlyWhereSmsIdle) {
+  const GpuSpec h100 = testing::spec_h100();
+  for (int64_t batch : {1, 8}) {
+    const auto s = analyze_workload(bert_attention(batch, DType::f16));
+    const auto vs = enumerate_variants(s, h100, SpaceOptions{{"fp16"}});
+    ASSERT_FALSE(vs.empty());
+    bool split = false;
+    for (const auto& v : vs) {
+      EXPECT_EQ(v.precision, "fp16");
+      split = split || v.param("split_kv") > 1;
+      // Every split keeps its blocks below the SM count that made it worth trying.
+      if (v.param("split_kv") > 1) {
+        EXPECT_LT(v.grid_blocks / v.param("split_kv") * 2, h100.sm_count) << v.key();
+      }
+    }
+    EXPECT_EQ(split, batch == 1) << "batch " << batch;
+  }
+  // No tensor-core variant before sm_80.
+  EXPECT_TRUE(enumerate_variants(analyze_workload(bert_attention(1, DType::f16)),
+                                 testing::spec_t4(), SpaceOptions{{"fp16"}})
+                  .empty());
+}
+
+TEST(AttentionMmaSpace, EstimatorPrefersTensorCores) {
+  const GpuSpec h100 = testing::spec_h100();
+  for (const char* p : {"fp16", "bf16", "tf32"}) {
+    const auto s = analyze_workload(bert_attention(8, p == std::string("tf32") ? DType::f32 : math_dtype(p)));
+    const auto vs = enumerate_variants(s, h100, SpaceOptions{{"fp32", p}});
+    EXPECT_EQ(best(vs, s, h100).precision, p);
+  }
+}
+
+TEST(AttentionMmaSpace, BertFirstChoiceCompilesWithoutSpills) {
+  // The estimator's first choice per path compiles for sm_80/86/89/90 without spills and
+  // within the register estimate's launch bound.
+  const GpuSpec h100 = testing::spec_h100();
+  for (const char* p : kPrecisions) {
+    const Workload w = bert_attention(8, p == std::string("tf32") ? DType::f32 : math_dtype(p));
+    const auto s = analyze_workload(w);
+    const Variant v = best(enumerate_variants(s, h100, SpaceOptions{{p}}), s, h100);
+    SCOPED_TRACE(v.key());
+    const GeneratedKernel k = generate_kernel(w, v);
+    for (const auto& r : compile_for_archs(k.source, {"sm_80", "sm_86", "sm_89", "sm_90"}, 1)) {
+      ASSERT_TRUE(r.ok) << r.arch << ": " << r.error;
+      ASSERT_FALSE(r.kernels.empty());
+      EXPECT_EQ(r.kernels[0].spill_stores_bytes, 0) << r.arch;
+      EXPECT_EQ(r.kernels[0].spill_loads_bytes, 0) << r.arch;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dc
