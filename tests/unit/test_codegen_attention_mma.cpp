@@ -10,6 +10,7 @@
 // Every source is also compiled with NVRTC for sm_80 and sm_90.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <future>
 #include <limits>
 #include <map>
@@ -353,6 +354,31 @@ TEST(AttentionMmaSpace, BertFirstChoiceCompilesWithoutSpills) {
       EXPECT_EQ(r.kernels[0].spill_loads_bytes, 0) << r.arch;
     }
   }
+}
+
+// Not a check: prints ptxas registers next to attention_mma_regs for the fit recorded in
+// docs/bench/compile-all.md (--gtest_also_run_disabled_tests).
+TEST(AttentionMmaSpace, DISABLED_RegisterFit) {
+  for (const char* p : kPrecisions)
+    for (int64_t d : {32, 64, 128})
+      for (int64_t wm : {16, 32})
+        for (int64_t bn : {32, 64, 128}) {
+          AttentionSpec a;
+          a.b = 1, a.h = 12, a.sq = 128, a.sk = 128, a.d = d, a.dv = d, a.mask = true;
+          a.qkv = a.out = p == std::string("tf32") ? DType::f32 : math_dtype(p);
+          const Workload w = attention_workload(a);
+          const auto s = analyze_workload(w);
+          const Variant v = mma_variant(p, 64, bn, wm, 2);
+          const auto r = compile_cuda(generate_kernel(w, v).source, "sm_80");
+          if (!r.ok || r.kernels.empty()) {
+            ADD_FAILURE() << r.error;
+            continue;
+          }
+          std::printf("regfit %s d=%lld wm=%lld bn=%lld est=%d ptxas=%d spill=%d\n", p,
+                      static_cast<long long>(d), static_cast<long long>(wm),
+                      static_cast<long long>(bn), attention_mma_regs(s, p, wm, bn, 64 / wm * 32),
+                      r.kernels[0].registers, r.kernels[0].spill_stores_bytes);
+        }
 }
 
 }  // namespace
