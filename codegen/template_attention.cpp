@@ -155,8 +155,9 @@ GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
       // Element by element from the view (f16/bf16 storage converted by dc_to_f32).
       const int64_t rs = t.strides[t.transposed ? r - 1 : r - 2];
       const int64_t cs = t.strides[t.transposed ? r - 2 : r - 1];
-      body += fmt::format("{}[dc_r * {} + dc_c] = dc_to_f32({}[dc_{}_base + dc_gr * {} + (dc_i64)dc_c * {}]);\n",
-                          t.dst, t.ld, typed_pointer(t.pointer, t.dtype, true), t.name, rs, cs);
+      const std::string elem =
+          fmt::format("{}[dc_{}_base + dc_gr * {} + (dc_i64)dc_c * {}]", t.pointer, t.name, rs, cs);
+      body += fmt::format("{}[dc_r * {} + dc_c] = {};\n", t.dst, t.ld, load_value(t.dtype, elem));
     } else {
       const int64_t rs = t.strides[t.transposed ? r - 1 : r - 2];
       const int64_t cs = t.strides[t.transposed ? r - 2 : r - 1];

@@ -73,6 +73,8 @@ AttentionMatch match_attention(const Workload& w) {
     DC_INTERNAL_CHECK(g.info(o).shape == os, "attention_fused: output '", o,
                       "' is not elementwise with the attention output");
   m.batch = shape_numel(m.batch_shape);
+  m.score_dtype = g.info(m.qk->outputs[0]).dtype;
+  m.out_dtype = g.info(m.pv->outputs[0]).dtype;
   for (size_t i = 0; i < m.batch_shape.size(); ++i) m.bc.push_back(fmt::format("dc_bc{}", i));
   return m;
 }
@@ -131,7 +133,9 @@ std::string attention_view_base(const AttentionMatch& m, const AttentionView& v,
 std::string attention_score(ValueEmitter& ve, const AttentionMatch& m, const std::string& raw,
                             std::string& code) {
   ve.reset_locals();
-  ve.bind(m.qk->outputs[0], raw);
+  // A score tensor stored as f16/bf16 (not what the precision policy does) would hold the
+  // rounded value.
+  ve.bind(m.qk->outputs[0], round_to_storage(m.score_dtype, raw));
   const std::string score =
       ve.value(m.softmax->input(0), m.with_batch({"dc_qr", "dc_kc"}), code);
   ve.unbind(m.qk->outputs[0]);
@@ -139,39 +143,19 @@ std::string attention_score(ValueEmitter& ve, const AttentionMatch& m, const std
   return score;
 }
 
-const char* attention_storage_type(DType t) {
-  switch (t) {
-    case DType::f32: return "float";
-    case DType::f16: return "dc_half";
-    case DType::bf16: return "dc_bfloat16";
-    default: break;
-  }
-  throw_internal_error("attention_fused: no storage type for ", dtype_name(t));
-}
-
-std::string typed_pointer(const std::string& pointer, DType t, bool is_const) {
-  if (t == DType::f32) return pointer;
-  return fmt::format("reinterpret_cast<{}{}*>({})", is_const ? "const " : "",
-                     attention_storage_type(t), pointer);
-}
-
 std::string attention_epilogue(ValueEmitter& ve, const Workload& w, const AttentionMatch& m,
                                const std::string& h) {
   const Graph& g = w.graph;
   std::string epi;
   ve.reset_locals();
-  ve.bind(m.pv->outputs[0], h);
+  // The attention output, rounded once to its dtype (the IR's rule) before the epilogue
+  // reads it; every output stored in its own dtype.
+  ve.bind(m.pv->outputs[0], round_to_storage(m.out_dtype, h));
   const auto oc = m.with_batch({"dc_qr", "dc_e"});
   for (const auto& o : g.outputs) {
     const std::string val = ve.value_dedented(o, oc, epi);
-    const DType dt = g.info(o).dtype;
-    if (dt == DType::f32) {
-      epi += fmt::format("{}[{}] = {};\n", ve.param_name(o), ve.offset(o, oc), val);
-    } else {
-      epi += fmt::format("{}[{}] = dc_from_f32<{}>({});\n",
-                         typed_pointer(ve.param_name(o), dt, false), ve.offset(o, oc),
-                         attention_storage_type(dt), val);
-    }
+    epi += fmt::format("{}[{}] = {};\n", ve.param_name(o), ve.offset(o, oc),
+                       store_value(g.info(o).dtype, val));
   }
   ve.unbind(m.pv->outputs[0]);
   ve.reset_locals();

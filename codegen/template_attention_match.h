@@ -22,6 +22,8 @@ struct AttentionMatch {
   int64_t sq = 0, sk = 0, d = 0, dv = 0, batch = 1;
   Shape batch_shape;            // the scores' leading dims (batch * heads)
   std::vector<std::string> bc;  // C names of the batch coordinates: dc_bc0, dc_bc1, ...
+  DType score_dtype = DType::f32;  // of Q K^T and of P V (the attention output)
+  DType out_dtype = DType::f32;
 
   // The batch coordinates followed by `tail`.
   std::vector<std::string> with_batch(std::vector<std::string> tail) const;
@@ -62,12 +64,5 @@ std::string attention_epilogue(ValueEmitter& ve, const Workload& w, const Attent
 // The tensor-core template (template_attention_mma.cpp): variants of precision tf32, fp16
 // or bf16. generate_attention hands them over.
 GeneratedKernel generate_attention_mma(const Workload& w, const Variant& v);
-
-// C type of a float storage dtype in generated code: float, dc_half, dc_bfloat16.
-const char* attention_storage_type(DType t);
-
-// `pointer` (a kernel parameter) as a pointer to its storage type (the parameter may be
-// declared with another 16-bit type).
-std::string typed_pointer(const std::string& pointer, DType t, bool is_const);
 
 }  // namespace dc

@@ -118,7 +118,7 @@ GeneratedKernel generate_attention_mma(const Workload& w, const Variant& v) {
     t->view = attention_view(g, ve, t->tensor);
     t->async = async_ok(*t, mt);
   }
-  const std::string smem_t = attention_storage_type(mt.smem);
+  const std::string smem_t = cuda_type(mt.smem);
 
   // Stage one tile (rows row0.., all padded columns) into `dst`: zeros past the tensor.
   auto load_tile = [&](const StagedTile& t, const std::string& row0, const std::string& dst) {
@@ -133,9 +133,8 @@ GeneratedKernel generate_attention_mma(const Workload& w, const Variant& v) {
       vars["TOTAL"] = str(t.rows * per_row);
       vars["PER_ROW"] = str(per_row);
       vars["CHUNK"] = str(chunk);
-      vars["SRC"] = fmt::format("{} + dc_{}_base + dc_gr * {} + dc_c",
-                                typed_pointer(t.view.pointer, t.view.dtype, true), t.name, rs);
-      vars["BASE"] = typed_pointer(t.view.pointer, t.view.dtype, true);
+      vars["SRC"] = fmt::format("{} + dc_{}_base + dc_gr * {} + dc_c", t.view.pointer, t.name, rs);
+      vars["BASE"] = t.view.pointer;
       return expand_template(R"(// $(NAME) tile: 16-byte cp.async copies, zero-filled past the tensor
 for (int dc_i = (int)threadIdx.x; dc_i < $(TOTAL); dc_i += $(THREADS)) {
   const int dc_r = dc_i / $(PER_ROW), dc_c = (dc_i % $(PER_ROW)) * $(CHUNK);
@@ -151,8 +150,8 @@ for (int dc_i = (int)threadIdx.x; dc_i < $(TOTAL); dc_i += $(THREADS)) {
     std::string val;
     std::string body;
     if (t.view.direct) {
-      val = fmt::format("dc_to_f32({}[dc_{}_base + dc_gr * {} + (dc_i64)dc_c * {}])",
-                        typed_pointer(t.view.pointer, t.view.dtype, true), t.name, rs, cs);
+      val = load_value(t.view.dtype, fmt::format("{}[dc_{}_base + dc_gr * {} + (dc_i64)dc_c * {}]",
+                                                 t.view.pointer, t.name, rs, cs));
     } else {
       ve.reset_locals();
       const auto coords =
@@ -166,7 +165,7 @@ for (int dc_i = (int)threadIdx.x; dc_i < $(TOTAL); dc_i += $(THREADS)) {
     const bool rows_fastest = t.view.direct && rs == 1;
     vars["R"] = rows_fastest ? fmt::format("dc_i % {}", t.rows) : fmt::format("dc_i / {}", t.padded_cols);
     vars["C"] = rows_fastest ? fmt::format("dc_i / {}", t.rows) : fmt::format("dc_i % {}", t.padded_cols);
-    vars["STORE"] = mt.tf32 ? "dc_x" : fmt::format("dc_from_f32<{}>(dc_x)", smem_t);
+    vars["STORE"] = store_value(mt.smem, "dc_x");
     return expand_template(R"(// $(NAME) tile through registers, zeros past the tensor
 for (int dc_i = (int)threadIdx.x; dc_i < $(TOTAL); dc_i += $(THREADS)) {
   const int dc_r = $(R), dc_c = $(C);

@@ -356,6 +356,27 @@ TEST(AttentionMmaSpace, BertFirstChoiceCompilesWithoutSpills) {
   }
 }
 
+// Not a check: prints the ptxas figures of BERT-base's first choices (batch 1 and 8, per
+// path, ranked for the A100 and the H100) on sm_80/86/89/90 (docs/bench/compile-all.md).
+TEST(AttentionMmaSpace, DISABLED_BertFirstChoiceFigures) {
+  for (const GpuSpec& g : {testing::spec_a100(), testing::spec_h100()})
+    for (int64_t batch : {1, 8})
+      for (const char* p : kPrecisions) {
+        const Workload w = bert_attention(batch, p == std::string("tf32") ? DType::f32 : math_dtype(p));
+        const auto s = analyze_workload(w);
+        const Variant v = best(enumerate_variants(s, g, SpaceOptions{{p}}), s, g);
+        const GeneratedKernel k = generate_kernel(w, v);
+        for (const auto& r : compile_for_archs(k.source, {"sm_80", "sm_86", "sm_89", "sm_90"}, 2)) {
+          ASSERT_TRUE(r.ok) << r.error;
+          std::printf("first %s batch %lld %s %s: est %d regs %d spill %d/%d smem %lld us %.1f\n",
+                      g.name.c_str(), static_cast<long long>(batch), v.key().c_str(), r.arch.c_str(),
+                      v.regs_per_thread, r.kernels[0].registers, r.kernels[0].spill_stores_bytes,
+                      r.kernels[0].spill_loads_bytes, static_cast<long long>(v.smem_bytes),
+                      estimate(s, v, g).seconds * 1e6);
+        }
+      }
+}
+
 // Not a check: prints ptxas registers next to attention_mma_regs for the fit recorded in
 // docs/bench/compile-all.md (--gtest_also_run_disabled_tests).
 TEST(AttentionMmaSpace, DISABLED_RegisterFit) {
