@@ -160,9 +160,10 @@ int gemm_fp32_regs(int64_t thread_m, int64_t thread_n, const GemmThreadLoads& lo
 // B fragments (4 registers per m16 tile, 2 per n8 tile) + 32.
 int gemm_mma_regs(int64_t warp_m, int64_t warp_n);
 
-// Tensor-core attention registers (param_space_attention.cpp), fitted to ptxas
-// (docs/bench/compile-all.md): per m16 tile of a warp, Q's fragments, the block_n scores and
-// the output accumulators, + 40; at most the launch bound below 255.
+// Tensor-core attention registers (param_space_attention.cpp), fitted to ptxas on 54
+// compiles (docs/bench/compile-all.md): 37 + 1.17 x (per m16 tile of a warp: Q's fragments,
+// the block_n/2 score accumulators, the output accumulators, 4 for m and l); at most the
+// launch bound below 255.
 int attention_mma_regs(const WorkloadShape& s, const std::string& precision, int64_t warp_m,
                        int64_t block_n, int64_t threads);
 

@@ -2,6 +2,7 @@
 // (template_attention.cpp) and the tensor-core FlashAttention-2 template for tf32, fp16 and
 // bf16 (template_attention_mma.cpp). docs/estimator.md lists the choices.
 #include <algorithm>
+#include <cmath>
 #include <initializer_list>
 
 #include "param_space.h"
@@ -20,6 +21,12 @@ std::vector<int64_t> attention_tiles(std::initializer_list<int64_t> all, int64_t
     if (t <= cap) out.push_back(t);
   return out;
 }
+
+// Tensor-core attention variants estimated above this many registers are not offered:
+// ptxas compiled every fitted variant estimated at 232 or less without spills, and most of
+// those above 232 at 255 registers with 92 to 2,400 bytes of spills
+// (docs/bench/compile-all.md).
+constexpr int kMaxMmaAttentionRegs = 232;
 
 void keep_if_fits(std::vector<Variant>& out, Variant v, const GpuSpec& gpu) {
   if (fits_gpu(v, gpu)) out.push_back(std::move(v));
@@ -117,6 +124,8 @@ void enumerate_attention_mma(const WorkloadShape& s, const GpuSpec& gpu,
             v.threads_per_block = static_cast<int>(threads);
             v.smem_bytes = (bm * (dp + pad) + stages * bn * (dp + dvp + 2 * pad)) * elem;
             v.regs_per_thread = attention_mma_regs(s, precision, wm, bn, threads);
+            // Above this estimate ptxas reaches 255 and mostly spills (the fit's data).
+            if (v.regs_per_thread > kMaxMmaAttentionRegs) continue;
             v.grid_blocks = blocks * split;
             keep_if_fits(out, std::move(v), gpu);
           }
@@ -135,9 +144,10 @@ int attention_mma_regs(const WorkloadShape& s, const std::string& precision, int
   const int64_t q_frags = ceil_div(s.k, k_step) * 4;      // Q's A fragments, kept all along
   const int64_t scores = block_n / 8 * 4;                   // S accumulators
   const int64_t outs = ceil_div(s.dv, tf32 ? 8 : 16) * (tf32 ? 4 : 8);  // O accumulators
-  const int64_t demand = 40 + mt * (q_frags + scores + outs + 4);
+  const double demand = 37 + 1.17 * static_cast<double>(mt * (q_frags + scores + outs + 4));
   const int bound = launch_bounds_regs(threads);
-  return static_cast<int>(bound < 255 ? std::min<int64_t>(demand, bound) : demand);
+  const int64_t regs = static_cast<int64_t>(std::ceil(demand));
+  return static_cast<int>(bound < 255 ? std::min<int64_t>(regs, bound) : regs);
 }
 
 std::vector<Variant> enumerate_attention(const WorkloadShape& s, const GpuSpec& gpu,
