@@ -7,9 +7,11 @@
 // the cluster holds between the two MatMuls), turned into probabilities against each row's
 // running max, and accumulated into the output rows (registers), rescaled as the max grows.
 // Kt may be a graph input or a Transpose of one inside the cluster (read as a strided view);
-// Q, K and V use vector loads along a unit-stride dimension when alignment allows.
-// The two inner products are dc_attn_scores_fp32 and dc_attn_pv_fp32, the pieces a
-// tensor-core version replaces. docs/codegen.md.
+// Q, K and V use vector loads along a unit-stride dimension when alignment allows (f32
+// storage); f16/bf16 storage is read element by element through dc_to_f32, outputs stored
+// in their dtype. Matching, views, scale/mask and epilogue: template_attention_match.cpp.
+// This is the precision "fp32" path (CUDA cores); tf32/fp16/bf16 variants go to the
+// tensor-core template (template_attention_mma.cpp). docs/codegen.md.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -145,19 +147,13 @@ GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
     }
     std::string body;
     const size_t r = t.strides.size();
-    if (!t.direct) {
+    if (t.vec == 1) {
+      // Element by element through ValueEmitter (f16/bf16 read with dc_to_f32).
       ve.reset_locals();
       const auto coords = t.transposed ? am.with_batch({"dc_c", "dc_gr"}) : am.with_batch({"dc_gr", "dc_c"});
       const std::string val = ve.value_dedented(t.tensor, coords, body);
       ve.reset_locals();
       body += fmt::format("{}[dc_r * {} + dc_c] = {};\n", t.dst, t.ld, val);
-    } else if (t.vec == 1) {
-      // Element by element from the view (f16/bf16 storage converted by dc_to_f32).
-      const int64_t rs = t.strides[t.transposed ? r - 1 : r - 2];
-      const int64_t cs = t.strides[t.transposed ? r - 2 : r - 1];
-      const std::string elem =
-          fmt::format("{}[dc_{}_base + dc_gr * {} + (dc_i64)dc_c * {}]", t.pointer, t.name, rs, cs);
-      body += fmt::format("{}[dc_r * {} + dc_c] = {};\n", t.dst, t.ld, load_value(t.dtype, elem));
     } else {
       const int64_t rs = t.strides[t.transposed ? r - 1 : r - 2];
       const int64_t cs = t.strides[t.transposed ? r - 2 : r - 1];

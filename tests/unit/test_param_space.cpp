@@ -212,7 +212,7 @@ void expect_within_limits(const Variant& v, const GpuSpec& g, const WorkloadShap
     EXPECT_EQ(t, v.param("tile_h") * v.param("tile_w") * v.param("block_c") /
                      v.param("pixels_per_thread"));
   } else if (v.template_name == "attention_fused") {
-    EXPECT_EQ(v.grid_blocks, cdiv(s.m, v.param("block_m")) * s.batch);
+    EXPECT_EQ(v.grid_blocks, cdiv(s.m, v.param("block_m")) * s.batch * v.param("split_kv", 1));
   }
 }
 
