@@ -13,6 +13,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -167,6 +168,7 @@ struct MmaCase {
   int k;
 };
 const MmaCase kF16{"f16", 0, 16}, kBf16{"bf16", 1, 16}, kTf32{"tf32", 2, 8};
+void PrintTo(const MmaCase& c, std::ostream* os) { *os << c.name; }
 
 std::string mma_source(const MmaCase& c, int permute_operand = 0, int permute_lane = 5) {
   std::string s = "#define DC_TEST_TYPE " + std::to_string(c.type) + "\n";
