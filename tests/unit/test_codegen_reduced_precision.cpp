@@ -406,6 +406,23 @@ TEST(ReducedPrecisionCodegen, StorageTypesInTheSource) {
   EXPECT_NE(k.source.find("dc_to_f32(in0["), std::string::npos) << k.source;
   EXPECT_NE(k.source.find("dc_round_bf16("), std::string::npos) << k.source;
   EXPECT_NE(k.source.find("dc_from_f32<dc_bfloat16>("), std::string::npos) << k.source;
+  // One rounding per computed f16 tensor: none for the Transpose (bits move), one for the
+  // Relu (a float value of the compute type until rounded).
+  Graph h;
+  add_input(h, "x", {8, 4});
+  add_node(h, "Transpose", {"x"}, {"t"});
+  add_node(h, "Relu", {"t"}, {"r"});
+  add_node(h, "Add", {"r", "t"}, {"s"});
+  h.outputs = {"s"};
+  const Workload hw = whole(retyped(h, {{"x", DType::f16}, {"t", DType::f16}, {"r", DType::f16},
+                                        {"s", DType::f16}}), ClusterKind::elementwise, 81, &in);
+  Variant v;
+  v.template_name = "elementwise";
+  v.params = {{"threads", 64}, {"vec", 1}, {"elems_per_thread", 1}};
+  const std::string src = generate_kernel(hw, v).source;
+  size_t rounds = 0;
+  for (size_t p = src.find("dc_round_f16("); p != std::string::npos; p = src.find("dc_round_f16(", p + 1)) ++rounds;
+  EXPECT_EQ(rounds, 2u + 1u) << src;  // the prelude's definition + Relu + Add
 }
 
 TEST(ReducedPrecisionCodegen, VariantToleranceFollowsTheWorkload) {
