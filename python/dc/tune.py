@@ -117,7 +117,15 @@ def _run(cmd, progress):
     use_pty = progress and sys.stderr.isatty()
     if use_pty:
         import pty
+        import termios
+        import tty
         master, slave = pty.openpty()
+        tty.setraw(slave)  # no \n -> \r\n there: our own terminal translates once
+        try:  # the coordinator sizes its bar to the terminal's width
+            import fcntl
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, fcntl.ioctl(sys.stderr.fileno(), termios.TIOCGWINSZ, b"\0" * 8))
+        except OSError:
+            pass
         proc = subprocess.Popen(cmd, stdout=slave, stderr=slave, stdin=subprocess.DEVNULL)
         os.close(slave)
         fd = master
@@ -159,7 +167,7 @@ def _run(cmd, progress):
             os.close(master)
         else:
             proc.stdout.close()
-    return rc, b"".join(chunks).decode(errors="replace").replace("\r\n", "\n")
+    return rc, b"".join(chunks).decode(errors="replace")
 
 
 def tune(model, gpus=("h100",), precision="fp32", db="dc-tuning.db", out="plans/", workers=None,
