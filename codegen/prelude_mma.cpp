@@ -110,26 +110,44 @@ inline void dc_emu_ldmatrix(const char* instruction, int num, bool trans, unsign
 #endif
 
 // ---- mma.sync (sm_80+; traps before): acc = A*B + acc, warp-collective -------------------------
-#define DC_MMA_M16N8(name, shape_types, type)                                                          \
-  __device__ __forceinline__ void name(float acc[4], const unsigned a[4], const unsigned b[2]) {    \
-    DC_MMA_M16N8_BODY(shape_types, type, #name)                                                     \
-  }
-#if defined(DC_HOST_EMULATION)
-#define DC_MMA_M16N8_BODY(shape_types, type, fname) \
-  dc_emu_mma_m16n8("mma.sync.aligned." shape_types " (" fname ")", type, acc, a, b);
-#elif __CUDA_ARCH__ >= 800
-#define DC_MMA_M16N8_BODY(shape_types, type, fname)                                                 \
+// The three differ only in the instruction's shape and types.
+#if !defined(DC_HOST_EMULATION) && __CUDA_ARCH__ >= 800
+#define DC_MMA_M16N8_ASM(shape_types)                                                                  \
   asm volatile("mma.sync.aligned." shape_types " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n" \
-               : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])                            \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
-#define DC_MMA_M16N8_BODY(shape_types, type, fname) __trap();
+               : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])                               \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
 #endif
-DC_MMA_M16N8(dc_mma_m16n8k16_f16, "m16n8k16.row.col.f32.f16.f16.f32", 0)
-DC_MMA_M16N8(dc_mma_m16n8k16_bf16, "m16n8k16.row.col.f32.bf16.bf16.f32", 1)
-DC_MMA_M16N8(dc_mma_m16n8k8_tf32, "m16n8k8.row.col.f32.tf32.tf32.f32", 2)
-#undef DC_MMA_M16N8_BODY
-#undef DC_MMA_M16N8
+__device__ __forceinline__ void dc_mma_m16n8k16_f16(float acc[4], const unsigned a[4], const unsigned b[2]) {
+#if defined(DC_HOST_EMULATION)
+  dc_emu_mma_m16n8("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 (dc_mma_m16n8k16_f16)", DC_EMU_MMA_F16,
+                   acc, a, b);
+#elif __CUDA_ARCH__ >= 800
+  DC_MMA_M16N8_ASM("m16n8k16.row.col.f32.f16.f16.f32");
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void dc_mma_m16n8k16_bf16(float acc[4], const unsigned a[4], const unsigned b[2]) {
+#if defined(DC_HOST_EMULATION)
+  dc_emu_mma_m16n8("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (dc_mma_m16n8k16_bf16)", DC_EMU_MMA_BF16,
+                   acc, a, b);
+#elif __CUDA_ARCH__ >= 800
+  DC_MMA_M16N8_ASM("m16n8k16.row.col.f32.bf16.bf16.f32");
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void dc_mma_m16n8k8_tf32(float acc[4], const unsigned a[4], const unsigned b[2]) {
+#if defined(DC_HOST_EMULATION)
+  dc_emu_mma_m16n8("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (dc_mma_m16n8k8_tf32)", DC_EMU_MMA_TF32,
+                   acc, a, b);
+#elif __CUDA_ARCH__ >= 800
+  DC_MMA_M16N8_ASM("m16n8k8.row.col.f32.tf32.tf32.f32");
+#else
+  __trap();
+#endif
+}
+#undef DC_MMA_M16N8_ASM
 
 // ---- ldmatrix (sm_75+): row is this lane's 16-byte row in shared memory -----------------------
 #if defined(DC_HOST_EMULATION)

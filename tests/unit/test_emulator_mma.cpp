@@ -13,6 +13,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -167,6 +168,7 @@ struct MmaCase {
   int k;
 };
 const MmaCase kF16{"f16", 0, 16}, kBf16{"bf16", 1, 16}, kTf32{"tf32", 2, 8};
+void PrintTo(const MmaCase& c, std::ostream* os) { *os << c.name; }
 
 std::string mma_source(const MmaCase& c, int permute_operand = 0, int permute_lane = 5) {
   std::string s = "#define DC_TEST_TYPE " + std::to_string(c.type) + "\n";
@@ -362,6 +364,49 @@ TEST(EmulatorMma, LdmatrixTestFailsWhenTwoRowsAreSwapped) {
 TEST(EmulatorMma, LdmatrixCompilesWithNvrtc) {
   for (const std::string arch : {"sm_75", "sm_80", "sm_90"}) {
     const CompileResult r = compile_cuda(cuda_prelude() + kLdmatrix, arch);
+    EXPECT_TRUE(r.ok) << arch << ": " << r.log;
+  }
+}
+
+// The usual pairing: A (16x16, row-major in shared memory) by one ldmatrix.x4 (lane l supplies
+// row l % 16 at column 8 * (l / 16): the four 8x8 quarters are exactly a[0..3]); B (16x8,
+// k-major: row k holds n = 0..7) by ldmatrix.x2.trans (lanes 0-15 supply rows k = 0..15). The
+// product must equal the scalar one.
+const char* const kLdmatrixMma = R"(
+extern "C" __global__ void ldm_mma(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ D) {
+  __shared__ __align__(16) dc_half sa[16 * 16];
+  __shared__ __align__(16) dc_half sb[16 * 8];
+  const int lane = threadIdx.x;
+  for (int i = lane; i < 256; i += 32) sa[i] = dc_from_f32<dc_half>(A[i]);
+  for (int i = lane; i < 128; i += 32) sb[i] = dc_from_f32<dc_half>(B[i]);
+  __syncwarp();
+  unsigned a[4], b[2];
+  dc_ldmatrix_x4(a, &sa[(lane % 16) * 16 + (lane / 16) * 8]);
+  dc_ldmatrix_x2_trans(b, &sb[(lane % 16) * 8]);
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  dc_mma_m16n8k16_f16(acc, a, b);
+  for (int i = 0; i < 4; ++i) D[dc_mma_c_row(lane, i) * 8 + dc_mma_c_col(lane, i)] = acc[i];
+}
+DC_EXPORT_KERNEL(ldm_mma)
+)";
+
+TEST(EmulatorMma, LdmatrixFragmentsFeedMma) {
+  const std::vector<float> a = distinct(256, -128, 37), b = distinct(128, -64, 29);
+  const GeneratedKernel k = make_kernel(kLdmatrixMma,
+                                        {buffer("A", BufferRole::input, {16, 16}), buffer("B", BufferRole::input, {16, 8}),
+                                         buffer("D", BufferRole::output, {16, 8})},
+                                        {launch("ldm_mma", {1, 1, 1}, {32, 1, 1}, {0, 1, 2})});
+  std::vector<Tensor> bufs = {Tensor::from_vector<float>({16, 16}, a), Tensor::from_vector<float>({16, 8}, b), Tensor()};
+  ASSERT_TRUE(run_ok(k, bufs).ok);
+  const std::vector<float> d = floats(bufs[2]);
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 8; ++j) {
+      double want = 0;
+      for (int kk = 0; kk < 16; ++kk) want += static_cast<double>(a[i * 16 + kk]) * b[kk * 8 + j];
+      EXPECT_EQ(d[static_cast<size_t>(i * 8 + j)], static_cast<float>(want)) << i << "," << j;
+    }
+  for (const std::string arch : {"sm_80", "sm_90"}) {
+    const CompileResult r = compile_cuda(cuda_prelude() + kLdmatrixMma, arch);
     EXPECT_TRUE(r.ok) << arch << ": " << r.log;
   }
 }

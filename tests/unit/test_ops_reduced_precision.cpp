@@ -89,7 +89,7 @@ void expect_one_rounding(const std::string& op, const std::vector<Tensor>& in, c
 class ReducedPrecision : public ::testing::TestWithParam<DType> {};
 
 INSTANTIATE_TEST_SUITE_P(Storage, ReducedPrecision, ::testing::Values(DType::f16, DType::bf16),
-                         [](const auto& info) { return std::string(dc::dtype_name(info.param)); });
+                         [](const auto& p) { return std::string(dc::dtype_name(p.param)); });
 
 TEST_P(ReducedPrecision, ElementwiseEqualsFp32ThenOneRounding) {
   const DType t = GetParam();
@@ -184,8 +184,8 @@ TEST_P(ReducedPrecision, DataMovementKeepsBits) {
   EXPECT_EQ(bits16(run("Reshape", {x, shape})), b);
   const Tensor idx = Tensor::from_vector<int64_t>({2}, {1, 0});
   const Tensor g = run("Gather", {x, idx}, attrs({{"axis", int64_t{0}}}));
-  EXPECT_EQ(std::vector<uint16_t>(bits16(g).begin() + 12, bits16(g).end()),
-            std::vector<uint16_t>(b.begin(), b.begin() + 12));
+  const auto gb = bits16(g);
+  EXPECT_EQ(std::vector<uint16_t>(gb.begin() + 12, gb.end()), std::vector<uint16_t>(b.begin(), b.begin() + 12));
 }
 
 TEST_P(ReducedPrecision, MixedInputsComputeInFp32AndRoundToTheOutput) {
