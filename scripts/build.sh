@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds dc into build/ (Release unless BUILD_TYPE is set). Binaries land in
-# build/bin/. Uses every core (this project's machines have 2).
+# build/bin/, the Python package dc in build/python (PYTHONPATH=build/python, docs/python.md).
+# Uses every core (this project's machines have 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_TYPE="${BUILD_TYPE:-Release}"

@@ -15,6 +15,7 @@ PACKAGES=(
   python3-onnx python3-torch python3-torchvision python3-numpy
   chromium python3-pil    # tests: the HTML report rendered headless (dc_db_report_screenshot)
   patchelf                # scripts/make_dist.sh: RPATHs of the relocatable bundle
+  pybind11-dev python3-dev python3-pytest python3-venv   # the Python package dc (docs/python.md)
 )
 
 missing=()

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,14 @@ class Backend {
   // microseconds (device events around each replay). The emulator throws UserError: it
   // has no timing.
   virtual std::vector<double> time_runs(int warmup, int runs) = 0;
+
+  // Device address of input/output `index`'s buffer (zero-copy binding through libdcrt's
+  // dcrt_input_device_buffer); 0 where the backend has no device memory (the emulator).
+  virtual uint64_t io_device_address(bool output, size_t index) const {
+    (void)output;
+    (void)index;
+    return 0;
+  }
 };
 
 struct CudaBackendOptions {

@@ -236,6 +236,12 @@ class CudaBackend final : public Backend {
   void run() override;
   void get_output(size_t index, void* data, size_t bytes) override;
   std::vector<double> time_runs(int warmup, int runs) override;
+  uint64_t io_device_address(bool output, size_t index) const override {
+    DC_INTERNAL_CHECK(plan_ != nullptr, "io_device_address before load");
+    const auto& list = output ? plan_->outputs : plan_->inputs;
+    DC_USER_CHECK(index < list.size(), output ? "output " : "input ", index, " of ", list.size());
+    return io_buffer(list[index]);
+  }
 
  private:
   const cuda::Api& api() const { return driver_->api(); }

@@ -254,4 +254,37 @@ dcrt_status dcrt_warning(const dcrt_plan* plan, size_t index, const char** messa
   });
 }
 
+dcrt_status dcrt_input_device_buffer(dcrt_plan* plan, size_t index, void** device_ptr) {
+  return guarded(DCRT_ERROR_INVALID_ARGUMENT, [&] {
+    if (plan == nullptr || device_ptr == nullptr) return null_argument("dcrt_input_device_buffer");
+    *device_ptr = nullptr;
+    const dc::PlanTensor& in = plan->runtime.input_info(index);
+    if (plan->emulated)
+      return fail(DCRT_ERROR_UNSUPPORTED,
+                  dc::str_cat("input '", in.name, "': the host emulator has no device memory to "
+                              "bind; use dcrt_set_input").c_str());
+    *device_ptr = reinterpret_cast<void*>(static_cast<uintptr_t>(plan->runtime.input_device_buffer(index)));
+    plan->input_set[index] = true;
+    return DCRT_OK;
+  });
+}
+
+dcrt_status dcrt_output_device_buffer(const dcrt_plan* plan, size_t index, const void** device_ptr) {
+  return guarded(DCRT_ERROR_INVALID_ARGUMENT, [&] {
+    if (plan == nullptr || device_ptr == nullptr) return null_argument("dcrt_output_device_buffer");
+    *device_ptr = nullptr;
+    const dc::PlanTensor& out = plan->runtime.output_info(index);
+    if (!plan->ran)
+      return fail(DCRT_ERROR_NOT_READY,
+                  dc::str_cat("output '", out.name, "' has no value yet: call dcrt_run first").c_str());
+    if (plan->emulated)
+      return fail(DCRT_ERROR_UNSUPPORTED,
+                  dc::str_cat("output '", out.name, "': the host emulator has no device memory; "
+                              "use dcrt_get_output").c_str());
+    *device_ptr = reinterpret_cast<const void*>(
+        static_cast<uintptr_t>(plan->runtime.output_device_buffer(index)));
+    return DCRT_OK;
+  });
+}
+
 }  // extern "C"

@@ -115,6 +115,18 @@ DCRT_API dcrt_status dcrt_device_description(const dcrt_plan* plan, const char**
 DCRT_API dcrt_status dcrt_num_warnings(const dcrt_plan* plan, size_t* count);
 DCRT_API dcrt_status dcrt_warning(const dcrt_plan* plan, size_t index, const char** message);
 
+/* Zero-copy binding on a GPU (DLPack, the Python package): the device address (a
+ * CUdeviceptr in the device's primary context) of input `index`'s buffer, exactly its bytes
+ * long. The caller writes the input there itself, e.g. a device-to-device copy, finished
+ * before dcrt_run; the input then counts as set. DCRT_ERROR_UNSUPPORTED on the host
+ * emulator. The address stays valid until dcrt_free. */
+DCRT_API dcrt_status dcrt_input_device_buffer(dcrt_plan* plan, size_t index, void** device_ptr);
+
+/* The device address of output `index` after a run; its value stays until the next run.
+ * DCRT_ERROR_NOT_READY before a run, DCRT_ERROR_UNSUPPORTED on the host emulator. */
+DCRT_API dcrt_status dcrt_output_device_buffer(const dcrt_plan* plan, size_t index,
+                                               const void** device_ptr);
+
 #ifdef __cplusplus
 }
 #endif

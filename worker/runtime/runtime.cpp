@@ -141,4 +141,22 @@ std::vector<double> Runtime::time_runs(int warmup, int runs) {
   return samples;
 }
 
+uint64_t Runtime::input_device_buffer(size_t index) {
+  const PlanTensor& in = input_info(index);
+  const uint64_t address = s_->backend->io_device_address(false, index);
+  DC_USER_CHECK(address != 0, "input '", in.name, "': ", device_description(),
+                " has no device memory to bind (copy the input from the host instead)");
+  s_->input_set[index] = true;
+  return address;
+}
+
+uint64_t Runtime::output_device_buffer(size_t index) const {
+  const PlanTensor& out = output_info(index);
+  DC_USER_CHECK(s_->ran, "output '", out.name, "' has no value yet: run the plan first");
+  const uint64_t address = s_->backend->io_device_address(true, index);
+  DC_USER_CHECK(address != 0, "output '", out.name, "': ", device_description(),
+                " has no device memory to read from (copy the output to the host instead)");
+  return address;
+}
+
 }  // namespace dc::rt

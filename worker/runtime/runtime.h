@@ -49,6 +49,11 @@ class Runtime {
   Tensor output(size_t index) const;  // after run()
   void get_output(size_t index, void* data, size_t bytes) const;
   std::vector<double> time_runs(int warmup, int runs);
+  // Zero-copy binding (GPU only; UserError on the emulator): the device address of input
+  // `index`'s buffer, which the caller fills itself (the input then counts as set), and of
+  // output `index` after a run.
+  uint64_t input_device_buffer(size_t index);
+  uint64_t output_device_buffer(size_t index) const;
 
  private:
   struct State;
