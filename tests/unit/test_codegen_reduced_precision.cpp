@@ -273,6 +273,37 @@ TEST_P(ReducedPrecisionKernels, OverflowNanAndInfAreExact) {
   expect_space_correct(w, in, 1, true);
 }
 
+TEST_P(ReducedPrecisionKernels, PackedPairLoadsAndStoresAreExact) {
+  const DType t = GetParam();
+  // vec 2 and 4: t inputs loaded as 32-bit pairs, the f32 input as float2/float4, the t
+  // output stored as packed pairs; the f32 output as float2/float4.
+  Graph g;
+  add_input(g, "x", {6, 64});
+  add_input(g, "y", {6, 64});
+  add_input(g, "z", {64});
+  add_node(g, "Mul", {"x", "y"}, {"m"});
+  add_node(g, "Add", {"m", "z"}, {"o"});
+  add_node(g, "Sub", {"m", "x"}, {"d"});
+  g.outputs = {"o", "d"};
+  ref::TensorMap in;
+  const Workload w = whole(retyped(g, {{"x", t}, {"y", t}, {"m", t}, {"o", t}, {"d", DType::f32}}),
+                           ClusterKind::elementwise, 95, &in, -3.f, 3.f);
+  const std::string unpack = t == DType::f16 ? "dc_unpack_f16x2(" : "dc_unpack_bf16x2(";
+  const std::string pack = t == DType::f16 ? "dc_pack_f16x2(" : "dc_pack_bf16x2(";
+  for (int64_t vec : {1, 2, 4}) {
+    Variant v;
+    v.template_name = "elementwise";
+    v.params = {{"threads", 64}, {"vec", vec}, {"elems_per_thread", 2}};
+    GeneratedKernel k = generate_kernel(w, v);
+    EXPECT_EQ(k.source.find(unpack + "vin") != std::string::npos, vec > 1) << k.source;
+    EXPECT_EQ(k.source.find("= " + pack) != std::string::npos, vec > 1) << k.source;
+    if (vec == 4) {
+      EXPECT_NE(k.source.find("float4"), std::string::npos) << k.source;
+    }
+    expect_correct(w, std::move(k), in, 1, true);
+  }
+}
+
 // ---- reductions, pools, depthwise: at the error model's tolerance -----------------------
 
 TEST_P(ReducedPrecisionKernels, RowReductions) {
