@@ -29,6 +29,7 @@
 #include "param_space.h"
 #include "ref/compare.h"
 #include "ref/executor.h"
+#include "attention_testing.h"
 #include "testing.h"
 
 namespace dc {
@@ -36,41 +37,7 @@ namespace {
 
 using testing::ModelBuilder;
 using testing::random_tensor;
-
-const float kInf = std::numeric_limits<float>::infinity();
-
-// f32 values stored as `t` (rounded to nearest even).
-Tensor to_storage(const Tensor& f, DType t) {
-  if (t == DType::f32) return f;
-  Tensor out(t, f.shape());
-  auto* dst = reinterpret_cast<uint16_t*>(out.raw_mutable());
-  const float* src = f.data<float>();
-  for (int64_t i = 0; i < f.numel(); ++i)
-    dst[i] = t == DType::f16 ? float_to_half(src[i]) : float_to_bf16(src[i]);
-  return out;
-}
-
-// Any float tensor as f32 values.
-Tensor widen(const Tensor& t) {
-  if (t.dtype() == DType::f32) return t;
-  return Tensor::from_vector<float>(t.shape(), t.to_float_vector());
-}
-
-// f32 values rounded to `t` and back.
-Tensor round_to(const Tensor& f, DType t) { return widen(to_storage(f, t)); }
-
-DType math_dtype(const std::string& precision) {
-  return precision == "fp16" ? DType::f16 : precision == "bf16" ? DType::bf16 : DType::f32;
-}
-
-Variant mma_variant(const std::string& precision, int64_t bm, int64_t bn, int64_t wm,
-                    int64_t stages, int64_t split = 1) {
-  Variant v;
-  v.template_name = "attention_fused";
-  v.precision = precision;
-  v.params = {{"block_m", bm}, {"block_n", bn}, {"warp_m", wm}, {"stages", stages}, {"split_kv", split}};
-  return v;
-}
+using namespace testing::attn;
 
 Variant fp32_variant(int64_t bm, int64_t bn, int64_t threads, int64_t stages, int64_t vec) {
   Variant v;
@@ -106,9 +73,7 @@ double check_variant(const Workload& w, const Variant& v, const Check& c) {
     ref_inputs[b.name] = widen(buffers[i]);
   }
   // The reference: the same graph with every float tensor f32 (values as stored).
-  Graph ref_graph = w.graph;
-  for (auto& [name, info] : ref_graph.tensors)
-    if (info.dtype == DType::f16 || info.dtype == DType::bf16) info.dtype = DType::f32;
+  const Graph ref_graph = fp32_graph(w.graph);
   std::future<std::vector<CompileResult>> compiled = std::async(std::launch::async, [&k] {
     return compile_for_archs(k.source, {"sm_80", "sm_90"}, 1);
   });
@@ -129,39 +94,6 @@ double check_variant(const Workload& w, const Variant& v, const Check& c) {
     worst = std::max(worst, cmp.rel_l2_error);
   }
   return worst;
-}
-
-// Q [B,H,Sq,D], K [B,H,Sk,D] transposed in the cluster, scale, optional mask [B,1,1,Sk],
-// softmax, V [B,H,Sk,Dv]; optional Relu epilogue. Storage dtypes of q/k/v and the output.
-struct AttentionSpec {
-  int64_t b = 1, h = 2, sq = 20, sk = 20, d = 16, dv = 16;
-  bool mask = false, relu = false;
-  DType qkv = DType::f32, out = DType::f32;
-};
-
-Workload attention_workload(const AttentionSpec& a) {
-  ModelBuilder m;
-  m.input("q", {a.b, a.h, a.sq, a.d}).input("k", {a.b, a.h, a.sk, a.d}).input("v", {a.b, a.h, a.sk, a.dv});
-  if (a.mask) m.input("mask", {a.b, 1, 1, a.sk});
-  m.scalar("scale", 1.f / std::sqrt(static_cast<float>(a.d)));
-  Attributes perm;
-  perm.set("perm", std::vector<int64_t>{0, 1, 3, 2});
-  m.node("Transpose", {"k"}, "kt", {a.b, a.h, a.d, a.sk}, perm);
-  m.node("MatMul", {"q", "kt"}, "s0", {a.b, a.h, a.sq, a.sk});
-  m.node("Mul", {"s0", "scale"}, "s1", {a.b, a.h, a.sq, a.sk});
-  std::string in = "s1";
-  if (a.mask) {
-    m.node("Add", {"s1", "mask"}, "s2", {a.b, a.h, a.sq, a.sk});
-    in = "s2";
-  }
-  Attributes ax;
-  ax.set("axis", int64_t{-1});
-  m.node("Softmax", {in}, "p", {a.b, a.h, a.sq, a.sk}, ax);
-  m.node("MatMul", {"p", "v"}, "o", {a.b, a.h, a.sq, a.dv});
-  if (a.relu) m.node("Relu", {"o"}, "r", {a.b, a.h, a.sq, a.dv});
-  for (const char* t : {"q", "k", "v", "kt"}) m.g.tensors[t].dtype = a.qkv;
-  m.g.tensors[m.g.nodes.back().outputs[0]].dtype = a.out;
-  return m.workload(ClusterKind::attention);
 }
 
 Check check_for(const AttentionSpec& a) {
