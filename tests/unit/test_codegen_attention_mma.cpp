@@ -217,6 +217,41 @@ TEST(CodegenAttentionMma, RefusesBadParameters) {
   EXPECT_THROW(generate_kernel(w, mma_variant("fp8", 32, 16, 16, 2)), InternalError);
 }
 
+// The shared layouts of docs/codegen.md, replayed: rows padded by 16 bytes, head dims
+// padded to the mma K (16; tf32 8) and, for fp16/bf16, V's to 16. Every ldmatrix phase (8
+// lanes, one 16-byte row each) must touch 8 distinct 16-byte bank groups; every tf32
+// fragment read (32 lanes, one word each) 32 distinct banks.
+TEST(CodegenAttentionMma, SharedLayoutsAreConflictFree) {
+  auto distinct = [](std::vector<int64_t> v) {
+    std::sort(v.begin(), v.end());
+    return std::adjacent_find(v.begin(), v.end()) == v.end();
+  };
+  for (int64_t d = 8; d <= 256; d += 8) {
+    SCOPED_TRACE(fmt::format("head dim {}", d));
+    // fp16/bf16: pitch in bytes; ldmatrix x4 lane l supplies row (l & 7) of its matrix, the
+    // column offsets are the same within a phase, so only the rows' pitch matters.
+    const int64_t pitch16 = ((d + 15) / 16 * 16 + 8) * 2;
+    std::vector<int64_t> groups;
+    for (int64_t r = 0; r < 8; ++r) groups.push_back((r * pitch16 / 16) % 8);
+    EXPECT_TRUE(distinct(groups)) << "ldmatrix rows, pitch " << pitch16;
+    // tf32: Q and K read (row g, column t), V reads (row 2t and 2t + 1, column g); pitch in
+    // words.
+    const int64_t pitch32 = (d + 7) / 8 * 8 + 4;
+    std::vector<int64_t> qk, v0, v1;
+    for (int64_t lane = 0; lane < 32; ++lane) {
+      const int64_t g = lane >> 2, t = lane & 3;
+      qk.push_back((g * pitch32 + t) % 32);
+      v0.push_back((2 * t * pitch32 + g) % 32);
+      v1.push_back(((2 * t + 1) * pitch32 + g) % 32);
+    }
+    EXPECT_TRUE(distinct(qk) && distinct(v0) && distinct(v1)) << "tf32 pitch " << pitch32;
+  }
+  // The pad is what does it: without it, D = 64 conflicts on both paths.
+  std::vector<int64_t> rows;
+  for (int64_t r = 0; r < 8; ++r) rows.push_back((r * 128 / 16) % 8);
+  EXPECT_FALSE(distinct(rows));
+}
+
 // ---- parameter space and estimator ---------------------------------------------------------
 
 // BERT-base self-attention: batch b, 12 heads, 128 tokens, head dim 64.
@@ -253,6 +288,15 @@ TEST(AttentionMmaSpace, SplitKvOnlyWhereSmsIdle) {
       }
     }
     EXPECT_EQ(split, batch == 1) << "batch " << batch;
+    // The space's resources are the kernel's: dynamic shared memory and blocks.
+    const Workload w = bert_attention(batch, DType::f16);
+    for (size_t i = 0; i < vs.size(); i += 7) {
+      const GeneratedKernel k = generate_kernel(w, vs[i]);
+      const Launch& l = k.launches.at(0);
+      EXPECT_EQ(l.dynamic_smem_bytes, vs[i].smem_bytes) << vs[i].key();
+      EXPECT_EQ(l.grid[0] * l.grid[1] * l.grid[2], vs[i].grid_blocks) << vs[i].key();
+      EXPECT_EQ(l.block[0], vs[i].threads_per_block) << vs[i].key();
+    }
   }
   // No tensor-core variant before sm_80.
   EXPECT_TRUE(enumerate_variants(analyze_workload(bert_attention(1, DType::f16)),
