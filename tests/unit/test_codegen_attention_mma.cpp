@@ -334,6 +334,15 @@ TEST(AttentionMmaSpace, BertFirstChoiceCompilesWithoutSpills) {
   }
 }
 
+// Not a check: prints the space sizes per path for docs/estimator.md's table.
+TEST(AttentionMmaSpace, DISABLED_SpaceSizes) {
+  const auto s = analyze_workload(bert_attention(1, DType::f32));
+  for (const GpuSpec& g : {testing::spec_t4(), testing::spec_a100(), testing::spec_h100()})
+    for (const char* p : {"fp32", "tf32", "fp16", "bf16"})
+      std::printf("size %s %s %zu\n", g.name.c_str(), p,
+                  enumerate_variants(s, g, SpaceOptions{{p}}).size());
+}
+
 // Not a check: prints the ptxas figures of BERT-base's first choices (batch 1 and 8, per
 // path, ranked for the A100 and the H100) on sm_80/86/89/90 (docs/bench/compile-all.md).
 TEST(AttentionMmaSpace, DISABLED_BertFirstChoiceFigures) {
