@@ -4,8 +4,9 @@
 // every load and store instruction of a warp is coalesced. Outputs of one shape share one
 // loop (their common subexpressions computed once); outputs of another shape get a loop of
 // their own in the same kernel. Inputs that every output element reads at its own
-// position (vector_loadable_inputs) are loaded as float2/float4 and their lanes bound; the
-// rest are read element by element through the ValueEmitter, which is always correct.
+// position (vector_loadable_inputs) are loaded as float2/float4 (f16/bf16: 32-bit pairs,
+// unpacked) and their lanes bound; the rest are read element by element through the
+// ValueEmitter, which is always correct. f16/bf16 outputs are stored as packed pairs.
 //
 // "opaque_generic": the naive one-thread-per-element kernel of template_reference.cpp with
 // the variant's block size.
@@ -36,27 +37,42 @@ std::string emit_loop(const Graph& g, ValueEmitter& em, const std::vector<std::s
   if (vec > 1 && inner % vec != 0) vec = 1;
   const int64_t chunks = numel / vec;
   const std::set<std::string> vec_inputs =
-      vec > 1 ? vector_loadable_inputs(g, outs, inner) : std::set<std::string>{};
+      vec > 1 ? vector_loadable_inputs(g, outs, inner, true) : std::set<std::string>{};
 
   std::string body;
   const auto c = emit_unravel(shape, "i", "c", body);
   em.reset_locals();
-  // Vector loads of the inputs read at the chunk's own position.
-  std::map<std::string, std::string> loaded;
+  // Vector loads of the inputs read at the chunk's own position: float2/float4 for f32;
+  // f16/bf16 as 32-bit pairs unpacked to float2 (one pair for vec 2, two for vec 4). Each
+  // input's lane k is lane_of[in][k].
+  std::map<std::string, std::vector<std::string>> lane_of;
   for (const auto& in : vec_inputs) {
     const std::string v = fmt::format("vin{}", counter++);
-    body += fmt::format("  const {0} {1} = *reinterpret_cast<const {0}*>({2} + {3});\n", float_vector_type(vec), v,
+    const DType t = g.info(in).dtype;
+    std::vector<std::string>& l = lane_of[in];
+    if (t == DType::f32) {
+      body += fmt::format("  const {0} {1} = *reinterpret_cast<const {0}*>({2} + {3});\n", float_vector_type(vec), v,
+                          em.param_name(in), em.offset(in, c));
+      for (int64_t k = 0; k < vec; ++k) l.push_back(fmt::format("{}.{}", v, kLane[k]));
+      continue;
+    }
+    const char* unpack = t == DType::f16 ? "dc_unpack_f16x2" : "dc_unpack_bf16x2";
+    body += fmt::format("  const unsigned* {}p = reinterpret_cast<const unsigned*>({} + {});\n", v,
                         em.param_name(in), em.offset(in, c));
-    loaded[in] = v;
+    for (int64_t pair = 0; pair < vec / 2; ++pair) {
+      body += fmt::format("  const float2 {0}_{1} = {2}({0}p[{1}]);\n", v, pair, unpack);
+      l.push_back(fmt::format("{}_{}.x", v, pair));
+      l.push_back(fmt::format("{}_{}.y", v, pair));
+    }
   }
   std::vector<std::vector<std::string>> lanes(outs.size());
   for (int64_t k = 0; k < vec; ++k) {
     std::vector<std::string> lc = c;
     if (k > 0) lc.back() = fmt::format("({} + {})", c.back(), k);
-    for (const auto& [in, v] : loaded) em.bind(in, fmt::format("{}.{}", v, kLane[k]));
+    for (const auto& [in, l] : lane_of) em.bind(in, l[static_cast<size_t>(k)]);
     for (size_t o = 0; o < outs.size(); ++o) lanes[o].push_back(em.value(outs[o], lc, body));
   }
-  for (const auto& [in, v] : loaded) em.unbind(in);
+  for (const auto& [in, l] : lane_of) em.unbind(in);
   for (size_t o = 0; o < outs.size(); ++o)
     body += store_chunk(em.param_name(outs[o]), g.info(outs[o]).dtype, lanes[o]);
   std::string names;

@@ -125,6 +125,15 @@ std::string store_chunk(const std::string& param, DType dtype, const std::vector
                        param, items);
   }
   std::string code;
+  if (vec > 1 && vec % 2 == 0 && (dtype == DType::f16 || dtype == DType::bf16)) {
+    // Pairs packed with round to nearest even (exact for values already rounded), one
+    // 32-bit store each.
+    const char* pack = dtype == DType::f16 ? "dc_pack_f16x2" : "dc_pack_bf16x2";
+    for (size_t k = 0; k + 1 < lanes.size(); k += 2)
+      code += fmt::format("  reinterpret_cast<unsigned*>({} + i)[{}] = {}({}, {});\n", param, k / 2, pack,
+                          lanes[k], lanes[k + 1]);
+    return code;
+  }
   for (size_t k = 0; k < lanes.size(); ++k)
     code += fmt::format("  {}[i + {}] = {};\n", param, k, store_value(dtype, lanes[k]));
   return code;

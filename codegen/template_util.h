@@ -53,8 +53,9 @@ std::string kernel_definition(const Workload& w, const std::string& name, const 
 // chunks per step, `blockDim.x` apart (coalesced). `body` sees `i`, the chunk's first element.
 std::string grid_stride_chunks(int64_t chunks, int64_t ept, int64_t vec, const std::string& body);
 
-// Stores of one value per lane to `param`[i + lane]: one float2/float4 store for f32, else
-// one store per lane (f16/bf16 through dc_from_f32).
+// Stores of one value per lane to `param`[i + lane]: one float2/float4 store for f32, one
+// 32-bit store per pair of lanes for f16/bf16 (dc_pack_f16x2 / dc_pack_bf16x2; `i` even),
+// else one store per lane.
 std::string store_chunk(const std::string& param, DType dtype, const std::vector<std::string>& lanes);
 
 // "float2" or "float4": the vector type of `vec` floats.

@@ -100,7 +100,7 @@ bool is_pointwise_op(const std::string& op) {
 }
 
 std::set<std::string> vector_loadable_inputs(const Graph& g, const std::vector<std::string>& roots,
-                                             int64_t inner) {
+                                             int64_t inner, bool halves) {
   std::map<std::string, size_t> producer;
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (const auto& o : g.nodes[i].outputs) producer[o] = i;
@@ -120,7 +120,9 @@ std::set<std::string> vector_loadable_inputs(const Graph& g, const std::vector<s
   for (const auto& in : g.inputs) {
     if (!direct.count(in) || remapped.count(in) || g.is_constant(in)) continue;
     const TensorInfo& info = g.info(in);
-    if (info.dtype == DType::f32 && !info.shape.empty() && info.shape.back() == inner)
+    const bool loadable = info.dtype == DType::f32 ||
+                          (halves && (info.dtype == DType::f16 || info.dtype == DType::bf16));
+    if (loadable && !info.shape.empty() && info.shape.back() == inner)
       out.insert(in);
   }
   return out;

@@ -110,7 +110,9 @@ bool is_pointwise_op(const std::string& op);
 // elements of the input when `inner` divides by `vec` (f16/bf16 inputs are read element by
 // element). Templates load these as float2/float4
 // and bind the lanes; everything else they read element by element.
+// With `halves`, f16/bf16 inputs qualify too (the template loads them as 32-bit pairs and
+// unpacks them with dc_unpack_f16x2 / dc_unpack_bf16x2).
 std::set<std::string> vector_loadable_inputs(const Graph& g, const std::vector<std::string>& roots,
-                                             int64_t inner);
+                                             int64_t inner, bool halves = false);
 
 }  // namespace dc

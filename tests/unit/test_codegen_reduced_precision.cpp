@@ -15,14 +15,17 @@
 #include <set>
 #include <thread>
 
+#include "candidates.h"
 #include "emulator.h"
 #include "emulator/compile.h"
 #include "generate.h"
 #include "gpu_catalog.h"
 #include "ir/tolerance.h"
 #include "nvrtc.h"
+#include "onnx/import.h"
 #include "param_space.h"
 #include "pass_testing.h"
+#include "passes/simplify.h"
 #include "ref/compare.h"
 #include "ref/executor.h"
 #include "ref/storage_dtypes.h"
@@ -270,6 +273,37 @@ TEST_P(ReducedPrecisionKernels, OverflowNanAndInfAreExact) {
   expect_space_correct(w, in, 1, true);
 }
 
+TEST_P(ReducedPrecisionKernels, PackedPairLoadsAndStoresAreExact) {
+  const DType t = GetParam();
+  // vec 2 and 4: t inputs loaded as 32-bit pairs, the f32 input as float2/float4, the t
+  // output stored as packed pairs; the f32 output as float2/float4.
+  Graph g;
+  add_input(g, "x", {6, 64});
+  add_input(g, "y", {6, 64});
+  add_input(g, "z", {64});
+  add_node(g, "Mul", {"x", "y"}, {"m"});
+  add_node(g, "Add", {"m", "z"}, {"o"});
+  add_node(g, "Sub", {"m", "x"}, {"d"});
+  g.outputs = {"o", "d"};
+  ref::TensorMap in;
+  const Workload w = whole(retyped(g, {{"x", t}, {"y", t}, {"m", t}, {"o", t}, {"d", DType::f32}}),
+                           ClusterKind::elementwise, 95, &in, -3.f, 3.f);
+  const std::string unpack = t == DType::f16 ? "dc_unpack_f16x2(" : "dc_unpack_bf16x2(";
+  const std::string pack = t == DType::f16 ? "dc_pack_f16x2(" : "dc_pack_bf16x2(";
+  for (int64_t vec : {1, 2, 4}) {
+    Variant v;
+    v.template_name = "elementwise";
+    v.params = {{"threads", 64}, {"vec", vec}, {"elems_per_thread", 2}};
+    GeneratedKernel k = generate_kernel(w, v);
+    EXPECT_EQ(k.source.find(unpack + "vin") != std::string::npos, vec > 1) << k.source;
+    EXPECT_EQ(k.source.find("= " + pack) != std::string::npos, vec > 1) << k.source;
+    if (vec == 4) {
+      EXPECT_NE(k.source.find("float4"), std::string::npos) << k.source;
+    }
+    expect_correct(w, std::move(k), in, 1, true);
+  }
+}
+
 // ---- reductions, pools, depthwise: at the error model's tolerance -----------------------
 
 TEST_P(ReducedPrecisionKernels, RowReductions) {
@@ -389,6 +423,71 @@ TEST_P(ReducedPrecisionKernels, ReferenceKernelOfHeavyOps) {
   ref::TensorMap in;
   const Workload w = whole(typed, ClusterKind::opaque, 71, &in);
   expect_correct(w, generate_reference(w), in, 40, false);
+}
+
+// ---- every workload of the tiny models, stored in f16 ------------------------------------
+
+// Every float tensor of `g` stored in `t` except the model's inputs and outputs and scalar
+// constants: a crude stand-in for the precision pass (more reduced tensors than it makes),
+// enough to give every op of the models f16 operands, f16 results and mixed edges.
+Graph all_reduced(Graph g, DType t) {
+  std::set<std::string> keep(g.inputs.begin(), g.inputs.end());
+  keep.insert(g.outputs.begin(), g.outputs.end());
+  for (auto& [name, info] : g.tensors) {
+    if (info.dtype != DType::f32 || keep.count(name)) continue;
+    if (auto w = g.initializers.find(name); w != g.initializers.end()) {
+      if (w->second.numel() == 1) continue;
+      w->second = ref::convert_float(w->second, t);
+    }
+    info.dtype = t;
+  }
+  return g;
+}
+
+class ReducedPrecisionModels : public ReducedKernelTest {};
+
+TEST_F(ReducedPrecisionModels, EveryWorkloadOfTheTinyModelsInF16) {
+  size_t count = 0, variants = 0, reduced = 0;
+  for (const char* model : {"tiny_cnn", "tiny_transformer"}) {
+    const Graph g = all_reduced(
+        simplify(import_onnx_file(std::string(DC_SOURCE_DIR) + "/examples/" + model + "/model.onnx")),
+        DType::f16);
+    const WorkloadSet set = dedupe_workloads(g, generate_candidates(g));
+    for (const auto& w : set.workloads) {
+      ref::TensorMap in;
+      uint32_t seed = 200 + static_cast<uint32_t>(count);
+      for (const auto& name : w.graph.inputs) {
+        const TensorInfo& info = w.graph.info(name);
+        if (is_float(info.dtype)) {
+          in[name] = random_value(info, seed++);
+        } else {  // indices and masks: 0 or 1, valid for any dimension
+          Tensor v(info.dtype, info.shape);
+          for (int64_t i = 0; i < v.numel(); ++i) {
+            if (info.dtype == DType::i64) v.mutable_data<int64_t>()[i] = i % 2;
+            else if (info.dtype == DType::i32) v.mutable_data<int32_t>()[i] = static_cast<int32_t>(i % 2);
+            else if (info.dtype == DType::boolean) v.mutable_data<bool>()[i] = i % 2 == 0;
+            else FAIL() << "input dtype " << dtype_name(info.dtype);
+          }
+          in[name] = v;
+        }
+      }
+      reduced += w.canonical.find("f16[") != std::string::npos;
+      const WorkloadShape s = analyze_workload(w);
+      const int64_t k = reduction_length(w, s);
+      expect_correct(w, generate_reference(w), in, k, false);
+      ++count;
+      // One variant of each template this storage work covers (the GEMM family and
+      // attention templates have their own f16 paths and tests).
+      if (s.family == Family::gemm || s.family == Family::conv || s.family == Family::attention) continue;
+      const auto vs = enumerate_variants(w, a100(), SpaceOptions{{"fp32"}});
+      ASSERT_FALSE(vs.empty()) << w.canonical;
+      expect_correct(w, generate_kernel(w, vs[vs.size() / 2]), in, k, false);
+      ++variants;
+    }
+  }
+  EXPECT_GE(count, 21u + 60u);  // docs/candidates.md: 21 and 60 workloads
+  EXPECT_GE(variants, 20u);
+  EXPECT_GE(reduced, count - 3);  // all but the transformer's 3 integer mask Unsqueezes
 }
 
 TEST(ReducedPrecisionCodegen, StorageTypesInTheSource) {
