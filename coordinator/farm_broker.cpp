@@ -8,6 +8,7 @@
 #include <array>
 #include <condition_variable>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <set>
@@ -312,7 +313,7 @@ void FarmBroker::Impl::serve(FarmDispatcher& dispatcher) {
       return;
     }
     if (items[1].revents & ZMQ_POLLIN) wake.drain();
-    // Taken out of the inbox before any is submitted, and owned by this iteration only: an
+    // Taken out of the inbox before any is submitted, and owned by this iteration: an
     // exception part-way cannot leave moved-from entries behind to be submitted again.
     std::vector<FarmDispatcher::Submission> arrived;
     bool stop = false;
@@ -323,13 +324,22 @@ void FarmBroker::Impl::serve(FarmDispatcher& dispatcher) {
     }
     if (stop) return;
     const auto t = FarmDispatcher::Clock::now();
+    size_t next = 0;  // arrived[next..] were not handed over yet
     try {
-      for (FarmDispatcher::Submission& s : arrived) dispatcher.submit(std::move(s), t);
+      while (next < arrived.size()) {
+        // Consumed as soon as it is handed over, whether submit returns or throws.
+        FarmDispatcher::Submission s = std::move(arrived[next++]);
+        dispatcher.submit(std::move(s), t);
+      }
       if (zap && (items[2].revents & ZMQ_POLLIN)) serve_zap();
       if (items[0].revents & ZMQ_POLLIN) read_router(dispatcher);
       dispatcher.tick(FarmDispatcher::Clock::now());
     } catch (const zmq::error_t& e) {
       spdlog::error("farm: socket error: {}", e.what());
+      // The ones not handed over wait for the next turn, in order; none twice.
+      std::lock_guard<std::mutex> lock(mutex);
+      inbox.insert(inbox.begin(), std::make_move_iterator(arrived.begin() + static_cast<std::ptrdiff_t>(next)),
+                   std::make_move_iterator(arrived.end()));
     }
     publish(dispatcher);
   }

@@ -96,8 +96,8 @@ struct TimingOptions {
   int min_samples = 10;         // at least this many samples ...
   double min_total_ms = 50.0;   // ... adding up to at least this much kernel time
   // A safety cap, high enough that min_total_ms holds for any real kernel: 50 ms of
-  // samples down to 0.25 us each (docs/gpu-runtime.md).
-  int max_samples = 200000;
+  // samples down to 0.5 us each (docs/gpu-runtime.md); the farm protocol's limit too.
+  int max_samples = 100000;
   double max_total_ms = 10000;  // stop once the samples add up to this (slow kernels)
   L2Policy l2 = L2Policy::automatic;
   int max_copies = 8;           // rotation: most copies of the buffers

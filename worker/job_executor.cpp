@@ -15,6 +15,10 @@
 #include "ref/compare.h"
 
 namespace dc {
+
+// A Result with more samples than the protocol allows would be dropped by the coordinator.
+static_assert(TimingOptions{}.max_samples <= farm::kMaxSamples, "default timing cap above the farm's limit");
+
 namespace {
 
 farm::Result failed(JobStatus status, const std::string& error) {
