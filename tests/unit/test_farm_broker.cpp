@@ -260,8 +260,9 @@ TEST(FarmBroker, ItsOwnInternalErrorEndsTheFarm) {
       broker.collect(50ms);
     } catch (const InternalError& e) {
       thrown = true;
-      EXPECT_NE(std::string(e.what()).find("farm broker: job 'no-type' was submitted without a GPU type"),
-                std::string::npos) << e.what();
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind("farm broker: ", 0), 0u) << what;
+      EXPECT_NE(what.find("job 'no-type' was submitted without a GPU type"), std::string::npos) << what;
     }
   }
   ASSERT_TRUE(thrown);
