@@ -295,8 +295,9 @@ void FarmBroker::Impl::loop() {
   }
 }
 
-// The poll loop. Socket errors are logged and the loop goes on; any other exception is a
-// bug in dc's own code and propagates to loop(), which ends the farm.
+// The poll loop, until shutdown. Errors sending or receiving are logged and the loop goes
+// on; any other exception (a bug in dc's own code, or a failed poll) propagates to loop(),
+// which ends the farm.
 void FarmBroker::Impl::serve(FarmDispatcher& dispatcher) {
   std::vector<zmq::pollitem_t> items = {{router.handle(), 0, ZMQ_POLLIN, 0},
                                         {nullptr, wake.fd(), ZMQ_POLLIN, 0}};
@@ -309,8 +310,8 @@ void FarmBroker::Impl::serve(FarmDispatcher& dispatcher) {
       zmq::poll(items, wait);
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
-      spdlog::error("farm: poll failed: {}", e.what());
-      return;
+      // The farm cannot go on; ending it quietly would leave the tune waiting for ever.
+      throw_internal_error("poll failed: ", e.what());
     }
     if (items[1].revents & ZMQ_POLLIN) wake.drain();
     // Taken out of the inbox before any is submitted, and owned by this iteration: an
