@@ -323,6 +323,17 @@ TEST(MeasureChild, ChildKilledMidJobIsARuntimeFault) {
   EXPECT_EQ(child.starts(), 2);
 }
 
+// A child that breaks the framing is dc's bug (the child is dc's own program), not the
+// variant's: internal_error, and the child is killed.
+TEST(MeasureChild, MalformedMessageIsAnInternalError) {
+  MeasureChild child({"/bin/sh", "-c", "printf '\\377\\377\\377\\377' >&3; exec sleep 30"});
+  const farm::Result r = child.run(wire_job(scale_job("j", "h100"), 3));
+  EXPECT_EQ(r.status(), "internal_error") << r.error();
+  EXPECT_NE(r.error().find("malformed message"), std::string::npos) << r.error();
+  EXPECT_EQ(r.lease_id(), 3u);
+  EXPECT_EQ(child.pid(), 0);  // killed
+}
+
 TEST(MeasureChild, MissingExecutableIsAResult) {
   MeasureChild child({"/nonexistent/dc-worker", "--measure-child"});
   const farm::Result r = child.run(wire_job(scale_job("j", "h100")));
