@@ -8,6 +8,7 @@
 #include <array>
 #include <condition_variable>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <set>
@@ -97,6 +98,9 @@ struct FarmBroker::Impl {
   FarmCounters counters;
   bool stopping = false;
   bool stopped = false;
+  // The loop's own invariant failure (InternalError, or any exception from dc's code):
+  // the loop ends and the caller's next submit/collect/status throws it (exit 3).
+  std::string fatal;
 
   // Loop thread only.
   DropLog drops;
@@ -109,6 +113,11 @@ struct FarmBroker::Impl {
   void read_router(FarmDispatcher& dispatcher);
   void serve_zap();
   void publish(FarmDispatcher& dispatcher);
+  void serve(FarmDispatcher& dispatcher);
+  // Throws the loop's fatal error as an InternalError; call with `mutex` held.
+  void rethrow_fatal() const {
+    if (!fatal.empty()) throw_internal_error("farm broker: ", fatal);
+  }
 };
 
 void FarmBroker::Impl::setup_security() {
@@ -223,9 +232,15 @@ void FarmBroker::Impl::read_router(FarmDispatcher& dispatcher) {
     }
     try {
       dispatcher.on_message(identity, *e, FarmDispatcher::Clock::now(), peer);
+    } catch (const farm::ProtocolError& ex) {
+      // A worker's bad message is its problem, not the farm's: dropped.
+      drops.note("invalid message", str_cat(farm::body_name(*e), ": ", ex.what()));
+      ++transport_drops;
+    } catch (const zmq::error_t&) {
+      throw;
     } catch (const std::exception& ex) {
-      // A bug in handling one message must not end the farm: log it, keep serving.
-      spdlog::error("farm: error while handling a {}: {}", farm::body_name(*e), ex.what());
+      // dc's own bug while handling it: the farm's state can no longer be trusted.
+      throw_internal_error("while handling a ", farm::body_name(*e), ": ", ex.what());
     }
   }
 }
@@ -246,20 +261,47 @@ void FarmBroker::Impl::publish(FarmDispatcher& dispatcher) {
 }
 
 void FarmBroker::Impl::loop() {
-  FarmDispatcher dispatcher(
-      DispatchOptions{options.heartbeat, options.liveness, options.max_attempts,
-                      options.max_credits_per_device, options.deadline_grace,
-                      options.require_emulated, options.coordinator_id},
-      [this](const std::string& identity, const farm::Envelope& e) {
-        const std::string payload = farm::serialize(e);
-        // ROUTER drops what it cannot route (a peer gone, a full queue): never blocks.
-        router.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-        router.send(zmq::buffer(payload), zmq::send_flags::dontwait);
-      });
+  std::optional<FarmDispatcher> dispatcher;
+  std::string error;
+  try {
+    dispatcher.emplace(
+        DispatchOptions{options.heartbeat, options.liveness, options.max_attempts,
+                        options.max_credits_per_device, options.deadline_grace,
+                        options.require_emulated, options.coordinator_id},
+        [this](const std::string& identity, const farm::Envelope& e) {
+          const std::string payload = farm::serialize(e);
+          // ROUTER drops what it cannot route (a peer gone, a full queue): never blocks.
+          router.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+          router.send(zmq::buffer(payload), zmq::send_flags::dontwait);
+        });
+    serve(*dispatcher);
+  } catch (const std::exception& e) {
+    error = e.what();
+  } catch (...) {
+    error = "unknown exception";
+  }
+  if (!error.empty()) {
+    spdlog::error("farm: *** INTERNAL ERROR *** the broker stops: {}", error);
+    std::lock_guard<std::mutex> lock(mutex);
+    fatal = error;
+    results_ready.notify_all();
+  }
+  if (!dispatcher) return;
+  try {
+    dispatcher->disconnect_all(error.empty() ? "coordinator shutting down" : "coordinator failed");
+    publish(*dispatcher);
+  } catch (const std::exception& e) {
+    spdlog::warn("farm: while disconnecting workers: {}", e.what());
+  }
+}
+
+// The poll loop, until shutdown. Errors sending or receiving are logged and the loop goes
+// on; any other exception (a bug in dc's own code, or a failed poll) propagates to loop(),
+// which ends the farm.
+void FarmBroker::Impl::serve(FarmDispatcher& dispatcher) {
   std::vector<zmq::pollitem_t> items = {{router.handle(), 0, ZMQ_POLLIN, 0},
                                         {nullptr, wake.fd(), ZMQ_POLLIN, 0}};
   if (zap) items.push_back({zap->handle(), 0, ZMQ_POLLIN, 0});
-  std::vector<FarmDispatcher::Submission> arrived;
   while (true) {
     const auto now = FarmDispatcher::Clock::now();
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(dispatcher.next_due() - now);
@@ -268,37 +310,40 @@ void FarmBroker::Impl::loop() {
       zmq::poll(items, wait);
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
-      spdlog::error("farm: poll failed: {}", e.what());
-      break;
+      // The farm cannot go on; ending it quietly would leave the tune waiting for ever.
+      throw_internal_error("poll failed: ", e.what());
     }
     if (items[1].revents & ZMQ_POLLIN) wake.drain();
+    // Taken out of the inbox before any is submitted, and owned by this iteration: an
+    // exception part-way cannot leave moved-from entries behind to be submitted again.
+    std::vector<FarmDispatcher::Submission> arrived;
     bool stop = false;
     {
       std::lock_guard<std::mutex> lock(mutex);
       arrived.swap(inbox);
       stop = stopping;
     }
-    if (stop) break;
+    if (stop) return;
     const auto t = FarmDispatcher::Clock::now();
+    size_t next = 0;  // arrived[next..] were not handed over yet
     try {
-      for (FarmDispatcher::Submission& s : arrived) dispatcher.submit(std::move(s), t);
-      arrived.clear();
+      while (next < arrived.size()) {
+        // Consumed as soon as it is handed over, whether submit returns or throws.
+        FarmDispatcher::Submission s = std::move(arrived[next++]);
+        dispatcher.submit(std::move(s), t);
+      }
       if (zap && (items[2].revents & ZMQ_POLLIN)) serve_zap();
       if (items[0].revents & ZMQ_POLLIN) read_router(dispatcher);
       dispatcher.tick(FarmDispatcher::Clock::now());
     } catch (const zmq::error_t& e) {
       spdlog::error("farm: socket error: {}", e.what());
-    } catch (const std::exception& e) {
-      spdlog::error("farm: {}", e.what());
+      // The ones not handed over wait for the next turn, in order; none twice.
+      std::lock_guard<std::mutex> lock(mutex);
+      inbox.insert(inbox.begin(), std::make_move_iterator(arrived.begin() + static_cast<std::ptrdiff_t>(next)),
+                   std::make_move_iterator(arrived.end()));
     }
     publish(dispatcher);
   }
-  try {
-    dispatcher.disconnect_all("coordinator shutting down");
-  } catch (const std::exception& e) {
-    spdlog::warn("farm: while disconnecting workers: {}", e.what());
-  }
-  publish(dispatcher);
 }
 
 FarmBroker::FarmBroker(FarmBrokerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
@@ -325,6 +370,7 @@ void FarmBroker::submit(FarmJob job) {
   FarmDispatcher::Submission s = FarmDispatcher::prepare(std::move(job));
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->rethrow_fatal();
     if (impl_->stopping) {
       spdlog::debug("farm: job {} submitted after shutdown; ignored", s.meta.job_id);
       return;
@@ -336,7 +382,10 @@ void FarmBroker::submit(FarmJob job) {
 
 std::vector<Measurement> FarmBroker::collect(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(impl_->mutex);
-  impl_->results_ready.wait_for(lock, timeout, [this] { return !impl_->results.empty() || impl_->stopped; });
+  impl_->results_ready.wait_for(lock, timeout, [this] {
+    return !impl_->results.empty() || impl_->stopped || !impl_->fatal.empty();
+  });
+  impl_->rethrow_fatal();
   std::vector<Measurement> out(std::make_move_iterator(impl_->results.begin()),
                                std::make_move_iterator(impl_->results.end()));
   impl_->results.clear();
@@ -345,6 +394,7 @@ std::vector<Measurement> FarmBroker::collect(std::chrono::milliseconds timeout) 
 
 FarmStatus FarmBroker::status() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->rethrow_fatal();
   FarmStatus st = impl_->status;
   return st;
 }

@@ -13,7 +13,9 @@
 // allowed_worker_keys, checked by a ZAP handler in the same loop), or insecure = true,
 // which logs a loud warning. Anything else is a UserError at construction.
 // Bad input never stops the loop: frames that do not parse, are too large, have another
-// protocol version or break the protocol are logged (rate-limited) and dropped.
+// protocol version or break the protocol are logged (rate-limited) and dropped. The
+// broker's own invariant failures do: the loop ends, and the next submit, collect or
+// status throws an InternalError ("farm broker: ...": exit 3 from the CLI).
 #pragma once
 
 #include <chrono>

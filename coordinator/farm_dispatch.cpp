@@ -68,6 +68,8 @@ FarmDispatcher::Submission FarmDispatcher::prepare(FarmJob job) {
 }
 
 void FarmDispatcher::submit(Submission s, Clock::time_point now) {
+  // The coordinator plans every job for a GPU type: one without could never be dispatched.
+  DC_INTERNAL_CHECK(!s.meta.gpu_type.empty(), "job '", s.meta.job_id, "' was submitted without a GPU type");
   const uint64_t id = next_job_++;
   JobEntry& e = jobs_[id];
   e.source_hash = fnv1a_hex(s.wire.variant().source());
@@ -224,6 +226,20 @@ void FarmDispatcher::on_result(Session& s, const farm::Result& r) {
   }
   const Lease lease = lit->second;
   JobEntry& job = jobs_.at(lease.job);
+  if (r.status() == job_status_name(JobStatus::internal_error)) {
+    // A dc bug, not the variant's fault: loud, counted, and retried on another worker.
+    ++counters_.internal_errors;
+    spdlog::error("farm: *** INTERNAL ERROR *** worker {} device {} failed job {} with a dc bug "
+                  "(attempt {} of {}{}): {}",
+                  s.worker_id, lease.device, job.meta.job_id, job.attempts, options_.max_attempts,
+                  job.attempts < options_.max_attempts ? ", retried on another worker" : ", giving up",
+                  printable(r.error()));
+    job.avoid_workers.insert(s.worker_id);
+    release_lease(r.lease_id());
+    requeue_or_fail(lease.job, str_cat("internal error on worker ", s.worker_id, ": ", r.error()),
+                    JobStatus::internal_error);
+    return;
+  }
   const Device* d = s.device(lease.device);
   Measurement m = farm::measurement_from_result(r);
   m.workload = job.meta.workload;
@@ -268,17 +284,18 @@ Measurement FarmDispatcher::failure(const JobEntry& job, JobStatus status, const
   return m;
 }
 
-void FarmDispatcher::requeue_or_fail(uint64_t job_id, const std::string& why) {
+void FarmDispatcher::requeue_or_fail(uint64_t job_id, const std::string& why, JobStatus final_status) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
   JobEntry& job = it->second;
   job.history += (job.history.empty() ? "" : "; ") + str_cat("attempt ", job.attempts, ": ", why);
   if (job.attempts >= options_.max_attempts) {
-    spdlog::warn("farm: job {} lost {} times; recorded as worker_lost", job.meta.job_id, job.attempts);
-    finish(job_id, failure(job, JobStatus::worker_lost, job.history));
+    spdlog::warn("farm: job {} failed {} times; recorded as {}", job.meta.job_id, job.attempts,
+                 job_status_name(final_status));
+    finish(job_id, failure(job, final_status, job.history));
     return;
   }
-  ++counters_.requeued;
+  if (final_status == JobStatus::worker_lost) ++counters_.requeued;
   // To the front: it has waited longest.
   queues_[job.meta.gpu_type].push_front(job_id);
   dirty_ = true;
@@ -311,6 +328,7 @@ void FarmDispatcher::drop_session(const std::string& identity, const std::string
     requeue_or_fail(job, why);
   }
   sessions_.erase(it);
+  dirty_ = true;  // a job that avoided other workers may now take any
 }
 
 void FarmDispatcher::dispatch(Clock::time_point now) {
@@ -320,14 +338,23 @@ void FarmDispatcher::dispatch(Clock::time_point now) {
     if (queue.empty()) continue;
     // Every device of this type with credits, taking one job each in turn.
     std::vector<std::pair<Session*, Device*>> ready;
+    std::set<std::string> workers_of_type;
     for (auto& [id, s] : sessions_)
-      for (Device& d : s.devices)
-        if (d.gpu_type == type && d.credits > 0) ready.emplace_back(&s, &d);
+      for (Device& d : s.devices) {
+        if (d.gpu_type != type) continue;
+        workers_of_type.insert(s.worker_id);
+        if (d.credits > 0) ready.emplace_back(&s, &d);
+      }
     while (!queue.empty() && !ready.empty()) {
       for (size_t i = 0; i < ready.size() && !queue.empty();) {
         auto [s, d] = ready[i];
-        const uint64_t job_id = queue.front();
-        queue.pop_front();
+        const std::optional<size_t> pick = pick_job(queue, *s, workers_of_type);
+        if (!pick) {  // every queued job waits for another worker: none for this device now
+          ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(i));
+          continue;
+        }
+        const uint64_t job_id = queue[*pick];
+        queue.erase(queue.begin() + static_cast<std::ptrdiff_t>(*pick));
         auto jit = jobs_.find(job_id);
         if (jit == jobs_.end()) continue;
         JobEntry& job = jit->second;
@@ -359,6 +386,21 @@ void FarmDispatcher::dispatch(Clock::time_point now) {
       }
     }
   }
+}
+
+std::optional<size_t> FarmDispatcher::pick_job(const std::deque<uint64_t>& queue, const Session& s,
+                                               const std::set<std::string>& workers_of_type) const {
+  for (size_t i = 0; i < queue.size(); ++i) {
+    const auto jit = jobs_.find(queue[i]);
+    if (jit == jobs_.end()) return i;  // finished meanwhile: dispatch drops it
+    const std::set<std::string>& avoid = jit->second.avoid_workers;
+    if (avoid.count(s.worker_id) == 0) return i;
+    // Avoided here, but taken anyway when no other worker of this type is connected.
+    const bool other = std::any_of(workers_of_type.begin(), workers_of_type.end(),
+                                   [&](const std::string& w) { return avoid.count(w) == 0; });
+    if (!other) return i;
+  }
+  return std::nullopt;
 }
 
 void FarmDispatcher::tick(Clock::time_point now) {

@@ -10,6 +10,9 @@
 //  - every submitted job finishes exactly once: a valid Result for its current lease, a
 //    lease past its deadline (timeout), or max_attempts leases lost to dead, silent or
 //    departing workers (worker_lost). Results for any other lease are ignored.
+//  - internal_error (a dc bug in a worker) is never final while attempts remain: the job is
+//    queued again and goes to another worker when one serves its type; after max_attempts
+//    it finishes as internal_error (not a verdict on the variant: never recorded as one).
 // Not thread-safe: one thread (the broker's loop) owns it.
 #pragma once
 
@@ -49,6 +52,7 @@ struct FarmCounters {
   int64_t requeued = 0;            // leases lost to a dead, silent or departing worker
   int64_t expired_leases = 0;      // past their deadline: timeout
   int64_t sessions_expired = 0;    // workers declared dead
+  int64_t internal_errors = 0;     // results with status internal_error (dc bugs), retried or not
 };
 
 class FarmDispatcher {
@@ -113,6 +117,7 @@ class FarmDispatcher {
     uint64_t lease = 0;    // current lease, 0 when queued
     bool last_emulated = false;
     std::string history;   // why earlier leases were lost
+    std::set<std::string> avoid_workers;  // reported internal_error for it: try others first
   };
   struct Lease {
     uint64_t job = 0;
@@ -132,7 +137,13 @@ class FarmDispatcher {
   void drop_session(const std::string& identity, const std::string& why,
                     const std::set<uint64_t>& keep = {}, Session* heir = nullptr);
   void release_lease(uint64_t lease_id);  // forget the lease; its device gets its slot back
-  void requeue_or_fail(uint64_t job_id, const std::string& why);
+  // Queues the job again, or after max_attempts finishes it with `final_status`.
+  void requeue_or_fail(uint64_t job_id, const std::string& why,
+                       JobStatus final_status = JobStatus::worker_lost);
+  // The index in `queue` of the first job the session may take, if any: a job avoids the
+  // workers that reported internal_error for it while another worker serves its type.
+  std::optional<size_t> pick_job(const std::deque<uint64_t>& queue, const Session& s,
+                                 const std::set<std::string>& workers_of_type) const;
   void finish(uint64_t job_id, Measurement m);
   Measurement failure(const JobEntry& job, JobStatus status, const std::string& error) const;
   void send(const std::string& identity, farm::Envelope e);

@@ -517,7 +517,12 @@ class Pipeline {
       db_.commit_worker(w);
       committed_workers_.insert(m.worker);
     }
-    db_.commit_measurement(m);
+    // internal_error is a dc bug, not a verdict on the variant: counted and logged, never
+    // recorded (a later tune measures the variant again).
+    if (m.status == JobStatus::internal_error)
+      spdlog::error("{}: INTERNAL ERROR (a dc bug; not recorded): {}", key, m.error);
+    else
+      db_.commit_measurement(m);
     ++r_.results;
     if (it == out.gpu_of.end()) return;  // a late result of a job given up: kept, not counted
     const size_t gi = it->second;

@@ -108,9 +108,12 @@ struct FarmClient::Impl {
       try {
         r = lane.runner(job);
       } catch (const std::exception& e) {
+        // The runner is dc's code (the measurement child's parent side): its failure is a
+        // dc bug, not the variant's, and never final.
+        spdlog::error("job {}: INTERNAL ERROR in the worker (a dc bug): {}", job.job_id(), e.what());
         r = farm::Result();
-        r.set_status(std::string(job_status_name(JobStatus::runtime_fault)));
-        r.set_error(std::string("worker error: ") + e.what());
+        r.set_status(std::string(job_status_name(JobStatus::internal_error)));
+        r.set_error(std::string("internal error in the worker: ") + e.what());
       }
       r.set_lease_id(job.lease_id());
       r.set_job_id(job.job_id());

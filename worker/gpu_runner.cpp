@@ -1,6 +1,7 @@
 #include "gpu_runner.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
@@ -22,6 +23,9 @@ struct GpuDevice::Impl {
   int64_t l2_bytes = 0;
   int64_t smem_optin = 0;
   cuda::PrimaryContext context;
+  cuda::Module spin_module;  // the timing spin (kSpinPtx), loaded on first use
+  CUfunction spin = nullptr;
+  bool spin_unavailable = false;
   std::string lost_reason;  // set by the first sticky error
 
   const cuda::Api& api() const { return driver->api(); }
@@ -35,6 +39,61 @@ namespace {
 constexpr int64_t kDefaultDynamicSmem = 48 * 1024;
 // Timed samples recorded between two host synchronisations.
 constexpr int kBatch = 256;
+
+// The timing spin: one thread busy-waits `ns` nanoseconds of %globaltimer. Enqueued before
+// each sample's start event, it keeps the GPU busy while the host enqueues the event and
+// the sample's graph, so no host launch gap falls between the events. PTX (JIT-compiled by
+// the driver for any sm_75+ device), so the worker needs no compiler for it.
+constexpr const char* kSpinKernel = "dc_timing_spin";
+constexpr const char* kSpinPtx = R"(//
+// dc_timing_spin: busy-waits `ns` nanoseconds of %globaltimer on one thread.
+//
+.version 7.0
+.target sm_75
+.address_size 64
+
+.visible .entry dc_timing_spin(.param .u64 dc_timing_spin_ns)
+{
+	.reg .pred 	%p<2>;
+	.reg .b64 	%rd<5>;
+	ld.param.u64 	%rd1, [dc_timing_spin_ns];
+	mov.u64 	%rd2, %globaltimer;
+$L_spin:
+	mov.u64 	%rd3, %globaltimer;
+	sub.s64 	%rd4, %rd3, %rd2;
+	setp.lt.u64 	%p1, %rd4, %rd1;
+	@%p1 bra 	$L_spin;
+	ret;
+}
+)";
+
+// The spin's function, loaded once per device; nullptr (timing goes on without the spin,
+// with a warning) when the driver cannot load it, e.g. one too old for PTX 7.0.
+CUfunction spin_function(GpuDevice::Impl& d) {
+  if (d.spin == nullptr && !d.spin_unavailable) {
+    try {
+      const std::string ptx = kSpinPtx;
+      d.spin_module = cuda::load_module(*d.driver, std::vector<char>(ptx.c_str(), ptx.c_str() + ptx.size() + 1));
+      d.check(d.api().module_get_function(&d.spin, d.spin_module.get(), kSpinKernel),
+              "cuModuleGetFunction");
+    } catch (const cuda::CudaError& e) {
+      if (classify_cuda_error(e.code).sticky) throw;
+      d.spin = nullptr;
+      d.spin_unavailable = true;
+      spdlog::warn("GPU {}: cannot load the timing spin ({}); timing without it", d.ordinal, e.what());
+    }
+  }
+  return d.spin;
+}
+
+void launch_spin(GpuDevice::Impl& d, CUstream stream, double us) {
+  const CUfunction f = spin_function(d);
+  if (f == nullptr) return;
+  unsigned long long ns = static_cast<unsigned long long>(us * 1000.0);
+  void* params[] = {&ns};
+  d.check(d.api().launch_kernel(f, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr),
+          "the timing spin: cuLaunchKernel");
+}
 
 size_t buffer_bytes(const KernelBuffer& b) {
   return static_cast<size_t>(shape_numel(b.shape)) * dtype_size(b.dtype);
@@ -138,18 +197,22 @@ void upload_inputs(const GpuDevice::Impl& d, const GeneratedKernel& k,
 
 // Outputs and scratch: zeros where the kernel needs them, 0xff (NaN, -1) elsewhere, so an
 // element the kernel never writes cannot pass as a value.
+// With a stream, the memsets are enqueued on it (and captured when it captures).
 void initialize_outputs(const GpuDevice::Impl& d, const GeneratedKernel& k,
-                        const std::vector<cuda::DeviceMemory>& mem, bool zero_init_only) {
+                        const std::vector<cuda::DeviceMemory>& mem, bool zero_init_only,
+                        CUstream stream = nullptr) {
   for (size_t i = 0; i < k.buffers.size(); ++i) {
     const KernelBuffer& b = k.buffers[i];
     if (b.role == BufferRole::input || (zero_init_only && !b.zero_init)) continue;
-    d.check(d.api().memset_d8(mem[i].get(), b.zero_init ? 0x00 : 0xff, mem[i].bytes()),
+    const unsigned char byte = b.zero_init ? 0x00 : 0xff;
+    d.check(stream != nullptr ? d.api().memset_d8_async(mem[i].get(), byte, mem[i].bytes(), stream)
+                              : d.api().memset_d8(mem[i].get(), byte, mem[i].bytes()),
             "initialising " + b.name);
   }
 }
 
 void launch_all(const GpuDevice::Impl& d, const GeneratedKernel& k, const LoadedKernel& lk,
-                const std::vector<cuda::DeviceMemory>& mem) {
+                const std::vector<cuda::DeviceMemory>& mem, CUstream stream = nullptr) {
   std::vector<CUdeviceptr> args;
   std::vector<void*> params;
   for (size_t i = 0; i < k.launches.size(); ++i) {
@@ -165,7 +228,7 @@ void launch_all(const GpuDevice::Impl& d, const GeneratedKernel& k, const Loaded
     auto u = [](int64_t v) { return static_cast<unsigned>(v); };
     d.check(d.api().launch_kernel(lk.functions[i], u(l.grid[0]), u(l.grid[1]), u(l.grid[2]),
                                   u(l.block[0]), u(l.block[1]), u(l.block[2]),
-                                  u(l.dynamic_smem_bytes), nullptr, params.data(), nullptr),
+                                  u(l.dynamic_smem_bytes), stream, params.data(), nullptr),
             launch_label(k, i) + ": cuLaunchKernel");
   }
 }
@@ -361,7 +424,10 @@ GpuDevice::GpuDevice(std::shared_ptr<const cuda::Driver> driver, int ordinal)
   }
 }
 
-GpuDevice::~GpuDevice() = default;
+GpuDevice::~GpuDevice() {
+  // Modules unload from the current context: make it this device's (errors ignored).
+  if (impl_ && impl_->spin_module && impl_->context) impl_->api().ctx_set_current(impl_->context.get());
+}
 
 int GpuDevice::ordinal() const { return impl_->ordinal; }
 const std::string& GpuDevice::name() const { return impl_->name; }
@@ -452,17 +518,22 @@ TimingResult time_on_gpu(GpuDevice& device, const GeneratedKernel& kernel,
       r.l2_method = "none";
     }
 
-    // One sample: [flush] start event, zero_init memsets, every launch, stop event.
+    // One run of the kernel as the plan runtime runs it: its zero_init memsets and every
+    // launch, captured once per buffer set as a CUDA graph (no gaps between launches).
+    const cuda::Stream stream = cuda::create_stream(*d.driver);
+    std::vector<cuda::GraphExec> runs;
+    // One sample: [flush] [spin] start event, the run's graph, stop event.
     unsigned char flush_byte = 0;
     size_t next_set = 0;
     auto sample = [&](CUevent start, CUevent stop) {
-      const std::vector<cuda::DeviceMemory>& set = sets[next_set++ % sets.size()];
+      const cuda::GraphExec& run = runs[next_set++ % runs.size()];
       if (flush.get() != 0)
-        d.check(d.api().memset_d8(flush.get(), flush_byte++, flush.bytes()), "flushing L2");
-      if (start) d.check(d.api().event_record(start, nullptr), "cuEventRecord");
-      initialize_outputs(d, kernel, set, /*zero_init_only=*/true);
-      launch_all(d, kernel, lk, set);
-      if (stop) d.check(d.api().event_record(stop, nullptr), "cuEventRecord");
+        d.check(d.api().memset_d8_async(flush.get(), flush_byte++, flush.bytes(), stream.get()),
+                "flushing L2");
+      if (start && options.spin_us > 0) launch_spin(d, stream.get(), options.spin_us);
+      if (start) d.check(d.api().event_record(start, stream.get()), "cuEventRecord");
+      d.check(d.api().graph_launch(run.get(), stream.get()), "cuGraphLaunch");
+      if (stop) d.check(d.api().event_record(stop, stream.get()), "cuEventRecord");
     };
 
     settled(d, [&] {
@@ -470,6 +541,16 @@ TimingResult time_on_gpu(GpuDevice& device, const GeneratedKernel& kernel,
         upload_inputs(d, kernel, inputs, set);
         initialize_outputs(d, kernel, set, /*zero_init_only=*/false);
       }
+      // The stream does not wait for the legacy stream's copies and memsets above.
+      d.check(d.api().ctx_synchronize(), "preparing the buffers (cuCtxSynchronize)");
+      for (const auto& set : sets) {
+        const cuda::Graph g = cuda::capture_graph(*d.driver, stream.get(), [&] {
+          initialize_outputs(d, kernel, set, /*zero_init_only=*/true, stream.get());
+          launch_all(d, kernel, lk, set, stream.get());
+        });
+        runs.push_back(cuda::instantiate_graph(*d.driver, g.get()));
+      }
+      if (options.spin_us > 0) spin_function(d);  // loaded before any timing
       for (int i = 0; i < options.warmup_runs; ++i) sample(nullptr, nullptr);
       d.check(d.api().ctx_synchronize(), "warm-up runs (cuCtxSynchronize)");
       r.samples_us = collect_samples(*d.driver, options, sample);

@@ -95,10 +95,15 @@ struct TimingOptions {
   int warmup_runs = 3;          // untimed runs first (module load, clocks, TLB)
   int min_samples = 10;         // at least this many samples ...
   double min_total_ms = 50.0;   // ... adding up to at least this much kernel time
-  int max_samples = 10000;      // and never more than this many
+  // A safety cap, high enough that min_total_ms holds for any real kernel: 50 ms of
+  // samples down to 0.5 us each (docs/gpu-runtime.md); the farm protocol's limit too.
+  int max_samples = 100000;
   double max_total_ms = 10000;  // stop once the samples add up to this (slow kernels)
   L2Policy l2 = L2Policy::automatic;
   int max_copies = 8;           // rotation: most copies of the buffers
+  // Device-side busy-wait before each sample's start event, so that the host's enqueueing
+  // of the event and the run never leaves the GPU idle inside the sample; 0 = none.
+  double spin_us = 10.0;
 };
 
 struct TimingResult {
@@ -111,8 +116,10 @@ struct TimingResult {
 };
 
 // Times the kernel's launches (one sample = every launch in order, plus the memsets of its
-// zero_init buffers, which a plan pays on every run too) with CUDA events. Inputs as in
-// run_on_gpu (the input tensors only: buffers[i] for the inputs of kernel.buffers).
+// zero_init buffers, which a plan pays on every run too) with CUDA events. The run is
+// captured once as a CUDA graph (as the plan runtime runs it) and each sample launches it
+// after a short device-side spin. Inputs as in run_on_gpu (the input tensors only:
+// buffers[i] for the inputs of kernel.buffers).
 TimingResult time_on_gpu(GpuDevice& device, const GeneratedKernel& kernel,
                          const std::vector<char>& cubin, const std::vector<Tensor>& inputs,
                          const TimingOptions& options = {});

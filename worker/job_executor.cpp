@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "compile_cache.h"
+#include "cuda_driver.h"
 #include "emulated_timing.h"
 #include "emulator.h"
 #include "emulator/compile.h"
@@ -14,6 +15,10 @@
 #include "ref/compare.h"
 
 namespace dc {
+
+// A Result with more samples than the protocol allows would be dropped by the coordinator.
+static_assert(TimingOptions{}.max_samples <= farm::kMaxSamples, "default timing cap above the farm's limit");
+
 namespace {
 
 farm::Result failed(JobStatus status, const std::string& error) {
@@ -175,8 +180,17 @@ farm::Result JobExecutor::execute(const farm::Job& job, const std::function<void
     r = failed(JobStatus::unsupported, std::string("malformed job: ") + e.what());
   } catch (const UserError& e) {
     r = failed(JobStatus::unsupported, e.what());
+  } catch (const cuda::CudaError& e) {
+    // A CUDA failure outside the runner's own handling: still the device's answer.
+    r = failed(classify_cuda_error(e.code).status, e.what());
   } catch (const std::exception& e) {
-    r = failed(JobStatus::runtime_fault, std::string("worker error: ") + e.what());
+    // dc's own code failed (InternalError, bad_alloc, ...): a bug, not the variant's
+    // fault. Never final: the coordinator retries the job on another worker.
+    spdlog::error("job {}: INTERNAL ERROR in the worker (a dc bug): {}", job.job_id(), e.what());
+    r = failed(JobStatus::internal_error, std::string("internal error in the worker: ") + e.what());
+  } catch (...) {
+    spdlog::error("job {}: INTERNAL ERROR in the worker (a dc bug): unknown exception", job.job_id());
+    r = failed(JobStatus::internal_error, "internal error in the worker: unknown exception");
   }
   r.set_lease_id(job.lease_id());
   r.set_job_id(job.job_id());

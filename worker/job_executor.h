@@ -9,7 +9,10 @@
 //   time      real device: time_on_gpu (warm-up, CUDA events, L2 policy, all samples);
 //             emulated device: the timing model (emulated_timing.h), marked emulated.
 //
-// Every failure is a Result with its JobStatus, never an exception. A sticky CUDA error
+// Every failure is a Result with its JobStatus, never an exception: the variant's failures
+// (compile, launch, fault, wrong result) as such, and an exception from dc's own code
+// (InternalError, bad_alloc, anything but a CUDA error) as internal_error, which is never
+// final (the coordinator retries it on another worker). A sticky CUDA error
 // (the context is lost) sets must_restart(): the child exits after sending the result and
 // the worker starts a new one.
 #pragma once

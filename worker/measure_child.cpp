@@ -187,12 +187,12 @@ farm::Result MeasureChild::run(const farm::Job& job) {
     try {
       if (pid_ == 0) start();
     } catch (const std::exception& e) {
-      return fail(JobStatus::runtime_fault, std::string("cannot start the measurement child: ") + e.what());
+      return fail(JobStatus::internal_error, std::string("cannot start the measurement child: ") + e.what());
     }
     sent = write_message(fd_, down);
     if (!sent) stop();
   }
-  if (!sent) return fail(JobStatus::runtime_fault, "cannot hand the job to a measurement child");
+  if (!sent) return fail(JobStatus::internal_error, "cannot hand the job to a measurement child");
 
   FrameReader reader;
   bool compiling = true;
@@ -213,7 +213,7 @@ farm::Result MeasureChild::run(const farm::Job& job) {
     const int n = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
     if (n < 0 && errno != EINTR) {
       stop();
-      return fail(JobStatus::runtime_fault, std::string("poll failed: ") + std::strerror(errno));
+      return fail(JobStatus::internal_error, std::string("poll failed: ") + std::strerror(errno));
     }
     if (n <= 0) continue;
     if (!reader.fill(fd_)) {
@@ -238,7 +238,7 @@ farm::Result MeasureChild::run(const farm::Job& job) {
     }
     if (broken) {
       stop();
-      return fail(JobStatus::runtime_fault, "the measurement child sent a malformed message (killed)");
+      return fail(JobStatus::internal_error, "the measurement child sent a malformed message (killed)");
     }
   }
 }

@@ -6,7 +6,7 @@
 namespace dc {
 
 namespace {
-constexpr std::array<std::pair<JobStatus, std::string_view>, 8> kNames = {{
+constexpr std::array<std::pair<JobStatus, std::string_view>, 9> kNames = {{
     {JobStatus::ok, "ok"},
     {JobStatus::compile_error, "compile_error"},
     {JobStatus::launch_error, "launch_error"},
@@ -15,6 +15,7 @@ constexpr std::array<std::pair<JobStatus, std::string_view>, 8> kNames = {{
     {JobStatus::timeout, "timeout"},
     {JobStatus::worker_lost, "worker_lost"},
     {JobStatus::unsupported, "unsupported"},
+    {JobStatus::internal_error, "internal_error"},
 }};
 }  // namespace
 
@@ -22,6 +23,10 @@ std::string_view job_status_name(JobStatus s) {
   for (const auto& [k, v] : kNames)
     if (k == s) return v;
   return "?";
+}
+
+bool is_final_status(JobStatus s) {
+  return s != JobStatus::worker_lost && s != JobStatus::internal_error;
 }
 
 std::optional<JobStatus> parse_job_status(std::string_view name) {

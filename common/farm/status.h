@@ -1,5 +1,7 @@
 // The one failure taxonomy shared by worker, coordinator and tuning DB: every job ends in
 // exactly one of these, and failures are results to record, never reasons to stop.
+// Two statuses say nothing about the variant and are never final: worker_lost (the farm
+// lost the job) and internal_error (dc's own code failed: a bug, not the kernel's fault).
 #pragma once
 
 #include <optional>
@@ -16,7 +18,12 @@ enum class JobStatus {
   timeout,        // compile or run exceeded its deadline (watchdog)
   worker_lost,    // the worker holding the job died or went silent, attempts exhausted
   unsupported,    // the worker cannot run this job (arch, precision, template)
+  internal_error, // dc's own code failed (InternalError, bad_alloc, ...): retried elsewhere
 };
+
+// True for the statuses that are a verdict on the variant (it ran, or it cannot): false for
+// worker_lost and internal_error, which a later tune measures again.
+bool is_final_status(JobStatus s);
 
 std::string_view job_status_name(JobStatus s);
 std::optional<JobStatus> parse_job_status(std::string_view name);

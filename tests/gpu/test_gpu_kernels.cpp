@@ -215,6 +215,10 @@ extern "C" __global__ void dc_copy(const float* __restrict__ in, float* __restri
 extern "C" __global__ void dc_fault(float* __restrict__ out) {
   out[(1ull << 40) + threadIdx.x] = 1.0f;  // 4 TiB past the buffer
 }
+extern "C" __global__ void dc_accumulate(const float* __restrict__ in, float* __restrict__ out) {
+  const int i = threadIdx.x;
+  if (i < 256) out[i] += in[i];
+}
 )";
 
 GeneratedKernel copy_kernel(int64_t threads, int64_t smem) {
@@ -344,6 +348,56 @@ TEST(OnGpuTiming, SamplesCoverTheMinimumDuration) {
               << " samples, min " << sorted.front() << " us, median "
               << sorted[sorted.size() / 2] << " us\n";
   }
+}
+
+// A kernel of a few microseconds: its samples still add up to min_total_ms (the sample cap
+// no longer stops it first), and none includes the device-side spin timed in front of it.
+TEST(OnGpuTiming, MicrosecondKernelReachesTheMinimumDurationWithoutTheSpin) {
+  DC_REQUIRE_GPU();
+  const std::vector<char> cubin = compile_for_device(kCopySource, "copy");
+  ASSERT_FALSE(cubin.empty());
+  TimingOptions o;
+  o.spin_us = 50;  // far above the copy's few microseconds: a sample with it would show
+  const TimingResult r = time_on_gpu(device(), copy_kernel(256, 1024), cubin, {ramp()}, o);
+  ASSERT_TRUE(r.ok()) << job_status_name(r.status) << ": " << r.error;
+  const double total = std::accumulate(r.samples_us.begin(), r.samples_us.end(), 0.0);
+  EXPECT_GE(total, o.min_total_ms * 1000.0 * 0.999);
+  std::vector<double> sorted = r.samples_us;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  EXPECT_GT(sorted.front(), 0.0);
+  EXPECT_LT(median, 0.5 * o.spin_us) << "the spin leaked into the samples";
+  std::cout << "copy [" << r.l2_method << "]: " << sorted.size() << " samples, min " << sorted.front()
+            << " us, median " << median << " us\n";
+}
+
+// split-K's shape: a zeroed output, then two launches accumulating into it. Timed as one
+// captured graph: both launches and the memset in every sample, no gaps between them.
+TEST(OnGpuTiming, MultiLaunchVariantIsTimedAsOneGraph) {
+  DC_REQUIRE_GPU();
+  const std::vector<char> cubin = compile_for_device(kCopySource, "accumulate");
+  ASSERT_FALSE(cubin.empty());
+  GeneratedKernel k = copy_kernel(256, 0);
+  k.buffers[1].zero_init = true;
+  k.launches[0].kernel = "dc_accumulate";
+  k.launches.push_back(k.launches[0]);
+  std::vector<Tensor> bufs = {ramp()};
+  const GpuRunResult run = run_on_gpu(device(), k, cubin, bufs);
+  ASSERT_TRUE(run.ok()) << run.error;
+  for (int i = 0; i < 256; ++i) EXPECT_EQ(bufs[1].data<float>()[i], 2.0f * (i + 1)) << i;
+
+  TimingOptions o;
+  o.spin_us = 50;
+  const TimingResult r = time_on_gpu(device(), k, cubin, {ramp()}, o);
+  ASSERT_TRUE(r.ok()) << job_status_name(r.status) << ": " << r.error;
+  ASSERT_GE(r.samples_us.size(), static_cast<size_t>(o.min_samples));
+  const double total = std::accumulate(r.samples_us.begin(), r.samples_us.end(), 0.0);
+  EXPECT_GE(total, o.min_total_ms * 1000.0 * 0.999);
+  std::vector<double> sorted = r.samples_us;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_LT(sorted[sorted.size() / 2], 0.5 * o.spin_us);
+  std::cout << "memset + 2 launches as a graph: " << sorted.size() << " samples, median "
+            << sorted[sorted.size() / 2] << " us\n";
 }
 
 }  // namespace

@@ -10,6 +10,9 @@
 //                     a blocking copy) reports it, and from then on every call (sticky)
 //   resources         the launch is refused with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
 //   slow              takes 20 ms instead of the usual 0.25 ms; any other name does nothing
+//   dc_timing_spin(ns) the timing spin (gpu_runner.cpp, loaded from PTX text): advances
+//                     the clock by its argument, counted as "spins", not as "launches"
+// Modules load from a CUBIN (ELF magic) or from PTX text (".version" or "//" first).
 // Each launch advances a fake clock that events read, so timing loops are deterministic.
 // Functions are one handle per name and module, freed with it; their static shared memory
 // is the test's "static_smem_bytes", and their default dynamic limit 48 KiB minus it, as
@@ -136,6 +139,11 @@ CUresult run_kernel(const std::string& name, size_t threads, const std::vector<C
     for (size_t t = 0; t < threads; ++t) arg(0)[t] += 1.f;
   } else if (name == "fault") {
     s.pending = CUDA_ERROR_ILLEGAL_ADDRESS;
+  } else if (name == "dc_timing_spin") {
+    s.clock_ms += static_cast<double>(args.at(0)) / 1e6;
+    value("spin_ns") = static_cast<double>(args.at(0));
+    ++value("spins");
+    return CUDA_SUCCESS;
   }
   s.clock_ms += name == "slow" ? 20.0 : value("ms_per_launch");
   ++value("launches");
@@ -146,6 +154,7 @@ CUresult run_kernel(const std::string& name, size_t threads, const std::vector<C
 size_t arity(const std::string& name) {
   if (name == "copy") return 2;
   if (name == "fill_one" || name == "fill_two" || name == "accumulate") return 1;
+  if (name == "dc_timing_spin") return 1;  // an unsigned long long, read like a pointer
   return 0;
 }
 
@@ -242,7 +251,13 @@ CUresult cuMemGetInfo(size_t* free_bytes, size_t* total) {
 
 CUresult cuModuleLoadData(CUmodule* m, const void* image) {
   if (state().sticky) return state().sticky;
-  if (std::memcmp(image, "\x7f" "ELF", 4) != 0) return CUDA_ERROR_INVALID_IMAGE;
+  const char* text = static_cast<const char*>(image);
+  const bool ptx = std::strncmp(text, ".version", 8) == 0 || std::strncmp(text, "//", 2) == 0;
+  if (!ptx && std::memcmp(image, "\x7f" "ELF", 4) != 0) return CUDA_ERROR_INVALID_IMAGE;
+  if (ptx) {
+    if (value("refuse_ptx") != 0) return CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
+    ++value("ptx_modules");
+  }
   *m = new CUmod_st;
   ++value("modules");
   return CUDA_SUCCESS;

@@ -511,11 +511,26 @@ TEST(GpuRunner, AFaultBeforeARefusalStillLosesTheContext) {
     EXPECT_NE(r.error.find("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"), std::string::npos) << r.error;
     EXPECT_NE(r.error.find("CUDA_ERROR_ILLEGAL_ADDRESS"), std::string::npos) << r.error;
   }
-  GpuDevice dev(fake_driver(), 0);  // the same in the timing loop's warm-up
-  const TimingResult t = time_on_gpu(dev, k, kElf, {iota(8)});
+  // Timing captures the run as a graph before running anything: the refusal comes at
+  // capture, where nothing has run yet, as the launch_error it is (the capture ended,
+  // nothing leaked, the device usable).
+  GpuDevice dev(fake_driver(), 0);
+  TimingResult t = time_on_gpu(dev, k, kElf, {iota(8)});
+  EXPECT_EQ(t.status, JobStatus::launch_error) << t.error;
+  EXPECT_NE(t.error.find("launch 1 (resources): cuLaunchKernel"), std::string::npos) << t.error;
+  EXPECT_FALSE(t.context_lost);
+  EXPECT_FALSE(dev.lost());
+  EXPECT_EQ(fake().get("launches"), 0) << "nothing ran";
+  EXPECT_EQ(fake().get("graphs"), 0);
+  EXPECT_EQ(fake().get("graph_execs"), 0);
+  EXPECT_EQ(fake().get("streams"), 0);
+  EXPECT_EQ(fake().get("live_allocations"), 0);
+  // A fault inside the graph's replay (the warm-up) is a sticky runtime_fault.
+  t = time_on_gpu(dev, one_launch("fault", 8, {0, 1}), kElf, {iota(8)});
   EXPECT_EQ(t.status, JobStatus::runtime_fault) << t.error;
   EXPECT_TRUE(t.context_lost);
   EXPECT_TRUE(dev.lost());
+  EXPECT_TRUE(t.samples_us.empty());
   EXPECT_EQ(fake().get("live_allocations"), 0);
 }
 
@@ -544,12 +559,83 @@ TEST(GpuTiming, SamplesUntilTheMinimumTotal) {
   EXPECT_EQ(fake().get("large_memset_bytes"), 80.0 * (1 << 20));
   EXPECT_EQ(fake().get("live_allocations"), 0);
   EXPECT_EQ(fake().get("events"), 0);
+  EXPECT_EQ(fake().get("graph_launches"), 203) << "every run is one graph launch";
+  EXPECT_EQ(fake().get("spins"), 200) << "one spin before each timed sample, none in the warm-up";
+  EXPECT_EQ(fake().get("graphs") + fake().get("graph_execs") + fake().get("streams"), 0);
 
   o.min_samples = 300;  // the sample count wins over the duration
   EXPECT_EQ(time_on_gpu(dev, one_launch("copy", 8, {0, 1}), kElf, {iota(8)}, o).samples_us.size(), 300u);
   o.min_samples = 10;
   o.max_samples = 40;  // and the cap over both
   EXPECT_EQ(time_on_gpu(dev, one_launch("copy", 8, {0, 1}), kElf, {iota(8)}, o).samples_us.size(), 40u);
+}
+
+// The min_total_ms contract holds for microsecond kernels: 50 ms of 1 us samples is 50,000
+// samples, past the old cap of 10,000. Each sample is the kernel's time alone: the 10 us
+// spin in front of it is outside the events.
+TEST(GpuTiming, MicrosecondKernelsStillReachTheMinimumTotal) {
+  GpuDevice dev(fake_driver(), 0);
+  fake().set("ms_per_launch", 0.001);
+  const TimingOptions o;
+  const TimingResult r = time_on_gpu(dev, one_launch("copy", 8, {0, 1}), kElf, {iota(8)}, o);
+  ASSERT_TRUE(r.ok()) << r.error;
+  double total_us = 0;
+  for (double s : r.samples_us) {
+    EXPECT_NEAR(s, 1.0, 1e-3) << "a sample must not include the spin";
+    total_us += s;
+  }
+  EXPECT_GE(total_us, o.min_total_ms * 1000.0);
+  EXPECT_GE(r.samples_us.size(), 49990u);
+  EXPECT_LE(r.samples_us.size(), 50010u);
+  EXPECT_EQ(fake().get("spins"), static_cast<double>(r.samples_us.size()));
+  EXPECT_EQ(fake().get("spin_ns"), o.spin_us * 1000.0);
+  EXPECT_EQ(fake().get("ptx_modules"), 1) << "the spin is loaded once per device";
+
+  // An explicit cap still wins, and without a spin none is launched.
+  TimingOptions capped;
+  capped.max_samples = 10000;
+  capped.spin_us = 0;
+  fake().set("spins", 0);
+  EXPECT_EQ(time_on_gpu(dev, one_launch("copy", 8, {0, 1}), kElf, {iota(8)}, capped).samples_us.size(), 10000u);
+  EXPECT_EQ(fake().get("spins"), 0);
+}
+
+// A multi-launch variant (split-K: a zeroing memset and two kernels) is timed as one
+// captured CUDA graph, as the plan runtime runs it: one graph launch per run, the memset
+// and both kernels inside it, nothing launched directly.
+TEST(GpuTiming, MultiLaunchVariantsAreTimedAsOneGraph) {
+  GpuDevice dev(fake_driver(), 0);
+  GeneratedKernel k = one_launch("accumulate", 8, {1});
+  k.buffers[1].zero_init = true;
+  k.launches.push_back(one_launch("fill_one", 8, {1}).launches[0]);
+  k.launches.push_back(one_launch("accumulate", 8, {1}).launches[0]);
+  TimingOptions o;
+  o.min_total_ms = 1;
+  o.min_samples = 5;
+  o.l2 = L2Policy::none;
+  const TimingResult r = time_on_gpu(dev, k, kElf, {iota(8)}, o);
+  ASSERT_TRUE(r.ok()) << r.error;
+  ASSERT_EQ(r.samples_us.size(), 5u);
+  for (double s : r.samples_us) EXPECT_EQ(s, 3 * 250.0) << "all three launches, one sample";
+  const double runs = o.warmup_runs + 5;
+  EXPECT_EQ(fake().get("graph_launches"), runs);
+  EXPECT_EQ(fake().get("launches"), 3 * runs) << "every launch inside a graph";
+  EXPECT_EQ(fake().get("small_memsets"), 1 + runs) << "the zeroing inside the graph too";
+  EXPECT_EQ(fake().get("spins"), 5);
+  EXPECT_EQ(fake().get("graphs") + fake().get("graph_execs") + fake().get("streams"), 0);
+  EXPECT_EQ(fake().get("live_allocations"), 0);
+}
+
+// A driver that cannot load the spin's PTX still times (without the spin), with a warning.
+TEST(GpuTiming, WithoutTheSpinTimingStillWorks) {
+  GpuDevice dev(fake_driver(), 0);
+  fake().set("refuse_ptx", 1);
+  TimingOptions o;
+  o.min_total_ms = 1;
+  const TimingResult r = time_on_gpu(dev, one_launch("copy", 8, {0, 1}), kElf, {iota(8)}, o);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.samples_us.size(), 10u);
+  EXPECT_EQ(fake().get("spins"), 0);
 }
 
 TEST(GpuTiming, SlowKernelsStopAtTheTimeCap) {

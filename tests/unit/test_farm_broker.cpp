@@ -170,6 +170,113 @@ TEST(FarmBroker, AttemptsExhaustedIsWorkerLost) {
   EXPECT_TRUE(collect_n(broker, 1, 300ms).empty());  // once
 }
 
+// internal_error is a dc bug in the worker, not a verdict on the variant: the job goes to
+// another worker (the first still has a credit, and is passed over), loudly counted.
+TEST(FarmBroker, InternalErrorIsRetriedOnAnotherWorker) {
+  FarmBroker broker(fast_options());
+  zmq::context_t ctx;
+  FakeWorker a(ctx, broker.endpoint()), b(ctx, broker.endpoint());
+  ASSERT_TRUE(a.join("a", {"h100"}, 2));
+  ASSERT_TRUE(b.join("b", {"h100"}, 2));
+  ASSERT_TRUE(testing::eventually([&] { return broker.status().workers_per_gpu_type.count("h100") &&
+                                               broker.status().workers_per_gpu_type.at("h100") == 2; },
+                                  10s));
+  broker.submit(scale_job("j", "h100"));
+  // Whichever worker took it reports a dc bug.
+  std::optional<farm::Job> first;
+  FakeWorker* buggy = nullptr;
+  FakeWorker* other = nullptr;
+  for (int i = 0; i < 200 && !first; ++i) {
+    if ((first = a.next_job(25ms))) buggy = &a, other = &b;
+    else if ((first = b.next_job(25ms))) buggy = &b, other = &a;
+  }
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->attempt(), 1u);
+  buggy->result(*first, "internal_error", {});
+  std::optional<farm::Job> second = other->next_job(10s);
+  ASSERT_TRUE(second) << "the job must go to the other worker";
+  EXPECT_EQ(second->job_id(), "j");
+  EXPECT_EQ(second->attempt(), 2u);
+  EXPECT_FALSE(buggy->next_job(200ms)) << "and not again to the one that failed it";
+  other->result(*second);
+  const auto ms = collect_n(broker, 1, 10s);
+  ASSERT_EQ(ms.size(), 1u) << "one result: the internal error is not one";
+  EXPECT_EQ(ms[0].status, JobStatus::ok);
+  EXPECT_EQ(ms[0].attempts, 2);
+  EXPECT_TRUE(testing::eventually([&] { return broker.counters().internal_errors == 1; }, 10s));
+  EXPECT_EQ(broker.counters().requeued, 0) << "requeued counts lost leases only";
+}
+
+// With no other worker of the type, the same worker gets it again; after max_attempts the
+// job ends as internal_error, with every attempt's error.
+TEST(FarmBroker, InternalErrorsExhaustTheAttemptsThenAreReported) {
+  FarmBrokerOptions o = fast_options();
+  o.max_attempts = 2;
+  FarmBroker broker(o);
+  zmq::context_t ctx;
+  FakeWorker w(ctx, broker.endpoint());
+  ASSERT_TRUE(w.join("alone", {"h100"}, 1));
+  broker.submit(scale_job("j", "h100"));
+  for (uint32_t attempt = 1; attempt <= 2; ++attempt) {
+    const std::optional<farm::Job> j = w.next_job(10s);
+    ASSERT_TRUE(j) << "attempt " << attempt;
+    EXPECT_EQ(j->attempt(), attempt);
+    farm::Envelope e;
+    farm::Result* r = e.mutable_result();
+    r->set_lease_id(j->lease_id());
+    r->set_job_id(j->job_id());
+    r->set_device_index(j->device_index());
+    r->set_status("internal_error");
+    r->set_error("internal error in the worker: bug " + std::to_string(attempt));
+    w.send(e);
+    w.ready(0, 1);
+  }
+  const auto ms = collect_n(broker, 1, 10s);
+  ASSERT_EQ(ms.size(), 1u);
+  EXPECT_EQ(ms[0].status, JobStatus::internal_error);
+  EXPECT_EQ(ms[0].attempts, 2);
+  EXPECT_NE(ms[0].error.find("attempt 1: internal error on worker alone: internal error in the worker: bug 1"),
+            std::string::npos) << ms[0].error;
+  EXPECT_NE(ms[0].error.find("attempt 2:"), std::string::npos) << ms[0].error;
+  EXPECT_EQ(broker.counters().internal_errors, 2);
+  EXPECT_TRUE(collect_n(broker, 1, 300ms).empty());  // once
+}
+
+// The broker's own invariant failure ends the farm: the caller's next collect, submit or
+// status throws it as an InternalError (exit 3 from the CLI) instead of the loop going on.
+// Jobs submitted with it are never dispatched twice (no moved-from entry is re-submitted).
+TEST(FarmBroker, ItsOwnInternalErrorEndsTheFarm) {
+  FarmBroker broker(fast_options());
+  zmq::context_t ctx;
+  FakeWorker w(ctx, broker.endpoint());
+  ASSERT_TRUE(w.join("w", {"h100"}, 8));
+  broker.submit(scale_job("before", "h100"));
+  broker.submit(scale_job("no-type", ""));  // the coordinator never plans such a job
+  broker.submit(scale_job("after", "h100"));
+  bool thrown = false;
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (!thrown && std::chrono::steady_clock::now() < until) {
+    try {
+      broker.collect(50ms);
+    } catch (const InternalError& e) {
+      thrown = true;
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind("farm broker: ", 0), 0u) << what;
+      EXPECT_NE(what.find("job 'no-type' was submitted without a GPU type"), std::string::npos) << what;
+    }
+  }
+  ASSERT_TRUE(thrown);
+  EXPECT_THROW(broker.submit(scale_job("later", "h100")), InternalError);
+  EXPECT_THROW(broker.status(), InternalError);
+  std::multiset<std::string> seen;
+  while (std::optional<farm::Envelope> e = w.next(300ms))
+    if (e->has_job()) seen.insert(e->job().job_id());
+  EXPECT_LE(seen.count("before"), 1u);
+  EXPECT_EQ(seen.count("after"), 0u);
+  EXPECT_EQ(seen.count(""), 0u) << "a moved-from entry was dispatched";
+  broker.shutdown();  // still clean
+}
+
 TEST(FarmBroker, ByeRequeuesWhatTheWorkerHeld) {
   FarmBroker broker(fast_options());
   zmq::context_t ctx;

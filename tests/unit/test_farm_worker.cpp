@@ -4,12 +4,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <thread>
 
 #include "compile_cache.h"
+#include "cuda_driver.h"
 #include "emulated_timing.h"
 #include "farm_broker.h"
 #include "farm_client.h"
@@ -239,6 +241,31 @@ TEST(JobExecutor, FailuresAreResults) {
   EXPECT_EQ(status_of(fp8).rfind("unsupported: unknown precision", 0), 0u);
 }
 
+// An exception from dc's own code is internal_error (never final), not a verdict on the
+// variant; a CUDA failure stays the device's answer.
+TEST(JobExecutor, ExceptionsFromDcCodeAreInternalErrors) {
+  FarmJob j = scale_job("bug", "h100");
+  ExecutorConfig broken = emulated_config();
+  broken.spec = GpuSpec{};  // no figures: the timing model's invariant check fails
+  JobExecutor ex(broken);
+  farm::Result r = ex.execute(wire_job(j, 5), [] {});
+  EXPECT_EQ(r.status(), "internal_error") << r.error();
+  EXPECT_EQ(r.error().rfind("internal error in the worker: ", 0), 0u) << r.error();
+  EXPECT_EQ(r.lease_id(), 5u);
+
+  JobExecutor good(emulated_config());
+  r = good.execute(wire_job(j), [] { throw std::bad_alloc(); });
+  EXPECT_EQ(r.status(), "internal_error") << r.error();
+  r = good.execute(wire_job(j), [] { throw 42; });
+  EXPECT_EQ(r.status(), "internal_error") << r.error();
+  r = good.execute(wire_job(j), [] {
+    throw cuda::CudaError(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "launch 0: cuLaunchKernel: too many resources");
+  });
+  EXPECT_EQ(r.status(), "launch_error") << r.error();
+  r = good.execute(wire_job(j), [] {});
+  EXPECT_EQ(r.status(), "ok") << r.error() << " (the executor stays usable)";
+}
+
 // ---- the measurement child -------------------------------------------------------------
 
 std::vector<std::string> child_argv() {
@@ -294,6 +321,17 @@ TEST(MeasureChild, ChildKilledMidJobIsARuntimeFault) {
   FarmJob good = scale_job("good", "h100");
   EXPECT_EQ(child.run(wire_job(good)).status(), "ok");
   EXPECT_EQ(child.starts(), 2);
+}
+
+// A child that breaks the framing is dc's bug (the child is dc's own program), not the
+// variant's: internal_error, and the child is killed.
+TEST(MeasureChild, MalformedMessageIsAnInternalError) {
+  MeasureChild child({"/bin/sh", "-c", "printf '\\377\\377\\377\\377' >&3; exec sleep 30"});
+  const farm::Result r = child.run(wire_job(scale_job("j", "h100"), 3));
+  EXPECT_EQ(r.status(), "internal_error") << r.error();
+  EXPECT_NE(r.error().find("malformed message"), std::string::npos) << r.error();
+  EXPECT_EQ(r.lease_id(), 3u);
+  EXPECT_EQ(child.pid(), 0);  // killed
 }
 
 TEST(MeasureChild, MissingExecutableIsAResult) {
@@ -377,6 +415,32 @@ TEST(FarmClient, ReconnectsToARestartedCoordinator) {
   EXPECT_EQ(testing::collect_n(*broker, 1, 3s).size(), 1u);
   client.stop();
   t.join();
+}
+
+// A runner that throws (dc's code on the worker's side) reports internal_error; the broker
+// retries it (here on the only worker) and finally reports it, never as the variant's fault.
+TEST(FarmClient, ThrowingRunnerIsAnInternalErrorRetriedByTheBroker) {
+  FarmBrokerOptions o = fast_broker();
+  o.heartbeat = 1000ms;  // a slow machine must not declare the worker dead
+  o.max_attempts = 2;
+  FarmBroker broker(o);
+  std::atomic<int> calls{0};
+  JobRunner buggy = [&](const farm::Job&) -> farm::Result {
+    ++calls;
+    throw_internal_error("an invariant of the worker");
+  };
+  FarmClient client(client_options(broker.endpoint(), "buggy"), {fake_device("h100")}, {buggy});
+  std::thread t([&] { client.run(); });
+  broker.submit(scale_job("j", "h100"));
+  const auto ms = testing::collect_n(broker, 1, 20s);
+  client.stop();
+  t.join();
+  ASSERT_EQ(ms.size(), 1u);
+  EXPECT_EQ(ms[0].status, JobStatus::internal_error);
+  EXPECT_EQ(ms[0].attempts, 2);
+  EXPECT_NE(ms[0].error.find("an invariant of the worker"), std::string::npos) << ms[0].error;
+  EXPECT_EQ(calls.load(), 2);
+  EXPECT_EQ(broker.counters().internal_errors, 2);
 }
 
 TEST(FarmClient, RefusalEndsTheRun) {
