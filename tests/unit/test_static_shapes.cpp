@@ -3,12 +3,15 @@
 // equals what the reference executor computes when it does run the model.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "onnx/import.h"
 #include "onnx/static_shapes.h"
+#include "onnx/test_data.h"
 #include "ref/executor.h"
 #include "ref/run_observer.h"
 #include "testing.h"
@@ -19,6 +22,8 @@ namespace {
 const std::string kOpenShapes = std::string(DC_SOURCE_DIR) + "/tests/data/open_shapes/model.onnx";
 const std::string kTransformer = std::string(DC_SOURCE_DIR) + "/examples/tiny_transformer/model.onnx";
 const std::string kCnn = std::string(DC_SOURCE_DIR) + "/examples/tiny_cnn/model.onnx";
+const std::string kNodeTests = std::string(DC_SOURCE_DIR) + "/../shared/onnx-node-tests";
+const std::string kUnsupported = std::string(DC_SOURCE_DIR) + "/tests/cli/node_tests_unsupported.txt";
 
 // What the reference kernels were asked to run while the observer was installed.
 struct Runs {
@@ -48,10 +53,10 @@ Graph import_observed(const std::string& path) {
 
 // Runs the whole graph on seeded random inputs (ints in range for Gather) and checks every
 // tensor's shape and dtype against import's.
-void expect_shapes_match_executor(const Graph& g) {
-  ref::TensorMap inputs;
+void expect_shapes_match_executor(const Graph& g, ref::TensorMap inputs = {}) {
   uint32_t seed = 5;
   for (const auto& name : g.inputs) {
+    if (inputs.count(name)) continue;
     const TensorInfo& info = g.info(name);
     inputs[name] = info.dtype == DType::f32 ? testing::random_tensor(info.shape, seed++)
                                             : Tensor(info.dtype, info.shape);
@@ -101,6 +106,40 @@ TEST(StaticShapes, AgreeWithTheExecutorOnTheExamples) {
     EXPECT_TRUE(g_runs.ops.empty()) << "ONNX infers every shape here; nothing should run";
     expect_shapes_match_executor(g);
   }
+}
+
+// Every ONNX node test dc supports: import's shapes equal the executor's on the case's own
+// inputs (the cases listed as unsupported are refused at import, see run_node_tests.py).
+TEST(StaticShapes, AgreeWithTheExecutorOnTheNodeTests) {
+  ASSERT_TRUE(std::filesystem::exists(kNodeTests)) << kNodeTests << " missing (../shared beside the checkout)";
+  std::set<std::string> unsupported;
+  std::ifstream list(kUnsupported);
+  for (std::string line; std::getline(list, line);)
+    if (!line.empty() && line[0] != '#') unsupported.insert(line.substr(0, line.find_first_of(" \t")));
+  int cases = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kNodeTests)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("test_", 0) != 0 || unsupported.count(name)) continue;
+    SCOPED_TRACE(name);
+    OnnxModel m = load_onnx((entry.path() / "model.onnx").string());
+    const TestData data = read_test_data((entry.path() / "test_data_set_0").string());
+    const auto model_inputs = m.inputs();
+    ASSERT_EQ(model_inputs.size(), data.inputs.size());
+    ImportOptions opts;
+    ref::TensorMap values;
+    const auto shape_inputs = m.shape_inputs();
+    for (size_t i = 0; i < model_inputs.size(); ++i) {
+      const std::string& in = model_inputs[i].name;
+      if (std::find(shape_inputs.begin(), shape_inputs.end(), in) != shape_inputs.end())
+        opts.bind_constants[in] = data.inputs[i].value;
+      else
+        values[in] = data.inputs[i].value;
+    }
+    const Graph g = import_onnx(std::move(m), opts);
+    expect_shapes_match_executor(g, values);
+    ++cases;
+  }
+  EXPECT_GT(cases, 100);
 }
 
 }  // namespace
