@@ -25,18 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Operand positions that determine output shapes rather than carry data.
-const std::map<std::string, std::vector<int>>& shape_operands() {
-  static const std::map<std::string, std::vector<int>> table = {
-      {"Reshape", {1}},   {"Expand", {1}},        {"Tile", {1}},       {"ConstantOfShape", {0}},
-      {"Slice", {1, 2, 3, 4}}, {"Split", {1}},    {"Squeeze", {1}},    {"Unsqueeze", {1}},
-      {"ReduceSum", {1}}, {"ReduceMean", {1}},    {"ReduceMax", {1}},  {"ReduceMin", {1}},
-      {"ReduceProd", {1}}, {"ReduceL2", {1}},     {"Range", {0, 1, 2}}, {"Pad", {1}},
-      {"Resize", {1, 2, 3}}, {"Upsample", {1}},   {"TopK", {1}},       {"OneHot", {1}},
-  };
-  return table;
-}
-
 // One line: checker and shape-inference messages can span several lines.
 std::string one_line(std::string s) {
   for (char& c : s)

@@ -16,6 +16,17 @@
 
 namespace dc {
 
+const std::map<std::string, std::vector<int>>& shape_operands() {
+  static const std::map<std::string, std::vector<int>> table = {
+      {"Reshape", {1}},   {"Expand", {1}},        {"Tile", {1}},       {"ConstantOfShape", {0}},
+      {"Slice", {1, 2, 3, 4}}, {"Split", {1}},    {"Squeeze", {1}},    {"Unsqueeze", {1}},
+      {"ReduceSum", {1}}, {"ReduceMean", {1}},    {"ReduceMax", {1}},  {"ReduceMin", {1}},
+      {"ReduceProd", {1}}, {"ReduceL2", {1}},     {"Range", {0, 1, 2}}, {"Pad", {1}},
+      {"Resize", {1, 2, 3}}, {"Upsample", {1}},   {"TopK", {1}},       {"OneHot", {1}},
+  };
+  return table;
+}
+
 namespace {
 
 // Ops of the shape subgraph: computed (on small tensors only) when all inputs are known.
@@ -72,6 +83,7 @@ class ShapeWalker {
         if (!o.empty()) proto_of_[o] = &np;
     for (const auto& [name, t] : g.initializers)
       if (t.numel() <= kMaxShapeValueElements) values_[name] = t;
+    mark_shape_subgraph();
   }
 
   std::vector<std::string> run() {
@@ -86,6 +98,32 @@ class ShapeWalker {
   }
 
  private:
+  // The tensors whose values some shape operand depends on: from the shape operands back
+  // through value ops (Shape and Size stop the walk: they read only a shape).
+  void mark_shape_subgraph() {
+    std::unordered_map<std::string, const Node*> producer;
+    for (const Node& n : g_.nodes)
+      for (const auto& o : n.outputs)
+        if (!o.empty()) producer[o] = &n;
+    std::vector<std::string> todo;
+    for (const Node& n : g_.nodes) {
+      auto it = shape_operands().find(n.op);
+      if (it == shape_operands().end()) continue;
+      for (int pos : it->second)
+        if (n.has_input(static_cast<size_t>(pos))) todo.push_back(n.inputs[static_cast<size_t>(pos)]);
+    }
+    while (!todo.empty()) {
+      const std::string t = std::move(todo.back());
+      todo.pop_back();
+      if (!needed_.insert(t).second) continue;
+      auto p = producer.find(t);
+      if (p == producer.end() || !value_ops().count(p->second->op)) continue;
+      if (p->second->op == "Shape" || p->second->op == "Size") continue;
+      for (const auto& in : p->second->inputs)
+        if (!in.empty()) todo.push_back(in);
+    }
+  }
+
   bool all_outputs_known(const Node& n) const {
     return std::all_of(n.outputs.begin(), n.outputs.end(),
                        [&](const std::string& o) { return o.empty() || g_.tensors.count(o); });
@@ -140,10 +178,14 @@ class ShapeWalker {
     }
   }
 
-  // Computes the node's outputs when it belongs to the shape subgraph: its inputs are known
-  // small values (or, for Shape/Size, have a static shape) and its outputs are small.
+  // Computes the node's outputs when it belongs to the shape subgraph (an output feeds a
+  // shape operand), its inputs are known small values (or, for Shape/Size, have a static
+  // shape) and its outputs are small.
   void evaluate_if_shape_subgraph(const Node& n) {
     if (!value_ops().count(n.op) || n.outputs.empty()) return;
+    if (std::none_of(n.outputs.begin(), n.outputs.end(),
+                     [&](const std::string& o) { return needed_.count(o) != 0; }))
+      return;  // not on a path into a shape operand
     for (const auto& o : n.outputs) {
       auto it = o.empty() ? g_.tensors.end() : g_.tensors.find(o);
       if (it == g_.tensors.end() || shape_numel(it->second.shape) > kMaxShapeValueElements)
@@ -178,6 +220,7 @@ class ShapeWalker {
 
   Graph& g_;
   std::unordered_map<std::string, const onnx::NodeProto*> proto_of_;
+  std::set<std::string> needed_;                               // the shape subgraph's tensors
   std::map<std::string, Tensor> values_;                       // small known values
   std::unordered_map<std::string, onnx::TypeProto> types_;     // stable addresses
   std::unordered_map<std::string, onnx::TensorProto> data_;

@@ -3,6 +3,7 @@
 // running the model. Internal to common/onnx (includes ONNX headers).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,9 +16,13 @@ namespace dc {
 // Tensors of at most this many elements are "small": only they are ever computed.
 inline constexpr int64_t kMaxShapeValueElements = int64_t{1} << 16;
 
+// Operand positions that determine output shapes rather than carry data (Reshape's shape,
+// Slice's starts/ends/axes/steps, ...): the shape subgraph is what feeds them.
+const std::map<std::string, std::vector<int>>& shape_operands();
+
 // Fills g.tensors for every node output that lacks a static shape. Walks the nodes once in
 // topological order: the shape subgraph (Shape, Gather, Concat, Slice, Unsqueeze, arithmetic,
-// Cast, ConstantOfShape, Range, ... whose inputs are known small values) is evaluated with
+// Cast, ConstantOfShape, Range, ... that feed shape operands, on known small values) is evaluated with
 // the reference kernels; every other output shape comes from the op's ONNX shape function,
 // given the input shapes and the values known so far. No op ever reads a tensor larger than
 // kMaxShapeValueElements, so the cost follows the node count, not the FLOPs.

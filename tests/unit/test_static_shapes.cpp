@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "onnx/import.h"
-#include "onnx/static_shapes.h"
 #include "onnx/test_data.h"
 #include "ref/executor.h"
 #include "ref/run_observer.h"
