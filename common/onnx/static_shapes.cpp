@@ -152,8 +152,10 @@ class ShapeWalker {
     auto np_it = n.outputs.empty() ? proto_of_.end() : proto_of_.find(n.outputs.front());
     if (np_it == proto_of_.end()) return;
     onnx::NodeProto np = *np_it->second;  // the context wants a mutable node
-    const auto* schema = onnx::OpSchemaRegistry::Schema(np.op_type(), static_cast<int>(g_.opset),
-                                                        np.domain());
+    // dc imports only the default domain, which ONNX's registry names "".
+    const std::string domain = np.domain() == "ai.onnx" ? "" : np.domain();
+    const auto* schema =
+        onnx::OpSchemaRegistry::Schema(np.op_type(), static_cast<int>(g_.opset), domain);
     if (!schema || !schema->has_type_and_shape_inference_function()) return;
     std::unordered_map<std::string, onnx::TypeProto*> types;
     std::unordered_map<std::string, const onnx::TensorProto*> data;
