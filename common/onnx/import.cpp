@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ir/error.h"
+#include "onnx/static_shapes.h"
 #include "onnx/tensor_proto.h"
 #include "ref/executor.h"
 #include "ref/kernel.h"
@@ -23,18 +24,6 @@ namespace dc {
 namespace fs = std::filesystem;
 
 namespace {
-
-// Operand positions that determine output shapes rather than carry data.
-const std::map<std::string, std::vector<int>>& shape_operands() {
-  static const std::map<std::string, std::vector<int>> table = {
-      {"Reshape", {1}},   {"Expand", {1}},        {"Tile", {1}},       {"ConstantOfShape", {0}},
-      {"Slice", {1, 2, 3, 4}}, {"Split", {1}},    {"Squeeze", {1}},    {"Unsqueeze", {1}},
-      {"ReduceSum", {1}}, {"ReduceMean", {1}},    {"ReduceMax", {1}},  {"ReduceMin", {1}},
-      {"ReduceProd", {1}}, {"ReduceL2", {1}},     {"Range", {0, 1, 2}}, {"Pad", {1}},
-      {"Resize", {1, 2, 3}}, {"Upsample", {1}},   {"TopK", {1}},       {"OneHot", {1}},
-  };
-  return table;
-}
 
 // One line: checker and shape-inference messages can span several lines.
 std::string one_line(std::string s) {
@@ -340,15 +329,19 @@ Graph convert(onnx::ModelProto& m, const std::string& model_dir) {
 }
 
 // ONNX's inference leaves some shapes open (value-dependent ops it cannot propagate). Fill
-// them by running the reference executor once on placeholder inputs.
-void complete_shapes(Graph& g) {
-  std::vector<std::string> missing;
-  for (const auto& n : g.nodes)
-    for (const auto& o : n.outputs)
-      if (!o.empty() && !g.tensors.count(o)) missing.push_back(o);
+// them from the shape subgraph and the ops' shape functions (static_shapes.h), never by
+// running the model; only data-dependent shapes left after that (none in dc's op set
+// today, a safety net) fall back to the reference executor on placeholder inputs.
+void complete_shapes(Graph& g, const onnx::GraphProto& proto) {
+  if (std::all_of(g.nodes.begin(), g.nodes.end(), [&](const Node& n) {
+        return std::all_of(n.outputs.begin(), n.outputs.end(),
+                           [&](const std::string& o) { return o.empty() || g.tensors.count(o); });
+      }))
+    return;
+  const auto missing = infer_static_shapes(g, proto);
   if (missing.empty()) return;
-  spdlog::info("ONNX shape inference left {} tensor(s) without a static shape (first '{}'); "
-               "computing them with the reference executor", missing.size(), missing.front());
+  spdlog::warn("{} tensor(s) have data-dependent shapes (first '{}'); computing them with the "
+               "reference executor", missing.size(), missing.front());
   ref::TensorMap inputs;
   for (const auto& name : g.inputs) {
     const auto& info = g.info(name);
@@ -457,7 +450,7 @@ Graph import_onnx(OnnxModel model, const ImportOptions& opts) {
   run_shape_inference(m);
   Graph g = convert(m, model_dir);
   g = topo_sort(std::move(g));
-  complete_shapes(g);
+  complete_shapes(g, m.graph());
   check_nodes(g);
   spdlog::debug("imported '{}': opset {}, {} nodes, {} initializers", model.path(), g.opset,
                 g.nodes.size(), g.initializers.size());

@@ -4,9 +4,16 @@
 
 #include "ir/error.h"
 #include "ref/kernel.h"
+#include "ref/run_observer.h"
 #include "ref/storage_dtypes.h"
 
 namespace dc::ref {
+
+namespace {
+RunNodeObserver g_observer = nullptr;
+}  // namespace
+
+void set_run_node_observer(RunNodeObserver observer) { g_observer = observer; }
 
 std::vector<Tensor> run_node(const Node& node, const Inputs& inputs) {
   return run_node(node, inputs, {});
@@ -14,6 +21,7 @@ std::vector<Tensor> run_node(const Node& node, const Inputs& inputs) {
 
 std::vector<Tensor> run_node(const Node& node, const Inputs& inputs,
                              const std::vector<DType>& out_dtypes) {
+  if (g_observer) g_observer(node, inputs);
   const OpDef* def = find_op(node.op);
   DC_USER_CHECK(def != nullptr, "op '", node.op, "' (node '", node.name,
                 "') is not supported by dc");
