@@ -18,6 +18,7 @@
 #include "ir/json_writer.h"
 #include "ir/parallel.h"
 #include "nvrtc.h"
+#include "passes/apply_precision.h"
 #include "passes/simplify.h"
 #include "plan_build.h"
 #include "sha256.h"
@@ -778,6 +779,7 @@ TuneResult tune_graph(const Graph& simplified, Farm& farm, TuningDb& db, const T
   result.model_name = opts.model_name;
   result.model_sha256 = opts.model_sha256;
   result.graph = simplified;
+  result.precision = opts.plan.precision;
   Pipeline p(farm, db, opts, result);
   try {
     p.run(result.graph);
@@ -801,6 +803,17 @@ TuneResult tune(const std::string& model_path, Farm& farm, TuningDb& db, const T
   Graph g = simplify(imported);
   end_stage(r, opts, "simplify", t, fmt::format("{} nodes", g.nodes.size()));
   r.weight_transforms = describe_weight_transforms(imported, g);
+  if (opts.plan.precision != Precision::fp32) {
+    t = Clock::now();
+    std::vector<std::string> notes;
+    g = apply_precision(std::move(g), opts.plan.precision, &notes);
+    end_stage(r, opts, "precision", t, std::string(precision_name(opts.plan.precision)));
+    if (storage_dtype(opts.plan.precision) != DType::f32)
+      r.weight_transforms.push_back(fmt::format(
+          "weights stored in {} (converted once, after BatchNorm folding in fp32)",
+          dtype_name(storage_dtype(opts.plan.precision))));
+    for (auto& n : notes) r.weight_transforms.push_back(std::move(n));
+  }
 
   TuneOptions o = opts;
   if (o.model_name.empty()) o.model_name = model_name_from_path(model_path);

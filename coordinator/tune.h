@@ -126,7 +126,8 @@ struct TuneResult {
   // Rewrites simplification made that the plan's weights carry (plan_build.h's
   // describe_weight_transforms); empty when tune_graph was given a simplified graph.
   std::vector<std::string> weight_transforms;
-  Graph graph;                        // simplified
+  Graph graph;                        // simplified, then apply_precision
+  Precision precision = Precision::fp32;  // the plan's (opts.plan.precision)
   ModelPlan plan;                     // candidates, workloads, estimates
   Calibration calibration;            // the factors the estimates used: config, then DB fit
   std::vector<GpuTuneResult> gpus;    // in the order requested

@@ -43,6 +43,8 @@ std::string tune_gpu_summary(const TuneResult& r, const GpuTuneResult& g) {
   const auto& ws = r.plan.workload_set;
   std::string s = fmt::format("== {} ({}, {}){}\n", g.gpu->name, g.gpu->full_name, g.gpu->sm_arch(),
                               g.source == Source::emulated ? ": EMULATED, times are modelled, not measured" : "");
+  s += fmt::format("precision  {} (tensors {})\n", precision_name(r.precision),
+                   dtype_name(storage_dtype(r.precision)));
   s += fmt::format("clusters   {} candidates, {} distinct workloads\n", r.plan.candidates.size(),
                    ws.workloads.size());
   s += fmt::format("variants   {} planned ({} seeded from other GPU types), {} already in the DB{}\n",
@@ -145,9 +147,9 @@ std::string plan_summary(const ExecPlan& p, const std::string& dir) {
     if (t.kind == PlanTensorKind::weight) weight_bytes += t.bytes();
   const double mib = 1024.0 * 1024.0;
   std::string s = fmt::format(
-      "\nplan ({}): {} steps, {} kernel modules{}; device arena {:.1f} MiB (one buffer per tensor: {:.1f} MiB); "
+      "\nplan ({}, precision {}): {} steps, {} kernel modules{}; device arena {:.1f} MiB (one buffer per tensor: {:.1f} MiB); "
       "weights {:.1f} MiB\n",
-      kPlanFormat, p.steps.size(), p.modules.size(),
+      kPlanFormat, precision_name(p.precision), p.steps.size(), p.modules.size(),
       p.reference_steps ? fmt::format(" ({} steps on the reference kernel)", p.reference_steps) : "",
       p.arena_bytes / mib, p.unshared_bytes / mib, weight_bytes / mib);
   for (const auto& t : p.weight_transforms) s += "  weights: " + t + "\n";
