@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Per-template benchmark: dc's best kernel for a layer against its roofline floor and cuBLAS/cuDNN.
 
-    scripts/bench_templates.py [--shapes all|NAME,...] [--batch 1] [--runs 200]
+    scripts/bench_templates.py [--shapes all|NAME,...] [--batch 1] [--precision fp32|tf32|fp16|bf16] [--runs 200]
         [--min-seconds 1] [--dc-bin DIR] [--gpu-type TYPE] [--config examples/tune.yaml]
         [--work build-bench/templates] [--out-md docs/bench/templates.md] [--fresh]
         [--device cuda|cpu] [--list]
@@ -12,12 +12,18 @@ test data. For each:
   dc       `dc-coordinator tune` on that model (this machine's GPU through the local farm):
            the measured median of the kernel(s) its plan chose (selection.json), i.e. the
            best measured variant of each template the layer maps to;
-  floor    the roofline floor of the same workload(s): max(FLOPs / peak fp32, compulsory
+  floor    the roofline floor of the same workload(s): max(FLOPs / peak, compulsory
            bytes / DRAM bandwidth), FLOPs and bytes from the tuning DB's workloads table,
-           peak and bandwidth from the GPU type's spec in the DB (estimator/gpus.yaml);
-  PyTorch  eager PyTorch on the same inputs: cuDNN fp32 convolution (cudnn.benchmark) or
-           cuBLAS SGEMM, with the bias, activation, softmax or norm as the separate kernels
-           PyTorch launches; TF32 off. CUDA-event timing, median of at least --runs runs.
+           peak and bandwidth from the GPU type's spec in the DB (estimator/gpus.yaml); the
+           peak is the precision's: fp32 CUDA cores, or the tensor cores' tf32/fp16/bf16
+           dense peak;
+  PyTorch  eager PyTorch on the same inputs in the same precision: cuDNN convolution
+           (cudnn.benchmark) or cuBLAS GEMM, with the bias, activation, softmax or norm as
+           the separate kernels PyTorch launches; fp32 with TF32 off, tf32 with TF32 on,
+           fp16/bf16 on a .half()/.bfloat16() module and inputs. CUDA-event timing, median
+           of at least --runs runs.
+`--precision` (default fp32) tunes dc's plan in that precision (`tune --precision`) and
+writes docs/bench/templates.md for fp32, docs/bench/templates-<precision>.md otherwise.
 The table gives times in us, each one's fraction of the floor (floor / time: 100% is the
 roofline) and PyTorch/dc (above 1: dc is faster). Results accumulate in
 WORK/results-<gpu>.json so that the shapes can be run over several calls.
@@ -62,7 +68,7 @@ def _conv(cin, cout, k, stride, pad, hw, act="relu", groups=1):
     return build
 
 
-def _linear(m, k, n, act=None):
+def _linear(m, k, n, act=None, bias=True):
     def build(batch):
         import torch
         import torch.nn as nn
@@ -72,10 +78,12 @@ def _linear(m, k, n, act=None):
                 super().__init__()
                 gen = torch.Generator().manual_seed(7)
                 self.w = nn.Parameter(torch.randn((k, n), generator=gen) / np.sqrt(k))
-                self.b = nn.Parameter(torch.randn((n,), generator=gen) * 0.1)
+                self.b = nn.Parameter(torch.randn((n,), generator=gen) * 0.1) if bias else None
 
             def forward(self, x):
-                y = torch.matmul(x, self.w) + self.b
+                y = torch.matmul(x, self.w)
+                if self.b is not None:
+                    y = y + self.b
                 return torch.nn.functional.gelu(y) if act == "gelu" else y
         gen = torch.Generator().manual_seed(8)
         return Linear(), (torch.randn((batch, m, k), generator=gen),)
@@ -129,6 +137,7 @@ SHAPES = {
     "bert_qkv": ("bert_base", "MatMul 128x768 . 768x2304 + bias", _linear(128, 768, 2304)),
     "bert_ffn1": ("bert_base", "MatMul 128x768 . 768x3072 + bias + GELU", _linear(128, 768, 3072, "gelu")),
     "bert_ffn2": ("bert_base", "MatMul 128x3072 . 3072x768 + bias", _linear(128, 3072, 768)),
+    "gemm_4096": ("-", "MatMul 4096x4096 . 4096x4096", _linear(4096, 4096, 4096, bias=False)),
     "bert_attention": ("bert_base", "attention 12 heads, 128 x 64: softmax(QK^T/8) V", _attention(12, 128, 64)),
     "bert_add_layernorm": ("bert_base", "residual add + LayerNorm 128 x 768", _add_layernorm(128, 768)),
 }
@@ -161,9 +170,11 @@ def export_shape(a, name):
 
 def tune_shape(a, name, directory, gpu_type):
     base = shape_dir(a, name)
-    out = os.path.join(base, "out")
+    out = os.path.join(base, "out" if a.precision == "fp32" else "out-" + a.precision)
     cmd = [os.path.join(a.dc_bin, "dc-coordinator"), "tune", os.path.join(directory, "model.onnx"),
            "--gpus", gpu_type, "--db", a.db, "--out", out, "--config", a.config]
+    if a.precision != "fp32":
+        cmd += ["--precision", a.precision]
     if a.device == "cpu":
         cmd += ["--emulate", "--local-workers", "2"]
     rc, seconds, text = peers.run_logged(cmd, os.path.join(base, "tune.log"))
@@ -173,13 +184,19 @@ def tune_shape(a, name, directory, gpu_type):
         return json.load(f), seconds
 
 
-def gpu_peaks(db, gpu_type):
-    """(fp32 FLOP/s, DRAM bytes/s) of the GPU type, from the spec the DB recorded."""
+def gpu_peaks(db, gpu_type, precision):
+    """(peak FLOP/s of the precision, DRAM bytes/s) of the GPU type, from the spec the DB
+    recorded: fp32 on CUDA cores (FMA = 2 FLOPs per lane), tf32/fp16/bf16 the tensor cores'
+    dense rate."""
     row = db.execute("SELECT spec_json FROM gpu_types WHERE name = ?", (gpu_type,)).fetchone()
     if row is None:
         raise RuntimeError("the tuning DB has no GPU type %s" % gpu_type)
     spec = json.loads(row[0])
-    flops = 2.0 * spec["fp32_lanes_per_sm"] * spec["sm_count"] * spec["boost_clock_mhz"] * 1e6
+    clock = spec["sm_count"] * spec["boost_clock_mhz"] * 1e6
+    if precision == "fp32":
+        flops = 2.0 * spec["fp32_lanes_per_sm"] * clock
+    else:
+        flops = spec["tc_%s_flops_per_sm_clk" % precision] * clock
     return flops, spec["dram_bandwidth_gbs"] * 1e9
 
 
@@ -199,7 +216,7 @@ def run_dc(a, name, directory, gpu_type):
         raise RuntimeError("no successful measurement for %s" % ", ".join(unmeasured))
     db = sqlite3.connect("file:%s?mode=ro" % a.db, uri=True)
     try:
-        peaks = gpu_peaks(db, gpu_type)
+        peaks = gpu_peaks(db, gpu_type, a.precision)
         floors = [roofline_floor_us(db, c["workload"], peaks) for c in clusters]
     finally:
         db.close()
@@ -216,12 +233,19 @@ def run_dc(a, name, directory, gpu_type):
 
 # --- PyTorch -----------------------------------------------------------------------------
 
+TORCH_DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
 def run_torch(a, name, directory):
     import torch
     dev = peers.torch_setup(a.device)
+    if a.precision == "tf32":  # the same fp32 tensors, GEMMs and convolutions on TF32 tensor cores
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    dtype = getattr(torch, TORCH_DTYPES[a.precision])
     inputs, refs = peers.test_data(directory)
-    module = SHAPES[name][2](a.batch)[0].eval().to(dev)
-    args = [torch.from_numpy(np.array(x)).to(dev) for x in inputs]
+    module = SHAPES[name][2](a.batch)[0].eval().to(dev, dtype)
+    args = [torch.from_numpy(np.array(x)).to(dev, dtype) for x in inputs]
 
     def call():
         with torch.inference_mode():
@@ -243,9 +267,19 @@ def template_names(kernels):
     return " + ".join(names) if len(names) <= 2 else "%d kernels" % len(names)
 
 
+PRECISION_TEXT = {
+    "fp32": "fp32, TF32 off (CUDA cores).",
+    "tf32": "tf32: fp32 tensors, GEMMs and convolutions on TF32 tensor cores (PyTorch: allow_tf32).",
+    "fp16": "fp16: tensors stored in fp16, tensor cores with fp32 accumulation (PyTorch: .half()).",
+    "bf16": "bf16: tensors stored in bf16, tensor cores with fp32 accumulation (PyTorch: .bfloat16()).",
+}
+
+
 def render(env, store):
     smoke = env["device"] == "cpu"
-    out = ["# Per-template benchmark: dc kernels against the roofline floor and cuBLAS/cuDNN", ""]
+    precision = env.get("precision", "fp32")
+    out = ["# Per-template benchmark (%s): dc kernels against the roofline floor and cuBLAS/cuDNN" % precision,
+           ""]
     if smoke:
         out += ["**CPU SMOKE RUN: NOT A BENCHMARK.** dc ran on emulated workers (modelled times) and",
                 "PyTorch on the CPU; this only exercises the script. Never commit these numbers.", ""]
@@ -255,8 +289,8 @@ def render(env, store):
         out += ["| driver | %s (CUDA %s) |" % (env["driver"], env["driver_cuda"]),
                 "| PyTorch | %s (CUDA %s, cuDNN %s) |" % (env["torch"], env["torch_cuda"], env["cudnn"])]
     out += ["| dc commit | %s |" % env["commit"], "| date | %s |" % env["date"], "",
-            "fp32, TF32 off. *dc*: measured median of the chosen kernel(s); *floor*: max(FLOPs /",
-            "peak fp32, compulsory bytes / DRAM bandwidth) from the GPU type's public figures;",
+            PRECISION_TEXT[precision] + " *dc*: measured median of the chosen kernel(s); *floor*: max(FLOPs /",
+            "peak %s, compulsory bytes / DRAM bandwidth) from the GPU type's public figures;" % precision,
             "*% floor* = floor / time; *PyTorch* = eager (cuDNN or cuBLAS plus separate kernels",
             "for the rest), median of CUDA-event timed runs; *PyTorch/dc* above 1: dc is faster.", "",
             "| shape | layer | dc kernel(s) | dc us | floor us | dc % floor | PyTorch us | PyTorch % floor "
@@ -301,6 +335,8 @@ def parse_args():
                     % ",".join(SMOKE_SHAPES))
     ap.add_argument("--list", action="store_true", help="print the shapes and exit")
     ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--precision", choices=("fp32", "tf32", "fp16", "bf16"), default="fp32",
+                    help="the plan's precision, and PyTorch's (default fp32)")
     ap.add_argument("--runs", type=int, default=200, help="at least this many timed runs (>= 50 on a GPU)")
     ap.add_argument("--min-seconds", type=float, default=1.0)
     ap.add_argument("--warmup-seconds", type=float, default=0.5)
@@ -325,8 +361,8 @@ def parse_args():
             ap.error("unknown shape %s; known: %s" % (s, ", ".join(SHAPES)))
     if a.batch < 1:
         ap.error("--batch must be >= 1")
-    finish_common_args(ap, a, ROOT, os.path.join(ROOT, "docs", "bench", "templates.md"),
-                       "/tmp/templates-smoke.md")
+    md = "templates.md" if a.precision == "fp32" else "templates-%s.md" % a.precision
+    finish_common_args(ap, a, ROOT, os.path.join(ROOT, "docs", "bench", md), "/tmp/" + md.replace(".md", "-smoke.md"))
     return a
 
 
@@ -348,9 +384,11 @@ def main():
     a.dc_bin = peers.find_dc_bin(a)
     gpu_type = a.gpu_type or (peers.gpu_type_for(env["gpu"]) if a.device == "cuda" else "h100")
     env["gpu_type"] = gpu_type
+    env["precision"] = a.precision
     os.makedirs(a.work, exist_ok=True)
     slug = re.sub(r"[^a-z0-9]+", "-", env["gpu"].lower())[:60]
-    store_path = os.path.join(a.work, "results-%s-b%d.json" % (slug, a.batch))
+    suffix = "" if a.precision == "fp32" else "-" + a.precision
+    store_path = os.path.join(a.work, "results-%s-b%d%s.json" % (slug, a.batch, suffix))
     a.db = os.path.join(a.work, "tuning-%s.db" % slug)
     if a.fresh:
         for path in (a.db, a.db + "-wal", a.db + "-shm"):

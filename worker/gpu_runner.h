@@ -18,6 +18,7 @@
 
 #include "farm/status.h"
 #include "ir/tensor.h"
+#include "ir/tolerance.h"
 #include "ir/workload.h"
 #include "kernel.h"
 
@@ -118,10 +119,6 @@ TimingResult time_on_gpu(GpuDevice& device, const GeneratedKernel& kernel,
 
 // Comparison bound of a precision path (ref::compare_tensors: rel. L2 with an absolute
 // floor per element): fp32 1e-5, tf32 and fp16 5e-3, bf16 2e-2 (docs/gpu-runtime.md).
-struct Tolerance {
-  double rtol = 1e-5;
-  double atol = 1e-7;
-};
 // nullopt for a precision dc does not know.
 std::optional<Tolerance> tolerance_for(const std::string& precision);
 
