@@ -70,7 +70,8 @@ int cmd_verify(const std::vector<std::string>& args) {
       ("no-simplify", "run the imported graph without the simplification passes")
       ("precision", po::value(&o.precision)->default_value(o.precision), "run the graph as a "
        "plan of this precision stores it (apply_precision: fp16/bf16 storage, rounded at every "
-       "store); fp32, tf32, fp16 or bf16");
+       "store); fp32, tf32, fp16 or bf16. Default tolerances then: that precision's "
+       "whole-model tolerance (docs/precision.md)");
   const auto parsed = parse_command(args, desc, &o.model);
   if (!parsed) return kExitOk;
   const po::variables_map& vm = *parsed;
@@ -108,6 +109,13 @@ int cmd_verify(const std::vector<std::string>& args) {
       }
   }
   const Precision precision = parse_precision(o.precision);
+  // A reduced-precision graph against fp32 test data: that precision's whole-model tolerance
+  // unless given (docs/precision.md).
+  if (precision != Precision::fp32) {
+    const Tolerance tol = whole_model_tolerance(precision);
+    if (vm["rtol"].defaulted()) o.rtol = tol.rtol;
+    if (vm["atol"].defaulted()) o.atol = tol.atol;
+  }
   const LoadedModel m = load_model(std::move(onnx_model), opts, o.simplify, precision);
   for (const auto& n : m.precision_notes) std::cout << fmt::format("{:<8}{}\n", "note", n);
   const Graph& g = m.simplified;

@@ -167,7 +167,7 @@ class Pipeline {
     }
 
     t = Clock::now();
-    for (auto& gr : r_.gpus) select_measured(r_.plan, db_, nvrtc_major_, gr);
+    for (auto& gr : r_.gpus) select_measured(r_.plan, db_, nvrtc_major_, gr, opts_.plan.space.precisions);
     mark_checked();
     end_stage(r_, opts_, "select", t, selection_detail());
 
@@ -254,6 +254,7 @@ class Pipeline {
     for (const GpuSpec* gpu : opts_.gpus) info.gpu_types.push_back(gpu->name);
     info.options_json = options_json();
     info.host = opts_.host;
+    info.precision = std::string(precision_name(opts_.plan.precision));
     r_.run_id = db_.begin_run(info);
   }
 
@@ -552,7 +553,7 @@ class Pipeline {
       for (size_t gi = 0; gi < r_.gpus.size(); ++gi) {
         GpuTuneResult& gr = r_.gpus[gi];
         if (gr.source != Source::emulated || gr.workers == 0) continue;
-        select_measured(r_.plan, db_, nvrtc_major_, gr);
+        select_measured(r_.plan, db_, nvrtc_major_, gr, opts_.plan.space.precisions);
         std::set<std::pair<size_t, std::string>> seen;
         for (const auto& c : gr.choices) {
           if (c.reference || !seen.insert({c.workload, c.variant_key}).second) continue;
@@ -624,6 +625,7 @@ class Pipeline {
     for (const auto& gr : r_.gpus) {
       if (!gr.has_results()) continue;
       PlanRecord p;
+      p.precision = std::string(precision_name(opts_.plan.precision));
       p.run_id = r_.run_id;
       p.gpu_type = gr.gpu->name;
       p.source = gr.source;
@@ -666,8 +668,15 @@ bool TuneResult::complete() const {
   return !gpus.empty();
 }
 
+std::string variant_key_precision(const std::string& variant_key) {
+  const size_t a = variant_key.find('/');
+  if (a == std::string::npos) return "";
+  const size_t b = variant_key.find('/', a + 1);
+  return b == std::string::npos ? "" : variant_key.substr(a + 1, b - a - 1);
+}
+
 void select_measured(const ModelPlan& plan, const TuningDb& db, const std::string& nvrtc_major,
-                     GpuTuneResult& gr) {
+                     GpuTuneResult& gr, const std::vector<std::string>& math_paths) {
   const auto& ws = plan.workload_set.workloads;
   const std::string& gpu = gr.gpu->name;
   const size_t gi = static_cast<size_t>(
@@ -695,6 +704,10 @@ void select_measured(const ModelPlan& plan, const TuningDb& db, const std::strin
     for (const Measurement& m : db.query(q)) {
       if (m.status == JobStatus::worker_lost) continue;  // says nothing about the variant
       if (is_reference_key(m.variant_key)) continue;      // the baseline, never a candidate
+      // Another precision's math path (a tf32 tune of the same f32 workload): not this plan's.
+      if (std::find(math_paths.begin(), math_paths.end(), variant_key_precision(m.variant_key)) ==
+          math_paths.end())
+        continue;
       if (!nvrtc_major.empty() && toolchain_major(m.nvrtc_version) != nvrtc_major) continue;
       Stats& s = variants[m.variant_key];
       ++s.results;

@@ -112,6 +112,7 @@ std::string tune_selection_json(const TuneResult& r, const GpuTuneResult& g) {
   JsonWriter j(os);
   j.begin_object().field("format", kSelectionFormat).field("model", r.model_name);
   j.field("gpu", g.gpu->name).field("arch", g.gpu->sm_arch());
+  j.field("precision", precision_name(r.precision));
   j.field("source", std::string(source_name(g.source))).field("run", r.run_id);
   j.field("measured_total_us", g.measured_total_us).field("estimated_total_us", g.estimated_total_us);
   j.field("estimate_cover_us", g.estimate_cover_us).field("exact_cover", g.cover.exact);

@@ -1,6 +1,9 @@
 #include "ir/precision.h"
 
+#include <regex>
+
 #include "ir/error.h"
+#include "ir/workload.h"
 
 namespace dc {
 
@@ -38,6 +41,24 @@ DType storage_dtype(Precision p) {
 std::vector<std::string> math_paths(Precision p) {
   if (p == Precision::fp32) return {"fp32"};
   return {std::string(precision_name(p)), "fp32"};
+}
+
+std::string precision_free_signature(const std::string& canonical) {
+  static const std::regex kReduced(R"(\bb?f16\[)");
+  static const std::regex kCast(R"(Cast\(to=(10|16)\))");
+  std::string text = std::regex_replace(canonical, kReduced, "f32[");
+  text = std::regex_replace(text, kCast, "Cast(to=1)");
+  return fnv1a_hex(text);
+}
+
+Tolerance whole_model_tolerance(Precision p) {
+  switch (p) {
+    case Precision::fp32: return {1e-4, 1e-6};
+    case Precision::tf32: return {2e-2, 2e-4};
+    case Precision::fp16: return {2e-2, 2e-4};
+    case Precision::bf16: return {1e-1, 1e-3};
+  }
+  return {1e-4, 1e-6};
 }
 
 }  // namespace dc

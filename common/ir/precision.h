@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ir/dtype.h"
+#include "ir/tolerance.h"
 
 namespace dc {
 
@@ -30,5 +31,14 @@ DType storage_dtype(Precision p);
 // The math paths (Variant::precision values) a plan of this precision may select, in the
 // order they are enumerated: the tensor-core path first, then "fp32".
 std::vector<std::string> math_paths(Precision p);
+
+// A whole plan's outputs against the model's fp32 outputs (`dc-run --data`): measured on
+// ResNet-50, MobileNetV2 and BERT-base, with margin (docs/precision.md "Whole model").
+Tolerance whole_model_tolerance(Precision p);
+
+// A workload's precision-free identity: the FNV-1a signature (ir/workload.h) of its
+// canonical text with f16/bf16 types read as f32 and Cast targets 10/16 as 1, so that the
+// fp32, fp16 and bf16 forms of one cluster share it.
+std::string precision_free_signature(const std::string& canonical);
 
 }  // namespace dc
