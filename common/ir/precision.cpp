@@ -54,9 +54,11 @@ std::string precision_free_signature(const std::string& canonical) {
 Tolerance whole_model_tolerance(Precision p) {
   switch (p) {
     case Precision::fp32: return {1e-4, 1e-6};
-    case Precision::tf32: return {2e-2, 2e-4};
-    case Precision::fp16: return {2e-2, 2e-4};
-    case Precision::bf16: return {1e-1, 1e-3};
+    // Twice the worst measured model (ResNet-50), docs/precision.md "Whole model"; tf32 has
+    // fp16's operand rounding without its storage rounding.
+    case Precision::tf32: return {5e-2, 5e-4};
+    case Precision::fp16: return {5e-2, 5e-4};
+    case Precision::bf16: return {2.2e-1, 2.2e-3};
   }
   return {1e-4, 1e-6};
 }
