@@ -112,9 +112,11 @@ class Policy {
         if (!leads_in(g_.nodes[c])) return;
       chain_.insert(t);
     };
+    // Computed tensors only: weights (an embedding table gathered into a LayerNorm, an
+    // additive mask, LayerNorm's gamma) are stored in the reduced type like every weight,
+    // clamped where needed; the ops reading them still compute in fp32.
     for (size_t i = g_.nodes.size(); i-- > 0;)
       for (const auto& o : g_.nodes[i].outputs) consider(o);
-    for (const auto& [name, t] : g_.initializers) consider(name);
   }
 
   // Forced-f32 tensors pull the data inputs of the view producing them along, and a Concat

@@ -5,7 +5,8 @@
 // reduced type except: model inputs and outputs (the first/last kernels read and write
 // them directly, no Cast nodes); tensors whose every consumer leads, through elementwise or
 // view ops only, into a numerically sensitive op (Softmax, LayerNorm, reductions, pooling
-// averages): attention scores, the residual sum entering LayerNorm; and one-element float
+// averages): attention scores, the residual sum entering LayerNorm (computed tensors only:
+// weights such as an additive mask or an embedding table are stored reduced); one-element float
 // constants (epsilons, exponents: nothing to save, and an epsilon would underflow). View
 // ops output their data input's dtype. Weights are converted once, here (after BatchNorm
 // folding in fp32); values outside the storage type's finite range are clamped to it and

@@ -64,14 +64,15 @@ TEST(PassApplyPrecision, Fp16StoresActivationsAndWeightsKeepsSensitiveChainsAndE
   EXPECT_EQ(dt(out, "x"), DType::f32);
   EXPECT_EQ(dt(out, "y"), DType::f32);
   // Weights and ordinary activations are stored in f16.
-  for (const char* t : {"W1", "b1", "Wk", "h", "hb", "r", "p"})
+  // Weights (the additive mask and LayerNorm's gamma and beta included) and ordinary
+  // activations are stored in f16.
+  for (const char* t : {"W1", "b1", "Wk", "mask", "gamma", "beta", "h", "hb", "r", "p"})
     EXPECT_EQ(dt(out, t), DType::f16) << t;
   EXPECT_EQ(out.initializers.at("W1").dtype(), DType::f16);
   // Attention scores (MatMul output through scale and mask into Softmax) and the residual
-  // sum entering LayerNorm (the MatMul output o and the Add) stay f32, and so do the
-  // constants only sensitive ops read (mask, LayerNorm's gamma and beta); so does the
+  // sum entering LayerNorm (the MatMul output o and the Add) stay f32; so does the
   // one-element scale.
-  for (const char* t : {"s", "ss", "sm", "mask", "o", "res", "gamma", "beta", "scale"})
+  for (const char* t : {"s", "ss", "sm", "o", "res", "scale"})
     EXPECT_EQ(dt(out, t), DType::f32) << t;
 }
 
@@ -92,8 +93,8 @@ TEST(PassApplyPrecision, WeightsAreRoundedToNearestOnce) {
   }
 }
 
-// A constant stored in f16 with values beyond 65504 (an additive mask of -inf or -1e9 added
-// to activations that do not feed a Softmax) is clamped, with a note.
+// A constant stored in f16 with values beyond 65504 (an additive mask of -inf or -1e9) is
+// clamped, with a note.
 TEST(PassApplyPrecision, OutOfRangeConstantsAreClampedWithANote) {
   for (float big : {-1e9f, -kInf}) {
     Graph g;
