@@ -325,7 +325,12 @@ def run_torch(runner, name, batch, refs, inputs, a):
         with torch.inference_mode():
             return model(*args)
     t = time.perf_counter()
-    out = call()
+    try:
+        out = call()
+    except RuntimeError as e:  # e.g. torch 1.13 on the CPU: "not implemented for 'Half'"
+        if a.precision != "fp32" and "not implemented for" in str(e):
+            raise RunnerUnavailable("PyTorch has no %s kernel here: %s" % (a.precision, str(e)[:80]))
+        raise
     if a.device == "cuda":
         torch.cuda.synchronize()
     first_s = time.perf_counter() - t
