@@ -10,6 +10,7 @@
 #include "ir/log.h"
 #include "ir/parse_subcommand.h"
 #include "onnx/import.h"
+#include "tune_config.h"
 
 namespace dc::cli {
 
@@ -26,16 +27,21 @@ commands:
   verify  MODEL.onnx --data DIR           run the CPU reference executor on an ONNX
                                           test-data folder and compare the outputs
   plan    MODEL.onnx --gpus h100,a100     candidate clusters, variants and estimates per
+          [--precision fp32|tf32|fp16|bf16]
                                           GPU type; the cover with the least estimated time
   codegen MODEL.onnx --gpus h100 --out DIR
                                           write the kept variants' CUDA sources, launch
                                           descriptions and NVRTC compile reports
   tune    MODEL.onnx --gpus h100 [--db PATH] [--out DIR] [--bind tcp://ADDR:PORT]
-          [--local-workers N] [--emulate] [--config FILE] [--retune]
+          [--local-workers N] [--emulate] [--config FILE] [--retune] [--precision P]
                                           measure the variants on a farm (results kept in
                                           the tuning DB and reused) and select, per GPU
                                           type, the cover with the least measured time
   keygen  PATH                            write a CURVE key pair for the farm
+
+plan, codegen and tune build a plan of one precision (--precision, default fp32): tf32
+uses TF32 tensor cores on f32 tensors; fp16/bf16 store tensors in that type and use tensor
+cores with fp32 accumulation (README, docs/precision.md).
 
 Run `dc-coordinator COMMAND --help` for a command's options.
 
@@ -57,6 +63,26 @@ std::map<std::string, Shape> parse_shape_flags(const std::vector<std::string>& f
     out[f.substr(0, eq)] = parse_shape(f.substr(eq + 1));
   }
   return out;
+}
+
+void add_precision_options(po::options_description& desc) {
+  desc.add_options()
+      ("precision", po::value<std::string>(), "the plan's precision: fp32 (default), tf32 (TF32 "
+       "tensor cores, f32 tensors), fp16 or bf16 (f16/bf16 storage, tensor cores with fp32 "
+       "accumulation); docs/precision.md")
+      ("precisions", po::value<std::string>(), "deprecated spelling of --precision (one value)");
+}
+
+void read_precision_options(const po::variables_map& vm, PlanOptions* opts,
+                            const std::vector<const GpuSpec*>& gpus) {
+  DC_USER_CHECK(!(vm.count("precision") && vm.count("precisions")),
+                "give --precision only (--precisions is its deprecated spelling)");
+  if (vm.count("precision"))
+    set_plan_precision(opts, parse_precision(vm["precision"].as<std::string>()));
+  if (vm.count("precisions"))
+    set_plan_precision(opts, precision_from_deprecated_list(
+                                 split_list(vm["precisions"].as<std::string>()), "--precisions"));
+  check_gpus_have_precision(gpus, opts->precision);
 }
 
 std::optional<po::variables_map> parse_command(const std::vector<std::string>& args,

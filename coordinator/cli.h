@@ -11,7 +11,9 @@
 
 #include <boost/program_options.hpp>
 
+#include "gpu/gpu_spec.h"
 #include "ir/graph.h"
+#include "plan_estimate.h"
 
 namespace dc::cli {
 
@@ -35,6 +37,13 @@ int cmd_tune(const std::vector<std::string>& args);
 std::optional<boost::program_options::variables_map> parse_command(
     const std::vector<std::string>& args, const boost::program_options::options_description& desc,
     std::string* model);
+
+// --precision P (the plan's precision) and its deprecated spelling --precisions LIST.
+void add_precision_options(boost::program_options::options_description& desc);
+// Reads them into `opts` (over the config file's value) and checks that every GPU type has
+// the tensor cores the precision needs (UserError otherwise).
+void read_precision_options(const boost::program_options::variables_map& vm, PlanOptions* opts,
+                            const std::vector<const GpuSpec*>& gpus);
 
 // "--shape NAME=1x3x224x224" values -> map; UserError on malformed entries.
 std::map<std::string, Shape> parse_shape_flags(const std::vector<std::string>& flags);

@@ -109,8 +109,9 @@ int cmd_codegen(const std::vector<std::string>& args) {
       ("top", po::value(&top)->default_value(top),
        "kernels per workload: the K best kept variants (0: every kept variant)")
       ("no-compile", po::bool_switch(&no_compile), "write sources only, skip NVRTC")
-      ("config", po::value(&config), "tuning configuration YAML (pruning, precisions, calibration)")
+      ("config", po::value(&config), "tuning configuration YAML (pruning, precision, calibration)")
       ("shape", po::value(&shapes)->composing(), "NAME=DIMS: fix an input's shape (repeatable)");
+  add_precision_options(desc);
   const auto parsed = parse_command(args, desc, &model);
   if (!parsed) return kExitOk;
   DC_USER_CHECK(!model.empty(), "codegen needs a model: dc-coordinator codegen MODEL.onnx --gpus h100 --out DIR");
@@ -121,10 +122,11 @@ int cmd_codegen(const std::vector<std::string>& args) {
   const auto gpus = parse_gpu_list(catalog, gpu_list);
   PlanOptions opts;
   if (!config.empty()) load_tune_config(config, &opts);
+  read_precision_options(*parsed, &opts, gpus);
 
   ImportOptions import_opts;
   import_opts.input_shapes = parse_shape_flags(shapes);
-  const LoadedModel m = load_model(load_onnx(model), import_opts, /*simplify=*/true);
+  const LoadedModel m = load_model(load_onnx(model), import_opts, /*simplify=*/true, opts.precision);
   const ModelPlan plan = plan_by_estimate(m.simplified, gpus, opts);
   const auto& workloads = plan.workload_set.workloads;
   if (!cluster.empty()) {

@@ -27,11 +27,17 @@ std::string node_span(const Graph& g, const std::vector<size_t>& nodes) {
                      g.nodes[nodes.back()].name, nodes.size());
 }
 
-void print_text(const std::string& path, const Graph& g, const ModelPlan& p, bool all) {
+void print_text(const std::string& path, const Graph& g, const ModelPlan& p, bool all,
+                const PlanOptions& opts, const std::vector<std::string>& notes) {
   const auto& ws = p.workload_set;
   std::cout << fmt::format("model     {}\nnodes     {} after simplification\n"
+                           "precision {} (tensors {}; math paths {})\n"
                            "clusters  {} candidates, {} distinct workloads\n",
-                           path, g.nodes.size(), p.candidates.size(), ws.workloads.size());
+                           path, g.nodes.size(), precision_name(opts.precision),
+                           dtype_name(storage_dtype(opts.precision)),
+                           fmt::join(opts.space.precisions, ", "), p.candidates.size(),
+                           ws.workloads.size());
+  for (const auto& n : notes) std::cout << "note      " << n << "\n";
   for (const auto& gp : p.gpus) {
     const GpuSpec& gpu = *gp.gpu;
     size_t total = 0, kept = 0;
@@ -75,11 +81,16 @@ void write_estimate(JsonWriter& j, const Estimate& e) {
   j.end_object();
 }
 
-void print_json(const std::string& path, const Graph& g, const ModelPlan& p) {
+void print_json(const std::string& path, const Graph& g, const ModelPlan& p,
+                const PlanOptions& opts, const std::vector<std::string>& notes) {
   const auto& ws = p.workload_set;
   JsonWriter j(std::cout);
   j.begin_object();
   j.field("format", kPlanJsonFormat).field("model", path).field("nodes", g.nodes.size());
+  j.field("precision", precision_name(opts.precision));
+  j.key("precision_notes").begin_array();
+  for (const auto& n : notes) j.value(n);
+  j.end_array();
   j.key("workloads").begin_array();
   for (const auto& w : ws.workloads) {
     j.begin_object().field("signature", w.signature).field("kind", cluster_kind_name(w.kind));
@@ -127,7 +138,7 @@ void print_json(const std::string& path, const Graph& g, const ModelPlan& p) {
 }  // namespace
 
 int cmd_plan(const std::vector<std::string>& args) {
-  std::string model, gpu_list, precisions = "fp32", config;
+  std::string model, gpu_list, config;
   std::vector<std::string> shapes;
   bool json = false, all = false;
   PlanOptions opts;
@@ -145,10 +156,9 @@ int cmd_plan(const std::vector<std::string>& args) {
       ("within", po::value<double>(), "pruning: keep variants within this factor of the best "
        "estimate (default 1.5)")
       ("top-k", po::value<int>(), "pruning: keep at most this many variants per workload (default 32)")
-      ("precisions", po::value(&precisions), "precision paths to enumerate: comma-separated fp32, "
-       "tf32, fp16, bf16 (default fp32; tensor-core paths only where the GPU has them)")
       ("shape", po::value(&shapes)->composing(), "NAME=DIMS: fix an input's shape (repeatable)")
       ("list-gpus", "print the known GPU types and exit");
+  add_precision_options(desc);
   const auto parsed = parse_command(args, desc, &model);
   if (!parsed) return kExitOk;
   const po::variables_map& vm = *parsed;
@@ -164,16 +174,16 @@ int cmd_plan(const std::vector<std::string>& args) {
   if (!config.empty()) load_tune_config(config, &opts);
   if (vm.count("within")) opts.prune.within_factor = vm["within"].as<double>();
   if (vm.count("top-k")) opts.prune.top_k = vm["top-k"].as<int>();
-  if (vm.count("precisions")) opts.space.precisions = parse_precisions(precisions);
+  read_precision_options(vm, &opts, gpus);
   DC_USER_CHECK(opts.prune.within_factor >= 1, "--within must be >= 1");
   DC_USER_CHECK(opts.prune.top_k >= 1, "--top-k must be >= 1");
 
   ImportOptions import_opts;
   import_opts.input_shapes = parse_shape_flags(shapes);
-  const LoadedModel m = load_model(load_onnx(model), import_opts, /*simplify=*/true);
+  const LoadedModel m = load_model(load_onnx(model), import_opts, /*simplify=*/true, opts.precision);
   const ModelPlan plan = plan_by_estimate(m.simplified, gpus, opts);
-  if (json) print_json(model, m.simplified, plan);
-  else print_text(model, m.simplified, plan, all);
+  if (json) print_json(model, m.simplified, plan, opts, m.precision_notes);
+  else print_text(model, m.simplified, plan, all, opts, m.precision_notes);
   return kExitOk;
 }
 

@@ -181,6 +181,7 @@ std::string options_json(const std::string& gpus, const PlanOptions& plan, const
   j.field("within", plan.prune.within_factor).field("retune", retune).field("emulate", f.emulate);
   j.field("farm", f.bind.empty() ? f.kind : "bind " + f.bind).field("local_workers", f.local_workers);
   j.field("calibration_from_db", calibration_from_db);
+  j.field("precision", precision_name(plan.precision));
   j.key("precisions").begin_array();
   for (const auto& p : plan.space.precisions) j.value(p);
   j.end_array().end_object();
@@ -190,7 +191,7 @@ std::string options_json(const std::string& gpus, const PlanOptions& plan, const
 }  // namespace
 
 int cmd_tune(const std::vector<std::string>& args) {
-  std::string model, gpu_list, db_path = "dc-tuning.db", out_dir, config, precisions;
+  std::string model, gpu_list, db_path = "dc-tuning.db", out_dir, config;
   std::vector<std::string> shapes;
   FarmFlags farm_flags;
   bool retune = false, no_check = false, quiet = false, no_db_calibration = false, no_reference = false;
@@ -219,7 +220,6 @@ int cmd_tune(const std::vector<std::string>& args) {
        "calibration factors only, not factors fitted from the DB's results")
       ("top-k", po::value<int>(), "pruning: at most this many variants per workload")
       ("within", po::value<double>(), "pruning: keep variants within this factor of the best estimate")
-      ("precisions", po::value(&precisions), "precision paths: comma-separated fp32, tf32, fp16, bf16")
       ("shape", po::value(&shapes)->composing(), "NAME=DIMS: fix an input's shape (repeatable)")
       ("wait-workers", po::value(&wait_s), "seconds to wait for a worker of each GPU type "
        "(default 30; 120 with --bind)")
@@ -242,6 +242,7 @@ int cmd_tune(const std::vector<std::string>& args) {
        "in-process job takes at least this long")
       ("inprocess-compile", po::bool_switch(&farm_flags.inprocess_compile), "in-process farm: "
        "compile every variant with NVRTC (compile errors, registers, spills)");
+  add_precision_options(desc);
   const auto parsed = parse_command(args, desc, &model);
   if (!parsed) return kExitOk;
   const po::variables_map& vm = *parsed;
@@ -259,7 +260,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   if (no_db_calibration) opts.calibration_from_db = false;
   if (vm.count("within")) opts.plan.prune.within_factor = vm["within"].as<double>();
   if (vm.count("top-k")) opts.plan.prune.top_k = vm["top-k"].as<int>();
-  if (vm.count("precisions")) opts.plan.space.precisions = parse_precisions(precisions);
+  read_precision_options(vm, &opts.plan, opts.gpus);
   DC_USER_CHECK(opts.plan.prune.within_factor >= 1, "--within must be >= 1");
   DC_USER_CHECK(opts.plan.prune.top_k >= 1, "--top-k must be >= 1");
   opts.import.input_shapes = parse_shape_flags(shapes);

@@ -24,6 +24,7 @@ struct VerifyOptions {
   double rtol = 1e-4;
   double atol = 1e-6;
   bool simplify = true;
+  std::string precision = "fp32";
   std::vector<std::string> shapes;
 };
 
@@ -66,7 +67,11 @@ int cmd_verify(const std::vector<std::string>& args) {
       ("rtol", po::value(&o.rtol)->default_value(o.rtol), "relative L2 tolerance")
       ("atol", po::value(&o.atol)->default_value(o.atol), "absolute (RMS) tolerance")
       ("shape", po::value(&o.shapes)->composing(), "NAME=DIMS: fix an input's shape (repeatable)")
-      ("no-simplify", "run the imported graph without the simplification passes");
+      ("no-simplify", "run the imported graph without the simplification passes")
+      ("precision", po::value(&o.precision)->default_value(o.precision), "run the graph as a "
+       "plan of this precision stores it (apply_precision: fp16/bf16 storage, rounded at every "
+       "store); fp32, tf32, fp16 or bf16. Default tolerances then: that precision's "
+       "whole-model tolerance (docs/precision.md)");
   const auto parsed = parse_command(args, desc, &o.model);
   if (!parsed) return kExitOk;
   const po::variables_map& vm = *parsed;
@@ -103,7 +108,16 @@ int cmd_verify(const std::vector<std::string>& args) {
                                  "shape {}\n", "note", name, shape_str(value.shape()));
       }
   }
-  const LoadedModel m = load_model(std::move(onnx_model), opts, o.simplify);
+  const Precision precision = parse_precision(o.precision);
+  // A reduced-precision graph against fp32 test data: that precision's whole-model tolerance
+  // unless given (docs/precision.md).
+  if (precision != Precision::fp32) {
+    const Tolerance tol = whole_model_tolerance(precision);
+    if (vm["rtol"].defaulted()) o.rtol = tol.rtol;
+    if (vm["atol"].defaulted()) o.atol = tol.atol;
+  }
+  const LoadedModel m = load_model(std::move(onnx_model), opts, o.simplify, precision);
+  for (const auto& n : m.precision_notes) std::cout << fmt::format("{:<8}{}\n", "note", n);
   const Graph& g = m.simplified;
 
   ref::TensorMap inputs;

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "passes/apply_precision.h"
 #include "passes/simplify.h"
 
 namespace dc::cli {
@@ -14,7 +15,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
-LoadedModel load_model(OnnxModel model, const ImportOptions& opts, bool simplify) {
+LoadedModel load_model(OnnxModel model, const ImportOptions& opts, bool simplify,
+                       Precision precision) {
   LoadedModel out;
   auto t0 = std::chrono::steady_clock::now();
   out.imported = import_onnx(std::move(model), opts);
@@ -22,6 +24,7 @@ LoadedModel load_model(OnnxModel model, const ImportOptions& opts, bool simplify
   spdlog::info("imported {} nodes in {:.3f} s", out.imported.nodes.size(), out.import_seconds);
   t0 = std::chrono::steady_clock::now();
   out.simplified = simplify ? dc::simplify(out.imported) : out.imported;
+  out.simplified = apply_precision(std::move(out.simplified), precision, &out.precision_notes);
   out.simplify_seconds = seconds_since(t0);
   spdlog::info("simplified to {} nodes in {:.3f} s", out.simplified.nodes.size(),
                out.simplify_seconds);

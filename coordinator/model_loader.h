@@ -4,17 +4,22 @@
 #include <string>
 
 #include "ir/graph.h"
+#include "ir/precision.h"
 #include "onnx/import.h"
 
 namespace dc::cli {
 
 struct LoadedModel {
   Graph imported;     // as imported (checked, shape-inferred)
-  Graph simplified;   // after the simplification passes (== imported with simplify off)
+  // After the simplification passes (== imported with simplify off) and then
+  // apply_precision for the plan's precision (unchanged for fp32/tf32).
+  Graph simplified;
+  std::vector<std::string> precision_notes;  // constants clamped by apply_precision
   double import_seconds = 0;
   double simplify_seconds = 0;
 };
 
-LoadedModel load_model(OnnxModel model, const ImportOptions& opts, bool simplify);
+LoadedModel load_model(OnnxModel model, const ImportOptions& opts, bool simplify,
+                       Precision precision = Precision::fp32);
 
 }  // namespace dc::cli

@@ -201,6 +201,7 @@ ExecPlan assemble_plan(const Graph& g, const std::vector<Candidate>& candidates,
   p.gpu_arch = origin.gpu->sm_arch();
   p.nvrtc_version = origin.nvrtc_version.empty() ? nvrtc_version() : origin.nvrtc_version;
   p.emulated = origin.emulated;
+  p.precision = origin.precision;
   p.weight_transforms = origin.weight_transforms;
 
   Assembler a(g, p);
@@ -248,6 +249,7 @@ ExecPlan build_tuned_plan(const TuneResult& r, const GpuTuneResult& g) {
   origin.gpu = g.gpu;
   origin.emulated = g.source == Source::emulated;
   origin.weight_transforms = r.weight_transforms;
+  origin.precision = r.precision;
   return assemble_plan(r.graph, r.plan.candidates, choices, origin);
 }
 
@@ -274,6 +276,7 @@ ExecPlan build_estimated_plan(const Graph& simplified, const GpuSpec& gpu, const
   }
   PlanOrigin origin;
   origin.gpu = &gpu;
+  origin.precision = opts.precision;
   return assemble_plan(simplified, candidates, choices, origin);
 }
 

@@ -34,6 +34,7 @@ struct PlanOrigin {
   const GpuSpec* gpu = nullptr;
   std::string nvrtc_version;     // "" = this build's NVRTC
   bool emulated = false;
+  Precision precision = Precision::fp32;  // of the graph (apply_precision ran for it)
   std::vector<std::string> weight_transforms;
 };
 

@@ -10,6 +10,7 @@
 #include "cover.h"
 #include "estimator.h"
 #include "gpu/gpu_spec.h"
+#include "ir/precision.h"
 #include "prune.h"
 
 namespace dc {
@@ -37,9 +38,11 @@ struct ModelPlan {
 struct PlanOptions {
   PruneOptions prune;
   Calibration calibration;
-  // Precision paths to enumerate. fp32 only by default: the code generator emits fp32
-  // CUDA-core kernels first (tensor-core templates come later), and an fp32 model should
-  // not silently change precision.
+  // The plan's precision (--precision; docs/precision.md). The graph a plan is built from
+  // has been through apply_precision for it.
+  Precision precision = Precision::fp32;
+  // Math paths to enumerate: always math_paths(precision) (set_plan_precision keeps the two
+  // in step), so an fp32 model never silently changes precision.
   SpaceOptions space{{"fp32"}};
 };
 

@@ -18,6 +18,7 @@
 #include "ir/json_writer.h"
 #include "ir/parallel.h"
 #include "nvrtc.h"
+#include "passes/apply_precision.h"
 #include "passes/simplify.h"
 #include "plan_build.h"
 #include "sha256.h"
@@ -160,7 +161,7 @@ class Pipeline {
     }
 
     t = Clock::now();
-    for (auto& gr : r_.gpus) select_measured(r_.plan, db_, nvrtc_major_, gr);
+    for (auto& gr : r_.gpus) select_measured(r_.plan, db_, nvrtc_major_, gr, opts_.plan.space.precisions);
     mark_checked();
     end_stage(r_, opts_, "select", t, selection_detail());
 
@@ -247,6 +248,7 @@ class Pipeline {
     for (const GpuSpec* gpu : opts_.gpus) info.gpu_types.push_back(gpu->name);
     info.options_json = options_json();
     info.host = opts_.host;
+    info.precision = std::string(precision_name(opts_.plan.precision));
     r_.run_id = db_.begin_run(info);
   }
 
@@ -550,7 +552,7 @@ class Pipeline {
       for (size_t gi = 0; gi < r_.gpus.size(); ++gi) {
         GpuTuneResult& gr = r_.gpus[gi];
         if (gr.source != Source::emulated || gr.workers == 0) continue;
-        select_measured(r_.plan, db_, nvrtc_major_, gr);
+        select_measured(r_.plan, db_, nvrtc_major_, gr, opts_.plan.space.precisions);
         std::set<std::pair<size_t, std::string>> seen;
         for (const auto& c : gr.choices) {
           if (c.reference || !seen.insert({c.workload, c.variant_key}).second) continue;
@@ -622,6 +624,7 @@ class Pipeline {
     for (const auto& gr : r_.gpus) {
       if (!gr.has_results()) continue;
       PlanRecord p;
+      p.precision = std::string(precision_name(opts_.plan.precision));
       p.run_id = r_.run_id;
       p.gpu_type = gr.gpu->name;
       p.source = gr.source;
@@ -664,8 +667,15 @@ bool TuneResult::complete() const {
   return !gpus.empty();
 }
 
+std::string variant_key_precision(const std::string& variant_key) {
+  const size_t a = variant_key.find('/');
+  if (a == std::string::npos) return "";
+  const size_t b = variant_key.find('/', a + 1);
+  return b == std::string::npos ? "" : variant_key.substr(a + 1, b - a - 1);
+}
+
 void select_measured(const ModelPlan& plan, const TuningDb& db, const std::string& nvrtc_major,
-                     GpuTuneResult& gr) {
+                     GpuTuneResult& gr, const std::vector<std::string>& math_paths) {
   const auto& ws = plan.workload_set.workloads;
   const std::string& gpu = gr.gpu->name;
   const size_t gi = static_cast<size_t>(
@@ -693,6 +703,10 @@ void select_measured(const ModelPlan& plan, const TuningDb& db, const std::strin
     for (const Measurement& m : db.query(q)) {
       if (m.status == JobStatus::worker_lost) continue;  // says nothing about the variant
       if (is_reference_key(m.variant_key)) continue;      // the baseline, never a candidate
+      // Another precision's math path (a tf32 tune of the same f32 workload): not this plan's.
+      if (std::find(math_paths.begin(), math_paths.end(), variant_key_precision(m.variant_key)) ==
+          math_paths.end())
+        continue;
       if (!nvrtc_major.empty() && toolchain_major(m.nvrtc_version) != nvrtc_major) continue;
       Stats& s = variants[m.variant_key];
       ++s.results;
@@ -777,6 +791,7 @@ TuneResult tune_graph(const Graph& simplified, Farm& farm, TuningDb& db, const T
   result.model_name = opts.model_name;
   result.model_sha256 = opts.model_sha256;
   result.graph = simplified;
+  result.precision = opts.plan.precision;
   Pipeline p(farm, db, opts, result);
   try {
     p.run(result.graph);
@@ -800,6 +815,17 @@ TuneResult tune(const std::string& model_path, Farm& farm, TuningDb& db, const T
   Graph g = simplify(imported);
   end_stage(r, opts, "simplify", t, fmt::format("{} nodes", g.nodes.size()));
   r.weight_transforms = describe_weight_transforms(imported, g);
+  if (opts.plan.precision != Precision::fp32) {
+    t = Clock::now();
+    std::vector<std::string> notes;
+    g = apply_precision(std::move(g), opts.plan.precision, &notes);
+    end_stage(r, opts, "precision", t, std::string(precision_name(opts.plan.precision)));
+    if (storage_dtype(opts.plan.precision) != DType::f32)
+      r.weight_transforms.push_back(fmt::format(
+          "weights stored in {} (converted once, after BatchNorm folding in fp32)",
+          dtype_name(storage_dtype(opts.plan.precision))));
+    for (auto& n : notes) r.weight_transforms.push_back(std::move(n));
+  }
 
   TuneOptions o = opts;
   if (o.model_name.empty()) o.model_name = model_name_from_path(model_path);

@@ -126,7 +126,8 @@ struct TuneResult {
   // Rewrites simplification made that the plan's weights carry (plan_build.h's
   // describe_weight_transforms); empty when tune_graph was given a simplified graph.
   std::vector<std::string> weight_transforms;
-  Graph graph;                        // simplified
+  Graph graph;                        // simplified, then apply_precision
+  Precision precision = Precision::fp32;  // the plan's (opts.plan.precision)
   ModelPlan plan;                     // candidates, workloads, estimates
   Calibration calibration;            // the factors the estimates used: config, then DB fit
   std::vector<GpuTuneResult> gpus;    // in the order requested
@@ -154,8 +155,14 @@ TuneResult tune_graph(const Graph& simplified, Farm& farm, TuningDb& db, const T
 // (their sub-clusters and singletons cover them); a singleton without one falls back to
 // the reference kernel at a prohibitive cost, so it is chosen only when nothing else can
 // cover the node. Fills best_*, failed_variants, ok_variants, cover, choices and totals.
+// Only variants of the plan's math paths qualify (PlanOptions::space.precisions): an fp32
+// plan never selects a tf32 variant an earlier tf32 tune measured on the same f32 workload.
 void select_measured(const ModelPlan& plan, const TuningDb& db, const std::string& nvrtc_major,
-                     GpuTuneResult& gpu);
+                     GpuTuneResult& gpu,
+                     const std::vector<std::string>& math_paths = {"fp32"});
+
+// "fp16" from "gemm_mma/fp16/block_k=32,...": a variant key's math path ("" if malformed).
+std::string variant_key_precision(const std::string& variant_key);
 
 // The cost standing in for an unmeasured reference kernel in the cover search.
 inline constexpr double kReferenceCostUs = 1e6;

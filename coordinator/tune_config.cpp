@@ -1,12 +1,14 @@
 #include "tune_config.h"
 
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
 
 #include "ir/error.h"
+#include "param_space.h"
 
 namespace dc {
 
@@ -42,16 +44,36 @@ void check_keys(const YAML::Node& map, const std::set<std::string>& allowed, con
 
 }  // namespace
 
-std::vector<std::string> parse_precisions(const std::string& list) {
+std::vector<std::string> split_list(const std::string& list) {
   std::vector<std::string> out;
   std::stringstream ss(list);
   std::string p;
-  while (std::getline(ss, p, ',')) {
-    DC_USER_CHECK(kPrecisions.count(p), "unknown precision '", p, "' (use fp32, tf32, fp16, bf16)");
-    out.push_back(p);
-  }
-  DC_USER_CHECK(!out.empty(), "empty precision list");
+  while (std::getline(ss, p, ',')) out.push_back(p);
   return out;
+}
+
+void set_plan_precision(PlanOptions* opts, Precision p) {
+  opts->precision = p;
+  opts->space.precisions = math_paths(p);
+}
+
+Precision precision_from_deprecated_list(const std::vector<std::string>& names,
+                                         const std::string& what) {
+  for (const auto& n : names) parse_precision(n);  // unknown names first
+  DC_USER_CHECK(names.size() == 1, what, " is deprecated and takes one value now: a plan has ",
+                "one precision; use --precision fp32|tf32|fp16|bf16 (its math paths follow: ",
+                "docs/precision.md)");
+  std::cerr << "note: " << what << " is deprecated; read as --precision " << names[0] << "\n";
+  return parse_precision(names[0]);
+}
+
+void check_gpus_have_precision(const std::vector<const GpuSpec*>& gpus, Precision p) {
+  if (p == Precision::fp32) return;
+  for (const GpuSpec* g : gpus)
+    DC_USER_CHECK(gpu_has_precision(*g, std::string(precision_name(p))), "--precision ",
+                  precision_name(p), " needs ", p == Precision::fp16 ? "fp16" : precision_name(p),
+                  " tensor cores (", p == Precision::fp16 ? "sm_75" : "sm_80", "+), which GPU type ",
+                  g->name, " (", g->sm_arch(), ") lacks");
 }
 
 void parse_tune_config(const std::string& text, const std::string& origin, PlanOptions* opts,
@@ -63,7 +85,8 @@ void parse_tune_config(const std::string& text, const std::string& origin, PlanO
     throw_user_error(origin, ": not valid YAML: ", e.msg, " (line ", e.mark.line + 1, ")");
   }
   if (root.IsNull()) return;
-  check_keys(root, {"prune", "precisions", "calibration", "calibration_from_db"}, origin);
+  check_keys(root, {"prune", "precision", "precisions", "calibration", "calibration_from_db"},
+             origin);
   if (const auto prune = root["prune"]) {
     const std::string where = origin + ": prune";
     check_keys(prune, {"within", "top_k"}, where);
@@ -72,14 +95,25 @@ void parse_tune_config(const std::string& text, const std::string& origin, PlanO
     DC_USER_CHECK(opts->prune.within_factor >= 1, where, ".within must be >= 1");
     DC_USER_CHECK(opts->prune.top_k >= 1, where, ".top_k must be >= 1");
   }
+  DC_USER_CHECK(!(root["precision"] && root["precisions"]), origin,
+                ": give precision only (precisions is its deprecated spelling)");
+  if (const auto prec = root["precision"]) {
+    DC_USER_CHECK(prec.IsScalar(), origin, ": precision must be one of fp32, tf32, fp16, bf16");
+    const auto name = prec.as<std::string>();
+    DC_USER_CHECK(precision_from_name(name).has_value(), origin, ": unknown precision '", name,
+                  "' (use fp32, tf32, fp16 or bf16)");
+    set_plan_precision(opts, parse_precision(name));
+  }
   if (const auto prec = root["precisions"]) {
-    DC_USER_CHECK(prec.IsSequence() && prec.size() > 0, origin, ": precisions must be a non-empty list");
-    opts->space.precisions.clear();
+    DC_USER_CHECK(prec.IsSequence() && prec.size() > 0, origin,
+                  ": precisions must be a non-empty list (deprecated: use precision: P)");
+    std::vector<std::string> names;
     for (const auto& p : prec) {
       const auto name = p.as<std::string>();
       DC_USER_CHECK(kPrecisions.count(name), origin, ": unknown precision '", name, "'");
-      opts->space.precisions.push_back(name);
+      names.push_back(name);
     }
+    set_plan_precision(opts, precision_from_deprecated_list(names, origin + ": precisions"));
   }
   if (const auto cal = root["calibration"]) {
     DC_USER_CHECK(cal.IsMap(), origin, ": calibration must map GPU types to {kind: factor}");

@@ -43,6 +43,8 @@ std::string tune_gpu_summary(const TuneResult& r, const GpuTuneResult& g) {
   const auto& ws = r.plan.workload_set;
   std::string s = fmt::format("== {} ({}, {}){}\n", g.gpu->name, g.gpu->full_name, g.gpu->sm_arch(),
                               g.source == Source::emulated ? ": EMULATED, times are modelled, not measured" : "");
+  s += fmt::format("precision  {} (tensors {})\n", precision_name(r.precision),
+                   dtype_name(storage_dtype(r.precision)));
   s += fmt::format("clusters   {} candidates, {} distinct workloads\n", r.plan.candidates.size(),
                    ws.workloads.size());
   s += fmt::format("variants   {} planned ({} seeded from other GPU types), {} already in the DB{}\n",
@@ -110,6 +112,7 @@ std::string tune_selection_json(const TuneResult& r, const GpuTuneResult& g) {
   JsonWriter j(os);
   j.begin_object().field("format", kSelectionFormat).field("model", r.model_name);
   j.field("gpu", g.gpu->name).field("arch", g.gpu->sm_arch());
+  j.field("precision", precision_name(r.precision));
   j.field("source", std::string(source_name(g.source))).field("run", r.run_id);
   j.field("measured_total_us", g.measured_total_us).field("estimated_total_us", g.estimated_total_us);
   j.field("estimate_cover_us", g.estimate_cover_us).field("exact_cover", g.cover.exact);
@@ -145,9 +148,9 @@ std::string plan_summary(const ExecPlan& p, const std::string& dir) {
     if (t.kind == PlanTensorKind::weight) weight_bytes += t.bytes();
   const double mib = 1024.0 * 1024.0;
   std::string s = fmt::format(
-      "\nplan ({}): {} steps, {} kernel modules{}; device arena {:.1f} MiB (one buffer per tensor: {:.1f} MiB); "
+      "\nplan ({}, precision {}): {} steps, {} kernel modules{}; device arena {:.1f} MiB (one buffer per tensor: {:.1f} MiB); "
       "weights {:.1f} MiB\n",
-      kPlanFormat, p.steps.size(), p.modules.size(),
+      kPlanFormat, precision_name(p.precision), p.steps.size(), p.modules.size(),
       p.reference_steps ? fmt::format(" ({} steps on the reference kernel)", p.reference_steps) : "",
       p.arena_bytes / mib, p.unshared_bytes / mib, weight_bytes / mib);
   for (const auto& t : p.weight_transforms) s += "  weights: " + t + "\n";

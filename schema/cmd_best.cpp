@@ -4,12 +4,14 @@
 #include <cmath>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include "dc_db.h"
 #include "ir/error.h"
+#include "ir/precision.h"
 
 namespace dc::dcdb {
 
@@ -53,6 +55,28 @@ void add_model_and_source_options(po::options_description& desc) {
       "emulated", po::bool_switch(), "emulated results instead of real ones");
 }
 
+// The storage type (workload_storage.storage) of a plan's precision.
+std::string storage_of(Precision p) { return std::string(dtype_name(storage_dtype(p))); }
+
+// The best ok variant per workload for a plan of precision `p` on (gpu, source): workloads
+// stored as p stores them, variants of p's math paths only (best_by_math, migration 0003).
+// Columns: workload, kind, variant_key, median_us, min_us, estimate_us, base_signature.
+constexpr const char* kBestForPrecision =
+    "SELECT workload, kind, variant_key, median_us, min_us, estimate_us, base_signature FROM ("
+    " SELECT b.*, s.base_signature, ROW_NUMBER() OVER (PARTITION BY b.workload "
+    "  ORDER BY b.median_us, b.measurement_id) AS r "
+    " FROM best_by_math b JOIN workload_storage s ON s.signature = b.workload "
+    " WHERE b.gpu_type = ?1 AND b.source = ?2 AND s.storage = ?3 "
+    " AND (b.math = ?4 OR b.math = 'fp32')) WHERE r = 1 ORDER BY median_us DESC, workload";
+void bind_best_for_precision(sqlite::Query& q, const std::string& gpu, bool emulated, Precision p) {
+  q.bind_all(gpu, source_arg(emulated), storage_of(p), std::string(precision_name(p)));
+}
+
+std::optional<Precision> precision_option(const po::variables_map& vm) {
+  if (!vm.count("precision")) return std::nullopt;
+  return parse_precision(vm["precision"].as<std::string>());
+}
+
 }  // namespace
 
 int cmd_workloads(const std::string& db, const std::vector<std::string>& args) {
@@ -60,7 +84,9 @@ int cmd_workloads(const std::string& db, const std::vector<std::string>& args) {
   desc.add_options()("help,h", "this text")("model", po::value<std::string>(),
                                             "only the workloads of this model")(
       "gpu", po::value<std::string>(), "add the best result on this GPU type")(
-      "emulated", po::bool_switch(), "with --gpu: emulated results instead of real ones");
+      "emulated", po::bool_switch(), "with --gpu: emulated results instead of real ones")(
+      "precision", po::value<std::string>(), "only workloads stored as a plan of this "
+      "precision stores them (f32 for fp32/tf32, f16, bf16)");
   const auto vm = parse_options(args, desc);
   if (!vm) return kExitOk;
   sqlite::Connection conn = open_for_reading(db);
@@ -89,11 +115,13 @@ int cmd_workloads(const std::string& db, const std::vector<std::string>& args) {
       "b.median_us, b.variant_key "
       "FROM workloads w LEFT JOIN best_variants b ON b.workload = w.signature "
       " AND b.gpu_type = ?2 AND b.source = ?3 "
-      "WHERE ?1 IS NULL OR w.signature IN (SELECT workload FROM model_workloads WHERE model_id = ?1) "
+      "WHERE (?1 IS NULL OR w.signature IN (SELECT workload FROM model_workloads WHERE model_id = ?1)) "
+      "AND (?4 = '' OR w.signature IN (SELECT signature FROM workload_storage WHERE storage = ?4)) "
       "ORDER BY w.kind, w.signature");
   if (model.id) q.bind(1, *model.id);
   else q.bind_null(1);
-  q.bind(2, gpu).bind(3, source_arg(emulated));
+  const auto precision = precision_option(*vm);
+  q.bind(2, gpu).bind(3, source_arg(emulated)).bind(4, precision ? storage_of(*precision) : "");
   while (q.step()) {
     std::vector<std::string> row = {q.text(0), q.text(1), gflop(q.int64(2)), mbytes(q.int64(3)),
                                     std::to_string(q.int64(4)), std::to_string(q.int64(5)),
@@ -118,8 +146,11 @@ int cmd_best(const std::string& db, const std::vector<std::string>& args) {
   desc.add_options()("help,h", "this text")("gpu", po::value<std::string>()->required(),
                                             "GPU type, e.g. h100");
   add_model_and_source_options(desc);
+  desc.add_options()("precision", po::value<std::string>(), "what a plan of this precision "
+                     "would choose: its storage type's workloads, its math paths' variants");
   const auto vm = parse_options(args, desc);
   if (!vm) return kExitOk;
+  const auto precision = precision_option(*vm);
   sqlite::Connection conn = open_for_reading(db);
   const std::string gpu = (*vm)["gpu"].as<std::string>();
   const bool emulated = (*vm)["emulated"].as<bool>();
@@ -131,14 +162,15 @@ int cmd_best(const std::string& db, const std::vector<std::string>& args) {
   Table t(header);
   double weighted = 0;
   size_t shown = 0;
-  sqlite::Query q = conn.query(
+  sqlite::Query q = conn.query(precision ? kBestForPrecision :
       "SELECT b.workload, b.kind, b.variant_key, b.median_us, b.min_us, b.estimate_us, "
       "(SELECT count(DISTINCT m.variant_id) FROM measurements m "
       " JOIN variants v ON v.id = m.variant_id WHERE v.workload = b.workload "
       " AND m.gpu_type = b.gpu_type AND m.emulated = ?3 AND m.status = 'ok') "
       "FROM best_variants b WHERE b.gpu_type = ?1 AND b.source = ?2 "
       "ORDER BY b.median_us DESC, b.workload");
-  q.bind_all(gpu, source_arg(emulated), emulated);
+  if (precision) bind_best_for_precision(q, gpu, emulated, *precision);
+  else q.bind_all(gpu, source_arg(emulated), emulated);
   while (q.step()) {
     const std::string sig = q.text(0);
     if (model.id && !model.counts.count(sig)) continue;
@@ -146,14 +178,19 @@ int cmd_best(const std::string& db, const std::vector<std::string>& args) {
     std::vector<std::string> row = {sig, q.text(1), q.text(2), format_us(q.real(3)),
                                     format_us(q.real(4)),
                                     q.real(5) > 0 ? format_us(q.real(5)) : "-",
-                                    std::to_string(q.int64(6))};
+                                    precision ? "-" : std::to_string(q.int64(6))};
     if (model.id) {
       row.insert(row.begin() + 2, std::to_string(model.counts.at(sig)));
       weighted += model.counts.at(sig) * q.real(3);
     }
     t.add(row);
   }
-  std::cout << fmt::format("best variants on {} ({}): {} workloads", gpu, source_arg(emulated),
+  std::cout << fmt::format("best variants on {} ({}{}): {} workloads", gpu, source_arg(emulated),
+                           precision ? fmt::format(", precision {}: {} workloads, math {}",
+                                                   precision_name(*precision),
+                                                   storage_of(*precision),
+                                                   fmt::join(math_paths(*precision), "/"))
+                                     : "",
                            shown);
   if (model.id)
     std::cout << fmt::format(" of {} in the model; sum of best times x count {}",
@@ -167,13 +204,90 @@ int cmd_best(const std::string& db, const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+// compare --gpu G --precisions fp32,fp16: one cluster's workloads in several precisions
+// (matched by their precision-free base signature), best time of each side by side.
+int compare_precisions(const std::string& db, const po::variables_map& vm) {
+  std::vector<Precision> precs;
+  {
+    std::stringstream ss(vm["precisions"].as<std::string>());
+    for (std::string p; std::getline(ss, p, ',');) precs.push_back(parse_precision(p));
+  }
+  DC_USER_CHECK(precs.size() >= 2, "--precisions needs at least two, e.g. fp32,fp16");
+  const std::string gpu = vm["gpu"].as<std::string>();
+  const bool emulated = vm["emulated"].as<bool>();
+  sqlite::Connection conn = open_for_reading(db);
+  require_gpu(conn, gpu);
+  const ModelFilter model = model_filter(conn, vm);
+  // (kind, base signature) -> precision -> best us; a model filter matches either form.
+  std::map<std::pair<std::string, std::string>, std::map<std::string, double>> best;
+  std::set<std::string> bases_in_model;
+  if (model.id) {
+    sqlite::Query q = conn.query(
+        "SELECT s.base_signature FROM model_workloads mw JOIN workload_storage s "
+        "ON s.signature = mw.workload WHERE mw.model_id = ?");
+    q.bind(1, *model.id);
+    while (q.step()) bases_in_model.insert(q.text(0));
+  }
+  for (Precision p : precs) {
+    sqlite::Query q = conn.query(kBestForPrecision);
+    bind_best_for_precision(q, gpu, emulated, p);
+    while (q.step())
+      if (!model.id || bases_in_model.count(q.text(6)))
+        best[{q.text(1), q.text(6)}][std::string(precision_name(p))] = q.real(3);
+  }
+  std::vector<std::string> names;
+  for (Precision p : precs) names.emplace_back(precision_name(p));
+  std::vector<std::string> header = {"base signature", "kind"};
+  for (const auto& n : names) header.push_back(">" + n);
+  for (size_t i = 1; i < names.size(); ++i) header.push_back(">" + names[i] + "/" + names[0]);
+  Table t(header);
+  std::map<std::string, double> totals;
+  size_t complete = 0;
+  for (const auto& [key, times] : best) {
+    std::vector<std::string> row = {key.second, key.first};
+    for (const auto& n : names) row.push_back(times.count(n) ? format_us(times.at(n)) : "-");
+    for (size_t i = 1; i < names.size(); ++i)
+      row.push_back(times.count(names[0]) && times.count(names[i])
+                        ? fmt::format("{:.2f}", times.at(names[i]) / times.at(names[0]))
+                        : "-");
+    t.add(row);
+    if (times.size() == names.size()) {
+      ++complete;
+      for (const auto& [n, us] : times) totals[n] += us;
+    }
+  }
+  std::cout << fmt::format("best times on {} ({}) by precision, {} clusters\n", gpu,
+                           source_arg(emulated), best.size());
+  if (t.empty()) return kExitOk;
+  t.print(std::cout);
+  std::cout << fmt::format("\ntotal over the {} clusters measured in all:", complete);
+  for (const auto& n : names)
+    std::cout << fmt::format(" {} {}{}", n, format_us(totals[n]),
+                             n == names[0] || totals[names[0]] <= 0
+                                 ? ""
+                                 : fmt::format(" ({:.2f}x)", totals[n] / totals[names[0]]));
+  std::cout << "\n";
+  return kExitOk;
+}
+
 int cmd_compare(const std::string& db, const std::vector<std::string>& args) {
-  po::options_description desc("dc-db compare: best time per workload on several GPU types");
-  desc.add_options()("help,h", "this text")("gpus", po::value<std::string>()->required(),
-                                            "GPU types, comma separated: a100,h100");
+  po::options_description desc(
+      "dc-db compare: best time per workload on several GPU types (--gpus), or of one\n"
+      "cluster in several precisions on one GPU type (--gpu G --precisions fp32,fp16)");
+  desc.add_options()("help,h", "this text")("gpus", po::value<std::string>(),
+                                            "GPU types, comma separated: a100,h100")(
+      "gpu", po::value<std::string>(), "with --precisions: the GPU type")(
+      "precisions", po::value<std::string>(), "precisions side by side, comma separated: "
+      "fp32,fp16 (workloads matched by their precision-free base signature)");
   add_model_and_source_options(desc);
   const auto vm = parse_options(args, desc);
   if (!vm) return kExitOk;
+  if (vm->count("precisions")) {
+    DC_USER_CHECK(vm->count("gpu") && !vm->count("gpus"),
+                  "compare --precisions takes one GPU type: --gpu G");
+    return compare_precisions(db, *vm);
+  }
+  DC_USER_CHECK(vm->count("gpus"), "compare needs --gpus a100,h100 (or --gpu G --precisions fp32,fp16)");
   std::vector<std::string> gpus;
   {
     std::stringstream ss((*vm)["gpus"].as<std::string>());

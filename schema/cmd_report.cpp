@@ -154,16 +154,18 @@ int cmd_report(const std::string& db, const std::vector<std::string>& args) {
     sqlite::Query plans = conn.query(
         "SELECT mo.name, p.gpu_type, p.emulated, p.measured_total_us, p.estimated_total_us, "
         "json_extract(c.value, '$.cluster'), json_extract(c.value, '$.variant'), "
-        "json_extract(c.value, '$.measured_us'), json_extract(c.value, '$.estimated_us') "
+        "json_extract(c.value, '$.measured_us'), json_extract(c.value, '$.estimated_us'), "
+        "p.precision "
         "FROM plans p JOIN tuning_runs r ON r.id = p.run_id JOIN models mo ON mo.id = r.model_id "
         "JOIN json_each(p.choices_json) c "
         "WHERE p.id IN (SELECT max(p2.id) FROM plans p2 JOIN tuning_runs r2 ON r2.id = p2.run_id "
-        "GROUP BY r2.model_id, p2.gpu_type, p2.emulated) "
-        "ORDER BY mo.name, p.gpu_type, p.emulated");
+        "GROUP BY r2.model_id, p2.gpu_type, p2.emulated, p2.precision) "
+        "ORDER BY mo.name, p.gpu_type, p.emulated, p.precision");
     std::map<std::string, std::pair<std::string, std::vector<Bar>>> charts;  // title -> bars
     while (plans.step()) {
-      const std::string title = fmt::format(
-          "{} on {} ({})", plans.text(0), plans.text(1), plans.int64(2) ? "emulated" : "real");
+      const std::string title =
+          fmt::format("{} on {} ({}, precision {})", plans.text(0), plans.text(1),
+                      plans.int64(2) ? "emulated" : "real", plans.text(9));
       auto& [caption, bars] = charts[title];
       caption = fmt::format("total measured {}, estimated {}", format_us(plans.real(3)),
                             format_us(plans.real(4)));

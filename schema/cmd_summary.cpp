@@ -7,6 +7,7 @@
 
 #include "dc_db.h"
 #include "ir/error.h"
+#include "ir/precision.h"
 #include "migrate.h"
 
 namespace dc::dcdb {
@@ -26,8 +27,18 @@ int64_t count(sqlite::Connection& conn, const std::string& sql) { return conn.sc
 }  // namespace
 
 int cmd_summary(const std::string& db, const std::vector<std::string>& args) {
-  if (!parse_options(args, help_only("dc-db summary: counts per table, GPU type and status")))
-    return kExitOk;
+  po::options_description desc("dc-db summary: counts per table, GPU type and status");
+  desc.add_options()("help,h", "this text")(
+      "precision", po::value<std::string>(), "results per GPU type of this precision only: its "
+      "storage type's workloads, its math paths' variants");
+  const auto vm = parse_options(args, desc);
+  if (!vm) return kExitOk;
+  std::string storage, math;
+  if (vm->count("precision")) {
+    const Precision p = parse_precision((*vm)["precision"].as<std::string>());
+    storage = dtype_name(storage_dtype(p));
+    math = precision_name(p);
+  }
   sqlite::Connection conn = open_for_reading(db);
   std::cout << fmt::format("tuning DB {} (schema version {})\n", db,
                            conn.scalar_int("PRAGMA user_version"));
@@ -50,7 +61,19 @@ int cmd_summary(const std::string& db, const std::vector<std::string>& args) {
                            count(conn, "SELECT count(*) FROM measurements"),
                            count(conn, "SELECT count(*) FROM measurements WHERE emulated = 0"),
                            count(conn, "SELECT count(*) FROM measurements WHERE emulated = 1"));
+  {
+    std::string by;
+    sqlite::Query q = conn.query("SELECT storage, count(*) FROM workload_storage GROUP BY 1 ORDER BY 1");
+    while (q.step()) by += fmt::format("{}{} {}", by.empty() ? "" : ", ", q.int64(1), q.text(0));
+    if (!by.empty()) std::cout << fmt::format("  {:<13} {}\n", "  by storage", by);
+  }
   std::cout << fmt::format("  tuning runs   {}\n", count(conn, "SELECT count(*) FROM tuning_runs"));
+  {
+    std::string by;
+    sqlite::Query q = conn.query("SELECT precision, count(*) FROM tuning_runs GROUP BY 1 ORDER BY 1");
+    while (q.step()) by += fmt::format("{}{} {}", by.empty() ? "" : ", ", q.int64(1), q.text(0));
+    if (!by.empty()) std::cout << fmt::format("  {:<13} {}\n", "  by precision", by);
+  }
   std::cout << fmt::format("  plans         {}\n", count(conn, "SELECT count(*) FROM plans"));
   std::cout << fmt::format("  imports       {}\n", count(conn, "SELECT count(*) FROM imports"));
 
@@ -62,8 +85,11 @@ int cmd_summary(const std::string& db, const std::vector<std::string>& args) {
   std::map<std::pair<std::string, std::string>, Row> rows;
   {
     sqlite::Query q = conn.query(
-        "SELECT gpu_type, CASE emulated WHEN 1 THEN 'emulated' ELSE 'real' END, status, "
-        "count(*), max(finished_ms) FROM measurements GROUP BY 1, 2, 3");
+        "SELECT m.gpu_type, CASE m.emulated WHEN 1 THEN 'emulated' ELSE 'real' END, m.status, "
+        "count(*), max(m.finished_ms) FROM measurements m JOIN variants v ON v.id = m.variant_id "
+        "JOIN workload_storage s ON s.signature = v.workload WHERE ?1 = '' OR (s.storage = ?1 "
+        "AND v.precision IN (?2, 'fp32')) GROUP BY 1, 2, 3");
+    q.bind_all(storage, math);
     while (q.step()) {
       Row& r = rows[{q.text(0), q.text(1)}];
       r.total += q.int64(3);
@@ -74,7 +100,10 @@ int cmd_summary(const std::string& db, const std::vector<std::string>& args) {
   }
   {
     sqlite::Query q = conn.query(
-        "SELECT gpu_type, source, count(*) FROM best_variants GROUP BY gpu_type, source");
+        "SELECT b.gpu_type, b.source, count(DISTINCT b.workload) FROM best_by_math b "
+        "JOIN workload_storage s ON s.signature = b.workload WHERE ?1 = '' OR (s.storage = ?1 "
+        "AND b.math IN (?2, 'fp32')) GROUP BY 1, 2");
+    q.bind_all(storage, math);
     while (q.step()) rows[{q.text(0), q.text(1)}].workloads = q.int64(2);
   }
   if (rows.empty()) {
@@ -89,7 +118,8 @@ int cmd_summary(const std::string& db, const std::vector<std::string>& args) {
     t.add({key.first, key.second, std::to_string(r.total), std::to_string(r.ok),
            std::to_string(r.workloads), failures.empty() ? "-" : failures, format_time(r.last)});
   }
-  std::cout << "\n";
+  std::cout << (storage.empty() ? "\n" : fmt::format("\nprecision {}: {} workloads, math {}/fp32\n",
+                                                      math, storage, math));
   t.print(std::cout);
   return kExitOk;
 }
@@ -132,16 +162,16 @@ int cmd_models(const std::string& db, const std::vector<std::string>& args) {
 int cmd_runs(const std::string& db, const std::vector<std::string>& args) {
   if (!parse_options(args, help_only("dc-db runs: tuning runs with their plans"))) return kExitOk;
   sqlite::Connection conn = open_for_reading(db);
-  Table t({">id", "model", "gpu types", "host", "started", ">duration", "status", "plans"});
+  Table t({">id", "model", "precision", "gpu types", "host", "started", ">duration", "status", "plans"});
   std::vector<std::vector<std::string>> rows;
   {
     sqlite::Query q = conn.query(
         "SELECT r.id, mo.name, (SELECT group_concat(value, ',') FROM json_each(r.gpu_types_json)), "
-        "r.host, r.started_ms, ifnull(r.ended_ms, 0), r.status "
+        "r.host, r.started_ms, ifnull(r.ended_ms, 0), r.status, r.precision "
         "FROM tuning_runs r JOIN models mo ON mo.id = r.model_id ORDER BY r.id");
     while (q.step()) {
       const int64_t started = q.int64(4), ended = q.int64(5);
-      rows.push_back({std::to_string(q.int64(0)), q.text(1), q.text(2), q.text(3),
+      rows.push_back({std::to_string(q.int64(0)), q.text(1), q.text(7), q.text(2), q.text(3),
                       format_time(started),
                       ended ? fmt::format("{:.1f} s", (ended - started) / 1000.0) : "-",
                       q.text(6) == "running" ? "running (or killed)" : q.text(6), ""});
@@ -157,7 +187,7 @@ int cmd_runs(const std::string& db, const std::vector<std::string>& args) {
       plans += fmt::format("{}{}{}: {} (est. {})", plans.empty() ? "" : "; ", p.text(0),
                            p.int64(1) ? " emulated" : "", format_us(p.real(2)),
                            format_us(p.real(3)));
-    r[7] = plans.empty() ? "-" : plans;
+    r[8] = plans.empty() ? "-" : plans;
     t.add(r);
   }
   if (t.empty()) {

@@ -45,8 +45,9 @@ const Step kSteps[] = {
      "SELECT name, sha256, first_seen_ms FROM src.models WHERE true "
      "ON CONFLICT(name, sha256) DO NOTHING"},
     {&MergeStats::workloads,
-     "INSERT INTO main.workloads(signature, kind, canonical, flops, bytes, first_seen_ms) "
-     "SELECT signature, kind, canonical, flops, bytes, first_seen_ms FROM src.workloads "
+     "INSERT INTO main.workloads(signature, kind, canonical, flops, bytes, first_seen_ms, "
+     "base_signature) SELECT signature, kind, canonical, flops, bytes, first_seen_ms, "
+     "base_signature FROM src.workloads "
      "WHERE true ON CONFLICT(signature) DO NOTHING"},
     {nullptr,
      "INSERT INTO main.model_workloads(model_id, workload, count) "
@@ -76,15 +77,17 @@ const Step kSteps[] = {
      "ON CONFLICT(variant_id, gpu_type, worker_id, finished_ms) DO NOTHING"},
     {&MergeStats::runs,
      "INSERT INTO main.tuning_runs(uid, model_id, gpu_types_json, options_json, host, "
-     "started_ms, ended_ms, status) SELECT r.uid, dm.id, r.gpu_types_json, r.options_json, "
-     "r.host, r.started_ms, r.ended_ms, r.status FROM src.tuning_runs r "
+     "started_ms, ended_ms, status, precision) SELECT r.uid, dm.id, r.gpu_types_json, "
+     "r.options_json, r.host, r.started_ms, r.ended_ms, r.status, r.precision "
+     "FROM src.tuning_runs r "
      "JOIN src.models sm ON sm.id = r.model_id "
      "JOIN main.models dm ON dm.name = sm.name AND dm.sha256 = sm.sha256 "
      "WHERE true ORDER BY r.id ON CONFLICT(uid) DO NOTHING"},
     {&MergeStats::plans,
      "INSERT INTO main.plans(run_id, gpu_type, emulated, choices_json, estimated_total_us, "
-     "measured_total_us, created_ms) SELECT dr.id, p.gpu_type, p.emulated, p.choices_json, "
-     "p.estimated_total_us, p.measured_total_us, p.created_ms FROM src.plans p "
+     "measured_total_us, created_ms, precision) SELECT dr.id, p.gpu_type, p.emulated, "
+     "p.choices_json, p.estimated_total_us, p.measured_total_us, p.created_ms, p.precision "
+     "FROM src.plans p "
      "JOIN src.tuning_runs sr ON sr.id = p.run_id "
      "JOIN main.tuning_runs dr ON dr.uid = sr.uid "
      "WHERE true ORDER BY p.id ON CONFLICT(run_id, gpu_type) DO NOTHING"},

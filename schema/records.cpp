@@ -12,6 +12,7 @@
 
 #include "ir/error.h"
 #include "ir/json_writer.h"
+#include "ir/precision.h"
 
 namespace dc {
 
@@ -48,7 +49,8 @@ std::optional<ClusterKind> parse_cluster_kind(std::string_view name) {
 }
 
 WorkloadRecord workload_record(const Workload& w) {
-  return {w.signature, w.kind, w.canonical, w.flops, w.bytes};
+  return {w.signature, w.kind, w.canonical, w.flops, w.bytes,
+          precision_free_signature(w.canonical)};
 }
 
 std::string toolchain_major(std::string_view version) {

@@ -199,9 +199,9 @@ class SqliteDb final : public TuningDb {
     for (const auto& g : run.gpu_types) require_gpu(g);
     conn_.query(
              "INSERT INTO tuning_runs(uid, model_id, gpu_types_json, options_json, host, "
-             "started_ms, status) VALUES (?, ?, ?, ?, ?, ?, 'running')")
+             "started_ms, status, precision) VALUES (?, ?, ?, ?, ?, ?, 'running', ?)")
         .bind_all(random_run_uid(), run.model_id, strings_to_json(run.gpu_types),
-                  run.options_json, run.host, now_unix_ms())
+                  run.options_json, run.host, now_unix_ms(), run.precision)
         .run();
     const int64_t id = conn_.last_insert_rowid();
     tx.commit();
@@ -226,14 +226,15 @@ class SqliteDb final : public TuningDb {
     require_gpu(p.gpu_type);
     conn_.query(
              "INSERT INTO plans(run_id, gpu_type, emulated, choices_json, estimated_total_us, "
-             "measured_total_us, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?) "
+             "measured_total_us, created_ms, precision) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
              "ON CONFLICT(run_id, gpu_type) DO UPDATE SET emulated = excluded.emulated, "
+             "precision = excluded.precision, "
              "choices_json = excluded.choices_json, "
              "estimated_total_us = excluded.estimated_total_us, "
              "measured_total_us = excluded.measured_total_us, created_ms = excluded.created_ms")
         .bind_all(p.run_id, p.gpu_type, p.source == Source::emulated,
                   plan_choices_to_json(p.choices), p.estimated_total_us, p.measured_total_us,
-                  now_unix_ms())
+                  now_unix_ms(), p.precision)
         .run();
     tx.commit();
   }
@@ -324,11 +325,11 @@ class SqliteDb final : public TuningDb {
   std::optional<WorkloadRecord> find_workload(const std::string& signature) const override {
     std::lock_guard lock(mu_);
     sqlite::Query q = conn_.query(
-        "SELECT kind, canonical, flops, bytes FROM workloads WHERE signature = ?");
+        "SELECT kind, canonical, flops, bytes, base_signature FROM workloads WHERE signature = ?");
     if (!q.bind(1, signature).step()) return std::nullopt;
     const auto kind = parse_cluster_kind(q.text(0));
     DC_USER_CHECK(kind, "tuning DB holds an unknown workload kind '", q.text(0), "'");
-    return WorkloadRecord{signature, *kind, q.text(1), q.int64(2), q.int64(3)};
+    return WorkloadRecord{signature, *kind, q.text(1), q.int64(2), q.int64(3), q.text(4)};
   }
 
   std::vector<std::pair<std::string, int>> model_workloads(int64_t model_id) const override {
@@ -358,7 +359,7 @@ class SqliteDb final : public TuningDb {
     {
       sqlite::Query q = conn_.query(
           "SELECT id, uid, model_id, gpu_types_json, options_json, host, started_ms, "
-          "ifnull(ended_ms, 0), status FROM tuning_runs ORDER BY id");
+          "ifnull(ended_ms, 0), status, precision FROM tuning_runs ORDER BY id");
       while (q.step()) {
         RunRecord r;
         r.id = q.int64(0);
@@ -372,6 +373,7 @@ class SqliteDb final : public TuningDb {
         const auto status = parse_run_status(q.text(8));
         DC_USER_CHECK(status, "tuning DB holds an unknown run status '", q.text(8), "'");
         r.status = *status;
+        r.info.precision = q.text(9);
         out.push_back(std::move(r));
       }
     }
@@ -389,8 +391,8 @@ class SqliteDb final : public TuningDb {
     std::vector<std::pair<PlanRecord, std::string>> rows;  // with choices_json
     {
       sqlite::Query q = conn_.query(
-          "SELECT gpu_type, emulated, choices_json, estimated_total_us, measured_total_us "
-          "FROM plans WHERE run_id = ? ORDER BY gpu_type");
+          "SELECT gpu_type, emulated, choices_json, estimated_total_us, measured_total_us, "
+          "precision FROM plans WHERE run_id = ? ORDER BY gpu_type");
       q.bind(1, run_id);
       while (q.step()) {
         PlanRecord p;
@@ -399,6 +401,7 @@ class SqliteDb final : public TuningDb {
         p.source = source_of(q.int64(1) != 0);
         p.estimated_total_us = q.real(3);
         p.measured_total_us = q.real(4);
+        p.precision = q.text(5);
         rows.emplace_back(std::move(p), q.text(2));
       }
     }
@@ -431,10 +434,10 @@ class SqliteDb final : public TuningDb {
 
   void insert_workload(const WorkloadRecord& w) {
     conn_.query(
-             "INSERT INTO workloads(signature, kind, canonical, flops, bytes, first_seen_ms) "
-             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(signature) DO NOTHING")
+             "INSERT INTO workloads(signature, kind, canonical, flops, bytes, first_seen_ms, "
+             "base_signature) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(signature) DO NOTHING")
         .bind_all(w.signature, cluster_kind_name(w.kind), w.canonical, w.flops, w.bytes,
-                  now_unix_ms())
+                  now_unix_ms(), w.base_signature.empty() ? w.signature : w.base_signature)
         .run();
   }
 

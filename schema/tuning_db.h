@@ -50,6 +50,9 @@ struct WorkloadRecord {
   std::string canonical;
   int64_t flops = 0;
   int64_t bytes = 0;
+  // Precision-free identity (precision_free_signature of `canonical`): equal for the f32,
+  // f16 and bf16 forms of one cluster. "" = the signature (an f32 workload).
+  std::string base_signature;
 };
 WorkloadRecord workload_record(const Workload& w);
 std::optional<ClusterKind> parse_cluster_kind(std::string_view name);
@@ -70,6 +73,7 @@ struct RunInfo {
   std::vector<std::string> gpu_types;
   std::string options_json = "{}";  // the tune's options, for the record
   std::string host;                 // where the coordinator runs
+  std::string precision = "fp32";   // the plan's precision the run tuned for
 };
 
 struct RunRecord {
@@ -97,6 +101,7 @@ struct PlanRecord {
   std::vector<PlanChoice> choices;
   double estimated_total_us = 0;
   double measured_total_us = 0;
+  std::string precision = "fp32";  // the plan's precision
 };
 
 // Filters for query(); unset fields match everything. Results are in the order of

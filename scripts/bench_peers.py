@@ -5,6 +5,7 @@
         [--runners eager,compile,compile-max,jax,dc] [--runs 200] [--min-seconds 2]
         [--dc-bin DIR] [--gpu-type TYPE] [--config examples/tune.yaml] [--skip-tune]
         [--work build-bench] [--out-md docs/bench/peers.md] [--fresh] [--device cuda|cpu]
+        [--precision fp32|fp16|bf16]
 
 For each model and batch, every runner computes the same architecture with the same
 weights on the same inputs, in fp32 (TF32 off everywhere):
@@ -19,7 +20,13 @@ override cannot rebatch it). Every runner's output is compared with the exported
 data (PyTorch CPU fp32). PyTorch is timed with CUDA events per run, JAX with wall time to
 block_until_ready; median and p99 of at least --runs runs and --min-seconds.
 
-Results accumulate in WORK/results-<gpu>.json, so the runners can be run in several calls
+--precision fp16|bf16 runs every runner in that precision: PyTorch on module.half() /
+.bfloat16() with float inputs cast alike, torch.compile on the same, JAX with float
+parameters and inputs cast to jnp.float16 / jnp.bfloat16, dc tuned with --precision; each
+runner's error is against the fp32 test data, and the table goes to
+docs/bench/peers-<precision>.md.
+
+Results accumulate in WORK/results-<gpu>[-<precision>].json, so the runners can be run in several calls
 (each within a time limit); every call rewrites the Markdown table from all of them.
 --device cpu is a plumbing smoke test for machines without a GPU (tiny models, emulated
 dc): its table says so and is refused for docs/bench/peers.md. docs/bench/peers-method.md.
@@ -57,6 +64,13 @@ RUNNER_LABELS = {
 REAL_MODELS = ("resnet50", "mobilenetv2", "bert_base")
 TINY_MODELS = ("tiny_cnn", "tiny_transformer")
 ERROR_WARN = 1e-3  # max rel error above which a peer is flagged as computing something else
+# In reduced precision every runner rounds: the flag moves to what that precision's whole-model
+# tolerance allows (docs/precision.md "Whole model").
+ERROR_WARN_BY_PRECISION = {"fp32": 1e-3, "fp16": 5e-2, "bf16": 2.2e-1}
+TORCH_DTYPE = {"fp16": "float16", "bf16": "bfloat16"}
+
+
+PRECISION = "fp32"  # --precision, set by parse_args
 
 
 class RunnerUnavailable(Exception):
@@ -296,6 +310,10 @@ def run_torch(runner, name, batch, refs, inputs, a):
     except ImportError as e:
         raise RunnerUnavailable("cannot build the PyTorch module: %s" % e)
     args = [torch.from_numpy(np.array(x)).to(dev) for x in inputs]  # a writable copy
+    if a.precision != "fp32":  # module.half() / .bfloat16(), float inputs alike
+        dtype = getattr(torch, TORCH_DTYPE[a.precision])
+        model = model.to(dtype)
+        args = [x.to(dtype) if x.is_floating_point() else x for x in args]
     compile_s = None
     if runner != "eager":
         if not hasattr(torch, "compile"):
@@ -307,7 +325,12 @@ def run_torch(runner, name, batch, refs, inputs, a):
         with torch.inference_mode():
             return model(*args)
     t = time.perf_counter()
-    out = call()
+    try:
+        out = call()
+    except RuntimeError as e:  # e.g. torch 1.13 on the CPU: "not implemented for 'Half'"
+        if a.precision != "fp32" and "not implemented for" in str(e):
+            raise RunnerUnavailable("PyTorch has no %s kernel here: %s" % (a.precision, str(e)[:80]))
+        raise
     if a.device == "cuda":
         torch.cuda.synchronize()
     first_s = time.perf_counter() - t
@@ -350,11 +373,17 @@ def run_jax(directory, refs, inputs, a):
     except onnx_to_jax.UnsupportedOp as e:
         raise RunnerUnavailable("no JAX implementation of this model offline: %s" % e)
     args = [jax.device_put(x.astype(np.int32) if x.dtype == np.int64 else x, dev) for x in inputs]
+    if a.precision != "fp32":  # float parameters and inputs in the reduced type
+        import jax.numpy as jnp
+        dtype = getattr(jnp, TORCH_DTYPE[a.precision])
+        cast = lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x  # noqa: E731
+        model.params = jax.tree_util.tree_map(cast, model.params)
+        args = [cast(x) for x in args]
     fn = jax.jit(model.apply)
     t = time.perf_counter()
     outs = jax.block_until_ready(fn(model.params, *args))
     compile_s = time.perf_counter() - t
-    err = max_rel_error([np.asarray(o) for o in outs], refs)
+    err = max_rel_error([np.asarray(o, dtype=np.float32) for o in outs], refs)
 
     def one():
         start = time.perf_counter()
@@ -368,7 +397,8 @@ def run_jax(directory, refs, inputs, a):
 # --- dc ----------------------------------------------------------------------------------
 
 def dc_paths(a, name, batch):
-    base = os.path.join(a.work, "tune", "%s-b%d" % (name, batch))
+    suffix = "" if a.precision == "fp32" else "-" + a.precision
+    base = os.path.join(a.work, "tune", "%s-b%d%s" % (name, batch, suffix))
     return base, os.path.join(base, "tuning.db"), os.path.join(base, "out")
 
 
@@ -396,7 +426,8 @@ def tune(a, name, batch, directory, gpu_type):
             os.remove(path)
     shutil.rmtree(out, ignore_errors=True)
     cmd = [os.path.join(a.dc_bin, "dc-coordinator"), "tune", os.path.join(directory, "model.onnx"),
-           "--gpus", gpu_type, "--db", db, "--out", out, "--config", a.config]
+           "--gpus", gpu_type, "--db", db, "--out", out, "--config", a.config,
+           "--precision", a.precision]
     if a.device == "cpu":
         cmd += ["--emulate", "--local-workers", "2"]
     # Cold means no DB and no compile cache: the workers get a fresh, empty one (they keep
@@ -495,7 +526,7 @@ def fmt_err(r):
     e = r.get("err")
     if e is None:
         return "—"
-    flag = " **(!)**" if e > ERROR_WARN else ""
+    flag = " **(!)**" if e > ERROR_WARN_BY_PRECISION.get(PRECISION, ERROR_WARN) else ""
     return ("%.1e" % e) + flag
 
 
@@ -569,10 +600,17 @@ def render(env, models, batches, runners, store):
         out.append("| PyTorch | %s |" % env["torch"])
     out += ["| JAX | %s |" % env["jax"], "| Python | %s |" % env["python"],
             "| dc commit | %s |" % env["commit"], "| date | %s |" % env["date"], ""]
-    out += ["fp32 everywhere (TF32 off in PyTorch and JAX). Latency per inference in ms,",
-            "median / p99; *peer/dc* is the peer's median over dc's (above 1: dc is faster);",
+    precision = env.get("precision", "fp32")
+    if precision == "fp32":
+        out.append("fp32 everywhere (TF32 off in PyTorch and JAX). Latency per inference in ms,")
+    else:
+        out += ["**%s** everywhere: PyTorch on module.%s(), torch.compile on the same, JAX with" % (
+                    precision, "half" if precision == "fp16" else "bfloat16"),
+                "%s parameters and inputs, dc's `--precision %s` plan. Latency per inference in ms," % (
+                    precision, precision)]
+    out += ["median / p99; *peer/dc* is the peer's median over dc's (above 1: dc is faster);",
             "*max rel err* is max|out−ref| / max|ref| against the exported test data",
-            "(PyTorch CPU fp32); **(!)** marks one above %.0e." % ERROR_WARN, ""]
+            "(PyTorch CPU **fp32**); **(!)** marks one above %.0e." % ERROR_WARN_BY_PRECISION[precision], ""]
     notes = []
     for name in models:
         lines, n = model_table(name, batches, runners, store["runs"])
@@ -660,6 +698,8 @@ def parse_args():
     ap.add_argument("--out-md", help="default docs/bench/peers.md (cuda), /tmp/peers-smoke.md (cpu)")
     ap.add_argument("--fresh", action="store_true", help="forget the results of earlier calls")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default="fp32",
+                    help="every runner in this precision; errors against the fp32 test data")
     a = ap.parse_args()
     a.models = [m.strip() for m in (a.models or ",".join(REAL_MODELS if a.device == "cuda" else TINY_MODELS)).split(",")]
     a.batches = [int(b) for b in a.batches.split(",")]
@@ -672,7 +712,11 @@ def parse_args():
             ap.error("unknown runner %s; known: %s" % (r, ", ".join(ALL_RUNNERS)))
     if min(a.batches) < 1:
         ap.error("batches must be >= 1")
-    finish_common_args(ap, a, ROOT, os.path.join(ROOT, "docs", "bench", "peers.md"), "/tmp/peers-smoke.md")
+    suffix = "" if a.precision == "fp32" else "-" + a.precision
+    finish_common_args(ap, a, ROOT, os.path.join(ROOT, "docs", "bench", "peers%s.md" % suffix),
+                       "/tmp/peers-smoke%s.md" % suffix)
+    global PRECISION
+    PRECISION = a.precision
     return a
 
 
@@ -690,13 +734,15 @@ def main():
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX shares the GPU with torch
     require_torch(a.device)
     env = environment(a.device)
+    env["precision"] = a.precision
     gpu_type = None
     if "dc" in a.runners:
         a.dc_bin = find_dc_bin(a)
         gpu_type = a.gpu_type or (gpu_type_for(env["gpu"]) if a.device == "cuda" else "h100")
         env["gpu_type"] = gpu_type
     os.makedirs(a.work, exist_ok=True)
-    store_path = os.path.join(a.work, "results-%s.json" % re.sub(r"[^a-z0-9]+", "-", env["gpu"].lower())[:60])
+    store_path = os.path.join(a.work, "results-%s%s.json" % (
+        re.sub(r"[^a-z0-9]+", "-", env["gpu"].lower())[:60], "" if a.precision == "fp32" else "-" + a.precision))
     store = load_store(store_path, env, a.fresh)
     print("device: %s; dc GPU type: %s; results: %s" % (env["gpu"], gpu_type or "-", store_path), flush=True)
 

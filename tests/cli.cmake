@@ -106,6 +106,32 @@ foreach(model resnet50 mobilenetv2 bert_base)
     TIMEOUT 1800)
 endforeach()
 
+# Reduced-precision plans end to end (issue 12, tests/cli/check_precision_run.py): tune
+# --precision fp16|bf16 --emulate --out, dc-run --emulate --data within the precision's
+# whole-model tolerance of the fp32 test data; weights.bin about half.
+foreach(precision fp16 bf16)
+  foreach(example tiny_cnn tiny_transformer)
+    add_test(NAME cli_precision_run_${example}_${precision} COMMAND ${DC_PY}
+      ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_precision_run.py ${DC_COORD} ${DC_RUN}
+      ${EX}/${example}/model.onnx ${EX}/${example}/test_data_set_0 ${EX}/tune-quick.yaml h100
+      ${precision} --local-workers 2)
+    set_tests_properties(cli_precision_run_${example}_${precision} PROPERTIES LABELS "unit;plan" TIMEOUT 900)
+  endforeach()
+  foreach(model resnet50 mobilenetv2 bert_base)
+    add_test(NAME precision_run_${model}_${precision} COMMAND ${DC_PY}
+      ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_precision_run.py ${DC_COORD} ${DC_RUN}
+      ${DC_MODELS}/${model}/model.onnx ${DC_MODELS}/${model}/test_data_set_0 ${EX}/tune-quick.yaml
+      h100 ${precision} --local-workers 2)
+    set_tests_properties(precision_run_${model}_${precision} PROPERTIES LABELS "long;plan"
+      FIXTURES_REQUIRED exported_models TIMEOUT 3000)
+  endforeach()
+endforeach()
+# Issue 11's acceptance spelling: the deprecated --precisions fp16 on an exported model.
+add_test(NAME plan_resnet50_precisions_fp16 COMMAND ${DC_COORD} plan ${DC_MODELS}/resnet50/model.onnx
+  --gpus h100 --precisions fp16)
+set_tests_properties(plan_resnet50_precisions_fp16 PROPERTIES LABELS long FIXTURES_REQUIRED exported_models
+  PASS_REGULAR_EXPRESSION "precision fp16 \\(tensors f16" TIMEOUT 600)
+
 # Reuse across models (issue 6): ResNet-101 tuned after ResNet-50 in the same DB measures only
 # the workloads ResNet-50 did not have (none: it only repeats its blocks more often).
 # tests/cli/check_reuse_models.py; the in-process farm keeps it to seconds.
@@ -126,3 +152,8 @@ set_tests_properties(cli_worker_list_devices_emulated PROPERTIES LABELS unit
 add_test(NAME cli_worker_list_devices_unknown_type COMMAND $<TARGET_FILE:dc-worker> --list-devices
   --emulate nosuchgpu)
 set_tests_properties(cli_worker_list_devices_unknown_type PROPERTIES LABELS unit WILL_FAIL TRUE)
+
+# --precision: plans per precision, the deprecated --precisions, bad combinations.
+add_test(NAME cli_precision COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_precision.py
+  ${DC_COORD} ${EX}/tiny_transformer/model.onnx)
+set_tests_properties(cli_precision PROPERTIES LABELS unit)

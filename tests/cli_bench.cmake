@@ -15,7 +15,16 @@ add_test(NAME bench_peers_smoke COMMAND sh -c
    --work '${DC_BENCH_WORK}/peers' --out-md '${DC_BENCH_WORK}/peers.md' \
    && grep -q 'CPU SMOKE RUN' '${DC_BENCH_WORK}/peers.md' \
    && ! grep -q FAILED '${DC_BENCH_WORK}/peers.md'")
-set_tests_properties(bench_templates_smoke bench_peers_smoke PROPERTIES LABELS long TIMEOUT 600)
+# The same plumbing in fp16: PyTorch .half(), JAX in float16, dc's --precision fp16 plan.
+add_test(NAME bench_peers_smoke_fp16 COMMAND sh -c
+  "/usr/bin/python3 '${PROJECT_SOURCE_DIR}/scripts/bench_peers.py' --device cpu --fresh --batches 1 \
+   --precision fp16 --models tiny_cnn --runners eager,jax,dc \
+   --runs 5 --min-seconds 0.1 --warmup-seconds 0.1 --dc-bin '${CMAKE_BINARY_DIR}/bin' \
+   --work '${DC_BENCH_WORK}/peers-fp16' --out-md '${DC_BENCH_WORK}/peers-fp16.md' \
+   && grep -q 'CPU SMOKE RUN' '${DC_BENCH_WORK}/peers-fp16.md' \
+   && grep -q 'everywhere: PyTorch on module.half' '${DC_BENCH_WORK}/peers-fp16.md' \
+   && ! grep -q FAILED '${DC_BENCH_WORK}/peers-fp16.md'")
+set_tests_properties(bench_templates_smoke bench_peers_smoke bench_peers_smoke_fp16 PROPERTIES LABELS long TIMEOUT 600)
 add_test(NAME make_dist_bundle COMMAND sh -c
   "'${PROJECT_SOURCE_DIR}/scripts/make_dist.sh' --no-build --with-tests '${CMAKE_BINARY_DIR}' '${DC_BENCH_WORK}/dist' \
    && env -i '${DC_BENCH_WORK}/dist/bin/dc-worker' --help | grep -q -- --connect \

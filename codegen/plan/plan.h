@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ir/dtype.h"
+#include "ir/precision.h"
 #include "ir/shape.h"
 #include "ir/tensor.h"
 #include "kernel.h"
@@ -67,6 +68,10 @@ struct ExecPlan {
   std::string gpu_arch;           // "sm_80": what it was tuned (and NVRTC-checked) for
   std::string nvrtc_version;      // toolchain of the tune, "13.0"
   bool emulated = false;          // times are modelled (emulated workers), not measured
+  // The plan's precision (--precision): fp16/bf16 plans store tensors in that type (each
+  // tensor's dtype says which), tf32/fp16/bf16 GEMMs may run on tensor cores. Plans
+  // written before it existed read as fp32.
+  Precision precision = Precision::fp32;
   double measured_total_us = 0;   // sum over steps (reference kernels count 0)
   double estimated_total_us = 0;
   int reference_steps = 0;        // steps run by the reference kernel

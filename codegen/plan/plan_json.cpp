@@ -324,6 +324,12 @@ ExecPlan read_plan_fields(const Field& root, PlanFiles* files) {
   p.gpu_arch = root["gpu_arch"].str();
   p.nvrtc_version = root["nvrtc_version"].str();
   p.emulated = root["emulated"].boolean();
+  if (root.has("precision")) {
+    const std::string name = root["precision"].str();
+    const auto prec = precision_from_name(name);
+    if (!prec) root["precision"].fail("unknown precision '" + name + "' (fp32, tf32, fp16, bf16)");
+    p.precision = *prec;
+  }
   p.measured_total_us = root["measured_total_us"].number();
   p.estimated_total_us = root["estimated_total_us"].number();
   p.reference_steps = root["reference_steps"].i32();
@@ -358,6 +364,7 @@ std::string plan_json_text(const ExecPlan& p, const PlanFiles& files) {
   top.key("gpu_arch").value(p.gpu_arch);
   top.key("nvrtc_version").value(p.nvrtc_version);
   top.key("emulated").value(p.emulated);
+  top.key("precision").value(std::string(precision_name(p.precision)));
   top.key("measured_total_us").value(p.measured_total_us);
   top.key("estimated_total_us").value(p.estimated_total_us);
   top.key("reference_steps").value(p.reference_steps);

@@ -88,10 +88,10 @@ class DcDb : public ::testing::Test {
     commit("wa", conv32_, a100, 16, 4, 1'700'000'004'000);
     commit("wb", gemm128_, a100, 15, 5, 1'700'000'005'000);
     commit("wa", conv64_, emu, 1, 4, 1'700'000'006'000);  // must never show as real
-    const int64_t run = db->begin_run({model, {"h100"}, "{}", "coordhost"});
+    const int64_t run = db->begin_run({model, {"h100"}, "{}", "coordhost", "fp32"});
     db->commit_plan({run, "h100", Source::real,
                      {{"c0", "wa", conv32_.key(), 4, 8}, {"c1", "wb", gemm128_.key(), 5, 5}},
-                     25, 29});
+                     25, 29, "fp32"});
     db->end_run(run, RunStatus::ok);
   }
 
@@ -235,7 +235,7 @@ TEST_F(DcDb, ReportIsOneSelfContainedPage) {
   ASSERT_EQ(o.rc, 0) << o.text;
   std::ifstream in(html_path);
   const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_TRUE(has(html, "<h3>resnet50 on h100 (real)</h3>")) << html.substr(0, 2000);
+  EXPECT_TRUE(has(html, "<h3>resnet50 on h100 (real, precision fp32)</h3>")) << html.substr(0, 2000);
   EXPECT_TRUE(has(html, "total measured 29.00 us, estimated 25.00 us"));
   EXPECT_TRUE(has(html, ">c0</text>") && has(html, ">c1</text>"));  // one bar per cluster
   EXPECT_TRUE(has(html, "Measured vs estimated"));

@@ -654,8 +654,8 @@ class TuningDbMerge : public ::testing::Test {
     b->commit_measurement(test_measurement("w2", test_variant(32, "conv_implicit_gemm"), remote_, 3, 300));
     const int64_t model = b->commit_model("resnet50", std::string(64, 'f'));
     b->commit_model_workloads(model, {{test_workload("w1"), 2}, {test_workload("w2", ClusterKind::conv), 1}});
-    const int64_t run = b->begin_run({model, {"a100"}, "{}", "farm-b"});
-    b->commit_plan({run, "a100", Source::real, {{"c0", "w1", test_variant(64).key(), 5, 7}}, 5, 7});
+    const int64_t run = b->begin_run({model, {"a100"}, "{}", "farm-b", "fp32"});
+    b->commit_plan({run, "a100", Source::real, {{"c0", "w1", test_variant(64).key(), 5, 7}}, 5, 7, "fp32"});
     b->end_run(run, RunStatus::ok);
   }
 

@@ -66,7 +66,7 @@ inline WorkerInfo test_worker(const std::string& host, const std::string& gpu, b
 }
 
 inline WorkloadRecord test_workload(const std::string& sig, ClusterKind kind = ClusterKind::gemm) {
-  return {sig, kind, "kind gemm\n" + sig + "\n", 2'000'000, 48'000};
+  return {sig, kind, "kind gemm\n" + sig + "\n", 2'000'000, 48'000, sig};
 }
 
 inline Variant test_variant(int64_t block_m, const std::string& tmpl = "gemm_tiled") {

@@ -24,6 +24,7 @@
 #include "ir/cli_guard.h"
 #include "ir/error.h"
 #include "ir/log.h"
+#include "ir/precision.h"
 #include "onnx/test_data.h"
 #include "plan/plan_io.h"
 #include "ref/compare.h"
@@ -46,8 +47,9 @@ struct RunOptions {
   bool emulate = false;
   int device = 0;
   std::string cache_dir;
-  double rtol = 1e-4;  // verify's defaults
-  double atol = 1e-6;
+  // --data: the plan precision's whole-model tolerance (whole_model_tolerance) unless given.
+  std::optional<double> rtol;
+  std::optional<double> atol;
   uint32_t seed = 1;
   bool verbose = false;
 };
@@ -107,8 +109,9 @@ void print_header(const rt::Runtime& r, const RunOptions& o) {
     if (t.kind == PlanTensorKind::weight)
       weight_bytes += shape_numel(t.shape) * static_cast<int64_t>(dtype_size(t.dtype));
   std::cout << fmt::format("{:<9}{} ({})\n", "plan", o.plan_dir, p.model_name);
-  std::cout << fmt::format("{:<9}{} ({}, {}), NVRTC {}\n", "tuned", p.gpu_type, p.gpu_name,
-                           p.gpu_arch, p.nvrtc_version.empty() ? "?" : p.nvrtc_version);
+  std::cout << fmt::format("{:<9}{} ({}, {}), NVRTC {}, precision {}\n", "tuned", p.gpu_type,
+                           p.gpu_name, p.gpu_arch, p.nvrtc_version.empty() ? "?" : p.nvrtc_version,
+                           precision_name(p.precision));
   std::cout << fmt::format("{:<9}{} steps, {} modules, {} reference kernel(s); {:.1f} us {} "
                            "({:.1f} us estimated)\n", "steps", p.steps.size(), p.modules.size(),
                            p.reference_steps, p.measured_total_us,
@@ -180,24 +183,61 @@ void print_output_stats(const rt::Runtime& r) {
   }
 }
 
+// Indices of the k largest values of row `row` of a [rows, cols] float vector.
+std::vector<int64_t> top_k(const std::vector<float>& v, int64_t row, int64_t cols, int64_t k) {
+  std::vector<int64_t> idx(static_cast<size_t>(cols));
+  std::iota(idx.begin(), idx.end(), 0);
+  const float* p = v.data() + row * cols;
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                    [&](int64_t a, int64_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+  idx.resize(static_cast<size_t>(k));
+  return idx;
+}
+
+// A classifier (one output of shape [N, classes], classes >= 5): how often the plan's top-1
+// class is the expected top-1, and how often the expected top-1 is among the plan's top 5.
+void print_topk_agreement(const Tensor& out, const Tensor& want) {
+  if (out.rank() != 2 || out.shape() != want.shape() || out.dim(1) < 5) return;
+  const int64_t rows = out.dim(0), cols = out.dim(1);
+  const auto got = out.to_float_vector(), ref = want.to_float_vector();
+  int64_t top1 = 0, top5 = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t expected = top_k(ref, r, cols, 1)[0];
+    const auto mine = top_k(got, r, cols, 5);
+    top1 += mine[0] == expected;
+    top5 += std::find(mine.begin(), mine.end(), expected) != mine.end();
+  }
+  std::cout << fmt::format("  classifier: top-1 agreement {}/{} ({:.1f}%), expected class in "
+                           "top-5 {}/{} ({:.1f}%)\n", top1, rows, 100.0 * top1 / rows, top5, rows,
+                           100.0 * top5 / rows);
+}
+
 // Every test-data output against the plan's output at its position; true iff all pass.
 bool compare_outputs(const rt::Runtime& r, const TestData& data, const RunOptions& o) {
   DC_USER_CHECK(data.outputs.size() <= r.num_outputs(), "the test data has ", data.outputs.size(),
                 " output_N.pb file(s) but the plan only ", r.num_outputs(), " output(s)");
+  const Precision precision = r.plan().precision;
+  const Tolerance tol = whole_model_tolerance(precision);
+  const double rtol = o.rtol.value_or(tol.rtol), atol = o.atol.value_or(tol.atol);
+  std::cout << fmt::format("{:<9}{} plan against the test data at rtol {:g}, atol {:g}{}\n",
+                           "check", precision_name(precision), rtol, atol,
+                           o.rtol || o.atol ? " (given)" : " (docs/precision.md)");
   std::cout << fmt::format("\n  {:<24} {:<16} {:>12} {:>12}  {}\n", "output", "shape",
                            "max_abs_err", "rel_l2_err", "result");
   size_t passed = 0;
   for (size_t i = 0; i < data.outputs.size(); ++i) {
     const Tensor out = r.output(i);
-    const auto c = ref::compare_tensors(out, data.outputs[i].value, o.rtol, o.atol);
+    const auto c = ref::compare_tensors(out, data.outputs[i].value, rtol, atol);
     passed += c.pass;
     std::cout << fmt::format("  {:<24} {:<16} {:>12.3e} {:>12.3e}  {}{}\n", r.output_info(i).name,
                              shape_str(out.shape()), c.max_abs_error, c.rel_l2_error,
                              c.pass ? "PASS" : "FAIL", c.problem.empty() ? "" : " (" + c.problem + ")");
   }
+  if (data.outputs.size() == 1 && r.num_outputs() == 1)
+    print_topk_agreement(r.output(0), data.outputs[0].value);
   const bool ok = passed == data.outputs.size();
   std::cout << fmt::format("\ndc-run: {} ({}/{} outputs within rtol {:g}, atol {:g})\n",
-                           ok ? "PASS" : "FAIL", passed, data.outputs.size(), o.rtol, o.atol);
+                           ok ? "PASS" : "FAIL", passed, data.outputs.size(), rtol, atol);
   return ok;
 }
 
@@ -232,10 +272,10 @@ std::optional<RunOptions> parse(int argc, char** argv) {
       ("device", po::value(&o.device)->value_name("N")->default_value(o.device), "CUDA device ordinal")
       ("cache-dir", po::value(&o.cache_dir)->value_name("DIR"),
        "kernel compile cache (default under ~/.cache/dc)")
-      ("rtol", po::value(&o.rtol)->value_name("R")->default_value(o.rtol, "1e-4"),
-       "relative L2 tolerance (--data)")
-      ("atol", po::value(&o.atol)->value_name("A")->default_value(o.atol, "1e-6"),
-       "absolute (RMS) tolerance (--data)")
+      ("rtol", po::value<double>()->value_name("R"), "relative L2 tolerance (--data; default: "
+       "the plan's precision's whole-model tolerance, fp32 1e-4, docs/precision.md)")
+      ("atol", po::value<double>()->value_name("A"), "absolute (RMS) tolerance (--data; "
+       "default likewise, fp32 1e-6)")
       ("seed", po::value(&o.seed)->value_name("S")->default_value(o.seed), "seed of the random inputs")
       ("verbose,v", po::bool_switch(&o.verbose), "log what loading does (compiles, uploads)");
   po::options_description hidden;
@@ -251,13 +291,16 @@ std::optional<RunOptions> parse(int argc, char** argv) {
     return std::nullopt;
   }
   po::notify(vm);
+  if (vm.count("rtol")) o.rtol = vm["rtol"].as<double>();
+  if (vm.count("atol")) o.atol = vm["atol"].as<double>();
   DC_USER_CHECK(!o.plan_dir.empty(), "dc-run needs a plan directory: dc-run PLAN_DIR (see --help)");
   DC_USER_CHECK(!(o.emulate && vm.count("bench")),
                 "--bench needs a GPU: the host emulator has no timing (drop --emulate)");
   DC_USER_CHECK(!vm.count("bench") || o.bench >= 1, "--bench N needs N >= 1");
   DC_USER_CHECK(o.warmup >= 0, "--warmup must be non-negative");
   DC_USER_CHECK(o.device >= 0, "--device must be a CUDA device ordinal (0, 1, ...)");
-  DC_USER_CHECK(o.rtol >= 0 && o.atol >= 0, "--rtol and --atol must be non-negative");
+  DC_USER_CHECK(o.rtol.value_or(0) >= 0 && o.atol.value_or(0) >= 0,
+                "--rtol and --atol must be non-negative");
   return o;
 }
 
