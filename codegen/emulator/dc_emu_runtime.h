@@ -45,7 +45,8 @@ enum {
   DC_EMU_VOTE_ANY = 5,
   DC_EMU_VOTE_ALL = 6,
   DC_EMU_SYNCWARP = 7,
-  DC_EMU_EXCHANGE = 8
+  DC_EMU_EXCHANGE = 8,
+  DC_EMU_EXCHANGE_ALIGNED = 9
 };
 
 // Host functions the kernel library calls; ctx is dc_emu_state::ctx.
@@ -63,6 +64,15 @@ struct dc_emu_host_api {
   // read as 0xff bytes). The building block of warp-wide matrix operations (mma.sync,
   // ldmatrix) executed per the PTX fragment layouts.
   void (*warp_exchange)(void* ctx, unsigned int mask, const void* mine, void* all, int bytes);
+  // dc_emu_warp_exchange_aligned: the exchange of a `.sync.aligned` instruction (mma.sync,
+  // ldmatrix) named `instruction`: all 32 lanes of the warp must arrive at the same
+  // instruction (same name); a lane that has exited or does not exist, or lanes that meet in a
+  // different collective or instruction, end the launch with an error.
+  void (*warp_exchange_aligned)(void* ctx, const char* instruction, const void* mine, void* all,
+                                int bytes);
+  // 1 if [p, p + bytes) lies inside the running block's shared memory (static __shared__
+  // variables in the library's TLS block, or the launch's dynamic shared memory), else 0.
+  int (*is_shared)(void* ctx, const void* p, unsigned long long bytes);
   // Runs the launch's grid; thread_main(closure) is the body of one thread.
   int (*run_grid)(void* ctx, void (*thread_main)(void*), void* closure, int num_params);
 };
@@ -226,6 +236,18 @@ inline void __threadfence_system() {}
 // functions under #ifdef DC_HOST_EMULATION.
 inline void dc_emu_warp_exchange(unsigned int mask, const void* mine, void* all, int bytes) {
   dc_emu_cur_.api->warp_exchange(dc_emu_cur_.ctx, mask, mine, all, bytes);
+}
+inline void dc_emu_warp_exchange_aligned(const char* instruction, const void* mine, void* all, int bytes) {
+  dc_emu_cur_.api->warp_exchange_aligned(dc_emu_cur_.ctx, instruction, mine, all, bytes);
+}
+inline bool dc_emu_is_shared(const void* p, unsigned long long bytes) {
+  return dc_emu_cur_.api->is_shared(dc_emu_cur_.ctx, p, bytes) != 0;
+}
+// The calling thread's lane: its linear index in the block, modulo 32 (as on the GPU).
+inline int dc_emu_lane_id() {
+  const dc_emu_uint3& t = dc_emu_cur_.thread_idx;
+  const dc_emu_uint3& d = dc_emu_cur_.block_dim;
+  return static_cast<int>((t.x + d.x * (t.y + d.y * t.z)) & 31u);
 }
 [[noreturn]] inline void __trap() {
   dc_emu_cur_.api->trap(dc_emu_cur_.ctx, "__trap() called");

@@ -21,6 +21,13 @@ struct RunnerApi {
   static void warp_exchange(void* ctx, unsigned int mask, const void* mine, void* all, int bytes) {
     static_cast<GridRunner*>(ctx)->warp_exchange(mask, mine, all, bytes);
   }
+  static void warp_exchange_aligned(void* ctx, const char* instruction, const void* mine, void* all,
+                                    int bytes) {
+    static_cast<GridRunner*>(ctx)->warp_exchange_aligned(instruction, mine, all, bytes);
+  }
+  static int is_shared(void* ctx, const void* p, unsigned long long bytes) {
+    return static_cast<GridRunner*>(ctx)->is_shared(p, bytes) ? 1 : 0;
+  }
   static int run_grid(void* ctx, void (*thread_main)(void*), void* closure, int num_params) {
     return static_cast<GridRunner*>(ctx)->run_grid(thread_main, closure, num_params);
   }
@@ -29,7 +36,9 @@ struct RunnerApi {
 namespace {
 
 const dc_emu_host_api kApi = {&RunnerApi::block_barrier, &RunnerApi::warp_collective,
-                              &RunnerApi::trap, &RunnerApi::warp_exchange, &RunnerApi::run_grid};
+                              &RunnerApi::trap,          &RunnerApi::warp_exchange,
+                              &RunnerApi::warp_exchange_aligned, &RunnerApi::is_shared,
+                              &RunnerApi::run_grid};
 
 const char* barrier_name(int kind) {
   switch (kind) {
@@ -50,6 +59,7 @@ const char* collective_name(int kind) {
     case DC_EMU_VOTE_ANY: return "__any_sync";
     case DC_EMU_VOTE_ALL: return "__all_sync";
     case DC_EMU_EXCHANGE: return "dc_emu_warp_exchange";
+    case DC_EMU_EXCHANGE_ALIGNED: return "dc_emu_warp_exchange_aligned";
     default: return "__syncwarp";
   }
 }
@@ -325,6 +335,29 @@ void GridRunner::warp_exchange(unsigned int mask, const void* mine, void* all, i
   collective(f, DC_EMU_EXCHANGE, mask);
 }
 
+void GridRunner::warp_exchange_aligned(const char* instruction, const void* mine, void* all,
+                                       int bytes) noexcept {
+  Fiber& f = fibers_[static_cast<size_t>(current_)];
+  if (bytes <= 0) fail_current("dc_emu_warp_exchange_aligned of " + std::to_string(bytes) + " bytes");
+  f.value = reinterpret_cast<uintptr_t>(mine);
+  f.out = all;
+  f.arg = bytes;
+  f.instruction = instruction != nullptr ? instruction : "a .sync.aligned instruction";
+  collective(f, DC_EMU_EXCHANGE_ALIGNED, 0xffffffffu);
+}
+
+bool GridRunner::is_shared(const void* p, unsigned long long bytes) const noexcept {
+  const auto inside = [&](const unsigned char* base, size_t size) {
+    const auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(base);
+    return base != nullptr && a >= b && a - b <= size && bytes <= size - (a - b);
+  };
+  return inside(tls_, tls_bytes_) || inside(launch_->dynamic_smem, launch_->dynamic_smem_bytes);
+}
+
+std::string GridRunner::collective_label(const Fiber& f) {
+  return f.kind == DC_EMU_EXCHANGE_ALIGNED ? std::string(f.instruction) : collective_name(f.kind);
+}
+
 void GridRunner::collective(Fiber& f, int kind, unsigned int mask) noexcept {
   const unsigned int bit = 1u << f.lane;
   if ((mask & bit) == 0)
@@ -359,10 +392,12 @@ void GridRunner::complete(int warp, unsigned int members) {
   for (int l = 0; l < 32; ++l) {
     if (((members >> l) & 1u) == 0) continue;
     const Fiber& g = lane_fiber(l);
-    if (g.kind != kind) {
+    if (g.kind != kind || (kind == DC_EMU_EXCHANGE_ALIGNED &&
+                           std::strcmp(g.instruction, lane_fiber(first).instruction) != 0)) {
       set_error("block " + dims(block_idx_) + ", warp " + std::to_string(warp) + ": lanes " +
                 std::to_string(first) + " and " + std::to_string(l) + " met in different warp collectives (" +
-                collective_name(kind) + " and " + collective_name(g.kind) + ") with mask " + hex(g.mask));
+                collective_label(lane_fiber(first)) + " and " + collective_label(g) + ") with mask " +
+                hex(g.mask));
       return;
     }
     if (kind == DC_EMU_EXCHANGE && g.arg != lane_fiber(first).arg) {
@@ -373,6 +408,23 @@ void GridRunner::complete(int warp, unsigned int members) {
     }
     if (g.value != 0) ballot |= 1u << l;
   }
+  if (kind == DC_EMU_EXCHANGE_ALIGNED && members != 0xffffffffu) {
+    // .sync.aligned: every lane of the warp executes the same instruction, none may be missing.
+    std::vector<int> gone, absent;
+    for (int l = 0; l < 32; ++l) {
+      if ((members >> l) & 1u) continue;
+      ((w.existing >> l) & 1u ? gone : absent).push_back(l);
+    }
+    std::string why;
+    const auto lanes = [](const std::vector<int>& l) { return (l.size() == 1 ? "lane " : "lanes ") + ranges(l); };
+    if (!gone.empty()) why = lanes(gone) + (gone.size() == 1 ? " has exited" : " have exited");
+    if (!absent.empty())
+      why += (why.empty() ? "" : " and ") + lanes(absent) +
+             (absent.size() == 1 ? " does not exist" : " do not exist") + " (the block's last warp is partial)";
+    set_error("block " + dims(block_idx_) + ", warp " + std::to_string(warp) + ": " +
+              collective_label(lane_fiber(first)) + " needs all 32 lanes of the warp, but " + why);
+    return;
+  }
   for (int l = 0; l < 32; ++l) {
     if (((members >> l) & 1u) == 0) continue;
     Fiber& g = lane_fiber(l);
@@ -381,7 +433,7 @@ void GridRunner::complete(int warp, unsigned int members) {
       // warp) is undefined in CUDA: it yields poison here.
       const int src = shuffle_source(kind, l, g.arg, g.width);
       g.result = ((members >> src) & 1u) ? lane_fiber(src).value : ~0ull;
-    } else if (kind == DC_EMU_EXCHANGE) {
+    } else if (kind == DC_EMU_EXCHANGE || kind == DC_EMU_EXCHANGE_ALIGNED) {
       // Every member's stack is alive (suspended or running), so `mine` can be read directly.
       const auto bytes = static_cast<size_t>(g.arg);
       auto* all = static_cast<unsigned char*>(g.out);
@@ -444,7 +496,7 @@ std::string GridRunner::deadlock_report() const {
           pending &= ~(1u << l);
         }
       }
-      collectives += "; threads " + ranges(lanes) + " wait in " + collective_name(first.kind) +
+      collectives += "; threads " + ranges(lanes) + " wait in " + collective_label(first) +
                      "(mask " + hex(first.mask) + ")";
     }
   }

@@ -58,6 +58,7 @@ class GridRunner {
     unsigned long long value = 0;  // predicate, shuffled bits, or exchanged data's address
     int arg = 0, width = 32;       // lane/delta/mask, or bytes exchanged
     void* out = nullptr;           // where an exchange delivers
+    const char* instruction = "";  // the .sync.aligned instruction of an aligned exchange
     unsigned long long result = 0;
   };
   struct Warp {
@@ -72,6 +73,9 @@ class GridRunner {
   unsigned long long warp_collective(int kind, unsigned int mask, unsigned long long value, int arg,
                                      int width) noexcept;
   void warp_exchange(unsigned int mask, const void* mine, void* all, int bytes) noexcept;
+  void warp_exchange_aligned(const char* instruction, const void* mine, void* all, int bytes) noexcept;
+  bool is_shared(const void* p, unsigned long long bytes) const noexcept;
+  static std::string collective_label(const Fiber& f);  // the collective's name in messages
   void collective(Fiber& f, int kind, unsigned int mask) noexcept;  // joins and waits
   [[noreturn]] void fail_current(const std::string& message) noexcept;
   static void fiber_entry(void* fiber);
