@@ -17,6 +17,8 @@
 #include <fmt/format.h>
 
 #include "emulator.h"
+#include "gpu_catalog.h"
+#include "prune.h"
 #include "estimator_testing.h"
 #include "generate.h"
 #include "ir/tolerance.h"
@@ -88,7 +90,10 @@ uint32_t next_seed() {
 }
 
 // Generates, emulates and compares one variant; the GEMM reduction length is `k`.
-void check_mma(const Workload& w, const Variant& v, int64_t k, bool nvrtc = true) {
+// `exact_operands`: the GEMM operands are the (rounded) inputs themselves; false when a
+// fused prologue computes one (its values are then rounded to the math type too).
+void check_mma(const Workload& w, const Variant& v, int64_t k, bool nvrtc = true,
+               bool exact_operands = true) {
   const uint32_t seed0 = next_seed();
   SCOPED_TRACE(fmt::format("{} (input seed {})", v.key(), seed0));
   GeneratedKernel kern;
@@ -119,7 +124,8 @@ void check_mma(const Workload& w, const Variant& v, int64_t k, bool nvrtc = true
   ASSERT_TRUE(r.ok) << r.error << "\n" << kern.source;
   const auto expected = ref::run_graph(w.graph, inputs);
   // fp16/bf16: the operands are exactly the math type's values (no operand rounding).
-  const DType operands = v.precision == "fp16"   ? DType::f16
+  const DType operands = !exact_operands          ? DType::f32
+                         : v.precision == "fp16" ? DType::f16
                          : v.precision == "bf16" ? DType::bf16
                                                  : DType::f32;
   for (size_t i = 0; i < kern.buffers.size(); ++i) {
@@ -133,14 +139,14 @@ void check_mma(const Workload& w, const Variant& v, int64_t k, bool nvrtc = true
 }
 
 // Hand-set variants plus the first enumerated one of the path (largest block first).
-void check_paths(const Workload& w, int64_t k) {
+void check_paths(const Workload& w, int64_t k, bool exact_operands = true) {
   for (const char* p : kPaths) {
-    for (const auto& v : hand_variants(w, p)) check_mma(w, v, k);
+    for (const auto& v : hand_variants(w, p)) check_mma(w, v, k, true, exact_operands);
     auto space = enumerate_variants(w, a100(), SpaceOptions{{p}});
     ASSERT_FALSE(space.empty()) << p;
     for (const auto& v : space) EXPECT_EQ(v.precision, p);
-    check_mma(w, space.front(), k);
-    check_mma(w, space.back(), k, false);
+    check_mma(w, space.front(), k, true, exact_operands);
+    check_mma(w, space.back(), k, false, exact_operands);
   }
 }
 
@@ -213,7 +219,7 @@ TEST(CodegenGemmMma, EpilogueBroadcastResidualActivation) {
   m.node("Sigmoid", {"x"}, "a", {50, 64});
   m.node("MatMul", {"a", "b"}, "y", {50, 40}).node("Add", {"y", "bias"}, "z", {50, 40});
   m.node("Add", {"z", "res"}, "s", {50, 40}).node("Relu", {"s"}, "r", {50, 40});
-  check_paths(m.workload(ClusterKind::gemm), 64);
+  check_paths(m.workload(ClusterKind::gemm), 64, false);
 }
 
 TEST(CodegenGemmMma, SplitK) {
@@ -272,6 +278,67 @@ TEST(CodegenGemmMma, ConvGrouped) {
   m.node("Conv", {"x", "w", "bias"}, "y", {2, 32, 7, 7},
          conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 2));
   check_paths(m.workload(ClusterKind::conv), 144);
+}
+
+// ---- selection -----------------------------------------------------------------------------
+
+// GEMM/conv clusters of the three models at full size (batch 1).
+std::vector<std::pair<std::string, Workload>> model_workloads() {
+  std::vector<std::pair<std::string, Workload>> out;
+  auto conv = [&](const std::string& name, Shape x, int64_t oc, int64_t k, int64_t stride,
+                  int64_t group) {
+    ModelBuilder m;
+    const int64_t pad = k / 2, oh = (x[2] + 2 * pad - k) / stride + 1;
+    m.input("x", x).weight("w", {oc, x[1] / group, k, k}).weight("bias", {oc});
+    m.node("Conv", {"x", "w", "bias"}, "y", {x[0], oc, oh, oh},
+           conv_attrs({k, k}, {stride, stride}, {pad, pad, pad, pad}, {1, 1}, group));
+    m.node("Relu", {"y"}, "r", {x[0], oc, oh, oh});
+    out.emplace_back(name, m.workload(ClusterKind::conv));
+  };
+  conv("resnet conv1 7x7/2", {1, 3, 224, 224}, 64, 7, 2, 1);
+  conv("resnet 3x3 64", {1, 64, 56, 56}, 64, 3, 1, 1);
+  conv("resnet 1x1 256->64", {1, 256, 56, 56}, 64, 1, 1, 1);
+  conv("resnet 3x3/2 512", {1, 256, 14, 14}, 256, 3, 2, 1);
+  conv("resnet 1x1 2048->512 7x7", {1, 2048, 7, 7}, 512, 1, 1, 1);
+  conv("mobilenet 1x1 32->16", {1, 32, 112, 112}, 16, 1, 1, 1);
+  conv("mobilenet 1x1 960->320", {1, 960, 7, 7}, 320, 1, 1, 1);
+  auto gemm = [&](const std::string& name, int64_t m_, int64_t k, int64_t n) {
+    ModelBuilder m;
+    Attributes at;
+    at.set("transB", int64_t{1});
+    m.input("x", {m_, k}).weight("w", {n, k}).weight("bias", {n});
+    m.node("Gemm", {"x", "w", "bias"}, "y", {m_, n}, at);
+    out.emplace_back(name, m.workload(ClusterKind::gemm));
+  };
+  gemm("bert qkv", 128, 768, 768);
+  gemm("bert ffn1", 128, 768, 3072);
+  gemm("bert ffn2", 128, 3072, 768);
+  gemm("resnet fc", 1, 2048, 1000);
+  gemm("mobilenet fc", 1, 1280, 1000);
+  {
+    ModelBuilder m;
+    m.input("q", {1, 12, 128, 64}).input("kt", {1, 12, 64, 128});
+    m.node("MatMul", {"q", "kt"}, "s", {1, 12, 128, 128});
+    out.emplace_back("bert scores", m.workload(ClusterKind::gemm));
+  }
+  return out;
+}
+
+TEST(CodegenGemmMma, TensorCoreVariantsRankFirst) {
+  // With fp16 (and the fp32 fallback) enabled on the H100, every model GEMM/conv keeps
+  // tensor-core variants in its pruned top-K and ranks one first.
+  const GpuSpec& h100 = GpuCatalog::builtin().require("h100");
+  for (const char* p : kPaths)
+    for (const auto& [name, w] : model_workloads()) {
+      SCOPED_TRACE(fmt::format("{} {}", p, name));
+      const auto kept = prune(score_variants(w, h100, {}, SpaceOptions{{p, "fp32"}}), PruneOptions{});
+      ASSERT_FALSE(kept.empty());
+      EXPECT_EQ(kept.front().variant.precision, p) << kept.front().variant.key();
+      const auto tc = std::count_if(kept.begin(), kept.end(), [&](const ScoredVariant& v) {
+        return v.variant.precision == p;
+      });
+      EXPECT_GE(tc, 1);
+    }
 }
 
 // ---- shared-memory layouts -----------------------------------------------------------------
