@@ -327,11 +327,13 @@ std::vector<std::pair<std::string, Workload>> model_workloads() {
 TEST(CodegenGemmMma, TensorCoreVariantsRankFirst) {
   // With fp16 (and the fp32 fallback) enabled on the H100, every model GEMM/conv keeps
   // tensor-core variants in its pruned top-K and ranks one first.
-  const GpuSpec& h100 = GpuCatalog::builtin().require("h100");
+  const GpuCatalog catalog = GpuCatalog::builtin();
+  const GpuSpec& h100 = catalog.require("h100");
   for (const char* p : kPaths)
     for (const auto& [name, w] : model_workloads()) {
       SCOPED_TRACE(fmt::format("{} {}", p, name));
-      const auto kept = prune(score_variants(w, h100, {}, SpaceOptions{{p, "fp32"}}), PruneOptions{});
+      const auto scored = score_variants(w, h100, {}, SpaceOptions{{std::string(p), std::string("fp32")}});
+      const auto kept = prune(scored, PruneOptions{});
       ASSERT_FALSE(kept.empty());
       EXPECT_EQ(kept.front().variant.precision, p) << kept.front().variant.key();
       const auto tc = std::count_if(kept.begin(), kept.end(), [&](const ScoredVariant& v) {
