@@ -20,7 +20,9 @@ const char* cuda_type(DType t) {
     case DType::i16: return "short";
     case DType::i8: return "signed char";
     case DType::u8: case DType::boolean: return "unsigned char";
-    case DType::u16: case DType::f16: case DType::bf16: return "unsigned short";
+    case DType::u16: return "unsigned short";
+    case DType::f16: return "dc_half";       // prelude storage types (2 bytes, no arithmetic)
+    case DType::bf16: return "dc_bfloat16";
     case DType::u32: return "unsigned int";
     case DType::u64: return "unsigned long long";
     case DType::undefined: break;

@@ -54,7 +54,8 @@ struct GeneratedKernel {
 // "input", "output", "scratch".
 const char* buffer_role_name(BufferRole r);
 
-// C type of a dtype in generated code ("float", "long long", "int", "unsigned char", ...).
+// C type of a dtype in generated code ("float", "long long", "int", "unsigned char", ...;
+// "dc_half" and "dc_bfloat16" for f16/bf16, the prelude's storage structs).
 const char* cuda_type(DType t);
 
 }  // namespace dc

@@ -5,7 +5,8 @@
 // the input tile with its halo (every input channel those output channels read) and their
 // weights are staged in shared memory, then each thread computes pixels_per_thread
 // horizontally adjacent pixels of one channel, holding the input row segment under the
-// kernel in registers across the kernel's width. docs/codegen.md.
+// kernel in registers across the kernel's width. Operands of any float storage (f32, f16,
+// bf16) are staged as float; the math is fp32. docs/codegen.md.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -38,7 +39,10 @@ GeneratedKernel generate_depthwise(const Workload& w, const Variant& v) {
                     "-D convolution (1-D and 2-D only)");
   for (const auto& t : conv->inputs)
     if (!t.empty())
-      DC_INTERNAL_CHECK(g.info(t).dtype == DType::f32, "depthwise_direct: fp32 operands only");
+      DC_INTERNAL_CHECK(g.info(t).dtype == DType::f32 || g.info(t).dtype == DType::f16 ||
+                            g.info(t).dtype == DType::bf16,
+                        "depthwise_direct: float operands only (f32, f16, bf16), not ",
+                        dtype_name(g.info(t).dtype));
   for (const auto& o : g.outputs)
     DC_INTERNAL_CHECK(g.info(o).shape == ys, "depthwise_direct: output '", o,
                       "' is not elementwise with the Conv output");
@@ -97,11 +101,13 @@ GeneratedKernel generate_depthwise(const Workload& w, const Variant& v) {
                                       : std::vector<std::string>{"dc_img", "dc_oc", "dc_ow"};
   std::string hval = "dc_acc[dc_p]";
   if (conv->has_input(2)) hval += " + " + ve.value_dedented(conv->input(2), {"dc_oc"}, epi);
-  epi += fmt::format("const float dc_h = {};\n", hval);
+  // The Conv's output as stored: rounded once to its dtype (fp32 math, any storage).
+  epi += fmt::format("const float dc_h = {};\n", round_to_storage(g.info(y).dtype, hval));
   ve.bind(y, "dc_h");
   for (const auto& o : g.outputs) {
     const std::string val = ve.value_dedented(o, yc, epi);
-    epi += fmt::format("{}[{}] = {};\n", ve.param_name(o), ve.offset(o, yc), val);
+    epi += fmt::format("{}[{}] = {};\n", ve.param_name(o), ve.offset(o, yc),
+                       store_value(g.info(o).dtype, val));
   }
   ve.reset_locals();
 

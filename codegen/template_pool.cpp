@@ -5,7 +5,9 @@
 // from the same make_window as the CPU reference, baked in as constants; taps are a fully
 // constant loop nest that the compiler unrolls. Grid-stride over outputs: a thread takes
 // `elems_per_thread` outputs per step, `threads` apart; `vec` adjacent outputs along the
-// last dim per chunk (vector stores when the output rows allow it).
+// last dim per chunk (vector stores when the output rows allow it). Any float storage
+// (f32, f16, bf16): taps are read as float, the window computed in float, the pool's result
+// rounded to its dtype before the epilogue reads it.
 #include <cmath>
 
 #include <fmt/format.h>
@@ -82,8 +84,9 @@ GeneratedKernel generate_pool(const Workload& w, const Variant& v) {
                     "pool_window: MaxPool's Indices output is not supported");
   DC_INTERNAL_CHECK(pool->attrs.get_int("storage_order", 0) == 0,
                     "pool_window: storage_order 1 is not supported");
-  DC_INTERNAL_CHECK(g.info(pool->input(0)).dtype == DType::f32, "pool_window: input dtype ",
-                    dtype_name(g.info(pool->input(0)).dtype));
+  const DType xt = g.info(pool->input(0)).dtype;
+  DC_INTERNAL_CHECK(xt == DType::f32 || xt == DType::f16 || xt == DType::bf16,
+                    "pool_window: input dtype ", dtype_name(xt));
   const int rank = static_cast<int>(g.info(pool->input(0)).shape.size()) - 2;
   DC_INTERNAL_CHECK(rank >= 1 && rank <= 3, "pool_window: spatial rank ", rank);
   const std::string& y = pool->outputs[0];
@@ -104,7 +107,11 @@ GeneratedKernel generate_pool(const Workload& w, const Variant& v) {
   for (int64_t k = 0; k < vec; ++k) {
     std::vector<std::string> lc = c;
     if (k > 0) lc.back() = fmt::format("({} + {})", c.back(), k);
-    const std::string r = emit_window(g, *pool, em, lc, std::to_string(k), body);
+    std::string r = emit_window(g, *pool, em, lc, std::to_string(k), body);
+    if (g.info(y).dtype != DType::f32) {  // the pool's output as stored: rounded once
+      body += fmt::format("  const float {0}r = {1};\n", r, round_to_storage(g.info(y).dtype, r));
+      r += "r";
+    }
     em.bind(y, r);  // the epilogue reads the window result at this element
     for (size_t o = 0; o < g.outputs.size(); ++o) lanes[o].push_back(em.value(g.outputs[o], lc, body));
     em.unbind(y);

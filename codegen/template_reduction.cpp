@@ -17,7 +17,9 @@
 //
 // Rows whose reduced axes are not the innermost (Softmax over axis 1 of NCHW, ReduceMean
 // over a middle axis) work too: coordinates are unravelled per element and loads are
-// scalar (the parameter space gives them vec 1). Only f32 is emitted.
+// scalar (the parameter space gives them vec 1). Storage may be f32, f16 or bf16: the row
+// is read as float (f16/bf16 element by element), every statistic is fp32, and the
+// reduction's outputs are rounded to their dtype before the epilogue reads them.
 #include <cmath>
 #include <functional>
 #include <set>
@@ -340,7 +342,7 @@ class RowReduceEmitter {
     std::vector<std::vector<std::string>> outs(elem_outputs_.size());
     for (int64_t k = 0; k < vec_; ++k) {
       bind_lane(loaded, k);
-      const std::string y = lane_value(k, vals[static_cast<size_t>(k)], b);
+      const std::string y = rounded(n_.outputs[0], lane_value(k, vals[static_cast<size_t>(k)], b), b);
       em_.bind(n_.outputs[0], y);
       for (size_t o = 0; o < elem_outputs_.size(); ++o)
         outs[o].push_back(em_.value(elem_outputs_[o], lanes[static_cast<size_t>(k)], b));
@@ -350,7 +352,8 @@ class RowReduceEmitter {
     for (size_t o = 0; o < elem_outputs_.size(); ++o) {
       const std::string p = em_.param_name(elem_outputs_[o]);
       const std::string off = em_.offset(elem_outputs_[o], lanes[0]);
-      if (vec_ > 1 && lane_step_) {
+      const DType ot = g_.info(elem_outputs_[o]).dtype;
+      if (vec_ > 1 && lane_step_ && ot == DType::f32) {
         std::string items;
         for (int64_t k = 0; k < vec_; ++k) items += (k ? ", " : "") + outs[o][static_cast<size_t>(k)];
         b += fmt::format("  *reinterpret_cast<{0}*>({1} + {2}) = make_{0}({3});\n",
@@ -358,9 +361,18 @@ class RowReduceEmitter {
       } else {
         for (int64_t k = 0; k < vec_; ++k)
           b += fmt::format("  {}[{}] = {};\n", p, em_.offset(elem_outputs_[o], lanes[static_cast<size_t>(k)]),
-                           outs[o][static_cast<size_t>(k)]);
+                           store_value(ot, outs[o][static_cast<size_t>(k)]));
       }
     }
+  }
+
+  // `v` as the reduction's output `tensor` holds it: rounded once to an f16/bf16 dtype.
+  std::string rounded(const std::string& tensor, const std::string& v, std::string& b) {
+    const DType t = g_.info(tensor).dtype;
+    if (t != DType::f16 && t != DType::bf16) return v;
+    const std::string r = fmt::format("rv{}", counter_++);
+    b += fmt::format("  const float {} = {};\n", r, round_to_storage(t, v));
+    return r;
   }
 
   // Row-space outputs, written by the row's first thread: `values[i]` is the value of the
@@ -372,10 +384,10 @@ class RowReduceEmitter {
     for (const auto& [o, s] : row_outputs_) {
       const std::string& src = n_.outputs[static_cast<size_t>(s)];
       DC_INTERNAL_CHECK(values.count(s), "row_reduce: output ", s, " of ", n_.op, " is not computed");
-      em_.bind(src, values.at(s));
+      em_.bind(src, rounded(src, values.at(s), b));
       const auto c = emit_unravel(g_.info(o).shape, "row", fmt::format("q{}_", counter_++), b);
       const std::string v = em_.value(o, c, b);
-      b += fmt::format("  {}[row] = {};\n", em_.param_name(o), v);
+      b += fmt::format("  {}[row] = {};\n", em_.param_name(o), store_value(g_.info(o).dtype, v));
       em_.unbind(src);
     }
     b += "  }\n";
@@ -516,8 +528,9 @@ GeneratedKernel generate_reduction(const Workload& w, const Variant& v) {
   const Graph& g = w.graph;
   const Node* red = &single_main_node(w, "row_reduce", "supported reduction",
                                       [](const Node& n) { return is_reduction(n.op); });
-  DC_INTERNAL_CHECK(g.info(red->input(0)).dtype == DType::f32, "row_reduce: ", red->op, " on ",
-                    dtype_name(g.info(red->input(0)).dtype), " (only f32 is emitted)");
+  const DType xt = g.info(red->input(0)).dtype;
+  DC_INTERNAL_CHECK(xt == DType::f32 || xt == DType::f16 || xt == DType::bf16, "row_reduce: ",
+                    red->op, " on ", dtype_name(xt), " (f32, f16 and bf16 are emitted)");
   const ReductionInfo info = analyze(g, *red);
   RowReduceEmitter e(w, v, info);
   return e.emit(v);

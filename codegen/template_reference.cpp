@@ -5,6 +5,11 @@
 // through a ValueEmitter over a one-node graph, Conv/MatMul/Gemm as direct loops with a
 // float accumulator, pooling windows tap by tap, reductions and normalisations per output
 // element with double accumulators where the executor uses them.
+//
+// Storage dtypes follow the executor's rule too: f16/bf16 tensors (inputs, scratch
+// intermediates, outputs) are read as float, every op computes in fp32 (double where the
+// executor does), and each node's result is rounded once, when stored, to its tensor's
+// dtype: so the oracle rounds exactly where the CPU reference does.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -94,7 +99,8 @@ class NodeEmitter {
       if (t.empty()) continue;
       const DType d = g_.info(t).dtype;
       if (t != n_.input(0) && n_.op.rfind("Reduce", 0) == 0) continue;  // the axes input
-      DC_INTERNAL_CHECK(d == DType::f32 || (integers_ok && (d == DType::i32 || d == DType::i64)),
+      const bool float_storage = d == DType::f32 || d == DType::f16 || d == DType::bf16;
+      DC_INTERNAL_CHECK(float_storage || (integers_ok && (d == DType::i32 || d == DType::i64)),
                         "reference kernel: ", n_.op, " on ", dtype_name(d), " is not emitted");
     }
   }
@@ -365,7 +371,7 @@ class NodeEmitter {
     const std::string& x = n_.input(0);
     const Shape& xs = shape(x);
     const DType dt = g_.info(x).dtype;
-    const std::string ct = cuda_type(dt);
+    const std::string ct = value_type(dt);
     std::vector<int64_t> axes;
     if (n_.attrs.has("axes")) {
       axes = n_.attrs.get_ints("axes");
@@ -398,7 +404,7 @@ class NodeEmitter {
       return read(x, c, body);
     };
     const std::string& op = n_.op;
-    const bool fl = dt == DType::f32;
+    const bool fl = dt == DType::f32 || dt == DType::f16 || dt == DType::bf16;
     auto open = [&](const std::string& jj) {
       return fmt::format("  for (dc_i64 {0} = 0; {0} < {1}; ++{0}) {{\n", jj, count);
     };
@@ -521,7 +527,7 @@ GeneratedKernel generate_naive(const Workload& w, const std::string& template_na
       src += fmt::format(
           "  for (dc_i64 i = (dc_i64)blockIdx.x * blockDim.x + threadIdx.x; i < {}; "
           "i += (dc_i64)gridDim.x * blockDim.x) {{\n{}  out{}[i] = {};\n  }}\n",
-          shape_numel(info.shape), body, oi, v);
+          shape_numel(info.shape), body, oi, store_value(info.dtype, v));
     }
     src += fmt::format("}}\nDC_EXPORT_KERNEL({})\n\n", name);
     launch.grid = {std::clamp<int64_t>(ceil_div(most, threads), 1, kMaxBlocks), 1, 1};

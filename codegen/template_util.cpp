@@ -125,7 +125,8 @@ std::string store_chunk(const std::string& param, DType dtype, const std::vector
                        param, items);
   }
   std::string code;
-  for (size_t k = 0; k < lanes.size(); ++k) code += fmt::format("  {}[i + {}] = {};\n", param, k, lanes[k]);
+  for (size_t k = 0; k < lanes.size(); ++k)
+    code += fmt::format("  {}[i + {}] = {};\n", param, k, store_value(dtype, lanes[k]));
   return code;
 }
 

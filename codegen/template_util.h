@@ -54,7 +54,7 @@ std::string kernel_definition(const Workload& w, const std::string& name, const 
 std::string grid_stride_chunks(int64_t chunks, int64_t ept, int64_t vec, const std::string& body);
 
 // Stores of one value per lane to `param`[i + lane]: one float2/float4 store for f32, else
-// one store per lane.
+// one store per lane (f16/bf16 through dc_from_f32).
 std::string store_chunk(const std::string& param, DType dtype, const std::vector<std::string>& lanes);
 
 // "float2" or "float4": the vector type of `vec` floats.

@@ -48,17 +48,18 @@ std::string double_literal(double v) {
   return s;
 }
 
-// Literal of one element of a constant, in its C type.
+// Literal of one element of a constant, in its C type (float for f16/bf16: their values
+// are exact in float).
 std::string element_literal(DType t, double f, int64_t i) {
-  if (t == DType::f32) return float_literal(f);
+  if (t == DType::f32 || t == DType::f16 || t == DType::bf16) return float_literal(f);
   if (t == DType::f64) return double_literal(f);
   if (t == DType::boolean) return i ? "1" : "0";
   return int_literal(i);
 }
 
 void check_emittable(DType t, const std::string& tensor) {
-  DC_INTERNAL_CHECK(t != DType::f16 && t != DType::bf16 && t != DType::undefined,
-                    "ValueEmitter cannot emit tensor '", tensor, "' of dtype ", dtype_name(t));
+  DC_INTERNAL_CHECK(t != DType::undefined, "ValueEmitter cannot emit tensor '", tensor,
+                    "' of dtype ", dtype_name(t));
 }
 
 // Literal of the constant `name` (only f32/f64 scalars or integer values are constants).
@@ -72,6 +73,26 @@ std::string float_literal(double v) {
   std::string s = fmt::format("{}", static_cast<float>(v));  // shortest round-trip text
   if (s.find_first_of(".eE") == std::string::npos) s += ".0";
   return s + "f";
+}
+
+const char* value_type(DType t) {
+  return t == DType::f16 || t == DType::bf16 ? "float" : cuda_type(t);
+}
+
+std::string round_to_storage(DType t, const std::string& expr) {
+  if (t == DType::f16) return fmt::format("dc_round_f16({})", expr);
+  if (t == DType::bf16) return fmt::format("dc_round_bf16({})", expr);
+  return expr;
+}
+
+std::string load_value(DType t, const std::string& element) {
+  if (t == DType::f16 || t == DType::bf16) return fmt::format("dc_to_f32({})", element);
+  return element;
+}
+
+std::string store_value(DType t, const std::string& expr) {
+  if (t == DType::f16 || t == DType::bf16) return fmt::format("dc_from_f32<{}>({})", cuda_type(t), expr);
+  return expr;
 }
 
 bool is_pointwise_op(const std::string& op) {
@@ -171,12 +192,12 @@ std::string ValueEmitter::load(const std::string& tensor, const std::vector<std:
     for (size_t i = 0; i < static_cast<size_t>(c.numel()); ++i) items.push_back(lit(i));
     const std::string arr = fresh("k"), v = fresh("v");
     code += fmt::format("  const {0} {1}[{2}] = {{{3}}};\n  const {0} {4} = {1}[{5}];\n",
-                        cuda_type(t), arr, c.numel(), join(items, ", "), v, offset(tensor, coords));
+                        value_type(t), arr, c.numel(), join(items, ", "), v, offset(tensor, coords));
     return v;
   }
   const std::string v = fresh("v");
-  code += fmt::format("  const {} {} = {}[{}];\n", cuda_type(t), v, param_name(tensor),
-                      offset(tensor, coords));
+  code += fmt::format("  const {} {} = {};\n", value_type(t), v,
+                      load_value(t, fmt::format("{}[{}]", param_name(tensor), offset(tensor, coords))));
   return v;
 }
 
@@ -209,27 +230,77 @@ std::string ValueEmitter::value(const std::string& tensor, const std::vector<std
   return result;
 }
 
+namespace {
+
+// Ops whose value is one of their data inputs' values, unchanged (index maps, selections):
+// the result needs no rounding when those inputs already have the output's dtype.
+bool passes_value(const std::string& op) {
+  return kIndexMaps.count(op) || op == "Identity" || op == "Dropout" || op == "Where";
+}
+
+}  // namespace
+
 std::string ValueEmitter::emit_node(const Node& n, size_t out_index,
                                     const std::vector<std::string>& coords, std::string& code) {
+  const std::string r = emit_op(n, out_index, coords, code);
+  const DType od = g_.info(n.outputs[out_index]).dtype;
+  if (!is_float(od) || n.op == "Cast") return r;  // Cast rounds itself
+  // The dtype `r` is exact in: the data inputs' for value-passing ops when they all share
+  // one dtype, else the compute dtype (float, or double where f64 is involved).
+  DType from = compute_dtype(n, od);
+  if (passes_value(n.op)) {
+    std::set<DType> in_types;
+    const size_t first = n.op == "Where" ? 1 : 0;
+    const size_t last = n.op == "Where" ? 3 : (n.op == "Concat" ? n.inputs.size() : 1);
+    for (size_t i = first; i < last; ++i) in_types.insert(g_.info(n.input(i)).dtype);
+    if (in_types.size() == 1) from = *in_types.begin();
+  }
+  // Values of the output's dtype already (a computed f16/bf16 value is not: it is a float).
+  if (from == od && (passes_value(n.op) || (od != DType::f16 && od != DType::bf16))) return r;
+  // Round once to the output's storage type (or convert f64 <-> f32).
+  const std::string v = fresh("t");
+  code += fmt::format("  const {} {} = {};\n", value_type(od), v,
+                      round_to_storage(od, fmt::format("({})({})", value_type(od), r)));
+  return v;
+}
+
+DType ValueEmitter::compute_dtype(const Node& n, DType out) const {
+  bool any_float = is_float(out), wide = out == DType::f64;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    if (n.inputs[i].empty() || (n.op == "Pow" && i == 1)) continue;  // Pow's exponent: own type
+    const DType t = g_.info(n.inputs[i]).dtype;
+    any_float = any_float || is_float(t);
+    wide = wide || t == DType::f64;
+  }
+  if (!any_float) return out;
+  return wide ? DType::f64 : DType::f32;
+}
+
+std::string ValueEmitter::emit_op(const Node& n, size_t out_index,
+                                  const std::vector<std::string>& coords, std::string& code) {
   const std::string& out = n.outputs[out_index];
   const TensorInfo& oi = g_.info(out);
   check_emittable(oi.dtype, out);
   const auto oc = broadcast_coords(out, coords);  // coordinates in the output's own rank
-  const std::string ctype = cuda_type(oi.dtype);
-  const bool f32 = oi.dtype == DType::f32, f64 = oi.dtype == DType::f64;
+  // Float ops compute in f32 (f64 where f64 is involved) whatever their storage dtypes,
+  // as the CPU reference does; emit_node rounds the result to the output's dtype.
+  const DType cd = compute_dtype(n, oi.dtype);
+  const std::string ctype = is_float(oi.dtype) ? cuda_type(cd) : cuda_type(oi.dtype);
+  const bool f32 = cd == DType::f32, f64 = cd == DType::f64;
   const bool integral = !f32 && !f64;
   auto in = [&](size_t i, const std::vector<std::string>& c) { return value(n.input(i), c, code); };
-  auto define = [&](const std::string& expr) {
+  auto define_as = [&](const std::string& type, const std::string& expr) {
     const std::string v = fresh("t");
-    code += fmt::format("  const {} {} = {};\n", ctype, v, expr);
+    code += fmt::format("  const {} {} = {};\n", type, v, expr);
     return v;
   };
-  // A math function of the output's float type: expf for f32, exp for f64.
+  auto define = [&](const std::string& expr) { return define_as(ctype, expr); };
+  // A math function of the compute type: expf for f32, exp for f64.
   auto fn = [&](const char* name, const std::string& x) {
     DC_INTERNAL_CHECK(!integral, n.op, " on integer tensor '", out, "'");
     return fmt::format("{}{}({})", name, f32 ? "f" : "", x);
   };
-  auto lit = [&](double v) { return element_literal(oi.dtype, v, static_cast<int64_t>(v)); };
+  auto lit = [&](double v) { return element_literal(cd, v, static_cast<int64_t>(v)); };
 
   if (kUnary.count(n.op)) {
     const std::string x = in(0, oc);
@@ -274,10 +345,12 @@ std::string ValueEmitter::emit_node(const Node& n, size_t out_index,
     if (n.op == "Cast") {
       const DType from = g_.info(n.input(0)).dtype;
       if (from == oi.dtype) return x;
-      if (oi.dtype == DType::boolean) return define(fmt::format("{} != 0", x));
+      const std::string to = value_type(oi.dtype);
+      if (oi.dtype == DType::boolean) return define_as(to, fmt::format("{} != 0", x));
       if (is_integer(oi.dtype) && is_float(from))  // truncation toward zero; NaN gives 0
-        return define(fmt::format("{0} != {0} ? ({1})0 : ({1})({0})", x, ctype));
-      return define(fmt::format("({})({})", ctype, x));
+        return define_as(to, fmt::format("{0} != {0} ? ({1})0 : ({1})({0})", x, to));
+      // To f16/bf16: through float (as the reference's Cast), then rounded once.
+      return define_as(to, round_to_storage(oi.dtype, fmt::format("({})({})", to, x)));
     }
     if (n.op == "Clip") {
       // As the reference: v < lo ? lo : v, then > hi ? hi; NaN passes through.
@@ -299,9 +372,11 @@ std::string ValueEmitter::emit_node(const Node& n, size_t out_index,
     if (n.op == "Mul") return define(fmt::format("{} * {}", a, b));
     if (n.op == "Div") return define(fmt::format("{} / {}", a, b));
     if (n.op == "Pow") {
-      const DType et = g_.info(n.input(1)).dtype;
+      // The exponent as the reference's kernel sees it: f16/bf16 widened to f32.
+      DType et = g_.info(n.input(1)).dtype;
+      if (et == DType::f16 || et == DType::bf16) et = DType::f32;
       const auto* e = g_.initializers.count(n.input(1)) ? &g_.initializers.at(n.input(1)) : nullptr;
-      if (e && e->numel() == 1 && !integral && et == oi.dtype && scalar_value(*e) == 2.0)
+      if (e && e->numel() == 1 && !integral && et == cd && scalar_value(*e) == 2.0)
         return define(fmt::format("{0} * {0}", a));
       if (f32 && et == DType::f32) return define(fmt::format("powf({}, {})", a, b));
       // Mixed dtypes: in double, then to the base's type (the reference's rule).

@@ -8,9 +8,13 @@
 //
 // Generated code is statements appended to a string (one local per distinct
 // (tensor, coordinates) pair, so shared subexpressions are computed once) and an
-// expression naming the result. Math follows the CPU reference executor (common/ref/) per
-// dtype: f32 with the float functions, f64 with the double ones, integers with C integer
-// arithmetic; f16/bf16 tensors are not emitted (InternalError).
+// expression naming the result. Math follows the CPU reference executor (common/ref/) and
+// its rule for mixed float dtypes: a float op computes in f32 (f64 where f64 is involved)
+// with the float functions, integers with C integer arithmetic. f16/bf16 tensors are values
+// of C type float: loaded through dc_to_f32, and every f16/bf16 tensor the emitter computes
+// is rounded to its storage type (dc_round_f16/dc_round_bf16), so that a fused chain equals
+// the reference, which rounds at every store. A template binding an f16/bf16 tensor binds
+// its rounded value (round_to_storage) and stores outputs through store_value.
 #pragma once
 
 #include <map>
@@ -60,8 +64,15 @@ class ValueEmitter {
   std::string fresh(const char* prefix);
   std::string load(const std::string& tensor, const std::vector<std::string>& coords,
                    std::string& code);
+  // emit_op, then the result rounded (or converted) to the output's dtype where needed.
   std::string emit_node(const Node& n, size_t out_index, const std::vector<std::string>& coords,
                         std::string& code);
+  // The op's value in its compute dtype.
+  std::string emit_op(const Node& n, size_t out_index, const std::vector<std::string>& coords,
+                      std::string& code);
+  // f64 if the output or a float input (Pow's exponent aside) is f64, else f32 if any of them
+  // is float, else the output's dtype.
+  DType compute_dtype(const Node& n, DType out) const;
   std::vector<std::string> broadcast_coords(const std::string& tensor,
                                             const std::vector<std::string>& coords) const;
 
@@ -72,6 +83,18 @@ class ValueEmitter {
   std::map<std::string, std::string> memo_;  // tensor + coords -> local
   int counter_ = 0;
 };
+
+// C type of a tensor's values in generated code: float for f16/bf16 (stored as dc_half /
+// dc_bfloat16, computed in float), cuda_type otherwise.
+const char* value_type(DType t);
+// `expr` (a float) rounded to the values of f16/bf16 (dc_round_f16/dc_round_bf16); `expr`
+// itself for other dtypes.
+std::string round_to_storage(DType t, const std::string& expr);
+// The value of a loaded element expression of dtype `t` (dc_to_f32 for f16/bf16).
+std::string load_value(DType t, const std::string& element);
+// The expression to assign to an element of dtype `t` from value `expr`
+// (dc_from_f32<dc_half>(expr) for f16, ...; `expr` for other dtypes).
+std::string store_value(DType t, const std::string& expr);
 
 // A float literal that round-trips ("1.5f", "-0x1.8p+3f" style is avoided for readability).
 std::string float_literal(double v);
@@ -84,7 +107,8 @@ bool is_pointwise_op(const std::string& op);
 // path from a root to the input goes through pointwise ops, no index map), f32, not
 // broadcast along the innermost dimension (their last extent equals `inner`, the roots'
 // last extent), so that `vec` adjacent elements of a root read `vec` adjacent, aligned
-// elements of the input when `inner` divides by `vec`. Templates load these as float2/float4
+// elements of the input when `inner` divides by `vec` (f16/bf16 inputs are read element by
+// element). Templates load these as float2/float4
 // and bind the lanes; everything else they read element by element.
 std::set<std::string> vector_loadable_inputs(const Graph& g, const std::vector<std::string>& roots,
                                              int64_t inner);

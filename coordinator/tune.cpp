@@ -21,6 +21,7 @@
 #include "passes/simplify.h"
 #include "plan_build.h"
 #include "sha256.h"
+#include "variant_tolerance.h"
 
 namespace dc {
 
@@ -61,13 +62,6 @@ void end_stage(TuneResult& r, const TuneOptions& o, const std::string& name, Clo
 void notice(const TuneOptions& o, const std::string& text) {
   spdlog::info("tune: {}", text);
   if (o.console) *o.console << "tune: " << text << "\n" << std::flush;
-}
-
-// Comparison bound per precision path (docs/gpu-runtime.md; the worker may apply its own).
-double rtol_for(const std::string& precision) {
-  if (precision == "fp32") return 1e-5;
-  if (precision == "bf16") return 2e-2;
-  return 5e-3;  // tf32, fp16
 }
 
 std::string model_name_from_path(const std::string& path) {
@@ -443,7 +437,7 @@ class Pipeline {
       f.job_id = job_key(w.signature, j.variant.key(), f.gpu_type);
       // The same inputs for every variant of a workload; the signature is 16 hex digits.
       f.seed = opts_.input_seed ^ std::stoull(w.signature, nullptr, 16);
-      f.rtol = rtol_for(j.variant.precision);
+      f.rtol = variant_tolerance(j.variant.precision, w).rtol;  // docs/precision.md
       f.check_on_emulator = j.check;
       f.estimate_us = j.estimate_us;
       f.flops = w.flops;

@@ -10,6 +10,7 @@
 #include "cuda_driver.h"
 #include "random_inputs.h"
 #include "ref/compare.h"
+#include "variant_tolerance.h"
 
 namespace dc {
 
@@ -483,10 +484,13 @@ TimingResult time_on_gpu(GpuDevice& device, const GeneratedKernel& kernel,
 // ---- correctness ---------------------------------------------------------------------
 
 std::optional<Tolerance> tolerance_for(const std::string& precision) {
-  if (precision == "fp32") return Tolerance{1e-5, 1e-7};
-  if (precision == "tf32" || precision == "fp16") return Tolerance{5e-3, 1e-5};
-  if (precision == "bf16") return Tolerance{2e-2, 1e-4};
-  return std::nullopt;
+  if (!is_math_precision(precision)) return std::nullopt;
+  return kernel_tolerance(precision, DType::f32, 1);
+}
+
+std::optional<Tolerance> tolerance_for(const std::string& precision, const Workload& w) {
+  if (!is_math_precision(precision)) return std::nullopt;
+  return variant_tolerance(precision, w);
 }
 
 namespace {

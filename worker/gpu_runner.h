@@ -117,10 +117,13 @@ TimingResult time_on_gpu(GpuDevice& device, const GeneratedKernel& kernel,
                          const std::vector<char>& cubin, const std::vector<Tensor>& inputs,
                          const TimingOptions& options = {});
 
-// Comparison bound of a precision path (ref::compare_tensors: rel. L2 with an absolute
-// floor per element): fp32 1e-5, tf32 and fp16 5e-3, bf16 2e-2 (docs/gpu-runtime.md).
-// nullopt for a precision dc does not know.
+// Comparison bound of a variant of `w` on math path `precision` (ref::compare_tensors: rel.
+// L2 with an absolute floor per element): kernel_tolerance of the error model
+// (docs/precision.md) with the workload's reduction length and output dtypes
+// (codegen/variant_tolerance.h). Without `w`: an elementwise workload with f32 outputs,
+// the smallest bound of the path. nullopt for a precision dc does not know.
 std::optional<Tolerance> tolerance_for(const std::string& precision);
+std::optional<Tolerance> tolerance_for(const std::string& precision, const Workload& w);
 
 struct ReferenceCheck {
   JobStatus status = JobStatus::ok;  // ok, wrong_result, or the failure of a run

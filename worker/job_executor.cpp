@@ -72,10 +72,10 @@ const Tensor* output_named(const GeneratedKernel& k, const std::vector<Tensor>& 
   return nullptr;
 }
 
-// The precision's bound (docs/gpu-runtime.md), loosened by the job's rtol if it is larger:
-// FarmJob's default (1e-5) must not make fp16 variants fail the fp32 bound.
-Tolerance job_tolerance(const farm::Job& job) {
-  Tolerance t = tolerance_for(job.precision().empty() ? "fp32" : job.precision()).value_or(Tolerance{});
+// The workload's bound on the job's path (docs/precision.md), loosened by the job's rtol if
+// it is larger: FarmJob's default (1e-5) must not make fp16 variants fail the fp32 bound.
+Tolerance job_tolerance(const farm::Job& job, const Workload& w) {
+  Tolerance t = tolerance_for(job.precision().empty() ? "fp32" : job.precision(), w).value_or(Tolerance{});
   t.rtol = std::max(t.rtol, job.rtol());
   return t;
 }
@@ -197,7 +197,7 @@ farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::funct
   const GeneratedKernel variant = farm::from_proto(job.variant());
   const GeneratedKernel reference = farm::from_proto(job.reference());
   const Workload w = job_workload(job, reference);
-  const Tolerance tol = job_tolerance(job);
+  const Tolerance tol = job_tolerance(job, w);
   const uint32_t seed = static_cast<uint32_t>(job.seed());
 
   // ---- compile ----

@@ -4,16 +4,23 @@
 
 #include "ir/error.h"
 #include "ref/kernel.h"
+#include "ref/storage_dtypes.h"
 
 namespace dc::ref {
 
 std::vector<Tensor> run_node(const Node& node, const Inputs& inputs) {
+  return run_node(node, inputs, {});
+}
+
+std::vector<Tensor> run_node(const Node& node, const Inputs& inputs,
+                             const std::vector<DType>& out_dtypes) {
   const OpDef* def = find_op(node.op);
   DC_USER_CHECK(def != nullptr, "op '", node.op, "' (node '", node.name,
                 "') is not supported by dc");
   std::vector<Tensor> out;
   try {
-    out = def->run(node, inputs);
+    // Kernels compute in f32/f64; storage dtypes are applied around them (storage_dtypes.h).
+    out = def->run(node, compute_inputs(node, inputs, out_dtypes));
   } catch (const UserError& e) {
     throw UserError(str_cat("node '", node.name, "' (", node.op, "): ", e.what()));
   }
@@ -21,6 +28,7 @@ std::vector<Tensor> run_node(const Node& node, const Inputs& inputs) {
                     "kernel for ", node.op, " returned ", out.size(), " outputs, node has ",
                     node.outputs.size());
   out.resize(node.outputs.size());
+  round_outputs(out, output_dtypes(node, inputs, out_dtypes));
   return out;
 }
 
@@ -61,7 +69,13 @@ TensorMap run_graph(const Graph& g, const TensorMap& inputs, const RunOptions& o
         throw_internal_error("node '", node.name, "' reads '", name, "' before it is computed");
       }
     }
-    auto out = run_node(node, in);
+    // The graph's declared dtype of each output: the result is rounded to it.
+    std::vector<DType> out_dtypes;
+    for (const auto& o : node.outputs) {
+      auto t = o.empty() ? g.tensors.end() : g.tensors.find(o);
+      out_dtypes.push_back(t == g.tensors.end() ? DType::undefined : t->second.dtype);
+    }
+    auto out = run_node(node, in, out_dtypes);
     for (size_t k = 0; k < node.outputs.size(); ++k)
       if (!node.outputs[k].empty()) values[node.outputs[k]] = std::move(out[k]);
     if (!opts.keep_intermediates)

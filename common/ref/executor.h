@@ -21,7 +21,13 @@ struct RunOptions {
 // otherwise) and returns the graph outputs by name. Frees intermediates after their last use.
 TensorMap run_graph(const Graph& g, const TensorMap& inputs, const RunOptions& opts = {});
 
-// Runs one node on the given input values (used by constant folding and tests).
+// Runs one node on the given input values (used by constant folding and tests). Float
+// inputs of any float dtype are read as their values and the op computes in f32 (f64 when
+// f64 is involved); each float output is rounded to nearest even to its dtype in
+// `out_dtypes` (the graph's declared dtypes; run_graph passes them). Without them, an op
+// whose first float input is f16/bf16 stores its float outputs in that dtype.
 std::vector<Tensor> run_node(const Node& node, const Inputs& inputs);
+std::vector<Tensor> run_node(const Node& node, const Inputs& inputs,
+                             const std::vector<DType>& out_dtypes);
 
 }  // namespace dc::ref
