@@ -179,10 +179,13 @@ int64_t gemm_mma_smem_bytes(const WorkloadShape& s, const std::string& precision
 // where the block hoists its rows. 0: the operand goes through registers.
 int gemm_mma_copy_bytes(const WorkloadShape& s, bool operand_a, const std::string& precision,
                         int64_t tile, int64_t block_k, int64_t threads);
-// Tensor-core GEMM registers, fitted to ptxas (docs/bench/registers.md): the warp tile's
-// fp32 accumulators, its A and B fragments (4 registers per m16 tile, 2 per n8 tile), the
-// elements staged through registers per thread, and addressing; at most the launch bound.
-int gemm_mma_regs(int64_t warp_m, int64_t warp_n, double staged, int64_t threads);
+// Tensor-core GEMM registers, fitted to ptxas (docs/bench/registers.md):
+// a·(1.2 + a/256) for the warp tile's a = warp_m·warp_n/32 fp32 accumulators + its A and B
+// fragment registers (4 per m16 tile, 2 per n8 tile) + 1.7 x the elements a thread stages
+// through registers per K tile + the im2col elements it gathers per K tile + 25; at most the launch
+// bound when that is below 255 (a demand above 255 is returned: fits_gpu drops it).
+int gemm_mma_regs(int64_t warp_m, int64_t warp_n, double staged, double gathered,
+                  int64_t threads);
 
 // --- Per-family enumerators (param_space_gemm.cpp, _reduction.cpp, _elementwise.cpp) ----
 // Each emits only variants that pass fits_gpu, in a deterministic order.

@@ -142,6 +142,8 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
             staged += static_cast<double>(bm * bk) / static_cast<double>(threads);
           if (gemm_mma_copy_bytes(s, false, precision, bn, bk, threads) == 0)
             staged += static_cast<double>(bn * bk) / static_cast<double>(threads);
+          const double gathered =
+              s.gather_a ? static_cast<double>(bm * bk) / static_cast<double>(threads) : 0;
           const int64_t tiles = ceil_div(s.m, bm) * ceil_div(s.n, bn) * s.batch;
           for (int64_t stages : {2, 3, 4})
             for (int64_t split : splits) {
@@ -154,7 +156,7 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
                           {"stages", stages}, {"split_k", split}};
               v.threads_per_block = static_cast<int>(threads);
               v.smem_bytes = gemm_mma_smem_bytes(s, precision, bm, bn, bk, stages);
-              v.regs_per_thread = gemm_mma_regs(warp_m, warp_n, staged, threads);
+              v.regs_per_thread = gemm_mma_regs(warp_m, warp_n, staged, gathered, threads);
               v.grid_blocks = tiles * split;
               keep_if_fits(out, std::move(v), gpu);
             }

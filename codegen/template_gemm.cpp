@@ -377,6 +377,11 @@ void GemmEmitter::heavy_value(const std::string& acc, const std::vector<std::str
   } else if (kind_ == HeavyKind::conv && !bias_tensor_.empty()) {
     expr = fmt::format("{} + {}", expr, value(bias_tensor_, {coords[1]}, code));
   }
+  // An f16/bf16 heavy output is rounded to its storage type, as the reference rounds it,
+  // before an epilogue reads it.
+  const DType t = w_.graph.info(heavy_out_).dtype;
+  if (t == DType::f16) expr = fmt::format("dc_round_f16({})", expr);
+  if (t == DType::bf16) expr = fmt::format("dc_round_bf16({})", expr);
   code += fmt::format("const float dc_h = {};\n", expr);
 }
 

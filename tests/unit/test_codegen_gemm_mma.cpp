@@ -28,6 +28,7 @@
 #include "param_space.h"
 #include "ref/compare.h"
 #include "ref/executor.h"
+#include "ref/storage_dtypes.h"
 #include "testing.h"
 
 namespace dc {
@@ -89,6 +90,19 @@ uint32_t next_seed() {
   return seed++;
 }
 
+// Storage dtypes of a workload's tensors: its inputs, its outputs, the other node outputs
+// (as the precision policy stores them; the heavy op reads f16/bf16 directly).
+struct Storage {
+  DType in = DType::f32, out = DType::f32, mid = DType::f32;
+};
+Workload retyped(Workload w, const Storage& st) {
+  for (const auto& name : w.graph.inputs) w.graph.tensors[name].dtype = st.in;
+  for (const auto& n : w.graph.nodes)
+    for (const auto& o : n.outputs) w.graph.tensors[o].dtype = st.mid;
+  for (const auto& name : w.graph.outputs) w.graph.tensors[name].dtype = st.out;
+  return w;
+}
+
 // Generates, emulates and compares one variant; the GEMM reduction length is `k`.
 // `exact_operands`: the GEMM operands are the (rounded) inputs themselves; false when a
 // fused prologue computes one (its values are then rounded to the math type too).
@@ -104,13 +118,13 @@ void check_mma(const Workload& w, const Variant& v, int64_t k, bool nvrtc = true
   for (size_t i = 0; i < kern.buffers.size(); ++i) {
     const KernelBuffer& b = kern.buffers[i];
     if (b.role == BufferRole::input) {
-      buffers[i] = math_representable(random_tensor(b.shape, seed++), v.precision);
+      buffers[i] = ref::convert_float(math_representable(random_tensor(b.shape, seed++), v.precision),
+                                      b.dtype);
       inputs[b.name] = buffers[i];
     } else {
-      Tensor t(b.dtype, b.shape);  // poisoned: an unwritten element fails the comparison
-      if (b.dtype == DType::f32)
-        std::fill_n(t.mutable_data<float>(), t.numel(), std::numeric_limits<float>::quiet_NaN());
-      buffers[i] = t;
+      Tensor t(DType::f32, b.shape);  // poisoned: an unwritten element fails the comparison
+      std::fill_n(t.mutable_data<float>(), t.numel(), std::numeric_limits<float>::quiet_NaN());
+      buffers[i] = ref::convert_float(t, b.dtype);
     }
   }
   std::future<CompileResult> compiled;
@@ -124,7 +138,11 @@ void check_mma(const Workload& w, const Variant& v, int64_t k, bool nvrtc = true
   ASSERT_TRUE(r.ok) << r.error << "\n" << kern.source;
   const auto expected = ref::run_graph(w.graph, inputs);
   // fp16/bf16: the operands are exactly the math type's values (no operand rounding).
+  // Stored f16/bf16 inputs count as their own dtype (the tolerance then decides whether
+  // the math path multiplies them exactly).
+  const DType stored = kern.buffers.empty() ? DType::f32 : kern.buffers.front().dtype;
   const DType operands = !exact_operands          ? DType::f32
+                         : stored != DType::f32   ? stored
                          : v.precision == "fp16" ? DType::f16
                          : v.precision == "bf16" ? DType::bf16
                                                  : DType::f32;
@@ -234,6 +252,67 @@ TEST(CodegenGemmMma, SplitK) {
       check_mma(w, mma_variant(w, p, 32, 32, 32, 16, 16, 3, 4), 512);
       check_mma(w, mma_variant(w, p, 16, 32, 16, 16, 16, 2, 3), 512);
     }
+  }
+}
+
+// ---- f16 / bf16 storage ----------------------------------------------------------------------
+
+// MatMul(f16, f16) -> f32 (the mixed-dtype IR rule), f16 -> f16, bf16 -> bf16: operands
+// stored as the math type are copied as they are (16-byte cp.async, ldmatrix plain for A's
+// rows of k, .trans for B's rows of n); another math path reads them through registers.
+TEST(CodegenGemmMma, HalfStorageMatMul) {
+  ModelBuilder m;
+  m.input("a", {70, 48}).weight("b", {48, 72});
+  m.node("MatMul", {"a", "b"}, "y", {70, 72});
+  const Workload w32 = m.workload(ClusterKind::gemm);
+  for (DType t : {DType::f16, DType::bf16})
+    for (DType out : {DType::f32, t}) {
+      SCOPED_TRACE(fmt::format("{} -> {}", dtype_name(t), dtype_name(out)));
+      const Workload w = retyped(w32, {t, out, out});
+      for (const char* p : kPaths)
+        for (const auto& v : hand_variants(w, p)) check_mma(w, v, 48);
+      // The CUDA-core path reads the halves through ValueEmitter.
+      check_mma(w, enumerate_variants(w, a100(), SpaceOptions{{"fp32"}}).front(), 48);
+    }
+}
+
+TEST(CodegenGemmMma, HalfStorageOddK) {
+  // K = 29: no 4-byte vector of halves along k; every operand through registers.
+  ModelBuilder m;
+  m.input("a", {37, 29}).weight("b", {29, 45});
+  m.node("MatMul", {"a", "b"}, "y", {37, 45});
+  const Workload w = retyped(m.workload(ClusterKind::gemm), {DType::f16, DType::f16, DType::f16});
+  for (const char* p : kPaths) check_mma(w, hand_variants(w, p)[1], 29);
+}
+
+TEST(CodegenGemmMma, HalfStorageLinearEpilogue) {
+  // Gemm transB (both operands rows of k) + bias + Relu, stored bf16 / f16 throughout: the
+  // heavy output is rounded to its storage type before the epilogue reads it.
+  for (DType t : {DType::f16, DType::bf16}) {
+    ModelBuilder m;
+    Attributes at;
+    at.set("transB", int64_t{1});
+    m.input("x", {40, 64}).weight("w", {48, 64}).weight("bias", {48});
+    m.node("Gemm", {"x", "w", "bias"}, "y", {40, 48}, at).node("Relu", {"y"}, "r", {40, 48});
+    const Workload w = retyped(m.workload(ClusterKind::gemm), {t, t, t});
+    const std::string p = t == DType::f16 ? "fp16" : "bf16";
+    for (const auto& v : hand_variants(w, p)) check_mma(w, v, 64);
+    auto space = enumerate_variants(w, a100(), SpaceOptions{{p}});
+    ASSERT_FALSE(space.empty());
+    check_mma(w, space.front(), 64);
+  }
+}
+
+TEST(CodegenGemmMma, HalfStorageConv) {
+  // 1x1 (16-byte copies along the image plane) and 3x3 (the gather through registers).
+  for (int64_t k : {1, 3}) {
+    ModelBuilder m;
+    m.input("x", {2, 32, 8, 8}).weight("w", {24, 32, k, k}).weight("bias", {24});
+    m.node("Conv", {"x", "w", "bias"}, "y", {2, 24, 8, 8},
+           conv_attrs({k, k}, {1, 1}, {k / 2, k / 2, k / 2, k / 2}, {1, 1}));
+    const Workload w = retyped(m.workload(ClusterKind::conv), {DType::f16, DType::f32, DType::f32});
+    for (const char* p : kPaths)
+      for (const auto& v : hand_variants(w, p)) check_mma(w, v, 32 * k * k);
   }
 }
 

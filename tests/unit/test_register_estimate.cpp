@@ -241,18 +241,20 @@ TEST(RegisterEstimate, GemmMmaTracksPtxas) {
   });
 }
 
-// The data behind gemm_mma_regs: every 7th enumerated tensor-core variant of the BERT FFN
+// The data behind gemm_mma_regs: every 7th (DC_REG_STRIDE) enumerated tensor-core variant of the BERT FFN
 // and the ResNet 3x3 conv on the A100 (fp32 storage), compiled for `DC_REG_ARCH` (sm_80),
 // one CSV line each on stdout. Run by hand (--gtest_also_run_disabled_tests).
 TEST(RegisterEstimate, DISABLED_MmaSample) {
   const char* arch_env = std::getenv("DC_REG_ARCH");
   const std::string arch = arch_env ? arch_env : "sm_80";
+  const char* stride_env = std::getenv("DC_REG_STRIDE");
+  const size_t stride = stride_env ? std::stoul(stride_env) : 7, first = stride / 2;
   std::vector<std::pair<Variant, std::future<CompileResult>>> jobs;
   const std::vector<Workload> workloads = {bert_ffn(), resnet_conv3x3()};
   for (const Workload& w : workloads)
     for (const char* p : {"tf32", "fp16", "bf16"}) {
       const auto all = enumerate_variants(w, a100(), SpaceOptions{{p}});
-      for (size_t i = 0; i < all.size(); i += 7) {
+      for (size_t i = first; i < all.size(); i += stride) {
         jobs.emplace_back(all[i], std::async(std::launch::deferred, [&w, v = all[i], arch] {
                             return compile_cuda(generate_kernel(w, v).source, arch);
                           }));
