@@ -549,8 +549,8 @@ int gemm_mma_regs(int64_t warp_m, int64_t warp_n, double staged, double gathered
   // Coefficients fitted to ptxas (sm_80, docs/bench/registers.md): the accumulators count
   // 1.2 + accum/256 each (ptxas keeps the next k step's fragments and addresses live beside
   // them, more so for large warp tiles: 64x64 needs all 255 and spills), an element staged
-  // through registers 1.7 (its float, the converted value, addressing), an element of the
-  // im2col gather 1 (index math).
+  // through registers 1.7 (its float, the converted value, addressing); `gathered` is the
+  // im2col cost the enumerator computes (2 or 4 per element).
   const double accum = static_cast<double>(warp_m * warp_n) / 32;
   const double fragments = static_cast<double>((warp_m / 16) * 4 + (warp_n / 8) * 2);
   const int regs = static_cast<int>(std::lround(1.2 * accum + accum * accum / 256 + fragments +

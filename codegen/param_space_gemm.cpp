@@ -142,8 +142,15 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
             staged += static_cast<double>(bm * bk) / static_cast<double>(threads);
           if (gemm_mma_copy_bytes(s, false, precision, bn, bk, threads) == 0)
             staged += static_cast<double>(bn * bk) / static_cast<double>(threads);
+          // im2col elements a thread gathers per K tile: index math per element, far more
+          // when the gather goes through registers (values, bounds and addresses of every
+          // element live across the tile's mma: ptxas takes 255 and spills for 32 per
+          // thread with f16 storage) than as 4-byte cp.async copies.
+          const double per_thread = static_cast<double>(bm * bk) / static_cast<double>(threads);
           const double gathered =
-              s.gather_a ? static_cast<double>(bm * bk) / static_cast<double>(threads) : 0;
+              !s.gather_a ? 0
+              : gemm_mma_copy_bytes(s, true, precision, bm, bk, threads) > 0 ? 2 * per_thread
+                                                                             : 4 * per_thread;
           const int64_t tiles = ceil_div(s.m, bm) * ceil_div(s.n, bn) * s.batch;
           for (int64_t stages : {2, 3, 4})
             for (int64_t split : splits) {

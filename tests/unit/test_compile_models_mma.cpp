@@ -57,7 +57,9 @@ TEST(CompileModelsMma, DISABLED_KeptTensorCoreVariantsCompile) {
   const GpuCatalog catalog = GpuCatalog::builtin();
   const std::vector<std::string> gpus = {"a100", "a10", "l4", "h100"};  // sm_80/86/89/90
   std::vector<Job> jobs;
+  const char* only = std::getenv("DC_MODEL");
   for (const char* model : {"resnet50", "mobilenetv2", "bert_base"}) {
+    if (only != nullptr && std::string(only) != model) continue;
     const std::string file = std::string(dir) + "/" + model + "/model.onnx";
     ASSERT_TRUE(std::filesystem::exists(file)) << file;
     const Graph g = simplify(import_onnx_file(file));
