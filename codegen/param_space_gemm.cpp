@@ -119,13 +119,14 @@ void enumerate_gemm_fp32(const WorkloadShape& s, const GpuSpec& gpu, std::vector
 // Tensor-core path (template_gemm_mma.cpp): warps own warp_m x warp_n tiles computed with
 // mma.sync (m16n8k8 for tf32, m16n8k16 for fp16/bf16; sm_80+, as cp.async), a ring of 2 to
 // 4 shared stages filled by cp.async where the operand's storage allows (otherwise through
-// registers, staged across the tile's mma), K tiles of two or four k16 steps.
+// registers, staged across the tile's mma), K tiles of one to four k16 steps (one step
+// keeps the im2col elements a thread gathers through registers few).
 void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::string& precision,
                         std::vector<Variant>& out) {
   if (gpu.cc_major < 8) return;
   const bool tf32 = precision == "tf32";
   const std::vector<int64_t> bks =
-      tf32 ? std::vector<int64_t>{16, 32} : std::vector<int64_t>{32, 64};
+      tf32 ? std::vector<int64_t>{16, 32} : std::vector<int64_t>{16, 32, 64};
   const auto splits = split_choices(s);
   const std::pair<int64_t, int64_t> warp_tiles[] = {{32, 32}, {32, 64}, {64, 32}, {64, 64}};
   for (int64_t bm : tiles_up_to({32, 64, 128, 256}, s.m, 32))
