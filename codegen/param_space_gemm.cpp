@@ -152,6 +152,11 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
               !s.gather_a ? 0
               : gemm_mma_copy_bytes(s, true, precision, bm, bk, threads) > 0 ? 2 * per_thread
                                                                              : 4 * per_thread;
+          // Tile elements a thread moves per K tile beyond 48 (each copy or staged element
+          // keeps an address live across the unrolled loop): one- and two-warp blocks with
+          // long K tiles took 255 registers and spilled 88-632 bytes (compile-all.md).
+          const double moved = static_cast<double>((bm + bn) * bk) / static_cast<double>(threads);
+          const double crowded = 4 * std::max(0.0, moved - 48);
           const int64_t tiles = ceil_div(s.m, bm) * ceil_div(s.n, bn) * s.batch;
           for (int64_t stages : {2, 3, 4})
             for (int64_t split : splits) {
@@ -164,7 +169,7 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
                           {"stages", stages}, {"split_k", split}};
               v.threads_per_block = static_cast<int>(threads);
               v.smem_bytes = gemm_mma_smem_bytes(s, precision, bm, bn, bk, stages);
-              v.regs_per_thread = gemm_mma_regs(warp_m, warp_n, staged, gathered, threads);
+              v.regs_per_thread = gemm_mma_regs(warp_m, warp_n, staged, gathered + crowded, threads);
               v.grid_blocks = tiles * split;
               keep_if_fits(out, std::move(v), gpu);
             }
