@@ -164,8 +164,12 @@ void analyze_operand_layouts(const Graph& g, const Node& heavy, WorkloadShape& s
     a.along_rows = false;  // A(m, k) at m*K + k
     b.along_rows = true;   // B(k, n) at k*N + n
   }
-  a.plain = a.direct && !s.gather_a;
-  b.plain = b.direct;
+  a.dtype = g.info(heavy.input(0)).dtype;
+  b.dtype = g.info(heavy.input(1)).dtype;
+  a.addressable = a.direct && !s.gather_a;
+  b.addressable = b.direct;
+  a.plain = a.addressable && a.dtype == DType::f32;
+  b.plain = b.addressable && b.dtype == DType::f32;
   for (const auto& [name, info] : g.tensors)
     if (shape_numel(info.shape) >= (int64_t{1} << 31) - 1) s.wide_index = true;
 }
@@ -455,7 +459,7 @@ int launch_bounds_regs(int64_t threads) {
 
 bool gemm_async_ok(const WorkloadShape& s, int64_t block_m, int64_t threads) {
   const bool hoisted_gather = s.family == Family::conv && s.gather_a && s.a_layout.direct &&
-                              !s.wide_index && block_m > 0 && threads > 0 &&
+                              s.a_layout.dtype == DType::f32 && !s.wide_index && block_m > 0 && threads > 0 &&
                               (threads % block_m == 0 || block_m % threads == 0);
   return (s.a_layout.plain || hoisted_gather) && s.b_layout.plain;
 }
@@ -500,8 +504,59 @@ int gemm_fp32_regs(int64_t thread_m, int64_t thread_n, const GemmThreadLoads& lo
   return bound < 255 ? std::min(regs, bound) : regs;
 }
 
-int gemm_mma_regs(int64_t warp_m, int64_t warp_n) {
-  return static_cast<int>(warp_m * warp_n / 32 + 2 * ((warp_m / 16) * 4 + (warp_n / 8) * 2) + 32);
+int64_t gemm_mma_pad_elems(const std::string& precision, bool k_rows) {
+  const bool tf32 = precision == "tf32";
+  if (tf32) return k_rows ? 4 : 8;
+  return 8;
+}
+
+int64_t gemm_mma_stage_elems(const std::string& precision, bool k_rows, int64_t tile,
+                             int64_t block_k) {
+  const int64_t pad = gemm_mma_pad_elems(precision, k_rows);
+  return k_rows ? tile * (block_k + pad) : block_k * (tile + pad);
+}
+
+int64_t gemm_mma_smem_bytes(const WorkloadShape& s, const std::string& precision, int64_t block_m,
+                            int64_t block_n, int64_t block_k, int64_t stages) {
+  const int64_t elem = precision == "tf32" ? 4 : 2;
+  return stages * elem *
+         (gemm_mma_stage_elems(precision, !s.a_layout.along_rows, block_m, block_k) +
+          gemm_mma_stage_elems(precision, !s.b_layout.along_rows, block_n, block_k));
+}
+
+int gemm_mma_copy_bytes(const WorkloadShape& s, bool operand_a, const std::string& precision,
+                        int64_t tile, int64_t block_k, int64_t threads) {
+  const GemmOperandLayout& o = operand_a ? s.a_layout : s.b_layout;
+  const bool tf32 = precision == "tf32";
+  const DType math = tf32 ? DType::f32 : precision == "fp16" ? DType::f16 : DType::bf16;
+  if (o.addressable && o.dtype == math) {
+    const int elem = tf32 ? 4 : 2;
+    int64_t vec = 16 / elem;
+    const int64_t extent = o.along_rows ? (operand_a ? s.m : s.n) : s.k;
+    const int64_t along = o.along_rows ? tile : block_k;
+    const int64_t plane = operand_a && s.family == Family::conv ? s.out_h * s.out_w : vec;
+    while (vec > 1 && (extent % vec != 0 || along % vec != 0 || plane % vec != 0)) vec /= 2;
+    return vec * elem >= 4 ? static_cast<int>(vec * elem) : 0;
+  }
+  const bool hoisted_gather = operand_a && tf32 && s.family == Family::conv && s.gather_a &&
+                              o.direct && o.dtype == DType::f32 && !s.wide_index &&
+                              (threads % tile == 0 || tile % threads == 0);
+  return hoisted_gather ? 4 : 0;
+}
+
+int gemm_mma_regs(int64_t warp_m, int64_t warp_n, double staged, double gathered,
+                  int64_t threads) {
+  // Coefficients fitted to ptxas (sm_80, docs/bench/registers.md): the accumulators count
+  // 1.2 + accum/256 each (ptxas keeps the next k step's fragments and addresses live beside
+  // them, more so for large warp tiles: 64x64 needs all 255 and spills), an element staged
+  // through registers 1.7 (its float, the converted value, addressing); `gathered` is the
+  // im2col cost the enumerator computes (2 or 4 per element).
+  const double accum = static_cast<double>(warp_m * warp_n) / 32;
+  const double fragments = static_cast<double>((warp_m / 16) * 4 + (warp_n / 8) * 2);
+  const int regs = static_cast<int>(std::lround(1.2 * accum + accum * accum / 256 + fragments +
+                                                1.7 * staged + gathered + 25));
+  const int bound = launch_bounds_regs(threads);
+  return bound < 255 ? std::min(regs, bound) : regs;
 }
 
 bool fits_gpu(const Variant& v, const GpuSpec& gpu, std::string* why) {

@@ -45,6 +45,10 @@ struct GemmOperandLayout {
   // gather. Only plain operands get vector loads and 16-byte cp.async copies; the others go
   // element by element, a prologue operand through registers.
   bool plain = false;
+  // Read by address in any storage type (the tensor-core path copies f16/bf16 operands as
+  // they are); `plain` additionally requires f32, for the CUDA-core path.
+  bool addressable = false;
+  DType dtype = DType::f32;  // storage type
 };
 
 struct WorkloadShape {
@@ -156,9 +160,34 @@ GemmThreadLoads gemm_thread_loads(const WorkloadShape& s, int64_t block_m, int64
 // 255 (ptxas spills instead). A demand above 255 is returned as is: fits_gpu rejects it.
 int gemm_fp32_regs(int64_t thread_m, int64_t thread_n, const GemmThreadLoads& loads,
                    int64_t stages, int64_t threads);
-// Tensor-core GEMM registers: fp32 accumulators of the warp tile + double-buffered A and
-// B fragments (4 registers per m16 tile, 2 per n8 tile) + 32.
-int gemm_mma_regs(int64_t warp_m, int64_t warp_n);
+// Tensor-core GEMM shared tiles (template_gemm_mma.cpp): an operand contiguous along k in
+// memory is stored as rows of k ("k rows": [tile][block_k + pad]), one contiguous along m or
+// n as rows of m/n ([block_k][tile + pad]). The pad makes the fragment reads conflict-free
+// (ldmatrix's 8 row addresses per phase, tf32's 32-bit reads; docs/codegen.md): 16 bytes,
+// except 8 floats for tf32 rows of m/n. Tiles: multiples of 16 elements.
+int64_t gemm_mma_pad_elems(const std::string& precision, bool k_rows);
+// Elements of one stage of an operand tile (tile = block_m or block_n).
+int64_t gemm_mma_stage_elems(const std::string& precision, bool k_rows, int64_t tile,
+                             int64_t block_k);
+// Bytes of the `stages` A and B stages of a tensor-core variant of workload `s`.
+int64_t gemm_mma_smem_bytes(const WorkloadShape& s, const std::string& precision, int64_t block_m,
+                            int64_t block_n, int64_t block_k, int64_t stages);
+// Bytes per cp.async copy of operand A or B on a tensor-core path, as
+// GemmEmitter::choose_operand_mma: an addressable operand stored as the math type (f32 for
+// tf32) in the widest vector of <= 16 bytes that divides its contiguous extent and the tile
+// (Conv's A: and the image plane), at least 4 bytes; tf32 Conv A gathers 4 bytes per element
+// where the block hoists its rows. 0: the operand goes through registers.
+int gemm_mma_copy_bytes(const WorkloadShape& s, bool operand_a, const std::string& precision,
+                        int64_t tile, int64_t block_k, int64_t threads);
+// Tensor-core GEMM registers, fitted to ptxas (docs/bench/registers.md):
+// a·(1.2 + a/256) for the warp tile's a = warp_m·warp_n/32 fp32 accumulators + its A and B
+// fragment registers (4 per m16 tile, 2 per n8 tile) + 1.7 x the elements a thread stages
+// through registers per K tile + `gathered` (the enumerator passes 2 per im2col element a
+// thread copies per K tile, 4 per element it gathers through registers, and 4 per tile element
+// a thread moves per K tile beyond 48) + 25; at most the launch
+// bound when that is below 255 (a demand above 255 is returned: fits_gpu drops it).
+int gemm_mma_regs(int64_t warp_m, int64_t warp_n, double staged, double gathered,
+                  int64_t threads);
 
 // Tensor-core attention registers (param_space_attention.cpp), fitted to ptxas on 54
 // compiles (docs/bench/compile-all.md): 37 + 1.17 x (per m16 tile of a warp: Q's fragments,

@@ -104,20 +104,18 @@ void enumerate_gemm_fp32(const WorkloadShape& s, const GpuSpec& gpu, std::vector
           }
 }
 
-// Tensor-core path: warps own warp_m x warp_n tiles computed with mma.sync (m16n8k8 for
-// tf32, m16n8k16 for fp16/bf16). fp32 operands are converted on their way to shared
-// memory for fp16/bf16 (so through registers: 1 or 2 stages, the second register-staged);
-// tf32 keeps fp32 bits in shared memory and pipelines with cp.async (2 to 4 stages).
+// Tensor-core path (template_gemm_mma.cpp): warps own warp_m x warp_n tiles computed with
+// mma.sync (m16n8k8 for tf32, m16n8k16 for fp16/bf16; sm_80+, as cp.async), a ring of 2 to
+// 4 shared stages filled by cp.async where the operand's storage allows (otherwise through
+// registers, staged across the tile's mma), K tiles of one to four k16 steps (one step
+// keeps the im2col elements a thread gathers through registers few).
 void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::string& precision,
                         std::vector<Variant>& out) {
+  if (gpu.cc_major < 8) return;
   const bool tf32 = precision == "tf32";
-  const int smem_elem = tf32 ? 4 : 2;
-  const std::vector<int64_t> stage_list =
-      tf32 ? std::vector<int64_t>{2, 3, 4} : std::vector<int64_t>{1, 2};
   const std::vector<int64_t> bks =
-      tf32 ? std::vector<int64_t>{16, 32} : std::vector<int64_t>{32, 64};
+      tf32 ? std::vector<int64_t>{16, 32} : std::vector<int64_t>{16, 32, 64};
   const auto splits = split_choices(s);
-  const int64_t vec = s.vec_align;
   const std::pair<int64_t, int64_t> warp_tiles[] = {{32, 32}, {32, 64}, {64, 32}, {64, 64}};
   for (int64_t bm : tiles_up_to({32, 64, 128, 256}, s.m, 32))
     for (int64_t bn : tiles_up_to({32, 64, 128, 256}, s.n, 32))
@@ -127,21 +125,39 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
           const int64_t warps = (bm / warp_m) * (bn / warp_n);
           if (warps > 8) continue;
           const int64_t threads = warps * 32;
-          if ((bm * bk) % (threads * vec) != 0 || (bk * bn) % (threads * vec) != 0) continue;
+          // Operands through registers hold their share of the next K tile across the mma.
+          double staged = 0;
+          if (gemm_mma_copy_bytes(s, true, precision, bm, bk, threads) == 0)
+            staged += static_cast<double>(bm * bk) / static_cast<double>(threads);
+          if (gemm_mma_copy_bytes(s, false, precision, bn, bk, threads) == 0)
+            staged += static_cast<double>(bn * bk) / static_cast<double>(threads);
+          // im2col elements a thread gathers per K tile: index math per element, far more
+          // when the gather goes through registers (values, bounds and addresses of every
+          // element live across the tile's mma: ptxas takes 255 and spills for 32 per
+          // thread with f16 storage) than as 4-byte cp.async copies.
+          const double per_thread = static_cast<double>(bm * bk) / static_cast<double>(threads);
+          const double gathered =
+              !s.gather_a ? 0
+              : gemm_mma_copy_bytes(s, true, precision, bm, bk, threads) > 0 ? 2 * per_thread
+                                                                             : 4 * per_thread;
+          // Tile elements a thread moves per K tile beyond 48 (each copy or staged element
+          // keeps an address live across the unrolled loop): one- and two-warp blocks with
+          // long K tiles took 255 registers and spilled 88-632 bytes (compile-all.md).
+          const double moved = static_cast<double>((bm + bn) * bk) / static_cast<double>(threads);
+          const double crowded = 4 * std::max(0.0, moved - 48);
           const int64_t tiles = ceil_div(s.m, bm) * ceil_div(s.n, bn) * s.batch;
-          for (int64_t stages : stage_list)
+          for (int64_t stages : {2, 3, 4})
             for (int64_t split : splits) {
               if (!split_useful(tiles, split, gpu)) continue;
               Variant v;
               v.template_name = family_template_name(s.family);
               v.precision = precision;
               v.params = {{"block_m", bm},    {"block_n", bn},    {"block_k", bk},
-                          {"warp_m", warp_m}, {"warp_n", warp_n}, {"vec", vec},
+                          {"warp_m", warp_m}, {"warp_n", warp_n}, {"vec", s.vec_align},
                           {"stages", stages}, {"split_k", split}};
               v.threads_per_block = static_cast<int>(threads);
-              v.smem_bytes = gemm_smem_bytes(bm, bn, bk, stages, smem_elem);
-              const int64_t staged = !tf32 && stages == 2 ? (bm * bk + bk * bn) / threads : 0;
-              v.regs_per_thread = gemm_mma_regs(warp_m, warp_n) + static_cast<int>(staged);
+              v.smem_bytes = gemm_mma_smem_bytes(s, precision, bm, bn, bk, stages);
+              v.regs_per_thread = gemm_mma_regs(warp_m, warp_n, staged, gathered + crowded, threads);
               v.grid_blocks = tiles * split;
               keep_if_fits(out, std::move(v), gpu);
             }

@@ -40,10 +40,13 @@ void GemmEmitter::analyze() {
   }
   DC_INTERNAL_CHECK(heavy_count == 1, v_.template_name, ": workload has ", heavy_count,
                     " heavy ops, expected 1");
+  // Operands and outputs of any float storage type: values are read as float (dc_to_f32)
+  // and stored through dc_from_f32<T>; the math path is Variant::precision.
   for (const auto& t : heavy_->inputs)
     if (!t.empty())
-      DC_INTERNAL_CHECK(g.info(t).dtype == DType::f32, v_.template_name,
-                        ": fp32 operands only, '", t, "' is ", dtype_name(g.info(t).dtype));
+      DC_INTERNAL_CHECK(float_storage_type(g.info(t).dtype) != nullptr, v_.template_name,
+                        ": float operands only, '", t, "' is ", dtype_name(g.info(t).dtype));
+  mma_ = v_.precision != "fp32";
   heavy_out_ = heavy_->outputs.at(0);
   heavy_shape_ = g.info(heavy_out_).shape;
   for (const auto& o : g.outputs)
@@ -59,6 +62,8 @@ void GemmEmitter::analyze() {
   };
   a_.direct = is_input(a_.tensor);
   b_.direct = is_input(b_.tensor);
+  a_.dtype = g.info(a_.tensor).dtype;
+  b_.dtype = g.info(b_.tensor).dtype;
   if (heavy_->op == "MatMul") analyze_matmul();
   else if (heavy_->op == "Gemm") analyze_gemm();
   else analyze_conv();
@@ -162,6 +167,8 @@ std::vector<std::string> GemmEmitter::unravel(const Shape& shape, const std::str
 // gather has its own hoisted addressing, or goes through ValueEmitter).
 bool GemmEmitter::has_address(const Operand& o) const {
   if (!o.direct) return false;
+  // The CUDA-core path reads f16/bf16 operands element by element through ValueEmitter.
+  if (!mma_ && o.dtype != DType::f32) return false;
   return !(kind_ == HeavyKind::conv && &o == &a_ && !win_.is_pointwise());
 }
 
@@ -181,8 +188,6 @@ void GemmEmitter::choose_tiles() {
   bk_ = v_.param("block_k");
   tm_ = v_.param("thread_m");
   tn_ = v_.param("thread_n");
-  DC_INTERNAL_CHECK(v_.precision == "fp32", v_.template_name, ": only the fp32 path exists, not ",
-                    v_.precision);
   DC_INTERNAL_CHECK(bm_ > 0 && bn_ > 0 && bk_ > 0 && tm_ > 0 && tn_ > 0 && bm_ % tm_ == 0 &&
                         bn_ % tn_ == 0,
                     v_.template_name, ": bad tile parameters in ", v_.key());
@@ -202,6 +207,11 @@ void GemmEmitter::choose_tiles() {
                  bm_ % warp_m_ == 0 && bn_ % warp_n_ == 0;
   a_.tile = bm_;
   b_.tile = bn_;
+  for (Operand* o : {&a_, &b_}) {
+    o->k_rows = false;
+    o->ld = o->tile + kPad;
+    o->stage = bk_ * o->ld;
+  }
   a_.vec = operand_vec(a_, true);
   // Conv 1x1: a vector of m must stay inside one image plane.
   if (kind_ == HeavyKind::conv)
@@ -214,7 +224,17 @@ void GemmEmitter::choose_tiles() {
   if (stages_ >= 3 && !async_) stages_ = 2;
   // Split-K adds partial sums; without an epilogue they go straight into the output.
   split_direct_ = split_ > 1 && w_.graph.outputs.size() == 1 &&
-                  w_.graph.outputs[0] == heavy_out_ && c_tensor_.empty() && bias_tensor_.empty();
+                  w_.graph.outputs[0] == heavy_out_ && c_tensor_.empty() && bias_tensor_.empty() &&
+                  w_.graph.info(heavy_out_).dtype == DType::f32;
+}
+
+const char* float_storage_type(DType t) {
+  switch (t) {
+    case DType::f32: return "float";
+    case DType::f16: return "dc_half";
+    case DType::bf16: return "dc_bfloat16";
+    default: return nullptr;
+  }
 }
 
 std::string GemmEmitter::operand_value(const Operand& o, const std::string& row,
@@ -357,6 +377,11 @@ void GemmEmitter::heavy_value(const std::string& acc, const std::vector<std::str
   } else if (kind_ == HeavyKind::conv && !bias_tensor_.empty()) {
     expr = fmt::format("{} + {}", expr, value(bias_tensor_, {coords[1]}, code));
   }
+  // An f16/bf16 heavy output is rounded to its storage type, as the reference rounds it,
+  // before an epilogue reads it.
+  const DType t = w_.graph.info(heavy_out_).dtype;
+  if (t == DType::f16) expr = fmt::format("dc_round_f16({})", expr);
+  if (t == DType::bf16) expr = fmt::format("dc_round_bf16({})", expr);
   code += fmt::format("const float dc_h = {};\n", expr);
 }
 
@@ -364,7 +389,12 @@ void GemmEmitter::store_outputs(const std::vector<std::string>& coords, std::str
   ve_.bind(heavy_out_, "dc_h");
   for (const auto& o : w_.graph.outputs) {
     const std::string val = value(o, coords, code);
-    code += fmt::format("{}[{}] = {};\n", ve_.param_name(o), ve_.offset(o, coords), val);
+    const DType t = w_.graph.info(o).dtype;
+    // f16/bf16 outputs: rounded once, to nearest even, from the fp32 value.
+    const std::string stored = t == DType::f16 || t == DType::bf16
+                                   ? fmt::format("dc_from_f32<{}>({})", float_storage_type(t), val)
+                                   : val;
+    code += fmt::format("{}[{}] = {};\n", ve_.param_name(o), ve_.offset(o, coords), stored);
   }
 }
 
@@ -392,6 +422,27 @@ std::string GemmEmitter::setup_code() {
   base(b_shape_, "dc_b_base");
   for (size_t d = 0; d < batch_shape_.size(); ++d) code += fmt::format("(void)dc_bc{};\n", d);
   return code + "(void)dc_a_base;\n(void)dc_b_base;\n";
+}
+
+std::string GemmEmitter::epilogue_code() {
+  std::string epi;
+  ve_.reset_locals();
+  const auto coords = heavy_coords(epi);
+  if (split_ > 1 && split_direct_) {
+    // Partial sums of the slice straight into the zero-initialised (f32) output.
+    const std::string& o = w_.graph.outputs[0];
+    const std::string acc = kind_ == HeavyKind::gemm && alpha_ != 1.f
+                                ? fmt::format("{} * dc_acc", float_literal(alpha_))
+                                : "dc_acc";
+    epi += fmt::format("atomicAdd(&{}[{}], {});\n", ve_.param_name(o), ve_.offset(o, coords), acc);
+  } else if (split_ > 1) {
+    epi += fmt::format("atomicAdd(&scratch0[{}], dc_acc);\n", ve_.offset(heavy_out_, coords));
+  } else {
+    heavy_value("dc_acc", coords, epi);
+    store_outputs(coords, epi);
+  }
+  ve_.reset_locals();
+  return epi;
 }
 
 // Implicit-GEMM A gathers: the rows a thread loads are the same for every K tile when the
@@ -435,25 +486,7 @@ std::string GemmEmitter::main_kernel() {
   vars["STAGES"] = str(stages_);
   if (async_) vars["ASYNC_LOAD"] = async_load_code(a_) + async_load_code(b_);
 
-  // Epilogue per accumulator.
-  std::string epi;
-  ve_.reset_locals();
-  const auto coords = heavy_coords(epi);
-  if (split_ > 1 && split_direct_) {
-    // Partial sums of the slice straight into the zero-initialised output.
-    const std::string& o = w_.graph.outputs[0];
-    const std::string acc = kind_ == HeavyKind::gemm && alpha_ != 1.f
-                                ? fmt::format("{} * dc_acc", float_literal(alpha_))
-                                : "dc_acc";
-    epi += fmt::format("atomicAdd(&{}[{}], {});\n", ve_.param_name(o), ve_.offset(o, coords), acc);
-  } else if (split_ > 1) {
-    epi += fmt::format("atomicAdd(&scratch0[{}], dc_acc);\n", ve_.offset(heavy_out_, coords));
-  } else {
-    heavy_value("dc_acc", coords, epi);
-    store_outputs(coords, epi);
-  }
-  ve_.reset_locals();
-  vars["EPILOGUE"] = epi;
+  vars["EPILOGUE"] = epilogue_code();
 
   const char* async_pipeline = R"(// cp.async pipeline of $(STAGES) stages: the next $(STAGES) - 1 K tiles are in flight
 // (global -> shared, no registers) while this one is multiplied.
@@ -630,7 +663,8 @@ DC_EXPORT_KERNEL(dc_gemm_epilogue)
 
 GeneratedKernel GemmEmitter::emit() {
   analyze();
-  choose_tiles();
+  if (mma_) choose_tiles_mma();
+  else choose_tiles();
   const int64_t grid_x = ceil_div(m_, bm_), grid_y = ceil_div(n_, bn_), grid_z = batch_ * split_;
   DC_INTERNAL_CHECK(grid_y <= 65535 && grid_z <= 65535 && grid_x < (int64_t{1} << 31),
                     v_.template_name, ": grid ", grid_x, "x", grid_y, "x", grid_z,
@@ -640,12 +674,12 @@ GeneratedKernel GemmEmitter::emit() {
   src += fmt::format(
       "// {} {}x{}x{} (M x N x K), batch {}, split-K {}, stages {}, vector loads A {} B {}\n",
       heavy_->op, m_, n_, k_, batch_, split_, stages_, a_.vec, b_.vec);
-  src += main_kernel();
+  src += mma_ ? main_kernel_mma() : main_kernel();
   Launch main;
   main.kernel = "dc_gemm";
   main.grid = {grid_x, grid_y, grid_z};
   main.block = {threads_, 1, 1};
-  main.dynamic_smem_bytes = stages_ * bk_ * ((bm_ + kPad) + (bn_ + kPad)) * 4;
+  main.dynamic_smem_bytes = stages_ * (a_.stage + b_.stage) * (mma_ && v_.precision != "tf32" ? 2 : 4);
   main.args = all_workload_args(w_);
   if (split_ > 1 && split_direct_) {
     for (auto& b : k.buffers)

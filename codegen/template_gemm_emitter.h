@@ -34,6 +34,17 @@ struct Operand {
   int64_t vec = 1;          // elements per global load (vector loads: direct operands only)
   bool along_rows = false;  // load order rows-fastest (memory contiguous along rows), else k-fastest
   bool direct = false;      // a graph input, read from memory by address
+  DType dtype = DType::f32;  // storage type of the tensor
+  // Shared-memory tile: element (row, k) at [k * ld + row] (k-major, the fp32 path and
+  // tensor-core operands contiguous along rows) or at [row * ld + k] (k_rows: tensor-core
+  // operands contiguous along k). `stage` elements per pipeline stage.
+  bool k_rows = false;
+  int64_t ld = 0;
+  int64_t stage = 0;
+  // Tensor-core path: bytes per cp.async copy (16, 8, 4: one vector of `vec` elements, or
+  // 4: one f32 element of the im2col gather); 0 = through registers (loaded as float,
+  // converted to the shared type, stored).
+  int copy_bytes = 0;
 };
 
 class GemmEmitter {
@@ -83,6 +94,21 @@ class GemmEmitter {
   std::string async_load_code(const Operand& o);
   std::string main_kernel();
   std::string epilogue_kernel();
+  // The per-accumulator epilogue (dc_gm, dc_gn, dc_acc in scope): split-K partial sums, or
+  // the heavy value and the cluster outputs.
+  std::string epilogue_code();
+  // Destination offset of tile element (dc_r, dc_c) in shared stage dc_st, `j` elements
+  // further along the operand's contiguous axis.
+  std::string smem_index(const Operand& o, int64_t j) const;
+
+  // Tensor-core path (template_gemm_mma.cpp: tiles, kernel; template_gemm_mma_loads.cpp:
+  // shared layouts, copy widths, fragment loads).
+  void choose_tiles_mma();
+  void choose_operand_mma(Operand& o);
+  std::string mma_fragment_code() const;
+  std::string main_kernel_mma();
+  std::string epilogue_pair_code();
+  std::string smem_type() const;  // float (tf32), dc_half (fp16), dc_bfloat16 (bf16)
 
   const Workload& w_;
   const Variant& v_;
@@ -111,6 +137,7 @@ class GemmEmitter {
   // Tiling
   int64_t bm_ = 0, bn_ = 0, bk_ = 0, tm_ = 0, tn_ = 0, threads_ = 0, stages_ = 1, split_ = 1;
   bool async_ = false;  // stages_ >= 3 as a cp.async pipeline
+  bool mma_ = false;    // tensor-core path (Variant::precision tf32 / fp16 / bf16)
   int64_t warp_m_ = 0, warp_n_ = 0;
   bool warp_layout_ = false;
   bool split_direct_ = false;  // split-K atomics go straight into the (single) output
@@ -119,5 +146,8 @@ class GemmEmitter {
 
 // Index of a load slot's element in its tile: rows-fastest or k-fastest, in vectors.
 TemplateVars slot_index(const Operand& o, int64_t bk);
+
+// C storage type of a float tensor in generated code: float, dc_half, dc_bfloat16.
+const char* float_storage_type(DType t);
 
 }  // namespace dc::gemm_detail

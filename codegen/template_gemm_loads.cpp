@@ -4,13 +4,16 @@
 // stages 3); the implicit-GEMM gather with rows hoisted out of the K loop. docs/codegen.md.
 #include <fmt/format.h>
 
+#include "ir/error.h"
 #include "template_gemm_emitter.h"
 #include "template_util.h"
 
 namespace dc::gemm_detail {
 
 bool GemmEmitter::hoist_conv_rows() const {
-  return kind_ == HeavyKind::conv && a_.direct && !win_.is_pointwise() && idx_ == "int" &&
+  // The CUDA-core path reads f16/bf16 inputs through ValueEmitter, not by address.
+  return kind_ == HeavyKind::conv && a_.direct && (mma_ || a_.dtype == DType::f32) &&
+         !win_.is_pointwise() && idx_ == "int" &&
          (threads_ % bm_ == 0 || bm_ % threads_ == 0);
 }
 
@@ -52,10 +55,16 @@ if (dc_xrow_ok[dc_j]) {
   const int dc_ih = dc_xrow_ih[dc_j] + (dc_tap / $(KW)) * $(DH);
   const int dc_iw = dc_xrow_iw[dc_j] + (dc_tap % $(KW)) * $(DW);
   if (dc_ih >= 0 && dc_ih < $(H) && dc_iw >= 0 && dc_iw < $(W))
-    dc_ra[dc_l] = $(X)[dc_xrow_base[dc_j] + dc_ch * $(HW) + dc_ih * $(W) + dc_iw];
+    dc_ra[dc_l] = $(LOAD_OPEN)$(X)[dc_xrow_base[dc_j] + dc_ch * $(HW) + dc_ih * $(W) + dc_iw]$(LOAD_CLOSE);
 }
 )",
-                         conv_gather_vars());
+                         [&] {
+                           TemplateVars g = conv_gather_vars();
+                           const bool f32 = a_.dtype == DType::f32;
+                           g.insert({{"LOAD_OPEN", f32 ? "" : "dc_to_f32("},
+                                     {"LOAD_CLOSE", f32 ? "" : ")"}});
+                           return g;
+                         }());
 }
 
 // The window figures a gather of A needs (conv_gather_body, async_load_code): the hoisted
@@ -113,8 +122,11 @@ std::string GemmEmitter::load_code(const Operand& o) {
     for (int64_t j = 0; j < o.vec; ++j)
       body += fmt::format("dc_r{}[dc_l * {} + {}] = dc_q.{};\n", o.label, o.vec, j, comp[j]);
   } else if (has_address(o)) {
-    body = fmt::format("dc_r{}[dc_l] = {}[{}];\n", o.label, ve_.param_name(o.tensor),
-                       operand_address(o, "dc_row", "dc_k"));
+    // f16/bf16 storage (tensor-core path only): the value as float.
+    const std::string load = fmt::format("{}[{}]", ve_.param_name(o.tensor),
+                                         operand_address(o, "dc_row", "dc_k"));
+    body = fmt::format("dc_r{}[dc_l] = {};\n", o.label,
+                       o.dtype == DType::f32 ? load : "dc_to_f32(" + load + ")");
   } else {
     ve_.reset_locals();
     const std::string val = operand_value(o, "dc_row", "dc_k", body);
@@ -137,19 +149,27 @@ for (int dc_l = 0; dc_l < $(LOADS); ++dc_l) {
                          vars);
 }
 
-// Registers -> shared stage `dc_st` (k-major: element (row, k) at [k][row]).
+std::string GemmEmitter::smem_index(const Operand& o, int64_t j) const {
+  const std::string r = o.along_rows && j > 0 ? fmt::format("(dc_r + {})", j) : "dc_r";
+  const std::string c = !o.along_rows && j > 0 ? fmt::format("(dc_c + {})", j) : "dc_c";
+  const std::string in_stage = o.k_rows ? fmt::format("{} * {} + {}", r, o.ld, c)
+                                        : fmt::format("{} * {} + {}", c, o.ld, r);
+  return fmt::format("dc_st * {} + {}", o.stage, in_stage);
+}
+
+// Registers -> shared stage `dc_st` in the operand's layout (Operand::k_rows, ld), converted
+// to the shared element type on the fp16/bf16 tensor-core paths.
 std::string GemmEmitter::store_code(const Operand& o) const {
   const int64_t total = o.tile * bk_ / o.vec;
-  const int64_t ld = o.tile + kPad;
   TemplateVars vars = slot_index(o, bk_);
   vars.insert({{"LOADS", str(ceil_div(total, threads_))}, {"THREADS", str(threads_)}});
   vars["GUARD"] = total % threads_ == 0 ? "" : fmt::format("if (dc_i >= {}) continue;", total);
+  const bool convert = mma_ && v_.precision != "tf32";
   std::string stores;
   for (int64_t j = 0; j < o.vec; ++j) {
-    const std::string dst = o.along_rows ? fmt::format("dc_c * {} + dc_r + {}", ld, j)
-                                         : fmt::format("(dc_c + {}) * {} + dc_r", j, ld);
-    stores += fmt::format("dc_{}s[dc_st * {} + {}] = dc_r{}[dc_l * {} + {}];\n", o.label, bk_ * ld,
-                          dst, o.label, o.vec, j);
+    const std::string val = fmt::format("dc_r{}[dc_l * {} + {}]", o.label, o.vec, j);
+    stores += fmt::format("dc_{}s[{}] = {};\n", o.label, smem_index(o, j),
+                          convert ? fmt::format("dc_from_f32<{}>({})", smem_type(), val) : val);
   }
   vars["STORES"] = stores;
   return expand_template(R"(DC_UNROLL
@@ -165,6 +185,7 @@ for (int dc_l = 0; dc_l < $(LOADS); ++dc_l) {
 }
 
 bool GemmEmitter::async_ok(const Operand& o) const {
+  if (mma_) return o.copy_bytes > 0;
   return has_address(o) || (&o == &a_ && hoist_conv_rows());
 }
 
@@ -172,17 +193,19 @@ bool GemmEmitter::async_ok(const Operand& o) const {
 // a 16-byte aligned spot when the row pitch, the stage and the operand's base all are (the
 // global side is aligned as for the float4 loads: the vector choice checked it).
 bool GemmEmitter::async_16_bytes(const Operand& o) const {
-  const int64_t ld = o.tile + kPad;
-  const int64_t base = &o == &a_ ? 0 : stages_ * bk_ * (bm_ + kPad);
-  return o.along_rows && o.vec == 4 && ld % 4 == 0 && (bk_ * ld) % 4 == 0 && base % 4 == 0;
+  const int64_t base = &o == &a_ ? 0 : stages_ * a_.stage;
+  return o.along_rows && !o.k_rows && o.vec == 4 && o.ld % 4 == 0 && o.stage % 4 == 0 &&
+         base % 4 == 0;
 }
 
 // Global -> shared stage `dc_st` for one operand's K tile at dc_k0 with cp.async (zero-filled
-// outside the matrix), into the layout store_code writes: 16-byte copies where a vector is
-// contiguous in both (async_16_bytes), else element by element.
+// outside the matrix), into the layout store_code writes. CUDA-core path: 16-byte copies
+// where a vector is contiguous in both (async_16_bytes), else element by element. Tensor-
+// core path: the shared layout keeps the global contiguous axis, so every vector is one
+// copy of Operand::copy_bytes (16 wherever the extents allow); the im2col gather copies
+// single f32 elements (its k order is channel-outer, tap-inner: not contiguous in NCHW).
 std::string GemmEmitter::async_load_code(const Operand& o) {
   const int64_t total = o.tile * bk_ / o.vec;
-  const int64_t ld = o.tile + kPad;
   TemplateVars vars = slot_index(o, bk_);
   vars.insert({{"L", o.label},
                {"LOADS", str(ceil_div(total, threads_))},
@@ -190,7 +213,6 @@ std::string GemmEmitter::async_load_code(const Operand& o) {
                {"TOTAL", str(total)},
                {"VEC", str(o.vec)},
                {"IDX", idx_},
-               {"STAGE", fmt::format("dc_st * {}", bk_ * ld)},
                {"X", ve_.param_name(o.tensor)},
                {"ROWS", str(o.rows)},
                {"K", str(k_)}});
@@ -199,6 +221,7 @@ std::string GemmEmitter::async_load_code(const Operand& o) {
   vars["GUARD"] = total % threads_ == 0 ? "" : fmt::format("if (dc_i >= {}) continue;", total);
   std::string body;
   if (&o == &a_ && hoist_conv_rows()) {
+    DC_INTERNAL_CHECK(o.dtype == DType::f32, "cp.async gather of a ", dtype_name(o.dtype), " input");
     body = expand_template(R"(const int dc_j = $(J);
 const float* dc_src = $(X);
 bool dc_ok = false;
@@ -211,20 +234,27 @@ if (dc_row < $(ROWS) && dc_k < $(K) && dc_xrow_ok[dc_j]) {
     dc_ok = true;
   }
 }
-dc_cp_async_f32(&dc_as[$(STAGE) + dc_c * $(LD) + dc_r], dc_src, dc_ok);
+dc_cp_async_f32(&dc_as[$(DST)], dc_src, dc_ok);
 )",
                            [&] {
                              TemplateVars g = conv_gather_vars();
                              g.insert({{"ROWS", vars.at("ROWS")}, {"K", vars.at("K")},
-                                       {"STAGE", vars.at("STAGE")}, {"LD", str(ld)}});
+                                       {"DST", smem_index(o, 0)}});
                              return g;
                            }());
+  } else if (mma_) {
+    // One copy of the whole vector (a vector never straddles the matrix edge: its extent
+    // is a multiple of vec).
+    body = fmt::format("const bool dc_ok = dc_row < {} && dc_k < {};\n", o.rows, k_);
+    body += fmt::format("dc_cp_async_{}(&dc_{}s[{}], dc_ok ? {} + {} : {}, dc_ok);\n",
+                        o.copy_bytes, o.label, smem_index(o, 0), vars.at("X"),
+                        operand_address(o, "dc_row", "dc_k"), vars.at("X"));
   } else if (async_16_bytes(o)) {
     // Four consecutive elements in global memory and in the shared row: one 16-byte copy.
     body = fmt::format("const bool dc_ok = dc_row < {} && dc_k < {};\n", o.rows, k_);
-    body += fmt::format("dc_cp_async_f32x4(&dc_{}s[{} + dc_c * {} + dc_r], dc_ok ? {} + {} : {}, dc_ok);\n",
-                        o.label, vars.at("STAGE"), ld, vars.at("X"), operand_address(o, "dc_row", "dc_k"),
-                        vars.at("X"));
+    body += fmt::format("dc_cp_async_f32x4(&dc_{}s[{}], dc_ok ? {} + {} : {}, dc_ok);\n",
+                        o.label, smem_index(o, 0), vars.at("X"),
+                        operand_address(o, "dc_row", "dc_k"), vars.at("X"));
   } else {
     // A vector never straddles the matrix edge (its extent is a multiple of vec), so the
     // first element's bounds hold for all of it.
@@ -233,10 +263,8 @@ dc_cp_async_f32(&dc_as[$(STAGE) + dc_c * $(LD) + dc_r], dc_src, dc_ok);
       // Parenthesised: operand_address divides and takes remainders of them.
       const std::string row = o.along_rows ? fmt::format("(dc_row + {})", j) : "dc_row";
       const std::string k = o.along_rows ? "dc_k" : fmt::format("(dc_k + {})", j);
-      const std::string dst = o.along_rows ? fmt::format("dc_c * {} + dc_r + {}", ld, j)
-                                           : fmt::format("(dc_c + {}) * {} + dc_r", j, ld);
-      body += fmt::format("dc_cp_async_f32(&dc_{}s[{} + {}], dc_ok ? {} + {} : {}, dc_ok);\n",
-                          o.label, vars.at("STAGE"), dst, vars.at("X"), operand_address(o, row, k),
+      body += fmt::format("dc_cp_async_f32(&dc_{}s[{}], dc_ok ? {} + {} : {}, dc_ok);\n",
+                          o.label, smem_index(o, j), vars.at("X"), operand_address(o, row, k),
                           vars.at("X"));
     }
   }

@@ -123,12 +123,10 @@ BlockModel gemm_block(const WorkloadShape& s, const Params& p, const Variant& v,
   const double bm = static_cast<double>(p.block_m), bn = static_cast<double>(p.block_n);
   const double bk = static_cast<double>(p.block_k);
   const double threads = v.threads_per_block, warps = cdiv(threads, 32);
-  const double vec = static_cast<double>(p.vec);
   const double m = static_cast<double>(s.m), n = static_cast<double>(s.n);
   const double k = static_cast<double>(s.k), batch = static_cast<double>(s.batch);
   const double split = static_cast<double>(p.split_k);
   const double k_tiles = cdiv(cdiv(k, split), bk);
-  const double loads_per_thread = (bm * bk + bk * bn) / (threads * vec);
   const double gather = s.gather_a ? 4 * bm * bk / threads : 0;  // im2col index arithmetic
   const bool tensor_core = v.precision != "fp32";
   const int smem_elem = v.precision == "fp16" || v.precision == "bf16" ? 2 : 4;
@@ -153,20 +151,44 @@ BlockModel gemm_block(const WorkloadShape& s, const Params& p, const Variant& v,
     tile_smem = 128 * lds + (bm * bk + bk * bn) * 4;  // one wavefront per warp load + stores
     b.warps_needed = std::clamp(64.0 / (tm * tn), 4.0, 32.0);
   } else {
-    const double k_mma = v.precision == "tf32" ? 8 : 16;
-    const double wm = static_cast<double>(p.warp_m), wn = static_cast<double>(p.warp_n);
-    const double mma = warps * (wm / 16) * (wn / 8) * (bk / k_mma);
-    const double ldm = warps * (bk / k_mma) * (wm / 16 + wn / 16);
+    // Tensor-core path (template_gemm_mma.cpp), per K tile, in warp instructions.
     const bool tf32 = v.precision == "tf32";
-    const double convert = tf32 ? 0 : loads_per_thread * vec / 2;     // cvt to packed halves
-    const double memory = warps * loads_per_thread * (tf32 ? 1 : 2);  // cp.async / LDG+STS
-    const double overhead = warps * (bk / k_mma + convert + gather + 6);
-    const double rate = v.precision == "tf32"   ? g.tc_tf32_flops_per_sm_clk
+    const double k_mma = tf32 ? 8 : 16;
+    const double wm = static_cast<double>(p.warp_m), wn = static_cast<double>(p.warp_n);
+    const double steps = warps * (bk / k_mma);  // warp k steps
+    const double mma = steps * (wm / 16) * (wn / 8);
+    // Fragments: fp16/bf16 one ldmatrix.x4 per m16 tile and per pair of n8 tiles (512
+    // bytes each); tf32 one 32-bit shared load + cvt.rna per register (4 per m16 tile, 2
+    // per n8 tile; 128 bytes each).
+    const double frag = tf32 ? steps * (4 * wm / 16 + 2 * wn / 8) : steps * (wm / 16 + wn / 16);
+    const double frag_bytes = frag * (tf32 ? 128 : 512);
+    const double cvt = tf32 ? frag : 0;
+    // Operand tiles: cp.async copies of copy_bytes, or through registers (one load per
+    // vector, a conversion and a shared store per element).
+    double memory = 0, convert = 0;
+    const auto operand = [&](bool a, int64_t tile) {
+      const double elems = static_cast<double>(tile) * bk;
+      const int copy = gemm_mma_copy_bytes(s, a, v.precision, tile, p.block_k,
+                                           v.threads_per_block);
+      if (copy > 0) {
+        memory += elems * smem_elem / copy / 32;
+      } else {
+        const GemmOperandLayout& o = a ? s.a_layout : s.b_layout;
+        const double vec_load =
+            o.dtype == DType::f32 ? static_cast<double>(gemm_operand_vec(s, a, p.vec, tile, p.block_k)) : 1;
+        memory += (elems / vec_load + elems) / 32;
+        convert += tf32 ? 0 : elems / 32;
+      }
+    };
+    operand(true, p.block_m);
+    operand(false, p.block_n);
+    const double overhead = warps * (bk / k_mma + 6) + gather * warps + convert;
+    const double rate = tf32 ? g.tc_tf32_flops_per_sm_clk
                         : v.precision == "bf16" ? g.tc_bf16_flops_per_sm_clk
                                                 : g.tc_fp16_flops_per_sm_clk;
-    tile_pipe = std::max(2 * bm * bn * bk / rate, (ldm + memory) / kLsuPerClk);
-    tile_issue = (mma + ldm + memory + overhead) / kIssuePerClk;
-    tile_smem = (warps * (wm * bk + bk * wn) + bm * bk + bk * bn) * smem_elem;
+    tile_pipe = std::max(2 * bm * bn * bk / rate, (frag + memory) / kLsuPerClk);
+    tile_issue = (mma + frag + cvt + memory + overhead) / kIssuePerClk;
+    tile_smem = frag_bytes + (bm * bk + bk * bn) * smem_elem;
     b.warps_needed = 4;
   }
   const double tile = std::max(tile_pipe, tile_issue);

@@ -80,8 +80,9 @@ TEST(Estimator, LargeGemmComputeBound) {
 
   // On tensor cores (tf32, floor 0.881 ms) the model turns DRAM-bound: A and B (64 MB
   // each) exceed half of L2, so each is re-read once per tile of the other dimension.
-  // The widest tiles, 128x256 (8 warps of 64x64), read A 4096/256 = 16 times and B
-  // 4096/128 = 32 times: 64 MB x (16 + 32) + 64 MB out = 3.29 GB over 1.4 TB/s = 2.35 ms.
+  // The widest tiles, 128x128 (8 warps of 32x64; 64x64 warp tiles spill and are not
+  // enumerated, docs/bench/registers.md), read A and B 4096/128 = 32 times each:
+  // 64 MB x (32 + 32) + 64 MB out = 4.36 GB over 1.4 TB/s = 3.1 ms.
   // The known pessimism of the simple L2 model (docs/estimator.md); it still ranks tf32
   // well ahead of fp32.
   const auto tc = best_of(w, g, SpaceOptions{{"tf32"}});
@@ -89,7 +90,7 @@ TEST(Estimator, LargeGemmComputeBound) {
   SCOPED_TRACE(tc.variant.key());
   EXPECT_EQ(tc.estimate.bound, "dram");
   EXPECT_GE(tc.estimate.seconds, tc_floor);
-  EXPECT_NEAR(tc.estimate.dram_bytes, 67108864.0 * 49, 1.0);
+  EXPECT_NEAR(tc.estimate.dram_bytes, 67108864.0 * 65, 1.0);
   EXPECT_LT(tc.estimate.seconds, 0.5 * best.estimate.seconds);
 }
 

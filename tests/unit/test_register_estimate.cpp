@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <map>
@@ -111,6 +112,7 @@ const Variant* find_variant(const std::vector<Variant>& all, const Params& want)
 struct Case {
   Workload w;
   Params params;
+  std::string precision = "fp32";
 };
 
 struct Measured {
@@ -131,7 +133,7 @@ std::vector<Measured> measure(const std::vector<Case>& cases) {
   std::vector<Measured> out;
   std::vector<std::future<CompileResult>> jobs;
   for (const auto& c : cases) {
-    const auto all = enumerate_variants(c.w, a100(), SpaceOptions{{"fp32"}});
+    const auto all = enumerate_variants(c.w, a100(), SpaceOptions{{c.precision}});
     const Variant* v = find_variant(all, c.params);
     EXPECT_NE(v, nullptr) << "no enumerated variant of " << c.w.canonical << " with the picked parameters";
     if (v == nullptr) continue;
@@ -224,6 +226,64 @@ TEST(RegisterEstimate, AttentionTracksPtxas) {
       {w, {{"block_m", 64}, {"block_n", 32}, {"threads", 128}, {"stages", 2}, {"vec", 4}}},
       {w, {{"block_m", 32}, {"block_n", 64}, {"threads", 256}, {"stages", 1}, {"vec", 1}}},
   });
+}
+
+// Tensor-core variants (gemm_mma_regs, fitted on the sample below: docs/bench/registers.md).
+TEST(RegisterEstimate, GemmMmaTracksPtxas) {
+  const Workload ffn = bert_ffn(), conv = resnet_conv3x3();
+  expect_tracks_ptxas({
+      {ffn, {{"block_m", 64}, {"block_n", 64}, {"block_k", 16}, {"warp_m", 32}, {"warp_n", 32}, {"stages", 3}, {"split_k", 1}}, "tf32"},
+      {ffn, {{"block_m", 128}, {"block_n", 128}, {"block_k", 32}, {"warp_m", 64}, {"warp_n", 32}, {"stages", 3}, {"split_k", 1}}, "tf32"},
+      {ffn, {{"block_m", 128}, {"block_n", 64}, {"block_k", 32}, {"warp_m", 64}, {"warp_n", 32}, {"stages", 2}, {"split_k", 1}}, "fp16"},
+      {ffn, {{"block_m", 128}, {"block_n", 128}, {"block_k", 32}, {"warp_m", 64}, {"warp_n", 32}, {"stages", 4}, {"split_k", 1}}, "fp16"},
+      {conv, {{"block_m", 128}, {"block_n", 64}, {"block_k", 32}, {"warp_m", 32}, {"warp_n", 32}, {"stages", 3}, {"split_k", 1}}, "bf16"},
+      {conv, {{"block_m", 64}, {"block_n", 64}, {"block_k", 16}, {"warp_m", 32}, {"warp_n", 64}, {"stages", 4}, {"split_k", 1}}, "tf32"},
+  });
+}
+
+// 64x64 warp tiles: ptxas needs all 255 registers and spills (tf32 and fp16, sm_80), so
+// the estimate is above 255 and the space drops them.
+TEST(RegisterEstimate, GemmMmaDropsSpillingWarpTiles) {
+  EXPECT_GT(gemm_mma_regs(64, 64, 0, 0, 128), 255);
+  for (const char* p : {"tf32", "fp16"})
+    for (const auto& v : enumerate_variants(bert_ffn(), a100(), SpaceOptions{{p}}))
+      EXPECT_FALSE(v.param("warp_m") == 64 && v.param("warp_n") == 64) << v.key();
+}
+
+// The data behind gemm_mma_regs: every 7th (DC_REG_STRIDE) enumerated tensor-core variant of the BERT FFN
+// and the ResNet 3x3 conv on the A100 (fp32 storage), compiled for `DC_REG_ARCH` (sm_80),
+// one CSV line each on stdout. Run by hand (--gtest_also_run_disabled_tests).
+TEST(RegisterEstimate, DISABLED_MmaSample) {
+  const char* arch_env = std::getenv("DC_REG_ARCH");
+  const std::string arch = arch_env ? arch_env : "sm_80";
+  const char* stride_env = std::getenv("DC_REG_STRIDE");
+  const size_t stride = stride_env ? std::stoul(stride_env) : 7, first = stride / 2;
+  std::vector<std::pair<Variant, std::future<CompileResult>>> jobs;
+  const std::vector<Workload> workloads = {bert_ffn(), resnet_conv3x3()};
+  for (const Workload& w : workloads)
+    for (const char* p : {"tf32", "fp16", "bf16"}) {
+      const auto all = enumerate_variants(w, a100(), SpaceOptions{{p}});
+      for (size_t i = first; i < all.size(); i += stride) {
+        jobs.emplace_back(all[i], std::async(std::launch::deferred, [&w, v = all[i], arch] {
+                            return compile_cuda(generate_kernel(w, v).source, arch);
+                          }));
+      }
+    }
+  // Two compiles at a time.
+  for (size_t i = 0; i < jobs.size(); i += 2) {
+    auto second = i + 1 < jobs.size()
+                      ? std::async(std::launch::async, [&] { return jobs[i + 1].second.get(); })
+                      : std::future<CompileResult>();
+    const CompileResult a = jobs[i].second.get();
+    auto print = [&](const Variant& v, const CompileResult& r) {
+      int spill = 0;
+      for (const auto& k : r.kernels) spill = std::max(spill, k.spill_stores_bytes);
+      std::printf("MMAREG,%s,%s,%d,%d,%d,%d\n", arch.c_str(), v.key().c_str(), v.regs_per_thread,
+                  ptxas_registers(r), spill, r.ok ? 1 : 0);
+    };
+    print(jobs[i].first, a);
+    if (second.valid()) print(jobs[i + 1].first, second.get());
+  }
 }
 
 }  // namespace
