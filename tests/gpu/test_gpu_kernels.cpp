@@ -126,11 +126,11 @@ std::vector<Tensor> bind(const Workload& w, const GeneratedKernel& k, const std:
 
 // Runs `k` on the GPU and compares every workload output with the CPU executor's.
 void expect_matches_cpu(const Workload& w, const GeneratedKernel& k, const std::vector<char>& cubin,
-                        const std::vector<Tensor>& in, const ref::TensorMap& want) {
+                        const std::vector<Tensor>& in, const ref::TensorMap& want,
+                        const Tolerance& tol = *tolerance_for("fp32")) {
   std::vector<Tensor> bufs = bind(w, k, in);
   const GpuRunResult r = run_on_gpu(device(), k, cubin, bufs);
   ASSERT_TRUE(r.ok()) << job_status_name(r.status) << ": " << r.error;
-  const Tolerance tol = *tolerance_for("fp32");
   for (const auto& name : w.graph.outputs) {
     const Tensor* got = nullptr;
     for (size_t i = 0; i < k.buffers.size(); ++i)
@@ -184,6 +184,54 @@ TEST_P(OnGpuKernels, ReferenceAndVariantsMatchTheCpu) {
     std::cout << c.name << "  " << v.key() << "  rel. L2 vs reference " << check.max_rel_error
               << "\n";
   }
+}
+
+// The tensor-core paths (tf32, fp16, bf16 mma.sync; sm_80+) of the GEMM-family and attention
+// workloads: a few variants per path against the CPU executor and the reference kernel, at
+// the variant's error-model tolerance (codegen/variant_tolerance.h, docs/precision.md).
+TEST_P(OnGpuKernels, TensorCoreVariantsMatchTheCpu) {
+  DC_REQUIRE_GPU();
+  const Case& c = GetParam();
+  if (c.kind != ClusterKind::gemm && c.kind != ClusterKind::conv && c.kind != ClusterKind::attention)
+    GTEST_SKIP() << "no tensor-core template for " << cluster_kind_name(c.kind);
+  if (gpu().info.spec.cc_major < 8) GTEST_SKIP() << "mma.sync m16n8k16 and tf32 need sm_80";
+  const Workload w = find_workload(c);
+  ASSERT_FALSE(w.graph.nodes.empty());
+  SCOPED_TRACE(w.canonical);
+  const std::vector<Tensor> in = random_workload_inputs(w, 2025);
+  ref::TensorMap in_map;
+  for (size_t i = 0; i < in.size(); ++i) in_map[w.graph.inputs[i]] = in[i];
+  const ref::TensorMap want = ref::run_graph(w.graph, in_map);
+  const GeneratedKernel reference = generate_reference(w);
+  const std::vector<char> reference_cubin = compile_for_device(reference.source, "reference");
+  ASSERT_FALSE(reference_cubin.empty());
+  int ran = 0;
+  for (const std::string path : {"tf32", "fp16", "bf16"}) {
+    const auto all = enumerate_variants(w, gpu().info.spec, SpaceOptions{{path}});
+    const Tolerance tol = *tolerance_for(path, w);
+    for (size_t i = 0; i < 3 && i < all.size(); ++i) {
+      const Variant& v = all[i * all.size() / std::min<size_t>(3, all.size())];
+      if (v.precision != path) continue;  // a family without a tensor-core template
+      SCOPED_TRACE(v.key());
+      GeneratedKernel k;
+      try {
+        k = generate_kernel(w, v);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "generate_kernel: " << e.what();
+        continue;
+      }
+      const std::vector<char> cubin = compile_for_device(k.source, v.key());
+      if (cubin.empty()) continue;
+      expect_matches_cpu(w, k, cubin, in, want, tol);
+      const ReferenceCheck check =
+          check_against_reference(device(), w, k, cubin, reference, reference_cubin, tol, 7);
+      EXPECT_TRUE(check.ok()) << job_status_name(check.status) << ": " << check.error;
+      std::cout << c.name << "  " << v.key() << "  rel. L2 vs reference " << check.max_rel_error
+                << " (bound " << tol.rtol << ")\n";
+      ++ran;
+    }
+  }
+  EXPECT_GT(ran, 0) << "no tensor-core variant of " << c.name << " ran";
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, OnGpuKernels, ::testing::ValuesIn(kCases),

@@ -14,7 +14,9 @@
 #include <random>
 
 #include "device_discovery.h"
+#include "ir/precision.h"
 #include "model_loader.h"
+#include "param_space.h"
 #include "plan_build.h"
 #include "ref/compare.h"
 #include "ref/executor.h"
@@ -188,6 +190,65 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, RuntimeOnGpu,
                            return std::string(p.param.model) +
                                   (p.param.reference_only ? "_reference" : "_estimated");
                          });
+
+// ---- reduced-precision plans ------------------------------------------------------------
+
+// fp16/bf16/tf32 plans (tensor-core GEMM, convolution and attention kernels, f16/bf16 storage)
+// against the fp32 model on the CPU, at the precision's whole-model tolerance (docs/precision.md).
+struct PrecisionCase {
+  const char* model;
+  Precision precision;
+};
+
+void PrintTo(const PrecisionCase& c, std::ostream* os) {
+  *os << c.model << " " << precision_name(c.precision);
+}
+
+class RuntimeOnGpuPrecision : public ::testing::TestWithParam<PrecisionCase> {};
+
+TEST_P(RuntimeOnGpuPrecision, PlanIsWithinTheWholeModelTolerance) {
+  DC_REQUIRE_GPU();
+  const PrecisionCase& c = GetParam();
+  const std::string path = math_paths(c.precision).front();
+  if (!gpu_has_precision(gpu().info.spec, path))
+    GTEST_SKIP() << gpu().info.spec.name << " has no " << path << " tensor cores";
+  cli::LoadedModel m = cli::load_model(
+      load_onnx(testing::source_dir() + "/examples/" + c.model + "/model.onnx"), ImportOptions{},
+      true, c.precision);
+  PlanOptions o;
+  o.precision = c.precision;
+  o.space.precisions = math_paths(c.precision);
+  rt::Runtime r(build_estimated_plan(m.simplified, gpu().info.spec, o), options(true));
+  EXPECT_EQ(r.plan().precision, c.precision);
+  const Tolerance tol = whole_model_tolerance(c.precision);
+  for (uint32_t seed : {21u, 22u}) {
+    const std::vector<Tensor> in = random_inputs(r.plan(), seed);
+    ref::TensorMap in_map;
+    for (size_t i = 0; i < in.size(); ++i) in_map[r.input_info(i).name] = in[i];
+    const ref::TensorMap want = ref::run_graph(model(c.model).imported, in_map);
+    const std::vector<Tensor> got = run_plan(r, in);
+    for (size_t i = 0; i < got.size(); ++i) {
+      const std::string& name = r.output_info(i).name;
+      EXPECT_EQ(got[i].dtype(), want.at(name).dtype()) << "outputs keep the model's dtype";
+      const ref::Comparison cmp = ref::compare_tensors(got[i], want.at(name), tol.rtol, tol.atol);
+      EXPECT_TRUE(cmp.pass) << "output " << name << ": rel. L2 " << cmp.rel_l2_error
+                            << ", max abs. " << cmp.max_abs_error << " " << cmp.problem;
+      std::cout << "  " << c.model << " " << precision_name(c.precision) << " " << name
+                << " rel. L2 vs fp32 CPU " << cmp.rel_l2_error << "\n";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TinyModels, RuntimeOnGpuPrecision,
+    ::testing::Values(PrecisionCase{"tiny_cnn", Precision::fp16}, PrecisionCase{"tiny_cnn", Precision::bf16},
+                      PrecisionCase{"tiny_cnn", Precision::tf32},
+                      PrecisionCase{"tiny_transformer", Precision::fp16},
+                      PrecisionCase{"tiny_transformer", Precision::bf16},
+                      PrecisionCase{"tiny_transformer", Precision::tf32}),
+    [](const ::testing::TestParamInfo<PrecisionCase>& p) {
+      return std::string(p.param.model) + "_" + std::string(precision_name(p.param.precision));
+    });
 
 // ---- timing, errors, another GPU type -------------------------------------------------
 
