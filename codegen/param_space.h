@@ -9,7 +9,9 @@
 // docs/estimator.md describes every space.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -213,6 +215,16 @@ inline int64_t pow2_ceil(int64_t x) {
   int64_t p = 1;
   while (p < x) p *= 2;
   return p;
+}
+// The choices from `all` not larger than the extent rounded up to a power of two (a tile
+// much larger than the problem only computes padding), keeping at least `min_tile`.
+inline std::vector<int64_t> tiles_up_to(std::initializer_list<int64_t> all, int64_t extent,
+                                        int64_t min_tile) {
+  const int64_t cap = std::max(min_tile, pow2_ceil(std::max<int64_t>(extent, 1)));
+  std::vector<int64_t> out;
+  for (int64_t t : all)
+    if (t <= cap) out.push_back(t);
+  return out;
 }
 
 }  // namespace dc

@@ -11,17 +11,6 @@ namespace dc {
 
 namespace {
 
-// The choices from `all` not larger than the extent rounded up to a power of two (a tile
-// much larger than the problem only computes padding), keeping at least `min_tile`.
-std::vector<int64_t> attention_tiles(std::initializer_list<int64_t> all, int64_t extent,
-                                     int64_t min_tile) {
-  const int64_t cap = std::max(min_tile, pow2_ceil(std::max<int64_t>(extent, 1)));
-  std::vector<int64_t> out;
-  for (int64_t t : all)
-    if (t <= cap) out.push_back(t);
-  return out;
-}
-
 // Tensor-core attention variants estimated above this many registers are not offered:
 // ptxas compiled every fitted variant estimated at 232 or less without spills, and most of
 // those above 232 at 255 registers with 92 to 2,400 bytes of spills
@@ -57,8 +46,8 @@ void enumerate_attention_fp32(const WorkloadShape& s, const GpuSpec& gpu, std::v
   // Vector widths: 1 always, and the widest the operands' alignment allows (f32 storage).
   std::vector<int64_t> vecs = {1};
   if (s.vec_align > 1 && s.elem_bytes == 4) vecs.push_back(s.vec_align);
-  for (int64_t bm : attention_tiles({16, 32, 64, 128}, s.m, 16))
-    for (int64_t bn : attention_tiles({16, 32, 64, 128}, s.n, 16))
+  for (int64_t bm : tiles_up_to({16, 32, 64, 128}, s.m, 16))
+    for (int64_t bn : tiles_up_to({16, 32, 64, 128}, s.n, 16))
       for (int64_t threads : {64, 128, 256}) {
         if ((bm * bn) % threads != 0) continue;
         const int64_t scores_per_thread = bm * bn / threads;
@@ -105,11 +94,11 @@ void enumerate_attention_mma(const WorkloadShape& s, const GpuSpec& gpu,
   const int64_t dp = ceil_div(s.k, k_step) * k_step;
   const int64_t dvp = ceil_div(s.dv, tf32 ? 8 : 16) * (tf32 ? 8 : 16);
   const int64_t pad = 16 / elem;
-  for (int64_t bm : attention_tiles({16, 32, 64, 128}, s.m, 16))
+  for (int64_t bm : tiles_up_to({16, 32, 64, 128}, s.m, 16))
     for (int64_t wm : {16, 32}) {
       if (bm % wm != 0 || bm / wm > 8) continue;
       const int64_t threads = bm / wm * 32;
-      for (int64_t bn : attention_tiles({16, 32, 64, 128}, s.n, 16)) {
+      for (int64_t bn : tiles_up_to({16, 32, 64, 128}, s.n, 16)) {
         const int64_t key_tiles = ceil_div(s.n, bn);
         const int64_t blocks = ceil_div(s.m, bm) * s.batch;
         for (int64_t stages : {1, 2, 3}) {

@@ -11,17 +11,6 @@ namespace dc {
 
 namespace {
 
-// The choices from `all` not larger than the extent rounded up to a power of two (a tile
-// much larger than the problem only computes padding), keeping at least `min_tile`.
-std::vector<int64_t> tiles_up_to(std::initializer_list<int64_t> all, int64_t extent,
-                                 int64_t min_tile) {
-  const int64_t cap = std::max(min_tile, pow2_ceil(std::max<int64_t>(extent, 1)));
-  std::vector<int64_t> out;
-  for (int64_t t : all)
-    if (t <= cap) out.push_back(t);
-  return out;
-}
-
 // Split-K only pays when K is long compared to the output (few output tiles to spread over
 // the SMs, e.g. a classifier's GEMV or the last convolutions of a CNN): K >= 4 sqrt(M N batch).
 // Each split still covers at least two K tiles of the largest block_k (64 elements), and

@@ -263,19 +263,6 @@ AttrValue convert_attribute(const onnx::AttributeProto& a, const std::string& mo
   }
 }
 
-std::optional<TensorInfo> static_info(const onnx::TypeProto& type) {
-  if (!type.has_tensor_type()) return std::nullopt;
-  const auto& tt = type.tensor_type();
-  const auto dtype = dtype_from_onnx(tt.elem_type());
-  if (!dtype || !tt.has_shape()) return std::nullopt;
-  TensorInfo info{*dtype, {}};
-  for (const auto& d : tt.shape().dim()) {
-    if (!d.has_dim_value() || d.dim_value() < 0) return std::nullopt;
-    info.shape.push_back(d.dim_value());
-  }
-  return info;
-}
-
 // Older opsets' semantics expressed on today's op, so kernels see one form.
 void normalize_for_opset(Node& n, int64_t opset) {
   if ((n.op == "Softmax" || n.op == "LogSoftmax") && opset < 13) {
@@ -298,7 +285,7 @@ Graph convert(onnx::ModelProto& m, const std::string& model_dir) {
     t.clear_raw_data();  // the Tensor owns the bytes now; halve peak memory on big models
   }
   auto add_info = [&](const onnx::ValueInfoProto& v) {
-    if (auto info = static_info(v.type())) g.tensors.try_emplace(v.name(), *info);
+    if (auto info = static_tensor_info(v.type())) g.tensors.try_emplace(v.name(), *info);
   };
   for (const auto& v : gp.input()) {
     if (g.initializers.count(v.name())) continue;

@@ -41,7 +41,9 @@ const std::set<std::string>& value_ops() {
   return ops;
 }
 
-std::optional<TensorInfo> info_of(const onnx::TypeProto& type) {
+}  // namespace
+
+std::optional<TensorInfo> static_tensor_info(const onnx::TypeProto& type) {
   if (!type.has_tensor_type()) return std::nullopt;
   const auto& tt = type.tensor_type();
   const auto dtype = dtype_from_onnx(tt.elem_type());
@@ -53,6 +55,8 @@ std::optional<TensorInfo> info_of(const onnx::TypeProto& type) {
   }
   return info;
 }
+
+namespace {
 
 onnx::TypeProto type_of(const TensorInfo& info) {
   onnx::TypeProto t;
@@ -176,7 +180,7 @@ class ShapeWalker {
       const std::string& o = np.output(i);
       if (o.empty() || g_.tensors.count(o)) continue;
       if (const auto* t = ctx.getOutputType(i))
-        if (auto info = info_of(*t)) g_.tensors[o] = *info;
+        if (auto info = static_tensor_info(*t)) g_.tensors[o] = *info;
     }
   }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,10 @@ namespace dc {
 
 // Tensors of at most this many elements are "small": only they are ever computed.
 inline constexpr int64_t kMaxShapeValueElements = int64_t{1} << 16;
+
+// The dtype and static shape of a value's type; nullopt if it is not a tensor, its dtype is
+// one dc cannot hold, or a dimension is unknown.
+std::optional<TensorInfo> static_tensor_info(const onnx::TypeProto& type);
 
 // Operand positions that determine output shapes rather than carry data (Reshape's shape,
 // Slice's starts/ends/axes/steps, ...): the shape subgraph is what feeds them.
