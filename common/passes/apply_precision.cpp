@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ir/error.h"
+#include "ir/op_traits.h"
 
 namespace dc {
 
@@ -17,13 +18,7 @@ namespace {
 
 // Ops that compute a reduction or normalisation: their inputs stay f32 when an elementwise
 // chain only feeds them (the fused kernel keeps those values in registers).
-bool is_sensitive(const std::string& op) {
-  return op == "Softmax" || op == "LogSoftmax" || op == "LayerNormalization" ||
-         op == "InstanceNormalization" || op == "GroupNormalization" ||
-         op == "LpNormalization" || op == "BatchNormalization" || op == "AveragePool" ||
-         op == "GlobalAveragePool" || op == "LpPool" || op == "GlobalLpPool" ||
-         op.rfind("Reduce", 0) == 0;
-}
+bool is_sensitive(const std::string& op) { return op_traits(op).fp32_compute; }
 
 bool is_elementwise(const std::string& op) {
   static const std::set<std::string> ops = {
