@@ -11,6 +11,7 @@
 #include "ir/error.h"
 #include "kernel.h"
 #include "template_text.h"
+#include "value_emitter_math.h"
 
 namespace dc {
 
@@ -289,6 +290,7 @@ std::string ValueEmitter::emit_op(const Node& n, size_t out_index,
   if (form_of(n.op) == EmitForm::unary) {
     const std::string x = in(0, oc);
     if (n.op == "Identity" || n.op == "Dropout") return x;
+    if (auto e = math_expression(n, {x}, cd)) return define(*e);
     // x < 0 ? 0 : x, as the reference: NaN passes through (dc_relu would make it 0).
     if (n.op == "Relu") return define(fmt::format("{0} < {1} ? {1} : {0}", x, lit(0)));
     if (n.op == "Sigmoid")
@@ -351,6 +353,7 @@ std::string ValueEmitter::emit_op(const Node& n, size_t out_index,
   }
   if (form_of(n.op) == EmitForm::binary) {
     const std::string a = in(0, oc), b = in(1, oc);
+    if (auto e = math_expression(n, {a, b}, cd)) return define(*e);
     if (n.op == "Add") return define(fmt::format("{} + {}", a, b));
     if (n.op == "Sub") return define(fmt::format("{} - {}", a, b));
     if (n.op == "Mul") return define(fmt::format("{} * {}", a, b));

@@ -57,10 +57,16 @@ std::vector<OpTraits> rows() {
                   "LessOrEqual", "And", "Or", "Xor"})
     add(op, P::elemwise).emit(E::binary);
   add("Where", P::elemwise).emit(E::select).passes();
+  // Activations and math of value_emitter_math.cpp (PRelu's slope: a constant input).
+  for (auto op : {"Elu", "Selu", "Celu", "Softplus", "Softsign", "Mish", "ThresholdedRelu"})
+    add(op, P::elemwise).emit(E::unary).epilogue(Ep::unary);
+  add("PRelu", P::elemwise).emit(E::binary).epilogue(Ep::unary);
+  for (auto op : {"Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "IsNaN", "IsInf"})
+    add(op, P::elemwise).emit(E::unary);
+  add("Mod", P::elemwise).emit(E::binary);
   // Elementwise math not emitted inline yet.
-  for (auto op : {"Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
-                  "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "PRelu", "Elu", "Selu", "Celu",
-                  "Softplus", "Softsign", "Mish", "Sum", "Mean", "Mod", "IsNaN", "IsInf"})
+  for (auto op : {"Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+                  "Sum", "Mean"})
     add(op, P::elemwise);
   // Index maps.
   add("Expand", P::broadcast);

@@ -25,7 +25,7 @@ bool is_elementwise(const std::string& op) {
       "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign",
       "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
       "Erf", "Relu", "LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid",
-      "HardSwish", "Tanh", "Softplus", "Softsign", "Mish", "Gelu", "Clip", "Add", "Sub", "Mul",
+      "HardSwish", "Tanh", "Softplus", "Softsign", "Mish", "ThresholdedRelu", "Gelu", "Clip", "Add", "Sub", "Mul",
       "Div", "Pow", "Max", "Min", "Sum", "Mean", "Mod", "Where", "Cast"};
   return ops.count(op) != 0;
 }
