@@ -510,6 +510,37 @@ std::string ValueEmitter::emit_op(const Node& n, size_t out_index,
     ic.insert(ic.end(), oc.begin() + static_cast<long>(axis + xs.size()), oc.end());
     return in(0, ic);
   }
+  if (n.op == "DepthToSpace" || n.op == "SpaceToDepth") {
+    // Input coordinates of output (n, c, h, w) (the reference's formulas, ops_index.cpp).
+    const int64_t b = n.attrs.get_int("blocksize");
+    const int64_t ic = g_.info(n.input(0)).shape[1];
+    std::string c, h, w;
+    if (n.op == "DepthToSpace") {
+      const std::string i = fmt::format("(({}) % {})", oc[2], b), j = fmt::format("(({}) % {})", oc[3], b);
+      c = n.attrs.get_string("mode", "DCR") == "CRD"
+              ? fmt::format("(({}) * {} + {}) * {} + {}", oc[1], b, i, b, j)
+              : fmt::format("({} * {} + {}) * {} + ({})", i, b, j, ic / (b * b), oc[1]);
+      h = fmt::format("({}) / {}", oc[2], b);
+      w = fmt::format("({}) / {}", oc[3], b);
+    } else {
+      c = fmt::format("({}) % {}", oc[1], ic);
+      h = fmt::format("({}) * {} + ({}) / {} / {}", oc[2], b, oc[1], ic, b);
+      w = fmt::format("({}) * {} + ({}) / {} % {}", oc[3], b, oc[1], ic, b);
+    }
+    return in(0, {oc[0], c, h, w});
+  }
+  if (n.op == "Trilu") {
+    const size_t r = oc.size();
+    std::string k = "0LL";
+    if (n.has_input(1)) {
+      const std::vector<std::string> k0(g_.info(n.input(1)).shape.size(), "0");  // [] or [1]
+      k = fmt::format("(dc_i64)({})", in(1, k0));
+    }
+    const std::string diag = fmt::format("(dc_i64)({}) - (dc_i64)({})", oc[r - 1], oc[r - 2]);
+    const bool upper = n.attrs.get_int("upper", 1) == 1;
+    const std::string x = in(0, oc);
+    return define(fmt::format("({} {} {}) ? {} : ({})0", diag, upper ? ">=" : "<=", k, x, ctype));
+  }
   throw_internal_error("ValueEmitter cannot emit op ", n.op);
 }
 

@@ -75,8 +75,8 @@ std::vector<OpTraits> rows() {
   add("Transpose", P::injective).prologue();
   for (auto op : {"Concat", "Slice", "Gather", "Split", "Tile"}) add(op, P::injective);
   // Index maps with templates of their own (or none yet): not fused.
-  for (auto op : {"GatherElements", "GatherND", "Pad", "Resize", "Upsample", "DepthToSpace",
-                  "SpaceToDepth"})
+  for (auto op : {"DepthToSpace", "SpaceToDepth", "Trilu"}) add(op, P::injective);
+  for (auto op : {"GatherElements", "GatherND", "Pad", "Resize", "Upsample"})
     add(op, P::opaque).index(IndexMap::remap);
   // Data movement and shape queries.
   for (auto op : {"Shape", "Size", "Constant", "ConstantOfShape", "Range"})
@@ -93,7 +93,9 @@ std::vector<OpTraits> rows() {
   for (auto op : {"InstanceNormalization", "LpNormalization", "GlobalLpPool"})
     add(op, P::reduce).fp32();
   for (auto op : {"Hardmax", "ArgMax", "ArgMin"}) add(op, P::reduce);
+  // Lowered by passes/lower_norms before candidates are made.
   add("GroupNormalization", P::opaque).fp32();
+  add("LRN", P::opaque).fp32();
   add("BatchNormalization", P::opaque).fp32().flops(FlopsBasis::input, 2);
   // Pools.
   add("MaxPool", P::window);

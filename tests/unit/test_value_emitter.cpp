@@ -423,5 +423,32 @@ TEST(ValueEmitterNumbers, ActivationsAndMath) {
   EXPECT_EQ(std::vector<int64_t>(neg.begin(), neg.begin() + 4), (std::vector<int64_t>{0, 0, 1, 0}));
 }
 
+TEST(ValueEmitterNumbers, DepthSpaceAndTrilu) {
+  Graph g;
+  add_input(g, "x", {2, 8, 3, 5});
+  add_input(g, "k", {}, DType::i64);
+  add_input(g, "b", {4, 6}, DType::boolean);
+  add_node(g, "DepthToSpace", {"x"}, {"dcr"}, attrs({{"blocksize", int64_t{2}}}));
+  add_node(g, "DepthToSpace", {"x"}, {"crd"}, attrs({{"blocksize", int64_t{2}}, {"mode", std::string("CRD")}}));
+  add_node(g, "SpaceToDepth", {"dcr"}, {"back"}, attrs({{"blocksize", int64_t{2}}}));
+  add_node(g, "Relu", {"crd"}, {"crd_relu"});  // an index map feeding math
+  add_node(g, "Trilu", {"x"}, {"upper"});
+  add_node(g, "Trilu", {"x", "k"}, {"lower_k"}, attrs({{"upper", int64_t{0}}}));
+  add_node(g, "Trilu", {"b", "k"}, {"upper_bool"});
+  g.outputs = {"dcr", "crd_relu", "back", "upper", "lower_k", "upper_bool"};
+  std::vector<bool> bv;
+  for (int i = 0; i < 24; ++i) bv.push_back(i % 3 != 0);
+  const ref::TensorMap in = {{"x", testing::random_tensor({2, 8, 3, 5}, 31, -2.f, 2.f)},
+                             {"k", Tensor::scalar<int64_t>(-1)},
+                             {"b", Tensor::from_vector<bool>({4, 6}, bv)}};
+  const auto outs = expect_matches_reference(g, in);
+  ASSERT_EQ(outs.size(), 6u);
+  // SpaceToDepth undoes DepthToSpace (DCR), element for element.
+  EXPECT_EQ(outs[2].to_float_vector(), in.at("x").to_float_vector());
+  // Trilu lower with k = -1: row 0 of each matrix is all zero.
+  const auto lk = outs[4].to_float_vector();
+  for (int c = 0; c < 5; ++c) EXPECT_EQ(lk[static_cast<size_t>(c)], 0.f) << c;
+}
+
 }  // namespace
 }  // namespace dc

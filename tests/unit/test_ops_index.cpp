@@ -1,0 +1,70 @@
+// Reference kernels of DepthToSpace (DCR, CRD), SpaceToDepth and Trilu on hand-computed
+// examples (the ONNX spec's), and their import-time refusals.
+#include "ir/error.h"
+#include "ref/executor.h"
+#include "ref/kernel.h"
+#include "testing.h"
+
+namespace dc {
+namespace {
+
+using testing::make_node;
+
+Tensor run(const std::string& op, const std::vector<Tensor>& in, Attributes a) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < in.size(); ++i) names.push_back("in" + std::to_string(i));
+  return ref::run_node(make_node(op, names, {"out"}, std::move(a)), in).at(0);
+}
+
+Attributes block(int64_t b, const char* mode = nullptr) {
+  Attributes a;
+  a.set("blocksize", b);
+  if (mode) a.set("mode", std::string(mode));
+  return a;
+}
+
+std::vector<float> iota(int n) {
+  std::vector<float> v;
+  for (int i = 0; i < n; ++i) v.push_back(static_cast<float>(i));
+  return v;
+}
+
+TEST(OpsIndex, DepthToSpaceModes) {
+  // x[0, c, 0, 0] = c for 4 channels, blocksize 2: one 2x2 output.
+  const Tensor x = Tensor::from_vector<float>({1, 4, 1, 1}, iota(4));
+  // DCR: y[i, j] = x[(i * 2 + j) * 1]; CRD: y[i, j] = x[i * 2 + j]: equal with one output channel.
+  EXPECT_EQ(run("DepthToSpace", {x}, block(2)).to_float_vector(), (std::vector<float>{0, 1, 2, 3}));
+  // 8 channels: two output channels. DCR puts channel c of block (i, j) at (i*2+j)*2 + c.
+  const Tensor x8 = Tensor::from_vector<float>({1, 8, 1, 1}, iota(8));
+  EXPECT_EQ(run("DepthToSpace", {x8}, block(2)).to_float_vector(),
+            (std::vector<float>{0, 2, 4, 6, 1, 3, 5, 7}));
+  EXPECT_EQ(run("DepthToSpace", {x8}, block(2, "CRD")).to_float_vector(), iota(8));
+  EXPECT_EQ(run("DepthToSpace", {x8}, block(2)).shape(), (Shape{1, 2, 2, 2}));
+  EXPECT_THROW(run("DepthToSpace", {x8}, block(2, "XYZ")), UserError);
+  EXPECT_THROW(run("DepthToSpace", {Tensor::from_vector<float>({1, 3, 1, 1}, iota(3))}, block(2)), UserError);
+}
+
+TEST(OpsIndex, SpaceToDepth) {
+  // One channel 2x4, blocksize 2: output channel (i*2+j) holds x[i, 2w + j].
+  const Tensor x = Tensor::from_vector<float>({1, 1, 2, 4}, iota(8));
+  const Tensor y = run("SpaceToDepth", {x}, block(2));
+  EXPECT_EQ(y.shape(), (Shape{1, 4, 1, 2}));
+  EXPECT_EQ(y.to_float_vector(), (std::vector<float>{0, 2, 1, 3, 4, 6, 5, 7}));
+  EXPECT_THROW(run("SpaceToDepth", {Tensor::from_vector<float>({1, 1, 3, 4}, iota(12))}, block(2)), UserError);
+}
+
+TEST(OpsIndex, Trilu) {
+  const Tensor x = Tensor::from_vector<float>({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Attributes lower;
+  lower.set("upper", int64_t{0});
+  EXPECT_EQ(run("Trilu", {x}, {}).to_float_vector(), (std::vector<float>{1, 2, 3, 0, 5, 6, 0, 0, 9}));
+  EXPECT_EQ(run("Trilu", {x}, lower).to_float_vector(), (std::vector<float>{1, 0, 0, 4, 5, 0, 7, 8, 9}));
+  EXPECT_EQ(run("Trilu", {x, Tensor::scalar<int64_t>(1)}, {}).to_float_vector(),
+            (std::vector<float>{0, 2, 3, 0, 0, 6, 0, 0, 0}));
+  EXPECT_EQ(run("Trilu", {x, Tensor::scalar<int64_t>(-1)}, lower).to_float_vector(),
+            (std::vector<float>{0, 0, 0, 4, 0, 0, 7, 8, 0}));
+  EXPECT_THROW(run("Trilu", {Tensor::from_vector<float>({3}, {1, 2, 3})}, {}), UserError);
+}
+
+}  // namespace
+}  // namespace dc
