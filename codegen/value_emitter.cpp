@@ -510,6 +510,17 @@ std::string ValueEmitter::emit_op(const Node& n, size_t out_index,
     ic.insert(ic.end(), oc.begin() + static_cast<long>(axis + xs.size()), oc.end());
     return in(0, ic);
   }
+  if (n.op == "GatherElements") {
+    const Shape& ds = g_.info(n.input(0)).shape;
+    const auto axis = static_cast<size_t>(normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(ds.size()), "GatherElements"));
+    const std::string raw = value(n.input(1), oc, code);
+    const std::string idx = fresh("gi");
+    code += fmt::format("  const dc_i64 {0} = (dc_i64)({1}) < 0 ? (dc_i64)({1}) + {2} : (dc_i64)({1});\n",
+                        idx, raw, ds[axis]);
+    std::vector<std::string> ic = oc;
+    ic[axis] = idx;
+    return in(0, ic);
+  }
   if (n.op == "DepthToSpace" || n.op == "SpaceToDepth") {
     // Input coordinates of output (n, c, h, w) (the reference's formulas, ops_index.cpp).
     const int64_t b = n.attrs.get_int("blocksize");

@@ -75,8 +75,9 @@ std::vector<OpTraits> rows() {
   add("Transpose", P::injective).prologue();
   for (auto op : {"Concat", "Slice", "Gather", "Split", "Tile"}) add(op, P::injective);
   // Index maps with templates of their own (or none yet): not fused.
-  for (auto op : {"DepthToSpace", "SpaceToDepth", "Trilu"}) add(op, P::injective);
-  for (auto op : {"GatherElements", "GatherND", "Pad", "Resize", "Upsample"})
+  for (auto op : {"DepthToSpace", "SpaceToDepth", "Trilu", "GatherElements"})
+    add(op, P::injective);
+  for (auto op : {"GatherND", "Pad", "Resize", "Upsample"})
     add(op, P::opaque).index(IndexMap::remap);
   // Data movement and shape queries.
   for (auto op : {"Shape", "Size", "Constant", "ConstantOfShape", "Range"})

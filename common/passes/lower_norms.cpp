@@ -1,5 +1,7 @@
 #include "passes/lower_norms.h"
 
+#include <set>
+
 #include <fmt/format.h>
 
 #include "passes/match.h"
@@ -11,7 +13,8 @@ namespace {
 // Appends the lowered nodes of one normalisation node, naming new tensors after it.
 class Lowering {
  public:
-  Lowering(Graph& g, const Node& n, std::vector<Node>& out) : g_(g), n_(n), out_(out) {}
+  Lowering(Graph& g, const Node& n, std::vector<Node>& out, std::set<std::string>& node_names)
+      : g_(g), n_(n), out_(out), node_names_(node_names) {}
 
   // A new value tensor of `shape` (f32).
   std::string value(const std::string& what, Shape shape) {
@@ -31,7 +34,10 @@ class Lowering {
   void node(const std::string& op, std::vector<std::string> in, std::vector<std::string> outs,
             Attributes a = {}) {
     Node m;
-    m.name = match::unique_name(g_, fmt::format("{}_{}", n_.name, op));
+    // Node names must be unique too (plans name their nodes): <node>_<op>, <node>_<op>_2, ...
+    m.name = fmt::format("{}_{}", n_.name, op);
+    for (int k = 2; node_names_.count(m.name); ++k) m.name = fmt::format("{}_{}_{}", n_.name, op, k);
+    node_names_.insert(m.name);
     m.op = op;
     m.inputs = std::move(in);
     m.outputs = std::move(outs);
@@ -120,6 +126,7 @@ class Lowering {
   Graph& g_;
   const Node& n_;
   std::vector<Node>& out_;
+  std::set<std::string>& node_names_;
 };
 
 bool lowerable(const Graph& g, const Node& n) {
@@ -136,12 +143,14 @@ bool lowerable(const Graph& g, const Node& n) {
 Graph lower_norms(Graph g) {
   std::vector<Node> out;
   const std::vector<Node> nodes = std::move(g.nodes);
+  std::set<std::string> node_names;
+  for (const Node& n : nodes) node_names.insert(n.name);
   for (const Node& n : nodes) {
     if (!lowerable(g, n)) {
       out.push_back(n);
       continue;
     }
-    Lowering l(g, n, out);
+    Lowering l(g, n, out, node_names);
     const Shape shape = g.info(n.inputs[0]).shape;
     if (n.op == "InstanceNormalization") {
       l.normalise_then_affine(n.inputs[0], shape, shape, n.inputs[1], n.inputs[2]);

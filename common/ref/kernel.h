@@ -43,7 +43,7 @@ std::span<const OpDef> shape_ops();        // ops_shape.cpp: Reshape, Transpose,
 std::span<const OpDef> linalg_ops();       // ops_linalg.cpp: Conv, Gemm, MatMul
 std::span<const OpDef> pool_ops();         // ops_pool.cpp: MaxPool, AveragePool, GlobalAveragePool
 std::span<const OpDef> norm_ops();         // ops_norm.cpp: BatchNormalization, LayerNormalization, Softmax, Reduce*
-std::span<const OpDef> index_ops();        // ops_index.cpp: DepthToSpace, SpaceToDepth, Trilu
+std::span<const OpDef> index_ops();        // ops_index.cpp: DepthToSpace, SpaceToDepth, Trilu, GatherElements
 std::span<const OpDef> norm_group_ops();   // ops_norm_groups.cpp: InstanceNorm, GroupNorm, LpNorm, LRN
 
 }  // namespace dc::ref

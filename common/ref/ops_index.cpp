@@ -1,5 +1,5 @@
 // Index maps of issue 14 that move elements without arithmetic: DepthToSpace (DCR and CRD),
-// SpaceToDepth and Trilu. Each output element is one input element (Trilu: or zero), copied
+// SpaceToDepth, Trilu and GatherElements. Each output element is one input element (Trilu: or zero), copied
 // as bytes, so every dtype works. The ValueEmitter emits the same maps (value_emitter_index.cpp).
 #include <cstring>
 
@@ -104,7 +104,45 @@ std::vector<Tensor> run_trilu(const Node& n, const Inputs& in) {
   })};
 }
 
+void check_gather_elements(const Node& n, const std::vector<const TensorInfo*>& in) {
+  DC_USER_CHECK(in.size() == 2 && in[0] != nullptr && in[1] != nullptr, n.op,
+                ": expected 2 inputs (data, indices)");
+  const Shape &d = in[0]->shape, &i = in[1]->shape;
+  DC_USER_CHECK(in[1]->dtype == DType::i64 || in[1]->dtype == DType::i32, n.op,
+                ": indices must be int32 or int64, got ", dtype_name(in[1]->dtype));
+  DC_USER_CHECK(!d.empty() && d.size() == i.size(), n.op, ": data ", shape_str(d), " and indices ",
+                shape_str(i), " must have the same rank >= 1");
+  const auto axis = static_cast<size_t>(normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(d.size()), "axis"));
+  for (size_t k = 0; k < d.size(); ++k)
+    DC_USER_CHECK(k == axis || i[k] <= d[k], n.op, ": indices ", shape_str(i),
+                  " exceed data ", shape_str(d), " along axis ", k);
+}
+
+// out[..., j, ...] = data[..., indices[..., j, ...], ...] along `axis`; negative indices wrap.
+std::vector<Tensor> run_gather_elements(const Node& n, const Inputs& in) {
+  const Tensor& x = in[0];
+  const Shape& d = x.shape();
+  const Shape& is = in[1].shape();
+  const auto axis = static_cast<size_t>(normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(d.size()), "axis"));
+  const std::vector<int64_t> idx = in[1].to_int64_vector();
+  for (int64_t v : idx)
+    DC_USER_CHECK(v >= -d[axis] && v < d[axis], n.op, ": index ", v, " out of range [", -d[axis],
+                  ", ", d[axis], ")");
+  return {gather_bytes(x, is, [&](int64_t o) {
+    int64_t rem = o, off = 0, stride = 1;
+    for (size_t k = d.size(); k-- > 0;) {
+      int64_t c = rem % is[k];
+      rem /= is[k];
+      if (k == axis) c = idx[static_cast<size_t>(o)] < 0 ? idx[static_cast<size_t>(o)] + d[k] : idx[static_cast<size_t>(o)];
+      off += c * stride;
+      stride *= d[k];
+    }
+    return off;
+  })};
+}
+
 const OpDef kOps[] = {
+    op_def<check_gather_elements, run_gather_elements>("GatherElements"),
     op_def<check_depth_to_space, run_depth_to_space>("DepthToSpace"),
     op_def<check_space_to_depth, run_space_to_depth>("SpaceToDepth"),
     op_def<check_trilu, run_trilu>("Trilu"),

@@ -66,5 +66,19 @@ TEST(OpsIndex, Trilu) {
   EXPECT_THROW(run("Trilu", {Tensor::from_vector<float>({3}, {1, 2, 3})}, {}), UserError);
 }
 
+TEST(OpsIndex, GatherElements) {
+  // The spec's examples: axis 1 and axis 0, with a negative index.
+  const Tensor d = Tensor::from_vector<float>({2, 2}, {1, 2, 3, 4});
+  Attributes a1;
+  a1.set("axis", int64_t{1});
+  EXPECT_EQ(run("GatherElements", {d, Tensor::from_vector<int64_t>({2, 2}, {0, 0, 1, 0})}, a1).to_float_vector(),
+            (std::vector<float>{1, 1, 4, 3}));
+  const Tensor d3 = Tensor::from_vector<float>({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  EXPECT_EQ(run("GatherElements", {d3, Tensor::from_vector<int64_t>({2, 3}, {-1, -2, 0, -2, 0, 0})}, {}).to_float_vector(),
+            (std::vector<float>{7, 5, 3, 4, 2, 3}));
+  EXPECT_THROW(run("GatherElements", {d, Tensor::from_vector<int64_t>({2, 2}, {0, 2, 0, 0})}, a1), UserError);
+  EXPECT_THROW(run("GatherElements", {d, Tensor::from_vector<int64_t>({4}, {0, 0, 0, 0})}, {}), UserError);
+}
+
 }  // namespace
 }  // namespace dc

@@ -4,6 +4,7 @@
 // values as the reference kernels of the original ops; and those kernels' own identities
 // (GroupNorm with one channel per group is InstanceNorm, with one group LayerNorm over C..).
 #include <cmath>
+#include <set>
 
 #include "pass_testing.h"
 #include "passes/lower_norms.h"
@@ -26,6 +27,8 @@ void expect_lowered(const Graph& g, const std::string& op, const std::string& re
   testing::expect_well_formed(lowered);
   EXPECT_EQ(op_count(lowered, op), 0) << op;
   EXPECT_GE(op_count(lowered, replacement), 1) << replacement;
+  std::set<std::string> names;
+  for (const auto& n : lowered.nodes) EXPECT_TRUE(names.insert(n.name).second) << "two nodes named " << n.name;
   testing::expect_same_outputs(typed, lowered, 2e-5f);
 }
 

@@ -423,7 +423,7 @@ TEST(ValueEmitterNumbers, ActivationsAndMath) {
   EXPECT_EQ(std::vector<int64_t>(neg.begin(), neg.begin() + 4), (std::vector<int64_t>{0, 0, 1, 0}));
 }
 
-TEST(ValueEmitterNumbers, DepthSpaceAndTrilu) {
+TEST(ValueEmitterNumbers, DepthSpaceTriluGatherElements) {
   Graph g;
   add_input(g, "x", {2, 8, 3, 5});
   add_input(g, "k", {}, DType::i64);
@@ -435,14 +435,20 @@ TEST(ValueEmitterNumbers, DepthSpaceAndTrilu) {
   add_node(g, "Trilu", {"x"}, {"upper"});
   add_node(g, "Trilu", {"x", "k"}, {"lower_k"}, attrs({{"upper", int64_t{0}}}));
   add_node(g, "Trilu", {"b", "k"}, {"upper_bool"});
-  g.outputs = {"dcr", "crd_relu", "back", "upper", "lower_k", "upper_bool"};
+  add_input(g, "gi", {2, 8, 2, 5}, DType::i64);  // run-time indices along axis 2, some negative
+  add_node(g, "GatherElements", {"x", "gi"}, {"gathered"}, attrs({{"axis", int64_t{2}}}));
+  add_node(g, "Exp", {"gathered"}, {"gathered_exp"});
+  g.outputs = {"dcr", "crd_relu", "back", "upper", "lower_k", "upper_bool", "gathered_exp"};
   std::vector<bool> bv;
   for (int i = 0; i < 24; ++i) bv.push_back(i % 3 != 0);
+  std::vector<int64_t> gv;
+  for (int i = 0; i < 160; ++i) gv.push_back((i * 7) % 6 - 3);  // -3 .. 2 of extent 3
   const ref::TensorMap in = {{"x", testing::random_tensor({2, 8, 3, 5}, 31, -2.f, 2.f)},
                              {"k", Tensor::scalar<int64_t>(-1)},
-                             {"b", Tensor::from_vector<bool>({4, 6}, bv)}};
+                             {"b", Tensor::from_vector<bool>({4, 6}, bv)},
+                             {"gi", i64s({2, 8, 2, 5}, gv)}};
   const auto outs = expect_matches_reference(g, in);
-  ASSERT_EQ(outs.size(), 6u);
+  ASSERT_EQ(outs.size(), 7u);
   // SpaceToDepth undoes DepthToSpace (DCR), element for element.
   EXPECT_EQ(outs[2].to_float_vector(), in.at("x").to_float_vector());
   // Trilu lower with k = -1: row 0 of each matrix is all zero.
