@@ -510,6 +510,31 @@ std::string ValueEmitter::emit_op(const Node& n, size_t out_index,
     ic.insert(ic.end(), oc.begin() + static_cast<long>(axis + xs.size()), oc.end());
     return in(0, ic);
   }
+  if (n.op == "ArgMax" || n.op == "ArgMin") {
+    // A loop over the axis at this output element: first (or last) extreme's index.
+    const Shape& xs = g_.info(n.input(0)).shape;
+    const auto axis = static_cast<size_t>(normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(xs.size()), n.op.c_str()));
+    const bool keep = n.attrs.get_int("keepdims", 1) == 1, last = n.attrs.get_int("select_last_index", 0) == 1;
+    const std::string k = fresh("ak"), best = fresh("best"), arg = fresh("arg");
+    std::vector<std::string> ic;
+    for (size_t d = 0, o = 0; d < xs.size(); ++d) {
+      if (d == axis) {
+        ic.push_back(k);
+        if (keep) ++o;
+      } else {
+        ic.push_back(oc[o++]);
+      }
+    }
+    const auto outer = memo_;  // locals of the loop body stay in it
+    std::string body;
+    const std::string v = value(n.input(0), ic, body);
+    memo_ = outer;
+    const char* cmp = n.op == "ArgMax" ? (last ? ">=" : ">") : (last ? "<=" : "<");
+    code += fmt::format("  {0} {1} = 0;\n  dc_i64 {2} = 0;\n  for (dc_i64 {3} = 0; {3} < {4}; ++{3}) {{\n{5}"
+                        "  if ({3} == 0 || {6} {7} {1}) {{ {1} = {6}; {2} = {3}; }}\n  }}\n",
+                        value_type(g_.info(n.input(0)).dtype), best, arg, k, xs[axis], body, v, cmp);
+    return arg;
+  }
   if (n.op == "GatherElements") {
     const Shape& ds = g_.info(n.input(0)).shape;
     const auto axis = static_cast<size_t>(normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(ds.size()), "GatherElements"));

@@ -15,7 +15,7 @@ struct Row {
     t.pattern = p;
     if (p == OpPattern::elemwise || p == OpPattern::broadcast) t.index = IndexMap::same;
     if (p == OpPattern::injective || p == OpPattern::window) t.index = IndexMap::remap;
-    if (p == OpPattern::broadcast || p == OpPattern::injective) {
+    if (p == OpPattern::broadcast || p == OpPattern::injective) {  // index maps
       t.emit = EmitForm::index;
       t.passes_value = true;
       t.flops = FlopsBasis::none;
@@ -93,7 +93,9 @@ std::vector<OpTraits> rows() {
     add(op, P::reduce).fp32().flops(FlopsBasis::input);
   for (auto op : {"InstanceNormalization", "LpNormalization", "GlobalLpPool"})
     add(op, P::reduce).fp32();
-  for (auto op : {"Hardmax", "ArgMax", "ArgMin"}) add(op, P::reduce);
+  add("Hardmax", P::reduce);
+  // ArgMax / ArgMin: a loop over the axis per output element, emitted by the ValueEmitter.
+  for (auto op : {"ArgMax", "ArgMin"}) add(op, P::injective).flops(FlopsBasis::input);
   // Lowered by passes/lower_norms before candidates are made.
   add("GroupNormalization", P::opaque).fp32();
   add("LRN", P::opaque).fp32();

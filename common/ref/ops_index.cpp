@@ -1,5 +1,5 @@
 // Index maps of issue 14 that move elements without arithmetic: DepthToSpace (DCR and CRD),
-// SpaceToDepth, Trilu and GatherElements. Each output element is one input element (Trilu: or zero), copied
+// SpaceToDepth, Trilu and GatherElements; and ArgMax / ArgMin, one output element per row. Each output element is one input element (Trilu: or zero), copied
 // as bytes, so every dtype works. The ValueEmitter emits the same maps (value_emitter_index.cpp).
 #include <cstring>
 
@@ -141,7 +141,56 @@ std::vector<Tensor> run_gather_elements(const Node& n, const Inputs& in) {
   })};
 }
 
+void check_arg_reduce(const Node& n, const std::vector<const TensorInfo*>& in) {
+  DC_USER_CHECK(!in.empty() && in[0] != nullptr, n.op, ": required input 0 is missing");
+  const DType t = in[0]->dtype;
+  DC_USER_CHECK(t == DType::f32 || t == DType::f64 || t == DType::i32 || t == DType::i64, n.op,
+                ": input has dtype ", dtype_name(t), ", supported: f32, f64, i32, i64");
+  DC_USER_CHECK(!in[0]->shape.empty(), n.op, ": input must have rank >= 1");
+  normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(in[0]->shape.size()), "axis");
+  for (const char* f : {"keepdims", "select_last_index"}) {
+    const int64_t v = n.attrs.get_int(f, f[0] == 'k' ? 1 : 0);
+    DC_USER_CHECK(v == 0 || v == 1, n.op, ": attribute '", f, "' must be 0 or 1, got ", v);
+  }
+}
+
+// The index of the first (or, with select_last_index, the last) largest / smallest element
+// along the axis.
+std::vector<Tensor> run_arg_reduce(const Node& n, const Inputs& in) {
+  const Tensor& x = in[0];
+  Shape s = x.shape();
+  const auto axis = static_cast<size_t>(normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(s.size()), "axis"));
+  const bool last = n.attrs.get_int("select_last_index", 0) == 1, max = n.op == "ArgMax";
+  int64_t inner = 1;
+  for (size_t i = axis + 1; i < s.size(); ++i) inner *= s[i];
+  const int64_t len = s[axis];
+  std::vector<double> v;  // exact for f32, f64 and integers up to 2^53
+  if (x.dtype() == DType::f64) {
+    v.assign(x.data<double>(), x.data<double>() + x.numel());
+  } else if (x.dtype() == DType::f32) {
+    for (float f : x.to_float_vector()) v.push_back(f);
+  } else {
+    for (int64_t i : x.to_int64_vector()) v.push_back(static_cast<double>(i));
+  }
+  Shape os = s;
+  os[axis] = 1;
+  std::vector<int64_t> out(static_cast<size_t>(shape_numel(os)));
+  for (size_t o = 0; o < out.size(); ++o) {
+    const int64_t base = static_cast<int64_t>(o) / inner * len * inner + static_cast<int64_t>(o) % inner;
+    int64_t best = 0;
+    for (int64_t k = 1; k < len; ++k) {
+      const double a = v[static_cast<size_t>(base + k * inner)], b = v[static_cast<size_t>(base + best * inner)];
+      if (max ? (last ? a >= b : a > b) : (last ? a <= b : a < b)) best = k;
+    }
+    out[o] = best;
+  }
+  if (n.attrs.get_int("keepdims", 1) == 0) os.erase(os.begin() + static_cast<int64_t>(axis));
+  return {Tensor::from_vector<int64_t>(os, out)};
+}
+
 const OpDef kOps[] = {
+    op_def<check_arg_reduce, run_arg_reduce>("ArgMax"),
+    op_def<check_arg_reduce, run_arg_reduce>("ArgMin"),
     op_def<check_gather_elements, run_gather_elements>("GatherElements"),
     op_def<check_depth_to_space, run_depth_to_space>("DepthToSpace"),
     op_def<check_space_to_depth, run_space_to_depth>("SpaceToDepth"),

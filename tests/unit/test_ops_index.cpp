@@ -80,5 +80,22 @@ TEST(OpsIndex, GatherElements) {
   EXPECT_THROW(run("GatherElements", {d, Tensor::from_vector<int64_t>({4}, {0, 0, 0, 0})}, {}), UserError);
 }
 
+TEST(OpsIndex, ArgMaxArgMin) {
+  // Ties: the first index, or the last with select_last_index.
+  const Tensor x = Tensor::from_vector<float>({2, 3}, {1, 5, 5, 7, 2, 7});
+  Attributes a1;
+  a1.set("axis", int64_t{1});
+  const Tensor am = run("ArgMax", {x}, a1);
+  EXPECT_EQ(am.shape(), (Shape{2, 1}));
+  EXPECT_EQ(am.to_int64_vector(), (std::vector<int64_t>{1, 0}));
+  a1.set("select_last_index", int64_t{1});
+  a1.set("keepdims", int64_t{0});
+  const Tensor last = run("ArgMax", {x}, a1);
+  EXPECT_EQ(last.shape(), (Shape{2}));
+  EXPECT_EQ(last.to_int64_vector(), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(run("ArgMin", {x}, {}).to_int64_vector(), (std::vector<int64_t>{0, 1, 0}));  // axis 0
+  EXPECT_THROW(run("ArgMax", {Tensor::from_vector<bool>({2}, {true, false})}, {}), UserError);
+}
+
 }  // namespace
 }  // namespace dc
