@@ -535,6 +535,25 @@ std::string ValueEmitter::emit_op(const Node& n, size_t out_index,
                         value_type(g_.info(n.input(0)).dtype), best, arg, k, xs[axis], body, v, cmp);
     return arg;
   }
+  if (n.op == "CumSum") {
+    // A loop over the axis at this output element, summing in increasing order as the
+    // reference does.
+    DC_USER_CHECK(g_.is_constant(n.input(1)), "CumSum node '", n.name,
+                  "': the axis must be a constant to generate code");
+    const auto axis = static_cast<size_t>(normalize_axis(g_.initializers.at(n.input(1)).to_int64_vector().at(0), static_cast<int64_t>(os.size()), "CumSum"));
+    const bool ex = n.attrs.get_int("exclusive", 0) != 0, rev = n.attrs.get_int("reverse", 0) != 0;
+    const std::string k = fresh("ck"), acc = fresh("cum");
+    std::vector<std::string> ic = oc;
+    ic[axis] = k;
+    const auto outer = memo_;
+    std::string body;
+    const std::string v = value(n.input(0), ic, body);
+    memo_ = outer;
+    const std::string cond = fmt::format("{} {} (dc_i64)({})", k, rev ? (ex ? ">" : ">=") : (ex ? "<" : "<="), oc[axis]);
+    code += fmt::format("  {0} {1} = 0;\n  for (dc_i64 {2} = 0; {2} < {3}; ++{2}) {{\n  if ({4}) {{\n{5}  {1} = {1} + {6};\n  }}\n  }}\n",
+                        ctype, acc, k, os[axis], cond, body, v);
+    return acc;
+  }
   if (n.op == "GatherElements") {
     const Shape& ds = g_.info(n.input(0)).shape;
     const auto axis = static_cast<size_t>(normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(ds.size()), "GatherElements"));

@@ -27,6 +27,7 @@ struct Row {
   Row& epilogue(EpilogueForm e) { t.epilogue = e; return *this; }
   Row& prologue() { t.prologue = true; return *this; }
   Row& passes() { t.passes_value = true; return *this; }
+  Row& computes() { t.passes_value = false; return *this; }  // an index map that adds
   Row& fp32() { t.fp32_compute = true; return *this; }
   Row& flops(FlopsBasis b, int per = 1) { t.flops = b; t.flops_per_element = per; return *this; }
   Row& no_flops() { return flops(FlopsBasis::none, 0); }
@@ -96,6 +97,7 @@ std::vector<OpTraits> rows() {
   add("Hardmax", P::reduce);
   // ArgMax / ArgMin: a loop over the axis per output element, emitted by the ValueEmitter.
   for (auto op : {"ArgMax", "ArgMin"}) add(op, P::injective).flops(FlopsBasis::input);
+  add("CumSum", P::injective).computes().flops(FlopsBasis::input);
   // Lowered by passes/lower_norms before candidates are made.
   add("GroupNormalization", P::opaque).fp32();
   add("LRN", P::opaque).fp32();

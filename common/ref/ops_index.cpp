@@ -1,5 +1,6 @@
 // Index maps of issue 14 that move elements without arithmetic: DepthToSpace (DCR and CRD),
-// SpaceToDepth, Trilu and GatherElements; and ArgMax / ArgMin, one output element per row. Each output element is one input element (Trilu: or zero), copied
+// SpaceToDepth, Trilu and GatherElements; and ArgMax / ArgMin and CumSum, whose output
+// elements each walk their row along the axis. Each output element is one input element (Trilu: or zero), copied
 // as bytes, so every dtype works. The ValueEmitter emits the same maps (value_emitter_index.cpp).
 #include <cstring>
 
@@ -188,7 +189,55 @@ std::vector<Tensor> run_arg_reduce(const Node& n, const Inputs& in) {
   return {Tensor::from_vector<int64_t>(os, out)};
 }
 
+void check_cumsum(const Node& n, const std::vector<const TensorInfo*>& in) {
+  DC_USER_CHECK(in.size() == 2 && in[0] != nullptr && in[1] != nullptr, n.op,
+                ": expected 2 inputs (x, axis)");
+  const DType t = in[0]->dtype;
+  DC_USER_CHECK(t == DType::f32 || t == DType::f64 || t == DType::i32 || t == DType::i64, n.op,
+                ": input has dtype ", dtype_name(t), ", supported: f32, f64, i32, i64");
+  DC_USER_CHECK((in[1]->dtype == DType::i64 || in[1]->dtype == DType::i32) &&
+                    shape_numel(in[1]->shape) == 1,
+                n.op, ": axis must be an int32 or int64 scalar");
+  DC_USER_CHECK(!in[0]->shape.empty(), n.op, ": input must have rank >= 1");
+}
+
+// y[j] = sum of x[k] for k <= j (exclusive: k < j; reverse: k >= j, or k > j), summed in
+// increasing k in the element type, as the ValueEmitter's loop does.
+template <class T>
+Tensor cumsum_typed(const Tensor& x, size_t axis, bool exclusive, bool reverse) {
+  const Shape& s = x.shape();
+  int64_t inner = 1;
+  for (size_t i = axis + 1; i < s.size(); ++i) inner *= s[i];
+  const int64_t len = s[axis];
+  Tensor y(x.dtype(), s);
+  const T* xp = x.data<T>();
+  T* yp = y.mutable_data<T>();
+  for (int64_t e = 0; e < x.numel(); ++e) {
+    const int64_t j = (e / inner) % len, base = e - j * inner;
+    T acc = T(0);
+    for (int64_t k = 0; k < len; ++k) {
+      const bool in = reverse ? (exclusive ? k > j : k >= j) : (exclusive ? k < j : k <= j);
+      if (in) acc = static_cast<T>(acc + xp[base + k * inner]);
+    }
+    yp[e] = acc;
+  }
+  return y;
+}
+
+std::vector<Tensor> run_cumsum(const Node& n, const Inputs& in) {
+  const Tensor& x = in[0];
+  const auto axis = static_cast<size_t>(normalize_axis(in[1].to_int64_vector().at(0), static_cast<int64_t>(x.shape().size()), "axis"));
+  const bool ex = n.attrs.get_int("exclusive", 0) != 0, rev = n.attrs.get_int("reverse", 0) != 0;
+  switch (x.dtype()) {
+    case DType::f32: return {cumsum_typed<float>(x, axis, ex, rev)};
+    case DType::f64: return {cumsum_typed<double>(x, axis, ex, rev)};
+    case DType::i32: return {cumsum_typed<int32_t>(x, axis, ex, rev)};
+    default: return {cumsum_typed<int64_t>(x, axis, ex, rev)};
+  }
+}
+
 const OpDef kOps[] = {
+    op_def<check_cumsum, run_cumsum>("CumSum"),
     op_def<check_arg_reduce, run_arg_reduce>("ArgMax"),
     op_def<check_arg_reduce, run_arg_reduce>("ArgMin"),
     op_def<check_gather_elements, run_gather_elements>("GatherElements"),

@@ -97,5 +97,21 @@ TEST(OpsIndex, ArgMaxArgMin) {
   EXPECT_THROW(run("ArgMax", {Tensor::from_vector<bool>({2}, {true, false})}, {}), UserError);
 }
 
+TEST(OpsIndex, CumSum) {
+  const Tensor x = Tensor::from_vector<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  const Tensor ax1 = Tensor::scalar<int64_t>(1), ax0 = Tensor::scalar<int64_t>(0);
+  EXPECT_EQ(run("CumSum", {x, ax1}, {}).to_float_vector(), (std::vector<float>{1, 3, 6, 4, 9, 15}));
+  EXPECT_EQ(run("CumSum", {x, ax0}, {}).to_float_vector(), (std::vector<float>{1, 2, 3, 5, 7, 9}));
+  Attributes ex, rev, both;
+  ex.set("exclusive", int64_t{1});
+  rev.set("reverse", int64_t{1});
+  both.set("exclusive", int64_t{1});
+  both.set("reverse", int64_t{1});
+  EXPECT_EQ(run("CumSum", {x, ax1}, ex).to_float_vector(), (std::vector<float>{0, 1, 3, 0, 4, 9}));
+  EXPECT_EQ(run("CumSum", {x, ax1}, rev).to_float_vector(), (std::vector<float>{6, 5, 3, 15, 11, 6}));
+  EXPECT_EQ(run("CumSum", {x, ax1}, both).to_float_vector(), (std::vector<float>{5, 3, 0, 11, 6, 0}));
+  EXPECT_THROW(run("CumSum", {x, Tensor::from_vector<int64_t>({2}, {0, 1})}, {}), UserError);
+}
+
 }  // namespace
 }  // namespace dc

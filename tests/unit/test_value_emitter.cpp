@@ -456,7 +456,7 @@ TEST(ValueEmitterNumbers, DepthSpaceTriluGatherElements) {
   for (int c = 0; c < 5; ++c) EXPECT_EQ(lk[static_cast<size_t>(c)], 0.f) << c;
 }
 
-TEST(ValueEmitterNumbers, ArgMaxArgMin) {
+TEST(ValueEmitterNumbers, ArgMaxArgMinCumSum) {
   Graph g;
   add_input(g, "x", {3, 6, 4});
   add_input(g, "t", {5, 4}, DType::i64);  // integer values with ties
@@ -466,11 +466,15 @@ TEST(ValueEmitterNumbers, ArgMaxArgMin) {
   add_node(g, "ArgMax", {"t"}, {"tmax_first"});
   add_node(g, "ArgMax", {"t"}, {"tmax_last"}, attrs({{"select_last_index", int64_t{1}}}));
   add_node(g, "ArgMin", {"t"}, {"tmin_last"}, attrs({{"select_last_index", int64_t{1}}, {"keepdims", int64_t{0}}}));
-  g.outputs = {"amax1", "amin_last", "tmax_first", "tmax_last", "tmin_last"};
+  add_initializer(g, "axis1", Tensor::scalar<int64_t>(1));
+  add_node(g, "CumSum", {"ex", "axis1"}, {"cum"});
+  add_node(g, "CumSum", {"x", "axis1"}, {"cum_rev_ex"}, attrs({{"reverse", int64_t{1}}, {"exclusive", int64_t{1}}}));
+  add_node(g, "CumSum", {"t", "axis1"}, {"cum_int"}, attrs({{"exclusive", int64_t{1}}}));
+  g.outputs = {"amax1", "amin_last", "tmax_first", "tmax_last", "tmin_last", "cum", "cum_rev_ex", "cum_int"};
   const ref::TensorMap in = {{"x", testing::random_tensor({3, 6, 4}, 41, -2.f, 2.f)},
                              {"t", i64s({5, 4}, {3, 1, 2, 2, 3, 1, 0, 2, 1, 1, 2, 0, 0, 0, 1, 2, 3, 1, 2, 2})}};
   const auto outs = expect_matches_reference(g, in);
-  ASSERT_EQ(outs.size(), 5u);
+  ASSERT_EQ(outs.size(), 8u);
   // Column 0 of t is 3, 3, 1, 0, 3: the first maximum is row 0, the last row 4.
   EXPECT_EQ(outs[2].to_int64_vector()[0], 0);
   EXPECT_EQ(outs[3].to_int64_vector()[0], 4);
