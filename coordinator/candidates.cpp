@@ -183,6 +183,9 @@ bool is_prologue(const Context& c, size_t p, size_t h) {
   const Node& n = c.node(p);
   if (n.op == "Transpose") return c.node(h).op != "Conv" && c.node(h).op != "ConvTranspose";
   if (n.op == "Cast") return true;
+  // Padding and resampling in front of a convolution: read through in its gather.
+  if (n.op == "Pad" || n.op == "Resize" || n.op == "Upsample")
+    return c.node(h).op == "Conv" || c.node(h).op == "ConvTranspose";
   if ((n.op == "Mul" || n.op == "Div") && n.inputs.size() == 2) {
     const bool const0 = c.is_constant(n.inputs[0]), const1 = c.is_constant(n.inputs[1]);
     if (const0 == const1) return false;

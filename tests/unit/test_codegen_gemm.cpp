@@ -597,6 +597,31 @@ TEST(CodegenConv, ThreeDimensionalBiasAndGroups) {
   }
 }
 
+TEST(CodegenConv, PadAndResizeProloguesReadThroughTheGather) {
+  {  // reflect Pad (1 | 2 on H, 0 | 1 on W) -> 3x3 Conv: [1,3,7,6] -> [1,3,10,7] -> [1,5,8,5]
+    ModelBuilder m;
+    m.input("x", {1, 3, 7, 6}).weight("w", {5, 3, 3, 3});
+    m.g.initializers["p"] = Tensor::from_vector<int64_t>({8}, {0, 0, 1, 0, 0, 0, 2, 1});
+    m.g.tensors["p"] = {DType::i64, {8}};
+    Attributes pa;
+    pa.set("mode", std::string("reflect"));
+    m.node("Pad", {"x", "p"}, "xp", {1, 3, 10, 7}, pa);
+    m.node("Conv", {"xp", "w"}, "y", {1, 5, 8, 5}, conv_attrs({3, 3}, {1, 1}, {0, 0, 0, 0}, {1, 1}));
+    check_all(m.workload(ClusterKind::conv), {gemm_variant("conv_implicit_gemm", 16, 16, 8, 2, 2, 1, 2, 1)});
+  }
+  {  // bilinear 2x upsample -> ConvTranspose stride 1 (a decoder step): [1,4,3,5] -> [1,4,6,10] -> [1,2,8,12]
+    ModelBuilder m;
+    m.input("x", {1, 4, 3, 5}).weight("w", {4, 2, 3, 3});
+    m.g.initializers["s"] = Tensor::from_vector<float>({4}, {1, 1, 2, 2});
+    m.g.tensors["s"] = {DType::f32, {4}};
+    Attributes ra;
+    ra.set("mode", std::string("linear"));
+    m.node("Resize", {"x", "", "s"}, "u", {1, 4, 6, 10}, ra);
+    m.node("ConvTranspose", {"u", "w"}, "y", {1, 2, 8, 12}, convt_attrs({1, 1}, {0, 0, 0, 0}, {1, 1}, {0, 0}));
+    check_all(m.workload(ClusterKind::conv), {gemm_variant("conv_implicit_gemm", 16, 16, 8, 2, 2, 1, 2, 1)});
+  }
+}
+
 // ---- depthwise_direct ----------------------------------------------------------------------
 
 Variant dw_variant(int64_t th, int64_t tw, int64_t bc, int64_t ppt) {
