@@ -137,6 +137,22 @@ class NodeEmitter {
     return l;
   }
 
+  // The innermost statement of a convolution's loops (channel + `rank` taps, opened by the
+  // caller): acc += x * w, the loops closed, then the bias of output channel o[1].
+  std::string accumulate(const std::string& acc, const std::vector<std::string>& xc,
+                         const std::vector<std::string>& wc, int rank,
+                         const std::vector<std::string>& o, std::string& code) {
+    std::string body;
+    const std::string xv = read(n_.input(0), xc, body), wv = read(n_.input(1), wc, body);
+    code += body + fmt::format("  {} += {} * {};\n", acc, xv, wv);
+    for (int d = 0; d <= rank; ++d) code += "  }\n";
+    if (n_.has_input(2)) {
+      const std::string b = read(n_.input(2), {o[1]}, code);
+      code += fmt::format("  {} += {};\n", acc, b);
+    }
+    return acc;
+  }
+
   std::string conv(const std::vector<std::string>& o, std::string& code) {
     const std::string &x = n_.input(0), &w = n_.input(1);
     const Shape &xs = shape(x), &ws = shape(w);
@@ -154,15 +170,7 @@ class NodeEmitter {
     std::vector<std::string> wc = {o[1], ic};
     xc.insert(xc.end(), l.pos.begin(), l.pos.end());
     wc.insert(wc.end(), l.tap.begin(), l.tap.end());
-    std::string body;
-    const std::string xv = read(x, xc, body), wv = read(w, wc, body);
-    code += body + fmt::format("  {} += {} * {};\n", acc, xv, wv);
-    for (int d = 0; d <= rank; ++d) code += "  }\n";
-    if (n_.has_input(2)) {
-      const std::string b = read(n_.input(2), {o[1]}, code);
-      code += fmt::format("  {} += {};\n", acc, b);
-    }
-    return acc;
+    return accumulate(acc, xc, wc, rank, o, code);
   }
 
   // Output position o takes tap k from input position (o + pad - k * dilation) / stride
@@ -191,15 +199,7 @@ class NodeEmitter {
       xc.push_back(p);
       wc.push_back(k);
     }
-    std::string body;
-    const std::string xv = read(x, xc, body), wv = read(w, wc, body);
-    code += body + fmt::format("  {} += {} * {};\n", acc, xv, wv);
-    for (int d = 0; d <= rank; ++d) code += "  }\n";
-    if (n_.has_input(2)) {
-      const std::string b = read(n_.input(2), {o[1]}, code);
-      code += fmt::format("  {} += {};\n", acc, b);
-    }
-    return acc;
+    return accumulate(acc, xc, wc, rank, o, code);
   }
 
   std::string matmul(const std::vector<std::string>& o, std::string& code) {

@@ -582,9 +582,9 @@ TEST(CodegenConv, ThreeDimensionalBiasAndGroups) {
     m.node("Sigmoid", {"y"}, "s", {2, 4, 3, 3, 3});
     const Workload w = m.workload(ClusterKind::conv);
     EXPECT_EQ(analyze_workload(w).family, Family::conv);
-    auto vs = gemm_picks(w);
-    vs.push_back(gemm_variant("conv_implicit_gemm", 16, 16, 8, 2, 2, 1, 2, 2));
-    check_all(w, vs);
+    check_all(w, {gemm_variant("conv_implicit_gemm", 16, 16, 8, 2, 2, 1, 1, 1),
+                  gemm_variant("conv_implicit_gemm", 32, 16, 16, 2, 2, 1, 3, 1),
+                  gemm_variant("conv_implicit_gemm", 16, 16, 8, 2, 2, 1, 2, 2)});
   }
   {  // depthwise 3-D (groups = channels): the GEMM template, one group per batch
     ModelBuilder m;

@@ -273,6 +273,24 @@ TEST_F(CodegenReference, HeavyOpsAndEdgeAttributes) {
     h.outputs = {"y"};
     one(h, "conv1d");
   }
+  {  // ConvTranspose: 2 groups, strides 2x3, pads, output_padding, dilation, bias; then 3-D
+    Graph g;
+    add_input(g, "x", {2, 4, 4, 3});
+    add_initializer(g, "w", testing::random_tensor({4, 3, 3, 2}, 74));
+    add_initializer(g, "b", testing::random_tensor({6}, 75));
+    add_node(g, "ConvTranspose", {"x", "w", "b"}, {"y"},
+             attrs({{"group", int64_t{2}}, {"strides", std::vector<int64_t>{2, 3}},
+                    {"pads", std::vector<int64_t>{1, 0, 0, 1}}, {"output_padding", std::vector<int64_t>{1, 2}},
+                    {"dilations", std::vector<int64_t>{1, 2}}}));
+    g.outputs = {"y"};
+    one(g, "grouped conv transpose");
+    Graph h;
+    add_input(h, "x", {1, 2, 3, 2, 3});
+    add_initializer(h, "w", testing::random_tensor({2, 3, 2, 3, 2}, 76));
+    add_node(h, "ConvTranspose", {"x", "w"}, {"y"}, attrs({{"strides", std::vector<int64_t>{2, 1, 2}}}));
+    h.outputs = {"y"};
+    one(h, "conv transpose 3-D");
+  }
   {  // MatMul: broadcast batch dims, 1-D operands on either side
     Graph g;
     add_input(g, "a", {2, 1, 3, 5});
