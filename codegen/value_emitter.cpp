@@ -596,6 +596,8 @@ std::string ValueEmitter::emit_op(const Node& n, size_t out_index,
     const std::string x = in(0, oc);
     return define(fmt::format("({} {} {}) ? {} : ({})0", diag, upper ? ">=" : "<=", k, x, ctype));
   }
+  if (n.op == "Pad") return emit_pad(n, oc, code);
+  if (n.op == "Resize" || n.op == "Upsample") return emit_resize(n, oc, code);
   throw_internal_error("ValueEmitter cannot emit op ", n.op);
 }
 

@@ -75,11 +75,16 @@ std::vector<OpTraits> rows() {
     add(op, P::injective).index(IndexMap::linear);
   add("Transpose", P::injective).prologue();
   for (auto op : {"Concat", "Slice", "Gather", "Split", "Tile"}) add(op, P::injective);
-  // Index maps with templates of their own (or none yet): not fused.
+  // Padding and resampling (value_emitter_resample.cpp): also read through inside a
+  // Conv/ConvTranspose gather (candidates.cpp limits them to those heavy ops).
+  add("Pad", P::injective).prologue();
+  for (auto op : {"Resize", "Upsample"})  // a weighted sum of taps: values are computed
+    add(op, P::injective).prologue().flops(FlopsBasis::output, 2).t.passes_value = false;
+  // Index maps the ValueEmitter computes (ops_index.cpp's formulas).
   for (auto op : {"DepthToSpace", "SpaceToDepth", "Trilu", "GatherElements"})
     add(op, P::injective);
-  for (auto op : {"GatherND", "Pad", "Resize", "Upsample"})
-    add(op, P::opaque).index(IndexMap::remap);
+  // No template yet: not fused.
+  add("GatherND", P::opaque).index(IndexMap::remap);
   // Data movement and shape queries.
   for (auto op : {"Shape", "Size", "Constant", "ConstantOfShape", "Range"})
     add(op, P::opaque).no_flops();
@@ -107,7 +112,8 @@ std::vector<OpTraits> rows() {
   add("AveragePool", P::window).fp32();
   add("LpPool", P::window).fp32();
   // Heavy ops.
-  for (auto op : {"Conv", "MatMul", "Gemm"}) add(op, P::heavy).flops(FlopsBasis::contraction, 2);
+  for (auto op : {"Conv", "ConvTranspose", "MatMul", "Gemm"})
+    add(op, P::heavy).flops(FlopsBasis::contraction, 2);
 
   std::vector<OpTraits> out;
   for (auto& row : r) out.push_back(row.t);

@@ -45,5 +45,7 @@ std::span<const OpDef> pool_ops();         // ops_pool.cpp: MaxPool, AveragePool
 std::span<const OpDef> norm_ops();         // ops_norm.cpp: BatchNormalization, LayerNormalization, Softmax, Reduce*
 std::span<const OpDef> index_ops();        // ops_index.cpp: DepthToSpace, SpaceToDepth, Trilu, GatherElements
 std::span<const OpDef> norm_group_ops();   // ops_norm_groups.cpp: InstanceNorm, GroupNorm, LpNorm, LRN
+std::span<const OpDef> resample_ops();     // ops_resample.cpp: Pad, Resize, Upsample
+std::span<const OpDef> conv_transpose_ops();  // ops_conv_transpose.cpp: ConvTranspose
 
 }  // namespace dc::ref

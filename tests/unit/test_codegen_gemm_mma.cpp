@@ -350,6 +350,38 @@ TEST(CodegenGemmMma, ConvDilated) {
   check_paths(m.workload(ClusterKind::conv), 144);
 }
 
+TEST(CodegenGemmMma, ConvTransposeConv3dConv1d) {
+  // One two-stage variant per precision each (the gathers go through registers, like any
+  // conv operand with a gather; the shared pipeline is the 2-D conv's, tested above).
+  auto each_path = [](const Workload& w, int64_t k) {
+    for (const char* p : kPaths)
+      check_mma(w, mma_variant(w, p, 32, 32, std::string(p) == "tf32" ? 16 : 32, 16, 16, 2), k);
+  };
+  {  // ConvTranspose 16 -> 24 channels, stride 2, pads 1, output_padding 1: 4x4 -> 8x8
+    ModelBuilder m;
+    m.input("x", {1, 16, 4, 4}).weight("w", {16, 24, 3, 3}).weight("bias", {24});
+    Attributes a;
+    a.set("strides", std::vector<int64_t>{2, 2});
+    a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+    a.set("output_padding", std::vector<int64_t>{1, 1});
+    m.node("ConvTranspose", {"x", "w", "bias"}, "y", {1, 24, 8, 8}, a);
+    each_path(m.workload(ClusterKind::conv), 144);
+  }
+  {  // Conv3d 16 -> 16 channels, 3x3x3, pads 1
+    ModelBuilder m;
+    m.input("x", {1, 16, 3, 4, 5}).weight("w", {16, 16, 3, 3, 3});
+    m.node("Conv", {"x", "w"}, "y", {1, 16, 3, 4, 5},
+           conv_attrs({3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1}, {1, 1, 1}));
+    each_path(m.workload(ClusterKind::conv), 432);
+  }
+  {  // Conv1d 16 -> 32 channels, kernel 5, stride 2, pads 2: 40 -> 20
+    ModelBuilder m;
+    m.input("x", {2, 16, 40}).weight("w", {32, 16, 5}).weight("bias", {32});
+    m.node("Conv", {"x", "w", "bias"}, "y", {2, 32, 20}, conv_attrs({5}, {2}, {2, 2}, {1}));
+    each_path(m.workload(ClusterKind::conv), 80);
+  }
+}
+
 TEST(CodegenGemmMma, ConvGrouped) {
   // Two groups of 16 input channels: the GEMM batch.
   ModelBuilder m;
