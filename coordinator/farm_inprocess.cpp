@@ -15,7 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "emulator.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "ir/error.h"
 #include "ir/workload.h"
 #include "nvrtc.h"

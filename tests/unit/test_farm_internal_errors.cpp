@@ -9,7 +9,7 @@
 
 #include "farm_inprocess.h"
 #include "generate.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "tune.h"
 #include "tune_report.h"
 

@@ -12,7 +12,7 @@
 
 #include "farm_inprocess.h"
 #include "generate.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "model_loader.h"
 #include "nvrtc.h"
 #include "pass_testing.h"
