@@ -20,7 +20,7 @@
 #include "farm_broker.h"
 #include "farm_local.h"
 #include "farm_security.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "ir/json_writer.h"
 #include "tune.h"
 #include "tune_config.h"

@@ -13,7 +13,7 @@
 
 #include "farm_codec.h"
 #include "farm_dispatch.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "ir/error.h"
 #include "job_executor.h"
 #include "worker_devices.h"

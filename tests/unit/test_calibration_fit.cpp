@@ -14,7 +14,7 @@
 #include "calibration_fit.h"
 #include "farm_inprocess.h"
 #include "farm_testing.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "ir/error.h"
 #include "model_loader.h"
 #include "tune.h"

@@ -13,7 +13,7 @@
 #include "compile_cache.h"
 #include "farm_dispatch.h"
 #include "farm_testing.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "measure_child.h"
 #include "worker_devices.h"
 

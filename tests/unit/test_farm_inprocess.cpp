@@ -12,7 +12,7 @@
 #include "emulated_timing.h"
 #include "farm_inprocess.h"
 #include "generate.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "pass_testing.h"
 #include "plan_estimate.h"
 

@@ -10,7 +10,7 @@
 #include "farm_inprocess.h"
 #include "farm_testing.h"
 #include "generate.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "tune.h"
 #include "tune_report.h"
 

@@ -16,7 +16,7 @@
 #include "farm_broker.h"
 #include "farm_client.h"
 #include "farm_testing.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "job_executor.h"
 #include "measure_child.h"
 #include "random_inputs.h"

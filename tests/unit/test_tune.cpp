@@ -14,7 +14,7 @@
 #include "farm_inprocess.h"
 #include "farm_testing.h"
 #include "generate.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "model_loader.h"
 #include "nvrtc.h"
 #include "pass_testing.h"
