@@ -54,7 +54,7 @@ std::string tune_gpu_summary(const TuneResult& r, const GpuTuneResult& g) {
                    g.checks ? fmt::format(" ({} winner checks)", g.checks) : "", g.results,
                    statuses(g.by_status, false));
   if (g.gpu_busy_fraction() > 0)
-    s += fmt::format("GPU busy   {:.0f}% of the measure stage ({:.1f} s), over {} device(s)\n",
+    s += fmt::format("GPU busy   {:.1f}% of the measure stage ({:.1f} s), over {} device(s)\n",
                      100 * g.gpu_busy_fraction(), g.measure_seconds, g.devices.size());
   s += fmt::format("in the DB  {} variants ok; failed, excluded: {}\n", g.ok_variants,
                    statuses(g.failed_variants, true));
