@@ -35,6 +35,9 @@ LocalFarmOptions local_options(std::vector<std::string> types, int per_type) {
   o.cache_dir = ::testing::TempDir() + "dc-farm-test-cache";
   o.worker_log_level = "error";
   o.broker.heartbeat = 200ms;  // a killed worker is noticed after 600 ms
+  // One job held per worker (not the default 1 + builders' share): the tests below count
+  // the jobs in flight and the ones a lost worker takes with it.
+  o.credits = 1;
   return o;
 }
 
