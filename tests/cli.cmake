@@ -69,9 +69,9 @@ add_test(NAME cli_tune_tiny_cnn_inprocess COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURC
   --local-workers 2 --emulate --farm inprocess)
 set_tests_properties(cli_tune_tiny_cnn_emulated cli_tune_tiny_cnn_inprocess PROPERTIES LABELS unit
   TIMEOUT 300)
-add_test(NAME cli_tune_needs_gpus COMMAND ${DC_COORD} tune ${EX}/tiny_cnn/model.onnx --db :memory:)
-set_tests_properties(cli_tune_needs_gpus PROPERTIES LABELS unit
-  PASS_REGULAR_EXPRESSION "error: tune needs --gpus LIST")
+add_test(NAME cli_tune_needs_gpus COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_failure.py
+  2 "^error: tune needs --gpus LIST" -- ${DC_COORD} tune ${EX}/tiny_cnn/model.onnx --db :memory:)
+set_tests_properties(cli_tune_needs_gpus PROPERTIES LABELS unit)
 
 # Every kept variant (and the reference kernel) of each exported model compiles with NVRTC.
 # The five architectures are spread over the three models so that the suite stays within
@@ -152,9 +152,12 @@ add_test(NAME cli_worker_list_devices_emulated COMMAND $<TARGET_FILE:dc-worker> 
   --emulate h100 --emulate t4)
 set_tests_properties(cli_worker_list_devices_emulated PROPERTIES LABELS unit
   PASS_REGULAR_EXPRESSION "0: h100 \\(emulated, sm_90\\)\n1: t4 \\(emulated, sm_75\\)")
-add_test(NAME cli_worker_list_devices_unknown_type COMMAND $<TARGET_FILE:dc-worker> --list-devices
-  --emulate nosuchgpu)
-set_tests_properties(cli_worker_list_devices_unknown_type PROPERTIES LABELS unit WILL_FAIL TRUE)
+# An unknown GPU type is bad user input: exit 2 and one line that names it and the known
+# types (not just "non-zero": a crash would pass that).
+add_test(NAME cli_worker_list_devices_unknown_type COMMAND ${DC_PY}
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_failure.py 2 "unknown GPU 'nosuchgpu'; known: .*h100" --
+  $<TARGET_FILE:dc-worker> --list-devices --emulate nosuchgpu)
+set_tests_properties(cli_worker_list_devices_unknown_type PROPERTIES LABELS unit)
 
 # --precision: plans per precision, the deprecated --precisions, bad combinations.
 add_test(NAME cli_precision COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_precision.py
