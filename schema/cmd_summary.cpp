@@ -153,7 +153,7 @@ int cmd_models(const std::string& db, const std::vector<std::string>& args) {
   {
     const auto tdb = open_db_for_reading(db);
     for (const GpuTypeRecord& g : tdb->gpu_types())
-      for (bool emulated : {false, true})
+      for (bool emulated : {true, false})  // "emulated" before "real", as before
         bests.emplace_back(g.name, emulated, best_by_workload(*tdb, g.name, emulated));
   }
   for (auto& r : rows) {
