@@ -33,7 +33,7 @@ class Driver {
       : farm_(farm), db_(db), opts_(opts), r_(r), log_(opts, r.stages),
         nvrtc_major_(opts.nvrtc_major.empty() ? toolchain_major(nvrtc_version()) : opts.nvrtc_major) {}
 
-  // The stages, in order.
+  // The stages after load (tune() runs it), in order.
   void run(const Graph& g) {
     const Calibrated cal = log_.run("calibrate", [&] { return calibrate(db_, opts_, log_); },
                                     [](const Calibrated& c) { return describe(c); });
@@ -49,12 +49,12 @@ class Driver {
       return lookup(r_.plan, r_.gpus, db_, opts_, r_.calibration, nvrtc_major_); },
       [&](const Lookup& l) { return describe(l, opts_); });
     absorb(todo);
-    measure(todo.jobs);
+    generate_dispatch_collect(todo.jobs);
     Checked checked;
     if (wants_check()) {
       checked = log_.run("check", [&] {
         return check_winners(r_.plan, r_.gpus, db_, opts_, r_.calibration, nvrtc_major_,
-                             [&](std::vector<PlannedJob> jobs) { return measure(std::move(jobs)); }); },
+                             [&](std::vector<PlannedJob> jobs) { return generate_dispatch_collect(jobs); }); },
         [](const Checked& c) { return describe(c); });
       for (size_t gi = 0; gi < r_.gpus.size(); ++gi) r_.gpus[gi].checks_failed += checked.failed_per_gpu[gi];
     }
@@ -109,8 +109,9 @@ class Driver {
     return any_emulated && opts_.check_winners && !r_.interrupted;
   }
 
-  // generate -> dispatch -> collect for a list of jobs; their counts go to the result.
-  Collected measure(const std::vector<PlannedJob>& jobs) {
+  // The generate, dispatch and collect stages for a list of jobs (the lookup's, then each
+  // check round's); their counts go to the result.
+  Collected generate_dispatch_collect(const std::vector<PlannedJob>& jobs) {
     std::vector<FarmJob> farm_jobs = log_.run("generate", [&] { return generate(jobs, r_.plan, r_.gpus, opts_); },
         [](const std::vector<FarmJob>& f) { return fmt::format("{} kernels generated", f.size()); });
     Dispatched sent = log_.run("dispatch", [&] {
