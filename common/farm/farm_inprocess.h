@@ -1,14 +1,15 @@
-// An in-process Farm: jobs run on a small pool of threads inside this process, one set of
-// threads per GPU type, and come back as Measurements marked emulated. It is the farm of the
-// unit tests and a testing aid for the command line (`tune --farm inprocess`); the real
-// farm is the ZeroMQ broker with dc-worker daemons.
+// A test farm inside this process: threads, one set per GPU type, each running the
+// production JobExecutor on an emulated device of that type, with every job going through
+// the same wire form and codec as a dc-worker's (farm_dispatch.h prepare, farm_codec.h).
+// So it compiles with NVRTC, checks on the host emulator when the job asks, and times with
+// the emulated device's timing model, exactly as `dc-worker --emulate` does; it only skips
+// the sockets and the measurement child (a kernel fault is caught by the emulator's guards,
+// not by a process boundary).
 //
-// Times come from a deterministic timing model (modelled_samples) or from the test's own
-// function, so that a test can decide which variant wins. Optionally each job is compiled
-// with NVRTC for the GPU type's architecture (a compile error becomes compile_error; the
-// registers, spills and shared memory are ptxas's) and, for jobs that ask for it, checked on
-// the host emulator against the reference kernel. Nothing is isolated in a child process:
-// a kernel fault is caught only by the emulator's own guards.
+// It is a testing aid of the unit tests (and of the hidden `tune --farm inprocess` of the
+// command-line tests); users run the local farm or remote dc-worker daemons. A test may
+// override the times or statuses of successful jobs (`timing`) to decide which variant
+// wins; nothing outside the tests can set that.
 #pragma once
 
 #include <chrono>
@@ -22,10 +23,10 @@
 
 namespace dc {
 
-// What a fake timing function says about one job.
+// What a test's timing function says about one job.
 struct FakeOutcome {
   JobStatus status = JobStatus::ok;
-  std::vector<double> samples_us;  // ok: the samples (empty: the modelled ones)
+  std::vector<double> samples_us;  // ok: the samples (empty: the timing model's)
   std::string error;               // failures: the message
 };
 using FakeTiming = std::function<FakeOutcome(const FarmJob&)>;
@@ -34,9 +35,10 @@ struct InProcessFarmOptions {
   std::vector<std::string> gpu_types;  // workers are started for these types only
   int workers_per_type = 1;
   std::string host = "inprocess";      // workers are named host/<gpu type>-<i>
-  FakeTiming timing;                   // default: modelled_samples, always ok
-  bool compile = false;                // NVRTC for the type's architecture (catalog)
-  bool emulator_check = false;         // honour FarmJob::check_on_emulator on the host emulator
+  std::string cache_dir;               // the executors' compile cache ("" = none)
+  // Tests only: replaces the executor's outcome of a job that came back ok (compiled,
+  // checked when asked, timed by the emulated timing model). Empty samples keep the model's.
+  FakeTiming timing;
   // Testing aids: every job takes at least this long; collect() throws std::runtime_error
   // once this many results have been returned (a coordinator crash), -1 never.
   std::chrono::milliseconds job_delay{0};
@@ -45,10 +47,5 @@ struct InProcessFarmOptions {
 
 // The farm; its threads start at once and stop at shutdown() or destruction.
 std::unique_ptr<Farm> make_inprocess_farm(InProcessFarmOptions options);
-
-// The in-process timing model (distinct from the estimator, which it only scales): the
-// job's estimate times a deterministic per-variant factor in [0.8, 1.4) from a hash of the
-// variant key and GPU type, plus deterministic noise of up to 3% over 9 samples.
-std::vector<double> modelled_samples(const FarmJob& job);
 
 }  // namespace dc

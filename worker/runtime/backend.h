@@ -23,7 +23,7 @@ class Backend {
 
   // "NVIDIA H100 80GB HBM3 (cuda:0, sm_90)" or "host emulator".
   virtual std::string device_description() const = 0;
-  // GpuSpec name of the device ("h100"; "" when the device is not in estimator/gpus.yaml,
+  // GpuSpec name of the device ("h100"; "" when the device is not in common/gpu/gpus.yaml,
   // or for the emulator, which runs any plan).
   virtual std::string device_gpu_type() const = 0;
 
