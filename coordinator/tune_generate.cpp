@@ -1,11 +1,12 @@
 // The generate stage: CUDA source for every planned job, and the FarmJob that carries it.
+// No tolerance travels with the job: the executor checks against variant_tolerance of the
+// job's path and workload (codegen/variant_tolerance.h), the one definition of the bound.
 #include <fmt/format.h>
 
 #include "generate.h"
 #include "ir/error.h"
 #include "ir/parallel.h"
 #include "tune_stages.h"
-#include "variant_tolerance.h"
 
 namespace dc::tune_stage {
 
@@ -69,7 +70,6 @@ std::vector<FarmJob> generate(const std::vector<PlannedJob>& jobs, const ModelPl
     f.job_id = job_key(w.signature, j.variant.key(), f.gpu_type);
     // The same inputs for every variant of a workload; the signature is 16 hex digits.
     f.seed = opts.input_seed ^ std::stoull(w.signature, nullptr, 16);
-    f.rtol = variant_tolerance(j.variant.precision, w).rtol;  // docs/precision.md
     f.check_on_emulator = j.check;
     f.estimate_us = j.estimate_us;
     f.flops = w.flops;

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <sys/wait.h>
 
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "model_loader.h"
 #include "sha256.h"
 #include "tune.h"
