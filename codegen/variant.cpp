@@ -14,10 +14,17 @@ Variant reference_variant() {
   return v;
 }
 
-bool is_reference(const Variant& v) { return v.template_name == kReferenceTemplate; }
-
 bool is_reference_key(const std::string& variant_key) {
   return variant_key.rfind(std::string(kReferenceTemplate) + "/", 0) == 0;
+}
+
+bool is_reference(const Variant& v) { return is_reference_key(v.key()); }
+
+std::string variant_key_precision(const std::string& variant_key) {
+  const size_t a = variant_key.find('/');
+  if (a == std::string::npos) return "";
+  const size_t b = variant_key.find('/', a + 1);
+  return b == std::string::npos ? "" : variant_key.substr(a + 1, b - a - 1);
 }
 
 std::string Variant::key() const {

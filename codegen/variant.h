@@ -31,11 +31,15 @@ struct Variant {
 // The workload's naive reference kernel (codegen/generate.h's generate_reference) as a
 // variant: tune measures it once per workload and GPU type as the baseline that reports
 // compare the chosen kernels with ("speedup over the reference kernel"); selection never
-// chooses it. Key "reference/fp32/".
+// chooses it. Key "reference/fp32/". is_reference_key is THE test for "is this the
+// reference kernel?" (tune, the tuning DB, dc-db and the report all ask it).
 inline constexpr const char* kReferenceTemplate = "reference";
 Variant reference_variant();
-bool is_reference(const Variant& v);
 bool is_reference_key(const std::string& variant_key);
+bool is_reference(const Variant& v);  // is_reference_key(v.key())
+
+// "fp16" from "gemm_mma/fp16/block_k=32,...": a variant key's math path ("" if malformed).
+std::string variant_key_precision(const std::string& variant_key);
 
 // Every variant of the workload's kind that the GPU can run: enumerated from the kind's
 // parameter space (param_space_*.cpp) and filtered by the GPU's hard limits (threads per

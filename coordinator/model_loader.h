@@ -16,7 +16,8 @@ struct LoadedModel {
   Graph simplified;
   std::vector<std::string> precision_notes;  // constants clamped by apply_precision
   double import_seconds = 0;
-  double simplify_seconds = 0;
+  double simplify_seconds = 0;   // the simplification passes
+  double precision_seconds = 0;  // apply_precision
 };
 
 LoadedModel load_model(OnnxModel model, const ImportOptions& opts, bool simplify,

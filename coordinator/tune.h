@@ -1,16 +1,19 @@
 // The tuning pipeline behind `dc-coordinator tune`, written against two interfaces only:
-// the measurement farm (farm.h) and the tuning DB (schema/tuning_db.h). A straight list of
-// stages, each logged and timed (docs/tune.md):
+// the measurement farm (farm.h) and the tuning DB (schema/tuning_db.h). tune.cpp lists the
+// stages in order; each is a free function with typed inputs and outputs in a file of its
+// own (tune_stages.h), timed and logged by one helper (docs/tune.md):
 //
-//   import -> simplify -> calibrate (fit the estimator's factors from the DB's results) ->
-//   candidates/variants/estimate/prune -> record model -> farm (wait
-//   for workers) -> DB lookup (reuse, cross-GPU seeds) -> generate -> dispatch -> collect
-//   (every result committed as it arrives) -> check winners (emulated) -> select -> record
+//   load (import, simplify, precision) -> calibrate (fit the estimator's factors from the
+//   DB's results) -> estimate (candidates/variants/estimate/prune) -> record model -> farm
+//   (wait for workers) -> lookup (DB reuse, cross-GPU seeds) -> generate -> dispatch ->
+//   collect (every result committed as it arrives) -> check winners (emulated) -> select
+//   -> record plans
 //
 // Reuse: a variant with a final result in the DB for the GPU type, the source (real or
 // emulated) and the NVRTC major version is not sent again unless `retune`. Because every
 // result is committed on arrival, rerunning a tune that was killed measures only what is
-// missing. Selection uses every qualifying result in the DB, not only this run's.
+// missing. Selection uses every qualifying result in the DB, not only this run's, through
+// the DB's one definition of the best variant (TuningDb::best_variants).
 //
 // Results carry the estimate without calibration, so the calibrate stage's fit of measured
 // / estimated finds the factor itself whatever factors earlier tunes used.
@@ -158,8 +161,9 @@ TuneResult tune(const std::string& model_path, Farm& farm, TuningDb& db, const T
 TuneResult tune_graph(const Graph& simplified, Farm& farm, TuningDb& db, const TuneOptions& opts,
                       TuneResult result = {});
 
-// Selection on what the DB holds for one GPU type: best qualifying variant per workload
-// (ok results only; a variant with any final failure is excluded), then the cover with the
+// Selection on what the DB holds for one GPU type: the best variant per workload by
+// TuningDb::best_variants (a variant with any final failure is excluded; results of the
+// toolchain `nvrtc_major` only, "" = the newest in the DB), then the cover with the
 // least measured time. Clusters without a measurement are left out of the cover search
 // (their sub-clusters and singletons cover them); a singleton without one falls back to
 // the reference kernel at a prohibitive cost, so it is chosen only when nothing else can
@@ -169,9 +173,6 @@ TuneResult tune_graph(const Graph& simplified, Farm& farm, TuningDb& db, const T
 void select_measured(const ModelPlan& plan, const TuningDb& db, const std::string& nvrtc_major,
                      GpuTuneResult& gpu,
                      const std::vector<std::string>& math_paths = {"fp32"});
-
-// "fp16" from "gemm_mma/fp16/block_k=32,...": a variant key's math path ("" if malformed).
-std::string variant_key_precision(const std::string& variant_key);
 
 // The cost standing in for an unmeasured reference kernel in the cover search.
 inline constexpr double kReferenceCostUs = 1e6;

@@ -1,5 +1,5 @@
-// dc-db workloads, best, compare, estimator-error: the fastest variants and how the
-// estimator did, per GPU type, from the SQL views (schema/migrations/0001_initial.sql).
+// dc-db workloads, best, compare, estimator-error: the fastest variants per GPU type (by
+// TuningDb::best_variants, the definition tune's selection uses) and how the estimator did.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -49,27 +49,31 @@ ModelFilter model_filter(sqlite::Connection& conn, const po::variables_map& vm) 
   return f;
 }
 
-// --model and --emulated, after the GPU option(s) of best and compare.
+// --model, --emulated and --nvrtc-major, after the GPU option(s) of best and compare.
 void add_model_and_source_options(po::options_description& desc) {
   desc.add_options()("model", po::value<std::string>(), "only the workloads of this model")(
-      "emulated", po::bool_switch(), "emulated results instead of real ones");
+      "emulated", po::bool_switch(), "emulated results instead of real ones")(
+      "nvrtc-major", po::value<std::string>()->default_value(""),
+      "results of this NVRTC major version only, e.g. 12 (default: the newest in the DB), "
+      "as a tune with that toolchain selects");
 }
 
 // The storage type (workload_storage.storage) of a plan's precision.
 std::string storage_of(Precision p) { return std::string(dtype_name(storage_dtype(p))); }
 
-// The best ok variant per workload for a plan of precision `p` on (gpu, source): workloads
-// stored as p stores them, variants of p's math paths only (best_by_math, migration 0003).
-// Columns: workload, kind, variant_key, median_us, min_us, estimate_us, base_signature.
-constexpr const char* kBestForPrecision =
-    "SELECT workload, kind, variant_key, median_us, min_us, estimate_us, base_signature FROM ("
-    " SELECT b.*, s.base_signature, ROW_NUMBER() OVER (PARTITION BY b.workload "
-    "  ORDER BY b.median_us, b.measurement_id) AS r "
-    " FROM best_by_math b JOIN workload_storage s ON s.signature = b.workload "
-    " WHERE b.gpu_type = ?1 AND b.source = ?2 AND s.storage = ?3 "
-    " AND (b.math = ?4 OR b.math = 'fp32')) WHERE r = 1 ORDER BY median_us DESC, workload";
-void bind_best_for_precision(sqlite::Query& q, const std::string& gpu, bool emulated, Precision p) {
-  q.bind_all(gpu, source_arg(emulated), storage_of(p), std::string(precision_name(p)));
+// Per workload signature: kind and precision-free base signature; with `storage`, only the
+// workloads a plan of that storage type holds.
+struct WorkloadInfo {
+  std::string kind, base;
+};
+std::map<std::string, WorkloadInfo> workload_info(sqlite::Connection& conn, const std::string& storage = "") {
+  sqlite::Query q = conn.query(
+      "SELECT w.signature, w.kind, s.base_signature FROM workloads w "
+      "JOIN workload_storage s ON s.signature = w.signature WHERE ?1 = '' OR s.storage = ?1");
+  q.bind(1, storage);
+  std::map<std::string, WorkloadInfo> out;
+  while (q.step()) out[q.text(0)] = {q.text(1), q.text(2)};
+  return out;
 }
 
 std::optional<Precision> precision_option(const po::variables_map& vm) {
@@ -93,9 +97,11 @@ int cmd_workloads(const std::string& db, const std::vector<std::string>& args) {
   const ModelFilter model = model_filter(conn, *vm);
   const bool emulated = (*vm)["emulated"].as<bool>();
   std::string gpu;
+  std::map<std::string, WorkloadBest> best;
   if (vm->count("gpu")) {
     gpu = (*vm)["gpu"].as<std::string>();
     require_gpu(conn, gpu);
+    best = best_by_workload(*open_db_for_reading(db), gpu, emulated);
   }
   std::vector<std::string> header = {"signature", "kind", ">GFLOP", ">MB", ">variants",
                                      ">results", "models"};
@@ -111,25 +117,25 @@ int cmd_workloads(const std::string& db, const std::vector<std::string>& args) {
       "(SELECT count(*) FROM measurements m JOIN variants v ON v.id = m.variant_id "
       " WHERE v.workload = w.signature), "
       "(SELECT group_concat(DISTINCT mo.name) FROM model_workloads mw "
-      " JOIN models mo ON mo.id = mw.model_id WHERE mw.workload = w.signature), "
-      "b.median_us, b.variant_key "
-      "FROM workloads w LEFT JOIN best_variants b ON b.workload = w.signature "
-      " AND b.gpu_type = ?2 AND b.source = ?3 "
+      " JOIN models mo ON mo.id = mw.model_id WHERE mw.workload = w.signature) "
+      "FROM workloads w "
       "WHERE (?1 IS NULL OR w.signature IN (SELECT workload FROM model_workloads WHERE model_id = ?1)) "
-      "AND (?4 = '' OR w.signature IN (SELECT signature FROM workload_storage WHERE storage = ?4)) "
+      "AND (?2 = '' OR w.signature IN (SELECT signature FROM workload_storage WHERE storage = ?2)) "
       "ORDER BY w.kind, w.signature");
   if (model.id) q.bind(1, *model.id);
   else q.bind_null(1);
   const auto precision = precision_option(*vm);
-  q.bind(2, gpu).bind(3, source_arg(emulated)).bind(4, precision ? storage_of(*precision) : "");
+  q.bind(2, precision ? storage_of(*precision) : "");
   while (q.step()) {
-    std::vector<std::string> row = {q.text(0), q.text(1), gflop(q.int64(2)), mbytes(q.int64(3)),
+    const std::string sig = q.text(0);
+    std::vector<std::string> row = {sig, q.text(1), gflop(q.int64(2)), mbytes(q.int64(3)),
                                     std::to_string(q.int64(4)), std::to_string(q.int64(5)),
                                     q.is_null(6) ? "-" : q.text(6)};
-    if (model.id) row.insert(row.begin() + 2, std::to_string(model.counts.count(q.text(0)) ? model.counts.at(q.text(0)) : 0));
+    if (model.id) row.insert(row.begin() + 2, std::to_string(model.counts.count(sig) ? model.counts.at(sig) : 0));
     if (!gpu.empty()) {
-      row.push_back(q.is_null(7) ? "-" : format_us(q.real(7)));
-      row.push_back(q.is_null(8) ? "-" : q.text(8));
+      const auto b = best.find(sig);
+      row.push_back(b == best.end() ? "-" : format_us(b->second.median_us));
+      row.push_back(b == best.end() ? "-" : b->second.variant_key);
     }
     t.add(row);
   }
@@ -142,7 +148,9 @@ int cmd_workloads(const std::string& db, const std::vector<std::string>& args) {
 }
 
 int cmd_best(const std::string& db, const std::vector<std::string>& args) {
-  po::options_description desc("dc-db best: the fastest variant per workload on a GPU type");
+  po::options_description desc("dc-db best: the fastest variant per workload on a GPU type\n"
+                               "(TuningDb::best_variants: what tune selects from; a variant with "
+                               "any final failure is excluded)");
   desc.add_options()("help,h", "this text")("gpu", po::value<std::string>()->required(),
                                             "GPU type, e.g. h100");
   add_model_and_source_options(desc);
@@ -156,32 +164,29 @@ int cmd_best(const std::string& db, const std::vector<std::string>& args) {
   const bool emulated = (*vm)["emulated"].as<bool>();
   require_gpu(conn, gpu);
   const ModelFilter model = model_filter(conn, *vm);
+  const auto info = workload_info(conn, precision ? storage_of(*precision) : "");
+  const auto best = best_by_workload(*open_db_for_reading(db), gpu, emulated,
+                                     (*vm)["nvrtc-major"].as<std::string>(),
+                                     precision ? math_paths(*precision) : std::vector<std::string>{});
+  std::vector<const WorkloadBest*> shown;
+  for (const auto& [sig, b] : best)
+    if (info.count(sig) && (!model.id || model.counts.count(sig))) shown.push_back(&b);
+  std::stable_sort(shown.begin(), shown.end(), [](const WorkloadBest* a, const WorkloadBest* b) {
+    return a->median_us > b->median_us;  // slowest first; ties by signature
+  });
   std::vector<std::string> header = {"signature", "kind", "variant", ">median", ">min",
                                      ">estimate", ">variants ok"};
   if (model.id) header.insert(header.begin() + 2, ">count");
   Table t(header);
   double weighted = 0;
-  size_t shown = 0;
-  sqlite::Query q = conn.query(precision ? kBestForPrecision :
-      "SELECT b.workload, b.kind, b.variant_key, b.median_us, b.min_us, b.estimate_us, "
-      "(SELECT count(DISTINCT m.variant_id) FROM measurements m "
-      " JOIN variants v ON v.id = m.variant_id WHERE v.workload = b.workload "
-      " AND m.gpu_type = b.gpu_type AND m.emulated = ?3 AND m.status = 'ok') "
-      "FROM best_variants b WHERE b.gpu_type = ?1 AND b.source = ?2 "
-      "ORDER BY b.median_us DESC, b.workload");
-  if (precision) bind_best_for_precision(q, gpu, emulated, *precision);
-  else q.bind_all(gpu, source_arg(emulated), emulated);
-  while (q.step()) {
-    const std::string sig = q.text(0);
-    if (model.id && !model.counts.count(sig)) continue;
-    ++shown;
-    std::vector<std::string> row = {sig, q.text(1), q.text(2), format_us(q.real(3)),
-                                    format_us(q.real(4)),
-                                    q.real(5) > 0 ? format_us(q.real(5)) : "-",
-                                    precision ? "-" : std::to_string(q.int64(6))};
+  for (const WorkloadBest* b : shown) {
+    std::vector<std::string> row = {b->workload, info.at(b->workload).kind, b->variant_key,
+                                    format_us(b->median_us), format_us(b->min_us),
+                                    b->estimate_us > 0 ? format_us(b->estimate_us) : "-",
+                                    std::to_string(b->ok_variants)};
     if (model.id) {
-      row.insert(row.begin() + 2, std::to_string(model.counts.at(sig)));
-      weighted += model.counts.at(sig) * q.real(3);
+      row.insert(row.begin() + 2, std::to_string(model.counts.at(b->workload)));
+      weighted += model.counts.at(b->workload) * b->median_us;
     }
     t.add(row);
   }
@@ -191,7 +196,7 @@ int cmd_best(const std::string& db, const std::vector<std::string>& args) {
                                                    storage_of(*precision),
                                                    fmt::join(math_paths(*precision), "/"))
                                      : "",
-                           shown);
+                           shown.size());
   if (model.id)
     std::cout << fmt::format(" of {} in the model; sum of best times x count {}",
                              model.counts.size(), format_us(weighted));
@@ -218,6 +223,7 @@ int compare_precisions(const std::string& db, const po::variables_map& vm) {
   sqlite::Connection conn = open_for_reading(db);
   require_gpu(conn, gpu);
   const ModelFilter model = model_filter(conn, vm);
+  const auto tdb = open_db_for_reading(db);
   // (kind, base signature) -> precision -> best us; a model filter matches either form.
   std::map<std::pair<std::string, std::string>, std::map<std::string, double>> best;
   std::set<std::string> bases_in_model;
@@ -229,11 +235,13 @@ int compare_precisions(const std::string& db, const po::variables_map& vm) {
     while (q.step()) bases_in_model.insert(q.text(0));
   }
   for (Precision p : precs) {
-    sqlite::Query q = conn.query(kBestForPrecision);
-    bind_best_for_precision(q, gpu, emulated, p);
-    while (q.step())
-      if (!model.id || bases_in_model.count(q.text(6)))
-        best[{q.text(1), q.text(6)}][std::string(precision_name(p))] = q.real(3);
+    const auto info = workload_info(conn, storage_of(p));
+    for (const auto& [sig, b] : best_by_workload(*tdb, gpu, emulated, vm["nvrtc-major"].as<std::string>(),
+                                                 math_paths(p))) {
+      const auto i = info.find(sig);
+      if (i == info.end() || (model.id && !bases_in_model.count(i->second.base))) continue;
+      best[{i->second.kind, i->second.base}][std::string(precision_name(p))] = b.median_us;
+    }
   }
   std::vector<std::string> names;
   for (Precision p : precs) names.emplace_back(precision_name(p));
@@ -299,16 +307,13 @@ int cmd_compare(const std::string& db, const std::vector<std::string>& args) {
   sqlite::Connection conn = open_for_reading(db);
   for (const auto& g : gpus) require_gpu(conn, g);
   const ModelFilter model = model_filter(conn, *vm);
+  const auto info = workload_info(conn);
+  const auto tdb = open_db_for_reading(db);
 
   std::map<std::pair<std::string, std::string>, std::map<std::string, double>> best;  // (kind, sig)
-  for (const auto& g : gpus) {
-    sqlite::Query q = conn.query(
-        "SELECT workload, kind, median_us FROM best_variants WHERE gpu_type = ? AND source = ?");
-    q.bind_all(g, source_arg(emulated));
-    while (q.step())
-      if (!model.id || model.counts.count(q.text(0)))
-        best[{q.text(1), q.text(0)}][g] = q.real(2);
-  }
+  for (const auto& g : gpus)
+    for (const auto& [sig, b] : best_by_workload(*tdb, g, emulated, (*vm)["nvrtc-major"].as<std::string>()))
+      if (!model.id || model.counts.count(sig)) best[{info.at(sig).kind, sig}][g] = b.median_us;
   std::vector<std::string> header = {"signature", "kind"};
   for (const auto& g : gpus) header.push_back(">" + g);
   for (size_t i = 1; i < gpus.size(); ++i) header.push_back(">" + gpus[i] + "/" + gpus[0]);

@@ -14,6 +14,7 @@
 
 #include "dc_db.h"
 #include "ir/error.h"
+#include "variant.h"
 
 namespace dc::dcdb {
 
@@ -203,19 +204,29 @@ int cmd_report(const std::string& db, const std::vector<std::string>& args) {
            << scatter(pts, series, "estimated (us)", "measured median (us)");
   }
 
-  // 3. Speedup of the best variant over the reference kernel.
+  // 3. Speedup of the best variant (TuningDb::best_variants) over the reference kernel.
+  const auto tdb = open_db_for_reading(db);
+  const auto gpu_types = tdb->gpu_types();
   html << "<h2>Speedup over the reference kernel</h2>\n";
   {
-    sqlite::Query q = conn.query(
-        "SELECT b.gpu_type, b.source, b.workload, b.variant_key, r.median_us / b.median_us "
-        "FROM best_variants b JOIN (SELECT workload, gpu_type, source, min(median_us) AS median_us "
-        "FROM ok_measurements WHERE template = 'reference' GROUP BY 1, 2, 3) r "
-        "ON r.workload = b.workload AND r.gpu_type = b.gpu_type AND r.source = b.source "
-        "ORDER BY b.gpu_type, b.source");
     std::map<std::string, std::vector<Bar>> charts;
-    while (q.step())
-      charts[fmt::format("{} ({})", q.text(0), q.text(1))].push_back(
-          {q.text(2), q.real(4), q.text(3)});
+    for (const GpuTypeRecord& g : gpu_types)
+      for (bool emulated : {false, true}) {
+        MeasurementQuery q;
+        q.gpu_type = g.name;
+        q.source = source_of(emulated);
+        q.status = JobStatus::ok;
+        std::map<std::string, double> reference;  // workload -> least median
+        for (const Measurement& m : tdb->query(q))
+          if (is_reference_key(m.variant_key)) {
+            const auto [it, fresh] = reference.emplace(m.workload, m.median_us);
+            if (!fresh) it->second = std::min(it->second, m.median_us);
+          }
+        for (const auto& [sig, b] : best_by_workload(*tdb, g.name, emulated))
+          if (reference.count(sig))
+            charts[fmt::format("{} ({})", g.name, source_arg(emulated))].push_back(
+                {sig, reference.at(sig) / b.median_us, b.variant_key});
+      }
     if (charts.empty())
       html << "<p class='note'>no workload has both a reference-kernel result and a best "
               "variant yet</p>\n";
@@ -229,13 +240,11 @@ int cmd_report(const std::string& db, const std::vector<std::string>& args) {
   for (const char* source : {"real", "emulated"}) {
     std::map<std::string, std::map<std::string, double>> best;  // workload -> gpu -> us
     std::set<std::string> gpus;
-    sqlite::Query q = conn.query(
-        "SELECT workload, gpu_type, median_us FROM best_variants WHERE source = ?");
-    q.bind(1, source);
-    while (q.step()) {
-      best[q.text(0)][q.text(1)] = q.real(2);
-      gpus.insert(q.text(1));
-    }
+    for (const GpuTypeRecord& g : gpu_types)
+      for (const auto& [sig, b] : best_by_workload(*tdb, g.name, source[0] == 'e')) {
+        best[sig][g.name] = b.median_us;
+        gpus.insert(g.name);
+      }
     if (gpus.empty()) continue;
     std::map<std::string, double> total;
     size_t common = 0;

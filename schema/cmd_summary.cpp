@@ -1,7 +1,10 @@
 // dc-db summary, models, runs, migrate: what the DB holds.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -99,12 +102,18 @@ int cmd_summary(const std::string& db, const std::vector<std::string>& args) {
     }
   }
   {
-    sqlite::Query q = conn.query(
-        "SELECT b.gpu_type, b.source, count(DISTINCT b.workload) FROM best_by_math b "
-        "JOIN workload_storage s ON s.signature = b.workload WHERE ?1 = '' OR (s.storage = ?1 "
-        "AND b.math IN (?2, 'fp32')) GROUP BY 1, 2");
-    q.bind_all(storage, math);
-    while (q.step()) rows[{q.text(0), q.text(1)}].workloads = q.int64(2);
+    // Workloads with a best variant (TuningDb::best_variants), of the storage type's
+    // workloads and its math paths when a precision is given.
+    std::set<std::string> of_storage;
+    sqlite::Query q = conn.query("SELECT signature FROM workload_storage WHERE storage = ?");
+    q.bind(1, storage);
+    while (q.step()) of_storage.insert(q.text(0));
+    const auto tdb = open_db_for_reading(db);
+    const std::vector<std::string> paths =
+        storage.empty() ? std::vector<std::string>{} : std::vector<std::string>{math, "fp32"};
+    for (auto& [key, r] : rows)
+      for (const auto& [sig, b] : best_by_workload(*tdb, key.first, key.second == "emulated", "", paths))
+        if (storage.empty() || of_storage.count(sig)) ++r.workloads;
   }
   if (rows.empty()) {
     std::cout << "\nno measurements yet\n";
@@ -139,15 +148,27 @@ int cmd_models(const std::string& db, const std::vector<std::string>& args) {
     rows.push_back({std::to_string(q.int64(0)), q.text(1), q.text(2).substr(0, 12),
                     std::to_string(q.int64(3)), std::to_string(q.int64(4)), "",
                     format_time(q.int64(5))});
+  // Workloads with a best variant (TuningDb::best_variants) per GPU type and source.
+  std::vector<std::tuple<std::string, bool, std::map<std::string, WorkloadBest>>> bests;
+  {
+    const auto tdb = open_db_for_reading(db);
+    for (const GpuTypeRecord& g : tdb->gpu_types())
+      for (bool emulated : {true, false})  // "emulated" before "real", as before
+        bests.emplace_back(g.name, emulated, best_by_workload(*tdb, g.name, emulated));
+  }
   for (auto& r : rows) {
-    sqlite::Query c = conn.query(
-        "SELECT gpu_type, source, workloads_measured FROM model_totals WHERE model_id = ? "
-        "ORDER BY gpu_type, source");
+    sqlite::Query c = conn.query("SELECT workload FROM model_workloads WHERE model_id = ?");
     c.bind(1, static_cast<int64_t>(std::stoll(r[0])));
+    std::vector<std::string> workloads;
+    while (c.step()) workloads.push_back(c.text(0));
     std::string cov;
-    while (c.step())
-      cov += fmt::format("{}{} {} {}/{}", cov.empty() ? "" : ", ", c.text(0),
-                         c.text(1) == "emulated" ? "(emulated)" : "(real)", c.int64(2), r[3]);
+    for (const auto& [gpu, emulated, best] : bests) {
+      const auto measured = std::count_if(workloads.begin(), workloads.end(),
+                                          [&](const std::string& w) { return best.count(w) > 0; });
+      if (measured > 0)
+        cov += fmt::format("{}{} {} {}/{}", cov.empty() ? "" : ", ", gpu,
+                           emulated ? "(emulated)" : "(real)", measured, r[3]);
+    }
     r[5] = cov.empty() ? "-" : cov;
     t.add(r);
   }

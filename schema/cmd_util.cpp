@@ -14,6 +14,24 @@ sqlite::Connection open_for_reading(const std::string& db) {
   return open_tuning_connection(db, /*read_only=*/true);
 }
 
+std::unique_ptr<TuningDb> open_db_for_reading(const std::string& db) {
+  return open_tuning_db(db, /*read_only=*/true);
+}
+
+std::map<std::string, WorkloadBest> best_by_workload(const TuningDb& db, const std::string& gpu,
+                                                     bool emulated, const std::string& nvrtc_major,
+                                                     const std::vector<std::string>& math_paths) {
+  BestVariantQuery q;
+  q.gpu_type = gpu;
+  q.source = source_of(emulated);
+  q.nvrtc_major = nvrtc_major;
+  q.math_paths = math_paths;
+  std::map<std::string, WorkloadBest> out;
+  for (WorkloadBest& b : db.best_variants(q))
+    if (b.has_best()) out.emplace(b.workload, std::move(b));
+  return out;
+}
+
 std::string format_time(int64_t unix_ms) {
   if (unix_ms <= 0) return "-";
   const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -12,6 +14,7 @@
 #include <boost/program_options.hpp>
 
 #include "sqlite.h"
+#include "tuning_db.h"
 
 namespace dc::dcdb {
 
@@ -43,6 +46,16 @@ std::optional<boost::program_options::variables_map> parse_options(
 
 // The DB for reading: never written, so that dc-db can read while a tune writes.
 sqlite::Connection open_for_reading(const std::string& db);
+
+// The same DB through the TuningDb interface: what the best-variant query needs.
+std::unique_ptr<TuningDb> open_db_for_reading(const std::string& db);
+
+// The best variant of every workload that has one on (gpu, source): TuningDb::best_variants,
+// the definition tune's selection uses. `nvrtc_major` "" = the newest toolchain in the DB;
+// `math_paths` empty = any.
+std::map<std::string, WorkloadBest> best_by_workload(const TuningDb& db, const std::string& gpu,
+                                                     bool emulated, const std::string& nvrtc_major = "",
+                                                     const std::vector<std::string>& math_paths = {});
 
 // "2026-11-21 21:32:12" (UTC) from Unix milliseconds; "-" for 0.
 std::string format_time(int64_t unix_ms);

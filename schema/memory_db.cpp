@@ -8,6 +8,7 @@
 #include "ir/error.h"
 #include "records.h"
 #include "tuning_db.h"
+#include "variant.h"
 
 namespace dc {
 
@@ -127,7 +128,7 @@ class MemoryDb final : public TuningDb {
     std::map<std::string, const Measurement*> best;  // per variant: lowest median, first
     for (const Measurement* m : of(workload, gpu_type)) {
       if (source_of(m->emulated) != source || m->status != JobStatus::ok) continue;
-      if (m->variant_key.rfind("reference/", 0) == 0) continue;  // the baseline, not a variant
+      if (is_reference_key(m->variant_key)) continue;  // the baseline, not a variant
       auto [it, fresh] = best.emplace(m->variant_key, m);
       if (!fresh && m->median_us < it->second->median_us) it->second = m;
     }

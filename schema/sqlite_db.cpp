@@ -7,6 +7,7 @@
 #include "migrate.h"
 #include "records.h"
 #include "tuning_db.h"
+#include "variant.h"
 
 namespace dc {
 
@@ -273,9 +274,11 @@ class SqliteDb final : public TuningDb {
          " JOIN (SELECT m.id AS mid, ROW_NUMBER() OVER (PARTITION BY m.variant_id "
          "ORDER BY m.median_us, m.id) AS rank FROM measurements m "
          "JOIN variants v ON v.id = m.variant_id WHERE v.workload = ?1 AND m.gpu_type = ?2 "
-         "AND m.emulated = ?3 AND m.status = 'ok' AND v.template <> 'reference') r ON r.mid = m.id "
+         "AND m.emulated = ?3 AND m.status = 'ok' AND v.template <> ?5) r ON r.mid = m.id "
          "WHERE r.rank = 1 ORDER BY m.median_us, v.key LIMIT ?4"}));
-    q.bind_all(workload, gpu_type, source == Source::emulated, static_cast<int64_t>(k));
+    // The reference kernel is a baseline, not a variant (is_reference_key's template).
+    q.bind_all(workload, gpu_type, source == Source::emulated, static_cast<int64_t>(k),
+               kReferenceTemplate);
     std::vector<Measurement> out;
     while (q.step()) out.push_back(measurement_from(q));
     return out;

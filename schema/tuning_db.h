@@ -119,6 +119,31 @@ struct MeasurementQuery {
 // "12" from "12.4.131": results carry over within a toolchain major version.
 std::string toolchain_major(std::string_view version);
 
+// What TuningDb::best_variants answers: the results of one GPU type and source.
+struct BestVariantQuery {
+  std::string gpu_type;
+  Source source = Source::real;
+  // Results of this toolchain major version only (toolchain_major); "" = the newest major
+  // among the results the query finds.
+  std::string nvrtc_major;
+  std::vector<std::string> math_paths;  // variants of these math paths only; empty = any
+  std::optional<std::string> workload;  // one workload; unset = every workload with results
+};
+
+// The best variant of one workload, and how its variants fared.
+struct WorkloadBest {
+  std::string workload;
+  std::string variant_key;  // "" when no variant qualifies
+  double median_us = 0;     // the best variant's least median
+  double min_us = 0;        // of that measurement
+  double estimate_us = 0;   // of that measurement (uncalibrated)
+  int results = 0;          // final results of the best variant (each ok)
+  int ok_variants = 0;      // variants that qualify
+  // Variants excluded by a final failure, by the class of their first one.
+  std::map<JobStatus, int> failed_variants;
+  bool has_best() const { return !variant_key.empty(); }
+};
+
 class TuningDb {
  public:
   virtual ~TuningDb() = default;
@@ -172,6 +197,15 @@ class TuningDb {
   virtual std::vector<GpuTypeRecord> gpu_types() const = 0;  // by name
   virtual std::vector<RunRecord> runs() const = 0;           // by id
   virtual std::vector<PlanRecord> plans(int64_t run_id) const = 0;  // by GPU type
+
+  // THE definition of "best variant" (schema/best_variants.cpp, docs/tuning-db.md): tune's
+  // selection, `dc-db best`, `dc-db compare`, `dc-db models`/`summary` and the report all ask
+  // this. Per workload, among the variants with a final result for the GPU type, source,
+  // toolchain and math paths: a variant with any final failure (wrong_result from a check
+  // included) is excluded; the reference kernel is a baseline, never a candidate;
+  // worker_lost says nothing about a variant. The best is the least median of ok results,
+  // ties by key. By workload signature. Answered through query(): the same for every DB.
+  std::vector<WorkloadBest> best_variants(const BestVariantQuery& q) const;
 };
 
 // The SQLite tuning DB at `path` (":memory:" for a private one), created and migrated as

@@ -64,14 +64,14 @@ set_tests_properties(plan_resnet50 plan_mobilenetv2 plan_bert_base PROPERTIES LA
 add_test(NAME cli_tune_tiny_cnn_emulated COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_tune.py
   ${DC_COORD} ${EX}/tiny_cnn/model.onnx ${EX}/tune-quick.yaml h100 --local-workers 2 --emulate)
 set_tests_properties(cli_tune_tiny_cnn_emulated PROPERTIES LABELS unit TIMEOUT 300)
-# The in-process farm is no user's farm: tune refuses it.
-add_test(NAME cli_tune_refuses_inprocess_farm COMMAND ${DC_COORD} tune ${EX}/tiny_cnn/model.onnx --gpus h100
-  --emulate --farm inprocess --db :memory:)
-set_tests_properties(cli_tune_refuses_inprocess_farm PROPERTIES LABELS unit
-  PASS_REGULAR_EXPRESSION "error: --farm must be local, not 'inprocess'")
-add_test(NAME cli_tune_needs_gpus COMMAND ${DC_COORD} tune ${EX}/tiny_cnn/model.onnx --db :memory:)
-set_tests_properties(cli_tune_needs_gpus PROPERTIES LABELS unit
-  PASS_REGULAR_EXPRESSION "error: tune needs --gpus LIST")
+# The in-process farm is no user's farm: tune refuses it (exit 2, one error line).
+add_test(NAME cli_tune_refuses_inprocess_farm COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_failure.py
+  2 "^error: --farm must be local, not 'inprocess'" --
+  ${DC_COORD} tune ${EX}/tiny_cnn/model.onnx --gpus h100 --emulate --farm inprocess --db :memory:)
+set_tests_properties(cli_tune_refuses_inprocess_farm PROPERTIES LABELS unit)
+add_test(NAME cli_tune_needs_gpus COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_failure.py
+  2 "^error: tune needs --gpus LIST" -- ${DC_COORD} tune ${EX}/tiny_cnn/model.onnx --db :memory:)
+set_tests_properties(cli_tune_needs_gpus PROPERTIES LABELS unit)
 
 # Every kept variant (and the reference kernel) of each exported model compiles with NVRTC.
 # The five architectures are spread over the three models so that the suite stays within
@@ -158,9 +158,12 @@ add_test(NAME cli_worker_list_devices_emulated COMMAND $<TARGET_FILE:dc-worker> 
   --emulate h100 --emulate t4)
 set_tests_properties(cli_worker_list_devices_emulated PROPERTIES LABELS unit
   PASS_REGULAR_EXPRESSION "0: h100 \\(emulated, sm_90\\)\n1: t4 \\(emulated, sm_75\\)")
-add_test(NAME cli_worker_list_devices_unknown_type COMMAND $<TARGET_FILE:dc-worker> --list-devices
-  --emulate nosuchgpu)
-set_tests_properties(cli_worker_list_devices_unknown_type PROPERTIES LABELS unit WILL_FAIL TRUE)
+# An unknown GPU type is bad user input: exit 2 and one line that names it and the known
+# types (not just "non-zero": a crash would pass that).
+add_test(NAME cli_worker_list_devices_unknown_type COMMAND ${DC_PY}
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_failure.py 2 "unknown GPU 'nosuchgpu'; known: .*h100" --
+  $<TARGET_FILE:dc-worker> --list-devices --emulate nosuchgpu)
+set_tests_properties(cli_worker_list_devices_unknown_type PROPERTIES LABELS unit)
 
 # --precision: plans per precision, the deprecated --precisions, bad combinations.
 add_test(NAME cli_precision COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_precision.py

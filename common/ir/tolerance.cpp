@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ir/error.h"
+#include "ir/precision.h"
 
 namespace dc {
 
@@ -53,15 +53,17 @@ double unit_roundoff(DType t) {
   }
 }
 
-bool is_math_precision(const std::string& p) {
-  return p == "fp32" || p == "tf32" || p == "fp16" || p == "bf16";
-}
+// The math paths are the plan precisions' names (ir/precision.h): one list of them.
+bool is_math_precision(const std::string& p) { return precision_from_name(p).has_value(); }
 
 double math_roundoff(const std::string& p) {
-  DC_USER_CHECK(is_math_precision(p), "unknown precision '", p, "' (use fp32, tf32, fp16, bf16)");
-  if (p == "fp32") return 0;
-  if (p == "bf16") return std::ldexp(1.0, -8);
-  return std::ldexp(1.0, -11);  // tf32, fp16: 10 explicit mantissa bits
+  switch (parse_precision(p)) {  // UserError for an unknown path
+    case Precision::fp32: return 0;
+    case Precision::bf16: return unit_roundoff(DType::bf16);
+    case Precision::tf32:  // 10 explicit mantissa bits, as f16
+    case Precision::fp16: return unit_roundoff(DType::f16);
+  }
+  return 0;
 }
 
 Tolerance kernel_tolerance(const std::string& math_precision, DType output_dtype,
@@ -71,8 +73,7 @@ Tolerance kernel_tolerance(const std::string& math_precision, DType output_dtype
 
 Tolerance kernel_tolerance(const std::string& math_precision, DType operand_dtype,
                            DType output_dtype, int64_t reduction_length) {
-  DC_USER_CHECK(is_math_precision(math_precision), "unknown precision '", math_precision,
-                "' (use fp32, tf32, fp16, bf16)");
+  parse_precision(math_precision);  // UserError for an unknown path
   const double u =
       exact_operands(math_precision, operand_dtype) ? 0.0 : math_roundoff(math_precision);
   return model(u, output_dtype, reduction_length);

@@ -5,10 +5,14 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <sys/wait.h>
 
+#include "gpu/gpu_catalog.h"
+#include "model_loader.h"
 #include "sha256.h"
+#include "tune.h"
 #include "tuning_db_testing.h"
 
 namespace dc {
@@ -263,6 +267,89 @@ TEST_F(DcDb, ErrorsAreOneLineWithExitCode2) {
   EXPECT_EQ(run_dc_db("--db " + dir_.file("none.db") + " summary").rc, 2);  // no such file
   EXPECT_EQ(run_dc_db("--help").rc, 0);
   EXPECT_EQ(dc_db("best --help").rc, 0);
+}
+
+// "Best variant" has one definition (TuningDb::best_variants): the fastest variant of a
+// workload that then failed its host-emulator check (wrong_result) is neither chosen by
+// tune's selection nor listed by dc-db best or compare, which both name the next best.
+TEST_F(DcDb, WinnerThatFailedItsCheckIsNotTheBest) {
+  {
+    auto db = open_tuning_db(path_);
+    Measurement check = test_measurement("wa", conv32_, test_worker("node1", "h100", false), 0,
+                                         1'700'000'007'000, JobStatus::wrong_result);
+    db->commit_measurement(check);
+  }
+  Output o = dc_db("best --gpu h100");
+  ASSERT_EQ(o.rc, 0) << o.text;
+  const std::string wa = line_with(o.text, "wa ");
+  EXPECT_TRUE(has(wa, conv64_.key()) && has(wa, "12.00 us")) << o.text;
+  EXPECT_FALSE(has(o.text, conv32_.key())) << o.text;
+  o = dc_db("compare --gpus h100,a100");
+  EXPECT_TRUE(has(line_with(o.text, "wa "), "1.33")) << o.text;  // 16 / 12, not 16 / 8
+  o = dc_db("workloads --gpu h100");
+  EXPECT_TRUE(has(line_with(o.text, "wa "), conv64_.key())) << o.text;
+}
+
+TEST(BestVariant, TuneSelectionAndDcDbAgreeAndSkipAWinnerThatFailedItsCheck) {
+  testing::TempDir dir;
+  const std::string path = dir.file("tune.db");
+  static const GpuCatalog catalog = GpuCatalog::builtin();
+  const GpuSpec& h100 = catalog.require("h100");
+  const Graph g = cli::load_model(load_onnx(std::string(DC_SOURCE_DIR) +
+                                            "/examples/tiny_cnn/model.onnx"), {}, true).simplified;
+  const ModelPlan plan = plan_by_estimate(g, {&h100}, PlanOptions{});
+  const auto& ws = plan.workload_set.workloads;
+  const WorkerInfo worker = test_worker("node1", "h100", false, "12.4");
+  std::vector<std::string> winners, runners_up;  // per workload with two kept variants
+  {
+    auto db = open_tuning_db(path);
+    db->commit_gpu_type(h100);
+    db->commit_worker(worker);
+    std::vector<std::pair<WorkloadRecord, int>> records;
+    for (const auto& w : ws) records.emplace_back(workload_record(w), 1);
+    db->commit_model_workloads(db->commit_model("tiny", sha256_hex("tiny")), records);
+    int64_t t = 1;
+    for (size_t wi = 0; wi < ws.size(); ++wi) {
+      const auto& kept = plan.gpus[0].workloads[wi].kept;
+      if (kept.size() < 2) continue;
+      const Variant& fast = kept[0].variant;
+      const Variant& slow = kept[1].variant;
+      db->commit_variant(ws[wi].signature, fast, "a");
+      db->commit_variant(ws[wi].signature, slow, "b");
+      db->commit_measurement(test_measurement(ws[wi].signature, fast, worker, 1.0, t++));
+      db->commit_measurement(test_measurement(ws[wi].signature, slow, worker, 3.0 + wi, t++));
+      // The check of the winner: wrong_result.
+      db->commit_measurement(
+          test_measurement(ws[wi].signature, fast, worker, 0, t++, JobStatus::wrong_result));
+      winners.push_back(fast.key());
+      runners_up.push_back(slow.key());
+    }
+    ASSERT_FALSE(winners.empty());
+  }
+  auto db = open_tuning_db(path, /*read_only=*/true);
+  GpuTuneResult gr;
+  gr.gpu = &h100;
+  select_measured(plan, *db, "12", gr);
+  EXPECT_EQ(gr.failed_variants[JobStatus::wrong_result], static_cast<int64_t>(winners.size()));
+  const Output o = run_dc_db("--db " + path + " best --gpu h100");
+  ASSERT_EQ(o.rc, 0) << o.text;
+  for (size_t wi = 0, i = 0; wi < ws.size(); ++wi) {
+    if (plan.gpus[0].workloads[wi].kept.size() < 2) continue;
+    EXPECT_EQ(gr.best_key[wi], runners_up[i]) << ws[wi].signature;
+    EXPECT_EQ(gr.best_us[wi], 3.0 + wi);
+    const std::string line = line_with(o.text, ws[wi].signature);
+    EXPECT_TRUE(has(line, runners_up[i])) << o.text;
+    EXPECT_FALSE(has(line, winners[i])) << o.text;
+    ++i;
+  }
+  // No chosen cluster runs its workload's failed winner (keys repeat across workloads).
+  std::map<size_t, std::string> failed_winner;
+  for (size_t wi = 0, i = 0; wi < ws.size(); ++wi)
+    if (plan.gpus[0].workloads[wi].kept.size() >= 2) failed_winner[wi] = winners[i++];
+  for (const auto& c : gr.choices) {
+    if (!failed_winner.count(c.workload)) continue;
+    EXPECT_NE(c.variant_key, failed_winner.at(c.workload));
+  }
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // JobExecutor on threads) and the in-memory or
 // SQLite tuning DB: one result per job, every result committed, reuse across runs and
 // models, --retune, selection on hand-controlled times, failures excluded, fallbacks,
-// resume after a crash or an interrupt, and the progress line.
+// resume after a crash or an interrupt. The progress line: test_progress.cpp.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -545,24 +545,6 @@ TEST(SelectMeasured, FallsBackToSubClustersThenToTheReferenceKernel) {
   select_measured(e.plan, *db, "", g);
   EXPECT_FALSE(g.has_results());
   EXPECT_EQ(g.reference_fallbacks, 2);
-}
-
-TEST(Progress, StatusLineCountsJobsFailuresAndThroughputPerGpuType) {
-  std::ostringstream out;
-  Progress p(Progress::Mode::lines, &out);
-  p.add_jobs("h100", 8);
-  p.add_jobs("a100", 2);
-  p.job_done("h100", true);
-  p.job_done("h100", false);
-  p.job_done("a100", true);
-  const std::string line = p.status_line();
-  EXPECT_EQ(line.rfind("3/10 jobs (30%), 1 failed | a100 ", 0), 0u) << line;
-  EXPECT_NE(line.find(" h100 "), std::string::npos);
-  EXPECT_NE(line.find("ETA"), std::string::npos);
-  p.finish();
-  EXPECT_EQ(out.str().rfind("tune: 3/10 jobs", 0), 0u) << out.str();
-  EXPECT_EQ(format_duration(7), "0:07");
-  EXPECT_EQ(format_duration(3725), "1:02:05");
 }
 
 }  // namespace

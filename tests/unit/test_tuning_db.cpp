@@ -158,6 +158,55 @@ TEST_P(TuningDbTest, TopKTiesGoByKey) {
   EXPECT_EQ(top[0].variant_key, test_variant(128).key());  // "block_m=128" < "block_m=64"
 }
 
+// The one definition of "best variant" (TuningDb::best_variants): a winner that failed a
+// check is never the best, the reference kernel never is, worker_lost says nothing, and
+// one toolchain major's results count (the newest when the query names none).
+TEST_P(TuningDbTest, BestVariantDropsFailedWinnersTheReferenceAndOtherToolchains) {
+  db_->commit_variant("w1", reference_variant(), "ref");
+  const WorkerInfo old_toolchain = test_worker("node3", "h100", false, "11.8");
+  db_->commit_worker(old_toolchain);
+  // 32: fastest ok time, then its check says wrong_result: excluded.
+  db_->commit_measurement(test_measurement("w1", test_variant(32), real_, 2, 1));
+  db_->commit_measurement(test_measurement("w1", test_variant(32), real_, 0, 2, JobStatus::wrong_result));
+  db_->commit_measurement(test_measurement("w1", test_variant(64), real_, 9, 3));
+  db_->commit_measurement(test_measurement("w1", test_variant(64), real_, 7, 4));  // its best
+  db_->commit_measurement(test_measurement("w1", test_variant(64), real_, 0, 5, JobStatus::worker_lost));
+  db_->commit_measurement(test_measurement("w1", reference_variant(), real_, 1, 6));
+  db_->commit_measurement(test_measurement("w1", test_variant(128), old_toolchain, 3, 7));
+  db_->commit_measurement(test_measurement("w1", test_variant(256), emu_, 1, 8));
+
+  BestVariantQuery q;
+  q.gpu_type = "h100";
+  const auto best = db_->best_variants(q);  // newest toolchain: 12
+  ASSERT_EQ(best.size(), 1u);
+  EXPECT_EQ(best[0].workload, "w1");
+  EXPECT_EQ(best[0].variant_key, test_variant(64).key());
+  EXPECT_EQ(best[0].median_us, 7);
+  EXPECT_EQ(best[0].results, 2);      // the lost worker's result is not one
+  EXPECT_EQ(best[0].ok_variants, 1);  // 64; not 32 (failed), the reference or 128 (11.x)
+  EXPECT_EQ(best[0].failed_variants, (std::map<JobStatus, int>{{JobStatus::wrong_result, 1}}));
+
+  q.nvrtc_major = "11";  // the old toolchain's results alone
+  const auto old = db_->best_variants(q);
+  ASSERT_EQ(old.size(), 1u);
+  EXPECT_EQ(old[0].variant_key, test_variant(128).key());
+  EXPECT_EQ(old[0].median_us, 3);
+
+  q.nvrtc_major = "";
+  q.source = Source::emulated;
+  const auto emulated = db_->best_variants(q);
+  ASSERT_EQ(emulated.size(), 1u);
+  EXPECT_EQ(emulated[0].variant_key, test_variant(256).key());
+
+  q.source = Source::real;
+  q.math_paths = {"fp16"};  // no fp16 variant: the workload has none that qualifies
+  const auto fp16 = db_->best_variants(q);
+  EXPECT_TRUE(fp16.empty() || !fp16[0].has_best());
+  q.math_paths = {};
+  q.workload = "nope";
+  EXPECT_TRUE(db_->best_variants(q).empty());
+}
+
 TEST_P(TuningDbTest, EmulatedNeverAnswersForReal) {
   db_->commit_measurement(test_measurement("w1", test_variant(32), emu_, 1, 1));
   db_->commit_measurement(test_measurement("w1", test_variant(64), real_, 20, 2));
@@ -396,10 +445,16 @@ TEST(SqliteTuningDb, MigratesAnEmptyFileToTheLatestVersion) {
   EXPECT_EQ(mode.text(0), "wal");
   for (const char* object : {"gpu_types", "workers", "models", "workloads", "model_workloads",
                              "variants", "measurements", "tuning_runs", "plans", "imports",
-                             "best_variants", "model_totals", "model_plans", "estimator_error"}) {
+                             "model_plans", "estimator_error", "workload_storage"}) {
     sqlite::Query q = conn.query("SELECT count(*) FROM sqlite_schema WHERE name = ?");
     q.bind(1, object).step();
     EXPECT_EQ(q.int64(0), 1) << object;
+  }
+  // "Best variant" is TuningDb::best_variants alone (migration 0004): no view defines it.
+  for (const char* gone : {"best_variants", "best_by_math", "model_totals"}) {
+    sqlite::Query q = conn.query("SELECT count(*) FROM sqlite_schema WHERE name = ?");
+    q.bind(1, gone).step();
+    EXPECT_EQ(q.int64(0), 0) << gone;
   }
 }
 

@@ -1,0 +1,49 @@
+// The calibrate stage: the estimator's factors. The config's, then for each GPU type and
+// kind the config leaves open, the fit of the DB's results of this tune's source (never
+// the other source's: an emulated device's timing model says nothing about the real GPU).
+#include <fmt/format.h>
+
+#include "tune_stages.h"
+
+namespace dc::tune_stage {
+
+namespace {
+
+// "conv x1.20, gemm x0.90": the factors of one GPU type.
+std::string describe_factors(const Calibration& c, const std::string& gpu) {
+  std::string out;
+  for (const auto& [key, factor] : c.factors)
+    if (key.first == gpu)
+      out += fmt::format("{}{} x{:.2f}", out.empty() ? "" : ", ", cluster_kind_name(key.second), factor);
+  return out;
+}
+
+}  // namespace
+
+Calibrated calibrate(const TuningDb& db, const TuneOptions& opts, const StageLog& log) {
+  Calibrated c;
+  c.calibration = opts.plan.calibration;
+  c.fits.resize(opts.gpus.size());
+  c.from_db = opts.calibration_from_db;
+  c.source = source_of(opts.emulated);
+  if (!c.from_db) return c;
+  for (size_t gi = 0; gi < opts.gpus.size(); ++gi) {
+    const std::string& gpu = opts.gpus[gi]->name;
+    c.fits[gi] = fit_calibration(db.estimator_ratios(gpu, c.source));
+    c.fitted += apply_fit(gpu, c.fits[gi], opts.plan.calibration, c.calibration);
+    int results = 0;
+    for (const FittedFactor& f : c.fits[gi]) results += f.samples;
+    const std::string config = describe_factors(opts.plan.calibration, gpu);
+    log.notice(fmt::format("calibration {} from {} {} DB results: {}{}", gpu, results,
+                           source_name(c.source), describe_fit(c.fits[gi]),
+                           config.empty() ? "" : "; the config sets " + config));
+  }
+  return c;
+}
+
+std::string describe(const Calibrated& c) {
+  if (!c.from_db) return "factors from the DB: off (config factors only)";
+  return fmt::format("{} factor(s) fitted from {} DB results", c.fitted, source_name(c.source));
+}
+
+}  // namespace dc::tune_stage

@@ -1,0 +1,86 @@
+// The check stage (emulated tunes): selects, then sends a host-emulator check for every
+// chosen winner that has not had one; a winner that fails it is excluded by the next
+// selection (TuningDb::best_variants drops a variant with any final failure). A few
+// rounds at most.
+#include <fmt/format.h>
+
+#include "tune_stages.h"
+
+namespace dc::tune_stage {
+
+namespace {
+
+constexpr int kMaxCheckRounds = 4;
+
+// The variant of a chosen key: from the plan's kept variants, else from the GPU's space.
+class VariantFinder {
+ public:
+  VariantFinder(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus) : plan_(plan), gpus_(gpus) {}
+  const Variant* find(size_t gi, size_t wi, const std::string& key) {
+    for (const auto& sv : plan_.gpus[gi].workloads[wi].kept)
+      if (sv.variant.key() == key) return &sv.variant;
+    auto& cache = enumerated_[{gi, wi}];
+    if (cache.empty()) cache = enumerate_variants(plan_.workload_set.workloads[wi], *gpus_[gi].gpu);
+    for (const auto& v : cache)
+      if (v.key() == key) return &v;
+    return nullptr;
+  }
+
+ private:
+  const ModelPlan& plan_;
+  const std::vector<GpuTuneResult>& gpus_;
+  std::map<std::pair<size_t, size_t>, std::vector<Variant>> enumerated_;
+};
+
+}  // namespace
+
+bool is_checked(const CheckedSet& checked, const ModelPlan& plan, size_t gi, const ClusterChoice& c,
+                bool retune) {
+  if (checked.count({gi, plan.workload_set.workloads[c.workload].signature, c.variant_key})) return true;
+  return !retune && c.results >= 2;
+}
+
+Checked check_winners(const ModelPlan& plan, std::vector<GpuTuneResult> gpus, const TuningDb& db,
+                      const TuneOptions& opts, const Calibration& calibration,
+                      const std::string& nvrtc_major,
+                      const std::function<Collected(std::vector<PlannedJob>)>& measure) {
+  Checked out;
+  out.failed_per_gpu.assign(gpus.size(), 0);
+  VariantFinder variants(plan, gpus);
+  const auto& workloads = plan.workload_set.workloads;
+  for (int round = 0; round < kMaxCheckRounds; ++round) {
+    std::vector<PlannedJob> jobs;
+    for (size_t gi = 0; gi < gpus.size(); ++gi) {
+      GpuTuneResult& gr = gpus[gi];
+      if (gr.source != Source::emulated || gr.workers == 0) continue;
+      select_measured(plan, db, nvrtc_major, gr, opts.plan.space.precisions);
+      std::set<std::pair<size_t, std::string>> seen;
+      for (const auto& c : gr.choices) {
+        if (c.reference || !seen.insert({c.workload, c.variant_key}).second) continue;
+        if (is_checked(out.checked, plan, gi, c, opts.retune)) continue;
+        const Variant* v = variants.find(gi, c.workload, c.variant_key);
+        if (!v) continue;  // measured by an earlier run with another space: trust it
+        const double us = uncalibrated_us(calibration, *gr.gpu, workloads[c.workload], c.estimated_us);
+        jobs.push_back({gi, c.workload, *v, us, true});
+      }
+    }
+    if (jobs.empty()) break;
+    for (const auto& j : jobs) out.checked.insert({j.gpu, workloads[j.workload].signature, j.variant.key()});
+    out.sent += static_cast<int64_t>(jobs.size());
+    const Collected got = measure(std::move(jobs));
+    for (size_t gi = 0; gi < gpus.size(); ++gi)
+      for (const auto& [status, n] : got.by_status[gi])
+        if (status != JobStatus::ok) {
+          out.failed += n;
+          out.failed_per_gpu[gi] += static_cast<int>(n);
+        }
+    if (got.interrupted) break;
+  }
+  return out;
+}
+
+std::string describe(const Checked& c) {
+  return fmt::format("{} winners checked on the host emulator, {} failed", c.sent, c.failed);
+}
+
+}  // namespace dc::tune_stage

@@ -1,0 +1,85 @@
+// The generate stage: CUDA source for every planned job, and the FarmJob that carries it.
+// No tolerance travels with the job: the executor checks against variant_tolerance of the
+// job's path and workload (codegen/variant_tolerance.h), the one definition of the bound.
+#include <fmt/format.h>
+
+#include "generate.h"
+#include "ir/error.h"
+#include "ir/parallel.h"
+#include "tune_stages.h"
+
+namespace dc::tune_stage {
+
+namespace {
+
+// Per workload input: the extent of the dimension a Gather indexes with it, or 0.
+std::vector<int64_t> gather_index_bounds(const Workload& w) {
+  std::vector<int64_t> bounds(w.graph.inputs.size(), 0);
+  for (const Node& n : w.graph.nodes) {
+    if (n.op != "Gather" || !n.has_input(1)) continue;
+    const Shape& data = w.graph.info(n.input(0)).shape;
+    const int64_t axis = normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(data.size()), "Gather");
+    for (size_t i = 0; i < w.graph.inputs.size(); ++i)
+      if (w.graph.inputs[i] == n.input(1)) bounds[i] = data[static_cast<size_t>(axis)];
+  }
+  return bounds;
+}
+
+}  // namespace
+
+std::string job_key(const std::string& workload, const std::string& variant, const std::string& gpu) {
+  return workload + "/" + variant + "/" + gpu;
+}
+
+std::vector<FarmJob> generate(const std::vector<PlannedJob>& jobs, const ModelPlan& plan,
+                              const std::vector<GpuTuneResult>& gpus, const TuneOptions& opts) {
+  const auto& workloads = plan.workload_set.workloads;
+  // Kernels do not depend on the GPU type: generate each (workload, variant) once, and
+  // one reference per workload.
+  std::map<std::pair<size_t, std::string>, size_t> kernel_index;
+  std::vector<std::pair<size_t, const Variant*>> todo;
+  std::map<size_t, size_t> ref_index;
+  for (const auto& j : jobs) {
+    if (kernel_index.emplace(std::make_pair(j.workload, j.variant.key()), todo.size()).second)
+      todo.emplace_back(j.workload, &j.variant);
+    ref_index.emplace(j.workload, 0);
+  }
+  for (auto& [w, idx] : ref_index) {
+    idx = todo.size();
+    todo.emplace_back(w, nullptr);
+  }
+  std::vector<GeneratedKernel> kernels(todo.size());
+  parallel_for(static_cast<int64_t>(todo.size()), 4, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const auto& [w, v] = todo[static_cast<size_t>(i)];
+      kernels[static_cast<size_t>(i)] = v ? generate_kernel(workloads[w], *v) : generate_reference(workloads[w]);
+    }
+  });
+  std::vector<FarmJob> out;
+  out.reserve(jobs.size());
+  for (const auto& j : jobs) {
+    const Workload& w = workloads[j.workload];
+    FarmJob f;
+    f.gpu_type = gpus[j.gpu].gpu->name;
+    f.workload = w.signature;
+    f.precision = j.variant.precision;
+    f.variant = kernels[kernel_index.at({j.workload, j.variant.key()})];
+    DC_INTERNAL_CHECK(f.variant.variant_key == j.variant.key(), "generated kernel of ",
+                      j.variant.key(), " says it is ", f.variant.variant_key);
+    f.reference = kernels[ref_index.at(j.workload)];
+    f.job_id = job_key(w.signature, j.variant.key(), f.gpu_type);
+    // The same inputs for every variant of a workload; the signature is 16 hex digits.
+    f.seed = opts.input_seed ^ std::stoull(w.signature, nullptr, 16);
+    f.check_on_emulator = j.check;
+    f.estimate_us = j.estimate_us;
+    f.flops = w.flops;
+    f.bytes = w.bytes;
+    f.index_bounds = gather_index_bounds(w);
+    f.compile_deadline = opts.compile_deadline;
+    f.run_deadline = opts.run_deadline;
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+}  // namespace dc::tune_stage

@@ -1,0 +1,150 @@
+// The dispatch and collect stages: variants committed and jobs submitted; then every
+// result committed as it arrives, in its own transaction, until each job has its result,
+// the stop flag is set, or a GPU type has had no worker for worker_wait.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "ir/error.h"
+#include "sha256.h"
+#include "tune_stages.h"
+
+namespace dc::tune_stage {
+
+namespace {
+
+constexpr auto kCollectPoll = std::chrono::milliseconds(200);
+
+WorkerInfo worker_of(const Measurement& m) {
+  WorkerInfo w;
+  w.name = m.worker;
+  w.host = m.host.empty() ? m.worker.substr(0, m.worker.find('/')) : m.host;
+  // The worker's own name for the device; failing that, the GPU type.
+  if (!m.device.empty()) w.device = m.device;
+  else w.device = m.emulated ? "emulated " + m.gpu_type : m.gpu_type;
+  w.gpu_type = m.gpu_type;
+  w.driver_version = m.driver_version;
+  w.nvrtc_version = m.nvrtc_version;
+  w.emulated = m.emulated;
+  return w;
+}
+
+// One result: committed at once, in its own transaction.
+void accept(const Measurement& m, Dispatched& d, const std::vector<GpuTuneResult>& gpus,
+            TuningDb& db, Ledger& ledger, Collected& c) {
+  const std::string key = job_key(m.workload, m.variant_key, m.gpu_type);
+  if (!ledger.variants.count({m.workload, m.variant_key})) {
+    spdlog::warn("result for a job this tune did not send ({}): ignored", key);
+    return;
+  }
+  if (ledger.workers.insert(m.worker).second) db.commit_worker(worker_of(m));
+  // internal_error is a dc bug, not a verdict on the variant: counted and logged, never
+  // recorded (a later tune measures the variant again).
+  if (m.status == JobStatus::internal_error)
+    spdlog::error("{}: INTERNAL ERROR (a dc bug; not recorded): {}", key, m.error);
+  else
+    db.commit_measurement(m);
+  ++c.results;
+  const auto it = d.gpu_of.find(key);
+  if (it == d.gpu_of.end()) return;  // a late result of a job given up: kept, not counted
+  const size_t gi = it->second;
+  d.gpu_of.erase(it);
+  --d.per_gpu[gi];
+  ++c.per_gpu_results[gi];
+  ++c.by_status[gi][m.status];
+  c.busy_seconds[gi] += m.run_seconds;
+  c.devices[gi].insert(m.worker);
+  if (m.emulated != (gpus[gi].source == Source::emulated) && ledger.warned_source.insert(gi).second)
+    spdlog::warn("{} results from {} devices arrive in a {} tune: they are kept but not used",
+                 m.gpu_type, m.emulated ? "emulated" : "real", source_name(gpus[gi].source));
+  if (m.status != JobStatus::ok) spdlog::debug("{}: {} ({})", key, job_status_name(m.status), m.error);
+  d.progress->job_done(m.gpu_type, m.status == JobStatus::ok);
+}
+
+// The jobs of a GPU type that has had no worker for worker_wait are given up.
+void give_up_workerless(const Farm& farm, Dispatched& d, const std::vector<GpuTuneResult>& gpus,
+                        const TuneOptions& opts, std::map<size_t, Clock::time_point>& since,
+                        Collected& c) {
+  const FarmStatus s = farm.status();
+  for (auto& [gi, n] : d.per_gpu) {
+    if (n == 0) continue;
+    const std::string& type = gpus[gi].gpu->name;
+    const auto it = s.workers_per_gpu_type.find(type);
+    if (it != s.workers_per_gpu_type.end() && it->second > 0) {
+      since.erase(gi);
+      continue;
+    }
+    if (Clock::now() - since.emplace(gi, Clock::now()).first->second < opts.worker_wait) continue;
+    spdlog::warn("no {} worker for {:.0f} s: giving up its {} outstanding jobs (a rerun "
+                 "measures them)", type, std::chrono::duration<double>(opts.worker_wait).count(), n);
+    for (auto j = d.gpu_of.begin(); j != d.gpu_of.end();) {
+      if (j->second == gi) j = d.gpu_of.erase(j);
+      else ++j;
+    }
+    c.abandoned[gi] += n;
+    n = 0;
+  }
+}
+
+}  // namespace
+
+Dispatched dispatch(const std::vector<PlannedJob>& jobs, std::vector<FarmJob> farm_jobs,
+                    const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, Farm& farm,
+                    TuningDb& db, const TuneOptions& opts, Ledger& ledger) {
+  DC_INTERNAL_CHECK(jobs.size() == farm_jobs.size(), "generated ", farm_jobs.size(), " jobs for ",
+                    jobs.size());
+  Dispatched d;
+  d.sent.assign(gpus.size(), 0);
+  d.checks.assign(gpus.size(), 0);
+  d.progress = std::make_unique<Progress>(opts.progress);
+  for (size_t i = 0; i < farm_jobs.size(); ++i) {
+    const PlannedJob& pj = jobs[i];
+    const Workload& w = plan.workload_set.workloads[pj.workload];
+    if (ledger.variants.insert({w.signature, pj.variant.key()}).second)
+      db.commit_variant(w.signature, pj.variant, fnv1a_hex(farm_jobs[i].variant.source));
+    const std::string& gpu = gpus[pj.gpu].gpu->name;
+    const std::string key = job_key(w.signature, pj.variant.key(), gpu);
+    DC_INTERNAL_CHECK(d.gpu_of.emplace(key, pj.gpu).second, "job ", key, " planned twice");
+    ++d.per_gpu[pj.gpu];
+    d.progress->add_jobs(gpu, 1);
+    ++d.sent[pj.gpu];
+    if (pj.check) ++d.checks[pj.gpu];
+    ++d.jobs;
+    farm.submit(std::move(farm_jobs[i]));
+  }
+  return d;
+}
+
+Collected collect(Dispatched& d, const std::vector<GpuTuneResult>& gpus, Farm& farm, TuningDb& db,
+                  const TuneOptions& opts, Ledger& ledger, const StageLog& log) {
+  Collected c;
+  c.per_gpu_results.assign(gpus.size(), 0);
+  c.abandoned.assign(gpus.size(), 0);
+  c.by_status.resize(gpus.size());
+  c.busy_seconds.assign(gpus.size(), 0);
+  c.devices.resize(gpus.size());
+  const auto t0 = Clock::now();
+  std::map<size_t, Clock::time_point> workerless_since;
+  auto last_status = Clock::now();
+  while (!d.gpu_of.empty()) {
+    if (opts.stop && opts.stop->load()) {
+      c.interrupted = true;
+      log.notice(fmt::format("interrupted: stopping the farm; {} results outstanding are not "
+                             "waited for (a rerun measures them)", d.gpu_of.size()));
+      farm.shutdown();
+      for (auto& m : farm.collect(std::chrono::milliseconds(0))) accept(m, d, gpus, db, ledger, c);
+      c.outstanding = d.gpu_of.size();
+      break;
+    }
+    for (auto& m : farm.collect(kCollectPoll)) accept(m, d, gpus, db, ledger, c);
+    d.progress->tick();
+    if (Clock::now() - last_status >= std::chrono::seconds(1)) {
+      last_status = Clock::now();
+      give_up_workerless(farm, d, gpus, opts, workerless_since, c);
+    }
+  }
+  c.seconds = seconds_since(t0);
+  d.progress->finish();
+  return c;
+}
+
+}  // namespace dc::tune_stage

@@ -1,0 +1,86 @@
+// The record stages: the model and its workloads with the start of the run (before any
+// job is sent), and at the end the chosen plans with the run's status.
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "ir/error.h"
+#include "ir/json_writer.h"
+#include "tune_stages.h"
+
+namespace dc::tune_stage {
+
+namespace {
+
+// The run's options as given, plus the calibration factors its estimates used.
+std::string options_json(const TuneOptions& opts, const Calibration& calibration) {
+  std::ostringstream os;
+  JsonWriter j(os);
+  j.begin_object();
+  for (const GpuSpec* gpu : opts.gpus) {
+    j.key(gpu->name).begin_object();
+    for (const auto& [key, factor] : calibration.factors)
+      if (key.first == gpu->name) j.field(cluster_kind_name(key.second), factor);
+    j.end_object();
+  }
+  j.end_object();
+  std::string options = opts.options_json;
+  const size_t close = options.find_last_of('}');
+  DC_INTERNAL_CHECK(!options.empty() && options.front() == '{' && close != std::string::npos,
+                    "tune options must be a JSON object, got '", options, "'");
+  const bool empty = options.find_first_not_of(" \t\n", 1) == close;
+  options.insert(close, fmt::format("{}\"calibration\":{}", empty ? "" : ",", os.str()));
+  return options;
+}
+
+}  // namespace
+
+int64_t record_model(TuningDb& db, const ModelPlan& plan, const TuneOptions& opts,
+                     const Calibration& calibration) {
+  for (const GpuSpec* gpu : opts.gpus) db.commit_gpu_type(*gpu);
+  const int64_t model_id = db.commit_model(opts.model_name, opts.model_sha256);
+  std::map<size_t, int> counts;
+  for (size_t w : plan.workload_set.candidate_workload) ++counts[w];
+  std::vector<std::pair<WorkloadRecord, int>> records;
+  for (const auto& [w, n] : counts)
+    records.emplace_back(workload_record(plan.workload_set.workloads[w]), n);
+  db.commit_model_workloads(model_id, records);
+  RunInfo info;
+  info.model_id = model_id;
+  for (const GpuSpec* gpu : opts.gpus) info.gpu_types.push_back(gpu->name);
+  info.options_json = options_json(opts, calibration);
+  info.host = opts.host;
+  info.precision = std::string(precision_name(opts.plan.precision));
+  return db.begin_run(info);
+}
+
+RunStatus record_plans(TuningDb& db, int64_t run_id, const ModelPlan& plan,
+                       const std::vector<GpuTuneResult>& gpus, const TuneOptions& opts,
+                       bool interrupted, bool complete) {
+  for (const auto& gr : gpus) {
+    if (!gr.has_results()) continue;
+    PlanRecord p;
+    p.precision = std::string(precision_name(opts.plan.precision));
+    p.run_id = run_id;
+    p.gpu_type = gr.gpu->name;
+    p.source = gr.source;
+    for (const auto& c : gr.choices) {
+      PlanChoice pc;
+      pc.cluster = fmt::format("{}#{}", plan.candidates[c.candidate].pattern, c.candidate);
+      pc.workload = plan.workload_set.workloads[c.workload].signature;
+      pc.variant_key = c.reference ? kReferenceTemplate : c.variant_key;
+      pc.estimated_us = c.estimated_us;
+      pc.measured_us = c.measured_us;
+      p.choices.push_back(std::move(pc));
+    }
+    p.estimated_total_us = gr.estimated_total_us;
+    p.measured_total_us = gr.measured_total_us;
+    db.commit_plan(p);
+  }
+  const RunStatus status =
+      interrupted ? RunStatus::interrupted : (complete ? RunStatus::ok : RunStatus::failed);
+  db.end_run(run_id, status);
+  return status;
+}
+
+}  // namespace dc::tune_stage

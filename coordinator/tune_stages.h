@@ -1,0 +1,177 @@
+// The stages of `tune`, in the order tune.cpp runs them (docs/tune.md): each a free function
+// with typed inputs and outputs in a file of its own (tune_<stage>.cpp), timed and logged by
+// one helper (StageLog). Stages read the options and the earlier stages' outputs and return
+// what they found; only the driver (tune.cpp) assembles the TuneResult.
+//
+//   load (import, simplify, precision) -> calibrate -> estimate -> record model -> farm ->
+//   lookup -> generate -> dispatch -> collect -> check -> select -> record plans
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "tune.h"
+
+namespace dc::tune_stage {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0);
+
+// The one helper that times and logs stages: each finished stage is one line (spdlog, and
+// the console when there is one) and one StageTime of the result.
+class StageLog {
+ public:
+  StageLog(const TuneOptions& opts, std::vector<StageTime>& stages) : opts_(opts), stages_(stages) {}
+  void record(const std::string& name, double seconds, const std::string& detail);
+  void notice(const std::string& text) const;  // a line that is not a stage
+  // Runs `stage`, then records its time with the line describe(its result) gives.
+  template <class Stage, class Describe>
+  auto run(const std::string& name, Stage&& stage, Describe&& describe) {
+    const auto t0 = Clock::now();
+    auto out = stage();
+    record(name, seconds_since(t0), describe(out));
+    return out;
+  }
+
+ private:
+  const TuneOptions& opts_;
+  std::vector<StageTime>& stages_;
+};
+
+// ---- load: import + simplify + precision through model_loader (tune_load.cpp)
+struct LoadedGraph {
+  Graph graph;                                 // simplified, then apply_precision
+  std::vector<std::string> weight_transforms;  // what the plan's weights carry
+};
+LoadedGraph load(const std::string& model_path, const TuneOptions& opts, StageLog& log);
+
+// ---- calibrate (tune_calibrate.cpp)
+struct Calibrated {
+  Calibration calibration;                           // config factors, then the DB's fit
+  std::vector<std::vector<FittedFactor>> fits;       // per requested GPU type
+  bool from_db = false;
+  int fitted = 0;                                    // factors taken from the fit
+  Source source = Source::real;
+};
+Calibrated calibrate(const TuningDb& db, const TuneOptions& opts, const StageLog& log);
+std::string describe(const Calibrated& c);
+
+// ---- estimate (tune_estimate.cpp)
+ModelPlan estimate(const Graph& g, const TuneOptions& opts, const Calibration& calibration);
+std::string describe(const ModelPlan& plan);
+
+// ---- record the model and begin the run (tune_record.cpp)
+int64_t record_model(TuningDb& db, const ModelPlan& plan, const TuneOptions& opts,
+                     const Calibration& calibration);
+// ---- record the plans and end the run (tune_record.cpp)
+RunStatus record_plans(TuningDb& db, int64_t run_id, const ModelPlan& plan,
+                       const std::vector<GpuTuneResult>& gpus, const TuneOptions& opts,
+                       bool interrupted, bool complete);
+
+// ---- farm: wait for workers (tune_workers.cpp)
+struct WorkerCensus {
+  std::vector<int> workers;      // per requested GPU type: live workers when dispatching
+  std::vector<Source> sources;   // per requested GPU type: emulated when every worker is
+  std::string line;              // "workers: h100 2 (2 emulated)"
+};
+WorkerCensus wait_for_workers(const Farm& farm, const TuneOptions& opts, const StageLog& log);
+
+// One variant to measure on one GPU type.
+struct PlannedJob {
+  size_t gpu = 0;       // index into the requested GPU types
+  size_t workload = 0;  // index into the workload set
+  Variant variant;
+  double estimate_us = 0;  // uncalibrated: what the result stores
+  bool check = false;      // host-emulator check of a winner
+};
+
+// What a result stores as its estimate: the model's figure without calibration, so that
+// measured / estimated fits the factor itself (the calibrate stage).
+double uncalibrated_us(const Calibration& c, const GpuSpec& gpu, const Workload& w, double calibrated_us);
+
+// ---- lookup: what the DB already has, plus seeds from other GPU types (tune_lookup.cpp)
+struct LookupCounts {
+  int64_t planned = 0, reused = 0, seeded = 0, abandoned = 0;
+  std::map<SeedLevel, int> seed_levels;
+};
+struct Lookup {
+  std::vector<PlannedJob> jobs;
+  std::vector<LookupCounts> per_gpu;
+};
+// `gpus` gives each GPU type's spec, source and workers (the farm stage's census).
+Lookup lookup(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, const TuningDb& db,
+              const TuneOptions& opts, const Calibration& calibration, const std::string& nvrtc_major);
+std::string describe(const Lookup& l, const TuneOptions& opts);
+
+// "<workload>/<variant key>/<gpu type>": FarmJob::job_id, and how results find their job.
+std::string job_key(const std::string& workload, const std::string& variant, const std::string& gpu);
+
+// ---- generate (tune_generate.cpp): one FarmJob per planned job, in the same order.
+std::vector<FarmJob> generate(const std::vector<PlannedJob>& jobs, const ModelPlan& plan,
+                              const std::vector<GpuTuneResult>& gpus, const TuneOptions& opts);
+
+// What this run has sent and recorded, across dispatch rounds (tune_measure.cpp).
+struct Ledger {
+  std::set<std::pair<std::string, std::string>> variants;  // (workload, key) committed
+  std::set<std::string> workers;                           // committed
+  std::set<size_t> warned_source;                          // GPU types warned about
+};
+
+// ---- dispatch (tune_measure.cpp): variants committed, jobs submitted.
+struct Dispatched {
+  std::map<std::string, size_t> gpu_of;  // outstanding job key -> GPU index
+  std::map<size_t, int64_t> per_gpu;     // GPU index -> jobs outstanding
+  std::vector<int64_t> sent, checks;     // per GPU index
+  int64_t jobs = 0;
+  std::unique_ptr<Progress> progress;
+};
+Dispatched dispatch(const std::vector<PlannedJob>& jobs, std::vector<FarmJob> farm_jobs,
+                    const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, Farm& farm,
+                    TuningDb& db, const TuneOptions& opts, Ledger& ledger);
+
+// ---- collect (tune_measure.cpp): every result committed as it arrives.
+struct Collected {
+  int64_t results = 0;                                  // committed (late ones included)
+  std::vector<int64_t> per_gpu_results, abandoned;      // per GPU index
+  std::vector<std::map<JobStatus, int64_t>> by_status;  // per GPU index
+  std::vector<double> busy_seconds;                     // per GPU index: devices' run phases
+  std::vector<std::set<std::string>> devices;           // per GPU index: that sent results
+  double seconds = 0;                                   // the collect loop's wall time
+  bool interrupted = false;
+  size_t outstanding = 0;  // left when interrupted
+};
+Collected collect(Dispatched& d, const std::vector<GpuTuneResult>& gpus, Farm& farm, TuningDb& db,
+                  const TuneOptions& opts, Ledger& ledger, const StageLog& log);
+
+// ---- check: the host-emulator check of winners (tune_check.cpp)
+using CheckedSet = std::set<std::tuple<size_t, std::string, std::string>>;  // gpu, workload, key
+struct Checked {
+  CheckedSet checked;                 // checked in this run
+  int64_t sent = 0, failed = 0;
+  std::vector<int> failed_per_gpu;    // winners rejected, per GPU index
+};
+// `measure` runs generate -> dispatch -> collect for a list of jobs.
+Checked check_winners(const ModelPlan& plan, std::vector<GpuTuneResult> gpus, const TuningDb& db,
+                      const TuneOptions& opts, const Calibration& calibration,
+                      const std::string& nvrtc_major,
+                      const std::function<Collected(std::vector<PlannedJob>)>& measure);
+std::string describe(const Checked& c);
+// A winner counts as checked when this run checked it or, without --retune, when it has
+// a second final result in the DB (its check job's) from an earlier run.
+bool is_checked(const CheckedSet& checked, const ModelPlan& plan, size_t gpu, const ClusterChoice& c,
+                bool retune);
+
+// ---- select (tune_select.cpp): select_measured per GPU type, winners marked checked.
+std::vector<GpuTuneResult> select(const ModelPlan& plan, std::vector<GpuTuneResult> gpus,
+                                  const TuningDb& db, const TuneOptions& opts,
+                                  const std::string& nvrtc_major, const CheckedSet& checked);
+std::string describe(const std::vector<GpuTuneResult>& selected);
+
+}  // namespace dc::tune_stage

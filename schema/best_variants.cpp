@@ -1,0 +1,88 @@
+// TuningDb::best_variants: the one definition of "best variant" (tuning_db.h). Both DB
+// implementations answer it through query(), so the rule lives here only.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+
+#include "tuning_db.h"
+#include "variant.h"
+
+namespace dc {
+
+namespace {
+
+// "13" > "12" > "9": toolchain majors compare as numbers.
+bool newer_major(const std::string& a, const std::string& b) {
+  return a.size() != b.size() ? a.size() > b.size() : a > b;
+}
+
+// The newest toolchain major among the results, "" when there are none.
+std::string newest_major(const std::vector<Measurement>& results) {
+  std::string newest;
+  for (const Measurement& m : results) {
+    const std::string major = toolchain_major(m.nvrtc_version);
+    if (newest.empty() || newer_major(major, newest)) newest = major;
+  }
+  return newest;
+}
+
+// One variant's results: its fastest ok measurement and its first final failure.
+struct VariantStats {
+  const Measurement* best = nullptr;
+  int results = 0;
+  std::optional<JobStatus> failure;
+};
+
+}  // namespace
+
+std::vector<WorkloadBest> TuningDb::best_variants(const BestVariantQuery& q) const {
+  MeasurementQuery mq;
+  mq.workload = q.workload;
+  mq.gpu_type = q.gpu_type;
+  mq.source = q.source;
+  const std::vector<Measurement> results = query(mq);  // in finished order: first failure first
+  const std::string major = q.nvrtc_major.empty() ? newest_major(results) : q.nvrtc_major;
+
+  std::map<std::string, std::map<std::string, VariantStats>> by_workload;  // by key: ties
+  for (const Measurement& m : results) {
+    if (m.status == JobStatus::worker_lost) continue;  // says nothing about the variant
+    if (is_reference_key(m.variant_key)) continue;     // the baseline, never a candidate
+    if (!q.math_paths.empty() && std::find(q.math_paths.begin(), q.math_paths.end(),
+                                           variant_key_precision(m.variant_key)) == q.math_paths.end())
+      continue;  // another precision's math path (a tf32 tune of the same f32 workload)
+    if (toolchain_major(m.nvrtc_version) != major) continue;
+    VariantStats& s = by_workload[m.workload][m.variant_key];
+    ++s.results;
+    if (m.status != JobStatus::ok) {
+      if (!s.failure) s.failure = m.status;
+    } else if (!s.best || m.median_us < s.best->median_us) {
+      s.best = &m;
+    }
+  }
+
+  std::vector<WorkloadBest> out;
+  for (const auto& [workload, variants] : by_workload) {
+    WorkloadBest b;
+    b.workload = workload;
+    for (const auto& [key, s] : variants) {
+      if (s.failure) {
+        ++b.failed_variants[*s.failure];
+        continue;
+      }
+      ++b.ok_variants;
+      // The map's order breaks ties: the first key of the least time wins.
+      if (b.has_best() && !(s.best->median_us < b.median_us)) continue;
+      b.variant_key = key;
+      b.median_us = s.best->median_us;
+      b.min_us = s.best->min_us;
+      b.estimate_us = s.best->estimate_us;
+      b.results = s.results;
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+}  // namespace dc
