@@ -10,6 +10,8 @@
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "candidates.h"
 #include "estimator_testing.h"
@@ -45,9 +47,17 @@ TEST(CodegenLaunchBounds, EveryKernelOfEveryTemplate) {
       const GeneratedKernel ref = generate_reference(w);
       EXPECT_TRUE(bounded(ref)) << w.canonical;
       ++checked["reference"];
+      // The first and the last variant of each precision path.
+      std::map<std::string, std::pair<const Variant*, const Variant*>> ends;
       const auto space = enumerate_variants(w, gpu, SpaceOptions{});
-      for (const Variant* v : {&space.front(), &space.back()}) {
-        if (space.empty()) break;
+      for (const auto& v : space) {
+        auto& [first, last] = ends[v.precision];
+        if (first == nullptr) first = &v;
+        last = &v;
+      }
+      std::vector<const Variant*> picks;
+      for (const auto& [precision, fl] : ends) picks.insert(picks.end(), {fl.first, fl.second});
+      for (const Variant* v : picks) {
         const GeneratedKernel k = generate_kernel(w, *v);
         EXPECT_TRUE(bounded(k)) << w.canonical;
         checked[k.template_name + "/" + v->precision] += static_cast<int>(k.launches.size());
