@@ -418,32 +418,19 @@ std::vector<Variant> enumerate_variants(const Workload& w, const GpuSpec& gpu) {
   return enumerate_variants(analyze_workload(w), gpu, SpaceOptions{});
 }
 
-int64_t smem_reserved_per_block(const GpuSpec& gpu) { return gpu.cc_major >= 8 ? 1024 : 0; }
-
-int blocks_per_sm(int threads, int64_t smem_bytes, int regs_per_thread, const GpuSpec& gpu) {
-  if (threads <= 0) return 0;
-  const int warp = gpu.warp_size > 0 ? gpu.warp_size : 32;
-  const int warps = static_cast<int>(ceil_div(threads, warp));
-  int64_t limit = gpu.max_threads_per_sm / (warps * warp);
-  if (gpu.max_blocks_per_sm > 0) limit = std::min<int64_t>(limit, gpu.max_blocks_per_sm);
-  const int64_t smem = smem_bytes + smem_reserved_per_block(gpu);
-  if (smem > 0) limit = std::min(limit, gpu.smem_per_sm_bytes / smem);
-  if (regs_per_thread > 0) {
-    const int64_t per_warp = ceil_div(regs_per_thread, 8) * 8 * warp;
-    limit = std::min(limit, (gpu.regs_per_sm / per_warp) / warps);
-  }
-  return static_cast<int>(std::max<int64_t>(limit, 0));
-}
-
 int64_t gemm_smem_bytes(int64_t block_m, int64_t block_n, int64_t block_k, int64_t stages,
                         int smem_elem_bytes) {
   return stages * block_k * ((block_m + block_n) * smem_elem_bytes + 2 * kSmemPadBytes);
 }
 
 int launch_bounds_regs(int64_t threads) {
-  constexpr int64_t kRegisterFile = 65536;  // per SM on every target, sm_75 to sm_90
+  static const GpuSpec rules = [] {
+    GpuSpec g;  // the register-file defaults of GpuSpec, which every table entry has
+    g.regs_per_thread = 255;
+    return g;
+  }();
   if (threads <= 0) return 255;
-  return static_cast<int>(std::min<int64_t>(255, kRegisterFile / threads / 8 * 8));
+  return max_regs_per_thread_for_block(threads, rules);
 }
 
 bool gemm_async_ok(const WorkloadShape& s, int64_t block_m, int64_t threads) {
@@ -553,19 +540,10 @@ bool fits_gpu(const Variant& v, const GpuSpec& gpu, std::string* why) {
     if (why) *why = msg;
     return false;
   };
-  const int64_t t = v.threads_per_block;
-  if (t <= 0) return fail("no threads per block");
-  if (t > gpu.max_threads_per_block)
-    return fail(str_cat(t, " threads per block > ", gpu.max_threads_per_block));
-  if (t > gpu.max_threads_per_sm)
-    return fail(str_cat(t, " threads per block > ", gpu.max_threads_per_sm, " per SM"));
-  if (v.smem_bytes > gpu.smem_per_block_bytes)
-    return fail(
-        str_cat(v.smem_bytes, " B shared memory > ", gpu.smem_per_block_bytes, " B per block"));
-  if (v.regs_per_thread > gpu.regs_per_thread)
-    return fail(str_cat(v.regs_per_thread, " registers per thread > ", gpu.regs_per_thread));
-  if (int64_t{v.regs_per_thread} * t > gpu.regs_per_sm)
-    return fail(str_cat(v.regs_per_thread, " x ", t, " registers > ", gpu.regs_per_sm, " per SM"));
+  if (const std::string refusal =
+          launch_refusal(v.threads_per_block, v.smem_bytes, v.regs_per_thread, gpu);
+      !refusal.empty())
+    return fail(refusal);
   if (!gpu_has_precision(gpu, v.precision))
     return fail(str_cat("no ", v.precision, " path on ", gpu.sm_arch()));
   if (v.param("stages", 1) >= 3 && gpu.cc_major < 8)

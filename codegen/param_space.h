@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gpu/gpu_spec.h"
+#include "gpu/occupancy.h"
 #include "ir/workload.h"
 #include "variant.h"
 
@@ -116,12 +117,7 @@ bool gpu_has_precision(const GpuSpec& gpu, const std::string& precision);
 
 // --- Resource formulas -----------------------------------------------------------------
 
-// Shared memory CUDA reserves per resident block for system use (1 KB from sm_80).
-int64_t smem_reserved_per_block(const GpuSpec& gpu);
-// Blocks of this shape that fit on one SM at once: the minimum over the thread, block,
-// shared-memory and register limits (registers allocated per warp in units of 256, i.e.
-// per-thread counts rounded up to 8). 0 if not even one fits.
-int blocks_per_sm(int threads, int64_t smem_bytes, int regs_per_thread, const GpuSpec& gpu);
+// Residency and launch limits (blocks_per_sm, launch_refusal): gpu/occupancy.h.
 
 // Bytes of an operand-tile row pad (against bank conflicts): 16 bytes.
 constexpr int64_t kSmemPadBytes = 16;
@@ -132,7 +128,9 @@ constexpr int64_t kSmemPadBytes = 16;
 int64_t gemm_smem_bytes(int64_t block_m, int64_t block_n, int64_t block_k, int64_t stages,
                         int smem_elem_bytes);
 // The most registers ptxas gives a thread under __launch_bounds__(threads), which every
-// template declares: the 64K register file shared by one block, in units of 8, at most 255.
+// template declares: max_regs_per_thread_for_block with the register-file rules every GPU of
+// gpus.yaml shares (65536 per block, warps in units of 256 registers counted in multiples of
+// 4, at most 255; GpuCatalog.RegisterRulesAreShared checks the table).
 int launch_bounds_regs(int64_t threads);
 // Whether a stages-3 GEMM variant runs as a cp.async pipeline, as GemmEmitter::async_ok
 // decides for both operands: each plain, or Conv's A an im2col gather with 32-bit indices

@@ -253,7 +253,7 @@ GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
 )",
                            vars);
 
-  std::string src = source_header(w, v.template_name, v.key()) + template_macros() + "\n";
+  std::string src = source_header(w, v.template_name, v.key());
   src += fmt::format("// attention: batch {}, {} queries x {} keys, head dims {} / {}\n", batch, sq,
                      sk, d, dv);
   src += expand_template(R"(

@@ -365,7 +365,7 @@ if (dc_e == 0) {
 )", vars);
   }
 
-  std::string src = source_header(w, v.template_name, v.key()) + template_macros() + "\n";
+  std::string src = source_header(w, v.template_name, v.key());
   src += fmt::format(
       "// attention on tensor cores ({}): batch {}, {} queries x {} keys, head dims {} / {} "
       "(padded {} / {}); Q {}, K {}, V {}{}\n",

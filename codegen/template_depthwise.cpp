@@ -125,7 +125,7 @@ GeneratedKernel generate_depthwise(const Workload& w, const Variant& v) {
       {"PARAMS", kernel_params(w)},
       {"X_SMEM", str(in_c * in_th * in_tw)}};
 
-  std::string src = source_header(w, v.template_name, v.key()) + template_macros() + "\n";
+  std::string src = source_header(w, v.template_name, v.key());
   src += fmt::format("// depthwise {}x{} conv, {} -> {} channels (multiplier {}), {}x{} -> {}x{}\n",
                      KH, KW, channels, out_channels, mult, IH, IW, OH, OW);
   src += expand_template(R"(

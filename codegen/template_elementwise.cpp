@@ -113,7 +113,7 @@ GeneratedKernel generate_elementwise(const Workload& w, const Variant& v) {
     const int64_t inner = shape.empty() ? 1 : shape.back();
     most_chunks = std::max(most_chunks, shape_numel(shape) / (inner % vec == 0 ? vec : 1));
   }
-  std::string source = source_header(w, v.template_name, v.key()) + kernel_definition(w, "elementwise", body);
+  std::string source = source_header(w, v.template_name, v.key()) + kernel_definition(w, "elementwise", threads, body);
   return one_launch_kernel(w, v, std::move(source), "elementwise",
                            {grid_blocks(most_chunks, threads * ept), 1, 1}, threads);
 }

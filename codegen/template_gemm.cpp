@@ -637,7 +637,7 @@ std::string GemmEmitter::epilogue_kernel() {
   return expand_template(R"(
 // Split-K epilogue: the summed slices (scratch0) through bias/alpha/beta*C and the cluster's
 // epilogue, one thread per element.
-extern "C" __global__ void dc_gemm_epilogue($(PARAMS)) {
+extern "C" __global__ void DC_LAUNCH_BOUNDS($(T)) dc_gemm_epilogue($(PARAMS)) {
   const $(IDX) dc_lin = ($(IDX))blockIdx.x * $(T) + threadIdx.x;
   if (dc_lin < $(NUMEL)) {
     $(BODY)
@@ -661,7 +661,7 @@ GeneratedKernel GemmEmitter::emit() {
                     v_.template_name, ": grid ", grid_x, "x", grid_y, "x", grid_z,
                     " exceeds CUDA's limits");
   GeneratedKernel k = start_kernel(w_, v_);
-  std::string src = source_header(w_, v_.template_name, v_.key()) + template_macros() + "\n";
+  std::string src = source_header(w_, v_.template_name, v_.key());
   src += fmt::format(
       "// {} {}x{}x{} (M x N x K), batch {}, split-K {}, stages {}, vector loads A {} B {}\n",
       heavy_->op, m_, n_, k_, batch_, split_, stages_, a_.vec, b_.vec);

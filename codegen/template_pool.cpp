@@ -120,7 +120,7 @@ GeneratedKernel generate_pool(const Workload& w, const Variant& v) {
     body += store_chunk(em.param_name(g.outputs[o]), g.info(g.outputs[o]).dtype, lanes[o]);
 
   std::string source = source_header(w, v.template_name, v.key()) +
-                       kernel_definition(w, "pool_window", grid_stride_chunks(chunks, ept, vec, body));
+                       kernel_definition(w, "pool_window", threads, grid_stride_chunks(chunks, ept, vec, body));
   return one_launch_kernel(w, v, std::move(source), "pool_window",
                            {grid_blocks(chunks, threads * ept), 1, 1}, threads);
 }

@@ -191,7 +191,7 @@ class RowReduceEmitter {
     std::string source =
         source_header(w_, v.template_name, v.key()) +
         "#ifdef DC_HOST_EMULATION\n#define DCR_UNROLL\n#else\n#define DCR_UNROLL _Pragma(\"unroll\")\n#endif\n\n" +
-        kernel_definition(w_, "row_reduce", b);
+        kernel_definition(w_, "row_reduce", tpr_ * rpb_, b);
     return one_launch_kernel(w_, v, std::move(source), "row_reduce", {grid_blocks(r_.rows, rpb_), 1, 1},
                              tpr_ * rpb_, cache_ == 2 ? rpb_ * r_.row_len * 4 : 0);
   }

@@ -553,8 +553,9 @@ GeneratedKernel generate_naive(const Workload& w, const std::string& template_na
       launch.args.push_back(buffer_of.at(sub.outputs[i]));
       most = std::max(most, shape_numel(sub.info(sub.outputs[i]).shape));
     }
-    src += fmt::format("// node n{}: {} -> {}\nextern \"C\" __global__ void {}({}) {{\n", ni, n.op,
-                       join(sub.outputs, ", "), name, join(params, ", "));
+    src += fmt::format(
+        "// node n{}: {} -> {}\nextern \"C\" __global__ void DC_LAUNCH_BOUNDS({}) {}({}) {{\n", ni,
+        n.op, join(sub.outputs, ", "), threads, name, join(params, ", "));
     NodeEmitter ne(sub, sub.nodes[0]);
     for (size_t oi = 0; oi < sub.outputs.size(); ++oi) {
       const TensorInfo& info = sub.info(sub.outputs[oi]);

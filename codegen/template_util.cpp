@@ -7,6 +7,7 @@
 
 #include "ir/error.h"
 #include "prelude.h"
+#include "template_text.h"
 #include "value_emitter.h"
 
 namespace dc {
@@ -62,7 +63,7 @@ std::string source_header(const Workload& w, const std::string& template_name,
     text += "//   " + w.canonical.substr(b, e - b) + "\n";
     b = e + 1;
   }
-  return text + "\n" + cuda_prelude() + "\n";
+  return text + "\n" + cuda_prelude() + "\n" + template_macros() + "\n";
 }
 
 std::vector<std::string> emit_unravel(const Shape& shape, const std::string& lin,
@@ -99,9 +100,12 @@ GeneratedKernel one_launch_kernel(const Workload& w, const Variant& v, std::stri
   return k;
 }
 
-std::string kernel_definition(const Workload& w, const std::string& name, const std::string& body) {
-  return fmt::format("extern \"C\" __global__ void {0}({1}) {{\n{2}}}\nDC_EXPORT_KERNEL({0})\n", name,
-                     kernel_params(w), body);
+std::string kernel_definition(const Workload& w, const std::string& name, int64_t threads,
+                              const std::string& body) {
+  DC_INTERNAL_CHECK(threads > 0 && threads <= 1024, name, ": ", threads, " threads per block");
+  return fmt::format(
+      "extern \"C\" __global__ void DC_LAUNCH_BOUNDS({3}) {0}({1}) {{\n{2}}}\nDC_EXPORT_KERNEL({0})\n",
+      name, kernel_params(w), body, threads);
 }
 
 std::string grid_stride_chunks(int64_t chunks, int64_t ept, int64_t vec, const std::string& body) {

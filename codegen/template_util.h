@@ -46,8 +46,11 @@ GeneratedKernel one_launch_kernel(const Workload& w, const Variant& v, std::stri
                                   const std::string& kernel, std::array<int64_t, 3> grid,
                                   int64_t threads, int64_t dynamic_smem_bytes = 0);
 
-// `extern "C" __global__ void <name>(<kernel_params(w)>) { <body> }` and its export line.
-std::string kernel_definition(const Workload& w, const std::string& name, const std::string& body);
+// `extern "C" __global__ void DC_LAUNCH_BOUNDS(<threads>) <name>(<kernel_params(w)>) { <body> }`
+// and its export line. `threads`: the launch's block size (ptxas then keeps the registers
+// within the block's share, so the launch never fails for registers).
+std::string kernel_definition(const Workload& w, const std::string& name, int64_t threads,
+                              const std::string& body);
 
 // A grid-stride loop over `chunks` chunks of `vec` adjacent elements: a thread takes `ept`
 // chunks per step, `blockDim.x` apart (coalesced). `body` sees `i`, the chunk's first element.

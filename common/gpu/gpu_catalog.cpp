@@ -151,7 +151,8 @@ const std::vector<std::string>& entry_fields() {
       "tc_bf16_flops_per_sm_clk", "tc_tf32_flops_per_sm_clk", "dram_bandwidth_gbs",
       "l2_bytes", "smem_per_sm_bytes", "smem_per_block_bytes", "regs_per_sm",
       "regs_per_thread", "max_threads_per_sm", "max_threads_per_block", "max_blocks_per_sm",
-      "warp_size", "launch_overhead_us"};
+      "warp_size", "regs_per_block", "reg_alloc_unit", "sm_sub_partitions", "smem_alloc_unit",
+      "smem_reserved_per_block", "launch_overhead_us"};
   return fields;
 }
 
@@ -216,6 +217,14 @@ GpuSpec read_entry(const YAML::Node& node, const std::string& origin, int index)
   g.max_threads_per_block =
       static_cast<int>(r.integer("max_threads_per_block", 32, g.max_threads_per_sm));
   g.max_blocks_per_sm = static_cast<int>(r.integer("max_blocks_per_sm", 1, 256));
+  g.regs_per_block = static_cast<int>(r.integer("regs_per_block", 8192, g.regs_per_sm));
+  g.reg_alloc_unit = static_cast<int>(r.integer("reg_alloc_unit", 1, 1024));
+  g.sm_sub_partitions = static_cast<int>(r.integer("sm_sub_partitions", 1, 8));
+  g.smem_alloc_unit = static_cast<int>(r.integer("smem_alloc_unit", 1, 4096));
+  g.smem_reserved_per_block = r.integer("smem_reserved_per_block", 0, 65536);
+  if (g.smem_per_block_bytes + g.smem_reserved_per_block > g.smem_per_sm_bytes)
+    r.fail("smem_reserved_per_block", "smem_per_block_bytes + smem_reserved_per_block must not "
+                                      "exceed smem_per_sm_bytes");
   if (g.max_threads_per_sm % g.warp_size != 0)
     r.fail("max_threads_per_sm", "must be a multiple of warp_size");
   if (g.max_threads_per_block % g.warp_size != 0)
@@ -444,6 +453,13 @@ GpuSpec GpuCatalog::match_device(const DeviceReport& report) const {
   g.max_threads_per_block = reported_or(report.max_threads_per_block, ref.max_threads_per_block);
   g.max_blocks_per_sm = reported_or(report.max_blocks_per_sm, ref.max_blocks_per_sm);
   g.warp_size = reported_or(report.warp_size, ref.warp_size);
+  // Allocation rules belong to the architecture: the reference's (same compute capability
+  // major where the table has one).
+  g.regs_per_block = ref.regs_per_block;
+  g.reg_alloc_unit = ref.reg_alloc_unit;
+  g.sm_sub_partitions = ref.sm_sub_partitions;
+  g.smem_alloc_unit = ref.smem_alloc_unit;
+  g.smem_reserved_per_block = ref.smem_reserved_per_block;
   g.launch_overhead_us = ref.launch_overhead_us;
   g.generic = true;
   spdlog::warn(

@@ -33,6 +33,15 @@ struct GpuSpec {
   int max_threads_per_block = 1024;
   int max_blocks_per_sm = 0;
   int warp_size = 32;
+  // Allocation rules of the CUDA occupancy calculator (common/gpu/occupancy.h): registers go
+  // to warps in units of reg_alloc_unit, a block's warps are counted in multiples of the SM's
+  // sub-partitions against regs_per_block, shared memory is allocated per block in units of
+  // smem_alloc_unit on top of smem_reserved_per_block (the driver's 1 KB from sm_80).
+  int regs_per_block = 65536;
+  int reg_alloc_unit = 256;
+  int sm_sub_partitions = 4;
+  int smem_alloc_unit = 128;
+  int64_t smem_reserved_per_block = 1024;
   double launch_overhead_us = 3.0;       // host launch + kernel ramp, a modelling constant
   bool generic = false;                  // built from a device's report, not from the table
 

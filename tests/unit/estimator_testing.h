@@ -73,6 +73,8 @@ inline GpuSpec spec_t4() {
   g.smem_per_block_bytes = 64 * 1024;
   g.max_threads_per_sm = 1024;
   g.max_blocks_per_sm = 16;
+  g.smem_alloc_unit = 256;  // before sm_80: 256-byte units, nothing reserved per block
+  g.smem_reserved_per_block = 0;
   return g;
 }
 

@@ -1,75 +1,38 @@
-// GEMM-family, depthwise and attention templates (codegen/template_{gemm,depthwise,attention}.cpp):
-// every case builds a small model graph by hand (or takes a workload of the tiny example
-// models), cuts the cluster out with make_workload, generates representative variants of
-// its parameter space (small and large tiles, vector loads, double buffering, split-K, plus
-// hand-set variants the space would not pick for such small shapes), runs them on the host
-// emulator with seeded random inputs and poisoned (NaN) outputs, and compares with the CPU
-// reference executor on the workload graph: ||out - ref|| / ||ref|| <= 1e-5. Each source is
-// also compiled with NVRTC for sm_80.
+// GEMM-family templates on CUDA cores (codegen/template_gemm.cpp: gemm_tiled and
+// conv_implicit_gemm): every case builds a small model graph by hand (or takes a workload of
+// the tiny example models), cuts the cluster out with make_workload, generates
+// representative variants of its parameter space (small and large tiles, vector loads,
+// double buffering, split-K, plus hand-set variants the space would not pick for such small
+// shapes) and checks each with codegen_testing.h's check_variant (host emulator against the
+// CPU reference, NVRTC for sm_80). Depthwise and attention: test_codegen_depthwise.cpp,
+// test_codegen_attention.cpp.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <future>
-#include <limits>
-#include <map>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "candidates.h"
-#include "emulator.h"
-#include "estimator_testing.h"
-#include "generate.h"
+#include "codegen_testing.h"
 #include "ir/error.h"
-#include "ir/workload.h"
-#include "model_builder.h"
-#include "nvrtc.h"
 #include "onnx/import.h"
-#include "param_space.h"
 #include "passes/simplify.h"
-#include "ref/compare.h"
-#include "ref/executor.h"
-#include "testing.h"
 
 namespace dc {
 namespace {
 
+using testing::a100;
+using testing::check_all;
+using testing::check_variant;
+using testing::conv_attrs;
+using testing::fp32_variants;
 using testing::ModelBuilder;
+using testing::pick;
 using testing::random_tensor;
-
-Attributes conv_attrs(std::vector<int64_t> kernel, std::vector<int64_t> strides,
-                      std::vector<int64_t> pads, std::vector<int64_t> dilations, int64_t group = 1) {
-  Attributes a;
-  a.set("kernel_shape", kernel);
-  a.set("strides", strides);
-  a.set("pads", pads);
-  a.set("dilations", dilations);
-  a.set("group", group);
-  return a;
-}
-
-const GpuSpec& a100() {
-  static const GpuSpec g = testing::spec_a100();
-  return g;
-}
-
-std::vector<Variant> fp32_variants(const Workload& w) {
-  return enumerate_variants(w, a100(), SpaceOptions{{"fp32"}});
-}
-
-// The first variant satisfying each predicate (deduplicated, in predicate order).
-std::vector<Variant> pick(const std::vector<Variant>& all,
-                          const std::vector<std::function<bool(const Variant&)>>& preds) {
-  std::vector<Variant> out;
-  std::set<std::string> keys;
-  for (const auto& p : preds)
-    for (const auto& v : all)
-      if (p(v)) {
-        if (keys.insert(v.key()).second) out.push_back(v);
-        break;
-      }
-  return out;
-}
+using testing::RunOptions;
 
 int64_t area(const Variant& v) { return v.param("block_m") * v.param("block_n"); }
 
@@ -94,61 +57,6 @@ std::vector<Variant> gemm_picks(const Workload& w) {
     if (std::none_of(out.begin(), out.end(), [&](const Variant& o) { return o.key() == v.key(); }))
       out.push_back(v);
   return out;
-}
-
-struct RunOptions {
-  std::map<std::string, Tensor> inputs;  // by model name (Workload::source_inputs)
-  bool nvrtc = true;
-};
-
-// Generates, emulates and compares one variant.
-void check_variant(const Workload& w, const Variant& v, const RunOptions& opt = {}) {
-  SCOPED_TRACE(v.key());
-  GeneratedKernel k;
-  ASSERT_NO_THROW(k = generate_kernel(w, v));
-  std::vector<Tensor> buffers(k.buffers.size());
-  ref::TensorMap inputs;
-  uint32_t seed = 7;
-  for (size_t i = 0; i < k.buffers.size(); ++i) {
-    const KernelBuffer& b = k.buffers[i];
-    if (b.role == BufferRole::input) {
-      const auto pos = std::find(w.graph.inputs.begin(), w.graph.inputs.end(), b.name) - w.graph.inputs.begin();
-      const std::string& model_name = w.source_inputs.at(static_cast<size_t>(pos));
-      auto it = opt.inputs.find(model_name);
-      buffers[i] = it != opt.inputs.end() ? it->second : random_tensor(b.shape, seed++);
-      inputs[b.name] = buffers[i];
-    } else {
-      // Poisoned: an element the kernel does not write fails the comparison.
-      Tensor t(b.dtype, b.shape);
-      if (b.dtype == DType::f32)
-        std::fill_n(t.mutable_data<float>(), t.numel(), std::numeric_limits<float>::quiet_NaN());
-      buffers[i] = t;
-    }
-  }
-  // NVRTC (thread safe) compiles while the emulator runs.
-  std::future<CompileResult> compiled;
-  if (opt.nvrtc)
-    compiled = std::async(std::launch::async, [&k] { return compile_cuda(k.source, "sm_80"); });
-  const EmulatorResult r = emulate(k, buffers);
-  if (opt.nvrtc) {
-    const CompileResult cr = compiled.get();
-    EXPECT_TRUE(cr.ok) << cr.error << "\n" << cr.log;
-  }
-  ASSERT_TRUE(r.ok) << r.error << "\n" << k.source;
-  const auto expected = ref::run_graph(w.graph, inputs);
-  for (size_t i = 0; i < k.buffers.size(); ++i) {
-    if (k.buffers[i].role != BufferRole::output) continue;
-    const Tensor& want = expected.at(k.buffers[i].name);
-    const ref::Comparison c = ref::compare_tensors(buffers[i], want, 1e-5, 0.0);
-    EXPECT_TRUE(c.pass) << k.buffers[i].name << ": rel L2 " << c.rel_l2_error << ", max abs "
-                        << c.max_abs_error << " " << c.problem;
-    EXPECT_LE(c.rel_l2_error, 1e-5);
-  }
-}
-
-void check_all(const Workload& w, const std::vector<Variant>& vs, const RunOptions& opt = {}) {
-  ASSERT_FALSE(vs.empty());
-  for (const auto& v : vs) check_variant(w, v, opt);
 }
 
 // A hand-made gemm_tiled variant (for shapes the space would tile otherwise).
@@ -620,158 +528,6 @@ TEST(CodegenConv, PadAndResizeProloguesReadThroughTheGather) {
     m.node("ConvTranspose", {"u", "w"}, "y", {1, 2, 8, 12}, convt_attrs({1, 1}, {0, 0, 0, 0}, {1, 1}, {0, 0}));
     check_all(m.workload(ClusterKind::conv), {gemm_variant("conv_implicit_gemm", 16, 16, 8, 2, 2, 1, 2, 1)});
   }
-}
-
-// ---- depthwise_direct ----------------------------------------------------------------------
-
-Variant dw_variant(int64_t th, int64_t tw, int64_t bc, int64_t ppt) {
-  Variant v;
-  v.template_name = "depthwise_direct";
-  v.params = {{"tile_h", th}, {"tile_w", tw}, {"block_c", bc}, {"pixels_per_thread", ppt}};
-  return v;
-}
-
-std::vector<Variant> dw_picks(const Workload& w) {
-  auto all = fp32_variants(w);
-  EXPECT_FALSE(all.empty());
-  return pick(all, {[](const Variant& v) { return v.param("pixels_per_thread") == 1; },
-                    [](const Variant& v) { return v.param("pixels_per_thread") == 2 && v.param("tile_h") >= 4; },
-                    [](const Variant& v) { return v.param("pixels_per_thread") == 4 && v.param("block_c") >= 2; }});
-}
-
-TEST(CodegenDepthwise, BiasReluOddSizes) {
-  ModelBuilder m;
-  m.input("x", {2, 6, 11, 13}).weight("w", {6, 1, 3, 3}).weight("bias", {6});
-  m.node("Conv", {"x", "w", "bias"}, "y", {2, 6, 11, 13}, conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 6));
-  m.node("Relu", {"y"}, "r", {2, 6, 11, 13});
-  const Workload w = m.workload(ClusterKind::depthwise);
-  EXPECT_EQ(analyze_workload(w).family, Family::depthwise);
-  auto vs = dw_picks(w);
-  vs.push_back(dw_variant(2, 8, 4, 2));  // 4 channels per block: the last block is partial
-  check_all(w, vs);
-}
-
-TEST(CodegenDepthwise, StrideDilationPadsMultiplier) {
-  {
-    // Stride 2, dilation 2, asymmetric pads, 5 channels: OH = (15+2+1-5)/2+1 = 7, OW = (12+0+2-5)/2+1 = 5.
-    ModelBuilder m;
-    m.input("x", {1, 5, 15, 12}).weight("w", {5, 1, 3, 3});
-    m.node("Conv", {"x", "w"}, "y", {1, 5, 7, 5}, conv_attrs({3, 3}, {2, 2}, {2, 0, 1, 2}, {2, 2}, 5));
-    const Workload w = m.workload(ClusterKind::depthwise);
-    auto vs = dw_picks(w);
-    vs.push_back(dw_variant(4, 4, 2, 4));
-    check_all(w, vs);
-  }
-  {
-    // Channel multiplier 2 (4 -> 8) with a 5x5 kernel, + bias + sigmoid.
-    ModelBuilder m;
-    m.input("x", {1, 4, 9, 9}).weight("w", {8, 1, 5, 5}).weight("bias", {8});
-    m.node("Conv", {"x", "w", "bias"}, "y", {1, 8, 9, 9}, conv_attrs({5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 4));
-    m.node("Sigmoid", {"y"}, "s", {1, 8, 9, 9});
-    const Workload w = m.workload(ClusterKind::depthwise);
-    auto vs = dw_picks(w);
-    vs.push_back(dw_variant(2, 4, 3, 1));   // 3 output channels per block straddle inputs
-    vs.push_back(dw_variant(1, 8, 5, 2));
-    check_all(w, vs);
-  }
-}
-
-TEST(CodegenDepthwise, RefusesWiderGroups) {
-  ModelBuilder m;
-  m.input("x", {1, 6, 7, 7}).weight("w", {4, 3, 3, 3});
-  m.node("Conv", {"x", "w"}, "y", {1, 4, 7, 7}, conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 2));
-  const Workload w = m.workload(ClusterKind::depthwise);
-  EXPECT_THROW(generate_kernel(w, dw_variant(2, 8, 4, 2)), InternalError);
-}
-
-// ---- attention_fused ------------------------------------------------------------------------
-
-Variant attn_variant(int64_t bm, int64_t bn, int64_t threads, int64_t stages, int64_t vec) {
-  Variant v;
-  v.template_name = "attention_fused";
-  v.params = {{"block_m", bm}, {"block_n", bn}, {"threads", threads}, {"stages", stages}, {"vec", vec}};
-  return v;
-}
-
-std::vector<Variant> attn_picks(const Workload& w) {
-  auto all = fp32_variants(w);
-  EXPECT_FALSE(all.empty());
-  return pick(all, {[](const Variant& v) { return v.param("stages") == 1 && v.param("vec") == 1; },
-                    [](const Variant& v) { return v.param("stages") == 2 && v.param("threads") == 128; },
-                    [](const Variant& v) { return v.param("vec") == 4 && v.param("block_n") == 32; }});
-}
-
-// Q [B,H,S,D], K [B,H,S,D] transposed in the cluster, scale, mask [B,1,1,S], softmax, V.
-Workload attention_workload(int64_t b, int64_t h, int64_t s, int64_t d, int64_t dv, bool mask,
-                            bool div) {
-  ModelBuilder m;
-  m.input("q", {b, h, s, d}).input("k", {b, h, s, d}).input("v", {b, h, s, dv});
-  if (mask) m.input("mask", {b, 1, 1, s});
-  m.scalar("scale", div ? std::sqrt(static_cast<float>(d)) : 1.f / std::sqrt(static_cast<float>(d)));
-  Attributes perm;
-  perm.set("perm", std::vector<int64_t>{0, 1, 3, 2});
-  m.node("Transpose", {"k"}, "kt", {b, h, d, s}, perm);
-  m.node("MatMul", {"q", "kt"}, "s0", {b, h, s, s});
-  m.node(div ? "Div" : "Mul", {"s0", "scale"}, "s1", {b, h, s, s});
-  std::string in = "s1";
-  if (mask) {
-    m.node("Add", {"s1", "mask"}, "s2", {b, h, s, s});
-    in = "s2";
-  }
-  Attributes ax;
-  ax.set("axis", int64_t{-1});
-  m.node("Softmax", {in}, "p", {b, h, s, s}, ax);
-  m.node("MatMul", {"p", "v"}, "o", {b, h, s, dv});
-  return m.workload(ClusterKind::attention);
-}
-
-TEST(CodegenAttention, MaskScaleAndRaggedKeyTiles) {
-  // 20 keys: not a multiple of block_n 16 or 32. The mask hides some keys entirely.
-  const Workload w = attention_workload(1, 2, 20, 8, 8, true, true);
-  RunOptions opt;
-  Tensor mask = random_tensor({1, 1, 1, 20}, 99);
-  for (int i : {3, 7, 19}) mask.mutable_data<float>()[i] = -10000.f;
-  opt.inputs["mask"] = mask;
-  auto vs = attn_picks(w);
-  vs.push_back(attn_variant(16, 16, 64, 2, 1));
-  vs.push_back(attn_variant(32, 16, 64, 1, 4));
-  check_all(w, vs, opt);
-}
-
-TEST(CodegenAttention, BatchHeadsScaleByMulDifferentValueDim) {
-  // Batch 2 x 3 heads, 33 keys, D = 12, Dv = 20, Mul scale, no mask.
-  const Workload w = attention_workload(2, 3, 33, 12, 20, false, false);
-  auto vs = attn_picks(w);
-  vs.push_back(attn_variant(16, 32, 128, 2, 4));
-  vs.push_back(attn_variant(64, 16, 256, 1, 1));
-  check_all(w, vs);
-}
-
-TEST(CodegenAttention, KtAsInputWithEpilogue) {
-  // Kt given as [B,H,D,S] (vector loads along the keys), then a Relu epilogue.
-  ModelBuilder m;
-  m.input("q", {1, 2, 17, 8}).input("kt", {1, 2, 8, 24}).input("v", {1, 2, 24, 8});
-  Attributes ax;
-  ax.set("axis", int64_t{-1});
-  m.node("MatMul", {"q", "kt"}, "s0", {1, 2, 17, 24});
-  m.node("Softmax", {"s0"}, "p", {1, 2, 17, 24}, ax);
-  m.node("MatMul", {"p", "v"}, "o", {1, 2, 17, 8}).node("Relu", {"o"}, "r", {1, 2, 17, 8});
-  const Workload w = m.workload(ClusterKind::attention);
-  const Variant v4 = attn_variant(16, 16, 64, 2, 4);
-  EXPECT_NE(generate_kernel(w, v4).source.find("float4"), std::string::npos);
-  check_all(w, {v4, attn_variant(32, 32, 128, 1, 1)});
-}
-
-TEST(CodegenAttention, RefusesSoftmaxOverAnotherAxis) {
-  ModelBuilder m;
-  m.input("q", {2, 8, 4}).input("kt", {2, 4, 8}).input("v", {2, 8, 4});
-  Attributes ax;
-  ax.set("axis", int64_t{1});
-  m.node("MatMul", {"q", "kt"}, "s0", {2, 8, 8});
-  m.node("Softmax", {"s0"}, "p", {2, 8, 8}, ax);
-  m.node("MatMul", {"p", "v"}, "o", {2, 8, 4});
-  const Workload w = m.workload(ClusterKind::attention);
-  EXPECT_THROW(generate_kernel(w, attn_variant(16, 16, 64, 1, 1)), InternalError);
 }
 
 // ---- the tiny example models ----------------------------------------------------------------

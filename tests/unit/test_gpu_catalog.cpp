@@ -71,6 +71,19 @@ TEST(GpuCatalog, BuiltinHasTheTwelveGpus) {
   }
 }
 
+// launch_bounds_regs (codegen/param_space.h) models ptxas with GpuSpec's register-file
+// defaults, for every architecture: every table entry must have them.
+TEST(GpuCatalog, RegisterRulesAreShared) {
+  const GpuSpec defaults;
+  for (const auto& g : table().all()) {
+    EXPECT_EQ(g.regs_per_block, defaults.regs_per_block) << g.name;
+    EXPECT_EQ(g.reg_alloc_unit, defaults.reg_alloc_unit) << g.name;
+    EXPECT_EQ(g.sm_sub_partitions, defaults.sm_sub_partitions) << g.name;
+    EXPECT_EQ(g.warp_size, defaults.warp_size) << g.name;
+    EXPECT_EQ(g.regs_per_thread, 255) << g.name;
+  }
+}
+
 TEST(GpuCatalog, A100Figures) {
   const GpuSpec& a = table().require("a100");
   EXPECT_EQ(a.sm_count, 108);
@@ -133,6 +146,11 @@ TEST(GpuCatalog, PerSmLimitsFollowComputeCapability) {
     EXPECT_EQ(g.smem_per_sm_bytes, it->second.smem_sm_kb * 1024) << g.name;
     EXPECT_EQ(g.smem_per_block_bytes, it->second.smem_block_kb * 1024) << g.name;
     const bool pre_ampere = g.cc_major < 8;
+    // The occupancy calculator's allocation rules (cuda_occupancy.h): shared memory in units
+    // of 256 B before sm_80, 128 B from it, with 1 KB reserved per block from sm_80.
+    EXPECT_EQ(g.smem_alloc_unit, pre_ampere ? 256 : 128) << g.name;
+    EXPECT_EQ(g.smem_reserved_per_block, pre_ampere ? 0 : 1024) << g.name;
+    EXPECT_LE(g.smem_per_block_bytes + g.smem_reserved_per_block, g.smem_per_sm_bytes) << g.name;
     EXPECT_EQ(g.tc_bf16_flops_per_sm_clk == 0, pre_ampere) << g.name;
     EXPECT_EQ(g.tc_tf32_flops_per_sm_clk == 0, pre_ampere) << g.name;
   }
@@ -320,6 +338,11 @@ const char* const kGoodEntry = R"(
     max_threads_per_block: 1024
     max_blocks_per_sm: 32
     warp_size: 32
+    regs_per_block: 65536
+    reg_alloc_unit: 256
+    sm_sub_partitions: 4
+    smem_alloc_unit: 128
+    smem_reserved_per_block: 1024
 )";
 
 std::string replace(std::string text, const std::string& from, const std::string& to) {
@@ -373,6 +396,9 @@ TEST(GpuCatalog, MalformedTablesAreUserErrors) {
   expect_error(replace(good, "smem_per_block_bytes: 166912", "smem_per_block_bytes: 200000"),
                "field 'smem_per_block_bytes'");
   expect_error(replace(good, "warp_size: 32", "warp_size: 64"), "field 'warp_size'");
+  expect_error(replace(good, "smem_reserved_per_block: 1024", "smem_reserved_per_block: 2048"),
+               "must not exceed smem_per_sm_bytes");
+  expect_error(replace(good, "    reg_alloc_unit: 256\n", ""), "field 'reg_alloc_unit': missing");
   expect_error(replace(good, "max_threads_per_sm: 2048", "max_threads_per_sm: 2000"),
                "multiple of warp_size");
   expect_error(replace(good, "tc_tf32_flops_per_sm_clk: 1024", "tc_tf32_flops_per_sm_clk: 0"),

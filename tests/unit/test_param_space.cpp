@@ -416,6 +416,69 @@ TEST(ParamSpace, FitsGpuExplainsRejections) {
   EXPECT_EQ(blocks_per_sm(256, 0, 65, spec_a100()), 3);
 }
 
+// The occupancy calculator's rules (common/gpu/occupancy.h, include/cuda_occupancy.h): each
+// case below passes a check that drops the rule it names and then fails on the GPU with
+// CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (or runs fewer blocks per SM than estimated).
+TEST(ParamSpace, LaunchLimitsFollowTheOccupancyCalculator) {
+  const GpuSpec a100 = spec_a100();  // 164 KB per SM, 163 KB per block, 1 KB reserved
+  Variant v;
+  v.template_name = "elementwise";
+  v.threads_per_block = 128;
+  v.regs_per_thread = 32;
+  v.grid_blocks = 10;
+  std::string why;
+
+  // Shared memory at the exact per-block limit fits (163 KB + 1 KB reserved = the SM's 164
+  // KB); one byte more does not, nor does the SM's whole 164 KB.
+  v.smem_bytes = a100.smem_per_block_bytes;
+  EXPECT_TRUE(fits_gpu(v, a100, &why)) << why;
+  EXPECT_EQ(blocks_per_sm(128, v.smem_bytes, 32, a100), 1);
+  v.smem_bytes = a100.smem_per_block_bytes + 1;
+  EXPECT_FALSE(fits_gpu(v, a100, &why));
+  EXPECT_NE(why.find("reserved"), std::string::npos) << why;
+  v.smem_bytes = a100.smem_per_sm_bytes;
+  EXPECT_FALSE(fits_gpu(v, a100, &why));
+  EXPECT_EQ(blocks_per_sm(128, a100.smem_per_sm_bytes, 32, a100), 0);
+
+  // The 1 KB reserved per block: two blocks of exactly half the SM's shared memory do not
+  // share it (without the reservation: 2).
+  EXPECT_EQ(blocks_per_sm(128, a100.smem_per_sm_bytes / 2, 32, a100), 1);
+  EXPECT_EQ(blocks_per_sm(128, a100.smem_per_sm_bytes / 2 - 1024, 32, a100), 2);
+  // Not before sm_80: T4 reserves nothing, 32 KB blocks pair up in its 64 KB.
+  EXPECT_EQ(blocks_per_sm(128, 32 * 1024, 32, spec_t4()), 2);
+
+  // The 128-byte allocation unit: 54946 + 1024 = 55970 B rounds up to 56064, and
+  // 167936 / 56064 = 2.99 blocks (unrounded, 167936 / 55970 = 3.0005: 3).
+  EXPECT_EQ(smem_allocated_per_block(54946, a100), 56064);
+  EXPECT_EQ(blocks_per_sm(128, 54946, 32, a100), 2);
+  // T4: 256-byte units and no reservation.
+  EXPECT_EQ(smem_allocated_per_block(1, spec_t4()), 256);
+
+  // Registers per block: 13 warps of 152 registers each hold 4864 (152 x 32, a multiple of
+  // 256) and count as 16 warps (4 sub-partitions): 77824 > 65536 registers per block, although
+  // 152 x 416 = 63232 is below it.
+  v.smem_bytes = 0;
+  v.threads_per_block = 416;
+  v.regs_per_thread = 152;
+  EXPECT_FALSE(fits_gpu(v, a100, &why));
+  EXPECT_NE(why.find("per block"), std::string::npos) << why;
+  EXPECT_EQ(blocks_per_sm(416, 0, 152, a100), 0);
+  v.regs_per_thread = 128;  // 4096 x 16 = 65536
+  EXPECT_TRUE(fits_gpu(v, a100, &why)) << why;
+  EXPECT_EQ(launch_bounds_regs(416), 128);
+  EXPECT_EQ(max_regs_per_thread_for_block(416, a100), 128);
+  EXPECT_EQ(launch_bounds_regs(1024), 64);
+  EXPECT_EQ(launch_bounds_regs(384), 168);
+  EXPECT_EQ(launch_bounds_regs(256), 255);
+
+  // Warps per SM by sub-partition: 96 registers = 3072 per warp; a quarter of the register
+  // file (16384) holds 5 of them, so 20 one-warp blocks (65536 / 3072 = 21 without the
+  // sub-partitions).
+  EXPECT_EQ(blocks_per_sm(32, 0, 96, a100), 20);
+  // Per-thread counts round up to 8 (256 per warp): 65 registers take 72.
+  EXPECT_EQ(regs_allocated_per_warp(65, a100), 72 * 32);
+}
+
 // Operand layouts as the GEMM template reads them: contiguous along rows (m for A, n for
 // B) or along k, and plain (read by address) or not.
 std::string layout_of(const GemmOperandLayout& o) {

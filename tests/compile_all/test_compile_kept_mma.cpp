@@ -1,0 +1,216 @@
+// Every kept tensor-core variant of ResNet-50, MobileNetV2 and BERT-base, compiled with NVRTC
+// for the architecture of each GPU it was ranked for (a100 sm_80, a10 sm_86, l4 sm_89, h100
+// sm_90), through compile_batch (one NVRTC program per batch of sources, identical sources
+// compiled once). Label `compile_all` (tests/compile_all.cmake); scripts/compile_kept_variants.sh
+// runs all of it; docs/bench/compile-all.md has the figures.
+//
+// For every GEMM/conv workload of the models (candidate clusters, deduplicated), with the
+// tensors stored as a plan of the path stores them (f16/bf16 for fp16/bf16, f32 for tf32),
+// the estimator's pruned top-K over {path, fp32} on each GPU is taken; its tensor-core
+// variants are compiled. Every one must compile; the first (the variant the estimator ranks
+// first among the path's) must not spill.
+//
+// Environment: DC_MODELS_DIR (required), DC_MMA_PATH (tf32, fp16 or bf16; default fp16),
+// DC_MODEL (one model), DC_GPUS (default a100,a10,l4,h100), DC_FIRST_ONLY=1 (rank 0 only),
+// DC_BATCH (sources per NVRTC program, default 32; 1 = each alone), DC_THREADS (default 2),
+// DC_COUNT_ONLY=1 (generate and count, compile nothing),
+// DC_CSV (a file for the per-kernel lines
+// `model,gpu,arch,path,rank,key,estimated regs,registers,spill bytes,ok`).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "candidates.h"
+#include "compile_batch.h"
+#include "generate.h"
+#include "gpu/gpu_catalog.h"
+#include "onnx/import.h"
+#include "param_space.h"
+#include "passes/simplify.h"
+#include "prune.h"
+
+namespace dc {
+namespace {
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// The workload with its float tensors stored as `t` (the heavy op's inputs, intermediates
+// and outputs), as the precision policy stores a GEMM cluster's tensors.
+Workload stored_as(Workload w, DType t) {
+  if (t == DType::f32) return w;
+  for (auto& [name, info] : w.graph.tensors)
+    if (info.dtype == DType::f32 && !w.graph.is_constant(name)) info.dtype = t;
+  return w;
+}
+
+struct Job {
+  std::string model, gpu, arch;
+  int rank = 0;  // among the path's kept variants, in the estimator's order
+  std::string key;
+  int estimated_regs = 0;
+  size_t unit = 0;  // index into the distinct (arch, source) units
+};
+
+struct Unit {
+  std::string arch;
+  GeneratedKernel kernel;
+  BatchItemResult result;
+};
+
+TEST(CompileKeptMma, EveryKeptTensorCoreVariantCompiles) {
+  const std::string dir = env_or("DC_MODELS_DIR", "");
+  ASSERT_FALSE(dir.empty()) << "DC_MODELS_DIR must name the exported models' folder";
+  const std::string path = env_or("DC_MMA_PATH", "fp16");
+  ASSERT_TRUE(path == "tf32" || path == "fp16" || path == "bf16") << path;
+  const DType storage = path == "fp16" ? DType::f16 : path == "bf16" ? DType::bf16 : DType::f32;
+  const bool first_only = env_or("DC_FIRST_ONLY", "0") == "1";
+  const size_t batch = static_cast<size_t>(std::max(1, std::stoi(env_or("DC_BATCH", "32"))));
+  const int threads = std::max(1, std::stoi(env_or("DC_THREADS", "2")));
+  const std::string only = env_or("DC_MODEL", "");
+  const GpuCatalog catalog = GpuCatalog::builtin();
+  const auto gpus = split_commas(env_or("DC_GPUS", "a100,a10,l4,h100"));
+
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Job> jobs;
+  std::vector<Unit> units;
+  std::map<std::pair<std::string, std::string>, size_t> unit_of;  // (arch, source) -> unit
+  for (const char* model : {"resnet50", "mobilenetv2", "bert_base"}) {
+    if (!only.empty() && only != model) continue;
+    const std::string file = dir + "/" + model + "/model.onnx";
+    ASSERT_TRUE(std::filesystem::exists(file)) << file;
+    const Graph g = simplify(import_onnx_file(file));
+    const WorkloadSet set = dedupe_workloads(g, generate_candidates(g));
+    for (const auto& w0 : set.workloads) {
+      const WorkloadShape s = analyze_workload(w0);
+      if (s.family != Family::gemm && s.family != Family::conv) continue;
+      const Workload w = stored_as(w0, storage);
+      for (const auto& gpu_name : gpus) {
+        const GpuSpec& gpu = catalog.require(gpu_name);
+        const auto kept = prune(score_variants(w, gpu, {}, SpaceOptions{{path, std::string("fp32")}}),
+                                PruneOptions{});
+        int rank = 0;
+        for (const auto& sv : kept) {
+          if (sv.variant.precision != path) continue;
+          Job j{model, gpu_name, gpu.sm_arch(), rank++, sv.variant.key(),
+                sv.variant.regs_per_thread, 0};
+          GeneratedKernel k = generate_kernel(w, sv.variant);
+          const auto id = std::make_pair(j.arch, k.source);
+          const auto [it, inserted] = unit_of.emplace(id, units.size());
+          if (inserted) units.push_back({j.arch, std::move(k), {}});
+          j.unit = it->second;
+          jobs.push_back(std::move(j));
+          if (first_only) break;
+        }
+        EXPECT_GT(rank, 0) << model << " " << gpu_name << ": no kept " << path << " variant for "
+                           << w.canonical;
+      }
+    }
+  }
+  const double generate_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (env_or("DC_COUNT_ONLY", "0") == "1") {
+    std::printf("COMPILEKEPT %s: %zu kernels, %zu distinct (arch, source); generate %.0f s\n",
+                path.c_str(), jobs.size(), units.size(), generate_s);
+    return;
+  }
+
+  // Batches of one architecture each, taken by `threads` workers.
+  std::map<std::string, std::vector<size_t>> by_arch;
+  for (size_t u = 0; u < units.size(); ++u) by_arch[units[u].arch].push_back(u);
+  std::vector<std::pair<std::string, std::vector<size_t>>> batches;
+  for (const auto& [arch, members] : by_arch)
+    for (size_t b = 0; b < members.size(); b += batch)
+      batches.push_back({arch, std::vector<size_t>(members.begin() + static_cast<long>(b),
+                                                   members.begin() + static_cast<long>(std::min(members.size(), b + batch)))});
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  BatchStats stats;
+  auto worker = [&] {
+    for (size_t i = next++; i < batches.size(); i = next++) {
+      const auto& [arch, members] = batches[i];
+      std::vector<const GeneratedKernel*> kernels;
+      for (size_t u : members) kernels.push_back(&units[u].kernel);
+      BatchStats mine;
+      const auto results = compile_batch(kernels, arch, {}, &mine);
+      std::lock_guard<std::mutex> lock(mu);
+      for (size_t m = 0; m < members.size(); ++m) units[members[m]].result = results[m];
+      stats.programs += mine.programs;
+      stats.seconds += mine.seconds;
+    }
+  };
+  {
+    std::vector<std::jthread> pool;
+    for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
+  }
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  std::ofstream csv;
+  if (const std::string f = env_or("DC_CSV", ""); !f.empty()) csv.open(f);
+  struct Tally {
+    int kernels = 0, failed = 0, spilled = 0, first_spilled = 0, max_regs = 0, max_spill = 0;
+  };
+  std::map<std::string, Tally> tallies;  // "model gpu"
+  int failed = 0, first_spilled = 0;
+  for (const Job& j : jobs) {
+    const BatchItemResult& r = units[j.unit].result;
+    int regs = 0, spill = 0;
+    for (const auto& k : r.kernels) {
+      regs = std::max(regs, k.registers);
+      spill = std::max(spill, k.spill_stores_bytes + k.spill_loads_bytes);
+    }
+    if (csv)
+      csv << j.model << ',' << j.gpu << ',' << j.arch << ',' << path << ',' << j.rank << ','
+          << j.key << ',' << j.estimated_regs << ',' << regs << ',' << spill << ','
+          << (r.ok ? 1 : 0) << '\n';
+    Tally& t = tallies[j.model + " " + j.gpu + " (" + j.arch + ")"];
+    ++t.kernels;
+    t.max_regs = std::max(t.max_regs, regs);
+    t.max_spill = std::max(t.max_spill, spill);
+    if (spill > 0) ++t.spilled;
+    if (!r.ok) {
+      ++t.failed;
+      ++failed;
+      ADD_FAILURE() << j.key << " (" << j.model << ") on " << j.arch << ": " << r.error;
+    }
+    if (j.rank == 0 && spill > 0) {
+      ++t.first_spilled;
+      ++first_spilled;
+      ADD_FAILURE() << "first choice spills " << spill << " bytes at " << regs
+                    << " registers (estimated " << j.estimated_regs << "): " << j.key << " ("
+                    << j.model << ") on " << j.arch;
+    }
+  }
+  std::printf("| model GPU (arch) | path | kernels | failed | spilled | first choices spilled | max registers | max spill (B) |\n");
+  for (const auto& [name, t] : tallies)
+    std::printf("| %s | %s | %d | %d | %d | %d | %d | %d |\n", name.c_str(), path.c_str(),
+                t.kernels, t.failed, t.spilled, t.first_spilled, t.max_regs, t.max_spill);
+  std::printf("COMPILEKEPT %s: %zu kernels, %zu distinct (arch, source), %d NVRTC programs, "
+              "%d failed, %d first choices spilled; generate %.0f s, NVRTC %.0f s CPU, wall %.0f s\n",
+              path.c_str(), jobs.size(), units.size(), stats.programs, failed, first_spilled,
+              generate_s, stats.seconds, wall_s);
+}
+
+}  // namespace
+}  // namespace dc
