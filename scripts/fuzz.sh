@@ -27,7 +27,7 @@ LNK="-fsanitize=address,undefined"
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ "${LAUNCHER[@]}" \
   -DCMAKE_CXX_FLAGS="$SAN" -DCMAKE_EXE_LINKER_FLAGS="$LNK" -DCMAKE_SHARED_LINKER_FLAGS="$LNK" \
   -DCMAKE_MODULE_LINKER_FLAGS="$LNK" -DDC_FUZZ=ON -DDC_PYTHON=OFF -DDC_WERROR=OFF >/dev/null
-nice -n 10 cmake --build "$B" -j"${FUZZ_BUILD_JOBS:-2}" --target "${HARNESSES[@]}" make_frame_seeds dc-coordinator
+nice -n 10 cmake --build "$B" -j"${FUZZ_BUILD_JOBS:-2}" --target "${HARNESSES[@]}" make_frame_seeds
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:allocator_may_return_null=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
@@ -35,6 +35,12 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # tiny plan and its DB, the YAML examples, a recorded farm conversation.
 S="$B/seeds"
 if [ ! -f "$S/.done" ]; then
+  # The plan and DB seeds come from a tune by the ordinary build's dc-coordinator.
+  COORD="${DC_COORDINATOR:-$ROOT/build/bin/dc-coordinator}"
+  if [ ! -x "$COORD" ]; then
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${LAUNCHER[@]}" >/dev/null
+    nice -n 10 cmake --build build -j"${FUZZ_BUILD_JOBS:-2}" --target dc-coordinator dc-worker
+  fi
   rm -rf "$S" && mkdir -p "$S"/{fuzz_onnx_import,fuzz_tensor_pb,fuzz_plan,fuzz_db_import,fuzz_tune_config}
   NODE="$ROOT/../shared/onnx-node-tests"
   for m in examples/*/model.onnx "$NODE"/*/model.onnx; do
@@ -45,7 +51,7 @@ if [ ! -f "$S/.done" ]; then
   done
   cp examples/*.yaml "$S/fuzz_tune_config/"
   for ex in tiny_cnn tiny_transformer; do
-    "$B/bin/dc-coordinator" --log-level error tune "examples/$ex/model.onnx" --config examples/tune-quick.yaml \
+    "$COORD" --log-level error tune "examples/$ex/model.onnx" --config examples/tune-quick.yaml \
       --gpus h100 --emulate --farm inprocess --local-workers 2 --db "$S/$ex.db" --out "$S/plan_$ex" >/dev/null
     cp "$S/$ex.db" "$S/fuzz_db_import/$ex.db"
     P="$S/plan_$ex/h100"

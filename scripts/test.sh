@@ -22,7 +22,8 @@ sanitizer_build() {
   shift 3
   local launcher=()
   command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
+  # -O1: sanitizer builds compile faster than at -O3 and still run the tests quickly enough.
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
     -DCMAKE_CXX_FLAGS="-fsanitize=$sanitizers $extra -fno-omit-frame-pointer -g1" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=$sanitizers" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=$sanitizers" \
     -DCMAKE_MODULE_LINKER_FLAGS="-fsanitize=$sanitizers" -DDC_PYTHON=OFF -DDC_WERROR=OFF >/dev/null

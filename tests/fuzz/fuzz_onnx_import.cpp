@@ -3,8 +3,8 @@
 #include <cstdint>
 
 #include "fuzz_util.h"
-#include "import.h"
-#include "simplify.h"
+#include "onnx/import.h"
+#include "passes/simplify.h"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   dc::fuzz::quiet_logs();

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "fuzz_util.h"
-#include "plan_io.h"
-#include "workload.h"
+#include "plan/plan_io.h"
+#include "ir/workload.h"
 
 namespace {
 

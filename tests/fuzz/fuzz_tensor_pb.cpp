@@ -3,7 +3,7 @@
 #include <cstdint>
 
 #include "fuzz_util.h"
-#include "test_data.h"
+#include "onnx/test_data.h"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   dc::fuzz::quiet_logs();

@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "error.h"
-#include "log.h"
+#include "ir/error.h"
+#include "ir/log.h"
 
 namespace dc::fuzz {
 
