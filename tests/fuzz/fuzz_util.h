@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include <google/protobuf/stubs/common.h>
+
 #include "ir/error.h"
 #include "ir/log.h"
 
@@ -80,7 +82,11 @@ void expect_user_errors(F&& f) {
   }
 }
 
-// Quiet logs: warnings on every bad input would swamp the fuzzer's output.
-inline void quiet_logs() { init_logging("off"); }
+// Quiet logs: warnings on every bad input (dc's, protobuf's "invalid UTF-8") would swamp
+// the fuzzer's output.
+inline void quiet_logs() {
+  init_logging("off");
+  google::protobuf::SetLogHandler(nullptr);
+}
 
 }  // namespace dc::fuzz
