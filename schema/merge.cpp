@@ -118,7 +118,13 @@ MergeStats merge_tuning_db(sqlite::Connection& into, const std::string& from_pat
   DC_USER_CHECK(!fs::equivalent(from_path, into.path(), ec), "cannot import '", from_path,
                 "' into itself");
   DC_USER_CHECK(!into.read_only(), "tuning DB '", into.path(), "' is read-only: cannot import");
-  into.query("ATTACH DATABASE ? AS src").bind(1, readonly_uri(from_path)).run();
+  try {
+    into.query("ATTACH DATABASE ? AS src").bind(1, readonly_uri(from_path)).run();
+  } catch (const InternalError& e) {
+    // The SQL is fixed: what SQLite refuses here is the file (e.g. a UTF-16 database: a
+    // fuzz_db_import finding).
+    throw_user_error("cannot import '", from_path, "': SQLite cannot attach it (", e.what(), ")");
+  }
   MergeStats stats;
   try {
     const int64_t app = into.scalar_int("PRAGMA src.application_id");

@@ -72,15 +72,19 @@ for h in "${HARNESSES[@]}"; do
   [ -f "tests/fuzz/$h.dict" ] && dict=(-dict="tests/fuzz/$h.dict")
   before=$(ls "$findings" | wc -l)
   rc=0
-  # -max_len: the plan and DB seeds are a few hundred KiB; mutations stay within 1 MiB.
-  "$B/bin/$h" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2560 -max_len=1048576 \
-    -print_final_stats=1 -close_fd_mask=1 -jobs="${FUZZ_JOBS:-1}" -workers="${FUZZ_JOBS:-1}" \
+  # Inputs grow up to the largest seed (4 KiB at least): the plan and DB seeds are larger.
+  jobs=()
+  [ "${FUZZ_JOBS:-1}" -gt 1 ] && jobs=(-jobs="$FUZZ_JOBS" -workers="$FUZZ_JOBS")
+  "$B/bin/$h" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2560 \
+    -print_final_stats=1 -close_fd_mask=1 "${jobs[@]}" \
     -artifact_prefix="$findings/" "${dict[@]}" "$corpus" "$S/$h" >"$log" 2>&1 || rc=$?
-  # With -jobs the per-job logs are fuzz-N.log in the working folder: fold them in.
-  execs=$(grep -ho 'stat::number_of_executed_units: [0-9]*' "$log" fuzz-*.log 2>/dev/null | awk '{s+=$2} END {print s+0}')
-  rate=$(grep -ho 'stat::average_exec_per_sec: [0-9]*' "$log" fuzz-*.log 2>/dev/null | awk '{s+=$2} END {print s+0}')
-  cov=$(grep -hoE 'cov: [0-9]+ ft: [0-9]+' "$log" fuzz-*.log 2>/dev/null | tail -1)
-  rm -f fuzz-*.log
+  # With -jobs each job logs to fuzz-N.log in the working folder: fold them in.
+  if [ ${#jobs[@]} -gt 0 ]; then cat fuzz-*.log >>"$log" 2>/dev/null || true; rm -f fuzz-*.log; fi
+  execs=$(grep -ho 'stat::number_of_executed_units: *[0-9]*' "$log" | awk '{s+=$2} END {print s+0}')
+  rate=$(grep -ho 'stat::average_exec_per_sec: *[0-9]*' "$log" | awk '{s+=$2} END {print s+0}')
+  cov=$(grep -hoE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -1)
+  # The life total per harness (docs/bench/fuzz.md): date, harness, seconds, executions.
+  printf '%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$h" "$SECONDS_EACH" "$execs" >>"$B/executions.tsv"
   after=$(ls "$findings" | wc -l)
   new=$((after - before))
   [ "$rc" -ne 0 ] && [ "$new" -eq 0 ] && new=1

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include <google/protobuf/stubs/common.h>
+#include <google/protobuf/stubs/logging.h>
 
 #include "ir/error.h"
 #include "ir/log.h"

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   namespace farm = dc::farm;
+  dc::fuzz::quiet_logs();
   const std::filesystem::path dir = argv[1];
   std::filesystem::create_directories(dir);
   std::vector<std::string> frames;  // packed, in the order of the conversation

@@ -8,8 +8,12 @@
 #include <string>
 
 #include "ir/error.h"
+#include "merge.h"
+#include "migrate.h"
 #include "onnx/test_data.h"
+#include "sqlite.h"
 #include "testing.h"
+#include "tune_config.h"
 
 namespace dc {
 namespace {
@@ -66,6 +70,37 @@ TEST(FuzzRegressions, ExternalDataIsCheckedBeforeAllocating) {
   const NamedTensor t = read_tensor_file(s.write("input_2.pb", one));
   ASSERT_EQ(t.value.numel(), 1);
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(t.value.raw()), 4), "abcd");
+}
+
+// fuzz_tune_config: a mapping as a key (`{}: ...`) made yaml-cpp's as<std::string>() throw
+// BadConversion, which escaped as a non-UserError.
+TEST(FuzzRegressions, TuneConfigKeysMustBeNames) {
+  std::ifstream in(fuzz_input("tune_config_mapping_key.yaml"));
+  const std::string found((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(found.empty());
+  for (const std::string& text : {found, std::string("{a: 1}: 2\n"), std::string("calibration: {[h100]: {conv: 1}}\n"),
+                                  std::string("calibration: {h100: {~: 1}}\n"), std::string("precisions: [{a: 1}]\n")}) {
+    PlanOptions opts;
+    const std::string msg = testing::user_error_of([&] { parse_tune_config(text, "c.yaml", &opts); });
+    EXPECT_NE(msg.find("c.yaml"), std::string::npos) << text;
+    EXPECT_NE(msg.find("expected a name, not"), std::string::npos) << text << " -> " << msg;
+  }
+}
+
+// fuzz_db_import: a UTF-16 SQLite file could not be attached (SQLITE_ERROR), an InternalError.
+TEST(FuzzRegressions, ImportOfAUtf16DbIsAUserError) {
+  Scratch s("dc_fuzz_db_utf16");
+  const std::string other = (s.dir / "utf16.db").string();
+  {
+    sqlite::Connection c(other, false);
+    c.exec("PRAGMA encoding = 'UTF-16le'");
+    c.exec("CREATE TABLE t(x)");
+  }
+  sqlite::Connection into = open_tuning_connection((s.dir / "into.db").string(), false);
+  const std::string msg = testing::user_error_of([&] { (void)merge_tuning_db(into, other); });
+  EXPECT_NE(msg.find("cannot import '" + other + "': SQLite cannot attach it"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("text encoding"), std::string::npos) << msg;
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM imports"), 0);
 }
 
 }  // namespace
