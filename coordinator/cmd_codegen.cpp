@@ -17,7 +17,7 @@
 
 #include "cli.h"
 #include "generate.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "ir/parallel.h"
 #include "ir/json_writer.h"
 #include "model_loader.h"

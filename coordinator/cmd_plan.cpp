@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "cli.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "ir/json_writer.h"
 #include "model_loader.h"
 #include "plan_estimate.h"

@@ -18,10 +18,9 @@
 #include "cli.h"
 #include "device_discovery.h"
 #include "farm_broker.h"
-#include "farm_inprocess.h"
 #include "farm_local.h"
 #include "farm_security.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "ir/json_writer.h"
 #include "tune.h"
 #include "tune_config.h"
@@ -69,15 +68,13 @@ std::string host_name() {
 }
 
 struct FarmFlags {
-  std::string kind = "local";  // local | inprocess
+  std::string kind = "local";  // the only farm kind (kept so that --farm local still parses)
   std::string bind;
   int local_workers = 0;       // 0: the default
   bool emulate = false;
   bool insecure = false;
   std::string curve_key;       // the coordinator's key pair file (dc-coordinator keygen)
   std::string allow_workers;   // allow-list of worker public keys
-  int inprocess_delay_ms = 0;
-  bool inprocess_compile = false;
 };
 
 // --bind: a broker that remote dc-worker daemons connect to.
@@ -112,34 +109,17 @@ std::unique_ptr<Farm> make_bound_farm(const FarmFlags& f, std::ostream& console)
   return broker;
 }
 
-// The farm the flags ask for: a broker for remote workers (--bind), the in-process farm
-// (--farm inprocess, a testing aid), or the local farm of dc-worker processes: one per
+// The farm the flags ask for: a broker for remote workers (--bind), or the local farm of dc-worker processes: one per
 // local GPU, or, with --emulate or no CUDA device, N emulated workers per requested type.
 std::unique_ptr<Farm> make_farm(const FarmFlags& f, const std::vector<const GpuSpec*>& gpus,
                                 const GpuCatalog& catalog, std::ostream& console, bool* emulated,
                                 std::chrono::milliseconds wait) {
-  DC_USER_CHECK(f.kind == "local" || f.kind == "inprocess", "--farm must be local or inprocess, not '",
-                f.kind, "'");
-  DC_USER_CHECK(f.bind.empty() || f.kind == "local", "--bind and --farm inprocess exclude each other");
+  // The in-process farm is a testing aid of the unit tests, never a user's farm.
+  DC_USER_CHECK(f.kind == "local", "--farm must be local, not '", f.kind, "'");
   *emulated = f.emulate;
   if (!f.bind.empty()) return make_bound_farm(f, console);
   std::vector<std::string> types;
   for (const GpuSpec* g : gpus) types.push_back(g->name);
-
-  if (f.kind == "inprocess") {
-    InProcessFarmOptions o;
-    o.gpu_types = types;
-    o.workers_per_type = f.local_workers > 0 ? f.local_workers : 1;
-    o.host = host_name();
-    o.compile = f.inprocess_compile;
-    o.emulator_check = true;
-    o.job_delay = std::chrono::milliseconds(f.inprocess_delay_ms);
-    *emulated = true;
-    console << fmt::format("tune: in-process farm (testing aid), {} emulated worker(s) per GPU type "
-                           "({}): times are MODELLED, not measured\n",
-                           o.workers_per_type, fmt::join(types, ", "));
-    return make_inprocess_farm(std::move(o));
-  }
 
   LocalFarmOptions o;
   if (!f.emulate) {
@@ -236,12 +216,8 @@ int cmd_tune(const std::vector<std::string>& args) {
        "pair file")
       ("allow-workers", po::value(&farm_flags.allow_workers), "--bind with CURVE: file of the "
        "workers' public keys allowed in")
-      ("farm", po::value(&farm_flags.kind)->default_value(farm_flags.kind), "local, or inprocess: "
-       "a testing aid that runs emulated jobs on threads of this process")
-      ("inprocess-delay-ms", po::value(&farm_flags.inprocess_delay_ms), "testing aid: each "
-       "in-process job takes at least this long")
-      ("inprocess-compile", po::bool_switch(&farm_flags.inprocess_compile), "in-process farm: "
-       "compile every variant with NVRTC (compile errors, registers, spills)");
+      ("farm", po::value(&farm_flags.kind)->default_value(farm_flags.kind), "local: dc-worker "
+       "processes on this machine (or remote ones with --bind)");
   add_precision_options(desc);
   const auto parsed = parse_command(args, desc, &model);
   if (!parsed) return kExitOk;
@@ -251,7 +227,6 @@ int cmd_tune(const std::vector<std::string>& args) {
   DC_USER_CHECK(!gpu_list.empty(), "tune needs --gpus LIST (known: ",
                 fmt::format("{}", fmt::join(catalog.names(), ", ")), ")");
   DC_USER_CHECK(farm_flags.local_workers >= 0, "--local-workers must be >= 0");
-  DC_USER_CHECK(farm_flags.inprocess_delay_ms >= 0, "--inprocess-delay-ms must be >= 0");
   DC_USER_CHECK(seed_k >= 0, "--seed-k must be >= 0");
 
   TuneOptions opts;

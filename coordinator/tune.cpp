@@ -395,6 +395,7 @@ class Pipeline {
     t = Clock::now();
     const int64_t before = r_.results;
     collect(out, progress);
+    for (GpuTuneResult& g : r_.gpus) g.measure_seconds += std::chrono::duration<double>(Clock::now() - t).count();
     progress.finish();
     end_stage(r_, opts_, collect_name, t,
               fmt::format("{} results committed{}", r_.results - before,
@@ -533,6 +534,8 @@ class Pipeline {
     GpuTuneResult& gr = r_.gpus[gi];
     ++gr.results;
     ++gr.by_status[m.status];
+    gr.busy_seconds += m.run_seconds;
+    gr.devices.insert(m.worker);
     if (m.emulated != (gr.source == Source::emulated) && !warned_source_.count(gi)) {
       warned_source_.insert(gi);
       spdlog::warn("{} results from {} devices arrive in a {} tune: they are kept but not used",

@@ -53,6 +53,9 @@ std::string tune_gpu_summary(const TuneResult& r, const GpuTuneResult& g) {
   s += fmt::format("this run   {} jobs sent{}, {} results: {}\n", g.jobs,
                    g.checks ? fmt::format(" ({} winner checks)", g.checks) : "", g.results,
                    statuses(g.by_status, false));
+  if (g.gpu_busy_fraction() > 0)
+    s += fmt::format("GPU busy   {:.1f}% of the measure stage ({:.1f} s), over {} device(s)\n",
+                     100 * g.gpu_busy_fraction(), g.measure_seconds, g.devices.size());
   s += fmt::format("in the DB  {} variants ok; failed, excluded: {}\n", g.ok_variants,
                    statuses(g.failed_variants, true));
   if (!g.seed_levels.empty()) {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "estimator.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "param_space.h"
 #include "prune.h"
 

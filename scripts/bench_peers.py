@@ -133,8 +133,8 @@ def environment(device):
 # --- GPU type: the name dc's GPU table gives this device ---------------------------------
 
 def gpu_table_patterns():
-    """(type, [device patterns]) from estimator/gpus.yaml, read with a regex (no PyYAML)."""
-    text = open(os.path.join(ROOT, "estimator", "gpus.yaml")).read()
+    """(type, [device patterns]) from common/gpu/gpus.yaml, read with a regex (no PyYAML)."""
+    text = open(os.path.join(ROOT, "common", "gpu", "gpus.yaml")).read()
     out = []
     for m in re.finditer(r"-\s*name:\s*(\S+)(.*?)device_patterns:\s*\[([^\]]*)\]", text, re.S):
         patterns = re.findall(r'"([^"]*)"', m.group(3))

@@ -14,7 +14,7 @@ test data. For each:
            best measured variant of each template the layer maps to;
   floor    the roofline floor of the same workload(s): max(FLOPs / peak, compulsory
            bytes / DRAM bandwidth), FLOPs and bytes from the tuning DB's workloads table,
-           peak and bandwidth from the GPU type's spec in the DB (estimator/gpus.yaml); the
+           peak and bandwidth from the GPU type's spec in the DB (common/gpu/gpus.yaml); the
            peak is the precision's: fp32 CUDA cores, or the tensor cores' tf32/fp16/bf16
            dense peak;
   PyTorch  eager PyTorch on the same inputs in the same precision: cuDNN convolution

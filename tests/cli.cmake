@@ -59,16 +59,16 @@ set_tests_properties(plan_resnet50 plan_mobilenetv2 plan_bert_base PROPERTIES LA
   FIXTURES_REQUIRED exported_models TIMEOUT 600)
 
 # tune end to end with emulated workers (tests/cli/check_tune.py): a cold tune, the same
-# command again (nothing measured), and a run SIGKILLed mid-way then resumed. The first runs
-# the local farm of dc-worker processes (NVRTC compiles: about a minute on 2 cores); the
-# second the in-process farm (--farm inprocess, a testing aid: seconds).
+# command again (nothing measured), and a run SIGKILLed mid-way then resumed, on the local
+# farm of dc-worker processes (NVRTC compiles: about a minute on 2 cores).
 add_test(NAME cli_tune_tiny_cnn_emulated COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_tune.py
   ${DC_COORD} ${EX}/tiny_cnn/model.onnx ${EX}/tune-quick.yaml h100 --local-workers 2 --emulate)
-add_test(NAME cli_tune_tiny_cnn_inprocess COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_tune.py
-  ${DC_COORD} ${EX}/tiny_cnn/model.onnx ${EX}/tune-quick.yaml h100
-  --local-workers 2 --emulate --farm inprocess)
-set_tests_properties(cli_tune_tiny_cnn_emulated cli_tune_tiny_cnn_inprocess PROPERTIES LABELS unit
-  TIMEOUT 300)
+set_tests_properties(cli_tune_tiny_cnn_emulated PROPERTIES LABELS unit TIMEOUT 300)
+# The in-process farm is no user's farm: tune refuses it.
+add_test(NAME cli_tune_refuses_inprocess_farm COMMAND ${DC_COORD} tune ${EX}/tiny_cnn/model.onnx --gpus h100
+  --emulate --farm inprocess --db :memory:)
+set_tests_properties(cli_tune_refuses_inprocess_farm PROPERTIES LABELS unit
+  PASS_REGULAR_EXPRESSION "error: --farm must be local, not 'inprocess'")
 add_test(NAME cli_tune_needs_gpus COMMAND ${DC_COORD} tune ${EX}/tiny_cnn/model.onnx --db :memory:)
 set_tests_properties(cli_tune_needs_gpus PROPERTIES LABELS unit
   PASS_REGULAR_EXPRESSION "error: tune needs --gpus LIST")
@@ -137,13 +137,13 @@ endforeach()
 
 # Reuse across models (issue 6): ResNet-101 tuned after ResNet-50 in the same DB measures only
 # the workloads ResNet-50 did not have (none: it only repeats its blocks more often).
-# tests/cli/check_reuse_models.py; the in-process farm keeps it to seconds.
+# tests/cli/check_reuse_models.py, with emulated local workers.
 add_test(NAME export_resnet101 COMMAND ${DC_PY} ${PROJECT_SOURCE_DIR}/scripts/export_models.py ${DC_MODELS}
   --models resnet101)
 set_tests_properties(export_resnet101 PROPERTIES LABELS long FIXTURES_SETUP resnet101_model TIMEOUT 900)
 add_test(NAME reuse_resnet50_then_resnet101 COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_reuse_models.py
   ${DC_COORD} ${DC_MODELS}/resnet50/model.onnx ${DC_MODELS}/resnet101/model.onnx ${EX}/tune-quick.yaml h100
-  --emulate --farm inprocess --local-workers 2)
+  --emulate --local-workers 2)
 set_tests_properties(reuse_resnet50_then_resnet101 PROPERTIES LABELS long
   FIXTURES_REQUIRED "exported_models;resnet101_model" TIMEOUT 600)
 

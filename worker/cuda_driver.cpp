@@ -293,3 +293,47 @@ void DeviceMemory::reset() noexcept {
 }
 
 }  // namespace dc::cuda
+
+namespace dc {
+
+CudaErrorClass classify_cuda_error(int code) {
+  switch (static_cast<CUresult>(code)) {
+    case CUDA_ERROR_INVALID_VALUE:
+    case CUDA_ERROR_OUT_OF_MEMORY:
+    case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
+    case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
+    case CUDA_ERROR_INVALID_HANDLE:
+    case CUDA_ERROR_NOT_FOUND:  // the launch names a kernel the module lacks
+    case CUDA_ERROR_INVALID_CLUSTER_SIZE:
+      return {JobStatus::launch_error, false};
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    case CUDA_ERROR_UNKNOWN:
+    // cuda.h: "the process must be terminated and relaunched" after these too.
+    case CUDA_ERROR_CONTAINED:
+    case CUDA_ERROR_TENSOR_MEMORY_LEAK:
+    case CUDA_ERROR_EXTERNAL_DEVICE:
+    case CUDA_ERROR_MPS_CLIENT_TERMINATED:
+      return {JobStatus::runtime_fault, true};
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+      return {JobStatus::timeout, true};
+    case CUDA_ERROR_INVALID_IMAGE:
+    case CUDA_ERROR_NO_BINARY_FOR_GPU:
+    case CUDA_ERROR_INVALID_PTX:
+    case CUDA_ERROR_JIT_COMPILER_NOT_FOUND:
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+      return {JobStatus::unsupported, false};
+    default:
+      return {JobStatus::runtime_fault, false};
+  }
+}
+
+}  // namespace dc

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "farm/status.h"
+
 namespace dc::cuda {
 
 // The entry points, each typed from its cuda.h declaration (a wrong signature cannot
@@ -236,3 +238,19 @@ Graph capture_graph(const Driver& driver, CUstream stream, Record&& record) {
 }
 
 }  // namespace dc::cuda
+
+namespace dc {
+
+// What a CUDA error code means for a job: its status and whether the context is lost.
+struct CudaErrorClass {
+  JobStatus status = JobStatus::runtime_fault;
+  bool sticky = false;
+};
+// Launch refusals (bad configuration, too many resources, out of memory) are launch_error;
+// faults inside a kernel (illegal address, misaligned access, trap, illegal instruction)
+// are runtime_fault and sticky; the display watchdog (CUDA_ERROR_LAUNCH_TIMEOUT) is a
+// sticky timeout; a CUBIN the device cannot load is unsupported; anything else is a
+// runtime_fault. `code` is a CUresult.
+CudaErrorClass classify_cuda_error(int code);
+
+}  // namespace dc

@@ -1,5 +1,5 @@
 // Which GPUs this machine has, as the CUDA driver reports them, each mapped to its
-// canonical GPU type (estimator/gpus.yaml through GpuCatalog::match_device) and to the
+// canonical GPU type (common/gpu/gpus.yaml through GpuCatalog::match_device) and to the
 // architecture NVRTC compiles its kernels for. No driver, a stub driver or no device is an
 // empty list with the reason, never an exception.
 #pragma once
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cuda_driver.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 
 namespace dc {
 

@@ -1,11 +1,12 @@
 // dc-worker: the measurement daemon of one GPU node (docs/farm.md).
 //
 //   dc-worker --connect tcp://HOST:PORT [--device N ...] [--emulate GPU ...] [--cache DIR]
-//             [--config FILE] [--credits N] [--server-key FILE --key FILE]
+//             [--config FILE] [--credits N] [--builders N] [--server-key FILE --key FILE]
 //
 // It finds the machine's GPUs through the CUDA driver (loaded at run time), or serves
 // emulated ones, says what it found, connects to the coordinator and measures the jobs it is
-// sent, each GPU's in its own measurement child. SIGINT/SIGTERM: finish the jobs in hand,
+// sent, each GPU's in its own measurement child, while a pool of compile processes (the
+// builders, builder_pool.h) compiles the jobs it holds ahead of them. SIGINT/SIGTERM: finish the jobs in hand,
 // send their results, say Bye; a second signal stops at once.
 //
 // Exit codes: 0 stopped; 1 refused by the coordinator; 2 bad usage or setup (no device);
@@ -16,14 +17,17 @@
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <thread>
 
 #include <boost/program_options.hpp>
 
+#include "builder_pool.h"
 #include "farm_client.h"
 #include "farm_security.h"
 #include "ir/error.h"
@@ -70,7 +74,8 @@ struct Settings {
   std::vector<int> devices;
   std::vector<std::string> emulate;
   std::string cache;
-  int credits = 1;
+  int credits = -1;        // -1: 1 plus the builders' share
+  int builders = -1;       // -1: $DC_WORKER_BUILDERS, else the machine's cores
   int heartbeat_ms = 1000;
   std::string server_key;  // file with the coordinator's public key
   std::string key;         // file with this worker's key pair
@@ -79,7 +84,7 @@ struct Settings {
 };
 
 // The config file: the same names as the flags (connect, device, emulate, cache, credits,
-// heartbeat_ms, server_key, key, log_level, worker_id); flags given on the command line win.
+// builders, heartbeat_ms, server_key, key, log_level, worker_id); flags given on the command line win.
 void load_config(const std::string& path, const po::variables_map& given, Settings* s) {
   YAML::Node root;
   try {
@@ -104,6 +109,7 @@ void load_config(const std::string& path, const po::variables_map& given, Settin
         s->emulate = v.IsSequence() ? v.as<std::vector<std::string>>() : std::vector<std::string>{v.as<std::string>()};
       else if (key == "cache") s->cache = v.as<std::string>();
       else if (key == "credits") s->credits = v.as<int>();
+      else if (key == "builders") s->builders = v.as<int>();
       else if (key == "heartbeat_ms") s->heartbeat_ms = v.as<int>();
       else if (key == "server_key") s->server_key = v.as<std::string>();
       else if (key == "key") s->key = v.as<std::string>();
@@ -111,14 +117,18 @@ void load_config(const std::string& path, const po::variables_map& given, Settin
       else if (key == "worker_id") s->worker_id = v.as<std::string>();
       else
         throw_user_error("--config ", path, ": unknown key '", key,
-                         "' (connect, device, emulate, cache, credits, heartbeat_ms, server_key, key, log_level, worker_id)");
+                         "' (connect, device, emulate, cache, credits, builders, heartbeat_ms, server_key, key, log_level, "
+                         "worker_id)");
     } catch (const YAML::Exception& e) {
       throw_user_error("--config ", path, ": bad value for '", key, "': ", e.what());
     }
   }
 }
 
-int measure_child_main(const std::string& device_hex, const std::string& cache, const std::string& log_level) {
+// A measurement child (--measure-child: compile, check, time) or a builder's compile child
+// (--compile-child: the compile phase only), serving one device's jobs on fd 3.
+int measure_child_main(const std::string& device_hex, const std::string& cache, const std::string& log_level,
+                       bool compile_only) {
   init_logging(log_level);
   ExecutorConfig config;
   config.device = inventory_from_hex(device_hex);
@@ -129,7 +139,13 @@ int measure_child_main(const std::string& device_hex, const std::string& cache, 
   else DC_USER_CHECK(!config.device.emulated(), "unknown GPU type ", config.device.gpu_type());
   JobExecutor executor(config);
   return serve_measure_child(
-      3, [&](const farm::Job& job, const std::function<void()>& compiled) { return executor.execute(job, compiled); },
+      3,
+      [&](const farm::Job& job, const std::function<void()>& compiled) {
+        if (!compile_only) return executor.execute(job, compiled);
+        farm::Result r = executor.build(job);
+        compiled();
+        return r;
+      },
       [&] { return executor.must_restart(); });
 }
 
@@ -148,7 +164,10 @@ int worker_main(int argc, char** argv) {
        "a timing model, not a GPU")
       ("cache", po::value(&s.cache), "compile cache directory (default: ~/.cache/dc/worker)")
       ("config", po::value(&config_file), "YAML file with these settings (flags win)")
-      ("credits", po::value(&s.credits)->default_value(1), "jobs per device held at once")
+      ("credits", po::value(&s.credits), "jobs per device held at once (default: 1, plus the builders' "
+       "share, so that they have jobs to compile ahead)")
+      ("builders", po::value(&s.builders), "compile processes that compile held jobs ahead of the "
+       "measurement (default: $DC_WORKER_BUILDERS, else this machine's cores; 0: none)")
       ("heartbeat-ms", po::value(&s.heartbeat_ms)->default_value(1000), "heartbeat until the coordinator sets it")
       ("server-key", po::value(&s.server_key), "CURVE: file with the coordinator's public key (pinned)")
       ("key", po::value(&s.key), "CURVE: file with this worker's key pair")
@@ -156,6 +175,7 @@ int worker_main(int argc, char** argv) {
       ("log-level", po::value(&s.log_level)->default_value("info"), "trace, debug, info, warn, error, off");
   po::options_description hidden;
   hidden.add_options()("measure-child", "internal: serve one device's jobs on fd 3")(
+      "compile-child", "internal: compile one device's jobs on fd 3 (a builder)")(
       "child-device", po::value(&child_device), "internal: the device (serialized inventory, hex)");
   po::options_description all;
   all.add(visible).add(hidden);
@@ -170,7 +190,8 @@ int worker_main(int argc, char** argv) {
     std::cout << visible << "\n";
     return 0;
   }
-  if (vm.count("measure-child")) return measure_child_main(child_device, s.cache, s.log_level);
+  if (vm.count("measure-child") || vm.count("compile-child"))
+    return measure_child_main(child_device, s.cache, s.log_level, vm.count("compile-child") != 0);
   if (!config_file.empty()) load_config(config_file, vm, &s);
   init_logging(s.log_level);
   const bool list_only = vm.count("list-devices") != 0;
@@ -201,6 +222,26 @@ int worker_main(int argc, char** argv) {
   }
   for (const auto& g : inventory) spdlog::info("dc-worker: device {}", describe_inventory(g));
 
+  // ---- builders ----
+  if (s.builders < 0) {
+    const char* env = std::getenv("DC_WORKER_BUILDERS");
+    if (env != nullptr && *env != '\0') {
+      try {
+        s.builders = std::stoi(env);
+      } catch (const std::exception&) {
+        throw_user_error("DC_WORKER_BUILDERS must be a number, not '", env, "'");
+      }
+    } else {
+      s.builders = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    }
+  }
+  DC_USER_CHECK(s.builders >= 0, "--builders must be >= 0");
+  // Without an explicit --credits, each device holds one job to measure plus its share of
+  // the builders' work, so that the builders have jobs to compile ahead.
+  const int devices = static_cast<int>(inventory.size());
+  if (s.credits < 0) s.credits = 1 + (s.builders + devices - 1) / devices;
+  DC_USER_CHECK(s.credits >= 1, "--credits must be >= 1");
+
   // ---- security ----
   FarmClientOptions options;
   options.endpoint = s.connect;
@@ -216,14 +257,32 @@ int worker_main(int argc, char** argv) {
     spdlog::info("dc-worker: CURVE on; this worker's public key is {}", mine.public_key);
   }
 
-  // ---- measurement children, one per device ----
+  // ---- builders, then measurement children, one per device ----
   const std::string exe = self_exe();
+  std::unique_ptr<BuilderPool> builders;
+  if (s.builders > 0) {
+    builders = std::make_unique<BuilderPool>(s.builders, [&exe, &inventory, &s](int32_t device) {
+      for (const auto& g : inventory)
+        if (g.device_index() == device) {
+          std::vector<std::string> child = measure_child_argv(exe, g, s.cache, s.log_level);
+          std::replace(child.begin(), child.end(), std::string("--measure-child"), std::string("--compile-child"));
+          return child;
+        }
+      throw_internal_error("builder: no device ", device);
+    });
+    options.on_job_received = [b = builders.get()](const farm::Job& job) { b->submit(job); };
+    spdlog::info("dc-worker: {} builder(s) compile ahead; {} job(s) held per device", s.builders, s.credits);
+  }
   std::vector<std::unique_ptr<MeasureChild>> children;
   std::vector<JobRunner> runners;
   for (const auto& g : inventory) {
     children.push_back(std::make_unique<MeasureChild>(measure_child_argv(exe, g, s.cache, s.log_level)));
     MeasureChild* child = children.back().get();
-    runners.push_back([child](const farm::Job& job) { return child->run(job); });
+    runners.push_back([child, b = builders.get()](const farm::Job& job) {
+      if (b != nullptr)
+        if (std::optional<farm::Result> verdict = b->take(job)) return *verdict;
+      return child->run(job);
+    });
   }
 
   FarmClient client(options, inventory, std::move(runners));

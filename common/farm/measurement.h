@@ -31,6 +31,7 @@ struct Measurement {
   int spill_bytes = 0;
   int64_t smem_bytes = 0;
   double compile_seconds = 0;
+  double run_seconds = 0;     // the device busy with the job (check + timing); not stored
   double estimate_us = 0;     // the estimator's figure, without calibration (tune divides it out)
   std::string nvrtc_version;
   std::string driver_version;

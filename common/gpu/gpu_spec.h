@@ -1,6 +1,6 @@
 // Public hardware figures of one GPU type: what the estimator predicts from and what the
-// parameter spaces are limited by. The table of known GPUs is estimator/gpus.yaml, loaded by
-// estimator/gpu_catalog.h; this struct lives in common/ so that codegen can read limits
+// parameter spaces are limited by. The table of known GPUs is common/gpu/gpus.yaml, loaded by
+// common/gpu/gpu_catalog.h; this struct lives in common/ so that codegen can read limits
 // without depending on the estimator.
 #pragma once
 

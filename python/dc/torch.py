@@ -29,7 +29,7 @@ def default_db():
 
 
 def local_gpu_types():
-    """The GPU types (estimator/gpus.yaml names) of this machine's devices, as dc-worker
+    """The GPU types (common/gpu/gpus.yaml names) of this machine's devices, as dc-worker
     --list-devices sees them; [] without a GPU or driver."""
     try:
         p = subprocess.run([_locate.executable("dc-worker"), "--list-devices"],

@@ -74,7 +74,7 @@ def main():
     browser = chromium()
     tmp = tempfile.mkdtemp(prefix="dc_report_shot_")
     db = os.path.join(tmp, "tune.db")
-    run([coord, "tune", model, "--gpus", "h100,a100", "--emulate", "--farm", "inprocess",
+    run([coord, "tune", model, "--gpus", "h100,a100", "--emulate",
          "--config", config, "--db", db, "-q"])
     html = os.path.join(tmp, "report.html")
     run([dcdb, "--db", db, "report", "--out", html])

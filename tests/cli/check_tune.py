@@ -10,8 +10,7 @@
 usage: check_tune.py DC_COORDINATOR MODEL.onnx CONFIG.yaml GPU [extra tune flags...]
 
 Caches (the workers' compile cache, the host emulator's) go to a fresh XDG_CACHE_HOME per
-phase, so that jobs take their real time and the tune of phase 3 can be killed mid-run;
-with `--farm inprocess` (no compiles) each job is slowed with --inprocess-delay-ms instead.
+phase, so that jobs take their real time and the tune of phase 3 can be killed mid-run.
 """
 import json
 import os
@@ -106,13 +105,12 @@ def main():
         fail("emulated results not marked emulated")
     if integrity != "ok" or runs != ["ok"]:
         fail(f"integrity {integrity}, runs {runs}")
-    if "inprocess" not in extra:
-        # dc-worker's inventory reaches the DB: the device name it reported, its host.
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        workers = con.execute("SELECT device, host, emulated FROM workers").fetchall()
-        con.close()
-        if not workers or not all(d.startswith("emulated NVIDIA") and h and e == 1 for d, h, e in workers):
-            fail(f"workers table lacks the inventory's device names: {workers}")
+    # dc-worker's inventory reaches the DB: the device name it reported, its host.
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    workers = con.execute("SELECT device, host, emulated FROM workers").fetchall()
+    con.close()
+    if not workers or not all(d.startswith("emulated NVIDIA") and h and e == 1 for d, h, e in workers):
+        fail(f"workers table lacks the inventory's device names: {workers}")
     first_rows = len(rows)
     summary = open(os.path.join(out_dir, gpu, "summary.txt")).read()
     if summary.strip() not in out:
@@ -145,8 +143,7 @@ def main():
     kdb = os.path.join(tmp, "killed.db")
     kcmd = [coord, "tune", model, "--gpus", gpu, "--config", config, "--db", kdb, "--no-check",
             "--quiet"] + extra
-    slow = ["--inprocess-delay-ms", "30"] if "inprocess" in extra else []
-    proc = subprocess.Popen(kcmd + slow, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    proc = subprocess.Popen(kcmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env=fresh_cache_env(tmp, "killed"))
     deadline = time.time() + 120
     while count_rows(kdb) < 10 and time.time() < deadline and proc.poll() is None:

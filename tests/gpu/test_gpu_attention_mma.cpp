@@ -18,6 +18,7 @@
 #include "ref/compare.h"
 #include "ref/executor.h"
 #include "testing.h"
+#include "gpu_testing.h"
 
 namespace dc {
 namespace {
@@ -83,7 +84,7 @@ void expect_matches_cpu(const Workload& w, const Variant& v, const std::map<std:
 }
 
 TEST(OnGpuAttentionMma, EmulatorCasesMatchTheCpu) {
-  if (!gpu().device) GTEST_SKIP() << "no sm_80+ CUDA device: " << gpu().why;
+  DC_SKIP_WITHOUT_GPU(!gpu().device, "no sm_80+ CUDA device: " << gpu().why);
   for (const char* p : {"tf32", "fp16", "bf16"}) {
     AttentionSpec a;
     a.mask = true;

@@ -4,7 +4,8 @@
 // with NVRTC for the device's architecture, run through the CUDA driver API, and compared
 // with the CPU reference executor and with the reference kernel; launch refusals and faults
 // classified; timing sanity. Without a CUDA driver or device every test is skipped with the
-// reason (GTEST_SKIP), which ctest reports as "Skipped". See docs/gpu-runtime.md.
+// reason (GTEST_SKIP), which ctest reports as "Skipped"; with DC_REQUIRE_GPU=1 they fail instead
+// (gpu_testing.h). See docs/gpu-runtime.md.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include "ref/compare.h"
 #include "ref/executor.h"
 #include "testing.h"
+#include "gpu_testing.h"
 
 namespace dc {
 namespace {
@@ -59,8 +61,7 @@ const Gpu& gpu() {
 
 GpuDevice& device() { return *gpu().device; }
 
-#define DC_REQUIRE_GPU() \
-  if (!gpu().device) GTEST_SKIP() << "no CUDA device: " << gpu().why
+#define DC_REQUIRE_GPU() DC_SKIP_WITHOUT_GPU(!gpu().device, "no CUDA device: " << gpu().why)
 
 std::vector<char> compile_for_device(const std::string& source, const std::string& what) {
   const CompileResult r = compile_cuda(source, gpu().info.arch);

@@ -22,6 +22,7 @@
 #include "ref/executor.h"
 #include "runtime.h"
 #include "testing.h"
+#include "gpu_testing.h"
 
 namespace dc {
 namespace {
@@ -53,8 +54,7 @@ const Gpu& gpu() {
   return *g;
 }
 
-#define DC_REQUIRE_GPU() \
-  if (!gpu().found) GTEST_SKIP() << "no CUDA device: " << gpu().why
+#define DC_REQUIRE_GPU() DC_SKIP_WITHOUT_GPU(!gpu().found, "no CUDA device: " << gpu().why)
 
 std::string cache_dir() {
   return (std::filesystem::temp_directory_path() / "dc-runtime-gpu-test-cache").string();

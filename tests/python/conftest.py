@@ -30,11 +30,11 @@ def private_cache(tmp_path, monkeypatch):
 
 
 def tune_cli(model, out, gpus="h100", extra=()):
-    """`dc-coordinator tune --emulate` with the in-process farm (seconds): plans for the
-    Session tests. dc.tune itself is tested with the real local farm in test_tune.py."""
+    """`dc-coordinator tune --emulate` with one emulated local worker: plans for the Session
+    tests. dc.tune itself is tested in test_tune.py."""
     cmd = [str(BIN_DIR / "dc-coordinator"), "tune", str(model), "--gpus", gpus, "--emulate",
            "--local-workers", "1", "--config", str(QUICK), "--out", str(out),
-           "--db", str(Path(out).parent / "tuning.db"), "--quiet", "--farm", "inprocess", *extra]
+           "--db", str(Path(out).parent / "tuning.db"), "--quiet", *extra]
     p = subprocess.run(cmd, capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
     return Path(out)

@@ -1,5 +1,5 @@
 // Hand-built GPU specs and workloads for the parameter-space and estimator tests. The
-// specs carry the published figures (estimator/gpus.yaml names the sources) but are written
+// specs carry the published figures (common/gpu/gpus.yaml names the sources) but are written
 // out here so that these tests do not depend on the catalog; the workloads are small graphs
 // with their FLOPs and compulsory bytes computed by hand, as make_workload would.
 #pragma once

@@ -3,7 +3,10 @@
 // worker fall silent, lie, or send garbage at exactly the moment it wants.
 #pragma once
 
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <thread>
@@ -19,6 +22,21 @@
 #include "testing.h"
 
 namespace dc::testing {
+
+// One compile cache for the whole test binary (the in-process farm's executors), removed at
+// exit: a kernel compiled by one test is a cache hit in the next.
+inline std::string shared_compile_cache() {
+  struct Dir {
+    std::string path = (std::filesystem::path(::testing::TempDir()) /
+                        ("dc-test-compile-cache-" + std::to_string(::getpid()))).string();
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const Dir dir;
+  return dir.path;
+}
 
 // y[i] = 2 * x[i] over n floats; `extra` goes into the kernel body (a spin loop, a fault)
 // and `tag` into a comment (a distinct source, so a distinct compile).

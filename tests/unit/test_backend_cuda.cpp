@@ -13,7 +13,7 @@
 
 #include "backend_cuda.h"
 #include "cuda_driver.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "ir/error.h"
 #include "model_loader.h"
 #include "plan_build.h"

@@ -13,7 +13,8 @@
 
 #include "calibration_fit.h"
 #include "farm_inprocess.h"
-#include "gpu_catalog.h"
+#include "farm_testing.h"
+#include "gpu/gpu_catalog.h"
 #include "ir/error.h"
 #include "model_loader.h"
 #include "tune.h"
@@ -286,6 +287,7 @@ std::unique_ptr<Farm> gpu_slower_by(double k) {
   InProcessFarmOptions f;
   f.gpu_types = {"h100"};
   f.workers_per_type = 2;
+  f.cache_dir = testing::shared_compile_cache();
   f.timing = [k](const FarmJob& job) {
     const auto it = estimates.find({job.workload, job.variant.variant_key});
     if (it == estimates.end()) return FakeOutcome{JobStatus::runtime_fault, {}, "unexpected job"};

@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 
 #include "emulator.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "prune.h"
 #include "estimator_testing.h"
 #include "generate.h"

@@ -19,7 +19,7 @@
 #include "emulator.h"
 #include "emulator/compile.h"
 #include "generate.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "ir/tolerance.h"
 #include "nvrtc.h"
 #include "onnx/import.h"

@@ -15,7 +15,7 @@
 #include "emulator.h"
 #include "emulator/compile.h"
 #include "generate.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "nvrtc.h"
 #include "onnx/import.h"
 #include "param_space.h"

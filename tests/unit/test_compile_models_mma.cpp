@@ -20,7 +20,7 @@
 
 #include "candidates.h"
 #include "generate.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "nvrtc.h"
 #include "onnx/import.h"
 #include "param_space.h"

@@ -8,8 +8,9 @@
 #include <memory>
 
 #include "farm_inprocess.h"
+#include "farm_testing.h"
 #include "generate.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "tune.h"
 #include "tune_report.h"
 
@@ -67,6 +68,7 @@ TEST(FarmInternalErrors, CountedInTheSummaryNeverRecordedAndMeasuredAgain) {
   o.worker_wait = std::chrono::milliseconds(2000);
   InProcessFarmOptions f;
   f.gpu_types = {"h100"};
+  f.cache_dir = testing::shared_compile_cache();
   const std::string model = std::string(DC_SOURCE_DIR) + "/examples/tiny_cnn/model.onnx";
   auto db = make_memory_db();
 

@@ -1,5 +1,5 @@
-// The farm protocol's checked conversions (schema/farm_codec.h) and security helpers
-// (schema/farm_security.h): what comes off the network is refused with a reason, never
+// The farm protocol's checked conversions (common/farm/farm_codec.h) and security helpers
+// (common/farm/farm_security.h): what comes off the network is refused with a reason, never
 // trusted, and the loopback rule and key files behave as documented.
 #include <sys/stat.h>
 #include <unistd.h>

@@ -16,7 +16,7 @@
 #include "farm_broker.h"
 #include "farm_client.h"
 #include "farm_testing.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "job_executor.h"
 #include "measure_child.h"
 #include "random_inputs.h"
@@ -131,6 +131,18 @@ TEST(CompileCache, SecondCompileComesFromDiskAndCorruptionIsRecompiled) {
   const CachedCompile c = compile_with_cache(source, "sm_80", dir);
   EXPECT_FALSE(c.from_cache);
   EXPECT_EQ(c.result.cubin, a.result.cubin);
+  // A truncated entry (a writer killed part-way, a full disk) is not trusted either.
+  std::string whole;
+  {
+    std::ifstream in(entry, std::ios::binary);
+    whole.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ASSERT_GT(whole.size(), 8u);
+  std::ofstream(entry, std::ios::trunc | std::ios::binary) << whole.substr(0, whole.size() - 3);
+  const CachedCompile d = compile_with_cache(source, "sm_80", dir);
+  EXPECT_FALSE(d.from_cache);
+  EXPECT_EQ(d.result.cubin, a.result.cubin);
+  EXPECT_TRUE(compile_with_cache(source, "sm_80", dir).from_cache);
   // Failures are cached too.
   const CachedCompile bad = compile_with_cache("extern \"C\" __global__ void f() { nope; } // " + run_tag(), "sm_80", dir);
   EXPECT_FALSE(bad.result.ok);

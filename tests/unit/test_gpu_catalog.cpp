@@ -1,4 +1,4 @@
-// The GPU table (estimator/gpus.yaml) and its loader: figures against datasheets, device-name
+// The GPU table (common/gpu/gpus.yaml) and its loader: figures against datasheets, device-name
 // matching with its traps, the generic fallback, and the loader's refusals.
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
@@ -9,7 +9,7 @@
 #include <memory>
 #include <sstream>
 
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "ir/error.h"
 #include "testing.h"
 
@@ -393,7 +393,7 @@ TEST(GpuCatalog, ErrorsNameTheLine) {
 
 TEST(GpuCatalog, FileAndBuiltinAgree) {
   const GpuCatalog from_file =
-      GpuCatalog::from_file(std::string(DC_SOURCE_DIR) + "/estimator/gpus.yaml");
+      GpuCatalog::from_file(std::string(DC_SOURCE_DIR) + "/common/gpu/gpus.yaml");
   EXPECT_EQ(from_file.names(), table().names());
   EXPECT_EQ(from_file.require("h200").sm_count, 132);
   EXPECT_NE(user_error_of([] { GpuCatalog::from_file("/nonexistent/gpus.yaml"); })

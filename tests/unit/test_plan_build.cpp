@@ -6,7 +6,7 @@
 #include <random>
 #include <set>
 
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "ir/error.h"
 #include "onnx/import.h"
 #include "passes/simplify.h"

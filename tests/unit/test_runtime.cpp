@@ -15,7 +15,7 @@
 #include "candidates.h"
 #include "dcrt.h"
 #include "dcrt.hpp"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "model_loader.h"
 #include "onnx/test_data.h"
 #include "pass_testing.h"

@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "model_loader.h"
 #include "onnx/test_data.h"
 #include "pass_testing.h"

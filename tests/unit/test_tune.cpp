@@ -1,4 +1,5 @@
-// The tuning pipeline (coordinator/tune.h) with the in-process farm and the in-memory or
+// The tuning pipeline (coordinator/tune.h) with the in-process farm (the production
+// JobExecutor on threads) and the in-memory or
 // SQLite tuning DB: one result per job, every result committed, reuse across runs and
 // models, --retune, selection on hand-controlled times, failures excluded, fallbacks,
 // resume after a crash or an interrupt, and the progress line.
@@ -11,8 +12,9 @@
 #include <tuple>
 
 #include "farm_inprocess.h"
+#include "farm_testing.h"
 #include "generate.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "model_loader.h"
 #include "nvrtc.h"
 #include "pass_testing.h"
@@ -45,12 +47,16 @@ TuneOptions options(const std::vector<std::string>& gpus) {
   return o;
 }
 
+// The in-process farm: the production executor (NVRTC, emulated timing model) on threads,
+// with one compile cache for the whole test binary. `timing` decides the winners where a
+// test needs to.
 InProcessFarmOptions farm_options(const std::vector<std::string>& gpus, FakeTiming timing = {},
                                   int workers = 2) {
   InProcessFarmOptions f;
   f.gpu_types = gpus;
   f.workers_per_type = workers;
   f.timing = std::move(timing);
+  f.cache_dir = testing::shared_compile_cache();
   return f;
 }
 
@@ -539,86 +545,6 @@ TEST(SelectMeasured, FallsBackToSubClustersThenToTheReferenceKernel) {
   select_measured(e.plan, *db, "", g);
   EXPECT_FALSE(g.has_results());
   EXPECT_EQ(g.reference_fallbacks, 2);
-}
-
-TEST(InProcessFarm, ModelledTimesAreDeterministicAndNearTheEstimate) {
-  FarmJob j;
-  j.gpu_type = "h100";
-  j.workload = "0123456789abcdef";
-  j.variant.variant_key = "gemm_tiled/fp32/block_m=64";
-  j.estimate_us = 20;
-  const auto a = modelled_samples(j);
-  EXPECT_EQ(a, modelled_samples(j));
-  ASSERT_EQ(a.size(), 9u);
-  for (double s : a) {
-    EXPECT_GE(s, 20 * 0.8);
-    EXPECT_LT(s, 20 * 1.4 * 1.03);
-  }
-  j.variant.variant_key = "gemm_tiled/fp32/block_m=128";
-  EXPECT_NE(a, modelled_samples(j));
-}
-
-TEST(InProcessFarm, EmulatorCheckPassesForGeneratedKernelsAndCatchesAWrongOne) {
-  TuneOptions o = options({"h100"});
-  const Expected e = expected_for(chain(false), o);
-  const Workload& w = e.plan.workload_set.workloads[e.plan.workload_set.candidate_workload[2]];
-  InProcessFarmOptions f = farm_options({"h100"});
-  f.emulator_check = true;
-  auto farm = make_inprocess_farm(f);
-  FarmJob j;
-  j.gpu_type = "h100";
-  j.workload = w.signature;
-  j.reference = generate_reference(w);
-  j.variant = generate_kernel(w, e.plan.gpus[0].workloads[e.plan.workload_set.candidate_workload[2]].kept.front().variant);
-  j.check_on_emulator = true;
-  j.estimate_us = 4;
-  j.seed = 7;
-  farm->submit(j);
-  // The same kernel with its sigmoid(v) turned into 0.5 + v: the outputs differ.
-  FarmJob bad = j;
-  const auto pos = bad.variant.source.find("dc_sigmoid(", bad.variant.source.find("__global__"));
-  ASSERT_NE(pos, std::string::npos) << bad.variant.source;
-  bad.variant.source.replace(pos, 11, "(0.5f+");
-  bad.variant.variant_key += "-broken";
-  farm->submit(bad);
-  std::map<std::string, Measurement> got;
-  for (int i = 0; i < 600 && got.size() < 2; ++i)
-    for (auto& m : farm->collect(std::chrono::milliseconds(100))) got[m.variant_key] = m;
-  ASSERT_EQ(got.size(), 2u);
-  EXPECT_EQ(got.at(j.variant.variant_key).status, JobStatus::ok) << got.at(j.variant.variant_key).error;
-  EXPECT_TRUE(got.at(j.variant.variant_key).emulated);
-  EXPECT_EQ(got.at(bad.variant.variant_key).status, JobStatus::wrong_result);
-  EXPECT_GT(got.at(bad.variant.variant_key).max_rel_error, 1e-3);
-  EXPECT_EQ(farm->status().done, 2);
-}
-
-TEST(InProcessFarm, CompilesWithNvrtcWhenAsked) {
-  TuneOptions o = options({"h100"});
-  const Expected e = expected_for(chain(false), o);
-  const size_t wi = e.plan.workload_set.candidate_workload[2];
-  InProcessFarmOptions f = farm_options({"h100"});
-  f.compile = true;
-  auto farm = make_inprocess_farm(f);
-  FarmJob j;
-  j.gpu_type = "h100";
-  j.workload = e.plan.workload_set.workloads[wi].signature;
-  j.variant = generate_kernel(e.plan.workload_set.workloads[wi], e.plan.gpus[0].workloads[wi].kept.front().variant);
-  j.estimate_us = 4;
-  farm->submit(j);
-  FarmJob bad = j;
-  bad.variant.source += "\nthis is not CUDA;\n";
-  bad.variant.variant_key += "-broken";
-  farm->submit(bad);
-  std::map<std::string, Measurement> got;
-  for (int i = 0; i < 600 && got.size() < 2; ++i)
-    for (auto& m : farm->collect(std::chrono::milliseconds(100))) got[m.variant_key] = m;
-  ASSERT_EQ(got.size(), 2u);
-  const Measurement& ok = got.at(j.variant.variant_key);
-  EXPECT_EQ(ok.status, JobStatus::ok) << ok.error;
-  EXPECT_GT(ok.registers, 0);
-  EXPECT_GT(ok.compile_seconds, 0);
-  EXPECT_EQ(got.at(bad.variant.variant_key).status, JobStatus::compile_error);
-  EXPECT_FALSE(got.at(bad.variant.variant_key).error.empty());
 }
 
 TEST(Progress, StatusLineCountsJobsFailuresAndThroughputPerGpuType) {

@@ -5,7 +5,7 @@
 // precision and each workload's base signature.
 #include <gtest/gtest.h>
 
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "model_loader.h"
 #include "nvrtc.h"
 #include "passes/apply_precision.h"

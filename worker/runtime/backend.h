@@ -23,7 +23,7 @@ class Backend {
 
   // "NVIDIA H100 80GB HBM3 (cuda:0, sm_90)" or "host emulator".
   virtual std::string device_description() const = 0;
-  // GpuSpec name of the device ("h100"; "" when the device is not in estimator/gpus.yaml,
+  // GpuSpec name of the device ("h100"; "" when the device is not in common/gpu/gpus.yaml,
   // or for the emulator, which runs any plan).
   virtual std::string device_gpu_type() const = 0;
 
@@ -56,7 +56,7 @@ class Backend {
 
 struct CudaBackendOptions {
   int device = 0;              // CUDA device ordinal
-  std::string cache_dir;       // NVRTC compile cache ("" = none; see worker/compile_cache.h)
+  std::string cache_dir;       // NVRTC compile cache ("" = none; see common/farm/compile_cache.h)
   bool use_cuda_graph = true;  // replay the launch sequence as one CUDA graph
 };
 

@@ -19,7 +19,6 @@
 #include "compile_cache.h"
 #include "cuda_driver.h"
 #include "device_discovery.h"
-#include "gpu_runner.h"
 #include "ir/error.h"
 #include "ir/parallel.h"
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "farm.pb.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 
 namespace dc {
 

@@ -37,6 +37,9 @@ struct FarmClientOptions {
   std::string server_public_key;
   std::string public_key;
   std::string secret_key;
+  // Called on the protocol thread with each job as it arrives, before its device's lane
+  // runs it: the builders (builder_pool.h) start compiling it. Must not block.
+  std::function<void(const farm::Job&)> on_job_received;
 };
 
 // Runs one job on one device and returns its Result (lease_id and job_id may be left

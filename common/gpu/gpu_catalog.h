@@ -1,4 +1,4 @@
-// The table of known GPU types (estimator/gpus.yaml, embedded in the binary) and the
+// The table of known GPU types (common/gpu/gpus.yaml, embedded in the binary) and the
 // mapping from a device, as CUDA reports it, to one of them. docs/gpus.md explains the
 // matching rule and the generic fallback for devices the table does not know.
 #pragma once
@@ -44,7 +44,7 @@ double dram_bandwidth_gbs(double memory_clock_khz, int bus_width_bits);
 
 class GpuCatalog {
  public:
-  // The table compiled into the binary from estimator/gpus.yaml.
+  // The table compiled into the binary from common/gpu/gpus.yaml.
   static GpuCatalog builtin();
   // `origin` names the text in error messages (a path, "built-in gpus.yaml").
   static GpuCatalog from_yaml_text(const std::string& text, const std::string& origin);

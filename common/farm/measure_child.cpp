@@ -196,6 +196,7 @@ farm::Result MeasureChild::run(const farm::Job& job) {
 
   FrameReader reader;
   bool compiling = true;
+  Clock::time_point run_started;
   auto deadline = Clock::now() + std::chrono::milliseconds(job.compile_deadline_ms());
   while (true) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -226,9 +227,11 @@ farm::Result MeasureChild::run(const farm::Job& job) {
     while (std::optional<farm::ChildMessage> m = reader.next(&broken)) {
       if (m->has_compiled()) {
         compiling = false;
-        deadline = Clock::now() + std::chrono::milliseconds(job.run_deadline_ms());
+        run_started = Clock::now();
+        deadline = run_started + std::chrono::milliseconds(job.run_deadline_ms());
       } else if (m->has_result()) {
         farm::Result r = m->result();
+        r.set_run_seconds(compiling ? 0.0 : std::chrono::duration<double>(Clock::now() - run_started).count());
         r.set_lease_id(job.lease_id());
         r.set_job_id(job.job_id());
         r.set_device_index(job.device_index());

@@ -173,9 +173,15 @@ JobExecutor::JobExecutor(ExecutorConfig config) : config_(std::move(config)) {}
 JobExecutor::~JobExecutor() = default;
 
 farm::Result JobExecutor::execute(const farm::Job& job, const std::function<void()>& compiled) {
+  return run(job, compiled, Phases::all);
+}
+
+farm::Result JobExecutor::build(const farm::Job& job) { return run(job, [] {}, Phases::compile_only); }
+
+farm::Result JobExecutor::run(const farm::Job& job, const std::function<void()>& compiled, Phases phases) {
   farm::Result r;
   try {
-    r = execute_checked(job, compiled);
+    r = execute_checked(job, compiled, phases);
   } catch (const farm::ProtocolError& e) {
     r = failed(JobStatus::unsupported, std::string("malformed job: ") + e.what());
   } catch (const UserError& e) {
@@ -202,7 +208,8 @@ farm::Result JobExecutor::execute(const farm::Job& job, const std::function<void
   return r;
 }
 
-farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::function<void()>& compiled) {
+farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::function<void()>& compiled,
+                                          Phases phases) {
   const farm::GpuInventory& dev = config_.device;
   if (job.gpu_type() != dev.gpu_type())
     return failed(JobStatus::unsupported, str_cat("job for ", job.gpu_type(), " sent to a ", dev.gpu_type(), " device"));
@@ -237,6 +244,10 @@ farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::funct
                                                              "the host emulator cannot build the kernel: ", lib.error)));
       }
     }
+    if (phases == Phases::compile_only) {
+      out.set_status("ok");
+      return out;
+    }
     compiled();
     if (job.check_on_emulator()) {
       farm::Result check = emulator_check(w, variant, reference, tol, seed, emu);
@@ -256,6 +267,10 @@ farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::funct
   const CachedCompile rc = compile_with_cache(reference.source, dev.arch(), config_.cache_dir);
   if (!rc.result.ok)
     return failed(JobStatus::compile_error, head("reference kernel: " + (rc.result.error.empty() ? rc.result.log : rc.result.error)));
+  if (phases == Phases::compile_only) {
+    out.set_status("ok");
+    return out;
+  }
   compiled();
   if (!gpu_) gpu_ = std::make_unique<GpuDevice>(config_.ordinal);
   const ReferenceCheck check =

@@ -31,7 +31,8 @@ struct LocalFarmOptions {
   int workers = 0;
   // Real: one worker per listed CUDA ordinal; empty = one worker serving every usable GPU.
   std::vector<int> devices;
-  int credits = 1;                     // per device
+  int credits = 0;                     // per device; 0 = dc-worker's default (1 + builders' share)
+  int builders = -1;                   // dc-worker --builders; -1 = its default (cores)
   std::string cache_dir;               // dc-worker --cache; "" = its default
   std::string worker_binary;           // "" = dc-worker in the directory of /proc/self/exe
   std::string worker_log_level = "warn";

@@ -1,4 +1,4 @@
-// The farm protocol's messages (schema/farm.proto) as both sides use them: the version, the
+// The farm protocol's messages (common/farm/farm.proto) as both sides use them: the version, the
 // parse of one frame with its size limit, and the conversions between the wire records and
 // dc's own (GeneratedKernel, Measurement). Everything that comes off the network is checked
 // here before anything else reads it: a bad frame or a bad kernel description is a

@@ -235,6 +235,7 @@ struct FarmClient::Impl {
     held.insert(job.lease_id());
     lane->granted = std::max(0, lane->granted - 1);
     ++lane->used;
+    if (options.on_job_received) options.on_job_received(job);
     {
       std::lock_guard<std::mutex> lock(lane->mutex);
       lane->queue.push_back(job);

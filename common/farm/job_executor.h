@@ -45,10 +45,16 @@ class JobExecutor {
 
   // `compiled` is called once the compile phase is over (it may not be, on an early failure).
   farm::Result execute(const farm::Job& job, const std::function<void()>& compiled);
+  // The compile phase alone, for the worker's builders (builder_pool.h): the variant (and,
+  // for a real device, the reference) through the compile cache, and for an emulated device
+  // that checks, the host-emulator libraries. Status ok, or the failure execute would give.
+  farm::Result build(const farm::Job& job);
   bool must_restart() const { return must_restart_; }
 
  private:
-  farm::Result execute_checked(const farm::Job& job, const std::function<void()>& compiled);
+  enum class Phases { all, compile_only };
+  farm::Result run(const farm::Job& job, const std::function<void()>& compiled, Phases phases);
+  farm::Result execute_checked(const farm::Job& job, const std::function<void()>& compiled, Phases phases);
   ExecutorConfig config_;
   std::unique_ptr<GpuDevice> gpu_;  // opened on the first real job
   bool must_restart_ = false;

@@ -1,4 +1,4 @@
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

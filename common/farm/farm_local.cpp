@@ -49,9 +49,10 @@ LocalFarm::LocalFarm(LocalFarmOptions options) : options_(std::move(options)) {
 
   std::vector<std::string> common = {binary,
                                      "--connect", broker_->endpoint(),
-                                     "--credits", std::to_string(options_.credits),
                                      "--heartbeat-ms", std::to_string(options_.broker.heartbeat.count()),
                                      "--log-level", options_.worker_log_level};
+  if (options_.credits > 0) common.insert(common.end(), {"--credits", std::to_string(options_.credits)});
+  if (options_.builders >= 0) common.insert(common.end(), {"--builders", std::to_string(options_.builders)});
   if (!options_.cache_dir.empty()) {
     common.push_back("--cache");
     common.push_back(options_.cache_dir);

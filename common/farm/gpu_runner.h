@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_driver.h"
 #include "farm/status.h"
 #include "ir/tensor.h"
 #include "ir/tolerance.h"
@@ -28,17 +29,6 @@ namespace cuda {
 class Driver;
 }
 
-// What a CUDA error code means for a job: its status and whether the context is lost.
-struct CudaErrorClass {
-  JobStatus status = JobStatus::runtime_fault;
-  bool sticky = false;
-};
-// Launch refusals (bad configuration, too many resources, out of memory) are launch_error;
-// faults inside a kernel (illegal address, misaligned access, trap, illegal instruction)
-// are runtime_fault and sticky; the display watchdog (CUDA_ERROR_LAUNCH_TIMEOUT) is a
-// sticky timeout; a CUBIN the device cannot load is unsupported; anything else is a
-// runtime_fault. `code` is a CUresult.
-CudaErrorClass classify_cuda_error(int code);
 
 // One device opened for measurement: its primary context, retained until destruction.
 class GpuDevice {

@@ -180,7 +180,7 @@ std::string validate_result(const Result& r) {
   if (parse_job_status(r.status()) == JobStatus::ok && r.samples_us_size() == 0)
     return "status ok without samples";
   if (r.registers() < 0 || r.spill_bytes() < 0 || r.smem_bytes() < 0 || !std::isfinite(r.compile_seconds()) ||
-      r.compile_seconds() < 0)
+      r.compile_seconds() < 0 || !std::isfinite(r.run_seconds()) || r.run_seconds() < 0)
     return "negative resource figures";
   return "";
 }
@@ -197,6 +197,7 @@ Measurement measurement_from_result(const Result& r) {
   m.spill_bytes = r.spill_bytes();
   m.smem_bytes = r.smem_bytes();
   m.compile_seconds = r.compile_seconds();
+  m.run_seconds = r.run_seconds();
   m.nvrtc_version = r.nvrtc_version();
   m.driver_version = r.driver_version();
   m.emulated = r.emulated();
