@@ -20,7 +20,11 @@ scripts/install-deps.sh >/dev/null
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$ROOT")}"
 LAUNCHER=()
 command -v ccache >/dev/null && LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-# The whole build is instrumented (coverage counters for libFuzzer, ASan, UBSan); UBSan
+# The ordinary Release build (build/, as scripts/build.sh makes it): its static libraries
+# link the harnesses (tests/fuzz/CMakeLists.txt) and its dc-coordinator makes seeds.
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${LAUNCHER[@]}" >/dev/null
+nice -n 10 cmake --build build -j"${FUZZ_BUILD_JOBS:-2}" --target dc-coordinator dc-worker dc-db
+# The fuzzed sources are instrumented (coverage counters for libFuzzer, ASan, UBSan); UBSan
 # stops at the first report so that libFuzzer records it as a crash.
 SAN="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer -gline-tables-only"
 LNK="-fsanitize=address,undefined"
@@ -35,12 +39,8 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # tiny plan and its DB, the YAML examples, a recorded farm conversation.
 S="$B/seeds"
 if [ ! -f "$S/.done" ]; then
-  # The plan and DB seeds come from a tune by the ordinary build's dc-coordinator.
-  COORD="${DC_COORDINATOR:-$ROOT/build/bin/dc-coordinator}"
-  if [ ! -x "$COORD" ]; then
-    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${LAUNCHER[@]}" >/dev/null
-    nice -n 10 cmake --build build -j"${FUZZ_BUILD_JOBS:-2}" --target dc-coordinator dc-worker
-  fi
+  # The plan and DB seeds come from a quick emulated tune by the ordinary build.
+  COORD="$ROOT/build/bin/dc-coordinator"
   rm -rf "$S" && mkdir -p "$S"/{fuzz_onnx_import,fuzz_tensor_pb,fuzz_plan,fuzz_db_import,fuzz_tune_config}
   NODE="$ROOT/../shared/onnx-node-tests"
   for m in examples/*/model.onnx "$NODE"/*/model.onnx; do
@@ -52,7 +52,7 @@ if [ ! -f "$S/.done" ]; then
   cp examples/*.yaml "$S/fuzz_tune_config/"
   for ex in tiny_cnn tiny_transformer; do
     "$COORD" --log-level error tune "examples/$ex/model.onnx" --config examples/tune-quick.yaml \
-      --gpus h100 --emulate --farm inprocess --local-workers 2 --db "$S/$ex.db" --out "$S/plan_$ex" >/dev/null
+      --gpus h100 --emulate --local-workers 2 --db "$S/$ex.db" --out "$S/plan_$ex" >/dev/null
     cp "$S/$ex.db" "$S/fuzz_db_import/$ex.db"
     P="$S/plan_$ex/h100"
     { cat "$P/plan.json"; printf '\n@@dc-fuzz-file@@\n'; cat "$P/kernels.cu"; printf '\n@@dc-fuzz-file@@\n'
