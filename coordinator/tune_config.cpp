@@ -34,10 +34,18 @@ T scalar(const YAML::Node& n, const std::string& where) {
   }
 }
 
+// A key's or a name's text: a mapping, a list or null there is a UserError (yaml-cpp's
+// as<std::string>() throws BadConversion for them: a fuzz_tune_config finding).
+std::string scalar_text(const YAML::Node& n, const std::string& where) {
+  DC_USER_CHECK(n.IsScalar(), where, ": expected a name, not ",
+                n.IsMap() ? "a mapping" : n.IsSequence() ? "a list" : "null");
+  return n.Scalar();
+}
+
 void check_keys(const YAML::Node& map, const std::set<std::string>& allowed, const std::string& where) {
   DC_USER_CHECK(map.IsMap(), where, ": expected a mapping");
   for (const auto& kv : map) {
-    const auto key = kv.first.as<std::string>();
+    const auto key = scalar_text(kv.first, where);
     DC_USER_CHECK(allowed.count(key), where, ": unknown key '", key, "'");
   }
 }
@@ -109,7 +117,7 @@ void parse_tune_config(const std::string& text, const std::string& origin, PlanO
                   ": precisions must be a non-empty list (deprecated: use precision: P)");
     std::vector<std::string> names;
     for (const auto& p : prec) {
-      const auto name = p.as<std::string>();
+      const auto name = scalar_text(p, origin + ": precisions");
       DC_USER_CHECK(kPrecisions.count(name), origin, ": unknown precision '", name, "'");
       names.push_back(name);
     }
@@ -118,11 +126,11 @@ void parse_tune_config(const std::string& text, const std::string& origin, PlanO
   if (const auto cal = root["calibration"]) {
     DC_USER_CHECK(cal.IsMap(), origin, ": calibration must map GPU types to {kind: factor}");
     for (const auto& gpu : cal) {
-      const auto gpu_name = gpu.first.as<std::string>();
+      const auto gpu_name = scalar_text(gpu.first, origin + ": calibration");
       const std::string where = origin + ": calibration." + gpu_name;
       DC_USER_CHECK(gpu.second.IsMap(), where, ": expected {kind: factor}");
       for (const auto& kf : gpu.second) {
-        const auto kind_name = kf.first.as<std::string>();
+        const auto kind_name = scalar_text(kf.first, where);
         const double f = scalar<double>(kf.second, where + "." + kind_name);
         DC_USER_CHECK(f > 0 && f < 100, where, ".", kind_name, ": factor must be in (0, 100)");
         opts->calibration.set(gpu_name, kind_from_name(kind_name, where), f);

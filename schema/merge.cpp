@@ -93,6 +93,21 @@ const Step kSteps[] = {
      "WHERE true ORDER BY p.id ON CONFLICT(run_id, gpu_type) DO NOTHING"},
 };
 
+// A file that a crash, a disk fault or a hand edit left inconsistent is the user's to repair:
+// refused before anything is written (its rows would break this DB's constraints, which
+// would otherwise surface as an internal error halfway through the merge).
+void check_consistent(sqlite::Connection& into, const std::string& from_path) {
+  sqlite::Query quick = into.query("PRAGMA src.quick_check(1)");
+  const std::string verdict = quick.step() ? quick.text(0) : "no answer";
+  DC_USER_CHECK(verdict == "ok", "cannot import '", from_path, "': it is damaged (", verdict,
+                "); check it with: sqlite3 ", from_path, " 'PRAGMA integrity_check'");
+  sqlite::Query fk = into.query("PRAGMA src.foreign_key_check");
+  if (fk.step())
+    throw_user_error("cannot import '", from_path, "': its table ", fk.text(0), " has rows that refer to ",
+                     "missing rows of ", fk.text(2), "; check it with: sqlite3 ", from_path,
+                     " 'PRAGMA foreign_key_check'");
+}
+
 }  // namespace
 
 MergeStats merge_tuning_db(sqlite::Connection& into, const std::string& from_path) {
@@ -103,7 +118,13 @@ MergeStats merge_tuning_db(sqlite::Connection& into, const std::string& from_pat
   DC_USER_CHECK(!fs::equivalent(from_path, into.path(), ec), "cannot import '", from_path,
                 "' into itself");
   DC_USER_CHECK(!into.read_only(), "tuning DB '", into.path(), "' is read-only: cannot import");
-  into.query("ATTACH DATABASE ? AS src").bind(1, readonly_uri(from_path)).run();
+  try {
+    into.query("ATTACH DATABASE ? AS src").bind(1, readonly_uri(from_path)).run();
+  } catch (const InternalError& e) {
+    // The SQL is fixed: what SQLite refuses here is the file (e.g. a UTF-16 database: a
+    // fuzz_db_import finding).
+    throw_user_error("cannot import '", from_path, "': SQLite cannot attach it (", e.what(), ")");
+  }
   MergeStats stats;
   try {
     const int64_t app = into.scalar_int("PRAGMA src.application_id");
@@ -116,6 +137,7 @@ MergeStats merge_tuning_db(sqlite::Connection& into, const std::string& from_pat
     DC_USER_CHECK(version == schema_version(), "cannot import '", from_path,
                   "': its schema version ", version, " is older than this dc's (",
                   schema_version(), "); migrate it first: dc-db --db ", from_path, " migrate");
+    check_consistent(into, from_path);
     sqlite::Transaction tx(into);
     into.query(
             "INSERT INTO imports(source_path, source_user_version, imported_ms) VALUES (?, ?, ?)")

@@ -16,6 +16,7 @@ PACKAGES=(
   chromium python3-pil    # tests: the HTML report rendered headless (dc_db_report_screenshot)
   patchelf                # scripts/make_dist.sh: RPATHs of the relocatable bundle
   pybind11-dev python3-dev python3-pytest python3-venv   # the Python package dc (docs/python.md)
+  clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer and clang's sanitizer runtimes (docs/bench/fuzz.md)
 )
 
 missing=()

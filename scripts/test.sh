@@ -1,11 +1,54 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds, and runs every ctest test,
 # the long ones (exported ResNet-50, MobileNetV2, BERT-base; ONNX conformance cases) included.
-#   scripts/test.sh            everything
-#   scripts/test.sh -L unit    only the fast unit tests (any ctest arguments pass through)
+#   scripts/test.sh              everything
+#   scripts/test.sh -L unit      only the fast unit tests (any ctest arguments pass through)
+#   scripts/test.sh --sanitize   the unit label built with AddressSanitizer and
+#                                UndefinedBehaviorSanitizer in build-asan/ (more ctest
+#                                arguments pass through)
+#   scripts/test.sh --tsan       the farm's tests (broker, dispatcher, client, executor, local
+#                                farm: tests/unit/test_farm_*.cpp) built with ThreadSanitizer
+#                                in build-tsan/ (more arguments go to the gtest binary)
+# The sanitizer builds use `nice` and SANITIZE_JOBS (default 2) compile jobs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+
+# Configures a sanitizer build of everything but the Python package into $1 with $2 as
+# -fsanitize= and $3 as further flags; warnings stay warnings there (GCC's sanitizer
+# instrumentation adds its own). More arguments go to cmake --build.
+sanitizer_build() {
+  local dir="$1" sanitizers="$2" extra="$3"
+  shift 3
+  local launcher=()
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  # -O1: sanitizer builds compile faster than at -O3 and still run the tests quickly enough.
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
+    -DCMAKE_CXX_FLAGS="-fsanitize=$sanitizers $extra -fno-omit-frame-pointer -g1" \
+    -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=$sanitizers" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=$sanitizers" \
+    -DCMAKE_MODULE_LINKER_FLAGS="-fsanitize=$sanitizers" -DDC_PYTHON=OFF -DDC_WERROR=OFF >/dev/null
+  nice -n 10 cmake --build "$dir" -j"${SANITIZE_JOBS:-2}" "$@"
+}
+
+case "${1:-}" in
+  --sanitize)
+    shift
+    # UBSan stops at its first report, like ASan.
+    sanitizer_build build-asan address,undefined -fno-sanitize-recover=undefined
+    # Child processes (dc-worker, dc-run) inherit the options; any report fails the test.
+    export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=0}"
+    export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+    cd build-asan
+    exec ctest --output-on-failure -j"$(nproc)" --timeout 3000 -L unit "$@"
+    ;;
+  --tsan)
+    shift
+    sanitizer_build build-tsan thread "" --target dc_farm_tests dc-worker
+    export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
+    exec build-tsan/bin/dc_farm_tests "$@"
+    ;;
+esac
+
 scripts/build.sh
 cd build
 ctest --output-on-failure -j"$(nproc)" --timeout 1500 "$@"

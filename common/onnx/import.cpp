@@ -99,7 +99,10 @@ void check_supported_ops(const onnx::GraphProto& g) {
 
 void apply_input_shapes(onnx::GraphProto& g, const std::map<std::string, Shape>& shapes) {
   const auto inits = initializer_names(g);
-  for (const auto& [name, shape] : shapes) {
+  // Not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
+  for (const auto& entry : shapes) {
+    const std::string& name = entry.first;
+    const Shape& shape = entry.second;
     auto* v = [&]() -> onnx::ValueInfoProto* {
       for (auto& in : *g.mutable_input())
         if (in.name() == name && !inits.count(name)) return &in;
@@ -119,7 +122,9 @@ void apply_input_shapes(onnx::GraphProto& g, const std::map<std::string, Shape>&
 }
 
 void bind_constants(onnx::GraphProto& g, const std::map<std::string, Tensor>& values) {
-  for (const auto& [name, value] : values) {
+  for (const auto& entry : values) {
+    const std::string& name = entry.first;
+    const Tensor& value = entry.second;
     auto& inputs = *g.mutable_input();
     auto it = std::find_if(inputs.begin(), inputs.end(),
                            [&](const onnx::ValueInfoProto& v) { return v.name() == name; });

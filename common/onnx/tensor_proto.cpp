@@ -1,5 +1,6 @@
 #include "onnx/tensor_proto.h"
 
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 
@@ -15,15 +16,25 @@ std::string tensor_label(const onnx::TensorProto& p) {
   return p.name().empty() ? std::string("tensor") : "tensor '" + p.name() + "'";
 }
 
-// Reads `length` bytes at `offset` of an external data file into dst.
-void read_external(const onnx::TensorProto& p, const std::string& model_dir, std::byte* dst,
-                   size_t nbytes) {
+// An external-data entry's integer value (offset, length); UserError unless it is one.
+int64_t external_int(const onnx::TensorProto& p, const std::string& key, const std::string& value) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  DC_USER_CHECK(ec == std::errc() && end == value.data() + value.size(), tensor_label(p),
+                " has external-data ", key, " '", value, "', which is not an integer");
+  return v;
+}
+
+// The tensor stored as `nbytes` bytes at `offset` of an external data file. The file is
+// checked to hold them before the tensor is allocated (a corrupt shape must not allocate).
+Tensor read_external(const onnx::TensorProto& p, const std::string& model_dir, DType dtype,
+                     const Shape& shape, size_t nbytes) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : p.external_data()) {
     if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::stoll(kv.value());
-    else if (kv.key() == "length") length = std::stoll(kv.value());
+    else if (kv.key() == "offset") offset = external_int(p, kv.key(), kv.value());
+    else if (kv.key() == "length") length = external_int(p, kv.key(), kv.value());
   }
   DC_USER_CHECK(!location.empty(), tensor_label(p), " has external data without a location");
   DC_USER_CHECK(offset >= 0, tensor_label(p), " has a negative external-data offset");
@@ -38,20 +49,30 @@ void read_external(const onnx::TensorProto& p, const std::string& model_dir, std
   if (length >= 0)
     DC_USER_CHECK(static_cast<size_t>(length) == nbytes, tensor_label(p), ": external length ",
                   length, " does not match ", nbytes, " bytes for its shape");
+  std::error_code ec;
+  const uintmax_t file_bytes = fs::file_size(file, ec);
+  DC_USER_CHECK(!ec && static_cast<uintmax_t>(offset) <= file_bytes && nbytes <= file_bytes - offset,
+                tensor_label(p), ": external data file '", file.string(), "' is too short (needs ",
+                nbytes, " bytes at offset ", offset, ")");
+  Tensor t(dtype, shape);
   in.seekg(offset);
-  in.read(reinterpret_cast<char*>(dst), static_cast<std::streamsize>(nbytes));
+  in.read(reinterpret_cast<char*>(t.raw_mutable()), static_cast<std::streamsize>(nbytes));
   DC_USER_CHECK(in.gcount() == static_cast<std::streamsize>(nbytes), tensor_label(p),
                 ": external data file '", file.string(), "' is too short (needs ", nbytes,
                 " bytes at offset ", offset, ")");
+  return t;
 }
 
+// The typed field's values into a tensor of `shape`, once their count is checked (before
+// allocating: a corrupt shape must not allocate).
 template <class Dst, class Src>
-void copy_typed(const Src& field, Tensor& t, const onnx::TensorProto& p) {
-  DC_USER_CHECK(static_cast<int64_t>(field.size()) == t.numel(), tensor_label(p), " holds ",
-                field.size(), " values but its shape ", shape_str(t.shape()), " needs ",
-                t.numel());
+Tensor copy_typed(const Src& field, DType dtype, const Shape& shape, int64_t n, const onnx::TensorProto& p) {
+  DC_USER_CHECK(static_cast<int64_t>(field.size()) == n, tensor_label(p), " holds ",
+                field.size(), " values but its shape ", shape_str(shape), " needs ", n);
+  Tensor t(dtype, shape);
   auto* dst = reinterpret_cast<Dst*>(t.raw_mutable());
   for (int i = 0; i < field.size(); ++i) dst[i] = static_cast<Dst>(field.Get(i));
+  return t;
 }
 
 }  // namespace
@@ -72,11 +93,8 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& model_di
     n *= d;
   }
   const size_t nbytes = static_cast<size_t>(n) * dtype_size(*dtype);
-  if (p.data_location() == onnx::TensorProto::EXTERNAL) {
-    Tensor t(*dtype, shape);
-    read_external(p, model_dir, t.raw_mutable(), nbytes);
-    return t;
-  }
+  if (p.data_location() == onnx::TensorProto::EXTERNAL)
+    return read_external(p, model_dir, *dtype, shape, nbytes);
   if (p.has_raw_data()) {
     DC_USER_CHECK(p.raw_data().size() == nbytes, tensor_label(p), " has ", p.raw_data().size(),
                   " bytes of raw data but its shape ", shape_str(shape), " and type ",
@@ -85,23 +103,22 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& model_di
     std::memcpy(t.raw_mutable(), p.raw_data().data(), nbytes);
     return t;
   }
-  Tensor t(*dtype, shape);
   switch (*dtype) {
-    case DType::f32: copy_typed<float>(p.float_data(), t, p); break;
-    case DType::f64: copy_typed<double>(p.double_data(), t, p); break;
-    case DType::i64: copy_typed<int64_t>(p.int64_data(), t, p); break;
-    case DType::i32: copy_typed<int32_t>(p.int32_data(), t, p); break;
-    case DType::i16: copy_typed<int16_t>(p.int32_data(), t, p); break;
-    case DType::i8: copy_typed<int8_t>(p.int32_data(), t, p); break;
-    case DType::u16: copy_typed<uint16_t>(p.int32_data(), t, p); break;
-    case DType::u8: copy_typed<uint8_t>(p.int32_data(), t, p); break;
-    case DType::boolean: copy_typed<bool>(p.int32_data(), t, p); break;
-    case DType::f16: case DType::bf16: copy_typed<uint16_t>(p.int32_data(), t, p); break;
-    case DType::u32: copy_typed<uint32_t>(p.uint64_data(), t, p); break;
-    case DType::u64: copy_typed<uint64_t>(p.uint64_data(), t, p); break;
+    case DType::f32: return copy_typed<float>(p.float_data(), *dtype, shape, n, p);
+    case DType::f64: return copy_typed<double>(p.double_data(), *dtype, shape, n, p);
+    case DType::i64: return copy_typed<int64_t>(p.int64_data(), *dtype, shape, n, p);
+    case DType::i32: return copy_typed<int32_t>(p.int32_data(), *dtype, shape, n, p);
+    case DType::i16: return copy_typed<int16_t>(p.int32_data(), *dtype, shape, n, p);
+    case DType::i8: return copy_typed<int8_t>(p.int32_data(), *dtype, shape, n, p);
+    case DType::u16: return copy_typed<uint16_t>(p.int32_data(), *dtype, shape, n, p);
+    case DType::u8: return copy_typed<uint8_t>(p.int32_data(), *dtype, shape, n, p);
+    case DType::boolean: return copy_typed<bool>(p.int32_data(), *dtype, shape, n, p);
+    case DType::f16: case DType::bf16: return copy_typed<uint16_t>(p.int32_data(), *dtype, shape, n, p);
+    case DType::u32: return copy_typed<uint32_t>(p.uint64_data(), *dtype, shape, n, p);
+    case DType::u64: return copy_typed<uint64_t>(p.uint64_data(), *dtype, shape, n, p);
     case DType::undefined: throw_internal_error("undefined dtype");
   }
-  return t;
+  throw_internal_error("unhandled dtype");
 }
 
 void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* proto) {

@@ -784,6 +784,28 @@ TEST_F(TuningDbMerge, RefusesConflictingVersionsItselfAndStrangers) {
   EXPECT_EQ(conn.scalar_int("SELECT count(*) FROM measurements"), 1);
 }
 
+// fuzz_db_import (docs/bench/fuzz.md): a DB whose measurement refers to a variant it does not
+// hold (a changed id) failed the merge's INSERT with a foreign-key error, an InternalError.
+TEST_F(TuningDbMerge, RefusesAnInconsistentDbBeforeWritingAnything) {
+  {
+    sqlite::Connection b(b_path_, false);
+    b.exec("PRAGMA foreign_keys = OFF");
+    b.exec("UPDATE measurements SET variant_id = 9999 WHERE id = (SELECT max(id) FROM measurements)");
+  }
+  sqlite::Connection conn = open_tuning_connection(a_path_, false);
+  std::string msg;
+  try {
+    merge_tuning_db(conn, b_path_);
+    ADD_FAILURE() << "expected a UserError";
+  } catch (const UserError& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("its table measurements has rows that refer to missing rows of variants"),
+            std::string::npos) << msg;
+  EXPECT_EQ(conn.scalar_int("SELECT count(*) FROM imports"), 0);
+  EXPECT_EQ(conn.scalar_int("SELECT count(*) FROM measurements"), 1);
+}
+
 // ---------------------------------------------------------------- records
 
 TEST(TuningDbRecords, ToolchainMajor) {

@@ -1,0 +1,107 @@
+// Regression tests of the fuzzers' findings (tests/fuzz/, docs/bench/fuzz.md): each input
+// that made a harness crash, time out or throw something other than a UserError, replayed
+// through the same entry point, now a clear UserError.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "ir/error.h"
+#include "merge.h"
+#include "migrate.h"
+#include "onnx/test_data.h"
+#include "sqlite.h"
+#include "testing.h"
+#include "tune_config.h"
+
+namespace dc {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path fuzz_input(const std::string& name) { return fs::path(testing::source_dir()) / "tests/data/fuzz" / name; }
+
+// A scratch folder holding `files` (name -> bytes), removed at the end of the test.
+struct Scratch {
+  fs::path dir;
+  explicit Scratch(const std::string& name) : dir(fs::temp_directory_path() / name) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~Scratch() { fs::remove_all(dir); }
+  std::string write(const std::string& name, const std::string& bytes) const {
+    std::ofstream(dir / name, std::ios::binary) << bytes;
+    return (dir / name).string();
+  }
+};
+
+// fuzz_tensor_pb: an int64 tensor of shape 1194691x112 with no values allocated (and zeroed)
+// a GiB before noticing that the values are missing: a timeout.
+TEST(FuzzRegressions, TensorFileWithoutValuesIsRefusedBeforeAllocating) {
+  const std::string msg = testing::user_error_of([] { (void)read_tensor_file(fuzz_input("tensor_large_shape_no_data.pb").string()); });
+  EXPECT_NE(msg.find("holds 0 values but its shape 1194691x112 needs 133805392"), std::string::npos) << msg;
+  // The same with 2^40 int64 values (8 TiB): the allocation itself failed (std::bad_alloc).
+  Scratch s("dc_fuzz_tensor_huge");
+  const std::string huge("\x10\x07\x0a\x06\x80\x80\x40\x80\x80\x40", 10);  // data_type 7, dims [2^20, 2^20]
+  EXPECT_NE(testing::user_error_of([&] { (void)read_tensor_file(s.write("input_0.pb", huge)); })
+                .find("holds 0 values"),
+            std::string::npos);
+}
+
+// External data: a non-numeric offset threw std::invalid_argument (std::stoll); a file too
+// short for a huge shape was found out only after allocating the tensor (std::bad_alloc).
+TEST(FuzzRegressions, ExternalDataIsCheckedBeforeAllocating) {
+  Scratch s("dc_fuzz_tensor_external");
+  s.write("w.bin", "abcd");
+  const std::string location("\x6a\x11\x0a\x08location\x12\x05w.bin", 19);
+  const std::string external("\x70\x01", 2);
+  const std::string bad_offset = std::string("\x10\x01\x0a\x01\x01", 5) + location +
+                                 std::string("\x6a\x0d\x0a\x06offset\x12\x03" "abc", 15) + external;
+  EXPECT_NE(testing::user_error_of([&] { (void)read_tensor_file(s.write("input_0.pb", bad_offset)); })
+                .find("external-data offset 'abc', which is not an integer"),
+            std::string::npos);
+  const std::string huge = std::string("\x10\x01\x0a\x06\x80\x80\x40\x80\x80\x40", 10) + location + external;
+  EXPECT_NE(testing::user_error_of([&] { (void)read_tensor_file(s.write("input_1.pb", huge)); })
+                .find("is too short (needs 4398046511104 bytes at offset 0)"),
+            std::string::npos);
+  // A tensor that fits still reads.
+  const std::string one = std::string("\x10\x01\x0a\x01\x01", 5) + location + external;
+  const NamedTensor t = read_tensor_file(s.write("input_2.pb", one));
+  ASSERT_EQ(t.value.numel(), 1);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(t.value.raw()), 4), "abcd");
+}
+
+// fuzz_tune_config: a mapping as a key (`{}: ...`) made yaml-cpp's as<std::string>() throw
+// BadConversion, which escaped as a non-UserError.
+TEST(FuzzRegressions, TuneConfigKeysMustBeNames) {
+  std::ifstream in(fuzz_input("tune_config_mapping_key.yaml"));
+  const std::string found((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(found.empty());
+  for (const std::string& text : {found, std::string("{a: 1}: 2\n"), std::string("calibration: {[h100]: {conv: 1}}\n"),
+                                  std::string("calibration: {h100: {~: 1}}\n"), std::string("precisions: [{a: 1}]\n")}) {
+    PlanOptions opts;
+    const std::string msg = testing::user_error_of([&] { parse_tune_config(text, "c.yaml", &opts); });
+    EXPECT_NE(msg.find("c.yaml"), std::string::npos) << text;
+    EXPECT_NE(msg.find("expected a name, not"), std::string::npos) << text << " -> " << msg;
+  }
+}
+
+// fuzz_db_import: a UTF-16 SQLite file could not be attached (SQLITE_ERROR), an InternalError.
+TEST(FuzzRegressions, ImportOfAUtf16DbIsAUserError) {
+  Scratch s("dc_fuzz_db_utf16");
+  const std::string other = (s.dir / "utf16.db").string();
+  {
+    sqlite::Connection c(other, false);
+    c.exec("PRAGMA encoding = 'UTF-16le'");
+    c.exec("CREATE TABLE t(x)");
+  }
+  sqlite::Connection into = open_tuning_connection((s.dir / "into.db").string(), false);
+  const std::string msg = testing::user_error_of([&] { (void)merge_tuning_db(into, other); });
+  EXPECT_NE(msg.find("cannot import '" + other + "': SQLite cannot attach it"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("text encoding"), std::string::npos) << msg;
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM imports"), 0);
+}
+
+}  // namespace
+}  // namespace dc
