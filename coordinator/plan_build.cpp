@@ -65,7 +65,7 @@ std::vector<size_t> cluster_order(const Graph& g, const std::vector<Candidate>& 
 // Builds tensors, steps and modules; one pass over the clusters in execution order.
 class Assembler {
  public:
-  Assembler(const Graph& g, ExecPlan& p) : g_(g), p_(p) {
+  Assembler(const Graph& g, ExecPlan& p) : g_(g), consumers_(g.consumers()), p_(p) {
     for (const auto& name : g.inputs) {
       DC_USER_CHECK(std::find(g.outputs.begin(), g.outputs.end(), name) == g.outputs.end(),
                     "model input '", name, "' is also a model output: dc plans need every output computed by a kernel");
@@ -79,7 +79,7 @@ class Assembler {
   }
 
   void add_step(const Candidate& cand, const StepChoice& choice) {
-    const Workload w = make_workload(g_, cand.nodes, cand.kind);
+    const Workload w = make_workload(g_, cand.nodes, cand.kind, &consumers_);
     const std::string key = choice.variant ? choice.variant->key() : "reference";
     const int step_index = static_cast<int>(p_.steps.size());
     PlanStep step;
@@ -183,6 +183,7 @@ class Assembler {
   }
 
   const Graph& g_;
+  const std::map<std::string, std::vector<size_t>> consumers_;  // once, not per step
   ExecPlan& p_;
   std::map<std::string, int> ids_;
   std::map<std::pair<std::string, std::string>, int> modules_;

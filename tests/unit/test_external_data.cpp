@@ -19,31 +19,14 @@
 #include "plan_build.h"
 #include "ref/executor.h"
 #include "testing.h"
+#include "tuning_db_testing.h"
 
 namespace dc {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh folder per test, removed at the end.
-class Folder {
- public:
-  Folder() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            (std::string("dc_ext_") + info->test_suite_name() + "_" + info->name() + "_" + std::to_string(::getpid()));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~Folder() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using Folder = testing::TempDir;  // a fresh folder per test, removed at the end
 
 void write_bytes(const std::string& path, const void* data, size_t n, uint64_t offset = 0) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
