@@ -393,8 +393,9 @@ WorkloadSet dedupe_workloads(const Graph& g, const std::vector<Candidate>& candi
   WorkloadSet set;
   std::map<std::string, size_t> by_signature;
   set.candidate_workload.reserve(candidates.size());
+  const auto consumers = g.consumers();
   for (const auto& cand : candidates) {
-    Workload w = make_workload(g, cand.nodes, cand.kind);
+    Workload w = make_workload(g, cand.nodes, cand.kind, &consumers);
     auto [it, fresh] = by_signature.emplace(w.signature, set.workloads.size());
     if (fresh) set.workloads.push_back(std::move(w));
     set.candidate_workload.push_back(it->second);

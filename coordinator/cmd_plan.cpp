@@ -1,15 +1,19 @@
 // dc-coordinator plan MODEL.onnx --gpus LIST [--json]: the estimate-only plan per GPU type
 // (candidates, workloads, variants before/after pruning, best estimate and binding
 // resource, the least-time cover). The JSON form is documented in docs/plan-json.md.
+#include <chrono>
 #include <iostream>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "cli.h"
 #include "gpu/gpu_catalog.h"
 #include "ir/json_writer.h"
 #include "model_loader.h"
+#include "plan/plan_io.h"
+#include "plan_build.h"
 #include "plan_estimate.h"
 #include "tune_config.h"
 
@@ -135,10 +139,20 @@ void print_json(const std::string& path, const Graph& g, const ModelPlan& p,
   std::cout << "\n";
 }
 
+// `plan --out DIR`: the least-estimate cover as a runnable plan, timed (weights.bin is
+// streamed from the model's files: docs/bench/scale.md).
+void write_estimated_plan(const Graph& g, const ModelPlan& plan, const PlanOptions& opts, const std::string& dir) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ExecPlan exec = build_estimated_plan(g, plan, 0, opts);
+  write_plan(exec, dir);
+  spdlog::info("wrote the estimate-only plan ({} steps) to {} in {:.3f} s", exec.steps.size(), dir,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
 }  // namespace
 
 int cmd_plan(const std::vector<std::string>& args) {
-  std::string model, gpu_list, config;
+  std::string model, gpu_list, config, out_dir;
   std::vector<std::string> shapes;
   bool json = false, all = false;
   PlanOptions opts;
@@ -151,6 +165,8 @@ int cmd_plan(const std::vector<std::string>& args) {
       ("help,h", "this text")
       ("gpus", po::value(&gpu_list), "comma-separated GPU types, e.g. h100,a100 (see --list-gpus)")
       ("json", po::bool_switch(&json), "print the whole plan as JSON (docs/plan-json.md)")
+      ("out", po::value(&out_dir), "also write the estimate-only plan directory (plan.json, kernels.cu, "
+       "weights.bin; docs/plan-format.md) for dc-run; one GPU type")
       ("all", po::bool_switch(&all), "text form: list every candidate, not only the chosen ones")
       ("config", po::value(&config), "tuning configuration YAML (examples/tune.yaml); flags override it")
       ("within", po::value<double>(), "pruning: keep variants within this factor of the best "
@@ -181,7 +197,10 @@ int cmd_plan(const std::vector<std::string>& args) {
   ImportOptions import_opts;
   import_opts.input_shapes = parse_shape_flags(shapes);
   const LoadedModel m = load_model(load_onnx(model), import_opts, /*simplify=*/true, opts.precision);
+  DC_USER_CHECK(out_dir.empty() || gpus.size() == 1, "--out writes the plan of one GPU type; got ",
+                gpus.size(), " in --gpus");
   const ModelPlan plan = plan_by_estimate(m.simplified, gpus, opts);
+  if (!out_dir.empty()) write_estimated_plan(m.simplified, plan, opts, out_dir);
   if (json) print_json(model, m.simplified, plan, opts, m.precision_notes);
   else print_text(model, m.simplified, plan, all, opts, m.precision_notes);
   return kExitOk;

@@ -65,7 +65,7 @@ std::vector<size_t> cluster_order(const Graph& g, const std::vector<Candidate>& 
 // Builds tensors, steps and modules; one pass over the clusters in execution order.
 class Assembler {
  public:
-  Assembler(const Graph& g, ExecPlan& p) : g_(g), p_(p) {
+  Assembler(const Graph& g, ExecPlan& p) : g_(g), consumers_(g.consumers()), p_(p) {
     for (const auto& name : g.inputs) {
       DC_USER_CHECK(std::find(g.outputs.begin(), g.outputs.end(), name) == g.outputs.end(),
                     "model input '", name, "' is also a model output: dc plans need every output computed by a kernel");
@@ -79,7 +79,7 @@ class Assembler {
   }
 
   void add_step(const Candidate& cand, const StepChoice& choice) {
-    const Workload w = make_workload(g_, cand.nodes, cand.kind);
+    const Workload w = make_workload(g_, cand.nodes, cand.kind, &consumers_);
     const std::string key = choice.variant ? choice.variant->key() : "reference";
     const int step_index = static_cast<int>(p_.steps.size());
     PlanStep step;
@@ -183,6 +183,7 @@ class Assembler {
   }
 
   const Graph& g_;
+  const std::map<std::string, std::vector<size_t>> consumers_;  // once, not per step
   ExecPlan& p_;
   std::map<std::string, int> ids_;
   std::map<std::pair<std::string, std::string>, int> modules_;
@@ -255,29 +256,32 @@ ExecPlan build_tuned_plan(const TuneResult& r, const GpuTuneResult& g) {
 
 ExecPlan build_estimated_plan(const Graph& simplified, const GpuSpec& gpu, const PlanOptions& opts,
                               bool reference_only) {
+  if (!reference_only) return build_estimated_plan(simplified, plan_by_estimate(simplified, {&gpu}, opts), 0, opts);
   std::vector<StepChoice> choices;
-  std::vector<Candidate> candidates;
-  if (reference_only) {
-    candidates = generate_candidates(simplified);  // singletons first, in node order
-    for (size_t n = 0; n < simplified.nodes.size(); ++n) choices.push_back({n, std::nullopt, 0, 0});
-  } else {
-    ModelPlan mp = plan_by_estimate(simplified, {&gpu}, opts);
-    const GpuPlan& gp = mp.gpus.at(0);
-    for (size_t c : gp.cover.chosen) {
-      const WorkloadEstimate& we = gp.workloads[mp.workload_set.candidate_workload[c]];
-      StepChoice pc{c, std::nullopt, 0, 0};
-      if (!we.kept.empty()) {
-        pc.variant = we.kept.front().variant;
-        pc.estimated_us = we.kept.front().estimate.seconds * 1e6;
-      }
-      choices.push_back(std::move(pc));
-    }
-    candidates = std::move(mp.candidates);
-  }
+  for (size_t n = 0; n < simplified.nodes.size(); ++n) choices.push_back({n, std::nullopt, 0, 0});
   PlanOrigin origin;
   origin.gpu = &gpu;
   origin.precision = opts.precision;
-  return assemble_plan(simplified, candidates, choices, origin);
+  return assemble_plan(simplified, generate_candidates(simplified), choices, origin);  // singletons first
+}
+
+ExecPlan build_estimated_plan(const Graph& simplified, const ModelPlan& mp, size_t gpu_index,
+                              const PlanOptions& opts) {
+  const GpuPlan& gp = mp.gpus.at(gpu_index);
+  std::vector<StepChoice> choices;
+  for (size_t c : gp.cover.chosen) {
+    const WorkloadEstimate& we = gp.workloads[mp.workload_set.candidate_workload[c]];
+    StepChoice pc{c, std::nullopt, 0, 0};
+    if (!we.kept.empty()) {
+      pc.variant = we.kept.front().variant;
+      pc.estimated_us = we.kept.front().estimate.seconds * 1e6;
+    }
+    choices.push_back(std::move(pc));
+  }
+  PlanOrigin origin;
+  origin.gpu = gp.gpu;
+  origin.precision = opts.precision;
+  return assemble_plan(simplified, mp.candidates, choices, origin);
 }
 
 std::vector<std::string> describe_weight_transforms(const Graph& imported, const Graph& simplified) {

@@ -53,6 +53,9 @@ ExecPlan build_tuned_plan(const TuneResult& r, const GpuTuneResult& g);
 // `reference_only`: every node alone with its reference kernel instead.
 ExecPlan build_estimated_plan(const Graph& simplified, const GpuSpec& gpu,
                               const PlanOptions& opts = {}, bool reference_only = false);
+// The same from an estimate already made (`plan --out`): GPU type `gpu_index` of `mp`.
+ExecPlan build_estimated_plan(const Graph& simplified, const ModelPlan& mp, size_t gpu_index,
+                              const PlanOptions& opts);
 
 // "BatchNormalization x53 folded into Conv weights", ...: the rewrites simplification made,
 // from the op counts of the imported and the simplified graph.

@@ -14,8 +14,8 @@ a second. OUTDIR/MANIFEST.txt has one line per model file, three fields separate
   needle  the rest of the line (it may hold spaces): text the error message must contain,
           compared case-insensitively; "-" for none.
 
-Lines starting with '#' are comments. weights.bin is not listed: it is the external-data
-file of ext_data.onnx. The script checks its own expectations where the Python onnx
+Lines starting with '#' are comments. weights.bin and short_weights.bin are not listed: they are the
+external-data files of the ext_data*.onnx models. The script checks its own expectations where the Python onnx
 package can (files that must not parse, files that must pass the ONNX checker), so a
 changed tiny_cnn that breaks the corpus fails here rather than in the C++ tests.
 Needs /usr/bin/python3 (Debian's, with onnx).
@@ -220,6 +220,30 @@ def add_external_data(corpus, base):
             if entry.key == "location":
                 entry.value = "missing_weights.bin"
     corpus.add_model("ext_data_missing.onnx", m, "error", "missing_weights.bin")
+
+    # The same tensors pointing at a shorter file, out of the model's folder, at a
+    # non-numeric offset, with a wrong length, at a directory.
+    with open(corpus.path("weights.bin"), "rb") as f:
+        data = f.read()
+    with open(corpus.path("short_weights.bin"), "wb") as f:
+        f.write(data[: len(data) // 2])
+
+    def variant(name, needle, **entries):
+        v = copy.deepcopy(m)
+        for t in v.graph.initializer:
+            for entry in t.external_data:
+                if entry.key in entries:
+                    entry.value = entries[entry.key](entry.value)
+        corpus.add_model(name, v, "error", needle)
+
+    variant("ext_data_short.onnx", "too short", location=lambda _: "short_weights.bin")
+    variant("ext_data_escapes.onnx", "outside the model's folder", location=lambda _: "../weights.bin")
+    variant("ext_data_absolute.onnx", "outside the model's folder", location=lambda _: "/etc/passwd")
+    variant("ext_data_bad_offset.onnx", "not a non-negative integer", location=lambda _: "weights.bin",
+            offset=lambda _: "12abc")
+    variant("ext_data_bad_length.onnx", "does not match", location=lambda _: "weights.bin",
+            length=lambda v: str(int(v) + 4))
+    variant("ext_data_directory.onnx", "not a regular file", location=lambda _: ".")
 
 
 def add_opsets(corpus, base):

@@ -58,6 +58,12 @@ add_test(NAME plan_bert_base COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/ch
 set_tests_properties(plan_resnet50 plan_mobilenetv2 plan_bert_base PROPERTIES LABELS long
   FIXTURES_REQUIRED exported_models TIMEOUT 600)
 
+# Issue 17: a decoder with 2.6 GB of external data imports, plans and writes a plan with a
+# peak RSS under a quarter of its weights (tests/cli/check_scale.py; about 1 minute).
+add_test(NAME scale_external_data COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_scale.py
+  ${DC_COORD} ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR})
+set_tests_properties(scale_external_data PROPERTIES LABELS long TIMEOUT 600)
+
 # tune end to end with emulated workers (tests/cli/check_tune.py): a cold tune, the same
 # command again (nothing measured), and a run SIGKILLed mid-way then resumed, on the local
 # farm of dc-worker processes (NVRTC compiles: about a minute on 2 cores).

@@ -149,6 +149,26 @@ std::vector<int> weights_by_offset(const ExecPlan& p) {
   return ids;
 }
 
+// One weight's bytes. A file-backed weight (an import's external data) is copied from its
+// file in chunks, never made resident: writing a plan of a model with billions of
+// parameters takes no more memory than one chunk.
+void write_weight_bytes(std::ofstream& out, const Tensor& value, Fnv1a& fnv) {
+  const size_t n = value.nbytes();
+  if (value.resident()) {
+    const auto* bytes = reinterpret_cast<const char*>(value.raw());
+    if (n > 0) out.write(bytes, static_cast<std::streamsize>(n));
+    fnv.update(bytes, n);
+    return;
+  }
+  std::vector<char> chunk(std::min<size_t>(n, size_t{8} << 20));
+  for (size_t from = 0; from < n; from += chunk.size()) {
+    const size_t m = std::min(chunk.size(), n - from);
+    value.copy_bytes(from, m, chunk.data());
+    out.write(chunk.data(), static_cast<std::streamsize>(m));
+    fnv.update(chunk.data(), m);
+  }
+}
+
 FileSum write_weights(const ExecPlan& p, const fs::path& path) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   DC_USER_CHECK(out.is_open(), "cannot write '", path.string(), "'");
@@ -163,9 +183,7 @@ FileSum write_weights(const ExecPlan& p, const fs::path& path) {
       fnv.update(zeros.data(), n);
       gap -= static_cast<int64_t>(n);
     }
-    const auto* bytes = reinterpret_cast<const char*>(p.values[static_cast<size_t>(id)].raw());
-    if (t.bytes() > 0) out.write(bytes, t.bytes());
-    fnv.update(bytes, static_cast<size_t>(t.bytes()));
+    write_weight_bytes(out, p.values[static_cast<size_t>(id)], fnv);
     pos = t.offset + t.bytes();
   }
   out.flush();
@@ -176,7 +194,7 @@ FileSum write_weights(const ExecPlan& p, const fs::path& path) {
 // Reads stream bytes [pos, end) into `dst` (or a bounce buffer when dst is null) and
 // checksums them.
 void read_range(std::istream& in, int64_t n, char* dst, Fnv1a& fnv, const std::string& path) {
-  std::array<char, 1 << 16> bounce;
+  std::vector<char> bounce(dst ? 0 : size_t{1} << 20);
   while (n > 0) {
     const auto chunk = dst ? n : std::min<int64_t>(n, bounce.size());
     char* to = dst ? dst : bounce.data();
@@ -200,22 +218,20 @@ std::vector<Tensor> read_weights(const ExecPlan& p, const FileSum& want, const s
     DC_USER_CHECK(t.offset + t.bytes() <= size, path, ": tensors[", id, "] '", t.name, "' (bytes ", t.offset,
                   "..", t.offset + t.bytes(), ") lies beyond the end of the file (", size, " bytes)");
   }
+  // The checksum pass reads the file through a small buffer; the weights themselves are
+  // file-backed tensors, read when a backend uploads them (in chunks: backend_cuda.cpp).
   std::ifstream in(path, std::ios::binary);
   DC_USER_CHECK(in.is_open(), path, ": cannot open");
-  std::vector<Tensor> values(p.tensors.size());
   Fnv1a fnv;
-  int64_t pos = 0;
-  for (int id : ids) {
-    const PlanTensor& t = p.tensors[static_cast<size_t>(id)];
-    read_range(in, t.offset - pos, nullptr, fnv, path);
-    Tensor v(t.dtype, t.shape);
-    read_range(in, t.bytes(), reinterpret_cast<char*>(v.raw_mutable()), fnv, path);
-    values[static_cast<size_t>(id)] = std::move(v);
-    pos = t.offset + t.bytes();
-  }
-  read_range(in, size - pos, nullptr, fnv, path);
+  read_range(in, size, nullptr, fnv, path);
   DC_USER_CHECK(fnv.hex() == want.fnv1a, path, ": checksum ", fnv.hex(), " differs from plan.json's ",
                 want.fnv1a, " (modified)");
+  const std::string file = fs::absolute(path).string();
+  std::vector<Tensor> values(p.tensors.size());
+  for (int id : ids) {
+    const PlanTensor& t = p.tensors[static_cast<size_t>(id)];
+    values[static_cast<size_t>(id)] = Tensor::from_file(t.dtype, t.shape, file, static_cast<uint64_t>(t.offset));
+  }
   return values;
 }
 

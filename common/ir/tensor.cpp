@@ -28,6 +28,22 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
   buf_ = allocate(nbytes());
 }
 
+Tensor Tensor::from_file(DType dtype, Shape shape, const std::string& path, uint64_t offset) {
+  DC_INTERNAL_CHECK(dtype != DType::undefined, "tensor of undefined dtype");
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.file_ = std::make_shared<FileBytes>(path, offset, t.nbytes());
+  return t;
+}
+
+void Tensor::copy_bytes(size_t from, size_t n, void* dst) const {
+  DC_INTERNAL_CHECK(from <= nbytes() && n <= nbytes() - from, "copy_bytes beyond the tensor");
+  if (n == 0) return;
+  if (file_) file_->copy_to(from, n, dst);
+  else std::memcpy(dst, buf_.get() + from, n);
+}
+
 Tensor Tensor::reshaped(Shape shape) const {
   DC_INTERNAL_CHECK(shape_numel(shape) == numel(), "reshape ", shape_str(shape_), " to ",
                     shape_str(shape));
@@ -39,7 +55,7 @@ Tensor Tensor::reshaped(Shape shape) const {
 Tensor Tensor::clone() const {
   if (!defined()) return {};
   Tensor t(dtype_, shape_);
-  std::memcpy(t.buf_.get(), buf_.get(), nbytes());
+  copy_bytes(0, nbytes(), t.buf_.get());
   return t;
 }
 

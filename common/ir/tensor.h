@@ -1,6 +1,8 @@
 // A dense, row-major tensor value: dtype, static shape and a shared, 64-byte aligned buffer.
 // Copies share the buffer (cheap to pass around); kernels write only into tensors they
 // created, so a shared buffer is never mutated behind another holder's back.
+// A file-backed tensor (from_file: weights on disk) reads its bytes at the first data()
+// or raw() call, once for all its copies; copy_bytes() reads them without doing so.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +13,7 @@
 
 #include "ir/dtype.h"
 #include "ir/error.h"
+#include "ir/file_bytes.h"
 #include "ir/shape.h"
 
 namespace dc {
@@ -46,6 +49,9 @@ class Tensor {
   }
   template <class T>
   static Tensor scalar(T v) { return from_vector<T>({}, {v}); }
+  // Bytes [offset, offset + nbytes) of `path`, read when first needed. The caller has
+  // checked that the file holds them (onnx/external_data.h, plan/plan_io.h).
+  static Tensor from_file(DType dtype, Shape shape, const std::string& path, uint64_t offset);
 
   bool defined() const { return dtype_ != DType::undefined; }
   DType dtype() const { return dtype_; }
@@ -58,15 +64,19 @@ class Tensor {
   template <class T>
   const T* data() const {
     check_type(dtype_of<T>::value);
-    return reinterpret_cast<const T*>(buf_.get());
+    return reinterpret_cast<const T*>(bytes());
   }
   template <class T>
   T* mutable_data() {
     check_type(dtype_of<T>::value);
-    return reinterpret_cast<T*>(buf_.get());
+    return reinterpret_cast<T*>(bytes());
   }
-  const std::byte* raw() const { return buf_.get(); }
-  std::byte* raw_mutable() { return buf_.get(); }
+  const std::byte* raw() const { return bytes(); }
+  std::byte* raw_mutable() { return bytes(); }
+  // False only for a file-backed tensor whose bytes have not been read yet.
+  bool resident() const { return !file_ || file_->resident(); }
+  // Bytes [from, from + n) into dst, without reading the rest of a file-backed tensor.
+  void copy_bytes(size_t from, size_t n, void* dst) const;
 
   // Same buffer, new shape of equal element count.
   Tensor reshaped(Shape shape) const;
@@ -85,9 +95,11 @@ class Tensor {
     DC_INTERNAL_CHECK(dtype_ == want, "tensor of dtype ", dtype_name(dtype_), " accessed as ",
                       dtype_name(want));
   }
+  std::byte* bytes() const { return file_ ? file_->bytes() : buf_.get(); }
   DType dtype_ = DType::undefined;
   Shape shape_;
   std::shared_ptr<std::byte[]> buf_;
+  std::shared_ptr<FileBytes> file_;  // set instead of buf_ for a file-backed tensor
 };
 
 // IEEE half and bfloat16 conversions (round to nearest even).

@@ -218,7 +218,8 @@ std::string fnv1a_hex(const std::string& text) {
   return buf;
 }
 
-Workload make_workload(const Graph& g, const std::vector<size_t>& nodes_in, ClusterKind kind) {
+Workload make_workload(const Graph& g, const std::vector<size_t>& nodes_in, ClusterKind kind,
+                       const std::map<std::string, std::vector<size_t>>* known_consumers) {
   DC_INTERNAL_CHECK(!nodes_in.empty(), "make_workload of an empty cluster");
   std::vector<size_t> nodes = nodes_in;
   std::sort(nodes.begin(), nodes.end());
@@ -269,7 +270,9 @@ Workload make_workload(const Graph& g, const std::vector<size_t>& nodes_in, Clus
   auto name_of = [&](const std::string& t) { return names.at(t); };
 
   // Outputs: read outside the cluster, a graph output, or read by nobody.
-  const auto consumers = g.consumers();
+  std::map<std::string, std::vector<size_t>> own_consumers;
+  if (!known_consumers) own_consumers = g.consumers();
+  const auto& consumers = known_consumers ? *known_consumers : own_consumers;
   const std::set<std::string> graph_outputs(g.outputs.begin(), g.outputs.end());
   std::vector<std::string> outputs;
   for (const auto& t : produced_order) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -51,7 +52,10 @@ struct Workload {
 // one element (an epsilon, a GELU constant, a Clip bound) or integer/bool (a Reshape
 // target, axes, indices). A per-channel bias of 16 floats is a weight, not structure.
 // Outputs: cluster tensors read outside the cluster, graph outputs, and tensors nobody reads.
-Workload make_workload(const Graph& g, const std::vector<size_t>& nodes, ClusterKind kind);
+// `consumers`: g.consumers(), when the caller cuts many clusters out of one graph (computing
+// it per cluster made planning quadratic in the node count: docs/bench/scale.md).
+Workload make_workload(const Graph& g, const std::vector<size_t>& nodes, ClusterKind kind,
+                       const std::map<std::string, std::vector<size_t>>* consumers = nullptr);
 
 // True if make_workload keeps this initializer as a constant (see above).
 bool is_structural_constant(const Tensor& t);

@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ir/error.h"
+#include "ir/file_bytes.h"
 #include "onnx/static_shapes.h"
 #include "onnx/tensor_proto.h"
 #include "ref/executor.h"
@@ -221,15 +222,53 @@ void check_inputs_defined(const onnx::GraphProto& g) {
                     "', which no node, graph input or initializer defines (a missing initializer?)");
 }
 
-// Reads external-data initializers (from the model's folder, with dc's path checks) into
-// the proto, so that the checker and shape inference never look relative to the cwd.
-void inline_external_data(onnx::GraphProto& g, const std::string& model_dir) {
-  for (auto& t : *g.mutable_initializer()) {
-    if (t.data_location() != onnx::TensorProto::EXTERNAL) continue;
-    const Tensor value = tensor_from_proto(t, model_dir);
-    const std::string name = t.name();  // tensor_to_proto clears t first
-    tensor_to_proto(value, name, &t);
+// External-data initializers up to this size are read into the proto, so that ONNX's
+// shape inference sees their values (shape operands are tiny); larger ones stay on disk.
+constexpr size_t kInlineExternalBytes = size_t{64} << 10;
+
+// Takes the large external-data initializers out of the proto (with dc's path and size
+// checks, relative to the model's folder), as file-backed tensors that are read only when
+// a value is needed, and declares each as a typed graph input instead, so that the checker
+// and shape inference neither look for files relative to the cwd nor read the weights.
+// Small ones are read into the proto. Initializers whose raw_data load_onnx left in the
+// model file (`in_file`) become file-backed tensors of `model_path` the same way.
+std::map<std::string, Tensor> detach_external_data(onnx::GraphProto& g, const std::string& model_dir,
+                                                   const std::map<int, FileSlice>& in_file,
+                                                   const std::string& model_path) {
+  std::map<std::string, Tensor> on_disk;
+  std::set<std::string> declared;
+  for (const auto& v : g.input()) declared.insert(v.name());
+  auto& inits = *g.mutable_initializer();
+  int kept = 0;
+  for (int i = 0; i < inits.size(); ++i) {
+    onnx::TensorProto& t = inits[i];
+    const auto slice = in_file.find(i);
+    if (slice != in_file.end() || t.data_location() == onnx::TensorProto::EXTERNAL) {
+      const std::string name = t.name();
+      DC_USER_CHECK(!name.empty(), "the model has an initializer without a name");
+      Tensor value = slice != in_file.end()
+                         ? tensor_in_file(t, model_path, slice->second.offset, slice->second.bytes)
+                         : tensor_from_proto(t, model_dir);
+      if (value.nbytes() <= kInlineExternalBytes) {
+        tensor_to_proto(value, name, &t);
+      } else {
+        if (declared.insert(name).second) {
+          auto* in = g.add_input();
+          in->set_name(name);
+          auto* tt = in->mutable_type()->mutable_tensor_type();
+          tt->set_elem_type(t.data_type());
+          auto* shape = tt->mutable_shape();
+          for (int64_t d : t.dims()) shape->add_dim()->set_dim_value(d);
+        }
+        on_disk.emplace(name, std::move(value));
+        continue;
+      }
+    }
+    if (kept != i) inits.SwapElements(kept, i);
+    ++kept;
   }
+  inits.DeleteSubrange(kept, inits.size() - kept);
+  return on_disk;
 }
 
 void run_checker(const onnx::ModelProto& m) {
@@ -276,11 +315,15 @@ void normalize_for_opset(Node& n, int64_t opset) {
   }
 }
 
-Graph convert(onnx::ModelProto& m, const std::string& model_dir) {
+Graph convert(onnx::ModelProto& m, const std::string& model_dir, std::map<std::string, Tensor> on_disk) {
   auto& gp = *m.mutable_graph();
   Graph g;
   g.name = gp.name();
   g.opset = default_opset(m);
+  for (auto& [name, value] : on_disk) {
+    g.tensors[name] = {value.dtype(), value.shape()};
+    g.initializers.emplace(name, std::move(value));
+  }
 
   for (auto& t : *gp.mutable_initializer()) {
     DC_USER_CHECK(!t.name().empty(), "the model has an initializer without a name");
@@ -369,8 +412,9 @@ void check_nodes(const Graph& g) {
 
 }  // namespace
 
-OnnxModel::OnnxModel(std::unique_ptr<onnx::ModelProto> proto, std::string path)
-    : proto_(std::move(proto)), path_(std::move(path)) {}
+OnnxModel::OnnxModel(std::unique_ptr<onnx::ModelProto> proto, std::string path,
+                     std::map<int, FileSlice> raw_data_in_file)
+    : proto_(std::move(proto)), path_(std::move(path)), raw_data_in_file_(std::move(raw_data_in_file)) {}
 OnnxModel::OnnxModel(OnnxModel&&) noexcept = default;
 OnnxModel& OnnxModel::operator=(OnnxModel&&) noexcept = default;
 OnnxModel::~OnnxModel() = default;
@@ -413,18 +457,18 @@ OnnxModel load_onnx(const std::string& path) {
   DC_USER_CHECK(size > 0, "'", path, "' is empty, not an ONNX model");
   DC_USER_CHECK(size < (uint64_t{2} << 30), "'", path,
                 "' is larger than 2 GiB; store the weights as ONNX external data");
-  std::ifstream in(path, std::ios::binary);
-  DC_USER_CHECK(in.good(), "cannot open '", path, "'");
-  std::string bytes(size, '\0');
-  in.read(bytes.data(), static_cast<std::streamsize>(size));
-  DC_USER_CHECK(in.gcount() == static_cast<std::streamsize>(size), "cannot read '", path, "'");
-
+  const MappedFile file(path);
   auto proto = std::make_unique<onnx::ModelProto>();
-  DC_USER_CHECK(proto->ParseFromString(bytes), "'", path,
+  std::map<int, FileSlice> raw_data_in_file;
+  auto slim = slim_model(file.data(), file.size(), kInlineExternalBytes);
+  const bool parsed = slim ? proto->ParseFromString(slim->proto)
+                           : proto->ParseFromArray(file.data(), static_cast<int>(file.size()));
+  DC_USER_CHECK(parsed, "'", path,
                 "' is not an ONNX model (protobuf parsing fails: truncated or not a ModelProto)");
   DC_USER_CHECK(proto->has_graph() && proto->opset_import_size() > 0, "'", path,
                 "' is not an ONNX model (no graph or no opset_import)");
-  return OnnxModel(std::move(proto), path);
+  if (slim) raw_data_in_file = std::move(slim->raw_data);
+  return OnnxModel(std::move(proto), path, std::move(raw_data_in_file));
 }
 
 Graph import_onnx(OnnxModel model, const ImportOptions& opts) {
@@ -437,10 +481,11 @@ Graph import_onnx(OnnxModel model, const ImportOptions& opts) {
   check_static_inputs(m.graph());
   check_inputs_defined(m.graph());
   check_acyclic(m.graph());
-  inline_external_data(*m.mutable_graph(), model_dir);
+  auto on_disk = detach_external_data(*m.mutable_graph(), model_dir, model.raw_data_in_file(),
+                                      fs::absolute(model.path()).string());
   run_checker(m);
   run_shape_inference(m);
-  Graph g = convert(m, model_dir);
+  Graph g = convert(m, model_dir, std::move(on_disk));
   g = topo_sort(std::move(g));
   complete_shapes(g, m.graph());
   check_nodes(g);

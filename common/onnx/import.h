@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "onnx/proto_scan.h"
 
 namespace onnx {
 class ModelProto;
@@ -34,7 +35,9 @@ struct ModelInput {
 // A parsed ONNX model, not yet checked or converted.
 class OnnxModel {
  public:
-  OnnxModel(std::unique_ptr<onnx::ModelProto> proto, std::string path);
+  // raw_data_in_file: initializers whose raw_data load_onnx left in the file (proto_scan.h).
+  OnnxModel(std::unique_ptr<onnx::ModelProto> proto, std::string path,
+            std::map<int, FileSlice> raw_data_in_file = {});
   OnnxModel(OnnxModel&&) noexcept;
   OnnxModel& operator=(OnnxModel&&) noexcept;
   ~OnnxModel();
@@ -48,10 +51,13 @@ class OnnxModel {
   std::vector<std::string> shape_inputs() const;
 
   onnx::ModelProto& proto() { return *proto_; }
+  // graph.initializer index -> where its raw_data lies in path() (read when needed).
+  const std::map<int, FileSlice>& raw_data_in_file() const { return raw_data_in_file_; }
 
  private:
   std::unique_ptr<onnx::ModelProto> proto_;
   std::string path_;
+  std::map<int, FileSlice> raw_data_in_file_;
 };
 
 struct ImportOptions {
@@ -61,7 +67,8 @@ struct ImportOptions {
   std::map<std::string, Tensor> bind_constants;
 };
 
-// Reads and parses an ONNX file. UserError: missing, unreadable, empty, not ONNX.
+// Reads and parses an ONNX file. UserError: missing, unreadable, empty, not ONNX. Large
+// initializers' raw_data (>= 64 KiB) is not read: import makes them file-backed tensors.
 OnnxModel load_onnx(const std::string& path);
 
 // Checks (onnx::checker), infers shapes (onnx::shape_inference), converts to a Graph and

@@ -1,66 +1,16 @@
 #include "onnx/tensor_proto.h"
 
-#include <charconv>
-#include <filesystem>
-#include <fstream>
+#include <optional>
 
 #include "ir/error.h"
+#include "onnx/external_data.h"
 
 namespace dc {
-
-namespace fs = std::filesystem;
 
 namespace {
 
 std::string tensor_label(const onnx::TensorProto& p) {
   return p.name().empty() ? std::string("tensor") : "tensor '" + p.name() + "'";
-}
-
-// An external-data entry's integer value (offset, length); UserError unless it is one.
-int64_t external_int(const onnx::TensorProto& p, const std::string& key, const std::string& value) {
-  int64_t v = 0;
-  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-  DC_USER_CHECK(ec == std::errc() && end == value.data() + value.size(), tensor_label(p),
-                " has external-data ", key, " '", value, "', which is not an integer");
-  return v;
-}
-
-// The tensor stored as `nbytes` bytes at `offset` of an external data file. The file is
-// checked to hold them before the tensor is allocated (a corrupt shape must not allocate).
-Tensor read_external(const onnx::TensorProto& p, const std::string& model_dir, DType dtype,
-                     const Shape& shape, size_t nbytes) {
-  std::string location;
-  int64_t offset = 0, length = -1;
-  for (const auto& kv : p.external_data()) {
-    if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = external_int(p, kv.key(), kv.value());
-    else if (kv.key() == "length") length = external_int(p, kv.key(), kv.value());
-  }
-  DC_USER_CHECK(!location.empty(), tensor_label(p), " has external data without a location");
-  DC_USER_CHECK(offset >= 0, tensor_label(p), " has a negative external-data offset");
-  const fs::path base = fs::weakly_canonical(fs::path(model_dir.empty() ? "." : model_dir));
-  const fs::path file = fs::weakly_canonical(base / location);
-  const auto rel = file.lexically_relative(base);
-  DC_USER_CHECK(!rel.empty() && *rel.begin() != "..", tensor_label(p), ": external data '",
-                location, "' lies outside the model's folder ", base.string());
-  std::ifstream in(file, std::ios::binary);
-  DC_USER_CHECK(in.good(), tensor_label(p), ": external data file '", file.string(),
-                "' cannot be opened");
-  if (length >= 0)
-    DC_USER_CHECK(static_cast<size_t>(length) == nbytes, tensor_label(p), ": external length ",
-                  length, " does not match ", nbytes, " bytes for its shape");
-  std::error_code ec;
-  const uintmax_t file_bytes = fs::file_size(file, ec);
-  DC_USER_CHECK(!ec && static_cast<uintmax_t>(offset) <= file_bytes && nbytes <= file_bytes - offset,
-                tensor_label(p), ": external data file '", file.string(), "' is too short (needs ",
-                nbytes, " bytes at offset ", offset, ")");
-  Tensor t(dtype, shape);
-  in.seekg(offset);
-  in.read(reinterpret_cast<char*>(t.raw_mutable()), static_cast<std::streamsize>(nbytes));
-  DC_USER_CHECK(in.gcount() == static_cast<std::streamsize>(nbytes), tensor_label(p),
-                ": external data file '", file.string(), "' is too short (needs ", nbytes,
-                " bytes at offset ", offset, ")");
-  return t;
 }
 
 // The typed field's values into a tensor of `shape`, once their count is checked (before
@@ -75,9 +25,14 @@ Tensor copy_typed(const Src& field, DType dtype, const Shape& shape, int64_t n, 
   return t;
 }
 
-}  // namespace
+struct TypeAndSize {
+  DType dtype;
+  Shape shape;
+  size_t nbytes;
+};
 
-Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& model_dir) {
+// The tensor's dtype and shape, checked (supported type, no segments, sane dims).
+TypeAndSize checked_type(const onnx::TensorProto& p) {
   const auto dtype = dtype_from_onnx(p.data_type());
   DC_USER_CHECK(dtype.has_value(), tensor_label(p), " has element type ",
                 onnx_dtype_name(p.data_type()), ", which dc does not support");
@@ -92,9 +47,28 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& model_di
                   shape_str(shape), ")");
     n *= d;
   }
-  const size_t nbytes = static_cast<size_t>(n) * dtype_size(*dtype);
-  if (p.data_location() == onnx::TensorProto::EXTERNAL)
-    return read_external(p, model_dir, *dtype, shape, nbytes);
+  return {*dtype, shape, static_cast<size_t>(n) * dtype_size(*dtype)};
+}
+
+}  // namespace
+
+Tensor tensor_in_file(const onnx::TensorProto& p, const std::string& path, uint64_t offset, uint64_t bytes) {
+  const auto [dtype, shape, nbytes] = checked_type(p);
+  DC_USER_CHECK(bytes == nbytes, tensor_label(p), " has ", bytes, " bytes of raw data but its shape ",
+                shape_str(shape), " and type ", dtype_name(dtype), " need ", nbytes);
+  return Tensor::from_file(dtype, shape, path, offset);
+}
+
+Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& model_dir) {
+  const TypeAndSize type = checked_type(p);
+  const std::optional<DType> dtype = type.dtype;
+  const Shape& shape = type.shape;
+  const size_t nbytes = type.nbytes;
+  const auto n = static_cast<int64_t>(nbytes / dtype_size(type.dtype));
+  if (p.data_location() == onnx::TensorProto::EXTERNAL) {
+    const ExternalRegion r = locate_external_data(p, model_dir, nbytes);
+    return Tensor::from_file(*dtype, shape, r.path, r.offset);
+  }
   if (p.has_raw_data()) {
     DC_USER_CHECK(p.raw_data().size() == nbytes, tensor_label(p), " has ", p.raw_data().size(),
                   " bytes of raw data but its shape ", shape_str(shape), " and type ",

@@ -461,15 +461,28 @@ void CudaBackend::allocate() {
   weights_ = cuda::DeviceMemory(*driver_, static_cast<size_t>(weight_bytes));
 }
 
-// Once, at load: every weight at its offset, as in weights.bin.
+// Once, at load: every weight at its offset, as in weights.bin. A file-backed weight (a
+// plan read from disk) goes through one host staging chunk, so that loading a plan of
+// billions of parameters never holds its weights in host memory.
 void CudaBackend::upload_weights() {
+  constexpr size_t kChunk = size_t{16} << 20;
   const ExecPlan& plan = *plan_;
+  std::vector<char> staging;
   for (size_t t = 0; t < plan.tensors.size(); ++t) {
     const PlanTensor& pt = plan.tensors[t];
     if (pt.kind != PlanTensorKind::weight || pt.bytes() == 0) continue;
-    check(api().memcpy_htod_async(weights_.get() + static_cast<CUdeviceptr>(pt.offset),
-                                  plan.values[t].raw(), plan.values[t].nbytes(), stream_.get()),
-          "uploading weight " + pt.name);
+    const Tensor& value = plan.values[t];
+    const CUdeviceptr dst = weights_.get() + static_cast<CUdeviceptr>(pt.offset);
+    if (value.resident()) {
+      check(api().memcpy_htod_async(dst, value.raw(), value.nbytes(), stream_.get()), "uploading weight " + pt.name);
+      continue;
+    }
+    staging.resize(std::min(kChunk, value.nbytes()));
+    for (size_t from = 0; from < value.nbytes(); from += staging.size()) {
+      const size_t n = std::min(staging.size(), value.nbytes() - from);
+      value.copy_bytes(from, n, staging.data());
+      check(api().memcpy_htod(dst + static_cast<CUdeviceptr>(from), staging.data(), n), "uploading weight " + pt.name);
+    }
   }
   check(api().stream_synchronize(stream_.get()), "uploading the weights (cuStreamSynchronize)");
 }
