@@ -33,6 +33,10 @@ add_test(NAME cli_import_errors COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli
   ${DC_COORD} ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_import_errors PROPERTIES LABELS unit)
 
+add_test(NAME cli_import_opsets COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_opsets.py
+  ${DC_COORD} ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_import_opsets PROPERTIES LABELS unit)
+
 add_test(NAME onnx_node_conformance COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/run_node_tests.py
   ${DC_COORD} ${PROJECT_SOURCE_DIR}/../shared/onnx-node-tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cli/node_tests_unsupported.txt)
