@@ -32,8 +32,8 @@ struct OpsetAdaptation {
   std::string how;           // "" when nothing changed, else one line for a note
 };
 
-// Rewrites `m` in place (default-domain opset < 6 or > 17); UserError naming the node for
-// what cannot be carried.
+// Rewrites `m` in place (default-domain opset < 6 or > 17; IR version > 8 read as 8);
+// UserError naming the node for what cannot be carried.
 OpsetAdaptation adapt_opset(onnx::ModelProto& m);
 
 }  // namespace dc
