@@ -8,7 +8,7 @@ that plan, each against PyTorch's outputs.
                        [--rewrite] [--markdown FILE]
 
 Every model either passes all three stages or is refused by `verify` with one clean
-`error:` line (exit 2). With --expect, the outcome of each model must be the one listed
+`error:` line (exit 2), and by `tune` with the same line. With --expect, the outcome of each model must be the one listed
 (`pass`, or the exact refusal line); --rewrite writes the list from this run instead
 (crashes, internal errors and wrong answers still fail). --markdown writes the table of
 docs/zoo.md."""
@@ -61,6 +61,10 @@ def run_model(a, zoo, name, tmp):
     rc, out, err, t = run([a.coord, "verify", model, "--data", data])
     if rc == 2 and error_line(err):
         row["verify"] = "refused"
+        # tune refuses it the same way: one error line, exit 2, nothing measured
+        rc2, _, err2, _ = run([a.coord, "tune", model, "--gpus", a.gpu, "--emulate", "--db", ":memory:"])
+        if rc2 != 2 or error_line(err2) != error_line(err):
+            return done(f"verify refuses with '{error_line(err)}' but tune exits {rc2}: {err2[-300:]}", False)
         return done(error_line(err), True)
     if rc != 0 or "verify: PASS" not in out:
         row["verify"] = f"FAIL ({rc})"

@@ -25,12 +25,18 @@ Tensor ints(std::vector<int64_t> v) { return Tensor::from_vector<int64_t>({stati
 
 const Node& only_node(const Graph& g) { return g.nodes.at(0); }
 
+Attributes axis(int64_t a) {
+  Attributes attrs;
+  attrs.set("axis", a);
+  return attrs;
+}
+
 TEST(ViewOffsets, SplitAlongTheOutermostNonUnitAxisIsTwoViews) {
   Graph g;
   g.opset = 17;
   add_input(g, "x", {1, 4, 64});
   add_initializer(g, "sizes", ints({2, 2}));
-  add_node(g, "Split", {"x", "sizes"}, {"a", "b"}, {{"axis", int64_t{1}}});
+  add_node(g, "Split", {"x", "sizes"}, {"a", "b"}, axis(1));
   g = testing::with_types(g);
   const auto offsets = view_byte_offsets(g, only_node(g), 256);
   ASSERT_TRUE(offsets.has_value());
@@ -42,7 +48,7 @@ TEST(ViewOffsets, SplitAlongAnInnerAxisIsAKernel) {
   g.opset = 17;
   add_input(g, "x", {4, 128});
   add_initializer(g, "sizes", ints({64, 64}));
-  add_node(g, "Split", {"x", "sizes"}, {"a", "b"}, {{"axis", int64_t{1}}});
+  add_node(g, "Split", {"x", "sizes"}, {"a", "b"}, axis(1));
   g = testing::with_types(g);
   EXPECT_FALSE(view_byte_offsets(g, only_node(g), 256).has_value());
 }
@@ -59,7 +65,9 @@ TEST(ViewOffsets, SliceOfRowsIsAViewWhenAligned) {
     g = testing::with_types(g);
     const auto offsets = view_byte_offsets(g, only_node(g), 256);
     ASSERT_EQ(offsets.has_value(), aligned) << "start " << start;
-    if (aligned) EXPECT_EQ(*offsets, std::vector<int64_t>{start * 32 * 4});
+    if (aligned) {
+      EXPECT_EQ(*offsets, std::vector<int64_t>{start * 32 * 4});
+    }
   }
 }
 
@@ -88,7 +96,7 @@ Graph view_graph() {
   add_initializer(g, "sizes", ints({4, 4}));
   add_initializer(g, "shape", ints({2, 128}));
   add_node(g, "Relu", {"x"}, {"a"});
-  add_node(g, "Split", {"a", "sizes"}, {"s0", "s1"}, {{"axis", int64_t{0}}});
+  add_node(g, "Split", {"a", "sizes"}, {"s0", "s1"}, axis(0));
   add_node(g, "Sigmoid", {"s0"}, {"b"});
   add_node(g, "Add", {"b", "s1"}, {"c"});
   add_node(g, "Reshape", {"c", "shape"}, {"y"});
