@@ -8,6 +8,7 @@
 #include <initializer_list>
 
 #include "ir/error.h"
+#include "ref/conv_transpose.h"
 
 namespace dc {
 
@@ -104,44 +105,43 @@ void analyze_conv(const Graph& g, const Node& n, WorkloadShape& s) {
   const Shape& x = shape_of(g, n.input(0));
   const Shape& w = shape_of(g, n.input(1));
   const Shape& y = shape_of(g, n.outputs.at(0));
-  if (x.size() != 3 && x.size() != 4) {
-    s.family = Family::opaque;  // 3-D convolutions: the generic kernel
-    return;
-  }
-  const bool two_d = x.size() == 4;
+  const bool transposed = n.op == "ConvTranspose";
+  // The window of either op (ConvTranspose: input extents in `in`, output extents in `out`).
+  const ref::Window win =
+      transposed ? ref::conv_transpose_geometry(n, x, w, nullptr).window
+                 : ref::make_window(n, {"Conv", false}, Shape(x.begin() + 2, x.end()),
+                                    Shape(w.begin() + 2, w.end()));
   s.elem_bytes = elem_size_of(g, n.input(0));
   s.images = x[0];
   s.in_channels = x[1];
-  s.in_h = two_d ? x[2] : 1;
-  s.in_w = x.back();
+  // The estimator's 2-D figures: a 3-D window folds its depth into the height.
+  s.in_h = win.in[0] * win.in[1];
+  s.in_w = win.in[2];
   s.out_channels = y[1];
-  s.out_h = two_d ? y[2] : 1;
-  s.out_w = y.back();
-  s.kernel_h = two_d ? w[2] : 1;
-  s.kernel_w = w.back();
-  const auto strides = n.attrs.get_ints("strides", {});
-  const auto dilations = n.attrs.get_ints("dilations", {});
-  s.stride_h = two_d && strides.size() == 2 ? strides[0] : 1;
-  s.stride_w = strides.empty() ? 1 : strides.back();
-  s.dilation_h = two_d && dilations.size() == 2 ? dilations[0] : 1;
-  s.dilation_w = dilations.empty() ? 1 : dilations.back();
+  s.out_h = win.out[0] * win.out[1];
+  s.out_w = win.out[2];
+  s.kernel_h = win.kernel[0] * win.kernel[1];
+  s.kernel_w = win.kernel[2];
+  s.stride_h = win.stride[1];
+  s.stride_w = win.stride[2];
+  s.dilation_h = win.dilation[1];
+  s.dilation_w = win.dilation[2];
   s.groups = n.attrs.get_int("group", 1);
   s.a_bytes = static_cast<double>(shape_numel(x)) * s.elem_bytes;
   s.b_bytes = static_cast<double>(shape_numel(w)) * elem_size_of(g, n.input(1));
   const int64_t cin_per_group = s.in_channels / s.groups;
-  if (s.groups > 1 && cin_per_group == 1) {
+  if (!transposed && s.groups > 1 && cin_per_group == 1 && win.rank <= 2) {
     s.family = Family::depthwise;
     s.vec_align = 1;
     return;
   }
   s.family = Family::conv;
-  s.m = s.images * s.out_h * s.out_w;
+  s.m = s.images * win.out_size();
   s.n = s.out_channels / s.groups;
-  s.k = cin_per_group * s.kernel_h * s.kernel_w;
+  s.k = cin_per_group * win.kernel_size();
   s.batch = s.groups;
-  s.gather_a = !(s.kernel_h == 1 && s.kernel_w == 1 && s.stride_h == 1 && s.stride_w == 1 &&
-                 s.out_h == s.in_h && s.out_w == s.in_w);
-  s.vec_align = s.gather_a ? 1 : align_of({s.out_h * s.out_w, s.k});
+  s.gather_a = transposed || !win.is_pointwise();
+  s.vec_align = s.gather_a ? 1 : align_of({win.out_size(), s.k});
 }
 
 // Operand layouts of the GEMM template, mirroring GemmEmitter::analyze_matmul/_gemm/_conv,
@@ -154,7 +154,7 @@ void analyze_operand_layouts(const Graph& g, const Node& heavy, WorkloadShape& s
   GemmOperandLayout& b = s.b_layout;
   a.direct = is_input(heavy.input(0));
   b.direct = is_input(heavy.input(1));
-  if (heavy.op == "Conv") {
+  if (heavy.op == "Conv" || heavy.op == "ConvTranspose") {
     a.along_rows = true;  // x along the output plane (or row, for a gather)
     b.along_rows = false;  // W[oc][k]
   } else if (heavy.op == "Gemm") {
@@ -167,7 +167,7 @@ void analyze_operand_layouts(const Graph& g, const Node& heavy, WorkloadShape& s
   a.dtype = g.info(heavy.input(0)).dtype;
   b.dtype = g.info(heavy.input(1)).dtype;
   a.addressable = a.direct && !s.gather_a;
-  b.addressable = b.direct;
+  b.addressable = b.direct && heavy.op != "ConvTranspose";  // W[C][M/g][taps]: gathered
   a.plain = a.addressable && a.dtype == DType::f32;
   b.plain = b.addressable && b.dtype == DType::f32;
   for (const auto& [name, info] : g.tensors)
@@ -336,10 +336,10 @@ WorkloadShape analyze_workload(const Workload& w) {
     case ClusterKind::gemm:
     case ClusterKind::conv:
     case ClusterKind::depthwise: {
-      const Node* heavy = first_of(g, {"Conv", "MatMul", "Gemm"});
+      const Node* heavy = first_of(g, {"Conv", "ConvTranspose", "MatMul", "Gemm"});
       DC_INTERNAL_CHECK(heavy != nullptr, cluster_kind_name(w.kind),
                         " workload without a Conv, MatMul or Gemm node");
-      if (heavy->op == "Conv") {
+      if (heavy->op == "Conv" || heavy->op == "ConvTranspose") {
         analyze_conv(g, *heavy, s);
       } else {
         s.family = Family::gemm;

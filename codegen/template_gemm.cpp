@@ -31,7 +31,7 @@ void GemmEmitter::analyze() {
     if (shape_numel(info.shape) >= (int64_t{1} << 31) - 1) idx_ = "dc_i64";
   int heavy_count = 0;
   for (const auto& n : g.nodes) {
-    if (n.op == "MatMul" || n.op == "Gemm" || n.op == "Conv") {
+    if (n.op == "MatMul" || n.op == "Gemm" || n.op == "Conv" || n.op == "ConvTranspose") {
       heavy_ = &n;
       ++heavy_count;
     } else {
@@ -124,21 +124,30 @@ void GemmEmitter::analyze_gemm() {
 
 void GemmEmitter::analyze_conv() {
   kind_ = HeavyKind::conv;
-  DC_INTERNAL_CHECK(v_.template_name == "conv_implicit_gemm", "Conv with template ",
+  DC_INTERNAL_CHECK(v_.template_name == "conv_implicit_gemm", heavy_->op, " with template ",
                     v_.template_name);
   const Shape& x = w_.graph.info(a_.tensor).shape;
   const Shape& wt = w_.graph.info(b_.tensor).shape;
-  DC_INTERNAL_CHECK(x.size() == 3 || x.size() == 4, "conv_implicit_gemm: ", x.size() - 2,
-                    "-D convolution (1-D and 2-D only)");
+  DC_INTERNAL_CHECK(x.size() >= 3 && x.size() <= 5, "conv_implicit_gemm: ", x.size() - 2,
+                    "-D convolution (1-D to 3-D only)");
   spatial_rank_ = static_cast<int>(x.size()) - 2;
-  win_ = ref::make_window(*heavy_, {"Conv", false}, Shape(x.begin() + 2, x.end()),
-                          Shape(wt.begin() + 2, wt.end()));
-  channels_ = x[1];
-  out_channels_ = wt[0];
+  transposed_ = heavy_->op == "ConvTranspose";
   groups_ = heavy_->attrs.get_int("group", 1);
+  channels_ = x[1];
+  if (transposed_) {
+    const ref::ConvTransposeGeometry geo =
+        ref::conv_transpose_geometry(*heavy_, x, wt, nullptr);
+    win_ = geo.window;
+    out_channels_ = geo.filters;
+  } else {
+    win_ = ref::make_window(*heavy_, {"Conv", false}, Shape(x.begin() + 2, x.end()),
+                            Shape(wt.begin() + 2, wt.end()));
+    out_channels_ = wt[0];
+  }
   cin_group_ = channels_ / groups_;
   cout_group_ = out_channels_ / groups_;
-  DC_INTERNAL_CHECK(wt[1] == cin_group_, "Conv weight has ", wt[1], " input channels per group");
+  DC_INTERNAL_CHECK(transposed_ || wt[1] == cin_group_, "Conv weight has ", wt[1],
+                    " input channels per group");
   if (heavy_->has_input(2)) bias_tensor_ = heavy_->input(2);
   m_ = x[0] * win_.out_size();
   n_ = cout_group_;
@@ -147,7 +156,7 @@ void GemmEmitter::analyze_conv() {
   // A(m, k): contiguous along m for 1x1 stride-1 (vector loads), along the output row (ow)
   // otherwise: either way rows-fastest loads coalesce.
   a_.along_rows = true;
-  b_.along_rows = false;  // W[oc][k]
+  b_.along_rows = false;  // W[oc][k] (ConvTranspose: W[c][oc][taps], read through ValueEmitter)
 }
 
 std::string GemmEmitter::value(const std::string& tensor, const std::vector<std::string>& coords,
@@ -169,6 +178,7 @@ bool GemmEmitter::has_address(const Operand& o) const {
   if (!o.direct) return false;
   // The CUDA-core path reads f16/bf16 operands element by element through ValueEmitter.
   if (!mma_ && o.dtype != DType::f32) return false;
+  if (kind_ == HeavyKind::conv && transposed_) return false;  // W is [C, M/group, taps]
   return !(kind_ == HeavyKind::conv && &o == &a_ && !win_.is_pointwise());
 }
 
@@ -272,38 +282,16 @@ std::string GemmEmitter::operand_value(const Operand& o, const std::string& row,
       else coords = trans_b_ ? std::vector<std::string>{row, k} : std::vector<std::string>{k, row};
       break;
     case HeavyKind::conv: {
-      if (is_a) {
-        // Implicit im2col: row -> (image, output position), k -> (channel, kernel tap);
-        // taps in the padding read zero.
-        const std::string p = fmt::format("dc_{}{}", o.label, uid_++);
-        code += expand_template(
-            R"(const $(IDX) $(P)_img = ($(ROW)) / $(OHW), $(P)_p = ($(ROW)) % $(OHW);
-const $(IDX) $(P)_c = ($(K)) / $(KK), $(P)_tap = ($(K)) % $(KK);
-const $(IDX) $(P)_ih = ($(P)_p / $(OW)) * $(SH) - $(PH) + ($(P)_tap / $(KW)) * $(DH);
-const $(IDX) $(P)_iw = ($(P)_p % $(OW)) * $(SW) - $(PW) + ($(P)_tap % $(KW)) * $(DW);
-)",
-            {{"IDX", idx_}, {"P", p}, {"ROW", row}, {"K", k}, {"OHW", str(win_.out_size())},
-             {"KK", str(win_.kernel_size())}, {"OW", str(win_.out[2])}, {"KW", str(win_.kernel[2])},
-             {"SH", str(win_.stride[1])}, {"PH", str(win_.pad_begin[1])},
-             {"DH", str(win_.dilation[1])}, {"SW", str(win_.stride[2])},
-             {"PW", str(win_.pad_begin[2])}, {"DW", str(win_.dilation[2])}});
-        const std::string ic = fmt::format("(dc_bz * {} + {}_c)", cin_group_, p);
-        if (spatial_rank_ == 2) coords = {p + "_img", ic, p + "_ih", p + "_iw"};
-        else coords = {p + "_img", ic, p + "_iw"};
-        std::string inner;
-        const std::string x = value(o.tensor, coords, inner);
-        ve_.reset_locals();  // locals made inside the branch are not visible after it
-        code += expand_template(R"(float $(P)_x = 0.f;
-if ($(P)_ih >= 0 && $(P)_ih < $(H) && $(P)_iw >= 0 && $(P)_iw < $(W)) {
-  $(INNER)
-  $(P)_x = $(X);
-}
-)",
-                                {{"P", p}, {"H", str(win_.in[1])}, {"W", str(win_.in[2])},
-                                 {"INNER", inner}, {"X", x}});
-        return p + "_x";
-      }
+      if (is_a) return conv_gather_value(o, row, k, code);
       const Shape& ws = w_.graph.info(o.tensor).shape;
+      if (transposed_) {  // W[g * Cg + c][n][taps], k = (c, taps)
+        Shape ks(ws.begin() + 1, ws.end());
+        ks[0] = cin_group_;
+        const auto ct = unravel(ks, k, fmt::format("dc_{}k{}_", o.label, uid_++), code);
+        coords = {fmt::format("(dc_bz * {} + {})", cin_group_, ct[0]), row};
+        coords.insert(coords.end(), ct.begin() + 1, ct.end());
+        break;
+      }
       coords = {fmt::format("(dc_bz * {} + {})", cout_group_, row)};
       const auto taps = unravel(Shape(ws.begin() + 1, ws.end()), k,
                                      fmt::format("dc_{}k{}_", o.label, uid_++), code);
@@ -344,6 +332,9 @@ std::vector<std::string> GemmEmitter::heavy_coords(std::string& code) {
         "const {2} dc_o_img = dc_gm / {0}, dc_o_p = dc_gm % {0};\n"
         "const {2} dc_o_c = dc_bz * {1} + dc_gn;\n",
         ohw, cout_group_, idx_);
+    if (spatial_rank_ == 3)
+      return {"dc_o_img", "dc_o_c", fmt::format("(dc_o_p / {})", win_.out[1] * ow),
+              fmt::format("(dc_o_p / {} % {})", ow, win_.out[1]), fmt::format("(dc_o_p % {})", ow)};
     if (spatial_rank_ == 2)
       return {"dc_o_img", "dc_o_c", fmt::format("(dc_o_p / {})", ow), fmt::format("(dc_o_p % {})", ow)};
     return {"dc_o_img", "dc_o_c", "dc_o_p"};

@@ -10,6 +10,7 @@
 
 #include "ir/workload.h"
 #include "kernel.h"
+#include "ref/conv_transpose.h"
 #include "ref/im2col.h"
 #include "template_text.h"
 #include "value_emitter.h"
@@ -85,6 +86,10 @@ class GemmEmitter {
   bool hoist_conv_rows() const;
   std::string conv_rows_code() const;
   std::string conv_gather_body() const;
+  // Conv's A operand (implicit im2col, 1-D to 3-D) or ConvTranspose's (the transposed index
+  // map of ref/conv_transpose.h) at (row, k) through ValueEmitter: 0 where no input is read.
+  std::string conv_gather_value(const Operand& o, const std::string& row, const std::string& k,
+                                std::string& code);
   TemplateVars conv_gather_vars() const;
   std::string load_code(const Operand& o);
   std::string store_code(const Operand& o) const;
@@ -133,6 +138,7 @@ class GemmEmitter {
   int64_t channels_ = 0, out_channels_ = 0, groups_ = 1, cin_group_ = 0, cout_group_ = 0;
   std::string bias_tensor_;
   int spatial_rank_ = 2;
+  bool transposed_ = false;  // ConvTranspose: the gather goes through ref/conv_transpose.h's map
 
   // Tiling
   int64_t bm_ = 0, bn_ = 0, bk_ = 0, tm_ = 0, tn_ = 0, threads_ = 0, stages_ = 1, split_ = 1;

@@ -12,7 +12,8 @@ namespace dc::gemm_detail {
 
 bool GemmEmitter::hoist_conv_rows() const {
   // The CUDA-core path reads f16/bf16 inputs through ValueEmitter, not by address.
-  return kind_ == HeavyKind::conv && a_.direct && (mma_ || a_.dtype == DType::f32) &&
+  return kind_ == HeavyKind::conv && !transposed_ && spatial_rank_ <= 2 && a_.direct &&
+         (mma_ || a_.dtype == DType::f32) &&
          !win_.is_pointwise() && idx_ == "int" &&
          (threads_ % bm_ == 0 || bm_ % threads_ == 0);
 }
@@ -80,6 +81,60 @@ TemplateVars GemmEmitter::conv_gather_vars() const {
           {"W", str(win_.in[2])},
           {"HW", str(win_.in[1] * win_.in[2])},
           {"X", ve_.param_name(a_.tensor)}};
+}
+
+std::string GemmEmitter::conv_gather_value(const Operand& o, const std::string& row,
+                                           const std::string& k, std::string& code) {
+  // row -> (image, output position), k -> (channel, kernel tap); per spatial dim the input
+  // position under the tap: o * s - p + t * d for Conv, (o + p - t * d) / s when exact for
+  // ConvTranspose.
+  const std::string p = fmt::format("dc_{}{}", o.label, uid_++);
+  code += fmt::format(
+      "const {0} {1}_img = ({2}) / {3}, {1}_p = ({2}) % {3};\n"
+      "const {0} {1}_c = ({4}) / {5}, {1}_tap = ({4}) % {5};\n",
+      idx_, p, row, win_.out_size(), k, win_.kernel_size());
+  std::vector<std::string> coords = {p + "_img", fmt::format("(dc_bz * {} + {}_c)", cin_group_, p)};
+  std::vector<std::string> inside;
+  int64_t ostride = 1, kstride = 1;
+  std::vector<std::string> dims;
+  for (int d = ref::Window::kMaxRank - 1; d >= ref::Window::kMaxRank - spatial_rank_; --d) {
+    const std::string od = fmt::format("{}_o{}", p, d), td = fmt::format("{}_t{}", p, d);
+    const std::string id = fmt::format("{}_i{}", p, d);
+    std::string s = fmt::format("const {0} {1} = ({2}_p / {3}) % {4}, {5} = ({2}_tap / {6}) % {7};\n",
+                                idx_, od, p, ostride, win_.out[d], td, kstride, win_.kernel[d]);
+    if (!transposed_) {
+      s += fmt::format("const {} {} = {} * {} - {} + {} * {};\n", idx_, id, od, win_.stride[d],
+                       win_.pad_begin[d], td, win_.dilation[d]);
+      inside.push_back(fmt::format("{0} >= 0 && {0} < {1}", id, win_.in[d]));
+    } else {
+      const std::string nd = fmt::format("{}_n{}", p, d);
+      s += fmt::format("const {} {} = {} + {} - {} * {};\n", idx_, nd, od, win_.pad_begin[d], td,
+                       win_.dilation[d]);
+      s += fmt::format("const {} {} = {} / {};\n", idx_, id, nd, win_.stride[d]);
+      inside.push_back(win_.stride[d] == 1
+                           ? fmt::format("{0} >= 0 && {1} < {2}", nd, id, win_.in[d])
+                           : fmt::format("{0} >= 0 && {0} % {1} == 0 && {2} < {3}", nd,
+                                         win_.stride[d], id, win_.in[d]));
+    }
+    dims.insert(dims.begin(), s);
+    coords.insert(coords.begin() + 2, id);
+    ostride *= win_.out[d];
+    kstride *= win_.kernel[d];
+  }
+  for (const auto& s : dims) code += s;
+  std::string inner;
+  const std::string x = value(o.tensor, coords, inner);
+  ve_.reset_locals();  // locals made inside the branch are not visible after it
+  std::string cond;
+  for (const auto& c : inside) cond += (cond.empty() ? "" : " && ") + c;
+  code += expand_template(R"(float $(P)_x = 0.f;
+if ($(COND)) {
+  $(INNER)
+  $(P)_x = $(X);
+}
+)",
+                          {{"P", p}, {"COND", cond}, {"INNER", inner}, {"X", x}});
+  return p + "_x";
 }
 
 // Index of a load slot's element in its tile: rows-fastest or k-fastest, in vectors.

@@ -19,6 +19,7 @@
 
 #include "generate.h"
 #include "ir/error.h"
+#include "ref/conv_transpose.h"
 #include "ref/im2col.h"
 #include "template_util.h"
 #include "value_emitter.h"
@@ -34,7 +35,7 @@ const std::set<std::string> kReduceOps = {"ReduceSum",   "ReduceMean",      "Red
                                           "ReduceMin",   "ReduceProd",      "ReduceL1",
                                           "ReduceL2",    "ReduceSumSquare", "ReduceLogSum",
                                           "ReduceLogSumExp"};
-const std::set<std::string> kOtherOps = {"Conv",       "MatMul",     "Gemm",
+const std::set<std::string> kOtherOps = {"Conv",       "ConvTranspose", "MatMul",     "Gemm",
                                          "MaxPool",    "AveragePool", "GlobalAveragePool",
                                          "GlobalMaxPool", "Softmax", "LogSoftmax",
                                          "LayerNormalization", "BatchNormalization"};
@@ -80,6 +81,7 @@ class NodeEmitter {
     if (ValueEmitter::supports(n_)) return em_.value(n_.outputs[out], o, code);
     require_f32_except(op.rfind("Reduce", 0) == 0);
     if (op == "Conv") return conv(o, code);
+    if (op == "ConvTranspose") return conv_transpose(o, code);
     if (op == "MatMul") return matmul(o, code);
     if (op == "Gemm") return gemm(o, code);
     if (op == "MaxPool" || op == "AveragePool") return pool(o, code);
@@ -152,6 +154,43 @@ class NodeEmitter {
     std::vector<std::string> wc = {o[1], ic};
     xc.insert(xc.end(), l.pos.begin(), l.pos.end());
     wc.insert(wc.end(), l.tap.begin(), l.tap.end());
+    std::string body;
+    const std::string xv = read(x, xc, body), wv = read(w, wc, body);
+    code += body + fmt::format("  {} += {} * {};\n", acc, xv, wv);
+    for (int d = 0; d <= rank; ++d) code += "  }\n";
+    if (n_.has_input(2)) {
+      const std::string b = read(n_.input(2), {o[1]}, code);
+      code += fmt::format("  {} += {};\n", acc, b);
+    }
+    return acc;
+  }
+
+  // Output position o takes tap k from input position (o + pad - k * dilation) / stride
+  // when that is exact and inside (ref/conv_transpose.h).
+  std::string conv_transpose(const std::vector<std::string>& o, std::string& code) {
+    const std::string &x = n_.input(0), &w = n_.input(1);
+    const Shape &xs = shape(x), &ws = shape(w);
+    const int rank = static_cast<int>(xs.size()) - 2;
+    const ref::ConvTransposeGeometry geo = ref::conv_transpose_geometry(n_, xs, ws, nullptr);
+    const ref::Window& win = geo.window;
+    const int64_t cg = geo.channels / geo.group, mg = geo.filters / geo.group;
+    const std::string acc = fresh("acc"), ic = fresh("ic");
+    code += fmt::format("  float {} = 0.f;\n", acc);
+    code += fmt::format("  for (dc_i64 {0} = 0; {0} < {1}; ++{0}) {{\n", ic, cg);
+    const std::string c = fmt::format("({}) / {} * {} + {}", o[1], mg, cg, ic);
+    std::vector<std::string> xc = {o[0], c}, wc = {c, fmt::format("({}) % {}", o[1], mg)};
+    for (int d = 0; d < rank; ++d) {
+      const int s = ref::Window::kMaxRank - rank + d;
+      const std::string k = fresh("k"), q = fresh("q"), p = fresh("p");
+      code += fmt::format("  for (dc_i64 {0} = 0; {0} < {1}; ++{0}) {{\n", k, win.kernel[s]);
+      code += fmt::format("  const dc_i64 {} = ({}) + {} - {} * {};\n", q, o[static_cast<size_t>(2 + d)],
+                          win.pad_begin[s], k, win.dilation[s]);
+      code += fmt::format("  if ({0} < 0 || {0} % {1} != 0) continue;\n", q, win.stride[s]);
+      code += fmt::format("  const dc_i64 {} = {} / {};\n  if ({} >= {}) continue;\n", p, q,
+                          win.stride[s], p, win.in[s]);
+      xc.push_back(p);
+      wc.push_back(k);
+    }
     std::string body;
     const std::string xv = read(x, xc, body), wv = read(w, wc, body);
     code += body + fmt::format("  {} += {} * {};\n", acc, xv, wv);

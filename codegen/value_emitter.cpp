@@ -26,7 +26,7 @@ const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Div", "Pow", "Max",
                                        "LessOrEqual", "And", "Or", "Xor"};
 const std::set<std::string> kIndexMaps = {"Transpose", "Reshape", "Flatten", "Squeeze",
                                           "Unsqueeze", "Expand", "Slice", "Concat", "Gather",
-                                          "Split", "Tile"};
+                                          "Split", "Tile", "Pad"};
 
 std::string join(const std::vector<std::string>& v, const char* sep) {
   std::string s;
@@ -137,7 +137,8 @@ ValueEmitter::ValueEmitter(const Graph& g) : g_(g) {
 }
 
 bool ValueEmitter::supports(const Node& n) {
-  return kUnary.count(n.op) || kBinary.count(n.op) || kIndexMaps.count(n.op) || n.op == "Where";
+  return kUnary.count(n.op) || kBinary.count(n.op) || kIndexMaps.count(n.op) || n.op == "Where" ||
+         n.op == "Resize" || n.op == "Upsample";
 }
 
 void ValueEmitter::bind(const std::string& tensor, const std::string& var) { bound_[tensor] = var; }
@@ -525,6 +526,8 @@ std::string ValueEmitter::emit_op(const Node& n, size_t out_index,
     ic.insert(ic.end(), oc.begin() + static_cast<long>(axis + xs.size()), oc.end());
     return in(0, ic);
   }
+  if (n.op == "Pad") return emit_pad(n, oc, code);
+  if (n.op == "Resize" || n.op == "Upsample") return emit_resize(n, oc, code);
   throw_internal_error("ValueEmitter cannot emit op ", n.op);
 }
 

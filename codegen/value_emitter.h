@@ -1,7 +1,7 @@
 // Emits CUDA C for the value of a workload tensor at given coordinates, pulling through the
 // injective part of the workload graph: elementwise math with numpy broadcasting, Cast,
 // Where, and index maps (Transpose, Reshape/Flatten/Squeeze/Unsqueeze, Expand, Slice,
-// Concat, Gather, Split, Tile). This is how every template fuses prologues and epilogues: a
+// Concat, Gather, Split, Tile, Pad, Resize/Upsample). This is how every template fuses prologues and epilogues: a
 // GEMM epilogue binds the accumulator to the heavy op's output and asks for the cluster
 // output's value at the same coordinates; an elementwise kernel asks for each output at its
 // element.
@@ -75,6 +75,12 @@ class ValueEmitter {
   DType compute_dtype(const Node& n, DType out) const;
   std::vector<std::string> broadcast_coords(const std::string& tensor,
                                             const std::vector<std::string>& coords) const;
+  // Pad and Resize/Upsample (value_emitter_resample.cpp): index maps over ref/resample.h.
+  std::string emit_pad(const Node& n, const std::vector<std::string>& oc, std::string& code);
+  std::string emit_resize(const Node& n, const std::vector<std::string>& oc, std::string& code);
+  // The values of n's parameter inputs (1..), which must be constants; input 0 is left
+  // undefined.
+  std::vector<Tensor> param_values(const Node& n) const;
 
   const Graph& g_;
   std::map<std::string, size_t> producer_;   // tensor -> node index

@@ -18,6 +18,11 @@ int64_t node_reduction_length(const Graph& g, const Node& n) {
     const Shape& wt = shape(1);
     return wt.empty() || wt[0] == 0 ? 1 : shape_numel(wt) / wt[0];
   }
+  if (n.op == "ConvTranspose") {  // input channels of a group times the taps
+    const Shape& wt = shape(1);
+    const int64_t group = n.attrs.get_int("group", 1);
+    return wt.size() < 3 || wt[0] == 0 || wt[1] == 0 ? 1 : wt[0] / std::max<int64_t>(group, 1) * shape_numel(wt) / wt[0] / wt[1];
+  }
   if (n.inputs.empty() || n.input(0).empty() || n.outputs.empty()) return 1;
   const int64_t in = shape_numel(shape(0)), out = shape_numel(g.info(n.outputs[0]).shape);
   // Reductions and pools: input elements per output element; the normalisations keep the

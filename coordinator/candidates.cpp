@@ -14,7 +14,7 @@ namespace dc {
 namespace {
 
 const std::set<std::string>& heavy_ops() {
-  static const std::set<std::string> ops = {"Conv", "MatMul", "Gemm"};
+  static const std::set<std::string> ops = {"Conv", "ConvTranspose", "MatMul", "Gemm"};
   return ops;
 }
 
@@ -42,7 +42,8 @@ const std::set<std::string>& elementwise_math_ops() {
 const std::set<std::string>& index_map_ops() {
   static const std::set<std::string> ops = {"Transpose", "Reshape", "Flatten", "Squeeze",
                                             "Unsqueeze", "Expand", "Concat", "Slice",
-                                            "Gather", "Split", "Tile"};
+                                            "Gather", "Split", "Tile", "Pad",
+                                            "Resize", "Upsample"};
   return ops;
 }
 
@@ -180,8 +181,11 @@ bool is_epilogue(const Context& c, size_t j, const std::string& t) {
 bool is_prologue(const Context& c, size_t p, size_t h) {
   if (c.sole_next(p) != h) return false;
   const Node& n = c.node(p);
-  if (n.op == "Transpose") return c.node(h).op != "Conv";
+  if (n.op == "Transpose") return c.node(h).op != "Conv" && c.node(h).op != "ConvTranspose";
   if (n.op == "Cast") return true;
+  // Padding and resampling in front of a convolution: read through in its gather.
+  if (n.op == "Pad" || n.op == "Resize" || n.op == "Upsample")
+    return c.node(h).op == "Conv" || c.node(h).op == "ConvTranspose";
   if ((n.op == "Mul" || n.op == "Div") && n.inputs.size() == 2) {
     const bool const0 = c.is_constant(n.inputs[0]), const1 = c.is_constant(n.inputs[1]);
     if (const0 == const1) return false;
@@ -253,7 +257,7 @@ class Generator {
     const std::vector<size_t> chain = epilogue_chain(h);
     std::vector<size_t> prologues;
     const Node& n = c_.node(h);
-    const size_t operands = n.op == "Conv" ? 1 : 2;  // activations; weights are constant
+    const size_t operands = n.op == "Conv" || n.op == "ConvTranspose" ? 1 : 2;  // weights: constant
     for (size_t s = 0; s < operands && s < n.inputs.size(); ++s) {
       const auto p = c_.producer_of(n.inputs[s]);
       if (p && !c_.is_constant(n.inputs[s]) && is_prologue(c_, *p, h) &&
@@ -424,6 +428,7 @@ const char* op_class_name(OpClass c) {
 
 ClusterKind heavy_kind(const Node& n) {
   DC_INTERNAL_CHECK(classify_op(n) == OpClass::heavy, "heavy_kind of ", n.op);
+  if (n.op == "ConvTranspose") return ClusterKind::conv;  // groups: the GEMM batch
   if (n.op != "Conv") return ClusterKind::gemm;
   return n.attrs.get_int("group", 1) > 1 ? ClusterKind::depthwise : ClusterKind::conv;
 }

@@ -45,10 +45,13 @@ std::vector<std::pair<std::string, Tensor>> bind_inputs(const std::vector<ModelI
   return out;
 }
 
+// The first values of a shape operand: integers, or Resize's float roi/scales.
 std::string int_values(const Tensor& t) {
-  const auto v = t.to_int64_vector();
+  const auto v = t.to_float_vector();
+  const auto iv = is_float(t.dtype()) ? std::vector<int64_t>{} : t.to_int64_vector();
   std::string s = "[";
-  for (size_t i = 0; i < v.size() && i < 8; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < v.size() && i < 8; ++i)
+    s += (i ? ", " : "") + (iv.empty() ? fmt::format("{}", v[i]) : std::to_string(iv[i]));
   if (v.size() > 8) s += ", ...";
   return s + "]";
 }
@@ -94,7 +97,7 @@ int cmd_verify(const std::vector<std::string>& args) {
   const auto shape_inputs = onnx_model.shape_inputs();
   for (const auto& [name, value] : bound) {
     const bool is_shape = std::find(shape_inputs.begin(), shape_inputs.end(), name) != shape_inputs.end();
-    if (is_shape && !is_float(value.dtype())) {
+    if (is_shape) {
       opts.bind_constants[name] = value;
       std::cout << fmt::format("{:<8}bound shape input '{}' = {} from the test data as a constant\n",
                                "note", name, int_values(value));

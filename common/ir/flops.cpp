@@ -1,5 +1,6 @@
 #include "ir/flops.h"
 
+#include <algorithm>
 #include <set>
 
 namespace dc {
@@ -35,6 +36,13 @@ int64_t node_flops(const Graph& g, const Node& n) {
     int64_t per_out = 2;  // multiply-add per weight element of one output channel's filter
     for (size_t i = 1; i < w->size(); ++i) per_out *= (*w)[i];
     return out * per_out + (n.has_input(2) ? out : 0);
+  }
+  if (n.op == "ConvTranspose") {  // a multiply-add per input element and weight of its group
+    const Shape* x = shape_of(g, n.input(0));
+    const Shape* w = shape_of(g, n.input(1));
+    if (!x || !w || w->size() < 3) return 0;
+    return 2 * shape_numel(*x) * (shape_numel(*w) / std::max<int64_t>((*w)[0], 1)) +
+           (n.has_input(2) ? out : 0);
   }
   if (n.op == "Gemm" || n.op == "MatMul") {
     const Shape* a = shape_of(g, n.input(0));

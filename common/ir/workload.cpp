@@ -232,14 +232,20 @@ Workload make_workload(const Graph& g, const std::vector<size_t>& nodes_in, Clus
   for (size_t i : nodes)
     for (const auto& out : g.nodes[i].outputs)
       if (!out.empty()) produced_by[out] = i;
+  // Pad's pads/fill/axes and Resize's roi/scales/sizes are geometry, whatever their dtype.
+  auto parameter = [&](const Node& n, size_t slot) {
+    return slot >= 1 && (n.op == "Pad" || n.op == "Resize" || n.op == "Upsample");
+  };
   std::map<std::string, Role> external;
   for (size_t i : nodes)
-    for (const auto& in : g.nodes[i].inputs) {
+    for (size_t s = 0; s < g.nodes[i].inputs.size(); ++s) {
+      const std::string& in = g.nodes[i].inputs[s];
       if (in.empty() || produced_by.count(in)) continue;
       auto c = g.initializers.find(in);
-      external[in] = c == g.initializers.end()          ? Role::act
-                     : is_structural_constant(c->second) ? Role::constant
-                                                         : Role::weight;
+      external[in] = c == g.initializers.end() ? Role::act
+                     : is_structural_constant(c->second) || parameter(g.nodes[i], s)
+                         ? Role::constant
+                         : Role::weight;
     }
 
   const std::vector<size_t> order = canonical_order(g, nodes, produced_by, external);

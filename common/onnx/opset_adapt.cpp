@@ -156,9 +156,11 @@ class Lowering {
     for (int i = 0; i < g.node_size(); ++i) lower(*g.mutable_node(i), i);
     if (!need_shapes_.empty()) lower_with_shapes();
     bool private_domain = false;
-    for (auto& n : *g.mutable_node()) {
+    for (int i = 0; i < g.node_size(); ++i) {
+      auto& n = *g.mutable_node(i);
       if (!default_domain(n.domain())) continue;
-      if (onnx::OpSchemaRegistry::Schema(n.op_type(), kOnnxLibMaxOpset, "") != nullptr) continue;
+      if (!private_.count(i) && onnx::OpSchemaRegistry::Schema(n.op_type(), kOnnxLibMaxOpset, "") != nullptr)
+        continue;
       n.set_domain(kNewerOpsDomain);  // Gelu, Mish, GroupNormalization: dc's shapes cover them
       private_domain = true;
     }
@@ -251,14 +253,11 @@ class Lowering {
     } else if (op == "Pad") {
       if (has_input(n, 3)) need_shapes_.push_back(i);
     } else if (op == "Resize") {
-      if (int_attr(n, "antialias", 0) != 0) refuse(n, i, "antialias=1");
-      drop_attr(n, "antialias");
-      if (str_attr(n, "keep_aspect_ratio_policy", "stretch") != "stretch")
-        refuse(n, i, str_cat("keep_aspect_ratio_policy '", str_attr(n, "keep_aspect_ratio_policy", ""), "'"));
-      drop_attr(n, "keep_aspect_ratio_policy");
-      if (str_attr(n, "coordinate_transformation_mode", "") == "half_pixel_symmetric")
-        refuse(n, i, "coordinate_transformation_mode 'half_pixel_symmetric' (opset 19)");
-      if (attr(n, "axes") != nullptr) need_shapes_.push_back(i);
+      // Their opset-17 values mean what opset 17 does; anything else (antialias, axes, a
+      // kept aspect ratio) is for dc's Resize to take or refuse, past ONNX 1.12's checker.
+      if (int_attr(n, "antialias", 0) == 0) drop_attr(n, "antialias");
+      if (str_attr(n, "keep_aspect_ratio_policy", "stretch") == "stretch") drop_attr(n, "keep_aspect_ratio_policy");
+      if (attr(n, "antialias") || attr(n, "keep_aspect_ratio_policy") || attr(n, "axes")) private_.insert(i);
     } else if (op == "ScatterElements" || op == "ScatterND") {
       const std::string r = str_attr(n, "reduction", "none");
       if (r == "max" || r == "min") refuse(n, i, str_cat("reduction '", r, "' (opset 18)"));
@@ -273,7 +272,7 @@ class Lowering {
     }
   }
 
-  // Split num_outputs, Pad axes and Resize axes need the input's rank or dims: one shape
+  // Split num_outputs and Pad axes need the input's rank or dims: one shape
   // inference of the model as lowered so far (non-strict: the pending nodes may still be
   // incomplete), then the pending nodes.
   void lower_with_shapes() {
@@ -321,13 +320,6 @@ class Lowering {
         }
         n.set_input(1, add_int64_initializer(str_cat(label(n, i), "_pads"), full));
         drop_input(n, 3);
-      } else if (n.op_type() == "Resize") {
-        const auto* a = attr(n, "axes");
-        auto axes = norm_axes(std::vector<int64_t>(a->ints().begin(), a->ints().end()));
-        for (int64_t k = 0; k < rank; ++k)
-          if (static_cast<int64_t>(axes.size()) != rank || axes[static_cast<size_t>(k)] != k)
-            refuse(n, i, "axes that are not all dimensions in order");
-        drop_attr(n, "axes");
       }
     }
   }
@@ -344,6 +336,7 @@ class Lowering {
   int64_t from_;
   std::map<std::string, const onnx::TensorProto*> consts_;
   std::vector<int> need_shapes_;
+  std::set<int> private_;  // nodes whose opset-18+ attributes only dc's op checks
 };
 
 }  // namespace

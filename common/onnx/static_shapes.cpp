@@ -21,7 +21,7 @@ const std::map<std::string, std::vector<int>>& shape_operands() {
       {"Reshape", {1}},   {"Expand", {1}},        {"Tile", {1}},       {"ConstantOfShape", {0}},
       {"Slice", {1, 2, 3, 4}}, {"Split", {1}},    {"Squeeze", {1}},    {"Unsqueeze", {1}},
       {"ReduceSum", {1}}, {"ReduceMean", {1}},    {"ReduceMax", {1}},  {"ReduceMin", {1}},
-      {"ReduceProd", {1}}, {"ReduceL2", {1}},     {"Range", {0, 1, 2}}, {"Pad", {1}},
+      {"ReduceProd", {1}}, {"ReduceL2", {1}},     {"Range", {0, 1, 2}}, {"Pad", {1, 3}},
       {"Resize", {1, 2, 3}}, {"Upsample", {1}},   {"TopK", {1}},       {"OneHot", {1}},
   };
   return table;

@@ -9,6 +9,7 @@
 #include "passes/fold_constants.h"
 #include "passes/fuse_gelu.h"
 #include "passes/fuse_layer_norm.h"
+#include "passes/fuse_pad_conv.h"
 #include "passes/remove_identity.h"
 
 namespace dc {
@@ -31,6 +32,7 @@ Graph run_pass(const char* name, Graph g, Pass pass) {
 Graph simplify(Graph g, const SimplifyOptions& opts) {
   g = run_pass("remove_identity", std::move(g), remove_identity);
   g = run_pass("fold_constants", std::move(g), fold_constants);
+  g = run_pass("fuse_pad_conv", std::move(g), fuse_pad_conv);
   g = run_pass("eliminate_dead_nodes", std::move(g), eliminate_dead_nodes);
   if (opts.fold_batch_norm) g = run_pass("fold_batch_norm", std::move(g), fold_batch_norm);
   if (opts.fuse_layer_norm) g = run_pass("fuse_layer_norm", std::move(g), fuse_layer_norm);

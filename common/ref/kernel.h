@@ -43,5 +43,7 @@ std::span<const OpDef> shape_ops();        // ops_shape.cpp: Reshape, Transpose,
 std::span<const OpDef> linalg_ops();       // ops_linalg.cpp: Conv, Gemm, MatMul
 std::span<const OpDef> pool_ops();         // ops_pool.cpp: MaxPool, AveragePool, GlobalAveragePool
 std::span<const OpDef> norm_ops();         // ops_norm.cpp: BatchNormalization, LayerNormalization, Softmax, Reduce*
+std::span<const OpDef> resample_ops();     // ops_resample.cpp: Pad, Resize, Upsample
+std::span<const OpDef> conv_transpose_ops();  // ops_conv_transpose.cpp: ConvTranspose
 
 }  // namespace dc::ref

@@ -7,7 +7,8 @@ namespace dc::ref {
 std::span<const OpDef> all_ops() {
   static const std::vector<OpDef> table = [] {
     std::vector<OpDef> t;
-    for (auto fam : {elementwise_ops(), shape_ops(), linalg_ops(), pool_ops(), norm_ops()})
+    for (auto fam : {elementwise_ops(), shape_ops(), linalg_ops(), pool_ops(), norm_ops(),
+                     resample_ops(), conv_transpose_ops()})
       t.insert(t.end(), fam.begin(), fam.end());
     return t;
   }();

@@ -67,16 +67,16 @@ TEST(CandidatesOps, Classify) {
   EXPECT_EQ(classify_op(op("Conv")), OpClass::heavy);
   EXPECT_EQ(classify_op(op("MatMul")), OpClass::heavy);
   EXPECT_EQ(classify_op(op("Gemm")), OpClass::heavy);
+  EXPECT_EQ(classify_op(op("ConvTranspose")), OpClass::heavy);
   for (const char* r : {"Softmax", "LogSoftmax", "LayerNormalization", "ReduceSum", "ReduceMean",
                         "ReduceLogSumExp", "MaxPool", "AveragePool", "GlobalAveragePool",
                         "GlobalMaxPool"})
     EXPECT_EQ(classify_op(op(r)), OpClass::reduction) << r;
   for (const char* e : {"Add", "Mul", "Relu", "Gelu", "Erf", "Clip", "Where", "Cast", "Transpose",
                         "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Concat", "Slice",
-                        "Gather", "Split", "HardSwish", "Pow"})
+                        "Gather", "Split", "HardSwish", "Pow", "Pad", "Resize", "Upsample"})
     EXPECT_EQ(classify_op(op(e)), OpClass::injective) << e;
-  for (const char* o : {"Shape", "Resize", "NonMaxSuppression", "TopK", "ConvTranspose", "Loop",
-                        "BatchNormalization"})
+  for (const char* o : {"Shape", "NonMaxSuppression", "TopK", "Loop", "BatchNormalization"})
     EXPECT_EQ(classify_op(op(o)), OpClass::opaque) << o;
   EXPECT_STREQ(op_class_name(OpClass::injective), "injective");
 }
@@ -87,6 +87,7 @@ TEST(CandidatesOps, HeavyKind) {
   EXPECT_EQ(heavy_kind(op("Conv", attrs({{"group", int64_t{16}}}))), ClusterKind::depthwise);
   EXPECT_EQ(heavy_kind(op("MatMul")), ClusterKind::gemm);
   EXPECT_EQ(heavy_kind(op("Gemm")), ClusterKind::gemm);
+  EXPECT_EQ(heavy_kind(op("ConvTranspose", attrs({{"group", int64_t{4}}}))), ClusterKind::conv);
 }
 
 // x -> Conv -> c ; bias: Add(c, B[1,4,1,1]) -> cb ; Add(cb, r) -> a ; Relu -> y
@@ -186,6 +187,25 @@ TEST(Candidates, MatMulPrologues) {
             (std::set<std::vector<size_t>>{{2}, {0, 2}, {1, 2}, {0, 1, 2}}));
   EXPECT_EQ(find(cands, {0, 1, 2})->pattern, "transpose+mul+matmul");
   EXPECT_EQ(find(cands, {0, 1, 2})->kind, ClusterKind::gemm);
+}
+
+TEST(Candidates, ResampledInputIsAConvTransposePrologue) {
+  // x -> Resize(2x) -> ConvTranspose -> Relu: the resize reads through the gather.
+  Graph g;
+  add_input(g, "x", {1, 2, 3, 3});
+  add_initializer(g, "s", Tensor::from_vector<float>({4}, {1, 1, 2, 2}));
+  add_initializer(g, "w", testing::random_tensor({2, 4, 3, 3}, 3));
+  add_node(g, "Resize", {"x", "", "s"}, {"u"}, attrs({{"mode", std::string("nearest")}}));
+  add_node(g, "ConvTranspose", {"u", "w"}, {"y"});
+  add_node(g, "Relu", {"y"}, {"r"});
+  g.outputs = {"r"};
+  g = testing::with_types(g);
+  const auto cands = generate_candidates(g);
+  expect_well_formed(g, cands);
+  EXPECT_EQ(node_sets(containing(cands, 1)),
+            (std::set<std::vector<size_t>>{{1}, {1, 2}, {0, 1}, {0, 1, 2}}));
+  EXPECT_EQ(find(cands, {0, 1, 2})->pattern, "resize+convtranspose+relu");
+  EXPECT_EQ(find(cands, {0, 1, 2})->kind, ClusterKind::conv);
 }
 
 // q, k[.., D, S] -> [Transpose k] -> MatMul -> scale -> [Add mask] -> Softmax -> MatMul(v)

@@ -508,6 +508,120 @@ TEST(CodegenConv, OneDimensionalAndAutoPad) {
   }
 }
 
+// ---- ConvTranspose and 3-D convolutions through conv_implicit_gemm ------------------------
+
+Attributes convt_attrs(std::vector<int64_t> strides, std::vector<int64_t> pads,
+                       std::vector<int64_t> dilations, std::vector<int64_t> output_padding,
+                       int64_t group = 1) {
+  Attributes a;
+  a.set("strides", strides);
+  a.set("pads", pads);
+  a.set("dilations", dilations);
+  a.set("output_padding", output_padding);
+  a.set("group", group);
+  return a;
+}
+
+TEST(CodegenConvTranspose, StridesPadsOutputPaddingBiasRelu) {
+  // 6 -> 4 channels, strides 2x3, pads (1, 0 | 0, 2), output_padding (1, 2):
+  // H = 2*4 + 1 + 3 - 1 = 11, W = 3*3 + 2 + 3 - 2 = 12. Each output gathers its taps.
+  ModelBuilder m;
+  m.input("x", {2, 6, 5, 4}).weight("w", {6, 4, 3, 3}).weight("bias", {4});
+  m.node("ConvTranspose", {"x", "w", "bias"}, "y", {2, 4, 11, 12},
+         convt_attrs({2, 3}, {1, 0, 0, 2}, {1, 1}, {1, 2}));
+  m.node("Relu", {"y"}, "r", {2, 4, 11, 12});
+  const Workload w = m.workload(ClusterKind::conv);
+  EXPECT_EQ(analyze_workload(w).family, Family::conv);
+  auto vs = gemm_picks(w);
+  vs.push_back(gemm_variant("conv_implicit_gemm", 32, 16, 16, 2, 2, 1, 3, 1));
+  check_all(w, vs);
+  EXPECT_EQ(generate_kernel(w, vs.front()).source.find("atomicAdd"), std::string::npos)
+      << "a gather, not a scatter";
+}
+
+TEST(CodegenConvTranspose, GroupsDilationsOneAndThreeDimensions) {
+  {  // 3 groups (6 -> 6 channels), dilation 2x1, stride 1x2: H = 3 + 5 = 8, W = 8 + 2 = 10
+    ModelBuilder m;
+    m.input("x", {1, 6, 4, 5}).weight("w", {6, 2, 3, 2});
+    m.node("ConvTranspose", {"x", "w"}, "y", {1, 6, 8, 10}, convt_attrs({1, 2}, {0, 0, 0, 0}, {2, 1}, {0, 0}, 3));
+    const Workload w = m.workload(ClusterKind::conv);
+    check_all(w, {gemm_variant("conv_implicit_gemm", 16, 16, 8, 2, 2, 1, 2, 1),
+                  gemm_variant("conv_implicit_gemm", 32, 8, 4, 4, 2, 1, 1, 2)});
+  }
+  {  // 1-D, stride 3, pads (2, 1): L = 3*6 + 4 - 3 = 19
+    ModelBuilder m;
+    m.input("x", {2, 3, 7}).weight("w", {3, 5, 4});
+    m.node("ConvTranspose", {"x", "w"}, "y", {2, 5, 19}, convt_attrs({3}, {2, 1}, {1}, {0}));
+    check_all(m.workload(ClusterKind::conv), {gemm_variant("conv_implicit_gemm", 16, 16, 8, 2, 2, 1, 2, 1)});
+  }
+  {  // 3-D: D = 2*2 + 2 = 6, H = 3 + 3 - 1 = 5, W = 2*2 + 2 - 2 = 4
+    ModelBuilder m;
+    m.input("x", {1, 4, 3, 4, 3}).weight("w", {4, 3, 2, 3, 2});
+    m.node("ConvTranspose", {"x", "w"}, "y", {1, 3, 6, 5, 4},
+           convt_attrs({2, 1, 2}, {0, 1, 1, 0, 0, 1}, {1, 1, 1}, {0, 0, 0}));
+    check_all(m.workload(ClusterKind::conv), {gemm_variant("conv_implicit_gemm", 16, 16, 8, 2, 2, 1, 2, 1),
+                                              gemm_variant("conv_implicit_gemm", 32, 16, 16, 2, 2, 1, 3, 2)});
+  }
+  {  // SAME_UPPER with stride 2: 5x5 -> 10x10
+    ModelBuilder m;
+    m.input("x", {1, 2, 5, 5}).weight("w", {2, 3, 3, 3});
+    Attributes a;
+    a.set("strides", std::vector<int64_t>{2, 2});
+    a.set("auto_pad", std::string("SAME_UPPER"));
+    m.node("ConvTranspose", {"x", "w"}, "y", {1, 3, 10, 10}, a);
+    check_all(m.workload(ClusterKind::conv), {gemm_variant("conv_implicit_gemm", 16, 16, 8, 2, 2, 1, 1, 1)});
+  }
+}
+
+TEST(CodegenConv, ThreeDimensionalBiasAndGroups) {
+  {  // D = (5 + 2 - 5) + 1 = 3, H = (6 + 1 - 2) / 2 + 1 = 3, W = (7 + 1 - 3) / 2 + 1 = 3
+    ModelBuilder m;
+    m.input("x", {2, 3, 5, 6, 7}).weight("w", {4, 3, 3, 2, 3}).weight("bias", {4});
+    m.node("Conv", {"x", "w", "bias"}, "y", {2, 4, 3, 3, 3},
+           conv_attrs({3, 2, 3}, {1, 2, 2}, {1, 0, 1, 1, 1, 0}, {2, 1, 1}));
+    m.node("Sigmoid", {"y"}, "s", {2, 4, 3, 3, 3});
+    const Workload w = m.workload(ClusterKind::conv);
+    EXPECT_EQ(analyze_workload(w).family, Family::conv);
+    auto vs = gemm_picks(w);
+    vs.push_back(gemm_variant("conv_implicit_gemm", 16, 16, 8, 2, 2, 1, 2, 2));
+    check_all(w, vs);
+  }
+  {  // depthwise 3-D (groups = channels): the GEMM template, one group per batch
+    ModelBuilder m;
+    m.input("x", {1, 4, 4, 5, 6}).weight("w", {4, 1, 3, 3, 3});
+    m.node("Conv", {"x", "w"}, "y", {1, 4, 4, 5, 6},
+           conv_attrs({3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1}, {1, 1, 1}, 4));
+    const Workload w = m.workload(ClusterKind::depthwise);
+    EXPECT_EQ(analyze_workload(w).family, Family::conv);
+    check_all(w, {gemm_variant("conv_implicit_gemm", 32, 4, 8, 4, 1, 1, 2, 1)});
+  }
+}
+
+TEST(CodegenConv, PadAndResizeProloguesReadThroughTheGather) {
+  {  // reflect Pad (1 | 2 on H, 0 | 1 on W) -> 3x3 Conv: [1,3,7,6] -> [1,3,10,7] -> [1,5,8,5]
+    ModelBuilder m;
+    m.input("x", {1, 3, 7, 6}).weight("w", {5, 3, 3, 3});
+    m.g.initializers["p"] = Tensor::from_vector<int64_t>({8}, {0, 0, 1, 0, 0, 0, 2, 1});
+    m.g.tensors["p"] = {DType::i64, {8}};
+    Attributes pa;
+    pa.set("mode", std::string("reflect"));
+    m.node("Pad", {"x", "p"}, "xp", {1, 3, 10, 7}, pa);
+    m.node("Conv", {"xp", "w"}, "y", {1, 5, 8, 5}, conv_attrs({3, 3}, {1, 1}, {0, 0, 0, 0}, {1, 1}));
+    check_all(m.workload(ClusterKind::conv), {gemm_variant("conv_implicit_gemm", 16, 16, 8, 2, 2, 1, 2, 1)});
+  }
+  {  // bilinear 2x upsample -> ConvTranspose stride 1 (a decoder step): [1,4,3,5] -> [1,4,6,10] -> [1,2,8,12]
+    ModelBuilder m;
+    m.input("x", {1, 4, 3, 5}).weight("w", {4, 2, 3, 3});
+    m.g.initializers["s"] = Tensor::from_vector<float>({4}, {1, 1, 2, 2});
+    m.g.tensors["s"] = {DType::f32, {4}};
+    Attributes ra;
+    ra.set("mode", std::string("linear"));
+    m.node("Resize", {"x", "", "s"}, "u", {1, 4, 6, 10}, ra);
+    m.node("ConvTranspose", {"u", "w"}, "y", {1, 2, 8, 12}, convt_attrs({1, 1}, {0, 0, 0, 0}, {1, 1}, {0, 0}));
+    check_all(m.workload(ClusterKind::conv), {gemm_variant("conv_implicit_gemm", 16, 16, 8, 2, 2, 1, 2, 1)});
+  }
+}
+
 // ---- depthwise_direct ----------------------------------------------------------------------
 
 Variant dw_variant(int64_t th, int64_t tw, int64_t bc, int64_t ppt) {

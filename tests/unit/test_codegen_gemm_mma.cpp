@@ -350,6 +350,32 @@ TEST(CodegenGemmMma, ConvDilated) {
   check_paths(m.workload(ClusterKind::conv), 144);
 }
 
+TEST(CodegenGemmMma, ConvTransposeConv3dConv1d) {
+  {  // ConvTranspose 16 -> 24 channels, stride 2, pads 1, output_padding 1: 6x6 -> 12x12
+    ModelBuilder m;
+    m.input("x", {2, 16, 6, 6}).weight("w", {16, 24, 3, 3}).weight("bias", {24});
+    Attributes a;
+    a.set("strides", std::vector<int64_t>{2, 2});
+    a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+    a.set("output_padding", std::vector<int64_t>{1, 1});
+    m.node("ConvTranspose", {"x", "w", "bias"}, "y", {2, 24, 12, 12}, a);
+    check_paths(m.workload(ClusterKind::conv), 144);
+  }
+  {  // Conv3d 8 -> 16 channels, 3x3x3, pads 1
+    ModelBuilder m;
+    m.input("x", {1, 8, 4, 5, 6}).weight("w", {16, 8, 3, 3, 3});
+    m.node("Conv", {"x", "w"}, "y", {1, 16, 4, 5, 6},
+           conv_attrs({3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1}, {1, 1, 1}));
+    check_paths(m.workload(ClusterKind::conv), 216);
+  }
+  {  // Conv1d 16 -> 32 channels, kernel 5, stride 2, pads 2: 40 -> 20
+    ModelBuilder m;
+    m.input("x", {2, 16, 40}).weight("w", {32, 16, 5}).weight("bias", {32});
+    m.node("Conv", {"x", "w", "bias"}, "y", {2, 32, 20}, conv_attrs({5}, {2}, {2, 2}, {1}));
+    check_paths(m.workload(ClusterKind::conv), 80);
+  }
+}
+
 TEST(CodegenGemmMma, ConvGrouped) {
   // Two groups of 16 input channels: the GEMM batch.
   ModelBuilder m;

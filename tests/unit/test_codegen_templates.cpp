@@ -460,6 +460,77 @@ TEST_F(CodegenElementwise, IndexMaps) {
   expect_variants_correct(w2, in, any, 2);
 }
 
+TEST_F(CodegenElementwise, PadAndResize) {
+  // Pad in every mode (negative pads crop), then Resize in every mode and coordinate
+  // transformation, each fused with an activation; and Pad -> Resize -> Add in one kernel.
+  auto one = [&](const std::function<void(Graph&)>& build, const std::string& what, uint32_t seed) {
+    Graph g;
+    add_input(g, "x", {2, 3, 5, 6});
+    build(g);
+    g.outputs = {g.nodes.back().outputs[0]};
+    ref::TensorMap in;
+    const Workload w = workload_of(g, random_graph_inputs(g, seed), ClusterKind::elementwise, &in);
+    const Context ctx(this, what);
+    expect_variants_correct(w, in, any, 2);
+  };
+  for (const char* mode : {"constant", "reflect", "edge", "wrap"})
+    one([&](Graph& g) {
+          add_initializer(g, "p", i64s({8}, {0, 1, 2, -1, 0, 0, 3, 4}));
+          add_initializer(g, "v", Tensor::scalar<float>(0.5f));
+          add_node(g, "Pad", {"x", "p", "v"}, {"y"}, attrs({{"mode", std::string(mode)}}));
+          add_node(g, "Tanh", {"y"}, {"t"});
+        },
+        std::string("Pad ") + mode, 31);
+  struct Case {
+    const char* mode;
+    const char* coord;
+    const char* nearest;
+    std::vector<float> scales;
+    std::vector<int64_t> sizes;
+  };
+  const std::vector<Case> cases = {
+      {"nearest", "half_pixel", "round_prefer_floor", {1, 1, 2, 1.5f}, {}},
+      {"nearest", "asymmetric", "ceil", {}, {2, 3, 7, 4}},
+      {"nearest", "align_corners", "round_prefer_ceil", {}, {2, 3, 9, 11}},
+      {"nearest", "tf_half_pixel_for_nn", "floor", {1, 1, 0.6f, 0.5f}, {}},
+      {"linear", "pytorch_half_pixel", "", {}, {2, 3, 1, 13}},
+      {"linear", "align_corners", "", {1, 1, 1.8f, 2}, {}},
+      {"cubic", "half_pixel", "", {1, 1, 2, 0.7f}, {}},
+      {"cubic", "asymmetric", "", {}, {2, 3, 8, 9}},
+      {"linear", "tf_crop_and_resize", "", {}, {2, 3, 6, 7}},
+  };
+  uint32_t seed = 40;
+  for (const auto& c : cases)
+    one([&](Graph& g) {
+          Attributes a = attrs({{"mode", std::string(c.mode)},
+                                {"coordinate_transformation_mode", std::string(c.coord)}});
+          if (*c.nearest) a.set("nearest_mode", std::string(c.nearest));
+          if (std::string(c.mode) == "cubic") a.set("exclude_outside", int64_t{seed % 2});
+          add_initializer(g, "roi", Tensor::from_vector<float>({8}, {0, 0, 0.2f, -0.1f, 1, 1, 0.9f, 1.2f}));
+          a.set("extrapolation_value", 2.5f);
+          std::vector<std::string> ins = {"x", "roi"};
+          if (!c.scales.empty()) {
+            add_initializer(g, "s", Tensor::from_vector<float>({4}, c.scales));
+            ins.push_back("s");
+          } else {
+            add_initializer(g, "z", i64s({4}, c.sizes));
+            ins.insert(ins.end(), {"", "z"});
+          }
+          add_node(g, "Resize", ins, {"y"}, a);
+          add_node(g, "Relu", {"y"}, {"r"});
+        },
+        std::string("Resize ") + c.mode + " " + c.coord, seed++);
+  one([&](Graph& g) {
+        add_input(g, "b", {2, 3, 10, 16});
+        add_initializer(g, "p", i64s({8}, {0, 0, 0, 1, 0, 0, 0, 1}));
+        add_initializer(g, "s", Tensor::from_vector<float>({4}, {1, 1, 2, 2}));
+        add_node(g, "Pad", {"x", "p"}, {"y"}, attrs({{"mode", std::string("reflect")}}));
+        add_node(g, "Resize", {"y", "", "s"}, {"u"}, attrs({{"mode", std::string("linear")}}));
+        add_node(g, "Add", {"u", "b"}, {"a"});
+      },
+      "Pad -> Resize -> Add", 60);
+}
+
 TEST_F(CodegenElementwise, EdgeShapes) {
   // One element; an odd-sized tensor; activations with attributes.
   for (const Shape& s : {Shape{1}, Shape{3, 5, 7}, Shape{}}) {
