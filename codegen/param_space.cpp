@@ -8,6 +8,7 @@
 #include <initializer_list>
 
 #include "ir/error.h"
+#include "ir/op_traits.h"
 #include "ref/conv_transpose.h"
 
 namespace dc {
@@ -46,25 +47,13 @@ const Node* first_of(const Graph& g, std::initializer_list<const char*> ops) {
   return nullptr;
 }
 
-bool is_reduction_op(const std::string& op) {
-  return op == "Softmax" || op == "LogSoftmax" || op == "Hardmax" || op == "LayerNormalization" ||
-         op == "InstanceNormalization" || op == "LpNormalization" || op == "GlobalAveragePool" ||
-         op == "GlobalMaxPool" || op == "GlobalLpPool" || op == "ArgMax" || op == "ArgMin" ||
-         op.rfind("Reduce", 0) == 0;
-}
+bool is_reduction_op(const std::string& op) { return op_traits(op).pattern == OpPattern::reduce; }
 
-bool is_window_pool(const std::string& op) {
-  return op == "MaxPool" || op == "AveragePool" || op == "LpPool";
-}
+bool is_window_pool(const std::string& op) { return op_traits(op).pattern == OpPattern::window; }
 
 // Ops after which the output index no longer maps to the same inner index of every input,
 // so vector loads of the inputs are not aligned with vector stores of the output.
-bool remaps_index(const std::string& op) {
-  return op == "Transpose" || op == "Gather" || op == "GatherElements" || op == "GatherND" ||
-         op == "Slice" || op == "Concat" || op == "Split" || op == "Pad" || op == "Resize" ||
-         op == "Upsample" || op == "DepthToSpace" || op == "SpaceToDepth" || op == "Tile" ||
-         is_window_pool(op);
-}
+bool remaps_index(const std::string& op) { return op_traits(op).index == IndexMap::remap; }
 
 void analyze_matmul(const Graph& g, const Node& n, WorkloadShape& s) {
   Shape a = shape_of(g, n.input(0));

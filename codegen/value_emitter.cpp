@@ -11,22 +11,13 @@
 #include "ir/error.h"
 #include "kernel.h"
 #include "template_text.h"
+#include "value_emitter_math.h"
 
 namespace dc {
 
 namespace {
 
-const std::set<std::string> kUnary = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg",
-                                      "Reciprocal", "Abs", "Erf", "Gelu", "LeakyRelu",
-                                      "HardSigmoid", "HardSwish", "Clip", "Cast", "Identity",
-                                      "Not", "Dropout"};
-// Max and Min are variadic (folded left to right, as the reference does).
-const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min",
-                                       "Equal", "Greater", "Less", "GreaterOrEqual",
-                                       "LessOrEqual", "And", "Or", "Xor"};
-const std::set<std::string> kIndexMaps = {"Transpose", "Reshape", "Flatten", "Squeeze",
-                                          "Unsqueeze", "Expand", "Slice", "Concat", "Gather",
-                                          "Split", "Tile", "Pad"};
+EmitForm form_of(const std::string& op) { return op_traits(op).emit; }
 
 std::string join(const std::vector<std::string>& v, const char* sep) {
   std::string s;
@@ -95,10 +86,6 @@ std::string store_value(DType t, const std::string& expr) {
   return expr;
 }
 
-bool is_pointwise_op(const std::string& op) {
-  return (kUnary.count(op) || kBinary.count(op) || op == "Where" || op == "Expand");
-}
-
 std::set<std::string> vector_loadable_inputs(const Graph& g, const std::vector<std::string>& roots,
                                              int64_t inner, bool halves) {
   std::map<std::string, size_t> producer;
@@ -136,10 +123,7 @@ ValueEmitter::ValueEmitter(const Graph& g) : g_(g) {
     if (!params_.count(g.outputs[i])) params_[g.outputs[i]] = fmt::format("out{}", i);
 }
 
-bool ValueEmitter::supports(const Node& n) {
-  return kUnary.count(n.op) || kBinary.count(n.op) || kIndexMaps.count(n.op) || n.op == "Where" ||
-         n.op == "Resize" || n.op == "Upsample";
-}
+bool ValueEmitter::supports(const Node& n) { return is_emittable(n.op); }
 
 void ValueEmitter::bind(const std::string& tensor, const std::string& var) { bound_[tensor] = var; }
 
@@ -237,9 +221,7 @@ namespace {
 
 // Ops whose value is one of their data inputs' values, unchanged (index maps, selections):
 // the result needs no rounding when those inputs already have the output's dtype.
-bool passes_value(const std::string& op) {
-  return kIndexMaps.count(op) || op == "Identity" || op == "Dropout" || op == "Where";
-}
+bool passes_value(const std::string& op) { return op_traits(op).passes_value; }
 
 }  // namespace
 
@@ -305,9 +287,10 @@ std::string ValueEmitter::emit_op(const Node& n, size_t out_index,
   };
   auto lit = [&](double v) { return element_literal(cd, v, static_cast<int64_t>(v)); };
 
-  if (kUnary.count(n.op)) {
+  if (form_of(n.op) == EmitForm::unary) {
     const std::string x = in(0, oc);
     if (n.op == "Identity" || n.op == "Dropout") return x;
+    if (auto e = math_expression(n, {x}, cd)) return define(*e);
     // x < 0 ? 0 : x, as the reference: NaN passes through (dc_relu would make it 0).
     if (n.op == "Relu") return define(fmt::format("{0} < {1} ? {1} : {0}", x, lit(0)));
     if (n.op == "Sigmoid")
@@ -368,8 +351,9 @@ std::string ValueEmitter::emit_op(const Node& n, size_t out_index,
       return v == x ? define(x) : v;
     }
   }
-  if (kBinary.count(n.op)) {
+  if (form_of(n.op) == EmitForm::binary) {
     const std::string a = in(0, oc), b = in(1, oc);
+    if (auto e = math_expression(n, {a, b}, cd)) return define(*e);
     if (n.op == "Add") return define(fmt::format("{} + {}", a, b));
     if (n.op == "Sub") return define(fmt::format("{} - {}", a, b));
     if (n.op == "Mul") return define(fmt::format("{} * {}", a, b));

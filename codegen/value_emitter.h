@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/op_traits.h"
 
 namespace dc {
 
@@ -105,9 +106,8 @@ std::string store_value(DType t, const std::string& expr);
 // A float literal that round-trips ("1.5f", "-0x1.8p+3f" style is avoided for readability).
 std::string float_literal(double v);
 
-// True for ops that read every input at the output element's own position up to numpy
-// broadcasting (elementwise math, Where, Cast, Expand, Identity): no index remapping.
-bool is_pointwise_op(const std::string& op);
+// is_pointwise_op (ops reading every input at the element's own position) is in
+// ir/op_traits.h.
 
 // Graph inputs that the values of `roots` read only at the element's own position (every
 // path from a root to the input goes through pointwise ops, no index map), f32, not

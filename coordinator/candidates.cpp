@@ -13,41 +13,7 @@ namespace dc {
 
 namespace {
 
-const std::set<std::string>& heavy_ops() {
-  static const std::set<std::string> ops = {"Conv", "ConvTranspose", "MatMul", "Gemm"};
-  return ops;
-}
-
-const std::set<std::string>& reduction_ops() {
-  static const std::set<std::string> ops = {
-      "Softmax", "LogSoftmax", "LayerNormalization", "MaxPool", "AveragePool",
-      "GlobalAveragePool", "GlobalMaxPool"};
-  return ops;
-}
-
-// Elementwise math: one output element from the same position of each (broadcast) input.
-const std::set<std::string>& elementwise_math_ops() {
-  static const std::set<std::string> ops = {
-      "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign",
-      "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
-      "Erf", "Relu", "LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid",
-      "HardSwish", "Tanh", "Softplus", "Softsign", "Mish", "Gelu", "Clip", "Add", "Sub", "Mul",
-      "Div", "Pow", "Max", "Min", "Sum", "Mean", "Mod", "Equal", "Less", "LessOrEqual",
-      "Greater", "GreaterOrEqual", "And", "Or", "Xor", "Not", "IsNaN", "IsInf", "Where", "Cast",
-      "Identity"};
-  return ops;
-}
-
-// Index maps: each output element is one input element at a computed position.
-const std::set<std::string>& index_map_ops() {
-  static const std::set<std::string> ops = {"Transpose", "Reshape", "Flatten", "Squeeze",
-                                            "Unsqueeze", "Expand", "Concat", "Slice",
-                                            "Gather", "Split", "Tile", "Pad",
-                                            "Resize", "Upsample"};
-  return ops;
-}
-
-bool is_elementwise_math(const Node& n) { return elementwise_math_ops().count(n.op) != 0; }
+bool is_elementwise_math(const Node& n) { return dc::is_elementwise_math(n.op); }
 
 // "conv", "add", "layernorm": the op in a pattern string.
 std::string short_name(const std::string& op) {
@@ -156,23 +122,22 @@ bool Context::is_legal(const std::vector<size_t>& nodes_in) const {
 bool is_epilogue(const Context& c, size_t j, const std::string& t) {
   const Node& n = c.node(j);
   if (c.uses_of(j, t) != 1 || !c.preserves_shape(j, t)) return false;
-  static const std::set<std::string> activations = {
-      "Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "Gelu", "HardSwish", "HardSigmoid"};
-  if (activations.count(n.op) || n.op == "Cast") {
+  const EpilogueForm form = op_traits(n.op).epilogue;
+  if (form == EpilogueForm::unary) {
     if (n.input(0) != t) return false;
     for (size_t s = 1; s < n.inputs.size(); ++s)
       if (n.has_input(s) && !c.is_constant(n.inputs[s])) return false;  // Clip bounds
     return true;
   }
-  if (n.inputs.size() != 2) return false;
+  if (form == EpilogueForm::none || n.inputs.size() != 2) return false;
   const bool first = n.inputs[0] == t;
   const std::string& other = first ? n.inputs[1] : n.inputs[0];
-  if (n.op == "Add" || n.op == "Mul") {
+  if (form == EpilogueForm::commutative) {
     if (c.is_constant(other)) return true;
     // Residual: a computed tensor of t's shape (not one that broadcasts).
     return n.op == "Add" && c.g.tensors.count(other) && c.shape(other) == c.shape(t);
   }
-  if (n.op == "Sub" || n.op == "Div") return first && c.is_constant(other);
+  return first && c.is_constant(other);  // ordered: Sub / Div by a constant
   return false;
 }
 
@@ -181,6 +146,7 @@ bool is_epilogue(const Context& c, size_t j, const std::string& t) {
 bool is_prologue(const Context& c, size_t p, size_t h) {
   if (c.sole_next(p) != h) return false;
   const Node& n = c.node(p);
+  if (!op_traits(n.op).prologue) return false;
   if (n.op == "Transpose") return c.node(h).op != "Conv" && c.node(h).op != "ConvTranspose";
   if (n.op == "Cast") return true;
   // Padding and resampling in front of a convolution: read through in its gather.
@@ -408,23 +374,7 @@ class Generator {
 
 }  // namespace
 
-OpClass classify_op(const Node& n) {
-  if (heavy_ops().count(n.op)) return OpClass::heavy;
-  if (reduction_ops().count(n.op) || n.op.rfind("Reduce", 0) == 0) return OpClass::reduction;
-  if (elementwise_math_ops().count(n.op) || index_map_ops().count(n.op))
-    return OpClass::injective;
-  return OpClass::opaque;
-}
-
-const char* op_class_name(OpClass c) {
-  switch (c) {
-    case OpClass::heavy: return "heavy";
-    case OpClass::reduction: return "reduction";
-    case OpClass::injective: return "injective";
-    case OpClass::opaque: return "opaque";
-  }
-  return "?";
-}
+OpClass classify_op(const Node& n) { return op_class(n.op); }
 
 ClusterKind heavy_kind(const Node& n) {
   DC_INTERNAL_CHECK(classify_op(n) == OpClass::heavy, "heavy_kind of ", n.op);

@@ -9,21 +9,13 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/op_traits.h"
 #include "ir/workload.h"
 
 namespace dc {
 
-// How an op can take part in fusion.
-enum class OpClass {
-  heavy,      // Conv, MatMul, Gemm: the kernel's main loop; epilogues/prologues attach to it
-  reduction,  // Softmax, LogSoftmax, LayerNormalization, Reduce*, pooling
-  injective,  // elementwise math, activations, Cast, Where, index maps (Transpose, Reshape,
-              // Concat, Slice, Gather, ...): each output element from a few input elements
-  opaque,     // everything else: computed alone, fusion does not cross it
-};
-
+// How an op can take part in fusion: its OpClass in the op-traits table (ir/op_traits.h).
 OpClass classify_op(const Node& n);
-const char* op_class_name(OpClass c);
 
 // The cluster kind of a heavy op alone: conv (group 1, including 1x1 convolutions),
 // depthwise (group > 1), gemm (MatMul, Gemm).

@@ -1,7 +1,8 @@
 #include "ir/flops.h"
 
 #include <algorithm>
-#include <set>
+
+#include "ir/op_traits.h"
 
 namespace dc {
 
@@ -17,19 +18,23 @@ const Shape* shape_of(const Graph& g, const std::string& t) {
   return it == g.tensors.end() ? nullptr : &it->second.shape;
 }
 
-bool is_data_movement(const std::string& op) {
-  static const std::set<std::string> ops = {
-      "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Split", "Slice", "Gather",
-      "Shape", "Size", "Constant", "ConstantOfShape", "Identity", "Dropout", "Flatten", "Expand",
-      "Tile", "Cast", "Range"};
-  return ops.count(op) != 0;
-}
-
 }  // namespace
 
 int64_t node_flops(const Graph& g, const Node& n) {
-  if (is_data_movement(n.op) || n.outputs.empty()) return 0;
+  const OpTraits& t = op_traits(n.op);
+  if (t.flops == FlopsBasis::none || n.outputs.empty()) return 0;
   const int64_t out = numel_of(g, n.outputs[0]);
+  switch (t.flops) {
+    case FlopsBasis::none: return 0;
+    case FlopsBasis::output: return t.flops_per_element * out;
+    case FlopsBasis::input: return t.flops_per_element * numel_of(g, n.input(0));
+    case FlopsBasis::window: {
+      int64_t window = 1;
+      for (int64_t k : n.attrs.get_ints("kernel_shape", {})) window *= k;
+      return t.flops_per_element * out * window;
+    }
+    case FlopsBasis::contraction: break;
+  }
   if (n.op == "Conv") {
     const Shape* w = shape_of(g, n.input(1));
     if (!w || w->size() < 3) return 0;
@@ -44,25 +49,11 @@ int64_t node_flops(const Graph& g, const Node& n) {
     return 2 * shape_numel(*x) * (shape_numel(*w) / std::max<int64_t>((*w)[0], 1)) +
            (n.has_input(2) ? out : 0);
   }
-  if (n.op == "Gemm" || n.op == "MatMul") {
-    const Shape* a = shape_of(g, n.input(0));
-    if (!a || a->empty()) return 0;
-    int64_t k = a->back();
-    if (n.op == "Gemm" && n.attrs.get_int("transA", 0) && a->size() == 2) k = (*a)[0];
-    return 2 * out * k + (n.op == "Gemm" && n.has_input(2) ? out : 0);
-  }
-  if (n.op == "MaxPool" || n.op == "AveragePool") {
-    int64_t window = 1;
-    for (int64_t k : n.attrs.get_ints("kernel_shape", {})) window *= k;
-    return out * window;
-  }
-  const int64_t in = numel_of(g, n.input(0));
-  if (n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool" || n.op.rfind("Reduce", 0) == 0)
-    return in;
-  if (n.op == "Softmax" || n.op == "LogSoftmax") return 5 * in;
-  if (n.op == "LayerNormalization") return 8 * in;
-  if (n.op == "BatchNormalization") return 2 * in;
-  return out;  // elementwise
+  const Shape* a = shape_of(g, n.input(0));  // Gemm, MatMul
+  if (!a || a->empty()) return 0;
+  int64_t k = a->back();
+  if (n.op == "Gemm" && n.attrs.get_int("transA", 0) && a->size() == 2) k = (*a)[0];
+  return 2 * out * k + (n.op == "Gemm" && n.has_input(2) ? out : 0);
 }
 
 int64_t graph_flops(const Graph& g) {

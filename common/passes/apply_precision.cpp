@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ir/error.h"
+#include "ir/op_traits.h"
 
 namespace dc {
 
@@ -17,20 +18,14 @@ namespace {
 
 // Ops that compute a reduction or normalisation: their inputs stay f32 when an elementwise
 // chain only feeds them (the fused kernel keeps those values in registers).
-bool is_sensitive(const std::string& op) {
-  return op == "Softmax" || op == "LogSoftmax" || op == "LayerNormalization" ||
-         op == "InstanceNormalization" || op == "GroupNormalization" ||
-         op == "LpNormalization" || op == "BatchNormalization" || op == "AveragePool" ||
-         op == "GlobalAveragePool" || op == "LpPool" || op == "GlobalLpPool" ||
-         op.rfind("Reduce", 0) == 0;
-}
+bool is_sensitive(const std::string& op) { return op_traits(op).fp32_compute; }
 
 bool is_elementwise(const std::string& op) {
   static const std::set<std::string> ops = {
       "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign",
       "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
       "Erf", "Relu", "LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid",
-      "HardSwish", "Tanh", "Softplus", "Softsign", "Mish", "Gelu", "Clip", "Add", "Sub", "Mul",
+      "HardSwish", "Tanh", "Softplus", "Softsign", "Mish", "ThresholdedRelu", "Gelu", "Clip", "Add", "Sub", "Mul",
       "Div", "Pow", "Max", "Min", "Sum", "Mean", "Mod", "Where", "Cast"};
   return ops.count(op) != 0;
 }

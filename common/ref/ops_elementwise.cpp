@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "ir/parallel.h"
 #include "ref/broadcast.h"
@@ -103,6 +104,37 @@ void check_unary_float(const Node& n, const Infos& in) {
   if (n.op == "HardSigmoid") {
     n.attrs.get_float("alpha", 0.2f);
     n.attrs.get_float("beta", 0.5f);
+  }
+}
+
+void check_celu(const Node& n, const Infos& in) {
+  check_same_type_nary(n, in, 1, 1, {DType::f32});
+  DC_USER_CHECK(n.attrs.get_float("alpha", 1.f) != 0.f, n.op, ": attribute 'alpha' is 0");
+}
+
+// PRelu: the slope broadcasts to X (unidirectionally: the output has X's shape).
+void check_prelu(const Node& n, const Infos& in) {
+  check_same_type_nary(n, in, 2, 2, kFloat);
+  DC_USER_CHECK(broadcast_all(n, in) == required(n, in, 0).shape, n.op, ": slope of shape ",
+                shape_str(in[1]->shape), " does not broadcast to X's shape ",
+                shape_str(in[0]->shape));
+}
+
+// Mod: fmod=0 (integers only: the remainder takes the divisor's sign, as Python's %) or
+// fmod=1 (C's fmod / %: the dividend's sign).
+void check_mod(const Node& n, const Infos& in) {
+  check_same_type_nary(n, in, 2, 2, kArith);
+  const int64_t fmod = n.attrs.get_int("fmod", 0);
+  DC_USER_CHECK(fmod == 0 || fmod == 1, n.op, ": attribute 'fmod' must be 0 or 1, got ", fmod);
+  DC_USER_CHECK(fmod == 1 || !is_float(in[0]->dtype), n.op,
+                ": fmod=0 on floating-point inputs (the spec requires fmod=1)");
+}
+
+void check_is_special(const Node& n, const Infos& in) {
+  check_same_type_nary(n, in, 1, 1, kFloat);
+  if (n.op == "IsInf") {
+    n.attrs.get_int("detect_positive", 1);
+    n.attrs.get_int("detect_negative", 1);
   }
 }
 
@@ -387,8 +419,17 @@ std::vector<Tensor> run_not(const Node&, const Inputs& in) {
 
 enum class Un {
   sqrt, exp, log, neg, reciprocal, abs, erf, relu, leaky_relu, sigmoid, tanh,
-  hard_sigmoid, hard_swish, gelu, gelu_tanh
+  hard_sigmoid, hard_swish, gelu, gelu_tanh,
+  // Activations and math of issue 14 (formulas of the ONNX spec; ValueEmitter the same).
+  elu, selu, celu, softplus, softsign, mish, thresholded_relu, floor, ceil, round, sign, sin,
+  cos
 };
+
+// max(x, 0) + log1p(exp(-|x|)): Softplus's log(exp(x) + 1) without the overflow of exp.
+template <class T>
+T softplus(T x) {
+  return (x > T(0) ? x : T(0)) + std::log1p(std::exp(-std::fabs(x)));
+}
 
 template <Un K, class T>
 T unary(T x, T alpha, T beta) {
@@ -422,6 +463,33 @@ T unary(T x, T alpha, T beta) {
     return std::max(T(0), std::min(T(1), alpha * x + beta));
   } else if constexpr (K == Un::hard_swish) {
     return x * std::max(T(0), std::min(T(1), x / T(6) + T(0.5)));
+  } else if constexpr (K == Un::elu) {
+    return x < T(0) ? alpha * (std::exp(x) - T(1)) : x;
+  } else if constexpr (K == Un::selu) {  // alpha, gamma
+    return x <= T(0) ? beta * (alpha * std::exp(x) - alpha) : beta * x;
+  } else if constexpr (K == Un::celu) {  // max(0,x) + min(0, alpha*(exp(x/alpha)-1))
+    return x > T(0) ? x : alpha * (std::exp(x / alpha) - T(1));
+  } else if constexpr (K == Un::softplus) {
+    return softplus(x);
+  } else if constexpr (K == Un::softsign) {
+    return x / (T(1) + std::fabs(x));
+  } else if constexpr (K == Un::mish) {
+    return x * std::tanh(softplus(x));
+  } else if constexpr (K == Un::thresholded_relu) {
+    return x > alpha ? x : T(0);
+  } else if constexpr (K == Un::floor) {
+    return std::floor(x);
+  } else if constexpr (K == Un::ceil) {
+    return std::ceil(x);
+  } else if constexpr (K == Un::round) {
+    return std::nearbyint(x);  // half to even (the default rounding mode)
+  } else if constexpr (K == Un::sign) {
+    if constexpr (std::is_integral_v<T>) return static_cast<T>((x > 0) - (x < 0));
+    else return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x);  // 0 and NaN stay
+  } else if constexpr (K == Un::sin) {
+    return std::sin(x);
+  } else if constexpr (K == Un::cos) {
+    return std::cos(x);
   } else if constexpr (K == Un::gelu) {
     return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
   } else {
@@ -431,13 +499,24 @@ T unary(T x, T alpha, T beta) {
   }
 }
 
+// The (alpha, beta) attributes of an activation, with ONNX's defaults (Selu: alpha, gamma).
+template <Un K>
+std::pair<float, float> unary_params(const Node& n) {
+  const auto alpha = [&](float d) { return n.attrs.get_float("alpha", d); };
+  switch (K) {
+    case Un::leaky_relu: return {alpha(0.01f), 0.f};
+    case Un::hard_sigmoid: return {alpha(0.2f), n.attrs.get_float("beta", 0.5f)};
+    case Un::elu: case Un::celu: case Un::thresholded_relu: return {alpha(1.f), 0.f};
+    case Un::selu:
+      return {alpha(1.67326319217681884765625f), n.attrs.get_float("gamma", 1.05070102214813232421875f)};
+    default: return {0.f, 0.f};
+  }
+}
+
 template <Un K>
 Tensor unary_kernel(const Node& n, const Tensor& x) {
-  constexpr bool any_arith = K == Un::neg || K == Un::abs || K == Un::relu;
-  const float alpha = K == Un::leaky_relu     ? n.attrs.get_float("alpha", 0.01f)
-                      : K == Un::hard_sigmoid ? n.attrs.get_float("alpha", 0.2f)
-                                              : 0.f;
-  const float beta = K == Un::hard_sigmoid ? n.attrs.get_float("beta", 0.5f) : 0.f;
+  constexpr bool any_arith = K == Un::neg || K == Un::abs || K == Un::relu || K == Un::sign;
+  const auto [alpha, beta] = unary_params<K>(n);
   using Allowed = std::conditional_t<any_arith, ArithTypes, FloatTypes>;
   return visit_dtype(Allowed{}, n, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -455,6 +534,54 @@ std::vector<Tensor> run_gelu(const Node& n, const Inputs& in) {
   if (n.attrs.get_string("approximate", "none") == "tanh")
     return {unary_kernel<Un::gelu_tanh>(n, in[0])};
   return {unary_kernel<Un::gelu>(n, in[0])};
+}
+
+std::vector<Tensor> run_prelu(const Node& n, const Inputs& in) {
+  return {visit_dtype(FloatTypes{}, n, in[0].dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return binary_map<T, T, T>(in[0], in[1], [](T x, T slope) { return x < T(0) ? slope * x : x; });
+  })};
+}
+
+template <class T>
+T mod_elem(T a, T b, bool c_fmod) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::fmod(a, b);
+  } else {
+    if (b == -1) return 0;  // MIN % -1 traps
+    const T r = a % b;
+    return (!c_fmod && r != 0 && ((r < 0) != (b < 0))) ? static_cast<T>(r + b) : r;
+  }
+}
+
+std::vector<Tensor> run_mod(const Node& n, const Inputs& in) {
+  const bool c_fmod = n.attrs.get_int("fmod", 0) == 1;
+  return {visit_dtype(ArithTypes{}, n, in[0].dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_integral_v<T>) {  // refused before the (parallel) loop
+      const T* p = in[1].data<T>();
+      for (int64_t i = 0; i < in[1].numel(); ++i)
+        DC_USER_CHECK(p[i] != 0, n.op, ": integer modulo by zero");
+    }
+    return binary_map<T, T, T>(in[0], in[1], [c_fmod](T a, T b) { return mod_elem(a, b, c_fmod); });
+  })};
+}
+
+std::vector<Tensor> run_is_nan(const Node& n, const Inputs& in) {
+  return {visit_dtype(FloatTypes{}, n, in[0].dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return unary_map<T, bool>(in[0], [](T x) { return x != x; });
+  })};
+}
+
+std::vector<Tensor> run_is_inf(const Node& n, const Inputs& in) {
+  const bool pos = n.attrs.get_int("detect_positive", 1) != 0;
+  const bool neg = n.attrs.get_int("detect_negative", 1) != 0;
+  return {visit_dtype(FloatTypes{}, n, in[0].dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T inf = std::numeric_limits<T>::infinity();
+    return unary_map<T, bool>(in[0], [=](T x) { return (pos && x == inf) || (neg && x == -inf); });
+  })};
 }
 
 // ---------------------------------------------------------------------------------------
@@ -615,6 +742,23 @@ const OpDef kOps[] = {
     op_def<check_unary_float, run_unary<Un::hard_sigmoid>>("HardSigmoid"),
     op_def<check_unary_float, run_unary<Un::hard_swish>>("HardSwish"),
     op_def<check_gelu, run_gelu>("Gelu"),
+    op_def<check_unary_float, run_unary<Un::elu>>("Elu"),
+    op_def<check_unary_float, run_unary<Un::selu>>("Selu"),
+    op_def<check_celu, run_unary<Un::celu>>("Celu"),
+    op_def<check_unary_float, run_unary<Un::softplus>>("Softplus"),
+    op_def<check_unary_float, run_unary<Un::softsign>>("Softsign"),
+    op_def<check_unary_float, run_unary<Un::mish>>("Mish"),
+    op_def<check_unary_float, run_unary<Un::thresholded_relu>>("ThresholdedRelu"),
+    op_def<check_unary_float, run_unary<Un::floor>>("Floor"),
+    op_def<check_unary_float, run_unary<Un::ceil>>("Ceil"),
+    op_def<check_unary_float, run_unary<Un::round>>("Round"),
+    op_def<check_unary_arith, run_unary<Un::sign>>("Sign"),
+    op_def<check_unary_float, run_unary<Un::sin>>("Sin"),
+    op_def<check_unary_float, run_unary<Un::cos>>("Cos"),
+    op_def<check_prelu, run_prelu>("PRelu"),
+    op_def<check_mod, run_mod>("Mod"),
+    op_def<check_is_special, run_is_nan>("IsNaN"),
+    op_def<check_is_special, run_is_inf>("IsInf"),
     op_def<check_clip, run_clip>("Clip"),
     op_def<check_equal, run_compare<Cmp::eq>>("Equal"),
     op_def<check_order_compare, run_compare<Cmp::gt>>("Greater"),

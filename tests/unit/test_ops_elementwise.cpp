@@ -314,6 +314,54 @@ TEST(OpsElementwise, Gelu) {
                dc::UserError);
 }
 
+TEST(OpsElementwise, ActivationsOfIssue14) {
+  // Hand-computed with numpy from the ONNX spec's formulas.
+  expect_tensor_near(run("Elu", {f32({5}, kX)}), f32({5}, {-0.86466472f, -0.39346934f, 0, 0.5f, 2}));
+  expect_tensor_near(run("Selu", {f32({5}, kX)}),
+                     f32({5}, {-1.5201665f, -0.69175819f, 0, 0.52535051f, 2.101402f}));
+  expect_tensor_near(run("Celu", {f32({5}, kX)}, attrs({{"alpha", 0.5f}})),
+                     f32({5}, {-0.49084218f, -0.31606028f, 0, 0.5f, 2}));
+  expect_tensor_near(run("Softplus", {f32({5}, kX)}),
+                     f32({5}, {0.12692801f, 0.47407698f, 0.69314718f, 0.97407698f, 2.126928f}));
+  expect_tensor_near(run("Softsign", {f32({5}, kX)}),
+                     f32({5}, {-0.66666667f, -0.33333333f, 0, 0.33333333f, 0.66666667f}));
+  expect_tensor_near(run("Mish", {f32({5}, kX)}),
+                     f32({5}, {-0.25250148f, -0.22074377f, 0, 0.37524521f, 1.943959f}));
+  expect_tensor_near(run("ThresholdedRelu", {f32({5}, kX)}, attrs({{"alpha", 0.4f}})),
+                     f32({5}, {0, 0, 0, 0.5f, 2}));
+  expect_tensor_near(run("PRelu", {f32({2, 2}, {-2, 1, -4, -1}), f32({2}, {0.5f, 0.25f})}),
+                     f32({2, 2}, {-1, 1, -2, -0.25f}));
+  EXPECT_THROW(check("PRelu", {{DType::f32, {2}}, {DType::f32, {3, 2}}}), dc::UserError);
+  // Softplus does not overflow where exp(x) would.
+  expect_tensor_near(run("Softplus", {f32({1}, {100.f})}), f32({1}, {100.f}));
+}
+
+TEST(OpsElementwise, RoundingSignModAndSpecials) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const Tensor t = f32({6}, {0.5f, 1.5f, 2.5f, -0.5f, -1.7f, 2.2f});
+  expect_tensor_near(run("Round", {t}), f32({6}, {0, 2, 2, -0.f, -2, 2}));  // half to even
+  expect_tensor_near(run("Floor", {t}), f32({6}, {0, 1, 2, -1, -2, 2}));
+  expect_tensor_near(run("Ceil", {t}), f32({6}, {1, 2, 3, -0.f, -1, 3}));
+  expect_tensor_near(run("Sign", {t}), f32({6}, {1, 1, 1, -1, -1, 1}));
+  EXPECT_EQ(run("Sign", {i64({3}, {-5, 0, 7})}).to_int64_vector(), (std::vector<int64_t>{-1, 0, 1}));
+  // Python's % (fmod=0) takes the divisor's sign, C's (fmod=1) the dividend's.
+  const Tensor a = i64({4}, {-7, 7, -7, 7}), b = i64({4}, {3, -3, -3, 3});
+  EXPECT_EQ(run("Mod", {a, b}).to_int64_vector(), (std::vector<int64_t>{2, -2, -1, 1}));
+  EXPECT_EQ(run("Mod", {a, b}, attrs({{"fmod", int64_t{1}}})).to_int64_vector(),
+            (std::vector<int64_t>{-1, 1, -1, 1}));
+  expect_tensor_near(run("Mod", {f32({2}, {-7.5f, 7.5f}), f32({2}, {2, 2})}, attrs({{"fmod", int64_t{1}}})),
+                     f32({2}, {-1.5f, 1.5f}));
+  EXPECT_THROW(run("Mod", {f32({1}, {1}), f32({1}, {2})}), dc::UserError);  // floats need fmod=1
+  EXPECT_THROW(run("Mod", {a, i64({4}, {1, 0, 1, 1})}), dc::UserError);    // modulo by zero
+  const Tensor s = f32({4}, {nan, inf, -inf, 1});
+  EXPECT_EQ(run("IsNaN", {s}).to_int64_vector(), (std::vector<int64_t>{1, 0, 0, 0}));
+  EXPECT_EQ(run("IsInf", {s}).to_int64_vector(), (std::vector<int64_t>{0, 1, 1, 0}));
+  EXPECT_EQ(run("IsInf", {s}, attrs({{"detect_negative", int64_t{0}}})).to_int64_vector(),
+            (std::vector<int64_t>{0, 1, 0, 0}));
+  EXPECT_EQ(run("IsInf", {s}, attrs({{"detect_positive", int64_t{0}}})).to_int64_vector(),
+            (std::vector<int64_t>{0, 0, 1, 0}));
+}
+
 TEST(OpsElementwise, ReluKeepsNaN) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   EXPECT_TRUE(std::isnan(run("Relu", {f32({1}, {nan})}).data<float>()[0]));

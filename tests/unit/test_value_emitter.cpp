@@ -3,6 +3,7 @@
 // it refuses; and the numbers of every op it emits, per dtype, through a minimal kernel of
 // its own (one grid-stride loop per output) on the host emulator against the CPU
 // reference executor.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -350,6 +351,76 @@ TEST(ValueEmitterNumbers, IndexMaps) {
   for (const char* n : {"x", "y", "z", "e"}) in[n] = testing::random_tensor(g.info(n).shape, 20);
   in["ix"] = i64s({2, 2}, {0, -1, 2, 1});
   expect_matches_reference(g, in);
+}
+
+TEST(ValueEmitterNumbers, ActivationsAndMath) {
+  Graph g;
+  add_input(g, "x", {6, 7});
+  add_input(g, "slope", {7});
+  add_input(g, "a", {6, 7}, DType::i64);
+  add_input(g, "b", {7}, DType::i64);  // non-zero divisors of both signs
+  add_input(g, "m", {6, 7});           // non-zero float divisors
+  add_input(g, "s", {6, 7});           // NaNs, infinities and ties of Round
+  const std::vector<std::pair<std::string, Attributes>> unary = {
+      {"Elu", {}}, {"Elu", attrs({{"alpha", 0.7f}})}, {"Selu", {}},
+      {"Selu", attrs({{"alpha", 1.5f}, {"gamma", 2.f}})}, {"Celu", {}},
+      {"Celu", attrs({{"alpha", 0.4f}})}, {"Softplus", {}}, {"Softsign", {}}, {"Mish", {}},
+      {"ThresholdedRelu", {}}, {"ThresholdedRelu", attrs({{"alpha", 0.25f}})}, {"Floor", {}},
+      {"Ceil", {}}, {"Round", {}}, {"Sign", {}}, {"Sin", {}}, {"Cos", {}}, {"Abs", {}}};
+  for (size_t i = 0; i < unary.size(); ++i) {
+    const std::string o = "u" + std::to_string(i);
+    add_node(g, unary[i].first, {"x"}, {o}, unary[i].second);
+    g.outputs.push_back(o);
+  }
+  add_node(g, "PRelu", {"x", "slope"}, {"prelu"});
+  add_node(g, "Mod", {"x", "m"}, {"fmod"}, attrs({{"fmod", int64_t{1}}}));
+  add_node(g, "Mod", {"a", "b"}, {"mod_py"});
+  add_node(g, "Mod", {"a", "b"}, {"mod_c"}, attrs({{"fmod", int64_t{1}}}));
+  add_node(g, "Sign", {"a"}, {"sign_int"});
+  add_node(g, "Round", {"s"}, {"round_ties"});
+  add_node(g, "IsNaN", {"s"}, {"isnan"});
+  add_node(g, "IsInf", {"s"}, {"isinf"});
+  add_node(g, "IsInf", {"s"}, {"isposinf"}, attrs({{"detect_negative", int64_t{0}}}));
+  add_node(g, "IsInf", {"s"}, {"isneginf"}, attrs({{"detect_positive", int64_t{0}}}));
+  g.outputs.insert(g.outputs.end(), {"prelu", "fmod", "mod_py", "mod_c", "sign_int",
+                                     "round_ties", "isnan", "isinf", "isposinf", "isneginf"});
+  std::vector<float> special = testing::random_tensor({6, 7}, 23, -3.f, 3.f).to_float_vector();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> edge = {NAN, inf, -inf, 0.5f, 1.5f, 2.5f, -0.5f, -2.5f, 0.f, -0.f};
+  std::copy(edge.begin(), edge.end(), special.begin());
+  std::vector<int64_t> av;
+  const Tensor ar = testing::random_tensor({6, 7}, 24, -50.f, 50.f);
+  for (float v : ar.to_float_vector()) av.push_back(static_cast<int64_t>(v));
+  const ref::TensorMap in = {{"x", testing::random_tensor({6, 7}, 21, -4.f, 4.f)},
+                             {"slope", testing::random_tensor({7}, 22, 0.05f, 0.9f)},
+                             {"a", i64s({6, 7}, av)},
+                             {"b", i64s({7}, {3, -2, 5, 7, -9, 4, -1})},
+                             {"m", testing::random_tensor({6, 7}, 25, 0.5f, 2.f)},
+                             {"s", Tensor::from_vector<float>({6, 7}, special)}};
+  const auto outs = expect_matches_reference(g, in);
+  ASSERT_EQ(outs.size(), g.outputs.size());
+  const size_t k = unary.size();
+  // Hand-computed: Python's % takes the divisor's sign, C's the dividend's.
+  const auto a = in.at("a").to_int64_vector(), py = outs[k + 2].to_int64_vector(),
+             c = outs[k + 3].to_int64_vector();
+  const std::vector<int64_t> bv = {3, -2, 5, 7, -9, 4, -1};
+  for (size_t i = 0; i < a.size(); ++i) {
+    const int64_t d = bv[i % 7];
+    EXPECT_EQ(c[i], d == -1 ? 0 : a[i] % d) << i;
+    EXPECT_EQ(py[i], ((a[i] % d) + d) % d) << i;
+  }
+  // Round halves to even; IsNaN / IsInf on the edge values.
+  const auto r = outs[k + 5].to_float_vector();
+  EXPECT_EQ(r[3], 0.f);
+  EXPECT_EQ(r[4], 2.f);
+  EXPECT_EQ(r[5], 2.f);
+  EXPECT_EQ(r[7], -2.f);
+  const auto isnan = outs[k + 6].to_int64_vector(), isinf = outs[k + 7].to_int64_vector(),
+             pos = outs[k + 8].to_int64_vector(), neg = outs[k + 9].to_int64_vector();
+  EXPECT_EQ(std::vector<int64_t>(isnan.begin(), isnan.begin() + 4), (std::vector<int64_t>{1, 0, 0, 0}));
+  EXPECT_EQ(std::vector<int64_t>(isinf.begin(), isinf.begin() + 4), (std::vector<int64_t>{0, 1, 1, 0}));
+  EXPECT_EQ(std::vector<int64_t>(pos.begin(), pos.begin() + 4), (std::vector<int64_t>{0, 1, 0, 0}));
+  EXPECT_EQ(std::vector<int64_t>(neg.begin(), neg.begin() + 4), (std::vector<int64_t>{0, 0, 1, 0}));
 }
 
 }  // namespace
