@@ -13,6 +13,7 @@
 #include "nvrtc.h"
 #include "plan/memory_plan.h"
 #include "plan/plan_io.h"
+#include "plan_views.h"
 
 namespace dc {
 
@@ -78,6 +79,47 @@ class Assembler {
     }
   }
 
+  // False when the cluster is not a view (add_step then runs it as a kernel).
+  bool add_view(const Candidate& cand, const StepChoice& choice) {
+    if (cand.nodes.size() != 1) return false;
+    const Node& n = g_.nodes[cand.nodes.front()];
+    const auto offsets = view_byte_offsets(g_, n, kPlanAlignment);
+    if (!offsets) return false;
+    const int x = tensor(n.inputs[0], PlanTensorKind::intermediate);
+    const PlanTensorKind in_kind = p_.tensors[static_cast<size_t>(x)].kind;
+    if (in_kind == PlanTensorKind::weight) return false;  // constant folding's business
+    const bool to_output = std::any_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) {
+      return std::find(g_.outputs.begin(), g_.outputs.end(), o) != g_.outputs.end();
+    });
+    if (to_output) {
+      // The output is the user's buffer: the producer writes there instead, through a view
+      // of it. Only a whole view of an intermediate, not itself a model output, can do that.
+      if (n.outputs.size() != 1 || (*offsets)[0] != 0 || in_kind != PlanTensorKind::intermediate ||
+          reversed_.count(x))
+        return false;
+      const int y = tensor(n.outputs[0], PlanTensorKind::output);
+      PlanTensor& in = p_.tensors[static_cast<size_t>(x)];
+      if (in.bytes() != p_.tensors[static_cast<size_t>(y)].bytes()) return false;
+      in.kind = PlanTensorKind::view;
+      in.view_of = y;
+      in.offset = 0;
+      reversed_.insert(x);
+    } else {
+      for (size_t k = 0; k < n.outputs.size(); ++k) {
+        const int y = tensor(n.outputs[k], PlanTensorKind::intermediate);
+        PlanTensor& out = p_.tensors[static_cast<size_t>(y)];
+        out.kind = PlanTensorKind::view;
+        out.view_of = x;
+        out.offset = (*offsets)[k];
+      }
+    }
+    PlanView v;
+    v.cluster = fmt::format("{}#{}", cand.pattern, choice.candidate);
+    v.nodes.push_back(n.name);
+    p_.views.push_back(std::move(v));
+    return true;
+  }
+
   void add_step(const Candidate& cand, const StepChoice& choice) {
     const Workload w = make_workload(g_, cand.nodes, cand.kind, &consumers_);
     const std::string key = choice.variant ? choice.variant->key() : "reference";
@@ -114,6 +156,7 @@ class Assembler {
   }
 
   void finish() {
+    resolve_views();
     std::vector<MemoryRequest> requests;
     std::vector<int> ids;
     for (size_t i = 0; i < p_.tensors.size(); ++i) {
@@ -167,6 +210,29 @@ class Assembler {
     return id;
   }
 
+  // Views point at the tensor whose bytes they are, never at another view; that tensor stays
+  // live over every step that uses one of its views.
+  void resolve_views() {
+    auto& ts = p_.tensors;
+    for (auto& t : ts) {
+      if (t.kind != PlanTensorKind::view) continue;
+      while (ts[static_cast<size_t>(t.view_of)].kind == PlanTensorKind::view) {
+        const PlanTensor& via = ts[static_cast<size_t>(t.view_of)];
+        t.offset += via.offset;
+        t.view_of = via.view_of;
+      }
+    }
+    for (auto& t : ts) {
+      if (t.kind != PlanTensorKind::view) continue;
+      PlanTensor& base = ts[static_cast<size_t>(t.view_of)];
+      if (t.first_step >= 0 && (base.kind == PlanTensorKind::intermediate)) {
+        base.first_step = base.first_step < 0 ? t.first_step : std::min(base.first_step, t.first_step);
+        base.last_step = std::max(base.last_step, t.last_step);
+      }
+      t.first_step = t.last_step = -1;
+    }
+  }
+
   void use(int id, int step) {
     PlanTensor& t = p_.tensors[static_cast<size_t>(id)];
     if (t.first_step < 0) t.first_step = step;
@@ -187,6 +253,7 @@ class Assembler {
   ExecPlan& p_;
   std::map<std::string, int> ids_;
   std::map<std::pair<std::string, std::string>, int> modules_;
+  std::set<int> reversed_;  // intermediates that became views of a model output
 };
 
 }  // namespace
@@ -207,6 +274,7 @@ ExecPlan assemble_plan(const Graph& g, const std::vector<Candidate>& candidates,
 
   Assembler a(g, p);
   for (size_t c : cluster_order(g, candidates, choices)) {
+    if (a.add_view(candidates.at(choices[c].candidate), choices[c])) continue;
     a.add_step(candidates.at(choices[c].candidate), choices[c]);
     p.measured_total_us += choices[c].measured_us;
     p.estimated_total_us += choices[c].estimated_us;

@@ -8,6 +8,7 @@ PACKAGES=(
   libzmq3-dev cppzmq-dev
   libsqlite3-dev sqlite3
   libonnx-dev libprotobuf-dev protobuf-compiler
+  libonnx-testdata        # the full ONNX backend node-test corpus (tests/cli/run_node_tests.py)
   libboost-program-options-dev
   libyaml-cpp-dev
   libgtest-dev libgmock-dev

@@ -1,6 +1,6 @@
 # Tests that drive the built commands. Labels:
 #   unit         fast (seconds)
-#   conformance  ONNX's own node tests from ../shared/onnx-node-tests
+#   conformance  ONNX's own backend node tests (Debian's libonnx-testdata, all 932)
 #   long         exported ResNet-50, MobileNetV2, BERT-base (export takes minutes)
 set(DC_COORD $<TARGET_FILE:dc-coordinator>)
 set(DC_PY /usr/bin/python3)
@@ -33,10 +33,15 @@ add_test(NAME cli_import_errors COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli
   ${DC_COORD} ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_import_errors PROPERTIES LABELS unit)
 
+add_test(NAME cli_import_opsets COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_opsets.py
+  ${DC_COORD} ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_import_opsets PROPERTIES LABELS unit)
+
+# All of ONNX 1.12's backend node tests (Debian's libonnx-testdata), two at a time: ~70 s.
 add_test(NAME onnx_node_conformance COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/run_node_tests.py
-  ${DC_COORD} ${PROJECT_SOURCE_DIR}/../shared/onnx-node-tests
-  ${CMAKE_CURRENT_SOURCE_DIR}/cli/node_tests_unsupported.txt)
-set_tests_properties(onnx_node_conformance PROPERTIES LABELS conformance)
+  ${DC_COORD} /usr/share/libonnx-testdata/data/node
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli/node_tests_unsupported.txt --jobs 2)
+set_tests_properties(onnx_node_conformance PROPERTIES LABELS conformance TIMEOUT 900)
 
 # Exported models: one fixture exports all three (skipped per model when already there).
 set(DC_MODELS ${PROJECT_SOURCE_DIR}/models)

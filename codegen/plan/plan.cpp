@@ -9,6 +9,7 @@ const char* plan_tensor_kind_name(PlanTensorKind k) {
     case PlanTensorKind::weight: return "weight";
     case PlanTensorKind::intermediate: return "intermediate";
     case PlanTensorKind::scratch: return "scratch";
+    case PlanTensorKind::view: return "view";
   }
   return "?";
 }

@@ -12,6 +12,9 @@
 //    launches). Instances of one workload with one variant share a module.
 //  - steps: the launch sequence, one per chosen cluster in topological order; step i runs
 //    module modules[steps[i].module] with its buffer j bound to tensors[steps[i].buffers[j]].
+//  - views: chosen clusters that only re-describe bytes (Reshape, Flatten, Squeeze, Unsqueeze,
+//    Identity; a Slice/Split along the outermost non-unit axis). They launch nothing: their
+//    outputs are `view` tensors, bytes of another tensor (docs/plan-format.md, "Views").
 #pragma once
 
 #include <cstdint>
@@ -29,7 +32,8 @@ namespace dc {
 inline constexpr const char* kPlanFormat = "dc-plan/1";
 inline constexpr int64_t kPlanAlignment = 256;  // arena offsets and weights.bin offsets
 
-enum class PlanTensorKind { input, output, weight, intermediate, scratch };
+// view: bytes [offset, offset + bytes) of tensors[view_of], which is not itself a view.
+enum class PlanTensorKind { input, output, weight, intermediate, scratch, view };
 const char* plan_tensor_kind_name(PlanTensorKind k);
 
 struct PlanTensor {
@@ -38,8 +42,9 @@ struct PlanTensor {
   DType dtype = DType::f32;
   Shape shape;
   // intermediate/scratch: byte offset in the arena; weight: byte offset in weights.bin;
-  // input/output: -1 (own buffers, bound by the user).
+  // input/output: -1 (own buffers, bound by the user); view: byte offset in tensors[view_of].
   int64_t offset = -1;
+  int view_of = -1;  // view: the tensor whose bytes it is; -1 otherwise
   // intermediate/scratch: the first step that writes it and the last step that reads it
   // (scratch: both its own step). -1 otherwise.
   int first_step = -1;
@@ -57,6 +62,12 @@ struct PlanStep {
   bool reference = false;         // no successful measurement: the naive reference kernel
   double measured_us = 0;         // 0 for the reference kernel
   double estimated_us = 0;
+};
+
+// A chosen cluster that became views instead of a step (its nodes' outputs are views).
+struct PlanView {
+  std::string cluster;             // as PlanStep::cluster
+  std::vector<std::string> nodes;  // the model's node names
 };
 
 struct ExecPlan {
@@ -84,6 +95,7 @@ struct ExecPlan {
   std::vector<int> outputs;       // tensor ids, in the model's output order
   std::vector<GeneratedKernel> modules;
   std::vector<PlanStep> steps;
+  std::vector<PlanView> views;
   int64_t arena_bytes = 0;        // device arena for intermediates and scratch
   int64_t unshared_bytes = 0;     // what one buffer per tensor would take (for comparison)
   // Weight values, parallel to `tensors` (defined for weights only). read_plan fills them

@@ -22,7 +22,7 @@ constexpr DType kAllDTypes[] = {DType::f32, DType::u8,  DType::i8,      DType::u
                                 DType::u32, DType::u64, DType::bf16};
 constexpr PlanTensorKind kAllKinds[] = {PlanTensorKind::input, PlanTensorKind::output,
                                         PlanTensorKind::weight, PlanTensorKind::intermediate,
-                                        PlanTensorKind::scratch};
+                                        PlanTensorKind::scratch, PlanTensorKind::view};
 constexpr BufferRole kAllRoles[] = {BufferRole::input, BufferRole::output, BufferRole::scratch};
 // No tensor of a plan comes near this; it keeps byte counts far from int64 overflow.
 constexpr int64_t kMaxTensorBytes = int64_t{1} << 48;
@@ -83,8 +83,15 @@ void write_tensor(JsonWriter& w, const PlanTensor& t) {
       .field("shape", t.shape)
       .field("offset", t.offset)
       .field("first_step", t.first_step)
-      .field("last_step", t.last_step)
-      .end_object();
+      .field("last_step", t.last_step);
+  if (t.kind == PlanTensorKind::view) w.field("view_of", t.view_of);
+  w.end_object();
+}
+
+void write_view(JsonWriter& w, const PlanView& v) {
+  w.begin_object().field("cluster", v.cluster);
+  write_strings(w.key("nodes"), v.nodes);
+  w.end_object();
 }
 
 void write_module(JsonWriter& w, const GeneratedKernel& m, const ModuleSource& src) {
@@ -258,6 +265,7 @@ PlanTensor read_tensor(const Field& f) {
   t.offset = f["offset"].i64();
   t.first_step = f["first_step"].i32();
   t.last_step = f["last_step"].i32();
+  if (t.kind == PlanTensorKind::view) t.view_of = f["view_of"].i32();
   return t;
 }
 
@@ -344,6 +352,8 @@ ExecPlan read_plan_fields(const Field& root, PlanFiles* files) {
     p.modules.push_back(read_module(m, &files->sources.back()));
   }
   for (const auto& s : root["steps"].items()) p.steps.push_back(read_step(s));
+  if (root.has("views"))  // plans written before views existed have none
+    for (const auto& v : root["views"].items()) p.views.push_back({v["cluster"].str(), v["nodes"].strs()});
   files->kernels = read_file_sum(root["files"]["kernels.cu"]);
   files->weights = read_file_sum(root["files"]["weights.bin"]);
   return p;
@@ -388,6 +398,8 @@ std::string plan_json_text(const ExecPlan& p, const PlanFiles& files) {
                  [&](JsonWriter& w, size_t i) { write_module(w, p.modules[i], files.sources[i]); });
   top.key("steps");
   array_of_lines(os, p.steps.size(), [&](JsonWriter& w, size_t i) { write_step(w, p.steps[i]); });
+  top.key("views");
+  array_of_lines(os, p.views.size(), [&](JsonWriter& w, size_t i) { write_view(w, p.views[i]); });
   top.end();
   return os.str();
 }

@@ -41,6 +41,18 @@ void check_tensor(const ExecPlan& p, size_t i, const std::string& what) {
     DC_USER_CHECK(d == 0 || numel <= kMaxBytes / d, where, ": shape ", shape_str(t.shape), " is too large");
     numel *= d;
   }
+  if (t.kind == PlanTensorKind::view) {
+    DC_USER_CHECK(in_range(t.view_of, p.tensors.size()) && t.view_of != static_cast<int>(i), where,
+                  ": view_of ", t.view_of, " is not another tensor of the plan");
+    const PlanTensor& base = p.tensors[static_cast<size_t>(t.view_of)];
+    DC_USER_CHECK(base.kind != PlanTensorKind::view && base.kind != PlanTensorKind::scratch, where,
+                  ": a view of ", plan_tensor_kind_name(base.kind), " ", tensor_ref(p, t.view_of));
+    DC_USER_CHECK(t.offset >= 0 && t.offset % kPlanAlignment == 0 && t.offset <= base.bytes() &&
+                      t.bytes() <= base.bytes() - t.offset,
+                  where, ": bytes [", t.offset, ", ", t.offset + t.bytes(), ") are not aligned bytes of ",
+                  tensor_ref(p, t.view_of), " (", base.bytes(), " bytes)");
+    return;
+  }
   if (t.kind == PlanTensorKind::weight || in_arena(t.kind))
     DC_USER_CHECK(t.offset >= 0 && t.offset <= kMaxBytes && t.offset % kPlanAlignment == 0, where, ": offset ",
                   t.offset, " is not a non-negative multiple of ", kPlanAlignment);
@@ -127,12 +139,15 @@ void check_module(const GeneratedKernel& m, const std::string& where) {
 
 // Binding `id` to buffer `b` at step `s`: types agree, roles agree with kinds, reads follow
 // writes. written[t] is the first step that wrote tensor t (-1: none yet).
-void check_binding(const ExecPlan& p, int s, const KernelBuffer& b, int id, std::vector<int>& written,
+void check_binding(const ExecPlan& p, int s, const KernelBuffer& b, int bound, std::vector<int>& written,
                    const std::string& at) {
-  const PlanTensor& t = p.tensors[static_cast<size_t>(id)];
-  DC_USER_CHECK(t.dtype == b.dtype && t.shape == b.shape, at, ": ", tensor_ref(p, id), " (",
-                type_str(t.dtype, t.shape), ") does not match the module's buffer '", b.name, "' (",
+  const PlanTensor& v = p.tensors[static_cast<size_t>(bound)];
+  DC_USER_CHECK(v.dtype == b.dtype && v.shape == b.shape, at, ": ", tensor_ref(p, bound), " (",
+                type_str(v.dtype, v.shape), ") does not match the module's buffer '", b.name, "' (",
                 type_str(b.dtype, b.shape), ")");
+  // A view is read and written through the tensor whose bytes it is.
+  const int id = v.kind == PlanTensorKind::view ? v.view_of : bound;
+  const PlanTensor& t = p.tensors[static_cast<size_t>(id)];
   const char* kind = plan_tensor_kind_name(t.kind);
   const int first_write = written[static_cast<size_t>(id)];
   if (b.role == BufferRole::input) {

@@ -15,6 +15,7 @@
 
 #include "ir/error.h"
 #include "ir/file_bytes.h"
+#include "onnx/opset_adapt.h"
 #include "onnx/static_shapes.h"
 #include "onnx/tensor_proto.h"
 #include "ref/executor.h"
@@ -66,7 +67,7 @@ void check_opset(const onnx::ModelProto& m) {
   const int64_t opset = default_opset(m);
   DC_USER_CHECK(opset > 0, "the model imports no default-domain (ai.onnx) opset");
   DC_USER_CHECK(opset <= kMaxOpset, "the model uses opset ", opset, ", newer than dc supports (",
-                kMinOpset, "..", kMaxOpset, ", ONNX 1.12); re-export it with opset ", kMaxOpset,
+                kMinOpset, "..", kMaxOpset, "); re-export it with opset ", kMaxOpset,
                 " or lower");
   DC_USER_CHECK(opset >= kMinOpset, "the model uses opset ", opset, ", older than dc supports (",
                 kMinOpset, "..", kMaxOpset, ")");
@@ -483,6 +484,7 @@ Graph import_onnx(OnnxModel model, const ImportOptions& opts) {
   check_acyclic(m.graph());
   auto on_disk = detach_external_data(*m.mutable_graph(), model_dir, model.raw_data_in_file(),
                                       fs::absolute(model.path()).string());
+  if (const auto adapted = adapt_opset(m); !adapted.how.empty()) spdlog::info("{}", adapted.how);
   run_checker(m);
   run_shape_inference(m);
   Graph g = convert(m, model_dir, std::move(on_disk));

@@ -21,9 +21,10 @@ class ModelProto;
 
 namespace dc {
 
-// Default-domain opsets dc imports; models outside the tested range 11..17 get a warning.
-inline constexpr int64_t kMinOpset = 6;
-inline constexpr int64_t kMaxOpset = 17;
+// Default-domain opsets dc imports; models outside the tested range 11..21 get a warning.
+// Opsets 1..5 and 18..21 are adapted to what ONNX 1.12 checks first (onnx/opset_adapt.h).
+inline constexpr int64_t kMinOpset = 1;
+inline constexpr int64_t kMaxOpset = 21;
 
 struct ModelInput {
   std::string name;

@@ -5,7 +5,8 @@
      and writes OUT/GPU/{plan.json, kernels.cu, weights.bin, summary.txt, selection.json};
   2. plan.json: format dc-plan/1, the GPU type, times marked emulated, every model node in
      exactly one step, the same kernels as selection.json, an arena smaller than one buffer
-     per tensor; kernels.cu holds the prelude once;
+     per tensor; kernels.cu holds the prelude once; no step is a kernel that only copies
+     (Reshape/Flatten/Squeeze/Unsqueeze/Identity alone: those are views, docs/plan-format.md);
   3. `dc-run OUT/GPU --emulate --data DATA` exits 0 and says PASS for every output
      (the outputs of ONNX test data: PyTorch's for the exported models);
   4. a truncated weights.bin, an edited kernels.cu and a plan.json cut in half are each
@@ -42,13 +43,23 @@ def check_plan_files(plan_dir, gpu):
     sel = json.load(open(os.path.join(plan_dir, "selection.json")))
     if plan["format"] != "dc-plan/1" or plan["gpu_type"] != gpu or plan["emulated"] is not True:
         fail(f"plan.json header: {plan['format']} {plan['gpu_type']} emulated={plan['emulated']}")
-    plan_nodes = [n for s in plan["steps"] for n in s["nodes"]]
+    plan_nodes = [n for s in plan["steps"] + plan.get("views", []) for n in s["nodes"]]
     sel_nodes = [n for c in sel["clusters"] for n in c["nodes"]]
     if len(plan_nodes) != len(set(plan_nodes)) or sorted(plan_nodes) != sorted(sel_nodes):
         fail(f"plan steps do not cover the selection's nodes once: {len(plan_nodes)} slots, "
              f"{len(set(plan_nodes))} distinct, selection {len(sel_nodes)}")
-    if len(plan["steps"]) != len(sel["clusters"]):
-        fail(f"{len(plan['steps'])} steps for {len(sel['clusters'])} selected clusters")
+    if len(plan["steps"]) + len(plan.get("views", [])) != len(sel["clusters"]):
+        fail(f"{len(plan['steps'])} steps and {len(plan.get('views', []))} views for "
+             f"{len(sel['clusters'])} selected clusters")
+    copy_only = [s["cluster"] for s in plan["steps"] if copy_only_cluster(s["cluster"])]
+    if copy_only:
+        fail(f"the plan holds kernels that only copy (they should be views): {copy_only}")
+    tensors = plan["tensors"]
+    for i, t in enumerate(tensors):
+        if t["kind"] == "view":
+            base = tensors[t["view_of"]]
+            if base["kind"] in ("view", "scratch") or t["offset"] < 0:
+                fail(f"tensor {i} '{t['name']}' is a view of {base['kind']} '{base['name']}'")
     if not 0 < plan["arena_bytes"] < plan["unshared_bytes"]:
         fail(f"arena {plan['arena_bytes']} B is not below one buffer per tensor ({plan['unshared_bytes']} B)")
     kernels = open(os.path.join(plan_dir, "kernels.cu")).read()
@@ -58,6 +69,14 @@ def check_plan_files(plan_dir, gpu):
     if "dc-run" not in summary:
         fail("summary.txt does not say how to run the plan")
     return plan
+
+
+VIEW_OPS = {"reshape", "flatten", "squeeze", "unsqueeze", "identity"}
+
+
+def copy_only_cluster(cluster):
+    """'flatten#12' or 'reshape+squeeze#3': a cluster of view ops only."""
+    return all(op in VIEW_OPS for op in cluster.split("#")[0].split("+"))
 
 
 def expect_refused(dc_run, plan_dir, data, what, needle):
@@ -79,7 +98,7 @@ def main():
     if f"wrote plan {plan_dir}" not in out:
         fail(f"tune does not report the plan it wrote:\n{out}")
     plan = check_plan_files(plan_dir, gpu)
-    print(f"plan: {len(plan['steps'])} steps, {len(plan['modules'])} modules, "
+    print(f"plan: {len(plan['steps'])} steps, {len(plan.get('views', []))} views, {len(plan['modules'])} modules, "
           f"arena {plan['arena_bytes'] / 2**20:.1f} MiB vs {plan['unshared_bytes'] / 2**20:.1f} MiB unshared")
 
     rc, out, err = run([dc_run, plan_dir, "--emulate", "--data", data])

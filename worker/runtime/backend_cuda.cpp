@@ -503,6 +503,7 @@ CUdeviceptr CudaBackend::address_of(int tensor) const {
     case PlanTensorKind::weight: return weights_.get() + static_cast<CUdeviceptr>(t.offset);
     case PlanTensorKind::intermediate:
     case PlanTensorKind::scratch: return arena_.get() + static_cast<CUdeviceptr>(t.offset);
+    case PlanTensorKind::view: return address_of(t.view_of) + static_cast<CUdeviceptr>(t.offset);
   }
   throw_internal_error("tensor ", t.name, " of unknown kind");
 }

@@ -28,10 +28,6 @@ constexpr unsigned kCompileThreads = 2;
 // PlanTensor::bytes() as a size_t, for comparisons with buffer sizes.
 size_t tensor_bytes(const PlanTensor& t) { return static_cast<size_t>(t.bytes()); }
 
-bool in_arena(PlanTensorKind k) {
-  return k == PlanTensorKind::intermediate || k == PlanTensorKind::scratch;
-}
-
 std::string module_label(const ExecPlan& plan, size_t m) {
   const GeneratedKernel& k = plan.modules[m];
   return fmt::format("module {} ({} {})", m, k.template_name, k.variant_key);
@@ -53,6 +49,10 @@ class EmulatorBackend final : public Backend {
     arena_.assign(static_cast<size_t>(plan.arena_bytes), std::byte{0xff});
     values_.assign(plan.tensors.size(), Tensor());
     for (int id : plan.inputs) values_[id] = Tensor(plan.tensors[id].dtype, plan.tensors[id].shape);
+    for (int id : plan.outputs) {  // poisoned like the arena: views of outputs write into them
+      values_[id] = Tensor(plan.tensors[id].dtype, plan.tensors[id].shape);
+      std::fill_n(values_[id].raw_mutable(), values_[id].nbytes(), std::byte{0xff});
+    }
   }
 
   void set_input(size_t index, const void* data, size_t bytes) override {
@@ -67,7 +67,6 @@ class EmulatorBackend final : public Backend {
 
   void get_output(size_t index, void* data, size_t bytes) override {
     const Tensor& t = values_.at(plan_->outputs.at(index));
-    DC_INTERNAL_CHECK(t.defined(), "output ", index, " read before any run wrote it");
     DC_INTERNAL_CHECK(bytes == t.nbytes(), "output ", index, ": ", bytes, " bytes for ", t.nbytes());
     std::memcpy(data, t.raw(), bytes);
   }
@@ -112,38 +111,40 @@ class EmulatorBackend final : public Backend {
                  cached.load());
   }
 
-  // The tensor a step reads as buffer contents: the user's input, a weight, an output an
-  // earlier step wrote, or an intermediate's bytes in the arena.
-  Tensor read_tensor(int id) const {
+  // Where tensor `id`'s bytes live on the host: the user's input, an output buffer, a
+  // weight, the arena; a view's are bytes of the tensor it views.
+  std::byte* storage(int id) {
     const PlanTensor& pt = plan_->tensors[id];
     switch (pt.kind) {
       case PlanTensorKind::input:
-      case PlanTensorKind::output:
-        DC_INTERNAL_CHECK(values_[id].defined(), "tensor ", pt.name, " read before it is written");
-        return values_[id];
+      case PlanTensorKind::output: return values_[id].raw_mutable();
       case PlanTensorKind::weight:
-        return plan_->values.at(id);
+        return const_cast<std::byte*>(plan_->values.at(id).raw());  // only ever read
       case PlanTensorKind::intermediate:
-      case PlanTensorKind::scratch: {
-        Tensor t(pt.dtype, pt.shape);
-        std::memcpy(t.raw_mutable(), arena_.data() + arena_offset(pt), t.nbytes());
-        return t;
-      }
+      case PlanTensorKind::scratch: return arena_.data() + arena_offset(pt);
+      case PlanTensorKind::view: return storage(pt.view_of) + pt.offset;
     }
     throw_internal_error("tensor ", pt.name, " has an unknown kind");
+  }
+
+  // The tensor a step reads as buffer contents.
+  Tensor read_tensor(int id) {
+    const PlanTensor& pt = plan_->tensors[id];
+    if (pt.kind == PlanTensorKind::weight) return plan_->values.at(id);
+    Tensor t(pt.dtype, pt.shape);
+    std::memcpy(t.raw_mutable(), storage(id), t.nbytes());
+    return t;
   }
 
   // Stores what a step wrote into tensor `id`.
   void write_tensor(int id, const Tensor& value) {
     const PlanTensor& pt = plan_->tensors[id];
-    DC_INTERNAL_CHECK(pt.kind != PlanTensorKind::input && pt.kind != PlanTensorKind::weight,
+    const PlanTensorKind kind = pt.kind == PlanTensorKind::view ? plan_->tensors[pt.view_of].kind : pt.kind;
+    DC_INTERNAL_CHECK(kind != PlanTensorKind::input && kind != PlanTensorKind::weight,
                       "a step writes the model input or weight ", pt.name);
     DC_INTERNAL_CHECK(value.defined() && value.nbytes() == tensor_bytes(pt), "step result for ",
                       pt.name, " has the wrong size");
-    if (in_arena(pt.kind))
-      std::memcpy(arena_.data() + arena_offset(pt), value.raw(), value.nbytes());
-    else
-      values_[id] = value;
+    std::memcpy(storage(id), value.raw(), value.nbytes());
   }
 
   size_t arena_offset(const PlanTensor& pt) const {
