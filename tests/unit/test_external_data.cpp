@@ -11,7 +11,7 @@
 
 #include <onnx/onnx_pb.h>
 
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "ir/error.h"
 #include "model_loader.h"
 #include "onnx/import.h"

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "candidates.h"
-#include "gpu_catalog.h"
+#include "gpu/gpu_catalog.h"
 #include "pass_testing.h"
 #include "plan/plan.h"
 #include "plan_build.h"
