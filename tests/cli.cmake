@@ -94,7 +94,7 @@ foreach(pair "resnet50:t4,a100" "mobilenetv2:a10" "bert_base:l4,h100")
   add_test(NAME compile_kept_${model}
     COMMAND ${DC_COORD} codegen ${DC_MODELS}/${model}/model.onnx --gpus ${gpus} --top 0
       --out ${CMAKE_BINARY_DIR}/codegen-${model})
-  set_tests_properties(compile_kept_${model} PROPERTIES LABELS long
+  set_tests_properties(compile_kept_${model} PROPERTIES LABELS "long;compile_kept"
     FIXTURES_REQUIRED exported_models TIMEOUT 2400 PASS_REGULAR_EXPRESSION "\\(0 failed to compile\\)")
 endforeach()
 
