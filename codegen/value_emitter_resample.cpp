@@ -5,6 +5,7 @@
 // table of tap indices and weights (static const arrays of the kernel), summed over every
 // combination of taps in the reference's order.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ir/error.h"
 #include "ref/resample.h"
@@ -13,12 +14,6 @@
 namespace dc {
 
 namespace {
-
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
-  return s;
-}
 
 // The fill of constant-mode Pad as a literal of the data's value type.
 std::string fill_literal(DType t, double v) {
@@ -36,7 +31,7 @@ std::string table(const std::vector<T>& v) {
     if constexpr (std::is_same_v<T, float>) items.push_back(float_literal(x));
     else items.push_back(fmt::format("{}", static_cast<long long>(x)));
   }
-  return join(items, ", ");
+  return fmt::format("{}", fmt::join(items, ", "));
 }
 
 }  // namespace
@@ -97,7 +92,7 @@ std::string ValueEmitter::emit_pad(const Node& n, const std::vector<std::string>
   memo_ = outer;
   code += fmt::format("  {0} {1} = {2};\n  if ({3}) {{\n{4}  {1} = {5};\n  }}\n",
                       value_type(xi.dtype), v, fill_literal(xi.dtype, p.value),
-                      join(inside, " && "), branch, x);
+                      fmt::join(inside, " && "), branch, x);
   return v;
 }
 
@@ -148,13 +143,13 @@ std::string ValueEmitter::emit_resize(const Node& n, const std::vector<std::stri
     sum = fmt::format("{}{}  {} = {};\n", open, body, v, x);
   } else {
     sum = fmt::format("  {} = 0.f;\n{}{}  {} += {} * {};\n{}", v, open, body, v,
-                      join(weights, " * "), x, close);
+                      fmt::join(weights, " * "), x, close);
   }
   code += fmt::format("  float {};\n", v);
   if (outside.empty()) {
     code += "  {\n" + sum + "  }\n";
   } else {
-    code += fmt::format("  if ({}) {{\n  {} = {};\n  }} else {{\n{}  }}\n", join(outside, " || "),
+    code += fmt::format("  if ({}) {{\n  {} = {};\n  }} else {{\n{}  }}\n", fmt::join(outside, " || "),
                         v, float_literal(s.extrapolation_value), sum);
   }
   return v;
