@@ -32,6 +32,15 @@ bool Window::is_pointwise() const {
   return true;
 }
 
+std::string read_auto_pad(const Node& node) {
+  std::string auto_pad = node.attrs.get_string("auto_pad", "NOTSET");
+  DC_USER_CHECK(auto_pad == "NOTSET" || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER" ||
+                    auto_pad == "VALID",
+                "attribute 'auto_pad' is '", auto_pad,
+                "', expected one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
+  return auto_pad;
+}
+
 Window make_window(const Node& node, const WindowRules& rules, const std::vector<int64_t>& in,
                    const std::vector<int64_t>& kernel) {
   const size_t r = in.size();
@@ -45,11 +54,7 @@ Window make_window(const Node& node, const WindowRules& rules, const std::vector
   const auto strides = read_positive(node, "strides", r);
   const auto dilations = read_positive(node, "dilations", r);
 
-  const std::string auto_pad = node.attrs.get_string("auto_pad", "NOTSET");
-  DC_USER_CHECK(auto_pad == "NOTSET" || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER" ||
-                    auto_pad == "VALID",
-                "attribute 'auto_pad' is '", auto_pad,
-                "', expected one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
+  const std::string auto_pad = read_auto_pad(node);
   std::vector<int64_t> pads(2 * r, 0);
   if (auto_pad == "NOTSET") {
     pads = node.attrs.get_ints("pads", pads);

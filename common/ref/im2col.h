@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -36,6 +37,10 @@ struct WindowRules {
   std::string_view op;     // for messages
   bool ceil_mode = false;  // the op reads a "ceil_mode" attribute (pooling)
 };
+
+// The node's auto_pad attribute (default NOTSET); UserError unless NOTSET, SAME_UPPER,
+// SAME_LOWER or VALID. Shared by Conv, the pools and ConvTranspose.
+std::string read_auto_pad(const Node& node);
 
 // Reads strides, pads, dilations, auto_pad (NOTSET, SAME_UPPER, SAME_LOWER, VALID) and
 // ceil_mode from `node` and derives the output extents by ONNX's rules, for input spatial

@@ -8,6 +8,7 @@
 #include "ir/parallel.h"
 #include "ref/conv_transpose.h"
 #include "ref/gemm.h"
+#include "ref/im2col.h"
 #include "ref/kernel.h"
 
 namespace dc::ref {
@@ -54,11 +55,7 @@ ConvTransposeGeometry conv_transpose_geometry(const Node& node, const Shape& x, 
   const auto strides = ints_or(node, "strides", r, 1);
   const auto dilations = ints_or(node, "dilations", r, 1);
   const auto out_pad = ints_or(node, "output_padding", r, 0);
-  const std::string auto_pad = node.attrs.get_string("auto_pad", "NOTSET");
-  DC_USER_CHECK(auto_pad == "NOTSET" || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER" ||
-                    auto_pad == "VALID",
-                "attribute 'auto_pad' is '", auto_pad,
-                "', expected one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
+  const std::string auto_pad = read_auto_pad(node);
   std::vector<int64_t> pads(2 * r, 0);
   if (auto_pad == "NOTSET") pads = ints_or(node, "pads", 2 * r, 0);
   std::vector<int64_t> out_shape;
