@@ -287,6 +287,13 @@ void FarmBroker::Impl::loop() {
     results_ready.notify_all();
   }
   if (!dispatcher) return;
+  // What the farm survived, for logs and soak tests (scripts/soak.sh reads this line).
+  FarmCounters c = dispatcher->counters();
+  c.dropped_frames += transport_drops;
+  spdlog::info("farm: counters: {} frames dropped, {} hellos refused, {} results ignored, {} invalid messages, "
+               "{} leases requeued, {} leases expired, {} workers declared dead, {} internal errors",
+               c.dropped_frames, c.refused_hellos, c.ignored_results, c.invalid_messages, c.requeued,
+               c.expired_leases, c.sessions_expired, c.internal_errors);
   try {
     dispatcher->disconnect_all(error.empty() ? "coordinator shutting down" : "coordinator failed");
     publish(*dispatcher);
