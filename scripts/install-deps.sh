@@ -18,6 +18,7 @@ PACKAGES=(
   patchelf                # scripts/make_dist.sh: RPATHs of the relocatable bundle
   pybind11-dev python3-dev python3-pytest python3-venv   # the Python package dc (docs/python.md)
   clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer and clang's sanitizer runtimes (docs/bench/fuzz.md)
+  iproute2                # ctest -L hosts: network namespaces and veth pairs (tests/hosts/farm_hosts.sh)
 )
 
 missing=()
