@@ -1,9 +1,9 @@
 # The farm across network namespaces (label hosts, issue 15): needs root and CAP_NET_ADMIN
 # (ip netns, veth); elsewhere it exits 77 with the reason, which ctest reports as skipped.
-# About 30 s; bounded at 100 s by the script itself.
+# 30-75 s on the 2-core VM under load; bounded at 150 s by the script itself.
 add_test(NAME farm_hosts COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/hosts/farm_hosts.sh
   ${CMAKE_RUNTIME_OUTPUT_DIRECTORY} ${PROJECT_SOURCE_DIR})
-set_tests_properties(farm_hosts PROPERTIES LABELS hosts SKIP_RETURN_CODE 77 TIMEOUT 150 RUN_SERIAL TRUE)
+set_tests_properties(farm_hosts PROPERTIES LABELS hosts SKIP_RETURN_CODE 77 TIMEOUT 200 RUN_SERIAL TRUE)
 
 # A 2-minute soak of the local farm (scripts/soak.sh; the 30-minute run is in
 # docs/bench/soak.md): the three examples back to back, workers killed, garbage connections.
