@@ -125,6 +125,13 @@ CurveKeyPair read_curve_keys(const std::filesystem::path& path, bool need_secret
     else if (key_line(line, "secret-key", &v)) keys.secret_key = v;
   }
   if (!keys.secret_key.empty()) {
+    // As ssh refuses an unprotected private key: a secret others can read is no secret.
+    struct stat st {};
+    DC_USER_CHECK(::stat(path.c_str(), &st) == 0, "cannot stat key file ", path.string());
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    DC_USER_CHECK((st.st_mode & 077) == 0, path.string(), ": the secret key file is readable by group or others (mode ",
+                  mode, "); refused: make it private with chmod 600 ", path.string());
     DC_USER_CHECK(is_z85_key(keys.secret_key), path.string(), ": secret-key is not a CURVE key (40 characters of Z85)");
     const std::string derived = curve_public_key(keys.secret_key);
     DC_USER_CHECK(keys.public_key.empty() || keys.public_key == derived, path.string(),

@@ -5,7 +5,8 @@
 # (10.231.N.0/30 and 10.231.N.4/30): the coordinator (`tune --bind` on 10.231.N.1 with
 # CURVE) in one, an emulated dc-worker in each of the other two. It checks, from the
 # coordinator's output and the tuning DB:
-#   1. a coordinator without keys on that non-loopback address is refused at start (exit 2);
+#   1. a coordinator without keys on that non-loopback address is refused at start (exit 2),
+#      and so are a coordinator and a worker whose secret key file others can read;
 #   2. workers with allowed keys join and measure; a worker with an unknown key is refused
 #      at the handshake and never joins;
 #   3. link loss: mid-tune worker A's link goes down: its heartbeats stop, it is declared
@@ -96,6 +97,22 @@ ip netns exec "$NS_C" "$BIN/dc-coordinator" "${TUNE[@]}" >"$D/nokeys.log" 2>&1 |
 [ "$rc" = 2 ] || fail "a coordinator without keys on $ENDPOINT exited $rc, not 2: $(cat "$D/nokeys.log")"
 grep -q '^error: .*CURVE' "$D/nokeys.log" || fail "no 'error:' line about CURVE: $(cat "$D/nokeys.log")"
 ok "without keys on $ENDPOINT: exit 2, $(grep -m1 '^error:' "$D/nokeys.log" | cut -c1-100)..."
+
+# 1b. A secret key file that group or others can read: refused at start, as ssh refuses one.
+cp "$D/coordinator.key" "$D/loose.key"
+chmod 644 "$D/loose.key"
+rc=0
+ip netns exec "$NS_C" "$BIN/dc-coordinator" "${TUNE[@]}" --curve-key "$D/loose.key" \
+  --allow-workers "$D/allow" >"$D/loose-coord.log" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q '^error: .*loose.key: the secret key file is readable by group or others (mode 0644)' \
+  "$D/loose-coord.log" || fail "coordinator with a 0644 secret key: exit $rc: $(cat "$D/loose-coord.log")"
+chmod 640 "$D/loose.key"
+rc=0
+ip netns exec "$NS_A" "$BIN/dc-worker" --connect "$ENDPOINT" --emulate h100 --server-key "$D/coordinator.key.pub" \
+  --key "$D/loose.key" >"$D/loose-worker.log" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q 'loose.key: the secret key file is readable by group or others (mode 0640)' \
+  "$D/loose-worker.log" || fail "worker with a 0640 secret key: exit $rc: $(cat "$D/loose-worker.log")"
+ok "secret key files readable by others refused: $(grep -m1 '^error:' "$D/loose-coord.log" | cut -c1-110)..."
 
 # 2. The coordinator with CURVE; workers with allowed keys in A and B, an intruder in B.
 # Each worker has its own empty compile cache, so jobs take real NVRTC time.

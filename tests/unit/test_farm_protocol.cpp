@@ -179,7 +179,38 @@ TEST(FarmSecurity, KeyFilesRoundTrip) {
   }
   // A public key that does not belong to the secret one.
   std::ofstream(dir + "/mixed") << "public-key = \"" << other.public_key << "\"\nsecret-key = \"" << pair.secret_key << "\"\n";
-  EXPECT_THROW(farm::read_curve_keys(dir + "/mixed", true), UserError);
+  std::filesystem::permissions(dir + "/mixed", std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  try {
+    farm::read_curve_keys(dir + "/mixed", true);
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not belong to secret-key"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A secret key file that group or others can read is refused, as ssh refuses one; a public
+// key file may be readable by anyone.
+TEST(FarmSecurity, SecretKeyFileMustBePrivate) {
+  const std::string dir = ::testing::TempDir() + "dc-keymode-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/coordinator.key";
+  farm::write_curve_keypair(path, farm::generate_curve_keypair());
+  for (const int mode : {0640, 0604, 0644, 0660}) {
+    ASSERT_EQ(::chmod(path.c_str(), static_cast<mode_t>(mode)), 0);
+    try {
+      farm::read_curve_keys(path, true);
+      FAIL() << "mode " << std::oct << mode << " accepted";
+    } catch (const UserError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("readable by group or others"), std::string::npos) << what;
+      EXPECT_NE(what.find("chmod 600"), std::string::npos) << what;
+    }
+  }
+  ASSERT_EQ(::chmod(path.c_str(), 0400), 0);
+  EXPECT_FALSE(farm::read_curve_keys(path, true).secret_key.empty());
+  ASSERT_EQ(::chmod((path + ".pub").c_str(), 0644), 0);
+  EXPECT_FALSE(farm::read_curve_keys(path + ".pub", false).public_key.empty());
   std::filesystem::remove_all(dir);
 }
 
