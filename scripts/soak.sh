@@ -16,7 +16,7 @@
 #     the RSS inside a tune, from the dispatch of its jobs to its end, grows by less than the
 #     same bound.
 # Environment: DC_BIN (default build/bin), DC_SOAK_DIR (work folder, default a new one under
-# /tmp, kept; its path is printed), DC_SOAK_MODELS (space-separated .onnx paths; default the
+# /tmp, deleted when every invariant holds, kept and printed otherwise), DC_SOAK_MODELS (space-separated .onnx paths; default the
 # three examples plus models/mobilenetv2 when present), DC_SOAK_CONFIG (default
 # examples/tune-quick.yaml), DC_SOAK_SEED.
 set -euo pipefail
@@ -185,4 +185,5 @@ done
 echo "soak: largest RSS growth inside one tune, from its jobs' dispatch to its end: $((MAX_INNER / 1024)) MiB"
 [ "$TOTAL_TUNES" -gt 0 ] && [ "$TOTAL_JOBS" -gt 0 ] || fail "no tune completed"
 if [ "$FAILURES" -ne 0 ]; then echo "soak: $FAILURES invariant(s) broken (logs in $D)"; exit 1; fi
-echo "soak: all invariants hold (logs in $D)"
+if [ -z "${DC_SOAK_DIR:-}" ]; then rm -rf "$D"; echo "soak: all invariants hold"
+else echo "soak: all invariants hold (logs in $D)"; fi
