@@ -12,6 +12,7 @@
 
 #include "ir/error.h"
 #include "onnx/tensor_proto.h"
+#include "ref/einsum.h"
 #include "ref/executor.h"
 
 namespace dc {
@@ -94,6 +95,7 @@ class ShapeWalker {
     std::vector<std::string> unresolved;
     for (const Node& n : g_.nodes) {
       if (!all_outputs_known(n)) apply_onnx_shape_function(n);
+      if (n.op == "Einsum" && !all_outputs_known(n)) einsum_shape(n);
       evaluate_if_shape_subgraph(n);
       for (const auto& o : n.outputs)
         if (!o.empty() && !g_.tensors.count(o)) unresolved.push_back(o);
@@ -182,6 +184,21 @@ class ShapeWalker {
       if (const auto* t = ctx.getOutputType(i))
         if (auto info = static_tensor_info(*t)) g_.tensors[o] = *info;
     }
+  }
+
+  // ONNX 1.12's Einsum shape function gives the rank only: the extents of the output's
+  // letters (ref/einsum.h).
+  void einsum_shape(const Node& n) {
+    std::vector<Shape> shapes;
+    for (const auto& in : n.inputs) {
+      auto it = g_.tensors.find(in);
+      if (it == g_.tensors.end()) return;
+      shapes.push_back(it->second.shape);
+    }
+    const ref::EinsumEquation e = ref::parse_einsum(n, shapes);
+    Shape out;
+    for (char c : e.output) out.push_back(e.extent.at(c));
+    g_.tensors[n.outputs[0]] = TensorInfo{g_.tensors.at(n.inputs[0]).dtype, out};
   }
 
   // Computes the node's outputs when it belongs to the shape subgraph (an output feeds a
