@@ -95,7 +95,7 @@ class ShapeWalker {
     std::vector<std::string> unresolved;
     for (const Node& n : g_.nodes) {
       if (!all_outputs_known(n)) apply_onnx_shape_function(n);
-      if (n.op == "Einsum" && !all_outputs_known(n)) einsum_shape(n);
+      if ((n.op == "Einsum" || n.op == "OneHot") && !all_outputs_known(n)) own_shape(n);
       evaluate_if_shape_subgraph(n);
       for (const auto& o : n.outputs)
         if (!o.empty() && !g_.tensors.count(o)) unresolved.push_back(o);
@@ -186,19 +186,31 @@ class ShapeWalker {
     }
   }
 
-  // ONNX 1.12's Einsum shape function gives the rank only: the extents of the output's
-  // letters (ref/einsum.h).
-  void einsum_shape(const Node& n) {
+  // ONNX 1.12's Einsum and OneHot shape functions give the rank only: Einsum's output has
+  // the extents of its letters (ref/einsum.h), OneHot's the (constant) depth at the axis.
+  void own_shape(const Node& n) {
     std::vector<Shape> shapes;
     for (const auto& in : n.inputs) {
       auto it = g_.tensors.find(in);
       if (it == g_.tensors.end()) return;
       shapes.push_back(it->second.shape);
     }
-    const ref::EinsumEquation e = ref::parse_einsum(n, shapes);
     Shape out;
-    for (char c : e.output) out.push_back(e.extent.at(c));
-    g_.tensors[n.outputs[0]] = TensorInfo{g_.tensors.at(n.inputs[0]).dtype, out};
+    DType dtype = g_.tensors.at(n.inputs[0]).dtype;
+    if (n.op == "Einsum") {
+      const ref::EinsumEquation e = ref::parse_einsum(n, shapes);
+      for (char c : e.output) out.push_back(e.extent.at(c));
+    } else {
+      auto depth = values_.find(n.input(1));
+      if (n.inputs.size() != 3 || depth == values_.end() || depth->second.numel() != 1) return;
+      out = shapes[0];
+      const int64_t axis = normalize_axis(n.attrs.get_int("axis", -1), static_cast<int64_t>(out.size()) + 1, "OneHot axis");
+      const Tensor& d = depth->second;
+      const int64_t v = is_float(d.dtype()) ? static_cast<int64_t>(d.to_float_vector()[0]) : d.to_int64_vector()[0];
+      out.insert(out.begin() + axis, v);
+      dtype = g_.tensors.at(n.input(2)).dtype;
+    }
+    g_.tensors[n.outputs[0]] = TensorInfo{dtype, out};
   }
 
   // Computes the node's outputs when it belongs to the shape subgraph (an output feeds a

@@ -130,6 +130,13 @@ void lower_one(Graph& g, const Node& n, std::vector<Node>& out, std::set<std::st
   const std::string fa = keep(o, [&](char c) { return has(a, c) && !has(b, c); });
   const std::string fb = keep(o, [&](char c) { return has(b, c) && !has(a, c); });
   const std::string k = keep(a, [&](char c) { return has(b, c) && !has(o, c); });
+  if (batch.empty() && k.size() == 1 && fb.size() == 1 && !fa.empty()) {
+    // [free A..., K] x [K, N]: MatMul broadcasts A's leading letters, no reshapes ("bnd,dh").
+    const std::string y = l.add("MatMul", {l.transpose(n.inputs[0], a, fa + k), l.transpose(n.inputs[1], b, k + fb)},
+                                extents(e, fa + fb));
+    l.finish(l.transpose(y, fa + fb, o));
+    return;
+  }
   Shape sa = extents(e, batch), sb = sa, sy = sa;
   sa.insert(sa.end(), {product(e, fa), product(e, k)});
   sb.insert(sb.end(), {product(e, k), product(e, fb)});

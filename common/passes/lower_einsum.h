@@ -9,8 +9,10 @@
 //                                   [batch, free, contracted] / [batch, contracted, free],
 //                                   Reshape to [batch, M, K] / [batch, K, N], MatMul, Reshape
 //                                   to [batch, free A, free B], Transpose into the output's
-//                                   order ("bij,bjk->bik", "bhid,bhjd->bhij", "bnd,dh->bnh",
-//                                   "i,i->")
+//                                   order ("bij,bjk->bik", "bhid,bhjd->bhij", "i,i->");
+//                                   with no batch letter, one contracted and one free letter
+//                                   of B, A keeps its shape and MatMul broadcasts it
+//                                   ("bnd,dh->bnh": one MatMul, no reshape)
 // Identity transposes and reshapes are left out. Any other equation (three or more operands,
 // a repeated letter: a diagonal, a letter summed inside one operand of two) is a UserError
 // with the node and the equation. Runs on typed graphs; every Einsum is lowered or refused.
