@@ -75,6 +75,9 @@ class NodeEmitter {
  public:
   NodeEmitter(const Graph& sub, const Node& n) : g_(sub), n_(n), em_(sub) {}
 
+  // Each output is emitted in a loop of its own: locals of the last one are out of scope.
+  void new_scope() { em_.reset_locals(); }
+
   // Statements into `code`, returns the C expression of output `out` at `o`.
   std::string element(size_t out, const std::vector<std::string>& o, std::string& code) {
     const std::string& op = n_.op;
@@ -563,6 +566,7 @@ GeneratedKernel generate_naive(const Workload& w, const std::string& template_na
       while (n.outputs[out_index] != sub.outputs[oi]) ++out_index;
       std::string body;
       const auto o = emit_unravel(info.shape, "i", "o", body);
+      ne.new_scope();
       const std::string v = ne.element(out_index, o, body);
       src += fmt::format(
           "  for (dc_i64 i = (dc_i64)blockIdx.x * blockDim.x + threadIdx.x; i < {}; "

@@ -598,6 +598,7 @@ std::string ValueEmitter::emit_op(const Node& n, size_t out_index,
   }
   if (n.op == "Pad") return emit_pad(n, oc, code);
   if (n.op == "Resize" || n.op == "Upsample") return emit_resize(n, oc, code);
+  if (is_index_search_op(n.op)) return emit_index_search(n, out_index, oc, code);
   throw_internal_error("ValueEmitter cannot emit op ", n.op);
 }
 

@@ -79,6 +79,13 @@ class ValueEmitter {
   // Pad and Resize/Upsample (value_emitter_resample.cpp): index maps over ref/resample.h.
   std::string emit_pad(const Node& n, const std::vector<std::string>& oc, std::string& code);
   std::string emit_resize(const Node& n, const std::vector<std::string>& oc, std::string& code);
+  // GatherND, ScatterND, ScatterElements (Scatter), OneHot, TopK (value_emitter_index.cpp).
+  static bool is_index_search_op(const std::string& op);
+  std::string emit_index_search(const Node& n, size_t out_index, const std::vector<std::string>& oc,
+                                std::string& code);
+  // value() into a loop body: the locals it makes stay in that body.
+  std::string loop_value(const std::string& tensor, const std::vector<std::string>& coords,
+                         std::string& body);
   // The values of n's parameter inputs (1..), which must be constants; input 0 is left
   // undefined.
   std::vector<Tensor> param_values(const Node& n) const;

@@ -115,6 +115,10 @@ add_test(NAME cli_plan_run_tiny_ops COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}
   ${DC_COORD} ${DC_RUN} ${EX}/tiny_ops/model.onnx ${EX}/tiny_ops/test_data_set_0
   ${EX}/tune-quick.yaml h100 --local-workers 2)
 set_tests_properties(cli_plan_run_tiny_ops PROPERTIES LABELS long TIMEOUT 1200)
+add_test(NAME cli_plan_run_tiny_index COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_plan_run.py
+  ${DC_COORD} ${DC_RUN} ${EX}/tiny_index/model.onnx ${EX}/tiny_index/test_data_set_0
+  ${EX}/tune-quick.yaml h100 --local-workers 2)
+set_tests_properties(cli_plan_run_tiny_index PROPERTIES LABELS long TIMEOUT 1200)
 foreach(model resnet50 mobilenetv2 bert_base)
   add_test(NAME plan_run_${model} COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_plan_run.py
     ${DC_COORD} ${DC_RUN} ${DC_MODELS}/${model}/model.onnx ${DC_MODELS}/${model}/test_data_set_0

@@ -83,8 +83,13 @@ std::vector<OpTraits> rows() {
   // Index maps the ValueEmitter computes (ops_index.cpp's formulas).
   for (auto op : {"DepthToSpace", "SpaceToDepth", "Trilu", "GatherElements"})
     add(op, P::injective);
-  // No template yet: not fused.
-  add("GatherND", P::opaque).index(IndexMap::remap);
+  // value_emitter_index.cpp: GatherND reads through its indices; scatters (gather form),
+  // OneHot and TopK compute each output element with a loop of their own.
+  add("GatherND", P::injective);
+  for (auto op : {"ScatterND", "ScatterElements", "Scatter"})
+    add(op, P::injective).computes().flops(FlopsBasis::output);
+  add("OneHot", P::injective).computes();
+  add("TopK", P::injective).flops(FlopsBasis::input);
   // Data movement and shape queries.
   for (auto op : {"Shape", "Size", "Constant", "ConstantOfShape", "Range"})
     add(op, P::opaque).no_flops();

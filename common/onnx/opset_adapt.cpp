@@ -258,9 +258,6 @@ class Lowering {
       if (int_attr(n, "antialias", 0) == 0) drop_attr(n, "antialias");
       if (str_attr(n, "keep_aspect_ratio_policy", "stretch") == "stretch") drop_attr(n, "keep_aspect_ratio_policy");
       if (attr(n, "antialias") || attr(n, "keep_aspect_ratio_policy") || attr(n, "axes")) private_.insert(i);
-    } else if (op == "ScatterElements" || op == "ScatterND") {
-      const std::string r = str_attr(n, "reduction", "none");
-      if (r == "max" || r == "min") refuse(n, i, str_cat("reduction '", r, "' (opset 18)"));
     } else if (op == "AveragePool" || op == "LpPool") {
       if (const auto* d = attr(n, "dilations")) {
         if (std::any_of(d->ints().begin(), d->ints().end(), [](int64_t v) { return v != 1; }))

@@ -12,6 +12,7 @@
 
 #include "ir/error.h"
 #include "onnx/tensor_proto.h"
+#include "ref/einsum.h"
 #include "ref/executor.h"
 
 namespace dc {
@@ -94,6 +95,7 @@ class ShapeWalker {
     std::vector<std::string> unresolved;
     for (const Node& n : g_.nodes) {
       if (!all_outputs_known(n)) apply_onnx_shape_function(n);
+      if ((n.op == "Einsum" || n.op == "OneHot" || n.op == "TopK") && !all_outputs_known(n)) own_shape(n);
       evaluate_if_shape_subgraph(n);
       for (const auto& o : n.outputs)
         if (!o.empty() && !g_.tensors.count(o)) unresolved.push_back(o);
@@ -182,6 +184,38 @@ class ShapeWalker {
       if (const auto* t = ctx.getOutputType(i))
         if (auto info = static_tensor_info(*t)) g_.tensors[o] = *info;
     }
+  }
+
+  // ONNX 1.12's Einsum and OneHot shape functions give the rank only: Einsum's output has
+  // the extents of its letters (ref/einsum.h), OneHot's the (constant) depth at the axis.
+  // TopK's K and OneHot's depth that are not constants are refused here, clearly.
+  void own_shape(const Node& n) {
+    std::vector<Shape> shapes;
+    for (const auto& in : n.inputs) {
+      auto it = g_.tensors.find(in);
+      if (it == g_.tensors.end()) return;
+      shapes.push_back(it->second.shape);
+    }
+    Shape out;
+    DType dtype = g_.tensors.at(n.inputs[0]).dtype;
+    if (n.op == "Einsum") {
+      const ref::EinsumEquation e = ref::parse_einsum(n, shapes);
+      for (char c : e.output) out.push_back(e.extent.at(c));
+    } else {
+      // K and depth decide the output's shape: without their value there is no static shape.
+      auto depth = n.inputs.size() < 2 ? values_.end() : values_.find(n.input(1));
+      DC_USER_CHECK(depth != values_.end() && depth->second.numel() == 1, n.op, " node '", n.name, "': ",
+                    n.op == "TopK" ? "K" : "depth", " must be a constant (dc compiles static shapes)");
+      if (n.op == "TopK") return;  // K is known: ONNX's shape function failed for another reason
+      if (n.inputs.size() != 3) return;
+      out = shapes[0];
+      const int64_t axis = normalize_axis(n.attrs.get_int("axis", -1), static_cast<int64_t>(out.size()) + 1, "OneHot axis");
+      const Tensor& d = depth->second;
+      const int64_t v = is_float(d.dtype()) ? static_cast<int64_t>(d.to_float_vector()[0]) : d.to_int64_vector()[0];
+      out.insert(out.begin() + axis, v);
+      dtype = g_.tensors.at(n.input(2)).dtype;
+    }
+    g_.tensors[n.outputs[0]] = TensorInfo{dtype, out};
   }
 
   // Computes the node's outputs when it belongs to the shape subgraph (an output feeds a

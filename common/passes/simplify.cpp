@@ -9,6 +9,7 @@
 #include "passes/fold_constants.h"
 #include "passes/fuse_gelu.h"
 #include "passes/fuse_layer_norm.h"
+#include "passes/lower_einsum.h"
 #include "passes/lower_norms.h"
 #include "passes/fuse_pad_conv.h"
 #include "passes/remove_identity.h"
@@ -36,6 +37,7 @@ Graph simplify(Graph g, const SimplifyOptions& opts) {
   g = run_pass("fuse_pad_conv", std::move(g), fuse_pad_conv);
   g = run_pass("eliminate_dead_nodes", std::move(g), eliminate_dead_nodes);
   g = run_pass("lower_norms", std::move(g), lower_norms);
+  g = run_pass("lower_einsum", std::move(g), lower_einsum);
   if (opts.fold_batch_norm) g = run_pass("fold_batch_norm", std::move(g), fold_batch_norm);
   if (opts.fuse_layer_norm) g = run_pass("fuse_layer_norm", std::move(g), fuse_layer_norm);
   if (opts.fuse_gelu) g = run_pass("fuse_gelu", std::move(g), fuse_gelu);

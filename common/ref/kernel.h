@@ -47,5 +47,8 @@ std::span<const OpDef> index_ops();        // ops_index.cpp: DepthToSpace, Space
 std::span<const OpDef> norm_group_ops();   // ops_norm_groups.cpp: InstanceNorm, GroupNorm, LpNorm, LRN
 std::span<const OpDef> resample_ops();     // ops_resample.cpp: Pad, Resize, Upsample
 std::span<const OpDef> conv_transpose_ops();  // ops_conv_transpose.cpp: ConvTranspose
+std::span<const OpDef> scatter_ops();     // ops_scatter.cpp: GatherND, ScatterND, ScatterElements
+std::span<const OpDef> search_ops();      // ops_search.cpp: TopK, OneHot
+std::span<const OpDef> einsum_ops();      // ops_einsum.cpp: Einsum
 
 }  // namespace dc::ref

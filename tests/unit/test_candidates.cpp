@@ -74,9 +74,10 @@ TEST(CandidatesOps, Classify) {
     EXPECT_EQ(classify_op(op(r)), OpClass::reduction) << r;
   for (const char* e : {"Add", "Mul", "Relu", "Gelu", "Erf", "Clip", "Where", "Cast", "Transpose",
                         "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Concat", "Slice",
-                        "Gather", "Split", "HardSwish", "Pow", "Pad", "Resize", "Upsample"})
+                        "Gather", "Split", "HardSwish", "Pow", "Pad", "Resize", "Upsample", "TopK",
+                        "GatherND", "ScatterND", "ScatterElements", "OneHot"})
     EXPECT_EQ(classify_op(op(e)), OpClass::injective) << e;
-  for (const char* o : {"Shape", "NonMaxSuppression", "TopK", "Loop", "BatchNormalization"})
+  for (const char* o : {"Shape", "NonMaxSuppression", "Einsum", "Loop", "BatchNormalization"})
     EXPECT_EQ(classify_op(op(o)), OpClass::opaque) << o;
   EXPECT_STREQ(op_class_name(OpClass::injective), "injective");
 }

@@ -1,5 +1,7 @@
 // Reference kernels of DepthToSpace (DCR, CRD), SpaceToDepth and Trilu on hand-computed
 // examples (the ONNX spec's), and their import-time refusals.
+#include <cmath>
+
 #include "ir/error.h"
 #include "ref/executor.h"
 #include "ref/kernel.h"
@@ -111,6 +113,97 @@ TEST(OpsIndex, CumSum) {
   EXPECT_EQ(run("CumSum", {x, ax1}, rev).to_float_vector(), (std::vector<float>{6, 5, 3, 15, 11, 6}));
   EXPECT_EQ(run("CumSum", {x, ax1}, both).to_float_vector(), (std::vector<float>{5, 3, 0, 11, 6, 0}));
   EXPECT_THROW(run("CumSum", {x, Tensor::from_vector<int64_t>({2}, {0, 1})}, {}), UserError);
+}
+
+Attributes ints_attrs(std::initializer_list<std::pair<const char*, int64_t>> kv) {
+  Attributes a;
+  for (const auto& [k, v] : kv) a.set(k, v);
+  return a;
+}
+
+TEST(OpsIndex, GatherNDSpecExamples) {
+  // The ONNX spec's examples 1, 3 and 5 (batch_dims = 1); a negative index wraps.
+  const Tensor d2 = Tensor::from_vector<float>({2, 2}, {0, 1, 2, 3});
+  const Tensor y1 = run("GatherND", {d2, Tensor::from_vector<int64_t>({2, 2}, {0, 0, 1, 1})}, {});
+  EXPECT_EQ(y1.to_float_vector(), (std::vector<float>{0, 3}));
+  const Tensor d3 = Tensor::from_vector<float>({2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+  const Tensor y3 = run("GatherND", {d3, Tensor::from_vector<int64_t>({2, 2}, {0, 1, 1, 0})}, {});
+  EXPECT_EQ(y3.shape(), (Shape{2, 2}));
+  EXPECT_EQ(y3.to_float_vector(), (std::vector<float>{2, 3, 4, 5}));
+  const Tensor y5 = run("GatherND", {d3, Tensor::from_vector<int64_t>({2, 1}, {1, 0})}, ints_attrs({{"batch_dims", 1}}));
+  EXPECT_EQ(y5.shape(), (Shape{2, 2}));
+  EXPECT_EQ(y5.to_float_vector(), (std::vector<float>{2, 3, 4, 5}));
+  EXPECT_EQ(run("GatherND", {d2, Tensor::from_vector<int64_t>({1, 2}, {-1, -2})}, {}).to_float_vector(),
+            (std::vector<float>{2}));
+  EXPECT_THROW(run("GatherND", {d2, Tensor::from_vector<int64_t>({1, 2}, {2, 0})}, {}), UserError);
+}
+
+TEST(OpsIndex, ScatterND) {
+  const Tensor d = Tensor::from_vector<float>({4}, {1, 2, 3, 4});
+  const Tensor idx = Tensor::from_vector<int64_t>({3, 1}, {3, -3, 3});  // 3 twice; -3 is 1
+  const Tensor up = Tensor::from_vector<float>({3}, {10, 20, 30});
+  Attributes add, mul, mx;
+  add.set("reduction", std::string("add"));
+  mul.set("reduction", std::string("mul"));
+  mx.set("reduction", std::string("max"));
+  EXPECT_EQ(run("ScatterND", {d, idx, up}, {}).to_float_vector(), (std::vector<float>{1, 20, 3, 30}));  // last wins
+  EXPECT_EQ(run("ScatterND", {d, idx, up}, add).to_float_vector(), (std::vector<float>{1, 22, 3, 44}));
+  EXPECT_EQ(run("ScatterND", {d, idx, up}, mul).to_float_vector(), (std::vector<float>{1, 40, 3, 1200}));
+  EXPECT_EQ(run("ScatterND", {d, idx, Tensor::from_vector<float>({3}, {0, 1, 9})}, mx).to_float_vector(),
+            (std::vector<float>{1, 2, 3, 9}));
+  // Slices: indices [1, 1] into a [2, 3] tensor replace row 1.
+  const Tensor rows = run("ScatterND", {Tensor::from_vector<float>({2, 3}, {1, 2, 3, 4, 5, 6}),
+                                        Tensor::from_vector<int64_t>({1, 1}, {1}),
+                                        Tensor::from_vector<float>({1, 3}, {7, 8, 9})}, {});
+  EXPECT_EQ(rows.to_float_vector(), (std::vector<float>{1, 2, 3, 7, 8, 9}));
+  EXPECT_THROW(run("ScatterND", {d, Tensor::from_vector<int64_t>({1, 1}, {4}), Tensor::from_vector<float>({1}, {0})}, {}), UserError);
+}
+
+TEST(OpsIndex, ScatterElements) {
+  // The spec's example 2 (axis 1), a duplicate with add, a negative index.
+  const Tensor d = Tensor::from_vector<float>({1, 5}, {1, 2, 3, 4, 5});
+  const Tensor idx = Tensor::from_vector<int64_t>({1, 2}, {1, 3});
+  const Tensor up = Tensor::from_vector<float>({1, 2}, {1.1f, 2.1f});
+  Attributes ax1 = ints_attrs({{"axis", 1}});
+  EXPECT_EQ(run("ScatterElements", {d, idx, up}, ax1).to_float_vector(), (std::vector<float>{1, 1.1f, 3, 2.1f, 5}));
+  ax1.set("reduction", std::string("add"));
+  EXPECT_EQ(run("ScatterElements", {d, Tensor::from_vector<int64_t>({1, 2}, {-1, 4}), up}, ax1).to_float_vector(),
+            (std::vector<float>{1, 2, 3, 4, 5 + 1.1f + 2.1f}));
+  // axis 0 on [3, 2]: indices [[1, 0], [2, 1]].
+  const Tensor y = run("ScatterElements", {Tensor::from_vector<float>({3, 2}, {0, 0, 0, 0, 0, 0}),
+                                           Tensor::from_vector<int64_t>({2, 2}, {1, 0, 2, 1}),
+                                           Tensor::from_vector<float>({2, 2}, {1, 2, 3, 4})}, {});
+  EXPECT_EQ(y.to_float_vector(), (std::vector<float>{0, 2, 1, 4, 3, 0}));
+  EXPECT_THROW(run("ScatterElements", {d, Tensor::from_vector<int64_t>({1, 2}, {5, 0}), up}, ints_attrs({{"axis", 1}})), UserError);
+}
+
+TEST(OpsIndex, OneHot) {
+  // indices [1, -1, 5, 0] with depth 3 on axis -1: -1 wraps to 2, 5 is out of range (all off).
+  const Tensor idx = Tensor::from_vector<int64_t>({4}, {1, -1, 5, 0});
+  const Tensor vals = Tensor::from_vector<float>({2}, {-2, 7});
+  const Tensor y = run("OneHot", {idx, Tensor::scalar<int64_t>(3), vals}, {});
+  EXPECT_EQ(y.shape(), (Shape{4, 3}));
+  EXPECT_EQ(y.to_float_vector(), (std::vector<float>{-2, 7, -2, -2, -2, 7, -2, -2, -2, 7, -2, -2}));
+  const Tensor y0 = run("OneHot", {idx, Tensor::scalar<float>(3.f), vals}, ints_attrs({{"axis", 0}}));
+  EXPECT_EQ(y0.shape(), (Shape{3, 4}));
+  EXPECT_EQ(y0.to_float_vector(), (std::vector<float>{-2, -2, -2, 7, 7, -2, -2, -2, -2, 7, -2, -2}));
+}
+
+TEST(OpsIndex, TopK) {
+  // Ties keep the lower index first; NaN is the largest value.
+  const Tensor x = Tensor::from_vector<float>({2, 4}, {1, 5, 5, 2, 3, std::nanf(""), -1, 3});
+  const auto out = ref::run_node(testing::make_node("TopK", {"x", "k"}, {"v", "i"}, {}),
+                                 {x, Tensor::from_vector<int64_t>({1}, {3})});
+  EXPECT_EQ(out.at(1).shape(), (Shape{2, 3}));
+  EXPECT_EQ(out.at(1).to_int64_vector(), (std::vector<int64_t>{1, 2, 3, 1, 0, 3}));
+  EXPECT_EQ(out.at(0).to_float_vector()[0], 5.f);
+  EXPECT_TRUE(std::isnan(out.at(0).to_float_vector()[3]));
+  Attributes small = ints_attrs({{"largest", 0}, {"axis", 0}});
+  const auto s = ref::run_node(testing::make_node("TopK", {"x", "k"}, {"v", "i"}, small),
+                               {x, Tensor::from_vector<int64_t>({1}, {1})});
+  EXPECT_EQ(s.at(1).to_int64_vector(), (std::vector<int64_t>{0, 0, 1, 0}));  // NaN is not smallest
+  EXPECT_THROW(ref::run_node(testing::make_node("TopK", {"x", "k"}, {"v", "i"}, {}),
+                             {x, Tensor::from_vector<int64_t>({1}, {5})}), UserError);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/error.h"
 #include "onnx/import.h"
 #include "onnx/test_data.h"
 #include "ref/executor.h"
@@ -96,6 +97,17 @@ TEST(StaticShapes, OpenTransformerShapesNeverRunHeavyOps) {
   EXPECT_EQ(g.info("pos_ids").shape, (Shape{8}));
   EXPECT_EQ(g.info("y").shape, (Shape{1, 8, 16}));
   expect_shapes_match_executor(g);
+}
+
+// TopK's K decides its output's shape: a run-time K is refused with a clear error, not
+// guessed from a placeholder input.
+TEST(StaticShapes, RunTimeTopKIsRefused) {
+  try {
+    import_observed(std::string(DC_SOURCE_DIR) + "/tests/data/topk_runtime_k/model.onnx");
+    ADD_FAILURE() << "imported";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("TopK node 'topk': K must be a constant"), std::string::npos) << e.what();
+  }
 }
 
 TEST(StaticShapes, AgreeWithTheExecutorOnTheExamples) {

@@ -480,5 +480,70 @@ TEST(ValueEmitterNumbers, ArgMaxArgMinCumSum) {
   EXPECT_EQ(outs[3].to_int64_vector()[0], 4);
 }
 
+TEST(ValueEmitterNumbers, GatherNDScatterOneHot) {
+  Graph g;
+  add_input(g, "x", {3, 4, 5});
+  add_input(g, "gi", {3, 2, 1}, DType::i64);  // batch_dims 1: one index into dim 1 per row
+  add_input(g, "si", {4, 2}, DType::i64);     // ScatterND tuples into [3, 4]: duplicates
+  add_input(g, "su", {4, 5});
+  add_input(g, "ei", {3, 2, 5}, DType::i64);  // ScatterElements along axis 1: duplicates
+  add_input(g, "eu", {3, 2, 5});
+  add_input(g, "oi", {2, 3}, DType::i64);
+  add_initializer(g, "depth", Tensor::scalar<int64_t>(4));
+  add_initializer(g, "onoff", Tensor::from_vector<float>({2}, {-0.5f, 3.f}));
+  add_node(g, "Exp", {"x"}, {"ex"});  // data computed inside the kernel
+  add_node(g, "GatherND", {"ex", "gi"}, {"gnd"}, attrs({{"batch_dims", int64_t{1}}}));
+  add_node(g, "GatherND", {"x", "si"}, {"gnd0"});
+  g.outputs = {"gnd", "gnd0"};
+  for (const char* r : {"none", "add", "mul", "max", "min"}) {
+    add_node(g, "ScatterND", {"ex", "si", "su"}, {std::string("snd_") + r}, attrs({{"reduction", std::string(r)}}));
+    add_node(g, "ScatterElements", {"x", "ei", "eu"}, {std::string("sel_") + r},
+             attrs({{"reduction", std::string(r)}, {"axis", int64_t{1}}}));
+    g.outputs.push_back(std::string("snd_") + r);
+    g.outputs.push_back(std::string("sel_") + r);
+  }
+  add_node(g, "OneHot", {"oi", "depth", "onoff"}, {"oh"}, attrs({{"axis", int64_t{1}}}));
+  g.outputs.push_back("oh");
+  std::vector<int64_t> ei;
+  for (int i = 0; i < 30; ++i) ei.push_back((i * 7 + 3) % 8 - 4);  // in [-4, 4): negatives, repeats
+  const ref::TensorMap in = {
+      {"x", testing::random_tensor({3, 4, 5}, 51, -2.f, 2.f)},
+      {"gi", i64s({3, 2, 1}, {0, -1, 2, 2, 3, -4})},
+      {"si", i64s({4, 2}, {1, 2, -2, -2, 0, 3, 1, 2})},
+      {"su", testing::random_tensor({4, 5}, 52, -2.f, 2.f)},
+      {"ei", i64s({3, 2, 5}, ei)},
+      {"eu", testing::random_tensor({3, 2, 5}, 53, -2.f, 2.f)},
+      {"oi", i64s({2, 3}, {0, 3, -1, 7, -4, 2})}};
+  const auto outs = expect_matches_reference(g, in);
+  ASSERT_EQ(outs.size(), 13u);
+  // si's tuple (1, 2) comes twice: reduction none keeps the last update (row 3 of su).
+  const auto snd = outs[2].to_float_vector(), su = in.at("su").to_float_vector();
+  for (int c = 0; c < 5; ++c) EXPECT_EQ(snd[static_cast<size_t>((1 * 4 + 2) * 5 + c)], su[static_cast<size_t>(15 + c)]);
+  // OneHot: index 7 is out of range, every element of its column is the off value.
+  const auto oh = outs[12].to_float_vector();  // [2, 4, 3]
+  for (int j = 0; j < 4; ++j) EXPECT_EQ(oh[static_cast<size_t>(12 + j * 3)], -0.5f);
+}
+
+TEST(ValueEmitterNumbers, TopK) {
+  Graph g;
+  add_input(g, "x", {3, 7, 4});
+  add_input(g, "t", {2, 6}, DType::i64);  // integers with ties
+  add_initializer(g, "k3", Tensor::from_vector<int64_t>({1}, {3}));
+  add_initializer(g, "k6", Tensor::from_vector<int64_t>({1}, {6}));
+  add_node(g, "Neg", {"x"}, {"nx"});
+  add_node(g, "TopK", {"nx", "k3"}, {"v1", "i1"}, attrs({{"axis", int64_t{1}}}));
+  add_node(g, "TopK", {"x", "k3"}, {"v2", "i2"}, attrs({{"largest", int64_t{0}}}));
+  add_node(g, "TopK", {"t", "k6"}, {"v3", "i3"});
+  add_node(g, "TopK", {"t", "k3"}, {"v4", "i4"}, attrs({{"largest", int64_t{0}}, {"sorted", int64_t{0}}}));
+  g.outputs = {"v1", "i1", "v2", "i2", "v3", "i3", "v4", "i4"};
+  Tensor x = testing::random_tensor({3, 7, 4}, 61, -2.f, 2.f);
+  x.mutable_data<float>()[5] = std::nanf("");  // NaN sorts as the largest value
+  const ref::TensorMap in = {{"x", x}, {"t", i64s({2, 6}, {3, 1, 3, 0, 1, 3, 2, 2, 2, 5, -1, 2})}};
+  const auto outs = expect_matches_reference(g, in);
+  ASSERT_EQ(outs.size(), 8u);
+  EXPECT_EQ(outs[5].to_int64_vector(), (std::vector<int64_t>{0, 2, 5, 1, 4, 3, 3, 0, 1, 2, 5, 4}));
+  EXPECT_EQ(outs[7].to_int64_vector(), (std::vector<int64_t>{3, 1, 4, 4, 0, 1}));
+}
+
 }  // namespace
 }  // namespace dc
