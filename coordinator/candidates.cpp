@@ -243,7 +243,11 @@ class Generator {
   }
 
   // MatMul -> [Div|Mul by a constant] -> [Add mask] -> Softmax(last axis) -> MatMul, as one
-  // cluster, with the Transpose feeding the first MatMul's K operand if there is one.
+  // cluster, with the Transpose feeding the first MatMul's K operand if there is one. The
+  // same cluster is offered again with the Transposes feeding Q and V (strided views of
+  // their input) and with a Transpose of the attention output (the kernel stores at the
+  // permuted coordinates): a transpose only moves data, so it goes into the index maps of
+  // the attention kernel rather than into a copy kernel of its own.
   void attention(size_t m2) {
     const auto s = c_.producer_of(c_.node(m2).input(0));
     if (!s || c_.node(*s).op != "Softmax" || c_.sole_next(*s) != m2) return;
@@ -257,6 +261,25 @@ class Generator {
     nodes->push_back(*s);
     nodes->push_back(m2);
     add(*nodes, ClusterKind::attention);
+    const size_t m1 = nodes->front();  // scores_producers starts with the first MatMul
+    std::vector<size_t> operands;      // Transposes read by Q (m1 input 0) and V (m2 input 1)
+    for (const auto& [mm, slot] : {std::pair{m1, size_t{0}}, std::pair{m2, size_t{1}}}) {
+      const auto t = c_.producer_of(c_.node(mm).input(slot));
+      if (t && c_.node(*t).op == "Transpose" && c_.sole_next(*t) == mm) operands.push_back(*t);
+    }
+    std::vector<size_t> output;  // the Transpose that alone reads the attention output
+    if (const auto next = c_.sole_next(m2); next && c_.node(*next).op == "Transpose")
+      output.push_back(*next);
+    for (int with_operands = 0; with_operands <= 1; ++with_operands)
+      for (int with_output = 0; with_output <= 1; ++with_output) {
+        if ((with_operands && operands.empty()) || (with_output && output.empty()) ||
+            (!with_operands && !with_output))
+          continue;
+        std::vector<size_t> more = *nodes;
+        if (with_operands) more.insert(more.end(), operands.begin(), operands.end());
+        if (with_output) more.insert(more.end(), output.begin(), output.end());
+        add(more, ClusterKind::attention);
+      }
   }
 
   // Walking back from `cur` towards the first MatMul of attention: the nodes on the way

@@ -280,6 +280,40 @@ TEST(Candidates, AttentionVariants) {
   }
 }
 
+TEST(Candidates, AttentionAbsorbsTransposes) {
+  // BERT's layout: Q, K, V [B,S,H,D] transposed into heads, the output transposed back. The
+  // base cluster takes K's Transpose; further candidates add Q's and V's (strided views)
+  // and the output's (stored at permuted coordinates); a Transpose with another reader is
+  // left out.
+  Graph g;
+  for (const char* n : {"q", "k", "v"}) add_input(g, n, {1, 4, 2, 8});
+  auto perm = [](std::vector<int64_t> p) { return attrs({{"perm", std::move(p)}}); };
+  add_node(g, "Transpose", {"q"}, {"qh"}, perm({0, 2, 1, 3}));    // 0
+  add_node(g, "Transpose", {"k"}, {"kt"}, perm({0, 2, 3, 1}));    // 1
+  add_node(g, "Transpose", {"v"}, {"vh"}, perm({0, 2, 1, 3}));    // 2
+  add_node(g, "MatMul", {"qh", "kt"}, {"s"});                     // 3
+  add_node(g, "Softmax", {"s"}, {"p"}, attrs({{"axis", int64_t{-1}}}));  // 4
+  add_node(g, "MatMul", {"p", "vh"}, {"o"});                      // 5
+  add_node(g, "Transpose", {"o"}, {"y"}, perm({0, 2, 1, 3}));     // 6
+  g.outputs = {"y"};
+  g = testing::with_types(g);
+  const auto cands = generate_candidates(g);
+  expect_well_formed(g, cands);
+  std::set<std::vector<size_t>> att;
+  for (const auto& c : of_kind(cands, ClusterKind::attention)) att.insert(c.nodes);
+  EXPECT_EQ(att, (std::set<std::vector<size_t>>{
+                     {1, 3, 4, 5}, {0, 1, 2, 3, 4, 5}, {1, 3, 4, 5, 6}, {0, 1, 2, 3, 4, 5, 6}}));
+  EXPECT_EQ(find(cands, {0, 1, 2, 3, 4, 5, 6})->pattern,
+            "transpose+transpose+transpose+matmul+softmax+matmul+transpose");
+
+  g.outputs.push_back("qh");  // Q's Transpose is read outside: only V's joins
+  const auto again = generate_candidates(g);
+  std::set<std::vector<size_t>> att2;
+  for (const auto& c : of_kind(again, ClusterKind::attention)) att2.insert(c.nodes);
+  EXPECT_EQ(att2, (std::set<std::vector<size_t>>{
+                      {1, 3, 4, 5}, {1, 2, 3, 4, 5}, {1, 3, 4, 5, 6}, {1, 2, 3, 4, 5, 6}}));
+}
+
 TEST(Candidates, SoftmaxWithScaleAndMask) {
   const Graph g = attention_graph(false, "Div", true);  // MatMul0 Div1 Add2 Softmax3 MatMul4
   const auto cands = generate_candidates(g);

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "attention_testing.h"
 #include "codegen_testing.h"
 #include "ir/error.h"
 
@@ -73,6 +74,17 @@ TEST(CodegenAttention, MaskScaleAndRaggedKeyTiles) {
   vs.push_back(attn_variant(16, 16, 64, 2, 1));
   vs.push_back(attn_variant(32, 16, 64, 1, 4));
   check_all(w, vs, opt);
+}
+
+TEST(CodegenAttention, BertLayoutTransposesAbsorbed) {
+  // Q/K/V as strided views of [B,S,H,D] through their Transposes, the output stored through
+  // Transpose(0,2,1,3) as [B,S,H,D]: one kernel, no copy before or after it.
+  const Workload w = testing::attn::bert_layout_workload(2, 3, 20, 8, DType::f32);
+  ASSERT_EQ(w.graph.outputs.size(), 1u);
+  EXPECT_EQ(w.graph.info(w.graph.outputs[0]).shape, (Shape{2, 20, 3, 8}));
+  auto vs = attn_picks(w);
+  vs.push_back(attn_variant(16, 16, 64, 2, 4));
+  check_all(w, vs);
 }
 
 TEST(CodegenAttention, BatchHeadsScaleByMulDifferentValueDim) {
