@@ -242,7 +242,7 @@ class Generator {
     }
   }
 
-  // MatMul -> [Div|Mul by a constant] -> [Add mask] -> Softmax(last axis) -> MatMul, as one
+  // MatMul -> [Div|Mul by a constant] -> [Where] -> [Add mask] -> Softmax(last axis) -> MatMul, as one
   // cluster, with the Transpose feeding the first MatMul's K operand if there is one. The
   // same cluster is offered again with the Transposes feeding Q and V (strided views of
   // their input) and with a Transpose of the attention output (the kernel stores at the
@@ -283,12 +283,13 @@ class Generator {
   }
 
   // Walking back from `cur` towards the first MatMul of attention: the nodes on the way
-  // (mask Add nearest the Softmax, then scale), the MatMul and its K Transpose.
-  std::optional<std::vector<size_t>> scores_producers(size_t cur, bool mask_ok,
-                                                      bool scale_ok) const {
+  // (mask Add nearest the Softmax, a causal Where(cond, scores, fill), then scale), the
+  // MatMul and its K Transpose.
+  std::optional<std::vector<size_t>> scores_producers(size_t cur, bool mask_ok, bool scale_ok,
+                                                      bool where_ok = true) const {
     const Node& n = c_.node(cur);
     const size_t slots = n.op == "Softmax" ? 1 : n.inputs.size();
-    for (size_t slot = 0; slot < slots; ++slot) {
+    for (size_t slot = n.op == "Where" ? 1 : 0; slot < slots; ++slot) {  // Where: not its cond
       const auto p = c_.producer_of(n.input(slot));
       if (!p || c_.sole_next(*p) != cur) continue;
       const Node& pn = c_.node(*p);
@@ -298,11 +299,19 @@ class Generator {
         if (k && c_.node(*k).op == "Transpose" && c_.sole_next(*k) == *p) found.push_back(*k);
         return found;
       }
+      if (pn.op == "Where" && where_ok && pn.inputs.size() == 3) {
+        auto found = scores_producers(*p, false, scale_ok, false);
+        if (found) {
+          found->push_back(*p);
+          return found;
+        }
+        continue;
+      }
       if (pn.inputs.size() != 2) continue;
       const bool const0 = c_.is_constant(pn.inputs[0]), const1 = c_.is_constant(pn.inputs[1]);
       std::optional<std::vector<size_t>> found;
       if (pn.op == "Add" && mask_ok && !const0) {
-        found = scores_producers(*p, false, scale_ok);  // the mask: constant or computed
+        found = scores_producers(*p, false, scale_ok, where_ok);  // the mask: constant or computed
       } else if (scale_ok && ((pn.op == "Mul" && const0 != const1) ||
                               (pn.op == "Div" && const1 && !const0))) {
         found = scores_producers(*p, false, false);
