@@ -316,6 +316,19 @@ TEST(CodegenGemmMma, HalfStorageConv) {
   }
 }
 
+// y = ConvTranspose(x, w, bias): 16 -> 24 channels, stride 2, pads 1, output_padding 1,
+// 4x4 -> 8x8 (K = 16 x 9 = 144).
+ModelBuilder conv_transpose_16_24() {
+  ModelBuilder m;
+  m.input("x", {1, 16, 4, 4}).weight("w", {16, 24, 3, 3}).weight("bias", {24});
+  Attributes a;
+  a.set("strides", std::vector<int64_t>{2, 2});
+  a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  a.set("output_padding", std::vector<int64_t>{1, 1});
+  m.node("ConvTranspose", {"x", "w", "bias"}, "y", {1, 24, 8, 8}, a);
+  return m;
+}
+
 TEST(CodegenGemmMma, HalfStorageConvTransposeAndResizePrologue) {
   // fp16/bf16 plans store ConvTranspose's operands and a Resize feeding a Conv in the
   // reduced type: every tensor-core path and the fp32 CUDA-core path read them as stored
@@ -323,13 +336,7 @@ TEST(CodegenGemmMma, HalfStorageConvTransposeAndResizePrologue) {
   for (DType t : {DType::f16, DType::bf16}) {
     SCOPED_TRACE(dtype_name(t));
     {  // ConvTranspose 16 -> 24 channels, stride 2, pads 1, output_padding 1, bias, Relu
-      ModelBuilder m;
-      m.input("x", {1, 16, 4, 4}).weight("w", {16, 24, 3, 3}).weight("bias", {24});
-      Attributes a;
-      a.set("strides", std::vector<int64_t>{2, 2});
-      a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
-      a.set("output_padding", std::vector<int64_t>{1, 1});
-      m.node("ConvTranspose", {"x", "w", "bias"}, "y", {1, 24, 8, 8}, a);
+      ModelBuilder m = conv_transpose_16_24();
       m.node("Relu", {"y"}, "r", {1, 24, 8, 8});
       const Workload w = retyped(m.workload(ClusterKind::conv), {t, t, t});
       for (const char* p : kPaths)
@@ -401,13 +408,7 @@ TEST(CodegenGemmMma, ConvTransposeConv3dConv1d) {
       check_mma(w, mma_variant(w, p, 32, 32, std::string(p) == "tf32" ? 16 : 32, 16, 16, 2), k);
   };
   {  // ConvTranspose 16 -> 24 channels, stride 2, pads 1, output_padding 1: 4x4 -> 8x8
-    ModelBuilder m;
-    m.input("x", {1, 16, 4, 4}).weight("w", {16, 24, 3, 3}).weight("bias", {24});
-    Attributes a;
-    a.set("strides", std::vector<int64_t>{2, 2});
-    a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
-    a.set("output_padding", std::vector<int64_t>{1, 1});
-    m.node("ConvTranspose", {"x", "w", "bias"}, "y", {1, 24, 8, 8}, a);
+    ModelBuilder m = conv_transpose_16_24();
     each_path(m.workload(ClusterKind::conv), 144);
   }
   {  // Conv3d 16 -> 16 channels, 3x3x3, pads 1
