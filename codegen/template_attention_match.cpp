@@ -16,6 +16,17 @@ std::vector<std::string> AttentionMatch::with_batch(std::vector<std::string> tai
   return c;
 }
 
+std::optional<std::vector<int64_t>> output_permutation(const Graph& g, const AttentionMatch& m,
+                                                       const std::string& tensor) {
+  const auto p = g.producer(tensor);
+  if (!p || g.nodes[*p].op != "Transpose" || g.nodes[*p].input(0) != m.pv->outputs[0]) return std::nullopt;
+  const size_t rank = g.info(tensor).shape.size();
+  std::vector<int64_t> perm = g.nodes[*p].attrs.get_ints("perm", {});
+  if (perm.empty())
+    for (size_t i = 0; i < rank; ++i) perm.push_back(static_cast<int64_t>(rank - 1 - i));
+  return perm;
+}
+
 AttentionMatch match_attention(const Workload& w) {
   const Graph& g = w.graph;
   AttentionMatch m;
@@ -70,8 +81,8 @@ AttentionMatch match_attention(const Workload& w) {
   DC_INTERNAL_CHECK(os == want_out, "attention_fused: output ", shape_str(os),
                     " does not have the scores' batch dims ", shape_str(want_out));
   for (const auto& o : g.outputs)
-    DC_INTERNAL_CHECK(g.info(o).shape == os, "attention_fused: output '", o,
-                      "' is not elementwise with the attention output");
+    DC_INTERNAL_CHECK(g.info(o).shape == os || output_permutation(g, m, o), "attention_fused: output '", o,
+                      "' is neither elementwise with the attention output nor a Transpose of it");
   m.batch = shape_numel(m.batch_shape);
   m.score_dtype = g.info(m.qk->outputs[0]).dtype;
   m.out_dtype = g.info(m.pv->outputs[0]).dtype;
@@ -153,8 +164,15 @@ std::string attention_epilogue(ValueEmitter& ve, const Workload& w, const Attent
   ve.bind(m.pv->outputs[0], round_to_storage(m.out_dtype, h));
   const auto oc = m.with_batch({"dc_qr", "dc_e"});
   for (const auto& o : g.outputs) {
-    const std::string val = ve.value_dedented(o, oc, epi);
-    epi += fmt::format("{}[{}] = {};\n", ve.param_name(o), ve.offset(o, oc),
+    // A Transpose of the attention output is stored at the permuted coordinates (its
+    // element at y reads the attention output at x with x[perm[i]] = y[i], i.e. here).
+    std::vector<std::string> yc = oc;
+    if (const auto perm = output_permutation(g, m, o)) {
+      DC_INTERNAL_CHECK(perm->size() == oc.size(), "attention_fused: Transpose of rank ", perm->size());
+      for (size_t i = 0; i < perm->size(); ++i) yc[i] = oc.at(static_cast<size_t>((*perm)[i]));
+    }
+    const std::string val = ve.value_dedented(o, yc, epi);
+    epi += fmt::format("{}[{}] = {};\n", ve.param_name(o), ve.offset(o, yc),
                        store_value(g.info(o).dtype, val));
   }
   ve.unbind(m.pv->outputs[0]);

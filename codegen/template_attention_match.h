@@ -4,6 +4,7 @@
 // bound raw score) and of the epilogue (every workload output from the attention value).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,12 @@ struct AttentionMatch {
 
 // InternalError (naming attention_fused) unless the workload has that shape.
 AttentionMatch match_attention(const Workload& w);
+
+// The perm of the Transpose producing workload output `tensor` from the attention output
+// (the kernel stores it at the permuted coordinates: no copy kernel after attention), or
+// nullopt when `tensor` is not such a Transpose.
+std::optional<std::vector<int64_t>> output_permutation(const Graph& g, const AttentionMatch& m,
+                                                       const std::string& tensor);
 
 // An operand read straight from memory: a graph input, or a Transpose of one inside the
 // cluster (an index map, no copy). Otherwise `direct` is false and the operand is computed

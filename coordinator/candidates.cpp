@@ -242,8 +242,12 @@ class Generator {
     }
   }
 
-  // MatMul -> [Div|Mul by a constant] -> [Add mask] -> Softmax(last axis) -> MatMul, as one
-  // cluster, with the Transpose feeding the first MatMul's K operand if there is one.
+  // MatMul -> [Div|Mul by a constant] -> [Where] -> [Add mask] -> Softmax(last axis) -> MatMul, as one
+  // cluster, with the Transpose feeding the first MatMul's K operand if there is one. The
+  // same cluster is offered again with the Transposes feeding Q and V (strided views of
+  // their input) and with a Transpose of the attention output (the kernel stores at the
+  // permuted coordinates): a transpose only moves data, so it goes into the index maps of
+  // the attention kernel rather than into a copy kernel of its own.
   void attention(size_t m2) {
     const auto s = c_.producer_of(c_.node(m2).input(0));
     if (!s || c_.node(*s).op != "Softmax" || c_.sole_next(*s) != m2) return;
@@ -257,15 +261,35 @@ class Generator {
     nodes->push_back(*s);
     nodes->push_back(m2);
     add(*nodes, ClusterKind::attention);
+    const size_t m1 = nodes->front();  // scores_producers starts with the first MatMul
+    std::vector<size_t> operands;      // Transposes read by Q (m1 input 0) and V (m2 input 1)
+    for (const auto& [mm, slot] : {std::pair{m1, size_t{0}}, std::pair{m2, size_t{1}}}) {
+      const auto t = c_.producer_of(c_.node(mm).input(slot));
+      if (t && c_.node(*t).op == "Transpose" && c_.sole_next(*t) == mm) operands.push_back(*t);
+    }
+    std::vector<size_t> output;  // the Transpose that alone reads the attention output
+    if (const auto next = c_.sole_next(m2); next && c_.node(*next).op == "Transpose")
+      output.push_back(*next);
+    for (int with_operands = 0; with_operands <= 1; ++with_operands)
+      for (int with_output = 0; with_output <= 1; ++with_output) {
+        if ((with_operands && operands.empty()) || (with_output && output.empty()) ||
+            (!with_operands && !with_output))
+          continue;
+        std::vector<size_t> more = *nodes;
+        if (with_operands) more.insert(more.end(), operands.begin(), operands.end());
+        if (with_output) more.insert(more.end(), output.begin(), output.end());
+        add(more, ClusterKind::attention);
+      }
   }
 
   // Walking back from `cur` towards the first MatMul of attention: the nodes on the way
-  // (mask Add nearest the Softmax, then scale), the MatMul and its K Transpose.
-  std::optional<std::vector<size_t>> scores_producers(size_t cur, bool mask_ok,
-                                                      bool scale_ok) const {
+  // (mask Add nearest the Softmax, a causal Where(cond, scores, fill), then scale), the
+  // MatMul and its K Transpose.
+  std::optional<std::vector<size_t>> scores_producers(size_t cur, bool mask_ok, bool scale_ok,
+                                                      bool where_ok = true) const {
     const Node& n = c_.node(cur);
     const size_t slots = n.op == "Softmax" ? 1 : n.inputs.size();
-    for (size_t slot = 0; slot < slots; ++slot) {
+    for (size_t slot = n.op == "Where" ? 1 : 0; slot < slots; ++slot) {  // Where: not its cond
       const auto p = c_.producer_of(n.input(slot));
       if (!p || c_.sole_next(*p) != cur) continue;
       const Node& pn = c_.node(*p);
@@ -275,11 +299,19 @@ class Generator {
         if (k && c_.node(*k).op == "Transpose" && c_.sole_next(*k) == *p) found.push_back(*k);
         return found;
       }
+      if (pn.op == "Where" && where_ok && pn.inputs.size() == 3) {
+        auto found = scores_producers(*p, false, scale_ok, false);
+        if (found) {
+          found->push_back(*p);
+          return found;
+        }
+        continue;
+      }
       if (pn.inputs.size() != 2) continue;
       const bool const0 = c_.is_constant(pn.inputs[0]), const1 = c_.is_constant(pn.inputs[1]);
       std::optional<std::vector<size_t>> found;
       if (pn.op == "Add" && mask_ok && !const0) {
-        found = scores_producers(*p, false, scale_ok);  // the mask: constant or computed
+        found = scores_producers(*p, false, scale_ok, where_ok);  // the mask: constant or computed
       } else if (scale_ok && ((pn.op == "Mul" && const0 != const1) ||
                               (pn.op == "Div" && const1 && !const0))) {
         found = scores_producers(*p, false, false);

@@ -25,6 +25,7 @@ struct Candidate {
   std::vector<size_t> nodes;  // sorted node indices into g.nodes
   ClusterKind kind = ClusterKind::opaque;
   std::string pattern;        // op names in node order, e.g. "conv+add+relu"
+  bool free_view = false;     // the plan makes it views, no kernel (plan_views.h is_free_view)
 };
 
 // Bounds of the generator (see docs/candidates.md).

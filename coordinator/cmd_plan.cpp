@@ -108,7 +108,9 @@ void print_json(const std::string& path, const Graph& g, const ModelPlan& p,
     j.field("kind", cluster_kind_name(cand.kind)).field("workload", ws.workloads[ws.candidate_workload[c]].signature);
     j.key("nodes").begin_array();
     for (size_t n : cand.nodes) j.value(g.nodes[n].name);
-    j.end_array().end_object();
+    j.end_array();
+    if (cand.free_view) j.field("free_view", true);
+    j.end_object();
   }
   j.end_array();
   j.key("gpus").begin_array();

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ir/error.h"
+#include "plan_views.h"
 
 namespace dc {
 
@@ -33,6 +34,7 @@ ModelPlan plan_by_estimate(const Graph& g, const std::vector<const GpuSpec*>& gp
   ModelPlan plan;
   auto start = std::chrono::steady_clock::now();
   plan.candidates = generate_candidates(g);
+  for (auto& c : plan.candidates) c.free_view = is_free_view(g, c.nodes);
   const double generate_s = seconds_since(start);
   start = std::chrono::steady_clock::now();
   plan.workload_set = dedupe_workloads(g, plan.candidates);
@@ -52,7 +54,9 @@ ModelPlan plan_by_estimate(const Graph& g, const std::vector<const GpuSpec*>& gp
     const double estimate_s = seconds_since(t0);
     std::vector<double> cost;
     for (size_t c = 0; c < plan.candidates.size(); ++c)
-      cost.push_back(gp.workloads[plan.workload_set.candidate_workload[c]].best_seconds());
+      cost.push_back(plan.candidates[c].free_view
+                         ? 0.0
+                         : gp.workloads[plan.workload_set.candidate_workload[c]].best_seconds());
     const auto t1 = std::chrono::steady_clock::now();
     gp.cover = select_cover(g.nodes.size(), cand_nodes, cost);
     const double cover_s = seconds_since(t1);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "plan/plan.h"
+
 namespace dc {
 
 namespace {
@@ -93,6 +95,15 @@ std::optional<std::vector<int64_t>> view_byte_offsets(const Graph& g, const Node
   for (int64_t o : offsets)
     if (o % alignment != 0) return std::nullopt;
   return offsets;
+}
+
+bool is_free_view(const Graph& g, const std::vector<size_t>& nodes) {
+  if (nodes.size() != 1) return false;
+  const Node& n = g.nodes.at(nodes.front());
+  if (n.inputs.empty() || n.inputs[0].empty() || g.is_constant(n.inputs[0])) return false;
+  for (const auto& o : n.outputs)
+    if (std::find(g.outputs.begin(), g.outputs.end(), o) != g.outputs.end()) return false;
+  return view_byte_offsets(g, n, kPlanAlignment).has_value();
 }
 
 }  // namespace dc

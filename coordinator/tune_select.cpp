@@ -54,7 +54,7 @@ void select_measured(const ModelPlan& plan, const TuningDb& db, const std::strin
       continue;
     }
     cand_nodes.push_back(plan.candidates[c].nodes);
-    cost.push_back(measured ? gr.best_us[wi] : kReferenceCostUs);
+    cost.push_back(plan.candidates[c].free_view ? 0.0 : measured ? gr.best_us[wi] : kReferenceCostUs);
     original.push_back(c);
   }
   size_t num_nodes = 0;

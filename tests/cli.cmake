@@ -62,6 +62,16 @@ add_test(NAME plan_bert_base COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/ch
   ${DC_COORD} ${DC_MODELS}/bert_base/model.onnx h100,a10 matmul+add+gelu add+layernorm transpose+matmul+div+add+softmax+matmul)
 set_tests_properties(plan_resnet50 plan_mobilenetv2 plan_bert_base PROPERTIES LABELS long
   FIXTURES_REQUIRED exported_models TIMEOUT 600)
+# Views are not kernels (issue 14): no step of the estimate-only plan only moves data; the
+# transposes around BERT's attention go into the attention kernel's index maps and the
+# Reshapes next to them are views (4 a layer). tests/cli/check_plan_no_copies.py.
+add_test(NAME plan_no_copies_bert_base COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_plan_no_copies.py
+  ${DC_COORD} ${DC_MODELS}/bert_base/model.onnx a100 --min-views 48)
+set_tests_properties(plan_no_copies_bert_base PROPERTIES LABELS long FIXTURES_REQUIRED exported_models
+  TIMEOUT 600)
+add_test(NAME cli_plan_no_copies_tiny_transformer COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_plan_no_copies.py
+  ${DC_COORD} ${EX}/tiny_transformer/model.onnx a100)
+set_tests_properties(cli_plan_no_copies_tiny_transformer PROPERTIES LABELS unit TIMEOUT 300)
 
 # Issue 17: a decoder with 2.6 GB of external data imports, plans and writes a plan with a
 # peak RSS under a quarter of its weights (tests/cli/check_scale.py; about 1 minute).

@@ -106,10 +106,12 @@ void check_conv_transpose(const Node& node, const std::vector<const TensorInfo*>
   DC_USER_CHECK(node.has_input(0), "required input X (input 0) is missing");
   DC_USER_CHECK(node.has_input(1), "required input W (input 1) is missing");
   DC_USER_CHECK(node.outputs.size() <= 1, "expected 1 output, the node has ", node.outputs.size());
+  // f16/bf16 operands are widened to f32 by run_node and the result rounded back to the
+  // output's dtype (storage_dtypes.h), as for Conv under a reduced-precision plan.
   for (size_t i = 0; i < in.size() && i < 3; ++i)
     if (in[i] != nullptr)
-      DC_USER_CHECK(in[i]->dtype == DType::f32, "input ", i, " has dtype ",
-                    dtype_name(in[i]->dtype), ", supported: f32");
+      DC_USER_CHECK(in[i]->dtype == DType::f32 || in[i]->dtype == DType::f16 || in[i]->dtype == DType::bf16,
+                    "input ", i, " has dtype ", dtype_name(in[i]->dtype), ", supported: f32, f16, bf16");
   const TensorInfo* b = in.size() > 2 ? in[2] : nullptr;
   if (in[0] != nullptr && in[1] != nullptr)
     conv_transpose_geometry(node, in[0]->shape, in[1]->shape, b != nullptr ? &b->shape : nullptr);

@@ -100,15 +100,16 @@ void check_resize(const Node& n, const Infos& in) {
   DC_USER_CHECK(n.has_input(0), "required input 'X' (input 0) is missing");
   DC_USER_CHECK(n.outputs.size() == 1, "expected 1 output, the node has ", n.outputs.size());
   check_resize_attrs(n);
+  // f16/bf16 data is widened to f32 by run_node and the result rounded back (storage_dtypes.h).
   if (in[0] != nullptr)
-    DC_USER_CHECK(in[0]->dtype == DType::f32, "input 'X' has dtype ", dtype_name(in[0]->dtype),
-                  ", supported: f32");
+    DC_USER_CHECK(in[0]->dtype == DType::f32 || in[0]->dtype == DType::f16 || in[0]->dtype == DType::bf16,
+                  "input 'X' has dtype ", dtype_name(in[0]->dtype), ", supported: f32, f16, bf16");
 }
 
 std::vector<Tensor> run_resize(const Node& n, const Inputs& in) {
   const Tensor& x = in.at(0);
   DC_USER_CHECK(x.dtype() == DType::f32, "input 'X' has dtype ", dtype_name(x.dtype()),
-                ", supported: f32");
+                ", supported: f32, f16, bf16");
   const ResizeSpec s = resize_spec(n, x.shape(), in);
   Tensor y(DType::f32, s.out_shape);
   const float* xp = x.data<float>();

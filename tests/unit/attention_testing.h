@@ -83,6 +83,35 @@ inline Workload attention_workload(const AttentionSpec& a) {
   return m.workload(ClusterKind::attention);
 }
 
+// Attention as BERT's export writes it, with every transpose absorbed into the cluster's
+// index maps: Q, K, V arrive as [B,S,H,D] (the projections' output reshaped), Q and V go
+// through Transpose(0,2,1,3), K through Transpose(0,2,3,1) (K^T), and the attention output
+// [B,H,S,Dv] goes through Transpose(0,2,1,3) back to [B,S,H,Dv] (what the output
+// projection reads after a Reshape). Scale and mask [B,1,1,S]; storage dtype of everything.
+inline Workload bert_layout_workload(int64_t b, int64_t h, int64_t s, int64_t d, DType t) {
+  ModelBuilder m;
+  m.input("q_in", {b, s, h, d}).input("k_in", {b, s, h, d}).input("v_in", {b, s, h, d});
+  m.input("mask", {b, 1, 1, s});
+  m.scalar("scale", std::sqrt(static_cast<float>(d)));
+  auto perm = [](std::vector<int64_t> p) {
+    Attributes a;
+    a.set("perm", std::move(p));
+    return a;
+  };
+  m.node("Transpose", {"q_in"}, "q", {b, h, s, d}, perm({0, 2, 1, 3}));
+  m.node("Transpose", {"k_in"}, "kt", {b, h, d, s}, perm({0, 2, 3, 1}));
+  m.node("Transpose", {"v_in"}, "v", {b, h, s, d}, perm({0, 2, 1, 3}));
+  m.node("MatMul", {"q", "kt"}, "s0", {b, h, s, s});
+  m.node("Div", {"s0", "scale"}, "s1", {b, h, s, s});
+  m.node("Add", {"s1", "mask"}, "s2", {b, h, s, s});
+  Attributes ax;
+  ax.set("axis", int64_t{-1});
+  m.node("Softmax", {"s2"}, "p", {b, h, s, s}, ax);
+  m.node("MatMul", {"p", "v"}, "o", {b, h, s, d});
+  m.node("Transpose", {"o"}, "y", {b, s, h, d}, perm({0, 2, 1, 3}));
+  for (const char* n : {"q_in", "k_in", "v_in", "q", "kt", "v", "o", "y"}) m.g.tensors[n].dtype = t;
+  return m.workload(ClusterKind::attention);
+}
 
 // The reference graph: the same graph with every float tensor f32, to be run on the stored
 // values and its outputs rounded to their dtypes (the IR's mixed-dtype rule: each op

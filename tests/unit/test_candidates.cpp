@@ -281,6 +281,66 @@ TEST(Candidates, AttentionVariants) {
   }
 }
 
+TEST(Candidates, AttentionAbsorbsTransposes) {
+  // BERT's layout: Q, K, V [B,S,H,D] transposed into heads, the output transposed back. The
+  // base cluster takes K's Transpose; further candidates add Q's and V's (strided views)
+  // and the output's (stored at permuted coordinates); a Transpose with another reader is
+  // left out.
+  Graph g;
+  for (const char* n : {"q", "k", "v"}) add_input(g, n, {1, 4, 2, 8});
+  auto perm = [](std::vector<int64_t> p) { return attrs({{"perm", std::move(p)}}); };
+  add_node(g, "Transpose", {"q"}, {"qh"}, perm({0, 2, 1, 3}));    // 0
+  add_node(g, "Transpose", {"k"}, {"kt"}, perm({0, 2, 3, 1}));    // 1
+  add_node(g, "Transpose", {"v"}, {"vh"}, perm({0, 2, 1, 3}));    // 2
+  add_node(g, "MatMul", {"qh", "kt"}, {"s"});                     // 3
+  add_node(g, "Softmax", {"s"}, {"p"}, attrs({{"axis", int64_t{-1}}}));  // 4
+  add_node(g, "MatMul", {"p", "vh"}, {"o"});                      // 5
+  add_node(g, "Transpose", {"o"}, {"y"}, perm({0, 2, 1, 3}));     // 6
+  g.outputs = {"y"};
+  g = testing::with_types(g);
+  const auto cands = generate_candidates(g);
+  expect_well_formed(g, cands);
+  std::set<std::vector<size_t>> att;
+  for (const auto& c : of_kind(cands, ClusterKind::attention)) att.insert(c.nodes);
+  EXPECT_EQ(att, (std::set<std::vector<size_t>>{
+                     {1, 3, 4, 5}, {0, 1, 2, 3, 4, 5}, {1, 3, 4, 5, 6}, {0, 1, 2, 3, 4, 5, 6}}));
+  EXPECT_EQ(find(cands, {0, 1, 2, 3, 4, 5, 6})->pattern,
+            "transpose+transpose+transpose+matmul+softmax+matmul+transpose");
+
+  g.outputs.push_back("qh");  // Q's Transpose is read outside: only V's joins
+  const auto again = generate_candidates(g);
+  std::set<std::vector<size_t>> att2;
+  for (const auto& c : of_kind(again, ClusterKind::attention)) att2.insert(c.nodes);
+  EXPECT_EQ(att2, (std::set<std::vector<size_t>>{
+                      {1, 3, 4, 5}, {1, 2, 3, 4, 5}, {1, 3, 4, 5, 6}, {1, 2, 3, 4, 5, 6}}));
+}
+
+TEST(Candidates, AttentionThroughCausalWhere) {
+  // MatMul -> Div -> Where(causal, s, fill) -> Add(mask) -> Softmax -> MatMul, as Hugging
+  // Face decoders export it: one attention cluster (the Where's condition stays outside).
+  Graph g;
+  add_input(g, "q", {1, 2, 4, 8});
+  add_input(g, "kt", {1, 2, 8, 4});
+  add_input(g, "v", {1, 2, 4, 8});
+  add_input(g, "mask", {1, 1, 1, 4});
+  Tensor causal(DType::boolean, {1, 1, 4, 4});
+  for (int64_t i = 0; i < 16; ++i) reinterpret_cast<uint8_t*>(causal.raw_mutable())[i] = i % 4 <= i / 4;
+  add_initializer(g, "causal", causal);
+  add_initializer(g, "scale", Tensor::scalar<float>(2.8284271f));
+  add_initializer(g, "fill", Tensor::scalar<float>(-3.4e38f));
+  add_node(g, "MatMul", {"q", "kt"}, {"s"});
+  add_node(g, "Div", {"s", "scale"}, {"ss"});
+  add_node(g, "Where", {"causal", "ss", "fill"}, {"sw"});
+  add_node(g, "Add", {"sw", "mask"}, {"sm"});
+  add_node(g, "Softmax", {"sm"}, {"p"}, attrs({{"axis", int64_t{-1}}}));
+  add_node(g, "MatMul", {"p", "v"}, {"o"});
+  g.outputs = {"o"};
+  g = testing::with_types(g);
+  const auto att = of_kind(generate_candidates(g), ClusterKind::attention);
+  ASSERT_EQ(att.size(), 1u);
+  EXPECT_EQ(att[0].pattern, "matmul+div+where+add+softmax+matmul");
+}
+
 TEST(Candidates, SoftmaxWithScaleAndMask) {
   const Graph g = attention_graph(false, "Div", true);  // MatMul0 Div1 Add2 Softmax3 MatMul4
   const auto cands = generate_candidates(g);
@@ -406,7 +466,9 @@ TEST(Candidates, TinyTransformer) {
   std::map<std::string, int> patterns;
   for (const auto& c : cands) ++patterns[std::string(cluster_kind_name(c.kind)) + " " + c.pattern];
   EXPECT_EQ(patterns["attention transpose+matmul+div+add+softmax+matmul"], 1);
-  EXPECT_EQ(of_kind(cands, ClusterKind::attention).size(), 1u);
+  // With Q's and V's Transposes, with the output's, with all three (BERT's layout).
+  EXPECT_EQ(patterns["attention transpose+transpose+transpose+matmul+div+add+softmax+matmul+transpose"], 1);
+  EXPECT_EQ(of_kind(cands, ClusterKind::attention).size(), 4u);
   EXPECT_EQ(patterns["reduction add+layernorm"], 2);  // after attention and after the FFN
   EXPECT_EQ(patterns["gemm matmul+add+gelu"], 1);
   EXPECT_EQ(patterns["gemm matmul+add+add"], 2);      // bias and residual

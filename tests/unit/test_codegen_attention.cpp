@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "attention_testing.h"
 #include "codegen_testing.h"
 #include "ir/error.h"
 
@@ -72,6 +73,49 @@ TEST(CodegenAttention, MaskScaleAndRaggedKeyTiles) {
   auto vs = attn_picks(w);
   vs.push_back(attn_variant(16, 16, 64, 2, 1));
   vs.push_back(attn_variant(32, 16, 64, 1, 4));
+  check_all(w, vs, opt);
+}
+
+TEST(CodegenAttention, BertLayoutTransposesAbsorbed) {
+  // Q/K/V as strided views of [B,S,H,D] through their Transposes, the output stored through
+  // Transpose(0,2,1,3) as [B,S,H,D]: one kernel, no copy before or after it.
+  const Workload w = testing::attn::bert_layout_workload(2, 3, 20, 8, DType::f32);
+  ASSERT_EQ(w.graph.outputs.size(), 1u);
+  EXPECT_EQ(w.graph.info(w.graph.outputs[0]).shape, (Shape{2, 20, 3, 8}));
+  auto vs = attn_picks(w);
+  vs.push_back(attn_variant(16, 16, 64, 2, 4));
+  check_all(w, vs);
+}
+
+TEST(CodegenAttention, CausalWhereMaskAndOutputTranspose) {
+  // Hugging Face decoders: Where(causal, scores, min) then the padding mask, and the output
+  // transposed back to [B,S,H,D] inside the kernel.
+  const int64_t b = 1, h = 2, s = 19, d = 8;
+  ModelBuilder m;
+  m.input("q", {b, h, s, d}).input("kt", {b, h, d, s}).input("v", {b, h, s, d});
+  m.input("causal", {1, 1, s, s}).input("mask", {b, 1, 1, s});
+  m.g.tensors["causal"].dtype = DType::boolean;
+  m.scalar("scale", std::sqrt(static_cast<float>(d))).scalar("fill", -3.4e38f);
+  m.node("MatMul", {"q", "kt"}, "s0", {b, h, s, s});
+  m.node("Div", {"s0", "scale"}, "s1", {b, h, s, s});
+  m.node("Where", {"causal", "s1", "fill"}, "s2", {b, h, s, s});
+  m.node("Add", {"s2", "mask"}, "s3", {b, h, s, s});
+  Attributes ax;
+  ax.set("axis", int64_t{-1});
+  m.node("Softmax", {"s3"}, "p", {b, h, s, s}, ax);
+  m.node("MatMul", {"p", "v"}, "o", {b, h, s, d});
+  Attributes perm;
+  perm.set("perm", std::vector<int64_t>{0, 2, 1, 3});
+  m.node("Transpose", {"o"}, "y", {b, s, h, d}, perm);
+  const Workload w = m.workload(ClusterKind::attention);
+  RunOptions opt;
+  Tensor causal(DType::boolean, {1, 1, s, s});
+  auto* c = reinterpret_cast<uint8_t*>(causal.raw_mutable());
+  for (int64_t i = 0; i < s; ++i)
+    for (int64_t j = 0; j < s; ++j) c[i * s + j] = j <= i ? 1 : 0;
+  opt.inputs["causal"] = causal;
+  auto vs = attn_picks(w);
+  vs.push_back(attn_variant(16, 16, 64, 2, 1));
   check_all(w, vs, opt);
 }
 

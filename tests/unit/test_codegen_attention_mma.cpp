@@ -178,6 +178,27 @@ TEST(CodegenAttentionMma, KtAsInputWithEpilogue) {
   for (const char* p : kPrecisions) check_variant(w, mma_variant(p, 32, 16, 16, 2), c);
 }
 
+TEST(CodegenAttentionMma, BertLayoutTransposesAbsorbed) {
+  // Q/K/V read as strided views of [B,S,H,D] (16-byte cp.async where the storage is the
+  // math type: head dim contiguous, row stride H*D), the output stored as [B,S,H,D]: the
+  // transposes around attention cost no kernel. Also split over keys (the combine launch
+  // stores through the same permuted epilogue).
+  const int64_t b = 2, h = 3, s = 40, d = 16;
+  for (const char* p : kPrecisions) {
+    const DType t = math_dtype(p);
+    const Workload w = bert_layout_workload(b, h, s, d, t);
+    ASSERT_EQ(w.graph.outputs.size(), 1u);
+    EXPECT_EQ(w.graph.info(w.graph.outputs[0]).shape, (Shape{b, s, h, d}));
+    const Variant v = mma_variant(p, 32, 16, 16, 3);
+    const std::string src = generate_kernel(w, v).source;
+    EXPECT_NE(src.find("Q cp.async, K cp.async, V cp.async"), std::string::npos) << src;
+    Check c;
+    c.reduction_length = s;
+    check_variant(w, v, c);
+    check_variant(w, mma_variant(p, 16, 16, 16, 2, 3), c);
+  }
+}
+
 TEST(CodegenAttentionMma, SplitKvWithCombineAndEpilogue) {
   // 70 keys in tiles of 16 (5 tiles) over 2, 3 (uneven) and 5 slices; mask with -inf and
   // a Relu epilogue in the combine launch.

@@ -316,6 +316,56 @@ TEST(CodegenGemmMma, HalfStorageConv) {
   }
 }
 
+// y = ConvTranspose(x, w, bias): 16 -> 24 channels, stride 2, pads 1, output_padding 1,
+// 4x4 -> 8x8 (K = 16 x 9 = 144).
+ModelBuilder conv_transpose_16_24() {
+  ModelBuilder m;
+  m.input("x", {1, 16, 4, 4}).weight("w", {16, 24, 3, 3}).weight("bias", {24});
+  Attributes a;
+  a.set("strides", std::vector<int64_t>{2, 2});
+  a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  a.set("output_padding", std::vector<int64_t>{1, 1});
+  m.node("ConvTranspose", {"x", "w", "bias"}, "y", {1, 24, 8, 8}, a);
+  return m;
+}
+
+TEST(CodegenGemmMma, HalfStorageConvTransposeAndResizePrologue) {
+  // fp16/bf16 plans store ConvTranspose's operands and a Resize feeding a Conv in the
+  // reduced type: every tensor-core path and the fp32 CUDA-core path read them as stored
+  // (fp32 math), and round the output once.
+  for (DType t : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(t));
+    {  // ConvTranspose 16 -> 24 channels, stride 2, pads 1, output_padding 1, bias, Relu
+      ModelBuilder m = conv_transpose_16_24();
+      m.node("Relu", {"y"}, "r", {1, 24, 8, 8});
+      const Workload w = retyped(m.workload(ClusterKind::conv), {t, t, t});
+      for (const char* p : kPaths)
+        check_mma(w, mma_variant(w, p, 32, 32, std::string(p) == "tf32" ? 16 : 32, 16, 16, 2), 144);
+      const auto fp32 = enumerate_variants(w, a100(), SpaceOptions{{"fp32"}});
+      ASSERT_FALSE(fp32.empty());
+      check_mma(w, fp32.front(), 144);
+      check_mma(w, fp32.back(), 144, false);
+    }
+    {  // Resize x2 (linear) read through a 3x3 Conv's gather
+      ModelBuilder m;
+      m.input("x", {1, 16, 5, 4}).weight("w", {16, 16, 3, 3});
+      m.g.initializers["scales"] = Tensor::from_vector<float>({4}, {1.f, 1.f, 2.f, 2.f});
+      m.g.tensors["scales"] = {DType::f32, {4}};
+      Attributes lin;
+      lin.set("mode", std::string("linear"));
+      m.node("Resize", {"x", "", "scales"}, "u", {1, 16, 10, 8}, lin);
+      m.node("Conv", {"u", "w"}, "y", {1, 16, 10, 8}, conv_attrs({3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}));
+      const Workload w = retyped(m.workload(ClusterKind::conv), {t, t, t});
+      for (const char* p : kPaths)
+        check_mma(w, mma_variant(w, p, 32, 32, std::string(p) == "tf32" ? 16 : 32, 16, 16, 2), 144,
+                  true, false);
+      const auto fp32 = enumerate_variants(w, a100(), SpaceOptions{{"fp32"}});
+      ASSERT_FALSE(fp32.empty());
+      check_mma(w, fp32.front(), 144, true, false);
+    }
+  }
+}
+
 // ---- conv_implicit_gemm --------------------------------------------------------------------
 
 TEST(CodegenGemmMma, ConvPointwise) {
@@ -358,13 +408,7 @@ TEST(CodegenGemmMma, ConvTransposeConv3dConv1d) {
       check_mma(w, mma_variant(w, p, 32, 32, std::string(p) == "tf32" ? 16 : 32, 16, 16, 2), k);
   };
   {  // ConvTranspose 16 -> 24 channels, stride 2, pads 1, output_padding 1: 4x4 -> 8x8
-    ModelBuilder m;
-    m.input("x", {1, 16, 4, 4}).weight("w", {16, 24, 3, 3}).weight("bias", {24});
-    Attributes a;
-    a.set("strides", std::vector<int64_t>{2, 2});
-    a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
-    a.set("output_padding", std::vector<int64_t>{1, 1});
-    m.node("ConvTranspose", {"x", "w", "bias"}, "y", {1, 24, 8, 8}, a);
+    ModelBuilder m = conv_transpose_16_24();
     each_path(m.workload(ClusterKind::conv), 144);
   }
   {  // Conv3d 16 -> 16 channels, 3x3x3, pads 1

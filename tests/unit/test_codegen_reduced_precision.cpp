@@ -403,6 +403,26 @@ TEST_P(ReducedPrecisionKernels, DepthwiseConv) {
   expect_space_correct(w2, in, 9, false, 2);
 }
 
+TEST_P(ReducedPrecisionKernels, ResizeOnStorage) {
+  // Resize of f16/bf16 data (nearest, linear, cubic) fused with a residual Add, as FPN's
+  // top-down path: taps summed in fp32 from the stored values, rounded once to the output.
+  const DType t = GetParam();
+  for (const char* mode : {"nearest", "linear", "cubic"}) {
+    SCOPED_TRACE(mode);
+    Graph g;
+    add_input(g, "x", {1, 5, 6, 7});
+    add_input(g, "skip", {1, 5, 12, 14});
+    add_initializer(g, "scales", Tensor::from_vector<float>({4}, {1.f, 1.f, 2.f, 2.f}));
+    add_node(g, "Resize", {"x", "", "scales"}, {"r"}, attrs({{"mode", std::string(mode)}}));
+    add_node(g, "Add", {"r", "skip"}, {"o"});
+    g.outputs = {"o"};
+    ref::TensorMap in;
+    const Workload w = whole(retyped(g, {{"x", t}, {"skip", t}, {"r", t}, {"o", t}}),
+                             ClusterKind::elementwise, 70, &in);
+    EXPECT_TRUE(expect_space_correct(w, in, 1, false).count("elementwise"));
+  }
+}
+
 TEST_P(ReducedPrecisionKernels, ReferenceKernelOfHeavyOps) {
   const DType t = GetParam();
   // Conv, MatMul and Gemm from t operands (fp32 accumulation), t or f32 outputs: only the

@@ -12,6 +12,7 @@
 
 #include "ir/error.h"
 #include "ref/executor.h"
+#include "ref/kernel.h"
 #include "ref/storage_dtypes.h"
 #include "testing.h"
 
@@ -139,6 +140,24 @@ TEST_P(ReducedPrecision, LinalgAccumulatesInFp32) {
   const Tensor small = convert_float(
       Tensor::from_vector<float>({4096, 1}, std::vector<float>(4096, 1.f / 2048)), t);
   EXPECT_EQ(run("MatMul", {ones, small}).to_float_vector().at(0), 2.f);
+}
+
+TEST_P(ReducedPrecision, ConvTransposeAndResizeComputeInFp32) {
+  // Their import checks take f16/bf16 operands as Conv's kernels do (widened, one rounding).
+  const DType t = GetParam();
+  const Tensor x = stored(t, {1, 4, 5, 6}, 31), w = stored(t, {4, 3, 3, 3}, 32), bias = stored(t, {3}, 33);
+  expect_one_rounding("ConvTranspose", {x, w, bias},
+                      attrs({{"strides", Ints{2, 2}}, {"pads", Ints{1, 0, 1, 0}}, {"output_padding", Ints{1, 1}}}), t);
+  const Tensor scales = Tensor::from_vector<float>({4}, {1.f, 1.f, 2.f, 1.5f});
+  for (const char* mode : {"nearest", "linear", "cubic"})
+    expect_one_rounding("Resize", {x, Tensor(), scales}, attrs({{"mode", std::string(mode)}}), t);
+  const auto node = dc::testing::make_node("Resize", {"x", "", "scales"}, {"y"}, attrs({{"mode", std::string("linear")}}));
+  const dc::TensorInfo xi{t, {1, 4, 5, 6}}, si{DType::f32, {4}};
+  const dc::ref::OpDef* def = dc::ref::find_op("Resize");
+  ASSERT_NE(def, nullptr);
+  EXPECT_NO_THROW(def->check(node, {&xi, nullptr, &si}));
+  const dc::TensorInfo wide{DType::f64, {1, 4, 5, 6}};
+  EXPECT_THROW(def->check(node, {&wide, nullptr, &si}), dc::UserError);
 }
 
 TEST_P(ReducedPrecision, NormalisationsAndReductionsComputeInFp32) {
