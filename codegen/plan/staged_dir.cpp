@@ -33,7 +33,8 @@ fs::path resolve_target(const std::string& target) {
   fs::path t = fs::absolute(fs::path(target)).lexically_normal();
   if (!t.has_filename()) t = t.parent_path();  // "out/" names the folder "out"
   std::error_code ec;
-  if (fs::is_symlink(t, ec)) t = fs::canonical(t, ec);
+  if (fs::symlink_status(t, ec).type() != fs::file_type::symlink) return t;  // a folder, or none yet
+  t = fs::canonical(t, ec);
   DC_USER_CHECK(!ec, "cannot resolve '", target, "': ", ec.message());
   return t;
 }
