@@ -23,6 +23,7 @@ even when the test fails.
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -32,6 +33,10 @@ import threading
 import time
 
 SKIP = 77
+# KiB left free for the DB: the schema and about half of the results (every commit appends
+# its pages to the WAL, ~20 KiB each here), so that the disk fills mid-tune.
+LEAVE = 512
+
 
 
 def fail(msg):
@@ -174,19 +179,18 @@ def free_kib(path):
 def case_disk_full(coord, model, gpu, tmp):
     need_root("disk_full")
     reference = reference_rows(coord, model, gpu, tmp)
-    ref_size = os.path.getsize(os.path.join(tmp, "reference.db"))
     with tmpfs(4096) as mnt:
         db = os.path.join(mnt, "tune.db")
         # Room for the schema and a few results, far from all of them (the WAL grows too).
-        filler = fill(mnt, leave_kib=max(96, ref_size // 1024 // 3))
+        filler = fill(mnt, leave_kib=LEAVE)
         t0 = time.time()
         rc, out, err = run(tune_cmd(coord, model, gpu, db), env=env_with_cache(tmp, "full"))
         expect_user_error(rc, out, err, ["disk full", "tune.db"], "tune on a full disk")
         rows, integrity, dups = db_state(db)
         if integrity != "ok" or dups or len(rows) != len(set(rows)):
             fail(f"after the full disk: integrity {integrity}, duplicates {dups}")
-        if len(rows) >= len(reference):
-            fail(f"the disk never filled: {len(rows)} of {len(reference)} results written")
+        if not 0 < len(rows) < len(reference):
+            fail(f"the disk did not fill mid-tune: {len(rows)} of {len(reference)} results written")
         print(f"full disk: stopped after {time.time() - t0:.1f} s with {len(rows)} of "
               f"{len(reference)} results; integrity ok")
         os.remove(filler)
@@ -215,6 +219,7 @@ class LockHolder:
         con.execute("INSERT INTO imports(source_path, source_user_version, imported_ms) "
                     "VALUES ('lock holder', 1, 0)")
         self.taken_at = time.time()
+        self.rows_at_take = con.execute("SELECT count(*) FROM measurements").fetchone()[0]
         time.sleep(self.hold_s)
         con.execute("ROLLBACK")
         con.close()
@@ -228,8 +233,8 @@ def case_locked(coord, model, gpu, tmp):
     holder = LockHolder(db, after=3, hold_s=1.0)
     rc, out, err = run(tune_cmd(coord, model, gpu, db, "--db-timeout", "4"), env=env)
     holder.thread.join()
-    if holder.taken_at is None:
-        fail("the lock was never taken")
+    if holder.taken_at is None or holder.rows_at_take >= len(reference):
+        fail("the lock was not taken mid-tune")
     if rc != 0:
         fail(f"a 1 s lock under a 4 s busy timeout: tune exited {rc}\n{err[-3000:]}")
     expect_complete(db, reference, "tune that waited out a 1 s lock")
@@ -243,6 +248,8 @@ def case_locked(coord, model, gpu, tmp):
     if holder.taken_at is None:
         fail(f"the tune ended before the lock was taken: exit {proc.returncode}\n{err[-2000:]}")
     waited = ended - holder.taken_at
+    if holder.rows_at_take >= len(reference):
+        fail("the lock was taken after the tune's last result")
     expect_user_error(proc.returncode, out, err, ["locked by another writer", "waited 2 s", "--db-timeout"],
                       "tune under a 40 s lock, busy timeout 2 s")
     if not 1.5 <= waited <= 20:
@@ -265,17 +272,25 @@ def case_two_tunes(coord, model, gpu, tmp):
     procs = [subprocess.Popen(tune_cmd(coord, model, gpu, db, "--db-timeout", "30"), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env_with_cache(tmp, f"t{i}"))
              for i in range(2)]
+    sent = []
     for i, p in enumerate(procs):
         out, err = p.communicate(timeout=600)
         if p.returncode != 0:
             fail(f"tune {i} of two exited {p.returncode}\n{out[-2000:]}\n{err[-3000:]}")
-        if "results committed" not in out:
+        m = re.search(r"(\d+) jobs, (\d+) results committed", out)
+        if not m:
             fail(f"tune {i}: no summary\n{out}")
+        sent.append(int(m.group(1)))
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     runs = con.execute("SELECT status FROM tuning_runs ORDER BY id").fetchall()
     con.close()
     if [r[0] for r in runs] != ["ok", "ok"]:
         fail(f"tuning_runs: {runs}")
+    # Both measured variants the other measured too (neither saw the other's results at its
+    # start), and yet each variant has one result: the second result was not added.
+    if min(sent) == 0 or sum(sent) <= len(reference):
+        fail(f"the tunes sent {sent} jobs for {len(reference)} variants: they did not overlap")
+    print(f"two tunes sent {sent} jobs for {len(reference)} variants")
     expect_complete(db, reference, "two tunes at once")
 
 
