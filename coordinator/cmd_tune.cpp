@@ -176,7 +176,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   std::vector<std::string> shapes;
   FarmFlags farm_flags;
   bool retune = false, no_check = false, quiet = false, no_db_calibration = false, no_reference = false;
-  double wait_s = -1, db_timeout_s = 5;
+  double wait_s = -1, db_timeout_s = 5, compile_deadline_s = 60;
   int seed_k = 4;
   po::options_description desc(
       "usage: dc-coordinator tune MODEL.onnx --gpus LIST [options]\n\n"
@@ -190,6 +190,8 @@ int cmd_tune(const std::vector<std::string>& args) {
       ("db", po::value(&db_path)->default_value(db_path), "tuning DB (SQLite, created if missing)")
       ("db-timeout", po::value(&db_timeout_s)->default_value(db_timeout_s), "seconds to wait for "
        "another process's write lock on the DB before stopping with an error")
+      ("compile-deadline", po::value(&compile_deadline_s)->default_value(compile_deadline_s), "seconds "
+       "a job's compile (NVRTC, ptxas) may take before the worker kills it: a timeout result")
       ("out", po::value(&out_dir), "write DIR/<gpu>/: the plan (plan.json, kernels.cu, weights.bin), summary.txt, selection.json")
       ("bind", po::value(&farm_flags.bind), "serve remote dc-worker daemons at tcp://ADDR:PORT "
        "instead of running a local farm")
@@ -232,6 +234,8 @@ int cmd_tune(const std::vector<std::string>& args) {
   DC_USER_CHECK(farm_flags.local_workers >= 0, "--local-workers must be >= 0");
   DC_USER_CHECK(seed_k >= 0, "--seed-k must be >= 0");
   DC_USER_CHECK(db_timeout_s >= 0 && db_timeout_s <= 86400, "--db-timeout must be between 0 and 86400 seconds");
+  DC_USER_CHECK(compile_deadline_s > 0 && compile_deadline_s <= 3600,
+                "--compile-deadline must be more than 0 and at most 3600 seconds");
 
   TuneOptions opts;
   opts.gpus = parse_gpu_list(catalog, gpu_list);
@@ -247,6 +251,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   opts.check_winners = !no_check;
   opts.measure_reference = !no_reference;
   opts.seed_k = seed_k;
+  opts.compile_deadline = std::chrono::milliseconds(static_cast<int64_t>(compile_deadline_s * 1000));
   if (wait_s < 0) wait_s = farm_flags.bind.empty() ? 30 : 120;
   opts.worker_wait = std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000));
   opts.host = host_name();
