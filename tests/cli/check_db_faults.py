@@ -227,11 +227,12 @@ class LockHolder:
 
 def case_locked(coord, model, gpu, tmp):
     reference = reference_rows(coord, model, gpu, tmp)
-    env = env_with_cache(tmp, "locked")
+    # Each phase with a fresh compile cache, so that its tune is still compiling and measuring
+    # when the lock is taken.
     # 1. A hold shorter than the busy timeout is waited out.
     db = os.path.join(tmp, "short.db")
     holder = LockHolder(db, after=3, hold_s=1.0)
-    rc, out, err = run(tune_cmd(coord, model, gpu, db, "--db-timeout", "4"), env=env)
+    rc, out, err = run(tune_cmd(coord, model, gpu, db, "--db-timeout", "4"), env=env_with_cache(tmp, "short"))
     holder.thread.join()
     if holder.taken_at is None or holder.rows_at_take >= len(reference):
         fail("the lock was not taken mid-tune")
@@ -242,7 +243,7 @@ def case_locked(coord, model, gpu, tmp):
     db = os.path.join(tmp, "long.db")
     holder = LockHolder(db, after=3, hold_s=40.0)
     proc = subprocess.Popen(tune_cmd(coord, model, gpu, db, "--db-timeout", "2"), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+                            stderr=subprocess.PIPE, text=True, env=env_with_cache(tmp, "long"))
     out, err = proc.communicate(timeout=120)
     ended = time.time()
     if holder.taken_at is None:
@@ -259,7 +260,7 @@ def case_locked(coord, model, gpu, tmp):
     rows, integrity, dups = db_state(db)
     if integrity != "ok" or dups or len(rows) != len(set(rows)):
         fail(f"after the lock: integrity {integrity}, duplicates {dups}")
-    rc, out, err = run(tune_cmd(coord, model, gpu, db), env=env)
+    rc, out, err = run(tune_cmd(coord, model, gpu, db), env=env_with_cache(tmp, "long"))
     if rc != 0:
         fail(f"rerun after the lock exited {rc}\n{err[-3000:]}")
     expect_complete(db, reference, "rerun after the lock")
