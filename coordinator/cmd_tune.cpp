@@ -1,5 +1,5 @@
-// dc-coordinator tune MODEL.onnx --gpus LIST [--db PATH] [--out DIR] [--bind tcp://ADDR:PORT]
-//   [--local-workers N] [--emulate] [--config FILE] [--retune] [--no-db-calibration]:
+// dc-coordinator tune MODEL.onnx --gpus LIST [--db PATH] [--db-timeout S] [--out DIR]
+//   [--bind tcp://ADDR:PORT] [--local-workers N] [--emulate] [--config FILE] [--retune] [--no-db-calibration]:
 // measures the model's kernel variants on a farm and selects, per GPU type, the cover with
 // the least measured time.
 // The pipeline is tune.h; this file is the command line, the choice of farm and the output.
@@ -22,6 +22,7 @@
 #include "farm_security.h"
 #include "gpu/gpu_catalog.h"
 #include "ir/json_writer.h"
+#include "sqlite.h"
 #include "tune.h"
 #include "tune_config.h"
 #include "tune_report.h"
@@ -175,7 +176,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   std::vector<std::string> shapes;
   FarmFlags farm_flags;
   bool retune = false, no_check = false, quiet = false, no_db_calibration = false, no_reference = false;
-  double wait_s = -1;
+  double wait_s = -1, db_timeout_s = 5, compile_deadline_s = 60;
   int seed_k = 4;
   po::options_description desc(
       "usage: dc-coordinator tune MODEL.onnx --gpus LIST [options]\n\n"
@@ -187,6 +188,10 @@ int cmd_tune(const std::vector<std::string>& args) {
       ("help,h", "this text")
       ("gpus", po::value(&gpu_list), "comma-separated GPU types, e.g. h100,a100")
       ("db", po::value(&db_path)->default_value(db_path), "tuning DB (SQLite, created if missing)")
+      ("db-timeout", po::value(&db_timeout_s)->default_value(db_timeout_s), "seconds to wait for "
+       "another process's write lock on the DB before stopping with an error")
+      ("compile-deadline", po::value(&compile_deadline_s)->default_value(compile_deadline_s), "seconds "
+       "a job's compile (NVRTC, ptxas) may take before the worker kills it: a timeout result")
       ("out", po::value(&out_dir), "write DIR/<gpu>/: the plan (plan.json, kernels.cu, weights.bin), summary.txt, selection.json")
       ("bind", po::value(&farm_flags.bind), "serve remote dc-worker daemons at tcp://ADDR:PORT "
        "instead of running a local farm")
@@ -228,6 +233,9 @@ int cmd_tune(const std::vector<std::string>& args) {
                 fmt::format("{}", fmt::join(catalog.names(), ", ")), ")");
   DC_USER_CHECK(farm_flags.local_workers >= 0, "--local-workers must be >= 0");
   DC_USER_CHECK(seed_k >= 0, "--seed-k must be >= 0");
+  DC_USER_CHECK(db_timeout_s >= 0 && db_timeout_s <= 86400, "--db-timeout must be between 0 and 86400 seconds");
+  DC_USER_CHECK(compile_deadline_s > 0 && compile_deadline_s <= 3600,
+                "--compile-deadline must be more than 0 and at most 3600 seconds");
 
   TuneOptions opts;
   opts.gpus = parse_gpu_list(catalog, gpu_list);
@@ -243,6 +251,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   opts.check_winners = !no_check;
   opts.measure_reference = !no_reference;
   opts.seed_k = seed_k;
+  opts.compile_deadline = std::chrono::milliseconds(static_cast<int64_t>(compile_deadline_s * 1000));
   if (wait_s < 0) wait_s = farm_flags.bind.empty() ? 30 : 120;
   opts.worker_wait = std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000));
   opts.host = host_name();
@@ -252,6 +261,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   opts.stop = &g_stop;
 
   make_db_folder(db_path);
+  sqlite::set_busy_timeout(std::chrono::milliseconds(static_cast<int64_t>(db_timeout_s * 1000)));
   std::unique_ptr<TuningDb> db = open_tuning_db(db_path);  // before any worker starts
   std::ostringstream discard;
   std::unique_ptr<Farm> farm =

@@ -30,7 +30,7 @@ WorkerInfo worker_of(const Measurement& m) {
 
 // One result: committed at once, in its own transaction.
 void accept(const Measurement& m, Dispatched& d, const std::vector<GpuTuneResult>& gpus,
-            TuningDb& db, Ledger& ledger, Collected& c) {
+            TuningDb& db, const TuneOptions& opts, Ledger& ledger, Collected& c) {
   const std::string key = job_key(m.workload, m.variant_key, m.gpu_type);
   if (!ledger.variants.count({m.workload, m.variant_key})) {
     spdlog::warn("result for a job this tune did not send ({}): ignored", key);
@@ -41,8 +41,10 @@ void accept(const Measurement& m, Dispatched& d, const std::vector<GpuTuneResult
   // recorded (a later tune measures the variant again).
   if (m.status == JobStatus::internal_error)
     spdlog::error("{}: INTERNAL ERROR (a dc bug; not recorded): {}", key, m.error);
-  else
-    db.commit_measurement(m);
+  else if (opts.retune || d.check_keys.count(key) ? !db.commit_measurement(m) : !db.commit_first_measurement(m))
+    // Another tune on this DB recorded the variant first (or this is a resend): not added,
+    // so that two tunes at once leave one result per variant (docs/tuning-db.md).
+    spdlog::info("{}: already recorded by another tune on this DB: this result is not added", key);
   ++c.results;
   const auto it = d.gpu_of.find(key);
   if (it == d.gpu_of.end()) return;  // a late result of a job given up: kept, not counted
@@ -107,7 +109,10 @@ Dispatched dispatch(const std::vector<PlannedJob>& jobs, std::vector<FarmJob> fa
     ++d.per_gpu[pj.gpu];
     d.progress->add_jobs(gpu, 1);
     ++d.sent[pj.gpu];
-    if (pj.check) ++d.checks[pj.gpu];
+    if (pj.check) {
+      ++d.checks[pj.gpu];
+      d.check_keys.insert(key);
+    }
     ++d.jobs;
     farm.submit(std::move(farm_jobs[i]));
   }
@@ -131,11 +136,11 @@ Collected collect(Dispatched& d, const std::vector<GpuTuneResult>& gpus, Farm& f
       log.notice(fmt::format("interrupted: stopping the farm; {} results outstanding are not "
                              "waited for (a rerun measures them)", d.gpu_of.size()));
       farm.shutdown();
-      for (auto& m : farm.collect(std::chrono::milliseconds(0))) accept(m, d, gpus, db, ledger, c);
+      for (auto& m : farm.collect(std::chrono::milliseconds(0))) accept(m, d, gpus, db, opts, ledger, c);
       c.outstanding = d.gpu_of.size();
       break;
     }
-    for (auto& m : farm.collect(kCollectPoll)) accept(m, d, gpus, db, ledger, c);
+    for (auto& m : farm.collect(kCollectPoll)) accept(m, d, gpus, db, opts, ledger, c);
     d.progress->tick();
     if (Clock::now() - last_status >= std::chrono::seconds(1)) {
       last_status = Clock::now();

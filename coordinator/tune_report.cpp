@@ -9,6 +9,7 @@
 #include "ir/error.h"
 #include "ir/json_writer.h"
 #include "plan/plan_io.h"
+#include "plan/staged_dir.h"
 #include "plan_build.h"
 
 namespace dc {
@@ -34,7 +35,8 @@ void write_file(const std::filesystem::path& p, const std::string& text) {
   std::ofstream out(p);
   DC_USER_CHECK(out.good(), "cannot write '", p.string(), "'");
   out << text;
-  DC_USER_CHECK(out.good(), "failed writing '", p.string(), "'");
+  out.flush();
+  DC_USER_CHECK(out.good(), "failed writing '", p.string(), "' (disk full?)");
 }
 
 }  // namespace
@@ -164,20 +166,21 @@ std::string plan_summary(const ExecPlan& p, const std::string& dir) {
 std::vector<TuneOutput> write_tune_outputs(const TuneResult& r, const std::string& dir) {
   std::vector<TuneOutput> written;
   for (const auto& g : r.gpus) {
-    const auto d = std::filesystem::path(dir) / g.gpu->name;
-    std::error_code ec;
-    std::filesystem::create_directories(d, ec);
-    DC_USER_CHECK(!ec, "cannot create '", d.string(), "': ", ec.message());
+    // DIR/<gpu> whole or not at all (staged_dir.h): a full disk leaves the earlier folder.
+    const std::string final_dir = (std::filesystem::path(dir) / g.gpu->name).string();
+    StagedDir staged(final_dir, kPlanFolderFiles);
+    const std::filesystem::path& d = staged.path();
     TuneOutput out;
     out.summary = tune_gpu_summary(r, g);
     if (g.has_results() && !g.choices.empty()) {
       const ExecPlan plan = build_tuned_plan(r, g);
       write_plan(plan, d.string());
-      out.summary += plan_summary(plan, d.string());
-      out.plan_dir = d.string();
+      out.summary += plan_summary(plan, final_dir);
+      out.plan_dir = final_dir;
     }
     write_file(d / "summary.txt", out.summary);
     write_file(d / "selection.json", tune_selection_json(r, g));
+    staged.commit();
     written.push_back(std::move(out));
   }
   return written;

@@ -128,6 +128,7 @@ struct Ledger {
 struct Dispatched {
   std::map<std::string, size_t> gpu_of;  // outstanding job key -> GPU index
   std::map<size_t, int64_t> per_gpu;     // GPU index -> jobs outstanding
+  std::set<std::string> check_keys;      // job keys of winner checks (a second result by design)
   std::vector<int64_t> sent, checks;     // per GPU index
   int64_t jobs = 0;
   std::unique_ptr<Progress> progress;

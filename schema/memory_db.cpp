@@ -61,7 +61,10 @@ class MemoryDb final : public TuningDb {
     variants_[{workload, v.key()}] = source_hash;
   }
 
-  bool commit_measurement(const Measurement& in) override {
+  bool commit_measurement(const Measurement& in) override { return commit(in, /*first_only=*/false); }
+  bool commit_first_measurement(const Measurement& in) override { return commit(in, /*first_only=*/true); }
+
+  bool commit(const Measurement& in, bool first_only) {
     const Measurement m = checked_measurement(in);
     std::lock_guard lock(mu_);
     DC_INTERNAL_CHECK(variants_.count({m.workload, m.variant_key}), "measurement of unknown variant ",
@@ -72,6 +75,12 @@ class MemoryDb final : public TuningDb {
                       "': commit the worker first");
     DC_INTERNAL_CHECK(w->second.emulated == m.emulated, "measurement from worker '", m.worker,
                       "' disagrees with it on being emulated");
+    if (first_only && m.status != JobStatus::worker_lost) {
+      const Source source = m.emulated ? Source::emulated : Source::real;
+      for (const Measurement* x : of(m.workload, m.gpu_type))
+        if (x->variant_key == m.variant_key && is_final(*x, source, toolchain_major(m.nvrtc_version)))
+          return false;
+    }
     const auto id = std::tuple(m.workload, m.variant_key, m.gpu_type, m.worker, m.finished_unix_ms);
     if (!job_ids_.insert(id).second) return false;
     by_workload_gpu_[{m.workload, m.gpu_type}].push_back(measurements_.size());

@@ -2,15 +2,31 @@
 
 #include <sqlite3.h>
 
+#include <atomic>
+#include <limits>
+
+#include <fmt/format.h>
+
 #include "ir/error.h"
 
 namespace dc::sqlite {
+
+namespace {
+std::atomic<int64_t> g_busy_timeout_ms{kDefaultBusyTimeout.count()};
+}  // namespace
+
+void set_busy_timeout(std::chrono::milliseconds timeout) {
+  DC_INTERNAL_CHECK(timeout.count() >= 0 && timeout.count() <= std::numeric_limits<int>::max(), "busy timeout out of range: ",
+                    timeout.count(), " ms");
+  g_busy_timeout_ms.store(timeout.count());
+}
+std::chrono::milliseconds busy_timeout() { return std::chrono::milliseconds(g_busy_timeout_ms.load()); }
 
 void DbCloser::operator()(sqlite3* db) const noexcept { sqlite3_close_v2(db); }
 void StmtFinalizer::operator()(sqlite3_stmt* s) const noexcept { sqlite3_finalize(s); }
 
 void throw_sqlite_error(int rc, std::string_view message, std::string_view doing,
-                        const std::string& path) {
+                        const std::string& path, std::chrono::milliseconds waited) {
   const std::string db = "tuning DB '" + path + "'";
   switch (rc & 0xff) {
     case SQLITE_FULL:
@@ -29,8 +45,10 @@ void throw_sqlite_error(int rc, std::string_view message, std::string_view doing
       throw_user_error(db, " is corrupt (", message, "); restore it or start a new one");
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-      throw_user_error(db, " is locked by another process for more than 5 s while ", doing,
-                       " (", message, ")");
+      throw_user_error(db, " is locked by another writer: waited ",
+                       fmt::format("{:g}", static_cast<double>(waited.count()) / 1000.0),
+                       " s (the busy timeout; tune --db-timeout SECONDS) while ", doing, " (", message,
+                       "); rerun when the other process has finished");
     case SQLITE_IOERR:
     case SQLITE_PERM:
     case SQLITE_AUTH:
@@ -43,7 +61,7 @@ void throw_sqlite_error(int rc, std::string_view message, std::string_view doing
   }
 }
 
-Connection::Connection(const std::string& path, bool read_only) : path_(path) {
+Connection::Connection(const std::string& path, bool read_only) : path_(path), busy_timeout_(busy_timeout()) {
   sqlite3* raw = nullptr;
   const int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
                     SQLITE_OPEN_URI;
@@ -51,15 +69,15 @@ Connection::Connection(const std::string& path, bool read_only) : path_(path) {
   db_.reset(raw);  // closed even when the open failed
   if (rc != SQLITE_OK) {
     const std::string msg = raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc);
-    throw_sqlite_error(rc, msg, "opening it", path_);
+    throw_sqlite_error(rc, msg, "opening it", path_, busy_timeout_);
   }
   sqlite3_extended_result_codes(raw, 1);
-  sqlite3_busy_timeout(raw, 5000);
+  sqlite3_busy_timeout(raw, static_cast<int>(busy_timeout_.count()));
   exec("PRAGMA foreign_keys = ON");
 }
 
 void Connection::fail(int rc, std::string_view doing) const {
-  throw_sqlite_error(rc, sqlite3_errmsg(db_.get()), doing, path_);
+  throw_sqlite_error(rc, sqlite3_errmsg(db_.get()), doing, path_, busy_timeout_);
 }
 
 void Connection::exec(const std::string& script) {
@@ -68,7 +86,7 @@ void Connection::exec(const std::string& script) {
   if (rc != SQLITE_OK) {
     const std::string msg = err ? err : sqlite3_errstr(rc);
     sqlite3_free(err);
-    throw_sqlite_error(rc, msg, "running '" + script.substr(0, 60) + "'", path_);
+    throw_sqlite_error(rc, msg, "running '" + script.substr(0, 60) + "'", path_, busy_timeout_);
   }
 }
 

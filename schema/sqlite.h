@@ -6,6 +6,7 @@
 // (bad SQL, misuse) is an InternalError.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -16,6 +17,13 @@ struct sqlite3;
 struct sqlite3_stmt;
 
 namespace dc::sqlite {
+
+// How long a connection waits for another writer's lock before SQLITE_BUSY, which is a
+// UserError ("is locked by another process for more than N s"). 5 s unless set; it applies
+// to connections opened afterwards (`tune --db-timeout SECONDS` sets it).
+inline constexpr std::chrono::milliseconds kDefaultBusyTimeout{5000};
+void set_busy_timeout(std::chrono::milliseconds timeout);
+std::chrono::milliseconds busy_timeout();
 
 struct DbCloser {
   void operator()(sqlite3* db) const noexcept;
@@ -67,7 +75,7 @@ class Query {
 class Connection {
  public:
   // Opens (read-write opens create the file). Extended result codes and foreign keys are
-  // on, busy timeout 5 s, URI file names accepted. Schema checks are open_tuning_connection's
+  // on, the busy timeout is busy_timeout(), URI file names accepted. Schema checks are open_tuning_connection's
   // (migrate.h).
   Connection(const std::string& path, bool read_only);
 
@@ -89,6 +97,7 @@ class Connection {
 
  private:
   std::string path_;
+  std::chrono::milliseconds busy_timeout_;
   std::unique_ptr<sqlite3, DbCloser> db_;
   std::unordered_map<std::string, std::unique_ptr<sqlite3_stmt, StmtFinalizer>> cache_;
 };
@@ -108,8 +117,10 @@ class Transaction {
   bool done_ = false;
 };
 
-// The error for result code `rc` (extended codes welcome) on the DB at `path`.
+// The error for result code `rc` (extended codes welcome) on the DB at `path`, opened with
+// busy timeout `waited` (named in the message of a lock).
 [[noreturn]] void throw_sqlite_error(int rc, std::string_view message, std::string_view doing,
-                                     const std::string& path);
+                                     const std::string& path,
+                                     std::chrono::milliseconds waited = busy_timeout());
 
 }  // namespace dc::sqlite

@@ -152,7 +152,10 @@ class SqliteDb final : public TuningDb {
     tx.commit();
   }
 
-  bool commit_measurement(const Measurement& in) override {
+  bool commit_measurement(const Measurement& in) override { return commit(in, /*first_only=*/false); }
+  bool commit_first_measurement(const Measurement& in) override { return commit(in, /*first_only=*/true); }
+
+  bool commit(const Measurement& in, bool first_only) {
     const Measurement m = checked_measurement(in);
     auto tx = write("record a measurement of " + m.variant_key);
     int64_t variant_id = 0, worker_id = 0;
@@ -171,6 +174,13 @@ class SqliteDb final : public TuningDb {
       DC_INTERNAL_CHECK((q.int64(1) != 0) == m.emulated, "measurement from worker '", m.worker,
                         "' disagrees with it on being emulated");
       worker_id = q.int64(0);
+    }
+    if (first_only && m.status != JobStatus::worker_lost) {
+      sqlite::Query q = conn_.query(
+          "SELECT 1 FROM measurements WHERE variant_id = ? AND gpu_type = ? AND emulated = ? "
+          "AND status <> 'worker_lost' AND nvrtc_major = ? LIMIT 1");
+      if (q.bind_all(variant_id, m.gpu_type, m.emulated, toolchain_major(m.nvrtc_version)).step())
+        return false;  // another tune's result came first; the transaction rolls back
     }
     sqlite::Query ins = conn_.query(
         "INSERT INTO measurements(variant_id, gpu_type, worker_id, status, error, samples_json, "

@@ -164,6 +164,11 @@ class TuningDb {
   // One result, committed durably as it arrives. The same job again (same variant, GPU
   // type, worker and finished time) is ignored: returns false.
   virtual bool commit_measurement(const Measurement& m) = 0;
+  // As commit_measurement, unless the variant already has a final result for the GPU type,
+  // source and NVRTC major of `m` (has_measurement), checked in the same transaction: when
+  // two tunes on one DB measure a variant at the same time, the first result recorded wins
+  // and the other is not added (returns false). worker_lost is committed as ever.
+  virtual bool commit_first_measurement(const Measurement& m) = 0;
   virtual int64_t begin_run(const RunInfo& run) = 0;
   virtual void end_run(int64_t run_id, RunStatus status) = 0;
   virtual void commit_plan(const PlanRecord& plan) = 0;  // replaces the run's plan for the GPU

@@ -194,3 +194,14 @@ set_tests_properties(cli_worker_list_devices_unknown_type PROPERTIES LABELS unit
 add_test(NAME cli_precision COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_precision.py
   ${DC_COORD} ${EX}/tiny_transformer/model.onnx)
 set_tests_properties(cli_precision PROPERTIES LABELS unit)
+
+# Disk and database faults (issue 15, tests/cli/check_db_faults.py; label faults): the tuning
+# DB on a full tmpfs, a DB locked by another writer (busy timeout --db-timeout), two tunes
+# on one DB at once, plan --out / tune --out on a full disk. The tmpfs cases need root
+# (CI runs as root) and are skipped elsewhere. Each runs tunes of ~20 emulated jobs:
+# 15-80 s on 2 cores, so label long.
+foreach(case disk_full locked two_tunes plan_full)
+  add_test(NAME db_faults_${case} COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_db_faults.py
+    ${case} ${DC_COORD} ${EX}/tiny_cnn/model.onnx h100)
+  set_tests_properties(db_faults_${case} PROPERTIES LABELS "long;faults" TIMEOUT 600 SKIP_RETURN_CODE 77)
+endforeach()

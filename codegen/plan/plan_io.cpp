@@ -1,9 +1,8 @@
 // The plan directory's three files (docs/plan-format.md): kernels.cu with the prelude
 // written once, weights.bin streamed tensor by tensor (it can be hundreds of MB, so it is
-// never held as one string), plan.json (plan_json.cpp) last, as the commit point.
+// never held as one string), plan.json (plan_json.cpp); all three in a staging folder
+// renamed into place (staged_dir.h), so that a failed write leaves no plan that looks whole.
 #include "plan_io.h"
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -18,6 +17,7 @@
 #include "ir/error.h"
 #include "plan_format.h"
 #include "prelude.h"
+#include "staged_dir.h"
 
 namespace dc {
 
@@ -255,39 +255,13 @@ void check_sum(const std::string& text, const FileSum& want, const std::string& 
                 want.fnv1a, " (edited)");
 }
 
-// A file written under a temporary name, renamed into place by commit(); removed if never
-// committed.
-class TempFile {
- public:
-  TempFile(const fs::path& dir, const std::string& name)
-      : final_(dir / name), temp_(dir / fmt::format(".{}.tmp{}", name, ::getpid())) {}
-  ~TempFile() {
-    std::error_code ec;
-    if (!committed_) fs::remove(temp_, ec);
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  const fs::path& path() const { return temp_; }
-  void write(const std::string& text) {
-    std::ofstream out(temp_, std::ios::binary | std::ios::trunc);
-    DC_USER_CHECK(out.is_open(), "cannot write '", temp_.string(), "'");
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.flush();
-    DC_USER_CHECK(out.good(), "cannot write '", temp_.string(), "' (disk full?)");
-  }
-  void commit() {
-    std::error_code ec;
-    fs::rename(temp_, final_, ec);
-    DC_USER_CHECK(!ec, "cannot rename '", temp_.string(), "' to '", final_.string(), "': ", ec.message());
-    committed_ = true;
-  }
-
- private:
-  fs::path final_;
-  fs::path temp_;
-  bool committed_ = false;
-};
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  DC_USER_CHECK(out.is_open(), "cannot write '", path.string(), "'");
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.flush();
+  DC_USER_CHECK(out.good(), "cannot write '", path.string(), "' (disk full?)");
+}
 
 }  // namespace
 
@@ -297,21 +271,17 @@ void write_plan(const ExecPlan& plan, const std::string& dir) {
   } catch (const UserError& e) {
     throw_internal_error("refusing to write an invalid plan: ", e.what());
   }
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  DC_USER_CHECK(!ec, "cannot create plan directory '", dir, "': ", ec.message());
-  const fs::path d(dir);
+  // Written whole or not at all: a staging folder beside `dir`, renamed into place.
+  StagedDir staged(dir, kPlanFolderFiles);
+  const fs::path& d = staged.path();
   const KernelsFile kernels = layout_kernels(plan);
   PlanFiles files;
   files.sources = kernels.sources;
   files.kernels = sum_of(kernels.text);
-  TempFile weights_file(d, "weights.bin"), kernels_file(d, "kernels.cu"), json_file(d, "plan.json");
-  files.weights = write_weights(plan, weights_file.path());
-  kernels_file.write(kernels.text);
-  json_file.write(plan_json_text(plan, files));
-  weights_file.commit();
-  kernels_file.commit();
-  json_file.commit();
+  files.weights = write_weights(plan, d / "weights.bin");
+  write_text(d / "kernels.cu", kernels.text);
+  write_text(d / "plan.json", plan_json_text(plan, files));
+  staged.commit();
 }
 
 ExecPlan read_plan(const std::string& dir) {

@@ -14,9 +14,10 @@
 
 namespace dc {
 
-// Writes the three files into `dir` (created if missing; existing files replaced; each file
-// is written under a temporary name and renamed). UserError if the directory cannot be
-// written. The plan must be valid (validate_plan), or InternalError.
+// Writes the three files into `dir`, whole or not at all: into a staging folder beside it,
+// renamed into place (staged_dir.h). An earlier plan at `dir` is replaced; a folder holding
+// other files is refused. UserError if the folder cannot be written (disk full: `dir` is
+// left as it was). The plan must be valid (validate_plan), or InternalError.
 void write_plan(const ExecPlan& plan, const std::string& dir);
 
 // Reads and validates a plan directory. Every problem is a UserError naming the file and

@@ -108,5 +108,75 @@ TEST(BuilderPool, CompileErrorsAndTimeoutsKeepTheirStatus) {
   EXPECT_FALSE(build_verdict(job, r).has_value());
 }
 
+
+// ---- a compile that runs away -------------------------------------------------------------
+
+// A kernel whose compile runs for minutes: F<N> force-inlines F<N-1> and F<N-2>, so the code
+// NVVM optimises grows like Fibonacci(N) (N = 22 already takes 7 s of NVRTC, each step ~1.6x
+// more; N = 30 would take about half an hour).
+FarmJob runaway_compile_job(const std::string& tag) {
+  FarmJob j = scale_job("runaway", "h100", "  if (i < 1000) y[i] += F<30>::f(x, x[i]);\n", "runaway " + tag);
+  const std::string templates =
+      "template <int N> struct F { __device__ __forceinline__ static float f(const float* x, float a) {\n"
+      "  return F<N - 1>::f(x, a) * x[N & 1023] + F<N - 2>::f(x, a + 1.f); } };\n"
+      "template <> struct F<1> { __device__ __forceinline__ static float f(const float* x, float a) { return a * x[1]; } };\n"
+      "template <> struct F<0> { __device__ __forceinline__ static float f(const float* x, float a) { return a + x[0]; } };\n";
+  std::string& src = j.variant.source;
+  const size_t at = src.find("extern \"C\" __global__ void scale(");
+  EXPECT_NE(at, std::string::npos);
+  src.insert(at, templates);
+  j.compile_deadline = std::chrono::milliseconds(2000);
+  return j;
+}
+
+// The builder's compile child is killed at the job's compile deadline: a timeout for that
+// job alone; the pool builds the next job, and the measurement child measures it.
+TEST(BuilderPool, ARunawayCompileIsKilledAtItsDeadlineAndTheWorkerKeepsServing) {
+  const std::string cache = fresh_cache();
+  const std::string tag = std::to_string(std::random_device{}());
+  BuilderPool pool(1, children(cache));
+  const farm::Job runaway = wire_job(runaway_compile_job(tag), 31, 0);
+  const farm::Job good = wire_job(scale_job("after-runaway", "h100", "", "runaway next " + tag), 32, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  pool.submit(runaway);
+  pool.submit(good);
+  while (pool.stats().built == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const std::optional<farm::Result> v = pool.take(runaway);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(v.has_value()) << "the runaway compile was not stopped";
+  EXPECT_EQ(v->status(), "timeout") << v->error();
+  EXPECT_NE(v->error().find("compile exceeded its deadline of 2000 ms"), std::string::npos) << v->error();
+  EXPECT_EQ(v->lease_id(), 31u);
+  EXPECT_GE(took, std::chrono::milliseconds(2000));
+  EXPECT_LT(took, std::chrono::seconds(20)) << "killed at the deadline, not when NVRTC gave up";
+  // The next job compiles in a new child; the measurement child then measures it (a hit).
+  EXPECT_FALSE(pool.take(good).has_value());
+  MeasureChild measure(measure_child_argv(kWorker, emulated_inventory(GpuCatalog::builtin(), "h100", 0), cache, "warn"));
+  FarmJob good_job = scale_job("after-runaway", "h100", "", "runaway next " + tag);
+  good_job.check_on_emulator = true;
+  const farm::Result r = measure.run(wire_job(good_job, 33, 0));
+  EXPECT_EQ(r.status(), "ok") << r.error();
+  std::filesystem::remove_all(cache);
+}
+
+// Without builders the measurement child compiles, under the same deadline.
+TEST(MeasureChild, ARunawayCompileTimesOutAndTheNextJobIsMeasured) {
+  const std::string cache = fresh_cache();
+  const std::string tag = std::to_string(std::random_device{}());
+  MeasureChild child(measure_child_argv(kWorker, emulated_inventory(GpuCatalog::builtin(), "h100", 0), cache, "warn"));
+  const auto t0 = std::chrono::steady_clock::now();
+  const farm::Result r = child.run(wire_job(runaway_compile_job(tag), 41, 0));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(r.status(), "timeout") << r.error();
+  EXPECT_NE(r.error().find("compile exceeded its deadline of 2000 ms"), std::string::npos) << r.error();
+  EXPECT_LT(took, std::chrono::seconds(20));
+  EXPECT_EQ(child.pid(), 0) << "the compiling child is killed";
+  const farm::Result ok = child.run(wire_job(scale_job("next", "h100", "", "runaway next " + tag), 42, 0));
+  EXPECT_EQ(ok.status(), "ok") << ok.error();
+  EXPECT_EQ(child.starts(), 2);
+  std::filesystem::remove_all(cache);
+}
+
 }  // namespace
 }  // namespace dc
