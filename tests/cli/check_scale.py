@@ -4,8 +4,8 @@ and writes a plan (`plan --out`) while the peak resident memory of dc-coordinato
 under a quarter of the weights' size, and weights.bin holds every weight byte for byte
 (sampled). Label `long`: writing the model and the plan moves about 2 x 2.6 GB.
 
-With PRECISION fp16 or bf16 (`plan --precision`, test scale_external_data_fp16): an 8-layer
-decoder (1.7 GB); every weight is converted chunk by chunk while weights.bin is written, so
+With PRECISION fp16 or bf16 (`plan --precision`, test scale_external_data_fp16): a 6-layer
+decoder (1.3 GB); every weight is converted chunk by chunk while weights.bin is written, so
 the peak stays under a quarter of the fp32 weights too (converting them in memory would
 hold half of them), and the end of lm_head in weights.bin is numpy's round-to-nearest-even
 conversion of the model's bytes.
@@ -20,7 +20,7 @@ import time
 
 coord, root, work = sys.argv[1], sys.argv[2], sys.argv[3]
 precision = sys.argv[4] if len(sys.argv) > 4 else "fp32"
-layers, width, seq = (12 if precision == "fp32" else 8), 2048, 128
+layers, width, seq = (12 if precision == "fp32" else 6), 2048, 128
 folder = os.path.join(work, "scale_check_" + precision)
 shutil.rmtree(folder, ignore_errors=True)
 os.makedirs(folder)
