@@ -1,12 +1,13 @@
-// f32 values in an fp16/bf16 plan's storage dtype (apply_precision's rule: clamp to the
-// dtype's finite range, then round to nearest even), and a lazy tensor of them: a weight
-// on disk converted chunk by chunk when its bytes are needed (plan writing streams them),
-// so that a reduced-precision plan of a model with billions of parameters never holds its
-// converted weights in memory.
+// Weights on disk transformed lazily: f32 values in an fp16/bf16 plan's storage dtype
+// (apply_precision's rule: clamp to the dtype's finite range, then round to nearest even)
+// and BatchNorm's per-channel scale folded into a weight. The result is a lazy tensor whose
+// bytes are computed chunk by chunk when needed (plan writing streams them), so a plan of
+// a model with billions of parameters never holds its transformed weights in memory.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "ir/tensor.h"
 
@@ -32,5 +33,11 @@ Tensor convert_lazily(const Tensor& src, DType to);
 
 // What convert_to_storage clamps in the whole of `src`, read in chunks.
 ClampStats scan_clamps(const Tensor& src, DType to);
+
+// The f32 tensor `src` with element i multiplied by factors[(i / inner) % factors.size()]
+// (in double, rounded to f32), computed when needed like convert_lazily: BatchNorm folded
+// into a Conv weight on disk (inner = elements per output channel) or into a Gemm's B
+// (inner = columns for transB, else 1).
+Tensor scale_lazily(const Tensor& src, std::vector<double> factors, int64_t inner);
 
 }  // namespace dc
