@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
@@ -191,6 +192,8 @@ FileSum write_weights(const ExecPlan& p, const fs::path& path) {
   return {pos, fnv.hex()};
 }
 
+std::atomic<uint64_t> g_weights_bytes_read{0};
+
 // Reads stream bytes [pos, end) into `dst` (or a bounce buffer when dst is null) and
 // checksums them.
 void read_range(std::istream& in, int64_t n, char* dst, Fnv1a& fnv, const std::string& path) {
@@ -200,13 +203,21 @@ void read_range(std::istream& in, int64_t n, char* dst, Fnv1a& fnv, const std::s
     char* to = dst ? dst : bounce.data();
     in.read(to, chunk);
     DC_USER_CHECK(in.gcount() == chunk, path, ": read failed (file changed while reading?)");
+    g_weights_bytes_read += static_cast<uint64_t>(chunk);
     fnv.update(to, static_cast<size_t>(chunk));
     n -= chunk;
     if (dst) dst += chunk;
   }
 }
 
-std::vector<Tensor> read_weights(const ExecPlan& p, const FileSum& want, const std::string& path) {
+void check_weights_checksum(const Fnv1a& fnv, const FileSum& want, const std::string& path) {
+  DC_USER_CHECK(fnv.hex() == want.fnv1a, path, ": checksum ", fnv.hex(), " differs from plan.json's ",
+                want.fnv1a, " (modified)");
+}
+
+// File-backed weight values; weights.bin is checksummed here unless `verify` is false (the
+// runtime checksums it as it uploads).
+std::vector<Tensor> read_weights(const ExecPlan& p, const FileSum& want, const std::string& path, bool verify) {
   std::error_code ec;
   const auto size = static_cast<int64_t>(fs::file_size(path, ec));
   DC_USER_CHECK(!ec, path, ": missing or unreadable (", ec.message(), ")");
@@ -219,13 +230,14 @@ std::vector<Tensor> read_weights(const ExecPlan& p, const FileSum& want, const s
                   "..", t.offset + t.bytes(), ") lies beyond the end of the file (", size, " bytes)");
   }
   // The checksum pass reads the file through a small buffer; the weights themselves are
-  // file-backed tensors, read when a backend uploads them (in chunks: backend_cuda.cpp).
-  std::ifstream in(path, std::ios::binary);
-  DC_USER_CHECK(in.is_open(), path, ": cannot open");
-  Fnv1a fnv;
-  read_range(in, size, nullptr, fnv, path);
-  DC_USER_CHECK(fnv.hex() == want.fnv1a, path, ": checksum ", fnv.hex(), " differs from plan.json's ",
-                want.fnv1a, " (modified)");
+  // file-backed tensors, read when something needs their values.
+  if (verify) {
+    std::ifstream in(path, std::ios::binary);
+    DC_USER_CHECK(in.is_open(), path, ": cannot open");
+    Fnv1a fnv;
+    read_range(in, size, nullptr, fnv, path);
+    check_weights_checksum(fnv, want, path);
+  }
   const std::string file = fs::absolute(path).string();
   std::vector<Tensor> values(p.tensors.size());
   for (int id : ids) {
@@ -284,7 +296,7 @@ void write_plan(const ExecPlan& plan, const std::string& dir) {
   staged.commit();
 }
 
-ExecPlan read_plan(const std::string& dir) {
+ExecPlan read_plan(const std::string& dir, WeightsFile* unverified_weights) {
   std::error_code ec;
   DC_USER_CHECK(fs::is_directory(dir, ec), "plan directory '", dir, "' does not exist or is not a directory");
   const fs::path d(dir);
@@ -298,10 +310,35 @@ ExecPlan read_plan(const std::string& dir) {
   const std::string prelude = plan.modules.empty() ? std::string() : file_prelude(kernels, kernels_path);
   for (size_t m = 0; m < plan.modules.size(); ++m)
     plan.modules[m].source = rebuild_source(kernels, prelude, files.sources[m], m, json_path, kernels_path);
-  plan.values = read_weights(plan, files.weights, (d / "weights.bin").string());
+  const std::string weights_path = (d / "weights.bin").string();
+  plan.values = read_weights(plan, files.weights, weights_path, unverified_weights == nullptr);
   validate_plan_values(plan, json_path);
+  if (unverified_weights)
+    *unverified_weights = {fs::absolute(weights_path).string(), files.weights.bytes, files.weights.fnv1a};
   return plan;
 }
+
+void stream_weights_file(const WeightsFile& f, size_t chunk,
+                         const std::function<void(uint64_t, const std::byte*, size_t)>& sink) {
+  std::error_code ec;
+  const auto size = static_cast<int64_t>(fs::file_size(f.path, ec));
+  DC_USER_CHECK(!ec, f.path, ": missing or unreadable (", ec.message(), ")");
+  DC_USER_CHECK(size == f.bytes, f.path, ": ", size, " bytes, but plan.json says ", f.bytes,
+                " (truncated or replaced)");
+  std::ifstream in(f.path, std::ios::binary);
+  DC_USER_CHECK(in.is_open(), f.path, ": cannot open");
+  std::vector<char> buffer(std::min<int64_t>(std::max<size_t>(chunk, 1), std::max<int64_t>(size, 1)));
+  Fnv1a fnv;
+  for (int64_t pos = 0; pos < size;) {
+    const auto n = std::min<int64_t>(static_cast<int64_t>(buffer.size()), size - pos);
+    read_range(in, n, buffer.data(), fnv, f.path);
+    sink(static_cast<uint64_t>(pos), reinterpret_cast<const std::byte*>(buffer.data()), static_cast<size_t>(n));
+    pos += n;
+  }
+  check_weights_checksum(fnv, {f.bytes, f.fnv1a}, f.path);
+}
+
+uint64_t weights_bytes_read() { return g_weights_bytes_read.load(); }
 
 std::string plan_json(const ExecPlan& plan, const std::string& kernels_cu, uint64_t weights_bytes,
                       const std::string& weights_fnv1a) {

@@ -7,12 +7,21 @@
 // read_plan rebuilds each module's source exactly as it was generated.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "plan.h"
 
 namespace dc {
+
+// weights.bin and what plan.json says about it.
+struct WeightsFile {
+  std::string path;
+  int64_t bytes = 0;
+  std::string fnv1a;
+};
 
 // Writes the three files into `dir`, whole or not at all: into a staging folder beside it,
 // renamed into place (staged_dir.h). An earlier plan at `dir` is replaced; a folder holding
@@ -24,7 +33,22 @@ void write_plan(const ExecPlan& plan, const std::string& dir);
 // what is wrong: a missing file, not JSON, another format or a newer version, a missing or
 // mistyped field, a truncated or modified kernels.cu / weights.bin (size, checksum), an id
 // out of range, a buffer whose dtype/shape disagrees with its module. Never a crash.
-ExecPlan read_plan(const std::string& dir);
+//
+// With `unverified_weights`, weights.bin's size and ranges are checked but its checksum is
+// not: the file is not read here, and *unverified_weights says what the runtime's backend
+// must find when it reads it, once, as it uploads (stream_weights_file).
+ExecPlan read_plan(const std::string& dir, WeightsFile* unverified_weights = nullptr);
+
+// Reads the whole of f.path front to back in chunks of at most `chunk` bytes, handing each
+// to sink(file offset, bytes, count) and checksumming it. UserError naming the file if it
+// cannot be read, has another size, or its checksum differs from f's: thrown after the
+// last chunk, so a caller that uploads as it goes must discard what it uploaded.
+void stream_weights_file(const WeightsFile& f, size_t chunk,
+                         const std::function<void(uint64_t, const std::byte*, size_t)>& sink);
+
+// Bytes of weights.bin files read so far by this process (read_plan's checksum pass and
+// stream_weights_file): tests assert that a plan's weights are read once.
+uint64_t weights_bytes_read();
 
 // Structural checks shared by read_plan and write_plan: ids in range, every step binds as
 // many tensors as its module has buffers with equal dtype and shape, roles agree with kinds

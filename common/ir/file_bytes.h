@@ -15,9 +15,11 @@
 #include <mutex>
 #include <string>
 
+#include "ir/lazy_bytes.h"
+
 namespace dc {
 
-class FileBytes {
+class FileBytes : public LazyBytes {
  public:
   // The caller has checked that [offset, offset + size) lies within the file.
   FileBytes(std::string path, uint64_t offset, size_t size);
@@ -26,14 +28,14 @@ class FileBytes {
 
   const std::string& path() const { return path_; }
   uint64_t offset() const { return offset_; }
-  size_t size() const { return size_; }
-  bool resident() const { return data_.load(std::memory_order_acquire) != nullptr; }
+  size_t size() const override { return size_; }
+  bool resident() const override { return data_.load(std::memory_order_acquire) != nullptr; }
 
   // The whole region in memory (once, thread-safe). UserError if the file has shrunk or
   // vanished since import.
-  std::byte* bytes();
+  std::byte* bytes() override;
   // Bytes [from, from + n) of the region into dst. UserError as for bytes().
-  void copy_to(size_t from, size_t n, void* dst) const;
+  void copy_to(size_t from, size_t n, void* dst) const override;
 
  private:
   std::string path_;

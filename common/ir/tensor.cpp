@@ -33,14 +33,25 @@ Tensor Tensor::from_file(DType dtype, Shape shape, const std::string& path, uint
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
-  t.file_ = std::make_shared<FileBytes>(path, offset, t.nbytes());
+  t.lazy_ = std::make_shared<FileBytes>(path, offset, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::from_lazy(DType dtype, Shape shape, std::shared_ptr<LazyBytes> lazy) {
+  DC_INTERNAL_CHECK(dtype != DType::undefined, "tensor of undefined dtype");
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  DC_INTERNAL_CHECK(lazy && lazy->size() == t.nbytes(), "from_lazy: ", lazy ? lazy->size() : 0,
+                    " bytes for a tensor of ", t.nbytes());
+  t.lazy_ = std::move(lazy);
   return t;
 }
 
 void Tensor::copy_bytes(size_t from, size_t n, void* dst) const {
   DC_INTERNAL_CHECK(from <= nbytes() && n <= nbytes() - from, "copy_bytes beyond the tensor");
   if (n == 0) return;
-  if (file_) file_->copy_to(from, n, dst);
+  if (lazy_) lazy_->copy_to(from, n, dst);
   else std::memcpy(dst, buf_.get() + from, n);
 }
 

@@ -1,8 +1,9 @@
 // A dense, row-major tensor value: dtype, static shape and a shared, 64-byte aligned buffer.
 // Copies share the buffer (cheap to pass around); kernels write only into tensors they
 // created, so a shared buffer is never mutated behind another holder's back.
-// A file-backed tensor (from_file: weights on disk) reads its bytes at the first data()
-// or raw() call, once for all its copies; copy_bytes() reads them without doing so.
+// A lazy tensor (from_file: weights on disk; from_lazy: an fp16/bf16 conversion of one)
+// reads or computes its bytes at the first data() or raw() call, once for all its copies;
+// copy_bytes() reads any part of them without doing so.
 #pragma once
 
 #include <cstddef>
@@ -52,6 +53,8 @@ class Tensor {
   // Bytes [offset, offset + nbytes) of `path`, read when first needed. The caller has
   // checked that the file holds them (onnx/external_data.h, plan/plan_io.h).
   static Tensor from_file(DType dtype, Shape shape, const std::string& path, uint64_t offset);
+  // A tensor whose bytes `lazy` reads or computes when first needed (converted_bytes.h).
+  static Tensor from_lazy(DType dtype, Shape shape, std::shared_ptr<LazyBytes> lazy);
 
   bool defined() const { return dtype_ != DType::undefined; }
   DType dtype() const { return dtype_; }
@@ -73,9 +76,9 @@ class Tensor {
   }
   const std::byte* raw() const { return bytes(); }
   std::byte* raw_mutable() { return bytes(); }
-  // False only for a file-backed tensor whose bytes have not been read yet.
-  bool resident() const { return !file_ || file_->resident(); }
-  // Bytes [from, from + n) into dst, without reading the rest of a file-backed tensor.
+  // False only for a lazy tensor whose bytes have not been read or computed yet.
+  bool resident() const { return !lazy_ || lazy_->resident(); }
+  // Bytes [from, from + n) into dst, without making the rest of a lazy tensor resident.
   void copy_bytes(size_t from, size_t n, void* dst) const;
 
   // Same buffer, new shape of equal element count.
@@ -95,11 +98,11 @@ class Tensor {
     DC_INTERNAL_CHECK(dtype_ == want, "tensor of dtype ", dtype_name(dtype_), " accessed as ",
                       dtype_name(want));
   }
-  std::byte* bytes() const { return file_ ? file_->bytes() : buf_.get(); }
+  std::byte* bytes() const { return lazy_ ? lazy_->bytes() : buf_.get(); }
   DType dtype_ = DType::undefined;
   Shape shape_;
   std::shared_ptr<std::byte[]> buf_;
-  std::shared_ptr<FileBytes> file_;  // set instead of buf_ for a file-backed tensor
+  std::shared_ptr<LazyBytes> lazy_;  // set instead of buf_ for a lazy tensor
 };
 
 // IEEE half and bfloat16 conversions (round to nearest even).

@@ -1,6 +1,7 @@
 #include "onnx/import.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -26,6 +27,19 @@ namespace dc {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Logs, at debug level, the time since the previous lap.
+class PhaseClock {
+ public:
+  void lap(const char* phase) {
+    const auto now = std::chrono::steady_clock::now();
+    spdlog::debug("import {:<22} {:8.1f} ms", phase, std::chrono::duration<double, std::milli>(now - last_).count());
+    last_ = now;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
 
 // One line: checker and shape-inference messages can span several lines.
 std::string one_line(std::string s) {
@@ -473,6 +487,7 @@ OnnxModel load_onnx(const std::string& path) {
 }
 
 Graph import_onnx(OnnxModel model, const ImportOptions& opts) {
+  PhaseClock clock;  // debug log: where import's time goes (docs/bench/scale.md)
   onnx::ModelProto& m = model.proto();
   const std::string model_dir = fs::path(model.path()).parent_path().string();
   check_opset(m);
@@ -482,15 +497,23 @@ Graph import_onnx(OnnxModel model, const ImportOptions& opts) {
   check_static_inputs(m.graph());
   check_inputs_defined(m.graph());
   check_acyclic(m.graph());
+  clock.lap("structural checks");
   auto on_disk = detach_external_data(*m.mutable_graph(), model_dir, model.raw_data_in_file(),
                                       fs::absolute(model.path()).string());
+  clock.lap("external data");
   if (const auto adapted = adapt_opset(m); !adapted.how.empty()) spdlog::info("{}", adapted.how);
   run_checker(m);
+  clock.lap("onnx checker");
   run_shape_inference(m);
+  clock.lap("onnx shape inference");
   Graph g = convert(m, model_dir, std::move(on_disk));
+  clock.lap("conversion");
   g = topo_sort(std::move(g));
+  clock.lap("topological sort");
   complete_shapes(g, m.graph());
+  clock.lap("static shapes");
   check_nodes(g);
+  clock.lap("per-op checks");
   spdlog::debug("imported '{}': opset {}, {} nodes, {} initializers", model.path(), g.opset,
                 g.nodes.size(), g.initializers.size());
   return g;

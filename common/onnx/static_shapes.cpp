@@ -143,6 +143,11 @@ class ShapeWalker {
     return &types_.emplace(name, type_of(info->second)).first->second;
   }
 
+  DType values_dtype(const std::string& name) const {
+    auto v = values_.find(name);
+    return v == values_.end() ? DType::undefined : v->second.dtype();
+  }
+
   const onnx::TensorProto* data_proto(const std::string& name) {
     auto it = data_.find(name);
     if (it != data_.end()) return &it->second;
@@ -168,6 +173,10 @@ class ShapeWalker {
     for (const auto& in : np.input()) {
       if (in.empty()) continue;
       if (const auto* t = type_proto(in)) types[in] = const_cast<onnx::TypeProto*>(t);
+      // Values only where a shape can depend on them: a float weight's bytes never
+      // decide a shape, and copying them into a TensorProto was the largest cost of this
+      // walk on decoders of small width (docs/bench/scale.md).
+      if (!needed_.count(in) && !is_integer(values_dtype(in))) continue;
       if (const auto* d = data_proto(in)) data[in] = d;
     }
     const std::unordered_map<std::string, const onnx::SparseTensorProto*> no_sparse;

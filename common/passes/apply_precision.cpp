@@ -1,14 +1,12 @@
 #include "passes/apply_precision.h"
 
-#include <algorithm>
-#include <cmath>
-#include <limits>
 #include <map>
 #include <set>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "ir/converted_bytes.h"
 #include "ir/error.h"
 #include "ir/op_traits.h"
 
@@ -152,32 +150,26 @@ class Policy {
   std::set<std::string> chain_, forced_;
 };
 
-double finite_max(DType t) { return t == DType::f16 ? 65504.0 : 3.3895313892515355e38; }
-
 // The f32 tensor `t` in the storage dtype, clamped to its finite range; a note per clamp.
+// A weight still on disk (not resident) is converted lazily: its values are scanned for
+// clamps in chunks now and converted again, chunk by chunk, when the plan is written.
 Tensor convert_constant(const std::string& name, const Tensor& t, DType to,
                         std::vector<std::string>* notes) {
-  Tensor out(to, t.shape());
-  const float* src = t.data<float>();
-  auto* dst = reinterpret_cast<uint16_t*>(out.raw_mutable());
-  const float hi = static_cast<float>(finite_max(to));
-  int64_t clamped = 0;
-  float lo_seen = 0, hi_seen = 0;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    float v = src[i];
-    if (!std::isnan(v) && std::fabs(v) > hi) {
-      lo_seen = clamped == 0 ? v : std::min(lo_seen, v);
-      hi_seen = clamped == 0 ? v : std::max(hi_seen, v);
-      ++clamped;
-      v = v > 0 ? hi : -hi;
-    }
-    dst[i] = to == DType::f16 ? float_to_half(v) : float_to_bf16(v);
+  ClampStats stats;
+  Tensor out;
+  if (t.resident()) {
+    out = Tensor(to, t.shape());
+    convert_to_storage(t.data<float>(), static_cast<size_t>(t.numel()), to,
+                       reinterpret_cast<uint16_t*>(out.raw_mutable()), &stats);
+  } else {
+    stats = scan_clamps(t, to);
+    out = convert_lazily(t, to);
   }
-  if (clamped > 0) {
+  if (stats.clamped > 0) {
     auto note = fmt::format(
         "constant '{}': {} of {} values outside the {} range (seen {:g} .. {:g}) clamped to "
         "+-{:g}",
-        name, clamped, t.numel(), dtype_name(to), lo_seen, hi_seen, finite_max(to));
+        name, stats.clamped, t.numel(), dtype_name(to), stats.lo, stats.hi, storage_finite_max(to));
     spdlog::warn("{}", note);
     if (notes) notes->push_back(std::move(note));
   }

@@ -1,11 +1,13 @@
 #include "passes/fold_batch_norm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "ir/converted_bytes.h"
 #include "passes/match.h"
 
 namespace dc {
@@ -90,14 +92,18 @@ void fold_into_conv(Graph& g, Node& conv, const Affine& a) {
   const Tensor& w = g.initializers.at(conv.inputs[1]);
   const int64_t channels = w.dim(0);
   const int64_t per_channel = w.numel() / channels;
-  Tensor nw(DType::f32, w.shape());
-  const float* src = w.data<float>();
-  float* dst = nw.mutable_data<float>();
-  for (int64_t m = 0; m < channels; ++m)
-    for (int64_t j = 0; j < per_channel; ++j) {
-      const int64_t i = m * per_channel + j;
-      dst[i] = static_cast<float>(src[i] * a.factor[static_cast<size_t>(m)]);
-    }
+  // A weight still on disk is folded lazily (computed chunk by chunk when the plan is
+  // written), the same products in the same rounding.
+  Tensor nw = w.resident() ? Tensor(DType::f32, w.shape()) : scale_lazily(w, a.factor, std::max<int64_t>(per_channel, 1));
+  if (nw.resident()) {
+    const float* src = w.data<float>();
+    float* dst = nw.mutable_data<float>();
+    for (int64_t m = 0; m < channels; ++m)
+      for (int64_t j = 0; j < per_channel; ++j) {
+        const int64_t i = m * per_channel + j;
+        dst[i] = static_cast<float>(src[i] * a.factor[static_cast<size_t>(m)]);
+      }
+  }
   Tensor nb(DType::f32, {channels});
   const float* old_b = conv.has_input(2) ? g.initializers.at(conv.inputs[2]).data<float>() : nullptr;
   for (int64_t m = 0; m < channels; ++m) {
@@ -116,13 +122,14 @@ void fold_into_gemm(Graph& g, Node& gemm, const Affine& a) {
   const Tensor& b = g.initializers.at(gemm.inputs[1]);
   const bool trans_b = gemm.attrs.get_int("transB", 0) != 0;
   const int64_t rows = b.dim(0), cols = b.dim(1);
-  Tensor nb(DType::f32, b.shape());
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) {
-      const size_t n = static_cast<size_t>(trans_b ? r : c);
-      const int64_t i = r * cols + c;
-      nb.mutable_data<float>()[i] = static_cast<float>(b.data<float>()[i] * a.factor[n]);
-    }
+  Tensor nb = b.resident() ? Tensor(DType::f32, b.shape()) : scale_lazily(b, a.factor, trans_b ? std::max<int64_t>(cols, 1) : 1);
+  if (nb.resident())
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const size_t n = static_cast<size_t>(trans_b ? r : c);
+        const int64_t i = r * cols + c;
+        nb.mutable_data<float>()[i] = static_cast<float>(b.data<float>()[i] * a.factor[n]);
+      }
 
   const int64_t channels = static_cast<int64_t>(a.factor.size());
   const double beta = gemm.attrs.get_float("beta", 1.f);

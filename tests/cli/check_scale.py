@@ -4,7 +4,13 @@ and writes a plan (`plan --out`) while the peak resident memory of dc-coordinato
 under a quarter of the weights' size, and weights.bin holds every weight byte for byte
 (sampled). Label `long`: writing the model and the plan moves about 2 x 2.6 GB.
 
-  check_scale.py DC_COORDINATOR SOURCE_ROOT WORK_DIR
+With PRECISION fp16 or bf16 (`plan --precision`, test scale_external_data_fp16): a 6-layer
+decoder (1.3 GB); every weight is converted chunk by chunk while weights.bin is written, so
+the peak stays under a quarter of the fp32 weights too (converting them in memory would
+hold half of them), and the end of lm_head in weights.bin is numpy's round-to-nearest-even
+conversion of the model's bytes.
+
+  check_scale.py DC_COORDINATOR SOURCE_ROOT WORK_DIR [PRECISION]
 """
 import os
 import shutil
@@ -13,8 +19,9 @@ import sys
 import time
 
 coord, root, work = sys.argv[1], sys.argv[2], sys.argv[3]
-layers, width, seq = 12, 2048, 128
-folder = os.path.join(work, "scale_check")
+precision = sys.argv[4] if len(sys.argv) > 4 else "fp32"
+layers, width, seq = (12 if precision == "fp32" else 6), 2048, 128
+folder = os.path.join(work, "scale_check_" + precision)
 shutil.rmtree(folder, ignore_errors=True)
 os.makedirs(folder)
 model = os.path.join(folder, "model.onnx")
@@ -24,7 +31,8 @@ try:
     weights = os.path.getsize(model + ".data")
     plan_dir = os.path.join(folder, "plan")
     t0 = time.time()
-    proc = subprocess.Popen([coord, "--log-level", "info", "plan", model, "--gpus", "h100", "--out", plan_dir],
+    proc = subprocess.Popen([coord, "--log-level", "info", "plan", model, "--gpus", "h100", "--precision", precision,
+                             "--out", plan_dir],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _, status, usage = os.wait4(proc.pid, 0)
     log = proc.stderr.read()
@@ -38,17 +46,26 @@ try:
         failures.append(f"plan --out failed: {log}")
     if peak >= weights / 4:
         failures.append(f"peak RSS {peak} bytes is not under a quarter of the weights' {weights} bytes")
+    stored = weights if precision == "fp32" else weights // 2
     bin_size = os.path.getsize(os.path.join(plan_dir, "weights.bin")) if os.path.exists(plan_dir) else 0
-    if bin_size < weights * 0.99:
-        failures.append(f"weights.bin holds {bin_size} bytes for {weights} bytes of weights")
+    if bin_size < stored * 0.99:
+        failures.append(f"weights.bin holds {bin_size} bytes for {stored} bytes of {precision} weights")
     # The last MiB of the model's data (lm_head's tail) must appear in weights.bin.
     with open(model + ".data", "rb") as f:
         f.seek(weights - (1 << 20))
         tail = f.read()
+    if precision != "fp32":
+        import numpy as np
+        values = np.frombuffer(tail, dtype=np.float32)
+        if precision == "fp16":
+            tail = values.astype(np.float16).tobytes()
+        else:  # bf16: round to nearest even on the upper half of the bits (no NaNs here)
+            bits = values.view(np.uint32).astype(np.uint64)
+            tail = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16).tobytes()
     with open(os.path.join(plan_dir, "weights.bin"), "rb") as f:
         data = f.read()
     if tail not in data:
-        failures.append("the end of lm_head is not in weights.bin")
+        failures.append(f"the end of lm_head ({precision}) is not in weights.bin")
     del data
     if failures:
         print("FAILURES:\n" + "\n".join(failures))

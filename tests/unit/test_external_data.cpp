@@ -15,6 +15,7 @@
 #include "ir/error.h"
 #include "model_loader.h"
 #include "onnx/import.h"
+#include "passes/apply_precision.h"
 #include "plan/plan_io.h"
 #include "plan_build.h"
 #include "ref/executor.h"
@@ -208,6 +209,40 @@ TEST(ExternalData, PlanWritingStreamsWeightsWithoutReadingThemIntoMemory) {
       EXPECT_TRUE(same_bytes(back.values[i], m.w));
     }
   EXPECT_TRUE(found);
+}
+
+// --precision fp16/bf16 of a model whose weights are on disk: each converted weight stays a
+// description (file range + conversion) through planning; write_plan converts it chunk by
+// chunk, and the notes about clamped values are those of the in-memory conversion.
+TEST(ExternalData, ReducedPrecisionWeightsStayOnDiskUntilThePlanIsWritten) {
+  for (Precision p : {Precision::fp16, Precision::bf16}) {
+    Folder dir;
+    MatMulModel m;
+    m.w.mutable_data<float>()[5] = 1e6f;  // clamped in fp16
+    m.w.mutable_data<float>()[77] = -7e4f;
+    m.save(dir, /*external=*/true);
+    std::vector<std::string> in_memory_notes;
+    Graph eager = cli::load_model(load_onnx(dir.file("model.onnx")), {}, true).simplified;
+    (void)eager.initializers.at("W").raw();  // resident: converted in memory, as before
+    eager = apply_precision(std::move(eager), p, &in_memory_notes);
+    const cli::LoadedModel loaded = cli::load_model(load_onnx(dir.file("model.onnx")), {}, true, p);
+    const Tensor& w = loaded.simplified.initializers.at("W");
+    EXPECT_EQ(w.dtype(), storage_dtype(p));
+    EXPECT_FALSE(w.resident()) << precision_name(p);
+    EXPECT_EQ(loaded.precision_notes, in_memory_notes);
+    EXPECT_EQ(in_memory_notes.size(), p == Precision::fp16 ? 1u : 0u);
+    const ExecPlan plan = build_estimated_plan(loaded.simplified, GpuCatalog::builtin().require("h100"));
+    write_plan(plan, dir.file("plan"));
+    EXPECT_FALSE(w.resident()) << "write_plan must stream the conversion";
+    const ExecPlan back = read_plan(dir.file("plan"));
+    bool found = false;
+    for (size_t i = 0; i < back.tensors.size(); ++i)
+      if (back.tensors[i].name == "W") {
+        found = true;
+        EXPECT_TRUE(same_bytes(back.values[i], eager.initializers.at("W"))) << precision_name(p);
+      }
+    EXPECT_TRUE(found);
+  }
 }
 
 }  // namespace

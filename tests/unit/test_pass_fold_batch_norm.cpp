@@ -1,6 +1,12 @@
 // fold_batch_norm: inference BatchNormalization after Conv/Gemm becomes new weights.
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <optional>
+#include <string>
 
 #include "pass_testing.h"
 #include "passes/fold_batch_norm.h"
@@ -214,6 +220,39 @@ TEST(PassFoldBatchNorm, RefusedAfterOtherProducers) {
   Graph g = conv_bn(true);
   g.nodes[0].op = "ConvTranspose";  // weight layout [C, M/group, ...]: not handled
   EXPECT_EQ(op_count(fold_batch_norm(g), "BatchNormalization"), 1);
+}
+
+// A weight on disk (file-backed, not resident) is folded lazily: the folded weight stays
+// non-resident until its bytes are needed, and they equal the in-memory fold bit for bit.
+TEST(PassFoldBatchNorm, WeightsOnDiskAreFoldedLazilyWithTheSameBits) {
+  const std::string file = ::testing::TempDir() + "dc_fold_bn_weight_" + std::to_string(::getpid()) + ".bin";
+  struct Case {
+    Graph g;
+    std::string weight;
+  };
+  for (Case c : {Case{conv_bn(true), "W"}, Case{gemm_bn(true, Shape{4}), "B"}, Case{gemm_bn(false, std::nullopt), "B"}}) {
+    const Graph eager = fold_batch_norm(c.g);
+    const Tensor w = c.g.initializers.at(c.weight);
+    {
+      std::ofstream out(file, std::ios::binary | std::ios::trunc);
+      out.write(reinterpret_cast<const char*>(w.raw()), static_cast<std::streamsize>(w.nbytes()));
+    }
+    Graph on_disk = c.g;
+    on_disk.initializers[c.weight] = Tensor::from_file(DType::f32, w.shape(), file, 0);
+    const Graph lazy = fold_batch_norm(on_disk);
+    ASSERT_EQ(lazy.nodes.size(), 1u);
+    ASSERT_EQ(eager.nodes.size(), 1u);
+    const Tensor& folded = lazy.initializers.at(lazy.nodes[0].input(1));
+    EXPECT_FALSE(folded.resident()) << lazy.nodes[0].op;
+    std::vector<char> part(std::min<size_t>(folded.nbytes(), 37));
+    folded.copy_bytes(folded.nbytes() - part.size(), part.size(), part.data());
+    const Tensor& want = eager.initializers.at(eager.nodes[0].input(1));
+    EXPECT_EQ(std::memcmp(part.data(), want.raw() + want.nbytes() - part.size(), part.size()), 0);
+    EXPECT_FALSE(folded.resident());
+    EXPECT_TRUE(folded.bitwise_equal(want)) << lazy.nodes[0].op;
+    EXPECT_FALSE(on_disk.initializers.at(c.weight).resident()) << "the source is read in chunks, never mapped";
+  }
+  std::remove(file.c_str());
 }
 
 }  // namespace

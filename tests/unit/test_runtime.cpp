@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include <fmt/format.h>
@@ -365,6 +366,45 @@ TEST(DcrtCApi, LoadSetRunGet) {
 
   double samples[3];
   EXPECT_EQ(dcrt_time_runs(plan, 1, 3, samples), DCRT_ERROR_UNSUPPORTED);
+}
+
+// Runtime::open reads weights.bin once: read_plan does not checksum it, the emulator
+// backend reads it front to back as it loads the weights and checksums it on the way; a
+// modified byte (same size) refuses the plan with the checksum error.
+TEST(RuntimeOpen, ReadsWeightsBinOnceAndRefusesAModifiedOne) {
+  const Graph g = skip_graph();
+  TempDir dir;
+  write_plan(skip_plan(g), dir.path);
+  const auto bin = std::filesystem::path(dir.path) / "weights.bin";
+  const auto size = std::filesystem::file_size(bin);
+  ASSERT_GT(size, 0u);
+  const uint64_t before = weights_bytes_read();
+  rt::Runtime r = rt::Runtime::open(dir.path, emulate_options());
+  EXPECT_EQ(weights_bytes_read() - before, size) << "weights.bin must be read exactly once";
+  const int w = tensor_id(r.plan(), "W");
+  EXPECT_FALSE(r.plan().values[static_cast<size_t>(w)].resident())
+      << "the backend's weights come from the one pass, not from the file-backed values";
+  const Tensor x = testing::random_tensor({4, 8}, 21);
+  r.set_input(0, x);
+  r.run();
+  EXPECT_EQ(weights_bytes_read() - before, size);
+  testing::expect_tensor_near(r.output(0), ref::run_graph(g, {{"x", x}}).at("y"));
+
+  {  // one byte of W changed in place
+    std::fstream f(bin, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(size / 2));
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x10);
+    f.seekp(static_cast<std::streamoff>(size / 2));
+    f.write(&c, 1);
+  }
+  const std::string e = user_error_of([&] { rt::Runtime::open(dir.path, emulate_options()); });
+  EXPECT_NE(e.find("weights.bin"), std::string::npos) << e;
+  EXPECT_NE(e.find("checksum"), std::string::npos) << e;
+  std::filesystem::resize_file(bin, size - 1);
+  const std::string short_file = user_error_of([&] { rt::Runtime::open(dir.path, emulate_options()); });
+  EXPECT_NE(short_file.find("weights.bin"), std::string::npos) << short_file;
 }
 
 TEST(DcrtCApi, ACorruptPlanIsALoadError) {

@@ -10,10 +10,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "plan/plan.h"
+#include "plan/plan_io.h"
 
 namespace dc::rt {
 
@@ -31,6 +33,11 @@ class Backend {
   // arena, uploads the weights once. Called once, before anything else. `plan` outlives
   // the backend.
   virtual void load(const ExecPlan& plan) = 0;
+
+  // Called before load() when read_plan left weights.bin unchecksummed (Runtime::open):
+  // load() then reads the file once, front to back, as it uploads the weights, and throws
+  // UserError (its device memory freed with the backend) if the checksum differs.
+  void set_unverified_weights(WeightsFile f) { unverified_weights_ = std::move(f); }
 
   // Copies a host buffer of exactly the input's bytes into input `index`.
   virtual void set_input(size_t index, const void* data, size_t bytes) = 0;
@@ -52,6 +59,9 @@ class Backend {
     (void)index;
     return 0;
   }
+
+ protected:
+  std::optional<WeightsFile> unverified_weights_;
 };
 
 struct CudaBackendOptions {

@@ -467,6 +467,18 @@ void CudaBackend::allocate() {
 void CudaBackend::upload_weights() {
   constexpr size_t kChunk = size_t{16} << 20;
   const ExecPlan& plan = *plan_;
+  if (unverified_weights_) {
+    // weights.bin laid out as the device arena: each chunk read once, checksummed and copied
+    // from the stream's one staging buffer; a checksum mismatch throws after the last chunk
+    // and the backend (with its device memory) is discarded.
+    const size_t capacity = weights_.bytes();
+    stream_weights_file(*unverified_weights_, kChunk, [&](uint64_t at, const std::byte* data, size_t n) {
+      if (at >= capacity) return;  // zero padding past the last weight
+      n = std::min<size_t>(n, capacity - static_cast<size_t>(at));
+      check(api().memcpy_htod(weights_.get() + static_cast<CUdeviceptr>(at), data, n), "uploading weights.bin");
+    });
+    return;
+  }
   std::vector<char> staging;
   for (size_t t = 0; t < plan.tensors.size(); ++t) {
     const PlanTensor& pt = plan.tensors[t];

@@ -18,6 +18,7 @@
 #include "emulator.h"
 #include "emulator/compile.h"
 #include "ir/error.h"
+#include "plan/plan_io.h"
 
 namespace dc::rt {
 namespace {
@@ -45,6 +46,7 @@ class EmulatorBackend final : public Backend {
   void load(const ExecPlan& plan) override {
     plan_ = &plan;
     compile_modules();
+    load_weights();
     // Poison: an intermediate read before any step wrote it is NaN (floats) or -1.
     arena_.assign(static_cast<size_t>(plan.arena_bytes), std::byte{0xff});
     values_.assign(plan.tensors.size(), Tensor());
@@ -111,6 +113,37 @@ class EmulatorBackend final : public Backend {
                  cached.load());
   }
 
+  // The weights in host memory, the emulator's device memory. With unverified_weights_,
+  // weights.bin is read here, once, and checksummed as each chunk is copied into the
+  // weights it holds; otherwise the plan's values are used as they are.
+  void load_weights() {
+    weights_.assign(plan_->tensors.size(), Tensor());
+    std::vector<int> ids;
+    for (size_t i = 0; i < plan_->tensors.size(); ++i)
+      if (plan_->tensors[i].kind == PlanTensorKind::weight) ids.push_back(static_cast<int>(i));
+    if (!unverified_weights_) {
+      for (int id : ids) weights_[id] = plan_->values.at(id);
+      return;
+    }
+    for (int id : ids) weights_[id] = Tensor(plan_->tensors[id].dtype, plan_->tensors[id].shape);
+    std::sort(ids.begin(), ids.end(), [&](int a, int b) { return plan_->tensors[a].offset < plan_->tensors[b].offset; });
+    size_t first = 0;  // the first weight that may still receive bytes
+    stream_weights_file(*unverified_weights_, size_t{16} << 20, [&](uint64_t at, const std::byte* data, size_t n) {
+      const uint64_t end = at + n;
+      for (size_t k = first; k < ids.size(); ++k) {
+        const PlanTensor& pt = plan_->tensors[ids[k]];
+        const auto lo = static_cast<uint64_t>(pt.offset), hi = lo + static_cast<uint64_t>(pt.bytes());
+        if (lo >= end) break;
+        if (hi <= at) {
+          if (k == first) ++first;
+          continue;
+        }
+        const uint64_t from = std::max(lo, at), to = std::min(hi, end);
+        std::memcpy(weights_[ids[k]].raw_mutable() + (from - lo), data + (from - at), to - from);
+      }
+    });
+  }
+
   // Where tensor `id`'s bytes live on the host: the user's input, an output buffer, a
   // weight, the arena; a view's are bytes of the tensor it views.
   std::byte* storage(int id) {
@@ -119,7 +152,7 @@ class EmulatorBackend final : public Backend {
       case PlanTensorKind::input:
       case PlanTensorKind::output: return values_[id].raw_mutable();
       case PlanTensorKind::weight:
-        return const_cast<std::byte*>(plan_->values.at(id).raw());  // only ever read
+        return const_cast<std::byte*>(weights_.at(id).raw());  // only ever read
       case PlanTensorKind::intermediate:
       case PlanTensorKind::scratch: return arena_.data() + arena_offset(pt);
       case PlanTensorKind::view: return storage(pt.view_of) + pt.offset;
@@ -130,7 +163,7 @@ class EmulatorBackend final : public Backend {
   // The tensor a step reads as buffer contents.
   Tensor read_tensor(int id) {
     const PlanTensor& pt = plan_->tensors[id];
-    if (pt.kind == PlanTensorKind::weight) return plan_->values.at(id);
+    if (pt.kind == PlanTensorKind::weight) return weights_.at(id);
     Tensor t(pt.dtype, pt.shape);
     std::memcpy(t.raw_mutable(), storage(id), t.nbytes());
     return t;
@@ -174,6 +207,7 @@ class EmulatorBackend final : public Backend {
   EmulatorOptions options_;
   std::vector<std::byte> arena_;
   std::vector<Tensor> values_;  // parallel to plan.tensors: inputs and outputs only
+  std::vector<Tensor> weights_;  // parallel to plan.tensors: weights only
 };
 
 }  // namespace

@@ -307,9 +307,10 @@ std::optional<RunOptions> parse(int argc, char** argv) {
 // The plan on its device. A device that cannot run it (no driver, no GPU) gets a pointer to
 // --emulate; a bad plan directory does not.
 rt::Runtime open_runtime(const RunOptions& o, const rt::RuntimeOptions& ro) {
-  ExecPlan plan = read_plan(o.plan_dir);
+  WeightsFile weights;  // checksummed as the backend uploads it: weights.bin read once
+  ExecPlan plan = read_plan(o.plan_dir, &weights);
   try {
-    return rt::Runtime(std::move(plan), ro);
+    return rt::Runtime(std::move(plan), ro, &weights);
   } catch (const UserError& e) {
     if (o.emulate) throw;
     throw UserError(fmt::format("{}; without a GPU, --emulate runs the plan on the host emulator",

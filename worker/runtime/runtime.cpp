@@ -48,11 +48,17 @@ std::vector<std::string> load_warnings(const ExecPlan& plan, const Backend& back
 }  // namespace
 
 Runtime Runtime::open(const std::string& plan_dir, const RuntimeOptions& options) {
-  return Runtime(read_plan(plan_dir), options);
+  WeightsFile weights;  // checksummed by the backend as it uploads: weights.bin read once
+  ExecPlan plan = read_plan(plan_dir, &weights);
+  return Runtime(std::move(plan), options, &weights);
 }
 
-Runtime::Runtime(ExecPlan plan, const RuntimeOptions& options)
-    : Runtime(std::move(plan), make_backend(options)) {}
+Runtime::Runtime(ExecPlan plan, const RuntimeOptions& options, const WeightsFile* unverified_weights)
+    : Runtime(std::move(plan), [&] {
+        auto backend = make_backend(options);
+        if (unverified_weights) backend->set_unverified_weights(*unverified_weights);
+        return backend;
+      }()) {}
 
 Runtime::Runtime(ExecPlan plan, std::unique_ptr<Backend> backend) : s_(std::make_unique<State>()) {
   DC_INTERNAL_CHECK(backend != nullptr, "Runtime without a backend");

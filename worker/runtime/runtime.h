@@ -27,7 +27,9 @@ class Runtime {
  public:
   // read_plan(dir), then load on the chosen backend.
   static Runtime open(const std::string& plan_dir, const RuntimeOptions& options);
-  Runtime(ExecPlan plan, const RuntimeOptions& options);
+  // `unverified_weights`: from read_plan(dir, &w); the backend checksums weights.bin as it
+  // uploads it (the plan is refused on a mismatch).
+  Runtime(ExecPlan plan, const RuntimeOptions& options, const WeightsFile* unverified_weights = nullptr);
   Runtime(ExecPlan plan, std::unique_ptr<Backend> backend);  // tests: any backend
   Runtime(Runtime&&) noexcept;
   Runtime& operator=(Runtime&&) noexcept;

@@ -1,0 +1,23 @@
+// The bytes of a tensor that are read or computed only when needed: a file region
+// (file_bytes.h: weights on disk) or a conversion of another tensor (converted_bytes.h:
+// an fp16/bf16 plan's weights). Tensors hold one through a shared pointer, so every copy
+// of a tensor sees the same bytes, made resident at most once.
+#pragma once
+
+#include <cstddef>
+
+namespace dc {
+
+class LazyBytes {
+ public:
+  virtual ~LazyBytes() = default;
+  virtual size_t size() const = 0;
+  // False until the first bytes() call.
+  virtual bool resident() const = 0;
+  // The whole region in memory (once, thread-safe).
+  virtual std::byte* bytes() = 0;
+  // Bytes [from, from + n) into dst, without making the whole region resident.
+  virtual void copy_to(size_t from, size_t n, void* dst) const = 0;
+};
+
+}  // namespace dc
