@@ -1,5 +1,6 @@
 #include "emulator/guarded_memory.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -9,7 +10,15 @@
 #include <mutex>
 #include <utility>
 
+#include "emulator/fiber.h"
 #include "ir/error.h"
+
+#ifdef DC_EMU_ASAN_FIBERS
+#include <sanitizer/common_interface_defs.h>
+#endif
+#ifdef DC_EMU_TSAN_FIBERS
+#include <sanitizer/tsan_interface.h>
+#endif
 
 namespace dc::emu {
 
@@ -41,7 +50,44 @@ constexpr int kNumSignals = 3;
 struct Landing {
   sigjmp_buf env;
   FaultInfo info;
+  // The jump leaves a fiber for the thread's own stack: sanitized builds say so first.
+  void* tsan_fiber = nullptr;
+  void* stack_lo = nullptr;
+  size_t stack_size = 0;
 };
+
+// Records where the landing is (TSan's fiber, the thread's stack for ASan).
+void note_landing_stack(Landing& landing) {
+#ifdef DC_EMU_TSAN_FIBERS
+  landing.tsan_fiber = __tsan_get_current_fiber();
+#endif
+#ifdef DC_EMU_ASAN_FIBERS
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    pthread_attr_getstack(&attr, &landing.stack_lo, &landing.stack_size);
+    pthread_attr_destroy(&attr);
+  }
+#endif
+  (void)landing;
+}
+
+// Called in the handler just before the jump: the faulting fiber is never resumed.
+void leave_fiber_for_landing(const Landing& landing) {
+#ifdef DC_EMU_TSAN_FIBERS
+  __tsan_switch_to_fiber(landing.tsan_fiber, 0);
+#endif
+#ifdef DC_EMU_ASAN_FIBERS
+  __sanitizer_start_switch_fiber(nullptr, landing.stack_lo, landing.stack_size);
+#endif
+  (void)landing;
+}
+
+// Called where the jump lands.
+void arrive_at_landing() {
+#ifdef DC_EMU_ASAN_FIBERS
+  __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
+#endif
+}
 
 thread_local Landing* t_landing = nullptr;
 
@@ -61,6 +107,7 @@ void on_fault(int signo, siginfo_t* info, void* uctx) {
     landing->info.signo = signo;
     landing->info.code = info->si_code;
     landing->info.addr = info->si_addr;
+    leave_fiber_for_landing(*landing);
     siglongjmp(landing->env, 1);
   }
   // Not an emulated kernel: hand the signal to whoever had it before.
@@ -193,7 +240,9 @@ bool run_trapping_faults(void (*body)(void*), void* arg, FaultInfo& fault) {
   // On the heap: nothing in this frame changes between sigsetjmp and the jump back.
   const auto landing = std::make_unique<Landing>();
   Landing* const outer = t_landing;
+  note_landing_stack(*landing);
   if (sigsetjmp(landing->env, 1) != 0) {
+    arrive_at_landing();
     t_landing = outer;
     fault = landing->info;
     return false;
