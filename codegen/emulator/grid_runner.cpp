@@ -459,10 +459,13 @@ void GridRunner::complete(int warp, unsigned int members) {
   w.waiting &= ~members;
 }
 
-void GridRunner::fail_current(const std::string& message) noexcept {
+void GridRunner::fail_current(std::string message) noexcept {
   if (current_ < 0) std::abort();  // only kernel code (a fiber) can fail this way
   Fiber& f = fibers_[static_cast<size_t>(current_)];
   set_error(message.rfind("block (", 0) == 0 ? message : where(f) + ": " + message);
+  // This frame and the caller's never return: free the message (the caller's temporary, by
+  // value here) now, or it leaks.
+  std::string().swap(message);
   f.state = State::failed;
   fiber_switch(f.context, scheduler_);
   std::abort();  // a failed fiber is never resumed

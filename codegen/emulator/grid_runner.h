@@ -77,7 +77,7 @@ class GridRunner {
   bool is_shared(const void* p, unsigned long long bytes) const noexcept;
   static std::string collective_label(const Fiber& f);  // the collective's name in messages
   void collective(Fiber& f, int kind, unsigned int mask) noexcept;  // joins and waits
-  [[noreturn]] void fail_current(const std::string& message) noexcept;
+  [[noreturn]] void fail_current(std::string message) noexcept;
   static void fiber_entry(void* fiber);
 
   bool run_block(const dc_emu_uint3& block_idx);

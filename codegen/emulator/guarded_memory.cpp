@@ -1,5 +1,6 @@
 #include "emulator/guarded_memory.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -9,7 +10,16 @@
 #include <mutex>
 #include <utility>
 
+#include "emulator/fiber.h"
 #include "ir/error.h"
+
+#ifdef DC_EMU_ASAN_FIBERS
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+#ifdef DC_EMU_TSAN_FIBERS
+#include <sanitizer/tsan_interface.h>
+#endif
 
 namespace dc::emu {
 
@@ -29,6 +39,15 @@ unsigned char* map_or_throw(size_t bytes) {
   return static_cast<unsigned char*>(p);
 }
 
+// ASan keeps a mapping's shadow after munmap: a fiber stack left with the redzones of frames
+// that never returned would poison whatever is mapped there next.
+void unmap(void* p, size_t bytes) {
+#ifdef DC_EMU_ASAN_FIBERS
+  ASAN_UNPOISON_MEMORY_REGION(p, bytes);
+#endif
+  munmap(p, bytes);
+}
+
 void protect_or_throw(void* p, size_t bytes, int prot) {
   DC_INTERNAL_CHECK(mprotect(p, bytes, prot) == 0, "mprotect failed: ", std::strerror(errno));
 }
@@ -41,7 +60,50 @@ constexpr int kNumSignals = 3;
 struct Landing {
   sigjmp_buf env;
   FaultInfo info;
+  // The jump leaves a fiber for the thread's own stack: sanitized builds say so first.
+  void* tsan_fiber = nullptr;
+  void* stack_lo = nullptr;
+  size_t stack_size = 0;
+  void* fake_stack = nullptr;  // ASan's, with detect_stack_use_after_return
 };
+
+// Records where the landing is (TSan's fiber, the thread's stack for ASan).
+void note_landing_stack(Landing& landing) {
+#ifdef DC_EMU_TSAN_FIBERS
+  landing.tsan_fiber = __tsan_get_current_fiber();
+#endif
+#ifdef DC_EMU_ASAN_FIBERS
+  landing.fake_stack = __asan_get_current_fake_stack();
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    pthread_attr_getstack(&attr, &landing.stack_lo, &landing.stack_size);
+    pthread_attr_destroy(&attr);
+  }
+#endif
+  (void)landing;
+}
+
+// Called in the handler just before the jump: the faulting fiber is never resumed.
+void leave_fiber_for_landing(const Landing& landing) {
+#ifdef DC_EMU_TSAN_FIBERS
+  __tsan_switch_to_fiber(landing.tsan_fiber, 0);
+#endif
+#ifdef DC_EMU_ASAN_FIBERS
+  // A null save ends the faulting fiber's fake stack, unless the fault is on the landing's.
+  void* same_stack = nullptr;
+  const bool on_landing = __asan_get_current_fake_stack() == landing.fake_stack;
+  __sanitizer_start_switch_fiber(on_landing ? &same_stack : nullptr, landing.stack_lo, landing.stack_size);
+#endif
+  (void)landing;
+}
+
+// Called where the jump lands.
+void arrive_at_landing(const Landing& landing) {
+#ifdef DC_EMU_ASAN_FIBERS
+  __sanitizer_finish_switch_fiber(landing.fake_stack, nullptr, nullptr);
+#endif
+  (void)landing;
+}
 
 thread_local Landing* t_landing = nullptr;
 
@@ -61,6 +123,7 @@ void on_fault(int signo, siginfo_t* info, void* uctx) {
     landing->info.signo = signo;
     landing->info.code = info->si_code;
     landing->info.addr = info->si_addr;
+    leave_fiber_for_landing(*landing);
     siglongjmp(landing->env, 1);
   }
   // Not an emulated kernel: hand the signal to whoever had it before.
@@ -126,7 +189,7 @@ GuardedRegion& GuardedRegion::operator=(GuardedRegion&& other) noexcept {
 }
 
 void GuardedRegion::release() {
-  if (base_ != nullptr) munmap(base_, mapped_);
+  if (base_ != nullptr) unmap(base_, mapped_);
   base_ = nullptr;
 }
 
@@ -155,7 +218,7 @@ FiberStacks::FiberStacks(int count, size_t bytes) : count_(count) {
 }
 
 FiberStacks::~FiberStacks() {
-  if (base_ != nullptr) munmap(base_, mapped_);
+  if (base_ != nullptr) unmap(base_, mapped_);
 }
 
 bool FiberStacks::in_guard(const void* addr) const {
@@ -185,7 +248,7 @@ FaultTrap::~FaultTrap() {
   uninstall_handlers();
   if (alt_stack_ != nullptr) {
     sigaltstack(&previous_alt_stack_, nullptr);
-    munmap(alt_stack_, alt_stack_bytes_);
+    unmap(alt_stack_, alt_stack_bytes_);
   }
 }
 
@@ -193,7 +256,9 @@ bool run_trapping_faults(void (*body)(void*), void* arg, FaultInfo& fault) {
   // On the heap: nothing in this frame changes between sigsetjmp and the jump back.
   const auto landing = std::make_unique<Landing>();
   Landing* const outer = t_landing;
+  note_landing_stack(*landing);
   if (sigsetjmp(landing->env, 1) != 0) {
+    arrive_at_landing(*landing);
     t_landing = outer;
     fault = landing->info;
     return false;

@@ -178,7 +178,7 @@ farm::Result MeasureChild::run(const farm::Job& job) {
       // A child that exited since the last job (or never came up) is replaced.
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        spdlog::warn("measurement child {} {}; starting a new one", pid_, describe_status(status));
+        spdlog::warn("measurement child {} {}; starting a new one", pid_.load(), describe_status(status));
         pid_ = 0;
         ::close(fd_);
         fd_ = -1;

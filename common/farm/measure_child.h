@@ -13,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -37,7 +38,8 @@ class MeasureChild {
   farm::Result run(const farm::Job& job);
 
   int starts() const { return starts_; }  // children started so far
-  pid_t pid() const { return pid_; }      // the current child, 0 if none
+  // The current child, 0 if none; other threads may read it (a watchdog that kills it).
+  pid_t pid() const { return pid_.load(); }
 
  private:
   void start();
@@ -45,7 +47,7 @@ class MeasureChild {
   std::string reap();  // waits for the child; how it ended ("killed by signal 11 (...)")
 
   std::vector<std::string> argv_;
-  pid_t pid_ = 0;
+  std::atomic<pid_t> pid_{0};
   int fd_ = -1;
   int starts_ = 0;
 };
