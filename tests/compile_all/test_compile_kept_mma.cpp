@@ -22,7 +22,7 @@
 // where most choices stay),
 // DC_CSV (a file for the per-kernel lines
 // `model,gpu,arch,path,rank,key,estimated regs,registers,spill bytes,ok,` then the workload's
-// figures that move ptxas's count (scripts/fit_registers.py --mma reads them:
+// figures that move ptxas's count (docs/bench/registers.md, session 6:
 // `m,n,k,batch,conv,gather,a_copy,b_copy,nodes,k_tiles`: a_copy/b_copy the cp.async bytes per
 // copy of each operand, 0 through registers; nodes the cluster's node count, the epilogue and
 // prologue beside the GEMM; k_tiles the K loop's trip count per split).
