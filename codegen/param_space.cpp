@@ -520,17 +520,20 @@ int gemm_mma_copy_bytes(const WorkloadShape& s, bool operand_a, const std::strin
   return hoisted_gather ? 4 : 0;
 }
 
-int gemm_mma_regs(int64_t warp_m, int64_t warp_n, double staged, double gathered,
-                  int64_t threads) {
+int gemm_mma_regs(int64_t warp_m, int64_t warp_n, double staged, double live_scalar,
+                  double gathered, int64_t threads) {
   // Coefficients fitted to ptxas (sm_80, docs/bench/registers.md): the accumulators count
   // 1.2 + accum/256 each (ptxas keeps the next k step's fragments and addresses live beside
   // them, more so for large warp tiles: 64x64 needs all 255 and spills), an element staged
-  // through registers 1.7 (its float, the converted value, addressing); `gathered` is the
-  // im2col cost the enumerator computes (2 or 4 per element).
+  // through registers in vector loads 1.7 (its float, the converted value, addressing), a
+  // live element-by-element one 1.8 (its value and its own index math; session 6, the
+  // fp16 first choices of the three models); `gathered` is the im2col cost the enumerator
+  // computes (2 or 4 per element).
   const double accum = static_cast<double>(warp_m * warp_n) / 32;
   const double fragments = static_cast<double>((warp_m / 16) * 4 + (warp_n / 8) * 2);
   const int regs = static_cast<int>(std::lround(1.2 * accum + accum * accum / 256 + fragments +
-                                                1.7 * staged + gathered + 25));
+                                                1.7 * staged + 1.8 * live_scalar + gathered +
+                                                25));
   const int bound = launch_bounds_regs(threads);
   return bound < 255 ? std::min(regs, bound) : regs;
 }

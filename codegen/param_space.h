@@ -182,12 +182,14 @@ int gemm_mma_copy_bytes(const WorkloadShape& s, bool operand_a, const std::strin
 // Tensor-core GEMM registers, fitted to ptxas (docs/bench/registers.md):
 // a·(1.2 + a/256) for the warp tile's a = warp_m·warp_n/32 fp32 accumulators + its A and B
 // fragment registers (4 per m16 tile, 2 per n8 tile) + 1.7 x the elements a thread stages
-// through registers per K tile + `gathered` (the enumerator passes 2 per im2col element a
-// thread copies per K tile, 4 per element it gathers through registers, and 4 per tile element
-// a thread moves per K tile beyond 48) + 25; at most the launch
-// bound when that is below 255 (a demand above 255 is returned: fits_gpu drops it).
-int gemm_mma_regs(int64_t warp_m, int64_t warp_n, double staged, double gathered,
-                  int64_t threads);
+// through registers in vector loads per K tile (f32 storage, the gathered conv input) +
+// 1.8 x `live_scalar`, the f16/bf16 elements it loads one by one through registers times
+// the K tiles live at once (min(stages, K tiles of a split)) + `gathered` (the enumerator
+// passes 2 per im2col element a thread copies per K tile, 4 per element it gathers through
+// registers, and 4 per tile element a thread moves per K tile beyond 48) + 25; at most the
+// launch bound when that is below 255 (a demand above 255 is returned: fits_gpu drops it).
+int gemm_mma_regs(int64_t warp_m, int64_t warp_n, double staged, double live_scalar,
+                  double gathered, int64_t threads);
 
 // Tensor-core attention registers (param_space_attention.cpp), fitted to ptxas on 54
 // compiles (docs/bench/compile-all.md): 37 + 1.17 x (per m16 tile of a warp: Q's fragments,

@@ -114,12 +114,20 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
           const int64_t warps = (bm / warp_m) * (bn / warp_n);
           if (warps > 8) continue;
           const int64_t threads = warps * 32;
-          // Operands through registers hold their share of the next K tile across the mma.
-          double staged = 0;
-          if (gemm_mma_copy_bytes(s, true, precision, bm, bk, threads) == 0)
-            staged += static_cast<double>(bm * bk) / static_cast<double>(threads);
-          if (gemm_mma_copy_bytes(s, false, precision, bn, bk, threads) == 0)
-            staged += static_cast<double>(bn * bk) / static_cast<double>(threads);
+          // Operands through registers hold their share of the next K tile across the mma:
+          // f32 storage in vector loads (`staged`); f16/bf16 storage (a prologue operand,
+          // an unaligned one, a non-gathered conv input) element by element (`scalar`),
+          // whose loads ptxas hoists out of the unrolled prologue: see the stages loop.
+          double staged = 0, scalar = 0;
+          auto through_registers = [&](bool is_a, int64_t tile) {
+            if (gemm_mma_copy_bytes(s, is_a, precision, tile, bk, threads) != 0) return;
+            const double elems = static_cast<double>(tile * bk) / static_cast<double>(threads);
+            const GemmOperandLayout& o = is_a ? s.a_layout : s.b_layout;
+            const bool gathered_a = is_a && s.gather_a;
+            (o.dtype == DType::f32 || gathered_a ? staged : scalar) += elems;
+          };
+          through_registers(true, bm);
+          through_registers(false, bn);
           // im2col elements a thread gathers per K tile: index math per element, far more
           // when the gather goes through registers (values, bounds and addresses of every
           // element live across the tile's mma: ptxas takes 255 and spills for 32 per
@@ -138,6 +146,15 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
           for (int64_t stages : {2, 3, 4})
             for (int64_t split : splits) {
               if (!split_useful(tiles, split, gpu)) continue;
+              // A ring deeper than the K tiles of a split never fills: it only costs shared
+              // memory, and ptxas spilled 28-60 bytes at 48 registers on such kernels for
+              // sm_86/89/90 (compile-all.md, session 6).
+              const int64_t k_tiles = ceil_div(ceil_div(s.k, bk), split);
+              if (stages > std::max<int64_t>(2, k_tiles)) continue;
+              // Element-by-element register operands: the prologue's stages - 1 tiles and
+              // the loop's next are loaded before the first mma (ptxas hoists the loads of
+              // the unrolled code), so min(stages, K tiles) tiles of them are live at once.
+              const double live_scalar = scalar * static_cast<double>(std::min(stages, k_tiles));
               Variant v;
               v.template_name = family_template_name(s.family);
               v.precision = precision;
@@ -146,7 +163,8 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
                           {"stages", stages}, {"split_k", split}};
               v.threads_per_block = static_cast<int>(threads);
               v.smem_bytes = gemm_mma_smem_bytes(s, precision, bm, bn, bk, stages);
-              v.regs_per_thread = gemm_mma_regs(warp_m, warp_n, staged, gathered + crowded, threads);
+              v.regs_per_thread =
+                  gemm_mma_regs(warp_m, warp_n, staged, live_scalar, gathered + crowded, threads);
               v.grid_blocks = tiles * split;
               keep_if_fits(out, std::move(v), gpu);
             }

@@ -60,7 +60,8 @@ Checked check_winners(const ModelPlan& plan, std::vector<GpuTuneResult> gpus, co
         if (is_checked(out.checked, plan, gi, c, opts.retune)) continue;
         const Variant* v = variants.find(gi, c.workload, c.variant_key);
         if (!v) continue;  // measured by an earlier run with another space: trust it
-        const double us = uncalibrated_us(calibration, *gr.gpu, workloads[c.workload], c.estimated_us);
+        const double us = uncalibrated_us(calibration, *gr.gpu, workloads[c.workload],
+                                          c.variant_key, c.estimated_us);
         jobs.push_back({gi, c.workload, *v, us, true});
       }
     }

@@ -21,8 +21,9 @@ std::string describe(const ModelPlan& plan) {
                      plan.gpus.size());
 }
 
-double uncalibrated_us(const Calibration& c, const GpuSpec& gpu, const Workload& w, double calibrated_us) {
-  return calibrated_us / c.factor(gpu.name, w.kind);
+double uncalibrated_us(const Calibration& c, const GpuSpec& gpu, const Workload& w,
+                       const std::string& variant_key, double calibrated_us) {
+  return calibrated_us / c.factor(gpu.name, w.kind, math_unit_of_key(variant_key));
 }
 
 }  // namespace dc::tune_stage

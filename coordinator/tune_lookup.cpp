@@ -67,7 +67,7 @@ Lookup lookup(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, con
           ++counts.abandoned;
           continue;
         }
-        const double us = uncalibrated_us(calibration, *gr.gpu, w, est);
+        const double us = uncalibrated_us(calibration, *gr.gpu, w, v.key(), est);
         out.jobs.push_back({gi, wi, std::move(v), us, false});
       }
       // The baseline: the reference kernel, once per workload and GPU type (no estimate,

@@ -21,6 +21,11 @@ std::string options_json(const TuneOptions& opts, const Calibration& calibration
     j.key(gpu->name).begin_object();
     for (const auto& [key, factor] : calibration.factors)
       if (key.first == gpu->name) j.field(cluster_kind_name(key.second), factor);
+    for (const auto& [key, factor] : calibration.unit_factors)
+      if (std::get<0>(key) == gpu->name)
+        j.field(std::string(cluster_kind_name(std::get<1>(key))) + " " +
+                    std::string(math_unit_name(std::get<2>(key))),
+                factor);
     j.end_object();
   }
   j.end_object();

@@ -92,9 +92,11 @@ struct PlannedJob {
   bool check = false;      // host-emulator check of a winner
 };
 
-// What a result stores as its estimate: the model's figure without calibration, so that
+// What a result stores as its estimate: the model's figure without calibration (the
+// factor of the variant's kind and math unit divided out), so that
 // measured / estimated fits the factor itself (the calibrate stage).
-double uncalibrated_us(const Calibration& c, const GpuSpec& gpu, const Workload& w, double calibrated_us);
+double uncalibrated_us(const Calibration& c, const GpuSpec& gpu, const Workload& w,
+                       const std::string& variant_key, double calibrated_us);
 
 // ---- lookup: what the DB already has, plus seeds from other GPU types (tune_lookup.cpp)
 struct LookupCounts {

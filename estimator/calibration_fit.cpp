@@ -16,13 +16,14 @@ double median_of_sorted(const std::vector<double>& v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-FittedFactor fit_kind(ClusterKind kind, const std::vector<double>& ratios,
-                      const CalibrationFitOptions& o) {
+FittedFactor fit_one(ClusterKind kind, MathUnit unit, const std::vector<double>& ratios,
+                     const CalibrationFitOptions& o) {
   std::vector<double> logs;
   for (double r : ratios)
     if (std::isfinite(r) && r > 0) logs.push_back(std::log(r));
   FittedFactor f;
   f.kind = kind;
+  f.unit = unit;
   f.samples = static_cast<int>(logs.size());
   f.used = f.samples >= o.min_samples;
   if (!f.used) return f;
@@ -35,26 +36,35 @@ FittedFactor fit_kind(ClusterKind kind, const std::vector<double>& ratios,
 
 }  // namespace
 
-std::vector<FittedFactor> fit_calibration(const std::map<ClusterKind, std::vector<double>>& ratios,
+std::vector<FittedFactor> fit_calibration(const CalibrationRatios& ratios,
                                           const CalibrationFitOptions& options) {
   DC_USER_CHECK(options.min_samples >= 1, "calibration fit: min_samples must be >= 1");
   DC_USER_CHECK(options.min_factor > 0 && options.min_factor <= options.max_factor &&
                     std::isfinite(options.max_factor),
                 "calibration fit: need 0 < min_factor <= max_factor < infinity");
   std::vector<FittedFactor> out;
-  for (const auto& [kind, r] : ratios) {
-    FittedFactor f = fit_kind(kind, r, options);
+  for (const auto& [key, r] : ratios) {
+    FittedFactor f = fit_one(key.first, key.second, r, options);
     if (f.samples > 0) out.push_back(f);
   }
   return out;
+}
+
+std::vector<FittedFactor> fit_calibration(const std::map<ClusterKind, std::vector<double>>& ratios,
+                                          const CalibrationFitOptions& options) {
+  CalibrationRatios by_unit;
+  for (const auto& [kind, r] : ratios) by_unit[{kind, MathUnit::fp32}] = r;
+  return fit_calibration(by_unit, options);
 }
 
 int apply_fit(const std::string& gpu, const std::vector<FittedFactor>& fit, const Calibration& keep,
               Calibration& calibration) {
   int set = 0;
   for (const FittedFactor& f : fit) {
-    if (!f.used || keep.factors.count({gpu, f.kind})) continue;
-    calibration.set(gpu, f.kind, f.factor);
+    if (!f.used || keep.factors.count({gpu, f.kind}) ||
+        keep.unit_factors.count({gpu, f.kind, f.unit}))
+      continue;
+    calibration.set(gpu, f.kind, f.factor, f.unit);
     ++set;
   }
   return set;
@@ -64,11 +74,15 @@ std::string describe_fit(const std::vector<FittedFactor>& fit) {
   std::string out;
   for (const FittedFactor& f : fit) {
     out += out.empty() ? "" : ", ";
+    const std::string name =
+        f.unit == MathUnit::fp32
+            ? std::string(cluster_kind_name(f.kind))
+            : fmt::format("{} {}", cluster_kind_name(f.kind), math_unit_name(f.unit));
     if (f.used)
-      out += fmt::format("{} x{:.2f} ({}{})", cluster_kind_name(f.kind), f.factor, f.samples,
-                         f.clamped ? ", clamped" : "");
+      out += fmt::format("{} x{:.2f} ({}{})", name, f.factor, f.samples, f.clamped ? ", clamped" : "");
     else
-      out += fmt::format("{}: {} too few", cluster_kind_name(f.kind), f.samples);
+      out += fmt::format("{}: {} too few{}", name, f.samples,
+                         f.unit == MathUnit::fp32 ? "" : ", uses the fp32 factor");
   }
   return out.empty() ? "no results with an estimate" : out;
 }

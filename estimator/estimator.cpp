@@ -394,15 +394,21 @@ BlockModel output_parallel_block(const WorkloadShape& s, const Params& p, const 
 
 }  // namespace
 
-double Calibration::factor(const std::string& gpu, ClusterKind kind) const {
+double Calibration::factor(const std::string& gpu, ClusterKind kind, MathUnit unit) const {
+  if (unit != MathUnit::fp32)
+    if (auto it = unit_factors.find({gpu, kind, unit}); it != unit_factors.end()) return it->second;
   auto it = factors.find({gpu, kind});
   return it == factors.end() ? 1.0 : it->second;
 }
 
-void Calibration::set(const std::string& gpu, ClusterKind kind, double f) {
+void Calibration::set(const std::string& gpu, ClusterKind kind, double f, MathUnit unit) {
   DC_USER_CHECK(std::isfinite(f) && f > 0, "calibration factor for ", gpu, "/",
-                cluster_kind_name(kind), " must be a positive finite number, got ", f);
-  factors[{gpu, kind}] = f;
+                cluster_kind_name(kind), "/", math_unit_name(unit),
+                " must be a positive finite number, got ", f);
+  if (unit == MathUnit::fp32)
+    factors[{gpu, kind}] = f;
+  else
+    unit_factors[{gpu, kind, unit}] = f;
 }
 
 double peak_flops(const GpuSpec& gpu, const std::string& precision) {
@@ -526,7 +532,7 @@ Estimate estimate(const WorkloadShape& s, const Variant& v, const GpuSpec& g,
   } else {
     e.bound = "smem";
   }
-  e.seconds = (body + e.launch_s) * calibration.factor(g.name, s.kind);
+  e.seconds = (body + e.launch_s) * calibration.factor(g.name, s.kind, math_unit_of_path(v.precision));
   return e;
 }
 

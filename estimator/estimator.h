@@ -9,8 +9,10 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 
+#include "ir/precision.h"
 #include "gpu/gpu_spec.h"
 #include "ir/workload.h"
 #include "param_space.h"
@@ -18,14 +20,19 @@
 
 namespace dc {
 
-// Per (GPU type, cluster kind) multiplicative correction of the model, later fitted from
-// the tuning DB's measurements (measured / estimated). Without an entry the factor is 1.
+// Per (GPU type, cluster kind, math unit) multiplicative correction of the model, fitted
+// from the tuning DB's measurements (measured / estimated; calibration_fit.h) or set by the
+// config. `factors` holds the CUDA-core (fp32) factor of a kind, which also serves a
+// tensor-core unit that has no factor of its own in `unit_factors` (too few results of
+// its own: the fit says so in its log line). Without either the factor is 1.
 struct Calibration {
   std::map<std::pair<std::string, ClusterKind>, double> factors;
+  std::map<std::tuple<std::string, ClusterKind, MathUnit>, double> unit_factors;
 
-  double factor(const std::string& gpu, ClusterKind kind) const;
-  // UserError unless 0 < factor < infinity.
-  void set(const std::string& gpu, ClusterKind kind, double factor);
+  double factor(const std::string& gpu, ClusterKind kind, MathUnit unit = MathUnit::fp32) const;
+  // UserError unless 0 < factor < infinity. Unit fp32 sets `factors`, the others
+  // `unit_factors`.
+  void set(const std::string& gpu, ClusterKind kind, double factor, MathUnit unit = MathUnit::fp32);
 };
 
 struct Estimate {

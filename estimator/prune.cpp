@@ -36,12 +36,34 @@ std::vector<ScoredVariant> prune(std::vector<ScoredVariant> scored, const PruneO
   });
 
   const double limit = scored[order.front()].estimate.seconds * options.within_factor;
-  std::vector<ScoredVariant> kept;
-  for (size_t i : order) {
-    if (static_cast<int>(kept.size()) >= options.top_k) break;
-    if (scored[i].estimate.seconds > limit) break;
-    kept.push_back(std::move(scored[i]));
+  std::vector<size_t> picked;  // positions in `order`
+  for (size_t r = 0; r < order.size(); ++r) {
+    if (static_cast<int>(picked.size()) >= options.top_k) break;
+    if (scored[order[r]].estimate.seconds > limit) break;
+    picked.push_back(r);
   }
+  // Each math path's best variant within the limit stays even where top K cut it, in place
+  // of the last variant of a path that has several: on small launch-bound kernels the model
+  // puts the paths within a few percent of each other, and only measurement can tell.
+  auto path_count = [&](const std::string& p) {
+    return std::count_if(picked.begin(), picked.end(),
+                         [&](size_t r) { return scored[order[r]].variant.precision == p; });
+  };
+  std::vector<std::string> seen;
+  for (size_t r = 0; r < order.size() && scored[order[r]].estimate.seconds <= limit; ++r) {
+    const std::string& p = scored[order[r]].variant.precision;
+    if (std::find(seen.begin(), seen.end(), p) != seen.end()) continue;
+    seen.push_back(p);
+    if (path_count(p) > 0) continue;
+    for (size_t j = picked.size(); j-- > 0;)
+      if (path_count(scored[order[picked[j]]].variant.precision) > 1) {
+        picked[j] = r;
+        break;
+      }
+    std::sort(picked.begin(), picked.end());
+  }
+  std::vector<ScoredVariant> kept;
+  for (size_t r : picked) kept.push_back(std::move(scored[order[r]]));
   return kept;
 }
 

@@ -24,7 +24,9 @@ struct ScoredVariant {
   Estimate estimate;
 };
 
-// The kept variants sorted by estimated time; equal times by the sum of the estimate's
+// The kept variants sorted by estimated time; the best variant of each math path
+// (Variant::precision) within the factor is among them even where the top K would cut it
+// (it replaces the last variant of a path that has several); equal times by the sum of the estimate's
 // resource times (compute + dram + l2 + smem: the variant with more slack first), then by
 // Variant::key, so the result does not depend on the input order. Variants that cannot run
 // ("unfit", infinite time) are dropped. UserError for options outside their ranges.

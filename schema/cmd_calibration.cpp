@@ -27,7 +27,9 @@ void require_gpu_type(const TuningDb& db, const std::string& gpu) {
 }
 
 std::string note(const FittedFactor& f, const CalibrationFitOptions& o) {
-  if (!f.used) return fmt::format("too few (a tune needs {})", o.min_samples);
+  if (!f.used)
+    return fmt::format("too few (a tune needs {}){}", o.min_samples,
+                       f.unit == MathUnit::fp32 ? "" : ": the fp32 factor serves it");
   if (f.clamped) return fmt::format("clamped to [{}, {}]", o.min_factor, o.max_factor);
   return "";
 }
@@ -37,8 +39,9 @@ std::string note(const FittedFactor& f, const CalibrationFitOptions& o) {
 int cmd_calibration(const std::string& db, const std::vector<std::string>& args) {
   po::options_description desc(
       "dc-db calibration: the estimator's calibration factors a tune fits from this DB\n"
-      "(per cluster kind: the median of measured / estimated over the ok results with an\n"
-      "estimate; a factor the tune config sets for the kind wins over it)");
+      "(per cluster kind and math unit: the median of measured / estimated over the ok\n"
+      "results with an estimate; a tensor-core unit with too few results takes the kind's\n"
+      "fp32 factor; a factor the tune config sets for the kind wins over it)");
   desc.add_options()("help,h", "this text")("gpu", po::value<std::string>()->required(),
                                             "GPU type, e.g. h100")(
       "emulated", po::bool_switch(), "emulated results instead of real ones");
@@ -60,10 +63,11 @@ int cmd_calibration(const std::string& db, const std::vector<std::string>& args)
   }
   const bool notes = std::any_of(fit.begin(), fit.end(),
                                  [&](const FittedFactor& f) { return !note(f, options).empty(); });
-  Table t(notes ? std::vector<std::string>{"kind", ">results", ">factor", "note"}
-                : std::vector<std::string>{"kind", ">results", ">factor"});
+  Table t(notes ? std::vector<std::string>{"kind", "unit", ">results", ">factor", "note"}
+                : std::vector<std::string>{"kind", "unit", ">results", ">factor"});
   for (const FittedFactor& f : fit) {
-    std::vector<std::string> row = {cluster_kind_name(f.kind), std::to_string(f.samples),
+    std::vector<std::string> row = {cluster_kind_name(f.kind), std::string(math_unit_name(f.unit)),
+                                    std::to_string(f.samples),
                                     f.used ? fmt::format("{:.3f}", f.factor) : "-"};
     if (notes) row.push_back(note(f, options));
     t.add(std::move(row));

@@ -169,15 +169,16 @@ class MemoryDb final : public TuningDb {
     return out;
   }
 
-  std::map<ClusterKind, std::vector<double>> estimator_ratios(const std::string& gpu_type,
-                                                              Source source) const override {
+  std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> estimator_ratios(
+      const std::string& gpu_type, Source source) const override {
     std::lock_guard lock(mu_);
-    std::map<ClusterKind, std::vector<double>> out;
+    std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> out;
     for (const Measurement& m : measurements_) {
       if (m.gpu_type != gpu_type || source_of(m.emulated) != source ||
           m.status != JobStatus::ok || !(m.estimate_us > 0) || !(m.median_us > 0))
         continue;
-      out[workloads_.at(m.workload).kind].push_back(m.median_us / m.estimate_us);
+      out[{workloads_.at(m.workload).kind, math_unit_of_key(m.variant_key)}].push_back(
+          m.median_us / m.estimate_us);
     }
     return out;
   }

@@ -320,17 +320,17 @@ class SqliteDb final : public TuningDb {
     return out;
   }
 
-  std::map<ClusterKind, std::vector<double>> estimator_ratios(const std::string& gpu_type,
-                                                              Source source) const override {
+  std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> estimator_ratios(
+      const std::string& gpu_type, Source source) const override {
     std::lock_guard lock(mu_);
-    sqlite::Query q =
-        conn_.query("SELECT kind, ratio FROM estimator_error WHERE gpu_type = ? AND source = ?");
+    sqlite::Query q = conn_.query(
+        "SELECT kind, variant_key, ratio FROM estimator_error WHERE gpu_type = ? AND source = ?");
     q.bind_all(gpu_type, std::string(source_name(source)));
-    std::map<ClusterKind, std::vector<double>> out;
+    std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> out;
     while (q.step()) {
       const auto kind = parse_cluster_kind(q.text(0));
       DC_USER_CHECK(kind, "tuning DB holds an unknown workload kind '", q.text(0), "'");
-      out[*kind].push_back(q.real(1));
+      out[{*kind, math_unit_of_key(q.text(1))}].push_back(q.real(2));
     }
     return out;
   }

@@ -22,6 +22,7 @@
 
 #include "farm/measurement.h"
 #include "gpu/gpu_spec.h"
+#include "ir/precision.h"
 #include "ir/workload.h"
 #include "variant.h"
 
@@ -191,11 +192,12 @@ class TuningDb {
                                          Source source, int k) const = 0;
   virtual std::vector<Measurement> query(const MeasurementQuery& q) const = 0;
   // median / estimate of every ok result of the GPU type and source that had an estimate
-  // (the estimator_error view), by the workload's cluster kind: what the estimator's
-  // calibration is fitted from (estimator/calibration_fit.h). Estimates are stored
-  // uncalibrated, so the ratios do not depend on the factors earlier tunes used.
-  virtual std::map<ClusterKind, std::vector<double>> estimator_ratios(const std::string& gpu_type,
-                                                                      Source source) const = 0;
+  // (the estimator_error view), by the workload's cluster kind and the math unit of the
+  // variant's path (math_unit_of_key): what the estimator's calibration is fitted from
+  // (estimator/calibration_fit.h). Estimates are stored uncalibrated, so the ratios do not
+  // depend on the factors earlier tunes used.
+  virtual std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> estimator_ratios(
+      const std::string& gpu_type, Source source) const = 0;
   virtual std::optional<WorkloadRecord> find_workload(const std::string& signature) const = 0;
   // (signature, count) by signature.
   virtual std::vector<std::pair<std::string, int>> model_workloads(int64_t model_id) const = 0;

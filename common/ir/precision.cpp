@@ -43,6 +43,29 @@ std::vector<std::string> math_paths(Precision p) {
   return {std::string(precision_name(p)), "fp32"};
 }
 
+std::string_view math_unit_name(MathUnit u) {
+  switch (u) {
+    case MathUnit::fp32: return "fp32";
+    case MathUnit::tf32: return "tf32";
+    case MathUnit::fp16_bf16: return "fp16/bf16";
+  }
+  return "?";
+}
+
+MathUnit math_unit_of_path(std::string_view path) {
+  if (path == "tf32") return MathUnit::tf32;
+  if (path == "fp16" || path == "bf16") return MathUnit::fp16_bf16;
+  return MathUnit::fp32;
+}
+
+MathUnit math_unit_of_key(std::string_view variant_key) {
+  const size_t a = variant_key.find('/');
+  if (a == std::string_view::npos) return MathUnit::fp32;
+  const size_t b = variant_key.find('/', a + 1);
+  return b == std::string_view::npos ? MathUnit::fp32
+                                     : math_unit_of_path(variant_key.substr(a + 1, b - a - 1));
+}
+
 std::string precision_free_signature(const std::string& canonical) {
   static const std::regex kReduced(R"(\bb?f16\[)");
   static const std::regex kCast(R"(Cast\(to=(10|16)\))");

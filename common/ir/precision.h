@@ -32,6 +32,17 @@ DType storage_dtype(Precision p);
 // order they are enumerated: the tensor-core path first, then "fp32".
 std::vector<std::string> math_paths(Precision p);
 
+// The unit a math path runs on, which the estimator calibrates separately
+// (docs/estimator.md "Calibration"): the CUDA cores (fp32), the tf32 tensor cores, and the
+// fp16/bf16 tensor cores (one rate and one template for both 16-bit types).
+enum class MathUnit { fp32, tf32, fp16_bf16 };
+// "fp32", "tf32", "fp16/bf16".
+std::string_view math_unit_name(MathUnit u);
+// Of a math path (Variant::precision): "tf32"; "fp16" and "bf16"; any other is fp32.
+MathUnit math_unit_of_path(std::string_view path);
+// Of a variant key "template/path/params" (Variant::key); a key without a path: fp32.
+MathUnit math_unit_of_key(std::string_view variant_key);
+
 // A whole plan's outputs against the model's fp32 outputs (`dc-run --data`): measured on
 // ResNet-50, MobileNetV2 and BERT-base, with margin (docs/precision.md "Whole model").
 Tolerance whole_model_tolerance(Precision p);

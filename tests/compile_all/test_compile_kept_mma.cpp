@@ -13,9 +13,19 @@
 // Environment: DC_MODELS_DIR (required), DC_MMA_PATH (tf32, fp16 or bf16; default fp16),
 // DC_MODEL (one model), DC_GPUS (default a100,a10,l4,h100), DC_FIRST_ONLY=1 (rank 0 only),
 // DC_BATCH (sources per NVRTC program, default 32; 1 = each alone), DC_THREADS (default 2),
-// DC_COUNT_ONLY=1 (generate and count, compile nothing),
+// DC_COUNT_ONLY=1 (generate and count, compile nothing), DC_DUMP (a folder: each job's
+// source as JOB_ARCH.cu, for a look with nvcc -Xptxas -v), DC_STAGED_ONLY=1 (only variants
+// with an operand through registers: the data of the register estimate's staging terms),
+// DC_REUSE (the CSV of an earlier run of the same selection: a job whose line in it, at the
+// same position, names the same model, GPU, rank, variant and workload figures takes that
+// line's ptxas figures instead of a compile; for before/after runs of an estimator change,
+// where most choices stay),
 // DC_CSV (a file for the per-kernel lines
-// `model,gpu,arch,path,rank,key,estimated regs,registers,spill bytes,ok`).
+// `model,gpu,arch,path,rank,key,estimated regs,registers,spill bytes,ok,` then the workload's
+// figures that move ptxas's count (docs/bench/registers.md, session 6:
+// `m,n,k,batch,conv,gather,a_copy,b_copy,nodes,k_tiles`: a_copy/b_copy the cp.async bytes per
+// copy of each operand, 0 through registers; nodes the cluster's node count, the epilogue and
+// prologue beside the GEMM; k_tiles the K loop's trip count per split).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -70,7 +80,29 @@ struct Job {
   std::string key;
   int estimated_regs = 0;
   size_t unit = 0;  // index into the distinct (arch, source) units
+  std::string features;  // the CSV's workload columns
 };
+
+bool has_staged_operand(const WorkloadShape& s, const Variant& v) {
+  const int64_t bk = v.param("block_k");
+  return gemm_mma_copy_bytes(s, true, v.precision, v.param("block_m"), bk, v.threads_per_block) == 0 ||
+         gemm_mma_copy_bytes(s, false, v.precision, v.param("block_n"), bk, v.threads_per_block) == 0;
+}
+
+// The workload columns of the CSV (see the header comment).
+std::string workload_features(const Workload& w, const WorkloadShape& s, const Variant& v) {
+  const int64_t bm = v.param("block_m"), bn = v.param("block_n"), bk = v.param("block_k");
+  const int64_t threads = v.threads_per_block;
+  const int64_t split = std::max<int64_t>(1, v.param("split_k", 1));
+  const int64_t k_tiles = (s.k + split * bk - 1) / (split * bk);
+  std::ostringstream f;
+  f << s.m << ',' << s.n << ',' << s.k << ',' << s.batch << ','
+    << (s.family == Family::conv ? 1 : 0) << ',' << (s.gather_a ? 1 : 0) << ','
+    << gemm_mma_copy_bytes(s, true, v.precision, bm, bk, threads) << ','
+    << gemm_mma_copy_bytes(s, false, v.precision, bn, bk, threads) << ','
+    << w.graph.nodes.size() << ',' << k_tiles;
+  return f.str();
+}
 
 struct Unit {
   std::string arch;
@@ -85,6 +117,7 @@ TEST(CompileKeptMma, EveryKeptTensorCoreVariantCompiles) {
   ASSERT_TRUE(path == "tf32" || path == "fp16" || path == "bf16") << path;
   const DType storage = path == "fp16" ? DType::f16 : path == "bf16" ? DType::bf16 : DType::f32;
   const bool first_only = env_or("DC_FIRST_ONLY", "0") == "1";
+  const bool staged_only = env_or("DC_STAGED_ONLY", "0") == "1";
   const size_t batch = static_cast<size_t>(std::max(1, std::stoi(env_or("DC_BATCH", "32"))));
   const int threads = std::max(1, std::stoi(env_or("DC_THREADS", "2")));
   const std::string only = env_or("DC_MODEL", "");
@@ -105,6 +138,7 @@ TEST(CompileKeptMma, EveryKeptTensorCoreVariantCompiles) {
       const WorkloadShape s = analyze_workload(w0);
       if (s.family != Family::gemm && s.family != Family::conv) continue;
       const Workload w = stored_as(w0, storage);
+      const WorkloadShape stored = analyze_workload(w);
       for (const auto& gpu_name : gpus) {
         const GpuSpec& gpu = catalog.require(gpu_name);
         const auto kept = prune(score_variants(w, gpu, {}, SpaceOptions{{path, std::string("fp32")}}),
@@ -113,7 +147,8 @@ TEST(CompileKeptMma, EveryKeptTensorCoreVariantCompiles) {
         for (const auto& sv : kept) {
           if (sv.variant.precision != path) continue;
           Job j{model, gpu_name, gpu.sm_arch(), rank++, sv.variant.key(),
-                sv.variant.regs_per_thread, 0};
+                sv.variant.regs_per_thread, 0, workload_features(w, stored, sv.variant)};
+          if (staged_only && !has_staged_operand(stored, sv.variant)) continue;
           GeneratedKernel k = generate_kernel(w, sv.variant);
           const auto id = std::make_pair(j.arch, k.source);
           const auto [it, inserted] = unit_of.emplace(id, units.size());
@@ -127,8 +162,44 @@ TEST(CompileKeptMma, EveryKeptTensorCoreVariantCompiles) {
       }
     }
   }
+  // Figures of an earlier run, job by job (the enumeration is deterministic).
+  std::vector<bool> reused(units.size(), false);
+  int reused_jobs = 0;
+  if (const std::string f = env_or("DC_REUSE", ""); !f.empty()) {
+    std::ifstream in(f);
+    ASSERT_TRUE(in) << "DC_REUSE: cannot read " << f;
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    for (size_t i = 0; i < jobs.size() && i < lines.size(); ++i) {
+      const Job& j = jobs[i];
+      const auto c = split_commas(lines[i]);
+      // model,gpu,arch,path,rank,key (commas inside),est,regs,spill,ok,10 workload columns
+      const std::string head = j.model + "," + j.gpu + "," + j.arch + "," + path + "," +
+                               std::to_string(j.rank) + "," + j.key + ",";
+      if (lines[i].rfind(head, 0) != 0 || c.size() < 14) continue;
+      const size_t tail = lines[i].size() - j.features.size();
+      if (lines[i].compare(tail, std::string::npos, j.features) != 0) continue;
+      const size_t n = c.size() - 10;  // the workload columns are the last 10
+      BatchItemResult r;
+      r.ok = c[n - 1] == "1";
+      KernelResources k;
+      k.registers = std::stoi(c[n - 3]);
+      k.spill_stores_bytes = std::stoi(c[n - 2]);
+      r.kernels.push_back(k);
+      units[j.unit].result = r;
+      reused[j.unit] = true;
+      ++reused_jobs;
+    }
+  }
   const double generate_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (const std::string d = env_or("DC_DUMP", ""); !d.empty()) {
+    std::filesystem::create_directories(d);
+    for (size_t i = 0; i < jobs.size(); ++i)
+      std::ofstream(d + "/" + std::to_string(i) + "_" + jobs[i].arch + ".cu")
+          << "// " << jobs[i].model << " " << jobs[i].gpu << " " << jobs[i].key << "\n"
+          << units[jobs[i].unit].kernel.source;
+  }
   if (env_or("DC_COUNT_ONLY", "0") == "1") {
     std::printf("COMPILEKEPT %s: %zu kernels, %zu distinct (arch, source); generate %.0f s\n",
                 path.c_str(), jobs.size(), units.size(), generate_s);
@@ -137,7 +208,8 @@ TEST(CompileKeptMma, EveryKeptTensorCoreVariantCompiles) {
 
   // Batches of one architecture each, taken by `threads` workers.
   std::map<std::string, std::vector<size_t>> by_arch;
-  for (size_t u = 0; u < units.size(); ++u) by_arch[units[u].arch].push_back(u);
+  for (size_t u = 0; u < units.size(); ++u)
+    if (!reused[u]) by_arch[units[u].arch].push_back(u);
   std::vector<std::pair<std::string, std::vector<size_t>>> batches;
   for (const auto& [arch, members] : by_arch)
     for (size_t b = 0; b < members.size(); b += batch)
@@ -183,7 +255,7 @@ TEST(CompileKeptMma, EveryKeptTensorCoreVariantCompiles) {
     if (csv)
       csv << j.model << ',' << j.gpu << ',' << j.arch << ',' << path << ',' << j.rank << ','
           << j.key << ',' << j.estimated_regs << ',' << regs << ',' << spill << ','
-          << (r.ok ? 1 : 0) << '\n';
+          << (r.ok ? 1 : 0) << ',' << j.features << '\n';
     Tally& t = tallies[j.model + " " + j.gpu + " (" + j.arch + ")"];
     ++t.kernels;
     t.max_regs = std::max(t.max_regs, regs);
@@ -207,8 +279,9 @@ TEST(CompileKeptMma, EveryKeptTensorCoreVariantCompiles) {
     std::printf("| %s | %s | %d | %d | %d | %d | %d | %d |\n", name.c_str(), path.c_str(),
                 t.kernels, t.failed, t.spilled, t.first_spilled, t.max_regs, t.max_spill);
   std::printf("COMPILEKEPT %s: %zu kernels, %zu distinct (arch, source), %d NVRTC programs, "
-              "%d failed, %d first choices spilled; generate %.0f s, NVRTC %.0f s CPU, wall %.0f s\n",
-              path.c_str(), jobs.size(), units.size(), stats.programs, failed, first_spilled,
+              "%d failed, %d first choices spilled; %d figures reused (DC_REUSE); generate %.0f s, "
+              "NVRTC %.0f s CPU, wall %.0f s\n",
+              path.c_str(), jobs.size(), units.size(), stats.programs, failed, first_spilled, reused_jobs,
               generate_s, stats.seconds, wall_s);
 }
 

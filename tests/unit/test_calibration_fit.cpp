@@ -12,10 +12,12 @@
 #include <sys/wait.h>
 
 #include "calibration_fit.h"
+#include "estimator.h"
 #include "farm_inprocess.h"
 #include "farm_testing.h"
 #include "gpu/gpu_catalog.h"
 #include "ir/error.h"
+#include "model_builder.h"
 #include "model_loader.h"
 #include "tune.h"
 #include "tune_config.h"
@@ -120,11 +122,11 @@ TEST(CalibrationFit, ExplicitFactorsWinAndTheLineSaysWhatWasFitted) {
 TEST(CalibrationFit, BadOptionsAreUserErrors) {
   CalibrationFitOptions o;
   o.min_samples = 0;
-  EXPECT_THROW(fit_calibration({}, o), UserError);
+  EXPECT_THROW(fit_calibration(CalibrationRatios{}, o), UserError);
   o = {};
   o.min_factor = 2;
   o.max_factor = 1;
-  EXPECT_THROW(fit_calibration({}, o), UserError);
+  EXPECT_THROW(fit_calibration(CalibrationRatios{}, o), UserError);
 }
 
 TEST(CalibrationFit, ConfigKeyTurnsTheDbFitOff) {
@@ -137,6 +139,78 @@ TEST(CalibrationFit, ConfigKeyTurnsTheDbFitOff) {
   parse_tune_config("calibration_from_db: false\n", "plan.yaml", &plan);  // plan: accepted
   EXPECT_THROW(parse_tune_config("calibration_from_db: sometimes\n", "t.yaml", &plan, &from_db),
                UserError);
+}
+
+// Each math unit's factor comes from its own results: fp32 results twice their estimate,
+// fp16/bf16 half of it; tf32 with too few results takes the fp32 factor, and the log line
+// says so. A fit that pooled the units would give neither 2 nor 0.5.
+TEST(CalibrationFit, EachMathUnitHasItsOwnFactorAndTooFewFallBackToFp32) {
+  const CalibrationRatios ratios = {{{ClusterKind::gemm, MathUnit::fp32}, lognormal(2.0, 0.1, 30, 1)},
+                                    {{ClusterKind::gemm, MathUnit::fp16_bf16}, lognormal(0.5, 0.1, 30, 2)},
+                                    {{ClusterKind::gemm, MathUnit::tf32}, std::vector<double>(5, 9.0)},
+                                    {{ClusterKind::conv, MathUnit::tf32}, lognormal(1.3, 0.1, 12, 3)}};
+  const auto fit = fit_calibration(ratios);
+  ASSERT_EQ(fit.size(), 4u);
+  Calibration c;
+  EXPECT_EQ(apply_fit("a100", fit, {}, c), 3);
+  EXPECT_NEAR(c.factor("a100", ClusterKind::gemm), 2.0, 0.1);
+  EXPECT_NEAR(c.factor("a100", ClusterKind::gemm, MathUnit::fp16_bf16), 0.5, 0.03);
+  // tf32 gemm: 5 results, too few: the fp32 factor, not 9.
+  EXPECT_DOUBLE_EQ(c.factor("a100", ClusterKind::gemm, MathUnit::tf32),
+                   c.factor("a100", ClusterKind::gemm));
+  // conv has a tf32 factor and no fp32 one: fp32 and fp16/bf16 stay uncalibrated.
+  EXPECT_NEAR(c.factor("a100", ClusterKind::conv, MathUnit::tf32), 1.3, 0.1);
+  EXPECT_EQ(c.factor("a100", ClusterKind::conv), 1.0);
+  EXPECT_EQ(c.factor("a100", ClusterKind::conv, MathUnit::fp16_bf16), 1.0);
+  const std::string line = describe_fit(fit);
+  EXPECT_NE(line.find("gemm x1.93 (30)"), std::string::npos) << line;
+  EXPECT_NE(line.find("gemm fp16/bf16 x0.50 (30)"), std::string::npos) << line;
+  EXPECT_NE(line.find("gemm tf32: 5 too few, uses the fp32 factor"), std::string::npos) << line;
+  EXPECT_NE(line.find("conv tf32 x1.27 (12)"), std::string::npos) << line;
+}
+
+// A factor the config sets for a kind serves every unit and wins over every unit's fit; one
+// it sets for a unit wins over that unit's fit only.
+TEST(CalibrationFit, ConfigFactorsWinPerKindAndPerUnit) {
+  const auto fit = fit_calibration(CalibrationRatios{
+      {{ClusterKind::gemm, MathUnit::fp32}, std::vector<double>(9, 2.0)},
+      {{ClusterKind::gemm, MathUnit::fp16_bf16}, std::vector<double>(9, 0.5)},
+      {{ClusterKind::conv, MathUnit::fp32}, std::vector<double>(9, 3.0)},
+      {{ClusterKind::conv, MathUnit::tf32}, std::vector<double>(9, 0.25)}});
+  Calibration keep;
+  keep.set("h100", ClusterKind::gemm, 1.5);
+  keep.set("h100", ClusterKind::conv, 0.8, MathUnit::tf32);
+  Calibration c = keep;
+  EXPECT_EQ(apply_fit("h100", fit, keep, c), 1);  // conv fp32 only
+  EXPECT_DOUBLE_EQ(c.factor("h100", ClusterKind::gemm), 1.5);
+  EXPECT_DOUBLE_EQ(c.factor("h100", ClusterKind::gemm, MathUnit::fp16_bf16), 1.5);
+  EXPECT_DOUBLE_EQ(c.factor("h100", ClusterKind::conv), 3.0);
+  EXPECT_DOUBLE_EQ(c.factor("h100", ClusterKind::conv, MathUnit::tf32), 0.8);
+}
+
+// The estimate of a variant takes its math unit's factor.
+TEST(CalibrationFit, EstimatesTakeTheFactorOfTheirMathUnit) {
+  const GpuCatalog catalog = GpuCatalog::builtin();
+  const GpuSpec& h100 = catalog.require("h100");
+  testing::ModelBuilder m;
+  m.input("a", {1024, 1024}).input("b", {1024, 1024});
+  m.node("MatMul", {"a", "b"}, "c", {1024, 1024});
+  const WorkloadShape s = analyze_workload(m.workload(ClusterKind::gemm));
+  Calibration c;
+  c.set("h100", ClusterKind::gemm, 2.0);
+  c.set("h100", ClusterKind::gemm, 0.5, MathUnit::fp16_bf16);
+  int seen_fp32 = 0, seen_fp16 = 0, seen_tf32 = 0;
+  for (const Variant& v : enumerate_variants(s, h100, SpaceOptions{{"fp32", "tf32", "fp16"}})) {
+    const double plain = estimate(s, v, h100).seconds;
+    if (!std::isfinite(plain)) continue;  // unfit on the GPU
+    const double ratio = estimate(s, v, h100, c).seconds / plain;
+    const double want = v.precision == "fp16" ? 0.5 : 2.0;  // tf32: no factor of its own
+    ASSERT_NEAR(ratio, want, 1e-12) << v.key();
+    (v.precision == "fp32" ? seen_fp32 : v.precision == "fp16" ? seen_fp16 : seen_tf32)++;
+  }
+  EXPECT_GT(seen_fp32, 0);
+  EXPECT_GT(seen_fp16, 0);
+  EXPECT_GT(seen_tf32, 0);
 }
 
 // ---------------------------------------------------------------- the DB query, both DBs
@@ -183,18 +257,39 @@ TEST_P(EstimatorRatiosTest, OkResultsWithAnEstimateOfOneGpuTypeAndSourceByKind) 
   add("w1", 32, real_, 0, 4, JobStatus::timeout);  // not ok
   add("w2", 64, real_, 5, 0);               // no estimate
 
+  constexpr MathUnit fp32 = MathUnit::fp32;
   const auto real = db_->estimator_ratios("h100", Source::real);
   ASSERT_EQ(real.size(), 2u);
-  EXPECT_EQ(sorted(real.at(ClusterKind::gemm)), (std::vector<double>{0.5, 1.0, 1.5}));
-  EXPECT_EQ(real.at(ClusterKind::conv), std::vector<double>{2.0});
+  EXPECT_EQ(sorted(real.at({ClusterKind::gemm, fp32})), (std::vector<double>{0.5, 1.0, 1.5}));
+  EXPECT_EQ(real.at({ClusterKind::conv, fp32}), std::vector<double>{2.0});
 
   const auto emulated = db_->estimator_ratios("h100", Source::emulated);
   ASSERT_EQ(emulated.size(), 1u);
-  EXPECT_EQ(emulated.at(ClusterKind::gemm), std::vector<double>{10.0});
+  EXPECT_EQ(emulated.at({ClusterKind::gemm, fp32}), std::vector<double>{10.0});
 
-  EXPECT_EQ(db_->estimator_ratios("a100", Source::real).at(ClusterKind::conv), std::vector<double>{3.0});
+  EXPECT_EQ(db_->estimator_ratios("a100", Source::real).at({ClusterKind::conv, fp32}),
+            std::vector<double>{3.0});
   EXPECT_TRUE(db_->estimator_ratios("a100", Source::emulated).empty());
   EXPECT_TRUE(db_->estimator_ratios("v100", Source::real).empty());
+}
+
+// Results of tensor-core variants go to their math unit (fp16 and bf16 share one), never to
+// the fp32 ratios of the same kind.
+TEST_P(EstimatorRatiosTest, RatiosAreKeptApartPerMathUnit) {
+  for (const char* path : {"tf32", "fp16", "bf16"}) {
+    Variant v = test_variant(128);
+    v.precision = path;
+    db_->commit_variant("w1", v, "hash");
+    Measurement m = test_measurement("w1", v, real_, path == std::string("tf32") ? 3 : 1, ++finished_);
+    m.estimate_us = 4;
+    ASSERT_TRUE(db_->commit_measurement(m));
+  }
+  add("w1", 32, real_, 8, 4);
+  const auto real = db_->estimator_ratios("h100", Source::real);
+  ASSERT_EQ(real.size(), 3u);
+  EXPECT_EQ(real.at({ClusterKind::gemm, MathUnit::fp32}), std::vector<double>{2.0});
+  EXPECT_EQ(real.at({ClusterKind::gemm, MathUnit::tf32}), std::vector<double>{0.75});
+  EXPECT_EQ(real.at({ClusterKind::gemm, MathUnit::fp16_bf16}), (std::vector<double>{0.25, 0.25}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Impl, EstimatorRatiosTest, ::testing::Values("memory", "sqlite"),
@@ -233,14 +328,30 @@ TEST(DcDbCalibration, PrintsTheFittedFactorPerKindWithItsCount) {
     }
     db->commit_variant("w2", test_variant(1), "h");
     db->commit_measurement(test_measurement("w2", test_variant(1), real, 2.0, ++t));
+    // Tensor-core results: 8 fp16/bf16 conv (1/4), 2 tf32 gemm, apart from the fp32 rows.
+    for (int64_t bm = 1; bm <= 8; ++bm) {
+      Variant v = test_variant(bm);
+      v.precision = bm % 2 ? "fp16" : "bf16";
+      db->commit_variant("w1", v, "h");
+      db->commit_measurement(test_measurement("w1", v, real, 1.0, ++t));
+    }
+    for (int64_t bm = 1; bm <= 2; ++bm) {
+      Variant v = test_variant(bm);
+      v.precision = "tf32";
+      db->commit_variant("w2", v, "h");
+      db->commit_measurement(test_measurement("w2", v, real, 40.0, ++t));
+    }
   }
   auto [rc, text] = run_dc_db("--db " + path + " calibration --gpu h100");
   EXPECT_EQ(rc, 0) << text;
   EXPECT_NE(text.find("calibration for h100 (real results)"), std::string::npos) << text;
-  EXPECT_NE(text.find("conv        9   1.500"), std::string::npos) << text;
-  EXPECT_NE(text.find("gemm        1       -  too few (a tune needs 8)"), std::string::npos) << text;
+  EXPECT_NE(text.find("conv  fp32             9   1.500"), std::string::npos) << text;
+  EXPECT_NE(text.find("conv  fp16/bf16        8   0.250"), std::string::npos) << text;
+  EXPECT_NE(text.find("gemm  fp32             1       -  too few (a tune needs 8)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("gemm  tf32             2       -  too few (a tune needs 8): the fp32 factor serves it"),
+            std::string::npos) << text;
   std::tie(rc, text) = run_dc_db("--db " + path + " calibration --gpu h100 --emulated");
-  EXPECT_NE(text.find("conv        9   0.500"), std::string::npos) << text;
+  EXPECT_NE(text.find("conv  fp32        9   0.500"), std::string::npos) << text;
   EXPECT_EQ(text.find("gemm"), std::string::npos) << text;
   std::tie(rc, text) = run_dc_db("--db " + path + " calibration --gpu a100");
   EXPECT_EQ(rc, 2);

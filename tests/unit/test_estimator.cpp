@@ -322,6 +322,25 @@ TEST(Prune, KeepsWithinFactorSortedWithTiesByKey) {
   EXPECT_THROW(prune(in, {1.5, 0}), UserError);
 }
 
+// The best variant of each math path within the factor survives the top-K cut, in place of
+// the last variant of the path that has several; one outside the factor does not.
+TEST(Prune, EachPathsBestWithinTheFactorSurvivesTopK) {
+  std::vector<ScoredVariant> in;
+  for (int i = 0; i < 5; ++i) {
+    in.push_back(scored("c" + std::to_string(i), 1.0 + 0.01 * i));
+    in.back().variant.precision = "fp32";
+  }
+  in.push_back(scored("t", 1.1));
+  in.back().variant.precision = "fp16";
+  in.push_back(scored("u", 2.0));
+  in.back().variant.precision = "tf32";
+  EXPECT_EQ(names(prune(in, {1.5, 3})), (std::vector<std::string>{"c0", "c1", "t"}));
+  EXPECT_EQ(names(prune(in, {1.5, 32})), (std::vector<std::string>{"c0", "c1", "c2", "c3", "c4", "t"}));
+  EXPECT_EQ(names(prune(in, {1.05, 3})), (std::vector<std::string>{"c0", "c1", "c2"}));
+  EXPECT_EQ(names(prune(in, {1.5, 1})), (std::vector<std::string>{"c0"}));  // nothing to replace
+  EXPECT_EQ(names(prune(in, {3.0, 3})), (std::vector<std::string>{"c0", "t", "u"}));
+}
+
 TEST(Prune, EqualTimesPreferMoreSlack) {
   // Same time (both DRAM-bound, say), but "z" leaves more of the other resources idle.
   ScoredVariant y = scored("y", 1.0), z = scored("z", 1.0);

@@ -244,7 +244,7 @@ TEST(RegisterEstimate, GemmMmaTracksPtxas) {
 // 64x64 warp tiles: ptxas needs all 255 registers and spills (tf32 and fp16, sm_80), so
 // the estimate is above 255 and the space drops them.
 TEST(RegisterEstimate, GemmMmaDropsSpillingWarpTiles) {
-  EXPECT_GT(gemm_mma_regs(64, 64, 0, 0, 128), 255);
+  EXPECT_GT(gemm_mma_regs(64, 64, 0, 0, 0, 128), 255);
   for (const char* p : {"tf32", "fp16"})
     for (const auto& v : enumerate_variants(bert_ffn(), a100(), SpaceOptions{{p}}))
       EXPECT_FALSE(v.param("warp_m") == 64 && v.param("warp_n") == 64) << v.key();
