@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -23,13 +24,19 @@
 
 namespace dc::testing {
 
-// One compile cache for the whole test binary (the in-process farm's executors), removed at
-// exit: a kernel compiled by one test is a cache hit in the next.
+// One compile cache for the in-process farms' executors: a kernel compiled by one test is a
+// cache hit in the next. ctest runs every test in a process of its own, so it names one folder
+// for the whole run (DC_TEST_COMPILE_CACHE, set in tests/CMakeLists.txt; the cache is keyed by
+// source, architecture and NVRTC version, and its writes are atomic, so tests running side by
+// side share it safely). Without it, a folder per process, removed at exit.
 inline std::string shared_compile_cache() {
   struct Dir {
-    std::string path = (std::filesystem::path(::testing::TempDir()) /
-                        ("dc-test-compile-cache-" + std::to_string(::getpid()))).string();
+    const char* given = std::getenv("DC_TEST_COMPILE_CACHE");
+    std::string path = given && *given ? std::string(given)
+                                       : (std::filesystem::path(::testing::TempDir()) /
+                                          ("dc-test-compile-cache-" + std::to_string(::getpid()))).string();
     ~Dir() {
+      if (given && *given) return;
       std::error_code ec;
       std::filesystem::remove_all(path, ec);
     }
