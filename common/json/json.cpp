@@ -143,7 +143,7 @@ class Parser {
       expect(':', "':' after an object key");
       skip_space();
       Value member = value(depth);
-      v.members.emplace_back(std::move(key), std::move(member));
+      v.members.push_back({std::move(key), std::move(member)});
       skip_space();
       if (peek() == '}') {
         ++pos_;
@@ -319,8 +319,8 @@ const char* type_name(Type t) {
 }
 
 const Value* Value::find(std::string_view key) const {
-  for (const auto& [k, v] : members)
-    if (k == key) return &v;
+  for (const auto& m : members)
+    if (m.key == key) return &m.value;
   return nullptr;
 }
 

@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 namespace dc::json {
@@ -24,13 +23,15 @@ namespace dc::json {
 enum class Type { null, boolean, number, string, array, object };
 const char* type_name(Type t);  // "null", "a boolean", "a number", ...
 
+struct Member;
+
 struct Value {
   Type type = Type::null;
   bool boolean = false;
   double number = 0;       // the number's value (-0 stays -0)
   std::string text;        // a string's decoded UTF-8; a number's literal as written
   std::vector<Value> items;                            // an array's elements
-  std::vector<std::pair<std::string, Value>> members;  // an object's, in document order
+  std::vector<Member> members;  // an object's, in document order
   int line = 0;            // where the value starts, from 1
   int column = 0;
 
@@ -39,6 +40,13 @@ struct Value {
   // A number literal without fraction or exponent ("-0", "42"): true and *out set when it
   // fits int64_t; false otherwise (then 1e3, 1.0 and 2^63 are not integers).
   bool integer(int64_t* out) const;
+};
+
+// A member of an object (a struct, not std::pair: a pair of an incomplete Value cannot be
+// declared inside Value: clang with libstdc++ 12 refuses it, and the fuzz build is clang).
+struct Member {
+  std::string key;
+  Value value;
 };
 
 struct ParseLimits {

@@ -27,8 +27,9 @@ TEST(Json, ScalarsAndContainers) {
   const json::Value v = parse(R"( {"a": [1, true, false, null, "x"], "b": {}, "c": []} )");
   ASSERT_EQ(v.type, json::Type::object);
   ASSERT_EQ(v.members.size(), 3u);
-  EXPECT_EQ(v.members[0].first, "a");  // document order kept
-  EXPECT_EQ(v.members[2].first, "c");
+  EXPECT_EQ(v.members[0].key, "a");  // document order kept
+  EXPECT_EQ(v.members[2].key, "c");
+  EXPECT_EQ(v.members[2].value.type, json::Type::array);
   const json::Value& a = *v.find("a");
   ASSERT_EQ(a.items.size(), 5u);
   EXPECT_EQ(a.items[0].type, json::Type::number);
