@@ -132,8 +132,7 @@ class Driver {
       gr.results += got.per_gpu_results[gi];
       gr.abandoned += got.abandoned[gi];
       for (const auto& [status, n] : got.by_status[gi]) gr.by_status[status] += n;
-      gr.busy_seconds += got.busy_seconds[gi];
-      gr.devices.insert(got.devices[gi].begin(), got.devices[gi].end());
+      for (const auto& [device, seconds] : got.busy_seconds[gi]) gr.device_busy_seconds[device] += seconds;
       gr.measure_seconds += got.seconds;
     }
     return got;

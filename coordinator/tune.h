@@ -100,14 +100,13 @@ struct GpuTuneResult {
   int64_t results = 0;                 // received in this run
   int64_t abandoned = 0;               // not sent or given up: no worker of the type
   std::map<JobStatus, int64_t> by_status;  // this run's results by class
-  // The devices' busy time (their run phases: check + timing) and how many devices sent
-  // results, over the measure stage's wall time: gpu_busy_fraction() (0 when unknown).
-  double busy_seconds = 0;
-  std::set<std::string> devices;
+  // Each device's busy time (its run phases: check + timing) by worker, for the devices
+  // that sent results, and the measure stage's wall time. busy_records() is what the DB
+  // stores (run_gpu_busy), gpu_busy_fraction() what the summary prints: the same figure.
+  std::map<std::string, double> device_busy_seconds;
   double measure_seconds = 0;
-  double gpu_busy_fraction() const {
-    return devices.empty() || measure_seconds <= 0 ? 0.0 : busy_seconds / (measure_seconds * static_cast<double>(devices.size()));
-  }
+  std::vector<GpuBusyRecord> busy_records(int64_t run_id) const;  // none when unknown
+  double gpu_busy_fraction() const { return dc::gpu_busy_fraction(busy_records(0)); }
   // Per workload (parallel to the workload set): best qualifying median and its variant,
   // over every result in the DB; 0 / "" when the workload has none.
   std::vector<double> best_us;

@@ -53,8 +53,7 @@ void accept(const Measurement& m, Dispatched& d, const std::vector<GpuTuneResult
   --d.per_gpu[gi];
   ++c.per_gpu_results[gi];
   ++c.by_status[gi][m.status];
-  c.busy_seconds[gi] += m.run_seconds;
-  c.devices[gi].insert(m.worker);
+  c.busy_seconds[gi][m.worker] += m.run_seconds;
   if (m.emulated != (gpus[gi].source == Source::emulated) && ledger.warned_source.insert(gi).second)
     spdlog::warn("{} results from {} devices arrive in a {} tune: they are kept but not used",
                  m.gpu_type, m.emulated ? "emulated" : "real", source_name(gpus[gi].source));
@@ -125,8 +124,7 @@ Collected collect(Dispatched& d, const std::vector<GpuTuneResult>& gpus, Farm& f
   c.per_gpu_results.assign(gpus.size(), 0);
   c.abandoned.assign(gpus.size(), 0);
   c.by_status.resize(gpus.size());
-  c.busy_seconds.assign(gpus.size(), 0);
-  c.devices.resize(gpus.size());
+  c.busy_seconds.resize(gpus.size());
   const auto t0 = Clock::now();
   std::map<size_t, Clock::time_point> workerless_since;
   auto last_status = Clock::now();

@@ -82,6 +82,7 @@ RunStatus record_plans(TuningDb& db, int64_t run_id, const ModelPlan& plan,
     p.measured_total_us = gr.measured_total_us;
     db.commit_plan(p);
   }
+  for (const auto& gr : gpus) db.commit_gpu_busy(gr.busy_records(run_id));
   const RunStatus status =
       interrupted ? RunStatus::interrupted : (complete ? RunStatus::ok : RunStatus::failed);
   db.end_run(run_id, status);
@@ -89,3 +90,15 @@ RunStatus record_plans(TuningDb& db, int64_t run_id, const ModelPlan& plan,
 }
 
 }  // namespace dc::tune_stage
+
+namespace dc {
+
+std::vector<GpuBusyRecord> GpuTuneResult::busy_records(int64_t run_id) const {
+  std::vector<GpuBusyRecord> out;
+  if (measure_seconds <= 0 || !gpu) return out;
+  for (const auto& [worker, busy] : device_busy_seconds)
+    out.push_back({run_id, gpu->name, worker, busy, measure_seconds});
+  return out;
+}
+
+}  // namespace dc

@@ -57,7 +57,7 @@ std::string tune_gpu_summary(const TuneResult& r, const GpuTuneResult& g) {
                    statuses(g.by_status, false));
   if (g.gpu_busy_fraction() > 0)
     s += fmt::format("GPU busy   {:.1f}% of the measure stage ({:.1f} s), over {} device(s)\n",
-                     100 * g.gpu_busy_fraction(), g.measure_seconds, g.devices.size());
+                     100 * g.gpu_busy_fraction(), g.measure_seconds, g.device_busy_seconds.size());
   s += fmt::format("in the DB  {} variants ok; failed, excluded: {}\n", g.ok_variants,
                    statuses(g.failed_variants, true));
   if (!g.seed_levels.empty()) {

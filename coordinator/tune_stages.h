@@ -144,8 +144,7 @@ struct Collected {
   int64_t results = 0;                                  // committed (late ones included)
   std::vector<int64_t> per_gpu_results, abandoned;      // per GPU index
   std::vector<std::map<JobStatus, int64_t>> by_status;  // per GPU index
-  std::vector<double> busy_seconds;                     // per GPU index: devices' run phases
-  std::vector<std::set<std::string>> devices;           // per GPU index: that sent results
+  std::vector<std::map<std::string, double>> busy_seconds;  // per GPU index, per device: run phases
   double seconds = 0;                                   // the collect loop's wall time
   bool interrupted = false;
   size_t outstanding = 0;  // left when interrupted

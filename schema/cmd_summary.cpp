@@ -183,7 +183,8 @@ int cmd_models(const std::string& db, const std::vector<std::string>& args) {
 int cmd_runs(const std::string& db, const std::vector<std::string>& args) {
   if (!parse_options(args, help_only("dc-db runs: tuning runs with their plans"))) return kExitOk;
   sqlite::Connection conn = open_for_reading(db);
-  Table t({">id", "model", "precision", "gpu types", "host", "started", ">duration", "status", "plans"});
+  Table t({">id", "model", "precision", "gpu types", "host", "started", ">duration", "status", "plans",
+           "GPU busy"});
   std::vector<std::vector<std::string>> rows;
   {
     sqlite::Query q = conn.query(
@@ -195,7 +196,7 @@ int cmd_runs(const std::string& db, const std::vector<std::string>& args) {
       rows.push_back({std::to_string(q.int64(0)), q.text(1), q.text(7), q.text(2), q.text(3),
                       format_time(started),
                       ended ? fmt::format("{:.1f} s", (ended - started) / 1000.0) : "-",
-                      q.text(6) == "running" ? "running (or killed)" : q.text(6), ""});
+                      q.text(6) == "running" ? "running (or killed)" : q.text(6), "", ""});
     }
   }
   for (auto& r : rows) {
@@ -209,6 +210,16 @@ int cmd_runs(const std::string& db, const std::vector<std::string>& args) {
                            p.int64(1) ? " emulated" : "", format_us(p.real(2)),
                            format_us(p.real(3)));
     r[8] = plans.empty() ? "-" : plans;
+    // The tune summary's "GPU busy" figure, as stored (migration 0005).
+    sqlite::Query b = conn.query(
+        "SELECT gpu_type, busy_fraction, devices FROM run_gpu_busy_fraction WHERE run_id = ? "
+        "ORDER BY gpu_type");
+    b.bind(1, static_cast<int64_t>(std::stoll(r[0])));
+    std::string busy;
+    while (b.step())
+      busy += fmt::format("{}{}: {:.1f}% over {} device(s)", busy.empty() ? "" : "; ", b.text(0),
+                          100 * b.real(1), b.int64(2));
+    r[9] = busy.empty() ? "-" : busy;
     t.add(r);
   }
   if (t.empty()) {

@@ -112,6 +112,18 @@ class MemoryDb final : public TuningDb {
     plans_[{plan.run_id, plan.gpu_type}] = plan;
   }
 
+  void commit_gpu_busy(const std::vector<GpuBusyRecord>& records) override {
+    std::lock_guard lock(mu_);
+    for (const auto& r : records) {
+      require_run(r.run_id);
+      require_gpu(r.gpu_type);
+      DC_INTERNAL_CHECK(workers_.count(r.worker), "busy record of unknown worker '", r.worker, "'");
+      DC_INTERNAL_CHECK(r.busy_seconds >= 0 && r.measure_seconds > 0, "busy record of worker '",
+                        r.worker, "': ", r.busy_seconds, " s busy over ", r.measure_seconds, " s");
+      gpu_busy_[{r.run_id, r.gpu_type, r.worker}] = r;
+    }
+  }
+
   bool has_measurement(const std::string& workload, const std::string& variant_key,
                        const std::string& gpu_type, Source source,
                        const std::string& nvrtc_major) const override {
@@ -217,6 +229,14 @@ class MemoryDb final : public TuningDb {
     return out;
   }
 
+  std::vector<GpuBusyRecord> gpu_busy(int64_t run_id) const override {
+    std::lock_guard lock(mu_);
+    std::vector<GpuBusyRecord> out;
+    for (const auto& [key, r] : gpu_busy_)
+      if (std::get<0>(key) == run_id) out.push_back(r);
+    return out;
+  }
+
  private:
   // The measurements of one workload on one GPU type, in commit order.
   std::vector<const Measurement*> of(const std::string& workload, const std::string& gpu) const {
@@ -251,6 +271,7 @@ class MemoryDb final : public TuningDb {
   std::set<std::tuple<std::string, std::string, std::string, std::string, int64_t>> job_ids_;
   std::vector<RunRecord> runs_;
   std::map<std::pair<int64_t, std::string>, PlanRecord> plans_;
+  std::map<std::tuple<int64_t, std::string, std::string>, GpuBusyRecord> gpu_busy_;
 };
 
 }  // namespace

@@ -91,6 +91,15 @@ const Step kSteps[] = {
      "JOIN src.tuning_runs sr ON sr.id = p.run_id "
      "JOIN main.tuning_runs dr ON dr.uid = sr.uid "
      "WHERE true ORDER BY p.id ON CONFLICT(run_id, gpu_type) DO NOTHING"},
+    {nullptr,
+     "INSERT INTO main.run_gpu_busy(run_id, gpu_type, worker_id, busy_seconds, "
+     "measure_seconds) SELECT dr.id, b.gpu_type, dw.id, b.busy_seconds, b.measure_seconds "
+     "FROM src.run_gpu_busy b "
+     "JOIN src.tuning_runs sr ON sr.id = b.run_id "
+     "JOIN main.tuning_runs dr ON dr.uid = sr.uid "
+     "JOIN src.workers sw ON sw.id = b.worker_id "
+     "JOIN main.workers dw ON dw.name = sw.name "
+     "WHERE true ORDER BY b.rowid ON CONFLICT(run_id, gpu_type, worker_id) DO NOTHING"},
 };
 
 // A file that a crash, a disk fault or a hand edit left inconsistent is the user's to repair:

@@ -1,5 +1,6 @@
 #include "records.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include "ir/error.h"
 #include "ir/json_writer.h"
 #include "ir/precision.h"
+#include "tuning_db.h"
 
 namespace dc {
 
@@ -183,6 +185,16 @@ Measurement checked_measurement(const Measurement& m) {
   Measurement out = m;
   if (std::isnan(out.max_rel_error)) out.max_rel_error = std::numeric_limits<double>::infinity();
   return out;
+}
+
+double gpu_busy_fraction(const std::vector<GpuBusyRecord>& devices_of_one_gpu_type) {
+  double busy = 0, measure = 0;
+  for (const auto& r : devices_of_one_gpu_type) {
+    busy += r.busy_seconds;
+    measure = std::max(measure, r.measure_seconds);
+  }
+  if (measure <= 0) return 0;
+  return busy / (measure * static_cast<double>(devices_of_one_gpu_type.size()));
 }
 
 }  // namespace dc

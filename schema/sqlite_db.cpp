@@ -250,6 +250,24 @@ class SqliteDb final : public TuningDb {
     tx.commit();
   }
 
+  void commit_gpu_busy(const std::vector<GpuBusyRecord>& records) override {
+    auto tx = write("record the GPU busy time of a tuning run");
+    for (const auto& r : records) {
+      require_gpu(r.gpu_type);
+      DC_INTERNAL_CHECK(r.busy_seconds >= 0 && r.measure_seconds > 0, "busy record of worker '",
+                        r.worker, "': ", r.busy_seconds, " s busy over ", r.measure_seconds, " s");
+      conn_.query(
+               "INSERT INTO run_gpu_busy(run_id, gpu_type, worker_id, busy_seconds, "
+               "measure_seconds) SELECT ?1, ?2, w.id, ?4, ?5 FROM workers w WHERE w.name = ?3 "
+               "ON CONFLICT(run_id, gpu_type, worker_id) DO UPDATE SET "
+               "busy_seconds = excluded.busy_seconds, measure_seconds = excluded.measure_seconds")
+          .bind_all(r.run_id, r.gpu_type, r.worker, r.busy_seconds, r.measure_seconds)
+          .run();
+      DC_INTERNAL_CHECK(conn_.changes() == 1, "busy record of unknown worker '", r.worker, "'");
+    }
+    tx.commit();
+  }
+
   bool has_measurement(const std::string& workload, const std::string& variant_key,
                        const std::string& gpu_type, Source source,
                        const std::string& nvrtc_major) const override {
@@ -396,6 +414,17 @@ class SqliteDb final : public TuningDb {
       r.info.gpu_types.clear();
       while (q.step()) r.info.gpu_types.push_back(q.text(0));
     }
+    return out;
+  }
+
+  std::vector<GpuBusyRecord> gpu_busy(int64_t run_id) const override {
+    std::lock_guard lock(mu_);
+    sqlite::Query q = conn_.query(
+        "SELECT b.gpu_type, w.name, b.busy_seconds, b.measure_seconds FROM run_gpu_busy b "
+        "JOIN workers w ON w.id = b.worker_id WHERE b.run_id = ? ORDER BY b.gpu_type, w.name");
+    q.bind(1, run_id);
+    std::vector<GpuBusyRecord> out;
+    while (q.step()) out.push_back({run_id, q.text(0), q.text(1), q.real(2), q.real(3)});
     return out;
   }
 

@@ -105,6 +105,20 @@ struct PlanRecord {
   std::string precision = "fp32";  // the plan's precision
 };
 
+// One device's share of a tuning run's measure stage (table run_gpu_busy, migration 0005).
+struct GpuBusyRecord {
+  int64_t run_id = 0;
+  std::string gpu_type;
+  std::string worker;          // the device's worker name (committed before)
+  double busy_seconds = 0;     // its run phases (check + timing) for the run's jobs
+  double measure_seconds = 0;  // the wall time of the run's measure stage (> 0)
+};
+
+// THE GPU busy fraction of a GPU type in a run: the devices' busy seconds over (measure
+// seconds x devices); 0 for no records. The tune summary prints it and `dc-db runs` shows
+// it from the DB (the run_gpu_busy_fraction view computes the same).
+double gpu_busy_fraction(const std::vector<GpuBusyRecord>& devices_of_one_gpu_type);
+
 // Filters for query(); unset fields match everything. Results are in the order of
 // finished time, then of commit.
 struct MeasurementQuery {
@@ -173,6 +187,8 @@ class TuningDb {
   virtual int64_t begin_run(const RunInfo& run) = 0;
   virtual void end_run(int64_t run_id, RunStatus status) = 0;
   virtual void commit_plan(const PlanRecord& plan) = 0;  // replaces the run's plan for the GPU
+  // Replaces the run's busy record of each (GPU type, worker) given.
+  virtual void commit_gpu_busy(const std::vector<GpuBusyRecord>& records) = 0;
 
   // ---- queries
   // True if this variant has a final result (any status but worker_lost, which says
@@ -204,6 +220,7 @@ class TuningDb {
   virtual std::vector<GpuTypeRecord> gpu_types() const = 0;  // by name
   virtual std::vector<RunRecord> runs() const = 0;           // by id
   virtual std::vector<PlanRecord> plans(int64_t run_id) const = 0;  // by GPU type
+  virtual std::vector<GpuBusyRecord> gpu_busy(int64_t run_id) const = 0;  // by GPU type, worker
 
   // THE definition of "best variant" (schema/best_variants.cpp, docs/tuning-db.md): tune's
   // selection, `dc-db best`, `dc-db compare`, `dc-db models`/`summary` and the report all ask

@@ -46,3 +46,21 @@ echo "$(printf '%s\n' "$syms" | grep -c '^dcrt_') dcrt_ symbols exported"
 ]=] ${DC_NM} $<TARGET_FILE:dcrt>)
   set_tests_properties(dcrt_exports_only_the_c_api PROPERTIES LABELS unit)
 endif()
+
+# libdcrt.so is deployed into applications: it must not need the farm's libraries (issue 13).
+# readelf -d lists its DT_NEEDED entries (direct), ldd the whole closure (indirect too);
+# neither may name yaml-cpp, ZeroMQ or protobuf.
+find_program(DC_READELF readelf)
+find_program(DC_LDD ldd)
+if(DC_READELF AND DC_LDD)
+  add_test(NAME dcrt_needs_no_farm_libraries COMMAND bash -c [=[
+needed="$("$0" -d "$2" | grep '(NEEDED)')" || { echo "readelf found no DT_NEEDED in $2"; exit 1; }
+closure="$("$1" "$2")" || { echo "ldd failed on $2"; exit 1; }
+printf '%s\n' "$needed"
+printf '%s\n%s\n' "$needed" "$closure" | grep -q 'libstdc++' || { echo "no libstdc++: wrong file?"; exit 1; }
+bad="$(printf '%s\n%s\n' "$needed" "$closure" | grep -Ei 'yaml|zmq|protobuf' || true)"
+[ -z "$bad" ] || { echo "libdcrt.so needs a farm library:"; printf '%s\n' "$bad"; exit 1; }
+echo "no yaml-cpp, ZeroMQ or protobuf"
+]=] ${DC_READELF} ${DC_LDD} $<TARGET_FILE:dcrt>)
+  set_tests_properties(dcrt_needs_no_farm_libraries PROPERTIES LABELS unit)
+endif()

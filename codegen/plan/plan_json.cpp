@@ -1,16 +1,15 @@
 // plan.json both ways. Written with JsonWriter, one tensor / module / step per line so that
-// a reader can grep and diff it; read with yaml-cpp (JSON is YAML) through a small typed
-// accessor that names the field path in every message ("steps[3].module: expected an
-// integer"). Unknown keys are ignored: a version only ever adds fields.
-#include <charconv>
+// a reader can grep and diff it; read with dc's strict JSON reader (common/json, so that
+// libdcrt needs no yaml-cpp) through a small typed accessor that names the field path in
+// every message ("steps[3].module: expected an integer"). Unknown keys are ignored: a
+// version only ever adds fields.
 #include <cmath>
 #include <optional>
 #include <sstream>
 
-#include <yaml-cpp/yaml.h>
-
 #include "ir/error.h"
 #include "ir/json_writer.h"
+#include "json/json.h"
 #include "plan_format.h"
 
 namespace dc {
@@ -145,44 +144,41 @@ void write_file_sum(JsonWriter& w, const FileSum& f) {
 // A plan.json value with its field path, for messages.
 class Field {
  public:
-  Field(YAML::Node node, std::string path, const std::string& file)
-      : node_(std::move(node)), path_(std::move(path)), file_(file) {}
+  Field(const json::Value* node, std::string path, const std::string& file)
+      : node_(node), path_(std::move(path)), file_(file) {}
 
   [[noreturn]] void fail(const std::string& problem) const {
-    throw_user_error(file_, ": ", path_.empty() ? "" : path_ + ": ", problem);
+    throw_user_error(file_, ": ", path_.empty() ? "" : path_ + ": ", problem, " (line ",
+                     node_->line, ", column ", node_->column, ")");
   }
 
-  bool has(const char* key) const { return node_.IsMap() && node_[key]; }
+  bool has(const char* key) const { return node_->type == json::Type::object && node_->find(key); }
   Field operator[](const char* key) const {
-    if (!node_.IsMap()) fail("expected an object");
+    if (node_->type != json::Type::object) fail("expected an object");
     const std::string path = path_.empty() ? key : path_ + "." + key;
-    YAML::Node child = node_[key];
-    if (!child) Field(child, path, file_).fail("missing");
+    const json::Value* child = node_->find(key);
+    if (!child) Field(node_, path, file_).fail("missing");
     return Field(child, path, file_);
   }
   std::vector<Field> items() const {
-    if (!node_.IsSequence()) fail("expected an array");
+    if (node_->type != json::Type::array) fail("expected an array");
     std::vector<Field> out;
-    for (size_t i = 0; i < node_.size(); ++i)
-      out.emplace_back(node_[i], path_ + "[" + std::to_string(i) + "]", file_);
+    for (size_t i = 0; i < node_->items.size(); ++i)
+      out.emplace_back(&node_->items[i], path_ + "[" + std::to_string(i) + "]", file_);
     return out;
   }
 
   std::string str() const {
-    if (!node_.IsScalar() || node_.Tag() != "!") fail("expected a string");
-    return node_.Scalar();
+    if (node_->type != json::Type::string) fail("expected a string");
+    return node_->text;
   }
   bool boolean() const {
-    const std::string s = plain("true or false");
-    if (s == "true") return true;
-    if (s == "false") return false;
-    fail("expected true or false");
+    if (node_->type != json::Type::boolean) fail("expected true or false");
+    return node_->boolean;
   }
   int64_t i64() const {
-    const std::string s = plain("an integer");
     int64_t v = 0;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || end != s.data() + s.size()) fail("expected an integer");
+    if (!node_->integer(&v)) fail("expected an integer");
     return v;
   }
   int i32() const {
@@ -191,11 +187,8 @@ class Field {
     return static_cast<int>(v);
   }
   double number() const {
-    const std::string s = plain("a number");
-    double v = 0;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v)) fail("expected a number");
-    return v;
+    if (node_->type != json::Type::number) fail("expected a number");
+    return node_->number;
   }
 
   std::vector<int64_t> i64s() const { return map_items<int64_t>(&Field::i64); }
@@ -230,11 +223,6 @@ class Field {
   }
 
  private:
-  // The text of an unquoted scalar (a JSON number, true, false).
-  std::string plain(const char* expected) const {
-    if (!node_.IsScalar() || node_.Tag() != "?") fail(std::string("expected ") + expected);
-    return node_.Scalar();
-  }
   template <class T>
   std::vector<T> map_items(T (Field::*get)() const) const {
     std::vector<T> out;
@@ -242,7 +230,7 @@ class Field {
     return out;
   }
 
-  YAML::Node node_;
+  const json::Value* node_;
   std::string path_;
   const std::string& file_;
 };
@@ -405,18 +393,10 @@ std::string plan_json_text(const ExecPlan& p, const PlanFiles& files) {
 }
 
 ExecPlan parse_plan_json(const std::string& text, const std::string& file, PlanFiles* files) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw_user_error(file, ": not valid JSON: ", e.msg, " (line ", e.mark.line + 1, ")");
-  }
-  DC_USER_CHECK(root.IsMap(), file, ": not valid JSON: expected an object");
-  try {
-    return read_plan_fields(Field(root, "", file), files);
-  } catch (const YAML::Exception& e) {  // a shape of document the accessors did not foresee
-    throw_user_error(file, ": malformed: ", e.msg);
-  }
+  const json::Value root = json::parse(text, file);
+  DC_USER_CHECK(root.type == json::Type::object, file, ": expected a JSON object, found ",
+                json::type_name(root.type));
+  return read_plan_fields(Field(&root, "", file), files);
 }
 
 }  // namespace dc

@@ -1,10 +1,10 @@
-// The table of known GPU types (common/gpu/gpus.yaml, embedded in the binary) and the
-// mapping from a device, as CUDA reports it, to one of them. docs/gpus.md explains the
+// The table of known GPU types (common/gpu/gpus.yaml, compiled into the binary as C++ at
+// build time by gen_gpu_table, so that reading it needs no YAML parser) and the mapping
+// from a device, as CUDA reports it, to one of them. docs/gpus.md explains the
 // matching rule and the generic fallback for devices the table does not know.
 #pragma once
 
 #include <cstdint>
-#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,11 +44,11 @@ double dram_bandwidth_gbs(double memory_clock_khz, int bus_width_bits);
 
 class GpuCatalog {
  public:
-  // The table compiled into the binary from common/gpu/gpus.yaml.
+  // The table compiled into the binary from common/gpu/gpus.yaml (defined in the generated
+  // gpus_table.cpp).
   static GpuCatalog builtin();
-  // `origin` names the text in error messages (a path, "built-in gpus.yaml").
-  static GpuCatalog from_yaml_text(const std::string& text, const std::string& origin);
-  static GpuCatalog from_file(const std::filesystem::path& path);
+  // A table of already checked specs (gpu_catalog_yaml.h reads and checks a YAML one).
+  static GpuCatalog from_specs(std::vector<GpuSpec> specs);
 
   const GpuSpec* find(std::string_view canonical_name) const;  // nullptr if unknown
   // Like find, but a UserError listing the known names when unknown.

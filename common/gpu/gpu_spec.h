@@ -45,6 +45,9 @@ struct GpuSpec {
   double launch_overhead_us = 3.0;       // host launch + kernel ramp, a modelling constant
   bool generic = false;                  // built from a device's report, not from the table
 
+  // Every field equal: the generated table against gpus.yaml (test_gpu_catalog.cpp).
+  bool operator==(const GpuSpec&) const = default;
+
   double clock_hz() const { return boost_clock_mhz * 1e6; }
   // Peak FP32 FLOP/s on CUDA cores (FMA = 2 FLOPs).
   double fp32_peak_flops() const { return 2.0 * fp32_lanes_per_sm * sm_count * clock_hz(); }

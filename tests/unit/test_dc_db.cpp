@@ -96,6 +96,7 @@ class DcDb : public ::testing::Test {
     db->commit_plan({run, "h100", Source::real,
                      {{"c0", "wa", conv32_.key(), 4, 8}, {"c1", "wb", gemm128_.key(), 5, 5}},
                      25, 29, "fp32"});
+    db->commit_gpu_busy({{run, "h100", h100.name, 6, 8}, {run, "h100", emu.name, 4, 8}});
     db->end_run(run, RunStatus::ok);
   }
 
@@ -188,6 +189,7 @@ TEST_F(DcDb, ModelsWorkloadsRuns) {
   EXPECT_TRUE(has(run, "coordhost") && has(run, " ok ") &&
               has(run, "h100: 29.00 us (est. 25.00 us)"))
       << o.text;
+  EXPECT_TRUE(has(run, "h100: 62.5% over 2 device(s)")) << o.text;  // (6 + 4) / (8 x 2)
 }
 
 TEST_F(DcDb, ExportCsvAndJson) {

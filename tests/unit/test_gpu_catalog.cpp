@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "gpu/gpu_catalog.h"
+#include "gpu/gpu_catalog_yaml.h"
 #include "ir/error.h"
 #include "testing.h"
 
@@ -352,11 +353,11 @@ std::string replace(std::string text, const std::string& from, const std::string
 }
 
 std::string load_error(const std::string& yaml) {
-  return user_error_of([&] { GpuCatalog::from_yaml_text(yaml, "test.yaml"); });
+  return user_error_of([&] { gpu_catalog_from_yaml(yaml, "test.yaml"); });
 }
 
 TEST(GpuCatalog, GoodEntryLoads) {
-  const GpuCatalog c = GpuCatalog::from_yaml_text(std::string("gpus:") + kGoodEntry, "t");
+  const GpuCatalog c = gpu_catalog_from_yaml(std::string("gpus:") + kGoodEntry, "t");
   ASSERT_EQ(c.all().size(), 1u);
   const GpuSpec& g = c.all()[0];
   EXPECT_EQ(g.name, "x1");
@@ -364,7 +365,7 @@ TEST(GpuCatalog, GoodEntryLoads) {
   EXPECT_EQ(g.cc_minor, 0);
   EXPECT_DOUBLE_EQ(g.launch_overhead_us, 3.0);  // optional, defaulted
   EXPECT_DOUBLE_EQ(g.fp32_peak_flops(), 2.0 * 64 * 10 * 1e9);
-  const GpuCatalog with_overhead = GpuCatalog::from_yaml_text(
+  const GpuCatalog with_overhead = gpu_catalog_from_yaml(
       std::string("gpus:") + kGoodEntry + "    launch_overhead_us: 5.5\n", "t");
   EXPECT_DOUBLE_EQ(with_overhead.all()[0].launch_overhead_us, 5.5);
 }
@@ -417,12 +418,30 @@ TEST(GpuCatalog, ErrorsNameTheLine) {
   EXPECT_EQ(err.rfind("test.yaml:7: GPU 'x1'", 0), 0u) << err;
 }
 
-TEST(GpuCatalog, FileAndBuiltinAgree) {
+// The built-in table is C++ generated from gpus.yaml at build time (gen_gpu_table): every
+// field of every GPU must equal what the YAML reader makes of the file, in the same order.
+TEST(GpuCatalog, BuiltinTableEqualsGpusYaml) {
   const GpuCatalog from_file =
-      GpuCatalog::from_file(std::string(DC_SOURCE_DIR) + "/common/gpu/gpus.yaml");
-  EXPECT_EQ(from_file.names(), table().names());
+      gpu_catalog_from_file(std::string(DC_SOURCE_DIR) + "/common/gpu/gpus.yaml");
+  ASSERT_EQ(from_file.all().size(), table().all().size());
+  for (size_t i = 0; i < table().all().size(); ++i) {
+    const GpuSpec& yaml = from_file.all()[i];
+    const GpuSpec& built = table().all()[i];
+    EXPECT_TRUE(yaml == built) << "GPU #" << i + 1 << " '" << yaml.name << "' differs from the "
+                               << "generated '" << built.name << "': rebuild, or fix gen_gpu_table";
+    // Spot checks that a wrong operator== could not hide.
+    EXPECT_EQ(yaml.name, built.name);
+    EXPECT_EQ(yaml.device_patterns, built.device_patterns);
+    EXPECT_EQ(yaml.boost_clock_mhz, built.boost_clock_mhz);
+    EXPECT_EQ(yaml.tc_tf32_flops_per_sm_clk, built.tc_tf32_flops_per_sm_clk);
+    EXPECT_EQ(yaml.smem_reserved_per_block, built.smem_reserved_per_block);
+  }
   EXPECT_EQ(from_file.require("h200").sm_count, 132);
-  EXPECT_NE(user_error_of([] { GpuCatalog::from_file("/nonexistent/gpus.yaml"); })
+  // operator== sees a one-field change (so the loop above can fail).
+  GpuSpec changed = table().require("h100");
+  changed.launch_overhead_us += 0.5;
+  EXPECT_FALSE(changed == table().require("h100"));
+  EXPECT_NE(user_error_of([] { gpu_catalog_from_file("/nonexistent/gpus.yaml"); })
                 .find("cannot read GPU table '/nonexistent/gpus.yaml'"),
             std::string::npos);
 }

@@ -333,7 +333,9 @@ TEST_F(PlanIo, PlanJsonNotJson) {
   spit(dir_ / "plan.json", "{\"format\": ]");
   expect_read_error({"plan.json", "not valid JSON"});
   spit(dir_ / "plan.json", "just some text");
-  expect_read_error({"plan.json", "not valid JSON: expected an object"});
+  expect_read_error({"plan.json:1:1: not valid JSON: expected a JSON value, found 'j'"});
+  spit(dir_ / "plan.json", "[1, 2]");
+  expect_read_error({"plan.json: expected a JSON object, found an array"});
 }
 
 TEST_F(PlanIo, PlanJsonTruncated) {

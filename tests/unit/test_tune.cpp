@@ -11,6 +11,8 @@
 #include <sstream>
 #include <tuple>
 
+#include <fmt/format.h>
+
 #include "farm_inprocess.h"
 #include "farm_testing.h"
 #include "generate.h"
@@ -21,6 +23,7 @@
 #include "progress.h"
 #include "sqlite.h"
 #include "tune.h"
+#include "tune_report.h"
 #include "tuning_db_testing.h"
 
 namespace dc {
@@ -386,6 +389,31 @@ TEST(Tune, ResumesAfterACrashWithoutLossOrDuplicates) {
   EXPECT_EQ(row_count(*db), e.jobs.size());
   sqlite::Connection conn(path, true);
   EXPECT_EQ(conn.scalar_int("SELECT count(*) FROM measurements"), static_cast<int64_t>(e.jobs.size()));
+  // The GPU busy fraction the summary printed is the one stored (migration 0005): one row
+  // per device that sent results; the crashed run recorded none. (The in-process farm's
+  // threads report no run phase, so the figures are 0 here; DcDb.ModelsWorkloadsRuns and
+  // TuningDbTest.GpuBusyRecords* check non-zero ones.)
+  const GpuTuneResult& g = r.gpus[0];
+  ASSERT_EQ(db->runs().size(), 2u);
+  EXPECT_TRUE(db->gpu_busy(db->runs()[0].id).empty());
+  const auto busy = db->gpu_busy(db->runs()[1].id);
+  ASSERT_EQ(busy.size(), g.device_busy_seconds.size());
+  ASSERT_GE(busy.size(), 1u);
+  for (const auto& b : busy) {
+    EXPECT_EQ(b.busy_seconds, g.device_busy_seconds.at(b.worker));
+    EXPECT_EQ(b.measure_seconds, g.measure_seconds);
+    EXPECT_GT(b.measure_seconds, 0);
+  }
+  EXPECT_DOUBLE_EQ(gpu_busy_fraction(busy), g.gpu_busy_fraction());
+  sqlite::Query stored = conn.query("SELECT busy_fraction FROM run_gpu_busy_fraction WHERE run_id = ?");
+  stored.bind(1, db->runs()[1].id);
+  ASSERT_TRUE(stored.step());
+  EXPECT_DOUBLE_EQ(stored.real(0), g.gpu_busy_fraction());
+  const std::string summary = tune_gpu_summary(r, g);
+  const std::string line = fmt::format("GPU busy   {:.1f}% of the measure stage", 100 * stored.real(0));
+  if (g.gpu_busy_fraction() > 0) {
+    EXPECT_NE(summary.find(line), std::string::npos) << summary;
+  }
   sqlite::Query q = conn.query("PRAGMA integrity_check");
   ASSERT_TRUE(q.step());
   EXPECT_EQ(q.text(0), "ok");

@@ -410,6 +410,29 @@ TEST_P(TuningDbTest, ConcurrentCommitsAllLand) {
   EXPECT_EQ(db_->query({}).size(), 200u);
 }
 
+TEST_P(TuningDbTest, GpuBusyRecordsRoundTripAndGiveTheFraction) {
+  const int64_t model = db_->commit_model("bert", std::string(64, 'c'));
+  const int64_t run = db_->begin_run({model, {"h100", "a100"}, "{}", "coord"});
+  EXPECT_TRUE(db_->gpu_busy(run).empty());
+  db_->commit_gpu_busy({{run, "h100", real_.name, 6, 8}, {run, "h100", emu_.name, 3, 8},
+                        {run, "a100", a100_worker_.name, 2, 8}});
+  db_->commit_gpu_busy({{run, "h100", emu_.name, 4, 8}});  // the same device again: replaced
+  const auto busy = db_->gpu_busy(run);
+  ASSERT_EQ(busy.size(), 3u);  // by GPU type, then worker
+  EXPECT_EQ(busy[0].gpu_type, "a100");
+  EXPECT_EQ(busy[1].worker, emu_.name);
+  EXPECT_EQ(busy[1].busy_seconds, 4);
+  EXPECT_EQ(busy[2].worker, real_.name);
+  EXPECT_EQ(busy[2].measure_seconds, 8);
+  // (6 + 4) s busy over 8 s x 2 devices.
+  EXPECT_DOUBLE_EQ(gpu_busy_fraction({busy[1], busy[2]}), 0.625);
+  EXPECT_DOUBLE_EQ(gpu_busy_fraction({busy[0]}), 0.25);
+  EXPECT_EQ(gpu_busy_fraction({}), 0);
+  EXPECT_THROW(db_->commit_gpu_busy({{run, "h100", "nobody", 1, 8}}), InternalError);
+  EXPECT_THROW(db_->commit_gpu_busy({{run, "h100", real_.name, 1, 0}}), InternalError);
+  EXPECT_EQ(db_->gpu_busy(run).size(), 3u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Impl, TuningDbTest, ::testing::Values("memory", "sqlite"),
                          [](const auto& p) { return p.param; });
 
@@ -472,6 +495,40 @@ TEST(SqliteTuningDb, MigratesFromEachOlderVersion) {
     fill(*db, 3);
     EXPECT_EQ(db->query({}).size(), 3u) << "from version " << v;
   }
+}
+
+// Migration 0005 on a DB of schema version 4 that holds a finished run: the run stays, it
+// has no busy records, and records of a new run land in the table and its view.
+TEST(SqliteTuningDb, Migration5AddsGpuBusyToAnOldDb) {
+  testing::TempDir dir;
+  const std::string path = dir.file("v4.db");
+  int64_t old_run = 0;
+  {
+    auto db = open_tuning_db(path);
+    fill(*db, 3);
+    const int64_t model = db->commit_model("m", std::string(64, 'a'));
+    old_run = db->begin_run({model, {"h100"}, "{}", "coord"});
+    db->end_run(old_run, RunStatus::ok);
+  }
+  {  // back to version 4: what a DB written before 0005 holds
+    sqlite::Connection conn(path, false);
+    conn.exec("DROP VIEW run_gpu_busy_fraction; DROP TABLE run_gpu_busy; PRAGMA user_version = 4");
+  }
+  EXPECT_THROW(open_tuning_db(path, true), UserError);  // read-only: asks for the migration
+  auto db = open_tuning_db(path);
+  EXPECT_EQ(sqlite::Connection(path, true).scalar_int("PRAGMA user_version"), 5);
+  ASSERT_EQ(db->runs().size(), 1u);
+  EXPECT_EQ(db->runs()[0].status, RunStatus::ok);
+  EXPECT_EQ(db->query({}).size(), 3u);
+  EXPECT_TRUE(db->gpu_busy(old_run).empty());
+  const int64_t run = db->begin_run({db->runs()[0].info.model_id, {"h100"}, "{}", "coord"});
+  db->commit_gpu_busy({{run, "h100", test_worker("node1", "h100", false).name, 1.5, 2}});
+  sqlite::Connection conn(path, true);
+  EXPECT_EQ(conn.scalar_int("SELECT count(*) FROM run_gpu_busy_fraction"), 1);
+  sqlite::Query q = conn.query("SELECT busy_fraction, devices FROM run_gpu_busy_fraction");
+  ASSERT_TRUE(q.step());
+  EXPECT_DOUBLE_EQ(q.real(0), 0.75);
+  EXPECT_EQ(q.int64(1), 1);
 }
 
 TEST(SqliteTuningDb, MigrationsKeepDataAndRollBackWhenOneFails) {
@@ -711,6 +768,7 @@ class TuningDbMerge : public ::testing::Test {
     b->commit_model_workloads(model, {{test_workload("w1"), 2}, {test_workload("w2", ClusterKind::conv), 1}});
     const int64_t run = b->begin_run({model, {"a100"}, "{}", "farm-b", "fp32"});
     b->commit_plan({run, "a100", Source::real, {{"c0", "w1", test_variant(64).key(), 5, 7}}, 5, 7, "fp32"});
+    b->commit_gpu_busy({{run, "a100", remote_.name, 3, 4}});
     b->end_run(run, RunStatus::ok);
   }
 
@@ -758,6 +816,11 @@ TEST_F(TuningDbMerge, BringsNewRecordsWithProvenanceOnce) {
   ASSERT_EQ(top.size(), 1u);
   EXPECT_EQ(top[0].median_us, 10);
   EXPECT_EQ(db->top_k("w1", "a100", Source::real, 5).size(), 1u);
+  // The run's GPU busy record came with it, once.
+  const auto busy = db->gpu_busy(db->runs().back().id);
+  ASSERT_EQ(busy.size(), 1u);
+  EXPECT_EQ(busy[0].worker, remote_.name);
+  EXPECT_EQ(busy[0].busy_seconds, 3);
   ASSERT_EQ(db->runs().size(), 1u);
   ASSERT_EQ(db->plans(db->runs()[0].id).size(), 1u);
   EXPECT_EQ(db->plans(db->runs()[0].id)[0].measured_total_us, 7);
