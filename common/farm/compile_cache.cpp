@@ -1,13 +1,16 @@
 #include "compile_cache.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <thread>
 #include <type_traits>
 
 namespace dc {
@@ -131,16 +134,20 @@ std::optional<CompileResult> load(const fs::path& path, const std::string& key, 
 }
 
 void store(const fs::path& dir, const fs::path& path, const std::string& bytes) {
-  static bool warned = false;
+  static std::atomic<bool> warned{false};
   std::error_code ec;
   fs::create_directories(dir, ec);
-  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  // Unique per process and thread: the executors of one process, and processes sharing the
+  // folder, may store the same key at once; each writes its own file and the renames race
+  // harmlessly (same bytes).
+  const fs::path tmp = fmt::format("{}.tmp.{}.{}", path.string(), ::getpid(),
+                                   std::hash<std::thread::id>{}(std::this_thread::get_id()));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (out) out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!out) {
-      if (!warned) spdlog::warn("compile cache: cannot write {}; compiling without a cache", dir.string());
-      warned = true;
+      if (!warned.exchange(true))
+        spdlog::warn("compile cache: cannot write {}; compiling without a cache", dir.string());
       fs::remove(tmp, ec);
       return;
     }
