@@ -14,7 +14,7 @@
 #   - the coordinator's resident memory stays flat: for each model, the peak RSS of its last
 #     tune is within DC_SOAK_RSS_BOUND (default 1.25) x its baseline tune's peak + 16 MiB (the
 #     baseline is the model's second tune where it has three or more: its first runs on a cold
-#     compile cache, so its results trickle in rather than arrive in bursts, and its peak is
+#     compile cache, so its results most likely trickle in rather than arrive in bursts, and its peak is
 #     lower than the steady state's — 50 against 80-85 MiB for tiny_transformer), and
 #     the RSS inside a tune, from the dispatch of its jobs to its end, grows by less than the
 #     same bound.
