@@ -20,9 +20,12 @@ void migrate(sqlite::Connection& conn, std::span<const Migration> migrations) {
                 ", newer than this build of dc knows (", latest,
                 "): it was written by a newer dc; use that version, or another DB file");
   if (version == latest) return;
-  DC_USER_CHECK(version > 0 || conn.scalar_int("SELECT count(*) FROM sqlite_schema") == 0, "'",
-                conn.path(), "' is a SQLite database with tables but no schema version: not a "
-                "dc tuning DB");
+  const auto check_is_a_tuning_db = [&](int64_t v) {
+    DC_USER_CHECK(v > 0 || conn.scalar_int("SELECT count(*) FROM sqlite_schema") == 0, "'",
+                  conn.path(), "' is a SQLite database with tables but no schema version: not a "
+                  "dc tuning DB");
+  };
+  if (conn.read_only()) check_is_a_tuning_db(version);
   DC_USER_CHECK(!conn.read_only(), "tuning DB '", conn.path(), "' has schema version ", version,
                 " and needs migrating to ", latest, ", but it is read-only; open it for "
                 "writing once (dc-db --db ", conn.path(), " migrate)");
@@ -31,13 +34,19 @@ void migrate(sqlite::Connection& conn, std::span<const Migration> migrations) {
   // inside a transaction, hence outside.
   conn.exec("PRAGMA foreign_keys = OFF");
   try {
+    // One write transaction for the whole step, and the version read again inside it: two
+    // processes opening a new or old DB at once (two tunes) would otherwise both migrate, the
+    // second replaying migrations over what the first already did. The second waits for the
+    // lock (the busy timeout), then finds the DB current.
+    sqlite::Transaction tx(conn);
+    const int64_t now = conn.scalar_int("PRAGMA user_version");
+    check_is_a_tuning_db(now);
     int expected = 1;
     for (const Migration& m : migrations) {
       DC_INTERNAL_CHECK(m.version == expected, "migration ", m.name, " has version ", m.version,
                         ", expected ", expected);
       ++expected;
-      if (m.version <= version) continue;
-      sqlite::Transaction tx(conn);
+      if (m.version <= now) continue;
       conn.exec(m.sql);
       {
         sqlite::Query check = conn.query("PRAGMA foreign_key_check");
@@ -45,9 +54,9 @@ void migrate(sqlite::Connection& conn, std::span<const Migration> migrations) {
                           check.text(0));
       }
       conn.exec("PRAGMA user_version = " + std::to_string(m.version));
-      conn.exec("PRAGMA application_id = " + std::to_string(kTuningDbApplicationId));
-      tx.commit();
     }
+    conn.exec("PRAGMA application_id = " + std::to_string(kTuningDbApplicationId));
+    tx.commit();
   } catch (...) {
     conn.exec("PRAGMA foreign_keys = ON");
     throw;

@@ -3,6 +3,8 @@
 // and the SHA-256 used for model files.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <mutex>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -550,6 +552,37 @@ TEST(SqliteTuningDb, MigrationsKeepDataAndRollBackWhenOneFails) {
   EXPECT_EQ(conn.scalar_int("SELECT count(*) FROM pragma_table_info('t') WHERE name = 'z'"), 0);
   // And a list that shrank: the DB is newer than the binary.
   EXPECT_THROW(migrate(conn, v1), UserError);
+}
+
+// Two tunes starting together on a new DB file both migrate it: the second must wait for the
+// first's write lock and find the DB current, not replay migrations over it (which failed on
+// migration 0004's dropped views in the fresh-clone CI run of db_faults_two_tunes).
+TEST(SqliteTuningDb, ConcurrentOpensOfANewFileMigrateItOnce) {
+  testing::TempDir dir;
+  for (int round = 0; round < 20; ++round) {
+    const std::string path = dir.file("race" + std::to_string(round) + ".db");
+    std::atomic<bool> go{false};
+    std::atomic<int> failures{0};
+    std::string first_error;
+    std::mutex error_mutex;
+    std::vector<std::thread> openers;
+    for (int t = 0; t < 4; ++t)
+      openers.emplace_back([&] {
+        while (!go.load()) std::this_thread::yield();
+        try {
+          auto db = open_tuning_db(path);
+        } catch (const std::exception& e) {
+          ++failures;
+          const std::lock_guard<std::mutex> lock(error_mutex);
+          if (first_error.empty()) first_error = e.what();
+        }
+      });
+    go = true;
+    for (auto& t : openers) t.join();
+    ASSERT_EQ(failures.load(), 0) << "round " << round << ": " << first_error;
+    sqlite::Connection conn(path, true);
+    EXPECT_EQ(conn.scalar_int("PRAGMA user_version"), schema_version());
+  }
 }
 
 TEST(SqliteTuningDb, RefusesADbFromANewerDc) {
