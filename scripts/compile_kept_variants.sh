@@ -6,6 +6,10 @@
 #
 #   scripts/compile_kept_variants.sh [OUT_DIR] [PATH...]     (default: build/compile_all, tf32 fp16 bf16)
 #
+# Resumable: the ptxas figures of every compiled (arch, source) unit are appended to
+# OUT_DIR/figures.tsv (DC_FIGURES to name another file) as each batch ends; a rerun compiles
+# only the units not in it (a stopped run, or sources a generator change made new).
+#
 # Environment passed through: DC_MODEL (one model), DC_GPUS, DC_FIRST_ONLY=1 (each workload's
 # first choice only, minutes), DC_BATCH, DC_THREADS. Needs the exported models in models/
 # (scripts/export_models.py, or a link to them) and a build (scripts/build.sh).
@@ -21,7 +25,7 @@ mkdir -p "$out"
 status=0
 for p in "${paths[@]}"; do
   echo "== $p ($(date -u +%H:%M:%S))"
-  if DC_MODELS_DIR=models DC_MMA_PATH="$p" DC_CSV="$out/$p.csv" \
+  if DC_MODELS_DIR=models DC_MMA_PATH="$p" DC_CSV="$out/$p.csv" DC_FIGURES="${DC_FIGURES:-$out/figures.tsv}" \
        nice -n 10 build/bin/dc_compile_all_tests >"$out/$p.log" 2>&1; then
     echo "   passed"
   else

@@ -20,6 +20,9 @@
 // same position, names the same model, GPU, rank, variant and workload figures takes that
 // line's ptxas figures instead of a compile; for before/after runs of an estimator change,
 // where most choices stay),
+// DC_FIGURES (a file of ptxas figures per (arch, source) unit, figures_store.h: units found in
+// it are not compiled again, units compiled are appended as each batch ends, so a stopped run
+// resumes; scripts/compile_kept_variants.sh keeps one per output folder),
 // DC_CSV (a file for the per-kernel lines
 // `model,gpu,arch,path,rank,key,estimated regs,registers,spill bytes,ok,` then the workload's
 // figures that move ptxas's count (docs/bench/registers.md, session 6:
@@ -42,6 +45,7 @@
 
 #include "candidates.h"
 #include "compile_batch.h"
+#include "figures_store.h"
 #include "generate.h"
 #include "gpu/gpu_catalog.h"
 #include "onnx/import.h"
@@ -191,6 +195,21 @@ TEST(CompileKeptMma, EveryKeptTensorCoreVariantCompiles) {
       ++reused_jobs;
     }
   }
+  // Figures kept by earlier runs, unit by unit (exact: keyed by source, arch and NVRTC).
+  FiguresStore store(env_or("DC_FIGURES", ""));
+  std::vector<std::string> unit_keys(units.size());
+  int stored_units = 0;
+  if (store.enabled()) {
+    for (size_t u = 0; u < units.size(); ++u) {
+      unit_keys[u] = compile_cache_key(units[u].kernel.source, units[u].arch);
+      if (reused[u]) continue;
+      if (auto r = store.find(unit_keys[u])) {
+        units[u].result = std::move(*r);
+        reused[u] = true;
+        ++stored_units;
+      }
+    }
+  }
   const double generate_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (const std::string d = env_or("DC_DUMP", ""); !d.empty()) {
@@ -215,6 +234,8 @@ TEST(CompileKeptMma, EveryKeptTensorCoreVariantCompiles) {
     for (size_t b = 0; b < members.size(); b += batch)
       batches.push_back({arch, std::vector<size_t>(members.begin() + static_cast<long>(b),
                                                    members.begin() + static_cast<long>(std::min(members.size(), b + batch)))});
+  size_t to_compile = 0, done_units = 0;
+  for (const auto& b : batches) to_compile += b.second.size();
   std::atomic<size_t> next{0};
   std::mutex mu;
   BatchStats stats;
@@ -226,9 +247,15 @@ TEST(CompileKeptMma, EveryKeptTensorCoreVariantCompiles) {
       BatchStats mine;
       const auto results = compile_batch(kernels, arch, {}, &mine);
       std::lock_guard<std::mutex> lock(mu);
-      for (size_t m = 0; m < members.size(); ++m) units[members[m]].result = results[m];
+      for (size_t m = 0; m < members.size(); ++m) {
+        units[members[m]].result = results[m];
+        store.append(unit_keys[members[m]], results[m]);
+      }
       stats.programs += mine.programs;
       stats.seconds += mine.seconds;
+      done_units += members.size();
+      std::fprintf(stderr, "compiled %zu of %zu units (%s batch of %zu, %.0f s CPU)\n", done_units,
+                   to_compile, arch.c_str(), members.size(), mine.seconds);
     }
   };
   {
@@ -279,10 +306,11 @@ TEST(CompileKeptMma, EveryKeptTensorCoreVariantCompiles) {
     std::printf("| %s | %s | %d | %d | %d | %d | %d | %d |\n", name.c_str(), path.c_str(),
                 t.kernels, t.failed, t.spilled, t.first_spilled, t.max_regs, t.max_spill);
   std::printf("COMPILEKEPT %s: %zu kernels, %zu distinct (arch, source), %d NVRTC programs, "
-              "%d failed, %d first choices spilled; %d figures reused (DC_REUSE); generate %.0f s, "
+              "%d failed, %d first choices spilled; %d figures reused (DC_REUSE), %d units from "
+              "DC_FIGURES; generate %.0f s, "
               "NVRTC %.0f s CPU, wall %.0f s\n",
               path.c_str(), jobs.size(), units.size(), stats.programs, failed, first_spilled, reused_jobs,
-              generate_s, stats.seconds, wall_s);
+              stored_units, generate_s, stats.seconds, wall_s);
 }
 
 }  // namespace
