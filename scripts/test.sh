@@ -77,6 +77,9 @@ case "${1:-}" in
         { echo "error: $bin does not load build-tsan/deps/lib/libzmq.so.5" >&2; exit 3; }
     done
     export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/sanitizers/tsan.supp}"
+    # The tests' give-up bounds (waits for results, workers, states) x3: TSan's slowdown on a
+    # loaded machine, not a change of what they check (tests/unit/farm_testing.h).
+    export DC_TEST_TIME_SCALE="${DC_TEST_TIME_SCALE:-3}"
     filter=""
     if [ "${#tsan_excluded[@]}" -gt 0 ]; then filter="--gtest_filter=-$(IFS=:; echo "${tsan_excluded[*]}")"; fi
     exec build-tsan/bin/dc_farm_tests ${filter:+"$filter"} "$@"
