@@ -106,11 +106,14 @@ TEST(LocalFarm, FrozenWorkerIsReplacedThenRejoinsWithoutDuplicates) {
   }
   EXPECT_EQ(keys.size(), 4u);
   EXPECT_EQ(retried, 1);
-  // Thawed, it finishes its old job (ignored: the lease was requeued), is told it is unknown,
-  // says Hello again and serves.
-  EXPECT_TRUE(testing::eventually(
-      [&] { return farm.broker().counters().ignored_results >= 1 && farm.status().workers_per_gpu_type.at("h100") == 2; },
-      15s));
+  // Thawed, it says Hello again (told it is unknown, or finding the coordinator silent) and
+  // serves. The job it held was requeued: it finishes it late (the result is ignored) or, when
+  // its own silence check fires before its I/O thread has read the job off the wire, drops it
+  // with the old socket (seen under TSan on a loaded machine). Either way nothing counts
+  // twice; FarmBroker.SilentWorkersJobIsRequeuedToAnother checks the late result exactly.
+  EXPECT_TRUE(testing::eventually([&] { return farm.status().workers_per_gpu_type.at("h100") == 2; }, 15s));
+  (void)testing::eventually([&] { return farm.broker().counters().ignored_results >= 1; }, 5s);
+  EXPECT_LE(farm.broker().counters().ignored_results, 1);
   EXPECT_TRUE(collect_n(farm, 1, 300ms).empty());
   farm.submit(scale_job("after", "h100"));
   farm.submit(scale_job("after2", "h100"));
