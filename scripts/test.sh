@@ -10,7 +10,9 @@
 #                                arguments pass through)
 #   scripts/test.sh --tsan       the farm's tests (broker, dispatcher, client, executor, local
 #                                farm: tests/unit/test_farm_*.cpp) built with ThreadSanitizer
-#                                in build-tsan/ (more arguments go to the gtest binary)
+#                                in build-tsan/ (more arguments go to the gtest binary), linked
+#                                with libzmq built with TSan from Debian's source package
+#                                (scripts/sanitizers/tsan_libzmq.sh: once, in build-tsan/deps/)
 # The sanitizer builds use `nice` and SANITIZE_JOBS (default 2) compile jobs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
