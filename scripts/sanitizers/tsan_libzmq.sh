@@ -18,10 +18,13 @@ if [ -f "$dest/.built" ] && [ "$(cat "$dest/.built")" = "$stamp" ] && [ -e "$des
 fi
 echo "tsan_libzmq: building libzmq $version with $flags into $dest"
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 # A deb-src entry for this release, added once (a fresh machine has only binary entries).
 if ! apt-get source --print-uris -qq "zeromq3=$version" >/dev/null 2>&1; then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "tsan_libzmq: need root or sudo to add a deb-src entry for zeromq3" >&2; exit 1; }
+    SUDO="sudo"
+  fi
   . /etc/os-release
   list=/etc/apt/sources.list.d/dc-src.sources
   echo "tsan_libzmq: adding Debian source entries for $VERSION_CODENAME in $list"
