@@ -74,9 +74,12 @@ case "${1:-}" in
     sanitizer_cmake_args=(-DZeroMQ_LIBRARY="$PWD/build-tsan/deps/lib/libzmq.so")
     sanitizer_build build-tsan thread "" -O1 --target dc_farm_tests dc-worker
     # Refuse to run against an uninstrumented libzmq: its races would be invisible or false.
+    # (ldd's whole output first: `ldd | grep -q` fails under pipefail when grep exits early.)
     for bin in build-tsan/bin/dc_farm_tests build-tsan/bin/dc-worker; do
-      ldd "$bin" | grep -q "libzmq.so.5 => $PWD/build-tsan/deps/lib/" ||
-        { echo "error: $bin does not load build-tsan/deps/lib/libzmq.so.5" >&2; exit 3; }
+      case "$(ldd "$bin")" in
+        *"libzmq.so.5 => $PWD/build-tsan/deps/lib/libzmq.so.5"*) ;;
+        *) echo "error: $bin does not load build-tsan/deps/lib/libzmq.so.5" >&2; exit 3 ;;
+      esac
     done
     export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/sanitizers/tsan.supp}"
     # The tests' give-up bounds (waits for results, workers, states) x3: TSan's slowdown on a
