@@ -10,7 +10,9 @@
 #                                arguments pass through)
 #   scripts/test.sh --tsan       the farm's tests (broker, dispatcher, client, executor, local
 #                                farm: tests/unit/test_farm_*.cpp) built with ThreadSanitizer
-#                                in build-tsan/ (more arguments go to the gtest binary)
+#                                in build-tsan/ (more arguments go to the gtest binary), linked
+#                                with libzmq built with TSan from Debian's source package
+#                                (scripts/sanitizers/tsan_libzmq.sh: once, in build-tsan/deps/)
 # The sanitizer builds use `nice` and SANITIZE_JOBS (default 2) compile jobs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +21,9 @@ scripts/install-deps.sh
 # Configures a sanitizer build of everything but the Python package into $1 with $2 as
 # -fsanitize=, $3 as further flags and $4 as the optimisation level, and builds the targets
 # named after it (only those its tests run: the machine's cores are few). Warnings stay
-# warnings there (GCC's sanitizer instrumentation adds its own).
+# warnings there (GCC's sanitizer instrumentation adds its own). More cmake arguments: the
+# array sanitizer_cmake_args.
+sanitizer_cmake_args=()
 sanitizer_build() {
   local dir="$1" sanitizers="$2" extra="$3" opt="$4"
   shift 4
@@ -28,7 +32,8 @@ sanitizer_build() {
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" -DCMAKE_CXX_FLAGS_RELEASE="$opt -DNDEBUG" \
     -DCMAKE_CXX_FLAGS="-fsanitize=$sanitizers $extra -fno-omit-frame-pointer -g1" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=$sanitizers" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=$sanitizers" \
-    -DCMAKE_MODULE_LINKER_FLAGS="-fsanitize=$sanitizers" -DDC_PYTHON=OFF -DDC_WERROR=OFF >/dev/null
+    -DCMAKE_MODULE_LINKER_FLAGS="-fsanitize=$sanitizers" -DDC_PYTHON=OFF -DDC_WERROR=OFF \
+    "${sanitizer_cmake_args[@]}" >/dev/null
   nice -n 10 cmake --build "$dir" -j"${SANITIZE_JOBS:-2}" "$@"
 }
 
@@ -63,8 +68,23 @@ case "${1:-}" in
     ;;
   --tsan)
     shift
+    # libzmq built with TSan too (Debian's source, once, in build-tsan/deps), linked by path
+    # so that the binaries' RUNPATH finds it before the system's uninstrumented copy.
+    scripts/sanitizers/tsan_libzmq.sh build-tsan/deps
+    sanitizer_cmake_args=(-DZeroMQ_LIBRARY="$PWD/build-tsan/deps/lib/libzmq.so")
     sanitizer_build build-tsan thread "" -O1 --target dc_farm_tests dc-worker
+    # Refuse to run against an uninstrumented libzmq: its races would be invisible or false.
+    # (ldd's whole output first: `ldd | grep -q` fails under pipefail when grep exits early.)
+    for bin in build-tsan/bin/dc_farm_tests build-tsan/bin/dc-worker; do
+      case "$(ldd "$bin")" in
+        *"libzmq.so.5 => $PWD/build-tsan/deps/lib/libzmq.so.5"*) ;;
+        *) echo "error: $bin does not load build-tsan/deps/lib/libzmq.so.5" >&2; exit 3 ;;
+      esac
+    done
     export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/sanitizers/tsan.supp}"
+    # The tests' give-up bounds (waits for results, workers, states) x3: TSan's slowdown on a
+    # loaded machine, not a change of what they check (tests/unit/farm_testing.h).
+    export DC_TEST_TIME_SCALE="${DC_TEST_TIME_SCALE:-3}"
     filter=""
     if [ "${#tsan_excluded[@]}" -gt 0 ]; then filter="--gtest_filter=-$(IFS=:; echo "${tsan_excluded[*]}")"; fi
     exec build-tsan/bin/dc_farm_tests ${filter:+"$filter"} "$@"

@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -180,10 +182,31 @@ class FakeWorker {
   zmq::socket_t socket_;
 };
 
-// Polls `pred` until it holds or `timeout` passes.
+// DC_TEST_TIME_SCALE (a number >= 1, default 1): how much longer the helpers below wait
+// before they give up. `scripts/test.sh --tsan` sets it: ThreadSanitizer makes the farm
+// several times slower, more so on a loaded machine. Only give-up bounds scale: a longer wait
+// for something that must happen, or must not, never lets a wrong result pass. Protocol
+// timings (heartbeats, deadlines) and lower bounds on elapsed time stay as written.
+inline double time_scale() {
+  static const double scale = [] {
+    const char* given = std::getenv("DC_TEST_TIME_SCALE");
+    if (!given || !*given) return 1.0;
+    char* end = nullptr;
+    const double v = std::strtod(given, &end);
+    if (*end != '\0' || !(v >= 1.0))
+      throw std::invalid_argument(std::string("DC_TEST_TIME_SCALE must be a number >= 1, not '") + given + "'");
+    return v;
+  }();
+  return scale;
+}
+inline std::chrono::milliseconds scaled(std::chrono::milliseconds bound) {
+  return std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(bound.count()) * time_scale()));
+}
+
+// Polls `pred` until it holds or `timeout` (scaled) passes.
 template <class Pred>
 bool eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::milliseconds(3000)) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
+  const auto until = std::chrono::steady_clock::now() + scaled(timeout);
   while (!pred()) {
     if (std::chrono::steady_clock::now() >= until) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -191,10 +214,10 @@ bool eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::mill
   return true;
 }
 
-// Collects until `n` measurements arrived or `timeout` passed.
+// Collects until `n` measurements arrived or `timeout` (scaled) passed.
 inline std::vector<Measurement> collect_n(Farm& farm, size_t n, std::chrono::milliseconds timeout) {
   std::vector<Measurement> out;
-  const auto until = std::chrono::steady_clock::now() + timeout;
+  const auto until = std::chrono::steady_clock::now() + scaled(timeout);
   while (out.size() < n && std::chrono::steady_clock::now() < until)
     for (Measurement& m : farm.collect(std::chrono::milliseconds(50))) out.push_back(std::move(m));
   return out;

@@ -45,7 +45,7 @@ std::string tag() { return std::to_string(std::random_device{}()) + "-" + std::t
 
 TEST(LocalFarm, KilledWorkerLosesNoJobAndDuplicatesNone) {
   LocalFarm farm(local_options({"h100"}, 3));
-  ASSERT_EQ(farm.wait_for_workers(20s), 3);
+  ASSERT_EQ(farm.wait_for_workers(testing::scaled(20s)), 3);
   const int n = 9;
   const std::string run = tag();
   for (int i = 0; i < n; ++i) {
@@ -55,7 +55,7 @@ TEST(LocalFarm, KilledWorkerLosesNoJobAndDuplicatesNone) {
     j.check_on_emulator = true;
     farm.submit(j);
   }
-  for (int i = 0; i < 500 && farm.status().in_flight < 3; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(testing::eventually([&] { return farm.status().in_flight >= 3; }, 5s));
   ASSERT_EQ(farm.status().in_flight, 3);
   const std::vector<pid_t> pids = farm.worker_pids();
   ASSERT_EQ(pids.size(), 3u);
@@ -84,7 +84,7 @@ TEST(LocalFarm, KilledWorkerLosesNoJobAndDuplicatesNone) {
 
 TEST(LocalFarm, FrozenWorkerIsReplacedThenRejoinsWithoutDuplicates) {
   LocalFarm farm(local_options({"h100"}, 2));
-  ASSERT_EQ(farm.wait_for_workers(20s), 2);
+  ASSERT_EQ(farm.wait_for_workers(testing::scaled(20s)), 2);
   const std::string run = tag();
   for (int i = 0; i < 4; ++i) {
     FarmJob j = scale_job("job" + std::to_string(i), "h100", kSpin, run + "/" + std::to_string(i));
@@ -106,11 +106,14 @@ TEST(LocalFarm, FrozenWorkerIsReplacedThenRejoinsWithoutDuplicates) {
   }
   EXPECT_EQ(keys.size(), 4u);
   EXPECT_EQ(retried, 1);
-  // Thawed, it finishes its old job (ignored: the lease was requeued), is told it is unknown,
-  // says Hello again and serves.
-  EXPECT_TRUE(testing::eventually(
-      [&] { return farm.broker().counters().ignored_results >= 1 && farm.status().workers_per_gpu_type.at("h100") == 2; },
-      15s));
+  // Thawed, it says Hello again (told it is unknown, or finding the coordinator silent) and
+  // serves. The job it held was requeued: it finishes it late (the result is ignored) or, when
+  // its own silence check fires before its I/O thread has read the job off the wire, drops it
+  // with the old socket (seen under TSan on a loaded machine). Either way nothing counts
+  // twice; FarmBroker.SilentWorkersJobIsRequeuedToAnother checks the late result exactly.
+  EXPECT_TRUE(testing::eventually([&] { return farm.status().workers_per_gpu_type.at("h100") == 2; }, 15s));
+  (void)testing::eventually([&] { return farm.broker().counters().ignored_results >= 1; }, 5s);
+  EXPECT_LE(farm.broker().counters().ignored_results, 1);
   EXPECT_TRUE(collect_n(farm, 1, 300ms).empty());
   farm.submit(scale_job("after", "h100"));
   farm.submit(scale_job("after2", "h100"));
@@ -119,7 +122,7 @@ TEST(LocalFarm, FrozenWorkerIsReplacedThenRejoinsWithoutDuplicates) {
 
 TEST(LocalFarm, HangsAndFaultsDoNotStopAWorker) {
   LocalFarm farm(local_options({"h100"}, 1));
-  ASSERT_EQ(farm.wait_for_workers(20s), 1);
+  ASSERT_EQ(farm.wait_for_workers(testing::scaled(20s)), 1);
   FarmJob hang = scale_job("hang", "h100", "  volatile int forever = 1;\n  while (forever) {}\n");
   hang.check_on_emulator = true;
   hang.run_deadline = 1500ms;
@@ -149,7 +152,7 @@ TEST(LocalFarm, HangsAndFaultsDoNotStopAWorker) {
 
 TEST(LocalFarm, EachTypeGoesToItsOwnWorkers) {
   LocalFarm farm(local_options({"h100", "a100"}, 1));
-  ASSERT_EQ(farm.wait_for_workers(20s), 2);
+  ASSERT_EQ(farm.wait_for_workers(testing::scaled(20s)), 2);
   const FarmStatus st = farm.status();
   EXPECT_EQ(st.emulated_workers_per_gpu_type.at("h100"), 1);
   EXPECT_EQ(st.emulated_workers_per_gpu_type.at("a100"), 1);
@@ -173,7 +176,7 @@ TEST(LocalFarm, EachTypeGoesToItsOwnWorkers) {
 
 TEST(LocalFarm, SigtermFinishesTheJobInHandThenTheWorkerLeaves) {
   LocalFarm farm(local_options({"h100"}, 1));
-  ASSERT_EQ(farm.wait_for_workers(20s), 1);
+  ASSERT_EQ(farm.wait_for_workers(testing::scaled(20s)), 1);
   FarmJob slow = scale_job("slow", "h100", kSpin, "sigterm " + tag());
   slow.check_on_emulator = true;
   farm.submit(slow);
@@ -238,7 +241,7 @@ TEST(LocalFarm, WorkersThatCannotStartAreReported) {
   o.gpu_types = {"h999"};  // not in the GPU table: dc-worker exits with status 2
   LocalFarm farm(o);
   try {
-    farm.wait_for_workers(20s);
+    farm.wait_for_workers(testing::scaled(20s));
     FAIL() << "expected every worker to fail";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("exit status 2"), std::string::npos) << e.what();
