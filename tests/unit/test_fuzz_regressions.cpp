@@ -103,5 +103,39 @@ TEST(FuzzRegressions, ImportOfAUtf16DbIsAUserError) {
   EXPECT_EQ(into.scalar_int("SELECT count(*) FROM imports"), 0);
 }
 
+// fuzz_db_import: a tuned DB at the current schema version with one byte of a column's name
+// changed in its CREATE TABLE text (`first_seen_ms` of variants) passed every check, then
+// failed the merge's INSERT ("no such column"), an InternalError.
+TEST(FuzzRegressions, ImportOfADbWithAnEditedTableIsAUserError) {
+  Scratch s("dc_fuzz_db_edited");
+  const std::string other = fuzz_input("db_import_edited_column.db").string();
+  sqlite::Connection into = open_tuning_connection((s.dir / "into.db").string(), false);
+  const std::string msg = testing::user_error_of([&] { (void)merge_tuning_db(into, other); });
+  EXPECT_NE(msg.find("cannot import '" + other + "': its table variants is not defined as schema version " +
+                     std::to_string(schema_version()) + " defines it"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM imports"), 0);
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM variants"), 0);
+
+  // A missing table is named as such.
+  const std::string dropped = (s.dir / "dropped.db").string();
+  {
+    sqlite::Connection d = open_tuning_connection(dropped, false);
+    d.exec("DROP VIEW IF EXISTS run_gpu_busy_fraction; DROP TABLE run_gpu_busy");
+  }
+  EXPECT_NE(testing::user_error_of([&] { (void)merge_tuning_db(into, dropped); })
+                .find("its table run_gpu_busy is missing"),
+            std::string::npos);
+  // An index or a view of the file's own is no concern of the merge: it imports.
+  const std::string indexed = (s.dir / "indexed.db").string();
+  {
+    sqlite::Connection d = open_tuning_connection(indexed, false);
+    d.exec("CREATE INDEX mine ON measurements(median_us); CREATE VIEW my_view AS SELECT 1");
+  }
+  EXPECT_GT(merge_tuning_db(into, indexed).import_id, 0);
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM imports"), 1);
+}
+
 }  // namespace
 }  // namespace dc
