@@ -2,8 +2,10 @@
 
 #include <cctype>
 #include <filesystem>
+#include <new>
 
 #include <fmt/format.h>
+#include <sqlite3.h>
 
 #include "ir/error.h"
 #include "migrate.h"
@@ -138,6 +140,20 @@ void check_same_tables(sqlite::Connection& into, const std::string& from_path) {
                    " (edited or damaged); check it with: sqlite3 ", from_path, " '.schema ", table, "'");
 }
 
+// Called when a merge INSERT failed: a row of the file that breaks its own table's CHECK,
+// NOT NULL or STRICT type constraint is the file's fault (the tables are the same:
+// check_same_tables), so a UserError. SQLite does not load the CHECK constraints of a
+// read-only database, so quick_check above passes such a row (a fuzz_db_import finding:
+// a tuning run whose precision is not one of fp32/tf32/fp16/bf16 was an InternalError).
+void refuse_a_row_that_breaks_its_table(sqlite::Connection& into, const std::string& from_path) {
+  const int code = sqlite3_extended_errcode(into.handle());
+  if (code == SQLITE_CONSTRAINT_CHECK || code == SQLITE_CONSTRAINT_NOTNULL ||
+      code == SQLITE_CONSTRAINT_DATATYPE)
+    throw_user_error("cannot import '", from_path, "': a row breaks its table's constraints (",
+                     sqlite3_errmsg(into.handle()), "); check it with: sqlite3 ", from_path,
+                     " 'PRAGMA integrity_check'");
+}
+
 }  // namespace
 
 MergeStats merge_tuning_db(sqlite::Connection& into, const std::string& from_path) {
@@ -154,6 +170,12 @@ MergeStats merge_tuning_db(sqlite::Connection& into, const std::string& from_pat
     // The SQL is fixed: what SQLite refuses here is the file (e.g. a UTF-16 database: a
     // fuzz_db_import finding).
     throw_user_error("cannot import '", from_path, "': SQLite cannot attach it (", e.what(), ")");
+  } catch (const std::bad_alloc&) {
+    // SQLITE_NOMEM attaching a small file: a damaged schema record asks for more memory
+    // than SQLite allocates at once (a fuzz_db_import finding).
+    throw_user_error("cannot import '", from_path, "': SQLite ran out of memory attaching it ",
+                     "(a damaged file asks for too much); check it with: sqlite3 ", from_path,
+                     " 'PRAGMA integrity_check'");
   }
   MergeStats stats;
   try {
@@ -178,7 +200,12 @@ MergeStats merge_tuning_db(sqlite::Connection& into, const std::string& from_pat
     for (const Step& s : kSteps) {
       sqlite::Query q = into.query(s.sql);
       if (s.count == &MergeStats::measurements) q.bind(1, stats.import_id);
-      q.run();
+      try {
+        q.run();
+      } catch (const InternalError&) {
+        refuse_a_row_that_breaks_its_table(into, from_path);
+        throw;
+      }
       if (s.count) stats.*s.count = into.changes();
     }
     into.query("UPDATE imports SET measurements_added = ? WHERE id = ?")

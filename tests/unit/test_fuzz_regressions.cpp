@@ -108,7 +108,9 @@ TEST(FuzzRegressions, ImportOfAUtf16DbIsAUserError) {
 // failed the merge's INSERT ("no such column"), an InternalError.
 TEST(FuzzRegressions, ImportOfADbWithAnEditedTableIsAUserError) {
   Scratch s("dc_fuzz_db_edited");
-  const std::string other = fuzz_input("db_import_edited_column.db").string();
+  // A copy: SQLite makes -wal/-shm files beside a WAL database it attaches.
+  const std::string other = (s.dir / "edited.db").string();
+  fs::copy_file(fuzz_input("db_import_edited_column.db"), other);
   sqlite::Connection into = open_tuning_connection((s.dir / "into.db").string(), false);
   const std::string msg = testing::user_error_of([&] { (void)merge_tuning_db(into, other); });
   EXPECT_NE(msg.find("cannot import '" + other + "': its table variants is not defined as schema version " +
@@ -135,6 +137,39 @@ TEST(FuzzRegressions, ImportOfADbWithAnEditedTableIsAUserError) {
   }
   EXPECT_GT(merge_tuning_db(into, indexed).import_id, 0);
   EXPECT_EQ(into.scalar_int("SELECT count(*) FROM imports"), 1);
+}
+
+// fuzz_db_import: a tuned DB whose one tuning run has precision 'fc32' (two bytes changed).
+// quick_check passed it, since SQLite does not load the CHECK constraints of a read-only
+// database; the merge's INSERT then failed the CHECK, an InternalError.
+TEST(FuzzRegressions, ImportOfARowThatBreaksItsTableIsAUserError) {
+  Scratch s("dc_fuzz_db_check");
+  const std::string other = (s.dir / "check.db").string();
+  fs::copy_file(fuzz_input("db_import_check_violation.db"), other);
+  sqlite::Connection into = open_tuning_connection((s.dir / "into.db").string(), false);
+  const std::string msg = testing::user_error_of([&] { (void)merge_tuning_db(into, other); });
+  EXPECT_NE(msg.find("cannot import '" + other + "': a row breaks its table's constraints (CHECK constraint failed"),
+            std::string::npos)
+      << msg;
+  // Rolled back whole: the rows of the steps before tuning_runs are gone too.
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM imports"), 0);
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM measurements"), 0);
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM models"), 0);
+}
+
+// fuzz_db_import: a 27 KB DB whose schema record asks SQLite for a huge allocation: ATTACH
+// failed with SQLITE_NOMEM, which escaped as std::bad_alloc.
+TEST(FuzzRegressions, ImportOfADbSqliteCannotAllocateForIsAUserError) {
+  Scratch s("dc_fuzz_db_nomem");
+  const std::string other = (s.dir / "nomem.db").string();
+  fs::copy_file(fuzz_input("db_import_huge_schema_record.db"), other);
+  sqlite::Connection into = open_tuning_connection((s.dir / "into.db").string(), false);
+  const std::string msg = testing::user_error_of([&] { (void)merge_tuning_db(into, other); });
+  EXPECT_NE(msg.find("cannot import '" + other + "': SQLite ran out of memory attaching it"), std::string::npos)
+      << msg;
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM imports"), 0);
+  // The connection is still usable: nothing stays attached.
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM pragma_database_list"), 1);
 }
 
 }  // namespace
