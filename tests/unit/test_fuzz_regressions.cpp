@@ -172,5 +172,20 @@ TEST(FuzzRegressions, ImportOfADbSqliteCannotAllocateForIsAUserError) {
   EXPECT_EQ(into.scalar_int("SELECT count(*) FROM pragma_database_list"), 1);
 }
 
+// fuzz_db_import: a tuned DB whose workloads index lacks a row of its table passed
+// quick_check and foreign_key_check (which found the parent through the index), then the
+// merge's model_workloads INSERT failed a foreign key in this DB, an InternalError.
+TEST(FuzzRegressions, ImportOfADbWhoseIndexDisagreesWithItsTableIsAUserError) {
+  Scratch s("dc_fuzz_db_index");
+  const std::string other = (s.dir / "index.db").string();
+  fs::copy_file(fuzz_input("db_import_index_disagrees.db"), other);
+  sqlite::Connection into = open_tuning_connection((s.dir / "into.db").string(), false);
+  const std::string msg = testing::user_error_of([&] { (void)merge_tuning_db(into, other); });
+  EXPECT_NE(msg.find("cannot import '" + other + "': it is damaged (row 1 missing from index sqlite_autoindex_workloads_1)"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM imports"), 0);
+}
+
 }  // namespace
 }  // namespace dc
