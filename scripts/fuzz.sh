@@ -62,17 +62,19 @@ if [ "$(cat "$S/.done" 2>/dev/null)" != "$SEED_KEY" ]; then
     [ -f "$model" ] || model="$S/models/$ex.onnx"
     "$COORD" --log-level error tune "$model" --config examples/tune-quick.yaml \
       --gpus h100 --emulate --local-workers 2 --db "$S/$ex.db" --out "$S/plan_$ex" >/dev/null
+    cp "$S/$ex.db" "$S/fuzz_db_import/$ex.db"
+    # The small models' DBs cut to a few rows of each table with 512-byte pages.
+    if [[ $ex == small_* ]]; then
+      sqlite3 "$S/fuzz_db_import/$ex.db" <tests/fuzz/small_db_seed.sql >/dev/null
+    fi
+    # Plans with their 30 KB prelude cut short (still valid plans); '!' (raw: the harness
+    # leaves the checksums alone) before each, and tiny_cnn's files exactly as dc wrote them.
     P="$S/plan_$ex/h100"
-    case "$ex" in
-      small_*)  # a few rows of each table, 512-byte pages; the prelude cut short
-        cp "$S/$ex.db" "$S/fuzz_db_import/$ex.db"
-        sqlite3 "$S/fuzz_db_import/$ex.db" <tests/fuzz/small_db_seed.sql >/dev/null
-        pack=(--short-prelude) ;;
-      *) cp "$S/$ex.db" "$S/fuzz_db_import/$ex.db"; pack=() ;;
-    esac
-    /usr/bin/python3 tests/fuzz/pack_plan_seed.py "$P" "$S/fuzz_plan/$ex" "${pack[@]}"
+    /usr/bin/python3 tests/fuzz/pack_plan_seed.py "$P" "$S/fuzz_plan/$ex" --short-prelude
     { printf '!'; cat "$S/fuzz_plan/$ex"; } > "$S/fuzz_plan/${ex}_raw"
   done
+  { printf '!'; /usr/bin/python3 tests/fuzz/pack_plan_seed.py "$S/plan_tiny_cnn/h100" /dev/stdout; } \
+    > "$S/fuzz_plan/tiny_cnn_as_written"
   mkdir -p "$S/fuzz_farm_codec"
   "$B/bin/make_frame_seeds" "$S/fuzz_farm_codec" >/dev/null
   echo "$SEED_KEY" >"$S/.done"
