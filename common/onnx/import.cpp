@@ -222,8 +222,10 @@ void check_acyclic(const onnx::GraphProto& g) {
     if (state[i] == 0) visit(i);
 }
 
-// Every tensor a node reads must be defined somewhere (ONNX's checker words this as an
-// ordering problem).
+// Every tensor a node reads, and every graph output, must be defined somewhere (ONNX's
+// checker words the first as an ordering problem; ONNX's version converter, which opsets
+// 1..5 go through before the checker runs, dereferences a null value for an output that
+// nothing defines: a fuzz_onnx_import finding).
 void check_inputs_defined(const onnx::GraphProto& g) {
   std::set<std::string> defined = initializer_names(g);
   for (const auto& v : g.input()) defined.insert(v.name());
@@ -235,6 +237,9 @@ void check_inputs_defined(const onnx::GraphProto& g) {
                     g.node(i).name().empty() ? str_cat(g.node(i).op_type(), " #", i) : g.node(i).name(),
                     "' (", g.node(i).op_type(), ") reads tensor '", in,
                     "', which no node, graph input or initializer defines (a missing initializer?)");
+  for (const auto& out : g.output())
+    DC_USER_CHECK(defined.count(out.name()), "graph output '", out.name(),
+                  "' is defined by no node, graph input or initializer");
 }
 
 // External-data initializers up to this size are read into the proto, so that ONNX's

@@ -10,6 +10,7 @@
 #include "ir/error.h"
 #include "merge.h"
 #include "migrate.h"
+#include "onnx/import.h"
 #include "onnx/test_data.h"
 #include "sqlite.h"
 #include "testing.h"
@@ -85,6 +86,16 @@ TEST(FuzzRegressions, TuneConfigKeysMustBeNames) {
     EXPECT_NE(msg.find("c.yaml"), std::string::npos) << text;
     EXPECT_NE(msg.find("expected a name, not"), std::string::npos) << text << " -> " << msg;
   }
+}
+
+// fuzz_onnx_import: an opset-3 Split node test whose graph output's name was changed, so
+// that nothing defines it. Opsets below 6 go through ONNX's version converter, which
+// dereferenced a null value for that output (SEGV in onnx::graphProtoToGraph).
+TEST(FuzzRegressions, GraphOutputThatNothingDefinesIsRefusedBeforeTheConverter) {
+  const std::string msg =
+      testing::user_error_of([] { (void)import_onnx_file(fuzz_input("onnx_opset3_undefined_output.onnx").string()); });
+  EXPECT_NE(msg.find("graph output 'output"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("' is defined by no node, graph input or initializer"), std::string::npos) << msg;
 }
 
 // fuzz_db_import: a UTF-16 SQLite file could not be attached (SQLITE_ERROR), an InternalError.
