@@ -147,7 +147,7 @@ void check_same_tables(sqlite::Connection& into, const std::string& from_path) {
 // NOT NULL or STRICT type constraint is the file's fault (the tables are the same:
 // check_same_tables), so a UserError. SQLite does not load the CHECK constraints of a
 // read-only database, so integrity_check above passes such a row (a fuzz_db_import finding:
-// a tuning run whose precision is not one of fp32/tf32/fp16/bf16 was an InternalError).
+// a tuning run of precision 'fp64' was an InternalError).
 void refuse_a_row_that_breaks_its_table(sqlite::Connection& into, const std::string& from_path) {
   const int code = sqlite3_extended_errcode(into.handle());
   if (code == SQLITE_CONSTRAINT_CHECK || code == SQLITE_CONSTRAINT_NOTNULL ||

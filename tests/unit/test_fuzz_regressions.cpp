@@ -150,7 +150,7 @@ TEST(FuzzRegressions, ImportOfADbWithAnEditedTableIsAUserError) {
   EXPECT_EQ(into.scalar_int("SELECT count(*) FROM imports"), 1);
 }
 
-// fuzz_db_import: a tuned DB whose one tuning run has precision 'fc32' (two bytes changed).
+// fuzz_db_import: a tuned DB whose one tuning run has precision 'fp64' (two bytes changed).
 // quick_check passed it, since SQLite does not load the CHECK constraints of a read-only
 // database; the merge's INSERT then failed the CHECK, an InternalError.
 TEST(FuzzRegressions, ImportOfARowThatBreaksItsTableIsAUserError) {
