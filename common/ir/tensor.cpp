@@ -22,9 +22,21 @@ std::shared_ptr<std::byte[]> allocate(size_t nbytes) {
 
 }  // namespace
 
+// The most bytes a host tensor may hold (1 TiB, as tensor_proto.cpp allows a file's tensor):
+// the byte count is checked before it is computed, so that a model's absurd shape (a OneHot
+// depth of 2^58: a fuzz_onnx_import finding) is a UserError, not a size that wraps around
+// into a small buffer overrun by the op that fills it.
+constexpr int64_t kMaxTensorBytes = int64_t{1} << 40;
+
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   DC_INTERNAL_CHECK(dtype != DType::undefined, "tensor of undefined dtype");
   for (int64_t d : shape_) DC_USER_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape_));
+  int64_t bytes = static_cast<int64_t>(dtype_size(dtype));
+  for (int64_t d : shape_) {
+    DC_USER_CHECK(d == 0 || bytes <= kMaxTensorBytes / d, "a tensor of shape ", shape_str(shape_),
+                  " is too large (over 1 TiB)");
+    bytes *= d;
+  }
   buf_ = allocate(nbytes());
 }
 

@@ -98,6 +98,24 @@ TEST(FuzzRegressions, GraphOutputThatNothingDefinesIsRefusedBeforeTheConverter) 
   EXPECT_NE(msg.find("' is defined by no node, graph input or initializer"), std::string::npos) << msg;
 }
 
+// fuzz_onnx_import: a model whose OneHot depth is 2^58 + 4 (one byte of the initializer
+// changed), left without a static shape, so that import ran the reference executor: the
+// output's byte count wrapped around to a small buffer that run_onehot overran
+// (heap-buffer-overflow); with depth 2^52 + 4 the allocation itself was out of reach.
+TEST(FuzzRegressions, TensorWhoseByteCountOverflowsIsRefused) {
+  for (const char* name : {"onnx_onehot_depth_wraps.onnx", "onnx_onehot_depth_huge.onnx"}) {
+    const std::string msg = testing::user_error_of([&] { (void)import_onnx_file(fuzz_input(name).string()); });
+    EXPECT_NE(msg.find("is too large (over 1 TiB)"), std::string::npos) << name << ": " << msg;
+  }
+  // The bound: 2^39 f32 values (2 TiB) are refused, as is a shape whose element count
+  // overflows int64; an empty tensor with a huge dimension is fine.
+  EXPECT_NE(testing::user_error_of([] { Tensor(DType::f32, {int64_t{1} << 38, 2}); }).find("is too large"),
+            std::string::npos);
+  EXPECT_NE(testing::user_error_of([] { Tensor(DType::i64, {int64_t{1} << 32, int64_t{1} << 32}); }).find("is too large"),
+            std::string::npos);
+  EXPECT_EQ(Tensor(DType::f32, {0, int64_t{1} << 62}).numel(), 0);
+}
+
 // fuzz_db_import: a UTF-16 SQLite file could not be attached (SQLITE_ERROR), an InternalError.
 TEST(FuzzRegressions, ImportOfAUtf16DbIsAUserError) {
   Scratch s("dc_fuzz_db_utf16");
