@@ -37,6 +37,25 @@ struct Scratch {
   }
 };
 
+// A fuzz_db_import finding replayed: a copy of tests/data/fuzz/NAME (SQLite makes -wal/-shm
+// files beside a WAL database it attaches) and a fresh DB to merge it into.
+std::string copy_input(const Scratch& s, const std::string& name) {
+  const std::string copy = (s.dir / name).string();
+  fs::copy_file(fuzz_input(name), copy);
+  return copy;
+}
+struct ImportReplay {
+  Scratch scratch;
+  std::string other;
+  sqlite::Connection into;
+  explicit ImportReplay(const std::string& name)
+      : scratch("dc_fuzz_" + name), other(copy_input(scratch, name)),
+        into(open_tuning_connection((scratch.dir / "into.db").string(), false)) {}
+  std::string error() {
+    return testing::user_error_of([&] { (void)merge_tuning_db(into, other); });
+  }
+};
+
 // fuzz_tensor_pb: an int64 tensor of shape 1194691x112 with no values allocated (and zeroed)
 // a GiB before noticing that the values are missing: a timeout.
 TEST(FuzzRegressions, TensorFileWithoutValuesIsRefusedBeforeAllocating) {
@@ -136,12 +155,10 @@ TEST(FuzzRegressions, ImportOfAUtf16DbIsAUserError) {
 // changed in its CREATE TABLE text (`first_seen_ms` of variants) passed every check, then
 // failed the merge's INSERT ("no such column"), an InternalError.
 TEST(FuzzRegressions, ImportOfADbWithAnEditedTableIsAUserError) {
-  Scratch s("dc_fuzz_db_edited");
-  // A copy: SQLite makes -wal/-shm files beside a WAL database it attaches.
-  const std::string other = (s.dir / "edited.db").string();
-  fs::copy_file(fuzz_input("db_import_edited_column.db"), other);
-  sqlite::Connection into = open_tuning_connection((s.dir / "into.db").string(), false);
-  const std::string msg = testing::user_error_of([&] { (void)merge_tuning_db(into, other); });
+  ImportReplay r("db_import_edited_column.db");
+  const std::string msg = r.error();
+  const std::string& other = r.other;
+  sqlite::Connection& into = r.into;
   EXPECT_NE(msg.find("cannot import '" + other + "': its table variants is not defined as schema version " +
                      std::to_string(schema_version()) + " defines it"),
             std::string::npos)
@@ -150,7 +167,7 @@ TEST(FuzzRegressions, ImportOfADbWithAnEditedTableIsAUserError) {
   EXPECT_EQ(into.scalar_int("SELECT count(*) FROM variants"), 0);
 
   // A missing table is named as such.
-  const std::string dropped = (s.dir / "dropped.db").string();
+  const std::string dropped = (r.scratch.dir / "dropped.db").string();
   {
     sqlite::Connection d = open_tuning_connection(dropped, false);
     d.exec("DROP VIEW IF EXISTS run_gpu_busy_fraction; DROP TABLE run_gpu_busy");
@@ -159,7 +176,7 @@ TEST(FuzzRegressions, ImportOfADbWithAnEditedTableIsAUserError) {
                 .find("its table run_gpu_busy is missing"),
             std::string::npos);
   // An index or a view of the file's own is no concern of the merge: it imports.
-  const std::string indexed = (s.dir / "indexed.db").string();
+  const std::string indexed = (r.scratch.dir / "indexed.db").string();
   {
     sqlite::Connection d = open_tuning_connection(indexed, false);
     d.exec("CREATE INDEX mine ON measurements(median_us); CREATE VIEW my_view AS SELECT 1");
@@ -172,11 +189,10 @@ TEST(FuzzRegressions, ImportOfADbWithAnEditedTableIsAUserError) {
 // quick_check passed it, since SQLite does not load the CHECK constraints of a read-only
 // database; the merge's INSERT then failed the CHECK, an InternalError.
 TEST(FuzzRegressions, ImportOfARowThatBreaksItsTableIsAUserError) {
-  Scratch s("dc_fuzz_db_check");
-  const std::string other = (s.dir / "check.db").string();
-  fs::copy_file(fuzz_input("db_import_check_violation.db"), other);
-  sqlite::Connection into = open_tuning_connection((s.dir / "into.db").string(), false);
-  const std::string msg = testing::user_error_of([&] { (void)merge_tuning_db(into, other); });
+  ImportReplay r("db_import_check_violation.db");
+  const std::string msg = r.error();
+  const std::string& other = r.other;
+  sqlite::Connection& into = r.into;
   EXPECT_NE(msg.find("cannot import '" + other + "': a row breaks its table's constraints (CHECK constraint failed"),
             std::string::npos)
       << msg;
@@ -189,11 +205,10 @@ TEST(FuzzRegressions, ImportOfARowThatBreaksItsTableIsAUserError) {
 // fuzz_db_import: a 27 KB DB whose schema record asks SQLite for a huge allocation: ATTACH
 // failed with SQLITE_NOMEM, which escaped as std::bad_alloc.
 TEST(FuzzRegressions, ImportOfADbSqliteCannotAllocateForIsAUserError) {
-  Scratch s("dc_fuzz_db_nomem");
-  const std::string other = (s.dir / "nomem.db").string();
-  fs::copy_file(fuzz_input("db_import_huge_schema_record.db"), other);
-  sqlite::Connection into = open_tuning_connection((s.dir / "into.db").string(), false);
-  const std::string msg = testing::user_error_of([&] { (void)merge_tuning_db(into, other); });
+  ImportReplay r("db_import_huge_schema_record.db");
+  const std::string msg = r.error();
+  const std::string& other = r.other;
+  sqlite::Connection& into = r.into;
   EXPECT_NE(msg.find("cannot import '" + other + "': SQLite ran out of memory attaching it"), std::string::npos)
       << msg;
   EXPECT_EQ(into.scalar_int("SELECT count(*) FROM imports"), 0);
@@ -205,11 +220,10 @@ TEST(FuzzRegressions, ImportOfADbSqliteCannotAllocateForIsAUserError) {
 // quick_check and foreign_key_check (which found the parent through the index), then the
 // merge's model_workloads INSERT failed a foreign key in this DB, an InternalError.
 TEST(FuzzRegressions, ImportOfADbWhoseIndexDisagreesWithItsTableIsAUserError) {
-  Scratch s("dc_fuzz_db_index");
-  const std::string other = (s.dir / "index.db").string();
-  fs::copy_file(fuzz_input("db_import_index_disagrees.db"), other);
-  sqlite::Connection into = open_tuning_connection((s.dir / "into.db").string(), false);
-  const std::string msg = testing::user_error_of([&] { (void)merge_tuning_db(into, other); });
+  ImportReplay r("db_import_index_disagrees.db");
+  const std::string msg = r.error();
+  const std::string& other = r.other;
+  sqlite::Connection& into = r.into;
   EXPECT_NE(msg.find("cannot import '" + other + "': it is damaged (row 1 missing from index sqlite_autoindex_workloads_1)"),
             std::string::npos)
       << msg;
