@@ -16,6 +16,7 @@
 
 #include "ir/error.h"
 #include "ir/file_bytes.h"
+#include "ir/tensor_limit.h"
 #include "onnx/opset_adapt.h"
 #include "onnx/static_shapes.h"
 #include "onnx/tensor_proto.h"
@@ -383,6 +384,8 @@ Graph convert(onnx::ModelProto& m, const std::string& model_dir, std::map<std::s
   return g;
 }
 
+constexpr int64_t kMaxFallbackTensorBytes = int64_t{256} << 20;
+
 // ONNX's inference leaves some shapes open (value-dependent ops it cannot propagate). Fill
 // them from the shape subgraph and the ops' shape functions (static_shapes.h), never by
 // running the model; only data-dependent shapes left after that (none in dc's op set
@@ -404,6 +407,10 @@ void complete_shapes(Graph& g, const onnx::GraphProto& proto) {
   }
   ref::RunOptions opts;
   opts.keep_intermediates = true;
+  // The executor runs the whole model, whose sizes nothing has bounded here: a malformed
+  // model must not make it allocate without end (a fuzz_onnx_import finding: a OneHot of
+  // depth 10^9 asked for 67 GB). No tensor above kMaxFallbackTensorBytes.
+  const TensorByteLimit limit(kMaxFallbackTensorBytes);
   const auto values = ref::run_graph(g, inputs, opts);
   for (const auto& name : missing) {
     auto it = values.find(name);

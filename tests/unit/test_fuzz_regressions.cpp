@@ -11,6 +11,7 @@
 #include "merge.h"
 #include "migrate.h"
 #include "onnx/import.h"
+#include "ir/tensor_limit.h"
 #include "onnx/test_data.h"
 #include "sqlite.h"
 #include "testing.h"
@@ -124,15 +125,33 @@ TEST(FuzzRegressions, GraphOutputThatNothingDefinesIsRefusedBeforeTheConverter) 
 TEST(FuzzRegressions, TensorWhoseByteCountOverflowsIsRefused) {
   for (const char* name : {"onnx_onehot_depth_wraps.onnx", "onnx_onehot_depth_huge.onnx"}) {
     const std::string msg = testing::user_error_of([&] { (void)import_onnx_file(fuzz_input(name).string()); });
-    EXPECT_NE(msg.find("is too large (over 1 TiB)"), std::string::npos) << name << ": " << msg;
+    // Refused before allocating: now by the fallback's bound (below), under the 1 TiB one.
+    EXPECT_NE(msg.find("is too large (over 268435456 bytes)"), std::string::npos) << name << ": " << msg;
   }
-  // The bound: 2^39 f32 values (2 TiB) are refused, as is a shape whose element count
+  // The 1 TiB bound: 2^39 f32 values (2 TiB) are refused, as is a shape whose element count
   // overflows int64; an empty tensor with a huge dimension is fine.
-  EXPECT_NE(testing::user_error_of([] { Tensor(DType::f32, {int64_t{1} << 38, 2}); }).find("is too large"),
+  EXPECT_NE(testing::user_error_of([] { Tensor(DType::f32, {int64_t{1} << 38, 2}); }).find("is too large (over 1 TiB)"),
             std::string::npos);
   EXPECT_NE(testing::user_error_of([] { Tensor(DType::i64, {int64_t{1} << 32, int64_t{1} << 32}); }).find("is too large"),
             std::string::npos);
   EXPECT_EQ(Tensor(DType::f32, {0, int64_t{1} << 62}).numel(), 0);
+}
+
+// fuzz_onnx_import: the model above with a OneHot depth of 1,056,964,612 and a tensor
+// upstream left without a static shape: import's fallback ran the whole model with the
+// reference executor, and OneHot's output ([2,4,2,depth] f32, 67.6 GB) ran out of memory.
+// The fallback bounds each tensor at 256 MiB.
+TEST(FuzzRegressions, DataDependentShapeFallbackIsBounded) {
+  const std::string msg =
+      testing::user_error_of([] { (void)import_onnx_file(fuzz_input("onnx_onehot_depth_1e9_fallback.onnx").string()); });
+  EXPECT_NE(msg.find("is too large (over 268435456 bytes)"), std::string::npos) << msg;
+  // The limit is scoped: after it, the usual 1 TiB bound applies again.
+  {
+    const TensorByteLimit limit(1024);
+    EXPECT_NE(testing::user_error_of([] { Tensor(DType::f32, {257}); }).find("(over 1024 bytes)"), std::string::npos);
+    EXPECT_EQ(Tensor(DType::f32, {256}).numel(), 256);
+  }
+  EXPECT_EQ(Tensor(DType::f32, {257}).numel(), 257);
 }
 
 // fuzz_db_import: a UTF-16 SQLite file could not be attached (SQLITE_ERROR), an InternalError.
