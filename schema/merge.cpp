@@ -2,8 +2,10 @@
 
 #include <cctype>
 #include <filesystem>
+#include <new>
 
 #include <fmt/format.h>
+#include <sqlite3.h>
 
 #include "ir/error.h"
 #include "migrate.h"
@@ -104,9 +106,12 @@ const Step kSteps[] = {
 
 // A file that a crash, a disk fault or a hand edit left inconsistent is the user's to repair:
 // refused before anything is written (its rows would break this DB's constraints, which
-// would otherwise surface as an internal error halfway through the merge).
+// would otherwise surface as an internal error halfway through the merge). integrity_check,
+// not quick_check: an index that disagrees with its table (which quick_check does not look
+// at) lets foreign_key_check find parents that the merge's table scans do not copy (a
+// fuzz_db_import finding: a model workload's workload missing from the merged rows).
 void check_consistent(sqlite::Connection& into, const std::string& from_path) {
-  sqlite::Query quick = into.query("PRAGMA src.quick_check(1)");
+  sqlite::Query quick = into.query("PRAGMA src.integrity_check(1)");
   const std::string verdict = quick.step() ? quick.text(0) : "no answer";
   DC_USER_CHECK(verdict == "ok", "cannot import '", from_path, "': it is damaged (", verdict,
                 "); check it with: sqlite3 ", from_path, " 'PRAGMA integrity_check'");
@@ -115,6 +120,41 @@ void check_consistent(sqlite::Connection& into, const std::string& from_path) {
     throw_user_error("cannot import '", from_path, "': its table ", fk.text(0), " has rows that refer to ",
                      "missing rows of ", fk.text(2), "; check it with: sqlite3 ", from_path,
                      " 'PRAGMA foreign_key_check'");
+}
+
+// The merge reads the file's tables by column: each table of this DB must be in the file,
+// defined by the same CREATE TABLE text (the same migrations write the same text; the
+// tables are STRICT, so equal definitions mean equal columns, types and constraints).
+// A file whose version number is current but whose tables were edited or damaged is
+// refused before anything is written (a fuzz_db_import finding: a column renamed by one
+// byte failed the merge's INSERT as an internal error). Indexes and views of its own are
+// no concern of the merge.
+void check_same_tables(sqlite::Connection& into, const std::string& from_path) {
+  sqlite::Query q = into.query(
+      "SELECT m.name, s.sql IS NULL FROM main.sqlite_schema m "
+      "LEFT JOIN src.sqlite_schema s ON s.type = 'table' AND s.name = m.name "
+      "WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
+      "AND s.sql IS NOT m.sql ORDER BY m.name LIMIT 1");
+  if (!q.step()) return;
+  const std::string table = q.text(0);
+  const std::string what = q.int64(1) ? "is missing" : "is not defined as schema version " +
+                                                          std::to_string(schema_version()) + " defines it";
+  throw_user_error("cannot import '", from_path, "': its table ", table, " ", what,
+                   " (edited or damaged); check it with: sqlite3 ", from_path, " '.schema ", table, "'");
+}
+
+// Called when a merge INSERT failed: a row of the file that breaks its own table's CHECK,
+// NOT NULL or STRICT type constraint is the file's fault (the tables are the same:
+// check_same_tables), so a UserError. SQLite does not load the CHECK constraints of a
+// read-only database, so integrity_check above passes such a row (a fuzz_db_import finding:
+// a tuning run of precision 'fp64' was an InternalError).
+void refuse_a_row_that_breaks_its_table(sqlite::Connection& into, const std::string& from_path) {
+  const int code = sqlite3_extended_errcode(into.handle());
+  if (code == SQLITE_CONSTRAINT_CHECK || code == SQLITE_CONSTRAINT_NOTNULL ||
+      code == SQLITE_CONSTRAINT_DATATYPE)
+    throw_user_error("cannot import '", from_path, "': a row breaks its table's constraints (",
+                     sqlite3_errmsg(into.handle()), "); check it with: sqlite3 ", from_path,
+                     " 'PRAGMA integrity_check'");
 }
 
 }  // namespace
@@ -133,6 +173,12 @@ MergeStats merge_tuning_db(sqlite::Connection& into, const std::string& from_pat
     // The SQL is fixed: what SQLite refuses here is the file (e.g. a UTF-16 database: a
     // fuzz_db_import finding).
     throw_user_error("cannot import '", from_path, "': SQLite cannot attach it (", e.what(), ")");
+  } catch (const std::bad_alloc&) {
+    // SQLITE_NOMEM attaching a small file: a damaged schema record asks for more memory
+    // than SQLite allocates at once (a fuzz_db_import finding).
+    throw_user_error("cannot import '", from_path, "': SQLite ran out of memory attaching it ",
+                     "(a damaged file asks for too much); check it with: sqlite3 ", from_path,
+                     " 'PRAGMA integrity_check'");
   }
   MergeStats stats;
   try {
@@ -146,6 +192,7 @@ MergeStats merge_tuning_db(sqlite::Connection& into, const std::string& from_pat
     DC_USER_CHECK(version == schema_version(), "cannot import '", from_path,
                   "': its schema version ", version, " is older than this dc's (",
                   schema_version(), "); migrate it first: dc-db --db ", from_path, " migrate");
+    check_same_tables(into, from_path);  // first: foreign_key_check needs the same tables
     check_consistent(into, from_path);
     sqlite::Transaction tx(into);
     into.query(
@@ -156,7 +203,12 @@ MergeStats merge_tuning_db(sqlite::Connection& into, const std::string& from_pat
     for (const Step& s : kSteps) {
       sqlite::Query q = into.query(s.sql);
       if (s.count == &MergeStats::measurements) q.bind(1, stats.import_id);
-      q.run();
+      try {
+        q.run();
+      } catch (const InternalError&) {
+        refuse_a_row_that_breaks_its_table(into, from_path);
+        throw;
+      }
       if (s.count) stats.*s.count = into.changes();
     }
     into.query("UPDATE imports SET measurements_added = ? WHERE id = ?")

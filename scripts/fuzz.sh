@@ -35,13 +35,19 @@ nice -n 10 cmake --build "$B" -j"${FUZZ_BUILD_JOBS:-2}" --target "${HARNESSES[@]
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:allocator_may_return_null=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-# Seed corpora (regenerated when missing): examples/, ../shared/onnx-node-tests, a tuned
-# tiny plan and its DB, the YAML examples, a recorded farm conversation.
+# Seed corpora: examples/, ../shared/onnx-node-tests, tuned plans and their DBs (tiny_cnn,
+# tiny_transformer, and two one- or two-module models whose small plans and DBs mutate
+# fast), the YAML examples, a recorded farm conversation. Made again whenever what they
+# depend on changes (the DB schema, the plan format, the seed makers): a seed of an older
+# schema or format would only reach the version checks.
 S="$B/seeds"
-if [ ! -f "$S/.done" ]; then
-  # The plan and DB seeds come from a quick emulated tune by the ordinary build.
+SEED_KEY=$(cat schema/migrations/*.sql codegen/plan/plan_format.h codegen/plan/plan_json.cpp \
+  common/farm/farm.proto tests/fuzz/*.py tests/fuzz/*.sql tests/fuzz/make_frame_seeds.cpp \
+  tests/fuzz/farm_frames.h scripts/fuzz.sh | sha256sum | cut -c1-16)
+if [ "$(cat "$S/.done" 2>/dev/null)" != "$SEED_KEY" ]; then
+  # The plan and DB seeds come from quick emulated tunes by the ordinary build.
   COORD="$ROOT/build/bin/dc-coordinator"
-  rm -rf "$S" && mkdir -p "$S"/{fuzz_onnx_import,fuzz_tensor_pb,fuzz_plan,fuzz_db_import,fuzz_tune_config}
+  rm -rf "$S" && mkdir -p "$S"/{fuzz_onnx_import,fuzz_tensor_pb,fuzz_plan,fuzz_db_import,fuzz_tune_config,models}
   NODE="$ROOT/../shared/onnx-node-tests"
   for m in examples/*/model.onnx "$NODE"/*/model.onnx; do
     [ -f "$m" ] && cp "$m" "$S/fuzz_onnx_import/$(basename "$(dirname "$m")").onnx"
@@ -50,17 +56,28 @@ if [ ! -f "$S/.done" ]; then
     [ -f "$t" ] && cp "$t" "$S/fuzz_tensor_pb/$(basename "$(dirname "$(dirname "$t")")")_$(basename "$t")"
   done
   cp examples/*.yaml "$S/fuzz_tune_config/"
-  for ex in tiny_cnn tiny_transformer; do
-    "$COORD" --log-level error tune "examples/$ex/model.onnx" --config examples/tune-quick.yaml \
+  /usr/bin/python3 tests/fuzz/make_small_models.py "$S/models"
+  for ex in tiny_cnn tiny_transformer small_gemm small_two; do
+    model="examples/$ex/model.onnx"
+    [ -f "$model" ] || model="$S/models/$ex.onnx"
+    "$COORD" --log-level error tune "$model" --config examples/tune-quick.yaml \
       --gpus h100 --emulate --local-workers 2 --db "$S/$ex.db" --out "$S/plan_$ex" >/dev/null
     cp "$S/$ex.db" "$S/fuzz_db_import/$ex.db"
+    # The small models' DBs cut to a few rows of each table with 512-byte pages.
+    if [[ $ex == small_* ]]; then
+      sqlite3 "$S/fuzz_db_import/$ex.db" <tests/fuzz/small_db_seed.sql >/dev/null
+    fi
+    # Plans with their 30 KB prelude cut short (still valid plans); '!' (raw: the harness
+    # leaves the checksums alone) before each, and tiny_cnn's files exactly as dc wrote them.
     P="$S/plan_$ex/h100"
-    { cat "$P/plan.json"; printf '\n@@dc-fuzz-file@@\n'; cat "$P/kernels.cu"; printf '\n@@dc-fuzz-file@@\n'
-      cat "$P/weights.bin"; } > "$S/fuzz_plan/$ex"
+    /usr/bin/python3 tests/fuzz/pack_plan_seed.py "$P" "$S/fuzz_plan/$ex" --short-prelude
     { printf '!'; cat "$S/fuzz_plan/$ex"; } > "$S/fuzz_plan/${ex}_raw"
   done
+  { printf '!'; /usr/bin/python3 tests/fuzz/pack_plan_seed.py "$S/plan_tiny_cnn/h100" /dev/stdout; } \
+    > "$S/fuzz_plan/tiny_cnn_as_written"
+  mkdir -p "$S/fuzz_farm_codec"
   "$B/bin/make_frame_seeds" "$S/fuzz_farm_codec" >/dev/null
-  touch "$S/.done"
+  echo "$SEED_KEY" >"$S/.done"
 fi
 
 printf '%-18s %12s %8s %8s %8s  %s\n' harness executions exec/s cov features findings

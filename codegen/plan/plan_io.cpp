@@ -197,7 +197,9 @@ std::atomic<uint64_t> g_weights_bytes_read{0};
 // Reads stream bytes [pos, end) into `dst` (or a bounce buffer when dst is null) and
 // checksums them.
 void read_range(std::istream& in, int64_t n, char* dst, Fnv1a& fnv, const std::string& path) {
-  std::vector<char> bounce(dst ? 0 : size_t{1} << 20);
+  // At most 1 MiB, and no more than the range: a small plan's checksum pass allocates
+  // (and zeroes) a few bytes, not a MiB.
+  std::vector<char> bounce(dst ? 0 : static_cast<size_t>(std::clamp<int64_t>(n, 0, int64_t{1} << 20)));
   while (n > 0) {
     const auto chunk = dst ? n : std::min<int64_t>(n, bounce.size());
     char* to = dst ? dst : bounce.data();

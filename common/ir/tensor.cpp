@@ -1,8 +1,11 @@
 #include "ir/tensor.h"
+#include "ir/tensor_limit.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <new>
+#include <string>
 
 namespace dc {
 
@@ -22,11 +25,30 @@ std::shared_ptr<std::byte[]> allocate(size_t nbytes) {
 
 }  // namespace
 
+// The most bytes a host tensor may hold (1 TiB, as tensor_proto.cpp allows a file's tensor):
+// the byte count is checked before it is computed, so that a model's absurd shape (a OneHot
+// depth of 2^58: a fuzz_onnx_import finding) is a UserError, not a size that wraps around
+// into a small buffer overrun by the op that fills it.
+constexpr int64_t kMaxTensorBytes = int64_t{1} << 40;
+thread_local int64_t t_max_tensor_bytes = kMaxTensorBytes;  // TensorByteLimit lowers it
+
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   DC_INTERNAL_CHECK(dtype != DType::undefined, "tensor of undefined dtype");
   for (int64_t d : shape_) DC_USER_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape_));
+  const int64_t limit = t_max_tensor_bytes;
+  int64_t bytes = static_cast<int64_t>(dtype_size(dtype));
+  for (int64_t d : shape_) {
+    DC_USER_CHECK(d == 0 || bytes <= limit / d, "a tensor of shape ", shape_str(shape_), " is too large (over ",
+                  limit == kMaxTensorBytes ? std::string("1 TiB") : std::to_string(limit) + " bytes", ")");
+    bytes *= d;
+  }
   buf_ = allocate(nbytes());
 }
+
+TensorByteLimit::TensorByteLimit(int64_t bytes) : previous_(t_max_tensor_bytes) {
+  t_max_tensor_bytes = std::min(bytes, previous_);
+}
+TensorByteLimit::~TensorByteLimit() { t_max_tensor_bytes = previous_; }
 
 Tensor Tensor::from_file(DType dtype, Shape shape, const std::string& path, uint64_t offset) {
   DC_INTERNAL_CHECK(dtype != DType::undefined, "tensor of undefined dtype");

@@ -16,6 +16,7 @@
 
 #include "ir/error.h"
 #include "ir/file_bytes.h"
+#include "ir/tensor_limit.h"
 #include "onnx/opset_adapt.h"
 #include "onnx/static_shapes.h"
 #include "onnx/tensor_proto.h"
@@ -222,8 +223,10 @@ void check_acyclic(const onnx::GraphProto& g) {
     if (state[i] == 0) visit(i);
 }
 
-// Every tensor a node reads must be defined somewhere (ONNX's checker words this as an
-// ordering problem).
+// Every tensor a node reads, and every graph output, must be defined somewhere (ONNX's
+// checker words the first as an ordering problem; ONNX's version converter, which opsets
+// 1..5 go through before the checker runs, dereferences a null value for an output that
+// nothing defines: a fuzz_onnx_import finding).
 void check_inputs_defined(const onnx::GraphProto& g) {
   std::set<std::string> defined = initializer_names(g);
   for (const auto& v : g.input()) defined.insert(v.name());
@@ -235,6 +238,9 @@ void check_inputs_defined(const onnx::GraphProto& g) {
                     g.node(i).name().empty() ? str_cat(g.node(i).op_type(), " #", i) : g.node(i).name(),
                     "' (", g.node(i).op_type(), ") reads tensor '", in,
                     "', which no node, graph input or initializer defines (a missing initializer?)");
+  for (const auto& out : g.output())
+    DC_USER_CHECK(defined.count(out.name()), "graph output '", out.name(),
+                  "' is defined by no node, graph input or initializer");
 }
 
 // External-data initializers up to this size are read into the proto, so that ONNX's
@@ -378,6 +384,8 @@ Graph convert(onnx::ModelProto& m, const std::string& model_dir, std::map<std::s
   return g;
 }
 
+constexpr int64_t kMaxFallbackTensorBytes = int64_t{256} << 20;
+
 // ONNX's inference leaves some shapes open (value-dependent ops it cannot propagate). Fill
 // them from the shape subgraph and the ops' shape functions (static_shapes.h), never by
 // running the model; only data-dependent shapes left after that (none in dc's op set
@@ -399,6 +407,10 @@ void complete_shapes(Graph& g, const onnx::GraphProto& proto) {
   }
   ref::RunOptions opts;
   opts.keep_intermediates = true;
+  // The executor runs the whole model, whose sizes nothing has bounded here: a malformed
+  // model must not make it allocate without end (a fuzz_onnx_import finding: a OneHot of
+  // depth 10^9 asked for 67 GB). No tensor above kMaxFallbackTensorBytes.
+  const TensorByteLimit limit(kMaxFallbackTensorBytes);
   const auto values = ref::run_graph(g, inputs, opts);
   for (const auto& name : missing) {
     auto it = values.find(name);

@@ -44,15 +44,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool raw = !input.empty() && input[0] == '!';
   if (raw) input.remove_prefix(1);
   const auto parts = dc::fuzz::split(input, kFileSep);
-  const std::filesystem::path dir = dc::fuzz::scratch_dir() / "plan";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  // One folder for the process's inputs (made once): each input rewrites its files and
+  // removes those it lacks, rather than making the folder anew.
+  static const std::filesystem::path dir = [] {
+    std::filesystem::path d = dc::fuzz::scratch_dir() / "plan";
+    std::filesystem::create_directories(d);
+    return d;
+  }();
   std::string json(parts[0]);
   if (!raw && parts.size() > 1) set_sum(json, "kernels.cu", parts[1]);
   if (!raw && parts.size() > 2) set_sum(json, "weights.bin", parts[2]);
   dc::fuzz::write_file(dir / "plan.json", json);
-  if (parts.size() > 1) dc::fuzz::write_file(dir / "kernels.cu", parts[1]);
-  if (parts.size() > 2) dc::fuzz::write_file(dir / "weights.bin", parts[2]);
+  const char* const others[] = {"kernels.cu", "weights.bin"};
+  for (size_t i = 0; i < 2; ++i) {
+    if (parts.size() > i + 1) dc::fuzz::write_file(dir / others[i], parts[i + 1]);
+    else std::filesystem::remove(dir / others[i]);
+  }
   dc::fuzz::expect_user_errors([&] { (void)dc::read_plan(dir.string()); });
   return 0;
 }

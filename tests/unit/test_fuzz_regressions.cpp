@@ -10,6 +10,8 @@
 #include "ir/error.h"
 #include "merge.h"
 #include "migrate.h"
+#include "onnx/import.h"
+#include "ir/tensor_limit.h"
 #include "onnx/test_data.h"
 #include "sqlite.h"
 #include "testing.h"
@@ -33,6 +35,25 @@ struct Scratch {
   std::string write(const std::string& name, const std::string& bytes) const {
     std::ofstream(dir / name, std::ios::binary) << bytes;
     return (dir / name).string();
+  }
+};
+
+// A fuzz_db_import finding replayed: a copy of tests/data/fuzz/NAME (SQLite makes -wal/-shm
+// files beside a WAL database it attaches) and a fresh DB to merge it into.
+std::string copy_input(const Scratch& s, const std::string& name) {
+  const std::string copy = (s.dir / name).string();
+  fs::copy_file(fuzz_input(name), copy);
+  return copy;
+}
+struct ImportReplay {
+  Scratch scratch;
+  std::string other;
+  sqlite::Connection into;
+  explicit ImportReplay(const std::string& name)
+      : scratch("dc_fuzz_" + name), other(copy_input(scratch, name)),
+        into(open_tuning_connection((scratch.dir / "into.db").string(), false)) {}
+  std::string error() {
+    return testing::user_error_of([&] { (void)merge_tuning_db(into, other); });
   }
 };
 
@@ -87,6 +108,52 @@ TEST(FuzzRegressions, TuneConfigKeysMustBeNames) {
   }
 }
 
+// fuzz_onnx_import: an opset-3 Split node test whose graph output's name was changed, so
+// that nothing defines it. Opsets below 6 go through ONNX's version converter, which
+// dereferenced a null value for that output (SEGV in onnx::graphProtoToGraph).
+TEST(FuzzRegressions, GraphOutputThatNothingDefinesIsRefusedBeforeTheConverter) {
+  const std::string msg =
+      testing::user_error_of([] { (void)import_onnx_file(fuzz_input("onnx_opset3_undefined_output.onnx").string()); });
+  EXPECT_NE(msg.find("graph output 'output"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("' is defined by no node, graph input or initializer"), std::string::npos) << msg;
+}
+
+// fuzz_onnx_import: a model whose OneHot depth is 2^58 + 4 (one byte of the initializer
+// changed), left without a static shape, so that import ran the reference executor: the
+// output's byte count wrapped around to a small buffer that run_onehot overran
+// (heap-buffer-overflow); with depth 2^52 + 4 the allocation itself was out of reach.
+TEST(FuzzRegressions, TensorWhoseByteCountOverflowsIsRefused) {
+  for (const char* name : {"onnx_onehot_depth_wraps.onnx", "onnx_onehot_depth_huge.onnx"}) {
+    const std::string msg = testing::user_error_of([&] { (void)import_onnx_file(fuzz_input(name).string()); });
+    // Refused before allocating: now by the fallback's bound (below), under the 1 TiB one.
+    EXPECT_NE(msg.find("is too large (over 268435456 bytes)"), std::string::npos) << name << ": " << msg;
+  }
+  // The 1 TiB bound: 2^39 f32 values (2 TiB) are refused, as is a shape whose element count
+  // overflows int64; an empty tensor with a huge dimension is fine.
+  EXPECT_NE(testing::user_error_of([] { Tensor(DType::f32, {int64_t{1} << 38, 2}); }).find("is too large (over 1 TiB)"),
+            std::string::npos);
+  EXPECT_NE(testing::user_error_of([] { Tensor(DType::i64, {int64_t{1} << 32, int64_t{1} << 32}); }).find("is too large"),
+            std::string::npos);
+  EXPECT_EQ(Tensor(DType::f32, {0, int64_t{1} << 62}).numel(), 0);
+}
+
+// fuzz_onnx_import: the model above with a OneHot depth of 1,056,964,612 and a tensor
+// upstream left without a static shape: import's fallback ran the whole model with the
+// reference executor, and OneHot's output ([2,4,2,depth] f32, 67.6 GB) ran out of memory.
+// The fallback bounds each tensor at 256 MiB.
+TEST(FuzzRegressions, DataDependentShapeFallbackIsBounded) {
+  const std::string msg =
+      testing::user_error_of([] { (void)import_onnx_file(fuzz_input("onnx_onehot_depth_1e9_fallback.onnx").string()); });
+  EXPECT_NE(msg.find("is too large (over 268435456 bytes)"), std::string::npos) << msg;
+  // The limit is scoped: after it, the usual 1 TiB bound applies again.
+  {
+    const TensorByteLimit limit(1024);
+    EXPECT_NE(testing::user_error_of([] { Tensor(DType::f32, {257}); }).find("(over 1024 bytes)"), std::string::npos);
+    EXPECT_EQ(Tensor(DType::f32, {256}).numel(), 256);
+  }
+  EXPECT_EQ(Tensor(DType::f32, {257}).numel(), 257);
+}
+
 // fuzz_db_import: a UTF-16 SQLite file could not be attached (SQLITE_ERROR), an InternalError.
 TEST(FuzzRegressions, ImportOfAUtf16DbIsAUserError) {
   Scratch s("dc_fuzz_db_utf16");
@@ -100,6 +167,85 @@ TEST(FuzzRegressions, ImportOfAUtf16DbIsAUserError) {
   const std::string msg = testing::user_error_of([&] { (void)merge_tuning_db(into, other); });
   EXPECT_NE(msg.find("cannot import '" + other + "': SQLite cannot attach it"), std::string::npos) << msg;
   EXPECT_NE(msg.find("text encoding"), std::string::npos) << msg;
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM imports"), 0);
+}
+
+// fuzz_db_import: a tuned DB at the current schema version with one byte of a column's name
+// changed in its CREATE TABLE text (`first_seen_ms` of variants) passed every check, then
+// failed the merge's INSERT ("no such column"), an InternalError.
+TEST(FuzzRegressions, ImportOfADbWithAnEditedTableIsAUserError) {
+  ImportReplay r("db_import_edited_column.db");
+  const std::string msg = r.error();
+  const std::string& other = r.other;
+  sqlite::Connection& into = r.into;
+  EXPECT_NE(msg.find("cannot import '" + other + "': its table variants is not defined as schema version " +
+                     std::to_string(schema_version()) + " defines it"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM imports"), 0);
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM variants"), 0);
+
+  // A missing table is named as such.
+  const std::string dropped = (r.scratch.dir / "dropped.db").string();
+  {
+    sqlite::Connection d = open_tuning_connection(dropped, false);
+    d.exec("DROP VIEW IF EXISTS run_gpu_busy_fraction; DROP TABLE run_gpu_busy");
+  }
+  EXPECT_NE(testing::user_error_of([&] { (void)merge_tuning_db(into, dropped); })
+                .find("its table run_gpu_busy is missing"),
+            std::string::npos);
+  // An index or a view of the file's own is no concern of the merge: it imports.
+  const std::string indexed = (r.scratch.dir / "indexed.db").string();
+  {
+    sqlite::Connection d = open_tuning_connection(indexed, false);
+    d.exec("CREATE INDEX mine ON measurements(median_us); CREATE VIEW my_view AS SELECT 1");
+  }
+  EXPECT_GT(merge_tuning_db(into, indexed).import_id, 0);
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM imports"), 1);
+}
+
+// fuzz_db_import: a tuned DB whose one tuning run has precision 'fp64' (two bytes changed).
+// quick_check passed it, since SQLite does not load the CHECK constraints of a read-only
+// database; the merge's INSERT then failed the CHECK, an InternalError.
+TEST(FuzzRegressions, ImportOfARowThatBreaksItsTableIsAUserError) {
+  ImportReplay r("db_import_check_violation.db");
+  const std::string msg = r.error();
+  const std::string& other = r.other;
+  sqlite::Connection& into = r.into;
+  EXPECT_NE(msg.find("cannot import '" + other + "': a row breaks its table's constraints (CHECK constraint failed"),
+            std::string::npos)
+      << msg;
+  // Rolled back whole: the rows of the steps before tuning_runs are gone too.
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM imports"), 0);
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM measurements"), 0);
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM models"), 0);
+}
+
+// fuzz_db_import: a 27 KB DB whose schema record asks SQLite for a huge allocation: ATTACH
+// failed with SQLITE_NOMEM, which escaped as std::bad_alloc.
+TEST(FuzzRegressions, ImportOfADbSqliteCannotAllocateForIsAUserError) {
+  ImportReplay r("db_import_huge_schema_record.db");
+  const std::string msg = r.error();
+  const std::string& other = r.other;
+  sqlite::Connection& into = r.into;
+  EXPECT_NE(msg.find("cannot import '" + other + "': SQLite ran out of memory attaching it"), std::string::npos)
+      << msg;
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM imports"), 0);
+  // The connection is still usable: nothing stays attached.
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM pragma_database_list"), 1);
+}
+
+// fuzz_db_import: a tuned DB whose workloads index lacks a row of its table passed
+// quick_check and foreign_key_check (which found the parent through the index), then the
+// merge's model_workloads INSERT failed a foreign key in this DB, an InternalError.
+TEST(FuzzRegressions, ImportOfADbWhoseIndexDisagreesWithItsTableIsAUserError) {
+  ImportReplay r("db_import_index_disagrees.db");
+  const std::string msg = r.error();
+  const std::string& other = r.other;
+  sqlite::Connection& into = r.into;
+  EXPECT_NE(msg.find("cannot import '" + other + "': it is damaged (row 1 missing from index sqlite_autoindex_workloads_1)"),
+            std::string::npos)
+      << msg;
   EXPECT_EQ(into.scalar_int("SELECT count(*) FROM imports"), 0);
 }
 
