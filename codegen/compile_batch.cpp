@@ -142,9 +142,28 @@ std::vector<BatchItemResult> compile_batch(const std::vector<const GeneratedKern
                                            BatchStats* stats) {
   std::vector<BatchItemResult> results(kernels.size());
   BatchStats local;
+  BatchStats& counted = stats ? *stats : local;
   std::vector<size_t> all(kernels.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-  Batcher(kernels, arch, options, results, stats ? *stats : local).run(all);
+  // The retry is per source, not per program: ptxas's bound would reach every entry.
+  CompileOptions first = options;
+  first.retry_spills = false;
+  Batcher(kernels, arch, first, results, counted).run(all);
+  if (!retries_spills(options)) return results;
+  std::vector<size_t> spilling;
+  for (size_t i : all)
+    if (results[i].ok && spilled_bytes(results[i].kernels) > 0) spilling.push_back(i);
+  if (spilling.empty()) return results;
+  const CompileOptions again_options = spill_retry_options(options);
+  std::vector<BatchItemResult> again(kernels.size());
+  Batcher(kernels, arch, again_options, again, counted).run(spilling);
+  for (size_t i : spilling) {
+    if (!again[i].ok || spilled_bytes(again[i].kernels) >= spilled_bytes(results[i].kernels))
+      continue;
+    again[i].batched = results[i].batched;  // how the first compile went
+    again[i].spill_retried = true;
+    results[i] = std::move(again[i]);
+  }
   return results;
 }
 

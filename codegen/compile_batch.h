@@ -7,7 +7,9 @@
 // the source alone (CompileBatch.FiguresEqualSeparateCompiles checks it).
 //
 // A batch that does not compile is split in halves until the sources that fail are alone;
-// those are compiled as they are, so a failure's log is the source's own.
+// those are compiled as they are, so a failure's log is the source's own. With
+// CompileOptions::retry_spills, the sources that spilled are compiled again as a batch of
+// their own with min_blocks_per_sm = 1, as compile_cuda retries a source alone.
 #pragma once
 
 #include <string>
@@ -23,6 +25,8 @@ struct BatchItemResult {
   std::string error;                     // first error lines when !ok
   std::vector<KernelResources> kernels;  // ptxas figures per kernel, under the source's names
   bool batched = true;                   // false: compiled alone (a failure or an odd source)
+                                         // (the first compile; see spill_retried)
+  bool spill_retried = false;            // figures of the second compile (retry_spills)
 };
 
 struct BatchStats {

@@ -178,6 +178,8 @@ std::vector<std::string> nvrtc_options(const std::string& arch, const CompileOpt
   if (options.line_info) opts.push_back("--generate-line-info");
   if (options.max_registers > 0)
     opts.push_back("--maxrregcount=" + std::to_string(options.max_registers));
+  if (options.min_blocks_per_sm > 0)
+    opts.push_back("--ptxas-options=--minnctapersm=" + std::to_string(options.min_blocks_per_sm));
   opts.insert(opts.end(), options.extra_flags.begin(), options.extra_flags.end());
   return opts;
 }
@@ -232,9 +234,28 @@ std::vector<KernelResources> parse_ptxas_info(const std::string& log) {
   return kernels;
 }
 
-CompileResult compile_cuda(const std::string& source, const std::string& arch,
+int spilled_bytes(const std::vector<KernelResources>& kernels) {
+  int bytes = 0;
+  for (const auto& k : kernels) bytes += k.spill_stores_bytes + k.spill_loads_bytes;
+  return bytes;
+}
+
+bool retries_spills(const CompileOptions& options) {
+  return options.retry_spills && options.max_registers <= 0 && options.min_blocks_per_sm <= 0;
+}
+
+CompileOptions spill_retry_options(const CompileOptions& options) {
+  CompileOptions again = options;
+  again.min_blocks_per_sm = 1;
+  again.retry_spills = false;
+  return again;
+}
+
+namespace {
+
+// One NVRTC compile with exactly `options` (no retry).
+CompileResult compile_once(const std::string& source, const std::string& arch,
                            const CompileOptions& options) {
-  check_arch(arch);
   CompileResult r;
   r.arch = arch;
   r.nvrtc_version = nvrtc_version();
@@ -302,6 +323,31 @@ CompileResult compile_cuda(const std::string& source, const std::string& arch,
   return r;
 }
 
+}  // namespace
+
+CompileResult compile_cuda(const std::string& source, const std::string& arch,
+                           const CompileOptions& options) {
+  check_arch(arch);
+  CompileResult first = compile_once(source, arch, options);
+  const int spilled = first.ok ? spilled_bytes(first.kernels) : 0;
+  if (spilled == 0 || !retries_spills(options)) return first;
+  // ptxas spilled at a register target of its own choosing; told that one block per SM
+  // suffices, it may take the few registers more that the kernel needs.
+  CompileResult again = compile_once(source, arch, spill_retry_options(options));
+  again.compile_seconds += first.compile_seconds;
+  const std::string note = "dc: ptxas spilled " + std::to_string(spilled) +
+                           " bytes with no register bound; compiled again with "
+                           "--minnctapersm=1: ";
+  if (!again.ok || spilled_bytes(again.kernels) >= spilled) {
+    first.compile_seconds = again.compile_seconds;
+    first.log += "\n" + note + "no fewer spills, first result kept\n";
+    return first;
+  }
+  again.log = note + "kept (" + std::to_string(spilled_bytes(again.kernels)) +
+              " bytes)\n" + again.log;
+  return again;
+}
+
 std::vector<CompileResult> compile_for_archs(const std::string& source,
                                              const std::vector<std::string>& archs, int threads,
                                              const CompileOptions& options) {
@@ -332,7 +378,8 @@ std::vector<CompileResult> compile_for_archs(const std::string& source,
 std::string compile_cache_key(const std::string& source, const std::string& arch,
                               const CompileOptions& options) {
   // Length-prefixed fields so that no two different inputs spell the same text.
-  std::string text = "dc-compile-cache-v1\n";
+  // v2: compiles that spill are retried (CompileOptions::retry_spills).
+  std::string text = "dc-compile-cache-v2\n";
   auto field = [&](const std::string& name, const std::string& value) {
     text += name + " " + std::to_string(value.size()) + "\n" + value + "\n";
   };
@@ -340,6 +387,7 @@ std::string compile_cache_key(const std::string& source, const std::string& arch
   field("arch", arch);
   for (const auto& o : nvrtc_options(arch, options)) field("option", o);
   field("keep_ptx", options.keep_ptx ? "1" : "0");
+  field("retry_spills", retries_spills(options) ? "1" : "0");
   field("source", source);
   return fnv1a_hex(text);
 }

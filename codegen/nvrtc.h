@@ -47,6 +47,13 @@ struct CompileOptions {
   bool keep_ptx = false;
   bool line_info = false;                // -lineinfo: source lines in profilers
   int max_registers = 0;                 // --maxrregcount when > 0
+  int min_blocks_per_sm = 0;             // ptxas --minnctapersm when > 0
+  // ptxas picks its own register target when nothing bounds it, and at some targets it
+  // spills a few bytes far below the limit (docs/compilation.md, "Spills below the register
+  // limit"). With this set, a compile that spills with max_registers and min_blocks_per_sm
+  // both 0 is compiled again with min_blocks_per_sm = 1, and the second result is kept when
+  // it spills fewer bytes.
+  bool retry_spills = true;
 };
 
 // Compiles `source` for `arch` ("sm_80"; see supported_archs()). Throws UserError if the
@@ -75,6 +82,16 @@ std::vector<std::string> nvrtc_options(const std::string& arch, const CompileOpt
 // produce the same CUBIN.
 std::string compile_cache_key(const std::string& source, const std::string& arch,
                               const CompileOptions& options = {});
+
+// Spill stores plus spill loads, in bytes per thread, over `kernels`.
+int spilled_bytes(const std::vector<KernelResources>& kernels);
+
+// Whether a spilling compile under `options` is to be compiled again with
+// min_blocks_per_sm = 1 (CompileOptions::retry_spills, and no register bound set).
+bool retries_spills(const CompileOptions& options);
+
+// The same options with min_blocks_per_sm = 1 and no further retry: the second compile.
+CompileOptions spill_retry_options(const CompileOptions& options);
 
 // Reads ptxas's `-v` lines out of an NVRTC log (exposed for tests); entries in log order.
 std::vector<KernelResources> parse_ptxas_info(const std::string& log);

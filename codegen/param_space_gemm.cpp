@@ -142,6 +142,18 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
           // long K tiles took 255 registers and spilled 88-632 bytes (compile-all.md).
           const double moved = static_cast<double>((bm + bn) * bk) / static_cast<double>(threads);
           const double crowded = 4 * std::max(0.0, moved - 48);
+          // A non-gathered conv input copied 4 bytes at a time (an image plane that no
+          // wider vector divides: 7x7 with tf32): every copy's address and bounds come from
+          // a division by the plane, and ptxas keeps them live across the unrolled loop: 11
+          // registers a copy per K tile (tf32 first choices, session 7: 8 copies a thread
+          // took 138-166 registers, 16 took 194-238 with 3 stages and 255 with 80-280 bytes
+          // of spill with 4, all estimated 83 without this term; 16 now count 259, dropped).
+          const int a_copy = gemm_mma_copy_bytes(s, true, precision, bm, bk, threads);
+          const double plane_copies =
+              s.family == Family::conv && !s.gather_a && a_copy == 4
+                  ? static_cast<double>(bm * bk * (tf32 ? 4 : 2)) / (4.0 * static_cast<double>(threads))
+                  : 0;
+          const double divided = 11 * plane_copies;
           const int64_t tiles = ceil_div(s.m, bm) * ceil_div(s.n, bn) * s.batch;
           for (int64_t stages : {2, 3, 4})
             for (int64_t split : splits) {
@@ -164,7 +176,7 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
               v.threads_per_block = static_cast<int>(threads);
               v.smem_bytes = gemm_mma_smem_bytes(s, precision, bm, bn, bk, stages);
               v.regs_per_thread =
-                  gemm_mma_regs(warp_m, warp_n, staged, live_scalar, gathered + crowded, threads);
+                  gemm_mma_regs(warp_m, warp_n, staged, live_scalar, gathered + crowded + divided, threads);
               v.grid_blocks = tiles * split;
               keep_if_fits(out, std::move(v), gpu);
             }

@@ -8,7 +8,9 @@
 // tensors stored as a plan of the path stores them (f16/bf16 for fp16/bf16, f32 for tf32),
 // the estimator's pruned top-K over {path, fp32} on each GPU is taken; its tensor-core
 // variants are compiled. Every one must compile; the first (the variant the estimator ranks
-// first among the path's) must not spill.
+// first among the path's) must not spill. Compiles that spill are compiled again with ptxas
+// told one block per SM suffices (CompileOptions::retry_spills, docs/compilation.md); the
+// figures are those of the kept compile.
 //
 // Environment: DC_MODELS_DIR (required), DC_MMA_PATH (tf32, fp16 or bf16; default fp16),
 // DC_MODEL (one model), DC_GPUS (default a100,a10,l4,h100), DC_FIRST_ONLY=1 (rank 0 only),
@@ -271,7 +273,8 @@ TEST(CompileKeptMma, EveryKeptTensorCoreVariantCompiles) {
     int kernels = 0, failed = 0, spilled = 0, first_spilled = 0, max_regs = 0, max_spill = 0;
   };
   std::map<std::string, Tally> tallies;  // "model gpu"
-  int failed = 0, first_spilled = 0;
+  int failed = 0, first_spilled = 0, retried = 0;
+  for (const Unit& u : units) retried += u.result.spill_retried ? 1 : 0;
   for (const Job& j : jobs) {
     const BatchItemResult& r = units[j.unit].result;
     int regs = 0, spill = 0;
@@ -306,11 +309,11 @@ TEST(CompileKeptMma, EveryKeptTensorCoreVariantCompiles) {
     std::printf("| %s | %s | %d | %d | %d | %d | %d | %d |\n", name.c_str(), path.c_str(),
                 t.kernels, t.failed, t.spilled, t.first_spilled, t.max_regs, t.max_spill);
   std::printf("COMPILEKEPT %s: %zu kernels, %zu distinct (arch, source), %d NVRTC programs, "
-              "%d failed, %d first choices spilled; %d figures reused (DC_REUSE), %d units from "
-              "DC_FIGURES; generate %.0f s, "
-              "NVRTC %.0f s CPU, wall %.0f s\n",
-              path.c_str(), jobs.size(), units.size(), stats.programs, failed, first_spilled, reused_jobs,
-              stored_units, generate_s, stats.seconds, wall_s);
+              "%d failed, %d first choices spilled; %d compiled again for spills (retry_spills); "
+              "%d figures reused (DC_REUSE), %d units from DC_FIGURES; generate %.0f s, NVRTC %.0f s "
+              "CPU, wall %.0f s\n",
+              path.c_str(), jobs.size(), units.size(), stats.programs, failed, first_spilled, retried,
+              reused_jobs, stored_units, generate_s, stats.seconds, wall_s);
 }
 
 }  // namespace

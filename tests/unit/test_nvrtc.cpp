@@ -314,6 +314,30 @@ TEST(Nvrtc, OptionList) {
             (std::vector<std::string>{"--gpu-architecture=sm_86", "--std=c++17",
                                       "--ptxas-options=-v", "--generate-line-info",
                                       "--maxrregcount=64", "-DX=1"}));
+  o = {};
+  o.min_blocks_per_sm = 2;
+  EXPECT_EQ(nvrtc_options("sm_80", o),
+            (std::vector<std::string>{"--gpu-architecture=sm_80", "--std=c++17",
+                                      "--ptxas-options=-v", "--ptxas-options=--minnctapersm=2"}));
+}
+
+TEST(Nvrtc, SpillRetryOnlyWithoutARegisterBound) {
+  CompileOptions o;
+  EXPECT_TRUE(retries_spills(o));
+  const CompileOptions again = spill_retry_options(o);
+  EXPECT_EQ(again.min_blocks_per_sm, 1);
+  EXPECT_FALSE(retries_spills(again));
+  o.max_registers = 32;  // the caller asked for the spills (RegisterCapForcesSpills)
+  EXPECT_FALSE(retries_spills(o));
+  o = {};
+  o.retry_spills = false;
+  EXPECT_FALSE(retries_spills(o));
+  EXPECT_EQ(spilled_bytes({}), 0);
+  KernelResources a, b;
+  a.spill_stores_bytes = 8;
+  a.spill_loads_bytes = 4;
+  b.spill_stores_bytes = 16;
+  EXPECT_EQ(spilled_bytes({a, b}), 28);
 }
 
 TEST(Nvrtc, CacheKeyTracksEveryInput) {
@@ -346,6 +370,12 @@ TEST(Nvrtc, CacheKeyTracksEveryInput) {
   o.extra_flags = {"-DA", "-DB"};
   add(compile_cache_key(src, "sm_80", o));
   o.extra_flags = {"-DA-DB"};  // same characters, different option list
+  add(compile_cache_key(src, "sm_80", o));
+  o = {};
+  o.retry_spills = false;
+  add(compile_cache_key(src, "sm_80", o));
+  o = {};
+  o.min_blocks_per_sm = 1;
   add(compile_cache_key(src, "sm_80", o));
 }
 
