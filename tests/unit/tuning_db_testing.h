@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "farm/measurement.h"
+#include "sqlite.h"
 #include "gpu/gpu_spec.h"
 #include "tuning_db.h"
 #include "variant.h"
@@ -99,6 +100,13 @@ inline Measurement test_measurement(const std::string& workload, const Variant& 
   m.emulated = worker.emulated;
   m.finished_unix_ms = finished_ms;
   return m;
+}
+
+// PRAGMA integrity_check's first line: "ok" for a sound file.
+inline std::string integrity(sqlite::Connection& conn) {
+  sqlite::Query q = conn.query("PRAGMA integrity_check");
+  EXPECT_TRUE(q.step());
+  return q.text(0);
 }
 
 }  // namespace dc::testing
