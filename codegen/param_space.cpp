@@ -538,6 +538,17 @@ int gemm_mma_regs(int64_t warp_m, int64_t warp_n, double staged, double live_sca
   return bound < 255 ? std::min(regs, bound) : regs;
 }
 
+int gemm_tf32_regs(const Tf32ThreadLoad& t, int64_t threads) {
+  // Least squares over the compiles below 250 registers, with those at 254-255 counted as
+  // at least 255 (registers.md): rmse 22 registers, bias 0 on each architecture.
+  const double accum = static_cast<double>(t.warp_m * t.warp_n) / 32;
+  const int regs = static_cast<int>(
+      std::lround(accum * (0.8 + accum / 256) + 1.85 * t.moved + 5 * t.staged + 0.9 * t.gathered +
+                  5.2 * t.narrow_copies + 5 * static_cast<double>(t.stages) + (t.conv ? 16.8 : 0)));
+  const int bound = launch_bounds_regs(threads);
+  return bound < 255 ? std::min(regs, bound) : regs;
+}
+
 bool fits_gpu(const Variant& v, const GpuSpec& gpu, std::string* why) {
   auto fail = [&](const std::string& msg) {
     if (why) *why = msg;

@@ -191,6 +191,24 @@ int gemm_mma_copy_bytes(const WorkloadShape& s, bool operand_a, const std::strin
 int gemm_mma_regs(int64_t warp_m, int64_t warp_n, double staged, double live_scalar,
                   double gathered, int64_t threads);
 
+// What a thread of a tf32 tensor-core GEMM tile moves per K tile: the inputs of
+// gemm_tf32_regs.
+struct Tf32ThreadLoad {
+  int64_t warp_m = 0, warp_n = 0, stages = 2;
+  double moved = 0;         // tile elements of both operands, (block_m + block_n)·block_k / threads
+  double staged = 0;        // of those, elements through registers in vector loads
+  double gathered = 0;      // im2col cost: 2 per element copied, 4 per element through registers
+  double narrow_copies = 0;  // 4-byte copies of operands not gathered (0 with <= 2 K tiles)
+  bool conv = false;        // implicit-GEMM convolution (output coordinates, bounds per row)
+};
+// Tensor-core tf32 GEMM registers, fitted to ptxas over the whole tf32 kept matrix (10,407
+// compiles for sm_80/86/89/90 and 60 first choices, docs/bench/registers.md, session 8):
+// a·(0.8 + a/256) + 1.85 moved + 5 staged + 0.9 gathered + 5.2 narrow_copies + 5 stages +
+// 16.8 [conv], with a = warp_m·warp_n/32 accumulators. tf32 fragments come from 32-bit
+// shared loads (no ldmatrix) in k8 steps, so the fp16 fit (gemm_mma_regs) underestimated
+// tf32 by 23 registers on average. At most the launch bound below 255.
+int gemm_tf32_regs(const Tf32ThreadLoad& t, int64_t threads);
+
 // Tensor-core attention registers (param_space_attention.cpp), fitted to ptxas on 54
 // compiles (docs/bench/compile-all.md): 37 + 1.17 x (per m16 tile of a warp: Q's fragments,
 // the block_n/2 score accumulators, the output accumulators, 4 for m and l); at most the

@@ -11,6 +11,12 @@ namespace dc {
 
 namespace {
 
+// tf32 tensor-core variants estimated above this many registers are not offered: the fit
+// (gemm_tf32_regs) has an rmse of 22 registers, and over its data 560 of the 610 compiles
+// that spilled were estimated above 200, against 864 of the 8,944 that did not (570 of
+// those at 200-255 registers; docs/bench/registers.md, session 8).
+constexpr int kMaxTf32Regs = 200;
+
 // Split-K only pays when K is long compared to the output (few output tiles to spread over
 // the SMs, e.g. a classifier's GEMV or the last convolutions of a CNN): K >= 4 sqrt(M N batch).
 // Each split still covers at least two K tiles of the largest block_k (64 elements), and
@@ -111,6 +117,9 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
       for (int64_t bk : bks)
         for (const auto& [warp_m, warp_n] : warp_tiles) {
           if (bm % warp_m != 0 || bn % warp_n != 0) continue;
+          // tf32 64x64 warp tiles: ptxas took 240-255 registers, mostly 255 with 8-364 bytes
+          // of spill (session 4); outside the data of the tf32 fit, so not offered.
+          if (tf32 && warp_m * warp_n > 64 * 32) continue;
           const int64_t warps = (bm / warp_m) * (bn / warp_n);
           if (warps > 8) continue;
           const int64_t threads = warps * 32;
@@ -144,16 +153,24 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
           const double crowded = 4 * std::max(0.0, moved - 48);
           // A non-gathered conv input copied 4 bytes at a time (an image plane that no
           // wider vector divides: 7x7 with tf32): every copy's address and bounds come from
-          // a division by the plane, and ptxas keeps them live across the unrolled loop: 11
-          // registers a copy per K tile (tf32 first choices, session 7: 8 copies a thread
-          // took 138-166 registers, 16 took 194-238 with 3 stages and 255 with 80-280 bytes
-          // of spill with 4, all estimated 83 without this term; 16 now count 259, dropped).
+          // a division by the plane, and ptxas keeps them live across the unrolled loop
+          // (tf32 first choices, session 7: 8 copies a thread took 138-166 registers, 16
+          // took 194-238 with 3 stages and 255 with 80-280 bytes of spill with 4). 11
+          // registers a copy per K tile for fp16/bf16; gemm_tf32_regs has its own fit.
           const int a_copy = gemm_mma_copy_bytes(s, true, precision, bm, bk, threads);
           const double plane_copies =
               s.family == Family::conv && !s.gather_a && a_copy == 4
                   ? static_cast<double>(bm * bk * (tf32 ? 4 : 2)) / (4.0 * static_cast<double>(threads))
                   : 0;
           const double divided = 11 * plane_copies;
+          // tf32: every 4-byte copy of an operand that is not gathered (a 7x7 plane, a weight
+          // whose K is odd, as the 7x7 stem's 147) keeps its own address and bounds live
+          // across the unrolled loop; with at most 2 K tiles the loop is straight-line code
+          // and they are not (MobileNetV2's stem, K = 27).
+          const int b_copy = gemm_mma_copy_bytes(s, false, precision, bn, bk, threads);
+          const double narrow_copies =
+              (!s.gather_a && a_copy == 4 ? static_cast<double>(bm * bk) : 0.0) / static_cast<double>(threads) +
+              (b_copy == 4 ? static_cast<double>(bn * bk) : 0.0) / static_cast<double>(threads);
           const int64_t tiles = ceil_div(s.m, bm) * ceil_div(s.n, bn) * s.batch;
           for (int64_t stages : {2, 3, 4})
             for (int64_t split : splits) {
@@ -176,7 +193,12 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
               v.threads_per_block = static_cast<int>(threads);
               v.smem_bytes = gemm_mma_smem_bytes(s, precision, bm, bn, bk, stages);
               v.regs_per_thread =
-                  gemm_mma_regs(warp_m, warp_n, staged, live_scalar, gathered + crowded + divided, threads);
+                  tf32 ? gemm_tf32_regs({warp_m, warp_n, stages, moved, staged + scalar, gathered,
+                                         k_tiles > 2 ? narrow_copies : 0, s.family == Family::conv},
+                                        threads)
+                       : gemm_mma_regs(warp_m, warp_n, staged, live_scalar,
+                                       gathered + crowded + divided, threads);
+              if (tf32 && v.regs_per_thread > kMaxTf32Regs) continue;
               v.grid_blocks = tiles * split;
               keep_if_fits(out, std::move(v), gpu);
             }

@@ -54,6 +54,26 @@ Workload resnet_conv3x3() {
   return b.workload(ClusterKind::conv);
 }
 
+// ResNet-50 stem: conv7x7 3 -> 64, stride 2, at 224x224 + bias + Relu. K = 147: the weight
+// is copied 4 bytes at a time (no wider vector divides an odd K), the input gathered.
+Workload resnet_stem() {
+  ModelBuilder b;
+  b.input("x", {1, 3, 224, 224}).weight("w", {64, 3, 7, 7}).weight("bias", {64});
+  b.node("Conv", {"x", "w", "bias"}, "y", {1, 64, 112, 112}, conv_attrs(7, 2, 3, 1));
+  b.node("Relu", {"y"}, "r", {1, 64, 112, 112});
+  return b.workload(ClusterKind::conv);
+}
+
+// ResNet-50 conv1x1 256 -> 64 at 56x56 + bias + Relu: an implicit GEMM whose input is
+// copied 16 bytes at a time, not gathered.
+Workload resnet_conv1x1() {
+  ModelBuilder b;
+  b.input("x", {1, 256, 56, 56}).weight("w", {64, 256, 1, 1}).weight("bias", {64});
+  b.node("Conv", {"x", "w", "bias"}, "y", {1, 64, 56, 56}, conv_attrs(1, 1, 0, 1));
+  b.node("Relu", {"y"}, "r", {1, 64, 56, 56});
+  return b.workload(ClusterKind::conv);
+}
+
 // MobileNetV2 depthwise 3x3, 96 channels, stride 2 at 112x112 -> 56x56.
 Workload mobilenet_depthwise() {
   ModelBuilder b;
@@ -228,7 +248,8 @@ TEST(RegisterEstimate, AttentionTracksPtxas) {
   });
 }
 
-// Tensor-core variants (gemm_mma_regs, fitted on the sample below: docs/bench/registers.md).
+// Tensor-core variants (gemm_mma_regs for fp16/bf16, gemm_tf32_regs for tf32, fitted on
+// the sample below and the compile-all CSVs: docs/bench/registers.md).
 TEST(RegisterEstimate, GemmMmaTracksPtxas) {
   const Workload ffn = bert_ffn(), conv = resnet_conv3x3();
   expect_tracks_ptxas({
@@ -242,12 +263,53 @@ TEST(RegisterEstimate, GemmMmaTracksPtxas) {
 }
 
 // 64x64 warp tiles: ptxas needs all 255 registers and spills (tf32 and fp16, sm_80), so
-// the estimate is above 255 and the space drops them.
+// the fp16 estimate is above 255 and the tf32 space does not offer them.
 TEST(RegisterEstimate, GemmMmaDropsSpillingWarpTiles) {
   EXPECT_GT(gemm_mma_regs(64, 64, 0, 0, 0, 128), 255);
   for (const char* p : {"tf32", "fp16"})
     for (const auto& v : enumerate_variants(bert_ffn(), a100(), SpaceOptions{{p}}))
       EXPECT_FALSE(v.param("warp_m") == 64 && v.param("warp_n") == 64) << v.key();
+}
+
+// tf32 (gemm_tf32_regs, fitted on the tf32 kept matrix: registers.md, session 8). The
+// fp16 formula, which tf32 used before, said 83 for both 1x1 convs, where ptxas takes 185
+// and 148 (sm_80): outside the tolerance; the fit says 155 and 121.
+TEST(RegisterEstimate, GemmTf32TracksPtxas) {
+  const Workload ffn = bert_ffn(), conv = resnet_conv3x3(), stem = resnet_stem(),
+                 conv1x1 = resnet_conv1x1();
+  expect_tracks_ptxas({
+      {conv1x1, {{"block_m", 64}, {"block_n", 32}, {"block_k", 32}, {"warp_m", 32}, {"warp_n", 32}, {"stages", 4}, {"split_k", 1}}, "tf32"},
+      {conv1x1, {{"block_m", 64}, {"block_n", 64}, {"block_k", 32}, {"warp_m", 32}, {"warp_n", 32}, {"stages", 3}, {"split_k", 1}}, "tf32"},
+      {ffn, {{"block_m", 128}, {"block_n", 64}, {"block_k", 32}, {"warp_m", 32}, {"warp_n", 32}, {"stages", 3}, {"split_k", 1}}, "tf32"},
+      {conv, {{"block_m", 64}, {"block_n", 64}, {"block_k", 32}, {"warp_m", 32}, {"warp_n", 32}, {"stages", 4}, {"split_k", 1}}, "tf32"},
+      {stem, {{"block_m", 128}, {"block_n", 64}, {"block_k", 16}, {"warp_m", 32}, {"warp_n", 32}, {"stages", 3}, {"split_k", 1}}, "tf32"},
+      {stem, {{"block_m", 256}, {"block_n", 64}, {"block_k", 16}, {"warp_m", 32}, {"warp_n", 64}, {"stages", 2}, {"split_k", 1}}, "tf32"},
+  });
+}
+
+// The stem's 64x64x16 block of two 32x64 warps: ptxas takes 250-255 registers (255 with 48
+// bytes of spill for sm_86, session 7's one spilling tf32 first choice; the fp16 formula
+// said 174). Its sixteen 4-byte weight copies per thread and K tile count, and the tf32
+// space leaves it out (estimated above kMaxTf32Regs, 200).
+TEST(RegisterEstimate, GemmTf32SeesTheStemRegisterBound) {
+  const Workload w = resnet_stem();
+  const Params params = {{"block_m", 64}, {"block_n", 64}, {"block_k", 16}, {"warp_m", 32}, {"warp_n", 64},
+                         {"vec", 1},      {"stages", 2},   {"split_k", 1}};
+  Variant v;
+  v.template_name = "conv_implicit_gemm";
+  v.precision = "tf32";
+  v.params = params;
+  const CompileResult r = compile_cuda(generate_kernel(w, v).source, "sm_80");
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_GE(ptxas_registers(r), 245) << "the premise: ptxas needs (nearly) all 255";
+  // 64 threads: 32 tile elements moved per K tile, 16 of A gathered by 4-byte copies (2
+  // each), 16 of B copied 4 bytes at a time; 10 K tiles.
+  const int estimate = gemm_tf32_regs({32, 64, 2, 32, 0, 32, 16, true}, 64);
+  EXPECT_GT(estimate, 230);
+  const auto all = enumerate_variants(w, a100(), SpaceOptions{{"tf32"}});
+  EXPECT_EQ(find_variant(all, params), nullptr) << "offered, estimated " << estimate;
+  ASSERT_FALSE(all.empty());
+  for (const auto& kept : all) EXPECT_LE(kept.regs_per_thread, 200) << kept.key();
 }
 
 // The data behind gemm_mma_regs: every 7th (DC_REG_STRIDE) enumerated tensor-core variant of the BERT FFN
