@@ -45,34 +45,28 @@ Workload bert_ffn() {
   return b.workload(ClusterKind::gemm);
 }
 
-// ResNet-50 conv3x3 64 -> 64 at 56x56 + bias + Relu.
-Workload resnet_conv3x3() {
+// A ResNet-50 convolution, batch 1, + bias + Relu: in_c -> out_c channels, square kernel,
+// at size x size input pixels.
+Workload resnet_conv(int64_t in_c, int64_t out_c, int64_t size, int64_t kernel, int64_t stride,
+                     int64_t pad) {
+  const int64_t out = (size + 2 * pad - kernel) / stride + 1;
   ModelBuilder b;
-  b.input("x", {1, 64, 56, 56}).weight("w", {64, 64, 3, 3}).weight("bias", {64});
-  b.node("Conv", {"x", "w", "bias"}, "y", {1, 64, 56, 56}, conv_attrs(3, 1, 1, 1));
-  b.node("Relu", {"y"}, "r", {1, 64, 56, 56});
+  b.input("x", {1, in_c, size, size}).weight("w", {out_c, in_c, kernel, kernel}).weight("bias", {out_c});
+  b.node("Conv", {"x", "w", "bias"}, "y", {1, out_c, out, out}, conv_attrs(kernel, stride, pad, 1));
+  b.node("Relu", {"y"}, "r", {1, out_c, out, out});
   return b.workload(ClusterKind::conv);
 }
 
-// ResNet-50 stem: conv7x7 3 -> 64, stride 2, at 224x224 + bias + Relu. K = 147: the weight
-// is copied 4 bytes at a time (no wider vector divides an odd K), the input gathered.
-Workload resnet_stem() {
-  ModelBuilder b;
-  b.input("x", {1, 3, 224, 224}).weight("w", {64, 3, 7, 7}).weight("bias", {64});
-  b.node("Conv", {"x", "w", "bias"}, "y", {1, 64, 112, 112}, conv_attrs(7, 2, 3, 1));
-  b.node("Relu", {"y"}, "r", {1, 64, 112, 112});
-  return b.workload(ClusterKind::conv);
-}
+// conv3x3 64 -> 64 at 56x56.
+Workload resnet_conv3x3() { return resnet_conv(64, 64, 56, 3, 1, 1); }
 
-// ResNet-50 conv1x1 256 -> 64 at 56x56 + bias + Relu: an implicit GEMM whose input is
-// copied 16 bytes at a time, not gathered.
-Workload resnet_conv1x1() {
-  ModelBuilder b;
-  b.input("x", {1, 256, 56, 56}).weight("w", {64, 256, 1, 1}).weight("bias", {64});
-  b.node("Conv", {"x", "w", "bias"}, "y", {1, 64, 56, 56}, conv_attrs(1, 1, 0, 1));
-  b.node("Relu", {"y"}, "r", {1, 64, 56, 56});
-  return b.workload(ClusterKind::conv);
-}
+// The stem: conv7x7 3 -> 64, stride 2, at 224x224. K = 147: the weight is copied 4 bytes at
+// a time (no wider vector divides an odd K), the input gathered.
+Workload resnet_stem() { return resnet_conv(3, 64, 224, 7, 2, 3); }
+
+// conv1x1 256 -> 64 at 56x56: an implicit GEMM whose input is copied 16 bytes at a time,
+// not gathered.
+Workload resnet_conv1x1() { return resnet_conv(256, 64, 56, 1, 1, 0); }
 
 // MobileNetV2 depthwise 3x3, 96 channels, stride 2 at 112x112 -> 56x56.
 Workload mobilenet_depthwise() {
