@@ -23,7 +23,9 @@ def require_torch(device):
     try:
         import torch
     except ImportError:
-        sys.exit("error: PyTorch is not installed (run with /usr/bin/python3, Debian's, which has torch)")
+        sys.exit("error: PyTorch is not installed for %s (run with a python3 that has torch: "
+                 "Debian's /usr/bin/python3 on the build machine, the image's python3 on the GPU "
+                 "machines)" % sys.executable)
     if device == "cuda" and not torch.cuda.is_available():
         print("error: no CUDA GPU visible to PyTorch; this benchmark needs one "
               "(--device cpu runs a plumbing smoke test instead)", file=sys.stderr)

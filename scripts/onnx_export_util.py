@@ -5,6 +5,7 @@ import (ONNX checker passes, shape inference gives every tensor a static shape).
 Needs Debian's interpreter (/usr/bin/python3), which has torch, onnx and numpy.
 """
 import collections
+import inspect
 import io
 import os
 import shutil
@@ -29,6 +30,10 @@ def export_onnx(module, args, input_names, output_names, keep_batch_norm):
     """
     module.eval()
     mode = torch.onnx.TrainingMode.PRESERVE if keep_batch_norm else torch.onnx.TrainingMode.EVAL
+    # torch >= 2.9 (the GPU machines' 2.11) exports through torch.export by default, at opset
+    # 18 with other graphs (ReduceMean for the pooling, no BatchNormalization kept): the
+    # TorchScript exporter keeps the models the same as Debian's torch 1.13 writes them.
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         # PRESERVE warns that constant folding may change training parameters; the module
@@ -41,6 +46,7 @@ def export_onnx(module, args, input_names, output_names, keep_batch_norm):
             training=mode,
             input_names=list(input_names),
             output_names=list(output_names),
+            **legacy,
         )
     return onnx.load_from_string(buffer.getvalue())
 

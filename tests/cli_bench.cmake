@@ -24,7 +24,20 @@ add_test(NAME bench_peers_smoke_fp16 COMMAND sh -c
    && grep -q 'CPU SMOKE RUN' '${DC_BENCH_WORK}/peers-fp16.md' \
    && grep -q 'everywhere: PyTorch on module.half' '${DC_BENCH_WORK}/peers-fp16.md' \
    && ! grep -q FAILED '${DC_BENCH_WORK}/peers-fp16.md'")
-set_tests_properties(bench_templates_smoke bench_peers_smoke bench_peers_smoke_fp16 PROPERTIES LABELS long TIMEOUT 600)
+# scripts/gpu_runbook.sh, the one-step-per-call driver of docs/bench/gpu-runbook.md: its
+# templates step in CPU smoke mode leaves the table, log and archive in OUT; an unknown step
+# is refused with status 2.
+add_test(NAME gpu_runbook_smoke COMMAND sh -c
+  "rm -rf '${DC_BENCH_WORK}/runbook' \
+   && OUT='${DC_BENCH_WORK}/runbook' DC_RUNBOOK_DEVICE=cpu DC_BIN='${CMAKE_BINARY_DIR}/bin' \
+      '${PROJECT_SOURCE_DIR}/scripts/gpu_runbook.sh' templates fp32 r50_3x3s2_128 \
+   && grep -q 'CPU SMOKE RUN' '${DC_BENCH_WORK}/runbook/templates.md' \
+   && ! grep -q FAILED '${DC_BENCH_WORK}/runbook/templates.md' \
+   && grep -q 'gpu_runbook templates: exit 0' '${DC_BENCH_WORK}/runbook/templates.log' \
+   && tar -tzf '${DC_BENCH_WORK}/runbook/templates.tar.gz' | grep -q . \
+   && { '${PROJECT_SOURCE_DIR}/scripts/gpu_runbook.sh' bogus 2>/dev/null; test $? -eq 2; }")
+set_tests_properties(bench_templates_smoke bench_peers_smoke bench_peers_smoke_fp16 gpu_runbook_smoke
+                     PROPERTIES LABELS long TIMEOUT 600)
 # The bundle's dc_gpu_tests must exit 0 (every test passed or skipped for want of a device).
 add_test(NAME make_dist_bundle COMMAND sh -c
   "'${PROJECT_SOURCE_DIR}/scripts/make_dist.sh' --no-build --with-tests '${CMAKE_BINARY_DIR}' '${DC_BENCH_WORK}/dist' \

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# One step of docs/bench/gpu-runbook.md per call, for a GPU machine that is lent for minutes:
+# each step is self-contained (nothing carried over from an earlier call), stays within a
+# time limit, and leaves what it found in OUT as at most three files (STEP.log, STEP.md,
+# STEP.tar.gz), so that a tool returning only a few files from OUT brings all of it back.
+#
+#   scripts/gpu_runbook.sh STEP [ARGS]       OUT: $OUT, else gpu-out
+#
+# Steps:
+#   check                      nvidia-smi, dc-worker --list-devices, dc_gpu_tests with
+#                              DC_REQUIRE_GPU=1 (what `ctest -L gpu` runs)
+#   tune [MODEL]               exports MODEL (default resnet50) with random weights, tunes it
+#                              for the local GPU type (examples/tune-quick.yaml), runs the plan
+#                              with dc-run --bench 200 on its test data, dc-db summary
+#   templates PRECISION [SHAPES]   scripts/bench_templates.py (fp32|tf32|fp16|bf16; SHAPES a
+#                              comma list, default gemm_4096,bert_ffn1,r50_3x3_64)
+#   peers [MODELS [PRECISION]] scripts/bench_peers.py (default resnet50, fp32), batch 1
+#
+# Binaries: $DC_BIN, else dist/bin from scripts/make_dist.sh --with-tests (carried beside
+# this checkout), else build/bin. Python: $DC_PY, else the first of python3 and /usr/bin/python3 that imports
+# torch (the GPU image's python3 has torch 2.11; Debian's /usr/bin/python3 here has 1.13).
+# DC_RUNBOOK_DEVICE=cpu runs `templates` and `peers` as the scripts' CPU smoke tests (the
+# plumbing, on machines without a GPU); DC_STEP_SECONDS bounds a step (default 540).
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+OUT="${OUT:-$ROOT/gpu-out}"
+STEP_SECONDS="${DC_STEP_SECONDS:-540}"
+DEVICE="${DC_RUNBOOK_DEVICE:-cuda}"
+
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+[ $# -ge 1 ] || { usage >&2; exit 2; }
+step="$1"; shift
+case "$step" in
+  check|tune|templates|peers) ;;
+  -h|--help) usage; exit 0 ;;
+  *) echo "gpu_runbook: unknown step '$step' (check, tune, templates, peers)" >&2; exit 2 ;;
+esac
+
+BIN="${DC_BIN:-$ROOT/dist/bin}"
+[ -n "${DC_BIN:-}" ] || [ -x "$BIN/dc-coordinator" ] || BIN="$ROOT/build/bin"
+[ -x "$BIN/dc-coordinator" ] || { echo "gpu_runbook: no dc binaries in ${DC_BIN:-dist/bin or build/bin} (scripts/make_dist.sh --with-tests)" >&2; exit 2; }
+
+find_python() {
+  for py in ${DC_PY:-} python3 /usr/bin/python3; do
+    if command -v "$py" >/dev/null && "$py" -c "import torch" 2>/dev/null; then echo "$py"; return 0; fi
+  done
+  return 1
+}
+
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+LOG="$OUT/$step.log"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/dc-runbook-$step.XXXXXX")"
+: > "$LOG"
+say() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$LOG"; }
+# Runs a command with the step's remaining time as its limit, its output into the log.
+deadline=$(( $(date +%s) + STEP_SECONDS ))
+run() {
+  local left=$(( deadline - $(date +%s) ))
+  if [ "$left" -le 5 ]; then say "out of time before: $*"; return 124; fi
+  say "\$ $*"
+  timeout --kill-after=10 "$left" "$@" >> "$LOG" 2>&1
+  local rc=$?
+  [ "$rc" -eq 0 ] || say "exit $rc: $1"
+  return "$rc"
+}
+
+say "gpu_runbook $step on $(hostname), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown), binaries $BIN"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$LOG" 2>&1
+
+gpu_type() {
+  "$BIN/dc-worker" --list-devices 2>/dev/null | sed -n 's/^ *[0-9][0-9]*: \([^ ]*\).*/\1/p' | head -1
+}
+
+status=0
+case "$step" in
+  check)
+    run "$BIN/dc-worker" --list-devices || status=$?
+    DC_REQUIRE_GPU=1 DC_SOURCE_DIR="$ROOT" run "$BIN/dc_gpu_tests" || status=$?
+    sed -n '/^\[  PASSED  \]/,$p' "$LOG" | grep -v '^\[..:..:..\]' > "$OUT/check.md"
+    ;;
+  tune)
+    model="${1:-resnet50}"
+    py="$(find_python)" || { say "no python with torch to export $model (set DC_PY)"; exit 2; }
+    type="$(gpu_type)"
+    [ -n "$type" ] || { say "dc-worker --list-devices found no GPU to tune for"; exit 2; }
+    run "$py" "$ROOT/scripts/export_models.py" "$WORK/models" --models "$model" || exit $?
+    run "$BIN/dc-coordinator" tune "$WORK/models/$model/model.onnx" --gpus "$type" --db "$WORK/gpu.db" \
+      --out "$WORK/plans" --config "$ROOT/examples/tune-quick.yaml" || status=$?
+    if [ "$status" -eq 0 ]; then
+      run "$BIN/dc-run" "$WORK/plans/$type" --data "$WORK/models/$model/test_data_set_0" --bench 200 || status=$?
+    fi
+    run "$BIN/dc-db" --db "$WORK/gpu.db" summary || status=$?
+    { echo "# tune $model on $type, $(date -u +%F)"; grep -E 'ms|speed|mismatch|error' "$LOG" | tail -40; } > "$OUT/tune.md"
+    tar -czf "$OUT/tune.tar.gz" -C "$WORK" gpu.db plans 2>/dev/null
+    ;;
+  templates)
+    precision="${1:?templates needs a precision: fp32, tf32, fp16 or bf16}"
+    shapes="${2:-gemm_4096,bert_ffn1,r50_3x3_64}"
+    py="$(find_python)" || { say "no python with torch for the cuBLAS/cuDNN side (set DC_PY)"; exit 2; }
+    extra=()
+    [ "$DEVICE" = cpu ] && extra=(--device cpu --runs 5 --min-seconds 0.1 --warmup-seconds 0.1)
+    run "$py" "$ROOT/scripts/bench_templates.py" --dc-bin "$BIN" --precision "$precision" --shapes "$shapes" \
+      --fresh --work "$WORK/templates" --out-md "$OUT/templates.md" "${extra[@]}" || status=$?
+    tar -czf "$OUT/templates.tar.gz" -C "$WORK" templates 2>/dev/null
+    ;;
+  peers)
+    models="${1:-resnet50}"
+    precision="${2:-fp32}"
+    py="$(find_python)" || { say "no python with torch for the peers (set DC_PY)"; exit 2; }
+    extra=()
+    [ "$DEVICE" = cpu ] && extra=(--device cpu --runs 5 --min-seconds 0.1 --warmup-seconds 0.1)
+    run "$py" "$ROOT/scripts/bench_peers.py" --dc-bin "$BIN" --models "$models" --batches 1 --precision "$precision" \
+      --fresh --work "$WORK/peers" --out-md "$OUT/peers.md" "${extra[@]}" || status=$?
+    tar -czf "$OUT/peers.tar.gz" -C "$WORK" --exclude='*.onnx' --exclude='*.pb' peers 2>/dev/null
+    ;;
+esac
+rm -rf "$WORK"
+[ -s "$OUT/$step.md" ] && cat "$OUT/$step.md"
+say "gpu_runbook $step: exit $status; in $OUT: $(cd "$OUT" && ls | tr '\n' ' ')"
+exit "$status"
