@@ -73,6 +73,18 @@ gpu_type() {
   "$BIN/dc-worker" --list-devices 2>/dev/null | sed -n 's/^ *[0-9][0-9]*: \([^ ]*\).*/\1/p' | head -1
 }
 
+# Runs scripts/bench_NAME.py with ARGS, its work folder in WORK/NAME and its table as
+# OUT/NAME.md; in the CPU smoke mode with the scripts' short smoke settings.
+bench() {
+  local name="$1"; shift
+  local py
+  py="$(find_python)" || { say "no python with torch for bench_$name.py (set DC_PY)"; exit 2; }
+  local extra=()
+  [ "$DEVICE" = cpu ] && extra=(--device cpu --runs 5 --min-seconds 0.1 --warmup-seconds 0.1)
+  run "$py" "$ROOT/scripts/bench_$name.py" --dc-bin "$BIN" "$@" --fresh --work "$WORK/$name" \
+    --out-md "$OUT/$name.md" "${extra[@]}" || status=$?
+}
+
 status=0
 case "$step" in
   check)
@@ -97,22 +109,11 @@ case "$step" in
     ;;
   templates)
     precision="${1:?templates needs a precision: fp32, tf32, fp16 or bf16}"
-    shapes="${2:-gemm_4096,bert_ffn1,r50_3x3_64}"
-    py="$(find_python)" || { say "no python with torch for the cuBLAS/cuDNN side (set DC_PY)"; exit 2; }
-    extra=()
-    [ "$DEVICE" = cpu ] && extra=(--device cpu --runs 5 --min-seconds 0.1 --warmup-seconds 0.1)
-    run "$py" "$ROOT/scripts/bench_templates.py" --dc-bin "$BIN" --precision "$precision" --shapes "$shapes" \
-      --fresh --work "$WORK/templates" --out-md "$OUT/templates.md" "${extra[@]}" || status=$?
+    bench templates --precision "$precision" --shapes "${2:-gemm_4096,bert_ffn1,r50_3x3_64}"
     tar -czf "$OUT/templates.tar.gz" -C "$WORK" templates 2>/dev/null
     ;;
   peers)
-    models="${1:-resnet50}"
-    precision="${2:-fp32}"
-    py="$(find_python)" || { say "no python with torch for the peers (set DC_PY)"; exit 2; }
-    extra=()
-    [ "$DEVICE" = cpu ] && extra=(--device cpu --runs 5 --min-seconds 0.1 --warmup-seconds 0.1)
-    run "$py" "$ROOT/scripts/bench_peers.py" --dc-bin "$BIN" --models "$models" --batches 1 --precision "$precision" \
-      --fresh --work "$WORK/peers" --out-md "$OUT/peers.md" "${extra[@]}" || status=$?
+    bench peers --models "${1:-resnet50}" --batches 1 --precision "${2:-fp32}"
     tar -czf "$OUT/peers.tar.gz" -C "$WORK" --exclude='*.onnx' --exclude='*.pb' peers 2>/dev/null
     ;;
 esac
