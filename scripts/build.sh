@@ -5,5 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_TYPE="${BUILD_TYPE:-Release}"
-cmake -S . -B build -DCMAKE_BUILD_TYPE="$BUILD_TYPE" >/dev/null
+# ccache where installed: rebuilds after a branch switch or in a second worktree reuse objects.
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+cmake -S . -B build -DCMAKE_BUILD_TYPE="$BUILD_TYPE" "${launcher[@]}" >/dev/null
 cmake --build build -j"$(nproc)"

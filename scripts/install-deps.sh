@@ -19,6 +19,9 @@ PACKAGES=(
   pybind11-dev python3-dev python3-pytest python3-venv   # the Python package dc (docs/python.md)
   clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer and clang's sanitizer runtimes (docs/bench/fuzz.md)
   iproute2                # ctest -L hosts: network namespaces and veth pairs (tests/hosts/farm_hosts.sh)
+  ccache                  # scripts/build.sh: rebuilds after a branch switch reuse objects
+  pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers clinfo
+  libclblast-dev          # the OpenCL back end on PoCL and its peer, CLBlast (docs/bench/opencl.md)
 )
 
 missing=()
