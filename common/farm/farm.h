@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "farm/measurement.h"
+#include "ir/tolerance.h"
 #include "kernel.h"
 
 namespace dc {
@@ -22,13 +23,16 @@ struct FarmJob {
   GeneratedKernel variant;
   GeneratedKernel reference;  // the workload's naive oracle kernel
   uint64_t seed = 0;          // inputs are generated from it on the worker
-  double rtol = 1e-5;         // relative L2 tolerance vs the reference
+  // The check's bound, computed once by the coordinator from the real workload
+  // (codegen/variant_tolerance.h, docs/precision.md); the worker applies exactly this.
+  Tolerance tolerance;
   bool check_on_emulator = false;  // emulated workers: run the host-emulator check too
   double estimate_us = 0;
   int64_t flops = 0;          // the workload's arithmetic work (emulated timing model)
   int64_t bytes = 0;          // its compulsory DRAM traffic
   // Per workload input, in the reference kernel's input order: the exclusive upper bound of
-  // an integer input read as Gather indices (0 where none), so random inputs stay in range.
+  // an integer input read as indices (0 where none: ir/index_bounds.h), so random inputs
+  // stay in range.
   std::vector<int64_t> index_bounds;
   std::chrono::milliseconds compile_deadline{60000};
   std::chrono::milliseconds run_deadline{30000};

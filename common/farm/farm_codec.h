@@ -17,7 +17,7 @@
 
 namespace dc::farm {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 // Largest frame either side accepts (also set as ZMQ_MAXMSGSIZE, so that libzmq drops a
 // peer that sends more before it is buffered). A job is two kernel sources: tens of KiB.
 inline constexpr size_t kDefaultMaxMessageBytes = size_t{16} << 20;

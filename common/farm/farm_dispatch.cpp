@@ -51,7 +51,8 @@ FarmDispatcher::Submission FarmDispatcher::prepare(FarmJob job) {
   *w.mutable_variant() = farm::to_proto(job.variant);
   *w.mutable_reference() = farm::to_proto(job.reference);
   w.set_seed(job.seed);
-  w.set_rtol(job.rtol);
+  w.set_rtol(job.tolerance.rtol);
+  w.set_atol(job.tolerance.atol);
   w.set_compile_deadline_ms(clamp_ms(job.compile_deadline));
   w.set_run_deadline_ms(clamp_ms(job.run_deadline));
   w.set_check_on_emulator(job.check_on_emulator);

@@ -11,7 +11,6 @@
 #include "cuda_driver.h"
 #include "random_inputs.h"
 #include "ref/compare.h"
-#include "variant_tolerance.h"
 
 namespace dc {
 
@@ -525,16 +524,6 @@ TimingResult time_on_gpu(GpuDevice& device, const GeneratedKernel& kernel,
 
 // ---- correctness ---------------------------------------------------------------------
 
-std::optional<Tolerance> tolerance_for(const std::string& precision) {
-  if (!is_math_precision(precision)) return std::nullopt;
-  return kernel_tolerance(precision, DType::f32, 1);
-}
-
-std::optional<Tolerance> tolerance_for(const std::string& precision, const Workload& w) {
-  if (!is_math_precision(precision)) return std::nullopt;
-  return variant_tolerance(precision, w);
-}
-
 namespace {
 
 // The kernel's buffers with the workload inputs filled in by name.
@@ -565,8 +554,7 @@ ReferenceCheck check_against_reference(GpuDevice& device, const Workload& w,
                                        const std::vector<char>& variant_cubin,
                                        const GeneratedKernel& reference,
                                        const std::vector<char>& reference_cubin,
-                                       const Tolerance& tolerance, uint32_t seed) {
-  const std::vector<Tensor> inputs = random_workload_inputs(w, seed);
+                                       const Tolerance& tolerance, const std::vector<Tensor>& inputs) {
   ReferenceCheck check;
   auto fail = [&check](const GpuRunResult& run, const std::string& prefix) {
     check.status = run.status;

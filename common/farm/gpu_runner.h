@@ -114,14 +114,6 @@ TimingResult time_on_gpu(GpuDevice& device, const GeneratedKernel& kernel,
                          const std::vector<char>& cubin, const std::vector<Tensor>& inputs,
                          const TimingOptions& options = {});
 
-// Comparison bound of a variant of `w` on math path `precision` (ref::compare_tensors: rel.
-// L2 with an absolute floor per element): kernel_tolerance of the error model
-// (docs/precision.md) with the workload's reduction length and output dtypes
-// (codegen/variant_tolerance.h). Without `w`: an elementwise workload with f32 outputs,
-// the smallest bound of the path. nullopt for a precision dc does not know.
-std::optional<Tolerance> tolerance_for(const std::string& precision);
-std::optional<Tolerance> tolerance_for(const std::string& precision, const Workload& w);
-
 struct ReferenceCheck {
   JobStatus status = JobStatus::ok;  // ok, wrong_result, or the failure of a run
   std::string error;
@@ -132,14 +124,15 @@ struct ReferenceCheck {
 };
 
 // Runs the workload's reference kernel (codegen's generate_reference, compiled) and the
-// variant on the same fresh random inputs (random_workload_inputs(w, seed)) and compares
-// every workload output. A reference that fails is reported with its status and an error
+// variant on the same fresh random inputs (`inputs`, one per graph input of `w`:
+// random_workload_inputs, or the worker's job_inputs) and compares every workload output
+// against `tolerance`, the bound the coordinator computed (docs/precision.md). A reference that fails is reported with its status and an error
 // starting "reference kernel: ".
 ReferenceCheck check_against_reference(GpuDevice& device, const Workload& w,
                                        const GeneratedKernel& variant,
                                        const std::vector<char>& variant_cubin,
                                        const GeneratedKernel& reference,
                                        const std::vector<char>& reference_cubin,
-                                       const Tolerance& tolerance, uint32_t seed);
+                                       const Tolerance& tolerance, const std::vector<Tensor>& inputs);
 
 }  // namespace dc

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "compile_cache.h"
@@ -77,12 +78,12 @@ const Tensor* output_named(const GeneratedKernel& k, const std::vector<Tensor>& 
   return nullptr;
 }
 
-// The workload's bound on the job's path (docs/precision.md), loosened by the job's rtol if
-// it is larger: FarmJob's default (1e-5) must not make fp16 variants fail the fp32 bound.
-Tolerance job_tolerance(const farm::Job& job, const Workload& w) {
-  Tolerance t = tolerance_for(job.precision().empty() ? "fp32" : job.precision(), w).value_or(Tolerance{});
-  t.rtol = std::max(t.rtol, job.rtol());
-  return t;
+// The bound the coordinator computed from the real workload: applied exactly, never
+// re-derived here (the worker does not have the workload's compute nodes).
+Tolerance job_tolerance(const farm::Job& job) {
+  if (!(job.rtol() > 0) || !std::isfinite(job.rtol()) || !(job.atol() >= 0) || !std::isfinite(job.atol()))
+    throw farm::ProtocolError(str_cat("the job carries no valid tolerance (rtol ", job.rtol(), ", atol ", job.atol(), ")"));
+  return Tolerance{job.rtol(), job.atol()};
 }
 
 void report_resources(const CompileResult& c, const GeneratedKernel& k, farm::Result* r) {
@@ -108,8 +109,7 @@ void report_resources(const CompileResult& c, const GeneratedKernel& k, farm::Re
 // Runs both kernels on the host emulator and compares the outputs: the emulated device's
 // correctness check. Returns the failure, or a Result with status ok and max_rel_error.
 farm::Result emulator_check(const Workload& w, const GeneratedKernel& variant, const GeneratedKernel& reference,
-                            const Tolerance& tol, uint32_t seed, const EmulatorOptions& options) {
-  const std::vector<Tensor> inputs = random_workload_inputs(w, seed);
+                            const Tolerance& tol, const std::vector<Tensor>& inputs, const EmulatorOptions& options) {
   std::vector<Tensor> want, got;
   if (std::string e = bind_inputs(w, reference, inputs, &want); !e.empty()) return failed(JobStatus::unsupported, e);
   if (std::string e = bind_inputs(w, variant, inputs, &got); !e.empty()) return failed(JobStatus::unsupported, e);
@@ -140,33 +140,24 @@ farm::Result emulator_check(const Workload& w, const GeneratedKernel& variant, c
 
 }  // namespace
 
-Workload job_workload(const farm::Job& job, const GeneratedKernel& reference) {
+Workload job_workload(const GeneratedKernel& reference) {
   Workload w;
-  w.signature = job.workload();
-  int input = 0;
   for (const KernelBuffer& b : reference.buffers) {
     if (b.role == BufferRole::scratch) continue;
     w.graph.tensors[b.name] = TensorInfo{b.dtype, b.shape};
-    if (b.role == BufferRole::output) {
-      w.graph.outputs.push_back(b.name);
-      continue;
-    }
-    w.graph.inputs.push_back(b.name);
-    // random_workload_inputs bounds an integer input by the dimension a Gather indexes with
-    // it: one synthetic Gather per bounded input carries the coordinator's bound.
-    const int64_t bound = input < job.index_bounds_size() ? job.index_bounds(input) : 0;
-    if (bound > 0) {
-      const std::string data = "__dc_index_bound_" + std::to_string(input);
-      w.graph.tensors[data] = TensorInfo{DType::f32, Shape{bound}};
-      Node n;
-      n.op = "Gather";
-      n.inputs = {data, b.name};
-      n.outputs = {data + "_out"};
-      w.graph.nodes.push_back(std::move(n));
-    }
-    ++input;
+    (b.role == BufferRole::output ? w.graph.outputs : w.graph.inputs).push_back(b.name);
   }
   return w;
+}
+
+std::vector<Tensor> job_inputs(const farm::Job& job, const GeneratedKernel& reference) {
+  std::vector<RandomInput> inputs;
+  for (const KernelBuffer& b : reference.buffers) {
+    if (b.role != BufferRole::input) continue;
+    const size_t i = inputs.size();
+    inputs.push_back({b.dtype, b.shape, i < static_cast<size_t>(job.index_bounds_size()) ? job.index_bounds(static_cast<int>(i)) : 0});
+  }
+  return random_inputs(inputs, static_cast<uint32_t>(job.seed()));
 }
 
 JobExecutor::JobExecutor(ExecutorConfig config) : config_(std::move(config)) {}
@@ -213,13 +204,12 @@ farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::funct
   const farm::GpuInventory& dev = config_.device;
   if (job.gpu_type() != dev.gpu_type())
     return failed(JobStatus::unsupported, str_cat("job for ", job.gpu_type(), " sent to a ", dev.gpu_type(), " device"));
-  if (!tolerance_for(job.precision().empty() ? "fp32" : job.precision()))
+  if (!job.precision().empty() && !is_math_precision(job.precision()))
     return failed(JobStatus::unsupported, "unknown precision '" + job.precision() + "'");
+  const Tolerance tol = job_tolerance(job);
   const GeneratedKernel variant = farm::from_proto(job.variant());
   const GeneratedKernel reference = farm::from_proto(job.reference());
-  const Workload w = job_workload(job, reference);
-  const Tolerance tol = job_tolerance(job, w);
-  const uint32_t seed = static_cast<uint32_t>(job.seed());
+  const Workload w = job_workload(reference);
 
   // ---- compile ----
   const CachedCompile vc = compile_with_cache(variant.source, dev.arch(), config_.cache_dir);
@@ -234,6 +224,9 @@ farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::funct
   out.set_compile_cached(vc.from_cache);
 
   if (dev.emulated()) {
+    const EmulatedFaults& faults = config_.faults;
+    if (!faults.internal_error_on.empty() && job.variant().variant_key().find(faults.internal_error_on) != std::string::npos)
+      throw_internal_error("planted by DC_TEST_INTERNAL_ERROR (a test fault)");
     const EmulatorOptions emu = emulator_options(config_);
     if (job.check_on_emulator()) {
       for (const GeneratedKernel* k : {&reference, &variant}) {
@@ -250,7 +243,7 @@ farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::funct
     }
     compiled();
     if (job.check_on_emulator()) {
-      farm::Result check = emulator_check(w, variant, reference, tol, seed, emu);
+      farm::Result check = emulator_check(w, variant, reference, tol, job_inputs(job, reference), emu);
       if (check.status() != "ok") return check;
       out.set_max_rel_error(check.max_rel_error());
     }
@@ -258,7 +251,7 @@ farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::funct
                                              EmulatedWork{job.flops(), job.precision().empty() ? "fp32" : job.precision()},
                                              job.seed(), config_.emulated_samples);
     if (!t.ok) return failed(JobStatus::launch_error, t.error);
-    for (double s : t.samples_us) out.add_samples_us(s);
+    for (double s : t.samples_us) out.add_samples_us(s * config_.faults.time_factor);
     out.set_status("ok");
     return out;
   }
@@ -273,8 +266,9 @@ farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::funct
   }
   compiled();
   if (!gpu_) gpu_ = std::make_unique<GpuDevice>(config_.ordinal);
+  const std::vector<Tensor> job_values = job_inputs(job, reference);
   const ReferenceCheck check =
-      check_against_reference(*gpu_, w, variant, vc.result.cubin, reference, rc.result.cubin, tol, seed);
+      check_against_reference(*gpu_, w, variant, vc.result.cubin, reference, rc.result.cubin, tol, job_values);
   if (check.context_lost) must_restart_ = true;
   if (!check.ok()) {
     farm::Result r = failed(check.status, check.error);
@@ -283,7 +277,7 @@ farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::funct
   }
   out.set_max_rel_error(check.max_rel_error);
   std::vector<Tensor> inputs;
-  if (std::string e = bind_inputs(w, variant, random_workload_inputs(w, seed), &inputs); !e.empty())
+  if (std::string e = bind_inputs(w, variant, job_values, &inputs); !e.empty())
     return failed(JobStatus::unsupported, e);
   const TimingResult timing = time_on_gpu(*gpu_, variant, vc.result.cubin, inputs, config_.timing);
   if (timing.context_lost) must_restart_ = true;

@@ -27,6 +27,16 @@
 
 namespace dc {
 
+// Faults an emulated device plants on purpose, for the tests of the coordinator's checks
+// (docs/farm.md, "Test faults"); never set in normal use. dc-worker's measurement child reads
+// them from DC_TEST_INTERNAL_ERROR and DC_TEST_TIME_FACTOR (emulated devices only).
+struct EmulatedFaults {
+  // Jobs whose variant key contains this text end in internal_error ("" = none).
+  std::string internal_error_on;
+  // Every emulated sample is multiplied by this: 0.1 reports times 10x too fast.
+  double time_factor = 1;
+};
+
 struct ExecutorConfig {
   farm::GpuInventory device;  // as offered in Hello (emulated or not, type, arch)
   GpuSpec spec;               // the catalog's figures for device.gpu_type (timing model)
@@ -34,6 +44,7 @@ struct ExecutorConfig {
   std::string cache_dir;      // compile cache and emulator libraries; "" = none
   TimingOptions timing;       // real devices
   int emulated_samples = 10;
+  EmulatedFaults faults;      // emulated devices only: test faults
 };
 
 class JobExecutor {
@@ -60,9 +71,14 @@ class JobExecutor {
   bool must_restart_ = false;
 };
 
-// The workload a job describes, as far as inputs go: the reference kernel's input buffers
-// are the workload's graph inputs in order, its outputs the graph outputs; index bounds
-// make Gather indices valid. random_workload_inputs on it gives the coordinator's values.
-Workload job_workload(const farm::Job& job, const GeneratedKernel& reference);
+// The workload a job describes, as far as names go: the reference kernel's input buffers are
+// the workload's graph inputs in order, its outputs the graph outputs. No compute nodes: the
+// worker re-derives nothing from it (the bound and the index bounds travel in the job).
+Workload job_workload(const GeneratedKernel& reference);
+
+// The job's fresh random inputs, in the reference kernel's input order: random_inputs of its
+// input buffers with the job's index bounds and seed, the values the coordinator's workload
+// gives (random_workload_inputs).
+std::vector<Tensor> job_inputs(const farm::Job& job, const GeneratedKernel& reference);
 
 }  // namespace dc

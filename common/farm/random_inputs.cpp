@@ -3,25 +3,10 @@
 #include <algorithm>
 #include <random>
 
+#include "ir/index_bounds.h"
+
 namespace dc {
 namespace {
-
-// Exclusive upper bound of an integer input: the indexed dimension when a Gather or
-// GatherElements reads it as indices (the smallest over several readers), else 2.
-int64_t integer_bound(const Graph& g, const std::string& name) {
-  int64_t bound = 0;
-  for (const auto& n : g.nodes) {
-    if ((n.op != "Gather" && n.op != "GatherElements") || !n.has_input(1) || n.inputs[1] != name)
-      continue;
-    const Shape& data = g.info(n.inputs[0]).shape;
-    int64_t axis = n.attrs.get_int("axis", 0);
-    if (axis < 0) axis += static_cast<int64_t>(data.size());
-    if (axis < 0 || axis >= static_cast<int64_t>(data.size())) continue;
-    const int64_t dim = data[static_cast<size_t>(axis)];
-    if (dim > 0) bound = bound == 0 ? dim : std::min(bound, dim);
-  }
-  return bound > 0 ? bound : 2;
-}
 
 // Uniform in [-1, 1) from the top 24 bits: exact in float, the same on every platform.
 float unit_float(std::mt19937& rng) {
@@ -36,9 +21,10 @@ void fill_integers(Tensor& t, std::mt19937& rng, int64_t bound) {
     p[i] = static_cast<T>(static_cast<int64_t>(rng() % static_cast<uint64_t>(bound)));
 }
 
-Tensor random_tensor(const Graph& g, const std::string& name, uint32_t seed) {
-  const TensorInfo& info = g.info(name);
+Tensor random_tensor(const RandomInput& info, uint32_t seed) {
   std::mt19937 rng(seed);
+  // Integers read as indices: uniform over the indexed extent; other integers 0 or 1.
+  const int64_t bound = info.index_bound > 0 ? info.index_bound : 2;
   Tensor t(info.dtype, info.shape);
   const int64_t n = t.numel();
   switch (info.dtype) {
@@ -66,30 +52,43 @@ Tensor random_tensor(const Graph& g, const std::string& name, uint32_t seed) {
       for (int64_t i = 0; i < n; ++i) p[i] = (rng() & 1u) != 0;
       break;
     }
-    case DType::i64: fill_integers<int64_t>(t, rng, integer_bound(g, name)); break;
-    case DType::i32: fill_integers<int32_t>(t, rng, integer_bound(g, name)); break;
-    case DType::i16: fill_integers<int16_t>(t, rng, integer_bound(g, name)); break;
-    case DType::i8: fill_integers<int8_t>(t, rng, std::min<int64_t>(integer_bound(g, name), 128)); break;
-    case DType::u8: fill_integers<uint8_t>(t, rng, std::min<int64_t>(integer_bound(g, name), 256)); break;
-    case DType::u16: fill_integers<uint16_t>(t, rng, integer_bound(g, name)); break;
-    case DType::u32: fill_integers<uint32_t>(t, rng, integer_bound(g, name)); break;
-    case DType::u64: fill_integers<uint64_t>(t, rng, integer_bound(g, name)); break;
+    case DType::i64: fill_integers<int64_t>(t, rng, bound); break;
+    case DType::i32: fill_integers<int32_t>(t, rng, bound); break;
+    case DType::i16: fill_integers<int16_t>(t, rng, bound); break;
+    case DType::i8: fill_integers<int8_t>(t, rng, std::min<int64_t>(bound, 128)); break;
+    case DType::u8: fill_integers<uint8_t>(t, rng, std::min<int64_t>(bound, 256)); break;
+    case DType::u16: fill_integers<uint16_t>(t, rng, bound); break;
+    case DType::u32: fill_integers<uint32_t>(t, rng, bound); break;
+    case DType::u64: fill_integers<uint64_t>(t, rng, bound); break;
     case DType::undefined:
-      throw_internal_error("workload input ", name, " has no dtype");
+      throw_internal_error("a random input has no dtype");
   }
   return t;
 }
 
 }  // namespace
 
-std::vector<Tensor> random_workload_inputs(const Workload& w, uint32_t seed) {
+std::vector<Tensor> random_inputs(const std::vector<RandomInput>& inputs, uint32_t seed) {
   std::vector<Tensor> out;
-  out.reserve(w.graph.inputs.size());
+  out.reserve(inputs.size());
   // Each input its own stream: adding an input does not change the others' values.
-  for (size_t i = 0; i < w.graph.inputs.size(); ++i)
-    out.push_back(random_tensor(w.graph, w.graph.inputs[i],
-                                seed * 1000003u + static_cast<uint32_t>(i)));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    out.push_back(random_tensor(inputs[i], seed * 1000003u + static_cast<uint32_t>(i)));
   return out;
+}
+
+std::vector<RandomInput> workload_random_inputs(const Workload& w) {
+  const std::vector<int64_t> bounds = input_index_bounds(w.graph);
+  std::vector<RandomInput> out;
+  for (size_t i = 0; i < w.graph.inputs.size(); ++i) {
+    const TensorInfo& t = w.graph.info(w.graph.inputs[i]);
+    out.push_back({t.dtype, t.shape, bounds[i]});
+  }
+  return out;
+}
+
+std::vector<Tensor> random_workload_inputs(const Workload& w, uint32_t seed) {
+  return random_inputs(workload_random_inputs(w), seed);
 }
 
 }  // namespace dc
