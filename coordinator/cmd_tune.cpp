@@ -287,6 +287,10 @@ int cmd_tune(const std::vector<std::string>& args) {
     if (!g.has_results())
       std::cerr << fmt::format("error: GPU type {} got no results{}\n", g.gpu->name,
                                g.workers == 0 ? " (no worker of this type)" : "");
+  if (r.internal_error_jobs() > 0)
+    std::cerr << fmt::format("error: {} jobs of {} workloads ended in internal_error (a bug in dc, not the "
+                             "variants' fault): the tune is not ok; see the INTERNAL ERROR lines above\n",
+                             r.internal_error_jobs(), r.internal_error_workloads());
   if (r.interrupted) return kExitInterrupted;
   return r.complete() ? kExitOk : kExitCheckFailed;
 }

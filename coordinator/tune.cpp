@@ -133,6 +133,8 @@ class Driver {
       gr.abandoned += got.abandoned[gi];
       for (const auto& [status, n] : got.by_status[gi]) gr.by_status[status] += n;
       for (const auto& [device, seconds] : got.busy_seconds[gi]) gr.device_busy_seconds[device] += seconds;
+      gr.internal_error_workloads.insert(got.internal_error_workloads[gi].begin(), got.internal_error_workloads[gi].end());
+      for (const auto& [worker, n] : got.implausible_by_worker[gi]) gr.implausible_by_worker[worker] += n;
       gr.measure_seconds += got.seconds;
     }
     return got;
@@ -153,7 +155,19 @@ class Driver {
 bool TuneResult::complete() const {
   for (const auto& g : gpus)
     if (!g.has_results()) return false;
-  return !gpus.empty();
+  return !gpus.empty() && internal_error_jobs() == 0;
+}
+
+int64_t TuneResult::internal_error_jobs() const {
+  int64_t n = 0;
+  for (const auto& g : gpus) n += g.internal_error_jobs();
+  return n;
+}
+
+int64_t TuneResult::internal_error_workloads() const {
+  int64_t n = 0;
+  for (const auto& g : gpus) n += static_cast<int64_t>(g.internal_error_workloads.size());
+  return n;
 }
 
 TuneResult tune_graph(const Graph& simplified, Farm& farm, TuningDb& db, const TuneOptions& opts,

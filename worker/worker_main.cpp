@@ -125,6 +125,22 @@ void load_config(const std::string& path, const po::variables_map& given, Settin
   }
 }
 
+// The emulated device's test faults (job_executor.h's EmulatedFaults; docs/farm.md): the one
+// place dc reads them, so that no test hook hides elsewhere.
+EmulatedFaults test_faults_from_environment() {
+  EmulatedFaults f;
+  if (const char* e = std::getenv("DC_TEST_INTERNAL_ERROR")) f.internal_error_on = e;
+  if (const char* e = std::getenv("DC_TEST_TIME_FACTOR")) {
+    char* end = nullptr;
+    f.time_factor = std::strtod(e, &end);
+    DC_USER_CHECK(end != e && *end == '\0' && f.time_factor > 0, "DC_TEST_TIME_FACTOR='", e, "' is not a positive number");
+  }
+  if (!f.internal_error_on.empty() || f.time_factor != 1)
+    spdlog::warn("TEST FAULTS planted in this emulated device: internal_error on '{}', times x{}",
+                 f.internal_error_on, f.time_factor);
+  return f;
+}
+
 // A measurement child (--measure-child: compile, check, time) or a builder's compile child
 // (--compile-child: the compile phase only), serving one device's jobs on fd 3.
 int measure_child_main(const std::string& device_hex, const std::string& cache, const std::string& log_level,
@@ -137,6 +153,7 @@ int measure_child_main(const std::string& device_hex, const std::string& cache, 
   const GpuCatalog catalog = GpuCatalog::builtin();
   if (const GpuSpec* spec = catalog.find(config.device.gpu_type())) config.spec = *spec;
   else DC_USER_CHECK(!config.device.emulated(), "unknown GPU type ", config.device.gpu_type());
+  if (config.device.emulated()) config.faults = test_faults_from_environment();
   JobExecutor executor(config);
   return serve_measure_child(
       3,

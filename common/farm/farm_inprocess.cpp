@@ -37,6 +37,7 @@ class InProcessFarm final : public Farm {
         c.device = emulated_inventory(catalog, type, index++);
         c.spec = catalog.require(type);
         c.cache_dir = opts_.cache_dir;
+        if (opts_.faulty_worker < 0 || opts_.faulty_worker == index - 1) c.faults = opts_.faults;
         auto executor = std::make_shared<JobExecutor>(std::move(c));
         threads_.emplace_back([this, type, i, executor] {
           serve(type, fmt::format("{}/{}-{}", opts_.host, type, i), *executor);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "farm.h"
+#include "job_executor.h"
 
 namespace dc {
 
@@ -39,6 +40,10 @@ struct InProcessFarmOptions {
   // Tests only: replaces the executor's outcome of a job that came back ok (compiled,
   // checked when asked, timed by the emulated timing model). Empty samples keep the model's.
   FakeTiming timing;
+  // Test faults of the emulated devices (job_executor.h): of every worker, or of worker
+  // `faulty_worker` alone (its index over all types, in order) when that is >= 0.
+  EmulatedFaults faults;
+  int faulty_worker = -1;
   // Testing aids: every job takes at least this long; collect() throws std::runtime_error
   // once this many results have been returned (a coordinator crash), -1 never.
   std::chrono::milliseconds job_delay{0};
