@@ -94,6 +94,14 @@ add_test(NAME cli_tune_refuses_inprocess_farm COMMAND ${DC_PY} ${CMAKE_CURRENT_S
   2 "^error: --farm must be local, not 'inprocess'" --
   ${DC_COORD} tune ${EX}/tiny_cnn/model.onnx --gpus h100 --emulate --farm inprocess --db :memory:)
 set_tests_properties(cli_tune_refuses_inprocess_farm PROPERTIES LABELS unit)
+# A planted internal error (the emulated worker's test fault, docs/farm.md: every reference
+# kernel job, one per workload) makes tune exit 1 and say how many jobs and workloads.
+add_test(NAME cli_tune_planted_internal_error COMMAND ${CMAKE_COMMAND} -E env DC_TEST_INTERNAL_ERROR=reference/
+  ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_failure.py
+  1 "^error: [0-9]+ jobs of [0-9]+ workloads ended in internal_error" --
+  ${DC_COORD} tune ${EX}/tiny_cnn/model.onnx --gpus h100 --emulate --local-workers 1 --db :memory:
+  --config ${EX}/tune-quick.yaml --no-check --quiet)
+set_tests_properties(cli_tune_planted_internal_error PROPERTIES LABELS unit TIMEOUT 300)
 add_test(NAME cli_tune_needs_gpus COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_failure.py
   2 "^error: tune needs --gpus LIST" -- ${DC_COORD} tune ${EX}/tiny_cnn/model.onnx --db :memory:)
 set_tests_properties(cli_tune_needs_gpus PROPERTIES LABELS unit)

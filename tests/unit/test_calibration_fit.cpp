@@ -115,7 +115,7 @@ TEST(CalibrationFit, ExplicitFactorsWinAndTheLineSaysWhatWasFitted) {
   EXPECT_DOUBLE_EQ(c.factor("h100", ClusterKind::conv), 1.2);
   EXPECT_DOUBLE_EQ(c.factor("h100", ClusterKind::gemm), 0.5);
   EXPECT_EQ(c.factor("a100", ClusterKind::gemm), 1.0);  // another GPU type is untouched
-  EXPECT_EQ(describe_fit(fit), "gemm x0.50 (12), conv x1.50 (9), reduction: 3 too few");
+  EXPECT_EQ(describe_fit(fit), "gemm x0.50 (12), conv x1.50 (9), reduction: 3 too few, uncalibrated");
   EXPECT_EQ(describe_fit({}), "no results with an estimate");
 }
 

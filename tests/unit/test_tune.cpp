@@ -424,7 +424,8 @@ TEST(Tune, APlantedInternalErrorIsNeverOk) {
   // Every job of one variant ends in internal_error (a test fault of the emulated devices):
   // the tune must not say ok, and the summary, the totals and the run in the DB say how many
   // jobs and workloads were affected.
-  const TuneOptions o = options({"h100"});
+  TuneOptions o = options({"h100"});
+  o.plan.prune.top_k = 2;  // a short tune
   const Expected e = expected_for(example("tiny_cnn"), o);
   std::string victim;  // a variant key of the first workload with kept variants
   for (size_t wi = 0; victim.empty() && wi < e.plan.workload_set.workloads.size(); ++wi)
@@ -459,7 +460,8 @@ TEST(Tune, AStaleSourceHashIsMeasuredAgain) {
   // measures that variant again and selection never uses the stale row.
   testing::TempDir dir;
   const std::string path = dir.file("tune.db");
-  const TuneOptions o = options({"h100"});
+  TuneOptions o = options({"h100"});
+  o.plan.prune.top_k = 2;  // three tunes: keep them short
   {
     auto db = open_tuning_db(path);
     tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"})), *db, o);
@@ -506,6 +508,7 @@ TEST(Tune, AnFp16TuneAfterAnFp32TuneAppliesNoFp32Factor) {
   auto db = make_memory_db();
   TuneOptions o32 = options({"h100"});
   o32.measure_reference = false;
+  o32.plan.prune.top_k = 6;  // enough results per kind to fit a factor (8), short tunes
   tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"})), *db, o32);
   int fp32_factors = 0;
   for (const FittedFactor& f : fit_calibration(db->estimator_ratios("h100", Source::emulated)))

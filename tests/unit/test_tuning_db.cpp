@@ -508,7 +508,10 @@ TEST(SqliteTuningDb, Migration5AddsGpuBusyToAnOldDb) {
   }
   {  // back to version 4: what a DB written before 0005 holds
     sqlite::Connection conn(path, false);
-    conn.exec("DROP VIEW run_gpu_busy_fraction; DROP TABLE run_gpu_busy; PRAGMA user_version = 4");
+    // (0006's columns go too; 0007 rebuilds measurements from whatever columns it finds.)
+    conn.exec("DROP VIEW run_gpu_busy_fraction; DROP TABLE run_gpu_busy; "
+              "ALTER TABLE tuning_runs DROP COLUMN internal_error_jobs; "
+              "ALTER TABLE tuning_runs DROP COLUMN internal_error_workloads; PRAGMA user_version = 4");
   }
   EXPECT_THROW(open_tuning_db(path, true), UserError);  // read-only: asks for the migration
   auto db = open_tuning_db(path);
