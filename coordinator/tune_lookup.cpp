@@ -42,7 +42,7 @@ void add_seeds(const Workload& w, const GpuTuneResult& gr, const TuningDb& db,
 }  // namespace
 
 Lookup lookup(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, const TuningDb& db,
-              const TuneOptions& opts, const Calibration& calibration, const std::string& nvrtc_major) {
+              const TuneOptions& opts, const Calibration& calibration) {
   const auto& workloads = plan.workload_set.workloads;
   Lookup out;
   out.per_gpu.resize(gpus.size());
@@ -56,7 +56,7 @@ Lookup lookup(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, con
         planned.emplace_back(sv.variant, sv.estimate.seconds * 1e6);
       add_seeds(w, gr, db, opts, calibration, planned, counts);
       std::set<std::string> measured;
-      if (!opts.retune) measured = db.measured_variants(w.signature, gr.gpu->name, gr.source, nvrtc_major);
+      if (!opts.retune) measured = db.measured_variants(w.signature, gr.gpu->name, gr.source, gr.nvrtc_major);
       for (auto& [v, est] : planned) {
         ++counts.planned;
         if (measured.count(v.key())) {
