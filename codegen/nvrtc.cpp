@@ -1,7 +1,7 @@
 #include "nvrtc.h"
 
-// The toolkit's header, by full path (codegen/CMakeLists.txt): <nvrtc.h> would find ours.
-#include DC_CUDA_NVRTC_H
+#include "nvrtc_api.h"
+#include "nvrtc_loader.h"
 
 #include <algorithm>
 #include <atomic>
@@ -10,6 +10,7 @@
 #include <exception>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -19,22 +20,23 @@
 namespace dc {
 namespace {
 
-// nvrtcProgram is `_nvrtcProgram*`; the deleter owns it from nvrtcCreateProgram on.
+// nvrtcProgram is `_nvrtcProgram*`; the deleter owns it from nvrtcCreateProgram on, and
+// destroys it with the library that created it.
 struct ProgramDeleter {
-  void operator()(_nvrtcProgram* p) const noexcept { nvrtcDestroyProgram(&p); }
+  const NvrtcApi* api = nullptr;
+  void operator()(_nvrtcProgram* p) const noexcept { api->destroy_program(&p); }
 };
 using Program = std::unique_ptr<_nvrtcProgram, ProgramDeleter>;
 
 // The name NVRTC puts in front of diagnostics: "dc_kernel.cu(12): error: ...".
 constexpr const char* kProgramName = "dc_kernel.cu";
 
+// Every architecture some installed NVRTC targets, ascending.
 const std::vector<int>& supported_arch_numbers() {
   static const std::vector<int> numbers = [] {
-    int n = 0;
-    if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0) return std::vector<int>{};
-    std::vector<int> v(static_cast<size_t>(n));
-    if (nvrtcGetSupportedArchs(v.data()) != NVRTC_SUCCESS) return std::vector<int>{};
-    return v;
+    std::set<int> all;
+    for (const auto& lib : installed_nvrtc()) all.insert(lib.archs.begin(), lib.archs.end());
+    return std::vector<int>(all.begin(), all.end());
   }();
   return numbers;
 }
@@ -45,10 +47,9 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep) 
   return out;
 }
 
-// "sm_NN" with NN supported by this NVRTC; "sm_NNa" (NN >= 90) and "sm_NNf" (NN >= 100),
-// the architecture-specific and family forms, are accepted for a supported NN.
-void check_arch(const std::string& arch) {
-  const auto& numbers = supported_arch_numbers();
+// NN of "sm_NN", "sm_NNa" (NN >= 90) or "sm_NNf" (NN >= 100), the architecture-specific and
+// family forms; -1 for anything else.
+int parse_arch(const std::string& arch) {
   std::string digits = arch.size() > 3 && arch.compare(0, 3, "sm_") == 0 ? arch.substr(3) : "";
   char suffix = 0;
   if (!digits.empty() && (digits.back() == 'a' || digits.back() == 'f')) {
@@ -58,15 +59,25 @@ void check_arch(const std::string& arch) {
   const bool numeric = !digits.empty() && digits.size() <= 4 &&
                        std::all_of(digits.begin(), digits.end(),
                                    [](unsigned char c) { return std::isdigit(c) != 0; });
-  const int number = numeric ? std::stoi(digits) : 0;
-  const bool known = numeric && std::find(numbers.begin(), numbers.end(), number) != numbers.end();
+  if (!numeric) return -1;
+  const int number = std::stoi(digits);
   const bool suffix_ok = suffix == 0 || (suffix == 'a' && number >= 90) || (suffix == 'f' && number >= 100);
-  if (known && suffix_ok) return;
-  std::string hint;
-  if (numeric && !numbers.empty() && number < numbers.front())
-    hint = " (older GPUs need an older CUDA toolkit: sm_70/V100 needs NVRTC 12)";
-  throw_user_error("unsupported GPU architecture '", arch, "' for NVRTC ", nvrtc_version(),
-                   "; supported: ", join(supported_archs(), ", "), hint);
+  return suffix_ok ? number : -1;
+}
+
+// The library that compiles for `arch`: the newest installed NVRTC that targets it. A
+// caller's mistake (a malformed arch, or one no installed NVRTC targets) is a UserError
+// that says what is installed and what to install.
+const NvrtcLibrary& library_for(const std::string& arch) {
+  const int number = parse_arch(arch);
+  const NvrtcLibrary* lib = number < 0 ? nullptr : choose_nvrtc(installed_nvrtc(), number);
+  if (lib != nullptr) return *lib;
+  const std::string supported = supported_archs().empty() ? "none" : join(supported_archs(), ", ");
+  if (number < 0)
+    throw_user_error("unsupported GPU architecture '", arch, "'; supported: ", supported);
+  throw_user_error("unsupported GPU architecture '", arch, "': no installed NVRTC targets it (",
+                   describe_nvrtc(installed_nvrtc()), "); supported: ", supported, ". ",
+                   nvrtc_install_hint(number));
 }
 
 std::vector<std::string> split_lines(const std::string& text) {
@@ -156,12 +167,14 @@ struct FrameFigures {
 }  // namespace
 
 std::string nvrtc_version() {
-  static const std::string version = [] {
-    int major = 0, minor = 0;
-    if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return std::string("unknown");
-    return std::to_string(major) + "." + std::to_string(minor);
-  }();
-  return version;
+  const auto& libs = installed_nvrtc();
+  return libs.empty() ? std::string("none") : libs.front().version();
+}
+
+std::string nvrtc_version_for(const std::string& arch) {
+  const int number = parse_arch(arch);
+  const NvrtcLibrary* lib = number < 0 ? nullptr : choose_nvrtc(installed_nvrtc(), number);
+  return lib == nullptr ? std::string() : lib->version();
 }
 
 std::vector<std::string> supported_archs() {
@@ -256,9 +269,11 @@ namespace {
 // One NVRTC compile with exactly `options` (no retry).
 CompileResult compile_once(const std::string& source, const std::string& arch,
                            const CompileOptions& options) {
+  const NvrtcLibrary& lib = library_for(arch);
+  const NvrtcApi& api = *lib.api;
   CompileResult r;
   r.arch = arch;
-  r.nvrtc_version = nvrtc_version();
+  r.nvrtc_version = lib.version();
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -266,26 +281,26 @@ CompileResult compile_once(const std::string& source, const std::string& arch,
 
   nvrtcProgram raw = nullptr;
   const nvrtcResult created =
-      nvrtcCreateProgram(&raw, source.c_str(), kProgramName, 0, nullptr, nullptr);
+      api.create_program(&raw, source.c_str(), kProgramName, 0, nullptr, nullptr);
   if (created != NVRTC_SUCCESS) {
-    r.error = std::string("nvrtcCreateProgram failed: ") + nvrtcGetErrorString(created);
+    r.error = std::string("nvrtcCreateProgram failed: ") + api.error_string(created);
     r.log = r.error;
     r.compile_seconds = elapsed();
     return r;
   }
-  const Program program(raw);
+  const Program program(raw, ProgramDeleter{&api});
 
   const std::vector<std::string> opts = nvrtc_options(arch, options);
   std::vector<const char*> argv;
   for (const auto& o : opts) argv.push_back(o.c_str());
   const nvrtcResult compiled =
-      nvrtcCompileProgram(program.get(), static_cast<int>(argv.size()), argv.data());
+      api.compile_program(program.get(), static_cast<int>(argv.size()), argv.data());
   r.compile_seconds = elapsed();
 
   size_t log_size = 0;
-  if (nvrtcGetProgramLogSize(program.get(), &log_size) == NVRTC_SUCCESS && log_size > 1) {
+  if (api.program_log_size(program.get(), &log_size) == NVRTC_SUCCESS && log_size > 1) {
     std::string log(log_size, '\0');
-    if (nvrtcGetProgramLog(program.get(), log.data()) == NVRTC_SUCCESS) {
+    if (api.program_log(program.get(), log.data()) == NVRTC_SUCCESS) {
       // The log is the front end's and ptxas's logs joined, each with its own NUL.
       log.erase(std::remove(log.begin(), log.end(), '\0'), log.end());
       r.log = std::move(log);
@@ -293,26 +308,26 @@ CompileResult compile_once(const std::string& source, const std::string& arch,
   }
   if (compiled != NVRTC_SUCCESS) {
     r.error = first_error(r.log);
-    if (r.error.empty()) r.error = std::string("NVRTC: ") + nvrtcGetErrorString(compiled);
+    if (r.error.empty()) r.error = std::string("NVRTC: ") + api.error_string(compiled);
     return r;
   }
 
   size_t cubin_size = 0;
-  if (nvrtcGetCUBINSize(program.get(), &cubin_size) != NVRTC_SUCCESS || cubin_size == 0) {
+  if (api.cubin_size(program.get(), &cubin_size) != NVRTC_SUCCESS || cubin_size == 0) {
     r.error = "NVRTC compiled the program but produced no CUBIN for " + arch;
     return r;
   }
   r.cubin.resize(cubin_size);
-  if (nvrtcGetCUBIN(program.get(), r.cubin.data()) != NVRTC_SUCCESS) {
+  if (api.cubin(program.get(), r.cubin.data()) != NVRTC_SUCCESS) {
     r.cubin.clear();
     r.error = "nvrtcGetCUBIN failed for " + arch;
     return r;
   }
   if (options.keep_ptx) {
     size_t ptx_size = 0;
-    if (nvrtcGetPTXSize(program.get(), &ptx_size) == NVRTC_SUCCESS && ptx_size > 1) {
+    if (api.ptx_size(program.get(), &ptx_size) == NVRTC_SUCCESS && ptx_size > 1) {
       r.ptx.assign(ptx_size, '\0');
-      if (nvrtcGetPTX(program.get(), r.ptx.data()) == NVRTC_SUCCESS)
+      if (api.ptx(program.get(), r.ptx.data()) == NVRTC_SUCCESS)
         r.ptx.resize(ptx_size - 1);
       else
         r.ptx.clear();
@@ -327,7 +342,7 @@ CompileResult compile_once(const std::string& source, const std::string& arch,
 
 CompileResult compile_cuda(const std::string& source, const std::string& arch,
                            const CompileOptions& options) {
-  check_arch(arch);
+  library_for(arch);  // a caller's mistake throws before any work
   CompileResult first = compile_once(source, arch, options);
   const int spilled = first.ok ? spilled_bytes(first.kernels) : 0;
   if (spilled == 0 || !retries_spills(options)) return first;
@@ -351,7 +366,7 @@ CompileResult compile_cuda(const std::string& source, const std::string& arch,
 std::vector<CompileResult> compile_for_archs(const std::string& source,
                                              const std::vector<std::string>& archs, int threads,
                                              const CompileOptions& options) {
-  for (const auto& a : archs) check_arch(a);  // a bad arch fails before any work starts
+  for (const auto& a : archs) library_for(a);  // a bad arch fails before any work starts
   std::vector<CompileResult> results(archs.size());
   std::vector<std::exception_ptr> failures(archs.size());
   std::atomic<size_t> next{0};
@@ -383,7 +398,7 @@ std::string compile_cache_key(const std::string& source, const std::string& arch
   auto field = [&](const std::string& name, const std::string& value) {
     text += name + " " + std::to_string(value.size()) + "\n" + value + "\n";
   };
-  field("nvrtc", nvrtc_version());
+  field("nvrtc", nvrtc_version_for(arch));
   field("arch", arch);
   for (const auto& o : nvrtc_options(arch, options)) field("option", o);
   field("keep_ptx", options.keep_ptx ? "1" : "0");

@@ -6,6 +6,10 @@
 // the farm records it as compile_error. Only a caller's mistake, an architecture NVRTC does
 // not support, throws a UserError.
 //
+// NVRTC is loaded at run time (nvrtc_loader.h): each compile uses the newest installed NVRTC
+// that targets its architecture, so sm_70 compiles with NVRTC 12 and sm_80 with 13 in one
+// process.
+//
 // Thread safety: NVRTC may compile distinct programs concurrently; every call here creates,
 // uses and destroys its own program, so all functions may be called from any thread.
 // See docs/compilation.md for the options used and the CUDA 12 / 13 differences.
@@ -56,8 +60,9 @@ struct CompileOptions {
   bool retry_spills = true;
 };
 
-// Compiles `source` for `arch` ("sm_80"; see supported_archs()). Throws UserError if the
-// architecture is not one NVRTC supports; every other failure is returned as ok=false.
+// Compiles `source` for `arch` ("sm_80"; see supported_archs()) with the newest installed
+// NVRTC that targets it. Throws UserError if no installed NVRTC targets the architecture
+// (saying what to install); every other failure is returned as ok=false.
 CompileResult compile_cuda(const std::string& source, const std::string& arch,
                            const CompileOptions& options = {});
 
@@ -67,18 +72,22 @@ std::vector<CompileResult> compile_for_archs(const std::string& source,
                                              const std::vector<std::string>& archs, int threads,
                                              const CompileOptions& options = {});
 
-// The real architectures this NVRTC can produce a CUBIN for: "sm_75", ..., "sm_121".
+// The real architectures some installed NVRTC can produce a CUBIN for: "sm_70", ..., "sm_121".
 std::vector<std::string> supported_archs();
 
-// NVRTC's version, "major.minor" ("13.0").
+// The newest installed NVRTC's version, "major.minor" ("13.0"); "none" when none is found.
 std::string nvrtc_version();
+
+// The version of the NVRTC that compiles for `arch` ("12.9" for sm_70 where 12.9 and 13.0
+// are installed); "" when none targets it.
+std::string nvrtc_version_for(const std::string& arch);
 
 // The exact option list compile_cuda passes to NVRTC (exposed for the cache key, the
 // `codegen` command's compile reports and for reading).
 std::vector<std::string> nvrtc_options(const std::string& arch, const CompileOptions& options);
 
 // Key of the compile cache (issue 5): 16 hex digits, FNV-1a 64 over the source, the arch,
-// the NVRTC option list, keep_ptx and the NVRTC version. Two compiles with equal keys
+// the NVRTC option list, keep_ptx and the version of the NVRTC that compiles for `arch`. Two compiles with equal keys
 // produce the same CUBIN.
 std::string compile_cache_key(const std::string& source, const std::string& arch,
                               const CompileOptions& options = {});

@@ -22,6 +22,8 @@
 #include "farm_security.h"
 #include "gpu/gpu_catalog.h"
 #include "ir/json_writer.h"
+#include "nvrtc.h"
+#include "nvrtc_loader.h"
 #include "sqlite.h"
 #include "tune.h"
 #include "tune_config.h"
@@ -140,6 +142,12 @@ std::unique_ptr<Farm> make_farm(const FarmFlags& f, const std::vector<const GpuS
   o.emulate = o.devices.empty();
   *emulated = o.emulate;
   if (o.emulate) {
+    // An emulated worker compiles for real: refuse a type no NVRTC here targets, with what to
+    // install, rather than let its workers exit (docs/compilation.md, "Which NVRTC").
+    for (const GpuSpec* g : gpus)
+      DC_USER_CHECK(!nvrtc_arch_for(g->cc_major, g->cc_minor, supported_archs()).empty(), "--gpus ", g->name,
+                    ": no installed NVRTC compiles for ", g->sm_arch(), ", so it cannot be emulated here (",
+                    describe_nvrtc(installed_nvrtc()), "). ", nvrtc_install_hint(g->cc_major * 10 + g->cc_minor));
     o.gpu_types = types;
     o.workers = f.local_workers > 0 ? f.local_workers : 1;
   }

@@ -267,7 +267,7 @@ ExecPlan assemble_plan(const Graph& g, const std::vector<Candidate>& candidates,
   p.gpu_type = origin.gpu->name;
   p.gpu_name = origin.gpu->full_name;
   p.gpu_arch = origin.gpu->sm_arch();
-  p.nvrtc_version = origin.nvrtc_version.empty() ? nvrtc_version() : origin.nvrtc_version;
+  p.nvrtc_version = origin.nvrtc_version.empty() ? nvrtc_version_for(p.gpu_arch) : origin.nvrtc_version;
   p.emulated = origin.emulated;
   p.precision = origin.precision;
   p.weight_transforms = origin.weight_transforms;

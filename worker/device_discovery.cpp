@@ -8,6 +8,7 @@
 
 #include "ir/error.h"
 #include "nvrtc.h"
+#include "nvrtc_loader.h"
 
 namespace dc {
 namespace {
@@ -113,9 +114,11 @@ std::vector<DiscoveredDevice> discover_devices(const cuda::DriverLoad& load,
       if (x.problem.empty()) {
         x.arch = nvrtc_arch_for(x.attributes.cc_major, x.attributes.cc_minor, archs);
         if (x.arch.empty())
-          x.problem = fmt::format("NVRTC {} cannot compile for sm_{}{} (sm_70 needs a CUDA 12 "
-                                  "toolkit on this worker)",
-                                  nvrtc_version(), x.attributes.cc_major, x.attributes.cc_minor);
+          x.problem = fmt::format("no installed NVRTC compiles for sm_{}{} ({}). {}", x.attributes.cc_major,
+                                  x.attributes.cc_minor, describe_nvrtc(installed_nvrtc()),
+                                  nvrtc_install_hint(x.attributes.cc_major * 10 + x.attributes.cc_minor));
+        else
+          x.nvrtc_version = nvrtc_version_for(x.arch);
       }
       out.push_back(std::move(x));
     }
@@ -131,9 +134,9 @@ std::string describe_device(const DiscoveredDevice& d) {
   std::string s = fmt::format("{}: {} -> {}", d.ordinal, a.name,
                               d.spec.name.empty() ? "(none)" : d.spec.name);
   if (d.spec.generic) s += " (generic)";
-  s += fmt::format(" ({}, {} SMs, {:.1f} GiB, driver {})", d.arch.empty() ? "no arch" : d.arch,
+  s += fmt::format(" ({}, {} SMs, {:.1f} GiB, driver {}{})", d.arch.empty() ? "no arch" : d.arch,
                    a.sm_count, static_cast<double>(a.total_memory_bytes) / (1u << 30),
-                   d.driver_version);
+                   d.driver_version, d.nvrtc_version.empty() ? "" : ", NVRTC " + d.nvrtc_version);
   if (!d.usable()) s += ": unusable: " + d.problem;
   return s;
 }

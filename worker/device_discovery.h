@@ -39,8 +39,9 @@ struct DiscoveredDevice {
   GpuSpec spec;                     // canonical type (spec.name), or a generic spec
   std::string arch;                 // NVRTC target ("sm_86"); "" when none
   std::string driver_version;       // "12.4"
-  // Why this device cannot measure ("compute capability 6.1 is below 7.0", "NVRTC 13.0
-  // cannot compile for sm_70"); "" when it can.
+  std::string nvrtc_version;        // of the NVRTC that compiles for `arch` ("12.9"); "" when none
+  // Why this device cannot measure ("compute capability 6.1 is below 7.0", "no installed
+  // NVRTC compiles for sm_70 (...). sm_70 needs NVRTC 12: ..."); "" when it can.
   std::string problem;
   bool usable() const { return problem.empty(); }
 };
@@ -55,7 +56,7 @@ std::vector<DiscoveredDevice> discover_devices(const cuda::DriverLoad& driver,
                                                std::string* why_none = nullptr);
 
 // One line per device for the worker's start-up message and HELLO: "0: NVIDIA H100 80GB
-// HBM3 -> h100 (sm_90, 132 SMs, 79.1 GiB, driver 12.4)".
+// HBM3 -> h100 (sm_90, 132 SMs, 79.1 GiB, driver 12.4, NVRTC 13.0)".
 std::string describe_device(const DiscoveredDevice& d);
 
 }  // namespace dc

@@ -28,6 +28,7 @@
 #include <boost/program_options.hpp>
 
 #include "builder_pool.h"
+#include "device_discovery.h"
 #include "farm_client.h"
 #include "farm_security.h"
 #include "ir/error.h"
@@ -141,6 +142,19 @@ EmulatedFaults test_faults_from_environment() {
   return f;
 }
 
+// --list-devices without --device: every device the driver reports, an unusable one with
+// its reason (no NVRTC for its arch: what to install). Exit 2 when none can be served.
+int list_real_devices(const GpuCatalog& catalog) {
+  std::string why;
+  const std::vector<DiscoveredDevice> found = discover_devices(catalog, &why);
+  if (found.empty()) {
+    std::cout << "no GPU to serve: " << why << "\n";
+    return 2;
+  }
+  for (const DiscoveredDevice& d : found) std::cout << describe_device(d) << "\n";
+  return std::any_of(found.begin(), found.end(), [](const DiscoveredDevice& d) { return d.usable(); }) ? 0 : 2;
+}
+
 // A measurement child (--measure-child: compile, check, time) or a builder's compile child
 // (--compile-child: the compile phase only), serving one device's jobs on fd 3.
 int measure_child_main(const std::string& device_hex, const std::string& cache, const std::string& log_level,
@@ -225,6 +239,7 @@ int worker_main(int argc, char** argv) {
     spdlog::info("dc-worker: serving {} EMULATED device(s): times are modelled, not measured", inventory.size());
   } else {
     std::string why;
+    if (list_only && s.devices.empty()) return list_real_devices(catalog);
     inventory = real_inventory(catalog, s.devices, &why);
     if (list_only && inventory.empty()) {
       std::cout << "no GPU to serve: " << why << "\n";

@@ -5,14 +5,16 @@
 #include "device_discovery.h"
 #include "ir/error.h"
 #include "nvrtc.h"
+#include "nvrtc_loader.h"
 
 namespace dc {
 
 farm::GpuInventory emulated_inventory(const GpuCatalog& catalog, const std::string& gpu_type, int index) {
   const GpuSpec& spec = catalog.require(gpu_type);
   const std::string arch = nvrtc_arch_for(spec.cc_major, spec.cc_minor, supported_archs());
-  DC_USER_CHECK(!arch.empty(), "NVRTC ", nvrtc_version(), " cannot compile for ", spec.name, " (",
-                spec.sm_arch(), "): it cannot be emulated with this toolkit");
+  DC_USER_CHECK(!arch.empty(), "no installed NVRTC compiles for ", spec.name, " (", spec.sm_arch(),
+                "), so it cannot be emulated here (", describe_nvrtc(installed_nvrtc()), "). ",
+                nvrtc_install_hint(spec.cc_major * 10 + spec.cc_minor));
   farm::GpuInventory g;
   g.set_device_index(index);
   g.set_gpu_type(spec.name);
@@ -20,7 +22,7 @@ farm::GpuInventory emulated_inventory(const GpuCatalog& catalog, const std::stri
   g.set_cc_major(spec.cc_major);
   g.set_cc_minor(spec.cc_minor);
   g.set_driver_version("emulated");
-  g.set_nvrtc_version(nvrtc_version());
+  g.set_nvrtc_version(nvrtc_version_for(arch));
   g.set_emulated(true);
   g.set_arch(arch);
   return g;
@@ -49,7 +51,7 @@ std::vector<farm::GpuInventory> real_inventory(const GpuCatalog& catalog, const 
     g.set_cc_minor(d.attributes.cc_minor);
     g.set_memory_bytes(static_cast<uint64_t>(d.attributes.total_memory_bytes));
     g.set_driver_version(d.driver_version);
-    g.set_nvrtc_version(nvrtc_version());
+    g.set_nvrtc_version(nvrtc_version_for(d.arch));
     g.set_emulated(false);
     g.set_arch(d.arch);
     out.push_back(std::move(g));
@@ -60,7 +62,7 @@ std::vector<farm::GpuInventory> real_inventory(const GpuCatalog& catalog, const 
 
 std::string describe_inventory(const farm::GpuInventory& g) {
   return str_cat(g.device_index(), ": ", g.gpu_type(), " (", g.emulated() ? "emulated" : g.device_name(), ", ",
-                 g.arch(), g.emulated() ? "" : ", driver " + g.driver_version(), ")");
+                 g.arch(), ", NVRTC ", g.nvrtc_version(), g.emulated() ? "" : ", driver " + g.driver_version(), ")");
 }
 
 std::vector<std::string> measure_child_argv(const std::string& exe, const farm::GpuInventory& device,

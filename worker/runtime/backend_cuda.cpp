@@ -365,7 +365,7 @@ std::vector<CompileResult> CudaBackend::compile_modules() const {
   for (size_t m = 0; m < plan.modules.size(); ++m) {
     const CompileResult& r = results[first_with_source[m]];
     DC_USER_CHECK(r.ok, module_label(plan, m), " of the plan (", steps_using(plan, m),
-                  ") does not compile for ", device_.arch, " with NVRTC ", nvrtc_version(), ": ",
+                  ") does not compile for ", device_.arch, " with NVRTC ", r.nvrtc_version, ": ",
                   r.error.empty() ? r.log : r.error);
     out.push_back(r);
   }
