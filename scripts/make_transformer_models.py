@@ -18,6 +18,8 @@ tests (docs/bench/fusion.md, docs/candidates.md).
   make_transformer_models.py llama --layers 2 --out build/fusion/llama.onnx
 """
 import argparse
+import math
+import os
 import sys
 
 import numpy as np
@@ -176,6 +178,77 @@ def bert(b, a):
     return x
 
 
+def _softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _slice(x, starts, ends, axes):
+    idx = [slice(None)] * x.ndim
+    for s, e, a in zip(starts, ends, axes):
+        idx[int(a)] = slice(int(s), int(e))
+    return x[tuple(idx)]
+
+
+# numpy for every op the builders write: an oracle independent of dc's reference executor.
+OPS = {
+    "Add": lambda n, a, b: a + b, "Sub": lambda n, a, b: a - b, "Mul": lambda n, a, b: a * b,
+    "Div": lambda n, a, b: a / b, "Pow": lambda n, a, b: np.power(a, b), "Neg": lambda n, a: -a,
+    "Sqrt": lambda n, a: np.sqrt(a), "Reciprocal": lambda n, a: 1 / a, "Tanh": lambda n, a: np.tanh(a),
+    "Erf": lambda n, a: np.vectorize(math.erf)(a).astype(a.dtype),
+    "Sigmoid": lambda n, a: 1 / (1 + np.exp(-a)), "IsNaN": lambda n, a: np.isnan(a),
+    "And": lambda n, a, b: np.logical_and(a, b), "Where": lambda n, c, a, b: np.where(c, a, b),
+    "MatMul": lambda n, a, b: np.matmul(a, b), "Identity": lambda n, a: a,
+    "Gather": lambda n, a, i: np.take(a, i, axis=n["axis"]),
+    "Cast": lambda n, a: a.astype({TensorProto.FLOAT: np.float32, TensorProto.BOOL: bool}[n["to"]]),
+    "ReduceMean": lambda n, a: a.mean(axis=tuple(n["axes"]), keepdims=True),
+    "Reshape": lambda n, a, s: a.reshape(s), "Transpose": lambda n, a: a.transpose(n["perm"]),
+    "Unsqueeze": lambda n, a, ax: np.expand_dims(a, tuple(int(v) for v in ax)),
+    "Expand": lambda n, a, s: np.broadcast_to(a, s), "Slice": lambda n, a, s, e, ax: _slice(a, s, e, ax),
+    "Concat": lambda n, *xs: np.concatenate(xs, axis=n["axis"]),
+    "Softmax": lambda n, a: _softmax(a, n["axis"]),
+}
+
+
+def evaluate(model, feeds):
+    """Runs the model's nodes with numpy in float64 where they compute floats."""
+    values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    values = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in values.items()}
+    values.update(feeds)
+    for node in model.graph.node:
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        ins = [values[i] for i in node.input]
+        if node.op_type == "Split":
+            outs = np.split(ins[0], len(node.output), axis=attrs["axis"])
+        else:
+            out = OPS[node.op_type](attrs, *ins)
+            if node.op_type == "Cast" and out.dtype == np.float32:
+                out = out.astype(np.float64)
+            outs = [out]
+        values.update(zip(node.output, outs))
+    return values[model.graph.output[0].name]
+
+
+def write_data(model, a, folder):
+    """input_N.pb / output_0.pb: random token ids, a left padding mask hiding the first 3 keys
+    of the first batch row (llama, bert: with the causal mask, llama's first 3 query rows see
+    nothing, so the IsNaN/Where guard decides them), the numpy oracle's output in float32."""
+    os.makedirs(folder, exist_ok=True)
+    rng = np.random.default_rng(a.seed + 1)
+    feeds = {"input_ids": rng.integers(0, a.vocab, (a.batch, a.seq)).astype(np.int64)}
+    if a.model != "gpt2":
+        mask = np.ones((a.batch, a.seq), np.int64)
+        mask[0, :3] = 0
+        feeds["attention_mask"] = mask
+    for i, inp in enumerate(model.graph.input):
+        t = numpy_helper.from_array(feeds[inp.name], inp.name)
+        open(os.path.join(folder, f"input_{i}.pb"), "wb").write(t.SerializeToString())
+    with np.errstate(invalid="ignore"):  # the fully masked rows' 0/0, as torch computes them
+        out = evaluate(model, feeds).astype(np.float32)
+    t = numpy_helper.from_array(out, model.graph.output[0].name)
+    open(os.path.join(folder, "output_0.pb"), "wb").write(t.SerializeToString())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", choices=["llama", "gpt2", "bert"])
@@ -189,6 +262,7 @@ def main():
     ap.add_argument("--vocab", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--data", help="also write an ONNX test-data folder (inputs and the numpy oracle's output)")
     a = ap.parse_args()
     if a.width % a.heads or a.heads % a.kv_heads or (a.width // a.heads) % 2:
         sys.exit("error: width must divide by heads into an even head size, heads by kv-heads")
@@ -207,6 +281,8 @@ def main():
     model.ir_version = 8
     onnx.checker.check_model(model)
     onnx.save(model, a.out)
+    if a.data:
+        write_data(model, a, a.data)
     print(f"{a.out}: {a.model}, {a.layers} layers, {len(b.nodes)} nodes")
 
 
