@@ -1,17 +1,25 @@
 #include "passes/fuse_sibling_matmuls.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "ir/error.h"
+#include "ir/lazy_bytes.h"
 #include "passes/match.h"
 
 namespace dc {
 
 namespace {
+
+constexpr size_t kAlignment = 64;  // ir/tensor.h's buffer alignment
 
 struct Sibling {
   size_t matmul = 0;
@@ -45,20 +53,69 @@ void find_bias(const Graph& g, const match::Uses& uses, Sibling& s) {
   s.bias = *b;
 }
 
+// The rows of [rows, n_i] parts side by side, [rows, sum n_i], computed when the bytes are
+// needed (a weight on disk stays there until the plan streams it into weights.bin).
+class ConcatColumns : public LazyBytes {
+ public:
+  ConcatColumns(std::vector<Tensor> parts, size_t rows) : parts_(std::move(parts)), rows_(rows) {
+    for (const auto& p : parts_) {
+      row_bytes_.push_back(p.nbytes() / rows_);
+      total_row_ += row_bytes_.back();
+    }
+  }
+
+  size_t size() const override { return rows_ * total_row_; }
+  bool resident() const override { return data_.load(std::memory_order_acquire) != nullptr; }
+
+  std::byte* bytes() override {
+    if (std::byte* p = data_.load(std::memory_order_acquire)) return p;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (std::byte* p = data_.load(std::memory_order_relaxed)) return p;
+    auto* p = static_cast<std::byte*>(::operator new[](std::max<size_t>(size(), 1), std::align_val_t{kAlignment}));
+    holder_ = std::shared_ptr<std::byte[]>(p, [](std::byte* q) { ::operator delete[](q, std::align_val_t{kAlignment}); });
+    copy_to(0, size(), p);
+    data_.store(p, std::memory_order_release);
+    return p;
+  }
+
+  // Row by row, part by part: each piece of [from, from + n) from the part that holds it.
+  void copy_to(size_t from, size_t n, void* dst) const override {
+    DC_INTERNAL_CHECK(from <= size() && n <= size() - from, "ConcatColumns: bytes outside the tensor");
+    if (const std::byte* p = data_.load(std::memory_order_acquire)) {
+      std::memcpy(dst, p + from, n);
+      return;
+    }
+    auto* out = static_cast<std::byte*>(dst);
+    for (size_t pos = from; pos < from + n;) {
+      const size_t row = pos / total_row_;
+      size_t within = pos % total_row_, k = 0;
+      while (within >= row_bytes_[k]) within -= row_bytes_[k++];
+      const size_t len = std::min(row_bytes_[k] - within, from + n - pos);
+      parts_[k].copy_bytes(row * row_bytes_[k] + within, len, out + (pos - from));
+      pos += len;
+    }
+  }
+
+ private:
+  std::vector<Tensor> parts_;
+  size_t rows_;
+  std::vector<size_t> row_bytes_;
+  size_t total_row_ = 0;
+  std::mutex mu_;
+  std::shared_ptr<std::byte[]> holder_;
+  std::atomic<std::byte*> data_{nullptr};
+};
+
 // Columns of the [K, N_i] weights side by side: [K, sum N_i]. Biases: one row.
 Tensor concat_columns(const std::vector<const Tensor*>& parts, int64_t rows) {
   int64_t total = 0;
-  for (const auto* p : parts) total += p->numel() / rows;
-  Tensor out(DType::f32, rows == 1 ? Shape{total} : Shape{rows, total});
-  auto* dst = reinterpret_cast<char*>(out.raw_mutable());
-  int64_t col = 0;
+  std::vector<Tensor> copies;  // share the parts' bytes
   for (const auto* p : parts) {
-    const int64_t n = p->numel() / rows;
-    for (int64_t r = 0; r < rows; ++r)
-      p->copy_bytes(static_cast<size_t>(r * n * 4), static_cast<size_t>(n * 4), dst + (r * total + col) * 4);
-    col += n;
+    total += p->numel() / rows;
+    copies.push_back(*p);
   }
-  return out;
+  return Tensor::from_lazy(DType::f32, rows == 1 ? Shape{total} : Shape{rows, total},
+                           std::make_shared<ConcatColumns>(std::move(copies), static_cast<size_t>(rows)));
 }
 
 std::string add_initializer(Graph& g, const std::string& base, Tensor t) {

@@ -488,8 +488,8 @@ TEST(Candidates, TinyTransformer) {
   for (const auto& n : g.nodes) slices += n.op == "Slice";
   EXPECT_EQ(slices, 3);
   const Candidate* widest = nullptr;
-  for (const auto& c : of_kind(cands, ClusterKind::attention))
-    if (!widest || c.nodes.size() > widest->nodes.size()) widest = &c;
+  for (const auto& c : cands)
+    if (c.kind == ClusterKind::attention && (!widest || c.nodes.size() > widest->nodes.size())) widest = &c;
   ASSERT_NE(widest, nullptr);
   int in_cone = 0;
   for (size_t i : widest->nodes) in_cone += g.nodes[i].op == "Slice";

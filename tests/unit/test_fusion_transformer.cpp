@@ -10,6 +10,8 @@
 #include <future>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "attention_testing.h"
 #include "candidates.h"
 #include "codegen_testing.h"
@@ -67,14 +69,14 @@ struct FormBuilder {
     return node("Transpose", {r}, attrs({{"perm", v64({0, 2, 1, 3})}}));
   }
   std::string rope(const std::string& x, int64_t s, uint32_t seed) {
-    const std::string cos = fmt::format("cos{}", seed), sin = fmt::format("sin{}", seed);
-    add_initializer(g, cos, random_tensor({1, 1, s, f.hd}, seed));
-    add_initializer(g, sin, random_tensor({1, 1, s, f.hd}, seed + 1));
+    const std::string cos_t = fmt::format("cos{}", seed), sin_t = fmt::format("sin{}", seed);
+    add_initializer(g, cos_t, random_tensor({1, 1, s, f.hd}, seed));
+    add_initializer(g, sin_t, random_tensor({1, 1, s, f.hd}, seed + 1));
     const int64_t half = f.hd / 2;
     const std::string x1 = node("Slice", {x, ints({0}), ints({half}), ints({-1})});
     const std::string x2 = node("Slice", {x, ints({half}), ints({f.hd}), ints({-1})});
     const std::string rot = node("Concat", {node("Neg", {x2}), x1}, attrs({{"axis", int64_t{-1}}}));
-    return node("Add", {node("Mul", {x, cos}), node("Mul", {rot, sin})});
+    return node("Add", {node("Mul", {x, cos_t}), node("Mul", {rot, sin_t})});
   }
   std::string repeat_kv(const std::string& x) {
     if (f.kv_heads == f.heads) return x;
@@ -181,11 +183,12 @@ void check_within_tolerance(const Workload& w, const Variant& v, const std::map<
     if (b.role == BufferRole::input) {
       const auto pos = std::find(w.graph.inputs.begin(), w.graph.inputs.end(), b.name) - w.graph.inputs.begin();
       auto it = given.find(w.source_inputs.at(static_cast<size_t>(pos)));
+      ASSERT_TRUE(it != given.end() || is_float(b.dtype)) << b.name << ": give its values";
       Tensor values = it != given.end() ? it->second : random_tensor(b.shape, seed++);
       if (b.dtype == DType::f32 && math != DType::f32 && values.dtype() == DType::f32)
         values = attn::round_to(values, math);
       buffers[i] = values.dtype() == DType::f32 ? attn::to_storage(values, b.dtype) : values;
-      ref_inputs[b.name] = attn::widen(buffers[i]);
+      ref_inputs[b.name] = is_float(buffers[i].dtype()) ? attn::widen(buffers[i]) : buffers[i];
     } else {
       buffers[i] = Tensor(b.dtype, b.shape);
       if (b.dtype == DType::f32)
@@ -211,7 +214,17 @@ void check_within_tolerance(const Workload& w, const Variant& v, const std::map<
 
 // Two fp32 variants of the cluster, then the fp16 plan's cluster (apply_precision) with two
 // fp16 variants: the same nodes, recognised again after the storage policy.
-void run_both_precisions(const Graph& g, const std::map<std::string, Tensor>& given = {}) {
+void run_both_precisions(const Graph& g, std::map<std::string, Tensor> given = {}) {
+  // Boolean masks (constant or computed outside the cluster): their values, not random ones.
+  ref::TensorMap inputs;
+  for (const auto& name : g.inputs)
+    inputs[name] = given.count(name) ? given.at(name) : random_tensor(g.info(name).shape, 3);
+  ref::RunOptions keep;
+  keep.keep_intermediates = true;
+  for (const auto& [name, t] : ref::run_graph(g, inputs, keep))
+    if (!is_float(t.dtype()) && !given.count(name)) given[name] = t;
+  for (const auto& [name, t] : g.initializers)
+    if (!is_float(t.dtype()) && !given.count(name)) given[name] = t;
   const Workload w = expect_one_attention_cluster(g);
   if (w.graph.nodes.empty()) return;
   const auto fp32 = enumerate_variants(w, a100(), SpaceOptions{{"fp32"}});
@@ -336,9 +349,9 @@ TEST(FusionNorm, RmsNormIsOneReductionKernelInFp32AndFp16) {
                                                [](const Variant& v) { return v.param("vec") == 4; },
                                                [](const Variant& v) { return v.param("cache") == 2; }}))
     check_within_tolerance(w, v);
-  Workload w16 = w;  // f16 storage, statistics in fp32
+  Workload w16 = w;  // f16 storage; a reduction's math is fp32 in every plan
   for (auto& [name, info] : w16.graph.tensors) info.dtype = DType::f16;
-  const auto fp16 = enumerate_variants(w16, a100(), SpaceOptions{{"fp16"}});
+  const auto fp16 = enumerate_variants(w16, a100(), SpaceOptions{{"fp32"}});
   ASSERT_FALSE(fp16.empty());
   check_within_tolerance(w16, fp16.front());
   check_within_tolerance(w16, fp16.back());
@@ -372,7 +385,7 @@ TEST(FusionNorm, ResidualAddFusedIntoTheNormWritesBothOutputs) {
       check_within_tolerance(w, v);
     const Graph g16 = apply_precision(g, Precision::fp16);
     const Workload w16 = make_workload(g16, c->nodes, ClusterKind::reduction);
-    const auto fp16 = enumerate_variants(w16, a100(), SpaceOptions{{"fp16"}});
+    const auto fp16 = enumerate_variants(w16, a100(), SpaceOptions{{"fp32"}});  // fp32 statistics
     ASSERT_FALSE(fp16.empty());
     check_within_tolerance(w16, fp16.front());
   }
@@ -412,7 +425,8 @@ TEST(FusionNorm, SwiGluIsComputedInTheDownProjectionsLoads) {
   check_within_tolerance(w, fp32.front());
   check_within_tolerance(w, fp32.back());
   const Graph g16 = apply_precision(g, Precision::fp16);
-  const Candidate* c16 = largest(generate_candidates(g16), ClusterKind::gemm);
+  const auto cands16 = generate_candidates(g16);
+  const Candidate* c16 = largest(cands16, ClusterKind::gemm);
   ASSERT_NE(c16, nullptr);
   const Workload w16 = make_workload(g16, c16->nodes, ClusterKind::gemm);
   const auto fp16 = enumerate_variants(w16, a100(), SpaceOptions{{"fp16"}});
