@@ -162,6 +162,7 @@ Workload job_workload(const farm::Job& job, const GeneratedKernel& reference) {
       n.op = "Gather";
       n.inputs = {data, b.name};
       n.outputs = {data + "_out"};
+      w.graph.tensors[data + "_out"] = TensorInfo{DType::f32, b.shape};  // Gather of a 1-D table
       w.graph.nodes.push_back(std::move(n));
     }
     ++input;
