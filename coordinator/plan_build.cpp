@@ -372,6 +372,11 @@ std::vector<std::string> describe_weight_transforms(const Graph& imported, const
     out.push_back(fmt::format("BatchNormalization x{} folded into the preceding Conv/Gemm weights and bias", n));
   if (const int64_t n = count(after, "LayerNormalization") - count(before, "LayerNormalization"); n > 0)
     out.push_back(fmt::format("LayerNormalization x{} recognised from ReduceMean/Sub/Pow/Sqrt/Div chains", n));
+  if (const int64_t n = count(after, "RMSNormalization") - count(before, "RMSNormalization"); n > 0)
+    out.push_back(fmt::format("RMSNormalization x{} recognised from Pow/ReduceMean/Add/Sqrt/Reciprocal chains", n));
+  if (const int64_t n = count(before, "MatMul") - count(after, "MatMul"); n > 0)
+    out.push_back(fmt::format("MatMul x{} merged into sibling projections over concatenated weights "
+                              "(Q/K/V, gate/up; outputs sliced as views)", n));
   if (const int64_t n = count(after, "Gelu") - count(before, "Gelu"); n > 0)
     out.push_back(fmt::format("Gelu x{} recognised from Erf/Tanh chains", n));
   if (const int64_t n = count(before, "Identity") - count(after, "Identity"); n > 0)

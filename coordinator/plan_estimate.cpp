@@ -33,7 +33,7 @@ ModelPlan plan_by_estimate(const Graph& g, const std::vector<const GpuSpec*>& gp
                            const PlanOptions& opts) {
   ModelPlan plan;
   auto start = std::chrono::steady_clock::now();
-  plan.candidates = generate_candidates(g);
+  plan.candidates = generate_candidates(g, &plan.fusion_notes);
   for (auto& c : plan.candidates) c.free_view = is_free_view(g, c.nodes);
   const double generate_s = seconds_since(start);
   start = std::chrono::steady_clock::now();

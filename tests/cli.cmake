@@ -73,6 +73,17 @@ add_test(NAME cli_plan_no_copies_tiny_transformer COMMAND ${DC_PY} ${CMAKE_CURRE
   ${DC_COORD} ${EX}/tiny_transformer/model.onnx a100)
 set_tests_properties(cli_plan_no_copies_tiny_transformer PROPERTIES LABELS unit TIMEOUT 300)
 
+# Issue 26: transformers in the exporters' node forms (scripts/make_transformer_models.py):
+# verify against a numpy oracle and at most 7 kernels, one attention kernel and no copy-only
+# step per layer (counts, seconds); every chosen kernel on the host emulator in fp32 and fp16
+# (run, about 2 minutes). tests/cli/check_fusion_models.py.
+add_test(NAME cli_fusion_models_counts COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_fusion_models.py
+  counts ${DC_COORD} $<TARGET_FILE:dc-run> ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_fusion_models_counts PROPERTIES LABELS unit TIMEOUT 300)
+add_test(NAME cli_fusion_models_run COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_fusion_models.py
+  run ${DC_COORD} $<TARGET_FILE:dc-run> ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_fusion_models_run PROPERTIES LABELS long TIMEOUT 1200)
+
 # Issue 17: a decoder with 2.6 GB of external data imports, plans and writes a plan with a
 # peak RSS under a quarter of its weights (tests/cli/check_scale.py; about 1 minute).
 add_test(NAME scale_external_data COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_scale.py
