@@ -130,8 +130,8 @@ std::unique_ptr<Farm> make_farm(const FarmFlags& f, const std::vector<const GpuS
   if (n_opencl > 0) {
     // OpenCL types run on this machine's OpenCL devices of that type (PoCL's CPU device for
     // pocl-cpu): real measurements, never emulated.
-    DC_USER_CHECK(!f.emulate, "--emulate: OpenCL device types (", fmt::join(types, ", "), ") are measured, "
-                  "never emulated");
+    DC_USER_CHECK(!f.emulate, "--emulate: OpenCL device types (", fmt::format("{}", fmt::join(types, ", ")),
+                  ") are measured, never emulated");
     DC_USER_CHECK(n_opencl == gpus.size(), "--gpus mixes OpenCL and CUDA types: tune them separately");
     std::string why;
     const auto found = ocl::list_devices(catalog, &why);

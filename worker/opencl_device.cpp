@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/error.h"
+#include "ir/workload.h"
 #include "opencl_impl.h"
 
 namespace dc::ocl {
@@ -203,6 +204,17 @@ Program build_spir(Device& device, const std::vector<char>& bitcode, std::string
     return nullptr;
   }
   return p;
+}
+
+std::shared_ptr<std::remove_pointer_t<cl_program>> cached_program(Device& device, const std::vector<char>& bitcode,
+                                                                   std::string* log) {
+  auto& cache = device.impl().programs;
+  const std::string key = fnv1a_hex(std::string(bitcode.begin(), bitcode.end())) + std::to_string(bitcode.size());
+  if (const auto it = cache.find(key); it != cache.end()) return it->second;
+  Program p = build_spir(device, bitcode, log);
+  if (!p) return nullptr;
+  if (cache.size() >= 64) cache.clear();
+  return cache[key] = std::shared_ptr<std::remove_pointer_t<cl_program>>(p.release(), ReleaseProgram{});
 }
 
 Mem create_buffer(Device& device, size_t bytes) {

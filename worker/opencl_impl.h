@@ -5,10 +5,12 @@
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
 
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "opencl_device.h"
 
@@ -42,11 +44,19 @@ struct Device::Impl {
   cl_device_id device = nullptr;
   Context context;
   Queue queue;  // in order, CL_QUEUE_PROFILING_ENABLE
+  // Programs built from SPIR, by a hash of the bitcode: a reference kernel checks every
+  // variant of its workload, and a variant is checked, then timed (PoCL's build of SPIR
+  // takes about a second, and its kernel cache does not keep SPIR builds).
+  std::map<std::string, std::shared_ptr<std::remove_pointer_t<cl_program>>> programs;
 };
 
 // A program built from SPIR bitcode (codegen/opencl_compile.h) with clBuildProgram. On a
 // build failure: null, and *log holds the build log.
 Program build_spir(Device& device, const std::vector<char>& bitcode, std::string* log);
+
+// build_spir through the device's program cache (at most 64 programs kept).
+std::shared_ptr<std::remove_pointer_t<cl_program>> cached_program(Device& device, const std::vector<char>& bitcode,
+                                                                   std::string* log);
 
 // A device buffer of `bytes` bytes (at least 1).
 Mem create_buffer(Device& device, size_t bytes);

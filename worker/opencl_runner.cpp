@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -20,7 +21,7 @@ constexpr unsigned char kGuardByte = 0xA5;
 
 // The kernel's program, kernels (one per launch) and buffers (each with its guard).
 struct Loaded {
-  ocl::Program program;
+  std::shared_ptr<std::remove_pointer_t<cl_program>> program;
   std::vector<ocl::Kernel> kernels;
   std::vector<ocl::Mem> mem;
   std::vector<size_t> bytes;  // each buffer's size without the guard
@@ -30,7 +31,7 @@ struct Loaded {
 bool load(ocl::Device& device, const GeneratedKernel& k, const std::vector<char>& spir, Loaded* out,
           GpuRunResult* failure) {
   std::string log;
-  out->program = ocl::build_spir(device, spir, &log);
+  out->program = ocl::cached_program(device, spir, &log);
   if (!out->program) {
     failure->status = JobStatus::compile_error;
     failure->error = log;
@@ -181,18 +182,25 @@ TimingResult time_on_opencl(ocl::Device& device, const GeneratedKernel& kernel, 
       if (kernel.buffers[i].role == BufferRole::input) buffers[i] = inputs[i];
     prepare(device, kernel, buffers, L);
     cl_command_queue q = device.impl().queue.get();
-    const bool flush = options.l2 != L2Policy::none;
+    // Caches: hot (automatic, none, rotate), as a plan's consecutive layers hand their data
+    // over on a CPU device; `flush` writes 64 MiB between samples (above this host's LLC).
+    const bool flush = options.l2 == L2Policy::flush;
     const size_t flush_bytes = size_t{64} << 20;
     ocl::Mem flush_buf = flush ? ocl::create_buffer(device, flush_bytes) : nullptr;
-    r.l2_method = flush ? "flush 64 MiB" : "none";
+    r.l2_method = flush ? "flush 64 MiB" : "none (hot caches)";
     for (int i = 0; i < options.warmup_runs; ++i) enqueue_run(device, kernel, L, nullptr, nullptr);
     ocl::check(clFinish(q), "clFinish (warm-up)");
     double total_ms = 0;
     unsigned char flush_byte = 0;
+    // Tiny kernels on a CPU device are dominated by the enqueue: past min_samples, a second
+    // of wall time ends the sampling even before min_total_ms of kernel time.
+    const auto start = std::chrono::steady_clock::now();
     while (true) {
       const auto n = static_cast<int>(r.samples_us.size());
       if (n >= options.max_samples || total_ms >= options.max_total_ms) break;
-      if (n >= options.min_samples && total_ms >= options.min_total_ms) break;
+      if (n >= options.min_samples &&
+          (total_ms >= options.min_total_ms || std::chrono::steady_clock::now() - start > std::chrono::seconds(1)))
+        break;
       if (flush) {
         ++flush_byte;
         ocl::check(clEnqueueFillBuffer(q, flush_buf.get(), &flush_byte, 1, 0, flush_bytes, 0, nullptr, nullptr),

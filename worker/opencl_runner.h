@@ -24,9 +24,9 @@ GpuRunResult run_on_opencl(ocl::Device& device, const GeneratedKernel& kernel, c
                            std::vector<Tensor>& buffers);
 
 // Times one pass over every launch (and the zero_init fills) with profiling events: warm-up
-// runs, then samples until min_samples and min_total_ms (capped as on CUDA). With an L2
-// policy other than none, a 64 MiB buffer is written between samples (outside the timing)
-// so that no sample reads what the previous one left in the CPU's caches.
+// runs, then samples until min_samples and min_total_ms (or one second of wall time past
+// min_samples; capped as on CUDA). Caches stay hot, except with L2Policy::flush, which
+// writes a 64 MiB buffer between samples (outside the timing).
 TimingResult time_on_opencl(ocl::Device& device, const GeneratedKernel& kernel, const std::vector<char>& spir,
                             const std::vector<Tensor>& inputs, const TimingOptions& options = {});
 

@@ -170,7 +170,7 @@ std::vector<Variant> some_variants(const Workload& w, const GpuSpec& spec, size_
   return out;
 }
 
-std::vector<Tensor> bind(const Workload& w, const GeneratedKernel& k, const std::vector<Tensor>& in) {
+std::vector<Tensor> bind_buffers(const Workload& w, const GeneratedKernel& k, const std::vector<Tensor>& in) {
   std::vector<Tensor> b(k.buffers.size());
   for (size_t i = 0; i < k.buffers.size(); ++i) {
     const auto it = std::find(w.graph.inputs.begin(), w.graph.inputs.end(), k.buffers[i].name);
@@ -182,7 +182,7 @@ std::vector<Tensor> bind(const Workload& w, const GeneratedKernel& k, const std:
 
 void expect_matches_cpu(const Workload& w, const GeneratedKernel& k, const std::vector<char>& spir,
                         const std::vector<Tensor>& in, const ref::TensorMap& want, const Tolerance& tol) {
-  std::vector<Tensor> bufs = bind(w, k, in);
+  std::vector<Tensor> bufs = bind_buffers(w, k, in);
   const GpuRunResult r = run_on_opencl(*cl().device, k, spir, bufs);
   ASSERT_TRUE(r.ok()) << job_status_name(r.status) << ": " << r.error.substr(0, 3000);
   for (const auto& name : w.graph.outputs) {
@@ -234,9 +234,8 @@ TEST_P(OnPocl, ReferenceAndVariantsMatchTheCpu) {
 INSTANTIATE_TEST_SUITE_P(Families, OnPocl, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
-// Timing: every sample positive, at least min_samples of them, and a bigger problem of the
-// same kernel takes longer (the events time the kernel, not the queue).
-TEST(OpenClTiming, SamplesFollowTheWork) {
+// Timing: at least min_samples samples, every one positive.
+TEST(OpenClTiming, SamplesArePositive) {
   DC_REQUIRE_POCL();
   const Workload w = find_workload(kCases[0]);
   const GeneratedKernel reference = generate_reference(w);
@@ -245,7 +244,7 @@ TEST(OpenClTiming, SamplesFollowTheWork) {
   TimingOptions o;
   o.min_samples = 5;
   o.min_total_ms = 5;
-  const TimingResult t = time_on_opencl(*cl().device, reference, spir, bind(w, reference, random_workload_inputs(w, 1)), o);
+  const TimingResult t = time_on_opencl(*cl().device, reference, spir, bind_buffers(w, reference, random_workload_inputs(w, 1)), o);
   ASSERT_TRUE(t.ok()) << t.error;
   ASSERT_GE(t.samples_us.size(), 5u);
   for (double s : t.samples_us) EXPECT_GT(s, 0.0);
@@ -255,7 +254,8 @@ TEST(OpenClTiming, SamplesFollowTheWork) {
 // target spir64): the first fp32 variants each entry's parameter space offers.
 TEST(OpenClGpuEntries, KernelsCompileForEveryOpenClGpu) {
   const std::string clang = opencl_clang_for("");
-  for (const GpuSpec& spec : GpuCatalog::builtin().all()) {
+  const GpuCatalog catalog = GpuCatalog::builtin();
+  for (const GpuSpec& spec : catalog.all()) {
     if (!spec.is_opencl() || spec.name == "pocl-cpu") continue;
     for (const Case& c : kCases) {
       const Workload w = find_workload(c);
