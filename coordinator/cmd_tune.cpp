@@ -4,6 +4,7 @@
 // the least measured time.
 // The pipeline is tune.h; this file is the command line, the choice of farm and the output.
 // docs/tune.md describes both.
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include "farm_local.h"
 #include "farm_security.h"
 #include "gpu/gpu_catalog.h"
+#include "opencl_device.h"
 #include "ir/json_writer.h"
 #include "nvrtc.h"
 #include "nvrtc_loader.h"
@@ -125,6 +127,32 @@ std::unique_ptr<Farm> make_farm(const FarmFlags& f, const std::vector<const GpuS
   for (const GpuSpec* g : gpus) types.push_back(g->name);
 
   LocalFarmOptions o;
+  const size_t n_opencl = static_cast<size_t>(
+      std::count_if(gpus.begin(), gpus.end(), [](const GpuSpec* g) { return g->is_opencl(); }));
+  if (n_opencl > 0) {
+    // OpenCL types run on this machine's OpenCL devices of that type (PoCL's CPU device for
+    // pocl-cpu): real measurements, never emulated.
+    DC_USER_CHECK(!f.emulate, "--emulate: OpenCL device types (", fmt::format("{}", fmt::join(types, ", ")),
+                  ") are measured, never emulated");
+    DC_USER_CHECK(n_opencl == gpus.size(), "--gpus mixes OpenCL and CUDA types: tune them separately");
+    std::string why;
+    const auto found = ocl::list_devices(catalog, &why);
+    for (const GpuSpec* g : gpus) {
+      int taken = 0;
+      for (const auto& d : found)
+        if (d.gpu_type == g->name && d.spir && (f.local_workers == 0 || taken < f.local_workers)) {
+          o.opencl_devices.push_back(d.index);
+          ++taken;
+        }
+      DC_USER_CHECK(taken > 0, "no local OpenCL device of type ", g->name,
+                    found.empty() ? " (" + why + ")" : " (dc-worker --list-devices shows what there is)");
+    }
+    auto farm = make_local_farm(o);
+    const int joined = farm->wait_for_workers(wait);
+    console << fmt::format("tune: local farm, {} dc-worker(s) for local OpenCL device(s) {}, {} joined: times "
+                           "are measured\n", o.opencl_devices.size(), fmt::join(o.opencl_devices, ","), joined);
+    return farm;
+  }
   if (!f.emulate) {
     std::string why_none;
     std::vector<int> usable;

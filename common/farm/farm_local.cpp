@@ -66,6 +66,17 @@ LocalFarm::LocalFarm(LocalFarmOptions options) : options_(std::move(options)) {
           argv.insert(argv.end(), {"--emulate", type, "--worker-id", str_cat("local-", type, "-", i + 1)});
           workers_.push_back({spawn(argv), str_cat(type, " #", i + 1), 1});
         }
+    } else if (!options_.opencl_devices.empty()) {
+      for (int d : options_.devices) {
+        std::vector<std::string> argv = common;
+        argv.insert(argv.end(), {"--device", std::to_string(d), "--worker-id", str_cat("local-gpu", d)});
+        workers_.push_back({spawn(argv), str_cat("GPU ", d), 1});
+      }
+      for (int d : options_.opencl_devices) {
+        std::vector<std::string> argv = common;
+        argv.insert(argv.end(), {"--opencl", std::to_string(d), "--worker-id", str_cat("local-opencl", d)});
+        workers_.push_back({spawn(argv), str_cat("OpenCL ", d), 1});
+      }
     } else if (options_.devices.empty()) {
       std::vector<std::string> argv = common;
       argv.insert(argv.end(), {"--worker-id", "local-gpus"});

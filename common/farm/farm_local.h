@@ -31,6 +31,9 @@ struct LocalFarmOptions {
   int workers = 0;
   // Real: one worker per listed CUDA ordinal; empty = one worker serving every usable GPU.
   std::vector<int> devices;
+  // Real OpenCL devices: one worker per listed OpenCL index (dc-worker --opencl N); when
+  // given, `devices` empty means no CUDA worker.
+  std::vector<int> opencl_devices;
   int credits = 0;                     // per device; 0 = dc-worker's default (1 + builders' share)
   int builders = -1;                   // dc-worker --builders; -1 = its default (cores)
   std::string cache_dir;               // dc-worker --cache; "" = its default

@@ -12,6 +12,10 @@
 #include "emulator.h"
 #include "emulator/compile.h"
 #include "farm_codec.h"
+#include "opencl_compile.h"
+#include "opencl_dialect.h"
+#include "opencl_impl.h"
+#include "opencl_runner.h"
 #include "random_inputs.h"
 #include "ref/compare.h"
 
@@ -206,6 +210,7 @@ farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::funct
     return failed(JobStatus::unsupported, str_cat("job for ", job.gpu_type(), " sent to a ", dev.gpu_type(), " device"));
   if (!job.precision().empty() && !is_math_precision(job.precision()))
     return failed(JobStatus::unsupported, "unknown precision '" + job.precision() + "'");
+  if (dev.api() == "opencl") return execute_opencl(job, compiled, phases);
   const Tolerance tol = job_tolerance(job);
   const GeneratedKernel variant = farm::from_proto(job.variant());
   const GeneratedKernel reference = farm::from_proto(job.reference());
@@ -282,6 +287,59 @@ farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::funct
   const TimingResult timing = time_on_gpu(*gpu_, variant, vc.result.cubin, inputs, config_.timing);
   if (timing.context_lost) must_restart_ = true;
   if (!timing.ok()) return failed(timing.status, timing.error);
+  for (double s : timing.samples_us) out.add_samples_us(s);
+  out.set_status("ok");
+  return out;
+}
+
+farm::Result JobExecutor::execute_opencl(const farm::Job& job, const std::function<void()>& compiled, Phases phases) {
+  const farm::GpuInventory& dev = config_.device;
+  const GeneratedKernel variant = farm::from_proto(job.variant());
+  const GeneratedKernel reference = farm::from_proto(job.reference());
+  const Workload w = job_workload(job, reference);
+  const Tolerance tol = job_tolerance(job, w);
+  const uint32_t seed = static_cast<uint32_t>(job.seed());
+
+  // ---- compile: the dialect, clang to SPIR through the cache; clBuildProgram at the run ----
+  const OpenClCompileResult vc = compile_opencl(opencl_source(variant), dev.compiler(), config_.cache_dir);
+  if (!vc.ok) {
+    farm::Result r = failed(JobStatus::compile_error, head(vc.error));
+    r.set_compile_seconds(vc.compile_seconds);
+    return r;
+  }
+  farm::Result out;
+  out.set_compile_seconds(vc.compile_seconds);
+  out.set_compile_cached(vc.from_cache);
+  out.set_nvrtc_version(clang_version(dev.compiler()));
+  const OpenClCompileResult rc = compile_opencl(opencl_source(reference), dev.compiler(), config_.cache_dir);
+  if (!rc.ok) return failed(JobStatus::compile_error, head("reference kernel: " + rc.error));
+  if (phases == Phases::compile_only) {
+    out.set_status("ok");
+    return out;
+  }
+  // The device's build of both programs is compile work too (kept in the device's program
+  // cache for the runs): inside the compile deadline, before compiled().
+  if (!ocl_) ocl_ = std::make_unique<ocl::Device>(GpuCatalog::builtin(), dev.api_index());
+  for (const OpenClCompileResult* c : {&rc, &vc}) {
+    std::string log;
+    if (!ocl::cached_program(*ocl_, c->binary, &log))
+      return failed(JobStatus::compile_error, head((c == &rc ? "reference kernel: " : "") + log));
+  }
+  compiled();
+
+  // ---- check and time on the device ----
+  const ReferenceCheck check = check_on_opencl(*ocl_, w, variant, vc.binary, reference, rc.binary, tol, seed);
+  if (!check.ok()) {
+    farm::Result r = failed(check.status, head(check.error));
+    r.set_max_rel_error(check.max_rel_error);
+    return r;
+  }
+  out.set_max_rel_error(check.max_rel_error);
+  std::vector<Tensor> inputs;
+  if (std::string e = bind_inputs(w, variant, random_workload_inputs(w, seed), &inputs); !e.empty())
+    return failed(JobStatus::unsupported, e);
+  const TimingResult timing = time_on_opencl(*ocl_, variant, vc.binary, inputs, config_.timing);
+  if (!timing.ok()) return failed(timing.status, head(timing.error));
   for (double s : timing.samples_us) out.add_samples_us(s);
   out.set_status("ok");
   return out;

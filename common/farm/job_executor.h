@@ -24,6 +24,7 @@
 #include "farm.pb.h"
 #include "gpu/gpu_spec.h"
 #include "gpu_runner.h"
+#include "opencl_device.h"
 
 namespace dc {
 
@@ -66,8 +67,11 @@ class JobExecutor {
   enum class Phases { all, compile_only };
   farm::Result run(const farm::Job& job, const std::function<void()>& compiled, Phases phases);
   farm::Result execute_checked(const farm::Job& job, const std::function<void()>& compiled, Phases phases);
+  // The OpenCL twin of the real-device path (worker/opencl_runner.h).
+  farm::Result execute_opencl(const farm::Job& job, const std::function<void()>& compiled, Phases phases);
   ExecutorConfig config_;
   std::unique_ptr<GpuDevice> gpu_;  // opened on the first real job
+  std::unique_ptr<ocl::Device> ocl_;  // OpenCL devices: opened on the first job
   bool must_restart_ = false;
 };
 

@@ -1,11 +1,15 @@
 #include "worker_devices.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "device_discovery.h"
 #include "ir/error.h"
 #include "nvrtc.h"
 #include "nvrtc_loader.h"
+#include "opencl_compile.h"
+#include "opencl_device.h"
 
 namespace dc {
 
@@ -60,7 +64,49 @@ std::vector<farm::GpuInventory> real_inventory(const GpuCatalog& catalog, const 
   return out;
 }
 
+std::vector<farm::GpuInventory> opencl_inventory(const GpuCatalog& catalog, const std::vector<int>& indices,
+                                                 std::string* why_none) {
+  const std::vector<ocl::DeviceInfo> found = ocl::list_devices(catalog, why_none);
+  for (int i : indices)
+    DC_USER_CHECK(i >= 0 && static_cast<size_t>(i) < found.size(), "--opencl ", i, ": this machine has ",
+                  found.size(), " OpenCL device(s)", found.empty() && why_none ? " (" + *why_none + ")" : "");
+  std::vector<farm::GpuInventory> out;
+  for (const ocl::DeviceInfo& d : found) {
+    const bool wanted = indices.empty() || std::find(indices.begin(), indices.end(), d.index) != indices.end();
+    if (!wanted) continue;
+    const std::string problem = d.gpu_type.empty() ? "no entry of the GPU table matches it"
+                                : !d.spir          ? "it takes no SPIR (cl_khr_spir)"
+                                                   : "";
+    if (!problem.empty()) {
+      DC_USER_CHECK(indices.empty(), "--opencl ", d.index, " (", d.name, ") cannot serve: ", problem);
+      continue;
+    }
+    ocl::Device device(catalog, d.index);
+    farm::GpuInventory g;
+    g.set_device_index(kOpenClIndexBase + d.index);
+    g.set_gpu_type(d.gpu_type);
+    g.set_device_name(d.name);
+    g.set_memory_bytes(d.global_mem_bytes);
+    g.set_driver_version(d.platform_version);
+    g.set_emulated(false);
+    g.set_arch("spir64");
+    g.set_api("opencl");
+    g.set_api_index(d.index);
+    g.set_compiler(opencl_clang_for(d.platform_version));
+    g.set_nvrtc_version(clang_version(g.compiler()));
+    g.set_dram_bandwidth_gbs(ocl::probe_bandwidth_gbs(device));
+    g.set_fp32_peak_gflops(ocl::fp32_peak_flops(d) / 1e9);
+    out.push_back(std::move(g));
+  }
+  if (out.empty() && why_none != nullptr && why_none->empty()) *why_none = "no OpenCL device dc can serve";
+  return out;
+}
+
 std::string describe_inventory(const farm::GpuInventory& g) {
+  if (g.api() == "opencl")
+    return fmt::format("{}: {} ({}, OpenCL, {}, {}; {:.1f} GFLOP/s fp32 peak, {:.1f} GB/s measured)", g.device_index(),
+                       g.gpu_type(), g.device_name(), g.driver_version(), g.compiler(), g.fp32_peak_gflops(),
+                       g.dram_bandwidth_gbs());
   return str_cat(g.device_index(), ": ", g.gpu_type(), " (", g.emulated() ? "emulated" : g.device_name(), ", ",
                  g.arch(), ", NVRTC ", g.nvrtc_version(), g.emulated() ? "" : ", driver " + g.driver_version(), ")");
 }

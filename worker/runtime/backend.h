@@ -1,5 +1,5 @@
-// Where a plan's kernels run: a CUDA GPU (backend_cuda.cpp) or the host emulator
-// (backend_emulator.cpp). The Runtime (runtime.h) validates everything a user gives it
+// Where a plan's kernels run: a CUDA GPU (backend_cuda.cpp), an OpenCL device
+// (backend_opencl.cpp) or the host emulator (backend_emulator.cpp). The Runtime (runtime.h) validates everything a user gives it
 // before calling a backend, so a backend may treat a wrong index or size as InternalError.
 //
 // Errors: a problem the user can act on (no GPU, a kernel the device cannot run, a kernel
@@ -78,5 +78,14 @@ struct EmulatorBackendOptions {
 };
 
 std::unique_ptr<Backend> make_emulator_backend(const EmulatorBackendOptions& options);
+
+struct OpenClBackendOptions {
+  int device = 0;              // OpenCL device index (dc-worker --list-devices)
+  std::string cache_dir;       // SPIR compile cache ("" = none)
+};
+
+// A plan for an OpenCL device type (plan.gpu_arch "spir64"): backend_opencl.cpp. UserError
+// when there is no such OpenCL device.
+std::unique_ptr<Backend> make_opencl_backend(const OpenClBackendOptions& options);
 
 }  // namespace dc::rt

@@ -27,6 +27,7 @@ size_t tensor_bytes(const PlanTensor& t) { return static_cast<size_t>(t.bytes())
 
 std::unique_ptr<Backend> make_backend(const RuntimeOptions& o) {
   if (o.emulate) return make_emulator_backend(EmulatorBackendOptions{o.cache_dir});
+  if (o.opencl) return make_opencl_backend(OpenClBackendOptions{o.device, o.cache_dir});
   return make_cuda_backend(CudaBackendOptions{o.device, o.cache_dir, o.use_cuda_graph});
 }
 
@@ -50,7 +51,9 @@ std::vector<std::string> load_warnings(const ExecPlan& plan, const Backend& back
 Runtime Runtime::open(const std::string& plan_dir, const RuntimeOptions& options) {
   WeightsFile weights;  // checksummed by the backend as it uploads: weights.bin read once
   ExecPlan plan = read_plan(plan_dir, &weights);
-  return Runtime(std::move(plan), options, &weights);
+  RuntimeOptions o = options;
+  if (plan.gpu_arch == "spir64") o.opencl = true;  // a plan for an OpenCL device type
+  return Runtime(std::move(plan), o, &weights);
 }
 
 Runtime::Runtime(ExecPlan plan, const RuntimeOptions& options, const WeightsFile* unverified_weights)

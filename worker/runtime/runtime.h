@@ -18,7 +18,9 @@ namespace dc::rt {
 
 struct RuntimeOptions {
   bool emulate = false;        // the host emulator instead of a GPU
-  int device = 0;              // CUDA device ordinal
+  int device = 0;              // CUDA device ordinal (OpenCL: the OpenCL device index)
+  // An OpenCL device; a plan for an OpenCL type (gpu_arch spir64) runs on one regardless.
+  bool opencl = false;
   std::string cache_dir;       // compile cache ("" = default: $XDG_CACHE_HOME or ~/.cache/dc/...)
   bool use_cuda_graph = true;
 };
