@@ -160,7 +160,9 @@ std::vector<Tensor> run_softmax_cross_entropy_grad(const Node& node, const Input
     const int64_t l = checked_label(node, labels.data<int64_t>(), r, s.classes);
     for (int64_t k = 0; k < s.classes; ++k) {
       const int64_t i = r * s.classes + k;
-      d[i] = scale * (std::exp(lp[i]) - (k == l ? 1.f : 0.f));
+      // expm1 for the label's class: p - 1 for p near 1 (a fitted batch) without cancellation.
+      d[i] = scale * static_cast<float>(k == l ? std::expm1(static_cast<double>(lp[i]))
+                                               : std::exp(static_cast<double>(lp[i])));
     }
   }
   return {dx};

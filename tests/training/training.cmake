@@ -5,7 +5,7 @@ set(DC_TRAIN_CHECK /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/check_train_torch.
 add_test(NAME train_torch_small COMMAND ${DC_TRAIN_CHECK} steps:mlp steps:small_cnn steps:tiny_cnn)
 add_test(NAME train_torch_transformers COMMAND ${DC_TRAIN_CHECK} steps:tiny_transformer steps:small_bert)
 add_test(NAME train_torch_curve COMMAND ${DC_TRAIN_CHECK} curve)
-add_test(NAME train_torch_errors COMMAND ${DC_TRAIN_CHECK} errors)
+add_test(NAME train_torch_errors COMMAND ${DC_TRAIN_CHECK} errors cli)
 set_tests_properties(train_torch_small train_torch_transformers train_torch_curve train_torch_errors
   PROPERTIES LABELS unit TIMEOUT 600)
 add_test(NAME train_torch_resnet18 COMMAND ${DC_TRAIN_CHECK} steps:resnet18)
