@@ -19,6 +19,7 @@
 #include "opencl_compile.h"
 #include "opencl_dialect.h"
 #include "cli.h"
+#include "train_options.h"
 #include "generate.h"
 #include "gpu/gpu_catalog.h"
 #include "ir/parallel.h"
@@ -128,6 +129,7 @@ int cmd_codegen(const std::vector<std::string>& args) {
       ("config", po::value(&config), "tuning configuration YAML (pruning, precision, calibration)")
       ("shape", po::value(&shapes)->composing(), "NAME=DIMS: fix an input's shape (repeatable)");
   add_precision_options(desc);
+  add_training_options(desc);
   const auto parsed = parse_command(args, desc, &model);
   if (!parsed) return kExitOk;
   DC_USER_CHECK(!model.empty(), "codegen needs a model: dc-coordinator codegen MODEL.onnx --gpus h100 --out DIR");
@@ -139,10 +141,14 @@ int cmd_codegen(const std::vector<std::string>& args) {
   PlanOptions opts;
   if (!config.empty()) load_tune_config(config, &opts);
   read_precision_options(*parsed, &opts, gpus);
+  const auto train = read_training_options(*parsed);
 
   ImportOptions import_opts;
   import_opts.input_shapes = parse_shape_flags(shapes);
-  const LoadedModel m = load_model(load_onnx(model), import_opts, /*simplify=*/true, opts.precision);
+  const LoadedModel m =
+      train ? load_training_model(load_onnx(model), import_opts, *train, opts.precision)
+            : load_model(load_onnx(model), import_opts, /*simplify=*/true, opts.precision);
+  if (train) require_training_kernels(m.simplified, "codegen");
   const ModelPlan plan = plan_by_estimate(m.simplified, gpus, opts);
   const auto& workloads = plan.workload_set.workloads;
   if (!cluster.empty()) {

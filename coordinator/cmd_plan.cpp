@@ -17,6 +17,7 @@
 #include "plan/plan_io.h"
 #include "plan_build.h"
 #include "plan_estimate.h"
+#include "train_options.h"
 #include "tune_config.h"
 
 namespace dc::cli {
@@ -212,6 +213,7 @@ int cmd_plan(const std::vector<std::string>& args) {
       ("shape", po::value(&shapes)->composing(), "NAME=DIMS: fix an input's shape (repeatable)")
       ("list-gpus", "print the known GPU types and exit");
   add_precision_options(desc);
+  add_training_options(desc);
   const auto parsed = parse_command(args, desc, &model);
   if (!parsed) return kExitOk;
   const po::variables_map& vm = *parsed;
@@ -228,18 +230,25 @@ int cmd_plan(const std::vector<std::string>& args) {
   if (vm.count("within")) opts.prune.within_factor = vm["within"].as<double>();
   if (vm.count("top-k")) opts.prune.top_k = vm["top-k"].as<int>();
   read_precision_options(vm, &opts, gpus);
+  const auto train = read_training_options(vm);
+  DC_USER_CHECK(!train || out_dir.empty(), "plan --train --out: a runnable training plan needs "
+                "dc-run --train, which is not implemented yet (docs/training.md)");
   DC_USER_CHECK(opts.prune.within_factor >= 1, "--within must be >= 1");
   DC_USER_CHECK(opts.prune.top_k >= 1, "--top-k must be >= 1");
 
   ImportOptions import_opts;
   import_opts.input_shapes = parse_shape_flags(shapes);
-  const LoadedModel m = load_model(load_onnx(model), import_opts, /*simplify=*/true, opts.precision);
+  const LoadedModel m =
+      train ? load_training_model(load_onnx(model), import_opts, *train, opts.precision)
+            : load_model(load_onnx(model), import_opts, /*simplify=*/true, opts.precision);
+  std::vector<std::string> notes = m.precision_notes;
+  if (train) notes.push_back(training_plan_note(m.simplified));
   DC_USER_CHECK(out_dir.empty() || gpus.size() == 1, "--out writes the plan of one GPU type; got ",
                 gpus.size(), " in --gpus");
   const ModelPlan plan = plan_by_estimate(m.simplified, gpus, opts);
   if (!out_dir.empty()) write_estimated_plan(m.simplified, plan, opts, out_dir);
-  if (json) print_json(model, m.simplified, plan, opts, m.precision_notes);
-  else print_text(model, m.simplified, plan, all, opts, m.precision_notes);
+  if (json) print_json(model, m.simplified, plan, opts, notes);
+  else print_text(model, m.simplified, plan, all, opts, notes);
   if (explain && !json) print_explain(m.simplified, plan);
   return kExitOk;
 }

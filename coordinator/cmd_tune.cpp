@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "train_options.h"
 #include "device_discovery.h"
 #include "farm_broker.h"
 #include "farm_local.h"
@@ -260,6 +261,7 @@ int cmd_tune(const std::vector<std::string>& args) {
       ("farm", po::value(&farm_flags.kind)->default_value(farm_flags.kind), "local: dc-worker "
        "processes on this machine (or remote ones with --bind)");
   add_precision_options(desc);
+  add_training_options(desc);
   const auto parsed = parse_command(args, desc, &model);
   if (!parsed) return kExitOk;
   const po::variables_map& vm = *parsed;
@@ -280,6 +282,12 @@ int cmd_tune(const std::vector<std::string>& args) {
   if (vm.count("within")) opts.plan.prune.within_factor = vm["within"].as<double>();
   if (vm.count("top-k")) opts.plan.prune.top_k = vm["top-k"].as<int>();
   read_precision_options(vm, &opts.plan, opts.gpus);
+  if (const auto train = read_training_options(vm)) {
+    ImportOptions import_opts;
+    import_opts.input_shapes = parse_shape_flags(shapes);
+    const LoadedModel m = load_training_model(load_onnx(model), import_opts, *train, opts.plan.precision);
+    require_training_kernels(m.simplified, "tune");
+  }
   DC_USER_CHECK(opts.plan.prune.within_factor >= 1, "--within must be >= 1");
   DC_USER_CHECK(opts.plan.prune.top_k >= 1, "--top-k must be >= 1");
   opts.import.input_shapes = parse_shape_flags(shapes);

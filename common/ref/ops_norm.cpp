@@ -331,6 +331,8 @@ enum class Red { sum, mean, max, min, prod, l1, l2, sum_square, log_sum, log_sum
 constexpr bool allows_int(Red r) {
   return r == Red::sum || r == Red::max || r == Red::min || r == Red::prod;
 }
+// ReduceSum and ReduceMean also take f64 (the fp64 gradient checks of docs/training.md).
+constexpr bool allows_f64(Red r) { return r == Red::sum || r == Red::mean; }
 
 struct ReducePlan {
   bool identity = false;
@@ -400,10 +402,10 @@ template <Red kRed>
 void check_reduce(const Node& node, const std::vector<const TensorInfo*>& in) {
   require_input(node, 0, "data");
   if (const TensorInfo* x = info_at(in, 0)) {
-    const bool ok = x->dtype == DType::f32 ||
+    const bool ok = x->dtype == DType::f32 || (allows_f64(kRed) && x->dtype == DType::f64) ||
                     (allows_int(kRed) && (x->dtype == DType::i32 || x->dtype == DType::i64));
     DC_USER_CHECK(ok, "input data has dtype ", dtype_name(x->dtype), ", supported: f32",
-                  allows_int(kRed) ? ", i32, i64" : "");
+                  allows_f64(kRed) ? ", f64" : "", allows_int(kRed) ? ", i32, i64" : "");
   }
   DC_USER_CHECK(!(node.attrs.has("axes") && node.has_input(1)),
                 "axes given both as attribute and as input");
@@ -498,6 +500,12 @@ std::vector<Tensor> run_reduce(const Node& node, const Inputs& in) {
     reduce_typed<kRed>(p, x.data<float>(), y.mutable_data<float>());
     return {y};
   }
+  if constexpr (allows_f64(kRed)) {
+    if (x.dtype() == DType::f64) {
+      reduce_typed<kRed>(p, x.data<double>(), y.mutable_data<double>());
+      return {y};
+    }
+  }
   if constexpr (allows_int(kRed)) {
     if (x.dtype() == DType::i32) {
       reduce_typed<kRed>(p, x.data<int32_t>(), y.mutable_data<int32_t>());
@@ -509,7 +517,7 @@ std::vector<Tensor> run_reduce(const Node& node, const Inputs& in) {
     }
   }
   throw_user_error("input data has dtype ", dtype_name(x.dtype()), ", supported: f32",
-                   allows_int(kRed) ? ", i32, i64" : "");
+                   allows_f64(kRed) ? ", f64" : "", allows_int(kRed) ? ", i32, i64" : "");
 }
 
 template <Red kRed>
