@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "farm/measurement.h"
-#include "kernel.h"
+#include "ir/kernel.h"
 
 namespace dc {
 
