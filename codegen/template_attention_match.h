@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "ir/workload.h"
-#include "kernel.h"
+#include "ir/kernel.h"
+#include "variant.h"
 #include "value_emitter.h"
 
 namespace dc {

@@ -74,7 +74,6 @@ std::string host_name() {
 }
 
 struct FarmFlags {
-  std::string kind = "local";  // the only farm kind (kept so that --farm local still parses)
   std::string bind;
   int local_workers = 0;       // 0: the default
   bool emulate = false;
@@ -120,8 +119,6 @@ std::unique_ptr<Farm> make_bound_farm(const FarmFlags& f, std::ostream& console)
 std::unique_ptr<Farm> make_farm(const FarmFlags& f, const std::vector<const GpuSpec*>& gpus,
                                 const GpuCatalog& catalog, std::ostream& console, bool* emulated,
                                 std::chrono::milliseconds wait) {
-  // The in-process farm is a testing aid of the unit tests, never a user's farm.
-  DC_USER_CHECK(f.kind == "local", "--farm must be local, not '", f.kind, "'");
   *emulated = f.emulate;
   if (!f.bind.empty()) return make_bound_farm(f, console);
   std::vector<std::string> types;
@@ -197,7 +194,7 @@ std::string options_json(const std::string& gpus, const PlanOptions& plan, const
   JsonWriter j(os);
   j.begin_object().field("gpus", gpus).field("top_k", plan.prune.top_k);
   j.field("within", plan.prune.within_factor).field("retune", retune).field("emulate", f.emulate);
-  j.field("farm", f.bind.empty() ? f.kind : "bind " + f.bind).field("local_workers", f.local_workers);
+  j.field("farm", f.bind.empty() ? std::string("local") : "bind " + f.bind).field("local_workers", f.local_workers);
   j.field("calibration_from_db", calibration_from_db);
   j.field("precision", precision_name(plan.precision));
   j.key("precisions").begin_array();
@@ -257,9 +254,7 @@ int cmd_tune(const std::vector<std::string>& args) {
       ("curve-key", po::value(&farm_flags.curve_key), "--bind with CURVE: this coordinator's key "
        "pair file")
       ("allow-workers", po::value(&farm_flags.allow_workers), "--bind with CURVE: file of the "
-       "workers' public keys allowed in")
-      ("farm", po::value(&farm_flags.kind)->default_value(farm_flags.kind), "local: dc-worker "
-       "processes on this machine (or remote ones with --bind)");
+       "workers' public keys allowed in");
   add_precision_options(desc);
   add_training_options(desc);
   const auto parsed = parse_command(args, desc, &model);

@@ -6,6 +6,7 @@
 
 #include "ir/error.h"
 #include "plan_views.h"
+#include "ir/clock.h"
 
 namespace dc {
 
@@ -21,10 +22,6 @@ WorkloadEstimate estimate_workload(const Workload& w, const GpuSpec& gpu, const 
   // The floor of the best variant's precision path (tensor cores have a higher peak).
   e.floor_seconds = floor_seconds(w, gpu, e.kept.front().variant.precision);
   return e;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ class Driver {
     r_.calibration = cal.calibration;
     r_.plan = log_.run("estimate", [&] { return estimate(g, opts_, r_.calibration); },
                        [](const ModelPlan& p) { return describe(p); });
-    r_.run_id = log_.run("record", [&] { return record_model(db_, r_.plan, opts_, r_.calibration); },
+    r_.run_id = log_.run("open run", [&] { return record_model(db_, r_.plan, opts_, r_.calibration); },
                          [&](int64_t id) { return fmt::format("model '{}' in the DB, run {}", r_.model_name, id); });
     const WorkerCensus census = log_.run("farm", [&] { return wait_for_workers(farm_, opts_, log_); },
                                          [](const WorkerCensus& c) { return c.line; });
@@ -67,7 +67,7 @@ class Driver {
     r_.gpus = log_.run("select", [&] {
       return select(r_.plan, r_.gpus, db_, opts_, checked.checked); },
       [](const std::vector<GpuTuneResult>& s) { return describe(s); });
-    log_.run("record", [&] {
+    log_.run("commit plans", [&] {
       const RunStatus s = record_plans(db_, r_.run_id, r_.plan, r_.gpus, opts_, r_.interrupted, r_.complete());
       run_ended_ = true;
       return s; },

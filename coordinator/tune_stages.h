@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "tune.h"
+#include "ir/clock.h"
 
 namespace dc::tune_stage {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0);
 
 // The one helper that times and logs stages: each finished stage is one line (spdlog, and
 // the console when there is one) and one StageTime of the result.

@@ -1,5 +1,5 @@
 // A generated kernel: self-contained CUDA C++ source (prelude included, no #include) plus
-// its launch description as data. The same source runs on a GPU (NVRTC, codegen/nvrtc.h)
+// its launch description as data. The same source runs on a GPU (NVRTC, common/cuda/nvrtc.h)
 // and on the CPU (host emulator, codegen/emulator.h).
 //
 // Source conventions every template follows, so that both backends can run it:
@@ -21,7 +21,6 @@
 
 #include "ir/dtype.h"
 #include "ir/shape.h"
-#include "variant.h"
 
 namespace dc {
 

@@ -54,7 +54,7 @@ struct Api {
   decltype(&::cuEventSynchronize) event_synchronize = nullptr;
   decltype(&::cuEventElapsedTime) event_elapsed_time = nullptr;           // _v2 from CUDA 12.8
   decltype(&::cuEventDestroy) event_destroy = nullptr;                    // _v2
-  // The plan runtime (worker/runtime/backend_cuda.cpp): streams, graph capture and replay.
+  // The plan runtime (codegen/plan_runtime/backend_cuda.cpp): streams, graph capture and replay.
   decltype(&::cuFuncGetAttribute) func_get_attribute = nullptr;
   decltype(&::cuStreamCreate) stream_create = nullptr;
   decltype(&::cuStreamDestroy) stream_destroy = nullptr;                  // _v2
@@ -151,7 +151,7 @@ struct ModuleUnload {
   void operator()(CUmod_st* module) const noexcept;
 };
 using Module = std::unique_ptr<CUmod_st, ModuleUnload>;
-// Loads a CUBIN (codegen/nvrtc.h's CompileResult::cubin) into the current context.
+// Loads a CUBIN (common/cuda/nvrtc.h's CompileResult::cubin) into the current context.
 Module load_module(const Driver& driver, const std::vector<char>& image);
 
 struct EventDestroy {

@@ -21,7 +21,7 @@ farm::GpuInventory emulated_inventory(const GpuCatalog& catalog, const std::stri
 std::vector<farm::GpuInventory> real_inventory(const GpuCatalog& catalog, const std::vector<int>& ordinals,
                                                std::string* why_none);
 
-// The OpenCL devices with a table type and SPIR support (worker/opencl_device.h), all of them
+// The OpenCL devices with a table type and SPIR support (common/opencl/opencl_device.h), all of them
 // or the given indices (UserError for one that does not exist or cannot serve). Each is
 // opened once: its DRAM bandwidth is probed and carried in the inventory with its fp32 peak.
 // device_index is kOpenClIndexBase + the OpenCL index, apart from CUDA ordinals.

@@ -1,4 +1,4 @@
-#include "kernel.h"
+#include "ir/kernel.h"
 
 namespace dc {
 

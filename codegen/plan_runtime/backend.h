@@ -66,7 +66,7 @@ class Backend {
 
 struct CudaBackendOptions {
   int device = 0;              // CUDA device ordinal
-  std::string cache_dir;       // NVRTC compile cache ("" = none; see common/farm/compile_cache.h)
+  std::string cache_dir;       // NVRTC compile cache ("" = none; see common/cuda/compile_cache.h)
   bool use_cuda_graph = true;  // replay the launch sequence as one CUDA graph
 };
 

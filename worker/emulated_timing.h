@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "gpu/gpu_spec.h"
-#include "kernel.h"
+#include "ir/kernel.h"
+#include "variant.h"
 #include "nvrtc.h"
 
 namespace dc {

@@ -21,7 +21,8 @@
 #include "ir/tensor.h"
 #include "ir/tolerance.h"
 #include "ir/workload.h"
-#include "kernel.h"
+#include "ir/kernel.h"
+#include "variant.h"
 
 namespace dc {
 

@@ -1,5 +1,5 @@
 // Compiling generated CUDA C++ with NVRTC for one GPU architecture, without a GPU: the
-// source (codegen/kernel.h conventions, prelude first) goes in, a CUBIN for sm_XX and the
+// source (common/ir/kernel.h conventions, prelude first) goes in, a CUBIN for sm_XX and the
 // ptxas resource figures of every kernel (registers, spills, shared memory, stack) come out.
 //
 // A source that does not compile is a result (ok=false, with the log), never an exception:

@@ -8,6 +8,7 @@
 
 #include "ir/error.h"
 #include "ir/workload.h"
+#include "gpu/occupancy.h"
 
 namespace dc {
 namespace {
@@ -68,28 +69,16 @@ EmulatedTiming emulated_timing(const GeneratedKernel& kernel, const GpuSpec& spe
     const int regs = res != nullptr && res->registers > 0 ? res->registers : 32;
     const int64_t smem = (res != nullptr ? res->static_smem_bytes : 0) + l.dynamic_smem_bytes;
     const std::string where = str_cat("launch ", li, " (kernel '", l.kernel, "') on emulated ", spec.name, ": ");
-    // What a real device of this type would refuse.
-    if (tpb > spec.max_threads_per_block) {
+    // What a real device of this type would refuse, and how many blocks share an SM: the
+    // allocation rules of gpu/occupancy.h, the ones the parameter spaces and the estimator use.
+    const std::string refusal = launch_refusal(tpb, smem, regs, spec);
+    if (!refusal.empty()) {
       out.ok = false;
-      out.error = where + str_cat(tpb, " threads per block (at most ", spec.max_threads_per_block, ")");
-      return out;
-    }
-    if (smem > spec.smem_per_block_bytes) {
-      out.ok = false;
-      out.error = where + str_cat(smem, " bytes of shared memory per block (at most ", spec.smem_per_block_bytes, ")");
+      out.error = where + refusal;
       return out;
     }
     const int64_t warps = (tpb + spec.warp_size - 1) / spec.warp_size;
-    const int64_t regs_per_block = int64_t{regs} * warps * spec.warp_size;
-    if (regs_per_block > spec.regs_per_sm) {
-      out.ok = false;
-      out.error = where + str_cat(regs, " registers x ", tpb, " threads exceed the ", spec.regs_per_sm, " per SM");
-      return out;
-    }
-    int64_t resident = std::min<int64_t>(spec.max_blocks_per_sm, spec.max_threads_per_sm / (warps * spec.warp_size));
-    resident = std::min(resident, spec.regs_per_sm / regs_per_block);
-    if (smem > 0) resident = std::min(resident, spec.smem_per_sm_bytes / smem);
-    resident = std::max<int64_t>(resident, 1);
+    const int64_t resident = blocks_per_sm(tpb, smem, regs, spec);
     const double occupancy =
         std::min(1.0, static_cast<double>(resident * warps * spec.warp_size) / spec.max_threads_per_sm);
     const double slots = static_cast<double>(resident) * spec.sm_count;

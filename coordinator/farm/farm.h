@@ -11,7 +11,7 @@
 
 #include "farm/measurement.h"
 #include "ir/tolerance.h"
-#include "kernel.h"
+#include "ir/kernel.h"
 
 namespace dc {
 

@@ -1,7 +1,7 @@
 // The worker's on-disk compile cache: NVRTC results (CUBIN, ptxas figures, or the error of a
 // source that does not compile) kept under DIR/nvrtc/<compile_cache_key>.bin, so that a
 // variant measured again, on another device of the same arch or after a restart, compiles
-// once. The key (codegen/nvrtc.h) covers the source, the arch, the NVRTC options and the
+// once. The key (common/cuda/nvrtc.h) covers the source, the arch, the NVRTC options and the
 // NVRTC version. Entries are published by rename, so processes sharing DIR are safe; an
 // unreadable or corrupt entry is recompiled and rewritten, never trusted.
 #pragma once

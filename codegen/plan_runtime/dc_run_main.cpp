@@ -29,6 +29,7 @@
 #include "plan/plan_io.h"
 #include "ref/compare.h"
 #include "runtime.h"
+#include "ir/clock.h"
 
 namespace po = boost::program_options;
 
@@ -148,10 +149,6 @@ void bind_data_inputs(rt::Runtime& r, const TestData& data) {
     r.set_input(i, named ? *by_name.at(in.name) : data.inputs[i].value);
     std::cout << fmt::format("{:<9}'{}' {}: from the test data\n", "input", in.name, fmt_shape(in));
   }
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void run_once(rt::Runtime& r) {
