@@ -214,6 +214,47 @@ std::vector<Tensor> run_layer_norm(const Node& node, const Inputs& in) {
   return {y, mean_t, inv_t};
 }
 
+// RMSNormalization (opset 23; also what passes/fuse_rms_norm makes of the exporters' forms):
+// Y = X / sqrt(mean(X^2 over dims [axis, rank)) + epsilon) * Scale. No bias input.
+void check_rms_norm(const Node& node, const std::vector<const TensorInfo*>& in) {
+  require_input(node, 0, "X");
+  require_input(node, 1, "Scale");
+  for (size_t i = 0; i < 2; ++i) require_f32(info_at(in, i), i == 0 ? "X" : "Scale");
+  read_epsilon(node, 1e-5f);
+  const int64_t stash = node.attrs.get_int("stash_type", 1);
+  DC_USER_CHECK(stash == 1, "unsupported: stash_type ", stash, " (only 1: float32)");
+  if (info_at(in, 0) == nullptr) return;
+  const Shape& x = in[0]->shape;
+  const size_t axis = ln_axis(node, x);
+  if (info_at(in, 1)) ln_check_param(in[1]->shape, x, axis, "Scale");
+}
+
+std::vector<Tensor> run_rms_norm(const Node& node, const Inputs& in) {
+  require_input(node, 0, "X");
+  require_input(node, 1, "Scale");
+  const Tensor& x = in.at(0);
+  const size_t axis = ln_axis(node, x.shape());
+  ln_check_param(in.at(1).shape(), x.shape(), axis, "Scale");
+  const double eps = read_epsilon(node, 1e-5f);
+  const auto scale = expand_param(in[1], x.shape(), axis);
+  const int64_t rows = product(x.shape(), 0, axis);
+  const int64_t cols = product(x.shape(), axis, x.shape().size());
+  Tensor y(DType::f32, x.shape());
+  const float* xp = x.data<float>();
+  float* yp = y.mutable_data<float>();
+  parallel_for(
+      rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, cols)), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* xr = xp + r * cols;
+          double sq = 0;
+          for (int64_t i = 0; i < cols; ++i) sq += static_cast<double>(xr[i]) * xr[i];
+          const double inv = 1.0 / std::sqrt((cols > 0 ? sq / static_cast<double>(cols) : 0.0) + eps);
+          for (int64_t i = 0; i < cols; ++i) yp[r * cols + i] = static_cast<float>(xr[i] * inv * scale[i]);
+        }
+      });
+  return {y};
+}
+
 // ---------------------------------------------------------------------------------------
 // Softmax / LogSoftmax. Opset >= 13: over one axis. Opset < 13 (the importer marks the node
 // with dc_legacy_flatten=1): over the flattened block of dims [axis, rank).
@@ -487,6 +528,7 @@ constexpr OpDef reduce_op(std::string_view name) {
 const OpDef kOps[] = {
     {"BatchNormalization", run_batch_norm, check_batch_norm},
     {"LayerNormalization", run_layer_norm, check_layer_norm},
+    {"RMSNormalization", run_rms_norm, check_rms_norm},
     {"Softmax", run_softmax<false>, check_softmax<false>},
     {"LogSoftmax", run_softmax<true>, check_softmax<true>},
     reduce_op<Red::sum>("ReduceSum"),
