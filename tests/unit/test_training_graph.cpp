@@ -5,6 +5,8 @@
 
 #include "pass_testing.h"
 #include "passes/build_training_graph.h"
+#include "passes/simplify.h"
+#include "passes/simplify_for_training.h"
 #include "passes/training_state.h"
 #include "ref/philox.h"
 #include "ref/train_step.h"
@@ -245,6 +247,53 @@ TEST(TrainingGraph, PhiloxMatchesThePublishedVectors) {
   int kept = 0;
   for (uint64_t i = 0; i < 20000; ++i) kept += ref::philox_uniform(7, 3, i) >= 0.3f;
   EXPECT_NEAR(kept / 20000.0, 0.7, 4 * std::sqrt(0.21 / 20000));
+}
+
+// Conv -> BN, a MatMul against Transpose(W), a Dropout and a constant shape computation.
+Graph foldable() {
+  Graph g;
+  g.opset = 17;
+  add_input(g, "x", {2, 3, 4, 4});
+  add_initializer(g, "w", random_tensor({4, 3, 1, 1}, 1));
+  add_initializer(g, "s", random_tensor({4}, 2, 0.5f, 1.5f));
+  add_initializer(g, "b", random_tensor({4}, 3));
+  add_initializer(g, "mean", random_tensor({4}, 4));
+  add_initializer(g, "var", random_tensor({4}, 5, 0.5f, 1.5f));
+  add_initializer(g, "fcw", random_tensor({5, 4}, 6));
+  add_initializer(g, "ratio", Tensor::scalar(0.25f));
+  add_initializer(g, "two", Tensor::from_vector<int64_t>({1}, {2}));
+  add_initializer(g, "minus1", Tensor::from_vector<int64_t>({1}, {-1}));
+  add_node(g, "Conv", {"x", "w"}, {"c"});
+  add_node(g, "BatchNormalization", {"c", "s", "b", "mean", "var"}, {"n"});
+  add_node(g, "GlobalAveragePool", {"n"}, {"p"});
+  add_node(g, "Concat", {"two", "minus1"}, {"shape"}, attrs({{"axis", int64_t{0}}}));
+  add_node(g, "Reshape", {"p", "shape"}, {"f"});
+  add_node(g, "Dropout", {"f", "ratio"}, {"d"});
+  add_node(g, "Transpose", {"fcw"}, {"fcwt"}, attrs({{"perm", std::vector<int64_t>{1, 0}}}));
+  add_node(g, "MatMul", {"d", "fcwt"}, {"logits"});
+  g.outputs = {"logits"};
+  return with_types(g);
+}
+
+TEST(TrainingGraph, SimplificationKeepsWhatTrainingNeeds) {
+  const Graph inference = simplify(foldable());
+  EXPECT_EQ(op_count(inference, "BatchNormalization"), 0) << "inference folds BN";
+  EXPECT_EQ(op_count(inference, "Transpose"), 0) << "inference folds the weight's transpose";
+  EXPECT_EQ(op_count(inference, "Dropout"), 0);
+  const Graph t = simplify_for_training(foldable());
+  expect_well_formed(t);
+  EXPECT_EQ(op_count(t, "BatchNormalization"), 1);
+  EXPECT_EQ(op_count(t, "Transpose"), 1);
+  EXPECT_EQ(op_count(t, "Dropout"), 1);
+  EXPECT_EQ(op_count(t, "Concat"), 0) << "shape computations still fold";
+  EXPECT_EQ(t.inputs, std::vector<std::string>{"x"});
+  for (const char* w : {"w", "s", "b", "mean", "var", "fcw"}) {
+    ASSERT_TRUE(t.is_constant(w)) << w;
+    EXPECT_TRUE(t.initializers.at(w).bitwise_equal(foldable().initializers.at(w))) << w;
+  }
+  std::set<std::string> trained;
+  for (const auto& u : training_state_updates(build_training_graph(t, {}))) trained.insert(u.state);
+  EXPECT_TRUE(trained.count("fcw") && trained.count("w") && trained.count("s"));
 }
 
 TEST(TrainingGraph, ErrorsNameTheProblem) {
