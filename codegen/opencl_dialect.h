@@ -18,7 +18,8 @@
 
 #include <string>
 
-#include "kernel.h"
+#include "ir/kernel.h"
+#include "variant.h"
 
 namespace dc {
 

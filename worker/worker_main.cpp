@@ -28,6 +28,7 @@
 #include <boost/program_options.hpp>
 
 #include "builder_pool.h"
+#include "device_discovery.h"
 #include "farm_client.h"
 #include "farm_security.h"
 #include "ir/error.h"
@@ -127,6 +128,35 @@ void load_config(const std::string& path, const po::variables_map& given, Settin
   }
 }
 
+// The emulated device's test faults (job_executor.h's EmulatedFaults; docs/farm.md): the one
+// place dc reads them, so that no test hook hides elsewhere.
+EmulatedFaults test_faults_from_environment() {
+  EmulatedFaults f;
+  if (const char* e = std::getenv("DC_TEST_INTERNAL_ERROR")) f.internal_error_on = e;
+  if (const char* e = std::getenv("DC_TEST_TIME_FACTOR")) {
+    char* end = nullptr;
+    f.time_factor = std::strtod(e, &end);
+    DC_USER_CHECK(end != e && *end == '\0' && f.time_factor > 0, "DC_TEST_TIME_FACTOR='", e, "' is not a positive number");
+  }
+  if (!f.internal_error_on.empty() || f.time_factor != 1)
+    spdlog::warn("TEST FAULTS planted in this emulated device: internal_error on '{}', times x{}",
+                 f.internal_error_on, f.time_factor);
+  return f;
+}
+
+// --list-devices without --device: every device the driver reports, an unusable one with
+// its reason (no NVRTC for its arch: what to install). Exit 2 when none can be served.
+int list_real_devices(const GpuCatalog& catalog) {
+  std::string why;
+  const std::vector<DiscoveredDevice> found = discover_devices(catalog, &why);
+  if (found.empty()) {
+    std::cout << "no GPU to serve: " << why << "\n";
+    return 2;
+  }
+  for (const DiscoveredDevice& d : found) std::cout << describe_device(d) << "\n";
+  return std::any_of(found.begin(), found.end(), [](const DiscoveredDevice& d) { return d.usable(); }) ? 0 : 2;
+}
+
 // A measurement child (--measure-child: compile, check, time) or a builder's compile child
 // (--compile-child: the compile phase only), serving one device's jobs on fd 3.
 int measure_child_main(const std::string& device_hex, const std::string& cache, const std::string& log_level,
@@ -139,6 +169,7 @@ int measure_child_main(const std::string& device_hex, const std::string& cache, 
   const GpuCatalog catalog = GpuCatalog::builtin();
   if (const GpuSpec* spec = catalog.find(config.device.gpu_type())) config.spec = *spec;
   else DC_USER_CHECK(!config.device.emulated(), "unknown GPU type ", config.device.gpu_type());
+  if (config.device.emulated()) config.faults = test_faults_from_environment();
   JobExecutor executor(config);
   return serve_measure_child(
       3,
@@ -223,6 +254,7 @@ int worker_main(int argc, char** argv) {
     return why_cuda.empty() || !cl.empty() ? 0 : 2;
   } else {
     std::string why;
+    if (list_only && s.devices.empty() && s.opencl.empty()) return list_real_devices(catalog);
     if (s.opencl.empty() || !s.devices.empty()) inventory = real_inventory(catalog, s.devices, &why);
     if (!s.opencl.empty()) {
       std::string why_cl;

@@ -143,7 +143,7 @@ const GpuSpec* GpuCatalog::match_name(std::string_view device_name) const {
   size_t best_len = 0;
   for (const auto& s : specs_)
     for (const auto& p : s.device_patterns) {
-      if (s.is_opencl()) break;  // CUDA names only; OpenCL devices: worker/opencl_device.cpp
+      if (s.is_opencl()) break;  // CUDA names only; OpenCL devices: common/opencl/opencl_device.cpp
       const size_t len = match_length(name, lower(p));
       if (len > best_len) {
         best = &s;
