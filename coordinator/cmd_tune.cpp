@@ -23,6 +23,7 @@
 #include "farm_local.h"
 #include "farm_security.h"
 #include "gpu/gpu_catalog.h"
+#include "opencl_compile.h"
 #include "opencl_device.h"
 #include "ir/json_writer.h"
 #include "nvrtc.h"
@@ -286,6 +287,10 @@ int cmd_tune(const std::vector<std::string>& args) {
   DC_USER_CHECK(opts.plan.prune.within_factor >= 1, "--within must be >= 1");
   DC_USER_CHECK(opts.plan.prune.top_k >= 1, "--top-k must be >= 1");
   opts.import.input_shapes = parse_shape_flags(shapes);
+  // OpenCL types: results carry over within clang's major version (the worker records the
+  // clang it compiled with where CUDA workers record NVRTC's version).
+  if (!opts.gpus.empty() && opts.gpus.front()->is_opencl())
+    opts.nvrtc_major = toolchain_major(clang_version(opencl_clang_for("")));
   opts.retune = retune;
   opts.check_winners = !no_check;
   opts.measure_reference = !no_reference;

@@ -306,10 +306,12 @@ std::optional<RunOptions> parse(int argc, char** argv) {
 rt::Runtime open_runtime(const RunOptions& o, const rt::RuntimeOptions& ro) {
   WeightsFile weights;  // checksummed as the backend uploads it: weights.bin read once
   ExecPlan plan = read_plan(o.plan_dir, &weights);
+  rt::RuntimeOptions options = ro;
+  if (plan.gpu_arch == "spir64") options.opencl = true;  // a plan for an OpenCL type (docs/opencl.md)
   try {
-    return rt::Runtime(std::move(plan), ro, &weights);
+    return rt::Runtime(std::move(plan), options, &weights);
   } catch (const UserError& e) {
-    if (o.emulate) throw;
+    if (o.emulate || options.opencl) throw;
     throw UserError(fmt::format("{}; without a GPU, --emulate runs the plan on the host emulator",
                                 e.what()));
   }

@@ -23,6 +23,7 @@
 #include "param_space.h"
 #include "passes/simplify.h"
 #include "random_inputs.h"
+#include "variant_tolerance.h"
 #include "ref/compare.h"
 #include "ref/executor.h"
 #include "testing.h"
@@ -208,7 +209,7 @@ TEST_P(OnPocl, ReferenceAndVariantsMatchTheCpu) {
   ref::TensorMap in_map;
   for (size_t i = 0; i < in.size(); ++i) in_map[w.graph.inputs[i]] = in[i];
   const ref::TensorMap want = ref::run_graph(w.graph, in_map);
-  const Tolerance tol = *tolerance_for("fp32", w);
+  const Tolerance tol = variant_tolerance("fp32", w);
 
   const GeneratedKernel reference = generate_reference(w);
   const std::vector<char> reference_spir = compile(reference);
@@ -225,7 +226,8 @@ TEST_P(OnPocl, ReferenceAndVariantsMatchTheCpu) {
     const std::vector<char> spir = compile(k);
     if (spir.empty()) continue;
     expect_matches_cpu(w, k, spir, in, want, tol);
-    const ReferenceCheck check = check_on_opencl(*cl().device, w, k, spir, reference, reference_spir, tol, 7);
+    const ReferenceCheck check = check_on_opencl(*cl().device, w, k, spir, reference, reference_spir, tol,
+                                                 random_workload_inputs(w, 7));
     EXPECT_TRUE(check.ok()) << job_status_name(check.status) << ": " << check.error;
     std::cout << c.name << "  " << v.key() << "  rel. L2 vs reference " << check.max_rel_error << "\n";
   }

@@ -55,13 +55,15 @@ class LogCapture {
   std::shared_ptr<spdlog::logger> previous_;
 };
 
+// The twelve CUDA GPUs, and five OpenCL device types (docs/opencl.md) with their own checks.
 TEST(GpuCatalog, BuiltinHasTheTwelveGpus) {
-  const std::vector<std::string> expected = {"a10",  "a100",    "a100-80g", "h100",
-                                             "h100-pcie", "h200", "l4",   "l40s",
-                                             "rtx3090", "rtx4090", "t4",  "v100"};
+  const std::vector<std::string> expected = {"a10",  "a100",    "a100-80g", "adreno-740", "arc-a770",
+                                             "h100", "h100-pcie", "h200", "l4",   "l40s", "mali-g710",
+                                             "mi210", "pocl-cpu", "rtx3090", "rtx4090", "t4",  "v100"};
   EXPECT_EQ(table().names(), expected);
-  ASSERT_EQ(table().all().size(), 12u);
+  ASSERT_EQ(table().all().size(), 17u);
   for (const auto& g : table().all()) {
+    if (g.is_opencl()) continue;
     EXPECT_GE(g.cc_major * 10 + g.cc_minor, 70) << g.name;
     EXPECT_FALSE(g.generic) << g.name;
     EXPECT_EQ(g.regs_per_thread, 255) << g.name;
@@ -77,6 +79,7 @@ TEST(GpuCatalog, BuiltinHasTheTwelveGpus) {
 TEST(GpuCatalog, RegisterRulesAreShared) {
   const GpuSpec defaults;
   for (const auto& g : table().all()) {
+    if (g.is_opencl()) continue;  // no ptxas: the OpenCL compiler allocates
     EXPECT_EQ(g.regs_per_block, defaults.regs_per_block) << g.name;
     EXPECT_EQ(g.reg_alloc_unit, defaults.reg_alloc_unit) << g.name;
     EXPECT_EQ(g.sm_sub_partitions, defaults.sm_sub_partitions) << g.name;
@@ -121,13 +124,31 @@ TEST(GpuCatalog, PeaksMatchDatasheets) {
       {"v100", {15.7, 125}},   {"t4", {8.1, 65}},          {"a10", {31.2, 125}},
       {"a100", {19.5, 312}},   {"a100-80g", {19.5, 312}},  {"l4", {30.3, 121}},
       {"l40s", {91.6, 362}},   {"rtx3090", {35.6, 71}},    {"rtx4090", {82.6, 165.2}},
-      {"h100", {67, 989.4}},   {"h100-pcie", {51.2, 756.5}}, {"h200", {67, 989.5}}};
+      {"h100", {67, 989.4}},   {"h100-pcie", {51.2, 756.5}}, {"h200", {67, 989.5}},
+      // OpenCL: fp32 vector peaks (Intel, AMD; Arm's and Qualcomm's as derived in gpus.yaml), no tensor cores.
+      {"arc-a770", {17.2, 0}}, {"mi210", {22.6, 0}}, {"mali-g710", {1.09, 0}}, {"adreno-740", {2.09, 0}},
+      {"pocl-cpu", {0.1565, 0}}};
   ASSERT_EQ(datasheet.size(), table().all().size());
   for (const auto& [name, peaks] : datasheet) {
     const GpuSpec& g = table().require(name);
     EXPECT_NEAR(g.fp32_peak_flops() / 1e12, peaks.first, 0.02 * peaks.first) << name;
     EXPECT_NEAR(fp16_tc_peak(g) / 1e12, peaks.second, 0.03 * peaks.second) << name;
   }
+}
+
+TEST(GpuCatalog, OpenClEntriesAreMarked) {
+  for (const char* name : {"pocl-cpu", "arc-a770", "mi210", "mali-g710", "adreno-740"}) {
+    const GpuSpec& g = table().require(name);
+    EXPECT_EQ(g.api, "opencl") << name;
+    EXPECT_EQ(g.sm_arch(), "spir64") << name;
+    EXPECT_EQ(g.cc_major, 0) << name;
+    EXPECT_EQ(g.tc_fp16_flops_per_sm_clk, 0) << name;
+  }
+  EXPECT_FALSE(table().require("pocl-cpu").fp16);
+  EXPECT_TRUE(table().require("mi210").fp16);
+  EXPECT_EQ(table().require("a100").api, "cuda");
+  // CUDA device names never match an OpenCL entry.
+  EXPECT_EQ(table().match_name("gfx90a"), nullptr);
 }
 
 // Per-SM limits follow the CUDA programming guide's table for the compute capability.
@@ -140,6 +161,7 @@ TEST(GpuCatalog, PerSmLimitsFollowComputeCapability) {
                                        {80, {2048, 32, 164, 163}}, {86, {1536, 16, 100, 99}},
                                        {89, {1536, 24, 100, 99}}, {90, {2048, 32, 228, 227}}};
   for (const auto& g : table().all()) {
+    if (g.is_opencl()) continue;
     const auto it = by_cc.find(g.cc_major * 10 + g.cc_minor);
     ASSERT_NE(it, by_cc.end()) << g.name;
     EXPECT_EQ(g.max_threads_per_sm, it->second.threads) << g.name;
@@ -284,8 +306,8 @@ TEST(GpuCatalog, RequireListsKnownNames) {
   EXPECT_EQ(table().find("x100"), nullptr);
   EXPECT_EQ(table().find("H100")->name, "h100");
   EXPECT_EQ(user_error_of([] { table().require("x100"); }),
-            "unknown GPU 'x100'; known: a10, a100, a100-80g, h100, h100-pcie, h200, l4, l40s, "
-            "rtx3090, rtx4090, t4, v100");
+            "unknown GPU 'x100'; known: a10, a100, a100-80g, adreno-740, arc-a770, h100, h100-pcie, h200, "
+            "l4, l40s, mali-g710, mi210, pocl-cpu, rtx3090, rtx4090, t4, v100");
 }
 
 TEST(GpuCatalog, ParseGpuList) {
