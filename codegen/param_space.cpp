@@ -223,10 +223,10 @@ void analyze_reduction(const Graph& g, const Node& n, WorkloadShape& s) {
     }
     s.reductions_per_row = n.op == "Hardmax" ? 1 : 2;
     s.stream_reads = 2;
-  } else if (n.op == "LayerNormalization") {
+  } else if (n.op == "LayerNormalization" || n.op == "RMSNormalization") {
     const int64_t axis = normalize_axis(n.attrs.get_int("axis", -1), rank, "axis");
     for (int64_t i = axis; i < rank; ++i) axes.push_back(i);
-    s.reductions_per_row = 2;
+    s.reductions_per_row = n.op == "LayerNormalization" ? 2 : 1;
     s.stream_reads = 2;
   } else if (n.op == "InstanceNormalization" || n.op.rfind("Global", 0) == 0) {
     for (int64_t i = 2; i < rank; ++i) axes.push_back(i);

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ir/workload.h"
-#include "kernel.h"
+#include "ir/kernel.h"
 #include "ref/conv_transpose.h"
 #include "ref/im2col.h"
 #include "template_text.h"

@@ -16,7 +16,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "opencl_compile.h"
+#include "opencl_dialect.h"
 #include "cli.h"
+#include "train_options.h"
 #include "generate.h"
 #include "gpu/gpu_catalog.h"
 #include "ir/parallel.h"
@@ -82,6 +85,18 @@ std::string kernel_json(const GeneratedKernel& k, const Estimate* est, int estim
   return os.str();
 }
 
+// NVRTC for a CUDA type; for an OpenCL type the dialect layer and clang to SPIR
+// (docs/opencl.md), which reports no registers.
+CompileResult compile_for(const GeneratedKernel& k, const GpuSpec& gpu) {
+  if (!gpu.is_opencl()) return compile_cuda(k.source, gpu.sm_arch());
+  const OpenClCompileResult c = compile_opencl(opencl_source(k), opencl_clang_for(""), "");
+  CompileResult r;
+  r.ok = c.ok;
+  r.error = c.error;
+  r.compile_seconds = c.compile_seconds;
+  return r;
+}
+
 std::string resources_text(const CompileResult& c) {
   if (!c.ok) return "COMPILE ERROR: " + c.error;
   std::string s;
@@ -114,6 +129,7 @@ int cmd_codegen(const std::vector<std::string>& args) {
       ("config", po::value(&config), "tuning configuration YAML (pruning, precision, calibration)")
       ("shape", po::value(&shapes)->composing(), "NAME=DIMS: fix an input's shape (repeatable)");
   add_precision_options(desc);
+  add_training_options(desc);
   const auto parsed = parse_command(args, desc, &model);
   if (!parsed) return kExitOk;
   DC_USER_CHECK(!model.empty(), "codegen needs a model: dc-coordinator codegen MODEL.onnx --gpus h100 --out DIR");
@@ -125,10 +141,14 @@ int cmd_codegen(const std::vector<std::string>& args) {
   PlanOptions opts;
   if (!config.empty()) load_tune_config(config, &opts);
   read_precision_options(*parsed, &opts, gpus);
+  const auto train = read_training_options(*parsed);
 
   ImportOptions import_opts;
   import_opts.input_shapes = parse_shape_flags(shapes);
-  const LoadedModel m = load_model(load_onnx(model), import_opts, /*simplify=*/true, opts.precision);
+  const LoadedModel m =
+      train ? load_training_model(load_onnx(model), import_opts, *train, opts.precision)
+            : load_model(load_onnx(model), import_opts, /*simplify=*/true, opts.precision);
+  if (train) require_training_kernels(m.simplified, "codegen");
   const ModelPlan plan = plan_by_estimate(m.simplified, gpus, opts);
   const auto& workloads = plan.workload_set.workloads;
   if (!cluster.empty()) {
@@ -169,13 +189,14 @@ int cmd_codegen(const std::vector<std::string>& args) {
     for (const auto& arch : archs) spdlog::info("{}: NVRTC {}", arch, nvrtc_version_for(arch));
     spdlog::info("compiling {} kernels", jobs.size());
     parallel_for(static_cast<int64_t>(jobs.size()), 1, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) jobs[i].compiled = compile_cuda(jobs[i].kernel.source, jobs[i].gpu->sm_arch());
+      for (int64_t i = b; i < e; ++i) jobs[i].compiled = compile_for(jobs[i].kernel, *jobs[i].gpu);
     });
   }
   int failed = 0;
   std::map<std::string, std::string> summaries;  // per GPU
   for (const auto& j : jobs) {
     write_file(j.dir / (j.stem + ".cu"), j.kernel.source);
+    if (j.gpu->is_opencl()) write_file(j.dir / (j.stem + ".clcpp"), opencl_source(j.kernel));
     write_file(j.dir / (j.stem + ".json"), kernel_json(j.kernel, j.estimate, j.estimated_regs, no_compile ? nullptr : &j.compiled));
     if (!no_compile && !j.compiled.ok) {
       ++failed;

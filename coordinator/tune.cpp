@@ -46,7 +46,7 @@ class Driver {
     r_.calibration = cal.calibration;
     r_.plan = log_.run("estimate", [&] { return estimate(g, opts_, r_.calibration); },
                        [](const ModelPlan& p) { return describe(p); });
-    r_.run_id = log_.run("record", [&] { return record_model(db_, r_.plan, opts_, r_.calibration); },
+    r_.run_id = log_.run("open run", [&] { return record_model(db_, r_.plan, opts_, r_.calibration); },
                          [&](int64_t id) { return fmt::format("model '{}' in the DB, run {}", r_.model_name, id); });
     const WorkerCensus census = log_.run("farm", [&] { return wait_for_workers(farm_, opts_, log_); },
                                          [](const WorkerCensus& c) { return c.line; });
@@ -67,7 +67,7 @@ class Driver {
     r_.gpus = log_.run("select", [&] {
       return select(r_.plan, r_.gpus, db_, opts_, checked.checked); },
       [](const std::vector<GpuTuneResult>& s) { return describe(s); });
-    log_.run("record", [&] {
+    log_.run("commit plans", [&] {
       const RunStatus s = record_plans(db_, r_.run_id, r_.plan, r_.gpus, opts_, r_.interrupted, r_.complete());
       run_ended_ = true;
       return s; },
@@ -140,6 +140,8 @@ class Driver {
       gr.abandoned += got.abandoned[gi];
       for (const auto& [status, n] : got.by_status[gi]) gr.by_status[status] += n;
       for (const auto& [device, seconds] : got.busy_seconds[gi]) gr.device_busy_seconds[device] += seconds;
+      gr.internal_error_workloads.insert(got.internal_error_workloads[gi].begin(), got.internal_error_workloads[gi].end());
+      for (const auto& [worker, n] : got.implausible_by_worker[gi]) gr.implausible_by_worker[worker] += n;
       gr.measure_seconds += got.seconds;
     }
     return got;
@@ -159,7 +161,19 @@ class Driver {
 bool TuneResult::complete() const {
   for (const auto& g : gpus)
     if (!g.has_results()) return false;
-  return !gpus.empty();
+  return !gpus.empty() && internal_error_jobs() == 0;
+}
+
+int64_t TuneResult::internal_error_jobs() const {
+  int64_t n = 0;
+  for (const auto& g : gpus) n += g.internal_error_jobs();
+  return n;
+}
+
+int64_t TuneResult::internal_error_workloads() const {
+  int64_t n = 0;
+  for (const auto& g : gpus) n += static_cast<int64_t>(g.internal_error_workloads.size());
+  return n;
 }
 
 TuneResult tune_graph(const Graph& simplified, Farm& farm, TuningDb& db, const TuneOptions& opts,

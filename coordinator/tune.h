@@ -10,7 +10,9 @@
 //   -> record plans
 //
 // Reuse: a variant with a final result in the DB for the GPU type, the source (real or
-// emulated) and the NVRTC major version is not sent again unless `retune`. Because every
+// emulated) and the NVRTC major version, of the source hash that today's generator writes
+// for it, is not sent again unless `retune`; a result of another source is stale: the
+// variant is measured again, and selection never uses the stale result. Because every
 // result is committed on arrival, rerunning a tune that was killed measures only what is
 // missing. Selection uses every qualifying result in the DB, not only this run's, through
 // the DB's one definition of the best variant (TuningDb::best_variants).
@@ -84,6 +86,7 @@ struct ClusterChoice {
   double measured_us = 0;      // best qualifying median (0 for the reference kernel)
   double estimated_us = 0;     // the estimator's figure for the chosen variant (or best)
   int results = 0;             // final results of the chosen variant in the DB
+  std::string source_hash;     // of the measured source the time belongs to (plan writing checks it)
   bool checked = false;        // passed the host-emulator check (emulated tunes)
 };
 
@@ -124,6 +127,15 @@ struct GpuTuneResult {
   int reference_fallbacks = 0;         // chosen clusters run by the reference kernel
   int unmeasured_clusters = 0;         // multi-node candidates left out: no measurement
   int checks_failed = 0;               // winners rejected by the host-emulator check
+  // Workloads with a job that ended in internal_error (a dc bug; never recorded): the tune
+  // does not say ok while there is one (summary, exit status, `dc-db runs`).
+  std::set<std::string> internal_error_workloads;
+  // Results below their variant's floor (plausibility.h), by the worker that reported them.
+  std::map<std::string, int64_t> implausible_by_worker;
+  int64_t internal_error_jobs() const {
+    const auto it = by_status.find(JobStatus::internal_error);
+    return it == by_status.end() ? 0 : it->second;
+  }
   bool has_results() const { return ok_variants > 0; }
 };
 
@@ -150,8 +162,11 @@ struct TuneResult {
   int64_t results = 0;                // received and committed in this run
   bool interrupted = false;           // stopped before every result arrived
   double seconds = 0;
-  // True when every requested GPU type has results (the command's exit status).
+  // True when every requested GPU type has results and no job ended in internal_error (the
+  // command's exit status).
   bool complete() const;
+  int64_t internal_error_jobs() const;       // over the GPU types
+  int64_t internal_error_workloads() const;  // distinct per GPU type, summed
 };
 
 // The whole pipeline from an ONNX file.

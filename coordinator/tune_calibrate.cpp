@@ -18,6 +18,12 @@ std::string describe_factors(const Calibration& c, const std::string& gpu) {
   return out;
 }
 
+int count_used(const std::vector<FittedFactor>& fit) {
+  int n = 0;
+  for (const FittedFactor& f : fit) n += f.used ? 1 : 0;
+  return n;
+}
+
 }  // namespace
 
 Calibrated calibrate(const TuningDb& db, const TuneOptions& opts, const StageLog& log) {
@@ -29,13 +35,17 @@ Calibrated calibrate(const TuningDb& db, const TuneOptions& opts, const StageLog
   if (!c.from_db) return c;
   for (size_t gi = 0; gi < opts.gpus.size(); ++gi) {
     const std::string& gpu = opts.gpus[gi]->name;
-    c.fits[gi] = fit_calibration(db.estimator_ratios(gpu, c.source));
+    // Only results of this plan's storage: an fp16 plan's factors never come from fp32
+    // results, whatever the math unit (docs/estimator.md, Calibration).
+    const std::string storage(dtype_name(storage_dtype(opts.plan.precision)));
+    c.fits[gi] = fit_calibration(db.estimator_ratios(gpu, c.source, storage));
     c.fitted += apply_fit(gpu, c.fits[gi], opts.plan.calibration, c.calibration);
     int results = 0;
     for (const FittedFactor& f : c.fits[gi]) results += f.samples;
     const std::string config = describe_factors(opts.plan.calibration, gpu);
-    log.notice(fmt::format("calibration {} from {} {} DB results: {}{}", gpu, results,
-                           source_name(c.source), describe_fit(c.fits[gi]),
+    log.notice(fmt::format("calibration {} from {} {} DB results of {} workloads (per kind and math unit; "
+                           "factors applied: {}): {}{}", gpu, results, source_name(c.source), storage,
+                           count_used(c.fits[gi]), describe_fit(c.fits[gi]),
                            config.empty() ? "" : "; the config sets " + config));
   }
   return c;

@@ -1,31 +1,17 @@
 // The generate stage: CUDA source for every planned job, and the FarmJob that carries it.
-// No tolerance travels with the job: the executor checks against variant_tolerance of the
-// job's path and workload (codegen/variant_tolerance.h), the one definition of the bound.
+// The check's bound is computed here, once, from the real workload (variant_tolerance of the
+// job's path, docs/precision.md) and travels in the job: the worker applies exactly it. So do
+// the index bounds of integer inputs (ir/index_bounds.h).
 #include <fmt/format.h>
 
 #include "generate.h"
 #include "ir/error.h"
+#include "ir/index_bounds.h"
 #include "ir/parallel.h"
 #include "tune_stages.h"
+#include "variant_tolerance.h"
 
 namespace dc::tune_stage {
-
-namespace {
-
-// Per workload input: the extent of the dimension a Gather indexes with it, or 0.
-std::vector<int64_t> gather_index_bounds(const Workload& w) {
-  std::vector<int64_t> bounds(w.graph.inputs.size(), 0);
-  for (const Node& n : w.graph.nodes) {
-    if (n.op != "Gather" || !n.has_input(1)) continue;
-    const Shape& data = w.graph.info(n.input(0)).shape;
-    const int64_t axis = normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(data.size()), "Gather");
-    for (size_t i = 0; i < w.graph.inputs.size(); ++i)
-      if (w.graph.inputs[i] == n.input(1)) bounds[i] = data[static_cast<size_t>(axis)];
-  }
-  return bounds;
-}
-
-}  // namespace
 
 std::string job_key(const std::string& workload, const std::string& variant, const std::string& gpu) {
   return workload + "/" + variant + "/" + gpu;
@@ -55,6 +41,7 @@ std::vector<FarmJob> generate(const std::vector<PlannedJob>& jobs, const ModelPl
       kernels[static_cast<size_t>(i)] = v ? generate_kernel(workloads[w], *v) : generate_reference(workloads[w]);
     }
   });
+  std::map<std::pair<size_t, std::string>, Tolerance> bounds;  // per (workload, path)
   std::vector<FarmJob> out;
   out.reserve(jobs.size());
   for (const auto& j : jobs) {
@@ -74,7 +61,10 @@ std::vector<FarmJob> generate(const std::vector<PlannedJob>& jobs, const ModelPl
     f.estimate_us = j.estimate_us;
     f.flops = w.flops;
     f.bytes = w.bytes;
-    f.index_bounds = gather_index_bounds(w);
+    f.index_bounds = input_index_bounds(w.graph);
+    auto bound = bounds.find({j.workload, f.precision});
+    if (bound == bounds.end()) bound = bounds.emplace(std::make_pair(j.workload, f.precision), variant_tolerance(f.precision, w)).first;
+    f.tolerance = bound->second;
     f.compile_deadline = opts.compile_deadline;
     f.run_deadline = opts.run_deadline;
     out.push_back(std::move(f));

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "generate.h"
+#include "ir/parallel.h"
 #include "tune_stages.h"
 
 namespace dc::tune_stage {
@@ -41,40 +43,78 @@ void add_seeds(const Workload& w, const GpuTuneResult& gr, const TuningDb& db,
 
 }  // namespace
 
-Lookup lookup(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, const TuningDb& db,
+namespace {
+
+using Planned = std::vector<std::pair<Variant, double>>;  // variant, estimate (us)
+
+// The hash of the source today's generator writes for each planned (workload, variant),
+// committed as the variant's current source: a result of another source is stale.
+std::map<std::pair<size_t, std::string>, std::string> refresh_source_hashes(
+    const std::vector<std::vector<Planned>>& planned, const ModelPlan& plan, TuningDb& db) {
+  const auto& workloads = plan.workload_set.workloads;
+  std::map<std::pair<size_t, std::string>, std::string> hashes;
+  std::vector<std::pair<size_t, const Variant*>> todo;
+  for (const auto& per_gpu : planned)
+    for (size_t wi = 0; wi < per_gpu.size(); ++wi)
+      for (const auto& [v, est] : per_gpu[wi])
+        if (hashes.emplace(std::make_pair(wi, v.key()), "").second) todo.emplace_back(wi, &v);
+  std::vector<std::string> out(todo.size());
+  parallel_for(static_cast<int64_t>(todo.size()), 8, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const auto& [wi, v] = todo[static_cast<size_t>(i)];
+      const Workload& w = workloads[wi];
+      out[static_cast<size_t>(i)] = fnv1a_hex((is_reference(*v) ? generate_reference(w) : generate_kernel(w, *v)).source);
+    }
+  });
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const auto& [wi, v] = todo[i];
+    hashes[{wi, v->key()}] = out[i];
+    db.commit_variant(workloads[wi].signature, *v, out[i]);
+  }
+  return hashes;
+}
+
+}  // namespace
+
+Lookup lookup(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, TuningDb& db,
               const TuneOptions& opts, const Calibration& calibration) {
   const auto& workloads = plan.workload_set.workloads;
   Lookup out;
   out.per_gpu.resize(gpus.size());
+  // What each GPU type would measure: the kept variants, seeds, and the reference kernel
+  // (estimate < 0: no estimate, so the estimator's calibration never sees it).
+  std::vector<std::vector<Planned>> planned(gpus.size(), std::vector<Planned>(workloads.size()));
+  for (size_t gi = 0; gi < gpus.size(); ++gi)
+    for (size_t wi = 0; wi < workloads.size(); ++wi) {
+      Planned& p = planned[gi][wi];
+      for (const auto& sv : plan.gpus[gi].workloads[wi].kept) p.emplace_back(sv.variant, sv.estimate.seconds * 1e6);
+      add_seeds(workloads[wi], gpus[gi], db, opts, calibration, p, out.per_gpu[gi]);
+      if (opts.measure_reference && gpus[gi].workers > 0) p.emplace_back(reference_variant(), -1.0);
+    }
+  const auto today = refresh_source_hashes(planned, plan, db);
   for (size_t gi = 0; gi < gpus.size(); ++gi) {
     const GpuTuneResult& gr = gpus[gi];
     LookupCounts& counts = out.per_gpu[gi];
     for (size_t wi = 0; wi < workloads.size(); ++wi) {
       const Workload& w = workloads[wi];
-      std::vector<std::pair<Variant, double>> planned;
-      for (const auto& sv : plan.gpus[gi].workloads[wi].kept)
-        planned.emplace_back(sv.variant, sv.estimate.seconds * 1e6);
-      add_seeds(w, gr, db, opts, calibration, planned, counts);
-      std::set<std::string> measured;
-      if (!opts.retune) measured = db.measured_variants(w.signature, gr.gpu->name, gr.source, gr.nvrtc_major);
-      for (auto& [v, est] : planned) {
-        ++counts.planned;
-        if (measured.count(v.key())) {
-          ++counts.reused;
+      std::map<std::string, std::set<std::string>> measured;
+      if (!opts.retune) measured = db.measured_source_hashes(w.signature, gr.gpu->name, gr.source, gr.nvrtc_major);
+      for (auto& [v, est] : planned[gi][wi]) {
+        const bool reference = est < 0;  // the baseline: not counted as a variant
+        if (!reference) ++counts.planned;
+        const auto m = measured.find(v.key());
+        if (m != measured.end() && m->second.count(today.at({wi, v.key()}))) {
+          if (!reference) ++counts.reused;
           continue;
         }
+        if (m != measured.end()) ++counts.stale;  // measured, but another source: again
         if (gr.workers == 0) {
-          ++counts.abandoned;
+          if (!reference) ++counts.abandoned;
           continue;
         }
-        const double us = uncalibrated_us(calibration, *gr.gpu, w, v.key(), est);
+        const double us = reference ? 0.0 : uncalibrated_us(calibration, *gr.gpu, w, v.key(), est);
         out.jobs.push_back({gi, wi, std::move(v), us, false});
       }
-      // The baseline: the reference kernel, once per workload and GPU type (no estimate,
-      // so the estimator's calibration never sees it; selection never chooses it).
-      const Variant ref = reference_variant();
-      if (opts.measure_reference && gr.workers > 0 && !measured.count(ref.key()))
-        out.jobs.push_back({gi, wi, ref, 0.0, false});
     }
   }
   return out;
@@ -85,9 +125,12 @@ std::string describe(const Lookup& l, const TuneOptions& opts) {
   for (const auto& c : l.per_gpu) reused += c.reused;
   const auto references = std::count_if(l.jobs.begin(), l.jobs.end(),
                                         [](const PlannedJob& j) { return is_reference(j.variant); });
-  return fmt::format("{} variants to measure{}, {} already in the DB{}",
+  int64_t stale = 0;
+  for (const auto& c : l.per_gpu) stale += c.stale;
+  return fmt::format("{} variants to measure{}, {} already in the DB{}{}",
                      static_cast<int64_t>(l.jobs.size()) - references,
                      references ? fmt::format(" (+ {} reference kernels)", references) : "", reused,
+                     stale ? fmt::format(", {} stale (measured from another source: measured again)", stale) : "",
                      opts.retune ? " (--retune: measured again)" : "");
 }
 

@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "estimator.h"
 #include "ir/error.h"
+#include "plausibility.h"
 #include "sha256.h"
 #include "tune_stages.h"
 
@@ -28,10 +30,24 @@ WorkerInfo worker_of(const Measurement& m) {
   return w;
 }
 
+// An ok result below the variant's floor becomes `implausible`, loudly, with the worker's name.
+Measurement checked_plausible(Measurement m, const std::string& key, const Dispatched& d) {
+  const auto floor = d.floor_us.find(key);
+  if (m.status != JobStatus::ok || floor == d.floor_us.end()) return m;
+  const std::string why = implausibility(m.median_us, floor->second);
+  if (why.empty()) return m;
+  spdlog::error("{}: IMPLAUSIBLE time from worker {}: {}; recorded as implausible, never selected", key,
+                m.worker, why);
+  m.status = JobStatus::implausible;
+  m.error = str_cat("worker ", m.worker, ": ", why);
+  return m;
+}
+
 // One result: committed at once, in its own transaction.
-void accept(const Measurement& m, Dispatched& d, const std::vector<GpuTuneResult>& gpus,
+void accept(const Measurement& in, Dispatched& d, const std::vector<GpuTuneResult>& gpus,
             TuningDb& db, const TuneOptions& opts, Ledger& ledger, Collected& c) {
-  const std::string key = job_key(m.workload, m.variant_key, m.gpu_type);
+  const std::string key = job_key(in.workload, in.variant_key, in.gpu_type);
+  const Measurement m = checked_plausible(in, key, d);
   if (!ledger.variants.count({m.workload, m.variant_key})) {
     spdlog::warn("result for a job this tune did not send ({}): ignored", key);
     return;
@@ -40,7 +56,7 @@ void accept(const Measurement& m, Dispatched& d, const std::vector<GpuTuneResult
   // internal_error is a dc bug, not a verdict on the variant: counted and logged, never
   // recorded (a later tune measures the variant again).
   if (m.status == JobStatus::internal_error)
-    spdlog::error("{}: INTERNAL ERROR (a dc bug; not recorded): {}", key, m.error);
+    spdlog::error("{}: INTERNAL ERROR (a dc bug; not recorded; the tune will not say ok): {}", key, m.error);
   else if (opts.retune || d.check_keys.count(key) ? !db.commit_measurement(m) : !db.commit_first_measurement(m))
     // Another tune on this DB recorded the variant first (or this is a resend): not added,
     // so that two tunes at once leave one result per variant (docs/tuning-db.md).
@@ -53,6 +69,8 @@ void accept(const Measurement& m, Dispatched& d, const std::vector<GpuTuneResult
   --d.per_gpu[gi];
   ++c.per_gpu_results[gi];
   ++c.by_status[gi][m.status];
+  if (m.status == JobStatus::internal_error) c.internal_error_workloads[gi].insert(m.workload);
+  if (m.status == JobStatus::implausible) ++c.implausible_by_worker[gi][m.worker];
   c.busy_seconds[gi][m.worker] += m.run_seconds;
   if (m.emulated != (gpus[gi].source == Source::emulated) && ledger.warned_source.insert(gi).second)
     spdlog::warn("{} results from {} devices arrive in a {} tune: they are kept but not used",
@@ -105,6 +123,7 @@ Dispatched dispatch(const std::vector<PlannedJob>& jobs, std::vector<FarmJob> fa
     const std::string& gpu = gpus[pj.gpu].gpu->name;
     const std::string key = job_key(w.signature, pj.variant.key(), gpu);
     DC_INTERNAL_CHECK(d.gpu_of.emplace(key, pj.gpu).second, "job ", key, " planned twice");
+    d.floor_us[key] = plausibility_floor_us(w, *gpus[pj.gpu].gpu, pj.variant.precision);
     ++d.per_gpu[pj.gpu];
     d.progress->add_jobs(gpu, 1);
     ++d.sent[pj.gpu];
@@ -125,6 +144,8 @@ Collected collect(Dispatched& d, const std::vector<GpuTuneResult>& gpus, Farm& f
   c.abandoned.assign(gpus.size(), 0);
   c.by_status.resize(gpus.size());
   c.busy_seconds.resize(gpus.size());
+  c.internal_error_workloads.resize(gpus.size());
+  c.implausible_by_worker.resize(gpus.size());
   const auto t0 = Clock::now();
   std::map<size_t, Clock::time_point> workerless_since;
   auto last_status = Clock::now();

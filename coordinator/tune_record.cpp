@@ -83,6 +83,12 @@ RunStatus record_plans(TuningDb& db, int64_t run_id, const ModelPlan& plan,
     db.commit_plan(p);
   }
   for (const auto& gr : gpus) db.commit_gpu_busy(gr.busy_records(run_id));
+  int64_t ie_jobs = 0, ie_workloads = 0;
+  for (const auto& gr : gpus) {
+    ie_jobs += gr.internal_error_jobs();
+    ie_workloads += static_cast<int64_t>(gr.internal_error_workloads.size());
+  }
+  if (ie_jobs > 0) db.commit_run_internal_errors(run_id, ie_jobs, ie_workloads);
   const RunStatus status =
       interrupted ? RunStatus::interrupted : (complete ? RunStatus::ok : RunStatus::failed);
   db.end_run(run_id, status);

@@ -55,6 +55,13 @@ std::string tune_gpu_summary(const TuneResult& r, const GpuTuneResult& g) {
   s += fmt::format("this run   {} jobs sent{}, {} results: {}\n", g.jobs,
                    g.checks ? fmt::format(" ({} winner checks)", g.checks) : "", g.results,
                    statuses(g.by_status, false));
+  if (g.internal_error_jobs() > 0)
+    s += fmt::format("INTERNAL ERRORS  {} jobs of {} workloads ended in internal_error (a dc bug, not the "
+                     "variants' fault; not recorded): these workloads are not fully measured\n",
+                     g.internal_error_jobs(), g.internal_error_workloads.size());
+  for (const auto& [worker, n] : g.implausible_by_worker)
+    s += fmt::format("IMPLAUSIBLE  worker {} reported {} times more than 20% below their variants' floor: "
+                     "recorded as implausible, never selected (check that worker)\n", worker, n);
   if (g.gpu_busy_fraction() > 0)
     s += fmt::format("GPU busy   {:.1f}% of the measure stage ({:.1f} s), over {} device(s)\n",
                      100 * g.gpu_busy_fraction(), g.measure_seconds, g.device_busy_seconds.size());
@@ -104,7 +111,12 @@ std::string tune_totals(const TuneResult& r) {
   for (const auto& g : r.gpus) {
     s += fmt::format("{:<8} {:<9} {:>8} {:>8} {:>8} {:>12.2f} {:>12.2f}  {}\n", g.gpu->name,
                      source_name(g.source), g.jobs, g.results, g.choices.size(), g.estimated_total_us,
-                     g.measured_total_us, g.has_results() ? "ok" : "NO RESULTS");
+                     g.measured_total_us,
+                     !g.has_results() ? "NO RESULTS"
+                     : g.internal_error_jobs() > 0
+                         ? fmt::format("INTERNAL ERRORS: {} jobs, {} workloads", g.internal_error_jobs(),
+                                       g.internal_error_workloads.size())
+                         : "ok");
   }
   s += fmt::format("{} jobs, {} results committed, {:.1f} s{}\n", r.jobs, r.results, r.seconds,
                    r.interrupted ? " (interrupted: rerun the same command to measure the rest)" : "");

@@ -23,6 +23,7 @@ void select_measured(const ModelPlan& plan, const TuningDb& db, const std::strin
   gr.failed_variants.clear();
   gr.ok_variants = 0;
   std::vector<int> best_results(ws.size(), 0);
+  std::vector<std::string> best_hash(ws.size());
   for (size_t wi = 0; wi < ws.size(); ++wi) {
     BestVariantQuery q;
     q.gpu_type = gpu;
@@ -30,6 +31,7 @@ void select_measured(const ModelPlan& plan, const TuningDb& db, const std::strin
     q.nvrtc_major = nvrtc_major;
     q.math_paths = math_paths;
     q.workload = ws[wi].signature;
+    q.current_source_only = true;  // a stale result answers for a kernel that no longer exists
     for (const WorkloadBest& b : db.best_variants(q)) {
       for (const auto& [status, n] : b.failed_variants) gr.failed_variants[status] += n;
       gr.ok_variants += b.ok_variants;
@@ -37,6 +39,7 @@ void select_measured(const ModelPlan& plan, const TuningDb& db, const std::strin
       gr.best_us[wi] = b.median_us;
       gr.best_key[wi] = b.variant_key;
       best_results[wi] = b.results;
+      best_hash[wi] = b.source_hash;
     }
   }
 
@@ -83,6 +86,7 @@ void select_measured(const ModelPlan& plan, const TuningDb& db, const std::strin
       ch.variant_key = gr.best_key[ch.workload];
       ch.measured_us = gr.best_us[ch.workload];
       ch.results = best_results[ch.workload];
+      ch.source_hash = best_hash[ch.workload];
       for (const auto& sv : we.kept)
         if (sv.variant.key() == ch.variant_key) ch.estimated_us = sv.estimate.seconds * 1e6;
       gr.measured_total_us += ch.measured_us;

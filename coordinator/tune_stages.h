@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "tune.h"
+#include "ir/clock.h"
 
 namespace dc::tune_stage {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0);
 
 // The one helper that times and logs stages: each finished stage is one line (spdlog, and
 // the console when there is one) and one StageTime of the result.
@@ -101,6 +101,7 @@ double uncalibrated_us(const Calibration& c, const GpuSpec& gpu, const Workload&
 // ---- lookup: what the DB already has, plus seeds from other GPU types (tune_lookup.cpp)
 struct LookupCounts {
   int64_t planned = 0, reused = 0, seeded = 0, abandoned = 0;
+  int64_t stale = 0;  // variants (reference kernels included) whose results are of another source
   std::map<SeedLevel, int> seed_levels;
 };
 struct Lookup {
@@ -108,7 +109,9 @@ struct Lookup {
   std::vector<LookupCounts> per_gpu;
 };
 // `gpus` gives each GPU type's spec, source and workers (the farm stage's census).
-Lookup lookup(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, const TuningDb& db,
+// Refreshes each planned variant's current source hash in the DB (TuningDb::commit_variant):
+// the hash of the source this build's generator writes; results of another hash are stale.
+Lookup lookup(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, TuningDb& db,
               const TuneOptions& opts, const Calibration& calibration);
 std::string describe(const Lookup& l, const TuneOptions& opts);
 
@@ -131,6 +134,7 @@ struct Dispatched {
   std::map<std::string, size_t> gpu_of;  // outstanding job key -> GPU index
   std::map<size_t, int64_t> per_gpu;     // GPU index -> jobs outstanding
   std::set<std::string> check_keys;      // job keys of winner checks (a second result by design)
+  std::map<std::string, double> floor_us;  // job key -> the variant's floor (plausibility.h)
   std::vector<int64_t> sent, checks;     // per GPU index
   int64_t jobs = 0;
   std::unique_ptr<Progress> progress;
@@ -145,6 +149,8 @@ struct Collected {
   std::vector<int64_t> per_gpu_results, abandoned;      // per GPU index
   std::vector<std::map<JobStatus, int64_t>> by_status;  // per GPU index
   std::vector<std::map<std::string, double>> busy_seconds;  // per GPU index, per device: run phases
+  std::vector<std::set<std::string>> internal_error_workloads;  // per GPU index: signatures
+  std::vector<std::map<std::string, int64_t>> implausible_by_worker;  // per GPU index
   double seconds = 0;                                   // the collect loop's wall time
   bool interrupted = false;
   size_t outstanding = 0;  // left when interrupted

@@ -61,9 +61,9 @@ int apply_fit(const std::string& gpu, const std::vector<FittedFactor>& fit, cons
               Calibration& calibration) {
   int set = 0;
   for (const FittedFactor& f : fit) {
-    if (!f.used || keep.factors.count({gpu, f.kind}) ||
-        keep.unit_factors.count({gpu, f.kind, f.unit}))
-      continue;
+    const bool config_has_it = f.unit == MathUnit::fp32 ? keep.factors.count({gpu, f.kind}) != 0
+                                                        : keep.unit_factors.count({gpu, f.kind, f.unit}) != 0;
+    if (!f.used || config_has_it) continue;
     calibration.set(gpu, f.kind, f.factor, f.unit);
     ++set;
   }
@@ -82,7 +82,7 @@ std::string describe_fit(const std::vector<FittedFactor>& fit) {
       out += fmt::format("{} x{:.2f} ({}{})", name, f.factor, f.samples, f.clamped ? ", clamped" : "");
     else
       out += fmt::format("{}: {} too few{}", name, f.samples,
-                         f.unit == MathUnit::fp32 ? "" : ", uses the fp32 factor");
+                         ", uncalibrated");
   }
   return out.empty() ? "no results with an estimate" : out;
 }

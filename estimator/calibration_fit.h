@@ -3,8 +3,8 @@
 // maps the model's uncalibrated estimates onto measured times. The input is measured /
 // estimated per result (TuningDb::estimator_ratios); the fit is the median of the log
 // ratios, so a few pathological results (a throttled GPU, a tiny kernel dominated by launch
-// noise) do not move it. A tensor-core unit with too few results of its own gets no factor:
-// its estimates then take the kind's fp32 factor, and describe_fit says so.
+// noise) do not move it. A unit with too few results of its own gets no factor: its
+// estimates run uncalibrated (never another unit's factor), and describe_fit says so.
 // docs/estimator.md, "Calibration".
 #pragma once
 
@@ -44,14 +44,13 @@ std::vector<FittedFactor> fit_calibration(const std::map<ClusterKind, std::vecto
                                           const CalibrationFitOptions& options = {});
 
 // Sets the used factors of `fit` for `gpu` into `calibration`, except where `keep` already
-// has an entry: a factor `keep` sets for a kind (its fp32 factor, which serves every unit)
-// wins over every unit's fit of that kind, one it sets for a unit over that unit's. Returns
-// how many were set.
+// has an entry for the same kind and unit (the config's factor wins over that unit's fit).
+// Returns how many were set.
 int apply_fit(const std::string& gpu, const std::vector<FittedFactor>& fit, const Calibration& keep,
               Calibration& calibration);
 
-// "conv x1.31 (200), gemm x0.87 (212), gemm fp16/bf16 x0.52 (40), conv tf32: 3 too few, uses
-// the fp32 factor, reduction: 3 too few": a fit in one line (fp32 is not named).
+// "conv x1.31 (200), gemm x0.87 (212), gemm fp16/bf16 x0.52 (40), conv tf32: 3 too few,
+// uncalibrated, reduction: 3 too few, uncalibrated": a fit in one line (fp32 is not named).
 std::string describe_fit(const std::vector<FittedFactor>& fit);
 
 }  // namespace dc

@@ -395,8 +395,12 @@ BlockModel output_parallel_block(const WorkloadShape& s, const Params& p, const 
 }  // namespace
 
 double Calibration::factor(const std::string& gpu, ClusterKind kind, MathUnit unit) const {
-  if (unit != MathUnit::fp32)
-    if (auto it = unit_factors.find({gpu, kind, unit}); it != unit_factors.end()) return it->second;
+  // Each math unit its own factor, never another's: CUDA-core fp32 results say nothing about
+  // tensor-core variants (a unit without a factor of its own runs uncalibrated).
+  if (unit != MathUnit::fp32) {
+    auto it = unit_factors.find({gpu, kind, unit});
+    return it == unit_factors.end() ? 1.0 : it->second;
+  }
   auto it = factors.find({gpu, kind});
   return it == factors.end() ? 1.0 : it->second;
 }

@@ -22,9 +22,9 @@ namespace dc {
 
 // Per (GPU type, cluster kind, math unit) multiplicative correction of the model, fitted
 // from the tuning DB's measurements (measured / estimated; calibration_fit.h) or set by the
-// config. `factors` holds the CUDA-core (fp32) factor of a kind, which also serves a
-// tensor-core unit that has no factor of its own in `unit_factors` (too few results of
-// its own: the fit says so in its log line). Without either the factor is 1.
+// config. `factors` holds the CUDA-core (fp32) factor of a kind, `unit_factors` a tensor-core
+// unit's own. A factor never crosses units: a unit without its own (too few results of its
+// own: the fit says so in its log line) runs uncalibrated, factor 1.
 struct Calibration {
   std::map<std::pair<std::string, ClusterKind>, double> factors;
   std::map<std::tuple<std::string, ClusterKind, MathUnit>, double> unit_factors;

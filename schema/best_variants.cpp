@@ -42,12 +42,13 @@ std::vector<WorkloadBest> TuningDb::best_variants(const BestVariantQuery& q) con
   mq.workload = q.workload;
   mq.gpu_type = q.gpu_type;
   mq.source = q.source;
+  mq.current_source_only = q.current_source_only;
   const std::vector<Measurement> results = query(mq);  // in finished order: first failure first
   const std::string major = q.nvrtc_major.empty() ? newest_major(results) : q.nvrtc_major;
 
   std::map<std::string, std::map<std::string, VariantStats>> by_workload;  // by key: ties
   for (const Measurement& m : results) {
-    if (m.status == JobStatus::worker_lost) continue;  // says nothing about the variant
+    if (!is_final_status(m.status)) continue;  // worker_lost, implausible: nothing about the variant
     if (is_reference_key(m.variant_key)) continue;     // the baseline, never a candidate
     if (!q.math_paths.empty() && std::find(q.math_paths.begin(), q.math_paths.end(),
                                            variant_key_precision(m.variant_key)) == q.math_paths.end())
@@ -78,6 +79,7 @@ std::vector<WorkloadBest> TuningDb::best_variants(const BestVariantQuery& q) con
       b.median_us = s.best->median_us;
       b.min_us = s.best->min_us;
       b.estimate_us = s.best->estimate_us;
+      b.source_hash = s.best->source_hash;
       b.results = s.results;
     }
     out.push_back(std::move(b));

@@ -28,8 +28,7 @@ void require_gpu_type(const TuningDb& db, const std::string& gpu) {
 
 std::string note(const FittedFactor& f, const CalibrationFitOptions& o) {
   if (!f.used)
-    return fmt::format("too few (a tune needs {}){}", o.min_samples,
-                       f.unit == MathUnit::fp32 ? "" : ": the fp32 factor serves it");
+    return fmt::format("too few (a tune needs {}): uncalibrated", o.min_samples);
   if (f.clamped) return fmt::format("clamped to [{}, {}]", o.min_factor, o.max_factor);
   return "";
 }

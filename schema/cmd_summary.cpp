@@ -180,6 +180,18 @@ int cmd_models(const std::string& db, const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+namespace {
+
+// A run's status as `dc-db runs` shows it: with the jobs and workloads that ended in
+// internal_error (a dc bug) when there were any.
+std::string run_status_text(const std::string& status, int64_t ie_jobs, int64_t ie_workloads) {
+  std::string s = status == "running" ? "running (or killed)" : status;
+  if (ie_jobs > 0) s += fmt::format(" ({} internal_error jobs, {} workloads)", ie_jobs, ie_workloads);
+  return s;
+}
+
+}  // namespace
+
 int cmd_runs(const std::string& db, const std::vector<std::string>& args) {
   if (!parse_options(args, help_only("dc-db runs: tuning runs with their plans"))) return kExitOk;
   sqlite::Connection conn = open_for_reading(db);
@@ -189,14 +201,15 @@ int cmd_runs(const std::string& db, const std::vector<std::string>& args) {
   {
     sqlite::Query q = conn.query(
         "SELECT r.id, mo.name, (SELECT group_concat(value, ',') FROM json_each(r.gpu_types_json)), "
-        "r.host, r.started_ms, ifnull(r.ended_ms, 0), r.status, r.precision "
+        "r.host, r.started_ms, ifnull(r.ended_ms, 0), r.status, r.precision, "
+        "r.internal_error_jobs, r.internal_error_workloads "
         "FROM tuning_runs r JOIN models mo ON mo.id = r.model_id ORDER BY r.id");
     while (q.step()) {
       const int64_t started = q.int64(4), ended = q.int64(5);
       rows.push_back({std::to_string(q.int64(0)), q.text(1), q.text(7), q.text(2), q.text(3),
                       format_time(started),
                       ended ? fmt::format("{:.1f} s", (ended - started) / 1000.0) : "-",
-                      q.text(6) == "running" ? "running (or killed)" : q.text(6), "", ""});
+                      run_status_text(q.text(6), q.int64(8), q.int64(9)), "", ""});
     }
   }
   for (auto& r : rows) {

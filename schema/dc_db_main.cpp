@@ -32,6 +32,8 @@ commands:
   estimator-error --gpu G            estimated vs measured, per cluster kind
   calibration --gpu G                the estimator's factors a tune fits from the DB
   runs                               tuning runs with their plans' totals
+  stale [--gpu G]                    measurements of a source the variant no longer has
+  implausible [--gpu G]              results below their variant's floor, by worker
   export --format csv|json [--out F] every measurement with its provenance
   import FILE                        merge another tuning DB into this one
   report --out report.html           one self-contained HTML page with plots
@@ -102,9 +104,11 @@ int run(int argc, char** argv) {
     if (command == "import") return cmd_import(db, args);
     if (command == "report") return cmd_report(db, args);
     if (command == "migrate") return cmd_migrate(db, args);
+    if (command == "stale") return cmd_stale(db, args);
+    if (command == "implausible") return cmd_implausible(db, args);
     throw_user_error("unknown command '", command,
                      "' (commands: summary, models, workloads, best, compare, estimator-error, "
-                     "calibration, runs, export, import, report, migrate; see --help)");
+                     "calibration, runs, stale, implausible, export, import, report, migrate; see --help)");
   });
 }
 

@@ -75,10 +75,11 @@ class MemoryDb final : public TuningDb {
                       "': commit the worker first");
     DC_INTERNAL_CHECK(w->second.emulated == m.emulated, "measurement from worker '", m.worker,
                       "' disagrees with it on being emulated");
-    if (first_only && m.status != JobStatus::worker_lost) {
+    if (first_only && is_final_status(m.status)) {
       const Source source = m.emulated ? Source::emulated : Source::real;
       for (const Measurement* x : of(m.workload, m.gpu_type))
-        if (x->variant_key == m.variant_key && is_final(*x, source, toolchain_major(m.nvrtc_version)))
+        if (x->variant_key == m.variant_key && x->source_hash == m.source_hash &&
+            is_final(*x, source, toolchain_major(m.nvrtc_version)))
           return false;
     }
     const auto id = std::tuple(m.workload, m.variant_key, m.gpu_type, m.worker, m.finished_unix_ms);
@@ -103,6 +104,13 @@ class MemoryDb final : public TuningDb {
     RunRecord& r = require_run(run_id);
     r.status = status;
     r.ended_ms = now_unix_ms();
+  }
+
+  void commit_run_internal_errors(int64_t run_id, int64_t jobs, int64_t workloads) override {
+    std::lock_guard lock(mu_);
+    RunRecord& r = require_run(run_id);
+    r.internal_error_jobs = jobs;
+    r.internal_error_workloads = workloads;
   }
 
   void commit_plan(const PlanRecord& plan) override {
@@ -143,6 +151,16 @@ class MemoryDb final : public TuningDb {
     return out;
   }
 
+  std::map<std::string, std::set<std::string>> measured_source_hashes(
+      const std::string& workload, const std::string& gpu_type, Source source,
+      const std::string& nvrtc_major) const override {
+    std::lock_guard lock(mu_);
+    std::map<std::string, std::set<std::string>> out;
+    for (const Measurement* m : of(workload, gpu_type))
+      if (is_final(*m, source, nvrtc_major)) out[m->variant_key].insert(m->source_hash);
+    return out;
+  }
+
   std::vector<Measurement> top_k(const std::string& workload, const std::string& gpu_type,
                                  Source source, int k) const override {
     std::lock_guard lock(mu_);
@@ -169,7 +187,8 @@ class MemoryDb final : public TuningDb {
       if ((q.workload && m.workload != *q.workload) ||
           (q.variant_key && m.variant_key != *q.variant_key) ||
           (q.gpu_type && m.gpu_type != *q.gpu_type) || (q.worker && m.worker != *q.worker) ||
-          (q.source && source_of(m.emulated) != *q.source) || (q.status && m.status != *q.status))
+          (q.source && source_of(m.emulated) != *q.source) || (q.status && m.status != *q.status) ||
+          (q.current_source_only && variants_.at({m.workload, m.variant_key}) != m.source_hash))
         continue;
       out.push_back(m);
     }
@@ -182,12 +201,13 @@ class MemoryDb final : public TuningDb {
   }
 
   std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> estimator_ratios(
-      const std::string& gpu_type, Source source) const override {
+      const std::string& gpu_type, Source source, const std::string& storage) const override {
     std::lock_guard lock(mu_);
     std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> out;
     for (const Measurement& m : measurements_) {
       if (m.gpu_type != gpu_type || source_of(m.emulated) != source ||
-          m.status != JobStatus::ok || !(m.estimate_us > 0) || !(m.median_us > 0))
+          m.status != JobStatus::ok || !(m.estimate_us > 0) || !(m.median_us > 0) ||
+          (!storage.empty() && workload_storage(workloads_.at(m.workload).canonical) != storage))
         continue;
       out[{workloads_.at(m.workload).kind, math_unit_of_key(m.variant_key)}].push_back(
           m.median_us / m.estimate_us);
@@ -247,7 +267,7 @@ class MemoryDb final : public TuningDb {
     return out;
   }
   static bool is_final(const Measurement& m, Source source, const std::string& nvrtc_major) {
-    return source_of(m.emulated) == source && m.status != JobStatus::worker_lost &&
+    return source_of(m.emulated) == source && is_final_status(m.status) &&
            (nvrtc_major.empty() || toolchain_major(m.nvrtc_version) == nvrtc_major);
   }
   void require_gpu(const std::string& name) const {

@@ -55,6 +55,12 @@ WorkloadRecord workload_record(const Workload& w) {
           precision_free_signature(w.canonical)};
 }
 
+std::string workload_storage(const std::string& canonical) {
+  if (canonical.find("bf16[") != std::string::npos) return "bf16";
+  if (canonical.find("f16[") != std::string::npos) return "f16";
+  return "f32";
+}
+
 std::string toolchain_major(std::string_view version) {
   return std::string(version.substr(0, version.find('.')));
 }
@@ -182,8 +188,14 @@ Measurement checked_measurement(const Measurement& m) {
   DC_INTERNAL_CHECK(!std::isnan(m.median_us) && !std::isnan(m.min_us) && !std::isnan(m.spread) &&
                         !std::isnan(m.estimate_us) && !std::isnan(m.compile_seconds),
                     "measurement of ", m.variant_key, " has NaN figures");
+  DC_INTERNAL_CHECK(!std::isnan(m.p10_us) && !std::isnan(m.p90_us) && !std::isnan(m.mean_us) &&
+                        !std::isnan(m.mad_us),
+                    "measurement of ", m.variant_key, " has NaN figures");
   Measurement out = m;
   if (std::isnan(out.max_rel_error)) out.max_rel_error = std::numeric_limits<double>::infinity();
+  // The summary is of every sample; the DB keeps at most kStoredSamples of them.
+  out.n_samples = std::max<int64_t>(out.n_samples, static_cast<int64_t>(out.samples_us.size()));
+  out.samples_us = thin_samples(out.samples_us);
   return out;
 }
 

@@ -24,7 +24,8 @@ int64_t now_unix_ms();
 std::string random_run_uid();  // 32 hex digits
 
 // `m` as the DB stores it: InternalError without a finished time (it identifies the job) or
-// with NaN or infinite samples; a NaN max_rel_error (the output had NaNs) becomes infinity.
+// with NaN or infinite samples; a NaN max_rel_error (the output had NaNs) becomes infinity;
+// the samples are thinned to kStoredSamples (thin_samples), n_samples kept.
 Measurement checked_measurement(const Measurement& m);
 
 }  // namespace dc

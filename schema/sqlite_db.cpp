@@ -18,7 +18,7 @@ constexpr const char* kMeasurementColumns =
     "v.workload, v.key, m.source_hash, m.gpu_type, wk.name, m.status, m.error, m.samples_json, "
     "m.median_us, m.min_us, m.spread, m.max_rel_error, m.registers, m.spill_bytes, m.smem_bytes, "
     "m.compile_seconds, m.estimate_us, m.nvrtc_version, m.driver_version, m.emulated, "
-    "m.attempts, m.finished_ms";
+    "m.attempts, m.finished_ms, m.n_samples, m.p10_us, m.p90_us, m.mean_us, m.mad_us";
 constexpr const char* kMeasurementJoins =
     " FROM measurements m JOIN variants v ON v.id = m.variant_id"
     " JOIN workers wk ON wk.id = m.worker_id";
@@ -49,6 +49,11 @@ Measurement measurement_from(const sqlite::Query& q) {
   m.emulated = q.int64(19) != 0;
   m.attempts = static_cast<int>(q.int64(20));
   m.finished_unix_ms = q.int64(21);
+  m.n_samples = q.int64(22);
+  m.p10_us = q.real(23);
+  m.p90_us = q.real(24);
+  m.mean_us = q.real(25);
+  m.mad_us = q.real(26);
   return m;
 }
 
@@ -175,26 +180,26 @@ class SqliteDb final : public TuningDb {
                         "' disagrees with it on being emulated");
       worker_id = q.int64(0);
     }
-    if (first_only && m.status != JobStatus::worker_lost) {
+    if (first_only && is_final_status(m.status)) {
       sqlite::Query q = conn_.query(
           "SELECT 1 FROM measurements WHERE variant_id = ? AND gpu_type = ? AND emulated = ? "
-          "AND status <> 'worker_lost' AND nvrtc_major = ? LIMIT 1");
-      if (q.bind_all(variant_id, m.gpu_type, m.emulated, toolchain_major(m.nvrtc_version)).step())
+          "AND status NOT IN ('worker_lost', 'implausible') AND nvrtc_major = ? AND source_hash = ? LIMIT 1");
+      if (q.bind_all(variant_id, m.gpu_type, m.emulated, toolchain_major(m.nvrtc_version), m.source_hash).step())
         return false;  // another tune's result came first; the transaction rolls back
     }
     sqlite::Query ins = conn_.query(
         "INSERT INTO measurements(variant_id, gpu_type, worker_id, status, error, samples_json, "
         "n_samples, median_us, min_us, spread, max_rel_error, registers, spill_bytes, smem_bytes, "
         "compile_seconds, estimate_us, source_hash, nvrtc_version, nvrtc_major, driver_version, "
-        "emulated, attempts, finished_ms, recorded_ms) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "emulated, attempts, finished_ms, recorded_ms, p10_us, p90_us, mean_us, mad_us) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT(variant_id, gpu_type, worker_id, finished_ms) DO NOTHING");
     ins.bind_all(variant_id, m.gpu_type, worker_id, job_status_name(m.status), m.error,
-                 samples_to_json(m.samples_us), static_cast<int64_t>(m.samples_us.size()),
+                 samples_to_json(m.samples_us), m.n_samples,
                  m.median_us, m.min_us, m.spread, m.max_rel_error, m.registers, m.spill_bytes,
                  m.smem_bytes, m.compile_seconds, m.estimate_us, m.source_hash, m.nvrtc_version,
                  toolchain_major(m.nvrtc_version), m.driver_version, m.emulated, m.attempts,
-                 m.finished_unix_ms, now_unix_ms());
+                 m.finished_unix_ms, now_unix_ms(), m.p10_us, m.p90_us, m.mean_us, m.mad_us);
     ins.run();
     const bool added = conn_.changes() == 1;
     tx.commit();
@@ -223,6 +228,15 @@ class SqliteDb final : public TuningDb {
     auto tx = write("record the end of a tuning run");
     conn_.query("UPDATE tuning_runs SET ended_ms = ?, status = ? WHERE id = ?")
         .bind_all(now_unix_ms(), run_status_name(status), run_id)
+        .run();
+    DC_INTERNAL_CHECK(conn_.changes() == 1, "unknown run id ", run_id);
+    tx.commit();
+  }
+
+  void commit_run_internal_errors(int64_t run_id, int64_t jobs, int64_t workloads) override {
+    auto tx = write("record the internal errors of a tuning run");
+    conn_.query("UPDATE tuning_runs SET internal_error_jobs = ?, internal_error_workloads = ? WHERE id = ?")
+        .bind_all(jobs, workloads, run_id)
         .run();
     DC_INTERNAL_CHECK(conn_.changes() == 1, "unknown run id ", run_id);
     tx.commit();
@@ -275,7 +289,7 @@ class SqliteDb final : public TuningDb {
     sqlite::Query q = conn_.query(
         "SELECT 1 FROM measurements m JOIN variants v ON v.id = m.variant_id "
         "WHERE v.workload = ?1 AND v.key = ?2 AND m.gpu_type = ?3 AND m.emulated = ?4 "
-        "AND m.status <> 'worker_lost' AND (?5 = '' OR m.nvrtc_major = ?5) LIMIT 1");
+        "AND m.status NOT IN ('worker_lost', 'implausible') AND (?5 = '' OR m.nvrtc_major = ?5) LIMIT 1");
     return q.bind_all(workload, variant_key, gpu_type, source == Source::emulated, nvrtc_major)
         .step();
   }
@@ -287,10 +301,24 @@ class SqliteDb final : public TuningDb {
     sqlite::Query q = conn_.query(
         "SELECT DISTINCT v.key FROM measurements m JOIN variants v ON v.id = m.variant_id "
         "WHERE v.workload = ?1 AND m.gpu_type = ?2 AND m.emulated = ?3 "
-        "AND m.status <> 'worker_lost' AND (?4 = '' OR m.nvrtc_major = ?4)");
+        "AND m.status NOT IN ('worker_lost', 'implausible') AND (?4 = '' OR m.nvrtc_major = ?4)");
     q.bind_all(workload, gpu_type, source == Source::emulated, nvrtc_major);
     std::set<std::string> out;
     while (q.step()) out.insert(q.text(0));
+    return out;
+  }
+
+  std::map<std::string, std::set<std::string>> measured_source_hashes(
+      const std::string& workload, const std::string& gpu_type, Source source,
+      const std::string& nvrtc_major) const override {
+    std::lock_guard lock(mu_);
+    sqlite::Query q = conn_.query(
+        "SELECT DISTINCT v.key, m.source_hash FROM measurements m JOIN variants v ON v.id = m.variant_id "
+        "WHERE v.workload = ?1 AND m.gpu_type = ?2 AND m.emulated = ?3 "
+        "AND m.status NOT IN ('worker_lost', 'implausible') AND (?4 = '' OR m.nvrtc_major = ?4)");
+    q.bind_all(workload, gpu_type, source == Source::emulated, nvrtc_major);
+    std::map<std::string, std::set<std::string>> out;
+    while (q.step()) out[q.text(0)].insert(q.text(1));
     return out;
   }
 
@@ -319,6 +347,7 @@ class SqliteDb final : public TuningDb {
          " WHERE (?1 IS NULL OR v.workload = ?1) AND (?2 IS NULL OR v.key = ?2) "
          "AND (?3 IS NULL OR m.gpu_type = ?3) AND (?4 IS NULL OR wk.name = ?4) "
          "AND (?5 IS NULL OR m.emulated = ?5) AND (?6 IS NULL OR m.status = ?6) "
+         "AND (?8 = 0 OR m.source_hash = v.source_hash) "
          "ORDER BY m.finished_ms, m.id LIMIT ?7"}));
     auto bind_opt = [&](int i, const std::optional<std::string>& v) {
       if (v) q.bind(i, *v);
@@ -333,17 +362,20 @@ class SqliteDb final : public TuningDb {
     if (f.status) q.bind(6, job_status_name(*f.status));
     else q.bind_null(6);
     q.bind(7, f.limit);
+    q.bind(8, f.current_source_only);
     std::vector<Measurement> out;
     while (q.step()) out.push_back(measurement_from(q));
     return out;
   }
 
   std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> estimator_ratios(
-      const std::string& gpu_type, Source source) const override {
+      const std::string& gpu_type, Source source, const std::string& storage) const override {
     std::lock_guard lock(mu_);
     sqlite::Query q = conn_.query(
-        "SELECT kind, variant_key, ratio FROM estimator_error WHERE gpu_type = ? AND source = ?");
-    q.bind_all(gpu_type, std::string(source_name(source)));
+        "SELECT e.kind, e.variant_key, e.ratio FROM estimator_error e "
+        "JOIN workload_storage s ON s.signature = e.workload "
+        "WHERE e.gpu_type = ?1 AND e.source = ?2 AND (?3 = '' OR s.storage = ?3)");
+    q.bind_all(gpu_type, std::string(source_name(source)), storage);
     std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> out;
     while (q.step()) {
       const auto kind = parse_cluster_kind(q.text(0));
@@ -390,7 +422,8 @@ class SqliteDb final : public TuningDb {
     {
       sqlite::Query q = conn_.query(
           "SELECT id, uid, model_id, gpu_types_json, options_json, host, started_ms, "
-          "ifnull(ended_ms, 0), status, precision FROM tuning_runs ORDER BY id");
+          "ifnull(ended_ms, 0), status, precision, internal_error_jobs, internal_error_workloads "
+          "FROM tuning_runs ORDER BY id");
       while (q.step()) {
         RunRecord r;
         r.id = q.int64(0);
@@ -405,6 +438,8 @@ class SqliteDb final : public TuningDb {
         DC_USER_CHECK(status, "tuning DB holds an unknown run status '", q.text(8), "'");
         r.status = *status;
         r.info.precision = q.text(9);
+        r.internal_error_jobs = q.int64(10);
+        r.internal_error_workloads = q.int64(11);
         out.push_back(std::move(r));
       }
     }

@@ -56,6 +56,9 @@ struct WorkloadRecord {
   std::string base_signature;
 };
 WorkloadRecord workload_record(const Workload& w);
+// A workload's storage from its canonical text, as the workload_storage view says: "bf16" or
+// "f16" when a tensor has that type, else "f32".
+std::string workload_storage(const std::string& canonical);
 std::optional<ClusterKind> parse_cluster_kind(std::string_view name);
 
 struct GpuTypeRecord {
@@ -84,6 +87,8 @@ struct RunRecord {
   int64_t started_ms = 0;
   int64_t ended_ms = 0;  // 0 while running (or after the coordinator was killed)
   RunStatus status = RunStatus::running;
+  int64_t internal_error_jobs = 0;       // jobs that ended in internal_error (migration 0006)
+  int64_t internal_error_workloads = 0;  // distinct workloads among them, summed over GPU types
 };
 
 // The variant chosen for one cluster of a plan.
@@ -128,6 +133,10 @@ struct MeasurementQuery {
   std::optional<std::string> worker;
   std::optional<Source> source;  // unset: both sources (exports); tunes must set it
   std::optional<JobStatus> status;
+  // Only results of the variant's current source: the measurement's source_hash equals the
+  // variant's (variants.source_hash, which every tune refreshes with the hash of the source
+  // its generator writes today). The others are stale (`dc-db stale`).
+  bool current_source_only = false;
   int64_t limit = -1;  // negative: no limit
 };
 
@@ -143,6 +152,8 @@ struct BestVariantQuery {
   std::string nvrtc_major;
   std::vector<std::string> math_paths;  // variants of these math paths only; empty = any
   std::optional<std::string> workload;  // one workload; unset = every workload with results
+  // Stale results (MeasurementQuery::current_source_only) answer for nothing: tune sets it.
+  bool current_source_only = false;
 };
 
 // The best variant of one workload, and how its variants fared.
@@ -152,6 +163,7 @@ struct WorkloadBest {
   double median_us = 0;     // the best variant's least median
   double min_us = 0;        // of that measurement
   double estimate_us = 0;   // of that measurement (uncalibrated)
+  std::string source_hash;  // of that measurement: the source that ran
   int results = 0;          // final results of the best variant (each ok)
   int ok_variants = 0;      // variants that qualify
   // Variants excluded by a final failure, by the class of their first one.
@@ -180,12 +192,16 @@ class TuningDb {
   // type, worker and finished time) is ignored: returns false.
   virtual bool commit_measurement(const Measurement& m) = 0;
   // As commit_measurement, unless the variant already has a final result for the GPU type,
-  // source and NVRTC major of `m` (has_measurement), checked in the same transaction: when
+  // source and NVRTC major of `m` (has_measurement) of the same source_hash (a stale
+  // result does not stop a new one), checked in the same transaction: when
   // two tunes on one DB measure a variant at the same time, the first result recorded wins
   // and the other is not added (returns false). worker_lost is committed as ever.
   virtual bool commit_first_measurement(const Measurement& m) = 0;
   virtual int64_t begin_run(const RunInfo& run) = 0;
   virtual void end_run(int64_t run_id, RunStatus status) = 0;
+  // How many of the run's jobs, and of its workloads, ended in internal_error (a dc bug;
+  // such results are never recorded as measurements). Replaces the run's counts.
+  virtual void commit_run_internal_errors(int64_t run_id, int64_t jobs, int64_t workloads) = 0;
   virtual void commit_plan(const PlanRecord& plan) = 0;  // replaces the run's plan for the GPU
   // Replaces the run's busy record of each (GPU type, worker) given.
   virtual void commit_gpu_busy(const std::vector<GpuBusyRecord>& records) = 0;
@@ -201,6 +217,11 @@ class TuningDb {
   virtual std::set<std::string> measured_variants(const std::string& workload,
                                                   const std::string& gpu_type, Source source,
                                                   const std::string& nvrtc_major) const = 0;
+  // Per variant key of the workload: the source hashes of its final results (as
+  // measured_variants). A tune reuses a result only for the hash its generator writes today.
+  virtual std::map<std::string, std::set<std::string>> measured_source_hashes(
+      const std::string& workload, const std::string& gpu_type, Source source,
+      const std::string& nvrtc_major) const = 0;
   // The k fastest variants with an ok result, one measurement per variant (its lowest
   // median), by median then key. The reference kernel (key "reference/...") is a baseline,
   // not a variant: never among them.
@@ -212,8 +233,14 @@ class TuningDb {
   // variant's path (math_unit_of_key): what the estimator's calibration is fitted from
   // (estimator/calibration_fit.h). Estimates are stored uncalibrated, so the ratios do not
   // depend on the factors earlier tunes used.
+  // `storage` ("f32", "f16", "bf16"; "" = any): results of workloads of that storage only
+  // (workload_storage), so that a plan's factors come from its own precision's results.
   virtual std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> estimator_ratios(
-      const std::string& gpu_type, Source source) const = 0;
+      const std::string& gpu_type, Source source, const std::string& storage) const = 0;
+  std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> estimator_ratios(
+      const std::string& gpu_type, Source source) const {
+    return estimator_ratios(gpu_type, source, "");
+  }
   virtual std::optional<WorkloadRecord> find_workload(const std::string& signature) const = 0;
   // (signature, count) by signature.
   virtual std::vector<std::pair<std::string, int>> model_workloads(int64_t model_id) const = 0;

@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
 # One step of docs/bench/gpu-runbook.md per call, for a GPU machine that is lent for minutes:
 # each step is self-contained (nothing carried over from an earlier call), stays within a
-# time limit, and leaves what it found in OUT as at most three files (STEP.log, STEP.md,
-# STEP.tar.gz), so that a tool returning only a few files from OUT brings all of it back.
+# time limit, and leaves what it found in OUT as a few files (STEP.log, STEP.md,
+# STEP.tar.gz; `all` the files of its parts too), so that a tool returning only a few files
+# from OUT brings all of it back.
 #
 #   scripts/gpu_runbook.sh STEP [ARGS]       OUT: $OUT, else gpu-out
 #
 # Steps:
+#   all                        one command for a short GPU loan, in this order, each writing
+#                              its table to OUT as it finishes (a command cut off at its limit
+#                              still returns what it finished): check; tune resnet50 fp16
+#                              (with dc-run --bench); the fp16 peer table of resnet50 (eager,
+#                              torch.compile max-autotune). CPU smoke mode: tiny_cnn, emulated
+#                              workers, dc-run --emulate, PyTorch eager on the CPU.
 #   check                      nvidia-smi, dc-worker --list-devices, dc_gpu_tests with
 #                              DC_REQUIRE_GPU=1 (what `ctest -L gpu` runs)
-#   tune [MODEL]               exports MODEL (default resnet50) with random weights, tunes it
-#                              for the local GPU type (examples/tune-quick.yaml), runs the plan
-#                              with dc-run --bench 200 on its test data, dc-db summary
+#   tune [MODEL [PRECISION]]   exports MODEL (default resnet50) with random weights, tunes it
+#                              for the local GPU type (examples/tune-quick.yaml; PRECISION
+#                              default fp32), runs the plan with dc-run --bench 200 on its test
+#                              data, dc-db summary
 #   templates PRECISION [SHAPES]   scripts/bench_templates.py (fp32|tf32|fp16|bf16; SHAPES a
 #                              comma list, default gemm_4096,bert_ffn1,r50_3x3_64)
 #   peers [MODELS [PRECISION]] scripts/bench_peers.py (default resnet50, fp32), batch 1
@@ -28,13 +36,13 @@ OUT="${OUT:-$ROOT/gpu-out}"
 STEP_SECONDS="${DC_STEP_SECONDS:-540}"
 DEVICE="${DC_RUNBOOK_DEVICE:-cuda}"
 
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; }
 [ $# -ge 1 ] || { usage >&2; exit 2; }
 step="$1"; shift
 case "$step" in
-  check|tune|templates|peers) ;;
+  all|check|tune|templates|peers) ;;
   -h|--help) usage; exit 0 ;;
-  *) echo "gpu_runbook: unknown step '$step' (check, tune, templates, peers)" >&2; exit 2 ;;
+  *) echo "gpu_runbook: unknown step '$step' (all, check, tune, templates, peers)" >&2; exit 2 ;;
 esac
 
 BIN="${DC_BIN:-$ROOT/dist/bin}"
@@ -85,27 +93,63 @@ bench() {
     --out-md "$OUT/$name.md" "${extra[@]}" || status=$?
 }
 
-status=0
-case "$step" in
-  check)
+step_check() {
+  if [ "$DEVICE" = cpu ]; then
+    run "$BIN/dc-worker" --list-devices --emulate h100 || status=$?
+    DC_SOURCE_DIR="$ROOT" run "$BIN/dc_gpu_tests" --gtest_brief=1 || status=$?
+  else
     run "$BIN/dc-worker" --list-devices || status=$?
     DC_REQUIRE_GPU=1 DC_SOURCE_DIR="$ROOT" run "$BIN/dc_gpu_tests" || status=$?
-    sed -n '/^\[  PASSED  \]/,$p' "$LOG" | grep -v '^\[..:..:..\]' > "$OUT/check.md"
+  fi
+  sed -n '/^\[  PASSED  \]/,$p' "$LOG" | grep -v '^\[..:..:..\]' > "$OUT/check.md"
+}
+
+# tune MODEL PRECISION: on the GPU, MODEL exported with random weights; in the CPU smoke
+# mode examples/tiny_cnn on emulated workers, its plan checked on the host emulator.
+step_tune() {
+  local model="$1" precision="$2" type data flags=() runflags=(--bench 200)
+  if [ "$DEVICE" = cpu ]; then
+    model=tiny_cnn type=h100 flags=(--emulate --local-workers 2) runflags=(--emulate)
+    mkdir -p "$WORK/models" && cp -r "$ROOT/examples/tiny_cnn" "$WORK/models/"
+  else
+    local py
+    py="$(find_python)" || { say "no python with torch to export $model (set DC_PY)"; status=2; return; }
+    type="$(gpu_type)"
+    [ -n "$type" ] || { say "dc-worker --list-devices found no GPU to tune for"; status=2; return; }
+    run "$py" "$ROOT/scripts/export_models.py" "$WORK/models" --models "$model" || { status=$?; return; }
+  fi
+  data="$(ls -d "$WORK/models/$model"/test_data_set_0 2>/dev/null | head -1)"
+  local tune_rc=0
+  run "$BIN/dc-coordinator" tune "$WORK/models/$model/model.onnx" --gpus "$type" --db "$WORK/gpu.db" \
+    --out "$WORK/plans" --config "$ROOT/examples/tune-quick.yaml" --precision "$precision" "${flags[@]}" || tune_rc=$?
+  [ "$tune_rc" -eq 0 ] || status=$tune_rc
+  if [ "$tune_rc" -eq 0 ]; then
+    run "$BIN/dc-run" "$WORK/plans/$type" ${data:+--data "$data"} "${runflags[@]}" || status=$?
+  fi
+  run "$BIN/dc-db" --db "$WORK/gpu.db" summary || status=$?
+  run "$BIN/dc-db" --db "$WORK/gpu.db" runs || status=$?
+  { echo "# tune $model ($precision) on $type, $(date -u +%F)"; grep -E 'ms|speed|mismatch|error|PASS|FAIL|INTERNAL|IMPLAUSIBLE' "$LOG" | tail -40; } > "$OUT/tune.md"
+  tar -czf "$OUT/tune.tar.gz" -C "$WORK" gpu.db plans 2>/dev/null
+}
+
+status=0
+case "$step" in
+  all)
+    step_check
+    step_tune resnet50 fp16
+    if [ "$DEVICE" = cpu ]; then
+      bench peers --models tiny_cnn --batches 1 --precision fp16 --runners eager
+    else
+      bench peers --models resnet50 --batches 1 --precision fp16 --runners eager,compile-max
+    fi
+    tar -czf "$OUT/peers.tar.gz" -C "$WORK" --exclude='*.onnx' --exclude='*.pb' peers 2>/dev/null
+    { for f in check tune peers; do [ -s "$OUT/$f.md" ] && { cat "$OUT/$f.md"; echo; }; done; } > "$OUT/all.md"
+    ;;
+  check)
+    step_check
     ;;
   tune)
-    model="${1:-resnet50}"
-    py="$(find_python)" || { say "no python with torch to export $model (set DC_PY)"; exit 2; }
-    type="$(gpu_type)"
-    [ -n "$type" ] || { say "dc-worker --list-devices found no GPU to tune for"; exit 2; }
-    run "$py" "$ROOT/scripts/export_models.py" "$WORK/models" --models "$model" || exit $?
-    run "$BIN/dc-coordinator" tune "$WORK/models/$model/model.onnx" --gpus "$type" --db "$WORK/gpu.db" \
-      --out "$WORK/plans" --config "$ROOT/examples/tune-quick.yaml" || status=$?
-    if [ "$status" -eq 0 ]; then
-      run "$BIN/dc-run" "$WORK/plans/$type" --data "$WORK/models/$model/test_data_set_0" --bench 200 || status=$?
-    fi
-    run "$BIN/dc-db" --db "$WORK/gpu.db" summary || status=$?
-    { echo "# tune $model on $type, $(date -u +%F)"; grep -E 'ms|speed|mismatch|error' "$LOG" | tail -40; } > "$OUT/tune.md"
-    tar -czf "$OUT/tune.tar.gz" -C "$WORK" gpu.db plans 2>/dev/null
+    step_tune "${1:-resnet50}" "${2:-fp32}"
     ;;
   templates)
     precision="${1:?templates needs a precision: fp32, tf32, fp16 or bf16}"

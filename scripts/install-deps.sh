@@ -22,6 +22,7 @@ PACKAGES=(
   ccache                  # scripts/build.sh: rebuilds after a branch switch reuse objects
   pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers clinfo
   libclblast-dev          # the OpenCL back end on PoCL and its peer, CLBlast (docs/bench/opencl.md)
+  clang-15                # OpenCL kernels to SPIR for PoCL: the clang of PoCL's LLVM (docs/opencl.md)
 )
 
 missing=()

@@ -73,6 +73,17 @@ add_test(NAME cli_plan_no_copies_tiny_transformer COMMAND ${DC_PY} ${CMAKE_CURRE
   ${DC_COORD} ${EX}/tiny_transformer/model.onnx a100)
 set_tests_properties(cli_plan_no_copies_tiny_transformer PROPERTIES LABELS unit TIMEOUT 300)
 
+# Issue 26: transformers in the exporters' node forms (scripts/make_transformer_models.py):
+# verify against a numpy oracle and at most 7 kernels, one attention kernel and no copy-only
+# step per layer (counts, seconds); every chosen kernel on the host emulator in fp32 and fp16
+# (run, about 2 minutes). tests/cli/check_fusion_models.py.
+add_test(NAME cli_fusion_models_counts COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_fusion_models.py
+  counts ${DC_COORD} $<TARGET_FILE:dc-run> ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_fusion_models_counts PROPERTIES LABELS unit TIMEOUT 300)
+add_test(NAME cli_fusion_models_run COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_fusion_models.py
+  run ${DC_COORD} $<TARGET_FILE:dc-run> ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_fusion_models_run PROPERTIES LABELS long TIMEOUT 1200)
+
 # Issue 17: a decoder with 2.6 GB of external data imports, plans and writes a plan with a
 # peak RSS under a quarter of its weights (tests/cli/check_scale.py; about 1 minute).
 add_test(NAME scale_external_data COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_scale.py
@@ -89,11 +100,19 @@ set_tests_properties(scale_external_data scale_external_data_fp16 PROPERTIES LAB
 add_test(NAME cli_tune_tiny_cnn_emulated COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_tune.py
   ${DC_COORD} ${EX}/tiny_cnn/model.onnx ${EX}/tune-quick.yaml h100 --local-workers 2 --emulate)
 set_tests_properties(cli_tune_tiny_cnn_emulated PROPERTIES LABELS unit TIMEOUT 300)
-# The in-process farm is no user's farm: tune refuses it (exit 2, one error line).
+# The in-process farm is no user's farm: tune has no flag for it (exit 2, one error line).
 add_test(NAME cli_tune_refuses_inprocess_farm COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_failure.py
-  2 "^error: --farm must be local, not 'inprocess'" --
+  2 "^error: .*farm" --
   ${DC_COORD} tune ${EX}/tiny_cnn/model.onnx --gpus h100 --emulate --farm inprocess --db :memory:)
 set_tests_properties(cli_tune_refuses_inprocess_farm PROPERTIES LABELS unit)
+# A planted internal error (the emulated worker's test fault, docs/farm.md: every reference
+# kernel job, one per workload) makes tune exit 1 and say how many jobs and workloads.
+add_test(NAME cli_tune_planted_internal_error COMMAND ${CMAKE_COMMAND} -E env DC_TEST_INTERNAL_ERROR=reference/
+  ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_failure.py
+  1 "^error: [0-9]+ jobs of [0-9]+ workloads ended in internal_error" --
+  ${DC_COORD} tune ${EX}/tiny_cnn/model.onnx --gpus h100 --emulate --local-workers 1 --db :memory:
+  --config ${EX}/tune-quick.yaml --no-check --quiet)
+set_tests_properties(cli_tune_planted_internal_error PROPERTIES LABELS unit TIMEOUT 300)
 add_test(NAME cli_tune_needs_gpus COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_failure.py
   2 "^error: tune needs --gpus LIST" -- ${DC_COORD} tune ${EX}/tiny_cnn/model.onnx --db :memory:)
 set_tests_properties(cli_tune_needs_gpus PROPERTIES LABELS unit)

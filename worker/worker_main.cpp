@@ -35,6 +35,7 @@
 #include "ir/log.h"
 #include "job_executor.h"
 #include "measure_child.h"
+#include "opencl_device.h"
 #include "worker_devices.h"
 
 namespace po = boost::program_options;
@@ -73,6 +74,7 @@ std::string self_exe() {
 struct Settings {
   std::string connect;
   std::vector<int> devices;
+  std::vector<int> opencl;  // OpenCL device indices (--opencl)
   std::vector<std::string> emulate;
   std::string cache;
   int credits = -1;        // -1: 1 plus the builders' share
@@ -126,6 +128,22 @@ void load_config(const std::string& path, const po::variables_map& given, Settin
   }
 }
 
+// The emulated device's test faults (job_executor.h's EmulatedFaults; docs/farm.md): the one
+// place dc reads them, so that no test hook hides elsewhere.
+EmulatedFaults test_faults_from_environment() {
+  EmulatedFaults f;
+  if (const char* e = std::getenv("DC_TEST_INTERNAL_ERROR")) f.internal_error_on = e;
+  if (const char* e = std::getenv("DC_TEST_TIME_FACTOR")) {
+    char* end = nullptr;
+    f.time_factor = std::strtod(e, &end);
+    DC_USER_CHECK(end != e && *end == '\0' && f.time_factor > 0, "DC_TEST_TIME_FACTOR='", e, "' is not a positive number");
+  }
+  if (!f.internal_error_on.empty() || f.time_factor != 1)
+    spdlog::warn("TEST FAULTS planted in this emulated device: internal_error on '{}', times x{}",
+                 f.internal_error_on, f.time_factor);
+  return f;
+}
+
 // --list-devices without --device: every device the driver reports, an unusable one with
 // its reason (no NVRTC for its arch: what to install). Exit 2 when none can be served.
 int list_real_devices(const GpuCatalog& catalog) {
@@ -151,6 +169,7 @@ int measure_child_main(const std::string& device_hex, const std::string& cache, 
   const GpuCatalog catalog = GpuCatalog::builtin();
   if (const GpuSpec* spec = catalog.find(config.device.gpu_type())) config.spec = *spec;
   else DC_USER_CHECK(!config.device.emulated(), "unknown GPU type ", config.device.gpu_type());
+  if (config.device.emulated()) config.faults = test_faults_from_environment();
   JobExecutor executor(config);
   return serve_measure_child(
       3,
@@ -173,6 +192,9 @@ int worker_main(int argc, char** argv) {
        "exit status 2 when there are none")
       ("connect", po::value(&s.connect), "the coordinator's endpoint, tcp://HOST:PORT")
       ("device", po::value(&s.devices)->multitoken(), "CUDA device ordinals to serve (default: all usable)")
+      ("opencl", po::value(&s.opencl)->multitoken(),
+       "OpenCL device indices to serve (--list-devices shows them; PoCL's CPU device is pocl-cpu); without "
+       "--device, only these")
       ("emulate", po::value(&s.emulate)->multitoken(),
        "serve an emulated GPU of this canonical type (h100, a100, ...; repeat for several): times come from "
        "a timing model, not a GPU")
@@ -211,6 +233,7 @@ int worker_main(int argc, char** argv) {
   const bool list_only = vm.count("list-devices") != 0;
   DC_USER_CHECK(list_only || !s.connect.empty(), "--connect tcp://HOST:PORT is required (see dc-worker --help)");
   DC_USER_CHECK(s.devices.empty() || s.emulate.empty(), "--device and --emulate exclude each other");
+  DC_USER_CHECK(s.opencl.empty() || s.emulate.empty(), "--opencl and --emulate exclude each other");
   if (s.cache.empty()) s.cache = default_cache_dir();
 
   // ---- devices ----
@@ -220,16 +243,30 @@ int worker_main(int argc, char** argv) {
     for (size_t i = 0; i < s.emulate.size(); ++i)
       inventory.push_back(emulated_inventory(catalog, s.emulate[i], static_cast<int>(i)));
     spdlog::info("dc-worker: serving {} EMULATED device(s): times are modelled, not measured", inventory.size());
+  } else if (list_only && s.devices.empty() && s.opencl.empty()) {
+    // Every device this machine has: CUDA's, then OpenCL's (indices as --opencl takes them).
+    std::string why_cuda, why_cl;
+    for (const auto& g : real_inventory(catalog, {}, &why_cuda)) std::cout << describe_inventory(g) << "\n";
+    if (!why_cuda.empty()) std::cout << "no CUDA device: " << why_cuda << "\n";
+    const auto cl = ocl::list_devices(catalog, &why_cl);
+    for (const auto& d : cl) std::cout << "opencl " << d.index << ": " << ocl::describe(d) << "\n";
+    if (cl.empty()) std::cout << "no OpenCL device: " << why_cl << "\n";
+    return why_cuda.empty() || !cl.empty() ? 0 : 2;
   } else {
     std::string why;
-    if (list_only && s.devices.empty()) return list_real_devices(catalog);
-    inventory = real_inventory(catalog, s.devices, &why);
+    if (list_only && s.devices.empty() && s.opencl.empty()) return list_real_devices(catalog);
+    if (s.opencl.empty() || !s.devices.empty()) inventory = real_inventory(catalog, s.devices, &why);
+    if (!s.opencl.empty()) {
+      std::string why_cl;
+      for (auto& g : opencl_inventory(catalog, s.opencl, &why_cl)) inventory.push_back(std::move(g));
+      if (inventory.empty()) why = why_cl;
+    }
     if (list_only && inventory.empty()) {
       std::cout << "no GPU to serve: " << why << "\n";
       return 2;
     }
     DC_USER_CHECK(!inventory.empty(), "no GPU to serve: ", why, ". Use --emulate GPU (e.g. --emulate h100) to "
-                  "serve an emulated device");
+                  "serve an emulated device, or --opencl N for an OpenCL one");
   }
   if (list_only) {
     for (const auto& g : inventory) std::cout << describe_inventory(g) << "\n";

@@ -13,11 +13,11 @@
 #include "farm.pb.h"
 #include "farm/measurement.h"
 #include "ir/error.h"
-#include "kernel.h"
+#include "ir/kernel.h"
 
 namespace dc::farm {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 // Largest frame either side accepts (also set as ZMQ_MAXMSGSIZE, so that libzmq drops a
 // peer that sends more before it is buffered). A job is two kernel sources: tens of KiB.
 inline constexpr size_t kDefaultMaxMessageBytes = size_t{16} << 20;

@@ -1,6 +1,6 @@
 // What one measurement job produces: the record the worker sends back, the coordinator
-// collects and the tuning DB keeps (every sample, the figures derived from them, the
-// compile report and the provenance).
+// collects and the tuning DB keeps (the summary of the samples with at most 256 of them,
+// the compile report and the provenance).
 #pragma once
 
 #include <cstdint>
@@ -22,9 +22,17 @@ struct Measurement {
                               // 80GB HBM3", "emulated NVIDIA H100-SXM5-80GB"); "" = unknown
   JobStatus status = JobStatus::ok;
   std::string error;          // message for a failure status
-  std::vector<double> samples_us;  // every timed sample, microseconds
+  // The timed samples, microseconds: every one as the worker sends them; in the tuning DB at
+  // most kStoredSamples of them, evenly spread over the run (thin_samples). The summary
+  // below is of every sample.
+  std::vector<double> samples_us;
+  int64_t n_samples = 0;      // samples taken
   double median_us = 0;
   double min_us = 0;
+  double p10_us = 0;          // the samples' 10th and 90th percentiles (nearest rank below)
+  double p90_us = 0;
+  double mean_us = 0;
+  double mad_us = 0;          // median absolute deviation from the median
   double spread = 0;          // (p90 - p10) / median of the samples
   double max_rel_error = 0;   // vs the reference kernel (rel. L2)
   int registers = 0;
@@ -40,7 +48,14 @@ struct Measurement {
   int64_t finished_unix_ms = 0;
 };
 
-// median, min and spread from samples_us (no-op when empty).
+// The most samples a stored measurement keeps.
+inline constexpr size_t kStoredSamples = 256;
+
+// n_samples, median, min, p10, p90, mean, MAD and spread from samples_us (no-op when empty).
 void summarize_samples(Measurement& m);
+
+// At most `max` of the samples, evenly spread over the run (sample i * n / max, in order);
+// all of them when there are no more.
+std::vector<double> thin_samples(const std::vector<double>& samples, size_t max = kStoredSamples);
 
 }  // namespace dc

@@ -6,7 +6,7 @@
 namespace dc {
 
 namespace {
-constexpr std::array<std::pair<JobStatus, std::string_view>, 9> kNames = {{
+constexpr std::array<std::pair<JobStatus, std::string_view>, 10> kNames = {{
     {JobStatus::ok, "ok"},
     {JobStatus::compile_error, "compile_error"},
     {JobStatus::launch_error, "launch_error"},
@@ -16,6 +16,7 @@ constexpr std::array<std::pair<JobStatus, std::string_view>, 9> kNames = {{
     {JobStatus::worker_lost, "worker_lost"},
     {JobStatus::unsupported, "unsupported"},
     {JobStatus::internal_error, "internal_error"},
+    {JobStatus::implausible, "implausible"},
 }};
 }  // namespace
 
@@ -26,7 +27,7 @@ std::string_view job_status_name(JobStatus s) {
 }
 
 bool is_final_status(JobStatus s) {
-  return s != JobStatus::worker_lost && s != JobStatus::internal_error;
+  return s != JobStatus::worker_lost && s != JobStatus::internal_error && s != JobStatus::implausible;
 }
 
 std::optional<JobStatus> parse_job_status(std::string_view name) {

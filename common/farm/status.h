@@ -1,7 +1,8 @@
 // The one failure taxonomy shared by worker, coordinator and tuning DB: every job ends in
 // exactly one of these, and failures are results to record, never reasons to stop.
-// Two statuses say nothing about the variant and are never final: worker_lost (the farm
-// lost the job) and internal_error (dc's own code failed: a bug, not the kernel's fault).
+// Three statuses say nothing about the variant and are never final: worker_lost (the farm
+// lost the job), internal_error (dc's own code failed: a bug, not the kernel's fault) and
+// implausible (the worker reported a time the GPU cannot reach: the worker's fault).
 #pragma once
 
 #include <optional>
@@ -19,10 +20,12 @@ enum class JobStatus {
   worker_lost,    // the worker holding the job died or went silent, attempts exhausted
   unsupported,    // the worker cannot run this job (arch, precision, template)
   internal_error, // dc's own code failed (InternalError, bad_alloc, ...): retried elsewhere
+  implausible,    // the time reported is more than 20% below the variant's physical floor
+                  // (FLOPs / peak, bytes / bandwidth): the worker's figure cannot be true
 };
 
 // True for the statuses that are a verdict on the variant (it ran, or it cannot): false for
-// worker_lost and internal_error, which a later tune measures again.
+// worker_lost, internal_error and implausible, which a later tune measures again.
 bool is_final_status(JobStatus s);
 
 std::string_view job_status_name(JobStatus s);

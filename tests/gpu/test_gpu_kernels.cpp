@@ -24,6 +24,7 @@
 #include "param_space.h"
 #include "passes/simplify.h"
 #include "random_inputs.h"
+#include "variant_tolerance.h"
 #include "ref/compare.h"
 #include "ref/executor.h"
 #include "testing.h"
@@ -128,7 +129,7 @@ std::vector<Tensor> bind(const Workload& w, const GeneratedKernel& k, const std:
 // Runs `k` on the GPU and compares every workload output with the CPU executor's.
 void expect_matches_cpu(const Workload& w, const GeneratedKernel& k, const std::vector<char>& cubin,
                         const std::vector<Tensor>& in, const ref::TensorMap& want,
-                        const Tolerance& tol = *tolerance_for("fp32")) {
+                        const Tolerance& tol = kernel_tolerance("fp32", DType::f32, 1)) {
   std::vector<Tensor> bufs = bind(w, k, in);
   const GpuRunResult r = run_on_gpu(device(), k, cubin, bufs);
   ASSERT_TRUE(r.ok()) << job_status_name(r.status) << ": " << r.error;
@@ -180,7 +181,7 @@ TEST_P(OnGpuKernels, ReferenceAndVariantsMatchTheCpu) {
     if (cubin.empty()) continue;
     expect_matches_cpu(w, k, cubin, in, want);
     const ReferenceCheck check = check_against_reference(
-        device(), w, k, cubin, reference, reference_cubin, *tolerance_for("fp32"), 7);
+        device(), w, k, cubin, reference, reference_cubin, kernel_tolerance("fp32", DType::f32, 1), random_workload_inputs(w, 7));
     EXPECT_TRUE(check.ok()) << job_status_name(check.status) << ": " << check.error;
     std::cout << c.name << "  " << v.key() << "  rel. L2 vs reference " << check.max_rel_error
               << "\n";
@@ -209,7 +210,7 @@ TEST_P(OnGpuKernels, TensorCoreVariantsMatchTheCpu) {
   int ran = 0;
   for (const std::string path : {"tf32", "fp16", "bf16"}) {
     const auto all = enumerate_variants(w, gpu().info.spec, SpaceOptions{{path}});
-    const Tolerance tol = *tolerance_for(path, w);
+    const Tolerance tol = variant_tolerance(path, w);
     for (size_t i = 0; i < 3 && i < all.size(); ++i) {
       const Variant& v = all[i * all.size() / std::min<size_t>(3, all.size())];
       if (v.precision != path) continue;  // a family without a tensor-core template
@@ -225,7 +226,7 @@ TEST_P(OnGpuKernels, TensorCoreVariantsMatchTheCpu) {
       if (cubin.empty()) continue;
       expect_matches_cpu(w, k, cubin, in, want, tol);
       const ReferenceCheck check =
-          check_against_reference(device(), w, k, cubin, reference, reference_cubin, tol, 7);
+          check_against_reference(device(), w, k, cubin, reference, reference_cubin, tol, random_workload_inputs(w, 7));
       EXPECT_TRUE(check.ok()) << job_status_name(check.status) << ": " << check.error;
       std::cout << c.name << "  " << v.key() << "  rel. L2 vs reference " << check.max_rel_error
                 << " (bound " << tol.rtol << ")\n";

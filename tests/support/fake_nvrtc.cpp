@@ -1,4 +1,4 @@
-// A fake NVRTC for the loader's tests (codegen/nvrtc_loader.h): it exports the entry points
+// A fake NVRTC for the loader's tests (common/cuda/nvrtc_loader.h): it exports the entry points
 // the loader resolves and answers nvrtcVersion with FAKE_NVRTC_MAJOR.FAKE_NVRTC_MINOR and
 // nvrtcGetSupportedArchs with FAKE_NVRTC_ARCHS (compile definitions; tests/CMakeLists.txt
 // builds it as a CUDA 12-like and a CUDA 13-like library). It compiles nothing: every

@@ -115,7 +115,7 @@ TEST(CalibrationFit, ExplicitFactorsWinAndTheLineSaysWhatWasFitted) {
   EXPECT_DOUBLE_EQ(c.factor("h100", ClusterKind::conv), 1.2);
   EXPECT_DOUBLE_EQ(c.factor("h100", ClusterKind::gemm), 0.5);
   EXPECT_EQ(c.factor("a100", ClusterKind::gemm), 1.0);  // another GPU type is untouched
-  EXPECT_EQ(describe_fit(fit), "gemm x0.50 (12), conv x1.50 (9), reduction: 3 too few");
+  EXPECT_EQ(describe_fit(fit), "gemm x0.50 (12), conv x1.50 (9), reduction: 3 too few, uncalibrated");
   EXPECT_EQ(describe_fit({}), "no results with an estimate");
 }
 
@@ -142,9 +142,10 @@ TEST(CalibrationFit, ConfigKeyTurnsTheDbFitOff) {
 }
 
 // Each math unit's factor comes from its own results: fp32 results twice their estimate,
-// fp16/bf16 half of it; tf32 with too few results takes the fp32 factor, and the log line
-// says so. A fit that pooled the units would give neither 2 nor 0.5.
-TEST(CalibrationFit, EachMathUnitHasItsOwnFactorAndTooFewFallBackToFp32) {
+// fp16/bf16 half of it; tf32 with too few results runs uncalibrated (never the fp32 factor:
+// CUDA-core results say nothing about tensor cores), and the log line says so. A fit that
+// pooled the units would give neither 2 nor 0.5.
+TEST(CalibrationFit, EachMathUnitHasItsOwnFactorAndTooFewRunUncalibrated) {
   const CalibrationRatios ratios = {{{ClusterKind::gemm, MathUnit::fp32}, lognormal(2.0, 0.1, 30, 1)},
                                     {{ClusterKind::gemm, MathUnit::fp16_bf16}, lognormal(0.5, 0.1, 30, 2)},
                                     {{ClusterKind::gemm, MathUnit::tf32}, std::vector<double>(5, 9.0)},
@@ -155,9 +156,8 @@ TEST(CalibrationFit, EachMathUnitHasItsOwnFactorAndTooFewFallBackToFp32) {
   EXPECT_EQ(apply_fit("a100", fit, {}, c), 3);
   EXPECT_NEAR(c.factor("a100", ClusterKind::gemm), 2.0, 0.1);
   EXPECT_NEAR(c.factor("a100", ClusterKind::gemm, MathUnit::fp16_bf16), 0.5, 0.03);
-  // tf32 gemm: 5 results, too few: the fp32 factor, not 9.
-  EXPECT_DOUBLE_EQ(c.factor("a100", ClusterKind::gemm, MathUnit::tf32),
-                   c.factor("a100", ClusterKind::gemm));
+  // tf32 gemm: 5 results, too few: uncalibrated, neither 9 nor the fp32 factor.
+  EXPECT_EQ(c.factor("a100", ClusterKind::gemm, MathUnit::tf32), 1.0);
   // conv has a tf32 factor and no fp32 one: fp32 and fp16/bf16 stay uncalibrated.
   EXPECT_NEAR(c.factor("a100", ClusterKind::conv, MathUnit::tf32), 1.3, 0.1);
   EXPECT_EQ(c.factor("a100", ClusterKind::conv), 1.0);
@@ -165,12 +165,12 @@ TEST(CalibrationFit, EachMathUnitHasItsOwnFactorAndTooFewFallBackToFp32) {
   const std::string line = describe_fit(fit);
   EXPECT_NE(line.find("gemm x1.93 (30)"), std::string::npos) << line;
   EXPECT_NE(line.find("gemm fp16/bf16 x0.50 (30)"), std::string::npos) << line;
-  EXPECT_NE(line.find("gemm tf32: 5 too few, uses the fp32 factor"), std::string::npos) << line;
+  EXPECT_NE(line.find("gemm tf32: 5 too few, uncalibrated"), std::string::npos) << line;
   EXPECT_NE(line.find("conv tf32 x1.27 (12)"), std::string::npos) << line;
 }
 
-// A factor the config sets for a kind serves every unit and wins over every unit's fit; one
-// it sets for a unit wins over that unit's fit only.
+// A factor the config sets for a kind (its fp32 unit) wins over that unit's fit only, one it
+// sets for another unit over that unit's fit only: no factor crosses units.
 TEST(CalibrationFit, ConfigFactorsWinPerKindAndPerUnit) {
   const auto fit = fit_calibration(CalibrationRatios{
       {{ClusterKind::gemm, MathUnit::fp32}, std::vector<double>(9, 2.0)},
@@ -181,9 +181,9 @@ TEST(CalibrationFit, ConfigFactorsWinPerKindAndPerUnit) {
   keep.set("h100", ClusterKind::gemm, 1.5);
   keep.set("h100", ClusterKind::conv, 0.8, MathUnit::tf32);
   Calibration c = keep;
-  EXPECT_EQ(apply_fit("h100", fit, keep, c), 1);  // conv fp32 only
+  EXPECT_EQ(apply_fit("h100", fit, keep, c), 2);  // conv fp32, gemm fp16/bf16
   EXPECT_DOUBLE_EQ(c.factor("h100", ClusterKind::gemm), 1.5);
-  EXPECT_DOUBLE_EQ(c.factor("h100", ClusterKind::gemm, MathUnit::fp16_bf16), 1.5);
+  EXPECT_DOUBLE_EQ(c.factor("h100", ClusterKind::gemm, MathUnit::fp16_bf16), 0.5);
   EXPECT_DOUBLE_EQ(c.factor("h100", ClusterKind::conv), 3.0);
   EXPECT_DOUBLE_EQ(c.factor("h100", ClusterKind::conv, MathUnit::tf32), 0.8);
 }
@@ -204,7 +204,8 @@ TEST(CalibrationFit, EstimatesTakeTheFactorOfTheirMathUnit) {
     const double plain = estimate(s, v, h100).seconds;
     if (!std::isfinite(plain)) continue;  // unfit on the GPU
     const double ratio = estimate(s, v, h100, c).seconds / plain;
-    const double want = v.precision == "fp16" ? 0.5 : 2.0;  // tf32: no factor of its own
+    // tf32: no factor of its own, so none at all (never the fp32 unit's)
+    const double want = v.precision == "fp16" ? 0.5 : v.precision == "tf32" ? 1.0 : 2.0;
     ASSERT_NEAR(ratio, want, 1e-12) << v.key();
     (v.precision == "fp32" ? seen_fp32 : v.precision == "fp16" ? seen_fp16 : seen_tf32)++;
   }
@@ -347,8 +348,8 @@ TEST(DcDbCalibration, PrintsTheFittedFactorPerKindWithItsCount) {
   EXPECT_NE(text.find("calibration for h100 (real results)"), std::string::npos) << text;
   EXPECT_NE(text.find("conv  fp32             9   1.500"), std::string::npos) << text;
   EXPECT_NE(text.find("conv  fp16/bf16        8   0.250"), std::string::npos) << text;
-  EXPECT_NE(text.find("gemm  fp32             1       -  too few (a tune needs 8)\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("gemm  tf32             2       -  too few (a tune needs 8): the fp32 factor serves it"),
+  EXPECT_NE(text.find("gemm  fp32             1       -  too few (a tune needs 8): uncalibrated\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("gemm  tf32             2       -  too few (a tune needs 8): uncalibrated"),
             std::string::npos) << text;
   std::tie(rc, text) = run_dc_db("--db " + path + " calibration --gpu h100 --emulated");
   EXPECT_NE(text.find("conv  fp32        9   0.500"), std::string::npos) << text;

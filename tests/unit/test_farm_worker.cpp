@@ -16,10 +16,14 @@
 #include "farm_broker.h"
 #include "farm_client.h"
 #include "farm_testing.h"
+#include "generate.h"
 #include "gpu/gpu_catalog.h"
+#include "ir/index_bounds.h"
 #include "job_executor.h"
 #include "measure_child.h"
 #include "random_inputs.h"
+#include "pass_testing.h"
+#include "variant_tolerance.h"
 #include "worker_devices.h"
 
 namespace dc {
@@ -168,6 +172,7 @@ TEST(JobWorkload, RandomInputsMatchTheCoordinatorsWorkload) {
   g.inputs = {"t0", "t1"};
   g.outputs = {"t2"};
   real.graph.nodes.push_back(g);
+  EXPECT_EQ(input_index_bounds(real.graph), (std::vector<int64_t>{0, 5}));
   // What the worker gets: the reference kernel's buffers and the index bounds.
   GeneratedKernel ref;
   ref.buffers = {{"t0", BufferRole::input, DType::f32, {5, 3}, false},
@@ -177,12 +182,14 @@ TEST(JobWorkload, RandomInputsMatchTheCoordinatorsWorkload) {
   farm::Job job;
   job.add_index_bounds(0);
   job.add_index_bounds(5);
-  const Workload w = job_workload(job, ref);
+  const Workload w = job_workload(ref);
   EXPECT_EQ(w.graph.inputs, real.graph.inputs);
   EXPECT_EQ(w.graph.outputs, real.graph.outputs);
+  EXPECT_TRUE(w.graph.nodes.empty());  // nothing to re-derive a bound from
   for (uint32_t seed : {1u, 99u}) {
+    job.set_seed(seed);
     const auto want = random_workload_inputs(real, seed);
-    const auto got = random_workload_inputs(w, seed);
+    const auto got = job_inputs(job, ref);
     ASSERT_EQ(got.size(), 2u);
     EXPECT_TRUE(got[0].bitwise_equal(want[0]));
     EXPECT_TRUE(got[1].bitwise_equal(want[1]));
@@ -190,10 +197,33 @@ TEST(JobWorkload, RandomInputsMatchTheCoordinatorsWorkload) {
   }
   // Without the bound the indices would be 0 or 1: the bound matters.
   farm::Job unbounded;
+  unbounded.set_seed(1);
+  job.set_seed(1);
   bool above_one = false;
-  for (int64_t v : random_workload_inputs(w, 1)[1].to_int64_vector()) above_one |= v > 1;
-  for (int64_t v : random_workload_inputs(job_workload(unbounded, ref), 1)[1].to_int64_vector()) EXPECT_LE(v, 1);
+  for (int64_t v : job_inputs(job, ref)[1].to_int64_vector()) above_one |= v > 1;
+  for (int64_t v : job_inputs(unbounded, ref)[1].to_int64_vector()) EXPECT_LE(v, 1);
   EXPECT_TRUE(above_one);
+}
+
+TEST(JobWorkload, IndexBoundsOfEveryIndexingOp) {
+  Graph g;
+  testing::add_input(g, "data", {6, 9, 4});
+  testing::add_input(g, "ge", {6, 2, 4}, DType::i64);
+  testing::add_input(g, "nd", {3, 2}, DType::i64);
+  testing::add_input(g, "sc", {2, 9, 4}, DType::i32);
+  testing::add_input(g, "upd", {2, 9, 4});
+  testing::add_input(g, "oh", {5}, DType::i64);
+  testing::add_input(g, "plain", {5}, DType::i64);
+  testing::add_initializer(g, "depth", Tensor::from_vector<int64_t>({1}, {11}));
+  testing::add_initializer(g, "onoff", Tensor::from_vector<float>({2}, {0.f, 1.f}));
+  testing::add_node(g, "GatherElements", {"data", "ge"}, {"o1"}, testing::attrs({{"axis", int64_t{1}}}));
+  testing::add_node(g, "GatherND", {"data", "nd"}, {"o2"});
+  testing::add_node(g, "ScatterElements", {"data", "sc", "upd"}, {"o3"}, testing::attrs({{"axis", int64_t{-1}}}));
+  testing::add_node(g, "OneHot", {"oh", "depth", "onoff"}, {"o4"});
+  testing::add_node(g, "Relu", {"plain"}, {"o5"});
+  // GatherElements axis 1: 9; GatherND with 2 index components: min(6, 9); ScatterElements
+  // axis -1: 4; OneHot: its constant depth; an integer nobody indexes with: 0.
+  EXPECT_EQ(input_index_bounds(g), (std::vector<int64_t>{0, 9, 6, 4, 0, 11, 0}));
 }
 
 // ---- the executor on an emulated device ---------------------------------------------------
@@ -221,6 +251,82 @@ TEST(JobExecutor, EmulatedJobWithHostCheck) {
   EXPECT_GT(r.registers(), 0);
   EXPECT_EQ(r.max_rel_error(), 0.0);  // same arithmetic as the reference
   EXPECT_EQ(r.source_hash(), fnv1a_hex(j.variant.source));
+}
+
+// A [4, 4096] x [4096, 8] MatMul in `t` storage as the coordinator sees it.
+Workload gemm_k4096(DType t) {
+  Graph g;
+  testing::add_input(g, "a", {4, 4096}, t);
+  testing::add_input(g, "b", {4096, 8}, t);
+  testing::add_node(g, "MatMul", {"a", "b"}, {"c"});
+  g.tensors["c"] = {t, {4, 8}};
+  g.outputs = {"c"};
+  return make_workload(g, {0}, ClusterKind::gemm);
+}
+
+// The reference kernel followed by a second kernel that scales output element i by
+// 1 + e or 1 - e (alternating): a variant whose relative L2 error is e.
+GeneratedKernel off_by(const GeneratedKernel& reference, double e, const std::string& tag) {
+  GeneratedKernel k = reference;
+  k.template_name = "off_by";
+  k.variant_key = "off-by-" + tag;
+  size_t out = 0;
+  while (k.buffers[out].role != BufferRole::output) ++out;
+  const bool half = k.buffers[out].dtype == DType::f16;
+  const std::string type = half ? "dc_half" : "float";
+  const std::string n = std::to_string(shape_numel(k.buffers[out].shape));
+  k.source += "\n// " + tag + "\nextern \"C\" __global__ void off_by(" + type + "* y) {\n"
+              "  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+              "  const float f = (i % 2 ? 1.f + " + std::to_string(e) + "f : 1.f - " + std::to_string(e) + "f);\n"
+              "  if (i < " + n + ") y[i] = " + (half ? "dc_from_f32<dc_half>(dc_to_f32(y[i]) * f)" : "y[i] * f") +
+              ";\n}\nDC_EXPORT_KERNEL(off_by)\n";
+  Launch l;
+  l.kernel = "off_by";
+  l.grid = {1, 1, 1};
+  l.block = {128, 1, 1};
+  l.args = {static_cast<int32_t>(out)};
+  k.launches.push_back(l);
+  return k;
+}
+
+TEST(JobExecutor, AppliesTheCoordinatorsBoundExactly) {
+  // The coordinator's bound for K = 4096 (docs/precision.md: the K-term of fp32, and the f16
+  // output's rounding on the fp16 path), sent in the job: a variant off by half of it passes
+  // on the worker, one off by twice of it fails, and one off by 0.8 of it passes although it
+  // is above the 1e-5 a worker that re-derived its own bound from the kernel's buffers would
+  // have applied in fp32 (in fp16 it would have ignored the f16 output).
+  JobExecutor ex(emulated_config());
+  for (const auto& [path, storage] :
+       std::vector<std::pair<std::string, DType>>{{"fp32", DType::f32}, {"fp16", DType::f16}}) {
+    const Workload w = gemm_k4096(storage);
+    const Tolerance bound = variant_tolerance(path, w);
+    EXPECT_DOUBLE_EQ(bound.rtol, kernel_tolerance(path, storage, 4096).rtol) << path;
+    EXPECT_GT(bound.rtol, path == "fp32" ? 1.25e-5 : kernel_tolerance(path, DType::f32, 4096).rtol) << path;
+    FarmJob j;
+    j.gpu_type = "h100";
+    j.workload = w.signature;
+    j.precision = path;
+    j.reference = generate_reference(w);
+    j.tolerance = bound;
+    j.seed = 11;
+    j.check_on_emulator = true;
+    for (const double factor : {0.5, 0.8, 2.0}) {
+      j.job_id = path + "-" + std::to_string(factor);
+      j.variant = off_by(j.reference, factor * bound.rtol, j.job_id + run_tag());
+      const farm::Result r = ex.execute(wire_job(j), [] {});
+      EXPECT_EQ(r.status(), factor < 1 ? "ok" : "wrong_result") << path << " x" << factor << ": " << r.error();
+      EXPECT_NEAR(r.max_rel_error(), factor * bound.rtol, 0.1 * bound.rtol) << path << " x" << factor;
+    }
+  }
+}
+
+TEST(JobExecutor, AJobWithoutABoundIsMalformed) {
+  JobExecutor ex(emulated_config());
+  farm::Job wire = wire_job(scale_job("nobound", "h100"));
+  wire.set_rtol(0);
+  const farm::Result r = ex.execute(wire, [] {});
+  EXPECT_EQ(r.status(), "unsupported");
+  EXPECT_NE(r.error().find("no valid tolerance"), std::string::npos) << r.error();
 }
 
 TEST(JobExecutor, FailuresAreResults) {

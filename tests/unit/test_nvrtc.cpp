@@ -1,4 +1,4 @@
-// NVRTC compilation (codegen/nvrtc.h): CUBINs for the five target architectures, ptxas
+// NVRTC compilation (common/cuda/nvrtc.h): CUBINs for the five target architectures, ptxas
 // figures, compile errors as results, the compile-cache key. No GPU needed; a missing or
 // broken libnvrtc makes these tests fail, never skip.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The NVRTC loader (codegen/nvrtc_loader.h): which library compiles for which architecture,
+// The NVRTC loader (common/cuda/nvrtc_loader.h): which library compiles for which architecture,
 // over fake library folders (tests/support/fake_nvrtc.cpp: a 12.9 that targets sm_50 to
 // sm_90 and sm_120, a 13.0 that targets sm_75 to sm_121), and the real libraries this
 // machine has (scripts/install-deps.sh installs NVRTC 12 beside the CUDA 13 toolkit).

@@ -17,6 +17,7 @@
 #include "farm_testing.h"
 #include "generate.h"
 #include "gpu/gpu_catalog.h"
+#include "ir/index_bounds.h"
 #include "model_loader.h"
 #include "nvrtc.h"
 #include "pass_testing.h"
@@ -419,6 +420,208 @@ TEST(Tune, ResumesAfterACrashWithoutLossOrDuplicates) {
   EXPECT_EQ(q.text(0), "ok");
 }
 
+TEST(Tune, APlantedInternalErrorIsNeverOk) {
+  // Every job of one variant ends in internal_error (a test fault of the emulated devices):
+  // the tune must not say ok, and the summary, the totals and the run in the DB say how many
+  // jobs and workloads were affected.
+  TuneOptions o = options({"h100"});
+  o.plan.prune.top_k = 2;  // a short tune
+  const Expected e = expected_for(example("tiny_cnn"), o);
+  std::string victim;  // a variant key of the first workload with kept variants
+  for (size_t wi = 0; victim.empty() && wi < e.plan.workload_set.workloads.size(); ++wi)
+    if (!e.plan.gpus[0].workloads[wi].kept.empty()) victim = e.plan.gpus[0].workloads[wi].kept.front().variant.key();
+  ASSERT_FALSE(victim.empty());
+  InProcessFarmOptions f = farm_options({"h100"});
+  f.faults.internal_error_on = victim;
+  auto db = make_memory_db();
+  const TuneResult r = tune(example("tiny_cnn"), *make_inprocess_farm(f), *db, o);
+  const GpuTuneResult& g = r.gpus[0];
+  EXPECT_TRUE(g.has_results());  // the other variants were measured ...
+  EXPECT_FALSE(r.complete());    // ... but the tune is not ok
+  int64_t victims = 0;           // the variant key may recur in other workloads
+  for (const auto& j : e.jobs) victims += std::get<1>(j) == victim;
+  EXPECT_EQ(r.internal_error_jobs(), victims);
+  EXPECT_EQ(r.internal_error_workloads(), victims);
+  EXPECT_NE(tune_gpu_summary(r, g).find(fmt::format("INTERNAL ERRORS  {} jobs of {} workloads", victims, victims)),
+            std::string::npos) << tune_gpu_summary(r, g);
+  EXPECT_NE(tune_totals(r).find(fmt::format("INTERNAL ERRORS: {} jobs, {} workloads", victims, victims)),
+            std::string::npos) << tune_totals(r);
+  ASSERT_EQ(db->runs().size(), 1u);
+  EXPECT_EQ(db->runs()[0].status, RunStatus::failed);
+  EXPECT_EQ(db->runs()[0].internal_error_jobs, victims);
+  EXPECT_EQ(db->runs()[0].internal_error_workloads, victims);
+  // Never recorded: a later tune without the fault measures them.
+  EXPECT_EQ(row_count(*db), e.jobs.size() - static_cast<size_t>(victims));
+}
+
+TEST(Tune, AStaleSourceHashIsMeasuredAgain) {
+  // A result answers only for the source that ran: after a row's source_hash changes (as a
+  // template change would make it differ from the source generated today), the next tune
+  // measures that variant again and selection never uses the stale row.
+  testing::TempDir dir;
+  const std::string path = dir.file("tune.db");
+  TuneOptions o = options({"h100"});
+  o.plan.prune.top_k = 2;  // three tunes: keep them short
+  {
+    auto db = open_tuning_db(path);
+    tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"})), *db, o);
+  }
+  int64_t row = 0;
+  std::string workload, key;
+  {
+    sqlite::Connection conn(path, false);
+    sqlite::Query q = conn.query(
+        "SELECT m.id, v.workload, v.key FROM measurements m JOIN variants v ON v.id = m.variant_id "
+        "WHERE m.status = 'ok' AND v.template <> 'reference' ORDER BY m.id LIMIT 1");
+    ASSERT_TRUE(q.step());
+    row = q.int64(0);
+    workload = q.text(1);
+    key = q.text(2);
+    q.run();
+    conn.query("UPDATE measurements SET source_hash = 'ffffffffffffffff' WHERE id = ?").bind(1, row).run();
+  }
+  auto db = open_tuning_db(path);
+  const TuneResult r = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"})), *db, o);
+  EXPECT_EQ(r.jobs, 1);  // that variant alone, measured again
+  EXPECT_EQ(r.results, 1);
+  MeasurementQuery mq;
+  mq.workload = workload;
+  mq.variant_key = key;
+  const auto again = db->query(mq);
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[0].source_hash, "ffffffffffffffff");
+  EXPECT_NE(again[1].source_hash, again[0].source_hash);
+  // The current source's row is the one selection may use.
+  mq.current_source_only = true;
+  const auto current = db->query(mq);
+  ASSERT_EQ(current.size(), 1u);
+  EXPECT_EQ(current[0].source_hash, again[1].source_hash);
+  // A third tune reuses everything.
+  EXPECT_EQ(tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"})), *db, o).jobs, 0);
+}
+
+TEST(Tune, AnFp16TuneAfterAnFp32TuneAppliesNoFp32Factor) {
+  // The quickstart's order: an fp32 tune, then an fp16 tune on the same DB. The fp32 results
+  // fit factors (the test checks they would move estimates), but none may be applied to the
+  // fp16 plan: its estimate equals the uncalibrated `plan --precision fp16` estimate until
+  // fp16 results exist.
+  auto db = make_memory_db();
+  TuneOptions o32 = options({"h100"});
+  o32.measure_reference = false;
+  o32.plan.prune.top_k = 6;  // enough results per kind to fit a factor (8), short tunes
+  tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"})), *db, o32);
+  int fp32_factors = 0;
+  for (const FittedFactor& f : fit_calibration(db->estimator_ratios("h100", Source::emulated)))
+    fp32_factors += f.used && std::abs(f.factor - 1) > 0.01;
+  ASSERT_GT(fp32_factors, 0) << "the fp32 tune fitted no factor: the test would prove nothing";
+
+  TuneOptions o16 = o32;
+  o16.plan.precision = Precision::fp16;
+  o16.plan.space.precisions = math_paths(Precision::fp16);
+  const Graph g16 = cli::load_model(load_onnx(example("tiny_cnn")), o16.import, true, Precision::fp16).simplified;
+  const double uncalibrated_us = plan_by_estimate(g16, o16.gpus, o16.plan).gpus[0].cover.total_cost * 1e6;
+  const TuneResult r16 = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"})), *db, o16);
+  EXPECT_TRUE(r16.calibration.factors.empty());
+  EXPECT_TRUE(r16.calibration.unit_factors.empty());
+  EXPECT_NEAR(r16.gpus[0].estimate_cover_us, uncalibrated_us, 1e-9 * uncalibrated_us);
+  // Its own results count for the next fp16 tune.
+  EXPECT_FALSE(db->estimator_ratios("h100", Source::emulated, "f16").empty());
+}
+
+// ids i64 [2, 8] -> Gather(embedding [50, 32]) -> MatMul([32, 16]) -> y: token ids read as
+// indices of a weight, as every language model starts.
+Graph embedding_model() {
+  Graph g;
+  g.name = "embedding";
+  g.opset = 17;
+  testing::add_input(g, "ids", {2, 8}, DType::i64);
+  testing::add_initializer(g, "emb", testing::random_tensor({50, 32}, 3));
+  testing::add_initializer(g, "w", testing::random_tensor({32, 16}, 4));
+  testing::add_node(g, "Gather", {"emb", "ids"}, {"e"}, testing::attrs({{"axis", int64_t{0}}}));
+  testing::add_node(g, "MatMul", {"e", "w"}, {"y"});
+  g.tensors["e"] = {DType::f32, {2, 8, 32}};
+  g.tensors["y"] = {DType::f32, {2, 8, 16}};
+  g.outputs = {"y"};
+  return g;
+}
+
+TEST(Tune, AnEmbeddingGatherIsMeasuredAndChecked) {
+  // The worker draws the token ids from the index bound the job carries: no internal error
+  // (it once rebuilt a graph it could not type), and the Gather's workload gets an ok,
+  // host-emulator-checked result.
+  TuneOptions o = options({"h100"});
+  o.check_winners = true;
+  o.model_name = "embedding";
+  o.model_sha256 = std::string(64, 'e');
+  auto db = make_memory_db();
+  const TuneResult r = tune_graph(embedding_model(), *make_inprocess_farm(farm_options({"h100"})), *db, o);
+  const GpuTuneResult& g = r.gpus[0];
+  EXPECT_EQ(r.internal_error_jobs(), 0);
+  EXPECT_EQ(g.by_status.count(JobStatus::internal_error), 0u);
+  EXPECT_TRUE(r.complete());
+  const auto& ws = r.plan.workload_set.workloads;
+  int gathers = 0;
+  for (size_t wi = 0; wi < ws.size(); ++wi) {
+    if (ws[wi].canonical.find("Gather") == std::string::npos) continue;
+    ++gathers;
+    EXPECT_GT(g.best_us[wi], 0) << ws[wi].canonical;
+    EXPECT_EQ(input_index_bounds(ws[wi].graph).size(), ws[wi].graph.inputs.size());
+  }
+  EXPECT_GT(gathers, 0);
+  bool checked_gather = false;
+  for (const ClusterChoice& c : g.choices)
+    checked_gather |= c.checked && ws[c.workload].canonical.find("Gather") != std::string::npos;
+  EXPECT_TRUE(checked_gather) << tune_gpu_summary(r, g);
+}
+
+TEST(Tune, AWorkerReportingTimesTenTimesTooFastNeverWins) {
+  // x [4096, 4096] -> Relu: bandwidth bound, every variant within a few times of its floor
+  // (128 MB over 3.35 TB/s). One of two workers reports every time 10x too fast (a test
+  // fault): below the floor, so its results are implausible, never selected, and it is named.
+  Graph g;
+  g.name = "relu_big";
+  g.opset = 17;
+  testing::add_input(g, "x", {4096, 4096});
+  testing::add_node(g, "Relu", {"x"}, {"y"});
+  g.tensors["y"] = {DType::f32, {4096, 4096}};
+  g.outputs = {"y"};
+  TuneOptions o = options({"h100"});
+  o.model_name = "relu_big";
+  o.model_sha256 = std::string(64, 'r');
+  InProcessFarmOptions f = farm_options({"h100"});
+  f.faults.time_factor = 0.1;
+  f.faulty_worker = 1;
+  f.job_delay = std::chrono::milliseconds(20);  // both workers get jobs
+  const std::string liar = "inprocess/h100-1", honest = "inprocess/h100-0";
+  auto db = make_memory_db();
+  const TuneResult r = tune_graph(g, *make_inprocess_farm(f), *db, o);
+  const GpuTuneResult& gr = r.gpus[0];
+  ASSERT_EQ(gr.implausible_by_worker.size(), 1u) << tune_gpu_summary(r, gr);
+  EXPECT_EQ(gr.implausible_by_worker.begin()->first, liar);
+  EXPECT_GT(gr.implausible_by_worker.begin()->second, 0);
+  EXPECT_NE(tune_gpu_summary(r, gr).find("IMPLAUSIBLE  worker " + liar), std::string::npos);
+  MeasurementQuery q;
+  q.status = JobStatus::implausible;
+  const auto implausible = db->query(q);
+  EXPECT_EQ(static_cast<int64_t>(implausible.size()), gr.implausible_by_worker.at(liar));
+  for (const Measurement& m : implausible) {
+    EXPECT_EQ(m.worker, liar);
+    EXPECT_NE(m.error.find("below the variant's floor"), std::string::npos) << m.error;
+  }
+  // The winner's time is the honest worker's.
+  ASSERT_EQ(gr.choices.size(), 1u);
+  ASSERT_FALSE(gr.choices[0].reference);
+  MeasurementQuery w;
+  w.variant_key = gr.choices[0].variant_key;
+  w.status = JobStatus::ok;
+  const auto winner = db->query(w);
+  ASSERT_FALSE(winner.empty());
+  for (const Measurement& m : winner) EXPECT_EQ(m.worker, honest);
+  // Not final: nothing about the variant, so a later tune (on honest workers) measures it.
+  InProcessFarmOptions fixed = farm_options({"h100"});
+  EXPECT_EQ(tune_graph(g, *make_inprocess_farm(fixed), *db, o).jobs, static_cast<int64_t>(implausible.size()));
+}
+
 TEST(Tune, StopKeepsWhatArrivedAndARerunMeasuresTheRest) {
   TuneOptions o = options({"h100"});
   const Expected e = expected_for(example("tiny_cnn"), o);
@@ -532,7 +735,7 @@ TEST(SelectMeasured, FallsBackToSubClustersThenToTheReferenceKernel) {
   auto measure = [&](const std::string& pattern, double us, JobStatus st = JobStatus::ok) {
     const size_t wi = by_pattern.at(pattern);
     const Variant& v = e.plan.gpus[0].workloads[wi].kept.front().variant;
-    db->commit_variant(ws[wi].signature, v, "src");
+    db->commit_variant(ws[wi].signature, v, "src-" + v.key());  // the hash test_measurement records
     db->commit_measurement(testing::test_measurement(ws[wi].signature, v, worker, us, clock++, st));
   };
   GpuTuneResult g;

@@ -58,7 +58,7 @@ TEST(ReusePrecision, Fp16WorkloadsNeverFindFp32ResultsButShareTheirBaseSignature
   for (size_t wi = 0; wi < w32.size(); ++wi) {
     if (p32.gpus[0].workloads[wi].kept.empty()) continue;
     const Variant& v = p32.gpus[0].workloads[wi].kept.front().variant;
-    db->commit_variant(w32[wi].signature, v, "src");
+    db->commit_variant(w32[wi].signature, v, "src-" + v.key());
     db->commit_measurement(testing::test_measurement(w32[wi].signature, v, worker, 3.0, clock++));
   }
 
@@ -123,7 +123,7 @@ TEST(ReusePrecision, SelectionKeepsOnlyThePlansMathPaths) {
     }
     for (auto [v, us] : {std::pair{fp32, 10.0}, std::pair{tf32, 2.0}}) {
       if (!v) continue;
-      db->commit_variant(ws[wi].signature, *v, "src");
+      db->commit_variant(ws[wi].signature, *v, "src-" + v->key());
       db->commit_measurement(testing::test_measurement(ws[wi].signature, *v, worker, us, clock++));
     }
     tf32_workloads += tf32 != nullptr;

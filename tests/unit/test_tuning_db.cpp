@@ -17,6 +17,7 @@
 
 #include "ir/error.h"
 #include "migrate.h"
+#include "records.h"
 #include "reuse.h"
 #include "sqlite.h"
 #include "tuning_db_testing.h"
@@ -507,11 +508,14 @@ TEST(SqliteTuningDb, Migration5AddsGpuBusyToAnOldDb) {
   }
   {  // back to version 4: what a DB written before 0005 holds
     sqlite::Connection conn(path, false);
-    conn.exec("DROP VIEW run_gpu_busy_fraction; DROP TABLE run_gpu_busy; PRAGMA user_version = 4");
+    // (0006's columns go too; 0007 rebuilds measurements from whatever columns it finds.)
+    conn.exec("DROP VIEW run_gpu_busy_fraction; DROP TABLE run_gpu_busy; "
+              "ALTER TABLE tuning_runs DROP COLUMN internal_error_jobs; "
+              "ALTER TABLE tuning_runs DROP COLUMN internal_error_workloads; PRAGMA user_version = 4");
   }
   EXPECT_THROW(open_tuning_db(path, true), UserError);  // read-only: asks for the migration
   auto db = open_tuning_db(path);
-  EXPECT_EQ(sqlite::Connection(path, true).scalar_int("PRAGMA user_version"), 5);
+  EXPECT_EQ(sqlite::Connection(path, true).scalar_int("PRAGMA user_version"), schema_version());
   ASSERT_EQ(db->runs().size(), 1u);
   EXPECT_EQ(db->runs()[0].status, RunStatus::ok);
   EXPECT_EQ(db->query({}).size(), 3u);
@@ -524,6 +528,98 @@ TEST(SqliteTuningDb, Migration5AddsGpuBusyToAnOldDb) {
   ASSERT_TRUE(q.step());
   EXPECT_DOUBLE_EQ(q.real(0), 0.75);
   EXPECT_EQ(q.int64(1), 1);
+}
+
+// Migration 0007 on a DB of schema version 6 whose rows keep every sample: each row gets the
+// summary of all its samples (as summarize_samples computes it) and keeps at most 256 of
+// them, evenly spread (thin_samples); a new result is stored the same way; the file stays
+// consistent.
+TEST(SqliteTuningDb, Migration7StoresSummariesNotEverySample) {
+  testing::TempDir dir;
+  const std::string path = dir.file("v6.db");
+  // 1001 samples, exact in decimal (the JSON of the kept ones round-trips exactly), out of order.
+  std::vector<double> many;
+  for (int i = 0; i < 1001; ++i) many.push_back(10 + ((i * 37) % 1000) / 16.0 + (i == 500 ? 40 : 0));
+  const std::vector<double> few = {3.5, 2.25, 9.0};
+  {
+    sqlite::Connection conn(path, false);
+    migrate(conn, builtin_migrations().first(6));
+    conn.exec(
+        "INSERT INTO gpu_types VALUES ('h100', 'hopper', 9, 0, '{}', 1);"
+        "INSERT INTO workers(id, name, host, device, gpu_type, driver_version, nvrtc_version, emulated, "
+        "first_seen_ms, last_seen_ms) VALUES (1, 'n/0', 'n', 'emulated h100', 'h100', 'emulated', '12.4', 1, 1, 1);"
+        "INSERT INTO workloads(signature, kind, canonical, flops, bytes, first_seen_ms, base_signature) "
+        "VALUES ('w', 'gemm', 'x', 1, 1, 1, 'w');"
+        "INSERT INTO variants(id, workload, key, template, precision, params_json, source_hash, first_seen_ms) "
+        "VALUES (1, 'w', 'gemm/fp32/a', 'gemm', 'fp32', '{}', 'h', 1), (2, 'w', 'gemm/fp32/b', 'gemm', 'fp32', '{}', 'h', 1),"
+        " (3, 'w', 'gemm/fp32/c', 'gemm', 'fp32', '{}', 'h', 1);");
+    auto insert = [&](int64_t variant, const std::string& status, const std::vector<double>& samples) {
+      Measurement m;
+      m.samples_us = samples;
+      summarize_samples(m);
+      conn.query(
+              "INSERT INTO measurements(variant_id, gpu_type, worker_id, status, error, samples_json, n_samples, "
+              "median_us, min_us, spread, max_rel_error, registers, spill_bytes, smem_bytes, compile_seconds, "
+              "estimate_us, source_hash, nvrtc_version, nvrtc_major, driver_version, emulated, attempts, "
+              "finished_ms, recorded_ms) VALUES (?, 'h100', 1, ?, '', ?, ?, ?, ?, ?, 0, 32, 0, 0, 0.1, 5, 'h', "
+              "'12.4', '12', 'emulated', 1, 1, ?, ?)")
+          .bind_all(variant, status, samples_to_json(samples), static_cast<int64_t>(samples.size()), m.median_us,
+                    m.min_us, m.spread, variant, variant)
+          .run();
+    };
+    insert(1, "ok", many);
+    insert(2, "ok", few);
+    insert(3, "compile_error", {});
+  }
+  auto db = open_tuning_db(path);
+  sqlite::Connection conn(path, true);
+  EXPECT_EQ(conn.scalar_int("PRAGMA user_version"), schema_version());
+  sqlite::Query check = conn.query("PRAGMA integrity_check");
+  ASSERT_TRUE(check.step());
+  EXPECT_EQ(check.text(0), "ok");
+  check.run();
+  EXPECT_FALSE(conn.query("PRAGMA foreign_key_check").step());
+  const auto rows = db->query({});
+  ASSERT_EQ(rows.size(), 3u);
+  for (const auto& [row, samples] : {std::pair{rows[0], many}, std::pair{rows[1], few}}) {
+    Measurement want;
+    want.samples_us = samples;
+    summarize_samples(want);
+    EXPECT_EQ(row.n_samples, static_cast<int64_t>(samples.size()));
+    EXPECT_EQ(row.samples_us, thin_samples(samples));
+    EXPECT_DOUBLE_EQ(row.median_us, want.median_us);
+    EXPECT_DOUBLE_EQ(row.min_us, want.min_us);
+    EXPECT_DOUBLE_EQ(row.p10_us, want.p10_us);
+    EXPECT_DOUBLE_EQ(row.p90_us, want.p90_us);
+    EXPECT_NEAR(row.mean_us, want.mean_us, 1e-12 * want.mean_us);
+    EXPECT_DOUBLE_EQ(row.mad_us, want.mad_us);
+  }
+  EXPECT_EQ(rows[0].samples_us.size(), kStoredSamples);
+  EXPECT_GT(rows[0].mad_us, 0);
+  EXPECT_NE(rows[0].p10_us, rows[0].p90_us);
+  EXPECT_EQ(rows[2].n_samples, 0);
+  EXPECT_TRUE(rows[2].samples_us.empty());
+  // New results are stored the same way, and the new status is accepted.
+  Measurement big = rows[1];
+  big.variant_key = "gemm/fp32/a";
+  big.samples_us.assign(50000, 0);
+  for (size_t i = 0; i < big.samples_us.size(); ++i) big.samples_us[i] = 7 + static_cast<double>(i % 97) / 8;
+  summarize_samples(big);
+  big.finished_unix_ms = 99;
+  ASSERT_TRUE(db->commit_measurement(big));
+  big.status = JobStatus::implausible;
+  big.finished_unix_ms = 100;
+  ASSERT_TRUE(db->commit_measurement(big));
+  MeasurementQuery q;
+  q.variant_key = "gemm/fp32/a";
+  const auto stored = db->query(q);
+  ASSERT_EQ(stored.size(), 3u);
+  EXPECT_EQ(stored[1].n_samples, 50000);
+  EXPECT_EQ(stored[1].samples_us.size(), kStoredSamples);
+  EXPECT_DOUBLE_EQ(stored[1].p90_us, big.p90_us);
+  EXPECT_DOUBLE_EQ(stored[1].mad_us, big.mad_us);
+  EXPECT_EQ(stored[2].status, JobStatus::implausible);
+  EXPECT_LT(conn.scalar_int("SELECT max(length(samples_json)) FROM measurements"), 8000);
 }
 
 TEST(SqliteTuningDb, MigrationsKeepDataAndRollBackWhenOneFails) {
