@@ -101,7 +101,7 @@ add_test(NAME cli_tune_planted_internal_error COMMAND ${CMAKE_COMMAND} -E env DC
   1 "^error: [0-9]+ jobs of [0-9]+ workloads ended in internal_error" --
   ${DC_COORD} tune ${EX}/tiny_cnn/model.onnx --gpus h100 --emulate --local-workers 1 --db :memory:
   --config ${EX}/tune-quick.yaml --no-check --quiet)
-set_tests_properties(cli_tune_planted_internal_error PROPERTIES LABELS unit TIMEOUT 300)
+set_tests_properties(cli_tune_planted_internal_error PROPERTIES LABELS unit TIMEOUT 600)
 add_test(NAME cli_tune_needs_gpus COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect_failure.py
   2 "^error: tune needs --gpus LIST" -- ${DC_COORD} tune ${EX}/tiny_cnn/model.onnx --db :memory:)
 set_tests_properties(cli_tune_needs_gpus PROPERTIES LABELS unit)
