@@ -15,7 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "kernel.h"
+#include "ir/kernel.h"
+#include "variant.h"
 #include "nvrtc.h"
 
 namespace dc {

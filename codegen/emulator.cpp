@@ -16,6 +16,8 @@
 #include "emulator/grid_runner.h"
 #include "emulator/guarded_memory.h"
 #include "ir/error.h"
+#include "ir/clock.h"
+#include "gpu/gpu_catalog.h"
 
 namespace dc {
 
@@ -27,11 +29,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The largest dynamic shared memory any supported GPU grants a block (sm_90: 227 KiB).
-constexpr int64_t kMaxDynamicSmemBytes = 227 * 1024;
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+// The largest dynamic shared memory any GPU of the table grants a block (gpus.yaml's
+// smem_per_block_bytes, the opt-in maximum: 227 KiB on sm_90). The emulator runs a kernel for
+// no GPU in particular; the limits of a GPU type are the launch check's (gpu/occupancy.h).
+int64_t max_dynamic_smem_bytes() {
+  static const int64_t bytes = [] {
+    const GpuCatalog catalog = GpuCatalog::builtin();
+    int64_t most = 0;
+    for (const GpuSpec& g : catalog.all()) most = std::max(most, g.smem_per_block_bytes);
+    return most;
+  }();
+  return bytes;
 }
 
 struct LibraryHandle {
@@ -240,9 +248,9 @@ EmulatorResult emulate(const GeneratedKernel& kernel, std::vector<Tensor>& buffe
     for (size_t l = 0; l < kernel.launches.size() && result.error.empty(); ++l) {
       const Launch& launch = kernel.launches[l];
       const std::string prefix = "launch " + std::to_string(l) + " (kernel '" + launch.kernel + "'): ";
-      if (launch.dynamic_smem_bytes < 0 || launch.dynamic_smem_bytes > kMaxDynamicSmemBytes) {
+      if (launch.dynamic_smem_bytes < 0 || launch.dynamic_smem_bytes > max_dynamic_smem_bytes()) {
         result.error = prefix + "dynamic shared memory of " + std::to_string(launch.dynamic_smem_bytes) +
-                       " bytes (0 to " + std::to_string(kMaxDynamicSmemBytes) + ")";
+                       " bytes (0 to " + std::to_string(max_dynamic_smem_bytes()) + ")";
         break;
       }
       std::optional<emu::GuardedRegion> dynamic_smem;

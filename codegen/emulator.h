@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "ir/tensor.h"
-#include "kernel.h"
+#include "ir/kernel.h"
+#include "variant.h"
 
 namespace dc {
 

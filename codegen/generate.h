@@ -2,7 +2,7 @@
 // (codegen/param_space.h's Family), each in its own template_*.cpp.
 #pragma once
 
-#include "kernel.h"
+#include "ir/kernel.h"
 #include "variant.h"
 
 namespace dc {

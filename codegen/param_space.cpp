@@ -223,10 +223,10 @@ void analyze_reduction(const Graph& g, const Node& n, WorkloadShape& s) {
     }
     s.reductions_per_row = n.op == "Hardmax" ? 1 : 2;
     s.stream_reads = 2;
-  } else if (n.op == "LayerNormalization") {
+  } else if (n.op == "LayerNormalization" || n.op == "RMSNormalization") {
     const int64_t axis = normalize_axis(n.attrs.get_int("axis", -1), rank, "axis");
     for (int64_t i = axis; i < rank; ++i) axes.push_back(i);
-    s.reductions_per_row = 2;
+    s.reductions_per_row = n.op == "LayerNormalization" ? 2 : 1;
     s.stream_reads = 2;
   } else if (n.op == "InstanceNormalization" || n.op.rfind("Global", 0) == 0) {
     for (int64_t i = 2; i < rank; ++i) axes.push_back(i);
@@ -375,7 +375,8 @@ WorkloadShape analyze_workload(const Workload& w) {
 bool gpu_has_precision(const GpuSpec& gpu, const std::string& precision) {
   const int cc = gpu.cc_major * 10 + gpu.cc_minor;
   if (precision == "fp32") return true;
-  if (precision == "fp16") return cc >= 75 && gpu.tc_fp16_flops_per_sm_clk > 0;
+  // fp16 from Volta on (sm_70: mma.sync m8n8k4); bf16 and tf32 from Ampere.
+  if (precision == "fp16") return cc >= 70 && gpu.tc_fp16_flops_per_sm_clk > 0;
   if (precision == "bf16") return cc >= 80 && gpu.tc_bf16_flops_per_sm_clk > 0;
   if (precision == "tf32") return cc >= 80 && gpu.tc_tf32_flops_per_sm_clk > 0;
   return false;
@@ -562,6 +563,8 @@ bool fits_gpu(const Variant& v, const GpuSpec& gpu, std::string* why) {
     return fail(str_cat("no ", v.precision, " path on ", gpu.sm_arch()));
   if (v.param("stages", 1) >= 3 && gpu.cc_major < 8)
     return fail(str_cat(v.param("stages"), " pipeline stages need cp.async (sm_80+)"));
+  if (v.param("m8n8k4", 0) != 0 && !(gpu.cc_major == 7 && gpu.cc_minor < 5))
+    return fail(str_cat("mma.sync m8n8k4 is for sm_70 and sm_72, not ", gpu.sm_arch()));
   if (v.grid_blocks <= 0 || v.grid_blocks > INT_MAX)
     return fail(str_cat(v.grid_blocks, " blocks is outside [1, 2^31)"));
   if (blocks_per_sm(v.threads_per_block, v.smem_bytes, v.regs_per_thread, gpu) < 1)

@@ -88,7 +88,9 @@ std::vector<int64_t> split_kv_choices(int64_t blocks, int64_t key_tiles, const G
 // of these shapes needs sm_80.
 void enumerate_attention_mma(const WorkloadShape& s, const GpuSpec& gpu,
                              const std::string& precision, std::vector<Variant>& out) {
-  if (gpu.cc_major < 8) return;
+  // sm_70/72: fp16 through mma.sync m8n8k4 (no cp.async ring deeper than 2, a per-warp P tile).
+  const bool volta = gpu.cc_major == 7 && gpu.cc_minor < 5;
+  if (gpu.cc_major < 8 && !(volta && precision == "fp16")) return;
   const bool tf32 = precision == "tf32";
   const int64_t elem = tf32 ? 4 : 2, k_step = tf32 ? 8 : 16;
   const int64_t dp = ceil_div(s.k, k_step) * k_step;
@@ -103,6 +105,7 @@ void enumerate_attention_mma(const WorkloadShape& s, const GpuSpec& gpu,
         const int64_t blocks = ceil_div(s.m, bm) * s.batch;
         for (int64_t stages : {1, 2, 3}) {
           if (stages > key_tiles) continue;  // a ring longer than the keys buffers nothing
+          if (volta && stages > 2) continue;
           for (int64_t split : split_kv_choices(blocks, key_tiles, gpu)) {
             if (stages > ceil_div(key_tiles, split)) continue;
             Variant v;
@@ -111,7 +114,8 @@ void enumerate_attention_mma(const WorkloadShape& s, const GpuSpec& gpu,
             v.params = {{"block_m", bm}, {"block_n", bn}, {"warp_m", wm},
                         {"stages", stages}, {"split_kv", split}};
             v.threads_per_block = static_cast<int>(threads);
-            v.smem_bytes = (bm * (dp + pad) + stages * bn * (dp + dvp + 2 * pad)) * elem;
+            v.smem_bytes = (bm * (dp + pad) + stages * bn * (dp + dvp + 2 * pad) + (volta ? bm * (bn + 8) : 0)) * elem;
+            if (volta) v.params["m8n8k4"] = 1;
             v.regs_per_thread = attention_mma_regs(s, precision, wm, bn, threads);
             // Above this estimate ptxas reaches 255 and mostly spills (the fit's data).
             if (v.regs_per_thread > kMaxMmaAttentionRegs) continue;

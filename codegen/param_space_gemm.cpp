@@ -106,7 +106,10 @@ void enumerate_gemm_fp32(const WorkloadShape& s, const GpuSpec& gpu, std::vector
 // keeps the im2col elements a thread gathers through registers few).
 void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::string& precision,
                         std::vector<Variant>& out) {
-  if (gpu.cc_major < 8) return;
+  // sm_70/72 (Volta, Xavier): fp16 through mma.sync m8n8k4, with no cp.async (one ring of 2
+  // stages, copied synchronously) and no ldmatrix; sm_75 has no tensor-core path here.
+  const bool volta = gpu.cc_major == 7 && gpu.cc_minor < 5;
+  if (gpu.cc_major < 8 && !(volta && precision == "fp16")) return;
   const bool tf32 = precision == "tf32";
   const std::vector<int64_t> bks =
       tf32 ? std::vector<int64_t>{16, 32} : std::vector<int64_t>{16, 32, 64};
@@ -174,6 +177,7 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
           const int64_t tiles = ceil_div(s.m, bm) * ceil_div(s.n, bn) * s.batch;
           for (int64_t stages : {2, 3, 4})
             for (int64_t split : splits) {
+              if (volta && stages > 2) continue;
               if (!split_useful(tiles, split, gpu)) continue;
               // A ring deeper than the K tiles of a split never fills: it only costs shared
               // memory, and ptxas spilled 28-60 bytes at 48 registers on such kernels for
@@ -190,6 +194,7 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
               v.params = {{"block_m", bm},    {"block_n", bn},    {"block_k", bk},
                           {"warp_m", warp_m}, {"warp_n", warp_n}, {"vec", s.vec_align},
                           {"stages", stages}, {"split_k", split}};
+              if (volta) v.params["m8n8k4"] = 1;
               v.threads_per_block = static_cast<int>(threads);
               v.smem_bytes = gemm_mma_smem_bytes(s, precision, bm, bn, bk, stages);
               v.regs_per_thread =

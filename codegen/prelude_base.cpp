@@ -5,7 +5,7 @@
 namespace dc::prelude_text {
 
 const char* const kBase = R"dc_prelude(// ---- dc prelude -------------------------------------------------------------
-#ifndef DC_HOST_EMULATION
+#if !defined(DC_HOST_EMULATION) && !defined(DC_OPENCL)
 #define DC_EXPORT_KERNEL(name)
 #define DC_DYNAMIC_SMEM(type, name) \
   extern __shared__ __align__(16) unsigned char dc_dynamic_smem_[]; \
@@ -34,7 +34,8 @@ __device__ __forceinline__ float dc_clip(float x, float lo, float hi) { return f
 __device__ __forceinline__ float dc_max(float a, float b) { return (a != a || b != b) ? a + b : (a > b ? a : b); }
 __device__ __forceinline__ float dc_min(float a, float b) { return (a != a || b != b) ? a + b : (a < b ? a : b); }
 
-// Warp reductions over all 32 lanes.
+// Warp reductions over all 32 lanes (OpenCL: the dialect's versions, codegen/opencl_dialect.cpp).
+#ifndef DC_OPENCL
 __device__ __forceinline__ float dc_warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
@@ -43,6 +44,7 @@ __device__ __forceinline__ float dc_warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+#endif
 
 )dc_prelude";
 

@@ -28,8 +28,8 @@ __device__ __forceinline__ unsigned short dc_f32_to_f16_bits_sw(float x) {
     const unsigned m = (a & 0x7fffffu) | 0x800000u;  // value = m * 2^(e-150)
     const unsigned shift = 126u - e;                 // 14..24: value / 2^-24 = m >> shift
     unsigned q = m >> shift;
-    const unsigned rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
-    if (rem > half || (rem == half && (q & 1u))) ++q;
+    const unsigned rem = m & ((1u << shift) - 1u), halfway = 1u << (shift - 1u);
+    if (rem > halfway || (rem == halfway && (q & 1u))) ++q;
     return static_cast<unsigned short>(sign | q);
   }
   const unsigned r = a + 0xfffu + ((a >> 13) & 1u);  // round the 13 dropped bits, ties to even
@@ -59,7 +59,7 @@ __device__ __forceinline__ unsigned dc_cvt_rna_tf32_sw(float x) {
 
 // The conversions templates call: the instruction where the architecture has it.
 __device__ __forceinline__ unsigned short dc_f32_to_f16_bits(float x) {
-#ifdef DC_HOST_EMULATION
+#if defined(DC_HOST_EMULATION) || defined(DC_OPENCL)
   return dc_f32_to_f16_bits_sw(x);
 #else
   unsigned short h;
@@ -79,7 +79,7 @@ __device__ __forceinline__ unsigned short dc_f32_to_bf16_bits(float x) {
 
 __device__ __forceinline__ float dc_to_f32(float x) { return x; }
 __device__ __forceinline__ float dc_to_f32(dc_half x) {
-#ifdef DC_HOST_EMULATION
+#if defined(DC_HOST_EMULATION) || defined(DC_OPENCL)
   return dc_f16_bits_to_f32_sw(x.bits);
 #else
   float f;

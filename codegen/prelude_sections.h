@@ -1,5 +1,5 @@
 // The sections of the prelude (codegen/prelude.h), one file each; cuda_prelude() concatenates
-// them in this order. Each is CUDA source valid for NVRTC (sm_75 and later) and for the host
+// them in this order. Each is CUDA source valid for NVRTC (sm_70 and later) and for the host
 // emulator (DC_HOST_EMULATION, codegen/emulator/dc_emu_runtime.h).
 #pragma once
 
@@ -13,5 +13,8 @@ extern const char* const kHalf;
 extern const char* const kCpAsync;
 // Tensor cores: fragment layouts, mma.sync and ldmatrix.
 extern const char* const kMma;
+// Volta's tensor cores: mma.sync m8n8k4 and its quad-pair fragment layouts (after kMma,
+// whose emulator helpers it uses).
+extern const char* const kMma884;
 
 }  // namespace dc::prelude_text

@@ -27,6 +27,29 @@ std::optional<std::vector<int64_t>> output_permutation(const Graph& g, const Att
   return perm;
 }
 
+bool reads_probabilities(const Graph& g, const Node& mm, const Node& softmax, bool* guarded) {
+  std::string t = mm.input(0);
+  for (int step = 0; step < 8; ++step) {
+    if (t == softmax.outputs[0]) return true;
+    const auto p = g.producer(t);
+    if (!p) return false;
+    const Node& n = g.nodes[*p];
+    if (n.op == "Cast" && is_float(g.info(t).dtype)) {
+      t = n.input(0);
+      continue;
+    }
+    if (n.op != "Where" || n.inputs.size() != 3) return false;
+    const auto c = g.producer(n.input(0));
+    const auto fill = g.initializers.find(n.input(1));
+    if (!c || g.nodes[*c].op != "IsNaN" || g.nodes[*c].input(0) != n.input(2) ||
+        fill == g.initializers.end() || fill->second.numel() != 1 || fill->second.to_float_vector()[0] != 0.f)
+      return false;
+    *guarded = true;
+    t = n.input(2);
+  }
+  return false;
+}
+
 AttentionMatch match_attention(const Workload& w) {
   const Graph& g = w.graph;
   AttentionMatch m;
@@ -38,10 +61,13 @@ AttentionMatch match_attention(const Workload& w) {
   }
   DC_INTERNAL_CHECK(m.softmax != nullptr && matmuls.size() == 2,
                     "attention_fused: expected two MatMul and one Softmax");
-  m.pv = matmuls[0]->input(0) == m.softmax->outputs[0] ? matmuls[0] : matmuls[1];
-  m.qk = m.pv == matmuls[0] ? matmuls[1] : matmuls[0];
-  DC_INTERNAL_CHECK(m.pv->input(0) == m.softmax->outputs[0],
+  bool guarded0 = false, guarded1 = false;
+  const bool first = reads_probabilities(g, *matmuls[0], *m.softmax, &guarded0);
+  m.pv = first ? matmuls[0] : matmuls[1];
+  m.qk = first ? matmuls[1] : matmuls[0];
+  DC_INTERNAL_CHECK(first || reads_probabilities(g, *matmuls[1], *m.softmax, &guarded1),
                     "attention_fused: the second MatMul does not read the Softmax output as A");
+  m.guarded = first ? guarded0 : guarded1;
   for (const auto& o : g.outputs)
     DC_INTERNAL_CHECK(o != m.softmax->outputs[0] && o != m.qk->outputs[0],
                       "attention_fused: an intermediate (", o, ") is a workload output");
@@ -90,6 +116,18 @@ AttentionMatch match_attention(const Workload& w) {
   return m;
 }
 
+// The graph input that `tensor` reshapes (Reshape, Flatten, Squeeze, Unsqueeze: the same
+// row-major bytes), or nullopt.
+std::optional<std::string> contiguous_view_of_input(const Graph& g, const std::string& tensor) {
+  const auto p = g.producer(tensor);
+  if (!p) return std::nullopt;
+  const Node& n = g.nodes[*p];
+  if (n.op != "Reshape" && n.op != "Flatten" && n.op != "Squeeze" && n.op != "Unsqueeze") return std::nullopt;
+  const std::string& in = n.input(0);
+  if (std::find(g.inputs.begin(), g.inputs.end(), in) == g.inputs.end()) return std::nullopt;
+  return in;
+}
+
 AttentionView attention_view(const Graph& g, const ValueEmitter& ve, const std::string& tensor) {
   AttentionView v;
   const Shape& s = g.info(tensor).shape;
@@ -102,17 +140,24 @@ AttentionView attention_view(const Graph& g, const ValueEmitter& ve, const std::
     v.pointer = ve.param_name(tensor);
     v.dtype = g.info(tensor).dtype;
     v.direct = true;
+  } else if (const auto src = contiguous_view_of_input(g, tensor)) {
+    strides = shape_strides(s);  // a Reshape of an input: the input's bytes in s's shape
+    v.pointer = ve.param_name(*src);
+    v.dtype = g.info(*src).dtype;
+    v.direct = true;
   } else if (auto p = g.producer(tensor); p && g.nodes[*p].op == "Transpose" &&
-                                          is_input(g.nodes[*p].input(0))) {
+                                          (is_input(g.nodes[*p].input(0)) ||
+                                           contiguous_view_of_input(g, g.nodes[*p].input(0)))) {
     const Node& tr = g.nodes[*p];
     const Shape& in = g.info(tr.input(0)).shape;
+    const auto r = contiguous_view_of_input(g, tr.input(0));
     std::vector<int64_t> perm = tr.attrs.get_ints("perm", {});
     if (perm.empty())
       for (size_t i = 0; i < in.size(); ++i) perm.push_back(static_cast<int64_t>(in.size() - 1 - i));
     const auto in_strides = shape_strides(in);
     for (size_t i = 0; i < s.size(); ++i) strides.push_back(in_strides[static_cast<size_t>(perm[i])]);
-    v.pointer = ve.param_name(tr.input(0));
-    v.dtype = g.info(tr.input(0)).dtype;
+    v.pointer = ve.param_name(r ? *r : tr.input(0));
+    v.dtype = g.info(r ? *r : tr.input(0)).dtype;
     v.direct = true;
   }
   if (!v.direct) return v;
@@ -161,7 +206,9 @@ std::string attention_epilogue(ValueEmitter& ve, const Workload& w, const Attent
   ve.reset_locals();
   // The attention output, rounded once to its dtype (the IR's rule) before the epilogue
   // reads it; every output stored in its own dtype.
-  ve.bind(m.pv->outputs[0], round_to_storage(m.out_dtype, h));
+  // Where(IsNaN(P), 0, P) after the Softmax: a row masked entirely (0 / 0 here) gives 0.
+  const std::string hv = m.guarded ? fmt::format("({0} != {0} ? 0.f : {0})", h) : h;
+  ve.bind(m.pv->outputs[0], round_to_storage(m.out_dtype, hv));
   const auto oc = m.with_batch({"dc_qr", "dc_e"});
   for (const auto& o : g.outputs) {
     // A Transpose of the attention output is stored at the permuted coordinates (its

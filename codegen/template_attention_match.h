@@ -9,12 +9,15 @@
 #include <vector>
 
 #include "ir/workload.h"
-#include "kernel.h"
+#include "ir/kernel.h"
+#include "variant.h"
 #include "value_emitter.h"
 
 namespace dc {
 
-// MatMul(Q, Kt) -> injective ops -> Softmax(last axis) -> MatMul(P, V) (+ epilogue).
+// MatMul(Q, Kt) -> injective ops -> Softmax(last axis) -> [Cast, IsNaN/Where guard] ->
+// MatMul(P, V) (+ epilogue). Q, Kt and V may be computed by injective ops inside the cluster
+// (scale, RoPE, the GQA repeat, views): the kernel reads them through the ValueEmitter.
 struct AttentionMatch {
   const Node* qk = nullptr;
   const Node* softmax = nullptr;
@@ -25,10 +28,15 @@ struct AttentionMatch {
   std::vector<std::string> bc;  // C names of the batch coordinates: dc_bc0, dc_bc1, ...
   DType score_dtype = DType::f32;  // of Q K^T and of P V (the attention output)
   DType out_dtype = DType::f32;
+  bool guarded = false;  // Where(IsNaN(P), 0, P) between the Softmax and P V: masked rows give 0
 
   // The batch coordinates followed by `tail`.
   std::vector<std::string> with_batch(std::vector<std::string> tail) const;
 };
+
+// MatMul `mm` reads the Softmax's output as its A operand, directly or through Casts and the
+// guard Where(IsNaN(P), 0, P) for rows masked entirely (*guarded is then set).
+bool reads_probabilities(const Graph& g, const Node& mm, const Node& softmax, bool* guarded);
 
 // InternalError (naming attention_fused) unless the workload has that shape.
 AttentionMatch match_attention(const Workload& w);

@@ -12,6 +12,11 @@
 // unnormalised O, m and l to scratch; a second launch merges them (log-sum-exp) and runs
 // the epilogue. Matching, scale/mask and epilogue code: template_attention_match.cpp.
 // Every tensor-core instruction is a prelude function. docs/codegen.md.
+// On sm_70 (Variant param m8n8k4 = 1, fp16) the same kernel runs Volta's mma.sync m8n8k4:
+// fragments of m16 x n16 (quad pair q on the 8x8 block (q & 1, q >> 1), dc_mma884_*), Q, K
+// and V read from shared memory as f16 pairs (no ldmatrix), a row's scores spread over the
+// lanes l ^ 2 and l ^ 8 (the row reductions shuffle over those), and P staged through a
+// per-warp shared tile, since m8n8k4's accumulator layout is not its A layout.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -85,6 +90,67 @@ bool async_ok(const StagedTile& t, const MathType& mt) {
   return true;
 }
 
+// sm_70: S = Q K^T and O += P V through mma.sync m8n8k4 (16x16 fragments, k4 steps). Q and
+// K rows are contiguous in the head dimension, so a lane's A (row th, k 0-3) and B (key
+// th, k 0-3) are two adjacent f16 pairs; P goes through the warp's shared tile (row-major,
+// keys contiguous) to reach the A layout; V's B (keys 0-3 of column th) is four halves.
+void volta_attention_fragments(TemplateVars& vars, int64_t dp) {
+  vars["QK4"] = str(dp / 4);
+  vars["Q_FRAGS"] = "";
+  vars["QK_MMA"] = expand_template(R"(DC_UNROLL
+for (int dc_kk = 0; dc_kk < $(QK4); ++dc_kk) {
+  unsigned dc_qa[$(MT)][2];
+  DC_UNROLL
+  for (int dc_mi = 0; dc_mi < $(MT); ++dc_mi) {
+    const dc_half* dc_p = dc_qs + (dc_wrow + dc_mi * 16 + dc_br + dc_th) * $(LDQ) + dc_kk * 4;
+    dc_qa[dc_mi][0] = (unsigned)dc_p[0].bits | ((unsigned)dc_p[1].bits << 16);
+    dc_qa[dc_mi][1] = (unsigned)dc_p[2].bits | ((unsigned)dc_p[3].bits << 16);
+  }
+  DC_UNROLL
+  for (int dc_j = 0; dc_j < $(SN); ++dc_j) {
+    const dc_half* dc_p = dc_kcur + (dc_j * 16 + dc_bc + dc_th) * $(LDK) + dc_kk * 4;
+    const unsigned dc_kb[2] = {(unsigned)dc_p[0].bits | ((unsigned)dc_p[1].bits << 16),
+                               (unsigned)dc_p[2].bits | ((unsigned)dc_p[3].bits << 16)};
+    DC_UNROLL
+    for (int dc_mi = 0; dc_mi < $(MT); ++dc_mi) $(MMA)(dc_s[dc_mi][dc_j], dc_qa[dc_mi], dc_kb);
+  }
+}
+)", vars);
+  vars["PV_MMA"] = expand_template(R"(// P to this warp's shared tile, as f16, at the accumulators' (row, key).
+dc_half* dc_ps = dc_kvs + $(P_SMEM) + dc_wrow * $(LDP);
+DC_UNROLL
+for (int dc_mi = 0; dc_mi < $(MT); ++dc_mi) {
+  DC_UNROLL
+  for (int dc_j = 0; dc_j < $(SN); ++dc_j) {
+    DC_UNROLL
+    for (int dc_i = 0; dc_i < 8; ++dc_i)
+      dc_ps[(dc_mi * 16 + dc_br + dc_mma884_c_row(dc_lane, dc_i)) * $(LDP) + dc_j * 16 + dc_bc +
+            dc_mma884_c_col(dc_lane, dc_i)] = dc_from_f32<dc_half>(dc_s[dc_mi][dc_j][dc_i]);
+  }
+}
+__syncwarp();
+DC_UNROLL
+for (int dc_kk = 0; dc_kk < $(BN) / 4; ++dc_kk) {
+  unsigned dc_pa[$(MT)][2];
+  DC_UNROLL
+  for (int dc_mi = 0; dc_mi < $(MT); ++dc_mi) {
+    const dc_half* dc_p = dc_ps + (dc_mi * 16 + dc_br + dc_th) * $(LDP) + dc_kk * 4;
+    dc_pa[dc_mi][0] = (unsigned)dc_p[0].bits | ((unsigned)dc_p[1].bits << 16);
+    dc_pa[dc_mi][1] = (unsigned)dc_p[2].bits | ((unsigned)dc_p[3].bits << 16);
+  }
+  DC_UNROLL
+  for (int dc_dn = 0; dc_dn < $(DN); ++dc_dn) {
+    const dc_half* dc_p = dc_vcur + (dc_kk * 4) * $(LDV) + dc_dn * 16 + dc_bc + dc_th;
+    const unsigned dc_vb[2] = {(unsigned)dc_p[0].bits | ((unsigned)dc_p[$(LDV)].bits << 16),
+                               (unsigned)dc_p[2 * $(LDV)].bits | ((unsigned)dc_p[3 * $(LDV)].bits << 16)};
+    DC_UNROLL
+    for (int dc_mi = 0; dc_mi < $(MT); ++dc_mi) $(MMA)(dc_o[dc_mi][dc_dn], dc_pa[dc_mi], dc_vb);
+  }
+}
+__syncwarp();  // every lane has read P before the next key tile writes it
+)", vars);
+}
+
 }  // namespace
 
 GeneratedKernel generate_attention_mma(const Workload& w, const Variant& v) {
@@ -94,6 +160,8 @@ GeneratedKernel generate_attention_mma(const Workload& w, const Variant& v) {
   const MathType mt = math_type(v.precision);
   const int64_t bm = v.param("block_m"), bn = v.param("block_n");
   const int64_t wm = v.param("warp_m", 16);
+  const bool volta = v.param("m8n8k4", 0) != 0;
+  DC_INTERNAL_CHECK(!volta || v.precision == "fp16", "attention_fused: m8n8k4 is fp16 only");
   const int64_t stages = std::clamp<int64_t>(v.param("stages", 2), 1, 4);
   DC_INTERNAL_CHECK(bm > 0 && bn > 0 && bn % 16 == 0 && (wm == 16 || wm == 32) && bm % wm == 0 &&
                         bm / wm <= 8,
@@ -190,7 +258,9 @@ for (int dc_i = (int)threadIdx.x; dc_i < $(TOTAL); dc_i += $(THREADS)) {
   const std::string epi = attention_epilogue(ve, w, am, "dc_h");
 
   const int64_t q_smem = bm * ldq, k_smem = bn * ldk, v_smem = bn * ldv;
-  const int64_t smem_bytes = (q_smem + stages * (k_smem + v_smem)) * mt.elem_bytes;
+  // Volta: each warp's P tile (warp_m x block_n f16, 8 halves of pad per row).
+  const int64_t ldp = bn + 8, p_smem = volta ? bm * ldp : 0;
+  const int64_t smem_bytes = (q_smem + stages * (k_smem + v_smem) + p_smem) * mt.elem_bytes;
   TemplateVars vars = {
       {"BM", str(bm)},         {"BN", str(bn)},           {"WM", str(wm)},
       {"MT", str(mtiles)},     {"THREADS", str(threads)}, {"SQ", str(am.sq)},
@@ -198,19 +268,35 @@ for (int dc_i = (int)threadIdx.x; dc_i < $(TOTAL); dc_i += $(THREADS)) {
       {"LDK", str(ldk)},       {"LDV", str(ldv)},         {"NT", str(nt)},
       {"TPS", str(tiles_per_split)}, {"STAGES", str(stages)}, {"NEG_INF", kNegInf},
       {"Q_SMEM", str(q_smem)}, {"K_SMEM", str(k_smem)},   {"KV_SMEM", str(k_smem + v_smem)},
-      {"SN", str(bn / 8)},     {"DN", str(dvp / 8)},      {"QK", str(dp / mt.k_step)},
+      {"SN", str(bn / (volta ? 16 : 8))}, {"DN", str(dvp / (volta ? 16 : 8))}, {"QK", str(dp / mt.k_step)},
       {"PK", str(bn / mt.k_step)}, {"SMEM_T", smem_t},    {"MMA", mt.mma},
       {"PACK", mt.pack},       {"SETUP", setup},          {"SCORE_CODE", score_code},
       {"SCORE", score},        {"EPILOGUE", epi},         {"BATCH", str(am.batch)},
       {"WAIT_PRO", str(stages - 1)}, {"WAIT_LOOP", str(std::max<int64_t>(0, stages - 2))},
       {"LOAD_Q", load_tile(tq, "dc_q0", "dc_qs")},
       {"LOAD_KV", load_tile(tk, "dc_j0", "dc_kbuf") + load_tile(tvv, "dc_j0", "dc_vbuf")}};
+  // Accumulators per fragment, the elements of one row half (dc_hf) among them, the lanes
+  // that share a row, and (row, key/column) of accumulator dc_i.
+  vars["ACC"] = volta ? "8" : "4";
+  vars["EPR"] = volta ? "4" : "2";
+  vars["ELEM"] = volta ? "2 * dc_hf + (dc_e2 & 1) + (dc_e2 >> 1) * 4" : "2 * dc_hf + dc_e2";
+  vars["XOR1"] = volta ? "2" : "1";
+  vars["XOR2"] = volta ? "8" : "2";
+  vars["ROW_I"] = volta ? "dc_br + dc_mma884_c_row(dc_lane, dc_i)" : "dc_g + 8 * (dc_i >> 1)";
+  vars["COL_I"] = volta ? "dc_j * 16 + dc_bc + dc_mma884_c_col(dc_lane, dc_i)" : "dc_j * 8 + 2 * dc_t + (dc_i & 1)";
+  vars["ROW_HF"] = volta ? "dc_br + dc_mma884_c_row(dc_lane, 2 * dc_hf)" : "dc_g + 8 * dc_hf";
+  vars["COL_E"] = volta ? "dc_dn * 16 + dc_bc + dc_mma884_c_col(dc_lane, dc_oi)" : "dc_dn * 8 + 2 * dc_t + dc_e2";
+  vars["P_SMEM"] = str(stages * (k_smem + v_smem));
+  vars["LDP"] = str(ldp);
   vars["PARAMS"] = splits > 1 ? kernel_params(w, {"float* DC_RESTRICT scratch0", "float* DC_RESTRICT scratch1"})
                               : kernel_params(w);
 
   // Fragments. fp16/bf16: ldmatrix (x4 covers two n8 tiles or a whole A tile); tf32: one
   // 32-bit shared load per element, rounded with cvt.rna.tf32.
-  if (!mt.tf32) {
+  if (volta) {
+    vars["MMA"] = "dc_mma_m8n8k4_f16";
+    volta_attention_fragments(vars, dp);
+  } else if (!mt.tf32) {
     vars["Q_FRAGS"] = expand_template(R"(unsigned dc_qf[$(MT)][$(QK)][4];
 DC_UNROLL
 for (int dc_mi = 0; dc_mi < $(MT); ++dc_mi) {
@@ -352,12 +438,12 @@ dc_cp_async_commit();
   // End of the key loop: normalise and run the epilogue, or (split) write the partial
   // state of this slice: O unnormalised, the row max m and the row sum l.
   if (splits == 1) {
-    vars["FINISH"] = expand_template(R"(const float dc_h = dc_o[dc_mi][dc_dn][2 * dc_hf + dc_e2] / dc_lrow;
+    vars["FINISH"] = expand_template(R"(const float dc_h = dc_o[dc_mi][dc_dn][dc_oi] / dc_lrow;
 $(EPILOGUE)
 )", vars);
   } else {
     vars["FINISH"] = expand_template(R"(const dc_i64 dc_row = ((dc_i64)blockIdx.z * $(BATCH) + dc_bz) * $(SQ) + dc_qr;
-scratch0[dc_row * $(DV) + dc_e] = dc_o[dc_mi][dc_dn][2 * dc_hf + dc_e2];
+scratch0[dc_row * $(DV) + dc_e] = dc_o[dc_mi][dc_dn][dc_oi];
 if (dc_e == 0) {
   scratch1[dc_row * 2] = dc_m[dc_mi][dc_hf];
   scratch1[dc_row * 2 + 1] = dc_lrow;
@@ -382,8 +468,14 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention_mma($(PARAM
   $(SMEM_T)* dc_kvs = dc_qs + $(Q_SMEM);
   const int dc_lane = (int)threadIdx.x & 31, dc_wrow = ((int)threadIdx.x >> 5) * $(WM);
   const int dc_g = dc_lane >> 2, dc_t = dc_lane & 3;  // mma fragment group and thread in group
+  // m8n8k4: this lane's 8x8 block of a 16x16 fragment, and its thread in the quad pair.
+  const int dc_br = dc_mma884_block_row(dc_lane), dc_bc = dc_mma884_block_col(dc_lane);
+  const int dc_th = dc_mma884_thread(dc_lane);
   (void)dc_g;
   (void)dc_t;
+  (void)dc_br;
+  (void)dc_bc;
+  (void)dc_th;
   const dc_i64 dc_bz = blockIdx.y;
   const dc_i64 dc_q0 = (dc_i64)blockIdx.x * $(BM);
   // Key tiles of this slice.
@@ -398,14 +490,14 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention_mma($(PARAM
   $(Q_FRAGS)
   // Per row (g and g + 8 of each m16 tile): running max m, this lane's part of the running
   // sum l (the quad adds its four parts at the end), output accumulators.
-  float dc_m[$(MT)][2], dc_l[$(MT)][2], dc_o[$(MT)][$(DN)][4];
+  float dc_m[$(MT)][2], dc_l[$(MT)][2], dc_o[$(MT)][$(DN)][$(ACC)];
   DC_UNROLL
   for (int dc_mi = 0; dc_mi < $(MT); ++dc_mi) {
     dc_m[dc_mi][0] = dc_m[dc_mi][1] = $(NEG_INF);
     dc_l[dc_mi][0] = dc_l[dc_mi][1] = 0.f;
     DC_UNROLL
     for (int dc_dn = 0; dc_dn < $(DN); ++dc_dn)
-      dc_o[dc_mi][dc_dn][0] = dc_o[dc_mi][dc_dn][1] = dc_o[dc_mi][dc_dn][2] = dc_o[dc_mi][dc_dn][3] = 0.f;
+      for (int dc_i = 0; dc_i < $(ACC); ++dc_i) dc_o[dc_mi][dc_dn][dc_i] = 0.f;
   }
   for (int dc_jt = dc_jt0; dc_jt < dc_jt1; ++dc_jt) {
     const int dc_it = dc_jt - dc_jt0;
@@ -413,24 +505,24 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention_mma($(PARAM
     const $(SMEM_T)* dc_kcur = dc_kvs + (dc_it % $(STAGES)) * $(KV_SMEM);
     const $(SMEM_T)* dc_vcur = dc_kcur + $(K_SMEM);
     // S = Q K^T for this warp's rows and the tile's keys.
-    float dc_s[$(MT)][$(SN)][4];
+    float dc_s[$(MT)][$(SN)][$(ACC)];
     DC_UNROLL
     for (int dc_mi = 0; dc_mi < $(MT); ++dc_mi) {
       DC_UNROLL
       for (int dc_j = 0; dc_j < $(SN); ++dc_j)
-        dc_s[dc_mi][dc_j][0] = dc_s[dc_mi][dc_j][1] = dc_s[dc_mi][dc_j][2] = dc_s[dc_mi][dc_j][3] = 0.f;
+        for (int dc_i = 0; dc_i < $(ACC); ++dc_i) dc_s[dc_mi][dc_j][dc_i] = 0.f;
     }
     $(QK_MMA)
     // Scale and mask (fp32), -inf outside the matrix. Accumulator i of n8 tile j holds
-    // row g + 8 (i / 2), key 8 j + 2 t + i % 2.
+    // row g + 8 (i / 2), key 8 j + 2 t + i % 2 (m8n8k4: the dc_mma884_c tables).
     DC_UNROLL
     for (int dc_mi = 0; dc_mi < $(MT); ++dc_mi) {
       DC_UNROLL
       for (int dc_j = 0; dc_j < $(SN); ++dc_j) {
         DC_UNROLL
-        for (int dc_i = 0; dc_i < 4; ++dc_i) {
-          const dc_i64 dc_qr = dc_q0 + dc_wrow + dc_mi * 16 + dc_g + 8 * (dc_i >> 1);
-          const dc_i64 dc_kc = (dc_i64)dc_jt * $(BN) + dc_j * 8 + 2 * dc_t + (dc_i & 1);
+        for (int dc_i = 0; dc_i < $(ACC); ++dc_i) {
+          const dc_i64 dc_qr = dc_q0 + dc_wrow + dc_mi * 16 + $(ROW_I);
+          const dc_i64 dc_kc = (dc_i64)dc_jt * $(BN) + $(COL_I);
           float dc_val = $(NEG_INF);
           if (dc_qr < $(SQ) && dc_kc < $(SK)) {
             const float dc_sv = dc_s[dc_mi][dc_j][dc_i];
@@ -452,10 +544,12 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention_mma($(PARAM
       for (int dc_hf = 0; dc_hf < 2; ++dc_hf) {
         float dc_mx = $(NEG_INF);
         DC_UNROLL
-        for (int dc_j = 0; dc_j < $(SN); ++dc_j)
-          dc_mx = fmaxf(dc_mx, fmaxf(dc_s[dc_mi][dc_j][2 * dc_hf], dc_s[dc_mi][dc_j][2 * dc_hf + 1]));
-        dc_mx = fmaxf(dc_mx, __shfl_xor_sync(0xffffffffu, dc_mx, 1));
-        dc_mx = fmaxf(dc_mx, __shfl_xor_sync(0xffffffffu, dc_mx, 2));
+        for (int dc_j = 0; dc_j < $(SN); ++dc_j) {
+          DC_UNROLL
+          for (int dc_e2 = 0; dc_e2 < $(EPR); ++dc_e2) dc_mx = fmaxf(dc_mx, dc_s[dc_mi][dc_j][$(ELEM)]);
+        }
+        dc_mx = fmaxf(dc_mx, __shfl_xor_sync(0xffffffffu, dc_mx, $(XOR1)));
+        dc_mx = fmaxf(dc_mx, __shfl_xor_sync(0xffffffffu, dc_mx, $(XOR2)));
         const float dc_mnew = fmaxf(dc_m[dc_mi][dc_hf], dc_mx);
         const float dc_muse = dc_mnew == $(NEG_INF) ? 0.f : dc_mnew;
         const float dc_alpha = expf(dc_m[dc_mi][dc_hf] - dc_muse);
@@ -464,17 +558,17 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention_mma($(PARAM
         DC_UNROLL
         for (int dc_j = 0; dc_j < $(SN); ++dc_j) {
           DC_UNROLL
-          for (int dc_e2 = 0; dc_e2 < 2; ++dc_e2) {
-            const float dc_p = expf(dc_s[dc_mi][dc_j][2 * dc_hf + dc_e2] - dc_muse);
-            dc_s[dc_mi][dc_j][2 * dc_hf + dc_e2] = dc_p;
+          for (int dc_e2 = 0; dc_e2 < $(EPR); ++dc_e2) {
+            const float dc_p = expf(dc_s[dc_mi][dc_j][$(ELEM)] - dc_muse);
+            dc_s[dc_mi][dc_j][$(ELEM)] = dc_p;
             dc_sum += dc_p;
           }
         }
         dc_l[dc_mi][dc_hf] = dc_l[dc_mi][dc_hf] * dc_alpha + dc_sum;
         DC_UNROLL
         for (int dc_dn = 0; dc_dn < $(DN); ++dc_dn) {
-          dc_o[dc_mi][dc_dn][2 * dc_hf] *= dc_alpha;
-          dc_o[dc_mi][dc_dn][2 * dc_hf + 1] *= dc_alpha;
+          DC_UNROLL
+          for (int dc_e2 = 0; dc_e2 < $(EPR); ++dc_e2) dc_o[dc_mi][dc_dn][$(ELEM)] *= dc_alpha;
         }
       }
     }
@@ -486,14 +580,15 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention_mma($(PARAM
     DC_UNROLL
     for (int dc_hf = 0; dc_hf < 2; ++dc_hf) {
       float dc_lrow = dc_l[dc_mi][dc_hf];
-      dc_lrow += __shfl_xor_sync(0xffffffffu, dc_lrow, 1);
-      dc_lrow += __shfl_xor_sync(0xffffffffu, dc_lrow, 2);
-      const dc_i64 dc_qr = dc_q0 + dc_wrow + dc_mi * 16 + dc_g + 8 * dc_hf;
+      dc_lrow += __shfl_xor_sync(0xffffffffu, dc_lrow, $(XOR1));
+      dc_lrow += __shfl_xor_sync(0xffffffffu, dc_lrow, $(XOR2));
+      const dc_i64 dc_qr = dc_q0 + dc_wrow + dc_mi * 16 + $(ROW_HF);
       DC_UNROLL
       for (int dc_dn = 0; dc_dn < $(DN); ++dc_dn) {
         DC_UNROLL
-        for (int dc_e2 = 0; dc_e2 < 2; ++dc_e2) {
-          const dc_i64 dc_e = dc_dn * 8 + 2 * dc_t + dc_e2;
+        for (int dc_e2 = 0; dc_e2 < $(EPR); ++dc_e2) {
+          const int dc_oi = $(ELEM);
+          const dc_i64 dc_e = $(COL_E);
           if (dc_qr < $(SQ) && dc_e < $(DV)) {
             $(FINISH)
           }

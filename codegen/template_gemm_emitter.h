@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ir/workload.h"
-#include "kernel.h"
+#include "ir/kernel.h"
 #include "ref/conv_transpose.h"
 #include "ref/im2col.h"
 #include "template_text.h"
@@ -111,6 +111,7 @@ class GemmEmitter {
   void choose_tiles_mma();
   void choose_operand_mma(Operand& o);
   std::string mma_fragment_code() const;
+  std::string mma884_fragment_code() const;  // sm_70's m8n8k4 (volta_)
   std::string main_kernel_mma();
   std::string epilogue_pair_code();
   std::string smem_type() const;  // float (tf32), dc_half (fp16), dc_bfloat16 (bf16)
@@ -144,6 +145,7 @@ class GemmEmitter {
   int64_t bm_ = 0, bn_ = 0, bk_ = 0, tm_ = 0, tn_ = 0, threads_ = 0, stages_ = 1, split_ = 1;
   bool async_ = false;  // stages_ >= 3 as a cp.async pipeline
   bool mma_ = false;    // tensor-core path (Variant::precision tf32 / fp16 / bf16)
+  bool volta_ = false;  // ... through sm_70's mma.sync m8n8k4 (Variant param m8n8k4)
   int64_t warp_m_ = 0, warp_n_ = 0;
   bool warp_layout_ = false;
   bool split_direct_ = false;  // split-K atomics go straight into the (single) output

@@ -14,6 +14,11 @@
 //    tf32; rows are padded so that those reads are bank-conflict-free (gemm_mma_pad_elems,
 //    docs/codegen.md);
 //  - the epilogue per accumulator, in fp32, stored through dc_from_f32<T>.
+// On sm_70 (Variant param m8n8k4 = 1, fp16 only) the same kernel runs Volta's mma.sync
+// m8n8k4 instead: warp tiles of m16 x n16 fragments, each one instruction per k4 step whose
+// four quad pairs compute its four 8x8 blocks (dc_mma884_*), operands read from shared
+// memory element pairs (no ldmatrix), the ring's copies synchronous (cp.async's pre-sm_80
+// fallback, stages = 2).
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -70,6 +75,9 @@ void GemmEmitter::choose_tiles_mma() {
   warp_n_ = v_.param("warp_n");
   DC_INTERNAL_CHECK(v_.precision == "tf32" || v_.precision == "fp16" || v_.precision == "bf16",
                     v_.template_name, ": unknown precision path ", v_.precision);
+  volta_ = v_.param("m8n8k4", 0) != 0;
+  DC_INTERNAL_CHECK(!volta_ || v_.precision == "fp16", v_.template_name, ": m8n8k4 is fp16 only, not ",
+                    v_.precision);
   // Warp tiles of whole m16 x n16 fragment pairs (B fragments load in pairs with ldmatrix
   // x4); K tiles of whole k16 steps (two tf32 k8 steps).
   DC_INTERNAL_CHECK(bm_ > 0 && bn_ > 0 && bk_ > 0 && warp_m_ > 0 && warp_n_ > 0 &&
@@ -98,6 +106,7 @@ void GemmEmitter::choose_tiles_mma() {
 // (CONTRACT.md): groupID g = lane / 4, thread-in-group t = lane % 4.
 std::string GemmEmitter::mma_fragment_code() const {
   std::string code;
+  if (volta_) return mma884_fragment_code();
   if (v_.precision == "tf32") {
     // 32-bit shared loads (ldmatrix is b16 only), rounded by cvt.rna.tf32.f32.
     // A (16 x 8): a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4).
@@ -146,6 +155,33 @@ std::string GemmEmitter::mma_fragment_code() const {
           "  dc_fb[dc_ni][0] = dc_q[0];\n  dc_fb[dc_ni][1] = dc_q[1];\n"
           "  dc_fb[dc_ni + 1][0] = dc_q[2];\n  dc_fb[dc_ni + 1][1] = dc_q[3];\n}\n";
   return code;
+}
+
+// m8n8k4 fragments of one k4 step (dc_kk) for the m16 x n16 tiles of the warp: lane l of
+// quad pair q supplies A row dc_mma884_a_row of the 8-row block dc_mma884_block_row (k 0-3
+// in two f16x2 registers) and B column dc_mma884_b_col of the block dc_mma884_block_col.
+std::string GemmEmitter::mma884_fragment_code() const {
+  // Two elements at `first` and `first + step` of a dc_half array as one f16x2 register.
+  auto pair = [](const std::string& p, const std::string& first, const std::string& step) {
+    return fmt::format("(unsigned){0}[{1}].bits | ((unsigned){0}[{1} + {2}].bits << 16)", p, first, step);
+  };
+  std::string a = "const int dc_row = dc_wm0 + dc_mi * 16 + dc_mma884_block_row(dc_lane) + dc_mma884_a_row(dc_lane, 0);\n";
+  if (a_.k_rows)  // [BM][LDA]: k contiguous
+    a += fmt::format("dc_fa[dc_mi][0] = {};\ndc_fa[dc_mi][1] = {};\n", pair("dc_as", "dc_row * dc_LDA + dc_kk", "1"),
+                     pair("dc_as", "dc_row * dc_LDA + dc_kk + 2", "1"));
+  else  // [BK][LDA]: m contiguous
+    a += fmt::format("dc_fa[dc_mi][0] = {};\ndc_fa[dc_mi][1] = {};\n", pair("dc_as", "dc_kk * dc_LDA + dc_row", "dc_LDA"),
+                     pair("dc_as", "(dc_kk + 2) * dc_LDA + dc_row", "dc_LDA"));
+  std::string b = "const int dc_col = dc_wn0 + dc_ni * 16 + dc_mma884_block_col(dc_lane) + dc_mma884_b_col(dc_lane, 0);\n";
+  if (b_.k_rows)  // [BN][LDB]: k contiguous
+    b += fmt::format("dc_fb[dc_ni][0] = {};\ndc_fb[dc_ni][1] = {};\n", pair("dc_bs", "dc_col * dc_LDB + dc_kk", "1"),
+                     pair("dc_bs", "dc_col * dc_LDB + dc_kk + 2", "1"));
+  else  // [BK][LDB]: n contiguous
+    b += fmt::format("dc_fb[dc_ni][0] = {};\ndc_fb[dc_ni][1] = {};\n", pair("dc_bs", "dc_kk * dc_LDB + dc_col", "dc_LDB"),
+                     pair("dc_bs", "(dc_kk + 2) * dc_LDB + dc_col", "dc_LDB"));
+  return expand_template("DC_UNROLL\nfor (int dc_mi = 0; dc_mi < dc_MI; ++dc_mi) {\n  $(A)\n}\n"
+                         "DC_UNROLL\nfor (int dc_ni = 0; dc_ni < dc_NI; ++dc_ni) {\n  $(B)\n}\n",
+                         {{"A", a}, {"B", b}});
 }
 
 // Accumulators 0,1 (and 2,3) of a lane are adjacent columns of one row: stored as one
@@ -209,12 +245,20 @@ std::string GemmEmitter::main_kernel_mma() {
                        {"KT", str(ceil_div(k_, bk_))},
                        {"KT_PER", str(ceil_div(ceil_div(k_, bk_), split_))},
                        {"STAGES", str(stages_)},
-                       {"KSTEP", tf32 ? "8" : "16"},
+                       {"KSTEP", volta_ ? "4" : tf32 ? "8" : "16"},
+                       {"N_FRAG", volta_ ? "16" : "8"},
+                       {"ACC", volta_ ? "8" : "4"},
+                       {"A_REGS", volta_ ? "2" : "4"},
                        {"T", smem_type()},
                        {"IDX", idx_}};
-  vars["MMA"] = tf32 ? "dc_mma_m16n8k8_tf32"
+  vars["MMA"] = volta_ ? "dc_mma_m8n8k4_f16"
+                : tf32 ? "dc_mma_m16n8k8_tf32"
                 : v_.precision == "fp16" ? "dc_mma_m16n8k16_f16"
                                          : "dc_mma_m16n8k16_bf16";
+  vars["C_ROW"] = volta_ ? "dc_mma884_block_row(dc_lane) + dc_mma884_c_row(dc_lane, dc_i)"
+                        : "dc_mma_c_row(dc_lane, dc_i)";
+  vars["C_COL"] = volta_ ? "dc_mma884_block_col(dc_lane) + dc_mma884_c_col(dc_lane, dc_i)"
+                        : "dc_mma_c_col(dc_lane, dc_i)";
   vars["PARAMS"] = split_ > 1 && !split_direct_
                        ? kernel_params(w_, {"float* DC_RESTRICT scratch0"})
                        : kernel_params(w_);
@@ -243,9 +287,9 @@ std::string GemmEmitter::main_kernel_mma() {
                                b_.copy_bytes ? str(b_.copy_bytes) + "-byte cp.async" : "registers");
   vars["EPILOGUE_LOOP"] = expand_template(
       pair.empty() ? R"(DC_UNROLL
-for (int dc_i = 0; dc_i < 4; ++dc_i) {
-  const $(IDX) dc_gm = dc_m_base + dc_mi * 16 + dc_mma_c_row(dc_lane, dc_i);
-  const $(IDX) dc_gn = dc_n_base + dc_ni * 8 + dc_mma_c_col(dc_lane, dc_i);
+for (int dc_i = 0; dc_i < $(ACC); ++dc_i) {
+  const $(IDX) dc_gm = dc_m_base + dc_mi * 16 + $(C_ROW);
+  const $(IDX) dc_gn = dc_n_base + dc_ni * $(N_FRAG) + $(C_COL);
   if (dc_gm < $(M) && dc_gn < $(N)) {
     const float dc_acc = dc_accum[dc_mi][dc_ni][dc_i];
     $(EPILOGUE)
@@ -253,9 +297,9 @@ for (int dc_i = 0; dc_i < 4; ++dc_i) {
 })"
                    : R"(// Accumulator pairs (dc_i, dc_i + 1): adjacent columns, one vector store.
 DC_UNROLL
-for (int dc_i = 0; dc_i < 4; dc_i += 2) {
-  const $(IDX) dc_gm = dc_m_base + dc_mi * 16 + dc_mma_c_row(dc_lane, dc_i);
-  const $(IDX) dc_gn0 = dc_n_base + dc_ni * 8 + dc_mma_c_col(dc_lane, dc_i);
+for (int dc_i = 0; dc_i < $(ACC); dc_i += 2) {
+  const $(IDX) dc_gm = dc_m_base + dc_mi * 16 + $(C_ROW);
+  const $(IDX) dc_gn0 = dc_n_base + dc_ni * $(N_FRAG) + $(C_COL);
   if (dc_gm < $(M) && dc_gn0 < $(N)) {
     $(PAIR)
   }
@@ -267,14 +311,14 @@ for (int dc_i = 0; dc_i < 4; dc_i += 2) {
       }());
   return expand_template(R"(// Tensor-core tiles ($(MMA)): block $(BM)x$(BN)x$(BK), warp $(WM)x$(WN), $(THREADS)
 // threads, $(STAGES) stages; loads: $(COPIES).
-constexpr int dc_BK = $(BK), dc_MI = $(WM) / 16, dc_NI = $(WN) / 8;
+constexpr int dc_BK = $(BK), dc_MI = $(WM) / 16, dc_NI = $(WN) / $(N_FRAG);
 constexpr int dc_LDA = $(LDA), dc_LDB = $(LDB);  // shared row length incl. pad
 
 // The mma.sync steps of one K tile: fragments of the warp tile from shared memory, then
-// every m16 x n8 fragment's accumulators += A . B.
+// every m16 x n$(N_FRAG) fragment's accumulators += A . B.
 __device__ __forceinline__ void dc_mma_tile(const $(T)* DC_RESTRICT dc_as,
                                             const $(T)* DC_RESTRICT dc_bs,
-                                            float (&dc_accum)[dc_MI][dc_NI][4], int dc_wm0,
+                                            float (&dc_accum)[dc_MI][dc_NI][$(ACC)], int dc_wm0,
                                             int dc_wn0, int dc_lane) {
   const int dc_g = dc_lane >> 2, dc_t = dc_lane & 3;  // fragment row group, thread in group
   const int dc_j = dc_lane >> 3, dc_r = dc_lane & 7;  // ldmatrix: matrix and row supplied
@@ -284,7 +328,7 @@ __device__ __forceinline__ void dc_mma_tile(const $(T)* DC_RESTRICT dc_as,
   (void)dc_r;
   DC_UNROLL
   for (int dc_kk = 0; dc_kk < dc_BK; dc_kk += $(KSTEP)) {
-    unsigned dc_fa[dc_MI][4], dc_fb[dc_NI][2];
+    unsigned dc_fa[dc_MI][$(A_REGS)], dc_fb[dc_NI][2];
     $(FRAGMENTS)
     DC_UNROLL
     for (int dc_mi = 0; dc_mi < dc_MI; ++dc_mi) {
@@ -302,13 +346,13 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_gemm($(PARAMS)) {
   $(SETUP)
   const int dc_warp = (int)threadIdx.x / 32, dc_lane = (int)threadIdx.x % 32;
   const int dc_wm0 = (dc_warp / $(WARPS_N)) * $(WM), dc_wn0 = (dc_warp % $(WARPS_N)) * $(WN);
-  float dc_accum[dc_MI][dc_NI][4];
+  float dc_accum[dc_MI][dc_NI][$(ACC)];
   DC_UNROLL
   for (int dc_mi = 0; dc_mi < dc_MI; ++dc_mi) {
     DC_UNROLL
     for (int dc_ni = 0; dc_ni < dc_NI; ++dc_ni) {
       DC_UNROLL
-      for (int dc_i = 0; dc_i < 4; ++dc_i) dc_accum[dc_mi][dc_ni][dc_i] = 0.f;
+      for (int dc_i = 0; dc_i < $(ACC); ++dc_i) dc_accum[dc_mi][dc_ni][dc_i] = 0.f;
     }
   }
   $(STAGING)
@@ -354,7 +398,7 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_gemm($(PARAMS)) {
     }
     dc_cp_async_wait<0>();
   }
-  // Epilogue per accumulator (C fragment: dc_mma_c_row / dc_mma_c_col), in fp32.
+  // Epilogue per accumulator (C fragment: $(C_ROW), $(C_COL)), in fp32.
   const $(IDX) dc_m_base = ($(IDX))blockIdx.x * $(BM) + dc_wm0;
   const $(IDX) dc_n_base = ($(IDX))blockIdx.y * $(BN) + dc_wn0;
   DC_UNROLL

@@ -1,4 +1,4 @@
-// "row_reduce": Softmax, LogSoftmax, LayerNormalization, Reduce{Sum,Mean,Max,Min,Prod,L1,
+// "row_reduce": Softmax, LogSoftmax, LayerNormalization, RMSNormalization, Reduce{Sum,Mean,Max,Min,Prod,L1,
 // L2,SumSquare,LogSum,LogSumExp}, GlobalAveragePool and GlobalMaxPool, with the cluster's
 // elementwise prologue (read through the ValueEmitter wherever the row is read: residual
 // Add before LayerNorm, scale + mask before Softmax) and epilogue (the reduction's result
@@ -13,7 +13,8 @@
 // it between passes according to `cache`: 0 recomputes the prologue from global memory,
 // 1 keeps the thread's elements in registers (a constant-indexed array, loops unrolled),
 // 2 keeps the row in dynamic shared memory. Statistics are exact two-pass forms: Softmax
-// max then sum of exp(x - max); LayerNorm mean, then the mean of squared deviations.
+// max then sum of exp(x - max); LayerNorm mean, then the mean of squared deviations; RMSNorm
+// the mean of squares.
 //
 // Rows whose reduced axes are not the innermost (Softmax over axis 1 of NCHW, ReduceMean
 // over a middle axis) work too: coordinates are unravelled per element and loads are
@@ -37,7 +38,7 @@ namespace {
 
 const char* kLane[] = {"x", "y", "z", "w"};
 
-enum class Kind { sum, max, min, prod, log_sum_exp, softmax, log_softmax, layer_norm, identity };
+enum class Kind { sum, max, min, prod, log_sum_exp, softmax, log_softmax, layer_norm, rms_norm, identity };
 
 struct ReductionInfo {
   const Node* node = nullptr;
@@ -78,9 +79,9 @@ ReductionInfo analyze(const Graph& g, const Node& n) {
       const int64_t axis = normalize_axis(n.attrs.get_int("axis", legacy ? 1 : -1), rank, "axis");
       for (int64_t i = axis; i < (legacy ? rank : axis + 1); ++i) axes.push_back(i);
     }
-  } else if (op == "LayerNormalization") {
-    r.kind = Kind::layer_norm;
-    DC_INTERNAL_CHECK(n.attrs.get_int("stash_type", 1) == 1, "row_reduce: LayerNorm stash_type");
+  } else if (op == "LayerNormalization" || op == "RMSNormalization") {
+    r.kind = op == "LayerNormalization" ? Kind::layer_norm : Kind::rms_norm;
+    DC_INTERNAL_CHECK(n.attrs.get_int("stash_type", 1) == 1, "row_reduce: ", op, " stash_type");
     for (int64_t i = normalize_axis(n.attrs.get_int("axis", -1), rank, "axis"); i < rank; ++i) axes.push_back(i);
   } else if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
     r.kind = op == "GlobalMaxPool" ? Kind::max : Kind::sum;
@@ -114,7 +115,7 @@ ReductionInfo analyze(const Graph& g, const Node& n) {
 
 bool is_reduction(const std::string& op) {
   static const std::set<std::string> ops = {
-      "Softmax",   "LogSoftmax",  "LayerNormalization", "GlobalAveragePool", "GlobalMaxPool",
+      "Softmax",   "LogSoftmax",  "LayerNormalization", "RMSNormalization", "GlobalAveragePool", "GlobalMaxPool",
       "ReduceSum", "ReduceMean",  "ReduceMax",          "ReduceMin",         "ReduceProd",
       "ReduceL1",  "ReduceL2",    "ReduceSumSquare",    "ReduceLogSum",      "ReduceLogSumExp"};
   return ops.count(op) != 0;
@@ -187,6 +188,9 @@ class RowReduceEmitter {
       case Kind::layer_norm:
         emit_layer_norm(b);
         break;
+      case Kind::rms_norm:
+        emit_rms_norm(b);
+        break;
     }
     std::string source =
         source_header(w_, v.template_name, v.key()) +
@@ -203,6 +207,7 @@ class RowReduceEmitter {
     switch (r_.kind) {
       case Kind::softmax: case Kind::log_softmax: return 3;
       case Kind::layer_norm: return 3;
+      case Kind::rms_norm: return 2;
       case Kind::log_sum_exp: return 2;
       default: return 1;
     }
@@ -211,11 +216,17 @@ class RowReduceEmitter {
   void classify_outputs() {
     for (const auto& o : g_.outputs) {
       const int s = source_output(g_, n_, o);
+      if (s < 0 && g_.info(o).shape == g_.info(x()).shape) {
+        // Computed before the reduction (the residual sum entering a norm, also read
+        // elsewhere): written during the first pass over the row.
+        prologue_outputs_.push_back(o);
+        continue;
+      }
       DC_INTERNAL_CHECK(s >= 0, "row_reduce: output ", o, " does not depend on the ", n_.op,
                         " (workload ", w_.signature, ")");
       const int64_t numel = shape_numel(g_.info(o).shape);
       const bool row_space = !(s == 0 && (r_.kind == Kind::softmax || r_.kind == Kind::log_softmax ||
-                                          r_.kind == Kind::layer_norm));
+                                          r_.kind == Kind::layer_norm || r_.kind == Kind::rms_norm));
       if (row_space) {
         DC_INTERNAL_CHECK(numel == r_.rows, "row_reduce: output ", o, " has ", numel,
                           " elements, expected one per row (", r_.rows, ")");
@@ -307,6 +318,13 @@ class RowReduceEmitter {
       vals.push_back(em_.value(x(), lanes[static_cast<size_t>(k)], b));
     }
     unbind(loaded);
+    if (first_pass)
+      for (const auto& o : prologue_outputs_)
+        for (int64_t k = 0; k < vec_; ++k) {
+          const auto& c = lanes[static_cast<size_t>(k)];
+          b += fmt::format("  {}[{}] = {};\n", em_.param_name(o), em_.offset(o, c),
+                           store_value(g_.info(o).dtype, em_.value(o, c, b)));
+        }
     if (first_pass && cache_ == 1)
       for (int64_t k = 0; k < vec_; ++k)
         b += fmt::format("  dcr_x[it * {} + {}] = {};\n", vec_, k, vals[static_cast<size_t>(k)]);
@@ -476,13 +494,7 @@ class RowReduceEmitter {
     lanes = open_chunks(b, cache_ == 1);
     const auto vals = row_values(lanes, false, b);
     // Scale and bias broadcast over the normalised dims (leading 1s beyond them dropped).
-    std::set<std::string> params;
-    const Shape& xs = g_.info(x()).shape;
-    if (vec_ > 1 && lane_step_)
-      for (size_t i = 1; i < 3; ++i)
-        if (n_.has_input(i) && !g_.is_constant(n_.input(i)) && g_.info(n_.input(i)).dtype == DType::f32 &&
-            !g_.info(n_.input(i)).shape.empty() && g_.info(n_.input(i)).shape.back() == xs.back())
-          params.insert(n_.input(i));
+    const std::set<std::string> params = vector_params(2);
     store_elements(lanes, [&](int64_t k, const std::string& v, std::string& code) {
       const auto& c = lanes[static_cast<size_t>(k)];
       const std::string sc = param(1, c, code);
@@ -494,6 +506,38 @@ class RowReduceEmitter {
     }, vals, params, b);
     close_chunks(b);
     store_rows({{1, "mean"}, {2, "rstd"}}, b);
+  }
+
+  // RMSNorm: the mean of squares, then x * rstd * scale (one statistic, two passes).
+  void emit_rms_norm(std::string& b) {
+    const double eps = n_.attrs.get_float("epsilon", 1e-5f);
+    b += "  float sq = 0.f;\n";
+    auto lanes = open_chunks(b, cache_ == 1);
+    for (const auto& v : row_values(lanes, true, b)) b += fmt::format("  sq += {0} * {0};\n", v);
+    close_chunks(b);
+    reduce("sq", "{} + {}", 0, b);
+    const std::string len = float_literal(static_cast<double>(r_.row_len));
+    b += fmt::format("  const float rstd = 1.f / sqrtf(sq / {} + {});\n", len, float_literal(eps));
+    lanes = open_chunks(b, cache_ == 1);
+    const auto vals = row_values(lanes, false, b);
+    store_elements(lanes, [&](int64_t k, const std::string& v, std::string& code) {
+      const std::string y = fmt::format("y{}", counter_++);
+      code += fmt::format("  const float {} = {} * rstd * {};\n", y, v, param(1, lanes[static_cast<size_t>(k)], code));
+      return y;
+    }, vals, vector_params(1), b);
+    close_chunks(b);
+  }
+
+  // Scale/bias inputs (1 .. last) loaded as vectors: non-constant f32 of the row's last extent.
+  std::set<std::string> vector_params(size_t last) const {
+    std::set<std::string> params;
+    const Shape& xs = g_.info(x()).shape;
+    if (vec_ > 1 && lane_step_)
+      for (size_t i = 1; i <= last; ++i)
+        if (n_.has_input(i) && !g_.is_constant(n_.input(i)) && g_.info(n_.input(i)).dtype == DType::f32 &&
+            !g_.info(n_.input(i)).shape.empty() && g_.info(n_.input(i)).shape.back() == xs.back())
+          params.insert(n_.input(i));
+    return params;
   }
 
   // LayerNorm scale (1) or bias (2) at element coordinates `c`.
@@ -517,6 +561,7 @@ class RowReduceEmitter {
   bool lane_step_ = false;  // lane k's coordinates: lane 0's with the last one + k
   std::vector<std::string> kept_;
   std::vector<std::string> elem_outputs_;
+  std::vector<std::string> prologue_outputs_;  // element-space outputs computed before the reduction
   std::vector<std::pair<std::string, int>> row_outputs_;
   int counter_ = 0;
 };

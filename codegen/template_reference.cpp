@@ -38,7 +38,8 @@ const std::set<std::string> kReduceOps = {"ReduceSum",   "ReduceMean",      "Red
 const std::set<std::string> kOtherOps = {"Conv",       "ConvTranspose", "MatMul",     "Gemm",
                                          "MaxPool",    "AveragePool", "GlobalAveragePool",
                                          "GlobalMaxPool", "Softmax", "LogSoftmax",
-                                         "LayerNormalization", "BatchNormalization"};
+                                         "LayerNormalization", "RMSNormalization",
+                                         "BatchNormalization"};
 
 bool reference_supports(const Node& n) {
   return ValueEmitter::supports(n) || kReduceOps.count(n.op) || kOtherOps.count(n.op);
@@ -91,6 +92,7 @@ class NodeEmitter {
     if (op == "GlobalAveragePool" || op == "GlobalMaxPool") return global_pool(o, code);
     if (op == "Softmax" || op == "LogSoftmax") return softmax(o, code);
     if (op == "LayerNormalization") return layer_norm(out, o, code);
+    if (op == "RMSNormalization") return rms_norm(o, code);
     if (op == "BatchNormalization") return batch_norm(o, code);
     if (kReduceOps.count(op)) return reduce(o, code);
     throw_internal_error("reference kernel cannot emit op ", op);
@@ -396,6 +398,27 @@ class NodeEmitter {
     const std::string sc = ln_param(1, axis, o, code);
     const std::string b = n_.has_input(2) ? ln_param(2, axis, o, code) : "0.0";
     return fmt::format("(float)(({} - {}) * {} * {} + {})", xv, mean, inv, sc, b);
+  }
+
+  // Y = X / sqrt(mean of squares over [axis, rank) + eps) * Scale, in double per element.
+  std::string rms_norm(const std::vector<std::string>& o, std::string& code) {
+    const std::string& x = n_.input(0);
+    const Shape& xs = shape(x);
+    const auto axis = static_cast<size_t>(normalize_axis(n_.attrs.get_int("axis", -1), static_cast<int64_t>(xs.size()), "axis"));
+    const double eps = n_.attrs.get_float("epsilon", 1e-5f);
+    const Shape norm(xs.begin() + static_cast<long>(axis), xs.end());
+    const int64_t cols = shape_numel(norm);
+    std::vector<std::string> c(o.begin(), o.begin() + static_cast<long>(axis));
+    const std::string sq = fresh("sq"), inv = fresh("inv"), j = fresh("j");
+    code += fmt::format("  double {0} = 0.0;\n  for (dc_i64 {1} = 0; {1} < {2}; ++{1}) {{\n", sq, j, cols);
+    std::string body;
+    const auto names = emit_unravel(norm, j, fresh("a"), body);
+    c.insert(c.end(), names.begin(), names.end());
+    const std::string v = read(x, c, body);
+    code += body + fmt::format("  {0} += (double){1} * {1};\n  }}\n", sq, v);
+    code += fmt::format("  const double {} = 1.0 / sqrt({} / {}.0 + {});\n", inv, sq, cols, fmt::format("{}", eps));
+    const std::string xv = read(x, o, code);
+    return fmt::format("(float)({} * {} * {})", xv, inv, ln_param(1, axis, o, code));
   }
 
   std::string batch_norm(const std::vector<std::string>& o, std::string& code) {

@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "kernel.h"
+#include "ir/kernel.h"
+#include "variant.h"
 
 namespace dc {
 

@@ -9,7 +9,8 @@
 #include <fmt/format.h>
 
 #include "ir/error.h"
-#include "kernel.h"
+#include "ir/kernel.h"
+#include "variant.h"
 #include "template_text.h"
 #include "value_emitter_math.h"
 

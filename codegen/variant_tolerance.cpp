@@ -27,7 +27,8 @@ int64_t node_reduction_length(const Graph& g, const Node& n) {
   const int64_t in = shape_numel(shape(0)), out = shape_numel(g.info(n.outputs[0]).shape);
   // Reductions and pools: input elements per output element; the normalisations keep the
   // shape, their row is at most the largest extent.
-  if (n.op == "Softmax" || n.op == "LogSoftmax" || n.op == "LayerNormalization") {
+  if (n.op == "Softmax" || n.op == "LogSoftmax" || n.op == "LayerNormalization" ||
+      n.op == "RMSNormalization") {
     const Shape& x = shape(0);
     return x.empty() ? 1 : *std::max_element(x.begin(), x.end());
   }

@@ -6,6 +6,8 @@
 #include <optional>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "ir/error.h"
 #include "passes/match.h"
 
@@ -80,10 +82,11 @@ struct Context {
     return static_cast<size_t>(std::count(in.begin(), in.end(), t));
   }
 
-  bool is_legal(const std::vector<size_t>& nodes) const;
+  // `exposed`: intermediates the cluster writes as outputs although it also reads them.
+  bool is_legal(const std::vector<size_t>& nodes, const std::set<std::string>& exposed = {}) const;
 };
 
-bool Context::is_legal(const std::vector<size_t>& nodes_in) const {
+bool Context::is_legal(const std::vector<size_t>& nodes_in, const std::set<std::string>& exposed) const {
   if (nodes_in.empty()) return false;
   std::vector<size_t> nodes = nodes_in;
   std::sort(nodes.begin(), nodes.end());
@@ -96,7 +99,7 @@ bool Context::is_legal(const std::vector<size_t>& nodes_in) const {
   for (size_t i : nodes)
     for (const auto& in : node(i).inputs) {
       const auto p = producer_of(in);
-      if (!p || !inside.count(*p)) continue;
+      if (!p || !inside.count(*p) || exposed.count(in)) continue;
       if (uses.outputs.count(in)) return false;
       for (size_t u : uses.of(in))
         if (!inside.count(u)) return false;
@@ -188,10 +191,10 @@ class Generator {
     return ClusterKind::opaque;
   }
 
-  void add(std::vector<size_t> nodes, ClusterKind kind) {
+  void add(std::vector<size_t> nodes, ClusterKind kind, const std::set<std::string>& exposed = {}) {
     std::sort(nodes.begin(), nodes.end());
     nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
-    if (seen_.count(nodes) || !c_.is_legal(nodes)) return;
+    if (seen_.count(nodes) || !c_.is_legal(nodes, exposed)) return;
     seen_.insert(nodes);
     Candidate cand;
     for (size_t i : nodes) {
@@ -230,10 +233,22 @@ class Generator {
           std::find(prologues.begin(), prologues.end(), *p) == prologues.end())
         prologues.push_back(*p);
     }
+    std::vector<std::vector<size_t>> prologue_sets;
     for (size_t mask = 0; mask < (size_t{1} << prologues.size()); ++mask) {
-      std::vector<size_t> nodes = {h};
+      std::vector<size_t> set;
       for (size_t b = 0; b < prologues.size(); ++b)
-        if (mask & (size_t{1} << b)) nodes.push_back(prologues[b]);
+        if (mask & (size_t{1} << b)) set.push_back(prologues[b]);
+      prologue_sets.push_back(std::move(set));
+    }
+    // MatMul's A computed by injective ops only it reads (SwiGLU's silu(gate) * up over the
+    // gate/up GEMM's split output, a GELU, views): the kernel computes A as it loads it.
+    if (n.op == "MatMul" && !c_.is_constant(n.input(0))) {
+      auto cone = operand_cones({h}, {n.input(0)});
+      if (cone.size() > 1) prologue_sets.push_back(std::move(cone));
+    }
+    for (const auto& set : prologue_sets) {
+      std::vector<size_t> nodes = {h};
+      nodes.insert(nodes.end(), set.begin(), set.end());
       add(nodes, kind);
       for (size_t e : chain) {
         nodes.push_back(e);
@@ -242,86 +257,192 @@ class Generator {
     }
   }
 
-  // MatMul -> [Div|Mul by a constant] -> [Where] -> [Add mask] -> Softmax(last axis) -> MatMul, as one
-  // cluster, with the Transpose feeding the first MatMul's K operand if there is one. The
-  // same cluster is offered again with the Transposes feeding Q and V (strided views of
-  // their input) and with a Transpose of the attention output (the kernel stores at the
-  // permuted coordinates): a transpose only moves data, so it goes into the index maps of
-  // the attention kernel rather than into a copy kernel of its own.
+  // MatMul(Q, Kt) -> score ops -> Softmax(last axis) -> [Cast, IsNaN/Where guard] ->
+  // MatMul(P, V), as one cluster (the score ops: scale, masks, Casts; score_chain). The same
+  // cluster is offered again with the Transposes feeding K, Q and V (strided views), with a
+  // Transpose of the attention output (stored at the permuted coordinates), and with the
+  // operand cones: every injective node computing Q, K or V that only the cluster reads
+  // (sqrt(scale) on Q and K, RoPE, the GQA repeat, Reshape/Transpose/Slice views), which the
+  // kernel computes as it loads its operands: no copy kernel before or after attention.
   void attention(size_t m2) {
-    const auto s = c_.producer_of(c_.node(m2).input(0));
-    if (!s || c_.node(*s).op != "Softmax" || c_.sole_next(*s) != m2) return;
+    std::vector<size_t> post;  // between the Softmax and m2
+    const auto s = probabilities_source(m2, post);
+    if (!s) return;
     const std::string& x = c_.node(*s).input(0);
     if (!c_.g.tensors.count(x)) return;
     const auto rank = static_cast<int64_t>(c_.shape(x).size());
     const int64_t axis = c_.node(*s).attrs.get_int("axis", -1);
-    if (axis != -1 && axis != rank - 1) return;
-    auto nodes = scores_producers(*s, /*mask_ok=*/true, /*scale_ok=*/true);
-    if (!nodes) return;
-    nodes->push_back(*s);
-    nodes->push_back(m2);
-    add(*nodes, ClusterKind::attention);
-    const size_t m1 = nodes->front();  // scores_producers starts with the first MatMul
-    std::vector<size_t> operands;      // Transposes read by Q (m1 input 0) and V (m2 input 1)
-    for (const auto& [mm, slot] : {std::pair{m1, size_t{0}}, std::pair{m2, size_t{1}}}) {
+    if (axis != -1 && axis != rank - 1) {
+      explain(m2, fmt::format("Softmax '{}' is over axis {}, not the keys (last axis)", c_.node(*s).name, axis));
+      return;
+    }
+    std::vector<size_t> nodes;
+    const auto m1 = score_chain(*s, c_.shape(x), nodes);
+    if (!m1) return;
+    nodes.push_back(*s);
+    nodes.push_back(m2);
+    nodes.insert(nodes.end(), post.begin(), post.end());
+    std::vector<size_t> k_transpose;  // the Transpose producing Kt
+    if (const auto k = c_.producer_of(c_.node(*m1).input(1)); k && c_.node(*k).op == "Transpose" &&
+                                                             c_.sole_next(*k) == *m1)
+      k_transpose.push_back(*k);
+    std::vector<size_t> operands;  // Transposes read by Q (m1 input 0) and V (m2 input 1)
+    for (const auto& [mm, slot] : {std::pair{*m1, size_t{0}}, std::pair{m2, size_t{1}}}) {
       const auto t = c_.producer_of(c_.node(mm).input(slot));
       if (t && c_.node(*t).op == "Transpose" && c_.sole_next(*t) == mm) operands.push_back(*t);
     }
     std::vector<size_t> output;  // the Transpose that alone reads the attention output
     if (const auto next = c_.sole_next(m2); next && c_.node(*next).op == "Transpose")
       output.push_back(*next);
-    for (int with_operands = 0; with_operands <= 1; ++with_operands)
-      for (int with_output = 0; with_output <= 1; ++with_output) {
-        if ((with_operands && operands.empty()) || (with_output && output.empty()) ||
-            (!with_operands && !with_output))
-          continue;
-        std::vector<size_t> more = *nodes;
-        if (with_operands) more.insert(more.end(), operands.begin(), operands.end());
-        if (with_output) more.insert(more.end(), output.begin(), output.end());
-        add(more, ClusterKind::attention);
-      }
+    const size_t before = out_.size();
+    auto with = [&](std::vector<size_t> base, const std::vector<size_t>& more) {
+      base.insert(base.end(), more.begin(), more.end());
+      return base;
+    };
+    const auto core = with(nodes, k_transpose);
+    add(core, ClusterKind::attention);
+    add(with(core, operands), ClusterKind::attention);
+    add(with(core, output), ClusterKind::attention);
+    add(with(with(core, operands), output), ClusterKind::attention);
+    const auto cones = with(core, operand_cones(core, {c_.node(*m1).input(0), c_.node(*m1).input(1),
+                                                       c_.node(m2).input(1)}));
+    add(cones, ClusterKind::attention);
+    add(with(cones, output), ClusterKind::attention);
+    if (out_.size() == before)
+      explain(m2, fmt::format("the attention cluster from MatMul '{}' to MatMul '{}' is not legal: {}",
+                              c_.node(*m1).name, c_.node(m2).name, illegal_reason(core)));
   }
 
-  // Walking back from `cur` towards the first MatMul of attention: the nodes on the way
-  // (mask Add nearest the Softmax, a causal Where(cond, scores, fill), then scale), the
-  // MatMul and its K Transpose.
-  std::optional<std::vector<size_t>> scores_producers(size_t cur, bool mask_ok, bool scale_ok,
-                                                      bool where_ok = true) const {
-    const Node& n = c_.node(cur);
-    const size_t slots = n.op == "Softmax" ? 1 : n.inputs.size();
-    for (size_t slot = n.op == "Where" ? 1 : 0; slot < slots; ++slot) {  // Where: not its cond
-      const auto p = c_.producer_of(n.input(slot));
-      if (!p || c_.sole_next(*p) != cur) continue;
-      const Node& pn = c_.node(*p);
-      if (pn.op == "MatMul") {
-        std::vector<size_t> found = {*p};
-        const auto k = c_.producer_of(pn.input(1));
-        if (k && c_.node(*k).op == "Transpose" && c_.sole_next(*k) == *p) found.push_back(*k);
-        return found;
-      }
-      if (pn.op == "Where" && where_ok && pn.inputs.size() == 3) {
-        auto found = scores_producers(*p, false, scale_ok, false);
-        if (found) {
-          found->push_back(*p);
-          return found;
-        }
+  // The Softmax whose probabilities m2 reads as A, directly or through Casts and the guard
+  // Where(IsNaN(P), 0, P) (its nodes appended to `post`).
+  std::optional<size_t> probabilities_source(size_t m2, std::vector<size_t>& post) const {
+    std::string t = c_.node(m2).input(0);
+    for (int step = 0; step < 6; ++step) {
+      const auto p = c_.producer_of(t);
+      if (!p) return std::nullopt;
+      const Node& n = c_.node(*p);
+      if (n.op == "Softmax") return p;
+      if (n.op == "Cast" && c_.g.tensors.count(t) && is_float(c_.g.info(t).dtype)) {
+        post.push_back(*p);
+        t = n.input(0);
         continue;
       }
-      if (pn.inputs.size() != 2) continue;
-      const bool const0 = c_.is_constant(pn.inputs[0]), const1 = c_.is_constant(pn.inputs[1]);
-      std::optional<std::vector<size_t>> found;
-      if (pn.op == "Add" && mask_ok && !const0) {
-        found = scores_producers(*p, false, scale_ok, where_ok);  // the mask: constant or computed
-      } else if (scale_ok && ((pn.op == "Mul" && const0 != const1) ||
-                              (pn.op == "Div" && const1 && !const0))) {
-        found = scores_producers(*p, false, false);
-      }
-      if (found) {
-        found->push_back(*p);
-        return found;
-      }
+      if (n.op != "Where" || n.inputs.size() != 3) return std::nullopt;
+      const auto cond = c_.producer_of(n.input(0));
+      const auto fill = match::scalar_constant(c_.g, n.input(1));
+      if (!cond || c_.node(*cond).op != "IsNaN" || c_.node(*cond).input(0) != n.input(2) || fill != 0.0)
+        return std::nullopt;
+      post.push_back(*p);
+      post.push_back(*cond);
+      t = n.input(2);
     }
     return std::nullopt;
+  }
+
+  // Walking back from the Softmax to the first MatMul through the score ops: injective math,
+  // Casts and Where (its value operands), each keeping the scores' shape; the other operands
+  // (masks, position biases, the Where condition) stay outside. Appends the ops and returns
+  // the MatMul. At most 8 ops.
+  std::optional<size_t> score_chain(size_t softmax, const Shape& scores, std::vector<size_t>& nodes) {
+    size_t cur = softmax;
+    for (size_t step = 0; step <= 8; ++step) {
+      const Node& n = c_.node(cur);
+      std::optional<size_t> next;
+      const size_t first = cur == softmax ? 0 : n.op == "Where" ? 1 : 0;
+      const size_t last = cur == softmax ? 1 : n.inputs.size();
+      for (size_t slot = first; slot < last && !next; ++slot) {
+        const auto p = c_.producer_of(n.input(slot));
+        if (!p || c_.is_constant(n.input(slot))) continue;
+        const Node& pn = c_.node(*p);
+        if (pn.op == "MatMul" && c_.shape(n.input(slot)) == scores) {
+          if (c_.sole_next(*p) != cur) {
+            explain(*p, fmt::format("the scores of MatMul '{}' are read by another node than '{}' "
+                                    "(a mask computed from the scores?)", pn.name, n.name));
+            return std::nullopt;
+          }
+          nodes.push_back(*p);
+          return p;
+        }
+        const bool score_op = is_elementwise_math(pn) || pn.op == "Where";
+        if (score_op && c_.preserves_shape(*p, n.input(slot)) && c_.shape(n.input(slot)) == scores &&
+            reaches_matmul(*p, 8 - step)) {
+          if (c_.sole_next(*p) != cur) {
+            explain(*p, fmt::format("score op '{}' ({}) is read by another node than '{}'", pn.name, pn.op, n.name));
+            return std::nullopt;
+          }
+          next = p;
+        }
+      }
+      if (!next) return std::nullopt;
+      nodes.push_back(*next);
+      cur = *next;
+    }
+    return std::nullopt;
+  }
+
+  // Some input of node i, through at most `depth` injective ops, is produced by a MatMul.
+  bool reaches_matmul(size_t i, size_t depth) const {
+    for (const auto& in : c_.node(i).inputs) {
+      const auto p = c_.producer_of(in);
+      if (!p) continue;
+      if (c_.node(*p).op == "MatMul") return true;
+      if (depth > 0 && classify_op(c_.node(*p)) == OpClass::injective && reaches_matmul(*p, depth - 1))
+        return true;
+    }
+    return false;
+  }
+
+  // Injective nodes computing `tensors` that nothing outside `core` and themselves reads:
+  // grown backwards to a fixed point, at most kMaxOperandCone nodes.
+  std::vector<size_t> operand_cones(const std::vector<size_t>& core, const std::vector<std::string>& tensors) const {
+    std::set<size_t> inside(core.begin(), core.end());
+    std::vector<size_t> cone;
+    std::vector<std::string> todo = tensors;
+    std::set<std::string> seen;
+    for (bool grew = true; grew && cone.size() < kMaxOperandCone;) {
+      grew = false;
+      for (size_t k = 0; k < todo.size() && cone.size() < kMaxOperandCone; ++k) {
+        const auto p = c_.producer_of(todo[k]);
+        if (p && inside.count(*p) && c_.node(*p).op == "Transpose") {  // Kt's Transpose: look past it
+          const std::string& in = c_.node(*p).input(0);
+          if (!c_.is_constant(in) && seen.insert(in).second) todo.push_back(in);
+          continue;
+        }
+        if (!p || inside.count(*p) || classify_op(c_.node(*p)) != OpClass::injective) continue;
+        bool read_inside = true;
+        for (const auto& o : c_.node(*p).outputs) {
+          if (o.empty()) continue;
+          if (c_.uses.outputs.count(o)) read_inside = false;
+          for (size_t u : c_.uses.of(o)) read_inside = read_inside && inside.count(u);
+        }
+        if (!read_inside) continue;
+        inside.insert(*p);
+        cone.push_back(*p);
+        grew = true;
+        for (const auto& in : c_.node(*p).inputs)
+          if (!in.empty() && !c_.is_constant(in) && seen.insert(in).second) todo.push_back(in);
+      }
+    }
+    return cone;
+  }
+
+  // Why is_legal refuses `nodes`: the first hidden intermediate read outside, or convexity.
+  std::string illegal_reason(const std::vector<size_t>& nodes) const {
+    const std::set<size_t> inside(nodes.begin(), nodes.end());
+    for (size_t i : nodes)
+      for (const auto& in : c_.node(i).inputs) {
+        const auto p = c_.producer_of(in);
+        if (!p || !inside.count(*p)) continue;
+        if (c_.uses.outputs.count(in)) return fmt::format("'{}' is a graph output", in);
+        for (size_t u : c_.uses.of(in))
+          if (!inside.count(u))
+            return fmt::format("node '{}' ({}) reads '{}' from inside it", c_.node(u).name, c_.node(u).op, in);
+      }
+    return "a path leaves the cluster and comes back";
+  }
+
+  void explain(size_t node, std::string why) {
+    notes_.push_back(fmt::format("attention at '{}' not fused: {}", c_.node(node).name, why));
   }
 
   // A reduction with up to kMaxReductionPrologue elementwise producers before it (following
@@ -359,6 +480,20 @@ class Generator {
         nodes.insert(nodes.end(), after.begin(), after.begin() + static_cast<long>(b));
         add(nodes, ClusterKind::reduction);
       }
+    // The residual Add entering a norm whose sum the next residual also reads: fused, with
+    // the sum written as a second output during the norm's first pass over the row.
+    const std::string& op = c_.node(r).op;
+    if (op != "LayerNormalization" && op != "RMSNormalization") return;
+    const auto p = c_.producer_of(c_.node(r).input(0));
+    if (!p || c_.sole_next(*p) || c_.node(*p).op != "Add" || c_.node(*p).inputs.size() != 2) return;
+    const std::string& sum = c_.node(r).input(0);
+    for (const auto& in : c_.node(*p).inputs)
+      if (c_.is_constant(in) || !c_.g.tensors.count(in) || c_.shape(in) != c_.shape(sum)) return;
+    for (size_t b = 0; b <= after.size(); ++b) {
+      std::vector<size_t> nodes = {*p, r};
+      nodes.insert(nodes.end(), after.begin(), after.begin() + static_cast<long>(b));
+      add(nodes, ClusterKind::reduction, {sum});
+    }
   }
 
   // Chains of injective ops linked by single-reader outputs (a node with several linked
@@ -402,6 +537,9 @@ class Generator {
   Context c_;
   std::set<std::vector<size_t>> seen_;
   std::vector<Candidate> out_;
+
+ public:
+  std::vector<std::string> notes_;  // why an attention site was not fused (plan --explain)
 };
 
 }  // namespace
@@ -420,6 +558,13 @@ bool is_legal(const Graph& g, const std::vector<size_t>& nodes) {
 }
 
 std::vector<Candidate> generate_candidates(const Graph& g) { return Generator(g).run(); }
+
+std::vector<Candidate> generate_candidates(const Graph& g, std::vector<std::string>* notes) {
+  Generator gen(g);
+  auto out = gen.run();
+  if (notes) *notes = std::move(gen.notes_);
+  return out;
+}
 
 WorkloadSet dedupe_workloads(const Graph& g, const std::vector<Candidate>& candidates) {
   WorkloadSet set;

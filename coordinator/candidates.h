@@ -33,6 +33,7 @@ inline constexpr size_t kMaxEpilogue = 6;             // ops after a heavy op
 inline constexpr size_t kMaxReductionPrologue = 3;    // elementwise ops before a reduction
 inline constexpr size_t kMaxReductionEpilogue = 2;    // elementwise ops after a reduction
 inline constexpr size_t kMaxAllSubchainsLength = 8;   // longer chains: prefixes and suffixes only
+inline constexpr size_t kMaxOperandCone = 48;         // injective nodes computing attention's Q, K, V
 
 // A cluster is legal if it is non-empty, every tensor it both produces and reads (an
 // intermediate it hides) is read by no node outside it and is not a graph output, and it is
@@ -44,6 +45,9 @@ bool is_legal(const Graph& g, const std::vector<size_t>& nodes);
 // singletons first in node order, then heavy ops with epilogue prefixes and prologues,
 // attention, reductions with neighbours, elementwise chains. Legal and without duplicates.
 std::vector<Candidate> generate_candidates(const Graph& g);
+// The same, with one line per attention site left unfused, naming the node that broke the
+// match (`plan --explain`).
+std::vector<Candidate> generate_candidates(const Graph& g, std::vector<std::string>* notes);
 
 // Candidates grouped by workload signature: identical clusters share one Workload.
 struct WorkloadSet {

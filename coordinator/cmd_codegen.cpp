@@ -9,13 +9,17 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "opencl_compile.h"
+#include "opencl_dialect.h"
 #include "cli.h"
+#include "train_options.h"
 #include "generate.h"
 #include "gpu/gpu_catalog.h"
 #include "ir/parallel.h"
@@ -40,7 +44,7 @@ void write_file(const fs::path& p, const std::string& text) {
 }
 
 // The launch description and compile report of one generated kernel, as JSON.
-std::string kernel_json(const GeneratedKernel& k, const Estimate* est, const CompileResult* c) {
+std::string kernel_json(const GeneratedKernel& k, const Estimate* est, int estimated_regs, const CompileResult* c) {
   std::ostringstream os;
   JsonWriter j(os);
   j.begin_object().field("template", k.template_name).field("variant", k.variant_key);
@@ -63,6 +67,7 @@ std::string kernel_json(const GeneratedKernel& k, const Estimate* est, const Com
   }
   j.end_array();
   if (est) j.field("estimated_seconds", est->seconds).field("bound", est->bound);
+  if (estimated_regs > 0) j.field("estimated_registers", estimated_regs);  // the space's estimate
   if (c) {
     j.key("compile").begin_object().field("arch", c->arch).field("ok", c->ok);
     j.field("nvrtc", c->nvrtc_version).field("seconds", c->compile_seconds);
@@ -78,6 +83,18 @@ std::string kernel_json(const GeneratedKernel& k, const Estimate* est, const Com
   j.end_object();
   os << "\n";
   return os.str();
+}
+
+// NVRTC for a CUDA type; for an OpenCL type the dialect layer and clang to SPIR
+// (docs/opencl.md), which reports no registers.
+CompileResult compile_for(const GeneratedKernel& k, const GpuSpec& gpu) {
+  if (!gpu.is_opencl()) return compile_cuda(k.source, gpu.sm_arch());
+  const OpenClCompileResult c = compile_opencl(opencl_source(k), opencl_clang_for(""), "");
+  CompileResult r;
+  r.ok = c.ok;
+  r.error = c.error;
+  r.compile_seconds = c.compile_seconds;
+  return r;
 }
 
 std::string resources_text(const CompileResult& c) {
@@ -112,6 +129,7 @@ int cmd_codegen(const std::vector<std::string>& args) {
       ("config", po::value(&config), "tuning configuration YAML (pruning, precision, calibration)")
       ("shape", po::value(&shapes)->composing(), "NAME=DIMS: fix an input's shape (repeatable)");
   add_precision_options(desc);
+  add_training_options(desc);
   const auto parsed = parse_command(args, desc, &model);
   if (!parsed) return kExitOk;
   DC_USER_CHECK(!model.empty(), "codegen needs a model: dc-coordinator codegen MODEL.onnx --gpus h100 --out DIR");
@@ -123,10 +141,14 @@ int cmd_codegen(const std::vector<std::string>& args) {
   PlanOptions opts;
   if (!config.empty()) load_tune_config(config, &opts);
   read_precision_options(*parsed, &opts, gpus);
+  const auto train = read_training_options(*parsed);
 
   ImportOptions import_opts;
   import_opts.input_shapes = parse_shape_flags(shapes);
-  const LoadedModel m = load_model(load_onnx(model), import_opts, /*simplify=*/true, opts.precision);
+  const LoadedModel m =
+      train ? load_training_model(load_onnx(model), import_opts, *train, opts.precision)
+            : load_model(load_onnx(model), import_opts, /*simplify=*/true, opts.precision);
+  if (train) require_training_kernels(m.simplified, "codegen");
   const ModelPlan plan = plan_by_estimate(m.simplified, gpus, opts);
   const auto& workloads = plan.workload_set.workloads;
   if (!cluster.empty()) {
@@ -143,6 +165,7 @@ int cmd_codegen(const std::vector<std::string>& args) {
     GeneratedKernel kernel;
     const Estimate* estimate;
     CompileResult compiled;
+    int estimated_regs = 0;  // Variant::regs_per_thread (0: the reference kernel)
   };
   std::vector<Job> jobs;
   for (const auto& gp : plan.gpus) {
@@ -156,20 +179,25 @@ int cmd_codegen(const std::vector<std::string>& args) {
       const auto& kept = gp.workloads[wi].kept;
       for (size_t r = 0; r < kept.size() && (top == 0 || static_cast<int>(r) < top); ++r)
         jobs.push_back({gp.gpu, wdir, fmt::format("{:02d}_{}", r, kept[r].variant.template_name),
-                        generate_kernel(w, kept[r].variant), &kept[r].estimate, {}});
+                        generate_kernel(w, kept[r].variant), &kept[r].estimate, {},
+                        kept[r].variant.regs_per_thread});
     }
   }
   if (!no_compile) {
-    spdlog::info("compiling {} kernels with NVRTC {}", jobs.size(), nvrtc_version());
+    std::set<std::string> archs;
+    for (const auto& j : jobs) archs.insert(j.gpu->sm_arch());
+    for (const auto& arch : archs) spdlog::info("{}: NVRTC {}", arch, nvrtc_version_for(arch));
+    spdlog::info("compiling {} kernels", jobs.size());
     parallel_for(static_cast<int64_t>(jobs.size()), 1, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) jobs[i].compiled = compile_cuda(jobs[i].kernel.source, jobs[i].gpu->sm_arch());
+      for (int64_t i = b; i < e; ++i) jobs[i].compiled = compile_for(jobs[i].kernel, *jobs[i].gpu);
     });
   }
   int failed = 0;
   std::map<std::string, std::string> summaries;  // per GPU
   for (const auto& j : jobs) {
     write_file(j.dir / (j.stem + ".cu"), j.kernel.source);
-    write_file(j.dir / (j.stem + ".json"), kernel_json(j.kernel, j.estimate, no_compile ? nullptr : &j.compiled));
+    if (j.gpu->is_opencl()) write_file(j.dir / (j.stem + ".clcpp"), opencl_source(j.kernel));
+    write_file(j.dir / (j.stem + ".json"), kernel_json(j.kernel, j.estimate, j.estimated_regs, no_compile ? nullptr : &j.compiled));
     if (!no_compile && !j.compiled.ok) {
       ++failed;
       spdlog::error("{}/{}.cu does not compile for {}: {}", j.dir.string(), j.stem, j.gpu->sm_arch(), j.compiled.error);

@@ -3,6 +3,7 @@
 // resource, the least-time cover). The JSON form is documented in docs/plan-json.md.
 #include <chrono>
 #include <iostream>
+#include <optional>
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
@@ -10,11 +11,13 @@
 
 #include "cli.h"
 #include "gpu/gpu_catalog.h"
+#include "ir/op_traits.h"
 #include "ir/json_writer.h"
 #include "model_loader.h"
 #include "plan/plan_io.h"
 #include "plan_build.h"
 #include "plan_estimate.h"
+#include "train_options.h"
 #include "tune_config.h"
 
 namespace dc::cli {
@@ -29,6 +32,37 @@ std::string node_span(const Graph& g, const std::vector<size_t>& nodes) {
   if (nodes.size() == 1) return g.nodes[nodes[0]].name;
   return fmt::format("{} .. {} ({} nodes)", g.nodes[nodes.front()].name,
                      g.nodes[nodes.back()].name, nodes.size());
+}
+
+// A chosen kernel that only moves data (every node a view op whose values pass through:
+// Transpose, Reshape, Slice, Expand, Concat, ...), and why it could not be a view or fuse
+// into its neighbours.
+std::optional<std::string> copy_only_reason(const Graph& g, const Candidate& c) {
+  if (c.free_view) return std::nullopt;
+  for (size_t n : c.nodes)
+    if (!op_traits(g.nodes[n].op).passes_value) return std::nullopt;
+  const Node& last = g.nodes[c.nodes.back()];
+  const std::string& out = last.outputs.at(0);
+  const auto consumers = g.consumers();
+  std::string why;
+  if (std::find(g.outputs.begin(), g.outputs.end(), out) != g.outputs.end()) why = "its output is a model output";
+  else if (auto it = consumers.find(out); it != consumers.end() && it->second.size() > 1)
+    why = fmt::format("its output is read by {} nodes, so no single consumer can read it as a view",
+                      it->second.size());
+  else if (it != consumers.end() && !it->second.empty())
+    why = fmt::format("its reader '{}' ({}) cannot take it as a strided view or fuse it",
+                      g.nodes[it->second.front()].name, g.nodes[it->second.front()].op);
+  else why = "nothing reads its output";
+  return fmt::format("copy-only step {} ({}): {}", last.name, c.pattern, why);
+}
+
+void print_explain(const Graph& g, const ModelPlan& p) {
+  std::cout << "\nexplain:\n";
+  for (const auto& n : p.fusion_notes) std::cout << "  " << n << "\n";
+  for (const auto& gp : p.gpus)
+    for (size_t c : gp.cover.chosen)
+      if (const auto why = copy_only_reason(g, p.candidates[c])) std::cout << "  " << gp.gpu->name << ": " << *why << "\n";
+  if (p.fusion_notes.empty()) std::cout << "  every attention site matched\n";
 }
 
 void print_text(const std::string& path, const Graph& g, const ModelPlan& p, bool all,
@@ -156,7 +190,7 @@ void write_estimated_plan(const Graph& g, const ModelPlan& plan, const PlanOptio
 int cmd_plan(const std::vector<std::string>& args) {
   std::string model, gpu_list, config, out_dir;
   std::vector<std::string> shapes;
-  bool json = false, all = false;
+  bool json = false, all = false, explain = false;
   PlanOptions opts;
   po::options_description desc(
       "usage: dc-coordinator plan MODEL.onnx --gpus LIST [options]\n\n"
@@ -170,6 +204,8 @@ int cmd_plan(const std::vector<std::string>& args) {
       ("out", po::value(&out_dir), "also write the estimate-only plan directory (plan.json, kernels.cu, "
        "weights.bin; docs/plan-format.md) for dc-run; one GPU type")
       ("all", po::bool_switch(&all), "text form: list every candidate, not only the chosen ones")
+      ("explain", po::bool_switch(&explain), "text form: say why each attention site that did not "
+       "fuse failed (the node that broke the match) and why each copy-only step remains")
       ("config", po::value(&config), "tuning configuration YAML (examples/tune.yaml); flags override it")
       ("within", po::value<double>(), "pruning: keep variants within this factor of the best "
        "estimate (default 1.5)")
@@ -177,6 +213,7 @@ int cmd_plan(const std::vector<std::string>& args) {
       ("shape", po::value(&shapes)->composing(), "NAME=DIMS: fix an input's shape (repeatable)")
       ("list-gpus", "print the known GPU types and exit");
   add_precision_options(desc);
+  add_training_options(desc);
   const auto parsed = parse_command(args, desc, &model);
   if (!parsed) return kExitOk;
   const po::variables_map& vm = *parsed;
@@ -193,18 +230,26 @@ int cmd_plan(const std::vector<std::string>& args) {
   if (vm.count("within")) opts.prune.within_factor = vm["within"].as<double>();
   if (vm.count("top-k")) opts.prune.top_k = vm["top-k"].as<int>();
   read_precision_options(vm, &opts, gpus);
+  const auto train = read_training_options(vm);
+  DC_USER_CHECK(!train || out_dir.empty(), "plan --train --out: a runnable training plan needs "
+                "dc-run --train, which is not implemented yet (docs/training.md)");
   DC_USER_CHECK(opts.prune.within_factor >= 1, "--within must be >= 1");
   DC_USER_CHECK(opts.prune.top_k >= 1, "--top-k must be >= 1");
 
   ImportOptions import_opts;
   import_opts.input_shapes = parse_shape_flags(shapes);
-  const LoadedModel m = load_model(load_onnx(model), import_opts, /*simplify=*/true, opts.precision);
+  const LoadedModel m =
+      train ? load_training_model(load_onnx(model), import_opts, *train, opts.precision)
+            : load_model(load_onnx(model), import_opts, /*simplify=*/true, opts.precision);
+  std::vector<std::string> notes = m.precision_notes;
+  if (train) notes.push_back(training_plan_note(m.simplified));
   DC_USER_CHECK(out_dir.empty() || gpus.size() == 1, "--out writes the plan of one GPU type; got ",
                 gpus.size(), " in --gpus");
   const ModelPlan plan = plan_by_estimate(m.simplified, gpus, opts);
   if (!out_dir.empty()) write_estimated_plan(m.simplified, plan, opts, out_dir);
-  if (json) print_json(model, m.simplified, plan, opts, m.precision_notes);
-  else print_text(model, m.simplified, plan, all, opts, m.precision_notes);
+  if (json) print_json(model, m.simplified, plan, opts, notes);
+  else print_text(model, m.simplified, plan, all, opts, notes);
+  if (explain && !json) print_explain(m.simplified, plan);
   return kExitOk;
 }
 

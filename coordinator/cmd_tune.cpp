@@ -4,6 +4,7 @@
 // the least measured time.
 // The pipeline is tune.h; this file is the command line, the choice of farm and the output.
 // docs/tune.md describes both.
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <filesystem>
@@ -16,12 +17,16 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "train_options.h"
 #include "device_discovery.h"
 #include "farm_broker.h"
 #include "farm_local.h"
 #include "farm_security.h"
 #include "gpu/gpu_catalog.h"
+#include "opencl_device.h"
 #include "ir/json_writer.h"
+#include "nvrtc.h"
+#include "nvrtc_loader.h"
 #include "sqlite.h"
 #include "tune.h"
 #include "tune_config.h"
@@ -69,7 +74,6 @@ std::string host_name() {
 }
 
 struct FarmFlags {
-  std::string kind = "local";  // the only farm kind (kept so that --farm local still parses)
   std::string bind;
   int local_workers = 0;       // 0: the default
   bool emulate = false;
@@ -115,14 +119,38 @@ std::unique_ptr<Farm> make_bound_farm(const FarmFlags& f, std::ostream& console)
 std::unique_ptr<Farm> make_farm(const FarmFlags& f, const std::vector<const GpuSpec*>& gpus,
                                 const GpuCatalog& catalog, std::ostream& console, bool* emulated,
                                 std::chrono::milliseconds wait) {
-  // The in-process farm is a testing aid of the unit tests, never a user's farm.
-  DC_USER_CHECK(f.kind == "local", "--farm must be local, not '", f.kind, "'");
   *emulated = f.emulate;
   if (!f.bind.empty()) return make_bound_farm(f, console);
   std::vector<std::string> types;
   for (const GpuSpec* g : gpus) types.push_back(g->name);
 
   LocalFarmOptions o;
+  const size_t n_opencl = static_cast<size_t>(
+      std::count_if(gpus.begin(), gpus.end(), [](const GpuSpec* g) { return g->is_opencl(); }));
+  if (n_opencl > 0) {
+    // OpenCL types run on this machine's OpenCL devices of that type (PoCL's CPU device for
+    // pocl-cpu): real measurements, never emulated.
+    DC_USER_CHECK(!f.emulate, "--emulate: OpenCL device types (", fmt::format("{}", fmt::join(types, ", ")),
+                  ") are measured, never emulated");
+    DC_USER_CHECK(n_opencl == gpus.size(), "--gpus mixes OpenCL and CUDA types: tune them separately");
+    std::string why;
+    const auto found = ocl::list_devices(catalog, &why);
+    for (const GpuSpec* g : gpus) {
+      int taken = 0;
+      for (const auto& d : found)
+        if (d.gpu_type == g->name && d.spir && (f.local_workers == 0 || taken < f.local_workers)) {
+          o.opencl_devices.push_back(d.index);
+          ++taken;
+        }
+      DC_USER_CHECK(taken > 0, "no local OpenCL device of type ", g->name,
+                    found.empty() ? " (" + why + ")" : " (dc-worker --list-devices shows what there is)");
+    }
+    auto farm = make_local_farm(o);
+    const int joined = farm->wait_for_workers(wait);
+    console << fmt::format("tune: local farm, {} dc-worker(s) for local OpenCL device(s) {}, {} joined: times "
+                           "are measured\n", o.opencl_devices.size(), fmt::join(o.opencl_devices, ","), joined);
+    return farm;
+  }
   if (!f.emulate) {
     std::string why_none;
     std::vector<int> usable;
@@ -140,6 +168,12 @@ std::unique_ptr<Farm> make_farm(const FarmFlags& f, const std::vector<const GpuS
   o.emulate = o.devices.empty();
   *emulated = o.emulate;
   if (o.emulate) {
+    // An emulated worker compiles for real: refuse a type no NVRTC here targets, with what to
+    // install, rather than let its workers exit (docs/compilation.md, "Which NVRTC").
+    for (const GpuSpec* g : gpus)
+      DC_USER_CHECK(!nvrtc_arch_for(g->cc_major, g->cc_minor, supported_archs()).empty(), "--gpus ", g->name,
+                    ": no installed NVRTC compiles for ", g->sm_arch(), ", so it cannot be emulated here (",
+                    describe_nvrtc(installed_nvrtc()), "). ", nvrtc_install_hint(g->cc_major * 10 + g->cc_minor));
     o.gpu_types = types;
     o.workers = f.local_workers > 0 ? f.local_workers : 1;
   }
@@ -160,7 +194,7 @@ std::string options_json(const std::string& gpus, const PlanOptions& plan, const
   JsonWriter j(os);
   j.begin_object().field("gpus", gpus).field("top_k", plan.prune.top_k);
   j.field("within", plan.prune.within_factor).field("retune", retune).field("emulate", f.emulate);
-  j.field("farm", f.bind.empty() ? f.kind : "bind " + f.bind).field("local_workers", f.local_workers);
+  j.field("farm", f.bind.empty() ? std::string("local") : "bind " + f.bind).field("local_workers", f.local_workers);
   j.field("calibration_from_db", calibration_from_db);
   j.field("precision", precision_name(plan.precision));
   j.key("precisions").begin_array();
@@ -220,10 +254,9 @@ int cmd_tune(const std::vector<std::string>& args) {
       ("curve-key", po::value(&farm_flags.curve_key), "--bind with CURVE: this coordinator's key "
        "pair file")
       ("allow-workers", po::value(&farm_flags.allow_workers), "--bind with CURVE: file of the "
-       "workers' public keys allowed in")
-      ("farm", po::value(&farm_flags.kind)->default_value(farm_flags.kind), "local: dc-worker "
-       "processes on this machine (or remote ones with --bind)");
+       "workers' public keys allowed in");
   add_precision_options(desc);
+  add_training_options(desc);
   const auto parsed = parse_command(args, desc, &model);
   if (!parsed) return kExitOk;
   const po::variables_map& vm = *parsed;
@@ -244,6 +277,12 @@ int cmd_tune(const std::vector<std::string>& args) {
   if (vm.count("within")) opts.plan.prune.within_factor = vm["within"].as<double>();
   if (vm.count("top-k")) opts.plan.prune.top_k = vm["top-k"].as<int>();
   read_precision_options(vm, &opts.plan, opts.gpus);
+  if (const auto train = read_training_options(vm)) {
+    ImportOptions import_opts;
+    import_opts.input_shapes = parse_shape_flags(shapes);
+    const LoadedModel m = load_training_model(load_onnx(model), import_opts, *train, opts.plan.precision);
+    require_training_kernels(m.simplified, "tune");
+  }
   DC_USER_CHECK(opts.plan.prune.within_factor >= 1, "--within must be >= 1");
   DC_USER_CHECK(opts.plan.prune.top_k >= 1, "--top-k must be >= 1");
   opts.import.input_shapes = parse_shape_flags(shapes);

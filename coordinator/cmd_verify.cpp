@@ -12,6 +12,8 @@
 #include "onnx/test_data.h"
 #include "ref/compare.h"
 #include "ref/executor.h"
+#include "train_options.h"
+#include "verify_train.h"
 
 namespace dc::cli {
 
@@ -75,7 +77,10 @@ int cmd_verify(const std::vector<std::string>& args) {
       ("precision", po::value(&o.precision)->default_value(o.precision), "run the graph as a "
        "plan of this precision stores it (apply_precision: fp16/bf16 storage, rounded at every "
        "store); fp32, tf32, fp16 or bf16. Default tolerances then: that precision's "
-       "whole-model tolerance (docs/precision.md)");
+       "whole-model tolerance (docs/precision.md)")
+      ("steps", po::value<int>()->default_value(1), "with --train: training steps to run before "
+       "comparing (docs/training.md)");
+  add_training_options(desc);
   const auto parsed = parse_command(args, desc, &o.model);
   if (!parsed) return kExitOk;
   const po::variables_map& vm = *parsed;
@@ -83,6 +88,15 @@ int cmd_verify(const std::vector<std::string>& args) {
   DC_USER_CHECK(!o.data.empty(), "verify needs --data DIR (an ONNX test-data folder)");
   DC_USER_CHECK(o.rtol >= 0 && o.atol >= 0, "--rtol and --atol must be non-negative");
   o.simplify = !vm.count("no-simplify");
+  if (const auto spec = read_training_options(vm)) {
+    DC_USER_CHECK(o.simplify && vm["precision"].defaulted(), "verify --train runs the fp32 "
+                  "training graph (no --no-simplify, no --precision)");
+    TrainVerifyOptions t{o.model, o.data, o.shapes, *spec, vm["steps"].as<int>()};
+    if (!vm["rtol"].defaulted()) t.rtol = o.rtol;
+    if (!vm["atol"].defaulted()) t.atol = o.atol;
+    return verify_train(t);
+  }
+  DC_USER_CHECK(vm["steps"].defaulted(), "--steps is a training option: add --train");
 
   OnnxModel onnx_model = load_onnx(o.model);
   const TestData data = read_test_data(o.data);

@@ -6,14 +6,9 @@
 
 #include "passes/apply_precision.h"
 #include "passes/simplify.h"
+#include "ir/clock.h"
 
 namespace dc::cli {
-
-namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
 
 LoadedModel load_model(OnnxModel model, const ImportOptions& opts, bool simplify,
                        Precision precision) {

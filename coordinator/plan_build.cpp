@@ -267,7 +267,7 @@ ExecPlan assemble_plan(const Graph& g, const std::vector<Candidate>& candidates,
   p.gpu_type = origin.gpu->name;
   p.gpu_name = origin.gpu->full_name;
   p.gpu_arch = origin.gpu->sm_arch();
-  p.nvrtc_version = origin.nvrtc_version.empty() ? nvrtc_version() : origin.nvrtc_version;
+  p.nvrtc_version = origin.nvrtc_version.empty() ? nvrtc_version_for(p.gpu_arch) : origin.nvrtc_version;
   p.emulated = origin.emulated;
   p.precision = origin.precision;
   p.weight_transforms = origin.weight_transforms;
@@ -372,6 +372,11 @@ std::vector<std::string> describe_weight_transforms(const Graph& imported, const
     out.push_back(fmt::format("BatchNormalization x{} folded into the preceding Conv/Gemm weights and bias", n));
   if (const int64_t n = count(after, "LayerNormalization") - count(before, "LayerNormalization"); n > 0)
     out.push_back(fmt::format("LayerNormalization x{} recognised from ReduceMean/Sub/Pow/Sqrt/Div chains", n));
+  if (const int64_t n = count(after, "RMSNormalization") - count(before, "RMSNormalization"); n > 0)
+    out.push_back(fmt::format("RMSNormalization x{} recognised from Pow/ReduceMean/Add/Sqrt/Reciprocal chains", n));
+  if (const int64_t n = count(before, "MatMul") - count(after, "MatMul"); n > 0)
+    out.push_back(fmt::format("MatMul x{} merged into sibling projections over concatenated weights "
+                              "(Q/K/V, gate/up; outputs sliced as views)", n));
   if (const int64_t n = count(after, "Gelu") - count(before, "Gelu"); n > 0)
     out.push_back(fmt::format("Gelu x{} recognised from Erf/Tanh chains", n));
   if (const int64_t n = count(before, "Identity") - count(after, "Identity"); n > 0)

@@ -32,7 +32,7 @@ struct PlanOrigin {
   std::string model_name;
   std::string model_sha256;
   const GpuSpec* gpu = nullptr;
-  std::string nvrtc_version;     // "" = this build's NVRTC
+  std::string nvrtc_version;     // "" = the NVRTC that compiles for the GPU type here
   bool emulated = false;
   Precision precision = Precision::fp32;  // of the graph (apply_precision ran for it)
   std::vector<std::string> weight_transforms;

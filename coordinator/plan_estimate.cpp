@@ -6,6 +6,7 @@
 
 #include "ir/error.h"
 #include "plan_views.h"
+#include "ir/clock.h"
 
 namespace dc {
 
@@ -23,17 +24,13 @@ WorkloadEstimate estimate_workload(const Workload& w, const GpuSpec& gpu, const 
   return e;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 }  // namespace
 
 ModelPlan plan_by_estimate(const Graph& g, const std::vector<const GpuSpec*>& gpus,
                            const PlanOptions& opts) {
   ModelPlan plan;
   auto start = std::chrono::steady_clock::now();
-  plan.candidates = generate_candidates(g);
+  plan.candidates = generate_candidates(g, &plan.fusion_notes);
   for (auto& c : plan.candidates) c.free_view = is_free_view(g, c.nodes);
   const double generate_s = seconds_since(start);
   start = std::chrono::steady_clock::now();

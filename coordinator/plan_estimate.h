@@ -31,6 +31,7 @@ struct GpuPlan {
 
 struct ModelPlan {
   std::vector<Candidate> candidates;
+  std::vector<std::string> fusion_notes;  // attention sites left unfused and why (plan --explain)
   WorkloadSet workload_set;
   std::vector<GpuPlan> gpus;
 };

@@ -19,6 +19,13 @@ namespace {
 
 using namespace tune_stage;
 
+// The toolchain whose results a GPU type reuses and selects: the NVRTC that compiles for it
+// here (12 for sm_70, 13 for sm_80 where both are installed).
+std::string nvrtc_major_for(const GpuSpec& gpu) {
+  const std::string v = nvrtc_version_for(gpu.sm_arch());
+  return toolchain_major(v.empty() ? nvrtc_version() : v);
+}
+
 std::string model_name_from_path(const std::string& path) {
   const std::filesystem::path p(path);
   // models/resnet50/model.onnx -> resnet50
@@ -30,8 +37,7 @@ std::string model_name_from_path(const std::string& path) {
 class Driver {
  public:
   Driver(Farm& farm, TuningDb& db, const TuneOptions& opts, TuneResult& r)
-      : farm_(farm), db_(db), opts_(opts), r_(r), log_(opts, r.stages),
-        nvrtc_major_(opts.nvrtc_major.empty() ? toolchain_major(nvrtc_version()) : opts.nvrtc_major) {}
+      : farm_(farm), db_(db), opts_(opts), r_(r), log_(opts, r.stages) {}
 
   // The stages after load (tune() runs it), in order.
   void run(const Graph& g) {
@@ -40,28 +46,28 @@ class Driver {
     r_.calibration = cal.calibration;
     r_.plan = log_.run("estimate", [&] { return estimate(g, opts_, r_.calibration); },
                        [](const ModelPlan& p) { return describe(p); });
-    r_.run_id = log_.run("record", [&] { return record_model(db_, r_.plan, opts_, r_.calibration); },
+    r_.run_id = log_.run("open run", [&] { return record_model(db_, r_.plan, opts_, r_.calibration); },
                          [&](int64_t id) { return fmt::format("model '{}' in the DB, run {}", r_.model_name, id); });
     const WorkerCensus census = log_.run("farm", [&] { return wait_for_workers(farm_, opts_, log_); },
                                          [](const WorkerCensus& c) { return c.line; });
     init_gpus(cal, census);
     const Lookup todo = log_.run("lookup", [&] {
-      return lookup(r_.plan, r_.gpus, db_, opts_, r_.calibration, nvrtc_major_); },
+      return lookup(r_.plan, r_.gpus, db_, opts_, r_.calibration); },
       [&](const Lookup& l) { return describe(l, opts_); });
     absorb(todo);
     generate_dispatch_collect(todo.jobs);
     Checked checked;
     if (wants_check()) {
       checked = log_.run("check", [&] {
-        return check_winners(r_.plan, r_.gpus, db_, opts_, r_.calibration, nvrtc_major_,
+        return check_winners(r_.plan, r_.gpus, db_, opts_, r_.calibration,
                              [&](std::vector<PlannedJob> jobs) { return generate_dispatch_collect(jobs); }); },
         [](const Checked& c) { return describe(c); });
       for (size_t gi = 0; gi < r_.gpus.size(); ++gi) r_.gpus[gi].checks_failed += checked.failed_per_gpu[gi];
     }
     r_.gpus = log_.run("select", [&] {
-      return select(r_.plan, r_.gpus, db_, opts_, nvrtc_major_, checked.checked); },
+      return select(r_.plan, r_.gpus, db_, opts_, checked.checked); },
       [](const std::vector<GpuTuneResult>& s) { return describe(s); });
-    log_.run("record", [&] {
+    log_.run("commit plans", [&] {
       const RunStatus s = record_plans(db_, r_.run_id, r_.plan, r_.gpus, opts_, r_.interrupted, r_.complete());
       run_ended_ = true;
       return s; },
@@ -87,6 +93,7 @@ class Driver {
       gr.calibration_fit = cal.fits[gi];
       gr.workers = census.workers[gi];
       gr.source = census.sources[gi];
+      gr.nvrtc_major = opts_.nvrtc_major.empty() ? nvrtc_major_for(*gr.gpu) : opts_.nvrtc_major;
       r_.gpus.push_back(std::move(gr));
     }
   }
@@ -145,7 +152,6 @@ class Driver {
   const TuneOptions& opts_;
   TuneResult& r_;
   StageLog log_;
-  const std::string nvrtc_major_;
   Ledger ledger_;
   bool run_ended_ = false;
 };

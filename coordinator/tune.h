@@ -66,7 +66,8 @@ struct TuneOptions {
   // How long to wait for a first worker of each GPU type before dispatching, and how long
   // a type may have no worker at all while its jobs wait before they are given up.
   std::chrono::milliseconds worker_wait{30000};
-  std::string nvrtc_major;     // toolchain major version for reuse; "" = this build's NVRTC
+  std::string nvrtc_major;     // toolchain major version for reuse; "" = per GPU type, the
+                               // NVRTC that compiles for it here (nvrtc_major_for)
   std::string model_name;      // the model's name in the DB ("" = from the path)
   std::string model_sha256;    // "" = of the model file
   std::string options_json = "{}";  // recorded with the run
@@ -92,6 +93,7 @@ struct ClusterChoice {
 struct GpuTuneResult {
   const GpuSpec* gpu = nullptr;
   Source source = Source::real;
+  std::string nvrtc_major;             // the toolchain whose results this type reuses and selects
   std::vector<FittedFactor> calibration_fit;  // from the DB (empty when not fitted)
   int workers = 0;                     // live workers of the type when dispatching
   int64_t variants_planned = 0;        // kept after pruning, plus seeds

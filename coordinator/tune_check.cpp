@@ -42,7 +42,6 @@ bool is_checked(const CheckedSet& checked, const ModelPlan& plan, size_t gi, con
 
 Checked check_winners(const ModelPlan& plan, std::vector<GpuTuneResult> gpus, const TuningDb& db,
                       const TuneOptions& opts, const Calibration& calibration,
-                      const std::string& nvrtc_major,
                       const std::function<Collected(std::vector<PlannedJob>)>& measure) {
   Checked out;
   out.failed_per_gpu.assign(gpus.size(), 0);
@@ -53,7 +52,7 @@ Checked check_winners(const ModelPlan& plan, std::vector<GpuTuneResult> gpus, co
     for (size_t gi = 0; gi < gpus.size(); ++gi) {
       GpuTuneResult& gr = gpus[gi];
       if (gr.source != Source::emulated || gr.workers == 0) continue;
-      select_measured(plan, db, nvrtc_major, gr, opts.plan.space.precisions);
+      select_measured(plan, db, gr.nvrtc_major, gr, opts.plan.space.precisions);
       std::set<std::pair<size_t, std::string>> seen;
       for (const auto& c : gr.choices) {
         if (c.reference || !seen.insert({c.workload, c.variant_key}).second) continue;

@@ -77,7 +77,7 @@ std::map<std::pair<size_t, std::string>, std::string> refresh_source_hashes(
 }  // namespace
 
 Lookup lookup(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, TuningDb& db,
-              const TuneOptions& opts, const Calibration& calibration, const std::string& nvrtc_major) {
+              const TuneOptions& opts, const Calibration& calibration) {
   const auto& workloads = plan.workload_set.workloads;
   Lookup out;
   out.per_gpu.resize(gpus.size());
@@ -98,7 +98,7 @@ Lookup lookup(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, Tun
     for (size_t wi = 0; wi < workloads.size(); ++wi) {
       const Workload& w = workloads[wi];
       std::map<std::string, std::set<std::string>> measured;
-      if (!opts.retune) measured = db.measured_source_hashes(w.signature, gr.gpu->name, gr.source, nvrtc_major);
+      if (!opts.retune) measured = db.measured_source_hashes(w.signature, gr.gpu->name, gr.source, gr.nvrtc_major);
       for (auto& [v, est] : planned[gi][wi]) {
         const bool reference = est < 0;  // the baseline: not counted as a variant
         if (!reference) ++counts.planned;

@@ -101,10 +101,10 @@ namespace tune_stage {
 
 std::vector<GpuTuneResult> select(const ModelPlan& plan, std::vector<GpuTuneResult> gpus,
                                   const TuningDb& db, const TuneOptions& opts,
-                                  const std::string& nvrtc_major, const CheckedSet& checked) {
+                                  const CheckedSet& checked) {
   for (size_t gi = 0; gi < gpus.size(); ++gi) {
     GpuTuneResult& gr = gpus[gi];
-    select_measured(plan, db, nvrtc_major, gr, opts.plan.space.precisions);
+    select_measured(plan, db, gr.nvrtc_major, gr, opts.plan.space.precisions);
     if (!opts.check_winners || gr.source != Source::emulated) continue;
     for (auto& c : gr.choices) c.checked = !c.reference && is_checked(checked, plan, gi, c, opts.retune);
   }

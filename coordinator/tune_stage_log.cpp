@@ -3,12 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include "tune_stages.h"
+#include "ir/clock.h"
 
 namespace dc::tune_stage {
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 void StageLog::record(const std::string& name, double seconds, const std::string& detail) {
   stages_.push_back({name, seconds, detail});

@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "tune.h"
+#include "ir/clock.h"
 
 namespace dc::tune_stage {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0);
 
 // The one helper that times and logs stages: each finished stage is one line (spdlog, and
 // the console when there is one) and one StageTime of the result.
@@ -112,7 +112,7 @@ struct Lookup {
 // Refreshes each planned variant's current source hash in the DB (TuningDb::commit_variant):
 // the hash of the source this build's generator writes; results of another hash are stale.
 Lookup lookup(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, TuningDb& db,
-              const TuneOptions& opts, const Calibration& calibration, const std::string& nvrtc_major);
+              const TuneOptions& opts, const Calibration& calibration);
 std::string describe(const Lookup& l, const TuneOptions& opts);
 
 // "<workload>/<variant key>/<gpu type>": FarmJob::job_id, and how results find their job.
@@ -168,7 +168,6 @@ struct Checked {
 // `measure` runs generate -> dispatch -> collect for a list of jobs.
 Checked check_winners(const ModelPlan& plan, std::vector<GpuTuneResult> gpus, const TuningDb& db,
                       const TuneOptions& opts, const Calibration& calibration,
-                      const std::string& nvrtc_major,
                       const std::function<Collected(std::vector<PlannedJob>)>& measure);
 std::string describe(const Checked& c);
 // A winner counts as checked when this run checked it or, without --retune, when it has
@@ -179,7 +178,7 @@ bool is_checked(const CheckedSet& checked, const ModelPlan& plan, size_t gpu, co
 // ---- select (tune_select.cpp): select_measured per GPU type, winners marked checked.
 std::vector<GpuTuneResult> select(const ModelPlan& plan, std::vector<GpuTuneResult> gpus,
                                   const TuningDb& db, const TuneOptions& opts,
-                                  const std::string& nvrtc_major, const CheckedSet& checked);
+                                  const CheckedSet& checked);
 std::string describe(const std::vector<GpuTuneResult>& selected);
 
 }  // namespace dc::tune_stage

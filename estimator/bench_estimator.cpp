@@ -11,6 +11,7 @@
 #include "gpu/gpu_catalog.h"
 #include "param_space.h"
 #include "prune.h"
+#include "ir/clock.h"
 
 namespace {
 
@@ -53,10 +54,6 @@ dc::Workload conv_workload(int64_t n, int64_t c, int64_t hw, int64_t oc, int64_t
   w.flops = 2 * n * oc * hw * hw * c * kernel * kernel;
   w.bytes = 4 * (n * c * hw * hw + oc * c * kernel * kernel + n * oc * hw * hw);
   return w;
-}
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 void bench(const char* label, const dc::Workload& w, const dc::GpuSpec& gpu) {

@@ -2,6 +2,9 @@
 # Configures and builds dc into build/ (Release unless BUILD_TYPE is set). Binaries land in
 # build/bin/, the Python package dc in build/python (PYTHONPATH=build/python, docs/python.md).
 # Uses every core (this project's machines have 2).
+#   scripts/build.sh              everything, the test suites included
+#   scripts/build.sh TARGET...    only those targets and what they need (scripts/quickstart.sh
+#                                 builds the product: dc-coordinator dc-worker dc-db dc-run dcrt)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_TYPE="${BUILD_TYPE:-Release}"
@@ -9,4 +12,6 @@ BUILD_TYPE="${BUILD_TYPE:-Release}"
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 cmake -S . -B build -DCMAKE_BUILD_TYPE="$BUILD_TYPE" "${launcher[@]}" >/dev/null
-cmake --build build -j"$(nproc)"
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
+cmake --build build -j"$(nproc)" "${targets[@]}"

@@ -22,6 +22,7 @@ PACKAGES=(
   ccache                  # scripts/build.sh: rebuilds after a branch switch reuse objects
   pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers clinfo
   libclblast-dev          # the OpenCL back end on PoCL and its peer, CLBlast (docs/bench/opencl.md)
+  clang-15                # OpenCL kernels to SPIR for PoCL: the clang of PoCL's LLVM (docs/opencl.md)
 )
 
 missing=()
@@ -49,4 +50,16 @@ fi
 # foundation builds and tests without it.
 if [ ! -x /usr/local/cuda/bin/nvcc ]; then
   echo "install-deps: warning: no CUDA toolkit at /usr/local/cuda (needed for NVRTC later)" >&2
+fi
+
+# NVRTC 12 from PyPI for sm_70 (V100), which CUDA 13's NVRTC dropped: dc loads every NVRTC
+# it finds at run time and compiles each arch with the newest that targets it
+# (docs/compilation.md, "Which NVRTC"). /opt/dc/nvrtc-cu12 is one of the folders it searches.
+DC_NVRTC12=/opt/dc/nvrtc-cu12
+if ! ls "$DC_NVRTC12"/nvidia/cuda_nvrtc/lib/libnvrtc.so.12 >/dev/null 2>&1; then
+  echo "install-deps: installing nvidia-cuda-nvrtc-cu12 into $DC_NVRTC12"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$DC_NVRTC12" \
+    "nvidia-cuda-nvrtc-cu12==12.9.86"
 fi

@@ -6,13 +6,14 @@
 #                                                              defaults: build, dist
 # --with-tests adds dc_gpu_tests to DEST/bin (run it from a checkout of the same commit with
 # DC_SOURCE_DIR=$PWD: it reads examples/), for checking a GPU machine that has no build.
-# --with-nvrtc carries the build's NVRTC too (about 115 MB; redistributable), for nodes
-# that have an NVIDIA driver (R580+, CUDA 13) but no CUDA toolkit.
+# --with-nvrtc carries the build's NVRTC and the pip NVRTC 12 of scripts/install-deps.sh too
+# (about 115 MB each; redistributable), for nodes that have an NVIDIA driver but no CUDA
+# toolkit: dc loads them from DEST/lib at run time (docs/compilation.md, "Which NVRTC").
 #
 # DEST/bin      dc-coordinator dc-worker dc-db dc-run
 # DEST/lib      libdcrt.so and every shared library these load, except the C runtime
-#               (glibc: the node's own) and CUDA (libcuda and NVRTC: the node's driver and
-#               toolkit, CUDA 13 like the build)
+#               (glibc: the node's own) and CUDA (libcuda: the node's driver; NVRTC, loaded at
+#               run time: the node's toolkits or pip packages, unless --with-nvrtc)
 # DEST/include  dc/dcrt.h dc/dcrt.hpp
 # Executables look in $ORIGIN/../lib, then in the CUDA toolkit's lib folder; each carried
 # library in $ORIGIN, so that their own dependencies resolve inside DEST too. The script
@@ -67,13 +68,11 @@ is_nodes_own() {
 loaded_libs() { ldd "$1" | awk '/=> \// { print $3 }'; }
 
 carried=0
-nvrtc_dir=""
 for elf in "$DEST"/bin/* "$DEST"/lib/*.so*; do
   for lib in $(loaded_libs "$elf"); do
     is_nodes_own "$lib" && continue
     name="$(basename "$lib")"
     [ -e "$DEST/lib/$name" ] && continue
-    case "$name" in libnvrtc.so.*) nvrtc_dir="$(dirname "$(realpath "$lib")")" ;; esac
     cp -L "$lib" "$DEST/lib/$name"
     chmod u+w "$DEST/lib/$name"
     patchelf --set-rpath '$ORIGIN' "$DEST/lib/$name"
@@ -81,12 +80,19 @@ for elf in "$DEST"/bin/* "$DEST"/lib/*.so*; do
   done
 done
 
-# NVRTC loads its builtins library at run time, from its own folder (RUNPATH $ORIGIN).
-if [ -n "$nvrtc_dir" ]; then
-  for builtins in "$nvrtc_dir"/libnvrtc-builtins.so.*; do
-    cp -L "$builtins" "$DEST/lib/"
-    chmod u+w "$DEST/lib/$(basename "$builtins")"
-    patchelf --set-rpath '$ORIGIN' "$DEST/lib/$(basename "$builtins")"
+# NVRTC is dlopen'ed (no binary links it): the build's and install-deps.sh's, each with the
+# builtins library it loads from its own folder (RUNPATH $ORIGIN).
+if [ "$with_nvrtc" = 1 ]; then
+  cuda_lib="$(sed -n 's/^CUDAToolkit_LIBRARY_DIR:[A-Z]*=//p' "$BUILD/CMakeCache.txt")"
+  for dir in "$cuda_lib" /opt/dc/nvrtc-cu*/nvidia/cuda_nvrtc/lib; do
+    for lib in "$dir"/libnvrtc.so.[0-9]* "$dir"/libnvrtc-builtins.so.[0-9]*; do
+      [ -e "$lib" ] || continue
+      name="$(basename "$lib")"
+      cp -L "$lib" "$DEST/lib/$name"
+      chmod u+w "$DEST/lib/$name"
+      patchelf --set-rpath '$ORIGIN' "$DEST/lib/$name"
+      carried=$((carried + 1))
+    done
   done
 fi
 

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds, and runs every ctest test,
 # the long ones (exported ResNet-50, MobileNetV2, BERT-base; ONNX conformance cases) included.
-#   scripts/test.sh              everything but the label compile_kept (CI's run: it must fit
-#                                45 minutes on 2 cores; compile_kept alone takes ~28 CPU-minutes)
+#   scripts/test.sh              everything but the labels compile_kept and compile_kept_sm70
+#                                (CI's run: it must fit 45 minutes on 2 cores; compile_kept alone
+#                                takes ~28 CPU-minutes; -LE is a regular expression)
 #   scripts/test.sh -L unit      only the fast unit tests (any ctest arguments pass through)
-#   scripts/test.sh -L compile_kept   NVRTC compiles of every kept fp32 variant of the three models
+#   scripts/test.sh -L '^compile_kept$'   NVRTC compiles of every kept fp32 variant of the three models
+#   scripts/test.sh -L compile_kept_sm70   every kept fp32 and fp16 variant of the three models
+#                                for v100 (sm_70, NVRTC 12; docs/bench/compile-all.md)
 #   scripts/test.sh --sanitize   the unit label built with AddressSanitizer and
 #                                UndefinedBehaviorSanitizer in build-asan/ (more ctest
 #                                arguments pass through)

@@ -56,3 +56,13 @@ add_test(NAME make_dist_bundle COMMAND sh -c
    && env -i '${DC_BENCH_WORK}/dist/bin/dc-coordinator' --help >/dev/null \
    && test -f '${DC_BENCH_WORK}/dist/include/dc/dcrt.h'")
 set_tests_properties(make_dist_bundle PROPERTIES LABELS unit TIMEOUT 120)
+# scripts/bench_opencl.py's smoke mode: two small layers tuned for real on PoCL's CPU device
+# against dc-bench-clblast, and the accuracy table from the tiny CNN (docs/opencl.md).
+add_test(NAME bench_opencl_smoke COMMAND sh -c
+  "rm -rf '${DC_BENCH_WORK}/opencl' \
+   && /usr/bin/python3 '${PROJECT_SOURCE_DIR}/scripts/bench_opencl.py' --smoke --dc-bin '${CMAKE_BINARY_DIR}/bin' \
+      --work '${DC_BENCH_WORK}/opencl' \
+   && grep -q 'CLBlast / dc' '${DC_BENCH_WORK}/opencl/opencl.md' \
+   && ! grep -q 'failed:' '${DC_BENCH_WORK}/opencl/opencl.md' \
+   && grep -q 'median Spearman' '${DC_BENCH_WORK}/opencl/estimator-accuracy.md'")
+set_tests_properties(bench_opencl_smoke PROPERTIES LABELS opencl TIMEOUT 900)

@@ -30,7 +30,7 @@ dc_run_expect_exit(cli_run_bad_flag 2 "^error: .*--no-such-flag" ${DC_RUN} plan 
 find_program(DC_C_COMPILER NAMES cc gcc clang)
 if(DC_C_COMPILER)
   add_test(NAME dcrt_header_is_c99 COMMAND ${DC_C_COMPILER} -std=c99 -Wall -Wextra -Wpedantic
-    -Werror -fsyntax-only -x c ${PROJECT_SOURCE_DIR}/worker/runtime/dcrt.h)
+    -Werror -fsyntax-only -x c ${PROJECT_SOURCE_DIR}/codegen/plan_runtime/dcrt.h)
   set_tests_properties(dcrt_header_is_c99 PROPERTIES LABELS unit)
 endif()
 

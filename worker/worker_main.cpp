@@ -28,12 +28,14 @@
 #include <boost/program_options.hpp>
 
 #include "builder_pool.h"
+#include "device_discovery.h"
 #include "farm_client.h"
 #include "farm_security.h"
 #include "ir/error.h"
 #include "ir/log.h"
 #include "job_executor.h"
 #include "measure_child.h"
+#include "opencl_device.h"
 #include "worker_devices.h"
 
 namespace po = boost::program_options;
@@ -72,6 +74,7 @@ std::string self_exe() {
 struct Settings {
   std::string connect;
   std::vector<int> devices;
+  std::vector<int> opencl;  // OpenCL device indices (--opencl)
   std::vector<std::string> emulate;
   std::string cache;
   int credits = -1;        // -1: 1 plus the builders' share
@@ -141,6 +144,19 @@ EmulatedFaults test_faults_from_environment() {
   return f;
 }
 
+// --list-devices without --device: every device the driver reports, an unusable one with
+// its reason (no NVRTC for its arch: what to install). Exit 2 when none can be served.
+int list_real_devices(const GpuCatalog& catalog) {
+  std::string why;
+  const std::vector<DiscoveredDevice> found = discover_devices(catalog, &why);
+  if (found.empty()) {
+    std::cout << "no GPU to serve: " << why << "\n";
+    return 2;
+  }
+  for (const DiscoveredDevice& d : found) std::cout << describe_device(d) << "\n";
+  return std::any_of(found.begin(), found.end(), [](const DiscoveredDevice& d) { return d.usable(); }) ? 0 : 2;
+}
+
 // A measurement child (--measure-child: compile, check, time) or a builder's compile child
 // (--compile-child: the compile phase only), serving one device's jobs on fd 3.
 int measure_child_main(const std::string& device_hex, const std::string& cache, const std::string& log_level,
@@ -176,6 +192,9 @@ int worker_main(int argc, char** argv) {
        "exit status 2 when there are none")
       ("connect", po::value(&s.connect), "the coordinator's endpoint, tcp://HOST:PORT")
       ("device", po::value(&s.devices)->multitoken(), "CUDA device ordinals to serve (default: all usable)")
+      ("opencl", po::value(&s.opencl)->multitoken(),
+       "OpenCL device indices to serve (--list-devices shows them; PoCL's CPU device is pocl-cpu); without "
+       "--device, only these")
       ("emulate", po::value(&s.emulate)->multitoken(),
        "serve an emulated GPU of this canonical type (h100, a100, ...; repeat for several): times come from "
        "a timing model, not a GPU")
@@ -214,6 +233,7 @@ int worker_main(int argc, char** argv) {
   const bool list_only = vm.count("list-devices") != 0;
   DC_USER_CHECK(list_only || !s.connect.empty(), "--connect tcp://HOST:PORT is required (see dc-worker --help)");
   DC_USER_CHECK(s.devices.empty() || s.emulate.empty(), "--device and --emulate exclude each other");
+  DC_USER_CHECK(s.opencl.empty() || s.emulate.empty(), "--opencl and --emulate exclude each other");
   if (s.cache.empty()) s.cache = default_cache_dir();
 
   // ---- devices ----
@@ -223,15 +243,30 @@ int worker_main(int argc, char** argv) {
     for (size_t i = 0; i < s.emulate.size(); ++i)
       inventory.push_back(emulated_inventory(catalog, s.emulate[i], static_cast<int>(i)));
     spdlog::info("dc-worker: serving {} EMULATED device(s): times are modelled, not measured", inventory.size());
+  } else if (list_only && s.devices.empty() && s.opencl.empty()) {
+    // Every device this machine has: CUDA's, then OpenCL's (indices as --opencl takes them).
+    std::string why_cuda, why_cl;
+    for (const auto& g : real_inventory(catalog, {}, &why_cuda)) std::cout << describe_inventory(g) << "\n";
+    if (!why_cuda.empty()) std::cout << "no CUDA device: " << why_cuda << "\n";
+    const auto cl = ocl::list_devices(catalog, &why_cl);
+    for (const auto& d : cl) std::cout << "opencl " << d.index << ": " << ocl::describe(d) << "\n";
+    if (cl.empty()) std::cout << "no OpenCL device: " << why_cl << "\n";
+    return why_cuda.empty() || !cl.empty() ? 0 : 2;
   } else {
     std::string why;
-    inventory = real_inventory(catalog, s.devices, &why);
+    if (list_only && s.devices.empty() && s.opencl.empty()) return list_real_devices(catalog);
+    if (s.opencl.empty() || !s.devices.empty()) inventory = real_inventory(catalog, s.devices, &why);
+    if (!s.opencl.empty()) {
+      std::string why_cl;
+      for (auto& g : opencl_inventory(catalog, s.opencl, &why_cl)) inventory.push_back(std::move(g));
+      if (inventory.empty()) why = why_cl;
+    }
     if (list_only && inventory.empty()) {
       std::cout << "no GPU to serve: " << why << "\n";
       return 2;
     }
     DC_USER_CHECK(!inventory.empty(), "no GPU to serve: ", why, ". Use --emulate GPU (e.g. --emulate h100) to "
-                  "serve an emulated device");
+                  "serve an emulated device, or --opencl N for an OpenCL one");
   }
   if (list_only) {
     for (const auto& g : inventory) std::cout << describe_inventory(g) << "\n";

@@ -25,7 +25,8 @@
 #include "ir/precision.h"
 #include "ir/shape.h"
 #include "ir/tensor.h"
-#include "kernel.h"
+#include "ir/kernel.h"
+#include "variant.h"
 
 namespace dc {
 

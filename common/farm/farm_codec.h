@@ -13,7 +13,7 @@
 #include "farm.pb.h"
 #include "farm/measurement.h"
 #include "ir/error.h"
-#include "kernel.h"
+#include "ir/kernel.h"
 
 namespace dc::farm {
 

@@ -38,6 +38,8 @@ std::string spec_code(const dc::GpuSpec& g) {
   set("full_name", cpp_string(g.full_name));
   set("device_patterns", "{" + patterns + "}");
   set("arch", cpp_string(g.arch));
+  set("api", cpp_string(g.api));
+  set("fp16", g.fp16 ? "true" : "false");
   set("cc_major", num(g.cc_major));
   set("cc_minor", num(g.cc_minor));
   set("sm_count", num(g.sm_count));

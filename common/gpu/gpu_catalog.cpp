@@ -143,6 +143,7 @@ const GpuSpec* GpuCatalog::match_name(std::string_view device_name) const {
   size_t best_len = 0;
   for (const auto& s : specs_)
     for (const auto& p : s.device_patterns) {
+      if (s.is_opencl()) break;  // CUDA names only; OpenCL devices: common/opencl/opencl_device.cpp
       const size_t len = match_length(name, lower(p));
       if (len > best_len) {
         best = &s;
@@ -252,8 +253,10 @@ std::string gpu_table_markdown(const GpuCatalog& catalog) {
       "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const auto& g : catalog.all()) {
     const double tc_tflops = g.tc_fp16_flops_per_sm_clk * g.sm_count * g.clock_hz() / 1e12;
-    out += fmt::format("| {} | {} | {} | {}.{} | {} | {:g} | {:.1f} | {:.1f} | {:g} | {:g} |\n",
-                       g.name, g.full_name, g.arch, g.cc_major, g.cc_minor, g.sm_count,
+    // OpenCL devices: "OpenCL" in the cc column, compute units in the SMs column.
+    const std::string cc = g.is_opencl() ? "OpenCL" : fmt::format("{}.{}", g.cc_major, g.cc_minor);
+    out += fmt::format("| {} | {} | {} | {} | {} | {:g} | {:.1f} | {:.1f} | {:g} | {:g} |\n",
+                       g.name, g.full_name, g.arch, cc, g.sm_count,
                        g.boost_clock_mhz, g.fp32_peak_flops() / 1e12, tc_tflops,
                        g.dram_bandwidth_gbs, static_cast<double>(g.l2_bytes) / (1 << 20));
   }

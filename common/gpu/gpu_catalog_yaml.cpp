@@ -36,6 +36,12 @@ const std::set<std::string>& known_arches() {
   return arches;
 }
 
+// Architecture families of OpenCL devices (api: opencl).
+const std::set<std::string>& known_opencl_arches() {
+  static const std::set<std::string> arches = {"cpu", "xe-hpg", "cdna2", "rdna3", "valhall", "adreno7xx"};
+  return arches;
+}
+
 // ---- loading ---------------------------------------------------------------------------
 
 // Reads one `gpus:` entry, remembering which keys it consumed so that the rest (typos) can
@@ -128,7 +134,7 @@ class EntryReader {
 // Every field of an entry, in the order docs/gpus.md lists them.
 const std::vector<std::string>& entry_fields() {
   static const std::vector<std::string> fields = {
-      "name", "full_name", "device_patterns", "arch", "compute_capability", "sm_count",
+      "name", "full_name", "api", "fp16", "device_patterns", "arch", "compute_capability", "sm_count",
       "boost_clock_mhz", "fp32_lanes_per_sm", "tc_fp16_flops_per_sm_clk",
       "tc_bf16_flops_per_sm_clk", "tc_tf32_flops_per_sm_clk", "dram_bandwidth_gbs",
       "l2_bytes", "smem_per_sm_bytes", "smem_per_block_bytes", "regs_per_sm",
@@ -158,33 +164,47 @@ GpuSpec read_entry(const YAML::Node& node, const std::string& origin, int index)
       r.fail("device_patterns", "'$' may only end a pattern, in '" + p + "'");
     if (p == "$") r.fail("device_patterns", "empty pattern '$'");
   }
+  g.api = r.has("api") ? r.text("api") : "cuda";
+  if (g.api != "cuda" && g.api != "opencl") r.fail("api", "must be cuda or opencl, got '" + g.api + "'");
+  const bool opencl = g.api == "opencl";
   g.arch = r.text("arch");
-  if (!known_arches().count(g.arch)) {
-    std::vector<std::string> arches(known_arches().begin(), known_arches().end());
-    r.fail("arch", "unknown architecture '" + g.arch + "' (known: " + join(arches, ", ") + ")");
+  const auto& arches = opencl ? known_opencl_arches() : known_arches();
+  if (!arches.count(g.arch)) {
+    std::vector<std::string> names(arches.begin(), arches.end());
+    r.fail("arch", "unknown architecture '" + g.arch + "' (known: " + join(names, ", ") + ")");
+  }
+  if (r.has("fp16")) {
+    const std::string f = r.text("fp16");
+    if (f != "true" && f != "false") r.fail("fp16", "must be true or false, got '" + f + "'");
+    g.fp16 = f == "true";
   }
 
-  const std::string cc = r.text("compute_capability");
-  int major = 0, minor = 0;
-  const auto dot = cc.find('.');
-  const char* const b = cc.data();
-  const char* const e = cc.data() + cc.size();
-  const bool cc_ok = dot != std::string::npos &&
-                     std::from_chars(b, b + dot, major).ptr == b + dot && dot > 0 &&
-                     std::from_chars(b + dot + 1, e, minor).ptr == e && dot + 1 < cc.size();
-  if (!cc_ok) r.fail("compute_capability", "must read MAJOR.MINOR, e.g. \"8.0\", got '" + cc + "'");
-  if (major < 7 || major > 20 || minor < 0 || minor > 9)
-    r.fail("compute_capability", "must be 7.0 (Volta) or newer, got " + cc);
-  g.cc_major = major;
-  g.cc_minor = minor;
+  if (opencl) {
+    // No compute capability and no tensor cores: OpenCL's GEMMs run on the vector units.
+    if (r.has("compute_capability")) r.fail("compute_capability", "an OpenCL device has none");
+  } else {
+    const std::string cc = r.text("compute_capability");
+    int major = 0, minor = 0;
+    const auto dot = cc.find('.');
+    const char* const b = cc.data();
+    const char* const e = cc.data() + cc.size();
+    const bool cc_ok = dot != std::string::npos &&
+                       std::from_chars(b, b + dot, major).ptr == b + dot && dot > 0 &&
+                       std::from_chars(b + dot + 1, e, minor).ptr == e && dot + 1 < cc.size();
+    if (!cc_ok) r.fail("compute_capability", "must read MAJOR.MINOR, e.g. \"8.0\", got '" + cc + "'");
+    if (major < 7 || major > 20 || minor < 0 || minor > 9)
+      r.fail("compute_capability", "must be 7.0 (Volta) or newer, got " + cc);
+    g.cc_major = major;
+    g.cc_minor = minor;
+  }
 
   g.sm_count = static_cast<int>(r.integer("sm_count", 1, 1024));
   g.boost_clock_mhz = r.number("boost_clock_mhz", 100, 5000);
-  g.fp32_lanes_per_sm = static_cast<int>(r.integer("fp32_lanes_per_sm", 16, 512));
+  g.fp32_lanes_per_sm = static_cast<int>(r.integer("fp32_lanes_per_sm", opencl ? 4 : 16, 512));
   // Every GPU from Volta on has fp16 tensor cores; bf16 and tf32 came with Ampere.
-  g.tc_fp16_flops_per_sm_clk = r.number("tc_fp16_flops_per_sm_clk", 1, 65536);
-  const double tc_lo = major >= 8 ? 1 : 0;
-  const double tc_hi = major >= 8 ? 65536 : 0;
+  g.tc_fp16_flops_per_sm_clk = r.number("tc_fp16_flops_per_sm_clk", opencl ? 0 : 1, opencl ? 0 : 65536);
+  const double tc_lo = g.cc_major >= 8 ? 1 : 0;
+  const double tc_hi = g.cc_major >= 8 ? 65536 : 0;
   g.tc_bf16_flops_per_sm_clk = r.number("tc_bf16_flops_per_sm_clk", tc_lo, tc_hi);
   g.tc_tf32_flops_per_sm_clk = r.number("tc_tf32_flops_per_sm_clk", tc_lo, tc_hi);
   g.dram_bandwidth_gbs = r.number("dram_bandwidth_gbs", 10, 100000);

@@ -14,7 +14,13 @@ struct GpuSpec {
   std::string name;       // canonical short name: "a100", "h100", ...
   std::string full_name;  // "NVIDIA A100-SXM4-40GB"
   std::vector<std::string> device_patterns;  // substrings of CUDA's device name mapping here
-  std::string arch;       // architecture family: volta, turing, ampere, ada, hopper
+  std::string arch;       // architecture family: volta, turing, ampere, ada, hopper; OpenCL: xe-hpg, cdna2, ...
+  // The API dc drives the device through: "cuda" (NVRTC, the CUDA driver) or "opencl"
+  // (codegen/opencl_dialect.h; clang to SPIR, clBuildProgram). For an OpenCL device the
+  // SM fields describe its compute units: sm_count = compute units, fp32_lanes_per_sm = fp32
+  // FMA lanes per CU, smem = local memory; cc and tensor-core figures are 0.
+  std::string api = "cuda";
+  bool fp16 = true;       // fp16 arithmetic (OpenCL: cl_khr_fp16); every CUDA GPU dc knows has it
   int cc_major = 0;
   int cc_minor = 0;
   int sm_count = 0;
@@ -52,7 +58,11 @@ struct GpuSpec {
   // Peak FP32 FLOP/s on CUDA cores (FMA = 2 FLOPs).
   double fp32_peak_flops() const { return 2.0 * fp32_lanes_per_sm * sm_count * clock_hz(); }
   double dram_bytes_per_s() const { return dram_bandwidth_gbs * 1e9; }
-  std::string sm_arch() const { return "sm_" + std::to_string(cc_major * 10 + cc_minor); }
+  // The compile target: "sm_XY" for CUDA, "spir64" (SPIR bitcode) for OpenCL.
+  std::string sm_arch() const {
+    return api == "opencl" ? "spir64" : "sm_" + std::to_string(cc_major * 10 + cc_minor);
+  }
+  bool is_opencl() const { return api == "opencl"; }
 };
 
 }  // namespace dc

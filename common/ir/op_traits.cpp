@@ -97,6 +97,7 @@ std::vector<OpTraits> rows() {
   add("Softmax", P::reduce).fp32().flops(FlopsBasis::input, 5);
   add("LogSoftmax", P::reduce).fp32().flops(FlopsBasis::input, 5);
   add("LayerNormalization", P::reduce).fp32().flops(FlopsBasis::input, 8);
+  add("RMSNormalization", P::reduce).fp32().flops(FlopsBasis::input, 4);
   add("GlobalAveragePool", P::reduce).fp32().flops(FlopsBasis::input);
   add("GlobalMaxPool", P::reduce).flops(FlopsBasis::input);
   for (auto op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",

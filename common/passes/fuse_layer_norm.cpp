@@ -67,6 +67,32 @@ std::optional<Tensor> last_axis_vector(const Graph& g, const std::string& name, 
                                                              t.data<float>()[0]));
 }
 
+// A Cast to f32 of an f32 tensor (torch's `.to(torch.float32)` in an f32 model).
+bool is_f32_cast(const Graph& g, const Node& n) {
+  if (n.op != "Cast" || !n.has_input(0) || n.attrs.get_int("to", 0) != 1) return false;
+  auto it = g.tensors.find(n.input(0));
+  return it != g.tensors.end() && it->second.dtype == DType::f32;
+}
+
+// The node dividing `d` by s = Sqrt(v + eps): Div(d, s), or Mul(d, r) with r = Reciprocal(s)
+// or Div(1, s) (the nodes on the way are appended to `nodes`).
+std::optional<size_t> normalizer(const Context& c, const std::string& s, const std::string& d,
+                                 std::vector<size_t>& nodes) {
+  const auto u = c.uses.sole_consumer(s);
+  if (!u) return std::nullopt;
+  const Node& n = c.g.nodes[*u];
+  if (n.op == "Div" && n.inputs.size() == 2 && n.inputs[0] == d && n.inputs[1] == s) return *u;
+  const bool recip = n.op == "Reciprocal" ||
+                     (n.op == "Div" && n.inputs.size() == 2 && n.inputs[1] == s &&
+                      match::scalar_constant(c.g, n.inputs[0]) == 1.0);
+  if (!recip) return std::nullopt;
+  nodes.push_back(*u);
+  size_t m = 0;
+  const Node* mul = c.sole_user(n.outputs[0], "Mul", &m);
+  if (!mul || match::other_input(*mul, n.outputs[0]) != d) return std::nullopt;
+  return m;
+}
+
 struct Match {
   std::vector<size_t> nodes;  // every matched node; the last one is replaced
   std::string x, out;
@@ -104,6 +130,8 @@ std::optional<Match> match_at(const Context& c, size_t first) {
     if (n.op == "Div" && n.inputs.size() == 2 && n.inputs[0] == d && n.inputs[1] != d &&
         (!div || *div == u)) {
       div = u;
+    } else if (n.op == "Mul" && match::other_input(n, d) && (!div || *div == u)) {
+      div = u;  // d * Reciprocal(Sqrt(v + eps)): checked below
     } else if (n.op == "Pow" && n.inputs.size() == 2 && n.inputs[0] == d &&
                small_scalar(g, n.inputs[1], rank) == 2.0 && (!square || *square == u)) {
       square = u;
@@ -130,10 +158,23 @@ std::optional<Match> match_at(const Context& c, size_t first) {
   const Node* sqrt = c.sole_user(add_eps->outputs[0], "Sqrt", &i);
   if (!sqrt) return std::nullopt;
   m.nodes.push_back(i);
-  const Node* divn = c.sole_user(sqrt->outputs[0], "Div", &i);
-  if (!divn || i != *div) return std::nullopt;
-  m.nodes.push_back(i);
-  m.out = divn->outputs[0];
+  const auto norm = normalizer(c, sqrt->outputs[0], d, m.nodes);
+  if (!norm || *norm != *div) return std::nullopt;
+  m.nodes.push_back(*norm);
+  m.out = g.nodes[*norm].outputs[0];
+  // x.to(float32) before and .to(float32) after, as torch writes them for an f32 model.
+  if (const auto cp = g.producer(m.x); cp && is_f32_cast(g, g.nodes[*cp])) {
+    bool only_ours = !c.uses.outputs.count(m.x);
+    for (size_t u : c.uses.of(m.x)) only_ours = only_ours && (u == m.nodes[0] || u == m.nodes[1]);
+    if (only_ours) {
+      m.nodes.push_back(*cp);
+      m.x = g.nodes[*cp].input(0);
+    }
+  }
+  if (const Node* cast = c.sole_user(m.out, "Cast", &i); cast && is_f32_cast(g, *cast)) {
+    m.nodes.push_back(i);
+    m.out = cast->outputs[0];
+  }
 
   // Optional affine tail: absorbed only where gamma/beta qualify.
   if (const Node* mul = c.sole_user(m.out, "Mul", &i)) {

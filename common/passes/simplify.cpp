@@ -9,6 +9,8 @@
 #include "passes/fold_constants.h"
 #include "passes/fuse_gelu.h"
 #include "passes/fuse_layer_norm.h"
+#include "passes/fuse_rms_norm.h"
+#include "passes/fuse_sibling_matmuls.h"
 #include "passes/lower_einsum.h"
 #include "passes/lower_norms.h"
 #include "passes/fuse_pad_conv.h"
@@ -40,7 +42,10 @@ Graph simplify(Graph g, const SimplifyOptions& opts) {
   g = run_pass("lower_einsum", std::move(g), lower_einsum);
   if (opts.fold_batch_norm) g = run_pass("fold_batch_norm", std::move(g), fold_batch_norm);
   if (opts.fuse_layer_norm) g = run_pass("fuse_layer_norm", std::move(g), fuse_layer_norm);
+  if (opts.fuse_rms_norm) g = run_pass("fuse_rms_norm", std::move(g), fuse_rms_norm);
   if (opts.fuse_gelu) g = run_pass("fuse_gelu", std::move(g), fuse_gelu);
+  if (opts.fuse_sibling_matmuls)
+    g = run_pass("fuse_sibling_matmuls", std::move(g), fuse_sibling_matmuls);
   g = run_pass("eliminate_dead_nodes", std::move(g), eliminate_dead_nodes);
   return g;
 }

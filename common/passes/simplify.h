@@ -9,6 +9,8 @@ namespace dc {
 struct SimplifyOptions {
   bool fold_batch_norm = true;
   bool fuse_layer_norm = true;
+  bool fuse_rms_norm = true;
+  bool fuse_sibling_matmuls = true;
   bool fuse_gelu = true;
 };
 

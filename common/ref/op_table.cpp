@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "ref/kernel.h"
+#include "ref/training_ops.h"
 
 namespace dc::ref {
 
@@ -8,9 +9,9 @@ std::span<const OpDef> all_ops() {
   static const std::vector<OpDef> table = [] {
     std::vector<OpDef> t;
     for (auto fam : {elementwise_ops(), shape_ops(), linalg_ops(), pool_ops(), norm_ops(),
-                     norm_group_ops(), index_ops(),
-
-                     resample_ops(), conv_transpose_ops(), scatter_ops(), search_ops(), einsum_ops()})
+                     norm_group_ops(), index_ops(), resample_ops(), conv_transpose_ops(),
+                     scatter_ops(), search_ops(), einsum_ops(), training_ops(), conv_grad_ops(),
+                     grad_ops()})
       t.insert(t.end(), fam.begin(), fam.end());
     return t;
   }();

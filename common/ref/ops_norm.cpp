@@ -214,6 +214,47 @@ std::vector<Tensor> run_layer_norm(const Node& node, const Inputs& in) {
   return {y, mean_t, inv_t};
 }
 
+// RMSNormalization (opset 23; also what passes/fuse_rms_norm makes of the exporters' forms):
+// Y = X / sqrt(mean(X^2 over dims [axis, rank)) + epsilon) * Scale. No bias input.
+void check_rms_norm(const Node& node, const std::vector<const TensorInfo*>& in) {
+  require_input(node, 0, "X");
+  require_input(node, 1, "Scale");
+  for (size_t i = 0; i < 2; ++i) require_f32(info_at(in, i), i == 0 ? "X" : "Scale");
+  read_epsilon(node, 1e-5f);
+  const int64_t stash = node.attrs.get_int("stash_type", 1);
+  DC_USER_CHECK(stash == 1, "unsupported: stash_type ", stash, " (only 1: float32)");
+  if (info_at(in, 0) == nullptr) return;
+  const Shape& x = in[0]->shape;
+  const size_t axis = ln_axis(node, x);
+  if (info_at(in, 1)) ln_check_param(in[1]->shape, x, axis, "Scale");
+}
+
+std::vector<Tensor> run_rms_norm(const Node& node, const Inputs& in) {
+  require_input(node, 0, "X");
+  require_input(node, 1, "Scale");
+  const Tensor& x = in.at(0);
+  const size_t axis = ln_axis(node, x.shape());
+  ln_check_param(in.at(1).shape(), x.shape(), axis, "Scale");
+  const double eps = read_epsilon(node, 1e-5f);
+  const auto scale = expand_param(in[1], x.shape(), axis);
+  const int64_t rows = product(x.shape(), 0, axis);
+  const int64_t cols = product(x.shape(), axis, x.shape().size());
+  Tensor y(DType::f32, x.shape());
+  const float* xp = x.data<float>();
+  float* yp = y.mutable_data<float>();
+  parallel_for(
+      rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, cols)), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* xr = xp + r * cols;
+          double sq = 0;
+          for (int64_t i = 0; i < cols; ++i) sq += static_cast<double>(xr[i]) * xr[i];
+          const double inv = 1.0 / std::sqrt((cols > 0 ? sq / static_cast<double>(cols) : 0.0) + eps);
+          for (int64_t i = 0; i < cols; ++i) yp[r * cols + i] = static_cast<float>(xr[i] * inv * scale[i]);
+        }
+      });
+  return {y};
+}
+
 // ---------------------------------------------------------------------------------------
 // Softmax / LogSoftmax. Opset >= 13: over one axis. Opset < 13 (the importer marks the node
 // with dc_legacy_flatten=1): over the flattened block of dims [axis, rank).
@@ -290,6 +331,8 @@ enum class Red { sum, mean, max, min, prod, l1, l2, sum_square, log_sum, log_sum
 constexpr bool allows_int(Red r) {
   return r == Red::sum || r == Red::max || r == Red::min || r == Red::prod;
 }
+// ReduceSum and ReduceMean also take f64 (the fp64 gradient checks of docs/training.md).
+constexpr bool allows_f64(Red r) { return r == Red::sum || r == Red::mean; }
 
 struct ReducePlan {
   bool identity = false;
@@ -359,10 +402,10 @@ template <Red kRed>
 void check_reduce(const Node& node, const std::vector<const TensorInfo*>& in) {
   require_input(node, 0, "data");
   if (const TensorInfo* x = info_at(in, 0)) {
-    const bool ok = x->dtype == DType::f32 ||
+    const bool ok = x->dtype == DType::f32 || (allows_f64(kRed) && x->dtype == DType::f64) ||
                     (allows_int(kRed) && (x->dtype == DType::i32 || x->dtype == DType::i64));
     DC_USER_CHECK(ok, "input data has dtype ", dtype_name(x->dtype), ", supported: f32",
-                  allows_int(kRed) ? ", i32, i64" : "");
+                  allows_f64(kRed) ? ", f64" : "", allows_int(kRed) ? ", i32, i64" : "");
   }
   DC_USER_CHECK(!(node.attrs.has("axes") && node.has_input(1)),
                 "axes given both as attribute and as input");
@@ -457,6 +500,12 @@ std::vector<Tensor> run_reduce(const Node& node, const Inputs& in) {
     reduce_typed<kRed>(p, x.data<float>(), y.mutable_data<float>());
     return {y};
   }
+  if constexpr (allows_f64(kRed)) {
+    if (x.dtype() == DType::f64) {
+      reduce_typed<kRed>(p, x.data<double>(), y.mutable_data<double>());
+      return {y};
+    }
+  }
   if constexpr (allows_int(kRed)) {
     if (x.dtype() == DType::i32) {
       reduce_typed<kRed>(p, x.data<int32_t>(), y.mutable_data<int32_t>());
@@ -468,7 +517,7 @@ std::vector<Tensor> run_reduce(const Node& node, const Inputs& in) {
     }
   }
   throw_user_error("input data has dtype ", dtype_name(x.dtype()), ", supported: f32",
-                   allows_int(kRed) ? ", i32, i64" : "");
+                   allows_f64(kRed) ? ", f64" : "", allows_int(kRed) ? ", i32, i64" : "");
 }
 
 template <Red kRed>
@@ -479,6 +528,7 @@ constexpr OpDef reduce_op(std::string_view name) {
 const OpDef kOps[] = {
     {"BatchNormalization", run_batch_norm, check_batch_norm},
     {"LayerNormalization", run_layer_norm, check_layer_norm},
+    {"RMSNormalization", run_rms_norm, check_rms_norm},
     {"Softmax", run_softmax<false>, check_softmax<false>},
     {"LogSoftmax", run_softmax<true>, check_softmax<true>},
     reduce_op<Red::sum>("ReduceSum"),

@@ -29,15 +29,17 @@ def _call(fn, *args):
 
 
 def _parse_device(device):
-    """'emulate' -> (True, 0); 'cuda' / 'cuda:N' / N -> (False, N)."""
+    """'emulate' -> (True, 0, 'emulate'); 'cuda' / 'cuda:N' / N -> (False, N, 'cuda');
+    'opencl' / 'opencl:N' -> (False, N, 'opencl'): OpenCL device N (dc-worker --list-devices),
+    which a plan for an OpenCL device type (pocl-cpu, ...) runs on (docs/opencl.md)."""
     if device == "emulate":
-        return True, 0
+        return True, 0, "emulate"
     if isinstance(device, int) and device >= 0:
-        return False, device
-    m = re.fullmatch(r"cuda(?::(\d+))?", str(device))
+        return False, device, "cuda"
+    m = re.fullmatch(r"(cuda|opencl)(?::(\d+))?", str(device))
     if not m:
-        raise ValueError(f"device must be 'cuda', 'cuda:N' or 'emulate', not {device!r}")
-    return False, int(m.group(1) or 0)
+        raise ValueError(f"device must be 'cuda', 'cuda:N', 'opencl', 'opencl:N' or 'emulate', not {device!r}")
+    return False, int(m.group(2) or 0), m.group(1)
 
 
 def _shape_text(dc_dtype, shape):
@@ -51,8 +53,9 @@ class Session:
 
     def __init__(self, plan_dir, device="cuda:0", cache_dir=None):
         self.plan_dir = os.fspath(plan_dir)
-        self.emulated, self._ordinal = _parse_device(device)
-        self.device = "emulate" if self.emulated else f"cuda:{self._ordinal}"
+        self.emulated, self._ordinal, api = _parse_device(device)
+        self.device = "emulate" if self.emulated else f"{api}:{self._ordinal}"
+        self._opencl = api == "opencl"
         self._lock = threading.Lock()
         self._plan = _call(_dcrt.Plan, self.plan_dir, self.emulated, self._ordinal,
                            os.fspath(cache_dir) if cache_dir else "")
@@ -136,7 +139,7 @@ class Session:
 
     def _bind(self, i, x):
         t = self._in[i]
-        if arrays.kind_of(x) == arrays.TORCH_CUDA and not self.emulated:
+        if arrays.kind_of(x) == arrays.TORCH_CUDA and not self.emulated and not self._opencl:
             if x.device.index != self._ordinal:
                 raise InputError(f"input '{t['name']}' is on cuda:{x.device.index}, but the plan "
                                  f"runs on {self.device}")
@@ -176,13 +179,13 @@ class Session:
                 self._bound[i] = True
             self._sync_torch()
             _call(plan.run)
-            if kind == arrays.TORCH_CUDA and not self.emulated:
+            if kind == arrays.TORCH_CUDA and not self.emulated and not self._opencl:
                 return self._cuda_outputs(plan)
             out = {}
             for i, t in enumerate(self._out):
                 o = arrays.empty_host(t["dtype"], tuple(t["shape"]), kind, t["name"])
                 _call(plan.get_output, i, arrays.host_bytes_view(o))
-                if kind == arrays.TORCH_CUDA:  # emulated: back to the tensors' device
+                if kind == arrays.TORCH_CUDA:  # emulated or OpenCL: back to the tensors' device
                     o = o.to(values[0].device)
                 out[t["name"]] = o
             return out

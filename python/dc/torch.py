@@ -90,8 +90,9 @@ class CompiledModule:
             onnx_path = os.path.join(tmp, "model.onnx")
             names = [f"input_{i}" for i in range(len(args))]
             with torch.no_grad():
-                torch.onnx.export(self.module, tuple(args), onnx_path, input_names=names,
-                                  opset_version=13, do_constant_folding=True)
+                # torch's default exporter and opset (torch 2.x: dynamo, opset 18+, which the
+                # importer adapts; torch 1.13: TorchScript, opset 14), not a forced opset.
+                torch.onnx.export(self.module, tuple(args), onnx_path, input_names=names)
             data = Path(onnx_path).read_bytes()
             digest = hashlib.sha256(data + f"|{self.precision}|{','.join(self.gpus)}|"
                                     f"{self.emulate}".encode()).hexdigest()[:16]

@@ -1,4 +1,4 @@
-// dc._dcrt: the Python binding of libdcrt's C API (worker/runtime/dcrt.h) and nothing else,
+// dc._dcrt: the Python binding of libdcrt's C API (codegen/plan_runtime/dcrt.h) and nothing else,
 // so that the package uses the ABI applications use. The Python layer (dc/session.py)
 // turns arrays into bytes and back; this file only moves bytes and statuses.
 //

@@ -9,7 +9,8 @@
 #include <string_view>
 
 #include "farm.h"
-#include "kernel.h"
+#include "ir/kernel.h"
+#include "variant.h"
 
 namespace dc::fuzz {
 

@@ -1,6 +1,6 @@
 // The plan runtime (libdcrt) on a real GPU (ctest label "gpu"): plans of the tiny example
 // models, as the estimator picks them and with every node on its reference kernel, run
-// through the CUDA backend (worker/runtime/backend_cuda.cpp) and compared with the CPU
+// through the CUDA backend (codegen/plan_runtime/backend_cuda.cpp) and compared with the CPU
 // reference executor on random inputs; the CUDA graph and direct launches agree; timing
 // gives one positive sample per run; wrong inputs, launches beyond the device and a plan
 // tuned for another GPU type are reported. Without a CUDA driver or device every test is

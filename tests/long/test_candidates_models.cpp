@@ -144,11 +144,13 @@ TEST(CandidatesModels, BertBase) {
   ASSERT_NO_FATAL_FAILURE(load_model("bert_base", &g));
   const ModelRun r = run(g, "bert_base");
   expect_well_formed(g, r.candidates);
-  // Four attention clusters per layer, identical across layers: the bare one, with the Q/V
-  // Transposes, with the output's Transpose, and with all three (the kernel absorbs them).
+  // Six attention clusters per layer, identical across layers: the bare one, with the Q/V
+  // Transposes, with the output's Transpose, with all three (the kernel absorbs them), and
+  // with the operand cones (the slices of the merged Q/K/V projection, the head views, the
+  // bias Add) with and without the output's Transpose (docs/candidates.md rule 4).
   int attention = 0;
   for (const auto& c : r.candidates) attention += c.kind == ClusterKind::attention;
-  EXPECT_EQ(attention, 4 * 12);
+  EXPECT_EQ(attention, 6 * 12);
   expect_one_workload(r, ClusterKind::attention, "transpose+matmul+div+add+softmax+matmul");
   EXPECT_EQ(r.patterns.at("gemm matmul+add+gelu"), 12);
   expect_one_workload(r, ClusterKind::gemm, "matmul+add+gelu");

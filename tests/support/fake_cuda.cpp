@@ -1,5 +1,5 @@
 // A fake CUDA driver library for tests on machines without a GPU: it exports the entry
-// points worker/cuda_driver.cpp resolves (with cuda.h's own prototypes, so the _v2 names
+// points common/cuda/cuda_driver.cpp resolves (with cuda.h's own prototypes, so the _v2 names
 // come out right) and behaves like one A100-SXM4-40GB whose "device memory" is host memory
 // and whose "kernels" are a few built-in behaviours chosen by name:
 //   copy(in, out)     out[t] = in[t] for every thread t of the grid

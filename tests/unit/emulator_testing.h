@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "emulator.h"
-#include "kernel.h"
+#include "ir/kernel.h"
+#include "variant.h"
 #include "prelude.h"
 
 namespace dc::emu_testing {

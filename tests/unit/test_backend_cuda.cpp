@@ -1,4 +1,4 @@
-// The plan runtime's CUDA backend (worker/runtime/backend_cuda.cpp) without a GPU: small
+// The plan runtime's CUDA backend (codegen/plan_runtime/backend_cuda.cpp) without a GPU: small
 // hand-made plans whose kernels are the fake driver's built-in behaviours
 // (tests/support/fake_cuda.cpp: copy, accumulate, fault, resources), compiled for real by
 // NVRTC, run through graph capture and replay or direct launches. It checks what the

@@ -14,7 +14,8 @@
 
 #include "emulator.h"
 #include "emulator_testing.h"
-#include "kernel.h"
+#include "ir/kernel.h"
+#include "variant.h"
 #include "nvrtc.h"
 #include "prelude.h"
 #include "testing.h"

@@ -1,4 +1,4 @@
-// The coordinator's farm broker (common/farm/farm_broker.h) against workers written by hand
+// The coordinator's farm broker (coordinator/farm/farm_broker.h) against workers written by hand
 // (farm_testing.h's FakeWorker) over loopback TCP: routing by GPU type, credits, leases and
 // their requeue, deadlines, exactly-once results, bad frames, versions and CURVE.
 #include <set>

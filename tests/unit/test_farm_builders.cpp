@@ -1,4 +1,4 @@
-// The worker's builders (common/farm/builder_pool.h): compile processes that fill the
+// The worker's builders (worker/builder_pool.h): compile processes that fill the
 // compile cache ahead of the measurement child; a crash of one is a compile_error for that
 // job alone.
 #include <gtest/gtest.h>

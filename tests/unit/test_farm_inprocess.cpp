@@ -1,4 +1,4 @@
-// The in-process test farm (common/farm/farm_inprocess.h): threads running the production
+// The in-process test farm (tests/support/farm_inprocess.h): threads running the production
 // JobExecutor on jobs in the dispatcher's wire form. So its results are the emulated
 // worker's: NVRTC compiles (compile errors, registers), the host-emulator check against the
 // reference kernel when a job asks, and times from the emulated device's timing model.

@@ -1,4 +1,4 @@
-// The plan runtime (worker/runtime/) on the host-emulator backend: plans run end to end and
+// The plan runtime (codegen/plan_runtime/) on the host-emulator backend: plans run end to end and
 // match the CPU reference executor; every user mistake is a UserError naming what is wrong;
 // the memory plan is really used (overlapping two live tensors changes the result); a plan
 // tuned for another GPU type warns and still runs; and libdcrt's C API (dcrt.h) through a

@@ -1,0 +1,47 @@
+#include "passes/build_training_graph.h"
+
+#include <spdlog/spdlog.h>
+
+#include "ir/error.h"
+#include "passes/training/add_gradients.h"
+#include "passes/training/add_loss.h"
+#include "passes/training/add_optimizer.h"
+#include "passes/training/trainable_weights.h"
+#include "passes/training/training_forward.h"
+#include "passes/training_state.h"
+
+namespace dc {
+
+namespace {
+
+// Loss first, then the model's outputs, then every STATE@next in the order it was added.
+std::vector<std::string> step_outputs(const Graph& g, const std::string& loss,
+                                      const std::vector<std::string>& model_outputs) {
+  std::vector<std::string> out{loss};
+  for (const auto& o : model_outputs)
+    if (o != loss) out.push_back(o);
+  for (const auto& o : g.outputs)
+    if (o.ends_with(kNextSuffix)) out.push_back(o);
+  return out;
+}
+
+}  // namespace
+
+Graph build_training_graph(Graph g, const TrainingSpec& spec) {
+  validate(spec);
+  DC_USER_CHECK(!is_training_graph(g), "the graph already is a training graph");
+  const std::vector<std::string> model_outputs = g.outputs;
+  const std::set<std::string> weights = trainable_weights(g, spec);
+  g = use_training_forward(std::move(g));
+  const std::string loss = add_loss(g, spec);
+  const auto gradients = add_gradients(g, loss, weights);
+  DC_USER_CHECK(!gradients.empty(), "no trainable weight reaches the loss (", weights.size(),
+                " candidate(s), ", spec.freeze.size(), " frozen)");
+  add_optimizer(g, spec, gradients);
+  g.outputs = step_outputs(g, loss, model_outputs);
+  spdlog::info("training graph: {} nodes, {} trained weights, loss {}, optimizer {}",
+               g.nodes.size(), gradients.size(), loss_name(spec.loss), optimizer_name(spec.optimizer));
+  return g;
+}
+
+}  // namespace dc

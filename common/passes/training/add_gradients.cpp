@@ -1,0 +1,84 @@
+#include "passes/training/add_gradients.h"
+
+#include <vector>
+
+#include "ir/error.h"
+#include "passes/gradients/gradient_rules.h"
+
+namespace dc {
+
+namespace {
+
+// Tensors that depend on `wrt` through float values: the ones that may need a gradient.
+std::set<std::string> depends_on(const Graph& g, const std::set<std::string>& wrt) {
+  std::set<std::string> dep = wrt;
+  for (const Node& n : g.nodes) {
+    bool reads = false;
+    for (const auto& in : n.inputs) reads = reads || (!in.empty() && dep.count(in));
+    if (!reads) continue;
+    for (const auto& out : n.outputs)
+      if (!out.empty() && is_float(g.info(out).dtype)) dep.insert(out);
+  }
+  return dep;
+}
+
+// Sums a tensor's gradient contributions into one tensor.
+std::string total(grad::GradBuilder& b, const std::vector<std::string>& parts) {
+  std::string sum = parts.at(0);
+  for (size_t i = 1; i < parts.size(); ++i) sum = b.add(sum, parts[i]);
+  return sum;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> add_gradients(Graph& g, const std::string& loss,
+                                                 const std::set<std::string>& wrt) {
+  const TensorInfo lt = g.info(loss);
+  DC_INTERNAL_CHECK(shape_numel(lt.shape) == 1, "the loss '", loss, "' is not a scalar");
+  const std::string one = loss + "/grad_seed";
+  DC_USER_CHECK(!g.tensors.count(one), "the model has a tensor named '", one, "'");
+  g.initializers[one] = lt.dtype == DType::f64 ? Tensor::from_vector<double>(lt.shape, {1.0})
+                                               : Tensor::from_vector<float>(lt.shape, {1.f});
+  g.tensors[one] = lt;
+  return add_vector_jacobian_product(g, {{loss, one}}, wrt);
+}
+
+std::map<std::string, std::string> add_vector_jacobian_product(
+    Graph& g, const std::map<std::string, std::string>& seeds, const std::set<std::string>& wrt) {
+  const std::set<std::string> dep = depends_on(g, wrt);
+  std::map<std::string, std::vector<std::string>> parts;
+  grad::GradBuilder b(g);
+  for (const auto& [t, seed] : seeds) parts[t].push_back(seed);
+  const size_t forward_nodes = g.nodes.size();
+  for (size_t k = forward_nodes; k-- > 0;) {
+    const Node node = g.nodes[k];  // a copy: the rules append to g.nodes
+    grad::GradCall call{node, {}, {}};
+    bool any_dy = false, any_want = false;
+    b.set_context(node.name);
+    for (const auto& out : node.outputs) {
+      auto it = out.empty() ? parts.end() : parts.find(out);
+      call.dy.push_back(it == parts.end() ? "" : total(b, it->second));
+      any_dy = any_dy || !call.dy.back().empty();
+    }
+    for (const auto& in : node.inputs) {
+      call.wants.push_back(!in.empty() && dep.count(in) && is_float(g.info(in).dtype));
+      any_want = any_want || call.wants.back();
+    }
+    if (!any_dy || !any_want) continue;
+    const grad::GradRuleDef* rule = grad::find_gradient_rule(node.op);
+    DC_USER_CHECK(rule != nullptr, "node '", node.name, "' (", node.op, ") is on the path from a "
+                  "trained weight to the loss, and dc has no gradient rule for ", node.op,
+                  " (docs/training.md lists the ops it differentiates); --freeze the weights "
+                  "before it to train the rest");
+    const std::vector<std::string> grads = rule->rule(b, call);
+    for (size_t i = 0; i < node.inputs.size() && i < grads.size(); ++i)
+      if (call.wants[i] && !grads[i].empty()) parts[node.inputs[i]].push_back(grads[i]);
+  }
+  std::map<std::string, std::string> out;
+  b.set_context("sum");
+  for (const auto& t : wrt)
+    if (auto it = parts.find(t); it != parts.end()) out[t] = total(b, it->second);
+  return out;
+}
+
+}  // namespace dc

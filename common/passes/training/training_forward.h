@@ -1,0 +1,19 @@
+// The forward pass of a training step: BatchNormalization uses batch statistics and
+// updates its running mean and variance; Dropout is active.
+#pragma once
+
+#include "ir/graph.h"
+
+namespace dc {
+
+// Adds the step counter (training_state.h) if missing, and rewrites
+//   BatchNormalization(X, scale, B, mean, var) -> dc.BatchNormTrain, whose outputs 1 and 2
+//     are mean@next and var@next (graph outputs: the running statistics' update, with the
+//     node's momentum) and 3, 4 the saved batch mean and inverse std for the backward pass;
+//   Dropout(X, ratio) -> dc.Dropout(X, train.step) with its ratio, a per-node seed and a
+//     mask output for the backward pass (Philox, ref/philox.h).
+// UserError for a BatchNormalization whose running statistics are not initializers, and for
+// a Dropout whose ratio is not a constant or whose mask output is used.
+Graph use_training_forward(Graph g);
+
+}  // namespace dc

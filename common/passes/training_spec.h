@@ -1,0 +1,44 @@
+// What a training step computes: the loss, the optimizer and its hyper-parameters, and
+// which weights stay frozen (the `--train` options of dc-coordinator, docs/training.md).
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+
+namespace dc {
+
+enum class LossKind {
+  cross_entropy,  // first output = logits over the last axis; int64 class labels
+  mse,            // float target of the first output's shape
+  none,           // the first output already is the scalar loss
+};
+
+enum class OptimizerKind { sgd, adamw };
+
+struct TrainingSpec {
+  LossKind loss = LossKind::cross_entropy;
+  std::string labels = "labels";  // the labels (or mse target) input's name
+  OptimizerKind optimizer = OptimizerKind::sgd;
+  // PyTorch's defaults where it has them (AdamW: lr 1e-3, weight decay 1e-2; SGD: 0).
+  double lr = 0.01;
+  double momentum = 0.0;  // SGD
+  double weight_decay = 0.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW
+  // Initializers that get no gradient and no update.
+  std::set<std::string> freeze;
+  // The initializers that are parameters. Unset: every float initializer of rank >= 1 that
+  // is read where it could get a gradient (docs/training.md, "Which weights train").
+  std::optional<std::set<std::string>> parameters;
+};
+
+std::string_view loss_name(LossKind k);
+std::string_view optimizer_name(OptimizerKind k);
+// UserError listing the accepted names.
+LossKind parse_loss(std::string_view s);
+OptimizerKind parse_optimizer(std::string_view s);
+// UserError for hyper-parameters outside their range (lr <= 0, betas outside [0, 1), ...).
+void validate(const TrainingSpec& spec);
+
+}  // namespace dc

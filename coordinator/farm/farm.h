@@ -1,0 +1,63 @@
+// The coordinator's view of the measurement farm: jobs go in, Measurements come out.
+// Implementations: the ZeroMQ broker (farm_broker.h: remote and local dc-worker daemons)
+// and an in-process one for tests. `tune` is written against this interface only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "farm/measurement.h"
+#include "ir/tolerance.h"
+#include "ir/kernel.h"
+
+namespace dc {
+
+struct FarmJob {
+  std::string job_id;         // stable across attempts: "<workload>/<variant key>/<gpu type>"
+  std::string gpu_type;       // canonical GPU type; only workers of this type receive it
+  std::string workload;       // signature
+  std::string precision = "fp32";
+  GeneratedKernel variant;
+  GeneratedKernel reference;  // the workload's naive oracle kernel
+  uint64_t seed = 0;          // inputs are generated from it on the worker
+  // The check's bound, computed once by the coordinator from the real workload
+  // (codegen/variant_tolerance.h, docs/precision.md); the worker applies exactly this.
+  Tolerance tolerance;
+  bool check_on_emulator = false;  // emulated workers: run the host-emulator check too
+  double estimate_us = 0;
+  int64_t flops = 0;          // the workload's arithmetic work (emulated timing model)
+  int64_t bytes = 0;          // its compulsory DRAM traffic
+  // Per workload input, in the reference kernel's input order: the exclusive upper bound of
+  // an integer input read as indices (0 where none: ir/index_bounds.h), so random inputs
+  // stay in range.
+  std::vector<int64_t> index_bounds;
+  std::chrono::milliseconds compile_deadline{60000};
+  std::chrono::milliseconds run_deadline{30000};
+};
+
+struct FarmStatus {
+  std::map<std::string, int> workers_per_gpu_type;  // live workers (emulated included)
+  std::map<std::string, int> emulated_workers_per_gpu_type;
+  int64_t queued = 0;
+  int64_t in_flight = 0;
+  int64_t done = 0;
+};
+
+class Farm {
+ public:
+  virtual ~Farm() = default;
+  // Queues a job for its GPU type. Never blocks on the network.
+  virtual void submit(FarmJob job) = 0;
+  // Results that arrived, waiting up to `timeout` for at least one. Every submitted job
+  // yields exactly one Measurement eventually (ok, a failure class, or worker_lost after
+  // the attempts are exhausted) — never zero, never two.
+  virtual std::vector<Measurement> collect(std::chrono::milliseconds timeout) = 0;
+  virtual FarmStatus status() const = 0;
+  // Stops dispatching; in-flight results already received are kept.
+  virtual void shutdown() = 0;
+};
+
+}  // namespace dc

@@ -1,0 +1,157 @@
+#include "train_options.h"
+
+#include <chrono>
+#include <map>
+
+#include <fmt/format.h>
+
+#include <spdlog/spdlog.h>
+
+#include "ir/error.h"
+#include "ir/precision.h"
+#include "passes/apply_precision.h"
+#include "passes/build_training_graph.h"
+#include "passes/simplify_for_training.h"
+
+namespace dc::cli {
+
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr const char* kTrainingFlags[] = {"loss", "labels", "optimizer", "lr", "momentum",
+                                          "weight-decay", "betas", "eps", "freeze"};
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t comma = s.find(',', start);
+    const size_t end = comma == std::string::npos ? s.size() : comma;
+    out.push_back(s.substr(start, end - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+double parse_number(const std::string& flag, const std::string& text) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw_user_error("--", flag, " '", text, "' is not a number");
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+void add_training_options(po::options_description& desc) {
+  desc.add_options()
+      ("train", "build the training step (forward, loss, gradients, optimizer update) instead "
+       "of inference (docs/training.md)")
+      ("loss", po::value<std::string>(), "with --train: cross_entropy (default: first output = "
+       "logits over the last axis, int64 labels), mse (float target of the first output's "
+       "shape) or none (the first output is the loss)")
+      ("labels", po::value<std::string>(), "with --train: the labels input's name (default labels)")
+      ("optimizer", po::value<std::string>(), "with --train: sgd (default) or adamw")
+      ("lr", po::value<std::string>(), "with --train: learning rate (default 0.01 for sgd, "
+       "0.001 for adamw)")
+      ("momentum", po::value<std::string>(), "with --train --optimizer sgd: momentum (default 0)")
+      ("weight-decay", po::value<std::string>(), "with --train: weight decay (default 0 for sgd, "
+       "0.01 for adamw, decoupled)")
+      ("betas", po::value<std::string>(), "with --train --optimizer adamw: B1,B2 (default 0.9,0.999)")
+      ("eps", po::value<std::string>(), "with --train --optimizer adamw: epsilon (default 1e-8)")
+      ("freeze", po::value<std::vector<std::string>>()->composing(), "with --train: NAME,... "
+       "initializers that are not trained (repeatable)");
+}
+
+std::optional<TrainingSpec> read_training_options(const po::variables_map& vm) {
+  if (!vm.count("train")) {
+    for (const char* f : kTrainingFlags)
+      DC_USER_CHECK(!vm.count(f), "--", f, " is a training option: add --train");
+    return std::nullopt;
+  }
+  TrainingSpec s;
+  auto text = [&](const char* f) { return vm[f].as<std::string>(); };
+  if (vm.count("loss")) s.loss = parse_loss(text("loss"));
+  if (vm.count("labels")) s.labels = text("labels");
+  if (vm.count("optimizer")) s.optimizer = parse_optimizer(text("optimizer"));
+  const bool adamw = s.optimizer == OptimizerKind::adamw;
+  s.lr = vm.count("lr") ? parse_number("lr", text("lr")) : (adamw ? 1e-3 : 1e-2);
+  s.weight_decay = vm.count("weight-decay") ? parse_number("weight-decay", text("weight-decay"))
+                                            : (adamw ? 1e-2 : 0.0);
+  DC_USER_CHECK(!vm.count("momentum") || !adamw, "--momentum is an sgd option; adamw takes --betas");
+  DC_USER_CHECK(adamw || (!vm.count("betas") && !vm.count("eps")),
+                "--betas and --eps are adamw options (add --optimizer adamw)");
+  if (vm.count("momentum")) s.momentum = parse_number("momentum", text("momentum"));
+  if (vm.count("betas")) {
+    const auto b = split_commas(text("betas"));
+    DC_USER_CHECK(b.size() == 2, "--betas '", text("betas"), "' must be two numbers B1,B2");
+    s.beta1 = parse_number("betas", b[0]);
+    s.beta2 = parse_number("betas", b[1]);
+  }
+  if (vm.count("eps")) s.eps = parse_number("eps", text("eps"));
+  if (vm.count("freeze"))
+    for (const auto& list : vm["freeze"].as<std::vector<std::string>>())
+      for (const auto& name : split_commas(list)) {
+        DC_USER_CHECK(!name.empty(), "--freeze '", list, "' has an empty name");
+        s.freeze.insert(name);
+      }
+  DC_USER_CHECK(s.loss != LossKind::none || !vm.count("labels"), "--labels has no meaning with "
+                "--loss none");
+  validate(s);
+  return s;
+}
+
+LoadedModel load_training_model(OnnxModel model, const ImportOptions& opts,
+                                const TrainingSpec& spec, Precision precision) {
+  DC_USER_CHECK(precision == Precision::fp32 || precision == Precision::tf32, "--train with "
+                "--precision ", precision_name(precision), " (mixed-precision training) is not "
+                "implemented yet; use fp32 or tf32 (docs/training.md)");
+  LoadedModel out;
+  auto t0 = std::chrono::steady_clock::now();
+  out.imported = import_onnx(std::move(model), opts);
+  out.import_seconds = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  // The model's own weights train; constants that simplification folds into new
+  // initializers (torch's Constant nodes) do not.
+  TrainingSpec with_weights = spec;
+  with_weights.parameters.emplace();
+  for (const auto& [name, t] : out.imported.initializers)
+    if (is_float(t.dtype()) && t.rank() >= 1) with_weights.parameters->insert(name);
+  out.simplified = build_training_graph(simplify_for_training(out.imported), with_weights);
+  out.simplify_seconds = seconds_since(t0);
+  spdlog::info("training graph of {} nodes ({} imported) in {:.3f} s", out.simplified.nodes.size(),
+               out.imported.nodes.size(), out.simplify_seconds);
+  out.simplified = apply_precision(std::move(out.simplified), precision, &out.precision_notes);
+  return out;
+}
+
+std::string training_plan_note(const Graph& g) {
+  std::map<std::string, int64_t> internal;
+  for (const auto& [op, count] : g.op_counts())
+    if (op.starts_with("dc.")) internal[op] = count;
+  std::string ops;
+  for (const auto& [op, count] : internal) ops += fmt::format("{}{} x{}", ops.empty() ? "" : ", ", op, count);
+  return fmt::format("training step of {} nodes; {} training op(s) have no template yet and are "
+                     "planned as opaque_generic singletons: {}", g.nodes.size(), internal.size(),
+                     ops.empty() ? "none" : ops);
+}
+
+void require_training_kernels(const Graph& g, const char* command) {
+  std::string ops;
+  for (const auto& [op, count] : g.op_counts())
+    if (op.starts_with("dc.")) ops += (ops.empty() ? "" : ", ") + op;
+  DC_USER_CHECK(ops.empty(), command, " --train: the training step parses and builds (", g.nodes.size(),
+                " nodes), but no device kernel exists yet for its training ops (", ops,
+                "); `plan --train` estimates it, `verify --train` runs it on the CPU reference "
+                "(docs/training.md, \"Not done yet\")");
+}
+
+}  // namespace dc::cli

@@ -1,0 +1,271 @@
+// Generated kernels on an OpenCL device (ctest label "opencl"; PoCL's CPU device, pocl-cpu,
+// on every development and CI machine): each template family's workloads from the example
+// models and from graphs with edge shapes (sizes that are no tile multiple, batch > 1,
+// broadcasting epilogues), the reference kernel and fp32 variants of pocl-cpu's parameter
+// space made OpenCL by the dialect layer, compiled by clang to SPIR, built and run by PoCL
+// on seeded random inputs (outputs poisoned by the runner) and compared with the CPU
+// reference executor and the reference kernel. Also: the kernels compile for the OpenCL GPU
+// entries of the table. docs/opencl.md.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "candidates.h"
+#include "generate.h"
+#include "gpu/gpu_catalog.h"
+#include "onnx/import.h"
+#include "opencl_compile.h"
+#include "opencl_dialect.h"
+#include "opencl_runner.h"
+#include "param_space.h"
+#include "passes/simplify.h"
+#include "random_inputs.h"
+#include "ref/compare.h"
+#include "ref/executor.h"
+#include "testing.h"
+
+namespace dc {
+namespace {
+
+// PoCL's CPU device, opened once per process. A machine without it fails these tests: CI
+// installs PoCL (scripts/install-deps.sh), and the label says they need it.
+struct Cl {
+  std::unique_ptr<ocl::Device> device;
+  std::string clang;
+  GpuSpec spec;
+};
+
+const Cl& cl() {
+  static const Cl* const c = [] {
+    auto* out = new Cl;
+    const GpuCatalog catalog = GpuCatalog::builtin();
+    std::string why;
+    for (const auto& d : ocl::list_devices(catalog, &why))
+      if (d.gpu_type == "pocl-cpu") {
+        out->device = std::make_unique<ocl::Device>(catalog, d.index);
+        out->clang = opencl_clang_for(d.platform_version);
+        out->spec = catalog.require("pocl-cpu");
+        std::cout << "OpenCL " << ocl::describe(d) << ", " << out->clang << "\n";
+        break;
+      }
+    return out;
+  }();
+  return *c;
+}
+
+#define DC_REQUIRE_POCL() ASSERT_TRUE(cl().device) << "no PoCL CPU device (pocl-opencl-icd)"
+
+std::string cache() { return ::testing::TempDir() + "dc-opencl-test-cache"; }
+
+std::vector<char> compile(const GeneratedKernel& k) {
+  const OpenClCompileResult r = compile_opencl(opencl_source(k), cl().clang, cache());
+  EXPECT_TRUE(r.ok) << k.template_name << " " << k.variant_key << ":\n" << r.error.substr(0, 3000);
+  return r.binary;
+}
+
+struct Case {
+  const char* name;
+  const char* model;    // examples/<model>/model.onnx, or "" for a graph built here
+  ClusterKind kind;
+  const char* pattern;  // "" = the first candidate of the kind
+};
+
+const Case kCases[] = {
+    {"conv_add_relu", "tiny_cnn", ClusterKind::conv, "conv+add+relu"},
+    {"depthwise_conv", "tiny_cnn", ClusterKind::depthwise, "conv"},
+    {"relu_maxpool", "tiny_cnn", ClusterKind::reduction, "relu+maxpool"},
+    {"gemm", "tiny_cnn", ClusterKind::gemm, "gemm"},
+    {"matmul_add_gelu", "tiny_transformer", ClusterKind::gemm, "matmul+add+gelu"},
+    {"layernorm", "tiny_transformer", ClusterKind::reduction, "layernorm"},
+    {"softmax", "tiny_transformer", ClusterKind::reduction, "softmax"},
+    {"attention", "tiny_transformer", ClusterKind::attention, ""},
+    {"elementwise", "tiny_transformer", ClusterKind::elementwise, "add+reshape+transpose"},
+    {"edge_batched_matmul_bias_relu", "", ClusterKind::gemm, ""},
+    {"edge_conv_bias_relu", "", ClusterKind::conv, ""},
+    {"edge_residual_layernorm", "", ClusterKind::reduction, ""},
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+Tensor filled(const Shape& s, uint32_t seed) { return testing::random_tensor(s, seed); }
+
+// Graphs with edge shapes: batch 3 of 37x53 by 53x29 (no tile multiple) with a bias that
+// broadcasts over rows and a ReLU; a 3x3 conv of 2 images, 13 -> 19
+// channels on 11x9 with a per-channel bias; a residual Add before LayerNorm over 75.
+Graph edge_graph(const std::string& name) {
+  Graph g;
+  auto tensor = [&](const std::string& n, Shape s) { g.tensors[n] = TensorInfo{DType::f32, std::move(s)}; };
+  if (name == "edge_batched_matmul_bias_relu") {
+    tensor("a", {3, 37, 53});
+    tensor("w", {53, 29});
+    tensor("b", {29});
+    tensor("mm", {3, 37, 29});
+    tensor("add", {3, 37, 29});
+    tensor("y", {3, 37, 29});
+    g.initializers["w"] = filled({53, 29}, 11);
+    g.initializers["b"] = filled({29}, 12);
+    g.inputs = {"a"};
+    g.nodes = {testing::make_node("MatMul", {"a", "w"}, {"mm"}), testing::make_node("Add", {"mm", "b"}, {"add"}),
+               testing::make_node("Relu", {"add"}, {"y"})};
+  } else if (name == "edge_conv_bias_relu") {
+    tensor("x", {2, 13, 11, 9});
+    tensor("w", {19, 13, 3, 3});
+    tensor("b", {19});
+    tensor("c", {2, 19, 11, 9});
+    tensor("y", {2, 19, 11, 9});
+    g.initializers["w"] = filled({19, 13, 3, 3}, 21);
+    g.initializers["b"] = filled({19}, 22);
+    g.inputs = {"x"};
+    Node conv = testing::make_node("Conv", {"x", "w", "b"}, {"c"});
+    conv.attrs.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+    conv.attrs.set("kernel_shape", std::vector<int64_t>{3, 3});
+    g.nodes = {conv, testing::make_node("Relu", {"c"}, {"y"})};
+  } else {
+    tensor("x", {4, 6, 75});
+    tensor("r", {4, 6, 75});
+    tensor("s", {4, 6, 75});
+    tensor("gamma", {75});
+    tensor("beta", {75});
+    tensor("y", {4, 6, 75});
+    g.initializers["gamma"] = filled({75}, 31);
+    g.initializers["beta"] = filled({75}, 32);
+    g.inputs = {"x", "r"};
+    Node ln = testing::make_node("LayerNormalization", {"s", "gamma", "beta"}, {"y"});
+    ln.attrs.set("axis", int64_t{-1});
+    ln.attrs.set("epsilon", 1e-5f);
+    g.nodes = {testing::make_node("Add", {"x", "r"}, {"s"}), ln};
+  }
+  g.outputs = {"y"};
+  return g;
+}
+
+Workload find_workload(const Case& c) {
+  const Graph g = *c.model ? simplify(import_onnx_file(testing::source_dir() + "/examples/" + c.model + "/model.onnx"))
+                           : edge_graph(c.name);
+  const auto candidates = generate_candidates(g);
+  const WorkloadSet set = dedupe_workloads(g, candidates);
+  // A model case: the first candidate of the kind and pattern; an edge graph: the largest
+  // candidate of the kind (its whole fused cluster).
+  int best = -1;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i].kind != c.kind || (*c.pattern != 0 && candidates[i].pattern != c.pattern)) continue;
+    if (best < 0) best = static_cast<int>(i);
+    else if (*c.model == 0 && candidates[i].nodes.size() > candidates[static_cast<size_t>(best)].nodes.size())
+      best = static_cast<int>(i);
+  }
+  if (best < 0) {
+    ADD_FAILURE() << "no " << cluster_kind_name(c.kind) << " candidate '" << c.pattern << "'";
+    return {};
+  }
+  return set.workloads[set.candidate_workload[static_cast<size_t>(best)]];
+}
+
+std::vector<Variant> some_variants(const Workload& w, const GpuSpec& spec, size_t max) {
+  const auto all = enumerate_variants(w, spec, SpaceOptions{{"fp32"}});
+  std::vector<Variant> out;
+  for (size_t i = 0; i < max && i < all.size(); ++i) out.push_back(all[i * all.size() / std::min(max, all.size())]);
+  return out;
+}
+
+std::vector<Tensor> bind_buffers(const Workload& w, const GeneratedKernel& k, const std::vector<Tensor>& in) {
+  std::vector<Tensor> b(k.buffers.size());
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    const auto it = std::find(w.graph.inputs.begin(), w.graph.inputs.end(), k.buffers[i].name);
+    if (k.buffers[i].role == BufferRole::input && it != w.graph.inputs.end())
+      b[i] = in[static_cast<size_t>(it - w.graph.inputs.begin())];
+  }
+  return b;
+}
+
+void expect_matches_cpu(const Workload& w, const GeneratedKernel& k, const std::vector<char>& spir,
+                        const std::vector<Tensor>& in, const ref::TensorMap& want, const Tolerance& tol) {
+  std::vector<Tensor> bufs = bind_buffers(w, k, in);
+  const GpuRunResult r = run_on_opencl(*cl().device, k, spir, bufs);
+  ASSERT_TRUE(r.ok()) << job_status_name(r.status) << ": " << r.error.substr(0, 3000);
+  for (const auto& name : w.graph.outputs) {
+    const Tensor* got = nullptr;
+    for (size_t i = 0; i < k.buffers.size(); ++i)
+      if (k.buffers[i].role == BufferRole::output && k.buffers[i].name == name) got = &bufs[i];
+    ASSERT_NE(got, nullptr) << "no output " << name;
+    const ref::Comparison c = ref::compare_tensors(*got, want.at(name), tol.rtol, tol.atol);
+    EXPECT_TRUE(c.pass) << "output " << name << " vs CPU: rel L2 " << c.rel_l2_error << ", max abs "
+                        << c.max_abs_error << " " << c.problem;
+  }
+}
+
+class OnPocl : public ::testing::TestWithParam<Case> {};
+
+TEST_P(OnPocl, ReferenceAndVariantsMatchTheCpu) {
+  DC_REQUIRE_POCL();
+  const Case& c = GetParam();
+  const Workload w = find_workload(c);
+  ASSERT_FALSE(w.graph.nodes.empty());
+  SCOPED_TRACE(w.canonical);
+  const std::vector<Tensor> in = random_workload_inputs(w, 2024);
+  ref::TensorMap in_map;
+  for (size_t i = 0; i < in.size(); ++i) in_map[w.graph.inputs[i]] = in[i];
+  const ref::TensorMap want = ref::run_graph(w.graph, in_map);
+  const Tolerance tol = *tolerance_for("fp32", w);
+
+  const GeneratedKernel reference = generate_reference(w);
+  const std::vector<char> reference_spir = compile(reference);
+  ASSERT_FALSE(reference_spir.empty());
+  {
+    SCOPED_TRACE("reference kernel");
+    expect_matches_cpu(w, reference, reference_spir, in, want, tol);
+  }
+  const auto variants = some_variants(w, cl().spec, 4);
+  ASSERT_FALSE(variants.empty()) << "no fp32 variant fits pocl-cpu";
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.key());
+    const GeneratedKernel k = generate_kernel(w, v);
+    const std::vector<char> spir = compile(k);
+    if (spir.empty()) continue;
+    expect_matches_cpu(w, k, spir, in, want, tol);
+    const ReferenceCheck check = check_on_opencl(*cl().device, w, k, spir, reference, reference_spir, tol, 7);
+    EXPECT_TRUE(check.ok()) << job_status_name(check.status) << ": " << check.error;
+    std::cout << c.name << "  " << v.key() << "  rel. L2 vs reference " << check.max_rel_error << "\n";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, OnPocl, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+
+// Timing: at least min_samples samples, every one positive.
+TEST(OpenClTiming, SamplesArePositive) {
+  DC_REQUIRE_POCL();
+  const Workload w = find_workload(kCases[0]);
+  const GeneratedKernel reference = generate_reference(w);
+  const std::vector<char> spir = compile(reference);
+  ASSERT_FALSE(spir.empty());
+  TimingOptions o;
+  o.min_samples = 5;
+  o.min_total_ms = 5;
+  const TimingResult t = time_on_opencl(*cl().device, reference, spir, bind_buffers(w, reference, random_workload_inputs(w, 1)), o);
+  ASSERT_TRUE(t.ok()) << t.error;
+  ASSERT_GE(t.samples_us.size(), 5u);
+  for (double s : t.samples_us) EXPECT_GT(s, 0.0);
+}
+
+// The kernels of every family compile for the OpenCL GPU entries (clang's OpenCL front end,
+// target spir64): the first fp32 variants each entry's parameter space offers.
+TEST(OpenClGpuEntries, KernelsCompileForEveryOpenClGpu) {
+  const std::string clang = opencl_clang_for("");
+  const GpuCatalog catalog = GpuCatalog::builtin();
+  for (const GpuSpec& spec : catalog.all()) {
+    if (!spec.is_opencl() || spec.name == "pocl-cpu") continue;
+    for (const Case& c : kCases) {
+      const Workload w = find_workload(c);
+      for (const Variant& v : some_variants(w, spec, 2)) {
+        const OpenClCompileResult r = compile_opencl(opencl_source(generate_kernel(w, v)), clang, cache());
+        EXPECT_TRUE(r.ok) << spec.name << " " << c.name << " " << v.key() << ":\n" << r.error.substr(0, 2000);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dc

@@ -1,0 +1,155 @@
+"""The torch modules whose training steps dc is checked against (check_train_torch.py):
+small enough for the CPU reference, covering the ops of CNNs and BERT-style encoders."""
+import os
+import sys
+
+import torch
+import torch.nn as nn
+
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts")
+sys.path.insert(0, SCRIPTS)
+import make_examples  # noqa: E402
+from export_models import BertEmbeddings, BertLayer  # noqa: E402
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(torch.sigmoid(self.fc1(x)) * torch.tanh(self.fc1(x)))
+
+
+class SmallCnn(nn.Module):
+    """Conv-BN-ReLU, max pool, a strided conv with bias, average pool, global pool, fc."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.pool = nn.AvgPool2d(2, count_include_pad=False)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = torch.max_pool2d(torch.relu(self.bn1(self.conv1(x))), 2)
+        x = self.pool(torch.relu(self.conv2(x)))
+        return self.fc(torch.flatten(torch.mean(x, dim=(2, 3), keepdim=True), 1))
+
+
+class SinNet(nn.Module):
+    """Sin between two layers: dc has no gradient rule for it."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 8)
+        self.fc2 = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.fc2(torch.sin(self.fc1(x)))
+
+
+class SumNet(nn.Module):
+    """A scalar output: no class axis for cross_entropy."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.fc(x).sum()
+
+
+class BertConfig:
+    vocab = 50
+    hidden = 32
+    heads = 4
+    intermediate = 64
+    seq = 8
+    max_positions = 16
+    type_vocab = 2
+    eps = 1e-5
+    layers = 2
+    classes = 3
+
+
+class SmallBert(nn.Module):
+    """Embeddings, 2 post-LN encoder layers (BertLayer of export_models.py), a classifier
+    on the first token."""
+
+    def __init__(self, batch):
+        super().__init__()
+        c = BertConfig()
+        self.embeddings = BertEmbeddings(c, batch)
+        self.layers = nn.ModuleList([BertLayer(c, batch) for _ in range(c.layers)])
+        self.classifier = nn.Linear(c.hidden, c.classes)
+
+    def forward(self, input_ids, attention_mask):
+        mask_add = (1.0 - attention_mask[:, None, None, :].to(torch.float32)) * -10000.0
+        x = self.embeddings(input_ids)
+        for layer in self.layers:
+            x = layer(x, mask_add)
+        return self.classifier(torch.tanh(x[:, 0]))
+
+
+def resnet18(classes=10):
+    import torchvision
+    return torchvision.models.resnet18(num_classes=classes)
+
+
+def _float(shape, gen):
+    return torch.randn(shape, generator=gen)
+
+
+def distinct_norms(model, gen):
+    """Random BatchNorm and LayerNorm scale, shift and running statistics. With PyTorch's
+    defaults (1, 0, 0, 1) torch.onnx.export deduplicates equal initializers: a running
+    variance becomes an Identity of the scale, one LayerNorm's weight another's."""
+    for m in model.modules():
+        if isinstance(m, nn.LayerNorm):
+            with torch.no_grad():
+                m.weight.uniform_(0.5, 1.5, generator=gen)
+                m.bias.normal_(0.0, 0.1, generator=gen)
+        if isinstance(m, nn.BatchNorm2d):
+            with torch.no_grad():
+                m.weight.uniform_(0.5, 1.5, generator=gen)
+                m.bias.normal_(0.0, 0.1, generator=gen)
+                m.running_mean.normal_(0.0, 0.1, generator=gen)
+                m.running_var.uniform_(0.5, 1.5, generator=gen)
+
+
+def case(name):
+    """(module, example inputs, input names, loss, labels) of a named test case, seeded."""
+    module, args, names, loss, labels = _case(name)
+    distinct_norms(module, torch.Generator().manual_seed(13))
+    return module, args, names, loss, labels
+
+
+def _case(name):
+    torch.manual_seed(7)
+    gen = torch.Generator().manual_seed(11)
+    if name == "mlp":
+        return Mlp(), (_float((4, 8), gen),), ["x"], "cross_entropy", torch.tensor([0, 3, 1, 3])
+    if name == "small_cnn":
+        return (SmallCnn(), (_float((4, 3, 16, 16), gen),), ["image"], "cross_entropy",
+                torch.tensor([1, 7, 3, 9]))
+    if name == "tiny_cnn":
+        model = make_examples.TinyCnn()
+        return model, (_float((2, 3, 32, 32), gen),), ["input"], "cross_entropy", torch.tensor([4, 2])
+    if name == "tiny_transformer":
+        model = make_examples.TinyTransformer()
+        x = _float((1, 16, 64), gen)
+        mask = torch.ones(1, 16, dtype=torch.int64)
+        mask[:, 12:] = 0
+        return model, (x, mask), ["hidden_states", "attention_mask"], "mse", _float((1, 16, 64), gen)
+    if name == "small_bert":
+        ids = torch.randint(0, BertConfig.vocab, (4, BertConfig.seq), generator=gen)
+        ids[:, 1] = ids[:, 2]  # a repeated token: its embedding row gets a summed gradient
+        mask = torch.ones(4, BertConfig.seq, dtype=torch.int64)
+        mask[2:, 6:] = 0
+        return SmallBert(4), (ids, mask), ["input_ids", "attention_mask"], "cross_entropy", torch.tensor([0, 2, 1, 2])
+    if name == "resnet18":
+        return resnet18(), (_float((4, 3, 64, 64), gen),), ["image"], "cross_entropy", torch.tensor([0, 9, 4, 4])
+    raise ValueError(name)

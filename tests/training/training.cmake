@@ -1,0 +1,20 @@
+# Training steps against PyTorch autograd (tests/training/check_train_torch.py, torch 1.13 at
+# /usr/bin/python3; docs/training.md "Tests"). Labels: unit (small models, seconds each),
+# long (ResNet-18 at 64x64, batch 4).
+set(DC_TRAIN_CHECK /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/check_train_torch.py $<TARGET_FILE:dc-coordinator>)
+add_test(NAME train_torch_small COMMAND ${DC_TRAIN_CHECK} steps:mlp steps:small_cnn steps:tiny_cnn)
+add_test(NAME train_torch_transformers COMMAND ${DC_TRAIN_CHECK} steps:tiny_transformer steps:small_bert)
+add_test(NAME train_torch_curve COMMAND ${DC_TRAIN_CHECK} curve)
+add_test(NAME train_torch_errors COMMAND ${DC_TRAIN_CHECK} errors cli)
+set_tests_properties(train_torch_small train_torch_transformers train_torch_curve train_torch_errors
+  PROPERTIES LABELS unit TIMEOUT 600)
+add_test(NAME train_torch_resnet18 COMMAND ${DC_TRAIN_CHECK} steps:resnet18)
+set_tests_properties(train_torch_resnet18 PROPERTIES LABELS long TIMEOUT 1800)
+
+# The training unit tests on their own, built only on request (a quick loop while working on
+# training; CI runs them inside dc_unit_tests, label unit).
+file(GLOB DC_TRAINING_TEST_SOURCES CONFIGURE_DEPENDS
+  ${CMAKE_CURRENT_LIST_DIR}/../unit/test_gradients_*.cpp ${CMAKE_CURRENT_LIST_DIR}/../unit/test_training_*.cpp)
+add_executable(dc_training_tests EXCLUDE_FROM_ALL ${DC_TRAINING_TEST_SOURCES})
+target_include_directories(dc_training_tests PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../support)
+target_link_libraries(dc_training_tests PRIVATE dc_common dc_warnings GTest::gtest GTest::gtest_main)

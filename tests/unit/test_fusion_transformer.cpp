@@ -1,0 +1,438 @@
+// Fusion of the forms today's exporters write for transformers (docs/candidates.md rules 4,
+// 2-3 and the norms): each form is a small graph with its exact node sequence; the test
+// asserts that it is recognised as one cluster, then runs the cluster's kernel on the host
+// emulator against the CPU reference, fp32 and fp16 (storage as apply_precision leaves it,
+// checked within variant_tolerance, docs/precision.md). Counter-tests: graphs that only look
+// alike are not fused, with the note `plan --explain` prints.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <future>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "attention_testing.h"
+#include "candidates.h"
+#include "codegen_testing.h"
+#include "ir/tolerance.h"
+#include "pass_testing.h"
+#include "passes/apply_precision.h"
+#include "variant_tolerance.h"
+
+namespace dc {
+namespace {
+
+using namespace dc::testing;
+
+const float kInf = std::numeric_limits<float>::infinity();
+
+enum class Scale { sqrt_on_q_and_k, mul_after, div_after };
+enum class Mask { none, additive_input, bool_where, bool_to_additive, causal_constant };
+
+struct Form {
+  int64_t b = 1, sq = 12, sk = 12, heads = 4, kv_heads = 4, hd = 8;
+  Scale scale = Scale::sqrt_on_q_and_k;
+  Mask mask = Mask::none;
+  bool rope = false, casts = false, guard = false;
+};
+
+std::vector<int64_t> v64(std::initializer_list<int64_t> v) { return v; }
+
+// Names: nodes computing the mask are "mask_*" (outside the attention cluster); the final
+// Reshape is "merge" (a plan view); everything else belongs to the cluster.
+struct FormBuilder {
+  Graph g;
+  const Form& f;
+  int n = 0;
+
+  explicit FormBuilder(const Form& form) : f(form) { g.opset = 17; }
+
+  std::string node(const std::string& op, std::vector<std::string> in, Attributes a = {},
+                   const std::string& name = "") {
+    const std::string out = fmt::format("t{}", n++);
+    add_node(g, op, std::move(in), {out}, std::move(a)).name = name.empty() ? "n_" + out : name;
+    return out;
+  }
+  std::string ints(std::vector<int64_t> v) {
+    const std::string name = fmt::format("c{}", n++);
+    add_initializer(g, name, Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, v));
+    return name;
+  }
+  std::string scalar(float v) {
+    const std::string name = fmt::format("c{}", n++);
+    add_initializer(g, name, Tensor::scalar<float>(v));
+    return name;
+  }
+  std::string into_heads(const std::string& x, int64_t s, int64_t h) {
+    const std::string r = node("Reshape", {x, ints({f.b, s, h, f.hd})});
+    return node("Transpose", {r}, attrs({{"perm", v64({0, 2, 1, 3})}}));
+  }
+  std::string rope(const std::string& x, int64_t s, uint32_t seed) {
+    const std::string cos_t = fmt::format("cos{}", seed), sin_t = fmt::format("sin{}", seed);
+    add_initializer(g, cos_t, random_tensor({1, 1, s, f.hd}, seed));
+    add_initializer(g, sin_t, random_tensor({1, 1, s, f.hd}, seed + 1));
+    const int64_t half = f.hd / 2;
+    const std::string x1 = node("Slice", {x, ints({0}), ints({half}), ints({-1})});
+    const std::string x2 = node("Slice", {x, ints({half}), ints({f.hd}), ints({-1})});
+    const std::string rot = node("Concat", {node("Neg", {x2}), x1}, attrs({{"axis", int64_t{-1}}}));
+    return node("Add", {node("Mul", {x, cos_t}), node("Mul", {rot, sin_t})});
+  }
+  std::string repeat_kv(const std::string& x) {
+    if (f.kv_heads == f.heads) return x;
+    const int64_t rep = f.heads / f.kv_heads;
+    const std::string u = node("Unsqueeze", {x, ints({2})});
+    const std::string e = node("Expand", {u, ints({f.b, f.kv_heads, rep, f.sk, f.hd})});
+    return node("Reshape", {e, ints({f.b, f.heads, f.sk, f.hd})});
+  }
+
+  Graph build() {
+    add_input(g, "q_in", {f.b, f.sq, f.heads * f.hd});
+    add_input(g, "k_in", {f.b, f.sk, f.kv_heads * f.hd});
+    add_input(g, "v_in", {f.b, f.sk, f.kv_heads * f.hd});
+    std::string q = into_heads("q_in", f.sq, f.heads);
+    std::string k = into_heads("k_in", f.sk, f.kv_heads);
+    const std::string v = repeat_kv(into_heads("v_in", f.sk, f.kv_heads));
+    if (f.rope) {
+      q = rope(q, f.sq, 30);
+      k = rope(k, f.sk, 40);
+    }
+    k = repeat_kv(k);
+    std::string kt = node("Transpose", {k}, attrs({{"perm", v64({0, 1, 3, 2})}}));
+    const float scale = 1.f / std::sqrt(static_cast<float>(f.hd));
+    if (f.scale == Scale::sqrt_on_q_and_k) {
+      const std::string c = scalar(std::sqrt(scale));
+      q = node("Mul", {q, c});
+      kt = node("Mul", {kt, c});
+    }
+    std::string s = node("MatMul", {q, kt});
+    if (f.scale == Scale::mul_after) s = node("Mul", {s, scalar(scale)});
+    if (f.scale == Scale::div_after) s = node("Div", {s, scalar(1.f / scale)});
+    s = masked(s);
+    if (f.casts) s = node("Cast", {s}, attrs({{"to", int64_t{1}}}));
+    std::string p = node("Softmax", {s}, attrs({{"axis", int64_t{-1}}}));
+    if (f.guard) p = node("Where", {node("IsNaN", {p}), scalar(0.f), p});
+    if (f.casts) p = node("Cast", {p}, attrs({{"to", int64_t{1}}}));
+    const std::string o = node("Transpose", {node("MatMul", {p, v})}, attrs({{"perm", v64({0, 2, 1, 3})}}));
+    g.outputs = {node("Reshape", {o, ints({f.b, f.sq, f.heads * f.hd})}, {}, "merge")};
+    return with_types(g);
+  }
+
+  // The mask: an input (or computed from one by mask_* nodes), applied inside the cluster.
+  std::string masked(const std::string& s) {
+    switch (f.mask) {
+      case Mask::none: return s;
+      case Mask::additive_input:
+        add_input(g, "mask", {f.b, 1, 1, f.sk});
+        return node("Add", {s, "mask"});
+      case Mask::bool_where: case Mask::bool_to_additive: {
+        add_input(g, "mask_in", {f.b, 1, f.sq, f.sk});
+        const std::string keep = node("Greater", {"mask_in", scalar(-0.5f)}, {}, "mask_keep");
+        if (f.mask == Mask::bool_where) return node("Where", {keep, s, scalar(-kInf)});
+        const std::string add = node("Where", {keep, scalar(0.f), scalar(-kInf)}, {}, "mask_additive");
+        return node("Add", {s, add});
+      }
+      case Mask::causal_constant: {
+        Tensor causal(DType::boolean, {1, 1, f.sq, f.sk});
+        auto* c = reinterpret_cast<uint8_t*>(causal.raw_mutable());
+        for (int64_t i = 0; i < f.sq; ++i)
+          for (int64_t j = 0; j < f.sk; ++j) c[i * f.sk + j] = j <= i ? 1 : 0;
+        add_initializer(g, "causal", causal);
+        return node("Where", {"causal", s, scalar(std::numeric_limits<float>::lowest())});
+      }
+    }
+    return s;
+  }
+};
+
+// The largest candidate of `kind`, or nullptr.
+const Candidate* largest(const std::vector<Candidate>& cands, ClusterKind kind) {
+  const Candidate* best = nullptr;
+  for (const auto& c : cands)
+    if (c.kind == kind && (!best || c.nodes.size() > best->nodes.size())) best = &c;
+  return best;
+}
+
+// Every node but the mask's and the final Reshape view is in one attention candidate.
+Workload expect_one_attention_cluster(const Graph& g) {
+  const auto cands = generate_candidates(g);
+  const Candidate* c = largest(cands, ClusterKind::attention);
+  EXPECT_NE(c, nullptr);
+  if (!c) return {};
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const std::string& name = g.nodes[i].name;
+    const bool outside = name.rfind("mask_", 0) == 0 || name == "merge";
+    const bool in = std::find(c->nodes.begin(), c->nodes.end(), i) != c->nodes.end();
+    EXPECT_EQ(in, !outside) << name << " (" << g.nodes[i].op << ") in " << c->pattern;
+  }
+  return make_workload(g, c->nodes, ClusterKind::attention);
+}
+
+// Generates, emulates and compares one variant within variant_tolerance; inputs of f32
+// storage rounded to the math type first (what the tensor cores multiply).
+void check_within_tolerance(const Workload& w, const Variant& v, const std::map<std::string, Tensor>& given = {}) {
+  SCOPED_TRACE(v.key());
+  GeneratedKernel k;
+  ASSERT_NO_THROW(k = generate_kernel(w, v));
+  const DType math = attn::math_dtype(v.precision);
+  std::vector<Tensor> buffers(k.buffers.size());
+  ref::TensorMap ref_inputs;
+  uint32_t seed = 11;
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    const KernelBuffer& b = k.buffers[i];
+    if (b.role == BufferRole::input) {
+      const auto pos = std::find(w.graph.inputs.begin(), w.graph.inputs.end(), b.name) - w.graph.inputs.begin();
+      auto it = given.find(w.source_inputs.at(static_cast<size_t>(pos)));
+      ASSERT_TRUE(it != given.end() || is_float(b.dtype)) << b.name << ": give its values";
+      Tensor values = it != given.end() ? it->second : random_tensor(b.shape, seed++);
+      if (b.dtype == DType::f32 && math != DType::f32 && values.dtype() == DType::f32)
+        values = attn::round_to(values, math);
+      buffers[i] = values.dtype() == DType::f32 ? attn::to_storage(values, b.dtype) : values;
+      ref_inputs[b.name] = is_float(buffers[i].dtype()) ? attn::widen(buffers[i]) : buffers[i];
+    } else {
+      buffers[i] = Tensor(b.dtype, b.shape);
+      if (b.dtype == DType::f32)
+        std::fill_n(buffers[i].mutable_data<float>(), buffers[i].numel(), std::numeric_limits<float>::quiet_NaN());
+    }
+  }
+  auto compiled = std::async(std::launch::async, [&k] { return compile_cuda(k.source, "sm_80"); });
+  const EmulatorResult r = emulate(k, buffers);
+  const CompileResult cr = compiled.get();
+  EXPECT_TRUE(cr.ok) << cr.error;
+  ASSERT_TRUE(r.ok) << r.error << "\n" << k.source;
+  const auto expected = ref::run_graph(attn::fp32_graph(w.graph), ref_inputs);
+  const Tolerance tol = variant_tolerance(v.precision, w);
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    const KernelBuffer& b = k.buffers[i];
+    if (b.role != BufferRole::output) continue;
+    const Tensor want = attn::round_to(expected.at(b.name), b.dtype);
+    const ref::Comparison c = ref::compare_tensors(attn::widen(buffers[i]), want, tol.rtol, tol.atol);
+    EXPECT_TRUE(c.pass) << b.name << ": rel L2 " << c.rel_l2_error << " (rtol " << tol.rtol << ") "
+                        << c.problem;
+  }
+}
+
+// Two fp32 variants of the cluster, then the fp16 plan's cluster (apply_precision) with two
+// fp16 variants: the same nodes, recognised again after the storage policy.
+void run_both_precisions(const Graph& g, std::map<std::string, Tensor> given = {}) {
+  // Boolean masks (constant or computed outside the cluster): their values, not random ones.
+  ref::TensorMap inputs;
+  for (const auto& name : g.inputs)
+    inputs[name] = given.count(name) ? given.at(name) : random_tensor(g.info(name).shape, 3);
+  ref::RunOptions keep;
+  keep.keep_intermediates = true;
+  for (const auto& [name, t] : ref::run_graph(g, inputs, keep))
+    if (!is_float(t.dtype()) && !given.count(name)) given[name] = t;
+  for (const auto& [name, t] : g.initializers)
+    if (!is_float(t.dtype()) && !given.count(name)) given[name] = t;
+  const Workload w = expect_one_attention_cluster(g);
+  if (w.graph.nodes.empty()) return;
+  const auto fp32 = enumerate_variants(w, a100(), SpaceOptions{{"fp32"}});
+  ASSERT_FALSE(fp32.empty());
+  check_within_tolerance(w, fp32.front(), given);
+  check_within_tolerance(w, fp32.back(), given);
+  const Graph g16 = apply_precision(g, Precision::fp16);
+  const Workload w16 = expect_one_attention_cluster(g16);
+  if (w16.graph.nodes.empty()) return;
+  const auto fp16 = enumerate_variants(w16, a100(), SpaceOptions{{"fp16"}});
+  ASSERT_FALSE(fp16.empty());
+  check_within_tolerance(w16, fp16.front(), given);
+  check_within_tolerance(w16, fp16.back(), given);
+}
+
+TEST(FusionAttention, SdpaSqrtScaleOnQAndKWithViews) {
+  run_both_precisions(FormBuilder(Form{}).build());
+}
+
+TEST(FusionAttention, MulAfterScoresWithAdditiveMaskInput) {
+  Form f;
+  f.scale = Scale::mul_after;
+  f.mask = Mask::additive_input;
+  run_both_precisions(FormBuilder(f).build());
+}
+
+TEST(FusionAttention, DivAfterScoresCausalWhereConstant) {
+  Form f;
+  f.scale = Scale::div_after;
+  f.mask = Mask::causal_constant;
+  run_both_precisions(FormBuilder(f).build());
+}
+
+TEST(FusionAttention, BoolMaskMadeAdditiveFp32SoftmaxCastsAndNanGuard) {
+  // A computed boolean mask (Where(keep, 0, -inf) + Add), Softmax between fp32 Casts, and
+  // the IsNaN/Where guard: row 3 is masked entirely and must come out 0, not NaN.
+  Form f;
+  f.mask = Mask::bool_to_additive;
+  f.casts = f.guard = true;
+  Tensor mask = random_tensor({1, 1, 12, 12}, 5, 0.f, 1.f);
+  for (int j = 0; j < 12; ++j) mask.mutable_data<float>()[3 * 12 + j] = -1.f;
+  run_both_precisions(FormBuilder(f).build(), {{"mask_in", mask}});
+}
+
+TEST(FusionAttention, BoolWhereMaskInsideTheScores) {
+  Form f;
+  f.mask = Mask::bool_where;
+  f.scale = Scale::mul_after;
+  Tensor mask = random_tensor({1, 1, 12, 12}, 6, 0.f, 1.f);
+  for (int j = 0; j < 12; j += 3) mask.mutable_data<float>()[5 * 12 + j] = -1.f;
+  run_both_precisions(FormBuilder(f).build(), {{"mask_in", mask}});
+}
+
+TEST(FusionAttention, GroupedQueryAttentionWithRopeAndCausalMask) {
+  // LLaMA: RoPE rotate-half on Q and K, K and V repeated from 2 KV heads to 4 by
+  // Unsqueeze/Expand/Reshape: all computed in the kernel's operand loads.
+  Form f;
+  f.kv_heads = 2;
+  f.rope = true;
+  f.mask = Mask::causal_constant;
+  f.casts = true;
+  run_both_precisions(FormBuilder(f).build());
+}
+
+TEST(FusionAttention, MultiQueryCrossAttentionWithDifferentLengths) {
+  Form f;
+  f.kv_heads = 1;
+  f.sq = 7;
+  f.sk = 20;
+  f.scale = Scale::div_after;
+  f.mask = Mask::additive_input;
+  run_both_precisions(FormBuilder(f).build());
+}
+
+TEST(FusionAttention, SoftmaxOverTheWrongAxisIsNotFused) {
+  Form f;
+  FormBuilder b(f);
+  Graph g = b.build();
+  for (auto& n : g.nodes)
+    if (n.op == "Softmax") n.attrs.set("axis", int64_t{2});
+  std::vector<std::string> notes;
+  const auto cands = generate_candidates(g, &notes);
+  EXPECT_EQ(largest(cands, ClusterKind::attention), nullptr);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("axis 2"), std::string::npos) << notes[0];
+}
+
+TEST(FusionAttention, MaskComputedFromTheScoresIsNotFused) {
+  // Where(scores > 0, scores, -inf): the mask depends on the values, so the scores have a
+  // reader outside any attention cluster; the note names the MatMul.
+  Graph g;
+  g.opset = 17;
+  add_input(g, "q", {1, 2, 8, 8});
+  add_input(g, "kt", {1, 2, 8, 8});
+  add_input(g, "v", {1, 2, 8, 8});
+  add_initializer(g, "zero", Tensor::scalar<float>(0.f));
+  add_initializer(g, "ninf", Tensor::scalar<float>(-kInf));
+  add_node(g, "MatMul", {"q", "kt"}, {"s"}).name = "qk";
+  add_node(g, "Greater", {"s", "zero"}, {"keep"});
+  add_node(g, "Where", {"keep", "s", "ninf"}, {"m"});
+  add_node(g, "Softmax", {"m"}, {"p"}, attrs({{"axis", int64_t{-1}}}));
+  add_node(g, "MatMul", {"p", "v"}, {"o"});
+  g.outputs = {"o"};
+  g = with_types(g);
+  std::vector<std::string> notes;
+  const auto cands = generate_candidates(g, &notes);
+  EXPECT_EQ(largest(cands, ClusterKind::attention), nullptr);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("'qk'"), std::string::npos) << notes[0];
+}
+
+// ---- RMSNorm and the SwiGLU prologue ---------------------------------------------------
+
+TEST(FusionNorm, RmsNormIsOneReductionKernelInFp32AndFp16) {
+  ModelBuilder m;
+  m.input("x", {3, 5, 96}).weight("w", {96});
+  Attributes a;
+  a.set("epsilon", 1e-6f);
+  m.node("RMSNormalization", {"x", "w"}, "y", {3, 5, 96}, a);
+  const Workload w = m.workload(ClusterKind::reduction);
+  for (const auto& v : pick(fp32_variants(w), {[](const Variant& v) { return v.param("cache") == 0; },
+                                               [](const Variant& v) { return v.param("vec") == 4; },
+                                               [](const Variant& v) { return v.param("cache") == 2; }}))
+    check_within_tolerance(w, v);
+  Workload w16 = w;  // f16 storage; a reduction's math is fp32 in every plan
+  for (auto& [name, info] : w16.graph.tensors) info.dtype = DType::f16;
+  const auto fp16 = enumerate_variants(w16, a100(), SpaceOptions{{"fp32"}});
+  ASSERT_FALSE(fp16.empty());
+  check_within_tolerance(w16, fp16.front());
+  check_within_tolerance(w16, fp16.back());
+}
+
+TEST(FusionNorm, ResidualAddFusedIntoTheNormWritesBothOutputs) {
+  // h = x + attn; y = RMSNorm(h); h is also read by the next residual Add: one reduction
+  // kernel writes y and h.
+  for (const char* op : {"RMSNormalization", "LayerNormalization"}) {
+    SCOPED_TRACE(op);
+    Graph g;
+    g.opset = 17;
+    add_input(g, "x", {2, 7, 64});
+    add_input(g, "attn", {2, 7, 64});
+    add_input(g, "mlp", {2, 7, 64});
+    add_initializer(g, "w", random_tensor({64}, 4, 0.5f, 1.5f));
+    add_node(g, "Add", {"x", "attn"}, {"h"});
+    add_node(g, op, {"h", "w"}, {"y"}, attrs({{"epsilon", 1e-6f}}));
+    add_node(g, "Add", {"h", "mlp"}, {"next"});
+    g.outputs = {"y", "next"};
+    g = with_types(g);
+    const auto cands = generate_candidates(g);
+    const Candidate* c = nullptr;
+    for (const auto& cand : cands)
+      if (cand.kind == ClusterKind::reduction && cand.nodes == std::vector<size_t>{0, 1}) c = &cand;
+    ASSERT_NE(c, nullptr);
+    const Workload w = make_workload(g, c->nodes, ClusterKind::reduction);
+    ASSERT_EQ(w.graph.outputs.size(), 2u);  // the sum and the norm
+    for (const auto& v : pick(fp32_variants(w), {[](const Variant& v) { return v.param("cache") == 0; },
+                                                 [](const Variant& v) { return v.param("vec") == 4; }}))
+      check_within_tolerance(w, v);
+    const Graph g16 = apply_precision(g, Precision::fp16);
+    const Workload w16 = make_workload(g16, c->nodes, ClusterKind::reduction);
+    const auto fp16 = enumerate_variants(w16, a100(), SpaceOptions{{"fp32"}});  // fp32 statistics
+    ASSERT_FALSE(fp16.empty());
+    check_within_tolerance(w16, fp16.front());
+  }
+}
+
+TEST(FusionNorm, SwiGluIsComputedInTheDownProjectionsLoads) {
+  // gate/up merged into one GEMM (fuse_sibling_matmuls), then silu(gate) * up over its two
+  // slices: the down projection reads A through them, no elementwise kernel in between.
+  Graph g;
+  g.opset = 17;
+  add_input(g, "h", {1, 6, 32});
+  add_input(g, "gu", {1, 6, 96});
+  add_initializer(g, "wd", random_tensor({48, 32}, 3));
+  auto slice = [&](const std::string& out, int64_t from, int64_t to) {
+    const std::string s = out + "_s", e = out + "_e", ax = out + "_a";
+    add_initializer(g, s, Tensor::from_vector<int64_t>({1}, {from}));
+    add_initializer(g, e, Tensor::from_vector<int64_t>({1}, {to}));
+    add_initializer(g, ax, Tensor::from_vector<int64_t>({1}, {-1}));
+    add_node(g, "Slice", {"gu", s, e, ax}, {out});
+  };
+  slice("gate", 0, 48);
+  slice("up", 48, 96);
+  add_node(g, "Sigmoid", {"gate"}, {"sig"});
+  add_node(g, "Mul", {"gate", "sig"}, {"silu"});
+  add_node(g, "Mul", {"silu", "up"}, {"act"});
+  add_node(g, "MatMul", {"act", "wd"}, {"down"});
+  add_node(g, "Add", {"h", "down"}, {"out"});
+  g.outputs = {"out"};
+  g = with_types(g);
+  const auto cands = generate_candidates(g);
+  const Candidate* c = largest(cands, ClusterKind::gemm);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->nodes.size(), g.nodes.size()) << c->pattern;
+  const Workload w = make_workload(g, c->nodes, ClusterKind::gemm);
+  const auto fp32 = fp32_variants(w);
+  ASSERT_FALSE(fp32.empty());
+  check_within_tolerance(w, fp32.front());
+  check_within_tolerance(w, fp32.back());
+  const Graph g16 = apply_precision(g, Precision::fp16);
+  const auto cands16 = generate_candidates(g16);
+  const Candidate* c16 = largest(cands16, ClusterKind::gemm);
+  ASSERT_NE(c16, nullptr);
+  const Workload w16 = make_workload(g16, c16->nodes, ClusterKind::gemm);
+  const auto fp16 = enumerate_variants(w16, a100(), SpaceOptions{{"fp16"}});
+  ASSERT_FALSE(fp16.empty());
+  check_within_tolerance(w16, fp16.front());
+}
+
+}  // namespace
+}  // namespace dc

@@ -1,0 +1,284 @@
+// build_training_graph: the step graph's interface, one step of SGD and AdamW on the CPU
+// reference against the formulas, BatchNorm's running statistics, Dropout's mask, frozen
+// weights, and the errors for what it cannot train.
+#include <cmath>
+
+#include "pass_testing.h"
+#include "passes/build_training_graph.h"
+#include "passes/training_state.h"
+#include "ref/philox.h"
+#include "ref/train_step.h"
+
+namespace dc::testing {
+namespace {
+
+// x[4,3] -> Gemm(W1[5,3], b1, transB) -> Relu -> Gemm(W2[5,3], b2) -> logits[4,3].
+Graph mlp() {
+  Graph g;
+  g.opset = 17;
+  add_input(g, "x", {4, 3});
+  add_initializer(g, "W1", random_tensor({5, 3}, 1));
+  add_initializer(g, "b1", random_tensor({5}, 2));
+  add_initializer(g, "W2", random_tensor({5, 3}, 3));
+  add_initializer(g, "b2", random_tensor({3}, 4));
+  add_node(g, "Gemm", {"x", "W1", "b1"}, {"h"}, attrs({{"transB", int64_t{1}}}));
+  add_node(g, "Relu", {"h"}, {"r"});
+  add_node(g, "Gemm", {"r", "W2", "b2"}, {"logits"});
+  g.outputs = {"logits"};
+  return with_types(g);
+}
+
+ref::TensorMap batch() {
+  return {{"x", random_tensor({4, 3}, 9)},
+          {"labels", Tensor::from_vector<int64_t>({4}, {0, 2, 1, 2})}};
+}
+
+double loss_of(Graph g, const std::string& w, const Tensor& value) {
+  g.initializers[w] = value;
+  return ref::loss_value(g, ref::run_graph(g, batch()));
+}
+
+TEST(TrainingGraph, InterfaceLossOutputsAndState) {
+  TrainingSpec spec;
+  spec.momentum = 0.9;
+  const Graph t = build_training_graph(mlp(), spec);
+  expect_well_formed(t);
+  EXPECT_EQ(t.inputs, (std::vector<std::string>{"x", "labels"}));
+  EXPECT_EQ(t.info("labels").dtype, DType::i64);
+  EXPECT_EQ(t.info("labels").shape, (Shape{4}));
+  ASSERT_GE(t.outputs.size(), 2u);
+  EXPECT_EQ(t.info(t.outputs[0]).shape, Shape{});
+  EXPECT_EQ(t.outputs[1], "logits");
+  std::set<std::string> states;
+  for (const auto& u : training_state_updates(t)) states.insert(u.state);
+  EXPECT_EQ(states, (std::set<std::string>{"W1", "b1", "W2", "b2", "W1@momentum", "b1@momentum",
+                                           "W2@momentum", "b2@momentum", "train.step"}));
+  EXPECT_TRUE(is_training_graph(t));
+}
+
+// One SGD step: (W - W') / lr - wd W is the gradient, whose directional derivative matches
+// the loss's central difference.
+TEST(TrainingGraph, OneSgdStepFollowsTheLossGradient) {
+  TrainingSpec spec;
+  spec.lr = 0.1;
+  spec.weight_decay = 0.01;
+  spec.momentum = 0.9;
+  Graph t = build_training_graph(mlp(), spec);
+  const Graph before = t;
+  const auto out = ref::run_training_step(t, batch());
+  EXPECT_EQ(t.initializers.at("train.step").data<int64_t>()[0], 1);
+  for (const char* w : {"W1", "b1", "W2", "b2"}) {
+    SCOPED_TRACE(w);
+    const Tensor& w0 = before.initializers.at(w);
+    const Tensor& w1 = t.initializers.at(w);
+    const Tensor v = random_tensor(w0.shape(), 77);
+    double directional = 0;
+    for (int64_t i = 0; i < w0.numel(); ++i) {
+      const double g = (w0.data<float>()[i] - w1.data<float>()[i]) / spec.lr -
+                       spec.weight_decay * w0.data<float>()[i];
+      // PyTorch's buffer holds the decayed gradient: the whole first step's update / lr.
+      EXPECT_NEAR(t.initializers.at(std::string(w) + "@momentum").data<float>()[i],
+                  (w0.data<float>()[i] - w1.data<float>()[i]) / spec.lr, 1e-4);
+      directional += g * v.data<float>()[i];
+    }
+    const double eps = 1e-3;
+    Tensor plus(DType::f32, w0.shape()), minus(DType::f32, w0.shape());
+    for (int64_t i = 0; i < w0.numel(); ++i) {
+      plus.mutable_data<float>()[i] = w0.data<float>()[i] + static_cast<float>(eps) * v.data<float>()[i];
+      minus.mutable_data<float>()[i] = w0.data<float>()[i] - static_cast<float>(eps) * v.data<float>()[i];
+    }
+    const double fd = (loss_of(before, w, plus) - loss_of(before, w, minus)) / (2 * eps);
+    EXPECT_NEAR(directional, fd, 2e-2 * std::max(1.0, std::abs(fd)));
+  }
+  // The loss falls along the negative gradient.
+  const double l0 = ref::loss_value(before, out);
+  const double l1 = ref::loss_value(t, ref::run_graph(t, batch()));
+  EXPECT_LT(l1, l0);
+}
+
+TEST(TrainingGraph, AdamWFirstStepIsSignedLearningRate) {
+  TrainingSpec spec;
+  spec.optimizer = OptimizerKind::adamw;
+  spec.lr = 1e-3;
+  spec.weight_decay = 0.1;
+  Graph t = build_training_graph(mlp(), spec);
+  const Graph before = t;
+  ref::run_training_step(t, batch());
+  for (const char* w : {"W1", "b2"}) {
+    const Tensor& w0 = before.initializers.at(w);
+    const Tensor& w1 = t.initializers.at(w);
+    const Tensor& m = t.initializers.at(std::string(w) + "@adam_m");
+    for (int64_t i = 0; i < w0.numel(); ++i) {
+      // t = 1: m = (1 - b1) g, and the update is lr * g / (|g| + eps) after decoupled decay.
+      const double g = m.data<float>()[i] / (1 - spec.beta1);
+      const double want = w0.data<float>()[i] * (1 - spec.lr * spec.weight_decay) -
+                          spec.lr * g / (std::abs(g) + spec.eps);
+      EXPECT_NEAR(w1.data<float>()[i], want, 1e-7) << w << "[" << i << "]";
+      EXPECT_NEAR(t.initializers.at(std::string(w) + "@adam_v").data<float>()[i],
+                  (1 - spec.beta2) * g * g, 1e-6 * std::max(1.0, g * g));
+    }
+  }
+}
+
+TEST(TrainingGraph, BatchNormUsesBatchStatisticsAndUpdatesRunningOnes) {
+  Graph g;
+  add_input(g, "x", {4, 2, 3, 3});
+  add_initializer(g, "w", random_tensor({2, 2, 1, 1}, 5));
+  add_initializer(g, "s", random_tensor({2}, 6, 0.5f, 1.5f));
+  add_initializer(g, "b", random_tensor({2}, 7));
+  add_initializer(g, "mean", Tensor::from_vector<float>({2}, {0.5f, -0.5f}));
+  add_initializer(g, "var", Tensor::from_vector<float>({2}, {2.f, 3.f}));
+  add_node(g, "Conv", {"x", "w"}, {"c"});
+  add_node(g, "BatchNormalization", {"c", "s", "b", "mean", "var"}, {"y"},
+           attrs({{"momentum", 0.9f}, {"epsilon", 1e-5f}}));
+  add_node(g, "GlobalAveragePool", {"y"}, {"p"});
+  add_initializer(g, "shape", Tensor::from_vector<int64_t>({2}, {4, 2}));
+  add_node(g, "Reshape", {"p", "shape"}, {"logits"});
+  g.outputs = {"logits"};
+  g = with_types(g);
+  TrainingSpec spec;
+  spec.freeze = {"nothing"};
+  EXPECT_NE(user_error_of([&] { build_training_graph(g, spec); }).find("--freeze 'nothing'"),
+            std::string::npos);
+  spec.freeze = {};
+  Graph t = build_training_graph(g, spec);
+  EXPECT_EQ(op_count(t, "dc.BatchNormTrain"), 1);
+  EXPECT_EQ(op_count(t, "BatchNormalization"), 0);
+  const ref::TensorMap in{{"x", random_tensor({4, 2, 3, 3}, 8)},
+                          {"labels", Tensor::from_vector<int64_t>({4}, {0, 1, 1, 0})}};
+  ref::RunOptions keep;
+  keep.keep_intermediates = true;
+  const auto vals = ref::run_graph(t, in, keep);
+  const Tensor& c = vals.at("c");
+  for (int64_t ch = 0; ch < 2; ++ch) {
+    double s = 0, sq = 0;
+    const int64_t n = 4 * 9;
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 9; ++j) s += c.data<float>()[(i * 2 + ch) * 9 + j];
+    const double mu = s / n;
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 9; ++j) sq += std::pow(c.data<float>()[(i * 2 + ch) * 9 + j] - mu, 2);
+    const double rm = g.initializers.at("mean").data<float>()[ch] * 0.9 + 0.1 * mu;
+    const double rv = g.initializers.at("var").data<float>()[ch] * 0.9 + 0.1 * sq / (n - 1);
+    EXPECT_NEAR(vals.at("mean@next").data<float>()[ch], rm, 1e-5);
+    EXPECT_NEAR(vals.at("var@next").data<float>()[ch], rv, 1e-5);
+  }
+  std::set<std::string> states;
+  for (const auto& u : training_state_updates(t)) states.insert(u.state);
+  EXPECT_TRUE(states.count("mean") && states.count("var") && states.count("w"));
+  EXPECT_FALSE(states.count("shape"));
+}
+
+TEST(TrainingGraph, FrozenWeightsKeepTheirValue) {
+  TrainingSpec spec;
+  spec.freeze = {"W1", "b1"};
+  Graph t = build_training_graph(mlp(), spec);
+  for (const auto& u : training_state_updates(t)) {
+    EXPECT_NE(u.state, "W1");
+    EXPECT_NE(u.state, "b1");
+  }
+  const Tensor w1 = t.initializers.at("W1");
+  ref::run_training_step(t, batch());
+  EXPECT_TRUE(t.initializers.at("W1").bitwise_equal(w1));
+}
+
+TEST(TrainingGraph, MseAndNoneLosses) {
+  TrainingSpec spec;
+  spec.loss = LossKind::mse;
+  spec.labels = "target";
+  Graph t = build_training_graph(mlp(), spec);
+  EXPECT_EQ(t.inputs.back(), "target");
+  EXPECT_EQ(t.info("target").dtype, DType::f32);
+  const Tensor target = random_tensor({4, 3}, 31);
+  const ref::TensorMap in{{"x", random_tensor({4, 3}, 9)}, {"target", target}};
+  const auto out = ref::run_graph(t, in);
+  const Tensor& y = out.at("logits");
+  double mse = 0;
+  for (int64_t i = 0; i < 12; ++i) mse += std::pow(y.data<float>()[i] - target.data<float>()[i], 2);
+  EXPECT_NEAR(ref::loss_value(t, out), mse / 12, 1e-5);
+
+  Graph g = mlp();  // a model whose first output is its loss
+  add_node(g, "ReduceSum", {"logits"}, {"total"}, attrs({{"keepdims", int64_t{0}}}));
+  g.tensors["total"] = TensorInfo{DType::f32, {}};
+  g.outputs = {"total", "logits"};
+  spec.loss = LossKind::none;
+  t = build_training_graph(g, spec);
+  EXPECT_EQ(t.inputs, std::vector<std::string>{"x"});
+  EXPECT_EQ(t.outputs[0], "total");
+}
+
+TEST(TrainingGraph, DropoutIsActiveAndSeededByTheStep) {
+  Graph g = mlp();
+  g.nodes.insert(g.nodes.begin() + 2, make_node("Dropout", {"r"}, {"d"}));
+  g.nodes.back().inputs[0] = "d";
+  add_initializer(g, "ratio", Tensor::scalar(0.5f));
+  g.nodes[2].inputs.push_back("ratio");
+  g.tensors["d"] = g.info("r");
+  Graph t = build_training_graph(g, {});
+  const Node* d = find_node(t, "dc.Dropout");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->inputs.at(1), "train.step");
+  EXPECT_FLOAT_EQ(d->attrs.get_float("ratio"), 0.5f);
+  ref::RunOptions keep;
+  keep.keep_intermediates = true;
+  const Tensor mask0 = ref::run_graph(t, batch(), keep).at(d->outputs[1]);
+  EXPECT_TRUE(ref::run_graph(t, batch(), keep).at(d->outputs[1]).bitwise_equal(mask0));
+  ref::run_training_step(t, batch());
+  const Tensor mask1 = ref::run_graph(t, batch(), keep).at(d->outputs[1]);
+  EXPECT_FALSE(mask1.bitwise_equal(mask0)) << "the next step draws a new mask";
+  for (int64_t i = 0; i < mask0.numel(); ++i) {
+    const float m = mask0.data<float>()[i];
+    EXPECT_TRUE(m == 0.f || m == 2.f) << m;
+  }
+}
+
+TEST(TrainingGraph, PhiloxMatchesThePublishedVectors) {
+  // Random123's known-answer tests for philox4x32-10.
+  EXPECT_EQ(ref::philox4x32({0, 0, 0, 0}, {0, 0}),
+            (std::array<uint32_t, 4>{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}));
+  EXPECT_EQ(ref::philox4x32({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
+                            {0xffffffffu, 0xffffffffu}),
+            (std::array<uint32_t, 4>{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}));
+  EXPECT_EQ(ref::philox4x32({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
+                            {0xa4093822u, 0x299f31d0u}),
+            (std::array<uint32_t, 4>{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}));
+  int kept = 0;
+  for (uint64_t i = 0; i < 20000; ++i) kept += ref::philox_uniform(7, 3, i) >= 0.3f;
+  EXPECT_NEAR(kept / 20000.0, 0.7, 4 * std::sqrt(0.21 / 20000));
+}
+
+TEST(TrainingGraph, ErrorsNameTheProblem) {
+  Graph g = mlp();
+  g.nodes.insert(g.nodes.begin() + 2, make_node("Sin", {"r"}, {"s"}));
+  g.nodes.back().inputs[0] = "s";
+  g.tensors["s"] = g.info("r");
+  EXPECT_NE(user_error_of([&] { build_training_graph(g, {}); })
+                .find("node 'Sin:s' (Sin) is on the path from a trained weight to the loss"),
+            std::string::npos);
+  TrainingSpec frozen;  // Sin before every trained weight: off the path, no rule needed
+  frozen.freeze = {"W1", "b1"};
+  EXPECT_NO_THROW(build_training_graph(g, frozen));
+
+  Graph flat = mlp();
+  add_node(flat, "ReduceSum", {"logits"}, {"total"}, attrs({{"keepdims", int64_t{0}}}));
+  flat.tensors["total"] = TensorInfo{DType::f32, {}};
+  flat.outputs = {"total"};
+  EXPECT_NE(user_error_of([&] { build_training_graph(flat, {}); }).find("class axis"),
+            std::string::npos);
+
+  const Graph t = build_training_graph(mlp(), {});
+  ref::TensorMap bad = batch();
+  bad["labels"] = Tensor::from_vector<int32_t>({4}, {0, 1, 2, 0});
+  EXPECT_NE(user_error_of([&] { ref::run_graph(t, bad); }).find("labels"), std::string::npos);
+  bad["labels"] = Tensor::from_vector<int64_t>({2, 2}, {0, 1, 2, 0});
+  EXPECT_NE(user_error_of([&] { ref::run_graph(t, bad); }).find("labels"), std::string::npos);
+  bad["labels"] = Tensor::from_vector<int64_t>({4}, {0, 1, 3, 0});
+  EXPECT_NE(user_error_of([&] { ref::run_graph(t, bad); }).find("outside [0, 3)"),
+            std::string::npos);
+  TrainingSpec lr;
+  lr.lr = 0;
+  EXPECT_THROW(build_training_graph(mlp(), lr), UserError);
+}
+
+}  // namespace
+}  // namespace dc::testing

@@ -1,0 +1,348 @@
+#include "job_executor.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "compile_cache.h"
+#include "cuda_driver.h"
+#include "emulated_timing.h"
+#include "emulator.h"
+#include "emulator/compile.h"
+#include "farm_codec.h"
+#include "opencl_compile.h"
+#include "opencl_dialect.h"
+#include "opencl_impl.h"
+#include "opencl_runner.h"
+#include "random_inputs.h"
+#include "ref/compare.h"
+
+namespace dc {
+
+// A Result with more samples than the protocol allows would be dropped by the coordinator.
+static_assert(TimingOptions{}.max_samples <= farm::kMaxSamples, "default timing cap above the farm's limit");
+
+namespace {
+
+farm::Result failed(JobStatus status, const std::string& error) {
+  farm::Result r;
+  r.set_status(std::string(job_status_name(status)));
+  r.set_error(error);
+  return r;
+}
+
+// The first lines of a long compiler message: enough to read, small on the wire.
+std::string head(const std::string& text, size_t max_chars = 4000) {
+  return text.size() <= max_chars ? text : text.substr(0, max_chars) + "\n[...]";
+}
+
+EmulatorOptions emulator_options(const ExecutorConfig& c) {
+  EmulatorOptions o;
+  if (!c.cache_dir.empty()) o.cache_dir = (std::filesystem::path(c.cache_dir) / "emulator").string();
+  return o;
+}
+
+// What an emulate() failure means for a job: a launch the emulated device would refuse, a
+// kernel the host emulator cannot build, or a fault while running (out of bounds, trap,
+// deadlock, ...).
+JobStatus classify_emulator_error(const std::string& error) {
+  if (error.find("invalid launch configuration") != std::string::npos ||
+      error.find("dynamic shared memory of") != std::string::npos ||
+      error.find("buffer parameters but its launch passes") != std::string::npos)
+    return JobStatus::launch_error;
+  if (error.rfind("launch ", 0) == 0) return JobStatus::runtime_fault;
+  return JobStatus::unsupported;
+}
+
+// The kernel's buffers with the workload inputs filled in by name. Empty optional-style
+// error text when a kernel reads something that is no workload input or has another type.
+std::string bind_inputs(const Workload& w, const GeneratedKernel& k, const std::vector<Tensor>& inputs,
+                        std::vector<Tensor>* buffers) {
+  buffers->assign(k.buffers.size(), Tensor());
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    const KernelBuffer& b = k.buffers[i];
+    if (b.role != BufferRole::input) continue;
+    const auto it = std::find(w.graph.inputs.begin(), w.graph.inputs.end(), b.name);
+    if (it == w.graph.inputs.end())
+      return str_cat("kernel ", k.template_name, " reads '", b.name, "', which is no input of the workload");
+    const Tensor& t = inputs[static_cast<size_t>(it - w.graph.inputs.begin())];
+    if (t.dtype() != b.dtype || t.shape() != b.shape)
+      return str_cat("kernel ", k.template_name, " reads '", b.name, "' as ", dtype_name(b.dtype), shape_str(b.shape),
+                     " but the workload input is ", dtype_name(t.dtype()), shape_str(t.shape()));
+    (*buffers)[i] = t;
+  }
+  return "";
+}
+
+const Tensor* output_named(const GeneratedKernel& k, const std::vector<Tensor>& buffers, const std::string& name) {
+  for (size_t i = 0; i < k.buffers.size(); ++i)
+    if (k.buffers[i].role == BufferRole::output && k.buffers[i].name == name) return &buffers[i];
+  return nullptr;
+}
+
+// The bound the coordinator computed from the real workload: applied exactly, never
+// re-derived here (the worker does not have the workload's compute nodes).
+Tolerance job_tolerance(const farm::Job& job) {
+  if (!(job.rtol() > 0) || !std::isfinite(job.rtol()) || !(job.atol() >= 0) || !std::isfinite(job.atol()))
+    throw farm::ProtocolError(str_cat("the job carries no valid tolerance (rtol ", job.rtol(), ", atol ", job.atol(), ")"));
+  return Tolerance{job.rtol(), job.atol()};
+}
+
+void report_resources(const CompileResult& c, const GeneratedKernel& k, farm::Result* r) {
+  int regs = 0, spill = 0;
+  int64_t smem = 0;
+  for (const KernelResources& kr : c.kernels) {
+    regs = std::max(regs, kr.registers);
+    spill = std::max(spill, kr.spill_stores_bytes + kr.spill_loads_bytes);
+  }
+  for (const Launch& l : k.launches) {
+    int64_t s = l.dynamic_smem_bytes;
+    for (const KernelResources& kr : c.kernels)
+      if (kr.kernel == l.kernel) s += kr.static_smem_bytes;
+    smem = std::max(smem, s);
+  }
+  r->set_registers(regs);
+  r->set_spill_bytes(spill);
+  r->set_smem_bytes(smem);
+  r->set_compile_seconds(c.compile_seconds);
+  r->set_nvrtc_version(c.nvrtc_version);
+}
+
+// Runs both kernels on the host emulator and compares the outputs: the emulated device's
+// correctness check. Returns the failure, or a Result with status ok and max_rel_error.
+farm::Result emulator_check(const Workload& w, const GeneratedKernel& variant, const GeneratedKernel& reference,
+                            const Tolerance& tol, const std::vector<Tensor>& inputs, const EmulatorOptions& options) {
+  std::vector<Tensor> want, got;
+  if (std::string e = bind_inputs(w, reference, inputs, &want); !e.empty()) return failed(JobStatus::unsupported, e);
+  if (std::string e = bind_inputs(w, variant, inputs, &got); !e.empty()) return failed(JobStatus::unsupported, e);
+  const EmulatorResult ref_run = emulate(reference, want, options);
+  if (!ref_run.ok) return failed(classify_emulator_error(ref_run.error), "reference kernel: " + ref_run.error);
+  const EmulatorResult var_run = emulate(variant, got, options);
+  if (!var_run.ok) return failed(classify_emulator_error(var_run.error), var_run.error);
+  farm::Result r;
+  r.set_status("ok");
+  double worst = 0;
+  for (const std::string& name : w.graph.outputs) {
+    const Tensor* out = output_named(variant, got, name);
+    const Tensor* ref = output_named(reference, want, name);
+    if (out == nullptr || ref == nullptr)
+      return failed(JobStatus::unsupported, "output " + name + " is missing from " + (out ? "the reference" : "the variant"));
+    const ref::Comparison c = ref::compare_tensors(*out, *ref, tol.rtol, tol.atol);
+    worst = std::max(worst, c.rel_l2_error);
+    if (!c.pass && r.status() == "ok") {
+      r.set_status("wrong_result");
+      r.set_error(c.problem.empty() ? str_cat("output ", name, ": relative L2 error ", c.rel_l2_error, " above ",
+                                              tol.rtol, " (max abs. error ", c.max_abs_error, ") on the host emulator")
+                                    : str_cat("output ", name, ": ", c.problem));
+    }
+  }
+  r.set_max_rel_error(worst);
+  return r;
+}
+
+}  // namespace
+
+Workload job_workload(const GeneratedKernel& reference) {
+  Workload w;
+  for (const KernelBuffer& b : reference.buffers) {
+    if (b.role == BufferRole::scratch) continue;
+    w.graph.tensors[b.name] = TensorInfo{b.dtype, b.shape};
+    (b.role == BufferRole::output ? w.graph.outputs : w.graph.inputs).push_back(b.name);
+  }
+  return w;
+}
+
+std::vector<Tensor> job_inputs(const farm::Job& job, const GeneratedKernel& reference) {
+  std::vector<RandomInput> inputs;
+  for (const KernelBuffer& b : reference.buffers) {
+    if (b.role != BufferRole::input) continue;
+    const size_t i = inputs.size();
+    inputs.push_back({b.dtype, b.shape, i < static_cast<size_t>(job.index_bounds_size()) ? job.index_bounds(static_cast<int>(i)) : 0});
+  }
+  return random_inputs(inputs, static_cast<uint32_t>(job.seed()));
+}
+
+JobExecutor::JobExecutor(ExecutorConfig config) : config_(std::move(config)) {}
+JobExecutor::~JobExecutor() = default;
+
+farm::Result JobExecutor::execute(const farm::Job& job, const std::function<void()>& compiled) {
+  return run(job, compiled, Phases::all);
+}
+
+farm::Result JobExecutor::build(const farm::Job& job) { return run(job, [] {}, Phases::compile_only); }
+
+farm::Result JobExecutor::run(const farm::Job& job, const std::function<void()>& compiled, Phases phases) {
+  farm::Result r;
+  try {
+    r = execute_checked(job, compiled, phases);
+  } catch (const farm::ProtocolError& e) {
+    r = failed(JobStatus::unsupported, std::string("malformed job: ") + e.what());
+  } catch (const UserError& e) {
+    r = failed(JobStatus::unsupported, e.what());
+  } catch (const cuda::CudaError& e) {
+    // A CUDA failure outside the runner's own handling: still the device's answer.
+    r = failed(classify_cuda_error(e.code).status, e.what());
+  } catch (const std::exception& e) {
+    // dc's own code failed (InternalError, bad_alloc, ...): a bug, not the variant's
+    // fault. Never final: the coordinator retries the job on another worker.
+    spdlog::error("job {}: INTERNAL ERROR in the worker (a dc bug): {}", job.job_id(), e.what());
+    r = failed(JobStatus::internal_error, std::string("internal error in the worker: ") + e.what());
+  } catch (...) {
+    spdlog::error("job {}: INTERNAL ERROR in the worker (a dc bug): unknown exception", job.job_id());
+    r = failed(JobStatus::internal_error, "internal error in the worker: unknown exception");
+  }
+  r.set_lease_id(job.lease_id());
+  r.set_job_id(job.job_id());
+  r.set_device_index(config_.device.device_index());
+  r.set_emulated(config_.device.emulated());
+  r.set_driver_version(config_.device.driver_version());
+  if (r.nvrtc_version().empty()) r.set_nvrtc_version(config_.device.nvrtc_version());
+  if (job.variant().source().size() > 0) r.set_source_hash(fnv1a_hex(job.variant().source()));
+  return r;
+}
+
+farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::function<void()>& compiled,
+                                          Phases phases) {
+  const farm::GpuInventory& dev = config_.device;
+  if (job.gpu_type() != dev.gpu_type())
+    return failed(JobStatus::unsupported, str_cat("job for ", job.gpu_type(), " sent to a ", dev.gpu_type(), " device"));
+  if (!job.precision().empty() && !is_math_precision(job.precision()))
+    return failed(JobStatus::unsupported, "unknown precision '" + job.precision() + "'");
+  if (dev.api() == "opencl") return execute_opencl(job, compiled, phases);
+  const Tolerance tol = job_tolerance(job);
+  const GeneratedKernel variant = farm::from_proto(job.variant());
+  const GeneratedKernel reference = farm::from_proto(job.reference());
+  const Workload w = job_workload(reference);
+
+  // ---- compile ----
+  const CachedCompile vc = compile_with_cache(variant.source, dev.arch(), config_.cache_dir);
+  if (!vc.result.ok) {
+    farm::Result r = failed(JobStatus::compile_error, head(vc.result.error.empty() ? vc.result.log : vc.result.error));
+    r.set_compile_seconds(vc.result.compile_seconds);
+    r.set_nvrtc_version(vc.result.nvrtc_version);
+    return r;
+  }
+  farm::Result out;
+  report_resources(vc.result, variant, &out);
+  out.set_compile_cached(vc.from_cache);
+
+  if (dev.emulated()) {
+    const EmulatedFaults& faults = config_.faults;
+    if (!faults.internal_error_on.empty() && job.variant().variant_key().find(faults.internal_error_on) != std::string::npos)
+      throw_internal_error("planted by DC_TEST_INTERNAL_ERROR (a test fault)");
+    const EmulatorOptions emu = emulator_options(config_);
+    if (job.check_on_emulator()) {
+      for (const GeneratedKernel* k : {&reference, &variant}) {
+        const emu::CompiledLibrary lib = emu::compile_library(emulator_source(*k), emu);
+        if (!lib.temp_dir.empty()) std::filesystem::remove_all(lib.temp_dir);
+        if (!lib.error.empty())
+          return failed(JobStatus::unsupported, head(str_cat(k == &reference ? "reference kernel: " : "",
+                                                             "the host emulator cannot build the kernel: ", lib.error)));
+      }
+    }
+    if (phases == Phases::compile_only) {
+      out.set_status("ok");
+      return out;
+    }
+    compiled();
+    if (job.check_on_emulator()) {
+      farm::Result check = emulator_check(w, variant, reference, tol, job_inputs(job, reference), emu);
+      if (check.status() != "ok") return check;
+      out.set_max_rel_error(check.max_rel_error());
+    }
+    const EmulatedTiming t = emulated_timing(variant, config_.spec, vc.result.kernels,
+                                             EmulatedWork{job.flops(), job.precision().empty() ? "fp32" : job.precision()},
+                                             job.seed(), config_.emulated_samples);
+    if (!t.ok) return failed(JobStatus::launch_error, t.error);
+    for (double s : t.samples_us) out.add_samples_us(s * config_.faults.time_factor);
+    out.set_status("ok");
+    return out;
+  }
+
+  // ---- real device ----
+  const CachedCompile rc = compile_with_cache(reference.source, dev.arch(), config_.cache_dir);
+  if (!rc.result.ok)
+    return failed(JobStatus::compile_error, head("reference kernel: " + (rc.result.error.empty() ? rc.result.log : rc.result.error)));
+  if (phases == Phases::compile_only) {
+    out.set_status("ok");
+    return out;
+  }
+  compiled();
+  if (!gpu_) gpu_ = std::make_unique<GpuDevice>(config_.ordinal);
+  const std::vector<Tensor> job_values = job_inputs(job, reference);
+  const ReferenceCheck check =
+      check_against_reference(*gpu_, w, variant, vc.result.cubin, reference, rc.result.cubin, tol, job_values);
+  if (check.context_lost) must_restart_ = true;
+  if (!check.ok()) {
+    farm::Result r = failed(check.status, check.error);
+    r.set_max_rel_error(check.max_rel_error);
+    return r;
+  }
+  out.set_max_rel_error(check.max_rel_error);
+  std::vector<Tensor> inputs;
+  if (std::string e = bind_inputs(w, variant, job_values, &inputs); !e.empty())
+    return failed(JobStatus::unsupported, e);
+  const TimingResult timing = time_on_gpu(*gpu_, variant, vc.result.cubin, inputs, config_.timing);
+  if (timing.context_lost) must_restart_ = true;
+  if (!timing.ok()) return failed(timing.status, timing.error);
+  for (double s : timing.samples_us) out.add_samples_us(s);
+  out.set_status("ok");
+  return out;
+}
+
+farm::Result JobExecutor::execute_opencl(const farm::Job& job, const std::function<void()>& compiled, Phases phases) {
+  const farm::GpuInventory& dev = config_.device;
+  const GeneratedKernel variant = farm::from_proto(job.variant());
+  const GeneratedKernel reference = farm::from_proto(job.reference());
+  const Workload w = job_workload(job, reference);
+  const Tolerance tol = job_tolerance(job, w);
+  const uint32_t seed = static_cast<uint32_t>(job.seed());
+
+  // ---- compile: the dialect, clang to SPIR through the cache; clBuildProgram at the run ----
+  const OpenClCompileResult vc = compile_opencl(opencl_source(variant), dev.compiler(), config_.cache_dir);
+  if (!vc.ok) {
+    farm::Result r = failed(JobStatus::compile_error, head(vc.error));
+    r.set_compile_seconds(vc.compile_seconds);
+    return r;
+  }
+  farm::Result out;
+  out.set_compile_seconds(vc.compile_seconds);
+  out.set_compile_cached(vc.from_cache);
+  out.set_nvrtc_version(clang_version(dev.compiler()));
+  const OpenClCompileResult rc = compile_opencl(opencl_source(reference), dev.compiler(), config_.cache_dir);
+  if (!rc.ok) return failed(JobStatus::compile_error, head("reference kernel: " + rc.error));
+  if (phases == Phases::compile_only) {
+    out.set_status("ok");
+    return out;
+  }
+  // The device's build of both programs is compile work too (kept in the device's program
+  // cache for the runs): inside the compile deadline, before compiled().
+  if (!ocl_) ocl_ = std::make_unique<ocl::Device>(GpuCatalog::builtin(), dev.api_index());
+  for (const OpenClCompileResult* c : {&rc, &vc}) {
+    std::string log;
+    if (!ocl::cached_program(*ocl_, c->binary, &log))
+      return failed(JobStatus::compile_error, head((c == &rc ? "reference kernel: " : "") + log));
+  }
+  compiled();
+
+  // ---- check and time on the device ----
+  const ReferenceCheck check = check_on_opencl(*ocl_, w, variant, vc.binary, reference, rc.binary, tol, seed);
+  if (!check.ok()) {
+    farm::Result r = failed(check.status, head(check.error));
+    r.set_max_rel_error(check.max_rel_error);
+    return r;
+  }
+  out.set_max_rel_error(check.max_rel_error);
+  std::vector<Tensor> inputs;
+  if (std::string e = bind_inputs(w, variant, random_workload_inputs(w, seed), &inputs); !e.empty())
+    return failed(JobStatus::unsupported, e);
+  const TimingResult timing = time_on_opencl(*ocl_, variant, vc.binary, inputs, config_.timing);
+  if (!timing.ok()) return failed(timing.status, head(timing.error));
+  for (double s : timing.samples_us) out.add_samples_us(s);
+  out.set_status("ok");
+  return out;
+}
+
+}  // namespace dc

@@ -1,0 +1,88 @@
+// Runs one measurement job on one device, inside the measurement child (measure_child.h):
+//
+//   compile   the variant (and the reference) with NVRTC for the device's arch, through the
+//             on-disk compile cache; emulated devices with a correctness check also build
+//             the host-emulator libraries here, so that compile work stays in the compile
+//             deadline. Then `compiled()` tells the parent's watchdog the run phase began.
+//   check     real device: check_against_reference on fresh seeded inputs; emulated device,
+//             when the job asks: the same comparison with both kernels on the host emulator.
+//   time      real device: time_on_gpu (warm-up, CUDA events, L2 policy, all samples);
+//             emulated device: the timing model (emulated_timing.h), marked emulated.
+//
+// Every failure is a Result with its JobStatus, never an exception: the variant's failures
+// (compile, launch, fault, wrong result) as such, and an exception from dc's own code
+// (InternalError, bad_alloc, anything but a CUDA error) as internal_error, which is never
+// final (the coordinator retries it on another worker). A sticky CUDA error
+// (the context is lost) sets must_restart(): the child exits after sending the result and
+// the worker starts a new one.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "farm.pb.h"
+#include "gpu/gpu_spec.h"
+#include "gpu_runner.h"
+#include "opencl_device.h"
+
+namespace dc {
+
+// Faults an emulated device plants on purpose, for the tests of the coordinator's checks
+// (docs/farm.md, "Test faults"); never set in normal use. dc-worker's measurement child reads
+// them from DC_TEST_INTERNAL_ERROR and DC_TEST_TIME_FACTOR (emulated devices only).
+struct EmulatedFaults {
+  // Jobs whose variant key contains this text end in internal_error ("" = none).
+  std::string internal_error_on;
+  // Every emulated sample is multiplied by this: 0.1 reports times 10x too fast.
+  double time_factor = 1;
+};
+
+struct ExecutorConfig {
+  farm::GpuInventory device;  // as offered in Hello (emulated or not, type, arch)
+  GpuSpec spec;               // the catalog's figures for device.gpu_type (timing model)
+  int ordinal = -1;           // real device: the CUDA ordinal
+  std::string cache_dir;      // compile cache and emulator libraries; "" = none
+  TimingOptions timing;       // real devices
+  int emulated_samples = 10;
+  EmulatedFaults faults;      // emulated devices only: test faults
+};
+
+class JobExecutor {
+ public:
+  explicit JobExecutor(ExecutorConfig config);
+  ~JobExecutor();
+  JobExecutor(const JobExecutor&) = delete;
+  JobExecutor& operator=(const JobExecutor&) = delete;
+
+  // `compiled` is called once the compile phase is over (it may not be, on an early failure).
+  farm::Result execute(const farm::Job& job, const std::function<void()>& compiled);
+  // The compile phase alone, for the worker's builders (builder_pool.h): the variant (and,
+  // for a real device, the reference) through the compile cache, and for an emulated device
+  // that checks, the host-emulator libraries. Status ok, or the failure execute would give.
+  farm::Result build(const farm::Job& job);
+  bool must_restart() const { return must_restart_; }
+
+ private:
+  enum class Phases { all, compile_only };
+  farm::Result run(const farm::Job& job, const std::function<void()>& compiled, Phases phases);
+  farm::Result execute_checked(const farm::Job& job, const std::function<void()>& compiled, Phases phases);
+  // The OpenCL twin of the real-device path (worker/opencl_runner.h).
+  farm::Result execute_opencl(const farm::Job& job, const std::function<void()>& compiled, Phases phases);
+  ExecutorConfig config_;
+  std::unique_ptr<GpuDevice> gpu_;  // opened on the first real job
+  std::unique_ptr<ocl::Device> ocl_;  // OpenCL devices: opened on the first job
+  bool must_restart_ = false;
+};
+
+// The workload a job describes, as far as names go: the reference kernel's input buffers are
+// the workload's graph inputs in order, its outputs the graph outputs. No compute nodes: the
+// worker re-derives nothing from it (the bound and the index bounds travel in the job).
+Workload job_workload(const GeneratedKernel& reference);
+
+// The job's fresh random inputs, in the reference kernel's input order: random_inputs of its
+// input buffers with the job's index bounds and seed, the values the coordinator's workload
+// gives (random_workload_inputs).
+std::vector<Tensor> job_inputs(const farm::Job& job, const GeneratedKernel& reference);
+
+}  // namespace dc
