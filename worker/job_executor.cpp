@@ -296,9 +296,8 @@ farm::Result JobExecutor::execute_opencl(const farm::Job& job, const std::functi
   const farm::GpuInventory& dev = config_.device;
   const GeneratedKernel variant = farm::from_proto(job.variant());
   const GeneratedKernel reference = farm::from_proto(job.reference());
-  const Workload w = job_workload(job, reference);
-  const Tolerance tol = job_tolerance(job, w);
-  const uint32_t seed = static_cast<uint32_t>(job.seed());
+  const Workload w = job_workload(reference);
+  const Tolerance tol = job_tolerance(job);
 
   // ---- compile: the dialect, clang to SPIR through the cache; clBuildProgram at the run ----
   const OpenClCompileResult vc = compile_opencl(opencl_source(variant), dev.compiler(), config_.cache_dir);
@@ -328,7 +327,8 @@ farm::Result JobExecutor::execute_opencl(const farm::Job& job, const std::functi
   compiled();
 
   // ---- check and time on the device ----
-  const ReferenceCheck check = check_on_opencl(*ocl_, w, variant, vc.binary, reference, rc.binary, tol, seed);
+  const std::vector<Tensor> job_values = job_inputs(job, reference);
+  const ReferenceCheck check = check_on_opencl(*ocl_, w, variant, vc.binary, reference, rc.binary, tol, job_values);
   if (!check.ok()) {
     farm::Result r = failed(check.status, head(check.error));
     r.set_max_rel_error(check.max_rel_error);
@@ -336,7 +336,7 @@ farm::Result JobExecutor::execute_opencl(const farm::Job& job, const std::functi
   }
   out.set_max_rel_error(check.max_rel_error);
   std::vector<Tensor> inputs;
-  if (std::string e = bind_inputs(w, variant, random_workload_inputs(w, seed), &inputs); !e.empty())
+  if (std::string e = bind_inputs(w, variant, job_values, &inputs); !e.empty())
     return failed(JobStatus::unsupported, e);
   const TimingResult timing = time_on_opencl(*ocl_, variant, vc.binary, inputs, config_.timing);
   if (!timing.ok()) return failed(timing.status, head(timing.error));

@@ -250,8 +250,8 @@ const Tensor& output_named(const GeneratedKernel& k, const std::vector<Tensor>& 
 
 ReferenceCheck check_on_opencl(ocl::Device& device, const Workload& w, const GeneratedKernel& variant,
                                const std::vector<char>& variant_spir, const GeneratedKernel& reference,
-                               const std::vector<char>& reference_spir, const Tolerance& tolerance, uint32_t seed) {
-  const std::vector<Tensor> inputs = random_workload_inputs(w, seed);
+                               const std::vector<char>& reference_spir, const Tolerance& tolerance,
+                               const std::vector<Tensor>& inputs) {
   ReferenceCheck check;
   std::vector<Tensor> want = bind(w, reference, inputs);
   const GpuRunResult ref_run = run_on_opencl(device, reference, reference_spir, want);

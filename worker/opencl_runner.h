@@ -30,9 +30,11 @@ GpuRunResult run_on_opencl(ocl::Device& device, const GeneratedKernel& kernel, c
 TimingResult time_on_opencl(ocl::Device& device, const GeneratedKernel& kernel, const std::vector<char>& spir,
                             const std::vector<Tensor>& inputs, const TimingOptions& options = {});
 
-// check_against_reference on an OpenCL device: both kernels on the same seeded inputs.
+// check_against_reference on an OpenCL device: both kernels on the same inputs (one per
+// graph input of `w`: random_workload_inputs, or the worker's job_inputs).
 ReferenceCheck check_on_opencl(ocl::Device& device, const Workload& w, const GeneratedKernel& variant,
                                const std::vector<char>& variant_spir, const GeneratedKernel& reference,
-                               const std::vector<char>& reference_spir, const Tolerance& tolerance, uint32_t seed);
+                               const std::vector<char>& reference_spir, const Tolerance& tolerance,
+                               const std::vector<Tensor>& inputs);
 
 }  // namespace dc

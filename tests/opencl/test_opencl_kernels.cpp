@@ -225,7 +225,8 @@ TEST_P(OnPocl, ReferenceAndVariantsMatchTheCpu) {
     const std::vector<char> spir = compile(k);
     if (spir.empty()) continue;
     expect_matches_cpu(w, k, spir, in, want, tol);
-    const ReferenceCheck check = check_on_opencl(*cl().device, w, k, spir, reference, reference_spir, tol, 7);
+    const ReferenceCheck check = check_on_opencl(*cl().device, w, k, spir, reference, reference_spir, tol,
+                                                     random_workload_inputs(w, 7));
     EXPECT_TRUE(check.ok()) << job_status_name(check.status) << ": " << check.error;
     std::cout << c.name << "  " << v.key() << "  rel. L2 vs reference " << check.max_rel_error << "\n";
   }
