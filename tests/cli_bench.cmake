@@ -36,8 +36,17 @@ add_test(NAME gpu_runbook_smoke COMMAND sh -c
    && grep -q 'gpu_runbook templates: exit 0' '${DC_BENCH_WORK}/runbook/templates.log' \
    && tar -tzf '${DC_BENCH_WORK}/runbook/templates.tar.gz' | grep -q . \
    && { '${PROJECT_SOURCE_DIR}/scripts/gpu_runbook.sh' bogus 2>/dev/null; test $? -eq 2; }")
+# `all` in CPU smoke mode: every part within the step's limit, each part's table in OUT.
+add_test(NAME gpu_runbook_all_smoke COMMAND sh -c
+  "rm -rf '${DC_BENCH_WORK}/runbook-all' \
+   && OUT='${DC_BENCH_WORK}/runbook-all' DC_RUNBOOK_DEVICE=cpu DC_BIN='${CMAKE_BINARY_DIR}/bin' DC_STEP_SECONDS=540 \
+      '${PROJECT_SOURCE_DIR}/scripts/gpu_runbook.sh' all \
+   && grep -q 'gpu_runbook all: exit 0' '${DC_BENCH_WORK}/runbook-all/all.log' \
+   && test -s '${DC_BENCH_WORK}/runbook-all/check.md' && test -s '${DC_BENCH_WORK}/runbook-all/tune.md' \
+   && grep -q 'CPU SMOKE RUN' '${DC_BENCH_WORK}/runbook-all/peers.md' \
+   && tar -tzf '${DC_BENCH_WORK}/runbook-all/tune.tar.gz' | grep -q gpu.db")
 set_tests_properties(bench_templates_smoke bench_peers_smoke bench_peers_smoke_fp16 gpu_runbook_smoke
-                     PROPERTIES LABELS long TIMEOUT 600)
+                     gpu_runbook_all_smoke PROPERTIES LABELS long TIMEOUT 600)
 # The bundle's dc_gpu_tests must exit 0 (every test passed or skipped for want of a device).
 add_test(NAME make_dist_bundle COMMAND sh -c
   "'${PROJECT_SOURCE_DIR}/scripts/make_dist.sh' --no-build --with-tests '${CMAKE_BINARY_DIR}' '${DC_BENCH_WORK}/dist' \
