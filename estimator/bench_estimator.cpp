@@ -16,6 +16,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using dc::seconds_since;
 
 dc::Workload matmul_workload(int64_t m, int64_t k, int64_t n) {
   dc::Workload w;
