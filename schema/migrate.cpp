@@ -73,7 +73,7 @@ sqlite::Connection open_tuning_connection(const std::string& path, bool read_onl
     // WAL: readers (dc-db) never block the writer (a tune) nor see half a transaction.
     // synchronous=NORMAL in WAL mode survives a killed process without losing a commit;
     // after a power cut the last commits may be lost but the file stays consistent.
-    conn.exec("PRAGMA journal_mode = WAL");
+    conn.exec_waiting_for_locks("PRAGMA journal_mode = WAL");
     conn.exec("PRAGMA synchronous = NORMAL");
   }
   return conn;

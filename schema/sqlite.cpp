@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <limits>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -87,6 +88,20 @@ void Connection::exec(const std::string& script) {
     const std::string msg = err ? err : sqlite3_errstr(rc);
     sqlite3_free(err);
     throw_sqlite_error(rc, msg, "running '" + script.substr(0, 60) + "'", path_, busy_timeout_);
+  }
+}
+
+void Connection::exec_waiting_for_locks(const std::string& script) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    char* err = nullptr;
+    const int rc = sqlite3_exec(db_.get(), script.c_str(), nullptr, nullptr, &err);
+    const std::string msg = err ? err : sqlite3_errstr(rc);
+    sqlite3_free(err);
+    if (rc == SQLITE_OK) return;
+    if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() - start >= busy_timeout_)
+      throw_sqlite_error(rc, msg, "running '" + script.substr(0, 60) + "'", path_, busy_timeout_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
 

@@ -81,6 +81,10 @@ class Connection {
 
   // Runs SQL without results; `script` may hold many statements.
   void exec(const std::string& script);
+  // exec for a statement SQLite may refuse with SQLITE_BUSY without calling the busy handler
+  // (it does so where waiting could deadlock, e.g. a journal-mode change while another
+  // connection migrates): retried every few milliseconds until the busy timeout has passed.
+  void exec_waiting_for_locks(const std::string& script);
   // A statement prepared once per connection and reused ever after.
   Query query(const std::string& sql);
   // First column of the first row as an integer (PRAGMA user_version and the like).
