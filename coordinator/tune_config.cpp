@@ -80,7 +80,7 @@ void check_gpus_have_precision(const std::vector<const GpuSpec*>& gpus, Precisio
   for (const GpuSpec* g : gpus)
     DC_USER_CHECK(gpu_has_precision(*g, std::string(precision_name(p))), "--precision ",
                   precision_name(p), " needs ", p == Precision::fp16 ? "fp16" : precision_name(p),
-                  " tensor cores (", p == Precision::fp16 ? "sm_75" : "sm_80", "+), which GPU type ",
+                  " tensor cores (", p == Precision::fp16 ? "sm_70" : "sm_80", "+), which GPU type ",
                   g->name, " (", g->sm_arch(), ") lacks");
 }
 

@@ -9,8 +9,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_TYPE="${BUILD_TYPE:-Release}"
 # ccache where installed: rebuilds after a branch switch or in a second worktree reuse objects.
+# Paths relative to the checkout's root in ccache's hashes: a clone elsewhere (CI's fresh clone)
+# reuses the objects of this one.
 launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE="$BUILD_TYPE" "${launcher[@]}" >/dev/null
 targets=()
 for t in "$@"; do targets+=(--target "$t"); done

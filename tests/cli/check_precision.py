@@ -2,7 +2,7 @@
 """--precision through the command line: the plan of each precision, the deprecated
 --precisions spelling (one value: a note and the same plan; several: an error naming
 --precision), and the bad combinations (unknown name, tf32/bf16 on a GPU without their
-tensor cores, fp16 on one without tensor cores), each one `error:` line and exit 2.
+tensor cores, fp16 on one without tensor cores: an OpenCL device), each one `error:` line and exit 2.
 
     check_precision.py COORD MODEL"""
 import json
@@ -65,12 +65,13 @@ error(["plan", model, "--gpus", "h100", "--precision", "fp8"], "unknown precisio
 error(["plan", model, "--gpus", "h100", "--precision", "FP16"], "unknown precision 'FP16'")
 error(["plan", model, "--gpus", "h100,t4", "--precision", "bf16"], "bf16", "t4", "sm_75")
 error(["plan", model, "--gpus", "t4", "--precision", "tf32"], "tf32", "t4")
-error(["plan", model, "--gpus", "v100", "--precision", "fp16"], "fp16", "v100")
+error(["plan", model, "--gpus", "pocl-cpu", "--precision", "fp16"], "fp16", "pocl-cpu", "sm_70+")
 error(["tune", model, "--gpus", "t4", "--precision", "bf16", "--emulate"], "bf16", "t4")
 error(["codegen", model, "--gpus", "t4", "--precision", "bf16", "--out", "/nonexistent/x"], "bf16", "t4")
-# fp16 on t4 (sm_75 tensor cores) is fine.
-r = run("plan", model, "--gpus", "t4", "--precision", "fp16")
-assert r.returncode == 0, r.stderr
+# fp16 on t4 (sm_75 tensor cores) and on v100 (sm_70: mma.sync m8n8k4) is fine.
+for gpu in ("t4", "v100"):
+    r = run("plan", model, "--gpus", gpu, "--precision", "fp16")
+    assert r.returncode == 0, (gpu, r.stderr)
 
 for cmd in ("plan", "codegen", "tune"):
     r = run(cmd, "--help")

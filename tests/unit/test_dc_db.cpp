@@ -316,8 +316,10 @@ TEST(BestVariant, TuneSelectionAndDcDbAgreeAndSkipAWinnerThatFailedItsCheck) {
       if (kept.size() < 2) continue;
       const Variant& fast = kept[0].variant;
       const Variant& slow = kept[1].variant;
-      db->commit_variant(ws[wi].signature, fast, "a");
-      db->commit_variant(ws[wi].signature, slow, "b");
+      // The variants' current sources are those their measurements ran (test_measurement's
+      // source_hash): selection counts results of the current source only.
+      db->commit_variant(ws[wi].signature, fast, "src-" + fast.key());
+      db->commit_variant(ws[wi].signature, slow, "src-" + slow.key());
       db->commit_measurement(test_measurement(ws[wi].signature, fast, worker, 1.0, t++));
       db->commit_measurement(test_measurement(ws[wi].signature, slow, worker, 3.0 + wi, t++));
       // The check of the winner: wrong_result.

@@ -231,8 +231,10 @@ TEST(FuzzRegressions, ImportOfADbSqliteCannotAllocateForIsAUserError) {
   EXPECT_NE(msg.find("cannot import '" + other + "': SQLite ran out of memory attaching it"), std::string::npos)
       << msg;
   EXPECT_EQ(into.scalar_int("SELECT count(*) FROM imports"), 0);
-  // The connection is still usable: nothing stays attached.
-  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM pragma_database_list"), 1);
+  // The connection is still usable: nothing stays attached (the list holds `temp` too once
+  // a migration used temporary tables).
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM pragma_database_list WHERE name = 'src'"), 0);
+  EXPECT_EQ(into.scalar_int("SELECT count(*) FROM pragma_database_list WHERE name = 'main'"), 1);
 }
 
 // fuzz_db_import: a tuned DB whose workloads index lacks a row of its table passed
