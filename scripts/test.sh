@@ -105,9 +105,6 @@ known_failures=(
   # results on PoCL (a suspected race around the local-memory staging, docs/opencl.md
   # "Status"). The worker's check records them as wrong_result, so no tune selects them.
   'OnPocl.ReferenceAndVariantsMatchTheCpu/(conv_add_relu|depthwise_conv|edge_conv_bias_relu|edge_residual_layernorm)$'
-  # issue 26: BERT-base's Reshape/Transpose chains became operand cones of the fused attention,
-  # so the plan holds 2 views where this check expects at least 48 (the check needs updating).
-  '^plan_no_copies_bert_base$'
 )
 # Known-failing labels, with their issue: issue 30's OpenCL tests failed on the merged main of
 # session 9 (dc_opencl_tests: the GPU-entry compile and several PoCL family cases; they passed

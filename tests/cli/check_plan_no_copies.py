@@ -6,9 +6,10 @@
   (Reshape/Flatten/Squeeze/Unsqueeze/Identity, which the plan makes views) or Transposes
   (which fuse into the index maps of the kernel next to them: attention's Q/K/V and output
   transposes, GEMM operand prologues) is a copy kernel and fails the test. With
-  --min-views N the plan must also hold at least N views.
+  --min-views N the plan must also hold at least N views, with --max-steps N at most N
+  steps (kernels).
 
-usage: check_plan_no_copies.py DC_COORDINATOR MODEL.onnx GPU [--min-views N] [plan flags]
+usage: check_plan_no_copies.py DC_COORDINATOR MODEL.onnx GPU [--min-views N] [--max-steps N] [plan flags]
 """
 import json
 import os
@@ -33,11 +34,13 @@ def ops_of(cluster):
 def main():
     coord, model, gpu = sys.argv[1:4]
     extra = sys.argv[4:]
-    min_views = 0
-    if "--min-views" in extra:
-        i = extra.index("--min-views")
-        min_views = int(extra[i + 1])
-        del extra[i:i + 2]
+    bounds = {"--min-views": 0, "--max-steps": None}
+    for flag in bounds:
+        if flag in extra:
+            i = extra.index(flag)
+            bounds[flag] = int(extra[i + 1])
+            del extra[i:i + 2]
+    min_views, max_steps = bounds["--min-views"], bounds["--max-steps"]
     tmp = tempfile.mkdtemp(prefix="dc_check_plan_no_copies_")
     try:
         out = os.path.join(tmp, "plan")
@@ -54,6 +57,8 @@ def main():
             fail(f"{len(copies)} steps only move data (views or transposes to absorb): {copies[:8]}")
         if len(views) < min_views:
             fail(f"{len(views)} views, expected at least {min_views}")
+        if max_steps is not None and len(steps) > max_steps:
+            fail(f"{len(steps)} steps, expected at most {max_steps}")
         print("OK")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
