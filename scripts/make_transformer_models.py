@@ -15,6 +15,13 @@ tests (docs/bench/fusion.md, docs/candidates.md).
   bert   post-LN encoder: Q, K, V with bias; additive padding mask (1 - mask) * min from an
          `attention_mask` input; erf GELU; decomposed LayerNorm.
 
+  llama23  the llama model in opset 23's own ops: RMSNormalization, RotaryEmbedding and
+         Attention (is_causal, a boolean padding mask, grouped-query K/V). The first layer
+         uses their 3-D forms (q_num_heads/kv_num_heads; interleaved RoPE on half of each head
+         with position_ids), the others the 4-D forms (heads split by Reshape + Transpose;
+         rotate-half RoPE on the whole head). Its padding hides the last keys, so no query row
+         is fully masked (the Attention op has no NaN guard).
+
   make_transformer_models.py llama --layers 2 --out build/fusion/llama.onnx
 """
 import argparse
@@ -136,6 +143,44 @@ def llama(b, a):
     return b.op("MatMul", [rms_norm(b, x, d), b.weight([d, a.vocab], 1.0 / np.sqrt(d))])
 
 
+def rope_tables(b, a, rotary):
+    pos = np.arange(a.seq, dtype=np.float32)[:, None]
+    ang = pos * (1.0 / (10000 ** (np.arange(0, rotary, 2, dtype=np.float32) / rotary)))
+    return b.const(np.cos(ang)), b.const(np.sin(ang))
+
+
+def llama23(b, a):
+    d, h, kv, hd = a.width, a.heads, a.kv_heads, a.width // a.heads
+    x = b.op("Gather", [b.weight([a.vocab, d], 0.5), "input_ids"], axis=0)
+    pad = b.op("Cast", [b.op("Unsqueeze", ["attention_mask", b.const([1, 2], np.int64)])], to=TensorProto.BOOL)
+    positions = b.const(np.tile(np.arange(a.seq), (a.batch, 1)), np.int64)
+    cos, sin = rope_tables(b, a, hd)
+    cos_half, sin_half = rope_tables(b, a, hd // 2)
+
+    def norm(t):
+        return b.op("RMSNormalization", [t, b.weight([d], 0.1, 1.0)], axis=-1, epsilon=1e-6)
+
+    for layer in range(a.layers):
+        y = norm(x)
+        q, k, v = linear(b, y, d, h * hd, False), linear(b, y, d, kv * hd, False), linear(b, y, d, kv * hd, False)
+        if layer == 0:  # 3-D forms
+            q = b.op("RotaryEmbedding", [q, cos_half, sin_half, positions], interleaved=1,
+                     rotary_embedding_dim=hd // 2, num_heads=h)
+            k = b.op("RotaryEmbedding", [k, cos_half, sin_half, positions], interleaved=1,
+                     rotary_embedding_dim=hd // 2, num_heads=kv)
+            o = b.op("Attention", [q, k, v, pad], is_causal=1, q_num_heads=h, kv_num_heads=kv)
+        else:  # 4-D forms
+            q = b.op("RotaryEmbedding", [heads(b, q, a, h, hd), cos, sin, positions])
+            k = b.op("RotaryEmbedding", [heads(b, k, a, kv, hd), cos, sin, positions])
+            o = merge_heads(b, b.op("Attention", [q, k, heads(b, v, a, kv, hd), pad], is_causal=1), a, d)
+        x = b.op("Add", [x, linear(b, o, d, d, False)])
+        y = norm(x)
+        gate, up = linear(b, y, d, a.ffn, False), linear(b, y, d, a.ffn, False)
+        act = b.op("Mul", [b.op("Mul", [gate, b.op("Sigmoid", [gate])]), up])
+        x = b.op("Add", [x, linear(b, act, a.ffn, d, False)])
+    return b.op("MatMul", [norm(x), b.weight([d, a.vocab], 1.0 / np.sqrt(d))])
+
+
 def gpt2(b, a):
     d, h, hd = a.width, a.heads, a.width // a.heads
     x = b.op("Add", [b.op("Gather", [b.weight([a.vocab, d], 0.5), "input_ids"], axis=0),
@@ -190,6 +235,47 @@ def _slice(x, starts, ends, axes):
     return x[tuple(idx)]
 
 
+def _rms_normalization(n, x, scale):
+    axes = tuple(range(n.get("axis", -1) % x.ndim, x.ndim))
+    return x / np.sqrt((x * x).mean(axis=axes, keepdims=True) + n.get("epsilon", 1e-5)) * scale
+
+
+def _rotary_embedding(n, x, cos, sin, positions=None):
+    """ONNX RotaryEmbedding-23 as its specification reads, on [batch, seq, heads, head]."""
+    four = x.ndim == 4
+    x = x.transpose(0, 2, 1, 3) if four else x.reshape(x.shape[0], x.shape[1], n["num_heads"], -1)
+    rotary = n.get("rotary_embedding_dim", 0) or x.shape[-1]
+    if positions is not None:
+        cos, sin = cos[positions], sin[positions]
+    cos, sin = cos[:, :, None, :], sin[:, :, None, :]
+    xr, xp = x[..., :rotary], x[..., rotary:]
+    interleaved = n.get("interleaved", 0)
+    x1, x2 = (xr[..., 0::2], xr[..., 1::2]) if interleaved else np.split(xr, 2, axis=-1)
+    real, imag = cos * x1 - sin * x2, sin * x1 + cos * x2
+    yr = np.stack([real, imag], -1).reshape(xr.shape) if interleaved else np.concatenate([real, imag], -1)
+    y = np.concatenate([yr, xp], -1)
+    return y.transpose(0, 2, 1, 3) if four else y.reshape(y.shape[0], y.shape[1], -1)
+
+
+def _attention(n, q, k, v, mask=None):
+    """ONNX Attention-23 as its specification reads (no KV cache, no softcap)."""
+    three = q.ndim == 3
+    if three:
+        def split(t, heads):
+            return t.reshape(t.shape[0], t.shape[1], heads, -1).transpose(0, 2, 1, 3)
+        q, k, v = split(q, n["q_num_heads"]), split(k, n["kv_num_heads"]), split(v, n["kv_num_heads"])
+    rep = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
+    s = q @ k.transpose(0, 1, 3, 2) * n.get("scale", 1.0 / np.sqrt(q.shape[-1]))
+    bias = np.zeros(s.shape[-2:])
+    if n.get("is_causal", 0):
+        bias = np.where(np.tril(np.ones(s.shape[-2:], bool)), 0.0, -np.inf)
+    if mask is not None:
+        bias = bias + (np.where(mask, 0.0, -np.inf) if mask.dtype == bool else mask)
+    o = _softmax(s + bias, -1) @ v
+    return o.transpose(0, 2, 1, 3).reshape(o.shape[0], o.shape[2], -1) if three else o
+
+
 # numpy for every op the builders write: an oracle independent of dc's reference executor.
 OPS = {
     "Add": lambda n, a, b: a + b, "Sub": lambda n, a, b: a - b, "Mul": lambda n, a, b: a * b,
@@ -207,6 +293,7 @@ OPS = {
     "Expand": lambda n, a, s: np.broadcast_to(a, s), "Slice": lambda n, a, s, e, ax: _slice(a, s, e, ax),
     "Concat": lambda n, *xs: np.concatenate(xs, axis=n["axis"]),
     "Softmax": lambda n, a: _softmax(a, n["axis"]),
+    "RMSNormalization": _rms_normalization, "RotaryEmbedding": _rotary_embedding, "Attention": _attention,
 }
 
 
@@ -238,7 +325,10 @@ def write_data(model, a, folder):
     feeds = {"input_ids": rng.integers(0, a.vocab, (a.batch, a.seq)).astype(np.int64)}
     if a.model != "gpt2":
         mask = np.ones((a.batch, a.seq), np.int64)
-        mask[0, :3] = 0
+        if a.model == "llama23":
+            mask[0, -3:] = 0  # right padding: with the causal mask, every query row sees a key
+        else:
+            mask[0, :3] = 0
         feeds["attention_mask"] = mask
     for i, inp in enumerate(model.graph.input):
         t = numpy_helper.from_array(feeds[inp.name], inp.name)
@@ -251,7 +341,7 @@ def write_data(model, a, folder):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model", choices=["llama", "gpt2", "bert"])
+    ap.add_argument("model", choices=["llama", "llama23", "gpt2", "bert"])
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--width", type=int, default=256)
     ap.add_argument("--heads", type=int, default=8)
@@ -266,9 +356,11 @@ def main():
     a = ap.parse_args()
     if a.width % a.heads or a.heads % a.kv_heads or (a.width // a.heads) % 2:
         sys.exit("error: width must divide by heads into an even head size, heads by kv-heads")
-    a.ffn = a.ffn or (a.width * 8 // 3 if a.model == "llama" else 4 * a.width)
+    if a.model == "llama23" and (a.width // a.heads) % 4:
+        sys.exit("error: llama23 rotates half of each head in pairs: the head size must divide by 4")
+    a.ffn = a.ffn or (a.width * 8 // 3 if a.model.startswith("llama") else 4 * a.width)
     b = Builder(a.seed)
-    out = {"llama": llama, "gpt2": gpt2, "bert": bert}[a.model](b, a)
+    out = {"llama": llama, "llama23": llama23, "gpt2": gpt2, "bert": bert}[a.model](b, a)
     inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [a.batch, a.seq])]
     if a.model != "gpt2":
         inputs.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [a.batch, a.seq]))
@@ -276,10 +368,12 @@ def main():
     out_shape = [a.batch, a.seq, a.width if a.model == "bert" else a.vocab]
     graph = helper.make_graph(b.nodes, a.model, inputs,
                               [helper.make_tensor_value_info("output", TensorProto.FLOAT, out_shape)], b.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+    opset = 23 if a.model == "llama23" else 17
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                               producer_name="dc make_transformer_models.py")
-    model.ir_version = 8
-    onnx.checker.check_model(model)
+    model.ir_version = 10 if opset == 23 else 8
+    if opset == 17:  # onnx 1.12's checker knows opsets up to 17
+        onnx.checker.check_model(model)
     onnx.save(model, a.out)
     if a.data:
         write_data(model, a, a.data)

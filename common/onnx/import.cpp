@@ -17,6 +17,7 @@
 #include "ir/error.h"
 #include "ir/file_bytes.h"
 #include "ir/tensor_limit.h"
+#include "onnx/opset23_ops.h"
 #include "onnx/opset_adapt.h"
 #include "onnx/static_shapes.h"
 #include "onnx/tensor_proto.h"
@@ -91,14 +92,16 @@ void check_opset(const onnx::ModelProto& m) {
 }
 
 // One message listing every unsupported op type with its first node and count.
-void check_supported_ops(const onnx::GraphProto& g) {
+void check_supported_ops(const onnx::ModelProto& m) {
+  const onnx::GraphProto& g = m.graph();
+  const bool opset23 = default_opset(m) >= 23;  // its fused ops become node chains (adapt_opset)
   std::vector<std::string> order;
   std::map<std::string, std::pair<std::string, int>> bad;  // op -> (first node, count)
   for (int i = 0; i < g.node_size(); ++i) {
     const auto& n = g.node(i);
     const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
     const std::string op = default_domain ? n.op_type() : str_cat(n.domain(), "::", n.op_type());
-    if (default_domain && ref::find_op(n.op_type())) continue;
+    if (default_domain && (ref::find_op(n.op_type()) || (opset23 && is_opset23_fused_op(n.op_type())))) continue;
     auto [it, fresh] = bad.try_emplace(op, n.name().empty() ? str_cat("#", i) : n.name(), 0);
     if (fresh) order.push_back(op);
     ++it->second.second;
@@ -503,7 +506,7 @@ Graph import_onnx(OnnxModel model, const ImportOptions& opts) {
   onnx::ModelProto& m = model.proto();
   const std::string model_dir = fs::path(model.path()).parent_path().string();
   check_opset(m);
-  check_supported_ops(m.graph());
+  check_supported_ops(m);
   apply_input_shapes(*m.mutable_graph(), opts.input_shapes);
   bind_constants(*m.mutable_graph(), opts.bind_constants);
   check_static_inputs(m.graph());

@@ -21,10 +21,10 @@ class ModelProto;
 
 namespace dc {
 
-// Default-domain opsets dc imports; models outside the tested range 11..21 get a warning.
-// Opsets 1..5 and 18..21 are adapted to what ONNX 1.12 checks first (onnx/opset_adapt.h).
+// Default-domain opsets dc imports; models outside the tested range 11..23 get a warning.
+// Opsets 1..5 and 18..23 are adapted to what ONNX 1.12 checks first (onnx/opset_adapt.h).
 inline constexpr int64_t kMinOpset = 1;
-inline constexpr int64_t kMaxOpset = 21;
+inline constexpr int64_t kMaxOpset = 23;
 
 struct ModelInput {
   std::string name;

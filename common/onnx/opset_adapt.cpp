@@ -11,6 +11,7 @@
 #include <onnx/version_converter/convert.h>
 
 #include "ir/error.h"
+#include "onnx/opset23_ops.h"
 #include "onnx/tensor_proto.h"
 
 namespace dc {
@@ -353,9 +354,11 @@ OpsetAdaptation adapt_opset(onnx::ModelProto& m) {
     r.how = str_cat("converted from opset ", r.source_opset, " to opset ", r.opset, " by ONNX's version converter");
   } else if (r.source_opset > kOnnxLibMaxOpset) {
     Lowering(m, r.source_opset).run();
+    const int fused = r.source_opset >= 23 ? expand_opset23_ops(m) : 0;
     r.opset = kOnnxLibMaxOpset;
     r.how = str_cat("opset ", r.source_opset, " expressed as opset ", kOnnxLibMaxOpset,
-                    " (the newest ONNX 1.12 checks)");
+                    " (the newest ONNX 1.12 checks)",
+                    fused ? str_cat("; ", fused, " Attention/RMSNormalization/RotaryEmbedding nodes as their node chains") : "");
   }
   return r;
 }

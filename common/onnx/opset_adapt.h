@@ -3,11 +3,12 @@
 // - Opsets 1..5 go through ONNX's own version converter: to opset 6, shape inference, then
 //   to opset 11 (the converter's broadcast adapters need the shapes the first step gives).
 //   What the converter cannot carry is refused with its message.
-// - Opsets 18..21 are rewritten into their opset-17 form: the ops whose meaning changed
+// - Opsets 18..23 are rewritten into their opset-17 form: the ops whose meaning changed
 //   (Reduce axes as inputs, Split num_outputs, Pad axes, Resize antialias/axes, ...) are
 //   expressed the opset-17 way, or refused when they use something 17 cannot express; ops
 //   ONNX 1.12 does not know (Gelu, Mish, GroupNormalization) move to a private domain for
-//   the checker and shape inference, and dc's own shape functions cover them.
+//   the checker and shape inference, and dc's own shape functions cover them. Opset 23's
+//   Attention, RMSNormalization and RotaryEmbedding become their node chains (opset23_ops.h).
 // docs/onnx-conformance.md ("Opsets") says why this and not a newer ONNX.
 #pragma once
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Transformers in the node forms torch 2.x's exporter writes (scripts/make_transformer_models.py:
-LLaMA with GQA, RoPE, SDPA's decomposition and SwiGLU; GPT-2; a BERT encoder), small:
+LLaMA with GQA, RoPE, SDPA's decomposition and SwiGLU; the same LLaMA in opset 23's
+Attention, RMSNormalization and RotaryEmbedding ops; GPT-2; a BERT encoder), small:
 
   counts   `verify` against the numpy oracle's output, then the fp16 h100 estimate-only
            plan of 1 and 2 layers: per layer at most 7 kernels, exactly 1 attention kernel,
@@ -52,7 +53,7 @@ def main():
     mode, coord, dcrun, src = sys.argv[1:5]
     make = [sys.executable, os.path.join(src, "scripts", "make_transformer_models.py")]
     with tempfile.TemporaryDirectory(prefix="dc-fusion-") as tmp:
-        for model in ("llama", "gpt2", "bert"):
+        for model in ("llama", "llama23", "gpt2", "bert"):
             paths = {}
             for layers in (1, 2):
                 paths[layers] = os.path.join(tmp, f"{model}{layers}.onnx")

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Opsets ONNX 1.12 cannot check by itself: an opset-1 model in the old zoo layout (through
 ONNX's version converter) and opset-18/21 models (lowered to opset 17 at import) must pass
-`verify` against outputs computed in numpy from the ops' definitions; opset 22 must be
-refused with one clear error line.
+`verify` against outputs computed in numpy from the ops' definitions; the opset-18 model
+declared opset 22 and 23 (whose changes leave these ops' meaning alone) verifies too; opset
+24 must be refused with one clear error line.
     check_opsets.py DC_COORDINATOR REPO_ROOT"""
 import os
 import subprocess
@@ -22,16 +23,26 @@ with tempfile.TemporaryDirectory() as tmp:
         print(f"{case}: {'PASS' if ok else 'FAIL'}")
         if not ok:
             failures.append(f"{case}: exit {r.returncode}: {r.stdout[-300:]} {r.stderr[-300:]}")
-    # Opset 22 is beyond what import adapts: one error line naming the opset, exit 2.
     import onnx
     m = onnx.load(os.path.join(tmp, "opset18", "model.onnx"))
-    m.opset_import[0].version = 22
-    p = os.path.join(tmp, "opset22.onnx")
+    data = os.path.join(tmp, "opset18", "test_data_set_0")
+    for version in (22, 23):
+        m.opset_import[0].version = version
+        p = os.path.join(tmp, f"opset{version}.onnx")
+        onnx.save(m, p)
+        r = subprocess.run([coord, "verify", p, "--data", data], capture_output=True, text=True)
+        ok = r.returncode == 0 and "verify: PASS" in r.stdout
+        print(f"opset{version}: {'PASS' if ok else 'FAIL'}")
+        if not ok:
+            failures.append(f"opset{version}: exit {r.returncode}: {r.stdout[-300:]} {r.stderr[-300:]}")
+    # Opset 24 is beyond what import adapts: one error line naming the opset, exit 2.
+    m.opset_import[0].version = 24
+    p = os.path.join(tmp, "opset24.onnx")
     onnx.save(m, p)
     r = subprocess.run([coord, "inspect", p], capture_output=True, text=True)
     errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
-    if r.returncode != 2 or len(errors) != 1 or "opset 22" not in errors[0]:
-        failures.append(f"opset22: expected exit 2 and one error line naming opset 22, got {r.returncode}: {r.stderr}")
+    if r.returncode != 2 or len(errors) != 1 or "opset 24" not in errors[0]:
+        failures.append(f"opset24: expected exit 2 and one error line naming opset 24, got {r.returncode}: {r.stderr}")
 for f in failures:
     print("FAIL", f)
 sys.exit(1 if failures else 0)
