@@ -23,6 +23,7 @@ PACKAGES=(
   pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers clinfo
   libclblast-dev          # the OpenCL back end on PoCL and its peer, CLBlast (docs/bench/opencl.md)
   clang-15                # OpenCL kernels to SPIR for PoCL: the clang of PoCL's LLVM (docs/opencl.md)
+  systemd                 # tests/deploy/check_deploy.py: systemd-analyze verify of examples/deploy's units
 )
 
 missing=()
@@ -62,4 +63,16 @@ if ! ls "$DC_NVRTC12"/nvidia/cuda_nvrtc/lib/libnvrtc.so.12 >/dev/null 2>&1; then
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$DC_NVRTC12" \
     "nvidia-cuda-nvrtc-cu12==12.9.86"
+fi
+
+# kubernetes-validate from PyPI (with its jsonschema), in a folder of its own so that Debian's
+# Python packages stay as they are: tests/deploy/check_deploy.py validates examples/deploy's
+# Kubernetes manifests with it (PYTHONPATH=/opt/dc/pydeps).
+DC_PYDEPS=/opt/dc/pydeps
+if [ ! -d "$DC_PYDEPS/kubernetes_validate" ]; then
+  echo "install-deps: installing kubernetes-validate into $DC_PYDEPS"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO python3 -m pip install --quiet --disable-pip-version-check --target "$DC_PYDEPS" \
+    "kubernetes-validate==1.37.0"
 fi

@@ -303,10 +303,17 @@ struct FarmClient::Impl {
       ++stats.reconnects;
     }
     const auto until = Clock::now() + backoff;
-    while (Clock::now() < until && stop_requests.load() < 2) {
+    // A stop with nothing in hand or to deliver ends the wait: nobody needs the coordinator.
+    const auto stopping_idle = [this] { return stop_requests.load() >= 1 && held.empty() && unsent.empty(); };
+    while (Clock::now() < until && stop_requests.load() < 2 && !stopping_idle()) {
       zmq::pollitem_t item{nullptr, wake_fd, ZMQ_POLLIN, 0};
       const auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now());
-      zmq::poll(&item, 1, std::max(left, milliseconds(0)));
+      try {
+        zmq::poll(&item, 1, std::max(left, milliseconds(0)));
+      } catch (const zmq::error_t& e) {  // SIGINT/SIGTERM: the loop's condition decides
+        if (e.num() != EINTR) throw;
+        continue;
+      }
       if (item.revents & ZMQ_POLLIN) {
         uint64_t v;
         [[maybe_unused]] const ssize_t n = ::read(wake_fd, &v, sizeof v);

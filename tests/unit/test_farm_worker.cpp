@@ -535,6 +535,23 @@ TEST(FarmClient, ReconnectsToARestartedCoordinator) {
   t.join();
 }
 
+// A worker that waits out a long reconnect backoff (no coordinator) stops at once when asked
+// to and holds nothing: the wait is for a coordinator that nobody needs any more (dc-worker
+// under systemd or Slurm gets SIGTERM while its service is down).
+TEST(FarmClient, StopDuringAReconnectBackoffEndsItAtOnce) {
+  FarmClientOptions o = client_options("tcp://127.0.0.1:1", "orphan");
+  o.reconnect_min = 30s;
+  o.reconnect_max = 30s;
+  FarmClient client(o, {fake_device("h100")}, {sleeping_runner(1ms)});
+  std::thread t([&] { EXPECT_EQ(client.run(), FarmClient::Outcome::stopped); });
+  for (int i = 0; i < 300 && client.stats().reconnects < 1; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(client.stats().reconnects, 1);  // in the 30 s backoff now
+  const auto asked = std::chrono::steady_clock::now();
+  client.stop();
+  t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, 5s);
+}
+
 // A runner that throws (dc's code on the worker's side) reports internal_error; the broker
 // retries it (here on the only worker) and finally reports it, never as the variant's fault.
 TEST(FarmClient, ThrowingRunnerIsAnInternalErrorRetriedByTheBroker) {

@@ -1,0 +1,7 @@
+# The cluster launchers of examples/deploy/ (issue 28): flags against the binaries' --help,
+# the Kubernetes manifests against the Kubernetes schemas, the systemd units through
+# systemd-analyze verify, and the Slurm batch script run as a job step (srun shimmed) until
+# its dc-worker joins a farm service on loopback. tests/deploy/check_deploy.py; ~10 s.
+add_test(NAME deploy_launchers COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/deploy/check_deploy.py
+  $<TARGET_FILE:dc-coordinator> $<TARGET_FILE:dc-worker> ${PROJECT_SOURCE_DIR})
+set_tests_properties(deploy_launchers PROPERTIES LABELS unit TIMEOUT 300)
