@@ -26,6 +26,7 @@ std::map<std::string, WorkloadBest> best_by_workload(const TuningDb& db, const s
   q.source = source_of(emulated);
   q.nvrtc_major = nvrtc_major;
   q.math_paths = math_paths;
+  q.current_source_only = true;  // as tune selects: stale results answer for nothing (dc-db stale lists them)
   std::map<std::string, WorkloadBest> out;
   for (WorkloadBest& b : db.best_variants(q))
     if (b.has_best()) out.emplace(b.workload, std::move(b));

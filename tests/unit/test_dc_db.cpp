@@ -75,10 +75,9 @@ class DcDb : public ::testing::Test {
     const int64_t model = db->commit_model("resnet50", sha256_hex("resnet50 model bytes"));
     db->commit_model_workloads(model, {{test_workload("wa", ClusterKind::conv), 3},
                                        {test_workload("wb", ClusterKind::gemm), 1}});
-    db->commit_variant("wa", conv32_, "s1");
-    db->commit_variant("wa", conv64_, "s2");
-    db->commit_variant("wb", gemm128_, "s3");
-    db->commit_variant("wb", reference_, "s4");
+    // Current sources: those the measurements below ran (test_measurement's source_hash).
+    for (const auto& [w, v] : {std::pair{"wa", conv32_}, {"wa", conv64_}, {"wb", gemm128_}, {"wb", reference_}})
+      db->commit_variant(w, v, "src-" + v.key());
     auto commit = [&](const std::string& w, const Variant& v, const WorkerInfo& worker,
                       double median, double estimate, int64_t t) {
       Measurement m = test_measurement(w, v, worker, median, t);
@@ -290,6 +289,25 @@ TEST_F(DcDb, WinnerThatFailedItsCheckIsNotTheBest) {
   EXPECT_TRUE(has(line_with(o.text, "wa "), "1.33")) << o.text;  // 16 / 12, not 16 / 8
   o = dc_db("workloads --gpu h100");
   EXPECT_TRUE(has(line_with(o.text, "wa "), conv64_.key())) << o.text;
+}
+
+// A variant whose generator now writes another source (a template changed): its results are
+// stale. dc-db stale lists them; best, compare and workloads answer as tune selects, with the
+// next best variant, until a tune measures the new source.
+TEST_F(DcDb, StaleResultsAreListedAndAnswerForNothing) {
+  Output o = dc_db("stale");
+  ASSERT_EQ(o.rc, 0) << o.text;
+  EXPECT_TRUE(has(o.text, "no stale measurements")) << o.text;
+  open_tuning_db(path_)->commit_variant("wa", conv32_, "src-after-a-template-change");
+  o = dc_db("stale --gpu h100");
+  ASSERT_EQ(o.rc, 0) << o.text;
+  EXPECT_TRUE(has(line_with(o.text, "wa "), conv32_.key())) << o.text;
+  EXPECT_TRUE(has(line_with(o.text, "wa "), "src-after-a-template-change")) << o.text;
+  EXPECT_TRUE(has(o.text, "1 stale measurements")) << o.text;
+  o = dc_db("best --gpu h100");
+  ASSERT_EQ(o.rc, 0) << o.text;
+  EXPECT_TRUE(has(line_with(o.text, "wa "), conv64_.key()) && has(line_with(o.text, "wa "), "12.00 us")) << o.text;
+  EXPECT_FALSE(has(o.text, conv32_.key())) << o.text;
 }
 
 TEST(BestVariant, TuneSelectionAndDcDbAgreeAndSkipAWinnerThatFailedItsCheck) {
