@@ -47,6 +47,10 @@ TuneOptions options(const std::vector<std::string>& gpus) {
   o.emulated = true;
   o.check_winners = false;
   o.seed_k = 0;
+  // Four variants per workload and GPU type, as examples/tune-quick.yaml: what these tests
+  // check (jobs, results, selection, reuse) needs several, not 32, and each one is a real
+  // NVRTC compile (the suite's time on 2 cores; tests that need other counts set their own).
+  o.plan.prune.top_k = 4;
   o.worker_wait = std::chrono::milliseconds(2000);
   return o;
 }
