@@ -3,7 +3,7 @@
 
     scripts/bench_opencl.py [--dc-bin build/bin] [--work build-bench/opencl] [--shapes all|NAME,...]
         [--accuracy-models M.onnx,...] [--out-md docs/bench/opencl.md]
-        [--accuracy-md docs/bench/estimator-accuracy.md] [--accuracy-top-k K] [--smoke]
+        [--accuracy-md docs/bench/estimator-accuracy.md] [--accuracy-top-k K] [--layers-only] [--smoke]
 
 Layers (docs/bench/opencl.md): each shape is one layer exported alone as an ONNX model
 (bench_templates.py's builders); dc is `dc-coordinator tune --gpus pocl-cpu --local-workers 1`
@@ -235,6 +235,7 @@ def parse_args():
     p.add_argument("--accuracy-md", default=os.path.join(ROOT, "docs", "bench", "estimator-accuracy.md"))
     p.add_argument("--accuracy-top-k", type=int, default=None,
                    help="top_k of the accuracy tunes (default 16, 4 with --smoke): fewer PoCL builds")
+    p.add_argument("--layers-only", action="store_true", help="the layer table only, no accuracy tunes")
     p.add_argument("--smoke", action="store_true")
     a = p.parse_args()
     a.batch, a.precision, a.device = 1, "fp32", "opencl"
@@ -270,6 +271,8 @@ def main():
     with open(a.out_md, "w") as f:
         f.write(text)
     print(text)
+    if a.layers_only:
+        sys.exit(1 if any("error" in r for r in rows) else 0)
 
     if a.accuracy_models is None:
         models = [os.path.join(ROOT, "examples", "tiny_cnn", "model.onnx")]
