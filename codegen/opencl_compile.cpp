@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "ir/workload.h"
@@ -81,7 +83,69 @@ bool on_path(const std::string& exe) {
   return false;
 }
 
+// LLVM's characters of an unquoted identifier (after '@' or '%').
+bool is_llvm_ident_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '$' || c == '.' || c == '_';
+}
+
+// The names of the module's kernels: `define ... spir_kernel ... @NAME(`.
+std::set<std::string> kernel_names(const std::string& ir) {
+  std::set<std::string> out;
+  std::istringstream lines(ir);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("define ", 0) != 0 || line.find(" spir_kernel ") == std::string::npos) continue;
+    const size_t at = line.find('@');
+    if (at == std::string::npos) continue;
+    size_t e = at + 1;
+    while (e < line.size() && is_llvm_ident_char(line[e])) ++e;
+    out.insert(line.substr(at + 1, e - at - 1));
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string name_kernel_locals(const std::string& ir) {
+  // C++ for OpenCL names a kernel's `__local` variable as a C++ function-local static,
+  // `_ZZ<len><kernel>E<len><name>` (an internal addrspace(3) global); OpenCL C names it
+  // `<kernel>.<name>`, and that prefix is how PoCL tells a work-group's automatic locals from
+  // program-scope variables. Without it PoCL gives every concurrently running work-group the
+  // same copy, and work-groups on different threads overwrite each other's local memory.
+  const std::set<std::string> kernels = kernel_names(ir);
+  std::map<std::string, std::string> renamed;
+  std::istringstream lines(ir);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("@_ZZ", 0) != 0 || line.find(" addrspace(3) global ") == std::string::npos ||
+        line.find(" = internal ") == std::string::npos)
+      continue;
+    size_t e = 1;
+    while (e < line.size() && is_llvm_ident_char(line[e])) ++e;
+    const std::string name = line.substr(1, e - 1);
+    size_t p = 3, len = 0;
+    while (p < name.size() && std::isdigit(static_cast<unsigned char>(name[p]))) len = len * 10 + (name[p++] - '0');
+    if (len == 0 || p + len >= name.size() || name[p + len] != 'E') continue;
+    const std::string kernel = name.substr(p, len);
+    if (kernels.count(kernel) != 0) renamed[name] = kernel + "." + name;
+  }
+  if (renamed.empty()) return ir;
+  std::string out;
+  out.reserve(ir.size() + renamed.size() * 64);
+  for (size_t i = 0; i < ir.size();) {
+    if (ir[i] == '@') {
+      size_t e = i + 1;
+      while (e < ir.size() && is_llvm_ident_char(ir[e])) ++e;
+      if (const auto it = renamed.find(ir.substr(i + 1, e - i - 1)); it != renamed.end()) {
+        out += '@' + it->second;
+        i = e;
+        continue;
+      }
+    }
+    out += ir[i++];
+  }
+  return out;
+}
 
 std::string opencl_clang_for(const std::string& platform_version) {
   std::smatch m;
@@ -98,7 +162,7 @@ std::string opencl_clang_for(const std::string& platform_version) {
 
 std::vector<std::string> opencl_clang_flags() {
   return {"-cl-std=clc++2021", "-Xclang", "-cl-ext=+__opencl_c_generic_address_space", "-target", "spir64",
-          "-emit-llvm", "-c", "-O2", "-w", "-x", "clcpp"};
+          "-emit-llvm", "-O2", "-w", "-x", "clcpp"};
 }
 
 std::string clang_version(const std::string& clang) {
@@ -121,6 +185,7 @@ OpenClCompileResult compile_opencl(const std::string& cl_source, const std::stri
   const auto start = std::chrono::steady_clock::now();
   std::string flags;
   for (const auto& f : opencl_clang_flags()) flags += f + " ";
+  flags += "| kernel locals named <kernel>.<name>";  // bitcode of earlier versions lacks it
   const std::string key = fnv1a_hex(clang_version(clang) + "\n" + flags + "\n" + cl_source) +
                           fnv1a_hex(cl_source + flags);
   std::error_code ec;
@@ -138,16 +203,26 @@ OpenClCompileResult compile_opencl(const std::string& cl_source, const std::stri
   }
   const fs::path tmp = fs::temp_directory_path() / ("dc-opencl-" + unique_suffix());
   fs::create_directories(tmp, ec);
-  const fs::path src = tmp / "kernel.clcpp", bc = tmp / "kernel.bc", log = tmp / "clang.log";
+  const fs::path src = tmp / "kernel.clcpp", ll = tmp / "kernel.ll", named = tmp / "named.ll",
+                 bc = tmp / "kernel.bc", log = tmp / "clang.log";
+  // Source to textual IR, the kernels' locals renamed (name_kernel_locals), then to bitcode.
   std::vector<std::string> argv = {clang};
   for (const auto& f : opencl_clang_flags()) argv.push_back(f);
-  argv.insert(argv.end(), {src.string(), "-o", bc.string()});
-  std::string why, bytes;
+  argv.insert(argv.end(), {"-S", src.string(), "-o", ll.string()});
+  const std::vector<std::string> assemble = {clang, "-target", "spir64", "-x", "ir", "-c", "-emit-llvm", "-O0",
+                                             named.string(), "-o", bc.string()};
+  std::string why, bytes, text;
+  int status = 0;
   if (!write_file(src, cl_source)) {
     r.error = "cannot write " + src.string();
-  } else if (const int status = run(argv, log, &why); status != 0) {
+  } else if (status = run(argv, log, &why); status != 0) {
     read_file(log, r.error);
     if (r.error.empty()) r.error = why.empty() ? clang + " failed" : why;
+  } else if (!read_file(ll, text) || !write_file(named, name_kernel_locals(text))) {
+    r.error = clang + " wrote no IR";
+  } else if (status = run(assemble, log, &why); status != 0) {
+    read_file(log, r.error);
+    r.error = "assembling the IR: " + (r.error.empty() ? (why.empty() ? clang + " failed" : why) : r.error);
   } else if (!read_file(bc, bytes) || bytes.empty()) {
     r.error = clang + " wrote no bitcode";
   } else {

@@ -24,8 +24,15 @@ struct OpenClCompileResult {
 // PATH, else "clang". "" for `platform_version` gives the newest clang-N on PATH.
 std::string opencl_clang_for(const std::string& platform_version);
 
-// The flags given to clang (after the executable; "-o OUT" and the input follow).
+// The flags given to clang for the source (after the executable; "-S", the input and "-o OUT"
+// follow: textual IR, which name_kernel_locals edits before clang assembles it to bitcode).
 std::vector<std::string> opencl_clang_flags();
+
+// `ir` (textual LLVM IR of a C++ for OpenCL module) with each kernel's `__local` variables
+// named as OpenCL C names them, `<kernel>.<name>`: C++ mangles them as function-local statics
+// (`_ZZ10row_reduceE8dcr_red0`), and PoCL takes only the OpenCL C form for a work-group's own
+// local memory; others it treats as program-scope, one copy shared by all work-groups.
+std::string name_kernel_locals(const std::string& ir);
 
 // Compiles `cl_source` with `clang` (a name on PATH or a path) through the cache in
 // `cache_dir` ("" = no cache). Never throws for the source's errors: ok=false, error set.

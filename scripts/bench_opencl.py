@@ -3,7 +3,7 @@
 
     scripts/bench_opencl.py [--dc-bin build/bin] [--work build-bench/opencl] [--shapes all|NAME,...]
         [--accuracy-models M.onnx,...] [--out-md docs/bench/opencl.md]
-        [--accuracy-md docs/bench/estimator-accuracy.md] [--smoke]
+        [--accuracy-md docs/bench/estimator-accuracy.md] [--accuracy-top-k K] [--layers-only] [--smoke]
 
 Layers (docs/bench/opencl.md): each shape is one layer exported alone as an ONNX model
 (bench_templates.py's builders); dc is `dc-coordinator tune --gpus pocl-cpu --local-workers 1`
@@ -15,7 +15,7 @@ profiling events (median). Each is also given as a fraction of the device's fp32
 (2 x CUs x fp32 lanes x clock, from dc-worker's inventory).
 
 Estimator accuracy (docs/bench/estimator-accuracy.md): the models are tuned on pocl-cpu with
-top_k 16 and no DB calibration into a fresh DB; per workload with at least 3 measured
+top_k 16 (--accuracy-top-k) and no DB calibration into a fresh DB; per workload with at least 3 measured
 variants, Spearman's rank correlation between the estimate recorded with each measurement
 and its measured median, and whether the measured best lies inside the estimator's top-K
 (K = 4, 8) of those variants. "After calibration" applies the per-kind factors fitted from
@@ -233,6 +233,9 @@ def parse_args():
                         "models/mobilenet_v2/model.onnx where it exists)")
     p.add_argument("--out-md", default=os.path.join(ROOT, "docs", "bench", "opencl.md"))
     p.add_argument("--accuracy-md", default=os.path.join(ROOT, "docs", "bench", "estimator-accuracy.md"))
+    p.add_argument("--accuracy-top-k", type=int, default=None,
+                   help="top_k of the accuracy tunes (default 16, 4 with --smoke): fewer PoCL builds")
+    p.add_argument("--layers-only", action="store_true", help="the layer table only, no accuracy tunes")
     p.add_argument("--smoke", action="store_true")
     a = p.parse_args()
     a.batch, a.precision, a.device = 1, "fp32", "opencl"
@@ -268,6 +271,8 @@ def main():
     with open(a.out_md, "w") as f:
         f.write(text)
     print(text)
+    if a.layers_only:
+        sys.exit(1 if any("error" in r for r in rows) else 0)
 
     if a.accuracy_models is None:
         models = [os.path.join(ROOT, "examples", "tiny_cnn", "model.onnx")]
@@ -282,7 +287,7 @@ def main():
     if os.path.exists(acc_db):
         os.remove(acc_db)
     acc_config = os.path.join(a.work, "tune-accuracy.yaml")
-    top_k = 4 if a.smoke else 16
+    top_k = a.accuracy_top_k or (4 if a.smoke else 16)
     with open(acc_config, "w") as f:
         f.write("prune:\n  within: 100\n  top_k: %d\nprecision: fp32\n" % top_k)
     a.no_calibration = True

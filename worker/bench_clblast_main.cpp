@@ -1,9 +1,10 @@
 // dc-bench-clblast OP SHAPE... [--device N] [--min-ms MS]: the peer of docs/bench/opencl.md on
 // an OpenCL device: CLBlast (a tuned OpenCL BLAS) for GEMMs, convolutions as CLBlast's im2col
 // + GEMM, and the epilogues dc fuses as separate OpenCL C kernels, timed like dc-worker times
-// a variant (profiling events from the first command's start to the last one's end, warm-up,
-// at least 10 samples and MS milliseconds, median). Prints one JSON line:
-//   {"op": "gemm", "median_us": 123.4, "samples": 10, "flops": 2147483648}
+// a variant (profiling events over all the pass's commands, warm-up, at least 10 samples and
+// MS milliseconds, median; host_median_us: the host's wall time of a pass, CLBlast's enqueue
+// and temporary buffers included). Prints one JSON line:
+//   {"op": "gemm", "median_us": 123.4, "host_median_us": 130.2, "samples": 10, "flops": 2147483648}
 //   gemm M N K                       C = A B (row-major)
 //   gemm_bias_gelu M N K             C = gelu(A B + bias): GEMM, then a bias+GELU kernel
 //   conv_bias_relu N C H W K R pad stride   im2col + GEMM per image, then a bias+ReLU kernel
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <iostream>
 #include <random>
@@ -178,24 +180,46 @@ int run(int argc, char** argv) {
   } else {
     throw_user_error("unknown op '", op, "' (gemm, gemm_bias_gelu, conv_bias_relu, residual_layernorm)");
   }
-  auto sample = [&] {
+  // One sample: every command of one pass between two markers. The event CLBlast returns is
+  // its last kernel's only (an indirect GEMM also pads or transposes its operands first), so
+  // the first marker waits on a user event that opens only once the whole pass is enqueued:
+  // the commands then run back to back, and the time runs from the first marker's end to the
+  // last one's, without the host's enqueue (as dc-worker times a variant's launches).
+  cl_context ctx = dev.impl().context.get();
+  auto sample = [&](double* host_us) {
+    cl_int rc = CL_SUCCESS;
+    cl_event gate = clCreateUserEvent(ctx, &rc);
+    ocl::check(rc, "clCreateUserEvent");
+    cl_event begin = nullptr, end = nullptr;
+    ocl::check(clEnqueueMarkerWithWaitList(q, 1, &gate, &begin), "clEnqueueMarkerWithWaitList");
+    const auto t0 = std::chrono::steady_clock::now();
     std::vector<cl_event> ev;
     once(&ev);
-    ocl::check(clWaitForEvents(1, &ev.back()), "clWaitForEvents");
-    const double us = ocl::event_us(ev.front(), ev.back());
+    ocl::check(clEnqueueMarkerWithWaitList(q, 0, nullptr, &end), "clEnqueueMarkerWithWaitList");
+    ocl::check(clSetUserEventStatus(gate, CL_COMPLETE), "clSetUserEventStatus");
+    ocl::check(clWaitForEvents(1, &end), "clWaitForEvents");
+    *host_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    cl_ulong opened = 0, closed = 0;
+    ocl::check(clGetEventProfilingInfo(begin, CL_PROFILING_COMMAND_END, sizeof opened, &opened, nullptr), "profiling");
+    ocl::check(clGetEventProfilingInfo(end, CL_PROFILING_COMMAND_END, sizeof closed, &closed, nullptr), "profiling");
     for (cl_event e : ev) clReleaseEvent(e);
-    return us;
+    for (cl_event e : {gate, begin, end}) clReleaseEvent(e);
+    return static_cast<double>(closed - opened) * 1e-3;
   };
-  for (int i = 0; i < 3; ++i) sample();
-  std::vector<double> s;
+  double host = 0;
+  for (int i = 0; i < 3; ++i) sample(&host);
+  std::vector<double> s, h;
   double total = 0;
   while (s.size() < 10 || total < min_ms * 1e3) {
-    s.push_back(sample());
+    s.push_back(sample(&host));
+    h.push_back(host);
     total += s.back();
   }
   std::sort(s.begin(), s.end());
-  std::cout << fmt::format("{{\"op\": \"{}\", \"median_us\": {:.2f}, \"samples\": {}, \"flops\": {:.0f}}}\n", op,
-                           s[s.size() / 2], s.size(), flops);
+  std::sort(h.begin(), h.end());
+  std::cout << fmt::format(
+      "{{\"op\": \"{}\", \"median_us\": {:.2f}, \"host_median_us\": {:.2f}, \"samples\": {}, \"flops\": {:.0f}}}\n",
+      op, s[s.size() / 2], h[h.size() / 2], s.size(), flops);
   return 0;
 }
 
