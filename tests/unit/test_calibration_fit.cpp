@@ -375,6 +375,9 @@ TuneOptions options() {
   o.check_winners = false;
   o.seed_k = 0;
   o.worker_wait = std::chrono::milliseconds(2000);
+  // Eight variants per workload: enough results per kind for a fit (kinds_with(.., 8)), a
+  // quarter of the compiles of the default 32 (each one a real NVRTC compile).
+  o.plan.prune.top_k = 8;
   return o;
 }
 
