@@ -16,6 +16,7 @@ bool is_client_body(const Envelope& e) {
     case Envelope::kClientBye:
     case Envelope::kStatusRequest:
     case Envelope::kStatusReply:
+    case Envelope::kClientHeartbeat:
       return true;
     default:
       return false;

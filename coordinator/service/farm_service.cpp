@@ -141,7 +141,7 @@ void FarmService::Impl::on_client(const FarmBroker::ClientMessage& m) {
   t.last_seen = Clock::now();
   switch (e.body_case()) {
     case farm::Envelope::kSubmit: on_submit(t, e.submit().job()); break;
-    case farm::Envelope::kHeartbeat: break;
+    case farm::Envelope::kClientHeartbeat: break;
     case farm::Envelope::kClientBye: end_tune(t.id, "client said bye (" + printable(e.client_bye().reason()) + ")"); break;
     default:
       spdlog::warn("service: tune {} sent a {}, which clients do not send; dropped", t.id, farm::body_name(e));

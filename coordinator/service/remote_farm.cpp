@@ -225,7 +225,7 @@ void RemoteFarm::Impl::loop() {
       const auto now = Clock::now();
       if (now - last_sent >= heartbeat) {
         farm::Envelope hb = farm::make_envelope();
-        hb.mutable_heartbeat()->set_sent_unix_ms(static_cast<uint64_t>(farm::unix_ms_now()));
+        hb.mutable_client_heartbeat()->set_sent_unix_ms(static_cast<uint64_t>(farm::unix_ms_now()));
         send(farm::serialize(hb));
         last_sent = now;
       }

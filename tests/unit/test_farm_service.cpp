@@ -162,7 +162,8 @@ void wait_submitted(const Service& s, int64_t n) {
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   while (std::chrono::steady_clock::now() < deadline) {
     int64_t got = 0;
-    for (const auto& t : s.status().tunes()) got += t.submitted();
+    const farm::StatusReply st = s.status();
+    for (const auto& t : st.tunes()) got += t.submitted();
     if (got >= n) return;
     std::this_thread::sleep_for(20ms);
   }
