@@ -34,6 +34,7 @@ commands:
                                           descriptions and NVRTC compile reports
   tune    MODEL.onnx --gpus h100 [--db PATH] [--out DIR] [--bind tcp://ADDR:PORT]
           [--local-workers N] [--emulate] [--config FILE] [--retune] [--precision P]
+          [--farm tcp://HOST:PORT [--priority N]]
                                           measure the variants on a farm (results kept in
                                           the tuning DB and reused) and select, per GPU
                                           type, the cover with the least measured time

@@ -1,5 +1,6 @@
 // dc-coordinator tune MODEL.onnx --gpus LIST [--db PATH] [--db-timeout S] [--out DIR]
-//   [--bind tcp://ADDR:PORT] [--local-workers N] [--emulate] [--config FILE] [--retune] [--no-db-calibration]:
+//   [--bind tcp://ADDR:PORT] [--local-workers N] [--emulate] [--config FILE] [--retune] [--no-db-calibration]
+//   [--farm tcp://HOST:PORT [--priority N]] (through a farm service: service/remote_farm.h):
 // measures the model's kernel variants on a farm and selects, per GPU type, the cover with
 // the least measured time.
 // The pipeline is tune.h; this file is the command line, the choice of farm and the output.
