@@ -13,13 +13,17 @@
          priorities 1:2:3 within 15 %;
   3. `status --farm ... --json`: the four workers with their jobs done, no tune left;
   4. a tune (tiny_transformer) SIGKILLed mid-run: its queued jobs are cancelled (status),
-     what was on a worker is recorded, and the same tune again measures only the rest.
+     what was on a worker is recorded, and the same tune again measures only the rest;
+  5. CURVE: a service on 127.0.0.1 with --keys, --allow-workers and --allow-clients: a
+     worker with its key joins; `status` with a client key works; a tune with a key in no
+     list and one with the worker's key are refused (exit 2), and no job reaches the worker.
 
 usage: check_farm_service.py BIN_DIR SOURCE_DIR
 """
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import sqlite3
@@ -63,6 +67,7 @@ def main():
     ex = os.path.join(src, "examples")
     tmp = tempfile.mkdtemp(prefix="dc-service-")
     procs = []
+    print("logs in", tmp)
     try:
         # 0. Not on the network without keys.
         p = subprocess.run([coord, "serve", "--bind", f"tcp://0.0.0.0:{free_port()}", "--db", f"{tmp}/x.db"],
@@ -208,6 +213,38 @@ def main():
             fail(f"rerun: measured {measured}, from the DB {from_db} (recorded before: {recorded}); "
                  f"{dup} duplicates; {total_rows} rows")
         print(f"ok: rerun measured only the rest: {measured} measured, {from_db} from the DB, no duplicate")
+
+        # 5. CURVE with separate allow-lists.
+        for name in ("service", "worker", "client", "stranger"):
+            subprocess.run([coord, "keygen", f"{tmp}/{name}.key"], check=True, capture_output=True)
+        open(f"{tmp}/workers.allow", "w").write(open(f"{tmp}/worker.key.pub").read())
+        open(f"{tmp}/clients.allow", "w").write(open(f"{tmp}/client.key.pub").read())
+        secure = f"tcp://127.0.0.1:{free_port()}"
+        procs.append(subprocess.Popen([coord, "--log-level", "info", "serve", "--bind", secure, "--db", f"{tmp}/curve.db",
+                                       "--keys", f"{tmp}/service.key", "--allow-workers", f"{tmp}/workers.allow",
+                                       "--allow-clients", f"{tmp}/clients.allow"],
+                                      stdout=open(f"{tmp}/serve-curve.log", "w"), stderr=subprocess.STDOUT))
+        procs.append(subprocess.Popen([worker, "--connect", secure, "--emulate", "h100", "--cache", f"{tmp}/cache0",
+                                       "--server-key", f"{tmp}/service.key.pub", "--key", f"{tmp}/worker.key"],
+                                      stdout=open(f"{tmp}/worker-curve.log", "w"), stderr=subprocess.STDOUT))
+
+        def secure_status(key):
+            return subprocess.run([coord, "status", "--farm", secure, "--json", "--timeout", "3", "--farm-key",
+                                   f"{tmp}/{key}.key", "--farm-server-key", f"{tmp}/service.key.pub"],
+                                  capture_output=True, text=True, timeout=30)
+        wait_for("the CURVE worker", lambda: (lambda p: p.returncode == 0 and len(json.loads(p.stdout)["workers"]) == 1)(
+            secure_status("client")), 60)
+        for key, expect in (("stranger", "no answer"), ("worker", "clients' allow-list")):
+            p = subprocess.run([coord, "tune", f"{ex}/tiny_ops/model.onnx", "--gpus", "h100", "--farm", secure,
+                                "--emulate", "--quiet", "--farm-key", f"{tmp}/{key}.key", "--farm-server-key",
+                                f"{tmp}/service.key.pub"], capture_output=True, text=True, timeout=120)
+            if p.returncode != 2 or expect not in p.stderr:
+                fail(f"tune with the {key}'s key: exit {p.returncode}, {p.stderr[-500:]!r}")
+            print(f"ok: tune with the {key}'s key refused: {p.stderr.strip().splitlines()[-1][:110]}")
+        st = json.loads(secure_status("client").stdout)
+        if st["jobs_measured"] != 0 or st["tunes"] or st["workers"][0]["jobs_done"] != 0:
+            fail(f"a refused client's job reached the worker: {json.dumps(st)[:400]}")
+        print("ok: no job of a refused client reached the worker")
     finally:
         for p in procs:
             if p.poll() is None:
@@ -217,7 +254,7 @@ def main():
                 p.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 p.kill()
-        print("logs in", tmp)
+    shutil.rmtree(tmp, ignore_errors=True)  # kept (and named above) only when a check failed
     print("PASS")
 
 
