@@ -97,7 +97,8 @@ struct FarmBroker::Impl {
   void serve_zap();
   void publish(FarmDispatcher& dispatcher);
   void serve(FarmDispatcher& dispatcher);
-  // A client's message: to the inbox (serve_clients), else dropped. False when dropped.
+  // A client's message: to the inbox (serve_clients), else dropped with a Refused to a
+  // ClientHello or StatusRequest (not a service, or a key not in the clients' allow-list).
   void take_client_message(const std::string& identity, farm::Envelope e, const std::string& peer);
   void send_client_outbox();
   void send_raw(const std::string& identity, const farm::Envelope& e) {
