@@ -34,10 +34,16 @@ commands:
                                           descriptions and NVRTC compile reports
   tune    MODEL.onnx --gpus h100 [--db PATH] [--out DIR] [--bind tcp://ADDR:PORT]
           [--local-workers N] [--emulate] [--config FILE] [--retune] [--precision P]
+          [--farm tcp://HOST:PORT [--priority N]]
                                           measure the variants on a farm (results kept in
                                           the tuning DB and reused) and select, per GPU
                                           type, the cover with the least measured time
   keygen  PATH                            write a CURVE key pair for the farm
+  serve   --bind tcp://ADDR:PORT --db PATH [--keys FILE] [--allow-workers FILE]
+          [--allow-clients FILE]          the farm as a long-lived service owning the
+                                          tuning DB: workers connect to it, tunes use it
+                                          with `tune --farm tcp://HOST:PORT [--priority N]`
+  status  --farm tcp://HOST:PORT [--json] a farm service's workers, tunes and queues
 
 plan, codegen and tune build a plan of one precision (--precision, default fp32): tf32
 uses TF32 tensor cores on f32 tensors; fp16/bf16 store tensors in that type and use tensor
@@ -139,8 +145,10 @@ int run(int argc, char** argv) {
     if (command == "keygen") return cmd_keygen(args);
     if (command == "codegen") return cmd_codegen(args);
     if (command == "tune") return cmd_tune(args);
+    if (command == "serve") return cmd_serve(args);
+    if (command == "status") return cmd_status(args);
     throw_user_error("unknown command '", command,
-                     "' (commands: inspect, verify, plan, codegen, tune, keygen; see --help)");
+                     "' (commands: inspect, verify, plan, codegen, tune, keygen, serve, status; see --help)");
   });
 }
 

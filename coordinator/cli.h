@@ -31,6 +31,8 @@ int cmd_plan(const std::vector<std::string>& args);
 int cmd_codegen(const std::vector<std::string>& args);
 int cmd_keygen(const std::vector<std::string>& args);
 int cmd_tune(const std::vector<std::string>& args);
+int cmd_serve(const std::vector<std::string>& args);
+int cmd_status(const std::vector<std::string>& args);
 
 // Parses a subcommand's arguments: `desc`'s options plus one positional MODEL into *model.
 // Returns the parsed variables, or nullopt when --help was asked for (and printed).

@@ -1,5 +1,6 @@
 // dc-coordinator tune MODEL.onnx --gpus LIST [--db PATH] [--db-timeout S] [--out DIR]
-//   [--bind tcp://ADDR:PORT] [--local-workers N] [--emulate] [--config FILE] [--retune] [--no-db-calibration]:
+//   [--bind tcp://ADDR:PORT] [--local-workers N] [--emulate] [--config FILE] [--retune] [--no-db-calibration]
+//   [--farm tcp://HOST:PORT [--priority N]] (through a farm service: service/remote_farm.h):
 // measures the model's kernel variants on a farm and selects, per GPU type, the cover with
 // the least measured time.
 // The pipeline is tune.h; this file is the command line, the choice of farm and the output.
@@ -28,6 +29,7 @@
 #include "ir/json_writer.h"
 #include "nvrtc.h"
 #include "nvrtc_loader.h"
+#include "remote_farm.h"
 #include "sqlite.h"
 #include "tune.h"
 #include "tune_config.h"
@@ -76,6 +78,10 @@ std::string host_name() {
 
 struct FarmFlags {
   std::string bind;
+  std::string farm;            // --farm: tune through a farm service
+  int priority = 1;
+  std::string farm_key;        // CURVE with the service: this client's key pair
+  std::string farm_server_key; // and the service's public key
   int local_workers = 0;       // 0: the default
   bool emulate = false;
   bool insecure = false;
@@ -122,6 +128,7 @@ std::unique_ptr<Farm> make_farm(const FarmFlags& f, const std::vector<const GpuS
                                 std::chrono::milliseconds wait) {
   *emulated = f.emulate;
   if (!f.bind.empty()) return make_bound_farm(f, console);
+  DC_INTERNAL_CHECK(f.farm.empty(), "make_farm with --farm");
   std::vector<std::string> types;
   for (const GpuSpec* g : gpus) types.push_back(g->name);
 
@@ -195,7 +202,9 @@ std::string options_json(const std::string& gpus, const PlanOptions& plan, const
   JsonWriter j(os);
   j.begin_object().field("gpus", gpus).field("top_k", plan.prune.top_k);
   j.field("within", plan.prune.within_factor).field("retune", retune).field("emulate", f.emulate);
-  j.field("farm", f.bind.empty() ? std::string("local") : "bind " + f.bind).field("local_workers", f.local_workers);
+  j.field("farm", !f.farm.empty() ? "service " + f.farm : f.bind.empty() ? std::string("local") : "bind " + f.bind);
+  j.field("local_workers", f.local_workers);
+  if (!f.farm.empty()) j.field("priority", f.priority);
   j.field("calibration_from_db", calibration_from_db);
   j.field("precision", precision_name(plan.precision));
   j.key("precisions").begin_array();
@@ -230,6 +239,14 @@ int cmd_tune(const std::vector<std::string>& args) {
       ("out", po::value(&out_dir), "write DIR/<gpu>/: the plan (plan.json, kernels.cu, weights.bin), summary.txt, selection.json")
       ("bind", po::value(&farm_flags.bind), "serve remote dc-worker daemons at tcp://ADDR:PORT "
        "instead of running a local farm")
+      ("farm", po::value(&farm_flags.farm), "tune through a farm service (dc-coordinator serve) at "
+       "tcp://HOST:PORT: its workers and its tuning DB; the plan is written here")
+      ("priority", po::value(&farm_flags.priority)->default_value(1), "--farm: this tune's weight in "
+       "the service's fair share per GPU type (1 to 100)")
+      ("farm-key", po::value(&farm_flags.farm_key), "--farm with CURVE: this client's key pair file "
+       "(its .pub in the service's --allow-clients)")
+      ("farm-server-key", po::value(&farm_flags.farm_server_key), "--farm with CURVE: the service's "
+       "public key file")
       ("local-workers", po::value(&farm_flags.local_workers), "local farm: N workers (default: one "
        "per local GPU; emulated workers: N per requested GPU type, default 1)")
       ("emulate", po::bool_switch(&farm_flags.emulate), "emulated devices: compile for real, "
@@ -296,7 +313,19 @@ int cmd_tune(const std::vector<std::string>& args) {
   opts.measure_reference = !no_reference;
   opts.seed_k = seed_k;
   opts.compile_deadline = std::chrono::milliseconds(static_cast<int64_t>(compile_deadline_s * 1000));
-  if (wait_s < 0) wait_s = farm_flags.bind.empty() ? 30 : 120;
+  const bool remote = !farm_flags.farm.empty();
+  if (remote) {
+    DC_USER_CHECK(farm_flags.bind.empty() && !vm.count("local-workers"),
+                  "--farm tunes through a service: --bind and --local-workers do not apply");
+    DC_USER_CHECK(vm["db"].defaulted(), "--farm: the service owns the tuning DB; --db does not apply");
+    DC_USER_CHECK(farm_flags.priority >= 1 && farm_flags.priority <= 100, "--priority must be 1 to 100");
+    DC_USER_CHECK(farm_flags.farm_key.empty() == farm_flags.farm_server_key.empty(),
+                  "CURVE needs both --farm-key and --farm-server-key");
+  } else {
+    DC_USER_CHECK(vm["priority"].defaulted() && farm_flags.farm_key.empty() && farm_flags.farm_server_key.empty(),
+                  "--priority, --farm-key and --farm-server-key need --farm");
+  }
+  if (wait_s < 0) wait_s = farm_flags.bind.empty() && !remote ? 30 : 120;
   opts.worker_wait = std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000));
   opts.host = host_name();
   opts.options_json = options_json(gpu_list, opts.plan, farm_flags, retune, opts.calibration_from_db);
@@ -304,13 +333,40 @@ int cmd_tune(const std::vector<std::string>& args) {
   opts.console = quiet ? nullptr : &std::cerr;
   opts.stop = &g_stop;
 
-  make_db_folder(db_path);
-  sqlite::set_busy_timeout(std::chrono::milliseconds(static_cast<int64_t>(db_timeout_s * 1000)));
-  std::unique_ptr<TuningDb> db = open_tuning_db(db_path);  // before any worker starts
-  std::ostringstream discard;
-  std::unique_ptr<Farm> farm =
-      make_farm(farm_flags, opts.gpus, catalog, quiet ? static_cast<std::ostream&>(discard) : std::cerr,
-                &opts.emulated, opts.worker_wait);
+  std::unique_ptr<TuningDb> db;
+  std::unique_ptr<Farm> farm;
+  RemoteFarm* service = nullptr;
+  if (remote) {
+    // Lookups and results go through the service's DB (it answers what it knows at once
+    // and records every result); this process keeps what the pipeline needs in memory.
+    db = make_memory_db();
+    RemoteFarmOptions ro;
+    ro.endpoint = farm_flags.farm;
+    ro.model = std::filesystem::path(model).stem() == "model"
+                   ? std::filesystem::path(model).parent_path().filename().string()
+                   : std::filesystem::path(model).stem().string();
+    for (const GpuSpec* g : opts.gpus) ro.gpu_types.push_back(g->name);
+    ro.priority = farm_flags.priority;
+    if (!farm_flags.farm_key.empty()) {
+      const farm::CurveKeyPair mine = farm::read_curve_keys(farm_flags.farm_key, /*need_secret=*/true);
+      ro.client_public_key = mine.public_key;
+      ro.client_secret_key = mine.secret_key;
+      ro.server_public_key = farm::read_curve_keys(farm_flags.farm_server_key, /*need_secret=*/false).public_key;
+    }
+    auto rf = std::make_unique<RemoteFarm>(ro);
+    service = rf.get();
+    if (!quiet) std::cerr << fmt::format("tune: through the farm service at {} as tune {}, priority {}\n",
+                                         ro.endpoint, rf->tune_id(), ro.priority);
+    opts.emulated = farm_flags.emulate;
+    farm = std::move(rf);
+  } else {
+    make_db_folder(db_path);
+    sqlite::set_busy_timeout(std::chrono::milliseconds(static_cast<int64_t>(db_timeout_s * 1000)));
+    db = open_tuning_db(db_path);  // before any worker starts
+    std::ostringstream discard;
+    farm = make_farm(farm_flags, opts.gpus, catalog, quiet ? static_cast<std::ostream&>(discard) : std::cerr,
+                     &opts.emulated, opts.worker_wait);
+  }
 
   g_stop.store(false);
   StopSignals signals;
@@ -327,6 +383,11 @@ int cmd_tune(const std::vector<std::string>& args) {
     if (!o.plan_dir.empty())
       std::cout << fmt::format("wrote plan {} (plan.json, kernels.cu, weights.bin, summary.txt)\n", o.plan_dir);
   if (!out_dir.empty()) std::cout << fmt::format("wrote {}/<gpu>/summary.txt and selection.json\n", out_dir);
+  if (service != nullptr) {
+    const RemoteFarmCounts c = service->counts();
+    std::cout << fmt::format("farm service: {} jobs measured for this tune, {} shared with another tune, {} answered "
+                             "from the service's DB\n", c.measured, c.joined, c.from_db);
+  }
   for (const auto& g : r.gpus)
     if (!g.has_results())
       std::cerr << fmt::format("error: GPU type {} got no results{}\n", g.gpu->name,

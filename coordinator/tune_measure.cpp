@@ -132,6 +132,17 @@ Dispatched dispatch(const std::vector<PlannedJob>& jobs, std::vector<FarmJob> fa
       d.check_keys.insert(key);
     }
     ++d.jobs;
+    // What the farm service (tune --farm) records and may answer from its DB.
+    FarmJob::ServiceInfo& si = farm_jobs[i].service;
+    si.workload_kind = cluster_kind_name(w.kind);
+    si.workload_canonical = w.canonical;
+    si.workload_base_signature = workload_record(w).base_signature;
+    si.variant_template = pj.variant.template_name;
+    si.variant_precision = pj.variant.precision;
+    si.variant_params = pj.variant.params;
+    si.emulated = gpus[pj.gpu].source == Source::emulated;
+    si.nvrtc_major = gpus[pj.gpu].nvrtc_major;
+    si.reuse = !opts.retune && !pj.check;
     farm.submit(std::move(farm_jobs[i]));
   }
   return d;

@@ -279,3 +279,11 @@ foreach(case disk_full locked two_tunes plan_full)
     ${case} ${DC_COORD} ${EX}/tiny_cnn/model.onnx h100)
   set_tests_properties(db_faults_${case} PROPERTIES LABELS "long;faults" TIMEOUT 600 SKIP_RETURN_CODE 77)
 endforeach()
+
+# The farm as a shared service (issue 28, tests/service/check_farm_service.py): `serve` with
+# four emulated dc-workers, three tunes at once (fair share, identical jobs measured once,
+# one DB row each), status, and a client SIGKILLed mid-tune then rerun. Real NVRTC compiles
+# on loopback: minutes on 2 cores, so label long.
+add_test(NAME farm_service_three_tunes COMMAND ${DC_PY} ${PROJECT_SOURCE_DIR}/tests/service/check_farm_service.py
+  ${CMAKE_RUNTIME_OUTPUT_DIRECTORY} ${PROJECT_SOURCE_DIR})
+set_tests_properties(farm_service_three_tunes PROPERTIES LABELS long TIMEOUT 1800 RUN_SERIAL TRUE)

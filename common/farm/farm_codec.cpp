@@ -89,6 +89,15 @@ const char* body_name(const Envelope& e) {
     case Envelope::kHeartbeat: return "heartbeat";
     case Envelope::kBye: return "bye";
     case Envelope::kDisconnect: return "disconnect";
+    case Envelope::kClientHello: return "client_hello";
+    case Envelope::kClientWelcome: return "client_welcome";
+    case Envelope::kSubmit: return "submit";
+    case Envelope::kOutcome: return "outcome";
+    case Envelope::kClientStatus: return "client_status";
+    case Envelope::kClientBye: return "client_bye";
+    case Envelope::kStatusRequest: return "status_request";
+    case Envelope::kStatusReply: return "status_reply";
+    case Envelope::kClientHeartbeat: return "client_heartbeat";
     case Envelope::BODY_NOT_SET: break;
   }
   return "none";

@@ -46,6 +46,7 @@ struct Measurement {
   bool emulated = false;      // times from the timing model of an emulated device
   int attempts = 1;
   int64_t finished_unix_ms = 0;
+  std::string job_id;         // the FarmJob's job_id (in memory only: the DB keeps none)
 };
 
 // The most samples a stored measurement keeps.

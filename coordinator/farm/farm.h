@@ -36,11 +36,35 @@ struct FarmJob {
   std::vector<int64_t> index_bounds;
   std::chrono::milliseconds compile_deadline{60000};
   std::chrono::milliseconds run_deadline{30000};
+
+  // For the farm service (`tune --farm`, coordinator/service/): what its tuning DB records
+  // of the job's workload and variant, and how it may answer. Ignored by other farms.
+  struct ServiceInfo {
+    std::string workload_kind;        // cluster kind name
+    std::string workload_canonical;
+    std::string workload_base_signature;
+    std::string variant_template;
+    std::string variant_precision;
+    std::map<std::string, int64_t> variant_params;
+    bool emulated = false;            // the tune's source for the GPU type
+    std::string nvrtc_major;          // the toolchain whose results the tune reuses
+    bool reuse = true;                // may be answered from the DB (not --retune, not a check)
+  } service;
+};
+
+// One connected worker, for `dc-coordinator status`.
+struct FarmWorkerState {
+  std::string worker_id;
+  std::string host;
+  std::vector<std::string> gpu_types;  // one per device
+  int leases = 0;                      // jobs it holds now
 };
 
 struct FarmStatus {
   std::map<std::string, int> workers_per_gpu_type;  // live workers (emulated included)
   std::map<std::string, int> emulated_workers_per_gpu_type;
+  std::vector<FarmWorkerState> workers;             // filled by the broker; may be empty
+  std::map<std::string, int64_t> queued_per_gpu_type;
   int64_t queued = 0;
   int64_t in_flight = 0;
   int64_t done = 0;

@@ -16,36 +16,15 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "client_codec.h"
 #include "farm_security.h"
+#include "wake_fd.h"
 
 namespace dc {
 namespace {
 
 constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
 constexpr int kMaxFramesPerWake = 512;  // then timers and dispatch get a turn
-
-// An eventfd the loop polls: submit() and shutdown() wake it from other threads.
-class WakeFd {
- public:
-  WakeFd() : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
-    DC_USER_CHECK(fd_ >= 0, "eventfd failed");
-  }
-  ~WakeFd() { ::close(fd_); }
-  WakeFd(const WakeFd&) = delete;
-  WakeFd& operator=(const WakeFd&) = delete;
-  int fd() const { return fd_; }
-  void wake() const {
-    const uint64_t one = 1;
-    [[maybe_unused]] const ssize_t n = ::write(fd_, &one, sizeof one);
-  }
-  void drain() const {
-    uint64_t v = 0;
-    [[maybe_unused]] const ssize_t n = ::read(fd_, &v, sizeof v);
-  }
-
- private:
-  int fd_;
-};
 
 // Logs the first few drops of each kind, then one line per 1000: a flood of garbage must not
 // become a flood of log lines.
@@ -84,7 +63,9 @@ struct FarmBroker::Impl {
   zmq::context_t context;
   zmq::socket_t router;
   std::optional<zmq::socket_t> zap;       // with CURVE
-  std::set<std::string> allowed_keys;     // raw 32-byte public keys
+  std::set<std::string> allowed_keys;     // raw 32-byte public keys (workers and clients)
+  std::set<std::string> worker_peers;     // hex(key) of the workers' keys, as ZAP names them
+  std::set<std::string> client_peers;     // hex(key) of the clients' keys
   std::string endpoint;
   std::string public_key;
   WakeFd wake;
@@ -94,6 +75,8 @@ struct FarmBroker::Impl {
   std::condition_variable results_ready;
   std::vector<FarmDispatcher::Submission> inbox;
   std::deque<Measurement> results;
+  std::vector<ClientMessage> client_inbox;
+  std::vector<std::pair<std::string, farm::Envelope>> client_outbox;
   FarmStatus status;
   FarmCounters counters;
   bool stopping = false;
@@ -114,6 +97,15 @@ struct FarmBroker::Impl {
   void serve_zap();
   void publish(FarmDispatcher& dispatcher);
   void serve(FarmDispatcher& dispatcher);
+  // A client's message: to the inbox (serve_clients), else dropped with a Refused to a
+  // ClientHello or StatusRequest (not a service, or a key not in the clients' allow-list).
+  void take_client_message(const std::string& identity, farm::Envelope e, const std::string& peer);
+  void send_client_outbox();
+  void send_raw(const std::string& identity, const farm::Envelope& e) {
+    const std::string payload = farm::serialize(e);
+    router.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    router.send(zmq::buffer(payload), zmq::send_flags::dontwait);
+  }
   // Throws the loop's fatal error as an InternalError; call with `mutex` held.
   void rethrow_fatal() const {
     if (!fatal.empty()) throw_internal_error("farm broker: ", fatal);
@@ -144,6 +136,12 @@ void FarmBroker::Impl::setup_security() {
   for (const std::string& k : options.allowed_worker_keys) {
     DC_USER_CHECK(farm::is_z85_key(k), "worker key '", k, "' is not 40 characters of Z85");
     allowed_keys.insert(farm::z85_key_bytes(k));
+    worker_peers.insert(hex(farm::z85_key_bytes(k)));
+  }
+  for (const std::string& k : options.allowed_client_keys) {
+    DC_USER_CHECK(farm::is_z85_key(k), "client key '", k, "' is not 40 characters of Z85");
+    allowed_keys.insert(farm::z85_key_bytes(k));
+    client_peers.insert(hex(farm::z85_key_bytes(k)));
   }
   public_key = farm::curve_public_key(options.curve_secret_key);
   // The ZAP handler must be bound before the socket it guards.
@@ -230,6 +228,21 @@ void FarmBroker::Impl::read_router(FarmDispatcher& dispatcher) {
       } catch (const zmq::error_t&) {
       }
     }
+    if (farm::is_client_body(*e)) {
+      take_client_message(identity, std::move(*e), peer);
+      continue;
+    }
+    if (zap && !worker_peers.count(peer)) {
+      // A client's key: it may submit jobs, not take them.
+      drops.note("worker message from a key that is not a worker's", farm::body_name(*e));
+      ++transport_drops;
+      if (e->body_case() == farm::Envelope::kHello) {
+        farm::Envelope r = farm::make_envelope();
+        r.mutable_refused()->set_reason("this key is not in the workers' allow-list");
+        send_raw(identity, r);
+      }
+      continue;
+    }
     try {
       dispatcher.on_message(identity, *e, FarmDispatcher::Clock::now(), peer);
     } catch (const farm::ProtocolError& ex) {
@@ -242,6 +255,38 @@ void FarmBroker::Impl::read_router(FarmDispatcher& dispatcher) {
       // dc's own bug while handling it: the farm's state can no longer be trusted.
       throw_internal_error("while handling a ", farm::body_name(*e), ": ", ex.what());
     }
+  }
+}
+
+void FarmBroker::Impl::take_client_message(const std::string& identity, farm::Envelope e,
+                                           const std::string& peer) {
+  std::string refusal;
+  if (!options.serve_clients) refusal = "this coordinator is not a farm service (dc-coordinator serve)";
+  else if (zap && !client_peers.count(peer)) refusal = "this key is not in the clients' allow-list";
+  if (!refusal.empty()) {
+    drops.note("client message", str_cat(farm::body_name(e), ": ", refusal));
+    ++transport_drops;
+    if (e.body_case() == farm::Envelope::kClientHello || e.body_case() == farm::Envelope::kStatusRequest) {
+      farm::Envelope r = farm::make_envelope();
+      r.mutable_refused()->set_reason(refusal);
+      send_raw(identity, r);
+    }
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  client_inbox.push_back({identity, std::move(e), peer});
+  results_ready.notify_all();
+}
+
+void FarmBroker::Impl::send_client_outbox() {
+  std::vector<std::pair<std::string, farm::Envelope>> out;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    out.swap(client_outbox);
+  }
+  for (auto& [identity, e] : out) {
+    e.set_protocol_version(farm::kProtocolVersion);
+    send_raw(identity, e);
   }
 }
 
@@ -341,6 +386,7 @@ void FarmBroker::Impl::serve(FarmDispatcher& dispatcher) {
       }
       if (zap && (items[2].revents & ZMQ_POLLIN)) serve_zap();
       if (items[0].revents & ZMQ_POLLIN) read_router(dispatcher);
+      send_client_outbox();
       dispatcher.tick(FarmDispatcher::Clock::now());
     } catch (const zmq::error_t& e) {
       spdlog::error("farm: socket error: {}", e.what());
@@ -390,7 +436,7 @@ void FarmBroker::submit(FarmJob job) {
 std::vector<Measurement> FarmBroker::collect(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(impl_->mutex);
   impl_->results_ready.wait_for(lock, timeout, [this] {
-    return !impl_->results.empty() || impl_->stopped || !impl_->fatal.empty();
+    return !impl_->results.empty() || !impl_->client_inbox.empty() || impl_->stopped || !impl_->fatal.empty();
   });
   impl_->rethrow_fatal();
   std::vector<Measurement> out(std::make_move_iterator(impl_->results.begin()),
@@ -409,6 +455,22 @@ FarmStatus FarmBroker::status() const {
 FarmCounters FarmBroker::counters() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   return impl_->counters;
+}
+
+std::vector<FarmBroker::ClientMessage> FarmBroker::take_client_messages() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  std::vector<ClientMessage> out;
+  out.swap(impl_->client_inbox);
+  return out;
+}
+
+void FarmBroker::send_to_client(const std::string& identity, farm::Envelope e) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    if (impl_->stopping) return;
+    impl_->client_outbox.emplace_back(identity, std::move(e));
+  }
+  impl_->wake.wake();
 }
 
 void FarmBroker::shutdown() {

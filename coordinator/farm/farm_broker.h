@@ -50,6 +50,13 @@ struct FarmBrokerOptions {
   // Serve a non-loopback endpoint without CURVE. Workers run the code they are sent: only
   // on a network you trust.
   bool insecure = false;
+
+  // The farm service (coordinator/service/): client messages (farm/client_codec.h) are
+  // handed to take_client_messages() instead of being dropped. With CURVE, clients need a
+  // key of allowed_client_keys (a list apart from the workers': a worker key cannot submit
+  // jobs, a client key cannot join as a worker).
+  bool serve_clients = false;
+  std::vector<std::string> allowed_client_keys;
 };
 
 class FarmBroker final : public Farm {
@@ -74,6 +81,18 @@ class FarmBroker final : public Farm {
   void shutdown() override;
 
   FarmCounters counters() const;
+
+  // The farm service's side (serve_clients): messages of clients as they arrived, and
+  // replies to them. `peer` is the client's CURVE key (hex, as ZAP admitted it), "" without
+  // CURVE. collect() also wakes when a client message arrives.
+  struct ClientMessage {
+    std::string identity;
+    farm::Envelope envelope;
+    std::string peer;
+  };
+  std::vector<ClientMessage> take_client_messages();
+  // Queued and sent by the loop; never blocks (a client gone drops it).
+  void send_to_client(const std::string& identity, farm::Envelope e);
 
  private:
   struct Impl;

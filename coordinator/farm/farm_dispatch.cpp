@@ -247,6 +247,7 @@ void FarmDispatcher::on_result(Session& s, const farm::Result& r) {
   m.variant_key = job.meta.variant.variant_key;
   m.source_hash = job.source_hash;
   m.gpu_type = job.meta.gpu_type;
+  m.job_id = job.meta.job_id;
   m.worker = str_cat(s.worker_id, "/", lease.device);
   m.host = s.host;
   if (d != nullptr) m.device = d->name;
@@ -276,6 +277,7 @@ Measurement FarmDispatcher::failure(const JobEntry& job, JobStatus status, const
   m.variant_key = job.meta.variant.variant_key;
   m.source_hash = job.source_hash;
   m.gpu_type = job.meta.gpu_type;
+  m.job_id = job.meta.job_id;
   m.status = status;
   m.error = error;
   m.estimate_us = job.meta.estimate_us;
@@ -467,12 +469,22 @@ std::vector<Measurement> FarmDispatcher::take_results() {
 
 FarmStatus FarmDispatcher::status() const {
   FarmStatus st;
-  for (const auto& [id, s] : sessions_)
+  for (const auto& [id, s] : sessions_) {
+    FarmWorkerState w;
+    w.worker_id = s.worker_id;
+    w.host = s.host;
+    w.leases = static_cast<int>(s.leases.size());
     for (const Device& d : s.devices) {
       ++st.workers_per_gpu_type[d.gpu_type];
       if (d.emulated) ++st.emulated_workers_per_gpu_type[d.gpu_type];
+      w.gpu_types.push_back(d.gpu_type);
     }
-  for (const auto& [type, q] : queues_) st.queued += static_cast<int64_t>(q.size());
+    st.workers.push_back(std::move(w));
+  }
+  for (const auto& [type, q] : queues_) {
+    st.queued += static_cast<int64_t>(q.size());
+    if (!q.empty()) st.queued_per_gpu_type[type] = static_cast<int64_t>(q.size());
+  }
   st.in_flight = static_cast<int64_t>(leases_.size());
   st.done = done_;
   return st;

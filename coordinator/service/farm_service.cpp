@@ -1,0 +1,564 @@
+#include "farm_service.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "client_codec.h"
+#include "fair_share.h"
+#include "farm_codec.h"
+#include "gpu/gpu_catalog.h"
+#include "ir/workload.h"
+#include "variant.h"
+
+namespace dc {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kMaxPriority = 100;
+constexpr size_t kMaxName = 200;
+
+std::string printable(const std::string& s) {
+  std::string out;
+  for (char c : s.substr(0, kMaxName)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  return out;
+}
+
+std::string default_service_id() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return str_cat(host, "/", ::getpid());
+}
+
+}  // namespace
+
+struct FarmService::Impl {
+  // One client: a tune.
+  struct Tune {
+    uint64_t id = 0;
+    std::string identity;
+    std::string client_id, host, model;
+    std::vector<std::string> gpu_types;
+    int priority = 1;
+    Clock::time_point last_seen;
+    Clock::time_point next_status;
+    std::set<uint64_t> groups;  // it waits for
+    int64_t submitted = 0, done = 0, measured = 0, from_db = 0, joined = 0;
+  };
+  // One tune's wait for a group's result, under its own names.
+  struct Waiter {
+    uint64_t tune = 0;
+    std::string job_id, workload, variant_key;
+    bool reuse = true;
+  };
+  // Identical jobs: measured once.
+  struct Group {
+    std::string key;
+    std::string gpu_type;
+    FarmJob job;                 // as the first tune submitted it
+    std::vector<Waiter> waiters;
+    bool dispatched = false;
+    uint64_t dispatched_by = 0;  // the tune whose share paid for it
+  };
+  struct WorkerTally {
+    int64_t done = 0, failed = 0;
+  };
+
+  FarmServiceOptions options;
+  TuningDb& db;
+  FarmBroker broker;
+  const GpuCatalog catalog = GpuCatalog::builtin();
+  std::string service_id = default_service_id();
+
+  std::map<uint64_t, Tune> tunes;
+  std::map<std::string, uint64_t> tune_of_identity;
+  std::map<uint64_t, Group> groups;
+  std::map<std::string, uint64_t> group_of_key;
+  std::map<std::string, int64_t> in_broker;  // per GPU type: handed over, no result yet
+  FairShare share;
+  uint64_t next_tune = 1, next_group = 1;
+  // What the DB already has (rows the service committed or found).
+  std::set<std::string> gpu_types_recorded, workloads_recorded, workers_recorded;
+  std::set<std::pair<std::string, std::string>> variants_recorded;
+  std::map<std::string, WorkerTally> tally;  // by worker id (before the device suffix)
+  int64_t measured = 0, answered_from_db = 0, joined = 0, cancelled = 0;
+
+  Impl(FarmServiceOptions o, TuningDb& d)
+      : options(std::move(o)), db(d), broker([&] {
+          options.broker.serve_clients = true;
+          return options.broker;
+        }()) {}
+
+  void send(const std::string& identity, farm::Envelope e) { broker.send_to_client(identity, std::move(e)); }
+  void refuse(const std::string& identity, const std::string& reason) {
+    spdlog::warn("service: refused a client: {}", reason);
+    farm::Envelope e = farm::make_envelope();
+    e.mutable_refused()->set_reason(reason);
+    send(identity, std::move(e));
+  }
+
+  void on_client(const FarmBroker::ClientMessage& m);
+  void on_hello(const std::string& identity, const farm::ClientHello& h);
+  void on_submit(Tune& t, const farm::TuneJob& j);
+  void on_status_request(const std::string& identity, const farm::StatusRequest& r);
+  void end_tune(uint64_t id, const std::string& why);
+  void on_result(Measurement m);
+  void record_result(const Group& g, const Measurement& m, const std::string& worker_id);
+  void deliver(Tune& t, const Waiter& w, const Measurement& m, farm::Origin origin);
+  void record_rows(const FarmJob& job, const std::string& source_hash);
+  std::optional<Measurement> from_db(const FarmJob& job, const std::string& source_hash);
+  void tick();
+  void pump();
+  farm::Envelope client_status(const FarmStatus& st) const;
+};
+
+void FarmService::Impl::on_client(const FarmBroker::ClientMessage& m) {
+  const farm::Envelope& e = m.envelope;
+  if (!farm::version_ok(e)) {
+    spdlog::warn("service: dropped a {} of transport version {} (this service speaks {})", farm::body_name(e),
+                 e.protocol_version(), farm::kProtocolVersion);
+    return;
+  }
+  switch (e.body_case()) {
+    case farm::Envelope::kClientHello: return on_hello(m.identity, e.client_hello());
+    case farm::Envelope::kStatusRequest: return on_status_request(m.identity, e.status_request());
+    default: break;
+  }
+  const auto it = tune_of_identity.find(m.identity);
+  if (it == tune_of_identity.end()) {
+    // A client the service does not know (it restarted, or declared the client gone).
+    if (e.body_case() != farm::Envelope::kClientBye) refuse(m.identity, "unknown client: say ClientHello first");
+    return;
+  }
+  Tune& t = tunes.at(it->second);
+  t.last_seen = Clock::now();
+  switch (e.body_case()) {
+    case farm::Envelope::kSubmit: on_submit(t, e.submit().job()); break;
+    case farm::Envelope::kClientHeartbeat: break;
+    case farm::Envelope::kClientBye: end_tune(t.id, "client said bye (" + printable(e.client_bye().reason()) + ")"); break;
+    default:
+      spdlog::warn("service: tune {} sent a {}, which clients do not send; dropped", t.id, farm::body_name(e));
+  }
+}
+
+void FarmService::Impl::on_hello(const std::string& identity, const farm::ClientHello& h) {
+  if (h.client_protocol_version() != farm::kClientProtocolVersion)
+    return refuse(identity, str_cat("client protocol version ", h.client_protocol_version(),
+                                    " is not supported (this service speaks ", farm::kClientProtocolVersion, ")"));
+  if (h.gpu_types_size() == 0) return refuse(identity, "a tune must name at least one GPU type");
+  if (h.priority() < 1 || h.priority() > kMaxPriority)
+    return refuse(identity, str_cat("priority ", h.priority(), " (1 to ", kMaxPriority, ")"));
+  for (const std::string& g : h.gpu_types())
+    if (catalog.find(g) == nullptr) return refuse(identity, "unknown GPU type '" + printable(g) + "'");
+  if (const auto old = tune_of_identity.find(identity); old != tune_of_identity.end())
+    end_tune(old->second, "the client said hello again");
+  Tune t;
+  t.id = next_tune++;
+  t.identity = identity;
+  t.client_id = printable(h.client_id());
+  t.host = printable(h.host());
+  t.model = printable(h.model());
+  t.gpu_types.assign(h.gpu_types().begin(), h.gpu_types().end());
+  t.priority = h.priority();
+  t.last_seen = Clock::now();
+  t.next_status = Clock::now();
+  share.add_tune(t.id, t.priority);
+  spdlog::info("service: tune {} joined: model {} on {} from {} ({}), priority {}", t.id, t.model,
+               fmt::format("{}", fmt::join(t.gpu_types, ",")), t.host, t.client_id, t.priority);
+  farm::Envelope w = farm::make_envelope();
+  farm::ClientWelcome* cw = w.mutable_client_welcome();
+  cw->set_tune_id(t.id);
+  cw->set_heartbeat_ms(static_cast<uint32_t>(options.client_heartbeat.count()));
+  cw->set_liveness(static_cast<uint32_t>(options.client_liveness));
+  cw->set_service_id(service_id);
+  send(identity, std::move(w));
+  tune_of_identity[identity] = t.id;
+  tunes.emplace(t.id, std::move(t));
+}
+
+// The rows a measurement of the job needs: its GPU type, workload and variant.
+void FarmService::Impl::record_rows(const FarmJob& job, const std::string& source_hash) {
+  if (gpu_types_recorded.insert(job.gpu_type).second) db.commit_gpu_type(*catalog.find(job.gpu_type));
+  const FarmJob::ServiceInfo& si = job.service;
+  if (workloads_recorded.insert(job.workload).second) {
+    WorkloadRecord w;
+    w.signature = job.workload;
+    w.kind = parse_cluster_kind(si.workload_kind).value_or(ClusterKind::opaque);
+    w.canonical = si.workload_canonical;
+    w.flops = job.flops;
+    w.bytes = job.bytes;
+    w.base_signature = si.workload_base_signature;
+    db.commit_workload(w);
+  }
+  if (variants_recorded.insert({job.workload, job.variant.variant_key}).second) {
+    Variant v;
+    v.template_name = si.variant_template;
+    v.precision = si.variant_precision;
+    v.params = si.variant_params;
+    db.commit_variant(job.workload, v, source_hash);
+  }
+}
+
+std::optional<Measurement> FarmService::Impl::from_db(const FarmJob& job, const std::string& source_hash) {
+  MeasurementQuery q;
+  q.workload = job.workload;
+  q.variant_key = job.variant.variant_key;
+  q.gpu_type = job.gpu_type;
+  q.source = source_of(job.service.emulated);
+  for (Measurement& m : db.query(q)) {
+    if (!is_final_status(m.status) || m.source_hash != source_hash) continue;
+    if (!job.service.nvrtc_major.empty() && toolchain_major(m.nvrtc_version) != job.service.nvrtc_major) continue;
+    return std::move(m);
+  }
+  return std::nullopt;
+}
+
+void FarmService::Impl::on_submit(Tune& t, const farm::TuneJob& tj) {
+  const farm::Job& wj = tj.job();
+  FarmJob job;
+  try {
+    if (std::find(t.gpu_types.begin(), t.gpu_types.end(), wj.gpu_type()) == t.gpu_types.end())
+      throw farm::ProtocolError(str_cat("a job for GPU type '", printable(wj.gpu_type()), "', which the tune did not name"));
+    if (wj.workload().empty() || wj.job_id().empty()) throw farm::ProtocolError("a job without workload or job id");
+    job.job_id = wj.job_id();
+    job.gpu_type = wj.gpu_type();
+    job.workload = wj.workload();
+    job.precision = wj.precision();
+    job.variant = farm::from_proto(wj.variant());
+    job.reference = farm::from_proto(wj.reference());
+    job.seed = wj.seed();
+    job.tolerance.rtol = wj.rtol();
+    job.tolerance.atol = wj.atol();
+    job.check_on_emulator = wj.check_on_emulator();
+    job.estimate_us = wj.estimate_us();
+    job.flops = wj.flops();
+    job.bytes = wj.bytes();
+    job.index_bounds.assign(wj.index_bounds().begin(), wj.index_bounds().end());
+    job.compile_deadline = std::chrono::milliseconds(wj.compile_deadline_ms());
+    job.run_deadline = std::chrono::milliseconds(wj.run_deadline_ms());
+    FarmJob::ServiceInfo& si = job.service;
+    si.workload_kind = tj.workload().kind();
+    si.workload_canonical = tj.workload().canonical();
+    si.workload_base_signature = tj.workload().base_signature();
+    si.variant_template = tj.variant().template_name();
+    si.variant_precision = tj.variant().precision();
+    si.variant_params.insert(tj.variant().params().begin(), tj.variant().params().end());
+    si.emulated = tj.emulated();
+    si.nvrtc_major = tj.nvrtc_major();
+    si.reuse = tj.reuse();
+    Variant v;
+    v.template_name = si.variant_template;
+    v.precision = si.variant_precision;
+    v.params = si.variant_params;
+    if (v.key() != job.variant.variant_key)
+      throw farm::ProtocolError(str_cat("the variant's parameters make the key '", printable(v.key()),
+                                        "', not the job's '", printable(job.variant.variant_key), "'"));
+    if (tj.workload().signature() != job.workload)
+      throw farm::ProtocolError("the workload record does not belong to the job's workload");
+  } catch (const farm::ProtocolError& e) {
+    spdlog::warn("service: tune {} submitted an invalid job; dropped: {}", t.id, e.what());
+    return;
+  }
+  ++t.submitted;
+  spdlog::debug("service: tune {} submitted {}", t.id, job.job_id);
+  const std::string hash = fnv1a_hex(job.variant.source);
+  Waiter w{t.id, job.job_id, job.workload, job.variant.variant_key, job.service.reuse};
+  std::optional<Measurement> known;
+  try {
+    record_rows(job, hash);
+    if (job.service.reuse) known = from_db(job, hash);
+  } catch (const UserError& e) {
+    // The DB refused (busy past its timeout): measured instead of answered.
+    spdlog::error("service: DB lookup for {} failed; it is measured: {}", job.variant.variant_key, e.what());
+  }
+  if (known) {
+    ++answered_from_db;
+    ++t.from_db;
+    deliver(t, w, *known, farm::DATABASE);
+    return;
+  }
+  const std::string key = str_cat(hash, "|", job.gpu_type, "|", job.service.nvrtc_major, "|",
+                                  job.service.emulated ? "emulated" : "real", "|",
+                                  job.check_on_emulator ? "check" : "");
+  uint64_t gid = 0;
+  if (const auto it = group_of_key.find(key); it != group_of_key.end()) {
+    gid = it->second;
+    Group& g = groups.at(gid);
+    // A tune waits for a job once: a resend joins its own wait.
+    for (const Waiter& other : g.waiters)
+      if (other.tune == t.id && other.job_id == w.job_id) return;
+    g.waiters.push_back(w);
+  } else {
+    gid = next_group++;
+    Group g;
+    g.key = key;
+    g.gpu_type = job.gpu_type;
+    g.job = std::move(job);
+    g.job.job_id = str_cat("g", gid);  // the broker's name for it; results come back by it
+    g.waiters.push_back(w);
+    group_of_key[key] = gid;
+    groups.emplace(gid, std::move(g));
+  }
+  t.groups.insert(gid);
+  // Still waiting for a device: this tune's share may also pick it.
+  if (!groups.at(gid).dispatched) share.push(groups.at(gid).gpu_type, t.id, gid);
+}
+
+void FarmService::Impl::deliver(Tune& t, const Waiter& w, const Measurement& m, farm::Origin origin) {
+  farm::Envelope e = farm::make_envelope();
+  farm::Outcome* o = e.mutable_outcome();
+  o->set_job_id(w.job_id);
+  o->set_origin(origin);
+  Measurement mine = m;
+  mine.workload = w.workload;
+  mine.variant_key = w.variant_key;
+  *o->mutable_record() = farm::to_record(mine);
+  ++t.done;
+  send(t.identity, std::move(e));
+}
+
+void FarmService::Impl::record_result(const Group& g, const Measurement& m, const std::string& worker_id) {
+  if (workers_recorded.insert(m.worker).second) {
+    WorkerInfo wi;
+    wi.name = m.worker;
+    wi.host = m.host.empty() ? worker_id : m.host;
+    wi.device = !m.device.empty() ? m.device : (m.emulated ? "emulated " + m.gpu_type : m.gpu_type);
+    wi.gpu_type = m.gpu_type;
+    wi.driver_version = m.driver_version;
+    wi.nvrtc_version = m.nvrtc_version;
+    wi.emulated = m.emulated;
+    db.commit_worker(wi);
+  }
+  const bool fresh = std::any_of(g.waiters.begin(), g.waiters.end(), [](const Waiter& w) { return !w.reuse; });
+  std::set<std::pair<std::string, std::string>> names;
+  names.insert({g.job.workload, g.job.variant.variant_key});
+  for (const Waiter& w : g.waiters) names.insert({w.workload, w.variant_key});
+  for (const auto& [workload, key] : names) {
+    Measurement r = m;
+    r.workload = workload;
+    r.variant_key = key;
+    if (!(fresh ? db.commit_measurement(r) : db.commit_first_measurement(r)))
+      spdlog::info("service: {} {} on {}: already recorded; not added again", workload, key, m.gpu_type);
+  }
+}
+
+void FarmService::Impl::on_result(Measurement m) {
+  const uint64_t gid = m.job_id.size() > 1 && m.job_id[0] == 'g' ? std::stoull(m.job_id.substr(1)) : 0;
+  const auto it = groups.find(gid);
+  DC_INTERNAL_CHECK(it != groups.end(), "service: a result for job '", m.job_id, "', which no group holds");
+  Group g = std::move(it->second);
+  groups.erase(it);
+  group_of_key.erase(g.key);
+  --in_broker[g.gpu_type];
+  ++measured;
+  const std::string worker_id = m.worker.substr(0, m.worker.rfind('/'));
+  ++tally[worker_id].done;
+  if (m.status != JobStatus::ok) ++tally[worker_id].failed;
+  // Recorded once per (workload, variant) it answers for, whoever still waits: measured work
+  // is never thrown away. internal_error is a dc bug, never a verdict on the variant.
+  try {
+    if (m.status != JobStatus::internal_error) record_result(g, m, worker_id);
+  } catch (const UserError& e) {
+    // The DB refused (busy past its timeout, disk full): logged; the tunes still get it.
+    spdlog::error("service: could not record the result of {}: {}", g.job.variant.variant_key, e.what());
+  }
+  for (const Waiter& w : g.waiters) {
+    const auto t = tunes.find(w.tune);
+    if (t == tunes.end()) continue;
+    t->second.groups.erase(gid);
+    const bool own = w.tune == g.dispatched_by;
+    if (!own) {
+      ++joined;
+      ++t->second.joined;
+    }
+    deliver(t->second, w, m, own ? farm::MEASURED : farm::JOINED);
+  }
+}
+
+void FarmService::Impl::end_tune(uint64_t id, const std::string& why) {
+  const auto it = tunes.find(id);
+  if (it == tunes.end()) return;
+  Tune& t = it->second;
+  int64_t dropped = 0;
+  for (uint64_t gid : t.groups) {
+    const auto git = groups.find(gid);
+    if (git == groups.end()) continue;
+    Group& g = git->second;
+    g.waiters.erase(std::remove_if(g.waiters.begin(), g.waiters.end(), [&](const Waiter& w) { return w.tune == id; }),
+                    g.waiters.end());
+    if (!g.dispatched && g.waiters.empty()) {
+      // Queued for this tune alone: cancelled. One on a worker finishes and is recorded.
+      group_of_key.erase(g.key);
+      groups.erase(git);
+      ++dropped;
+    }
+  }
+  cancelled += dropped;
+  share.remove_tune(id);
+  spdlog::info("service: tune {} ({}) ended: {}; {} of {} job(s) answered, {} queued job(s) cancelled", id, t.model,
+               why, t.done, t.submitted, dropped);
+  tune_of_identity.erase(t.identity);
+  tunes.erase(it);
+}
+
+void FarmService::Impl::pump() {
+  const FarmStatus st = broker.status();
+  std::set<std::string> types;
+  for (const auto& [gid, g] : groups)
+    if (!g.dispatched) types.insert(g.gpu_type);
+  for (const std::string& type : types) {
+    const auto d = st.workers_per_gpu_type.find(type);
+    const int64_t window = d == st.workers_per_gpu_type.end() ? 0 : int64_t{d->second} * options.window_per_device;
+    while (in_broker[type] < window) {
+      const auto pick = share.pick(type, [&](uint64_t gid) {
+        const auto it = groups.find(gid);
+        return it != groups.end() && !it->second.dispatched;
+      });
+      if (!pick) break;
+      Group& g = groups.at(pick->item);
+      g.dispatched = true;
+      g.dispatched_by = pick->tune;
+      ++tunes.at(pick->tune).measured;
+      ++in_broker[type];
+      spdlog::info("service: dispatch {} of tune {} ({} waiting)", g.job.job_id, pick->tune, g.waiters.size());
+      broker.submit(g.job);  // a copy: the group keeps its job for the record
+    }
+  }
+}
+
+farm::Envelope FarmService::Impl::client_status(const FarmStatus& st) const {
+  farm::Envelope e = farm::make_envelope();
+  farm::ClientStatus* cs = e.mutable_client_status();
+  for (const auto& [type, n] : st.workers_per_gpu_type) (*cs->mutable_workers_per_gpu_type())[type] = n;
+  for (const auto& [type, n] : st.emulated_workers_per_gpu_type)
+    (*cs->mutable_emulated_workers_per_gpu_type())[type] = n;
+  return e;
+}
+
+void FarmService::Impl::tick() {
+  const auto now = Clock::now();
+  const auto silence = options.client_heartbeat * options.client_liveness;
+  std::vector<uint64_t> gone;
+  std::optional<farm::Envelope> status;
+  for (auto& [id, t] : tunes) {
+    if (now - t.last_seen > silence) {
+      gone.push_back(id);
+      continue;
+    }
+    if (now >= t.next_status) {
+      if (!status) status = client_status(broker.status());
+      send(t.identity, *status);
+      t.next_status = now + options.client_heartbeat;
+    }
+  }
+  for (uint64_t id : gone)
+    end_tune(id, str_cat("client silent for more than ",
+                         std::chrono::duration_cast<std::chrono::milliseconds>(silence).count(), " ms"));
+}
+
+void FarmService::Impl::on_status_request(const std::string& identity, const farm::StatusRequest& r) {
+  if (r.client_protocol_version() != farm::kClientProtocolVersion)
+    return refuse(identity, str_cat("client protocol version ", r.client_protocol_version(),
+                                    " is not supported (this service speaks ", farm::kClientProtocolVersion, ")"));
+  const FarmStatus st = broker.status();
+  farm::Envelope e = farm::make_envelope();
+  farm::StatusReply* s = e.mutable_status_reply();
+  s->set_client_protocol_version(farm::kClientProtocolVersion);
+  s->set_service_id(service_id);
+  for (const FarmWorkerState& w : st.workers) {
+    farm::WorkerView* v = s->add_workers();
+    v->set_worker_id(w.worker_id);
+    v->set_host(w.host);
+    for (const std::string& g : w.gpu_types) v->add_gpu_types(g);
+    v->set_state(w.leases > 0 ? "busy" : "idle");
+    v->set_leases(w.leases);
+    if (const auto it = tally.find(w.worker_id); it != tally.end()) {
+      v->set_jobs_done(it->second.done);
+      v->set_jobs_failed(it->second.failed);
+    }
+  }
+  std::map<std::string, int64_t> queued;
+  for (const auto& [gid, g] : groups)
+    if (!g.dispatched) ++queued[g.gpu_type];
+  for (const auto& [id, t] : tunes) {
+    farm::TuneView* v = s->add_tunes();
+    v->set_tune_id(id);
+    v->set_client_host(t.host);
+    v->set_model(t.model);
+    for (const std::string& g : t.gpu_types) v->add_gpu_types(g);
+    v->set_priority(t.priority);
+    v->set_submitted(t.submitted);
+    v->set_done(t.done);
+    int64_t q = 0;
+    for (uint64_t gid : t.groups)
+      if (const auto it = groups.find(gid); it != groups.end() && !it->second.dispatched) ++q;
+    v->set_queued(q);
+    v->set_measured(t.measured);
+  }
+  std::set<std::string> types;
+  for (const auto& [type, n] : st.workers_per_gpu_type) types.insert(type);
+  for (const auto& [type, n] : queued) types.insert(type);
+  for (const auto& [type, n] : in_broker)
+    if (n > 0) types.insert(type);
+  for (const std::string& type : types) {
+    farm::QueueView* q = s->add_queues();
+    q->set_gpu_type(type);
+    q->set_queued(queued.count(type) ? queued.at(type) : 0);
+    q->set_in_flight(in_broker.count(type) ? in_broker.at(type) : 0);
+    const auto d = st.workers_per_gpu_type.find(type);
+    q->set_devices(d == st.workers_per_gpu_type.end() ? 0 : d->second);
+  }
+  s->set_jobs_measured(measured);
+  s->set_jobs_answered_from_db(answered_from_db);
+  s->set_jobs_joined(joined);
+  s->set_jobs_cancelled(cancelled);
+  send(identity, std::move(e));
+}
+
+FarmService::FarmService(FarmServiceOptions options, TuningDb& db)
+    : impl_(std::make_unique<Impl>(std::move(options), db)) {
+  DC_USER_CHECK(impl_->options.window_per_device >= 1, "the service's window per device must be at least 1");
+  DC_USER_CHECK(impl_->options.client_heartbeat.count() >= 10, "client heartbeat of at least 10 ms");
+  DC_USER_CHECK(impl_->options.client_liveness >= 1, "client liveness of at least 1");
+}
+
+FarmService::~FarmService() { impl_->broker.shutdown(); }
+
+const std::string& FarmService::endpoint() const { return impl_->broker.endpoint(); }
+const std::string& FarmService::public_key() const { return impl_->broker.public_key(); }
+
+void FarmService::run(const std::atomic<bool>& stop) {
+  Impl& im = *impl_;
+  while (!stop.load()) {
+    std::vector<Measurement> results = im.broker.collect(std::chrono::milliseconds(100));
+    for (const FarmBroker::ClientMessage& m : im.broker.take_client_messages()) {
+      try {
+        im.on_client(m);
+      } catch (const UserError& e) {
+        // The DB refused (busy past its timeout, disk full): logged, the service goes on.
+        spdlog::error("service: while handling a {}: {}", farm::body_name(m.envelope), e.what());
+      }
+    }
+    for (Measurement& m : results) {
+      try {
+        im.on_result(std::move(m));
+      } catch (const UserError& e) {
+        spdlog::error("service: while recording a result: {}", e.what());
+      }
+    }
+    im.tick();
+    im.pump();
+  }
+  spdlog::info("service: stopping: {} tune(s) connected, {} jobs measured, {} answered from the DB, {} joined, "
+               "{} cancelled", im.tunes.size(), im.measured, im.answered_from_db, im.joined, im.cancelled);
+  im.broker.shutdown();
+}
+
+}  // namespace dc

@@ -1,0 +1,302 @@
+#include "remote_farm.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <zmq.hpp>
+
+#include "client_codec.h"
+#include "farm_codec.h"
+#include "farm_dispatch.h"
+#include "wake_fd.h"
+
+namespace dc {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string default_client_id() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return str_cat(host, "/", ::getpid());
+}
+
+std::string host_name() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return host;
+}
+
+// The Submit of a job: the wire Job and what the service's DB records of it.
+std::string submit_frame(FarmJob job) {
+  farm::Envelope e = farm::make_envelope();
+  farm::TuneJob* tj = e.mutable_submit()->mutable_job();
+  const FarmJob::ServiceInfo si = job.service;
+  const std::string canonical_signature = job.workload;
+  FarmDispatcher::Submission s = FarmDispatcher::prepare(std::move(job));
+  *tj->mutable_job() = std::move(s.wire);
+  farm::WorkloadInfo* w = tj->mutable_workload();
+  w->set_signature(canonical_signature);
+  w->set_kind(si.workload_kind);
+  w->set_canonical(si.workload_canonical);
+  w->set_flops(s.meta.flops);
+  w->set_bytes(s.meta.bytes);
+  w->set_base_signature(si.workload_base_signature);
+  farm::VariantInfo* v = tj->mutable_variant();
+  v->set_template_name(si.variant_template);
+  v->set_precision(si.variant_precision);
+  for (const auto& [k, n] : si.variant_params) (*v->mutable_params())[k] = n;
+  tj->set_emulated(si.emulated);
+  tj->set_nvrtc_major(si.nvrtc_major);
+  tj->set_reuse(si.reuse);
+  return farm::serialize(e);
+}
+
+}  // namespace
+
+struct RemoteFarm::Impl {
+  RemoteFarmOptions options;
+  zmq::context_t context;
+  zmq::socket_t socket;
+  WakeFd wake;
+  std::thread thread;
+  uint64_t tune_id = 0;
+  std::chrono::milliseconds heartbeat{1000};
+  int liveness = 3;
+
+  mutable std::mutex mutex;
+  std::condition_variable results_ready;
+  std::vector<std::string> outbox;  // serialized Submits
+  std::deque<Measurement> results;
+  FarmStatus status;
+  RemoteFarmCounts counts;
+  std::string fatal;  // the service refused us or went silent
+  bool stopping = false;
+  bool stopped = false;
+
+  explicit Impl(RemoteFarmOptions o) : options(std::move(o)) {}
+
+  void send(const std::string& frame) { socket.send(zmq::buffer(frame), zmq::send_flags::dontwait); }
+  std::optional<farm::Envelope> receive(std::string* why) {
+    zmq::message_t msg;
+    if (!socket.recv(msg, zmq::recv_flags::dontwait)) return std::nullopt;
+    std::optional<farm::Envelope> e =
+        farm::parse_envelope(msg.data(), msg.size(), farm::kDefaultMaxMessageBytes, why);
+    if (e && !farm::version_ok(*e)) {
+      *why = str_cat("protocol version ", e->protocol_version());
+      e.reset();
+    }
+    if (!e) spdlog::warn("tune: dropped a message from the farm service: {}", *why);
+    return e ? e : std::optional<farm::Envelope>(farm::Envelope());
+  }
+  void connect();
+  void loop();
+  bool handle(const farm::Envelope& e);  // false: stop (refused)
+  void fail(const std::string& why) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (fatal.empty()) fatal = why;
+    results_ready.notify_all();
+  }
+};
+
+void RemoteFarm::Impl::connect() {
+  socket = zmq::socket_t(context, zmq::socket_type::dealer);
+  socket.set(zmq::sockopt::linger, 1000);
+  socket.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(farm::kDefaultMaxMessageBytes));
+  socket.set(zmq::sockopt::sndhwm, 100000);
+  socket.set(zmq::sockopt::rcvhwm, 100000);
+  if (!options.server_public_key.empty()) {
+    socket.set(zmq::sockopt::curve_serverkey, options.server_public_key);
+    socket.set(zmq::sockopt::curve_publickey, options.client_public_key);
+    socket.set(zmq::sockopt::curve_secretkey, options.client_secret_key);
+  }
+  try {
+    socket.connect(options.endpoint);
+  } catch (const zmq::error_t& e) {
+    throw_user_error("cannot connect to the farm service at ", options.endpoint, ": ", e.what());
+  }
+  farm::Envelope hello = farm::make_envelope();
+  farm::ClientHello* h = hello.mutable_client_hello();
+  h->set_client_protocol_version(farm::kClientProtocolVersion);
+  h->set_client_id(options.client_id.empty() ? default_client_id() : options.client_id);
+  h->set_host(host_name());
+  h->set_model(options.model);
+  for (const std::string& g : options.gpu_types) h->add_gpu_types(g);
+  h->set_priority(options.priority);
+  socket.send(zmq::buffer(farm::serialize(hello)), zmq::send_flags::none);
+  const auto deadline = Clock::now() + options.connect_timeout;
+  while (Clock::now() < deadline) {
+    std::vector<zmq::pollitem_t> items = {{socket.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, std::chrono::milliseconds(100));
+    std::string why;
+    while (std::optional<farm::Envelope> e = receive(&why)) {
+      if (e->body_case() == farm::Envelope::kRefused)
+        throw_user_error("the farm service at ", options.endpoint, " refused this tune: ", e->refused().reason());
+      if (e->body_case() == farm::Envelope::kClientWelcome) {
+        tune_id = e->client_welcome().tune_id();
+        heartbeat = std::chrono::milliseconds(std::max<uint32_t>(10, e->client_welcome().heartbeat_ms()));
+        liveness = static_cast<int>(std::max<uint32_t>(1, e->client_welcome().liveness()));
+        spdlog::info("tune: joined the farm service {} at {} as tune {}", e->client_welcome().service_id(),
+                     options.endpoint, tune_id);
+        return;
+      }
+    }
+  }
+  throw_user_error("no answer from a farm service at ", options.endpoint, " within ",
+                   options.connect_timeout.count() / 1000.0, " s (is `dc-coordinator serve` running there",
+                   options.server_public_key.empty() ? "" : ", and is this client's key in its --allow-clients",
+                   "?)");
+}
+
+bool RemoteFarm::Impl::handle(const farm::Envelope& e) {
+  switch (e.body_case()) {
+    case farm::Envelope::kOutcome: {
+      Measurement m;
+      try {
+        m = farm::from_record(e.outcome().record());
+      } catch (const farm::ProtocolError& ex) {
+        spdlog::warn("tune: dropped an invalid outcome from the farm service: {}", ex.what());
+        return true;
+      }
+      m.job_id = e.outcome().job_id();
+      std::lock_guard<std::mutex> lock(mutex);
+      switch (e.outcome().origin()) {
+        case farm::JOINED: ++counts.joined; break;
+        case farm::DATABASE: ++counts.from_db; break;
+        default: ++counts.measured;
+      }
+      results.push_back(std::move(m));
+      results_ready.notify_all();
+      return true;
+    }
+    case farm::Envelope::kClientStatus: {
+      FarmStatus st;
+      for (const auto& [type, n] : e.client_status().workers_per_gpu_type()) st.workers_per_gpu_type[type] = n;
+      for (const auto& [type, n] : e.client_status().emulated_workers_per_gpu_type())
+        st.emulated_workers_per_gpu_type[type] = n;
+      std::lock_guard<std::mutex> lock(mutex);
+      status = std::move(st);
+      return true;
+    }
+    case farm::Envelope::kRefused:
+      fail(str_cat("the farm service at ", options.endpoint, " ended this tune: ", e.refused().reason()));
+      return false;
+    case farm::Envelope::kHeartbeat:
+    case farm::Envelope::BODY_NOT_SET:
+      return true;
+    default:
+      spdlog::warn("tune: unexpected {} from the farm service", farm::body_name(e));
+      return true;
+  }
+}
+
+void RemoteFarm::Impl::loop() {
+  auto last_heard = Clock::now();
+  auto last_sent = Clock::now();
+  std::vector<zmq::pollitem_t> items = {{socket.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake.fd(), ZMQ_POLLIN, 0}};
+  try {
+    while (true) {
+      zmq::poll(items, heartbeat / 2);
+      if (items[1].revents & ZMQ_POLLIN) wake.drain();
+      std::vector<std::string> out;
+      bool stop = false;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        out.swap(outbox);
+        stop = stopping;
+      }
+      for (const std::string& frame : out) send(frame);
+      if (!out.empty()) last_sent = Clock::now();
+      if (stop) {
+        farm::Envelope bye = farm::make_envelope();
+        bye.mutable_client_bye()->set_reason("tune ended");
+        send(farm::serialize(bye));
+        return;
+      }
+      std::string why;
+      while (std::optional<farm::Envelope> e = receive(&why)) {
+        last_heard = Clock::now();
+        if (!handle(*e)) return;
+      }
+      const auto now = Clock::now();
+      if (now - last_sent >= heartbeat) {
+        farm::Envelope hb = farm::make_envelope();
+        hb.mutable_client_heartbeat()->set_sent_unix_ms(static_cast<uint64_t>(farm::unix_ms_now()));
+        send(farm::serialize(hb));
+        last_sent = now;
+      }
+      if (now - last_heard > heartbeat * liveness) {
+        fail(str_cat("the farm service at ", options.endpoint, " has been silent for ",
+                     std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard).count(),
+                     " ms: it stopped or the network is down (a rerun measures what is missing)"));
+        return;
+      }
+    }
+  } catch (const zmq::error_t& e) {
+    fail(str_cat("farm service connection: ", e.what()));
+  }
+}
+
+RemoteFarm::RemoteFarm(RemoteFarmOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
+  DC_USER_CHECK(impl_->options.priority >= 1 && impl_->options.priority <= 100, "--priority must be 1 to 100, not ",
+                impl_->options.priority);
+  impl_->connect();
+  // The socket moves to the loop's thread here (thread start is the barrier ZeroMQ asks for).
+  impl_->thread = std::thread([this] { impl_->loop(); });
+}
+
+RemoteFarm::~RemoteFarm() { shutdown(); }
+
+uint64_t RemoteFarm::tune_id() const { return impl_->tune_id; }
+
+void RemoteFarm::submit(FarmJob job) {
+  std::string frame = submit_frame(std::move(job));
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    if (impl_->stopping) return;
+    impl_->outbox.push_back(std::move(frame));
+  }
+  impl_->wake.wake();
+}
+
+std::vector<Measurement> RemoteFarm::collect(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(impl_->mutex);
+  impl_->results_ready.wait_for(lock, timeout, [this] {
+    return !impl_->results.empty() || !impl_->fatal.empty() || impl_->stopped;
+  });
+  std::vector<Measurement> out(std::make_move_iterator(impl_->results.begin()),
+                               std::make_move_iterator(impl_->results.end()));
+  impl_->results.clear();
+  if (out.empty() && !impl_->fatal.empty()) throw_user_error(impl_->fatal);
+  return out;
+}
+
+FarmStatus RemoteFarm::status() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->status;
+}
+
+RemoteFarmCounts RemoteFarm::counts() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->counts;
+}
+
+void RemoteFarm::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    if (impl_->stopping) return;
+    impl_->stopping = true;
+  }
+  impl_->wake.wake();
+  if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->socket.close();  // lingers up to 1 s for the Bye
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->stopped = true;
+  impl_->results_ready.notify_all();
+}
+
+}  // namespace dc

@@ -1,0 +1,60 @@
+// The farm of `tune --farm tcp://HOST:PORT`: a client of the farm service
+// (farm_service.h) behind the Farm interface, so the tune pipeline runs unchanged. A thread
+// owns the DEALER socket: it says ClientHello, sends each submitted job (with what the
+// service's DB records of it), heartbeats, and hands Outcomes to collect(). status() is the
+// service's last ClientStatus (its workers per GPU type). shutdown() says ClientBye: the
+// service cancels what is still queued for this tune.
+// The service going silent for `liveness` heartbeats is a UserError from collect().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "farm.h"
+
+namespace dc {
+
+struct RemoteFarmOptions {
+  std::string endpoint;            // tcp://HOST:PORT of `dc-coordinator serve`
+  std::string model;               // for the service's status
+  std::vector<std::string> gpu_types;
+  int priority = 1;                // the tune's weight in the fair share, 1..100
+  std::string client_id;           // "" = host/pid
+  std::chrono::milliseconds connect_timeout{10000};
+  // CURVE: the service's public key and this client's key pair (Z85); all or none.
+  std::string server_public_key;
+  std::string client_public_key;
+  std::string client_secret_key;
+};
+
+// Jobs by how the service answered them.
+struct RemoteFarmCounts {
+  int64_t measured = 0;   // for this tune
+  int64_t joined = 0;     // measured once for this tune and another
+  int64_t from_db = 0;    // from the service's DB
+};
+
+class RemoteFarm final : public Farm {
+ public:
+  // Connects and waits for the Welcome: UserError when refused or not answered in time.
+  explicit RemoteFarm(RemoteFarmOptions options);
+  ~RemoteFarm() override;  // shutdown()
+  RemoteFarm(const RemoteFarm&) = delete;
+  RemoteFarm& operator=(const RemoteFarm&) = delete;
+
+  uint64_t tune_id() const;
+  void submit(FarmJob job) override;
+  std::vector<Measurement> collect(std::chrono::milliseconds timeout) override;
+  FarmStatus status() const override;
+  void shutdown() override;
+  RemoteFarmCounts counts() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dc

@@ -1,0 +1,346 @@
+// The farm as a service (coordinator/service/): FarmService on loopback with in-process
+// workers whose jobs take a few milliseconds, and RemoteFarm clients as `tune --farm` uses
+// them. Fair share, identical jobs measured once, answers from the DB, cancellation of a
+// departed client's queue, and the clients' own CURVE allow-list.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <zmq.hpp>
+
+#include "client_codec.h"
+#include "farm_client.h"
+#include "farm_codec.h"
+#include "farm_dispatch.h"
+#include "farm_security.h"
+#include "farm_service.h"
+#include "remote_farm.h"
+#include "status_request.h"
+#include "variant.h"
+
+namespace dc {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A job of workload `workload` whose source is unique to (workload, i).
+FarmJob service_job(const std::string& workload, int i) {
+  Variant v;
+  v.template_name = "bench";
+  v.precision = "fp32";
+  v.params = {{"i", i}};
+  FarmJob j;
+  j.gpu_type = "h100";
+  j.workload = workload;
+  j.variant.template_name = "bench";
+  j.variant.variant_key = v.key();
+  j.job_id = workload + "/" + v.key() + "/h100";
+  j.variant.source = "// " + workload + " " + std::to_string(i) + "\n__global__ void k(float* t0) {}\n";
+  KernelBuffer b;
+  b.name = "t0";
+  b.shape = {1024};
+  j.variant.buffers = {b};
+  Launch l;
+  l.kernel = "k";
+  l.args = {0};
+  j.variant.launches = {l};
+  j.reference = j.variant;
+  j.service.workload_kind = "opaque";
+  j.service.workload_canonical = "canonical " + workload;
+  j.service.variant_template = v.template_name;
+  j.service.variant_precision = v.precision;
+  j.service.variant_params = v.params;
+  j.service.emulated = true;
+  j.service.nvrtc_major = "13";
+  return j;
+}
+
+// Workers that count what they were given to run, by source.
+class Workers {
+ public:
+  Workers(const std::string& endpoint, int n, std::chrono::milliseconds job_time,
+          const std::string& public_key = "", const std::string& server_key = "",
+          const std::string& secret_key = "") {
+    for (int w = 0; w < n; ++w) {
+      farm::GpuInventory g;
+      g.set_gpu_type("h100");
+      g.set_emulated(true);
+      FarmClientOptions o;
+      o.endpoint = endpoint;
+      o.worker_id = "svc-" + std::to_string(w);
+      o.server_public_key = server_key;
+      o.public_key = public_key;
+      o.secret_key = secret_key;
+      JobRunner run = [this, job_time](const farm::Job& job) {
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          ++runs_[job.variant().source()];
+        }
+        std::this_thread::sleep_for(job_time);
+        farm::Result r;
+        r.set_status("ok");
+        r.add_samples_us(10.0);
+        r.set_emulated(true);
+        r.set_nvrtc_version("13.0.48");
+        return r;
+      };
+      clients_.push_back(std::make_unique<FarmClient>(o, std::vector{g}, std::vector{run}));
+      FarmClient* c = clients_.back().get();
+      threads_.emplace_back([c] { c->run(); });
+    }
+  }
+  ~Workers() {
+    for (auto& c : clients_) c->stop();
+    for (auto& t : threads_) t.join();
+  }
+  std::map<std::string, int> runs() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return runs_;
+  }
+  int total() const {
+    int n = 0;
+    for (const auto& [s, k] : runs()) n += k;
+    return n;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, int> runs_;
+  std::vector<std::unique_ptr<FarmClient>> clients_;
+  std::vector<std::thread> threads_;
+};
+
+// The service on its own thread until destroyed.
+class Service {
+ public:
+  explicit Service(TuningDb& db, FarmServiceOptions o = {}) : service_(o, db) {
+    thread_ = std::thread([this] { service_.run(stop_); });
+  }
+  ~Service() {
+    stop_ = true;
+    thread_.join();
+  }
+  const std::string& endpoint() const { return service_.endpoint(); }
+  const std::string& public_key() const { return service_.public_key(); }
+  farm::StatusReply status() const {
+    StatusRequestOptions o;
+    o.endpoint = endpoint();
+    return request_status(o);
+  }
+
+ private:
+  FarmService service_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+RemoteFarmOptions client(const std::string& endpoint, const std::string& model, int priority) {
+  RemoteFarmOptions o;
+  o.endpoint = endpoint;
+  o.model = model;
+  o.gpu_types = {"h100"};
+  o.priority = priority;
+  o.connect_timeout = 5s;
+  return o;
+}
+
+// Collects until `n` measurements arrived (or 30 s passed).
+std::vector<Measurement> collect_n(RemoteFarm& f, size_t n) {
+  std::vector<Measurement> out;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (out.size() < n && std::chrono::steady_clock::now() < deadline)
+    for (Measurement& m : f.collect(200ms)) out.push_back(std::move(m));
+  return out;
+}
+
+// Waits until the service holds `n` submitted jobs over its tunes.
+void wait_submitted(const Service& s, int64_t n) {
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int64_t got = 0;
+    const farm::StatusReply st = s.status();
+    for (const auto& t : st.tunes()) got += t.submitted();
+    if (got >= n) return;
+    std::this_thread::sleep_for(20ms);
+  }
+  FAIL() << "the service did not receive " << n << " jobs";
+}
+
+TEST(FarmService, ThreeTunesShareByPriorityAndMeasureIdenticalJobsOnce) {
+  auto db = make_memory_db();
+  Service service(*db);
+  constexpr int kJobs = 120;
+  // Two tunes of model X (priorities 1 and 2) and one of model Y (priority 3).
+  RemoteFarm a(client(service.endpoint(), "x", 1));
+  RemoteFarm b(client(service.endpoint(), "x", 2));
+  RemoteFarm c(client(service.endpoint(), "y", 3));
+  for (int i = 0; i < kJobs; ++i) {
+    a.submit(service_job("wx", i));
+    b.submit(service_job("wx", i));
+    c.submit(service_job("wy", i));
+  }
+  wait_submitted(service, 3 * kJobs);
+  // Every tune waits from the start: the shares are the scheduler's alone.
+  Workers workers(service.endpoint(), 4, 2ms);
+  const auto ma = collect_n(a, kJobs), mb = collect_n(b, kJobs), mc = collect_n(c, kJobs);
+  ASSERT_EQ(ma.size(), size_t{kJobs});
+  ASSERT_EQ(mb.size(), size_t{kJobs});
+  ASSERT_EQ(mc.size(), size_t{kJobs});
+  for (const auto& ms : {ma, mb, mc}) {
+    std::set<std::string> keys;
+    for (const Measurement& m : ms) {
+      EXPECT_EQ(m.status, JobStatus::ok);
+      EXPECT_TRUE(keys.insert(m.job_id).second) << "two results for " << m.job_id;
+    }
+  }
+  // Measured once: 2 x kJobs sources, each run once.
+  const auto runs = workers.runs();
+  EXPECT_EQ(runs.size(), size_t{2 * kJobs});
+  for (const auto& [source, n] : runs) EXPECT_EQ(n, 1) << source;
+  // Every DB row once: one measurement per (workload, variant).
+  MeasurementQuery q;
+  const auto rows = db->query(q);
+  EXPECT_EQ(rows.size(), size_t{2 * kJobs});
+  std::set<std::pair<std::string, std::string>> distinct;
+  for (const Measurement& m : rows) distinct.insert({m.workload, m.variant_key});
+  EXPECT_EQ(distinct.size(), rows.size());
+  // Shares of measured jobs follow the priorities 1:2:3 (X's jobs are shared by a and b,
+  // so together they drain X as fast as c drains Y).
+  const RemoteFarmCounts ca = a.counts(), cb = b.counts(), cc = c.counts();
+  EXPECT_EQ(ca.measured + ca.joined, kJobs);
+  EXPECT_EQ(cb.measured + cb.joined, kJobs);
+  EXPECT_EQ(cc.measured, kJobs);
+  EXPECT_EQ(ca.measured + cb.measured, kJobs);
+  const double total = static_cast<double>(ca.measured + cb.measured + cc.measured);
+  EXPECT_NEAR(ca.measured / total, 1.0 / 6, 0.15 / 6) << ca.measured << " " << cb.measured << " " << cc.measured;
+  EXPECT_NEAR(cb.measured / total, 2.0 / 6, 0.15 * 2 / 6);
+  EXPECT_NEAR(cc.measured / total, 3.0 / 6, 0.15 * 3 / 6);
+
+  // A fourth tune of X: everything from the DB at once, nothing measured.
+  RemoteFarm d(client(service.endpoint(), "x", 1));
+  for (int i = 0; i < kJobs; ++i) d.submit(service_job("wx", i));
+  const auto md = collect_n(d, kJobs);
+  EXPECT_EQ(md.size(), size_t{kJobs});
+  EXPECT_EQ(d.counts().from_db, kJobs);
+  EXPECT_EQ(workers.total(), 2 * kJobs);
+  EXPECT_EQ(db->query(q).size(), size_t{2 * kJobs});
+}
+
+TEST(FarmService, ADepartedClientsQueuedJobsAreCancelledAndARerunMeasuresOnlyTheRest) {
+  auto db = make_memory_db();
+  FarmServiceOptions so;
+  so.window_per_device = 1;
+  Service service(*db, so);
+  Workers workers(service.endpoint(), 1, 30ms);
+  constexpr int kJobs = 60;
+  size_t before_bye = 0;
+  {
+    RemoteFarm a(client(service.endpoint(), "x", 1));
+    for (int i = 0; i < kJobs; ++i) a.submit(service_job("wx", i));
+    before_bye = collect_n(a, 5).size();
+    a.shutdown();  // ClientBye: what is queued for it is cancelled
+  }
+  ASSERT_GE(before_bye, 5u);
+  // What was on the worker finishes and is recorded; nothing else is measured.
+  std::this_thread::sleep_for(500ms);
+  const int measured = workers.total();
+  EXPECT_LT(measured, kJobs / 2);
+  const auto st = service.status();
+  EXPECT_EQ(st.tunes_size(), 0);
+  EXPECT_EQ(st.jobs_cancelled(), kJobs - measured);
+  MeasurementQuery q;
+  EXPECT_EQ(db->query(q).size(), size_t(measured));
+  // The rerun gets the measured ones from the DB and measures only the rest.
+  RemoteFarm b(client(service.endpoint(), "x", 1));
+  for (int i = 0; i < kJobs; ++i) b.submit(service_job("wx", i));
+  EXPECT_EQ(collect_n(b, kJobs).size(), size_t{kJobs});
+  EXPECT_EQ(b.counts().from_db, measured);
+  EXPECT_EQ(b.counts().measured, kJobs - measured);
+  EXPECT_EQ(workers.total(), kJobs);
+  for (const auto& [source, n] : workers.runs()) EXPECT_EQ(n, 1) << source;
+  EXPECT_EQ(db->query(q).size(), size_t{kJobs});
+}
+
+TEST(FarmService, ASilentClientIsEndedAndItsQueueCancelled) {
+  auto db = make_memory_db();
+  FarmServiceOptions so;
+  so.client_heartbeat = 100ms;
+  Service service(*db, so);
+  // No workers: everything stays queued. The client's thread is frozen by never being
+  // allowed to heartbeat: a RemoteFarm whose loop we cannot stop, so use a raw one.
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.connect(service.endpoint());
+  farm::Envelope hello = farm::make_envelope();
+  hello.mutable_client_hello()->set_client_protocol_version(farm::kClientProtocolVersion);
+  hello.mutable_client_hello()->add_gpu_types("h100");
+  hello.mutable_client_hello()->set_priority(1);
+  s.send(zmq::buffer(farm::serialize(hello)), zmq::send_flags::none);
+  for (int i = 0; i < 5; ++i) {
+    farm::Envelope e = farm::make_envelope();
+    FarmJob j = service_job("wz", i);
+    farm::TuneJob* tj = e.mutable_submit()->mutable_job();
+    *tj->mutable_job() = FarmDispatcher::prepare(j).wire;
+    tj->mutable_workload()->set_signature("wz");
+    tj->mutable_variant()->set_template_name("bench");
+    tj->mutable_variant()->set_precision("fp32");
+    (*tj->mutable_variant()->mutable_params())["i"] = i;
+    tj->set_reuse(true);
+    s.send(zmq::buffer(farm::serialize(e)), zmq::send_flags::none);
+  }
+  wait_submitted(service, 5);
+  EXPECT_EQ(service.status().queues(0).queued(), 5);
+  // Then silence: 3 heartbeats of 100 ms.
+  std::this_thread::sleep_for(800ms);
+  const auto st = service.status();
+  EXPECT_EQ(st.tunes_size(), 0);
+  EXPECT_EQ(st.jobs_cancelled(), 5);
+}
+
+TEST(FarmService, AnUnknownClientKeyIsRefusedAndNoJobOfItReachesAWorker) {
+  const farm::CurveKeyPair server = farm::generate_curve_keypair();
+  const farm::CurveKeyPair worker = farm::generate_curve_keypair();
+  const farm::CurveKeyPair known = farm::generate_curve_keypair();
+  const farm::CurveKeyPair stranger = farm::generate_curve_keypair();
+  auto db = make_memory_db();
+  FarmServiceOptions so;
+  so.broker.curve_secret_key = server.secret_key;
+  so.broker.allowed_worker_keys = {worker.public_key};
+  so.broker.allowed_client_keys = {known.public_key};
+  Service service(*db, so);
+  Workers workers(service.endpoint(), 1, 1ms, worker.public_key, server.public_key, worker.secret_key);
+  auto with_key = [&](const farm::CurveKeyPair& k) {
+    RemoteFarmOptions o = client(service.endpoint(), "x", 1);
+    o.server_public_key = server.public_key;
+    o.client_public_key = k.public_key;
+    o.client_secret_key = k.secret_key;
+    o.connect_timeout = 2s;
+    return o;
+  };
+  // A key in no list: the handshake fails, so the service never answers.
+  EXPECT_THROW({ RemoteFarm f(with_key(stranger)); }, UserError);
+  // A worker's key is not a client's: refused by name.
+  try {
+    RemoteFarm f(with_key(worker));
+    ADD_FAILURE() << "a worker's key was accepted as a client";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("clients' allow-list"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(workers.total(), 0);
+  EXPECT_EQ(db->query(MeasurementQuery{}).size(), 0u);
+  // The known key tunes.
+  RemoteFarm ok(with_key(known));
+  ok.submit(service_job("wk", 1));
+  const auto got = collect_n(ok, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, JobStatus::ok);
+  EXPECT_EQ(workers.total(), 1);
+}
+
+}  // namespace
+}  // namespace dc
