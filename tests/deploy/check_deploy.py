@@ -49,10 +49,10 @@ def check_flags(coord, worker, deploy):
                         (f"{deploy}/systemd/dc-worker@.service", work),
                         (f"{deploy}/kubernetes/dc-worker-daemonset.yaml", work),
                         (f"{deploy}/slurm/dc-workers.sbatch", work)):
-        text = open(path).read()
-        if path.endswith(".sbatch"):  # only the dc-worker command line, not sbatch's options
-            text = "\n".join(l for l in text.splitlines() if not l.startswith("#"))
-            text = text.replace("--kill-on-bad-exit", "")  # srun's
+        # The commands, not the comments (which show systemctl, kubectl and sbatch lines).
+        text = "\n".join(l for l in open(path).read().splitlines() if not l.lstrip().startswith("#"))
+        if path.endswith(".sbatch"):
+            text = text.replace("--kill-on-bad-exit", "")  # srun's own
         used = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text))
         unknown = sorted(used - known)
         print(f"flags: {os.path.basename(path)}: {len(used)} flags, unknown: {unknown or 'none'}")
