@@ -259,14 +259,18 @@ def add_opsets(corpus, base):
             node.attribute.extend(kept)
     corpus.add_model("opset9.onnx", m, "ok")
 
-    # Opsets 18..21 are lowered to opset 17 at import (docs/onnx-conformance.md, "Opsets").
+    # Opsets 18..23 are lowered to opset 17 at import (docs/onnx-conformance.md, "Opsets").
     m = copy.deepcopy(base)
     m.opset_import[0].version = 19
     corpus.add_model("opset19.onnx", m, "ok")
 
     m = copy.deepcopy(base)
-    m.opset_import[0].version = 22
-    corpus.add_model("opset22.onnx", m, "error", "opset 22")
+    m.opset_import[0].version = 23
+    corpus.add_model("opset23.onnx", m, "ok")
+
+    m = copy.deepcopy(base)
+    m.opset_import[0].version = 24
+    corpus.add_model("opset24.onnx", m, "error", "opset 24")
 
 
 # --- self-check ---------------------------------------------------------------------------
