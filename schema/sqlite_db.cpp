@@ -183,7 +183,7 @@ class SqliteDb final : public TuningDb {
     if (first_only && is_final_status(m.status)) {
       sqlite::Query q = conn_.query(
           "SELECT 1 FROM measurements WHERE variant_id = ? AND gpu_type = ? AND emulated = ? "
-          "AND status NOT IN ('worker_lost', 'implausible') AND nvrtc_major = ? AND source_hash = ? LIMIT 1");
+          "AND status NOT IN " + not_final_statuses_sql() + " AND nvrtc_major = ? AND source_hash = ? LIMIT 1");
       if (q.bind_all(variant_id, m.gpu_type, m.emulated, toolchain_major(m.nvrtc_version), m.source_hash).step())
         return false;  // another tune's result came first; the transaction rolls back
     }
@@ -289,7 +289,7 @@ class SqliteDb final : public TuningDb {
     sqlite::Query q = conn_.query(
         "SELECT 1 FROM measurements m JOIN variants v ON v.id = m.variant_id "
         "WHERE v.workload = ?1 AND v.key = ?2 AND m.gpu_type = ?3 AND m.emulated = ?4 "
-        "AND m.status NOT IN ('worker_lost', 'implausible') AND (?5 = '' OR m.nvrtc_major = ?5) LIMIT 1");
+        "AND m.status NOT IN " + not_final_statuses_sql() + " AND (?5 = '' OR m.nvrtc_major = ?5) LIMIT 1");
     return q.bind_all(workload, variant_key, gpu_type, source == Source::emulated, nvrtc_major)
         .step();
   }
@@ -301,7 +301,7 @@ class SqliteDb final : public TuningDb {
     sqlite::Query q = conn_.query(
         "SELECT DISTINCT v.key FROM measurements m JOIN variants v ON v.id = m.variant_id "
         "WHERE v.workload = ?1 AND m.gpu_type = ?2 AND m.emulated = ?3 "
-        "AND m.status NOT IN ('worker_lost', 'implausible') AND (?4 = '' OR m.nvrtc_major = ?4)");
+        "AND m.status NOT IN " + not_final_statuses_sql() + " AND (?4 = '' OR m.nvrtc_major = ?4)");
     q.bind_all(workload, gpu_type, source == Source::emulated, nvrtc_major);
     std::set<std::string> out;
     while (q.step()) out.insert(q.text(0));
@@ -315,7 +315,7 @@ class SqliteDb final : public TuningDb {
     sqlite::Query q = conn_.query(
         "SELECT DISTINCT v.key, m.source_hash FROM measurements m JOIN variants v ON v.id = m.variant_id "
         "WHERE v.workload = ?1 AND m.gpu_type = ?2 AND m.emulated = ?3 "
-        "AND m.status NOT IN ('worker_lost', 'implausible') AND (?4 = '' OR m.nvrtc_major = ?4)");
+        "AND m.status NOT IN " + not_final_statuses_sql() + " AND (?4 = '' OR m.nvrtc_major = ?4)");
     q.bind_all(workload, gpu_type, source == Source::emulated, nvrtc_major);
     std::map<std::string, std::set<std::string>> out;
     while (q.step()) out[q.text(0)].insert(q.text(1));

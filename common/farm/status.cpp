@@ -30,6 +30,16 @@ bool is_final_status(JobStatus s) {
   return s != JobStatus::worker_lost && s != JobStatus::internal_error && s != JobStatus::implausible;
 }
 
+const std::string& not_final_statuses_sql() {
+  static const std::string sql = [] {
+    std::string out;
+    for (const auto& [status, name] : kNames)
+      if (!is_final_status(status)) out += (out.empty() ? "('" : ", '") + std::string(name) + "'";
+    return out + ")";
+  }();
+  return sql;
+}
+
 std::optional<JobStatus> parse_job_status(std::string_view name) {
   for (const auto& [k, v] : kNames)
     if (v == name) return k;

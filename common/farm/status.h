@@ -6,6 +6,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace dc {
@@ -29,6 +30,9 @@ enum class JobStatus {
 bool is_final_status(JobStatus s);
 
 std::string_view job_status_name(JobStatus s);
+// The statuses is_final_status rejects, as an SQL list: "('worker_lost', 'internal_error',
+// 'implausible')" (the tuning DB's queries; one definition with is_final_status).
+const std::string& not_final_statuses_sql();
 std::optional<JobStatus> parse_job_status(std::string_view name);
 
 }  // namespace dc
