@@ -167,6 +167,12 @@ foreach(example tiny_cnn tiny_transformer)
     ${EX}/tune-quick.yaml h100 --local-workers 2)
   set_tests_properties(cli_plan_run_${example} PROPERTIES LABELS unit TIMEOUT 600)
 endforeach()
+# The same on a real device: the tiny CNN tuned on PoCL's OpenCL CPU device (real compiles and
+# timings, plan marked measured) and its plan run by dc-run against the test data (issue 30).
+add_test(NAME cli_plan_run_opencl_tiny_cnn COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_plan_run.py
+  ${DC_COORD} ${DC_RUN} ${EX}/tiny_cnn/model.onnx ${EX}/tiny_cnn/test_data_set_0
+  ${EX}/tune-quick.yaml pocl-cpu --real --local-workers 1)
+set_tests_properties(cli_plan_run_opencl_tiny_cnn PROPERTIES LABELS opencl TIMEOUT 900)
 # The ops of issue 14 (examples/tiny_ops, scripts/make_ops_example.py) end to end: about
 # 2 minutes of emulated tuning, so label long.
 add_test(NAME cli_plan_run_tiny_ops COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_plan_run.py

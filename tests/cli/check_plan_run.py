@@ -12,7 +12,10 @@
   4. a truncated weights.bin, an edited kernels.cu and a plan.json cut in half are each
      refused by dc-run with exit 2 and a message naming the file.
 
-usage: check_plan_run.py DC_COORDINATOR DC_RUN MODEL.onnx DATA_DIR CONFIG.yaml GPU [tune flags]
+usage: check_plan_run.py DC_COORDINATOR DC_RUN MODEL.onnx DATA_DIR CONFIG.yaml GPU [--real] [tune flags]
+
+--real: a real device (pocl-cpu, PoCL's OpenCL CPU device): tune and dc-run without --emulate,
+and the plan's times must be marked measured (emulated: false).
 """
 import json
 import os
@@ -35,13 +38,13 @@ def run(cmd, timeout=1800):
     return p.returncode, p.stdout, p.stderr
 
 
-def check_plan_files(plan_dir, gpu):
+def check_plan_files(plan_dir, gpu, emulated):
     for f in ["plan.json", "kernels.cu", "weights.bin", "summary.txt", "selection.json"]:
         if not os.path.isfile(os.path.join(plan_dir, f)):
             fail(f"tune --out did not write {f}")
     plan = json.load(open(os.path.join(plan_dir, "plan.json")))
     sel = json.load(open(os.path.join(plan_dir, "selection.json")))
-    if plan["format"] != "dc-plan/1" or plan["gpu_type"] != gpu or plan["emulated"] is not True:
+    if plan["format"] != "dc-plan/1" or plan["gpu_type"] != gpu or plan["emulated"] is not emulated:
         fail(f"plan.json header: {plan['format']} {plan['gpu_type']} emulated={plan['emulated']}")
     plan_nodes = [n for s in plan["steps"] + plan.get("views", []) for n in s["nodes"]]
     sel_nodes = [n for c in sel["clusters"] for n in c["nodes"]]
@@ -79,32 +82,34 @@ def copy_only_cluster(cluster):
     return all(op in VIEW_OPS for op in cluster.split("#")[0].split("+"))
 
 
-def expect_refused(dc_run, plan_dir, data, what, needle):
-    rc, out, err = run([dc_run, plan_dir, "--emulate", "--data", data])
+def expect_refused(dc_run, plan_dir, data, what, needle, mode):
+    rc, out, err = run([dc_run, plan_dir] + mode + ["--data", data])
     if rc != 2 or needle not in err:
         fail(f"{what}: dc-run exited {rc}, expected 2 with {needle!r} in stderr:\n{out}\n{err}")
 
 
 def main():
     coord, dc_run, model, data, config, gpu = sys.argv[1:7]
-    extra = sys.argv[7:]
+    extra = [a for a in sys.argv[7:] if a != "--real"]
+    real = "--real" in sys.argv[7:]
+    mode = [] if real else ["--emulate"]
     tmp = tempfile.mkdtemp(prefix="dc_check_plan_run_")
     out_dir = os.path.join(tmp, "out")
-    rc, out, err = run([coord, "tune", model, "--gpus", gpu, "--config", config, "--emulate",
+    rc, out, err = run([coord, "tune", model, "--gpus", gpu, "--config", config] + mode + [
                         "--db", os.path.join(tmp, "tune.db"), "--out", out_dir] + extra)
     if rc != 0:
         fail(f"tune exited {rc}\n{out}\n{err}")
     plan_dir = os.path.join(out_dir, gpu)
     if f"wrote plan {plan_dir}" not in out:
         fail(f"tune does not report the plan it wrote:\n{out}")
-    plan = check_plan_files(plan_dir, gpu)
+    plan = check_plan_files(plan_dir, gpu, emulated=not real)
     print(f"plan: {len(plan['steps'])} steps, {len(plan.get('views', []))} views, {len(plan['modules'])} modules, "
           f"arena {plan['arena_bytes'] / 2**20:.1f} MiB vs {plan['unshared_bytes'] / 2**20:.1f} MiB unshared")
 
-    rc, out, err = run([dc_run, plan_dir, "--emulate", "--data", data])
+    rc, out, err = run([dc_run, plan_dir] + mode + ["--data", data])
     print(out)
     if rc != 0 or "PASS" not in out or "FAIL" in out:
-        fail(f"dc-run --emulate --data exited {rc}:\n{out}\n{err}")
+        fail(f"dc-run {' '.join(mode)} --data exited {rc}:\n{out}\n{err}")
 
     # Damaged copies are refused cleanly.
     def damaged(name, edit):
@@ -125,11 +130,11 @@ def main():
             f.write(bytes([b[0] ^ 0x20]))
 
     expect_refused(dc_run, damaged("short_weights", lambda d: truncate(os.path.join(d, "weights.bin"), lambda n: n // 2)),
-                   data, "truncated weights.bin", "weights.bin")
+                   data, "truncated weights.bin", "weights.bin", mode)
     expect_refused(dc_run, damaged("edited_kernels", lambda d: flip(os.path.join(d, "kernels.cu"), lambda n: n - 10)),
-                   data, "edited kernels.cu", "kernels.cu")
+                   data, "edited kernels.cu", "kernels.cu", mode)
     expect_refused(dc_run, damaged("short_json", lambda d: truncate(os.path.join(d, "plan.json"), lambda n: n // 2)),
-                   data, "truncated plan.json", "plan.json")
+                   data, "truncated plan.json", "plan.json", mode)
     shutil.rmtree(tmp)
     print("OK")
 
