@@ -220,7 +220,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   std::vector<std::string> shapes;
   FarmFlags farm_flags;
   bool retune = false, no_check = false, quiet = false, no_db_calibration = false, no_reference = false;
-  double wait_s = -1, db_timeout_s = 5, compile_deadline_s = 60;
+  double wait_s = -1, db_timeout_s = 5, compile_deadline_s = 60, run_deadline_s = 30;
   int seed_k = 4;
   po::options_description desc(
       "usage: dc-coordinator tune MODEL.onnx --gpus LIST [options]\n\n"
@@ -236,6 +236,9 @@ int cmd_tune(const std::vector<std::string>& args) {
        "another process's write lock on the DB before stopping with an error")
       ("compile-deadline", po::value(&compile_deadline_s)->default_value(compile_deadline_s), "seconds "
        "a job's compile (NVRTC, ptxas) may take before the worker kills it: a timeout result")
+      ("run-deadline", po::value(&run_deadline_s)->default_value(run_deadline_s), "seconds a job's "
+       "run (reference kernel, check, timing) may take before the worker kills it: a timeout result; "
+       "a workload whose fp32 floor on the device is long gets 1000x that floor instead")
       ("out", po::value(&out_dir), "write DIR/<gpu>/: the plan (plan.json, kernels.cu, weights.bin), summary.txt, selection.json")
       ("bind", po::value(&farm_flags.bind), "serve remote dc-worker daemons at tcp://ADDR:PORT "
        "instead of running a local farm")
@@ -313,6 +316,9 @@ int cmd_tune(const std::vector<std::string>& args) {
   opts.measure_reference = !no_reference;
   opts.seed_k = seed_k;
   opts.compile_deadline = std::chrono::milliseconds(static_cast<int64_t>(compile_deadline_s * 1000));
+  DC_USER_CHECK(run_deadline_s > 0 && run_deadline_s <= 3600,
+                "--run-deadline must be more than 0 and at most 3600 seconds");
+  opts.run_deadline = std::chrono::milliseconds(static_cast<int64_t>(run_deadline_s * 1000));
   const bool remote = !farm_flags.farm.empty();
   if (remote) {
     DC_USER_CHECK(farm_flags.bind.empty() && !vm.count("local-workers"),

@@ -4,6 +4,7 @@
 // the index bounds of integer inputs (ir/index_bounds.h).
 #include <fmt/format.h>
 
+#include "estimator.h"
 #include "generate.h"
 #include "ir/error.h"
 #include "ir/index_bounds.h"
@@ -15,6 +16,15 @@ namespace dc::tune_stage {
 
 std::string job_key(const std::string& workload, const std::string& variant, const std::string& gpu) {
   return workload + "/" + variant + "/" + gpu;
+}
+
+// The run phase holds the naive reference kernel, the check and the timing loop. On a slow
+// device (PoCL's CPU device: a 2048^3 GEMM's floor is 0.11 s, its reference ~20 s) a fixed
+// deadline kills large workloads that work, so it grows with the workload's fp32 floor.
+std::chrono::milliseconds run_deadline(const Workload& w, const GpuSpec& gpu, std::chrono::milliseconds configured) {
+  constexpr double kFloorsPerRun = 1000;  // the reference runs far below the peak
+  const auto scaled = std::chrono::milliseconds(static_cast<int64_t>(kFloorsPerRun * floor_seconds(w, gpu) * 1000));
+  return std::max(configured, std::min(scaled, std::chrono::milliseconds(3600 * 1000)));
 }
 
 std::vector<FarmJob> generate(const std::vector<PlannedJob>& jobs, const ModelPlan& plan,
@@ -66,7 +76,7 @@ std::vector<FarmJob> generate(const std::vector<PlannedJob>& jobs, const ModelPl
     if (bound == bounds.end()) bound = bounds.emplace(std::make_pair(j.workload, f.precision), variant_tolerance(f.precision, w)).first;
     f.tolerance = bound->second;
     f.compile_deadline = opts.compile_deadline;
-    f.run_deadline = opts.run_deadline;
+    f.run_deadline = run_deadline(w, *gpus[j.gpu].gpu, opts.run_deadline);
     out.push_back(std::move(f));
   }
   return out;

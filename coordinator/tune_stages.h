@@ -119,6 +119,9 @@ std::string describe(const Lookup& l, const TuneOptions& opts);
 std::string job_key(const std::string& workload, const std::string& variant, const std::string& gpu);
 
 // ---- generate (tune_generate.cpp): one FarmJob per planned job, in the same order.
+// A job's run deadline: `configured`, or 1000x the workload's fp32 floor on `gpu` if longer
+// (at most an hour).
+std::chrono::milliseconds run_deadline(const Workload& w, const GpuSpec& gpu, std::chrono::milliseconds configured);
 std::vector<FarmJob> generate(const std::vector<PlannedJob>& jobs, const ModelPlan& plan,
                               const std::vector<GpuTuneResult>& gpus, const TuneOptions& opts);
 

@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "estimator.h"
+#include "estimator_testing.h"
 #include "farm_inprocess.h"
 #include "farm_testing.h"
 #include "generate.h"
@@ -25,6 +27,7 @@
 #include "sqlite.h"
 #include "tune.h"
 #include "tune_report.h"
+#include "tune_stages.h"
 #include "tuning_db_testing.h"
 
 namespace dc {
@@ -127,6 +130,20 @@ std::vector<std::string> keys_by_offset(const Expected& e, size_t wi) {
     return std::make_pair(offset_us(a), a) < std::make_pair(offset_us(b), b);
   });
   return keys;
+}
+
+// The run deadline grows with the workload's floor on the device: a 2048^3 GEMM on PoCL's
+// CPU device (floor ~0.11 s) gets 1000 floors, on an H100 the configured 30 s.
+TEST(TuneGenerate, RunDeadlineGrowsWithTheWorkloadsFloor) {
+  using std::chrono::milliseconds;
+  const Workload big = testing::matmul_2d(2048, 2048, 2048);
+  const GpuSpec& cpu = catalog().require("pocl-cpu");
+  const GpuSpec& h100 = catalog().require("h100");
+  const auto on_cpu = tune_stage::run_deadline(big, cpu, milliseconds(30000));
+  EXPECT_NEAR(static_cast<double>(on_cpu.count()), 1000 * 1000 * floor_seconds(big, cpu), 1.0);
+  EXPECT_GT(on_cpu, milliseconds(60000));
+  EXPECT_EQ(tune_stage::run_deadline(big, h100, milliseconds(30000)), milliseconds(30000));
+  EXPECT_EQ(tune_stage::run_deadline(testing::matmul_2d(64, 64, 64), cpu, milliseconds(30000)), milliseconds(30000));
 }
 
 TEST(Tune, EveryJobYieldsOneResultAndEveryResultIsCommitted) {
