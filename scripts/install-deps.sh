@@ -65,6 +65,18 @@ if ! ls "$DC_NVRTC12"/nvidia/cuda_nvrtc/lib/libnvrtc.so.12 >/dev/null 2>&1; then
     "nvidia-cuda-nvrtc-cu12==12.9.86"
 fi
 
+# ONNX Runtime (CPU) from PyPI, the whole-model peer of dc's OpenCL plans on PoCL
+# (scripts/bench_opencl_models.py, docs/bench/opencl.md), in a folder of its own and without
+# its dependencies, so that Debian's numpy and protobuf stay as they are (PYTHONPATH=/opt/dc/ort).
+DC_ORT=/opt/dc/ort
+if [ ! -d "$DC_ORT/onnxruntime" ]; then
+  echo "install-deps: installing onnxruntime into $DC_ORT"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$DC_ORT" \
+    "onnxruntime==1.20.1"
+fi
+
 # kubernetes-validate from PyPI (with its jsonschema), in a folder of its own so that Debian's
 # Python packages stay as they are: tests/deploy/check_deploy.py validates examples/deploy's
 # Kubernetes manifests with it (PYTHONPATH=/opt/dc/pydeps).
