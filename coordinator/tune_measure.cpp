@@ -52,11 +52,16 @@ void accept(const Measurement& in, Dispatched& d, const std::vector<GpuTuneResul
     spdlog::warn("result for a job this tune did not send ({}): ignored", key);
     return;
   }
-  if (ledger.workers.insert(m.worker).second) db.commit_worker(worker_of(m));
+  if (ledger.workers.insert(m.worker).second) {
+    db.commit_worker(worker_of(m));
+    spdlog::info("worker {}: device health {}", m.worker, m.health);
+  }
   // internal_error is a dc bug, not a verdict on the variant: counted and logged, never
   // recorded (a later tune measures the variant again).
   if (m.status == JobStatus::internal_error)
     spdlog::error("{}: INTERNAL ERROR (a dc bug; not recorded; the tune will not say ok): {}", key, m.error);
+  else if (m.status == JobStatus::unhealthy)
+    spdlog::error("{}: not timed: every device that took it was unhealthy (not recorded): {}", key, m.error);
   else if (opts.retune || d.check_keys.count(key) ? !db.commit_measurement(m) : !db.commit_first_measurement(m))
     // Another tune on this DB recorded the variant first (or this is a resend): not added,
     // so that two tunes at once leave one result per variant (docs/tuning-db.md).

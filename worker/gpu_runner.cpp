@@ -19,6 +19,7 @@ struct GpuDevice::Impl {
   int ordinal = 0;
   CUdevice device = 0;
   std::string name;
+  std::string pci_bus_id;
   int64_t l2_bytes = 0;
   int64_t smem_optin = 0;
   cuda::PrimaryContext context;
@@ -378,6 +379,12 @@ GpuDevice::GpuDevice(std::shared_ptr<const cuda::Driver> driver, int ordinal)
                                      d.device),
             "shared memory per block");
     d.smem_optin = v;
+    // NVML finds the device by PCI address (its indices need not be CUDA's ordinals).
+    int domain = 0, bus = 0, slot = 0;
+    if (api.device_get_attribute(&domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, d.device) == CUDA_SUCCESS &&
+        api.device_get_attribute(&bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, d.device) == CUDA_SUCCESS &&
+        api.device_get_attribute(&slot, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, d.device) == CUDA_SUCCESS)
+      d.pci_bus_id = fmt::format("{:08x}:{:02x}:{:02x}.0", domain, bus, slot);
     d.context = cuda::retain_primary_context(*d.driver, d.device);
   } catch (const cuda::CudaError& e) {
     throw_user_error("cannot open CUDA device ", ordinal, ": ", e.what());
@@ -391,6 +398,7 @@ GpuDevice::~GpuDevice() {
 
 int GpuDevice::ordinal() const { return impl_->ordinal; }
 const std::string& GpuDevice::name() const { return impl_->name; }
+const std::string& GpuDevice::pci_bus_id() const { return impl_->pci_bus_id; }
 int64_t GpuDevice::l2_bytes() const { return impl_->l2_bytes; }
 int64_t GpuDevice::smem_per_block_optin() const { return impl_->smem_optin; }
 const cuda::Driver& GpuDevice::driver() const { return *impl_->driver; }

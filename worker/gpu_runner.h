@@ -44,6 +44,9 @@ class GpuDevice {
 
   int ordinal() const;
   const std::string& name() const;
+  // "00000000:07:00.0" (domain:bus:device.function, as NVML takes it); "" when the driver
+  // does not say.
+  const std::string& pci_bus_id() const;
   int64_t l2_bytes() const;
   int64_t smem_per_block_optin() const;
   const cuda::Driver& driver() const;

@@ -257,6 +257,7 @@ farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::funct
                                              job.seed(), config_.emulated_samples);
     if (!t.ok) return failed(JobStatus::launch_error, t.error);
     for (double s : t.samples_us) out.add_samples_us(s * config_.faults.time_factor);
+    *out.mutable_health() = no_health_data("emulated device: its times are modelled");
     out.set_status("ok");
     return out;
   }
@@ -284,12 +285,34 @@ farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::funct
   std::vector<Tensor> inputs;
   if (std::string e = bind_inputs(w, variant, job_values, &inputs); !e.empty())
     return failed(JobStatus::unsupported, e);
+  // No timing on a device slowed for power or heat or with ECC errors, and none kept when
+  // that began during the timing: such a time says nothing about the variant.
+  const farm::DeviceHealth before = sample_health();
+  if (const std::string why = unhealthy_reason(before); !why.empty()) {
+    farm::Result r = failed(JobStatus::unhealthy, "before timing: " + why);
+    *r.mutable_health() = before;
+    return r;
+  }
   const TimingResult timing = time_on_gpu(*gpu_, variant, vc.result.cubin, inputs, config_.timing);
   if (timing.context_lost) must_restart_ = true;
   if (!timing.ok()) return failed(timing.status, timing.error);
+  const farm::DeviceHealth after = sample_health();
+  if (const std::string why = unhealthy_reason(after); !why.empty()) {
+    farm::Result r = failed(JobStatus::unhealthy, "during timing: " + why);
+    *r.mutable_health() = after;
+    return r;
+  }
   for (double s : timing.samples_us) out.add_samples_us(s);
+  *out.mutable_health() = after;
   out.set_status("ok");
   return out;
+}
+
+farm::DeviceHealth JobExecutor::sample_health() const {
+  if (!config_.nvml) return no_health_data(config_.no_nvml);
+  const std::string bus = gpu_ ? gpu_->pci_bus_id() : "";
+  if (bus.empty()) return no_health_data("the driver gave no PCI bus id for CUDA device " + std::to_string(config_.ordinal));
+  return config_.nvml->sample(bus);
 }
 
 farm::Result JobExecutor::execute_opencl(const farm::Job& job, const std::function<void()>& compiled, Phases phases) {
@@ -341,6 +364,7 @@ farm::Result JobExecutor::execute_opencl(const farm::Job& job, const std::functi
   const TimingResult timing = time_on_opencl(*ocl_, variant, vc.binary, inputs, config_.timing);
   if (!timing.ok()) return failed(timing.status, head(timing.error));
   for (double s : timing.samples_us) out.add_samples_us(s);
+  *out.mutable_health() = no_health_data("OpenCL device: NVML covers NVIDIA GPUs only");
   out.set_status("ok");
   return out;
 }

@@ -24,6 +24,7 @@
 #include "farm.pb.h"
 #include "gpu/gpu_spec.h"
 #include "gpu_runner.h"
+#include "nvml.h"
 #include "opencl_device.h"
 
 namespace dc {
@@ -46,6 +47,10 @@ struct ExecutorConfig {
   TimingOptions timing;       // real devices
   int emulated_samples = 10;
   EmulatedFaults faults;      // emulated devices only: test faults
+  // Real CUDA devices: NVML for the health samples around the timing (nullptr: none, and
+  // `no_nvml` says why; results then carry "no health data").
+  std::shared_ptr<const Nvml> nvml;
+  std::string no_nvml = "NVML not loaded";
 };
 
 class JobExecutor {
@@ -69,6 +74,7 @@ class JobExecutor {
   farm::Result execute_checked(const farm::Job& job, const std::function<void()>& compiled, Phases phases);
   // The OpenCL twin of the real-device path (worker/opencl_runner.h).
   farm::Result execute_opencl(const farm::Job& job, const std::function<void()>& compiled, Phases phases);
+  farm::DeviceHealth sample_health() const;
   ExecutorConfig config_;
   std::unique_ptr<GpuDevice> gpu_;  // opened on the first real job
   std::unique_ptr<ocl::Device> ocl_;  // OpenCL devices: opened on the first job

@@ -170,6 +170,14 @@ int measure_child_main(const std::string& device_hex, const std::string& cache, 
   if (const GpuSpec* spec = catalog.find(config.device.gpu_type())) config.spec = *spec;
   else DC_USER_CHECK(!config.device.emulated(), "unknown GPU type ", config.device.gpu_type());
   if (config.device.emulated()) config.faults = test_faults_from_environment();
+  if (!config.device.emulated() && config.device.api() != "opencl" && !compile_only) {
+    // DC_NVML_LIBRARY: another NVML (the tests' fake); by default the driver's.
+    const char* lib = std::getenv("DC_NVML_LIBRARY");
+    config.nvml = Nvml::load(lib && *lib ? lib : "libnvidia-ml.so.1", &config.no_nvml);
+    if (!config.nvml)
+      spdlog::warn("device {}: no NVML ({}): results carry no health data and throttling goes unnoticed",
+                   config.ordinal, config.no_nvml);
+  }
   JobExecutor executor(config);
   return serve_measure_child(
       3,

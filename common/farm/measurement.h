@@ -40,6 +40,8 @@ struct Measurement {
   int64_t smem_bytes = 0;
   double compile_seconds = 0;
   double run_seconds = 0;     // the device busy with the job (check + timing); not stored
+  std::string health;         // the device's health after timing, one line (farm::DeviceHealth,
+                              // describe_health); logged per worker, not stored
   double estimate_us = 0;     // the estimator's figure, without calibration (tune divides it out)
   std::string nvrtc_version;
   std::string driver_version;

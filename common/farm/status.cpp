@@ -6,7 +6,7 @@
 namespace dc {
 
 namespace {
-constexpr std::array<std::pair<JobStatus, std::string_view>, 10> kNames = {{
+constexpr std::array<std::pair<JobStatus, std::string_view>, 11> kNames = {{
     {JobStatus::ok, "ok"},
     {JobStatus::compile_error, "compile_error"},
     {JobStatus::launch_error, "launch_error"},
@@ -17,6 +17,7 @@ constexpr std::array<std::pair<JobStatus, std::string_view>, 10> kNames = {{
     {JobStatus::unsupported, "unsupported"},
     {JobStatus::internal_error, "internal_error"},
     {JobStatus::implausible, "implausible"},
+    {JobStatus::unhealthy, "unhealthy"},
 }};
 }  // namespace
 
@@ -27,8 +28,11 @@ std::string_view job_status_name(JobStatus s) {
 }
 
 bool is_final_status(JobStatus s) {
-  return s != JobStatus::worker_lost && s != JobStatus::internal_error && s != JobStatus::implausible;
+  return s != JobStatus::worker_lost && s != JobStatus::internal_error && s != JobStatus::implausible &&
+         s != JobStatus::unhealthy;
 }
+
+bool is_recorded_status(JobStatus s) { return s != JobStatus::internal_error && s != JobStatus::unhealthy; }
 
 const std::string& not_final_statuses_sql() {
   static const std::string sql = [] {

@@ -23,11 +23,17 @@ enum class JobStatus {
   internal_error, // dc's own code failed (InternalError, bad_alloc, ...): retried elsewhere
   implausible,    // the time reported is more than 20% below the variant's physical floor
                   // (FLOPs / peak, bytes / bandwidth): the worker's figure cannot be true
+  unhealthy,      // the device was slowed for power or heat, or had ECC errors: the worker
+                  // refused to time (worker/device_health.h); retried on another device
 };
 
 // True for the statuses that are a verdict on the variant (it ran, or it cannot): false for
-// worker_lost, internal_error and implausible, which a later tune measures again.
+// worker_lost, internal_error, implausible and unhealthy, which a later tune measures again.
 bool is_final_status(JobStatus s);
+
+// True for the results the tuning DB keeps: every status but internal_error (a dc bug) and
+// unhealthy (the device refused to time): neither measured anything.
+bool is_recorded_status(JobStatus s);
 
 std::string_view job_status_name(JobStatus s);
 // The statuses is_final_status rejects, as an SQL list: "('worker_lost', 'internal_error',

@@ -241,6 +241,20 @@ void FarmDispatcher::on_result(Session& s, const farm::Result& r) {
                     JobStatus::internal_error);
     return;
   }
+  if (r.status() == job_status_name(JobStatus::unhealthy)) {
+    // The device refused to time (slowed for power or heat, ECC errors): nothing about the
+    // variant; the job goes to another worker, as for an internal error.
+    ++counters_.unhealthy;
+    spdlog::error("farm: worker {} device {} is UNHEALTHY and did not time job {} (attempt {} of {}{}): {}",
+                  s.worker_id, lease.device, job.meta.job_id, job.attempts, options_.max_attempts,
+                  job.attempts < options_.max_attempts ? ", retried on another worker" : ", giving up",
+                  printable(r.error()));
+    job.avoid_workers.insert(s.worker_id);
+    release_lease(r.lease_id());
+    requeue_or_fail(lease.job, str_cat("device unhealthy on worker ", s.worker_id, ": ", r.error()),
+                    JobStatus::unhealthy);
+    return;
+  }
   const Device* d = s.device(lease.device);
   Measurement m = farm::measurement_from_result(r);
   m.workload = job.meta.workload;

@@ -53,6 +53,7 @@ struct FarmCounters {
   int64_t expired_leases = 0;      // past their deadline: timeout
   int64_t sessions_expired = 0;    // workers declared dead
   int64_t internal_errors = 0;     // results with status internal_error (dc bugs), retried or not
+  int64_t unhealthy = 0;           // results with status unhealthy (the device refused to time)
 };
 
 class FarmDispatcher {

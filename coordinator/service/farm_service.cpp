@@ -362,9 +362,10 @@ void FarmService::Impl::on_result(Measurement m) {
   ++tally[worker_id].done;
   if (m.status != JobStatus::ok) ++tally[worker_id].failed;
   // Recorded once per (workload, variant) it answers for, whoever still waits: measured work
-  // is never thrown away. internal_error is a dc bug, never a verdict on the variant.
+  // is never thrown away. internal_error (a dc bug) and unhealthy (the device refused to time)
+  // measured nothing.
   try {
-    if (m.status != JobStatus::internal_error) record_result(g, m, worker_id);
+    if (is_recorded_status(m.status)) record_result(g, m, worker_id);
   } catch (const UserError& e) {
     // The DB refused (busy past its timeout, disk full): logged; the tunes still get it.
     spdlog::error("service: could not record the result of {}: {}", g.job.variant.variant_key, e.what());

@@ -207,6 +207,40 @@ TEST(FarmBroker, InternalErrorIsRetriedOnAnotherWorker) {
   EXPECT_EQ(broker.counters().requeued, 0) << "requeued counts lost leases only";
 }
 
+// A device that refused to time (unhealthy: slowed for power or heat, ECC errors) hands the
+// job on: it goes to another worker, is counted, and the variant's one result is that worker's.
+TEST(FarmBroker, UnhealthyDeviceHandsTheJobToAnotherWorker) {
+  FarmBroker broker(fast_options());
+  zmq::context_t ctx;
+  FakeWorker a(ctx, broker.endpoint()), b(ctx, broker.endpoint());
+  ASSERT_TRUE(a.join("a", {"h100"}, 2));
+  ASSERT_TRUE(b.join("b", {"h100"}, 2));
+  ASSERT_TRUE(testing::eventually([&] { return broker.status().workers_per_gpu_type.count("h100") &&
+                                               broker.status().workers_per_gpu_type.at("h100") == 2; },
+                                  10s));
+  broker.submit(scale_job("j", "h100"));
+  std::optional<farm::Job> first;
+  FakeWorker* hot = nullptr;
+  FakeWorker* other = nullptr;
+  for (int i = 0; i < 200 && !first; ++i) {
+    if ((first = a.next_job(25ms))) hot = &a, other = &b;
+    else if ((first = b.next_job(25ms))) hot = &b, other = &a;
+  }
+  ASSERT_TRUE(first);
+  hot->result(*first, "unhealthy", {});
+  std::optional<farm::Job> second = other->next_job(10s);
+  ASSERT_TRUE(second) << "the job must go to the other worker";
+  EXPECT_EQ(second->attempt(), 2u);
+  EXPECT_FALSE(hot->next_job(200ms)) << "and not again to the unhealthy one";
+  other->result(*second);
+  const auto ms = collect_n(broker, 1, 10s);
+  ASSERT_EQ(ms.size(), 1u);
+  EXPECT_EQ(ms[0].status, JobStatus::ok);
+  EXPECT_EQ(ms[0].attempts, 2);
+  EXPECT_TRUE(testing::eventually([&] { return broker.counters().unhealthy == 1; }, 10s));
+  EXPECT_EQ(broker.counters().internal_errors, 0);
+}
+
 // With no other worker of the type, the same worker gets it again; after max_attempts the
 // job ends as internal_error, with every attempt's error.
 TEST(FarmBroker, InternalErrorsExhaustTheAttemptsThenAreReported) {

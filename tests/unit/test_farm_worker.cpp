@@ -251,6 +251,11 @@ TEST(JobExecutor, EmulatedJobWithHostCheck) {
   EXPECT_GT(r.registers(), 0);
   EXPECT_EQ(r.max_rel_error(), 0.0);  // same arithmetic as the reference
   EXPECT_EQ(r.source_hash(), fnv1a_hex(j.variant.source));
+  // An emulated device has no health to report, and says so instead of inventing figures.
+  ASSERT_TRUE(r.has_health());
+  EXPECT_FALSE(r.health().sampled());
+  EXPECT_EQ(r.health().sm_clock_mhz(), 0u);
+  EXPECT_EQ(r.health().note(), "emulated device: its times are modelled");
 }
 
 // A [4, 4096] x [4096, 8] MatMul in `t` storage as the coordinator sees it.

@@ -881,10 +881,10 @@ namespace {
 // is_final_status is the one definition of "a verdict on the variant"; the DB's queries take
 // its complement from it. Every status is named, and a final one is never in the list.
 TEST(JobStatuses, TheDbsNotFinalListIsIsFinalStatusesComplement) {
-  EXPECT_EQ(not_final_statuses_sql(), "('worker_lost', 'internal_error', 'implausible')");
+  EXPECT_EQ(not_final_statuses_sql(), "('worker_lost', 'internal_error', 'implausible', 'unhealthy')");
   for (JobStatus s : {JobStatus::ok, JobStatus::compile_error, JobStatus::launch_error, JobStatus::runtime_fault,
                       JobStatus::wrong_result, JobStatus::timeout, JobStatus::worker_lost, JobStatus::unsupported,
-                      JobStatus::internal_error, JobStatus::implausible}) {
+                      JobStatus::internal_error, JobStatus::implausible, JobStatus::unhealthy}) {
     const std::string quoted = "'" + std::string(job_status_name(s)) + "'";
     EXPECT_EQ(not_final_statuses_sql().find(quoted) != std::string::npos, !is_final_status(s)) << quoted;
     EXPECT_EQ(parse_job_status(job_status_name(s)), s);
