@@ -1,6 +1,7 @@
 #include "opencl_dialect.h"
 
 #include <algorithm>
+#include <regex>
 
 #include <fmt/format.h>
 
@@ -248,6 +249,18 @@ const std::string& opencl_prelude() {
   return text;
 }
 
+// OpenCL's `long long` is a 128-bit type (OpenCL C 3.0, 6.3.1 "reserved data types"; clang
+// makes it i128), and so are LL literals: CUDA's 64-bit `long long` is OpenCL's `long`. Left
+// as written, int64 tensors (Gather's indices) were read 16 bytes apart and every dc_i64
+// index computation ran in 128-bit arithmetic.
+namespace {
+std::string long_long_as_long(const std::string& source) {
+  static const std::regex type(R"(\blong\s+long\b)");
+  static const std::regex literal(R"(\b([0-9]+|0[xX][0-9a-fA-F]+)([uU]?)(?:ll|LL)([uU]?)\b)");
+  return std::regex_replace(std::regex_replace(source, type, "long"), literal, "$1$2L$3");
+}
+}  // namespace
+
 std::string opencl_source(const GeneratedKernel& kernel) {
   const std::string& cuda = cuda_prelude();
   const size_t at = kernel.source.find(cuda);
@@ -257,8 +270,8 @@ std::string opencl_source(const GeneratedKernel& kernel) {
   for (const Launch& l : kernel.launches) smem = std::max(smem, l.dynamic_smem_bytes);
   const std::string head = kernel.source.substr(0, at);
   const std::string rest = kernel.source.substr(at + cuda.size());
-  return head + fmt::format("#define DC_OCL_DYNAMIC_SMEM_BYTES {}\n", smem) + opencl_prelude() +
-         rewrite_kernels(rest);
+  return head + fmt::format("#define DC_OCL_DYNAMIC_SMEM_BYTES {}\n", smem) +
+         long_long_as_long(opencl_prelude() + rewrite_kernels(rest));
 }
 
 }  // namespace dc

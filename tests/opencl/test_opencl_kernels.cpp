@@ -92,6 +92,9 @@ const Case kCases[] = {
     {"edge_batched_matmul_bias_relu", "", ClusterKind::gemm, ""},
     {"edge_conv_bias_relu", "", ClusterKind::conv, ""},
     {"edge_residual_layernorm", "", ClusterKind::reduction, ""},
+    // int64 indices: OpenCL's `long long` is 128 bits, so an index buffer read through it
+    // was read 16 bytes apart (the child crashed on BERT's embedding).
+    {"edge_gather_int64_relu", "", ClusterKind::elementwise, ""},
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -129,6 +132,14 @@ Graph edge_graph(const std::string& name) {
     conv.attrs.set("pads", std::vector<int64_t>{1, 1, 1, 1});
     conv.attrs.set("kernel_shape", std::vector<int64_t>{3, 3});
     g.nodes = {conv, testing::make_node("Relu", {"c"}, {"y"})};
+  } else if (name == "edge_gather_int64_relu") {
+    tensor("table", {97, 33});
+    g.tensors["ids"] = TensorInfo{DType::i64, {3, 5}};
+    tensor("rows", {3, 5, 33});
+    tensor("y", {3, 5, 33});
+    g.initializers["table"] = filled({97, 33}, 41);
+    g.inputs = {"ids"};
+    g.nodes = {testing::make_node("Gather", {"table", "ids"}, {"rows"}), testing::make_node("Relu", {"rows"}, {"y"})};
   } else {
     tensor("x", {4, 6, 75});
     tensor("r", {4, 6, 75});
