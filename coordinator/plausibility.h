@@ -15,7 +15,8 @@ namespace dc {
 
 // The floor the check uses, in microseconds: floor_seconds with the workload's bytes less
 // the inputs a kernel need not read whole (the data of Gather*, Slice; the input of a strided
-// convolution or pool), so that it stays a lower bound on every kernel of the workload.
+// convolution or pool), so that it stays a lower bound on every kernel of the workload. On a
+// CPU device (timed with hot caches) bytes that fit in the last-level cache give no floor.
 double plausibility_floor_us(const Workload& w, const GpuSpec& gpu, const std::string& precision);
 
 // Times below this fraction of the floor are implausible (the 20% absorb clock boosts and

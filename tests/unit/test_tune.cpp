@@ -22,6 +22,7 @@
 #include "ir/index_bounds.h"
 #include "model_loader.h"
 #include "nvrtc.h"
+#include "plausibility.h"
 #include "pass_testing.h"
 #include "progress.h"
 #include "sqlite.h"
@@ -144,6 +145,20 @@ TEST(TuneGenerate, RunDeadlineGrowsWithTheWorkloadsFloor) {
   EXPECT_GT(on_cpu, milliseconds(60000));
   EXPECT_EQ(tune_stage::run_deadline(big, h100, milliseconds(30000)), milliseconds(30000));
   EXPECT_EQ(tune_stage::run_deadline(testing::matmul_2d(64, 64, 64), cpu, milliseconds(30000)), milliseconds(30000));
+}
+
+// PoCL's CPU device is timed with hot caches: an elementwise kernel over 768 KiB ran at 16 GB/s
+// from the LLC and was called implausible against the 12 GB/s DRAM figure. Work that fits in
+// the LLC has no DRAM floor there; larger work, and every GPU, keep it.
+TEST(Plausibility, HotCacheCpuDeviceHasNoDramFloorForWorkInItsLastLevelCache) {
+  const GpuSpec& cpu = catalog().require("pocl-cpu");
+  const GpuSpec& h100 = catalog().require("h100");
+  const Workload small = testing::add_1d(64 * 1024);  // 768 KiB
+  EXPECT_NEAR(plausibility_floor_us(small, cpu, "fp32"), 1e6 * static_cast<double>(small.flops) / peak_flops(cpu, "fp32"), 1e-9);
+  EXPECT_NEAR(plausibility_floor_us(small, h100, "fp32"), 1e6 * floor_seconds(small, h100), 1e-9);
+  const Workload big = testing::add_1d(16 << 20);  // 192 MiB, above the 32 MiB LLC
+  EXPECT_NEAR(plausibility_floor_us(big, cpu, "fp32"), 1e6 * floor_seconds(big, cpu), 1e-6);
+  EXPECT_GT(plausibility_floor_us(big, cpu, "fp32"), 1e4);
 }
 
 TEST(Tune, EveryJobYieldsOneResultAndEveryResultIsCommitted) {
