@@ -59,8 +59,9 @@ int cmd_serve(const std::vector<std::string>& args) {
       ("window", po::value(&window)->default_value(window), "jobs handed to the broker per device of a "
        "GPU type ahead of need; the rest wait in the fair-share queues")
       ("client-grace", po::value(&client_grace_s)->default_value(client_grace_s), "seconds a tune that fell "
-       "silent is kept, its queued jobs with it, for its client to reconnect and resume; then its queued jobs "
-       "are cancelled (0: at once). A tune that says bye (ends, or is interrupted) is ended at once")
+       "silent is kept, its queued jobs with it (not dispatched meanwhile), for its client to reconnect and "
+       "resume; then its queued jobs are cancelled (0: at once). A tune that says bye (ends, or is "
+       "interrupted) is ended at once")
       ("metrics", po::value(&metrics), "HTTP: Prometheus metrics at /metrics and a status page at / on "
        "PORT (127.0.0.1) or ADDR:PORT; read-only and without authentication, so give a non-loopback ADDR "
        "only on a network you trust (port 0: a free one, printed)")

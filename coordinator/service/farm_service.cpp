@@ -141,6 +141,8 @@ struct FarmService::Impl {
   void on_client(const FarmBroker::ClientMessage& m);
   void on_hello(const std::string& identity, const std::string& peer, const farm::ClientHello& h);
   bool resume(const std::string& identity, const std::string& peer, const farm::ClientHello& h);
+  void detach(Tune& t);
+  void reattach(Tune& t);
   void on_submit(Tune& t, const farm::TuneJob& j);
   void on_status_request(const std::string& identity, const farm::StatusRequest& r);
   void end_tune(uint64_t id, const std::string& why);
@@ -183,7 +185,7 @@ void FarmService::Impl::on_client(const FarmBroker::ClientMessage& m) {
   t.last_seen = Clock::now();
   if (!t.connected) {
     // Silent past its liveness, heard again before its grace ran out: back.
-    t.connected = true;
+    reattach(t);
     spdlog::info("service: tune {} is heard again", t.id);
   }
   switch (e.body_case()) {
@@ -193,6 +195,23 @@ void FarmService::Impl::on_client(const FarmBroker::ClientMessage& m) {
     default:
       spdlog::warn("service: tune {} sent a {}, which clients do not send; dropped", t.id, farm::body_name(e));
   }
+}
+
+// A tune whose client fell silent: kept, but its share serves nothing until it is back (a
+// client that was killed should not spend the devices its grace period long).
+void FarmService::Impl::detach(Tune& t) {
+  t.connected = false;
+  t.detached_at = Clock::now();
+  share.remove_tune(t.id);
+}
+
+// Back: its share again, with what it still waits for that no device has yet.
+void FarmService::Impl::reattach(Tune& t) {
+  t.connected = true;
+  share.add_tune(t.id, t.priority);
+  for (uint64_t gid : t.groups)
+    if (const auto it = groups.find(gid); it != groups.end() && !it->second.dispatched)
+      share.push(it->second.gpu_type, t.id, gid);
 }
 
 // A Hello that names a tune of this service (same service id), from the same key: the
@@ -210,7 +229,7 @@ bool FarmService::Impl::resume(const std::string& identity, const std::string& p
     tune_of_identity[identity] = t.id;
   }
   const bool was_connected = t.connected;
-  t.connected = true;
+  if (!was_connected) reattach(t);
   t.last_seen = t.next_status = Clock::now();
   ++t.resumes;
   ++tunes_resumed;
@@ -566,9 +585,9 @@ void FarmService::Impl::tick() {
                                       std::chrono::duration_cast<std::chrono::milliseconds>(silence).count(), " ms"));
         continue;
       }
-      t.connected = false;
-      t.detached_at = now;
-      spdlog::info("service: tune {} ({}) silent for more than {} ms: its jobs are kept {} ms for it to reconnect",
+      detach(t);
+      spdlog::info("service: tune {} ({}) silent for more than {} ms: its jobs are kept (not dispatched) {} ms "
+                   "for it to reconnect",
                    id, t.model, std::chrono::duration_cast<std::chrono::milliseconds>(silence).count(),
                    options.client_grace.count());
     }
@@ -589,10 +608,20 @@ void FarmService::Impl::tick() {
   for (const auto& [id, why] : gone) end_tune(id, why);
 }
 
+// Devices as the broker has them now: a new one starts its busy tally, one that left loses
+// it (a long-lived service sees workers come and go; its memory stays flat).
 void FarmService::Impl::observe_devices(const FarmStatus& st) {
   const auto now = Clock::now();
+  std::set<std::string> present;
   for (const FarmWorkerState& w : st.workers)
-    for (int32_t index : w.device_indexes) device_tally.try_emplace(str_cat(w.worker_id, "/", index), DeviceTally{now, 0});
+    for (int32_t index : w.device_indexes) {
+      const std::string key = str_cat(w.worker_id, "/", index);
+      device_tally.try_emplace(key, DeviceTally{now, 0});
+      present.insert(key);
+    }
+  if (present.size() == device_tally.size()) return;
+  for (auto it = device_tally.begin(); it != device_tally.end();)
+    it = present.count(it->first) ? std::next(it) : device_tally.erase(it);
 }
 
 ServiceView FarmService::Impl::view() {
