@@ -4,7 +4,9 @@
 // HTTP thread only copies the latest ones out, so it never touches the service's state.
 // libmicrohttpd bounds what a client can make it do: a connection times out after 10 s
 // idle, at most 64 connections (16 per address), 16 KiB of memory per connection
-// (request line and headers), and malformed requests are answered 400 by the library.
+// (request line and headers); a malformed header or an HTTP/1.1 request without Host is
+// answered 400 by the library (strict mode), and a request line it cannot read at all (no
+// method and path) has its connection closed.
 // Methods other than GET and HEAD get 405, other paths 404.
 #pragma once
 
