@@ -220,11 +220,12 @@ def main():
             print(f"   status: tune {t['done']}/{t['submitted']}, ETA {t['eta_seconds']:.1f} s")
         dom = chromium(["--dump-dom", base], tmp)
         page = dom.stdout
-        if dom.returncode != 0 or "<table id=\"workers\">" not in page.replace("'", '"') and "id=\"workers\"" not in page:
+        if dom.returncode != 0 or 'id="workers"' not in page:
             fail(f"chromium --dump-dom: exit {dom.returncode}: {page[:300]!r} {dom.stderr[-300:]!r}")
         if "w0" not in page or "w&lt;b&gt;1&lt;/b&gt;" not in page or "<b>1</b>" in page:
             fail("the page does not name both workers, or did not escape the HTML worker id")
-        tune_on_page = bool(re.search(r"id=\"tunes\".*tiny_ops", page, re.S)) or "model" in page and "tiny_ops" in page
+        # The tunes table (before the workers table) names it, unless the tune ended meanwhile.
+        tune_on_page = bool(re.search(r"id=\"tunes\".*<td>tiny_ops</td>.*id=\"workers\"", page, re.S))
         if not tune_on_page and tune.poll() is None:
             fail("the page does not name the running tune (tiny_ops)")
         if 'http-equiv="refresh"' not in page:
