@@ -24,6 +24,14 @@ std::string join(const google::protobuf::RepeatedPtrField<std::string>& v) {
   return out.empty() ? "-" : out;
 }
 
+// An ETA as the table shows it: "-" while unknown.
+std::string eta(double s) {
+  if (s < 0) return "-";
+  if (s < 90) return fmt::format("{:.0f} s", s);
+  if (s < 5400) return fmt::format("{:.0f} min", s / 60);
+  return fmt::format("{:.1f} h", s / 3600);
+}
+
 void print_json(const farm::StatusReply& s, std::ostream& os) {
   JsonWriter j(os);
   j.begin_object().field("service", s.service_id()).field("client_protocol_version", int64_t{s.client_protocol_version()});
@@ -34,7 +42,7 @@ void print_json(const farm::StatusReply& s, std::ostream& os) {
     for (const auto& g : w.gpu_types()) j.value(g);
     j.end_array();
     j.field("state", w.state()).field("jobs_done", w.jobs_done()).field("jobs_failed", w.jobs_failed());
-    j.field("leases", int64_t{w.leases()}).end_object();
+    j.field("leases", int64_t{w.leases()}).field("busy_fraction", w.busy_fraction()).end_object();
   }
   j.end_array().key("tunes").begin_array();
   for (const auto& t : s.tunes()) {
@@ -44,7 +52,9 @@ void print_json(const farm::StatusReply& s, std::ostream& os) {
     for (const auto& g : t.gpu_types()) j.value(g);
     j.end_array();
     j.field("priority", int64_t{t.priority()}).field("submitted", t.submitted()).field("done", t.done());
-    j.field("queued", t.queued()).field("measured", t.measured()).end_object();
+    j.field("queued", t.queued()).field("measured", t.measured()).field("from_db", t.from_db());
+    j.field("joined", t.joined()).field("elapsed_seconds", t.elapsed_seconds());
+    j.field("eta_seconds", t.eta_seconds()).field("connected", t.connected()).end_object();
   }
   j.end_array().key("queues").begin_array();
   for (const auto& q : s.queues())
@@ -60,16 +70,17 @@ void print_json(const farm::StatusReply& s, std::ostream& os) {
 void print_table(const farm::StatusReply& s, std::ostream& os) {
   os << fmt::format("farm service {}: {} jobs measured, {} answered from the DB, {} joined, {} cancelled\n",
                     s.service_id(), s.jobs_measured(), s.jobs_answered_from_db(), s.jobs_joined(), s.jobs_cancelled());
-  os << fmt::format("\nworkers ({})\n  {:<28} {:<16} {:<16} {:<6} {:>6} {:>6}\n", s.workers_size(), "id", "host",
-                    "gpu types", "state", "done", "failed");
+  os << fmt::format("\nworkers ({})\n  {:<28} {:<16} {:<16} {:<6} {:>6} {:>6} {:>6}\n", s.workers_size(), "id", "host",
+                    "gpu types", "state", "done", "failed", "busy");
   for (const auto& w : s.workers())
-    os << fmt::format("  {:<28} {:<16} {:<16} {:<6} {:>6} {:>6}\n", w.worker_id(), w.host(), join(w.gpu_types()),
-                      w.state(), w.jobs_done(), w.jobs_failed());
-  os << fmt::format("\ntunes ({})\n  {:>4} {:<16} {:<20} {:<12} {:>8} {:>16} {:>8}\n", s.tunes_size(), "id", "client",
-                    "model", "gpu types", "priority", "progress", "queued");
+    os << fmt::format("  {:<28} {:<16} {:<16} {:<6} {:>6} {:>6} {:>5.0f}%\n", w.worker_id(), w.host(),
+                      join(w.gpu_types()), w.state(), w.jobs_done(), w.jobs_failed(), 100 * w.busy_fraction());
+  os << fmt::format("\ntunes ({})\n  {:>4} {:<16} {:<20} {:<12} {:>8} {:>16} {:>8} {:>8}\n", s.tunes_size(), "id",
+                    "client", "model", "gpu types", "priority", "progress", "queued", "eta");
   for (const auto& t : s.tunes())
-    os << fmt::format("  {:>4} {:<16} {:<20} {:<12} {:>8} {:>16} {:>8}\n", t.tune_id(), t.client_host(), t.model(),
-                      join(t.gpu_types()), t.priority(), fmt::format("{}/{}", t.done(), t.submitted()), t.queued());
+    os << fmt::format("  {:>4} {:<16} {:<20} {:<12} {:>8} {:>16} {:>8} {:>8}\n", t.tune_id(),
+                      t.client_host() + (t.connected() ? "" : " (gone)"), t.model(), join(t.gpu_types()), t.priority(),
+                      fmt::format("{}/{}", t.done(), t.submitted()), t.queued(), eta(t.eta_seconds()));
   os << fmt::format("\nqueues\n  {:<12} {:>8} {:>10} {:>8}\n", "gpu type", "queued", "in flight", "devices");
   for (const auto& q : s.queues())
     os << fmt::format("  {:<12} {:>8} {:>10} {:>8}\n", q.gpu_type(), q.queued(), q.in_flight(), q.devices());
@@ -83,9 +94,10 @@ int cmd_status(const std::vector<std::string>& args) {
   double timeout_s = 5;
   po::options_description desc(
       "usage: dc-coordinator status --farm tcp://HOST:PORT [--json]\n\n"
-      "Shows a farm service's workers (id, host, GPU types, state, jobs done and failed), its\n"
-      "tunes (id, client host, model, GPU types, priority, progress) and its queue per GPU\n"
-      "type.\n\noptions");
+      "Shows a farm service's workers (id, host, GPU types, state, jobs done and failed, busy\n"
+      "fraction: their devices' run time over their time with the service), its tunes (id,\n"
+      "client host, model, GPU types, priority, progress, ETA of the jobs submitted so far at the\n"
+      "tune's rate so far) and its queue per GPU type.\n\noptions");
   desc.add_options()
       ("help,h", "this text")
       ("farm", po::value(&farm_endpoint), "the service: tcp://HOST:PORT")

@@ -82,6 +82,7 @@ struct FarmFlags {
   int priority = 1;
   std::string farm_key;        // CURVE with the service: this client's key pair
   std::string farm_server_key; // and the service's public key
+  double reconnect_s = 60;     // --farm-reconnect: how long to try to reach a lost service
   int local_workers = 0;       // 0: the default
   bool emulate = false;
   bool insecure = false;
@@ -250,6 +251,9 @@ int cmd_tune(const std::vector<std::string>& args) {
        "(its .pub in the service's --allow-clients)")
       ("farm-server-key", po::value(&farm_flags.farm_server_key), "--farm with CURVE: the service's "
        "public key file")
+      ("farm-reconnect", po::value(&farm_flags.reconnect_s)->default_value(farm_flags.reconnect_s), "--farm: "
+       "seconds to keep trying to reach a service that was lost (restarted, network down); once back, the "
+       "tune resumes and sends again every job it has no result for (0: stop at once)")
       ("local-workers", po::value(&farm_flags.local_workers), "local farm: N workers (default: one "
        "per local GPU; emulated workers: N per requested GPU type, default 1)")
       ("emulate", po::bool_switch(&farm_flags.emulate), "emulated devices: compile for real, "
@@ -325,6 +329,8 @@ int cmd_tune(const std::vector<std::string>& args) {
                   "--farm tunes through a service: --bind and --local-workers do not apply");
     DC_USER_CHECK(vm["db"].defaulted(), "--farm: the service owns the tuning DB; --db does not apply");
     DC_USER_CHECK(farm_flags.priority >= 1 && farm_flags.priority <= 100, "--priority must be 1 to 100");
+    DC_USER_CHECK(farm_flags.reconnect_s >= 0 && farm_flags.reconnect_s <= 86400,
+                  "--farm-reconnect must be 0 to 86400 seconds");
     DC_USER_CHECK(farm_flags.farm_key.empty() == farm_flags.farm_server_key.empty(),
                   "CURVE needs both --farm-key and --farm-server-key");
   } else {
@@ -353,6 +359,7 @@ int cmd_tune(const std::vector<std::string>& args) {
                    : std::filesystem::path(model).stem().string();
     for (const GpuSpec* g : opts.gpus) ro.gpu_types.push_back(g->name);
     ro.priority = farm_flags.priority;
+    ro.reconnect_timeout = std::chrono::milliseconds(static_cast<int64_t>(farm_flags.reconnect_s * 1000));
     if (!farm_flags.farm_key.empty()) {
       const farm::CurveKeyPair mine = farm::read_curve_keys(farm_flags.farm_key, /*need_secret=*/true);
       ro.client_public_key = mine.public_key;
@@ -393,6 +400,9 @@ int cmd_tune(const std::vector<std::string>& args) {
     const RemoteFarmCounts c = service->counts();
     std::cout << fmt::format("farm service: {} jobs measured for this tune, {} shared with another tune, {} answered "
                              "from the service's DB\n", c.measured, c.joined, c.from_db);
+    if (c.reconnects > 0)
+      std::cout << fmt::format("farm service: lost and reached again {} time(s); {} job(s) submitted again\n",
+                               c.reconnects, c.resubmitted);
   }
   for (const auto& g : r.gpus)
     if (!g.has_results())

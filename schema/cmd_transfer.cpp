@@ -1,4 +1,9 @@
-// dc-db export and import: measurements out as CSV or JSON, other DBs in with provenance.
+// dc-db export and import: measurements out as CSV or JSON (to read), or as a tuning DB file
+// of their own (`--format sqlite`: to move them to another service's DB with `import`);
+// other DBs in with provenance.
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -55,20 +60,69 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
+// `export --format sqlite --out FILE`: a new tuning DB of the current schema that holds
+// this DB's records (all of them, or the measurements, plans and busy times of one GPU
+// type), made by the same merge as `import` (merge.h), so that `import FILE` on another DB
+// brings exactly them in. Written beside FILE and renamed into place when complete.
+int export_sqlite(const std::string& db, const std::string& out, const std::string& gpu) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  DC_USER_CHECK(!fs::exists(out, ec), "export --format sqlite: '", out,
+                "' exists; the export is a new file (remove it, or choose another name)");
+  DC_USER_CHECK(fs::is_regular_file(db, ec), "cannot export '", db, "': no such file");
+  const std::string partial = out + ".partial-" + std::to_string(::getpid());
+  fs::remove(partial, ec);
+  MergeStats s;
+  try {
+    sqlite::Connection conn = open_tuning_connection(partial, /*read_only=*/false);
+    s = merge_tuning_db(conn, db);
+    if (!gpu.empty()) {
+      sqlite::Transaction tx(conn);
+      for (const char* table : {"run_gpu_busy", "plans", "measurements"})
+        conn.query(std::string("DELETE FROM ") + table + " WHERE gpu_type <> ?").bind(1, gpu).run();
+      s.measurements = conn.scalar_int("SELECT count(*) FROM measurements");
+      conn.query("UPDATE imports SET measurements_added = ?").bind(1, s.measurements).run();
+      tx.commit();
+    }
+    // The file's one `imports` row names where its records came from; `import` keeps its own.
+    conn.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    conn.exec("PRAGMA journal_mode = DELETE");  // one self-contained file, no -wal beside it
+  } catch (...) {
+    fs::remove(partial, ec);
+    fs::remove(partial + "-wal", ec);
+    fs::remove(partial + "-shm", ec);
+    throw;
+  }
+  fs::rename(partial, out, ec);
+  DC_USER_CHECK(!ec, "cannot rename the export to '", out, "': ", ec.message());
+  fs::remove(partial + "-wal", ec);
+  fs::remove(partial + "-shm", ec);
+  std::cerr << fmt::format("wrote {} measurements ({} variants, {} workloads, {} runs, {} plans) to {}; "
+                           "bring them into another DB with: dc-db --db OTHER.db import {}\n",
+                           s.measurements, s.variants, s.workloads, s.runs, s.plans, out, out);
+  return kExitOk;
+}
+
 }  // namespace
 
 int cmd_export(const std::string& db, const std::vector<std::string>& args) {
   po::options_description desc(
-      "dc-db export: every measurement with its provenance (JSON adds every sample)");
+      "dc-db export: every measurement with its provenance (JSON adds every sample); with\n"
+      "--format sqlite, a tuning DB file of its own that `dc-db import` brings into another DB\n"
+      "(moving results between services)");
   desc.add_options()("help,h", "this text")("format", po::value<std::string>()->required(),
-                                            "csv or json")(
+                                            "csv, json, or sqlite (needs --out: a new file)")(
       "out", po::value<std::string>(), "write here instead of stdout")(
       "gpu", po::value<std::string>(), "only this GPU type");
   const auto vm = parse_options(args, desc);
   if (!vm) return kExitOk;
   const std::string format = (*vm)["format"].as<std::string>();
-  DC_USER_CHECK(format == "csv" || format == "json", "bad --format '", format,
-                "': expected csv or json");
+  DC_USER_CHECK(format == "csv" || format == "json" || format == "sqlite", "bad --format '", format,
+                "': expected csv, json or sqlite");
+  if (format == "sqlite") {
+    DC_USER_CHECK(vm->count("out"), "export --format sqlite needs --out FILE (a new tuning DB file)");
+    return export_sqlite(db, (*vm)["out"].as<std::string>(), vm->count("gpu") ? (*vm)["gpu"].as<std::string>() : "");
+  }
   sqlite::Connection conn = open_for_reading(db);
   std::ofstream file;
   if (vm->count("out")) {
@@ -117,8 +171,9 @@ int cmd_export(const std::string& db, const std::vector<std::string>& args) {
 
 int cmd_import(const std::string& db, const std::vector<std::string>& args) {
   po::options_description desc(
-      "dc-db import FILE: merge another tuning DB into this one (created if missing), keeping\n"
-      "provenance; records already here are not duplicated");
+      "dc-db import FILE: merge another tuning DB (another service's, or an `export --format\n"
+      "sqlite` file) into this one (created if missing), keeping provenance; records already\n"
+      "here are not duplicated; a damaged or foreign file is refused before anything is written");
   desc.add_options()("help,h", "this text");
   std::string from;
   const auto vm = parse_options(args, desc, &from);

@@ -35,7 +35,8 @@ commands:
   stale [--gpu G]                    measurements of a source the variant no longer has
   implausible [--gpu G]              results below their variant's floor, by worker
   export --format csv|json [--out F] every measurement with its provenance
-  import FILE                        merge another tuning DB into this one
+  export --format sqlite --out F     the records as a tuning DB file of their own, to import
+  import FILE                        merge another tuning DB (or an export) into this one
   report --out report.html           one self-contained HTML page with plots
   migrate                            bring an older DB to this dc's schema version
 

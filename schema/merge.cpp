@@ -159,6 +159,19 @@ void refuse_a_row_that_breaks_its_table(sqlite::Connection& into, const std::str
                      " 'PRAGMA integrity_check'");
 }
 
+// Called from a catch block when a statement over the attached file failed: SQLite reports
+// a damaged page as SQLITE_CORRUPT (or NOTADB) of the connection, which the SQLite layer
+// words as this DB's fault ("tuning DB 'into' is corrupt"); this DB was opened and checked
+// before the file was attached, so it is the file's (a damaged export: DcDb.ExportSqlite...).
+// Anything else is rethrown as it is.
+[[noreturn]] void blame_a_damaged_file(sqlite::Connection& into, const std::string& from_path) {
+  const int code = sqlite3_errcode(into.handle());
+  if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB)
+    throw_user_error("cannot import '", from_path, "': it is damaged (", sqlite3_errmsg(into.handle()),
+                     "); nothing was written; check it with: sqlite3 ", from_path, " 'PRAGMA integrity_check'");
+  throw;
+}
+
 }  // namespace
 
 MergeStats merge_tuning_db(sqlite::Connection& into, const std::string& from_path) {
@@ -175,6 +188,9 @@ MergeStats merge_tuning_db(sqlite::Connection& into, const std::string& from_pat
     // The SQL is fixed: what SQLite refuses here is the file (e.g. a UTF-16 database: a
     // fuzz_db_import finding).
     throw_user_error("cannot import '", from_path, "': SQLite cannot attach it (", e.what(), ")");
+  } catch (const UserError&) {
+    // SQLITE_CORRUPT attaching a truncated file (DcDb.ExportSqlite...), worded as this DB's.
+    blame_a_damaged_file(into, from_path);
   } catch (const std::bad_alloc&) {
     // SQLITE_NOMEM attaching a small file: a damaged schema record asks for more memory
     // than SQLite allocates at once (a fuzz_db_import finding).
@@ -184,8 +200,13 @@ MergeStats merge_tuning_db(sqlite::Connection& into, const std::string& from_pat
   }
   MergeStats stats;
   try {
-    const int64_t app = into.scalar_int("PRAGMA src.application_id");
-    const int64_t version = into.scalar_int("PRAGMA src.user_version");
+    int64_t app = 0, version = 0;
+    try {
+      app = into.scalar_int("PRAGMA src.application_id");
+      version = into.scalar_int("PRAGMA src.user_version");
+    } catch (const UserError&) {
+      blame_a_damaged_file(into, from_path);
+    }
     DC_USER_CHECK(app == kTuningDbApplicationId, "cannot import '", from_path,
                   "': not a dc tuning DB");
     DC_USER_CHECK(version <= schema_version(), "cannot import '", from_path,
@@ -194,8 +215,12 @@ MergeStats merge_tuning_db(sqlite::Connection& into, const std::string& from_pat
     DC_USER_CHECK(version == schema_version(), "cannot import '", from_path,
                   "': its schema version ", version, " is older than this dc's (",
                   schema_version(), "); migrate it first: dc-db --db ", from_path, " migrate");
-    check_same_tables(into, from_path);  // first: foreign_key_check needs the same tables
-    check_consistent(into, from_path);
+    try {
+      check_same_tables(into, from_path);  // first: foreign_key_check needs the same tables
+      check_consistent(into, from_path);
+    } catch (const UserError&) {
+      blame_a_damaged_file(into, from_path);
+    }
     sqlite::Transaction tx(into);
     into.query(
             "INSERT INTO imports(source_path, source_user_version, imported_ms) VALUES (?, ?, ?)")
@@ -210,6 +235,8 @@ MergeStats merge_tuning_db(sqlite::Connection& into, const std::string& from_pat
       } catch (const InternalError&) {
         refuse_a_row_that_breaks_its_table(into, from_path);
         throw;
+      } catch (const UserError&) {
+        blame_a_damaged_file(into, from_path);
       }
       if (s.count) stats.*s.count = into.changes();
     }

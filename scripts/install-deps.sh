@@ -13,6 +13,7 @@ PACKAGES=(
   libyaml-cpp-dev
   libgtest-dev libgmock-dev
   libspdlog-dev libfmt-dev
+  libmicrohttpd-dev       # dc-coordinator serve --metrics: /metrics and the status page over HTTP
   python3-onnx python3-torch python3-torchvision python3-numpy
   chromium python3-pil    # tests: the HTML report rendered headless (dc_db_report_screenshot)
   patchelf                # scripts/make_dist.sh: RPATHs of the relocatable bundle
@@ -87,4 +88,14 @@ if [ ! -d "$DC_PYDEPS/kubernetes_validate" ]; then
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO python3 -m pip install --quiet --disable-pip-version-check --target "$DC_PYDEPS" \
     "kubernetes-validate==1.37.0"
+fi
+
+# prometheus_client from PyPI, in the same folder: tests/service/check_metrics.py parses the
+# service's /metrics with its text parser (the reference one) and checks it against the DB.
+if [ ! -d "$DC_PYDEPS/prometheus_client" ]; then
+  echo "install-deps: installing prometheus-client into $DC_PYDEPS"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO python3 -m pip install --quiet --disable-pip-version-check --target "$DC_PYDEPS" \
+    "prometheus-client==0.26.0"
 fi

@@ -293,3 +293,15 @@ endforeach()
 add_test(NAME farm_service_three_tunes COMMAND ${DC_PY} ${PROJECT_SOURCE_DIR}/tests/service/check_farm_service.py
   ${CMAKE_RUNTIME_OUTPUT_DIRECTORY} ${PROJECT_SOURCE_DIR})
 set_tests_properties(farm_service_three_tunes PROPERTIES LABELS long TIMEOUT 1800 RUN_SERIAL TRUE)
+# serve --metrics (tests/service/check_metrics.py): /metrics parsed with prometheus_client's
+# parser, its counters against the DB, bad HTTP requests, the status page in headless
+# Chromium (DOM and screenshot), with two emulated workers and two small tunes. About a
+# minute on 2 cores (real NVRTC compiles): label long.
+add_test(NAME farm_service_metrics COMMAND ${DC_PY} ${PROJECT_SOURCE_DIR}/tests/service/check_metrics.py
+  ${CMAKE_RUNTIME_OUTPUT_DIRECTORY} ${PROJECT_SOURCE_DIR})
+set_tests_properties(farm_service_metrics PROPERTIES LABELS long TIMEOUT 900 RUN_SERIAL TRUE)
+# The service SIGKILLed and restarted mid-tune (tests/service/check_farm_restart.py): workers
+# rejoin, the tune reconnects and resubmits, nothing recorded twice. Minutes: label long.
+add_test(NAME farm_service_restart COMMAND ${DC_PY} ${PROJECT_SOURCE_DIR}/tests/service/check_farm_restart.py
+  ${CMAKE_RUNTIME_OUTPUT_DIRECTORY} ${PROJECT_SOURCE_DIR})
+set_tests_properties(farm_service_restart PROPERTIES LABELS long TIMEOUT 1200 RUN_SERIAL TRUE)

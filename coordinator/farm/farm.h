@@ -57,6 +57,8 @@ struct FarmWorkerState {
   std::string worker_id;
   std::string host;
   std::vector<std::string> gpu_types;  // one per device
+  std::vector<int32_t> device_indexes; // the worker's index of each device, same order
+  std::vector<int> device_leases;      // jobs each device holds now, same order
   int leases = 0;                      // jobs it holds now
 };
 

@@ -492,6 +492,8 @@ FarmStatus FarmDispatcher::status() const {
       ++st.workers_per_gpu_type[d.gpu_type];
       if (d.emulated) ++st.emulated_workers_per_gpu_type[d.gpu_type];
       w.gpu_types.push_back(d.gpu_type);
+      w.device_indexes.push_back(d.index);
+      w.device_leases.push_back(d.held);
     }
     st.workers.push_back(std::move(w));
   }

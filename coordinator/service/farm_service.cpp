@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -31,11 +32,17 @@ std::string printable(const std::string& s) {
   return out;
 }
 
+// host/pid/start time: another after a restart, even where the pid is the same (a container).
 std::string default_service_id() {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  return str_cat(host, "/", ::getpid());
+  return str_cat(host, "/", ::getpid(), "/", farm::unix_ms_now());
 }
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Job latency buckets, seconds: emulated jobs take milliseconds, real ones seconds to minutes.
+const std::vector<double> kLatencyBounds = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
 
 }  // namespace
 
@@ -44,12 +51,21 @@ struct FarmService::Impl {
   struct Tune {
     uint64_t id = 0;
     std::string identity;
+    std::string peer;            // its CURVE key ("" without CURVE): only it may resume the tune
     std::string client_id, host, model;
     std::vector<std::string> gpu_types;
     int priority = 1;
+    Clock::time_point started;
     Clock::time_point last_seen;
     Clock::time_point next_status;
+    bool connected = true;       // false: silent, kept until detached_at + grace
+    Clock::time_point detached_at;
     std::set<uint64_t> groups;  // it waits for
+    // Outcomes sent lately (and all of them while it is silent), by resend_key: a client
+    // that reconnects resubmits what it has no outcome for, and these are sent again. Only
+    // a tune that resumed looks here (another tune's later round may reuse a job id).
+    std::map<std::string, std::pair<Clock::time_point, farm::Envelope>> recent;
+    int resumes = 0;
     int64_t submitted = 0, done = 0, measured = 0, from_db = 0, joined = 0;
   };
   // One tune's wait for a group's result, under its own names.
@@ -57,6 +73,7 @@ struct FarmService::Impl {
     uint64_t tune = 0;
     std::string job_id, workload, variant_key;
     bool reuse = true;
+    std::string resend_key;  // job id, source hash, check, reuse: the same job submitted again
   };
   // Identical jobs: measured once.
   struct Group {
@@ -66,9 +83,14 @@ struct FarmService::Impl {
     std::vector<Waiter> waiters;
     bool dispatched = false;
     uint64_t dispatched_by = 0;  // the tune whose share paid for it
+    Clock::time_point dispatched_at;
   };
   struct WorkerTally {
     int64_t done = 0, failed = 0;
+  };
+  struct DeviceTally {
+    Clock::time_point joined;
+    double busy_seconds = 0;
   };
 
   FarmServiceOptions options;
@@ -88,7 +110,19 @@ struct FarmService::Impl {
   std::set<std::string> gpu_types_recorded, workloads_recorded, workers_recorded;
   std::set<std::pair<std::string, std::string>> variants_recorded;
   std::map<std::string, WorkerTally> tally;  // by worker id (before the device suffix)
+  std::map<std::string, DeviceTally> device_tally;  // by "worker id/device index"
   int64_t measured = 0, answered_from_db = 0, joined = 0, cancelled = 0;
+  int64_t answered_measured = 0;  // outcomes of origin MEASURED (measured counts results)
+  int64_t tunes_started = 0, tunes_resumed = 0;
+  std::map<std::string, int64_t> results_by_status, recorded_by_status;
+  ServiceView::Histogram latency = [] {
+    ServiceView::Histogram h;
+    h.bounds = kLatencyBounds;
+    h.counts.assign(kLatencyBounds.size() + 1, 0);
+    return h;
+  }();
+  const Clock::time_point started = Clock::now();
+  Clock::time_point next_view = Clock::now();
 
   Impl(FarmServiceOptions o, TuningDb& d)
       : options(std::move(o)), db(d), broker([&] {
@@ -105,7 +139,10 @@ struct FarmService::Impl {
   }
 
   void on_client(const FarmBroker::ClientMessage& m);
-  void on_hello(const std::string& identity, const farm::ClientHello& h);
+  void on_hello(const std::string& identity, const std::string& peer, const farm::ClientHello& h);
+  bool resume(const std::string& identity, const std::string& peer, const farm::ClientHello& h);
+  void detach(Tune& t);
+  void reattach(Tune& t);
   void on_submit(Tune& t, const farm::TuneJob& j);
   void on_status_request(const std::string& identity, const farm::StatusRequest& r);
   void end_tune(uint64_t id, const std::string& why);
@@ -116,6 +153,8 @@ struct FarmService::Impl {
   std::optional<Measurement> from_db(const FarmJob& job, const std::string& source_hash);
   void tick();
   void pump();
+  void observe_devices(const FarmStatus& st);
+  ServiceView view();
   farm::Envelope client_status(const FarmStatus& st) const;
 };
 
@@ -127,18 +166,28 @@ void FarmService::Impl::on_client(const FarmBroker::ClientMessage& m) {
     return;
   }
   switch (e.body_case()) {
-    case farm::Envelope::kClientHello: return on_hello(m.identity, e.client_hello());
+    case farm::Envelope::kClientHello: return on_hello(m.identity, m.peer, e.client_hello());
     case farm::Envelope::kStatusRequest: return on_status_request(m.identity, e.status_request());
     default: break;
   }
   const auto it = tune_of_identity.find(m.identity);
   if (it == tune_of_identity.end()) {
     // A client the service does not know (it restarted, or declared the client gone).
-    if (e.body_case() != farm::Envelope::kClientBye) refuse(m.identity, "unknown client: say ClientHello first");
+    if (e.body_case() != farm::Envelope::kClientBye) {
+      farm::Envelope r = farm::make_envelope();
+      r.mutable_refused()->set_reason("unknown client: say ClientHello first");
+      r.mutable_refused()->set_unknown_client(true);
+      send(m.identity, std::move(r));
+    }
     return;
   }
   Tune& t = tunes.at(it->second);
   t.last_seen = Clock::now();
+  if (!t.connected) {
+    // Silent past its liveness, heard again before its grace ran out: back.
+    reattach(t);
+    spdlog::info("service: tune {} is heard again", t.id);
+  }
   switch (e.body_case()) {
     case farm::Envelope::kSubmit: on_submit(t, e.submit().job()); break;
     case farm::Envelope::kClientHeartbeat: break;
@@ -148,7 +197,56 @@ void FarmService::Impl::on_client(const FarmBroker::ClientMessage& m) {
   }
 }
 
-void FarmService::Impl::on_hello(const std::string& identity, const farm::ClientHello& h) {
+// A tune whose client fell silent: kept, but its share serves nothing until it is back (a
+// client that was killed should not spend the devices its grace period long).
+void FarmService::Impl::detach(Tune& t) {
+  t.connected = false;
+  t.detached_at = Clock::now();
+  share.remove_tune(t.id);
+}
+
+// Back: its share again, with what it still waits for that no device has yet.
+void FarmService::Impl::reattach(Tune& t) {
+  t.connected = true;
+  share.add_tune(t.id, t.priority);
+  for (uint64_t gid : t.groups)
+    if (const auto it = groups.find(gid); it != groups.end() && !it->second.dispatched)
+      share.push(it->second.gpu_type, t.id, gid);
+}
+
+// A Hello that names a tune of this service (same service id), from the same key: the
+// tune goes on under the new identity, with everything it waits for.
+bool FarmService::Impl::resume(const std::string& identity, const std::string& peer, const farm::ClientHello& h) {
+  if (h.resume_tune_id() == 0 || h.resume_service_id() != service_id) return false;
+  const auto it = tunes.find(h.resume_tune_id());
+  if (it == tunes.end() || it->second.peer != peer) return false;
+  Tune& t = it->second;
+  if (t.identity != identity) {
+    tune_of_identity.erase(t.identity);
+    if (const auto old = tune_of_identity.find(identity); old != tune_of_identity.end())
+      end_tune(old->second, "the client resumed another tune");
+    t.identity = identity;
+    tune_of_identity[identity] = t.id;
+  }
+  const bool was_connected = t.connected;
+  if (!was_connected) reattach(t);
+  t.last_seen = t.next_status = Clock::now();
+  ++t.resumes;
+  ++tunes_resumed;
+  spdlog::info("service: tune {} ({}) resumed{}: {} job(s) waiting", t.id, t.model,
+               was_connected ? "" : " within its grace period", t.groups.size());
+  farm::Envelope w = farm::make_envelope();
+  farm::ClientWelcome* cw = w.mutable_client_welcome();
+  cw->set_tune_id(t.id);
+  cw->set_heartbeat_ms(static_cast<uint32_t>(options.client_heartbeat.count()));
+  cw->set_liveness(static_cast<uint32_t>(options.client_liveness));
+  cw->set_service_id(service_id);
+  cw->set_resumed(true);
+  send(identity, std::move(w));
+  return true;
+}
+
+void FarmService::Impl::on_hello(const std::string& identity, const std::string& peer, const farm::ClientHello& h) {
   if (h.client_protocol_version() != farm::kClientProtocolVersion)
     return refuse(identity, str_cat("client protocol version ", h.client_protocol_version(),
                                     " is not supported (this service speaks ", farm::kClientProtocolVersion, ")"));
@@ -157,18 +255,20 @@ void FarmService::Impl::on_hello(const std::string& identity, const farm::Client
     return refuse(identity, str_cat("priority ", h.priority(), " (1 to ", kMaxPriority, ")"));
   for (const std::string& g : h.gpu_types())
     if (catalog.find(g) == nullptr) return refuse(identity, "unknown GPU type '" + printable(g) + "'");
+  if (resume(identity, peer, h)) return;
   if (const auto old = tune_of_identity.find(identity); old != tune_of_identity.end())
     end_tune(old->second, "the client said hello again");
   Tune t;
   t.id = next_tune++;
   t.identity = identity;
+  t.peer = peer;
   t.client_id = printable(h.client_id());
   t.host = printable(h.host());
   t.model = printable(h.model());
   t.gpu_types.assign(h.gpu_types().begin(), h.gpu_types().end());
   t.priority = h.priority();
-  t.last_seen = Clock::now();
-  t.next_status = Clock::now();
+  t.started = t.last_seen = t.next_status = Clock::now();
+  ++tunes_started;
   share.add_tune(t.id, t.priority);
   spdlog::info("service: tune {} joined: model {} on {} from {} ({}), priority {}", t.id, t.model,
                fmt::format("{}", fmt::join(t.gpu_types, ",")), t.host, t.client_id, t.priority);
@@ -266,10 +366,18 @@ void FarmService::Impl::on_submit(Tune& t, const farm::TuneJob& tj) {
     spdlog::warn("service: tune {} submitted an invalid job; dropped: {}", t.id, e.what());
     return;
   }
+  const std::string hash = fnv1a_hex(job.variant.source);
+  Waiter w{t.id, job.job_id, job.workload, job.variant.variant_key, job.service.reuse,
+           str_cat(job.job_id, "|", hash, "|", job.check_on_emulator ? "check" : "", "|", job.service.reuse ? "" : "fresh")};
+  if (t.resumes > 0) {
+    if (const auto sent = t.recent.find(w.resend_key); sent != t.recent.end()) {
+      // A resubmit after a reconnect of a job whose outcome was sent already: sent again.
+      send(t.identity, sent->second.second);
+      return;
+    }
+  }
   ++t.submitted;
   spdlog::debug("service: tune {} submitted {}", t.id, job.job_id);
-  const std::string hash = fnv1a_hex(job.variant.source);
-  Waiter w{t.id, job.job_id, job.workload, job.variant.variant_key, job.service.reuse};
   std::optional<Measurement> known;
   try {
     record_rows(job, hash);
@@ -293,7 +401,10 @@ void FarmService::Impl::on_submit(Tune& t, const farm::TuneJob& tj) {
     Group& g = groups.at(gid);
     // A tune waits for a job once: a resend joins its own wait.
     for (const Waiter& other : g.waiters)
-      if (other.tune == t.id && other.job_id == w.job_id) return;
+      if (other.tune == t.id && other.job_id == w.job_id) {
+        --t.submitted;
+        return;
+      }
     g.waiters.push_back(w);
   } else {
     gid = next_group++;
@@ -321,7 +432,10 @@ void FarmService::Impl::deliver(Tune& t, const Waiter& w, const Measurement& m, 
   mine.variant_key = w.variant_key;
   *o->mutable_record() = farm::to_record(mine);
   ++t.done;
-  send(t.identity, std::move(e));
+  // Kept a while: a client that reconnects gets it again when it resubmits the job. A tune
+  // that is silent gets it then.
+  if (t.connected) send(t.identity, e);
+  t.recent[w.resend_key] = {Clock::now(), std::move(e)};
 }
 
 void FarmService::Impl::record_result(const Group& g, const Measurement& m, const std::string& worker_id) {
@@ -344,7 +458,9 @@ void FarmService::Impl::record_result(const Group& g, const Measurement& m, cons
     Measurement r = m;
     r.workload = workload;
     r.variant_key = key;
-    if (!(fresh ? db.commit_measurement(r) : db.commit_first_measurement(r)))
+    if (fresh ? db.commit_measurement(r) : db.commit_first_measurement(r))
+      ++recorded_by_status[std::string(job_status_name(m.status))];
+    else
       spdlog::info("service: {} {} on {}: already recorded; not added again", workload, key, m.gpu_type);
   }
 }
@@ -361,6 +477,15 @@ void FarmService::Impl::on_result(Measurement m) {
   const std::string worker_id = m.worker.substr(0, m.worker.rfind('/'));
   ++tally[worker_id].done;
   if (m.status != JobStatus::ok) ++tally[worker_id].failed;
+  ++results_by_status[std::string(job_status_name(m.status))];
+  if (const auto d = device_tally.find(m.worker); d != device_tally.end() && std::isfinite(m.run_seconds))
+    d->second.busy_seconds += std::max(0.0, m.run_seconds);
+  const double waited = seconds(Clock::now() - g.dispatched_at);
+  const size_t bucket = static_cast<size_t>(
+      std::lower_bound(latency.bounds.begin(), latency.bounds.end(), waited) - latency.bounds.begin());
+  ++latency.counts[bucket];
+  latency.sum += waited;
+  ++latency.count;
   // Recorded once per (workload, variant) it answers for, whoever still waits: measured work
   // is never thrown away. internal_error (a dc bug) and unhealthy (the device refused to time)
   // measured nothing.
@@ -375,7 +500,8 @@ void FarmService::Impl::on_result(Measurement m) {
     if (t == tunes.end()) continue;
     t->second.groups.erase(gid);
     const bool own = w.tune == g.dispatched_by;
-    if (!own) {
+    if (own) ++answered_measured;
+    else {
       ++joined;
       ++t->second.joined;
     }
@@ -411,6 +537,7 @@ void FarmService::Impl::end_tune(uint64_t id, const std::string& why) {
 
 void FarmService::Impl::pump() {
   const FarmStatus st = broker.status();
+  observe_devices(st);
   std::set<std::string> types;
   for (const auto& [gid, g] : groups)
     if (!g.dispatched) types.insert(g.gpu_type);
@@ -426,6 +553,7 @@ void FarmService::Impl::pump() {
       Group& g = groups.at(pick->item);
       g.dispatched = true;
       g.dispatched_by = pick->tune;
+      g.dispatched_at = Clock::now();
       ++tunes.at(pick->tune).measured;
       ++in_broker[type];
       spdlog::info("service: dispatch {} of tune {} ({} waiting)", g.job.job_id, pick->tune, g.waiters.size());
@@ -446,62 +574,113 @@ farm::Envelope FarmService::Impl::client_status(const FarmStatus& st) const {
 void FarmService::Impl::tick() {
   const auto now = Clock::now();
   const auto silence = options.client_heartbeat * options.client_liveness;
-  std::vector<uint64_t> gone;
+  // Outcomes are kept for a resend while a lost one could still be asked for again: the
+  // client's silence to notice the loss, and a heartbeat more.
+  const auto keep = silence + options.client_heartbeat;
+  std::vector<std::pair<uint64_t, std::string>> gone;
   std::optional<farm::Envelope> status;
   for (auto& [id, t] : tunes) {
-    if (now - t.last_seen > silence) {
-      gone.push_back(id);
+    if (t.connected && now - t.last_seen > silence) {
+      if (options.client_grace.count() == 0) {
+        gone.emplace_back(id, str_cat("client silent for more than ",
+                                      std::chrono::duration_cast<std::chrono::milliseconds>(silence).count(), " ms"));
+        continue;
+      }
+      detach(t);
+      spdlog::info("service: tune {} ({}) silent for more than {} ms: its jobs are kept (not dispatched) {} ms "
+                   "for it to reconnect",
+                   id, t.model, std::chrono::duration_cast<std::chrono::milliseconds>(silence).count(),
+                   options.client_grace.count());
+    }
+    if (!t.connected) {
+      if (now - t.detached_at > options.client_grace)
+        gone.emplace_back(id, str_cat("client silent, and not back within the grace period of ",
+                                      options.client_grace.count(), " ms"));
       continue;
     }
+    for (auto it = t.recent.begin(); it != t.recent.end();)
+      it = now - it->second.first > keep ? t.recent.erase(it) : std::next(it);
     if (now >= t.next_status) {
       if (!status) status = client_status(broker.status());
       send(t.identity, *status);
       t.next_status = now + options.client_heartbeat;
     }
   }
-  for (uint64_t id : gone)
-    end_tune(id, str_cat("client silent for more than ",
-                         std::chrono::duration_cast<std::chrono::milliseconds>(silence).count(), " ms"));
+  for (const auto& [id, why] : gone) end_tune(id, why);
 }
 
-void FarmService::Impl::on_status_request(const std::string& identity, const farm::StatusRequest& r) {
-  if (r.client_protocol_version() != farm::kClientProtocolVersion)
-    return refuse(identity, str_cat("client protocol version ", r.client_protocol_version(),
-                                    " is not supported (this service speaks ", farm::kClientProtocolVersion, ")"));
-  const FarmStatus st = broker.status();
-  farm::Envelope e = farm::make_envelope();
-  farm::StatusReply* s = e.mutable_status_reply();
-  s->set_client_protocol_version(farm::kClientProtocolVersion);
-  s->set_service_id(service_id);
-  for (const FarmWorkerState& w : st.workers) {
-    farm::WorkerView* v = s->add_workers();
-    v->set_worker_id(w.worker_id);
-    v->set_host(w.host);
-    for (const std::string& g : w.gpu_types) v->add_gpu_types(g);
-    v->set_state(w.leases > 0 ? "busy" : "idle");
-    v->set_leases(w.leases);
-    if (const auto it = tally.find(w.worker_id); it != tally.end()) {
-      v->set_jobs_done(it->second.done);
-      v->set_jobs_failed(it->second.failed);
+// Devices as the broker has them now: a new one starts its busy tally, one that left loses
+// it (a long-lived service sees workers come and go; its memory stays flat).
+void FarmService::Impl::observe_devices(const FarmStatus& st) {
+  const auto now = Clock::now();
+  std::set<std::string> present;
+  for (const FarmWorkerState& w : st.workers)
+    for (int32_t index : w.device_indexes) {
+      const std::string key = str_cat(w.worker_id, "/", index);
+      device_tally.try_emplace(key, DeviceTally{now, 0});
+      present.insert(key);
     }
+  if (present.size() == device_tally.size()) return;
+  for (auto it = device_tally.begin(); it != device_tally.end();)
+    it = present.count(it->first) ? std::next(it) : device_tally.erase(it);
+}
+
+ServiceView FarmService::Impl::view() {
+  const auto now = Clock::now();
+  const FarmStatus st = broker.status();
+  observe_devices(st);
+  ServiceView v;
+  v.service_id = service_id;
+  v.uptime_seconds = seconds(now - started);
+  for (const FarmWorkerState& w : st.workers) {
+    ServiceView::Worker vw;
+    vw.worker_id = w.worker_id;
+    vw.host = w.host;
+    vw.gpu_types = w.gpu_types;
+    vw.state = w.leases > 0 ? "busy" : "idle";
+    vw.leases = w.leases;
+    if (const auto it = tally.find(w.worker_id); it != tally.end()) {
+      vw.jobs_done = it->second.done;
+      vw.jobs_failed = it->second.failed;
+    }
+    double busy = 0;
+    for (size_t i = 0; i < w.device_indexes.size(); ++i) {
+      ServiceView::Device d;
+      d.worker_id = w.worker_id;
+      d.index = w.device_indexes[i];
+      d.gpu_type = i < w.gpu_types.size() ? w.gpu_types[i] : "";
+      d.leases = i < w.device_leases.size() ? w.device_leases[i] : 0;
+      const DeviceTally& dt = device_tally.at(str_cat(w.worker_id, "/", d.index));
+      d.busy_seconds = dt.busy_seconds;
+      d.joined_seconds = seconds(now - dt.joined);
+      d.busy_fraction = d.joined_seconds > 0 ? std::min(1.0, d.busy_seconds / d.joined_seconds) : 0.0;
+      busy += d.busy_fraction;
+      v.devices.push_back(std::move(d));
+    }
+    vw.busy_fraction = w.device_indexes.empty() ? 0.0 : busy / static_cast<double>(w.device_indexes.size());
+    v.workers.push_back(std::move(vw));
   }
   std::map<std::string, int64_t> queued;
   for (const auto& [gid, g] : groups)
     if (!g.dispatched) ++queued[g.gpu_type];
   for (const auto& [id, t] : tunes) {
-    farm::TuneView* v = s->add_tunes();
-    v->set_tune_id(id);
-    v->set_client_host(t.host);
-    v->set_model(t.model);
-    for (const std::string& g : t.gpu_types) v->add_gpu_types(g);
-    v->set_priority(t.priority);
-    v->set_submitted(t.submitted);
-    v->set_done(t.done);
-    int64_t q = 0;
+    ServiceView::Tune vt;
+    vt.id = id;
+    vt.client_host = t.host;
+    vt.model = t.model;
+    vt.gpu_types = t.gpu_types;
+    vt.priority = t.priority;
+    vt.submitted = t.submitted;
+    vt.done = t.done;
     for (uint64_t gid : t.groups)
-      if (const auto it = groups.find(gid); it != groups.end() && !it->second.dispatched) ++q;
-    v->set_queued(q);
-    v->set_measured(t.measured);
+      if (const auto it = groups.find(gid); it != groups.end() && !it->second.dispatched) ++vt.queued;
+    vt.measured = t.measured;
+    vt.from_db = t.from_db;
+    vt.joined = t.joined;
+    vt.elapsed_seconds = seconds(now - t.started);
+    if (t.done > 0) vt.eta_seconds = static_cast<double>(t.submitted - t.done) * vt.elapsed_seconds / static_cast<double>(t.done);
+    vt.connected = t.connected;
+    v.tunes.push_back(std::move(vt));
   }
   std::set<std::string> types;
   for (const auto& [type, n] : st.workers_per_gpu_type) types.insert(type);
@@ -509,12 +688,70 @@ void FarmService::Impl::on_status_request(const std::string& identity, const far
   for (const auto& [type, n] : in_broker)
     if (n > 0) types.insert(type);
   for (const std::string& type : types) {
-    farm::QueueView* q = s->add_queues();
-    q->set_gpu_type(type);
-    q->set_queued(queued.count(type) ? queued.at(type) : 0);
-    q->set_in_flight(in_broker.count(type) ? in_broker.at(type) : 0);
+    ServiceView::Queue q;
+    q.gpu_type = type;
+    q.queued = queued.count(type) ? queued.at(type) : 0;
+    q.in_flight = in_broker.count(type) ? in_broker.at(type) : 0;
     const auto d = st.workers_per_gpu_type.find(type);
-    q->set_devices(d == st.workers_per_gpu_type.end() ? 0 : d->second);
+    q.devices = d == st.workers_per_gpu_type.end() ? 0 : d->second;
+    v.queues.push_back(std::move(q));
+  }
+  v.results_by_status = results_by_status;
+  v.recorded_by_status = recorded_by_status;
+  v.measured = measured;
+  v.answered_measured = answered_measured;
+  v.answered_from_db = answered_from_db;
+  v.joined = joined;
+  v.cancelled = cancelled;
+  v.tunes_started = tunes_started;
+  v.tunes_resumed = tunes_resumed;
+  v.latency = latency;
+  return v;
+}
+
+void FarmService::Impl::on_status_request(const std::string& identity, const farm::StatusRequest& r) {
+  if (r.client_protocol_version() != farm::kClientProtocolVersion)
+    return refuse(identity, str_cat("client protocol version ", r.client_protocol_version(),
+                                    " is not supported (this service speaks ", farm::kClientProtocolVersion, ")"));
+  const ServiceView sv = view();
+  farm::Envelope e = farm::make_envelope();
+  farm::StatusReply* s = e.mutable_status_reply();
+  s->set_client_protocol_version(farm::kClientProtocolVersion);
+  s->set_service_id(service_id);
+  for (const ServiceView::Worker& w : sv.workers) {
+    farm::WorkerView* v = s->add_workers();
+    v->set_worker_id(w.worker_id);
+    v->set_host(w.host);
+    for (const std::string& g : w.gpu_types) v->add_gpu_types(g);
+    v->set_state(w.state);
+    v->set_leases(w.leases);
+    v->set_jobs_done(w.jobs_done);
+    v->set_jobs_failed(w.jobs_failed);
+    v->set_busy_fraction(w.busy_fraction);
+  }
+  for (const ServiceView::Tune& t : sv.tunes) {
+    farm::TuneView* v = s->add_tunes();
+    v->set_tune_id(t.id);
+    v->set_client_host(t.client_host);
+    v->set_model(t.model);
+    for (const std::string& g : t.gpu_types) v->add_gpu_types(g);
+    v->set_priority(t.priority);
+    v->set_submitted(t.submitted);
+    v->set_done(t.done);
+    v->set_queued(t.queued);
+    v->set_measured(t.measured);
+    v->set_from_db(t.from_db);
+    v->set_joined(t.joined);
+    v->set_elapsed_seconds(t.elapsed_seconds);
+    v->set_eta_seconds(t.eta_seconds);
+    v->set_connected(t.connected);
+  }
+  for (const ServiceView::Queue& q : sv.queues) {
+    farm::QueueView* v = s->add_queues();
+    v->set_gpu_type(q.gpu_type);
+    v->set_queued(q.queued);
+    v->set_in_flight(q.in_flight);
+    v->set_devices(q.devices);
   }
   s->set_jobs_measured(measured);
   s->set_jobs_answered_from_db(answered_from_db);
@@ -556,6 +793,10 @@ void FarmService::run(const std::atomic<bool>& stop) {
     }
     im.tick();
     im.pump();
+    if (im.options.on_view && Clock::now() >= im.next_view) {
+      im.next_view = Clock::now() + im.options.view_interval;
+      im.options.on_view(im.view());
+    }
   }
   spdlog::info("service: stopping: {} tune(s) connected, {} jobs measured, {} answered from the DB, {} joined, "
                "{} cancelled", im.tunes.size(), im.measured, im.answered_from_db, im.joined, im.cancelled);

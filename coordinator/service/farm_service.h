@@ -19,10 +19,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "farm_broker.h"
+#include "service_view.h"
 #include "tuning_db.h"
 
 namespace dc {
@@ -34,6 +36,13 @@ struct FarmServiceOptions {
   int window_per_device = 2;
   std::chrono::milliseconds client_heartbeat{1000};
   int client_liveness = 3;      // heartbeat intervals of silence that end a client
+  // A client silent for `liveness` heartbeats is kept this long (its queued jobs too) for it
+  // to reconnect and resume; then it is ended. 0: ended at once.
+  std::chrono::milliseconds client_grace{10000};
+  // Called from run()'s thread every view_interval with what the service is doing
+  // (`serve --metrics` renders /metrics and / from it). Empty: never.
+  std::function<void(const ServiceView&)> on_view;
+  std::chrono::milliseconds view_interval{500};
 };
 
 class FarmService {

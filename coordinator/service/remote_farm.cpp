@@ -3,8 +3,11 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <zmq.hpp>
@@ -64,13 +67,18 @@ struct RemoteFarm::Impl {
   zmq::socket_t socket;
   WakeFd wake;
   std::thread thread;
-  uint64_t tune_id = 0;
+  std::atomic<uint64_t> tune_id{0};
+  std::string service_id;
   std::chrono::milliseconds heartbeat{1000};
   int liveness = 3;
 
   mutable std::mutex mutex;
   std::condition_variable results_ready;
   std::vector<std::string> outbox;  // serialized Submits
+  // Every Submit without an Outcome yet, by job id, in submission order (seq): sent again
+  // after a reconnect.
+  std::map<std::string, std::pair<uint64_t, std::string>> outstanding;
+  uint64_t next_seq = 0;
   std::deque<Measurement> results;
   FarmStatus status;
   RemoteFarmCounts counts;
@@ -93,7 +101,12 @@ struct RemoteFarm::Impl {
     if (!e) spdlog::warn("tune: dropped a message from the farm service: {}", *why);
     return e ? e : std::optional<farm::Envelope>(farm::Envelope());
   }
+  void open_socket();
+  // Says Hello (resuming tune_id when it has one) and waits up to `timeout` for the
+  // Welcome. false: no answer; UserError: refused.
+  bool hello(std::chrono::milliseconds timeout);
   void connect();
+  bool reconnect(const std::string& why);  // false: gave up (fail() called)
   void loop();
   bool handle(const farm::Envelope& e);  // false: stop (refused)
   void fail(const std::string& why) {
@@ -103,7 +116,7 @@ struct RemoteFarm::Impl {
   }
 };
 
-void RemoteFarm::Impl::connect() {
+void RemoteFarm::Impl::open_socket() {
   socket = zmq::socket_t(context, zmq::socket_type::dealer);
   socket.set(zmq::sockopt::linger, 1000);
   socket.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(farm::kDefaultMaxMessageBytes));
@@ -119,6 +132,9 @@ void RemoteFarm::Impl::connect() {
   } catch (const zmq::error_t& e) {
     throw_user_error("cannot connect to the farm service at ", options.endpoint, ": ", e.what());
   }
+}
+
+bool RemoteFarm::Impl::hello(std::chrono::milliseconds timeout) {
   farm::Envelope hello = farm::make_envelope();
   farm::ClientHello* h = hello.mutable_client_hello();
   h->set_client_protocol_version(farm::kClientProtocolVersion);
@@ -127,29 +143,89 @@ void RemoteFarm::Impl::connect() {
   h->set_model(options.model);
   for (const std::string& g : options.gpu_types) h->add_gpu_types(g);
   h->set_priority(options.priority);
+  if (tune_id != 0) {
+    h->set_resume_tune_id(tune_id);
+    h->set_resume_service_id(service_id);
+  }
   socket.send(zmq::buffer(farm::serialize(hello)), zmq::send_flags::none);
-  const auto deadline = Clock::now() + options.connect_timeout;
+  const auto deadline = Clock::now() + timeout;
   while (Clock::now() < deadline) {
     std::vector<zmq::pollitem_t> items = {{socket.handle(), 0, ZMQ_POLLIN, 0}};
     zmq::poll(items, std::chrono::milliseconds(100));
     std::string why;
     while (std::optional<farm::Envelope> e = receive(&why)) {
-      if (e->body_case() == farm::Envelope::kRefused)
+      if (e->body_case() == farm::Envelope::kRefused && !e->refused().unknown_client())
         throw_user_error("the farm service at ", options.endpoint, " refused this tune: ", e->refused().reason());
       if (e->body_case() == farm::Envelope::kClientWelcome) {
-        tune_id = e->client_welcome().tune_id();
-        heartbeat = std::chrono::milliseconds(std::max<uint32_t>(10, e->client_welcome().heartbeat_ms()));
-        liveness = static_cast<int>(std::max<uint32_t>(1, e->client_welcome().liveness()));
-        spdlog::info("tune: joined the farm service {} at {} as tune {}", e->client_welcome().service_id(),
-                     options.endpoint, tune_id);
-        return;
+        const farm::ClientWelcome& w = e->client_welcome();
+        if (tune_id != 0)
+          spdlog::warn("tune: {} the farm service {} at {} as tune {}", w.resumed() ? "resumed with" : "rejoined",
+                       w.service_id(), options.endpoint, w.tune_id());
+        else
+          spdlog::info("tune: joined the farm service {} at {} as tune {}", w.service_id(), options.endpoint,
+                       w.tune_id());
+        tune_id = w.tune_id();
+        service_id = w.service_id();
+        heartbeat = std::chrono::milliseconds(std::max<uint32_t>(10, w.heartbeat_ms()));
+        liveness = static_cast<int>(std::max<uint32_t>(1, w.liveness()));
+        return true;
       }
     }
   }
+  return false;
+}
+
+void RemoteFarm::Impl::connect() {
+  open_socket();
+  if (hello(options.connect_timeout)) return;
   throw_user_error("no answer from a farm service at ", options.endpoint, " within ",
                    options.connect_timeout.count() / 1000.0, " s (is `dc-coordinator serve` running there",
                    options.server_public_key.empty() ? "" : ", and is this client's key in its --allow-clients",
                    "?)");
+}
+
+// The service was lost: Hello again on fresh sockets (a fresh identity each: the old one
+// may be a connection the service no longer has) until one is welcomed, then every job
+// without an outcome again.
+bool RemoteFarm::Impl::reconnect(const std::string& why) {
+  spdlog::warn("tune: lost the farm service at {}: {}; reconnecting (up to {} s)", options.endpoint, why,
+               options.reconnect_timeout.count() / 1000.0);
+  const auto deadline = Clock::now() + options.reconnect_timeout;
+  try {
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (stopping) return false;
+      }
+      socket.set(zmq::sockopt::linger, 0);
+      socket.close();
+      open_socket();
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) break;
+      if (hello(std::min(left, std::max(heartbeat * 2, std::chrono::milliseconds(1000))))) break;
+    }
+  } catch (const UserError& e) {
+    fail(e.what());
+    return false;
+  }
+  if (Clock::now() >= deadline) {
+    fail(str_cat("the farm service at ", options.endpoint, " was lost (", why, ") and not reached again within ",
+                 options.reconnect_timeout.count() / 1000.0, " s: it stopped or the network is down (a rerun "
+                 "measures what is missing)"));
+    return false;
+  }
+  std::vector<std::pair<uint64_t, std::string>> again;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto& [job, sf] : outstanding) again.push_back(sf);
+    outbox.clear();  // all of them are outstanding
+    ++counts.reconnects;
+    counts.resubmitted += static_cast<int64_t>(again.size());
+  }
+  std::sort(again.begin(), again.end());
+  for (const auto& [seq, frame] : again) send(frame);
+  spdlog::warn("tune: {} job(s) without an outcome submitted again", again.size());
+  return true;
 }
 
 bool RemoteFarm::Impl::handle(const farm::Envelope& e) {
@@ -164,6 +240,8 @@ bool RemoteFarm::Impl::handle(const farm::Envelope& e) {
       }
       m.job_id = e.outcome().job_id();
       std::lock_guard<std::mutex> lock(mutex);
+      // One outcome per job: a second one (sent again after a reconnect) is dropped.
+      if (outstanding.erase(m.job_id) == 0) return true;
       switch (e.outcome().origin()) {
         case farm::JOINED: ++counts.joined; break;
         case farm::DATABASE: ++counts.from_db; break;
@@ -183,6 +261,7 @@ bool RemoteFarm::Impl::handle(const farm::Envelope& e) {
       return true;
     }
     case farm::Envelope::kRefused:
+      if (e.refused().unknown_client()) return reconnect("it does not know this tune (restarted?)");
       fail(str_cat("the farm service at ", options.endpoint, " ended this tune: ", e.refused().reason()));
       return false;
     case farm::Envelope::kHeartbeat:
@@ -218,10 +297,13 @@ void RemoteFarm::Impl::loop() {
         return;
       }
       std::string why;
+      const void* before = socket.handle();
       while (std::optional<farm::Envelope> e = receive(&why)) {
         last_heard = Clock::now();
         if (!handle(*e)) return;
+        if (socket.handle() != before) break;  // reconnected: a new socket
       }
+      items[0].socket = socket.handle();
       const auto now = Clock::now();
       if (now - last_sent >= heartbeat) {
         farm::Envelope hb = farm::make_envelope();
@@ -230,10 +312,11 @@ void RemoteFarm::Impl::loop() {
         last_sent = now;
       }
       if (now - last_heard > heartbeat * liveness) {
-        fail(str_cat("the farm service at ", options.endpoint, " has been silent for ",
-                     std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard).count(),
-                     " ms: it stopped or the network is down (a rerun measures what is missing)"));
-        return;
+        if (!reconnect(str_cat("silent for ",
+                               std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard).count(), " ms")))
+          return;
+        items[0].socket = socket.handle();
+        last_heard = last_sent = Clock::now();
       }
     }
   } catch (const zmq::error_t& e) {
@@ -254,10 +337,12 @@ RemoteFarm::~RemoteFarm() { shutdown(); }
 uint64_t RemoteFarm::tune_id() const { return impl_->tune_id; }
 
 void RemoteFarm::submit(FarmJob job) {
+  const std::string job_id = job.job_id;
   std::string frame = submit_frame(std::move(job));
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     if (impl_->stopping) return;
+    impl_->outstanding[job_id] = {impl_->next_seq++, frame};
     impl_->outbox.push_back(std::move(frame));
   }
   impl_->wake.wake();

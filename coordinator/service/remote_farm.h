@@ -4,7 +4,12 @@
 // service's DB records of it), heartbeats, and hands Outcomes to collect(). status() is the
 // service's last ClientStatus (its workers per GPU type). shutdown() says ClientBye: the
 // service cancels what is still queued for this tune.
-// The service going silent for `liveness` heartbeats is a UserError from collect().
+// Losing the service (silent for `liveness` heartbeats, or "unknown client": it restarted)
+// is not the end: the client says ClientHello again with its tune id, on a fresh socket,
+// until reconnect_timeout. The same service resumes the tune (within its grace period); a
+// restarted one starts a new tune. Either way every job without an outcome is submitted
+// again: the service answers what it recorded from its DB, joins what it still has, and
+// measures the rest. Not reached within reconnect_timeout: a UserError from collect().
 #pragma once
 
 #include <chrono>
@@ -24,6 +29,8 @@ struct RemoteFarmOptions {
   int priority = 1;                // the tune's weight in the fair share, 1..100
   std::string client_id;           // "" = host/pid
   std::chrono::milliseconds connect_timeout{10000};
+  // How long to keep trying to reach a service that was lost (0: give up at once).
+  std::chrono::milliseconds reconnect_timeout{60000};
   // CURVE: the service's public key and this client's key pair (Z85); all or none.
   std::string server_public_key;
   std::string client_public_key;
@@ -35,6 +42,8 @@ struct RemoteFarmCounts {
   int64_t measured = 0;   // for this tune
   int64_t joined = 0;     // measured once for this tune and another
   int64_t from_db = 0;    // from the service's DB
+  int64_t reconnects = 0; // the service was lost and reached again
+  int64_t resubmitted = 0;  // jobs sent again after a reconnect
 };
 
 class RemoteFarm final : public Farm {

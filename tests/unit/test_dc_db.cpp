@@ -9,6 +9,8 @@
 #include <sstream>
 #include <sys/wait.h>
 
+#include <sqlite3.h>
+
 #include "gpu/gpu_catalog.h"
 #include "model_loader.h"
 #include "sha256.h"
@@ -232,6 +234,84 @@ TEST_F(DcDb, ImportAnotherDb) {
   o = dc_db("summary");
   EXPECT_TRUE(has(o.text, "imports       2")) << o.text;
   EXPECT_TRUE(has(o.text, "measurements  8 (7 real, 1 emulated)")) << o.text;
+}
+
+// One number from a DB file (sqlite3 directly: what the file holds, whatever dc-db says).
+int64_t count_in(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  int64_t n = -1;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* q = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &q, nullptr) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
+      n = sqlite3_column_type(q, 0) == SQLITE_TEXT
+              ? (std::string(reinterpret_cast<const char*>(sqlite3_column_text(q, 0))) == "ok" ? 1 : 0)
+              : sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+  }
+  sqlite3_close(db);
+  return n;
+}
+
+// Moving results between services: `export --format sqlite` from one DB, `import` into
+// another (twice: nothing twice), a damaged export refused with nothing written.
+TEST_F(DcDb, ExportSqliteImportsIntoAnotherServiceOnce) {
+  const std::string file = dir_.file("results.dcdb");
+  Output o = dc_db("export --format sqlite --out " + file);
+  ASSERT_EQ(o.rc, 0) << o.text;
+  EXPECT_TRUE(has(o.text, "wrote 7 measurements")) << o.text;
+  EXPECT_EQ(count_in(file, "SELECT count(*) FROM measurements"), 7);
+  EXPECT_EQ(dc_db("export --format sqlite --out " + file).rc, 2);  // never over an existing file
+  EXPECT_EQ(dc_db("export --format sqlite").rc, 2);                 // needs --out
+
+  // Another service's DB with a result of its own.
+  const std::string other = dir_.file("service2.db");
+  {
+    auto db = open_tuning_db(other);
+    db->commit_gpu_type(test_gpu("h100", "hopper", 9, 0));
+    const WorkerInfo w = test_worker("farm2", "h100", false);
+    db->commit_worker(w);
+    db->commit_workload(test_workload("wa", ClusterKind::conv));
+    db->commit_variant("wa", conv32_, "s1");
+    db->commit_measurement(test_measurement("wa", conv32_, w, 7, 1'700'000'100'000));
+  }
+  o = run_dc_db("--db " + other + " import " + file);
+  ASSERT_EQ(o.rc, 0) << o.text;
+  EXPECT_TRUE(has(o.text, ": 7 measurements")) << o.text;
+  o = run_dc_db("--db " + other + " import " + file);
+  ASSERT_EQ(o.rc, 0) << o.text;
+  EXPECT_TRUE(has(o.text, ": 0 measurements")) << o.text;
+  EXPECT_EQ(count_in(other, "SELECT count(*) FROM measurements"), 8);
+  EXPECT_EQ(count_in(other, "SELECT count(*) FROM (SELECT 1 FROM measurements m JOIN variants v ON v.id = "
+                            "m.variant_id JOIN workers w ON w.id = m.worker_id GROUP BY v.workload, v.key, "
+                            "m.gpu_type, w.name, m.finished_ms HAVING count(*) > 1)"),
+            0);
+  EXPECT_EQ(count_in(other, "SELECT count(*) FROM plans"), 1);
+  EXPECT_EQ(count_in(other, "PRAGMA integrity_check"), 1);
+
+  // One GPU type only.
+  const std::string a100 = dir_.file("a100.dcdb");
+  ASSERT_EQ(dc_db("export --format sqlite --gpu a100 --out " + a100).rc, 0);
+  EXPECT_EQ(count_in(a100, "SELECT count(*) FROM measurements"), 2);
+  EXPECT_EQ(count_in(a100, "SELECT count(*) FROM measurements WHERE gpu_type <> 'a100'"), 0);
+
+  // Damaged: a page of the export overwritten with garbage, and a truncated copy. Refused
+  // with the reason; the DB is as it was.
+  const std::string damaged = dir_.file("damaged.dcdb");
+  {
+    std::ifstream in(file, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_GT(bytes.size(), 3 * 4096u);
+    for (size_t i = 2 * 4096 + 8; i < 3 * 4096; ++i) bytes[i] = static_cast<char>(0xA5 ^ (i * 31));
+    std::ofstream(damaged, std::ios::binary) << bytes;
+    std::ofstream(dir_.file("truncated.dcdb"), std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  }
+  for (const std::string& bad : {damaged, dir_.file("truncated.dcdb")}) {
+    o = run_dc_db("--db " + other + " import " + bad);
+    EXPECT_EQ(o.rc, 2) << o.text;
+    EXPECT_TRUE(has(o.text, "error: cannot import '" + bad + "'")) << o.text;
+    EXPECT_EQ(count_in(other, "SELECT count(*) FROM measurements"), 8);
+  }
+  EXPECT_EQ(count_in(other, "PRAGMA integrity_check"), 1);
 }
 
 TEST_F(DcDb, ReportIsOneSelfContainedPage) {

@@ -269,6 +269,7 @@ TEST(FarmService, ASilentClientIsEndedAndItsQueueCancelled) {
   auto db = make_memory_db();
   FarmServiceOptions so;
   so.client_heartbeat = 100ms;
+  so.client_grace = 0ms;  // ended as soon as it is silent (the grace: the tests below)
   Service service(*db, so);
   // No workers: everything stays queued. The client's thread is frozen by never being
   // allowed to heartbeat: a RemoteFarm whose loop we cannot stop, so use a raw one.
@@ -300,6 +301,175 @@ TEST(FarmService, ASilentClientIsEndedAndItsQueueCancelled) {
   const auto st = service.status();
   EXPECT_EQ(st.tunes_size(), 0);
   EXPECT_EQ(st.jobs_cancelled(), 5);
+}
+
+// A raw client (a DEALER socket of its own): Hello, Submits, then whatever it is told.
+class RawClient {
+ public:
+  explicit RawClient(const std::string& endpoint) : socket_(ctx_, zmq::socket_type::dealer) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.connect(endpoint);
+  }
+  // Hello (resuming `tune` of `service_id` when given); the Welcome.
+  farm::ClientWelcome hello(uint64_t tune = 0, const std::string& service_id = "") {
+    farm::Envelope e = farm::make_envelope();
+    farm::ClientHello* h = e.mutable_client_hello();
+    h->set_client_protocol_version(farm::kClientProtocolVersion);
+    h->add_gpu_types("h100");
+    h->set_priority(1);
+    h->set_model("raw");
+    h->set_resume_tune_id(tune);
+    h->set_resume_service_id(service_id);
+    socket_.send(zmq::buffer(farm::serialize(e)), zmq::send_flags::none);
+    for (const farm::Envelope& r : receive(2s, 1, farm::Envelope::kClientWelcome)) return r.client_welcome();
+    ADD_FAILURE() << "no Welcome";
+    return {};
+  }
+  void submit(int i, const std::string& workload = "wz") {
+    farm::Envelope e = farm::make_envelope();
+    FarmJob j = service_job(workload, i);
+    farm::TuneJob* tj = e.mutable_submit()->mutable_job();
+    *tj->mutable_job() = FarmDispatcher::prepare(j).wire;
+    tj->mutable_workload()->set_signature(workload);
+    tj->mutable_variant()->set_template_name("bench");
+    tj->mutable_variant()->set_precision("fp32");
+    (*tj->mutable_variant()->mutable_params())["i"] = i;
+    tj->set_emulated(true);
+    tj->set_nvrtc_major("13");
+    tj->set_reuse(true);
+    socket_.send(zmq::buffer(farm::serialize(e)), zmq::send_flags::none);
+  }
+  void heartbeat() {
+    farm::Envelope e = farm::make_envelope();
+    e.mutable_client_heartbeat();
+    socket_.send(zmq::buffer(farm::serialize(e)), zmq::send_flags::none);
+  }
+  // Messages of kind `body` until `n` came or `timeout` passed (heartbeating meanwhile).
+  std::vector<farm::Envelope> receive(std::chrono::milliseconds timeout, size_t n, farm::Envelope::BodyCase body) {
+    std::vector<farm::Envelope> out;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (out.size() < n && std::chrono::steady_clock::now() < deadline) {
+      zmq::message_t m;
+      if (!socket_.recv(m, zmq::recv_flags::dontwait)) {
+        std::this_thread::sleep_for(10ms);
+        heartbeat();
+        continue;
+      }
+      std::string why;
+      auto e = farm::parse_envelope(m.data(), m.size(), farm::kDefaultMaxMessageBytes, &why);
+      if (e && e->body_case() == body) out.push_back(std::move(*e));
+    }
+    return out;
+  }
+
+ private:
+  zmq::context_t ctx_;
+  zmq::socket_t socket_;
+};
+
+farm::TuneView only_tune(const farm::StatusReply& st) {
+  EXPECT_EQ(st.tunes_size(), 1);
+  return st.tunes_size() > 0 ? st.tunes(0) : farm::TuneView();
+}
+
+// Silent past its liveness, back (from another socket) within the grace: the same tune,
+// its queued jobs kept and answered; a resubmit of a job already answered is answered again.
+TEST(FarmService, AClientBackWithinTheGraceResumesItsTune) {
+  auto db = make_memory_db();
+  FarmServiceOptions so;
+  so.client_heartbeat = 100ms;
+  so.client_grace = 5s;
+  Service service(*db, so);
+  farm::ClientWelcome first;
+  {
+    RawClient gone(service.endpoint());
+    first = gone.hello();
+    for (int i = 0; i < 5; ++i) gone.submit(i);
+    wait_submitted(service, 5);
+  }  // its socket closed: silent from now on
+  std::this_thread::sleep_for(600ms);  // past 3 heartbeats of 100 ms
+  farm::TuneView t = only_tune(service.status());
+  EXPECT_FALSE(t.connected());
+  EXPECT_EQ(t.queued(), 5);
+  EXPECT_EQ(service.status().jobs_cancelled(), 0);
+  // Kept, but not served while its client is away.
+  Workers workers(service.endpoint(), 1, 2ms);
+  std::this_thread::sleep_for(400ms);
+  EXPECT_EQ(workers.total(), 0);
+
+  RawClient back(service.endpoint());
+  const farm::ClientWelcome again = back.hello(first.tune_id(), first.service_id());
+  EXPECT_TRUE(again.resumed());
+  EXPECT_EQ(again.tune_id(), first.tune_id());
+  t = only_tune(service.status());
+  EXPECT_TRUE(t.connected());  // and served again: the worker that waited gets its jobs
+  const auto outcomes = back.receive(10s, 5, farm::Envelope::kOutcome);
+  ASSERT_EQ(outcomes.size(), 5u);
+  // Resubmitted after an outcome (as a client that lost it does): sent again, not measured.
+  back.submit(0);
+  EXPECT_EQ(back.receive(3s, 1, farm::Envelope::kOutcome).size(), 1u);
+  EXPECT_EQ(workers.total(), 5);
+  EXPECT_EQ(service.status().jobs_cancelled(), 0);
+  // Another service id (a restarted service's) or an unknown tune: a new tune, not this one.
+  RawClient other(service.endpoint());
+  EXPECT_FALSE(other.hello(first.tune_id(), "another/service").resumed());
+}
+
+TEST(FarmService, AClientNotBackWithinTheGraceIsEndedAndItsQueueCancelled) {
+  auto db = make_memory_db();
+  FarmServiceOptions so;
+  so.client_heartbeat = 100ms;
+  so.client_grace = 300ms;
+  Service service(*db, so);
+  {
+    RawClient gone(service.endpoint());
+    gone.hello();
+    for (int i = 0; i < 4; ++i) gone.submit(i);
+    wait_submitted(service, 4);
+  }
+  std::this_thread::sleep_for(1200ms);  // 300 ms of silence, then 300 ms of grace, and margin
+  const auto st = service.status();
+  EXPECT_EQ(st.tunes_size(), 0);
+  EXPECT_EQ(st.jobs_cancelled(), 4);
+}
+
+// The service stopped and another started on the same endpoint and DB mid-tune (the
+// restart of `serve`): the RemoteFarm reconnects, submits again what it has no outcome for,
+// and gets one outcome per job; every DB row once.
+TEST(FarmService, AClientResubmitsToARestartedServiceAndNothingIsRecordedTwice) {
+  auto db = make_memory_db();
+  FarmServiceOptions so;
+  so.client_heartbeat = 100ms;
+  so.window_per_device = 1;
+  constexpr int kJobs = 40;
+  auto first = std::make_unique<Service>(*db, so);
+  const std::string endpoint = first->endpoint();
+  so.broker.endpoint = endpoint;  // the restarted one binds the same port
+  std::unique_ptr<Service> second;
+  RemoteFarmOptions co = client(endpoint, "x", 1);
+  co.reconnect_timeout = 20s;
+  RemoteFarm tune(co);
+  Workers workers(endpoint, 2, 10ms);  // they rejoin the second service by themselves
+  for (int i = 0; i < kJobs; ++i) tune.submit(service_job("wr", i));
+  std::vector<Measurement> got = collect_n(tune, 10);
+  first.reset();  // the service goes away mid-tune
+  ASSERT_GE(got.size(), 10u);
+  ASSERT_LT(got.size(), size_t{kJobs});
+  second = std::make_unique<Service>(*db, so);
+  for (Measurement& m : collect_n(tune, kJobs - got.size())) got.push_back(std::move(m));
+  std::set<std::string> ids;
+  for (const Measurement& m : got) EXPECT_TRUE(ids.insert(m.job_id).second) << "two outcomes for " << m.job_id;
+  EXPECT_EQ(ids.size(), size_t{kJobs});
+  const RemoteFarmCounts c = tune.counts();
+  EXPECT_GE(c.reconnects, 1);
+  EXPECT_GT(c.resubmitted, 0);  // what had no outcome when the service went
+  EXPECT_LE(c.resubmitted, int64_t{kJobs} - 10);
+  EXPECT_EQ(c.measured + c.joined + c.from_db, kJobs);
+  MeasurementQuery q;
+  const auto rows = db->query(q);
+  std::set<std::string> keys;
+  for (const Measurement& m : rows) EXPECT_TRUE(keys.insert(m.variant_key).second) << "recorded twice: " << m.variant_key;
+  EXPECT_EQ(rows.size(), size_t{kJobs});
 }
 
 TEST(FarmService, AnUnknownClientKeyIsRefusedAndNoJobOfItReachesAWorker) {
