@@ -4,6 +4,7 @@
     scripts/bench_opencl.py [--dc-bin build/bin] [--work build-bench/opencl] [--shapes all|NAME,...]
         [--accuracy-models M.onnx,...] [--out-md docs/bench/opencl.md]
         [--accuracy-md docs/bench/estimator-accuracy.md] [--accuracy-top-k K] [--layers-only] [--smoke]
+        [--accuracy-db DB]
 
 Layers (docs/bench/opencl.md): each shape is one layer exported alone as an ONNX model
 (bench_templates.py's builders); dc is `dc-coordinator tune --gpus pocl-cpu --local-workers 1`
@@ -20,6 +21,10 @@ variants, Spearman's rank correlation between the estimate recorded with each me
 and its measured median, and whether the measured best lies inside the estimator's top-K
 (K = 4, 8) of those variants. "After calibration" applies the per-kind factors fitted from
 the same DB (exp of the median log measured/estimated, as estimator/calibration_fit.h).
+
+--accuracy-db DB: no layers and no tunes; the accuracy table from DB's rows (a DB an accuracy
+tune wrote earlier, e.g. WORK/accuracy.db), with --accuracy-models and --accuracy-top-k saying
+what it holds.
 
 --smoke: small shapes, the tiny example model, short timing, tables printed and written
 into WORK only (the CPU plumbing test, ctest bench_opencl_smoke).
@@ -236,6 +241,7 @@ def parse_args():
     p.add_argument("--accuracy-top-k", type=int, default=None,
                    help="top_k of the accuracy tunes (default 16, 4 with --smoke): fewer PoCL builds")
     p.add_argument("--layers-only", action="store_true", help="the layer table only, no accuracy tunes")
+    p.add_argument("--accuracy-db", default=None, help="the accuracy table from this DB only (no layers, no tunes)")
     p.add_argument("--smoke", action="store_true")
     a = p.parse_args()
     a.batch, a.precision, a.device = 1, "fp32", "opencl"
@@ -254,6 +260,16 @@ def parse_args():
 
 def main():
     a = parse_args()
+    if a.accuracy_db:
+        if not os.path.exists(a.accuracy_db):
+            sys.exit("error: no such DB: %s" % a.accuracy_db)
+        acc, factor = accuracy(a.accuracy_db)
+        models = (a.accuracy_models or "?").split(",")
+        text = render_accuracy(acc, factor, models, False, a.accuracy_top_k or 0)
+        with open(a.accuracy_md, "w") as f:
+            f.write(text)
+        print(text)
+        return
     device, peak, bandwidth = device_figures(a)
     shapes = SMOKE_SHAPES if a.smoke else SHAPES
     names = list(shapes) if a.shapes == "all" else a.shapes.split(",")
@@ -278,9 +294,10 @@ def main():
         models = [os.path.join(ROOT, "examples", "tiny_cnn", "model.onnx")]
         if not a.smoke:
             models.append(os.path.join(ROOT, "examples", "tiny_transformer", "model.onnx"))
-            mbv2 = os.path.join(ROOT, "models", "mobilenet_v2", "model.onnx")
-            if os.path.exists(mbv2):
-                models.append(mbv2)
+            for name in ("mobilenetv2", "resnet50", "bert_base"):  # scripts/export_models.py's exports
+                path = os.path.join(ROOT, "models", name, "model.onnx")
+                if os.path.exists(path):
+                    models.append(path)
     else:
         models = a.accuracy_models.split(",")
     acc_db = os.path.join(a.work, "accuracy.db")
