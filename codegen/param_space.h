@@ -179,22 +179,6 @@ int64_t gemm_mma_smem_bytes(const WorkloadShape& s, const std::string& precision
 // where the block hoists its rows. 0: the operand goes through registers.
 int gemm_mma_copy_bytes(const WorkloadShape& s, bool operand_a, const std::string& precision,
                         int64_t tile, int64_t block_k, int64_t threads);
-// What a thread of a tensor-core GEMM/conv block moves per K tile: the inputs of the register
-// estimates below (enumerate_gemm_mma), also written beside ptxas's figures in codegen's kernel
-// JSON ("mma_thread_load") for the fits (scripts/fit_m8n8k4_regs.py).
-struct MmaThreadLoad {
-  double moved = 0;          // tile elements of both operands, (block_m + block_n)·block_k / threads
-  double staged = 0;         // through registers in vector loads (f32 storage, the gathered conv input)
-  double scalar = 0;         // f16/bf16 elements through registers one by one
-  double gathered = 0;       // im2col cost: 2 per element copied, 4 per element through registers
-  double plane_copies = 0;   // 4-byte copies of a conv A that is not gathered (a 7x7 plane)
-  double narrow_copies = 0;  // 4-byte copies of operands that are not gathered
-  int a_copy = 0, b_copy = 0;  // gemm_mma_copy_bytes of A and B (0: through registers)
-  int64_t k_tiles = 0;       // the K loop's trip count per split
-  bool conv = false;
-};
-MmaThreadLoad gemm_mma_thread_load(const WorkloadShape& s, const std::string& precision, int64_t block_m,
-                                   int64_t block_n, int64_t block_k, int64_t split_k, int64_t threads);
 // Tensor-core GEMM registers, fitted to ptxas (docs/bench/registers.md):
 // a·(1.2 + a/256) for the warp tile's a = warp_m·warp_n/32 fp32 accumulators + its A and B
 // fragment registers (4 per m16 tile, 2 per n8 tile) + 1.7 x the elements a thread stages

@@ -27,7 +27,7 @@
 #include "ir/json_writer.h"
 #include "model_loader.h"
 #include "nvrtc.h"
-#include "param_space.h"
+#include "param_space_mma.h"
 #include "plan_estimate.h"
 #include "tune_config.h"
 

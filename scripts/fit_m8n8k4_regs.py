@@ -1,0 +1,164 @@
+#!/usr/bin/python3
+"""Fits sm_70's m8n8k4 tensor-core register estimates (gemm_m8n8k4_regs, attention) to ptxas.
+
+Input: `dc-coordinator codegen MODEL --gpus v100 --precision fp16 --out DIR` folders (the
+kernel JSONs carry ptxas's figures, the space's `estimated_registers` and, for GEMM/conv,
+the per-thread figures `mma_thread_load`). A folder compiled before codegen wrote
+`mma_thread_load` takes them from a `--no-compile` run of the same command (--figures-from
+DIR..., matched by path; the variant and the estimate must agree). Each distinct (variant,
+workload figures) counts once.
+
+Least squares over the compiles below 250 registers without spills; those at 254-255 are
+censored (ptxas stopped at the limit) and count as "at least 255": each round refits with
+their target raised to the current prediction where that is above 255 (as
+scripts/fit_tf32_regs.py). Prints the coefficients, the error before (the estimate in the
+JSONs) and after, and the share within +-20 %. docs/bench/registers.md has the figures of the
+committed fit.
+
+  scripts/fit_m8n8k4_regs.py DIR... [--figures-from DIR...] [--check-gemm c0,c1,...]
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import sys
+
+import numpy as np
+
+GEMM_TERMS = ["accumulators", "fragments", "moved", "live_scalar", "gathered", "plane_copies", "conv", "const"]
+ATTENTION_TERMS = ["const", "per m16 tile"]
+
+
+def params(variant):
+    return {k: int(v) for k, v in (kv.split("=") for kv in variant.split("/")[2].split(","))}
+
+
+def figures_index(dirs):
+    """Relative path (run/gpu/signature/stem.json) -> JSON, over the --no-compile folders."""
+    out = {}
+    for d in dirs or []:
+        for f in glob.glob(os.path.join(d, "*", "*", "*.json")):
+            out[os.path.relpath(f, d)] = json.load(open(f))
+    return out
+
+
+def read(dirs, figures):
+    rows = {}
+    for d in dirs:
+        for f in glob.glob(os.path.join(d, "*", "*", "*.json")):
+            j = json.load(open(f))
+            if "m8n8k4=1" not in j["variant"] or "compile" not in j or not j["compile"]["ok"]:
+                continue
+            p = params(j["variant"])
+            r = dict(variant=j["variant"], estimate=j["estimated_registers"], path=f, **p)
+            ks = j["compile"]["kernels"]
+            r["registers"] = max(k["registers"] for k in ks)
+            r["spill"] = max(k["spill_stores_bytes"] + k["spill_loads_bytes"] for k in ks)
+            r["attention"] = j["template"] == "attention_fused"
+            if r["attention"]:
+                ins = [b for b in j["buffers"] if b["role"] == "input"]
+                r["d"], r["dv"] = ins[0]["shape"][-1], ins[2]["shape"][-1]
+                r["threads"] = r["block_m"] // r["warp_m"] * 32
+                load = {}
+            else:
+                load = j.get("mma_thread_load")
+                if load is None:
+                    g = figures.get(os.path.relpath(f, os.path.dirname(os.path.dirname(os.path.dirname(f)))))
+                    if g is None or g["variant"] != j["variant"] or g.get("estimated_registers") != r["estimate"]:
+                        sys.exit(f"{f}: no mma_thread_load, and no matching --figures-from JSON")
+                    load = g["mma_thread_load"]
+                r["threads"] = (r["block_m"] // r["warp_m"]) * (r["block_n"] // r["warp_n"]) * 32
+            r.update(load)
+            rows[(r["variant"],) + tuple(sorted(load.items())) + (r.get("d"), r.get("dv"))] = r
+    return list(rows.values())
+
+
+def launch_bound(threads):
+    """launch_bounds_regs (codegen/param_space.cpp): 65536 registers over the warps counted in
+    multiples of 4, in units of 256 per warp, at most 255."""
+    warps = math.ceil(threads / 32)
+    per_warp = 65536 // (4 * math.ceil(warps / 4))  # registers a warp may hold
+    return min(255, (per_warp // 256) * 256 // 32)
+
+
+def gemm_features(r):
+    """Per thread: the warp tile's accumulators, the fragment registers of one K tile (m8n8k4:
+    2 per m16 tile and 2 per n16 tile for each k4 step), the tile elements moved through
+    registers (every copy is synchronous on sm_70), the element-by-element ones live across
+    the ring, the im2col cost, the 4-byte copies of a 7x7 plane, and whether it is a conv."""
+    a = r["warp_m"] * r["warp_n"] / 32
+    frags = 2 * (r["warp_m"] // 16 + r["warp_n"] // 16) * r["block_k"] / 4
+    live_scalar = r["scalar"] * min(r["stages"], r["k_tiles"])
+    return np.array([a, frags, r["moved"], live_scalar, r["gathered"], r["plane_copies"],
+                     1.0 if r["conv"] else 0.0, 1.0])
+
+
+def attention_features(r):
+    """Per m16 tile of a warp (attention_mma_regs' terms with m8n8k4's fragments): Q's A
+    fragments (2 per k4 step), the block_n/2 score and Dv/2 output accumulators, 4 for m and l."""
+    mt = r["warp_m"] // 16
+    return np.array([1.0, mt * (math.ceil(r["d"] / 4) * 2 + r["block_n"] / 2 + math.ceil(r["dv"] / 16) * 8 + 4)])
+
+
+def fit(rows, features, rounds=60):
+    free = [r for r in rows if r["registers"] < 250 and r["spill"] == 0]
+    capped = [r for r in rows if r["registers"] >= 254]
+    xu = np.array([features(r) for r in free])
+    yu = np.array([r["registers"] for r in free], float)
+    coef = np.linalg.lstsq(xu, yu, rcond=None)[0]
+    if capped:
+        xc = np.array([features(r) for r in capped])
+        for _ in range(rounds):
+            yc = np.maximum(255, xc @ coef)
+            coef = np.linalg.lstsq(np.vstack([xu, xc]), np.concatenate([yu, yc]), rcond=None)[0]
+    return coef
+
+
+def estimate(r, features, coef):
+    """The estimate as the space computes it: rounded, at most the launch bound below 255."""
+    e = int(round(float(features(r) @ coef)))
+    b = launch_bound(r["threads"])
+    return min(e, b) if b < 255 else e
+
+
+def report(name, rows, est):
+    regs = np.array([r["registers"] for r in rows])
+    spill = np.array([r["spill"] > 0 for r in rows])
+    est = np.array(est, float)
+    free = (regs < 250) & ~spill
+    d = regs[free] - est[free]
+    ratio = est / regs
+    print(f"  {name}: {len(rows)} compiles ({free.sum()} below 250 without spill, {spill.sum()} spilled); "
+          f"ptxas - estimate mean {d.mean():+.1f}, rmse {np.sqrt((d ** 2).mean()):.1f}, "
+          f"p10 {np.percentile(d, 10):+.0f}, p90 {np.percentile(d, 90):+.0f}; estimate/ptxas median "
+          f"{np.median(ratio):.2f}, within +-20 % {100 * np.mean((ratio >= 0.8) & (ratio <= 1.2)):.0f} %, "
+          f"below ptxas {(est < regs).sum()}, spilled estimated <= 255: {(spill & (est <= 255)).sum()}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("dirs", nargs="+")
+    p.add_argument("--figures-from", nargs="*", default=[])
+    p.add_argument("--check-gemm", help=f"comma-separated coefficients ({', '.join(GEMM_TERMS)}) instead of a fit")
+    p.add_argument("--check-attention", help=f"comma-separated coefficients ({', '.join(ATTENTION_TERMS)})")
+    args = p.parse_args()
+    rows = read(args.dirs, figures_index(args.figures_from))
+    if not rows:
+        sys.exit("no compiled m8n8k4 kernels in " + ", ".join(args.dirs))
+    for kind, features, terms, check in [("gemm/conv", gemm_features, GEMM_TERMS, args.check_gemm),
+                                         ("attention", attention_features, ATTENTION_TERMS, args.check_attention)]:
+        sel = [r for r in rows if r["attention"] == (kind == "attention")]
+        if not sel:
+            continue
+        print(f"{kind}: {len(sel)} distinct m8n8k4 compiles")
+        coef = np.array([float(c) for c in check.split(",")]) if check else fit(sel, features)
+        if len(coef) != len(terms):
+            sys.exit(f"{kind} needs {len(terms)} coefficients: {', '.join(terms)}")
+        print("  terms: " + ", ".join(f"{t} {c:.2f}" for t, c in zip(terms, coef)))
+        report("before (the JSONs' estimate)", sel, [r["estimate"] for r in sel])
+        report("after", sel, [estimate(r, features, coef) for r in sel])
+
+
+if __name__ == "__main__":
+    main()
