@@ -124,6 +124,9 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
           // tf32 64x64 warp tiles: ptxas took 240-255 registers, mostly 255 with 8-364 bytes
           // of spill (session 4); outside the data of the tf32 fit, so not offered.
           if (tf32 && warp_m * warp_n > 64 * 32) continue;
+          // m8n8k4 likewise: the sm_80 formula dropped them (above 255), so the sm_70 matrix
+          // that gemm_m8n8k4_regs is fitted on has none.
+          if (volta && warp_m * warp_n > 64 * 32) continue;
           const int64_t warps = (bm / warp_m) * (bn / warp_n);
           if (warps > 8) continue;
           const int64_t threads = warps * 32;
@@ -165,7 +168,8 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
               v.threads_per_block = static_cast<int>(threads);
               v.smem_bytes = gemm_mma_smem_bytes(s, precision, bm, bn, bk, stages);
               v.regs_per_thread =
-                  tf32 ? gemm_tf32_regs({warp_m, warp_n, stages, t.moved, t.staged + t.scalar, t.gathered,
+                  volta ? gemm_m8n8k4_regs(warp_m, warp_n, t, threads)
+                  : tf32 ? gemm_tf32_regs({warp_m, warp_n, stages, t.moved, t.staged + t.scalar, t.gathered,
                                          k_tiles > 2 ? t.narrow_copies : 0, t.conv},
                                         threads)
                        : gemm_mma_regs(warp_m, warp_n, t.staged, live_scalar,

@@ -21,10 +21,18 @@ struct MmaThreadLoad {
   double plane_copies = 0;   // 4-byte copies of a conv A that is not gathered (a 7x7 plane)
   double narrow_copies = 0;  // 4-byte copies of operands that are not gathered
   int a_copy = 0, b_copy = 0;  // gemm_mma_copy_bytes of A and B (0: through registers)
+  double copies = 0;         // vector copies of the copied operands (cp.async, synchronous on sm_70)
   int64_t k_tiles = 0;       // the K loop's trip count per split
   bool conv = false;
 };
 MmaThreadLoad gemm_mma_thread_load(const WorkloadShape& s, const std::string& precision, int64_t block_m,
                                    int64_t block_n, int64_t block_k, int64_t split_k, int64_t threads);
+
+// sm_70's mma.sync m8n8k4 GEMM/conv registers (fp16), fitted to ptxas (NVRTC 12.9) over the
+// sm_70 kept matrix of ResNet-50, MobileNetV2 and BERT-base (scripts/fit_m8n8k4_regs.py,
+// docs/bench/registers.md): COEFFS. Every copy is synchronous (no cp.async before sm_80): the
+// next K tile's copies are loaded into registers across the tile's mma, so each costs its
+// vector and address. At most the launch bound below 255.
+int gemm_m8n8k4_regs(int64_t warp_m, int64_t warp_n, const MmaThreadLoad& t, int64_t threads);
 
 }  // namespace dc

@@ -76,6 +76,7 @@ std::string kernel_json(const GeneratedKernel& k, const Estimate* est, int estim
     j.key("mma_thread_load").begin_object().field("moved", load->moved).field("staged", load->staged);
     j.field("scalar", load->scalar).field("gathered", load->gathered).field("plane_copies", load->plane_copies);
     j.field("narrow_copies", load->narrow_copies).field("a_copy", load->a_copy).field("b_copy", load->b_copy);
+    j.field("copies", load->copies);
     j.field("k_tiles", load->k_tiles).field("conv", load->conv).end_object();
   }
   if (c) {

@@ -26,7 +26,7 @@ import sys
 
 import numpy as np
 
-GEMM_TERMS = ["accumulators", "fragments", "moved", "live_scalar", "gathered", "plane_copies", "conv", "const"]
+GEMM_TERMS = ["accumulators", "copies", "live_scalar", "gathered", "conv", "const"]
 ATTENTION_TERMS = ["const", "per m16 tile"]
 
 
@@ -82,42 +82,57 @@ def launch_bound(threads):
     return min(255, (per_warp // 256) * 256 // 32)
 
 
+def copies(r):
+    """Vector copies a thread makes per K tile of the operands copied (MmaThreadLoad::copies;
+    the f16 elements of a tile over the bytes of one copy)."""
+    c = 0.0
+    for tile, copy in ((r["block_m"], r["a_copy"]), (r["block_n"], r["b_copy"])):
+        if copy > 0:
+            c += tile * r["block_k"] * 2 / (copy * r["threads"])
+    return c
+
+
 def gemm_features(r):
-    """Per thread: the warp tile's accumulators, the fragment registers of one K tile (m8n8k4:
-    2 per m16 tile and 2 per n16 tile for each k4 step), the tile elements moved through
-    registers (every copy is synchronous on sm_70), the element-by-element ones live across
-    the ring, the im2col cost, the 4-byte copies of a 7x7 plane, and whether it is a conv."""
+    """Per thread and K tile: the warp tile's accumulators, the vector copies where there is a
+    next K tile (synchronous on sm_70: the next tile's values and addresses are live across
+    the mma; with one K tile the loop is straight-line code), the f16 elements
+    loaded one by one through registers times the tiles live at once (min(2 stages, K
+    tiles)), the im2col cost, whether it is a conv, and 1. The second value is the fixed
+    a²/256 term of the tensor-core fits (not fitted)."""
     a = r["warp_m"] * r["warp_n"] / 32
-    frags = 2 * (r["warp_m"] // 16 + r["warp_n"] // 16) * r["block_k"] / 4
-    live_scalar = r["scalar"] * min(r["stages"], r["k_tiles"])
-    return np.array([a, frags, r["moved"], live_scalar, r["gathered"], r["plane_copies"],
-                     1.0 if r["conv"] else 0.0, 1.0])
+    prefetched = copies(r) if r["k_tiles"] > 1 else 0.0  # one K tile: no next tile to load
+    live_scalar = r["scalar"] * min(2, r["k_tiles"])
+    return np.array([a, prefetched, live_scalar, r["gathered"], 1.0 if r["conv"] else 0.0, 1.0]), a * a / 256
 
 
 def attention_features(r):
     """Per m16 tile of a warp (attention_mma_regs' terms with m8n8k4's fragments): Q's A
     fragments (2 per k4 step), the block_n/2 score and Dv/2 output accumulators, 4 for m and l."""
     mt = r["warp_m"] // 16
-    return np.array([1.0, mt * (math.ceil(r["d"] / 4) * 2 + r["block_n"] / 2 + math.ceil(r["dv"] / 16) * 8 + 4)])
+    return np.array([1.0, mt * (math.ceil(r["d"] / 4) * 2 + r["block_n"] / 2 + math.ceil(r["dv"] / 16) * 8 + 4)]), 0.0
 
 
 def fit(rows, features, rounds=60):
     free = [r for r in rows if r["registers"] < 250 and r["spill"] == 0]
     capped = [r for r in rows if r["registers"] >= 254]
-    xu = np.array([features(r) for r in free])
-    yu = np.array([r["registers"] for r in free], float)
+    fu = [features(r) for r in free]
+    xu = np.array([f[0] for f in fu])
+    yu = np.array([r["registers"] - f[1] for r, f in zip(free, fu)], float)
     coef = np.linalg.lstsq(xu, yu, rcond=None)[0]
     if capped:
-        xc = np.array([features(r) for r in capped])
+        fc = [features(r) for r in capped]
+        xc = np.array([f[0] for f in fc])
+        oc = np.array([f[1] for f in fc])
         for _ in range(rounds):
-            yc = np.maximum(255, xc @ coef)
+            yc = np.maximum(255, xc @ coef + oc) - oc
             coef = np.linalg.lstsq(np.vstack([xu, xc]), np.concatenate([yu, yc]), rcond=None)[0]
     return coef
 
 
 def estimate(r, features, coef):
     """The estimate as the space computes it: rounded, at most the launch bound below 255."""
-    e = int(round(float(features(r) @ coef)))
+    x, offset = features(r)
+    e = int(round(float(x @ coef + offset)))
     b = launch_bound(r["threads"])
     return min(e, b) if b < 255 else e
 
