@@ -560,14 +560,14 @@ MmaThreadLoad gemm_mma_thread_load(const WorkloadShape& s, const std::string& pr
 
 int gemm_m8n8k4_regs(int64_t warp_m, int64_t warp_n, const MmaThreadLoad& t, int64_t threads) {
   // Least squares over the sm_70 kept matrix's compiles below 250 registers (registers.md),
-  // the a²/256 term fixed as in the other tensor-core fits. A copy costs 7.9 where a next K
+  // the a²/256 term fixed as in the other tensor-core fits. A copy costs 7.2 where a next K
   // tile is loaded across the mma; with one K tile the code is straight-line and it is not.
   const double accum = static_cast<double>(warp_m * warp_n) / 32;
   const double prefetched = t.k_tiles > 1 ? t.copies : 0;
   const double live_scalar = t.scalar * static_cast<double>(std::min<int64_t>(2, t.k_tiles));
-  const int regs = static_cast<int>(std::lround(accum * (0.79 + accum / 256) + 7.9 * prefetched +
-                                                2.84 * live_scalar + 1.07 * t.gathered +
-                                                (t.conv ? 17.4 : 0) + 5.6));
+  const int regs = static_cast<int>(std::lround(accum * (0.8 + accum / 256) + 7.2 * prefetched +
+                                                2.86 * live_scalar + 1.0 * t.gathered +
+                                                (t.conv ? 12 : 0) + 14));
   const int bound = launch_bounds_regs(threads);
   return bound < 255 ? std::min(regs, bound) : regs;
 }

@@ -17,6 +17,10 @@ namespace {
 // that spilled were estimated above 200, against 864 of the 8,944 that did not (570 of
 // those at 200-255 registers; docs/bench/registers.md, session 8).
 constexpr int kMaxTf32Regs = 200;
+// sm_70's m8n8k4 variants estimated above this are not offered: over the sm_70 kept matrix
+// every spilling compile (BERT-base's GEMMs with f16 operands through registers) was
+// estimated above 215, against 21 of 575 others, 19 of those at 230-254 registers.
+constexpr int kMaxM8n8k4Regs = 215;
 
 // Split-K only pays when K is long compared to the output (few output tiles to spread over
 // the SMs, e.g. a classifier's GEMV or the last convolutions of a CNN): K >= 4 sqrt(M N batch).
@@ -175,6 +179,7 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
                        : gemm_mma_regs(warp_m, warp_n, t.staged, live_scalar,
                                        t.gathered + crowded + divided, threads);
               if (tf32 && v.regs_per_thread > kMaxTf32Regs) continue;
+              if (volta && v.regs_per_thread > kMaxM8n8k4Regs) continue;
               v.grid_blocks = tiles * split;
               keep_if_fits(out, std::move(v), gpu);
             }

@@ -30,9 +30,17 @@ MmaThreadLoad gemm_mma_thread_load(const WorkloadShape& s, const std::string& pr
 
 // sm_70's mma.sync m8n8k4 GEMM/conv registers (fp16), fitted to ptxas (NVRTC 12.9) over the
 // sm_70 kept matrix of ResNet-50, MobileNetV2 and BERT-base (scripts/fit_m8n8k4_regs.py,
-// docs/bench/registers.md): COEFFS. Every copy is synchronous (no cp.async before sm_80): the
-// next K tile's copies are loaded into registers across the tile's mma, so each costs its
-// vector and address. At most the launch bound below 255.
+// docs/bench/registers.md): a·(0.8 + a/256) for a = warp_m·warp_n/32 accumulators + 7.2 per
+// vector copy a thread makes per K tile where there is a next tile (every copy is synchronous
+// before sm_80: the next tile's values and addresses are live across the tile's mma; with one
+// K tile the code is straight-line) + 2.86 per f16 element loaded one by one through registers
+// times min(2, K tiles) + 1.0 x the im2col cost + 12 for a conv + 14. At most the launch bound
+// below 255.
 int gemm_m8n8k4_regs(int64_t warp_m, int64_t warp_n, const MmaThreadLoad& t, int64_t threads);
+// sm_70's m8n8k4 attention registers (fp16), fitted the same way on BERT-base's kept
+// variants: 53.3 + per m16 tile of a warp 0.43 x (Q's fragments, 2 per k4 step, the Dv/2
+// output accumulators, 4 for m and l) + 2.61 x the block_n/2 score accumulators (each with
+// its exponential and its f16 copy for P's shared tile). At most the launch bound below 255.
+int attention_m8n8k4_regs(const WorkloadShape& s, int64_t warp_m, int64_t block_n, int64_t threads);
 
 }  // namespace dc

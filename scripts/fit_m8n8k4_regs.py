@@ -27,7 +27,7 @@ import sys
 import numpy as np
 
 GEMM_TERMS = ["accumulators", "copies", "live_scalar", "gathered", "conv", "const"]
-ATTENTION_TERMS = ["const", "per m16 tile"]
+ATTENTION_TERMS = ["const", "fragments, outputs", "scores"]
 
 
 def params(variant):
@@ -56,18 +56,16 @@ def read(dirs, figures):
             r["registers"] = max(k["registers"] for k in ks)
             r["spill"] = max(k["spill_stores_bytes"] + k["spill_loads_bytes"] for k in ks)
             r["attention"] = j["template"] == "attention_fused"
+            field = "attention_dims" if r["attention"] else "mma_thread_load"
+            load = j.get(field)
+            if load is None:
+                g = figures.get(os.path.relpath(f, os.path.dirname(os.path.dirname(os.path.dirname(f)))))
+                if g is None or g["variant"] != j["variant"] or g.get("estimated_registers") != r["estimate"]:
+                    sys.exit(f"{f}: no {field}, and no matching --figures-from JSON")
+                load = g[field]
             if r["attention"]:
-                ins = [b for b in j["buffers"] if b["role"] == "input"]
-                r["d"], r["dv"] = ins[0]["shape"][-1], ins[2]["shape"][-1]
                 r["threads"] = r["block_m"] // r["warp_m"] * 32
-                load = {}
             else:
-                load = j.get("mma_thread_load")
-                if load is None:
-                    g = figures.get(os.path.relpath(f, os.path.dirname(os.path.dirname(os.path.dirname(f)))))
-                    if g is None or g["variant"] != j["variant"] or g.get("estimated_registers") != r["estimate"]:
-                        sys.exit(f"{f}: no mma_thread_load, and no matching --figures-from JSON")
-                    load = g["mma_thread_load"]
                 r["threads"] = (r["block_m"] // r["warp_m"]) * (r["block_n"] // r["warp_n"]) * 32
             r.update(load)
             rows[(r["variant"],) + tuple(sorted(load.items())) + (r.get("d"), r.get("dv"))] = r
@@ -106,10 +104,13 @@ def gemm_features(r):
 
 
 def attention_features(r):
-    """Per m16 tile of a warp (attention_mma_regs' terms with m8n8k4's fragments): Q's A
-    fragments (2 per k4 step), the block_n/2 score and Dv/2 output accumulators, 4 for m and l."""
+    """Per m16 tile of a warp: Q's A fragments (m8n8k4: 2 registers per k4 step, kept all along),
+    the Dv/2 output accumulators and 4 for m and l (one term: the data has one head dimension),
+    and the block_n/2 score accumulators (each with its exponential and its f16 copy for P's
+    shared tile); and 1."""
     mt = r["warp_m"] // 16
-    return np.array([1.0, mt * (math.ceil(r["d"] / 4) * 2 + r["block_n"] / 2 + math.ceil(r["dv"] / 16) * 8 + 4)]), 0.0
+    fixed = math.ceil(r["d"] / 4) * 2 + math.ceil(r["dv"] / 16) * 8 + 4
+    return np.array([1.0, mt * fixed, mt * r["block_n"] / 2]), 0.0
 
 
 def fit(rows, features, rounds=60):
