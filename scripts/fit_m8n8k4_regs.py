@@ -15,7 +15,7 @@ scripts/fit_tf32_regs.py). Prints the coefficients, the error before (the estima
 JSONs) and after, and the share within +-20 %. docs/bench/registers.md has the figures of the
 committed fit.
 
-  scripts/fit_m8n8k4_regs.py DIR... [--figures-from DIR...] [--check-gemm c0,c1,...]
+  scripts/fit_m8n8k4_regs.py DIR... [--figures-from DIR...] [--check-gemm c0,c1,...] [--per-run]
 """
 import argparse
 import glob
@@ -138,7 +138,7 @@ def estimate(r, features, coef):
     return min(e, b) if b < 255 else e
 
 
-def report(name, rows, est):
+def report(name, rows, est, offered=255):
     regs = np.array([r["registers"] for r in rows])
     spill = np.array([r["spill"] > 0 for r in rows])
     est = np.array(est, float)
@@ -149,7 +149,7 @@ def report(name, rows, est):
           f"ptxas - estimate mean {d.mean():+.1f}, rmse {np.sqrt((d ** 2).mean()):.1f}, "
           f"p10 {np.percentile(d, 10):+.0f}, p90 {np.percentile(d, 90):+.0f}; estimate/ptxas median "
           f"{np.median(ratio):.2f}, within +-20 % {100 * np.mean((ratio >= 0.8) & (ratio <= 1.2)):.0f} %, "
-          f"below ptxas {(est < regs).sum()}, spilled estimated <= 255: {(spill & (est <= 255)).sum()}")
+          f"below ptxas {(est < regs).sum()}, spilled and offered (estimated <= {offered}): {(spill & (est <= offered)).sum()}")
 
 
 def main():
@@ -157,9 +157,11 @@ def main():
     p.add_argument("dirs", nargs="+")
     p.add_argument("--figures-from", nargs="*", default=[])
     p.add_argument("--check-gemm", help=f"comma-separated coefficients ({', '.join(GEMM_TERMS)}) instead of a fit")
+    p.add_argument("--per-run", action="store_true", help="before and after for each folder and template too")
     p.add_argument("--check-attention", help=f"comma-separated coefficients ({', '.join(ATTENTION_TERMS)})")
     args = p.parse_args()
-    rows = read(args.dirs, figures_index(args.figures_from))
+    figures = figures_index(args.figures_from)
+    rows = read(args.dirs, figures)
     if not rows:
         sys.exit("no compiled m8n8k4 kernels in " + ", ".join(args.dirs))
     for kind, features, terms, check in [("gemm/conv", gemm_features, GEMM_TERMS, args.check_gemm),
@@ -173,7 +175,17 @@ def main():
             sys.exit(f"{kind} needs {len(terms)} coefficients: {', '.join(terms)}")
         print("  terms: " + ", ".join(f"{t} {c:.2f}" for t, c in zip(terms, coef)))
         report("before (the JSONs' estimate)", sel, [r["estimate"] for r in sel])
-        report("after", sel, [estimate(r, features, coef) for r in sel])
+        offered = 215 if kind == "gemm/conv" else 255  # kMaxM8n8k4Regs; fits_gpu
+        report("after", sel, [estimate(r, features, coef) for r in sel], offered)
+        if args.per_run:  # each folder alone, per template
+            for d in args.dirs:
+                for template in ("conv_implicit_gemm", "gemm_tiled", "attention_fused"):
+                    part = [r for r in read([d], figures)
+                            if r["attention"] == (kind == "attention") and r["variant"].startswith(template)]
+                    if part:
+                        print(f"  {os.path.basename(d.rstrip('/'))} {template}:")
+                        report("  before", part, [r["estimate"] for r in part])
+                        report("  after", part, [estimate(r, features, coef) for r in part], offered)
 
 
 if __name__ == "__main__":
