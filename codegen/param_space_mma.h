@@ -1,6 +1,7 @@
 // Register estimates of the tensor-core GEMM/conv and attention paths that need more than
 // param_space.h's figures: what a thread moves per K tile (also written into codegen's kernel
-// JSON for the fits) and sm_70's m8n8k4 estimates. Defined in param_space.cpp.
+// JSON for the fits) and sm_70's m8n8k4 estimates. Defined in param_space.cpp (GEMM/conv) and
+// param_space_attention.cpp (attention).
 #pragma once
 
 #include <cstdint>
@@ -29,8 +30,8 @@ MmaThreadLoad gemm_mma_thread_load(const WorkloadShape& s, const std::string& pr
                                    int64_t block_n, int64_t block_k, int64_t split_k, int64_t threads);
 
 // sm_70's mma.sync m8n8k4 GEMM/conv registers (fp16), fitted to ptxas (NVRTC 12.9) over the
-// sm_70 kept matrix of ResNet-50, MobileNetV2 and BERT-base (scripts/fit_m8n8k4_regs.py,
-// docs/bench/registers.md): a·(0.8 + a/256) for a = warp_m·warp_n/32 accumulators + 7.2 per
+// sm_70 kept matrix of ResNet-50 and BERT-base, MobileNetV2's held out as the check
+// (scripts/fit_m8n8k4_regs.py, docs/bench/registers.md): a·(0.8 + a/256) for a = warp_m·warp_n/32 accumulators + 7.2 per
 // vector copy a thread makes per K tile where there is a next tile (every copy is synchronous
 // before sm_80: the next tile's values and addresses are live across the tile's mma; with one
 // K tile the code is straight-line) + 2.86 per f16 element loaded one by one through registers
