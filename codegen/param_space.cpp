@@ -1,6 +1,7 @@
 // Workload analysis, the dispatch of enumerate_variants by family, the resource formulas
 // and fits_gpu. The spaces themselves are in param_space_{gemm,reduction,elementwise}.cpp.
 #include "param_space.h"
+#include "param_space_mma.h"
 
 #include <algorithm>
 #include <climits>
@@ -519,6 +520,56 @@ int gemm_mma_copy_bytes(const WorkloadShape& s, bool operand_a, const std::strin
                               o.direct && o.dtype == DType::f32 && !s.wide_index &&
                               (threads % tile == 0 || tile % threads == 0);
   return hoisted_gather ? 4 : 0;
+}
+
+MmaThreadLoad gemm_mma_thread_load(const WorkloadShape& s, const std::string& precision, int64_t block_m,
+                                   int64_t block_n, int64_t block_k, int64_t split_k, int64_t threads) {
+  MmaThreadLoad t;
+  const bool tf32 = precision == "tf32";
+  const auto th = static_cast<double>(threads);
+  t.a_copy = gemm_mma_copy_bytes(s, true, precision, block_m, block_k, threads);
+  t.b_copy = gemm_mma_copy_bytes(s, false, precision, block_n, block_k, threads);
+  // Operands through registers hold their share of the next K tile across the mma: f32
+  // storage (and the gathered conv input) in vector loads, f16/bf16 storage (a prologue
+  // operand, an unaligned one, a non-gathered conv input) element by element.
+  auto through_registers = [&](bool is_a, int64_t tile, int copy) {
+    if (copy != 0) return;
+    const double elems = static_cast<double>(tile * block_k) / th;
+    const GemmOperandLayout& o = is_a ? s.a_layout : s.b_layout;
+    (o.dtype == DType::f32 || (is_a && s.gather_a) ? t.staged : t.scalar) += elems;
+  };
+  through_registers(true, block_m, t.a_copy);
+  through_registers(false, block_n, t.b_copy);
+  const double a_elems = static_cast<double>(block_m * block_k) / th;
+  // im2col index math per element gathered, far more through registers (values, bounds and
+  // addresses live across the tile's mma: 32 f16 elements a thread took 255 and spilled)
+  // than as 4-byte cp.async copies.
+  t.gathered = !s.gather_a ? 0 : t.a_copy > 0 ? 2 * a_elems : 4 * a_elems;
+  t.moved = static_cast<double>((block_m + block_n) * block_k) / th;
+  t.conv = s.family == Family::conv;
+  t.plane_copies = t.conv && !s.gather_a && t.a_copy == 4
+                       ? static_cast<double>(block_m * block_k * (tf32 ? 4 : 2)) / (4.0 * th)
+                       : 0;
+  t.narrow_copies = (!s.gather_a && t.a_copy == 4 ? static_cast<double>(block_m * block_k) : 0.0) / th +
+                    (t.b_copy == 4 ? static_cast<double>(block_n * block_k) : 0.0) / th;
+  t.k_tiles = ceil_div(ceil_div(s.k, block_k), std::max<int64_t>(1, split_k));
+  if (t.a_copy > 0) t.copies += static_cast<double>(block_m * block_k * (tf32 ? 4 : 2)) / (t.a_copy * th);
+  if (t.b_copy > 0) t.copies += static_cast<double>(block_n * block_k * (tf32 ? 4 : 2)) / (t.b_copy * th);
+  return t;
+}
+
+int gemm_m8n8k4_regs(int64_t warp_m, int64_t warp_n, const MmaThreadLoad& t, int64_t threads) {
+  // Least squares over the sm_70 kept matrix's compiles below 250 registers (registers.md),
+  // the a²/256 term fixed as in the other tensor-core fits. A copy costs 7.2 where a next K
+  // tile is loaded across the mma; with one K tile the code is straight-line and it is not.
+  const double accum = static_cast<double>(warp_m * warp_n) / 32;
+  const double prefetched = t.k_tiles > 1 ? t.copies : 0;
+  const double live_scalar = t.scalar * static_cast<double>(std::min<int64_t>(2, t.k_tiles));
+  const int regs = static_cast<int>(std::lround(accum * (0.8 + accum / 256) + 7.2 * prefetched +
+                                                2.86 * live_scalar + 1.0 * t.gathered +
+                                                (t.conv ? 12 : 0) + 14));
+  const int bound = launch_bounds_regs(threads);
+  return bound < 255 ? std::min(regs, bound) : regs;
 }
 
 int gemm_mma_regs(int64_t warp_m, int64_t warp_n, double staged, double live_scalar,

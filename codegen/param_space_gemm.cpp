@@ -6,6 +6,7 @@
 #include <initializer_list>
 
 #include "param_space.h"
+#include "param_space_mma.h"
 
 namespace dc {
 
@@ -16,6 +17,10 @@ namespace {
 // that spilled were estimated above 200, against 864 of the 8,944 that did not (570 of
 // those at 200-255 registers; docs/bench/registers.md, session 8).
 constexpr int kMaxTf32Regs = 200;
+// sm_70's m8n8k4 variants estimated above this are not offered: over the sm_70 kept matrix
+// every spilling compile (BERT-base's GEMMs with f16 operands through registers) was
+// estimated above 215, against 21 of 575 others, 19 of those at 230-254 registers.
+constexpr int kMaxM8n8k4Regs = 215;
 
 // Split-K only pays when K is long compared to the output (few output tiles to spread over
 // the SMs, e.g. a classifier's GEMV or the last convolutions of a CNN): K >= 4 sqrt(M N batch).
@@ -123,57 +128,12 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
           // tf32 64x64 warp tiles: ptxas took 240-255 registers, mostly 255 with 8-364 bytes
           // of spill (session 4); outside the data of the tf32 fit, so not offered.
           if (tf32 && warp_m * warp_n > 64 * 32) continue;
+          // m8n8k4 likewise: the sm_80 formula dropped them (above 255), so the sm_70 matrix
+          // that gemm_m8n8k4_regs is fitted on has none.
+          if (volta && warp_m * warp_n > 64 * 32) continue;
           const int64_t warps = (bm / warp_m) * (bn / warp_n);
           if (warps > 8) continue;
           const int64_t threads = warps * 32;
-          // Operands through registers hold their share of the next K tile across the mma:
-          // f32 storage in vector loads (`staged`); f16/bf16 storage (a prologue operand,
-          // an unaligned one, a non-gathered conv input) element by element (`scalar`),
-          // whose loads ptxas hoists out of the unrolled prologue: see the stages loop.
-          double staged = 0, scalar = 0;
-          auto through_registers = [&](bool is_a, int64_t tile) {
-            if (gemm_mma_copy_bytes(s, is_a, precision, tile, bk, threads) != 0) return;
-            const double elems = static_cast<double>(tile * bk) / static_cast<double>(threads);
-            const GemmOperandLayout& o = is_a ? s.a_layout : s.b_layout;
-            const bool gathered_a = is_a && s.gather_a;
-            (o.dtype == DType::f32 || gathered_a ? staged : scalar) += elems;
-          };
-          through_registers(true, bm);
-          through_registers(false, bn);
-          // im2col elements a thread gathers per K tile: index math per element, far more
-          // when the gather goes through registers (values, bounds and addresses of every
-          // element live across the tile's mma: ptxas takes 255 and spills for 32 per
-          // thread with f16 storage) than as 4-byte cp.async copies.
-          const double per_thread = static_cast<double>(bm * bk) / static_cast<double>(threads);
-          const double gathered =
-              !s.gather_a ? 0
-              : gemm_mma_copy_bytes(s, true, precision, bm, bk, threads) > 0 ? 2 * per_thread
-                                                                             : 4 * per_thread;
-          // Tile elements a thread moves per K tile beyond 48 (each copy or staged element
-          // keeps an address live across the unrolled loop): one- and two-warp blocks with
-          // long K tiles took 255 registers and spilled 88-632 bytes (compile-all.md).
-          const double moved = static_cast<double>((bm + bn) * bk) / static_cast<double>(threads);
-          const double crowded = 4 * std::max(0.0, moved - 48);
-          // A non-gathered conv input copied 4 bytes at a time (an image plane that no
-          // wider vector divides: 7x7 with tf32): every copy's address and bounds come from
-          // a division by the plane, and ptxas keeps them live across the unrolled loop
-          // (tf32 first choices, session 7: 8 copies a thread took 138-166 registers, 16
-          // took 194-238 with 3 stages and 255 with 80-280 bytes of spill with 4). 11
-          // registers a copy per K tile for fp16/bf16; gemm_tf32_regs has its own fit.
-          const int a_copy = gemm_mma_copy_bytes(s, true, precision, bm, bk, threads);
-          const double plane_copies =
-              s.family == Family::conv && !s.gather_a && a_copy == 4
-                  ? static_cast<double>(bm * bk * (tf32 ? 4 : 2)) / (4.0 * static_cast<double>(threads))
-                  : 0;
-          const double divided = 11 * plane_copies;
-          // tf32: every 4-byte copy of an operand that is not gathered (a 7x7 plane, a weight
-          // whose K is odd, as the 7x7 stem's 147) keeps its own address and bounds live
-          // across the unrolled loop; with at most 2 K tiles the loop is straight-line code
-          // and they are not (MobileNetV2's stem, K = 27).
-          const int b_copy = gemm_mma_copy_bytes(s, false, precision, bn, bk, threads);
-          const double narrow_copies =
-              (!s.gather_a && a_copy == 4 ? static_cast<double>(bm * bk) : 0.0) / static_cast<double>(threads) +
-              (b_copy == 4 ? static_cast<double>(bn * bk) : 0.0) / static_cast<double>(threads);
           const int64_t tiles = ceil_div(s.m, bm) * ceil_div(s.n, bn) * s.batch;
           for (int64_t stages : {2, 3, 4})
             for (int64_t split : splits) {
@@ -182,12 +142,26 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
               // A ring deeper than the K tiles of a split never fills: it only costs shared
               // memory, and ptxas spilled 28-60 bytes at 48 registers on such kernels for
               // sm_86/89/90 (compile-all.md, session 6).
-              const int64_t k_tiles = ceil_div(ceil_div(s.k, bk), split);
+              const MmaThreadLoad t = gemm_mma_thread_load(s, precision, bm, bn, bk, split, threads);
+              const int64_t k_tiles = t.k_tiles;
               if (stages > std::max<int64_t>(2, k_tiles)) continue;
+              // Tile elements a thread moves per K tile beyond 48 (each copy or staged element
+              // keeps an address live across the unrolled loop): one- and two-warp blocks with
+              // long K tiles took 255 registers and spilled 88-632 bytes (compile-all.md).
+              const double crowded = 4 * std::max(0.0, t.moved - 48);
+              // A non-gathered conv input copied 4 bytes at a time (an image plane that no
+              // wider vector divides: 7x7 with tf32): every copy's address and bounds come
+              // from a division by the plane, kept live across the unrolled loop (tf32 first
+              // choices, session 7: 8 copies a thread took 138-166 registers, 16 took 194-238
+              // with 3 stages and 255 with 80-280 bytes of spill with 4). 11 registers a copy
+              // per K tile for fp16/bf16; gemm_tf32_regs has its own fit, which counts every
+              // 4-byte copy that is not gathered (narrow_copies) where the K loop is more than
+              // 2 tiles (with at most 2 it is straight-line code: MobileNetV2's stem, K = 27).
+              const double divided = 11 * t.plane_copies;
               // Element-by-element register operands: the prologue's stages - 1 tiles and
               // the loop's next are loaded before the first mma (ptxas hoists the loads of
               // the unrolled code), so min(stages, K tiles) tiles of them are live at once.
-              const double live_scalar = scalar * static_cast<double>(std::min(stages, k_tiles));
+              const double live_scalar = t.scalar * static_cast<double>(std::min(stages, k_tiles));
               Variant v;
               v.template_name = family_template_name(s.family);
               v.precision = precision;
@@ -198,12 +172,14 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
               v.threads_per_block = static_cast<int>(threads);
               v.smem_bytes = gemm_mma_smem_bytes(s, precision, bm, bn, bk, stages);
               v.regs_per_thread =
-                  tf32 ? gemm_tf32_regs({warp_m, warp_n, stages, moved, staged + scalar, gathered,
-                                         k_tiles > 2 ? narrow_copies : 0, s.family == Family::conv},
+                  volta ? gemm_m8n8k4_regs(warp_m, warp_n, t, threads)
+                  : tf32 ? gemm_tf32_regs({warp_m, warp_n, stages, t.moved, t.staged + t.scalar, t.gathered,
+                                         k_tiles > 2 ? t.narrow_copies : 0, t.conv},
                                         threads)
-                       : gemm_mma_regs(warp_m, warp_n, staged, live_scalar,
-                                       gathered + crowded + divided, threads);
+                       : gemm_mma_regs(warp_m, warp_n, t.staged, live_scalar,
+                                       t.gathered + crowded + divided, threads);
               if (tf32 && v.regs_per_thread > kMaxTf32Regs) continue;
+              if (volta && v.regs_per_thread > kMaxM8n8k4Regs) continue;
               v.grid_blocks = tiles * split;
               keep_if_fits(out, std::move(v), gpu);
             }

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
+#include <utility>
 #include <set>
 #include <sstream>
 
@@ -26,6 +28,7 @@
 #include "ir/json_writer.h"
 #include "model_loader.h"
 #include "nvrtc.h"
+#include "param_space_mma.h"
 #include "plan_estimate.h"
 #include "tune_config.h"
 
@@ -44,7 +47,11 @@ void write_file(const fs::path& p, const std::string& text) {
 }
 
 // The launch description and compile report of one generated kernel, as JSON.
-std::string kernel_json(const GeneratedKernel& k, const Estimate* est, int estimated_regs, const CompileResult* c) {
+// `load`: a tensor-core GEMM/conv variant's per-thread figures, `attention_dims` a tensor-core
+// attention variant's head dimensions (D, Dv): the register fits' inputs.
+std::string kernel_json(const GeneratedKernel& k, const Estimate* est, int estimated_regs,
+                        const MmaThreadLoad* load, const std::pair<int64_t, int64_t>* attention_dims,
+                        const CompileResult* c) {
   std::ostringstream os;
   JsonWriter j(os);
   j.begin_object().field("template", k.template_name).field("variant", k.variant_key);
@@ -68,6 +75,14 @@ std::string kernel_json(const GeneratedKernel& k, const Estimate* est, int estim
   j.end_array();
   if (est) j.field("estimated_seconds", est->seconds).field("bound", est->bound);
   if (estimated_regs > 0) j.field("estimated_registers", estimated_regs);  // the space's estimate
+  if (load) {
+    j.key("mma_thread_load").begin_object().field("moved", load->moved).field("staged", load->staged);
+    j.field("scalar", load->scalar).field("gathered", load->gathered).field("plane_copies", load->plane_copies);
+    j.field("narrow_copies", load->narrow_copies).field("a_copy", load->a_copy).field("b_copy", load->b_copy);
+    j.field("copies", load->copies);
+    j.field("k_tiles", load->k_tiles).field("conv", load->conv).end_object();
+  }
+  if (attention_dims) j.key("attention_dims").begin_object().field("d", attention_dims->first).field("dv", attention_dims->second).end_object();
   if (c) {
     j.key("compile").begin_object().field("arch", c->arch).field("ok", c->ok);
     j.field("nvrtc", c->nvrtc_version).field("seconds", c->compile_seconds);
@@ -166,6 +181,8 @@ int cmd_codegen(const std::vector<std::string>& args) {
     const Estimate* estimate;
     CompileResult compiled;
     int estimated_regs = 0;  // Variant::regs_per_thread (0: the reference kernel)
+    std::optional<MmaThreadLoad> load;  // tensor-core GEMM/conv variants
+    std::optional<std::pair<int64_t, int64_t>> attention_dims;  // tensor-core attention: D, Dv
   };
   std::vector<Job> jobs;
   for (const auto& gp : plan.gpus) {
@@ -175,12 +192,19 @@ int cmd_codegen(const std::vector<std::string>& args) {
       const fs::path wdir = fs::path(out_dir) / gp.gpu->name / w.signature;
       fs::create_directories(wdir);
       write_file(wdir / "workload.txt", w.canonical + "\n");
-      jobs.push_back({gp.gpu, wdir, "reference", generate_reference(w), nullptr, {}});
+      jobs.push_back({gp.gpu, wdir, "reference", generate_reference(w), nullptr, {}, 0, std::nullopt, std::nullopt});
       const auto& kept = gp.workloads[wi].kept;
-      for (size_t r = 0; r < kept.size() && (top == 0 || static_cast<int>(r) < top); ++r)
-        jobs.push_back({gp.gpu, wdir, fmt::format("{:02d}_{}", r, kept[r].variant.template_name),
-                        generate_kernel(w, kept[r].variant), &kept[r].estimate, {},
-                        kept[r].variant.regs_per_thread});
+      const WorkloadShape shape = analyze_workload(w);
+      for (size_t r = 0; r < kept.size() && (top == 0 || static_cast<int>(r) < top); ++r) {
+        const Variant& v = kept[r].variant;
+        jobs.push_back({gp.gpu, wdir, fmt::format("{:02d}_{}", r, v.template_name), generate_kernel(w, v),
+                        &kept[r].estimate, {}, v.regs_per_thread, std::nullopt, std::nullopt});
+        if (v.precision != "fp32" && (shape.family == Family::gemm || shape.family == Family::conv))
+          jobs.back().load = gemm_mma_thread_load(shape, v.precision, v.param("block_m"), v.param("block_n"),
+                                                  v.param("block_k"), v.param("split_k", 1), v.threads_per_block);
+        if (v.precision != "fp32" && shape.family == Family::attention)
+          jobs.back().attention_dims = std::make_pair(shape.k, shape.dv);
+      }
     }
   }
   if (!no_compile) {
@@ -197,7 +221,9 @@ int cmd_codegen(const std::vector<std::string>& args) {
   for (const auto& j : jobs) {
     write_file(j.dir / (j.stem + ".cu"), j.kernel.source);
     if (j.gpu->is_opencl()) write_file(j.dir / (j.stem + ".clcpp"), opencl_source(j.kernel));
-    write_file(j.dir / (j.stem + ".json"), kernel_json(j.kernel, j.estimate, j.estimated_regs, no_compile ? nullptr : &j.compiled));
+    write_file(j.dir / (j.stem + ".json"), kernel_json(j.kernel, j.estimate, j.estimated_regs, j.load ? &*j.load : nullptr,
+                                                         j.attention_dims ? &*j.attention_dims : nullptr,
+                                                         no_compile ? nullptr : &j.compiled));
     if (!no_compile && !j.compiled.ok) {
       ++failed;
       spdlog::error("{}/{}.cu does not compile for {}: {}", j.dir.string(), j.stem, j.gpu->sm_arch(), j.compiled.error);
