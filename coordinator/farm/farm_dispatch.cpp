@@ -227,32 +227,22 @@ void FarmDispatcher::on_result(Session& s, const farm::Result& r) {
   }
   const Lease lease = lit->second;
   JobEntry& job = jobs_.at(lease.job);
-  if (r.status() == job_status_name(JobStatus::internal_error)) {
-    // A dc bug, not the variant's fault: loud, counted, and retried on another worker.
-    ++counters_.internal_errors;
-    spdlog::error("farm: *** INTERNAL ERROR *** worker {} device {} failed job {} with a dc bug "
-                  "(attempt {} of {}{}): {}",
-                  s.worker_id, lease.device, job.meta.job_id, job.attempts, options_.max_attempts,
+  // A dc bug in the worker (internal_error) or a device that refused to time (unhealthy):
+  // nothing about the variant. Loud, counted, and the job goes to another worker.
+  const bool bug = r.status() == job_status_name(JobStatus::internal_error);
+  if (bug || r.status() == job_status_name(JobStatus::unhealthy)) {
+    ++(bug ? counters_.internal_errors : counters_.unhealthy);
+    spdlog::error("farm: *** {} *** worker {} device {} on job {} (attempt {} of {}{}): {}",
+                  bug ? "INTERNAL ERROR (a dc bug)" : "UNHEALTHY DEVICE (did not time)", s.worker_id,
+                  lease.device, job.meta.job_id, job.attempts, options_.max_attempts,
                   job.attempts < options_.max_attempts ? ", retried on another worker" : ", giving up",
                   printable(r.error()));
     job.avoid_workers.insert(s.worker_id);
     release_lease(r.lease_id());
-    requeue_or_fail(lease.job, str_cat("internal error on worker ", s.worker_id, ": ", r.error()),
-                    JobStatus::internal_error);
-    return;
-  }
-  if (r.status() == job_status_name(JobStatus::unhealthy)) {
-    // The device refused to time (slowed for power or heat, ECC errors): nothing about the
-    // variant; the job goes to another worker, as for an internal error.
-    ++counters_.unhealthy;
-    spdlog::error("farm: worker {} device {} is UNHEALTHY and did not time job {} (attempt {} of {}{}): {}",
-                  s.worker_id, lease.device, job.meta.job_id, job.attempts, options_.max_attempts,
-                  job.attempts < options_.max_attempts ? ", retried on another worker" : ", giving up",
-                  printable(r.error()));
-    job.avoid_workers.insert(s.worker_id);
-    release_lease(r.lease_id());
-    requeue_or_fail(lease.job, str_cat("device unhealthy on worker ", s.worker_id, ": ", r.error()),
-                    JobStatus::unhealthy);
+    requeue_or_fail(lease.job,
+                    str_cat(bug ? "internal error on worker " : "device unhealthy on worker ", s.worker_id, ": ",
+                            r.error()),
+                    bug ? JobStatus::internal_error : JobStatus::unhealthy);
     return;
   }
   const Device* d = s.device(lease.device);

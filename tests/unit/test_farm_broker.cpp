@@ -170,6 +170,15 @@ TEST(FarmBroker, AttemptsExhaustedIsWorkerLost) {
   EXPECT_TRUE(collect_n(broker, 1, 300ms).empty());  // once
 }
 
+// Two workers of one type joined; the job goes to whichever asks first: (taker, other).
+std::pair<FakeWorker*, FakeWorker*> first_taker(FakeWorker& a, FakeWorker& b, std::optional<farm::Job>* job) {
+  for (int i = 0; i < 200 && !*job; ++i) {
+    if ((*job = a.next_job(25ms))) return {&a, &b};
+    if ((*job = b.next_job(25ms))) return {&b, &a};
+  }
+  return {nullptr, nullptr};
+}
+
 // internal_error is a dc bug in the worker, not a verdict on the variant: the job goes to
 // another worker (the first still has a credit, and is passed over), loudly counted.
 TEST(FarmBroker, InternalErrorIsRetriedOnAnotherWorker) {
@@ -184,12 +193,7 @@ TEST(FarmBroker, InternalErrorIsRetriedOnAnotherWorker) {
   broker.submit(scale_job("j", "h100"));
   // Whichever worker took it reports a dc bug.
   std::optional<farm::Job> first;
-  FakeWorker* buggy = nullptr;
-  FakeWorker* other = nullptr;
-  for (int i = 0; i < 200 && !first; ++i) {
-    if ((first = a.next_job(25ms))) buggy = &a, other = &b;
-    else if ((first = b.next_job(25ms))) buggy = &b, other = &a;
-  }
+  const auto [buggy, other] = first_taker(a, b, &first);
   ASSERT_TRUE(first);
   EXPECT_EQ(first->attempt(), 1u);
   buggy->result(*first, "internal_error", {});
@@ -220,12 +224,7 @@ TEST(FarmBroker, UnhealthyDeviceHandsTheJobToAnotherWorker) {
                                   10s));
   broker.submit(scale_job("j", "h100"));
   std::optional<farm::Job> first;
-  FakeWorker* hot = nullptr;
-  FakeWorker* other = nullptr;
-  for (int i = 0; i < 200 && !first; ++i) {
-    if ((first = a.next_job(25ms))) hot = &a, other = &b;
-    else if ((first = b.next_job(25ms))) hot = &b, other = &a;
-  }
+  const auto [hot, other] = first_taker(a, b, &first);
   ASSERT_TRUE(first);
   hot->result(*first, "unhealthy", {});
   std::optional<farm::Job> second = other->next_job(10s);
