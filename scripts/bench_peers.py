@@ -729,6 +729,18 @@ def find_dc_bin(a):
              % ", ".join(candidates))
 
 
+def write_md(path, env, store):
+    """The table of everything in store, written to path; returns its text."""
+    models = [m for m in REAL_MODELS + TINY_MODELS if any(k.startswith(m + "/") for k in store["runs"])]
+    batches = sorted({int(k.split("/")[1][1:]) for k in store["runs"]})
+    runners = [r for r in ALL_RUNNERS if any(k.endswith("/" + r) for k in store["runs"])]
+    text = render(env, models, batches, runners, store)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    return text
+
+
 def main():
     a = parse_args()
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX shares the GPU with torch
@@ -762,14 +774,9 @@ def main():
                 store["runs"]["%s/b%d/%s" % (name, batch, runner)] = one_runner(
                     runner, a, name, batch, directory, refs, inputs, gpu_type, store["tune"])
                 save_store(store_path, store)
+                write_md(a.out_md, env, store)  # after each runner: a run cut off keeps its table
 
-    models = [m for m in REAL_MODELS + TINY_MODELS if any(k.startswith(m + "/") for k in store["runs"])]
-    batches = sorted({int(k.split("/")[1][1:]) for k in store["runs"]})
-    runners = [r for r in ALL_RUNNERS if any(k.endswith("/" + r) for k in store["runs"])]
-    text = render(env, models, batches, runners, store)
-    os.makedirs(os.path.dirname(a.out_md), exist_ok=True)
-    with open(a.out_md, "w") as f:
-        f.write(text)
+    text = write_md(a.out_md, env, store)
     print("\n" + text)
     print("written: %s" % a.out_md)
 

@@ -377,6 +377,12 @@ def one(label, fn):
     return r
 
 
+def write_md(path, text):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def main():
     a = parse_args()
     require_torch(a.device)
@@ -411,11 +417,10 @@ def main():
             peers.release_torch_memory(a.device)
         store["runs"][name] = r
         peers.save_store(store_path, store)
+        write_md(a.out_md, render(env, store))  # after each shape: a run cut off keeps its table
         print("%s: %.1f s" % (name, time.perf_counter() - start), flush=True)
     text = render(env, store)
-    os.makedirs(os.path.dirname(a.out_md), exist_ok=True)
-    with open(a.out_md, "w") as f:
-        f.write(text)
+    write_md(a.out_md, text)
     print("\n" + text)
     print("written: %s" % a.out_md)
     failed = [n for n in a.shapes if any(store["runs"][n][k]["status"] != "ok" for k in ("dc", "torch"))]

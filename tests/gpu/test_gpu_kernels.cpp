@@ -29,6 +29,7 @@
 #include "ref/executor.h"
 #include "testing.h"
 #include "gpu_testing.h"
+#include "gpu_cases.h"
 
 namespace dc {
 namespace {
@@ -70,42 +71,7 @@ std::vector<char> compile_for_device(const std::string& source, const std::strin
   return r.cubin;
 }
 
-// ---- workloads of the example models --------------------------------------------------
-
-struct Case {
-  const char* name;     // test name
-  const char* model;    // examples/<model>/model.onnx
-  ClusterKind kind;
-  const char* pattern;  // Candidate::pattern; "" = the first candidate of the kind
-};
-
-const Case kCases[] = {
-    {"conv_add_relu", "tiny_cnn", ClusterKind::conv, "conv+add+relu"},
-    {"depthwise_conv", "tiny_cnn", ClusterKind::depthwise, "conv"},
-    {"relu_maxpool", "tiny_cnn", ClusterKind::reduction, "relu+maxpool"},
-    {"gemm", "tiny_cnn", ClusterKind::gemm, "gemm"},
-    {"matmul_add_gelu", "tiny_transformer", ClusterKind::gemm, "matmul+add+gelu"},
-    {"layernorm", "tiny_transformer", ClusterKind::reduction, "layernorm"},
-    {"softmax", "tiny_transformer", ClusterKind::reduction, "softmax"},
-    {"attention", "tiny_transformer", ClusterKind::attention, ""},
-    {"elementwise", "tiny_transformer", ClusterKind::elementwise, "add+reshape+transpose"},
-};
-
-// Test names and ctest entries show the case's name, not its bytes.
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
-
-Workload find_workload(const Case& c) {
-  const Graph g = simplify(
-      import_onnx_file(testing::source_dir() + "/examples/" + c.model + "/model.onnx"));
-  const auto candidates = generate_candidates(g);
-  const WorkloadSet set = dedupe_workloads(g, candidates);
-  for (size_t i = 0; i < candidates.size(); ++i)
-    if (candidates[i].kind == c.kind && (*c.pattern == 0 || candidates[i].pattern == c.pattern))
-      return set.workloads[set.candidate_workload[i]];
-  ADD_FAILURE() << "no " << cluster_kind_name(c.kind) << " candidate '" << c.pattern << "' in "
-                << c.model;
-  return {};
-}
+// ---- workloads of the example models: gpu_cases.h ----------------------------------
 
 // Up to `max` fp32 variants spread over the enumeration order.
 std::vector<Variant> some_variants(const Workload& w, size_t max) {
@@ -360,7 +326,10 @@ void fault_in_child() {
   const GpuRunResult r = run_on_gpu(*g.device, k, cr.cubin, bufs);
   std::cerr << "fault run: " << job_status_name(r.status) << ": " << r.error << "\n";
   const bool classified = r.status == JobStatus::runtime_fault && r.context_lost && g.device->lost();
-  const GpuRunResult after = run_on_gpu(*g.device, copy_kernel(256, 1024), cr.cubin, bufs);
+  // A well-formed run afterwards (its input given) must be refused as the same lost context.
+  std::vector<Tensor> copy_bufs{ramp()};
+  const GpuRunResult after = run_on_gpu(*g.device, copy_kernel(256, 1024), cr.cubin, copy_bufs);
+  std::cerr << "run after the fault: " << job_status_name(after.status) << ": " << after.error << "\n";
   std::exit(classified && after.status == JobStatus::runtime_fault ? 0 : 1);
 }
 

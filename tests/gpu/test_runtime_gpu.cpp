@@ -294,15 +294,17 @@ TEST(RuntimeOnGpuDevice, LaunchesBeyondTheDeviceAreRefusedAtLoad) {
   DC_REQUIRE_GPU();
   ExecPlan plan = plan_for("tiny_cnn", true);
   ASSERT_FALSE(plan.steps.empty());
-  const PlanStep& step = plan.steps[0];
-  plan.modules[static_cast<size_t>(step.module)].launches[0].block = {2048, 1, 1};
+  // Copies, not a reference into plan: plan is assigned again below.
+  const size_t module = static_cast<size_t>(plan.steps[0].module);
+  const std::string cluster = plan.steps[0].cluster;
+  plan.modules[module].launches[0].block = {2048, 1, 1};
   auto backend = rt::make_cuda_backend({gpu().info.ordinal, cache_dir(), true});
   std::string e = user_error_of([&] { backend->load(plan); });
-  EXPECT_NE(e.find(step.cluster), std::string::npos) << e;
+  EXPECT_NE(e.find(cluster), std::string::npos) << e;
   EXPECT_NE(e.find("block 2048x1x1"), std::string::npos) << e;
 
   plan = plan_for("tiny_cnn", true);
-  plan.modules[static_cast<size_t>(step.module)].launches[0].dynamic_smem_bytes = 1 << 20;
+  plan.modules[module].launches[0].dynamic_smem_bytes = 1 << 20;
   backend = rt::make_cuda_backend({gpu().info.ordinal, cache_dir(), true});
   e = user_error_of([&] { backend->load(plan); });
   EXPECT_NE(e.find("1048576 bytes of dynamic"), std::string::npos) << e;
