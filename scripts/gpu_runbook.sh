@@ -20,6 +20,10 @@
 #                              for the local GPU type (examples/tune-quick.yaml; PRECISION
 #                              default fp32), runs the plan with dc-run --bench 200 on its test
 #                              data, dc-db summary
+#   profile [MODEL [PRECISION]]   tune (as above; default resnet50 fp16), then Nsight Compute
+#                              (ncu --clock-control none) over one dc-run of the plan: each
+#                              kernel's time, SM/DRAM throughput, occupancy, grid, registers
+#                              as OUT/profile.csv
 #   templates PRECISION [SHAPES]   scripts/bench_templates.py (fp32|tf32|fp16|bf16; SHAPES a
 #                              comma list, default gemm_4096,bert_ffn1,r50_3x3_64)
 #   peers [MODELS [PRECISION]] scripts/bench_peers.py (default resnet50, fp32), batch 1
@@ -36,13 +40,13 @@ OUT="${OUT:-$ROOT/gpu-out}"
 STEP_SECONDS="${DC_STEP_SECONDS:-540}"
 DEVICE="${DC_RUNBOOK_DEVICE:-cuda}"
 
-usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; }
 [ $# -ge 1 ] || { usage >&2; exit 2; }
 step="$1"; shift
 case "$step" in
-  all|check|tune|templates|peers) ;;
+  all|check|tune|profile|templates|peers) ;;
   -h|--help) usage; exit 0 ;;
-  *) echo "gpu_runbook: unknown step '$step' (all, check, tune, templates, peers)" >&2; exit 2 ;;
+  *) echo "gpu_runbook: unknown step '$step' (all, check, tune, profile, templates, peers)" >&2; exit 2 ;;
 esac
 
 BIN="${DC_BIN:-$ROOT/dist/bin}"
@@ -142,7 +146,8 @@ step_tune() {
   fi
   data="$(ls -d "$WORK/models/$model"/test_data_set_0 2>/dev/null | head -1)"
   local tune_rc=0
-  run "$BIN/dc-coordinator" tune "$WORK/models/$model/model.onnx" --gpus "$type" --db "$WORK/gpu.db" \
+  # info: the coordinator logs each worker's device health (SM clock, throttle reasons) once.
+  run "$BIN/dc-coordinator" --log-level info tune "$WORK/models/$model/model.onnx" --gpus "$type" --db "$WORK/gpu.db" \
     --out "$WORK/plans" --config "$ROOT/examples/tune-quick.yaml" --precision "$precision" "${flags[@]}" || tune_rc=$?
   [ "$tune_rc" -eq 0 ] || status=$tune_rc
   if [ "$tune_rc" -eq 0 ]; then
@@ -153,6 +158,24 @@ step_tune() {
   { echo "# tune $model ($precision) on $type, $(date -u +%F)"; grep -E 'ms|speed|mismatch|error|PASS|FAIL|INTERNAL|IMPLAUSIBLE' "$LOG" | tail -40; } > "$OUT/tune.md"
   # The weights stay behind: the files back from a lent machine are limited to 16 MB each.
   tar -czf "$OUT/tune.tar.gz" -C "$WORK" --exclude=weights.bin gpu.db plans 2>/dev/null
+}
+
+# profile MODEL PRECISION: step_tune, then Nsight Compute over one dc-run of the plan: each
+# kernel's duration, SM and DRAM throughput, achieved occupancy, grid, block and registers
+# (profile.csv), at the clocks the card runs at (--clock-control none: never set clocks).
+step_profile() {
+  step_tune "$1" "$2"
+  [ "$DEVICE" = cpu ] && { say "profile: no Nsight Compute in the CPU smoke mode"; return; }
+  local ncu type
+  ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
+  [ -n "$ncu" ] || { say "profile: ncu not found"; status=2; return; }
+  type="$(gpu_type)"
+  [ -d "$WORK/plans/$type" ] || { say "profile: no plan to profile"; return; }
+  local data
+  data="$(ls -d "$WORK/models/$1"/test_data_set_0 2>/dev/null | head -1)"
+  run "$ncu" --clock-control none --csv --page raw \
+    --metrics gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__grid_size,launch__block_size,launch__registers_per_thread,smsp__inst_executed.sum \
+    --log-file "$OUT/profile.csv" "$BIN/dc-run" "$WORK/plans/$type" ${data:+--data "$data"} || status=$?
 }
 
 status=0
@@ -173,6 +196,9 @@ case "$step" in
     ;;
   tune)
     step_tune "${1:-resnet50}" "${2:-fp32}"
+    ;;
+  profile)
+    step_profile "${1:-resnet50}" "${2:-fp16}"
     ;;
   templates)
     precision="${1:?templates needs a precision: fp32, tf32, fp16 or bf16}"
