@@ -41,7 +41,7 @@ double plausibility_floor_us(const Workload& w, const GpuSpec& gpu, const std::s
   lower.bytes = static_cast<double>(std::max<int64_t>(0, w.bytes - partial));
   // A CPU device is timed with hot caches (worker/opencl_runner.cpp): work that fits in its
   // last-level cache is not bound by DRAM, so its bytes give no floor there.
-  if (gpu.arch == "cpu" && lower.bytes <= static_cast<double>(gpu.l2_bytes)) lower.bytes = 0;
+  if (gpu.cache_holds(lower.bytes)) lower.bytes = 0;
   return floor_seconds(lower, gpu, precision) * 1e6;
 }
 

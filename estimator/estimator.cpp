@@ -146,8 +146,8 @@ BlockModel gemm_block(const WorkloadShape& s, const Params& p, const Variant& v,
          fp32_operand_instructions(s.b_layout, bn * bk, operand_vec(false, p.block_n), async)) /
         32;  // warp instructions
     const double overhead = warps * (bk + gather + 6);  // per-step addressing, sync, loop
-    tile_pipe = std::max(fma / fp32_warp_fma_per_clk(g), (lds + memory) / kLsuPerClk);
-    tile_issue = (fma + lds + memory + overhead) / kIssuePerClk;
+    tile_pipe = std::max(fma / fp32_warp_fma_per_clk(g), (lds + memory) / g.lsu_per_clk);
+    tile_issue = (fma + lds + memory + overhead) / g.issue_per_clk;
     tile_smem = 128 * lds + (bm * bk + bk * bn) * 4;  // one wavefront per warp load + stores
     b.warps_needed = std::clamp(64.0 / (tm * tn), 4.0, 32.0);
   } else {
@@ -186,16 +186,16 @@ BlockModel gemm_block(const WorkloadShape& s, const Params& p, const Variant& v,
     const double rate = tf32 ? g.tc_tf32_flops_per_sm_clk
                         : v.precision == "bf16" ? g.tc_bf16_flops_per_sm_clk
                                                 : g.tc_fp16_flops_per_sm_clk;
-    tile_pipe = std::max(2 * bm * bn * bk / rate, (frag + memory) / kLsuPerClk);
-    tile_issue = (mma + frag + cvt + memory + overhead) / kIssuePerClk;
+    tile_pipe = std::max(2 * bm * bn * bk / rate, (frag + memory) / g.lsu_per_clk);
+    tile_issue = (mma + frag + cvt + memory + overhead) / g.issue_per_clk;
     tile_smem = frag_bytes + (bm * bk + bk * bn) * smem_elem;
     b.warps_needed = 4;
   }
   const double tile = std::max(tile_pipe, tile_issue);
   const double outputs = bm * bn;
   const double epi = epilogue_flops_per_output(s, 2 * m * n * k * batch, m * n * batch);
-  double tail = outputs / 32 * (2 + epi) / kIssuePerClk;       // epilogue: loads, math, stores
-  if (p.split_k > 1) tail += outputs / 32 * 3 / kIssuePerClk;  // partial sums in and out
+  double tail = outputs / 32 * (2 + epi) / g.issue_per_clk;       // epilogue: loads, math, stores
+  if (p.split_k > 1) tail += outputs / 32 * 3 / g.issue_per_clk;  // partial sums in and out
   b.pipe_cycles = k_tiles * tile + tail;
   const double alone = tile / std::min(1.0, warps / b.warps_needed);
   b.critical_cycles = pipelined_critical(k_tiles, alone, kL2LatencyCycles, p.stages) + tail;
@@ -234,7 +234,7 @@ BlockModel depthwise_block(const WorkloadShape& s, const Params& p, const Varian
   const double epi = epilogue_flops_per_output(s, 2 * total_out * taps, total_out);
   const double tail = outputs / 32 * (2 + epi);
   b.pipe_cycles =
-      std::max(fma / fp32_warp_fma_per_clk(g), (fma + lds + loads + weights + tail) / kIssuePerClk);
+      std::max(fma / fp32_warp_fma_per_clk(g), (fma + lds + loads + weights + tail) / g.issue_per_clk);
   b.warps_needed = std::clamp(16.0 / ppt, 4.0, 32.0);  // a pixel's taps are a dependent chain
   b.critical_cycles =
       dram_latency_cycles(g) + b.pipe_cycles / std::min(1.0, warps / b.warps_needed);
@@ -262,10 +262,10 @@ BlockModel attention_block(const WorkloadShape& s, const Params& p, const Varian
   const double softmax = bm * bn * 6 / 32 + warps * 10;  // scale, mask, max, exp, sum, rescale
   const double probs = bm * bn / 32 * 2;                 // P through shared memory
   const double loads = warps * (bn * (d + dv) / (threads * vec)) * 2;
-  const double tile_issue = (fma + lds + softmax + probs + loads) / kIssuePerClk;
+  const double tile_issue = (fma + lds + softmax + probs + loads) / g.issue_per_clk;
   const double tile_pipe = std::max(fma / fp32_warp_fma_per_clk(g), bm * bn / kSfuPerClk);
   const double tile = std::max(tile_issue, tile_pipe);
-  const double edges = bm * (d + dv) / 32 * 2 / kIssuePerClk;  // Q in, O out
+  const double edges = bm * (d + dv) / 32 * 2 / g.issue_per_clk;  // Q in, O out
   b.pipe_cycles = tiles * tile + edges;
   b.warps_needed = std::clamp(64.0 / scores_pt, 4.0, 32.0);
   const double alone = tile / std::min(1.0, warps / b.warps_needed);
@@ -309,15 +309,15 @@ BlockModel attention_mma_block(const WorkloadShape& s, const Params& p, const Va
   const bool copyable = s.elem_bytes == static_cast<int>(elem);
   const double copies = copyable ? kv_bytes / 16 / 32 : 2 * bn * (dp + dvp) / 32;
   const double softmax = bm * bn * 8 / 32 + warps * 12;
-  const double tile_issue = (mma + frag + cvt + copies + softmax + warps * 10) / kIssuePerClk;
-  const double tile_pipe = std::max({mma_flops / rate, (frag + copies) / kLsuPerClk, bm * bn / kSfuPerClk});
+  const double tile_issue = (mma + frag + cvt + copies + softmax + warps * 10) / g.issue_per_clk;
+  const double tile_pipe = std::max({mma_flops / rate, (frag + copies) / g.lsu_per_clk, bm * bn / kSfuPerClk});
   const double tile = std::max(tile_issue, tile_pipe);
   const double epi = epilogue_flops_per_output(s, 2 * static_cast<double>(s.m) * static_cast<double>(s.n) *
                                                      (static_cast<double>(s.k) + static_cast<double>(s.dv)) *
                                                      static_cast<double>(s.batch),
                                                static_cast<double>(s.m * s.dv * s.batch));
-  double edges = (bm * dp / 32 * 3 + bm * dvp / 32 * (2 + epi)) / kIssuePerClk;  // Q in, O out
-  if (p.split_kv > 1) edges += bm * dvp / 32 * 2 * (1 + split) / kIssuePerClk;     // partials + combine
+  double edges = (bm * dp / 32 * 3 + bm * dvp / 32 * (2 + epi)) / g.issue_per_clk;  // Q in, O out
+  if (p.split_kv > 1) edges += bm * dvp / 32 * 2 * (1 + split) / g.issue_per_clk;     // partials + combine
   b.pipe_cycles = tiles * tile + edges;
   b.warps_needed = 4;
   const double alone = tile / std::min(1.0, warps / b.warps_needed);
@@ -350,7 +350,7 @@ BlockModel reduction_block(const WorkloadShape& s, const Params& p, const GpuSpe
   const double shuffles =
       s.reductions_per_row * warps_per_row * (5 + (block_reduce ? levels + 4 : 0));
   const double stores = s.stream_reads >= 2 ? warps_per_row * vecs : 1;  // row out, or one value
-  b.pipe_cycles = rpb * (loads + chip + alu + shuffles + stores) / kIssuePerClk;
+  b.pipe_cycles = rpb * (loads + chip + alu + shuffles + stores) / g.issue_per_clk;
   b.warps_needed = 8;
   const double reduce_latency =
       s.reductions_per_row *
@@ -383,7 +383,7 @@ BlockModel output_parallel_block(const WorkloadShape& s, const Params& p, const 
   const double index = ept * (s.vec_align > 1 ? 3 : 10);    // address arithmetic
   const double per_thread = loads + alu + ept + index + 4;  // + stores, loop
   b.pipe_cycles =
-      std::max(warps * per_thread / kIssuePerClk, warps * alu / fp32_warp_fma_per_clk(g));
+      std::max(warps * per_thread / g.issue_per_clk, warps * alu / fp32_warp_fma_per_clk(g));
   b.warps_needed = 8;
   b.critical_cycles = dram_latency_cycles(g) + per_thread;
   b.dram_bytes = s.bytes;
@@ -514,7 +514,9 @@ Estimate estimate(const WorkloadShape& s, const Variant& v, const GpuSpec& g,
   e.dram_bytes = std::max(b.dram_bytes, s.bytes);
   const double bw = g.dram_bytes_per_s();
   double hiding_dram = 1;
-  if (e.dram_bytes > 0) {
+  // Work a CPU device's last-level cache holds has no DRAM term: the L2 term above stands
+  // for that cache's bandwidth.
+  if (e.dram_bytes > 0 && !g.cache_holds(e.dram_bytes)) {
     const double concurrent = grid / static_cast<double>(e.waves);
     const double inflight = std::min(concurrent * warps * b.inflight_per_warp, e.dram_bytes);
     hiding_dram = std::min(1.0, inflight / (bw * kDramLatencyS));

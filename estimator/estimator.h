@@ -59,8 +59,6 @@ constexpr double kL2LatencyCycles = 300;    // a K-tile's loads, mostly L2 hits
 constexpr double kSmemBytesPerClk = 128;    // 32 banks x 4 bytes per SM
 constexpr double kL2BytesPerClkPerSm = 32;  // L2 bandwidth per SM (A100: 5120 B/clk / 108 SMs = 47)
 constexpr double kL2Efficiency = 0.8;       // sustained fraction of it
-constexpr double kIssuePerClk = 4;          // warp schedulers per SM, one instruction each
-constexpr double kLsuPerClk = 1;   // shared/global memory instructions per SM (32 LD/ST lanes)
 constexpr double kSfuPerClk = 16;  // exp/rsqrt lanes per SM
 constexpr double kShuffleLatencyCycles = 30;
 constexpr double kSyncLatencyCycles = 100;

@@ -136,6 +136,8 @@ std::string gpu_spec_to_json(const GpuSpec& s) {
       .field("max_blocks_per_sm", s.max_blocks_per_sm)
       .field("warp_size", s.warp_size)
       .field("launch_overhead_us", s.launch_overhead_us)
+      .field("issue_per_clk", s.issue_per_clk)
+      .field("lsu_per_clk", s.lsu_per_clk)
       .field("generic", s.generic)
       .end_object();
   return os.str();

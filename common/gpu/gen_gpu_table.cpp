@@ -64,6 +64,8 @@ std::string spec_code(const dc::GpuSpec& g) {
   set("smem_alloc_unit", num(g.smem_alloc_unit));
   set("smem_reserved_per_block", fmt::format("{}", g.smem_reserved_per_block));
   set("launch_overhead_us", num(g.launch_overhead_us));
+  set("issue_per_clk", num(g.issue_per_clk));
+  set("lsu_per_clk", num(g.lsu_per_clk));
   set("generic", g.generic ? "true" : "false");
   return c + "    specs.push_back(std::move(g));\n  }\n";
 }

@@ -216,6 +216,8 @@ GpuSpec GpuCatalog::match_device(const DeviceReport& report) const {
   g.smem_alloc_unit = ref.smem_alloc_unit;
   g.smem_reserved_per_block = ref.smem_reserved_per_block;
   g.launch_overhead_us = ref.launch_overhead_us;
+  g.issue_per_clk = ref.issue_per_clk;
+  g.lsu_per_clk = ref.lsu_per_clk;
   g.generic = true;
   spdlog::warn(
       "GPU '{}': {}; using a generic spec '{}' from its reported properties with the per-SM "

@@ -140,7 +140,7 @@ const std::vector<std::string>& entry_fields() {
       "l2_bytes", "smem_per_sm_bytes", "smem_per_block_bytes", "regs_per_sm",
       "regs_per_thread", "max_threads_per_sm", "max_threads_per_block", "max_blocks_per_sm",
       "warp_size", "regs_per_block", "reg_alloc_unit", "sm_sub_partitions", "smem_alloc_unit",
-      "smem_reserved_per_block", "launch_overhead_us"};
+      "smem_reserved_per_block", "launch_overhead_us", "issue_per_clk", "lsu_per_clk"};
   return fields;
 }
 
@@ -232,6 +232,8 @@ GpuSpec read_entry(const YAML::Node& node, const std::string& origin, int index)
   if (g.max_threads_per_block % g.warp_size != 0)
     r.fail("max_threads_per_block", "must be a multiple of warp_size");
   if (r.has("launch_overhead_us")) g.launch_overhead_us = r.number("launch_overhead_us", 0, 1000);
+  if (r.has("issue_per_clk")) g.issue_per_clk = r.number("issue_per_clk", 0.01, 64);
+  if (r.has("lsu_per_clk")) g.lsu_per_clk = r.number("lsu_per_clk", 0.01, 64);
   r.reject_unknown_keys(entry_fields());
   return g;
 }

@@ -49,6 +49,11 @@ struct GpuSpec {
   int smem_alloc_unit = 128;
   int64_t smem_reserved_per_block = 1024;
   double launch_overhead_us = 3.0;       // host launch + kernel ramp, a modelling constant
+  // Instruction throughput per SM (CU) per clock, in warp instructions of 32 lanes: every
+  // instruction (issue), and memory instructions (LD/ST units). An NVIDIA SM issues 4 (one
+  // per scheduler) and moves 1 (32 LD/ST lanes); a CPU core under PoCL issues far fewer.
+  double issue_per_clk = 4.0;
+  double lsu_per_clk = 1.0;
   bool generic = false;                  // built from a device's report, not from the table
 
   // Every field equal: the generated table against gpus.yaml (test_gpu_catalog.cpp).
@@ -63,6 +68,9 @@ struct GpuSpec {
     return api == "opencl" ? "spir64" : "sm_" + std::to_string(cc_major * 10 + cc_minor);
   }
   bool is_opencl() const { return api == "opencl"; }
+  // A CPU device is timed with hot caches (PoCL re-runs a kernel over the same buffers): work
+  // whose bytes fit its last-level cache (l2_bytes) is served from there, not from DRAM.
+  bool cache_holds(double bytes) const { return arch == "cpu" && bytes <= static_cast<double>(l2_bytes); }
 };
 
 }  // namespace dc

@@ -78,6 +78,33 @@ inline GpuSpec spec_t4() {
   return g;
 }
 
+// PoCL's CPU device on a 2-core AVX2 host (gpus.yaml's pocl-cpu): compute units are cores,
+// one work-group each at a time, a warp instruction is 4 AVX2 instructions.
+inline GpuSpec spec_cpu() {
+  GpuSpec g = spec_a100();
+  g.name = "cpu";
+  g.api = "opencl";
+  g.arch = "cpu";
+  g.cc_major = g.cc_minor = 0;
+  g.sm_count = 2;
+  g.boost_clock_mhz = 2445;
+  g.fp32_lanes_per_sm = 16;
+  g.tc_fp16_flops_per_sm_clk = g.tc_bf16_flops_per_sm_clk = g.tc_tf32_flops_per_sm_clk = 0;
+  g.dram_bandwidth_gbs = 12;
+  g.l2_bytes = 32LL << 20;
+  g.smem_per_sm_bytes = g.smem_per_block_bytes = 512 * 1024;
+  g.regs_per_sm = g.regs_per_block = 1 << 20;
+  g.regs_per_thread = 1024;
+  g.max_threads_per_sm = 4096;
+  g.max_blocks_per_sm = 1;
+  g.reg_alloc_unit = g.sm_sub_partitions = g.smem_alloc_unit = 1;
+  g.smem_reserved_per_block = 0;
+  g.launch_overhead_us = 20;
+  g.issue_per_clk = 0.5;
+  g.lsu_per_clk = 0.5;
+  return g;
+}
+
 // A workload from nodes and the f32 shapes of every tensor they touch; graph inputs are
 // the tensors no node produces, outputs the tensors no node consumes.
 inline Workload make_test_workload(ClusterKind kind, std::vector<Node> nodes,

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <set>
 
 #include "estimator.h"
 #include "estimator_testing.h"
@@ -252,6 +253,50 @@ TEST(Estimator, GemmMemoryInstructionsFollowOperandLayout) {
     const Estimate k_major = estimate(along_k, v, g), m_major = estimate(along_m, v, g);
     EXPECT_GT(k_major.compute_s, 1.05 * m_major.compute_s);
   }
+}
+
+// On a CPU device the FLOP peak is not what separates variants: a core issues half a warp
+// instruction a clock, so the variants' instruction counts rank them (measured on PoCL:
+// docs/bench/estimator-accuracy.md). With a GPU SM's issue rate every variant below ties at
+// the FLOP floor.
+TEST(Estimator, CpuDeviceRanksGemmVariantsByTheirInstructions) {
+  const GpuSpec cpu = spec_cpu();
+  GpuSpec gpu_rates = cpu;
+  gpu_rates.issue_per_clk = 4;
+  gpu_rates.lsu_per_clk = 1;
+  const Workload w = matmul_2d(128, 768, 768);
+  std::set<double> on_cpu, at_gpu_rates;
+  size_t slower = 0, n = 0;
+  for (const Variant& v : enumerate_variants(w, cpu)) {
+    if (v.precision != "fp32") continue;
+    const Estimate c = estimate(w, v, cpu), g = estimate(w, v, gpu_rates);
+    if (!std::isfinite(c.seconds)) continue;
+    ++n;
+    on_cpu.insert(c.seconds);
+    at_gpu_rates.insert(g.seconds);
+    EXPECT_GE(c.seconds, g.seconds) << v.key();
+    slower += c.seconds > g.seconds;
+  }
+  ASSERT_GT(n, 20u);
+  // At a GPU's rates the CPU's FLOP floor pins most variants to a few figures; at its own,
+  // each variant's instruction count shows.
+  EXPECT_GT(slower, n / 2);
+  EXPECT_GT(on_cpu.size(), 2 * at_gpu_rates.size());
+}
+
+// A CPU device is timed hot: work that fits its last-level cache has no DRAM term (the same
+// rule as the plausibility floor); larger work keeps it.
+TEST(Estimator, CpuDeviceHasNoDramTermForWorkItsCacheHolds) {
+  const GpuSpec cpu = spec_cpu();
+  const Workload small = add_1d(1 << 20);  // 12 MiB
+  const Workload large = add_1d(4 << 20);  // 48 MiB
+  ASSERT_LE(static_cast<double>(small.bytes), static_cast<double>(cpu.l2_bytes));
+  const Variant vs = enumerate_variants(small, cpu).at(0);
+  const Variant vl = enumerate_variants(large, cpu).at(0);
+  EXPECT_EQ(estimate(small, vs, cpu).dram_s, 0.0);
+  EXPECT_GE(estimate(large, vl, cpu).dram_s, 50331648.0 / (12e9 * 0.9));
+  // A GPU's L2 does not count: the same bytes on an A100 stay DRAM-bound.
+  EXPECT_GT(estimate(small, enumerate_variants(small, spec_a100()).at(0), spec_a100()).dram_s, 0.0);
 }
 
 TEST(Estimator, ReductionRereadsLongRowsOnly) {

@@ -145,6 +145,9 @@ TEST(GpuCatalog, OpenClEntriesAreMarked) {
     EXPECT_EQ(g.tc_fp16_flops_per_sm_clk, 0) << name;
   }
   EXPECT_FALSE(table().require("pocl-cpu").fp16);
+  // A CPU core issues an eighth of an SM's warp instructions (gpus.yaml says why).
+  EXPECT_DOUBLE_EQ(table().require("pocl-cpu").issue_per_clk, 0.5);
+  EXPECT_DOUBLE_EQ(table().require("h100").issue_per_clk, 4.0);
   EXPECT_TRUE(table().require("mi210").fp16);
   EXPECT_EQ(table().require("a100").api, "cuda");
   // CUDA device names never match an OpenCL entry.
@@ -386,10 +389,18 @@ TEST(GpuCatalog, GoodEntryLoads) {
   EXPECT_EQ(g.sm_count, 10);
   EXPECT_EQ(g.cc_minor, 0);
   EXPECT_DOUBLE_EQ(g.launch_overhead_us, 3.0);  // optional, defaulted
+  EXPECT_DOUBLE_EQ(g.issue_per_clk, 4.0);
+  EXPECT_DOUBLE_EQ(g.lsu_per_clk, 1.0);
   EXPECT_DOUBLE_EQ(g.fp32_peak_flops(), 2.0 * 64 * 10 * 1e9);
   const GpuCatalog with_overhead = gpu_catalog_from_yaml(
       std::string("gpus:") + kGoodEntry + "    launch_overhead_us: 5.5\n", "t");
   EXPECT_DOUBLE_EQ(with_overhead.all()[0].launch_overhead_us, 5.5);
+  const GpuCatalog with_rates = gpu_catalog_from_yaml(
+      std::string("gpus:") + kGoodEntry + "    issue_per_clk: 0.5\n    lsu_per_clk: 0.25\n", "t");
+  EXPECT_DOUBLE_EQ(with_rates.all()[0].issue_per_clk, 0.5);
+  EXPECT_DOUBLE_EQ(with_rates.all()[0].lsu_per_clk, 0.25);
+  EXPECT_NE(load_error(std::string("gpus:") + kGoodEntry + "    issue_per_clk: 0\n").find("issue_per_clk"),
+            std::string::npos);
 }
 
 TEST(GpuCatalog, MalformedTablesAreUserErrors) {
