@@ -154,6 +154,9 @@ struct BestVariantQuery {
   std::optional<std::string> workload;  // one workload; unset = every workload with results
   // Stale results (MeasurementQuery::current_source_only) answer for nothing: tune sets it.
   bool current_source_only = false;
+  // Results of these workers (Measurement::worker) answer for nothing: the workers a tune
+  // quarantined (docs/tune.md, "Finalists measured twice").
+  std::set<std::string> exclude_workers;
 };
 
 // The best variant of one workload, and how its variants fared.
@@ -166,6 +169,7 @@ struct WorkloadBest {
   std::string source_hash;  // of that measurement: the source that ran
   int results = 0;          // final results of the best variant (each ok)
   int ok_variants = 0;      // variants that qualify
+  std::vector<std::string> ranked;  // their keys, fastest first (variant_key first)
   // Variants excluded by a final failure, by the class of their first one.
   std::map<JobStatus, int> failed_variants;
   bool has_best() const { return !variant_key.empty(); }
