@@ -365,8 +365,8 @@ std::string describe(const CrossChecked& c) {
     moved += g.moved;
   }
   if (!done) return "no GPU type has two workers: finalists measured once";
-  std::string s = fmt::format("{} finalists measured again on another worker: {} agree, {} disagree", again, agreed,
-                              disagreed);
+  std::string s = fmt::format("{} finalists compared on two workers ({} measured again for it): {} agree, {} disagree",
+                              agreed + disagreed, again, agreed, disagreed);
   if (!c.quarantined.empty()) {
     s += "; quarantined:";
     for (const auto& q : c.quarantined) s += " " + q;

@@ -64,8 +64,9 @@ std::string tune_gpu_summary(const TuneResult& r, const GpuTuneResult& g) {
                      "recorded as implausible, never selected (check that worker)\n", worker, n);
   const GpuTuneResult::CrossCheck& x = g.cross_check;
   if (x.done)
-    s += fmt::format("cross-check  {} finalists measured again on another worker: {} agree, {} disagreed "
-                     "(a third measurement each){}{}\n", x.remeasured, x.agreed, x.disagreed,
+    s += fmt::format("cross-check  {} finalists compared on two workers ({} measured again for it): {} agree, "
+                     "{} disagreed (a third measurement each){}{}\n", x.agreed + x.disagreed, x.remeasured, x.agreed,
+                     x.disagreed,
                      x.unpaired ? fmt::format(", {} without a second worker's result", x.unpaired) : "",
                      x.moved ? fmt::format(", {} results of quarantined workers measured again", x.moved) : "");
   else if (g.workers == 1 && g.jobs > 0)

@@ -152,8 +152,8 @@ TEST(TuneCrossCheck, TwoHonestWorkersMeasureEachFinalistAndNobodyIsQuarantined) 
   EXPECT_GE(both, finalists_seen);
   EXPECT_EQ(gr.cross_check.remeasured, both) << summary;
   EXPECT_EQ(gr.cross_check.agreed, both) << summary;
-  EXPECT_NE(summary.find(fmt::format("cross-check  {} finalists measured again on another worker: {} agree",
-                                     both, both)), std::string::npos) << summary;
+  EXPECT_NE(summary.find(fmt::format("cross-check  {} finalists compared on two workers ({} measured again for it): "
+                                     "{} agree, 0 disagreed", both, both, both)), std::string::npos) << summary;
   // A second tune measures nothing: what this DB holds was cross-checked when measured.
   EXPECT_EQ(tune_graph(chain(), *make_inprocess_farm(farm_options(2)), *db, o).jobs, 0);
 }
