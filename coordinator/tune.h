@@ -144,6 +144,7 @@ struct GpuTuneResult {
     int64_t disagreed = 0;    // pairs beyond it: each got a third measurement
     int64_t unpaired = 0;     // a second measurement that failed or came from the same worker
     int64_t moved = 0;        // results of quarantined workers measured again elsewhere
+    int64_t marked = 0;       // their ok results of this run marked implausible in the DB
   } cross_check;
   // Workers this tune quarantined (Measurement::worker -> why): no new jobs for the rest of
   // the tune, and their results are not selected (select_measured excludes them).

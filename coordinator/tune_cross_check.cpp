@@ -44,7 +44,7 @@ std::string figure(const Measurement& m) {
 
 class Stage {
  public:
-  Stage(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, const TuningDb& db,
+  Stage(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, TuningDb& db,
         const TuneOptions& opts, Ledger& ledger, const StageLog& log,
         const std::function<Collected(std::vector<PlannedJob>)>& measure)
       : plan_(plan), gpus_(gpus), db_(db), opts_(opts), ledger_(ledger), log_(log), measure_(measure),
@@ -318,9 +318,18 @@ class Stage {
                                              why[gi][worst]);
       ledger_.quarantined[gi][worst] = reason;
       out_.quarantined.push_back(fmt::format("{} worker {}", gpus_[gi].gpu->name, worst));
-      spdlog::error("tune: *** QUARANTINED worker {} ({}) *** {}; it gets no new jobs in this tune, its results "
-                    "are not selected, and what only it measured is measured again elsewhere",
-                    worst, gpus_[gi].gpu->name, reason);
+      // Its figures of this run answer for nothing, in this tune and later ones.
+      int64_t marked = 0;
+      for (const auto& [k, rows] : ledger_.ok_results)
+        if (std::get<0>(k) == gi)
+          for (const Measurement& m : rows)
+            if (m.worker == worst && db_.mark_implausible(m, fmt::format("worker {} quarantined by tune's "
+                                                                         "cross-check: {}", worst, reason)))
+              ++marked;
+      out_.per_gpu[gi].marked += marked;
+      spdlog::error("tune: *** QUARANTINED worker {} ({}) *** {}; it gets no new jobs in this tune, its {} "
+                    "results of this run are marked implausible in the DB, and what only it measured is "
+                    "measured again elsewhere", worst, gpus_[gi].gpu->name, reason, marked);
       log_.notice(fmt::format("QUARANTINED worker {} ({}): {}", worst, gpus_[gi].gpu->name, reason));
       any = true;
     }
@@ -329,7 +338,7 @@ class Stage {
 
   const ModelPlan& plan_;
   const std::vector<GpuTuneResult>& gpus_;
-  const TuningDb& db_;
+  TuningDb& db_;
   const TuneOptions& opts_;
   Ledger& ledger_;
   const StageLog& log_;
@@ -348,7 +357,7 @@ bool medians_agree(const Measurement& a, const Measurement& b) {
   return hi / lo - 1 <= noise_bound(a, b);
 }
 
-CrossChecked cross_check(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, const TuningDb& db,
+CrossChecked cross_check(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, TuningDb& db,
                          const TuneOptions& opts, Ledger& ledger, const StageLog& log,
                          const std::function<Collected(std::vector<PlannedJob>)>& measure) {
   return Stage(plan, gpus, db, opts, ledger, log, measure).run();

@@ -72,7 +72,8 @@ std::string tune_gpu_summary(const TuneResult& r, const GpuTuneResult& g) {
   else if (g.workers == 1 && g.jobs > 0)
     s += "cross-check  one worker: finalists measured once, by it alone\n";
   for (const auto& [worker, why] : g.quarantined)
-    s += fmt::format("QUARANTINED  worker {}: {}; no new jobs, its results not selected\n", worker, why);
+    s += fmt::format("QUARANTINED  worker {}: {}; no new jobs, its {} results of this run marked implausible, "
+                     "never selected\n", worker, why, x.marked);
   if (g.gpu_busy_fraction() > 0)
     s += fmt::format("GPU busy   {:.1f}% of the measure stage ({:.1f} s), over {} device(s)\n",
                      100 * g.gpu_busy_fraction(), g.measure_seconds, g.device_busy_seconds.size());

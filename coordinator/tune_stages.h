@@ -217,7 +217,9 @@ struct CrossChecked {
 };
 // `measure` runs generate -> dispatch -> collect for a list of jobs (their results land in
 // the ledger); the ledger's quarantine list grows as workers are found out of line.
-CrossChecked cross_check(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, const TuningDb& db,
+// A quarantined worker's ok results of this run are marked implausible in the DB
+// (TuningDb::mark_implausible), so that later tunes do not select them either.
+CrossChecked cross_check(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, TuningDb& db,
                          const TuneOptions& opts, Ledger& ledger, const StageLog& log,
                          const std::function<Collected(std::vector<PlannedJob>)>& measure);
 std::string describe(const CrossChecked& c);

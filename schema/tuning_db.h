@@ -201,6 +201,11 @@ class TuningDb {
   // two tunes on one DB measure a variant at the same time, the first result recorded wins
   // and the other is not added (returns false). worker_lost is committed as ever.
   virtual bool commit_first_measurement(const Measurement& m) = 0;
+  // Turns one recorded ok result (found by its identity: workload, variant, GPU type, worker
+  // and finished time) into `implausible`, with `why` as its error: the figure of a worker
+  // that a tune quarantined answers for nothing, in this tune and later ones (docs/tune.md,
+  // "Finalists measured twice"). False when no such ok row exists.
+  virtual bool mark_implausible(const Measurement& m, const std::string& why) = 0;
   virtual int64_t begin_run(const RunInfo& run) = 0;
   virtual void end_run(int64_t run_id, RunStatus status) = 0;
   // How many of the run's jobs, and of its workloads, ended in internal_error (a dc bug;
