@@ -220,7 +220,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   std::string model, gpu_list, db_path = "dc-tuning.db", out_dir, config;
   std::vector<std::string> shapes;
   FarmFlags farm_flags;
-  bool retune = false, no_check = false, quiet = false, no_db_calibration = false, no_reference = false;
+  bool retune = false, no_check = false, no_cross_check = false, quiet = false, no_db_calibration = false, no_reference = false;
   double wait_s = -1, db_timeout_s = 5, compile_deadline_s = 60, run_deadline_s = 30;
   int seed_k = 4;
   po::options_description desc(
@@ -273,6 +273,8 @@ int cmd_tune(const std::vector<std::string>& args) {
        "kernel (the baseline of dc-db report's speedup plot)")
       ("no-check", po::bool_switch(&no_check), "emulated tunes: skip the host-emulator check of "
        "the winners")
+      ("no-cross-check", po::bool_switch(&no_cross_check), "with several workers of a GPU type: do not "
+       "measure the finalists again on another worker, and quarantine nobody")
       ("quiet,q", po::bool_switch(&quiet), "no progress bar or stage lines; the summary only")
       ("insecure", po::bool_switch(&farm_flags.insecure), "--bind beyond loopback without CURVE: "
        "workers run the code they are sent, so only on a network you trust")
@@ -317,6 +319,7 @@ int cmd_tune(const std::vector<std::string>& args) {
     opts.nvrtc_major = toolchain_major(clang_version(opencl_clang_for("")));
   opts.retune = retune;
   opts.check_winners = !no_check;
+  opts.cross_check = !no_cross_check;
   opts.measure_reference = !no_reference;
   opts.seed_k = seed_k;
   opts.compile_deadline = std::chrono::milliseconds(static_cast<int64_t>(compile_deadline_s * 1000));

@@ -57,15 +57,23 @@ class Driver {
     absorb(todo);
     generate_dispatch_collect(todo.jobs);
     Checked checked;
-    if (wants_check()) {
-      checked = log_.run("check", [&] {
-        return check_winners(r_.plan, r_.gpus, db_, opts_, r_.calibration,
-                             [&](std::vector<PlannedJob> jobs) { return generate_dispatch_collect(jobs); }); },
-        [](const Checked& c) { return describe(c); });
-      for (size_t gi = 0; gi < r_.gpus.size(); ++gi) r_.gpus[gi].checks_failed += checked.failed_per_gpu[gi];
+    if (wants_check()) check(checked, {});
+    CrossChecked crossed;
+    if (opts_.cross_check && !r_.interrupted) {
+      crossed = log_.run("cross-check", [&] {
+        return cross_check(r_.plan, r_.gpus, db_, opts_, ledger_, log_,
+                           [&](std::vector<PlannedJob> jobs) { return generate_dispatch_collect(jobs); }); },
+        [](const CrossChecked& c) { return describe(c); });
+      for (size_t gi = 0; gi < r_.gpus.size(); ++gi) {
+        r_.gpus[gi].cross_check = crossed.per_gpu[gi];
+        if (const auto q = ledger_.quarantined.find(gi); q != ledger_.quarantined.end())
+          r_.gpus[gi].quarantined = q->second;
+      }
+      // New winners (a quarantine, a re-measure that ranks differently) get their check too.
+      if (crossed.sent > 0 && wants_check()) check(checked, crossed.again);
     }
     r_.gpus = log_.run("select", [&] {
-      return select(r_.plan, r_.gpus, db_, opts_, checked.checked); },
+      return select(r_.plan, r_.gpus, db_, opts_, checked.checked, crossed.again); },
       [](const std::vector<GpuTuneResult>& s) { return describe(s); });
     log_.run("commit plans", [&] {
       const RunStatus s = record_plans(db_, r_.run_id, r_.plan, r_.gpus, opts_, r_.interrupted, r_.complete());
@@ -108,6 +116,18 @@ class Driver {
       gr.abandoned += c.abandoned;
       for (const auto& [level, n] : c.seed_levels) gr.seed_levels[level] += n;
     }
+  }
+
+  // The check stage; `again` are the cross-check's second measurements (not checks).
+  void check(Checked& checked, const CheckedSet& again) {
+    const Checked c = log_.run("check", [&] {
+      return check_winners(r_.plan, r_.gpus, db_, opts_, r_.calibration,
+                           [&](std::vector<PlannedJob> jobs) { return generate_dispatch_collect(jobs); }, again); },
+      [](const Checked& got) { return describe(got); });
+    for (size_t gi = 0; gi < r_.gpus.size(); ++gi) r_.gpus[gi].checks_failed += c.failed_per_gpu[gi];
+    checked.checked.insert(c.checked.begin(), c.checked.end());
+    checked.sent += c.sent;
+    checked.failed += c.failed;
   }
 
   bool wants_check() const {

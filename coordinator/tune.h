@@ -54,6 +54,10 @@ struct TuneOptions {
   // on the winner of every chosen cluster; a winner that fails it is excluded and the
   // selection runs again.
   bool check_winners = true;
+  // A GPU type with more than one worker: measure the two best variants of each workload
+  // again on another worker, and quarantine a worker whose times are out of line
+  // (docs/tune.md, "Finalists measured twice"). --no-cross-check turns it off.
+  bool cross_check = true;
   // Also measure each workload's naive reference kernel once per GPU type: the baseline of
   // `dc-db report`'s "speedup over the reference kernel" (never chosen by selection).
   bool measure_reference = true;
@@ -132,6 +136,19 @@ struct GpuTuneResult {
   std::set<std::string> internal_error_workloads;
   // Results below their variant's floor (plausibility.h), by the worker that reported them.
   std::map<std::string, int64_t> implausible_by_worker;
+  // Finalists measured twice (tune_cross_check.cpp; docs/tune.md).
+  struct CrossCheck {
+    bool done = false;        // the type had more than one worker: finalists were cross-checked
+    int64_t remeasured = 0;   // finalists measured again, avoiding their first worker
+    int64_t agreed = 0;       // pairs of two workers within the noise model
+    int64_t disagreed = 0;    // pairs beyond it: each got a third measurement
+    int64_t unpaired = 0;     // a second measurement that failed or came from the same worker
+    int64_t moved = 0;        // results of quarantined workers measured again elsewhere
+    int64_t marked = 0;       // their ok results of this run marked implausible in the DB
+  } cross_check;
+  // Workers this tune quarantined (Measurement::worker -> why): no new jobs for the rest of
+  // the tune, and their results are not selected (select_measured excludes them).
+  std::map<std::string, std::string> quarantined;
   int64_t internal_error_jobs() const {
     const auto it = by_status.find(JobStatus::internal_error);
     return it == by_status.end() ? 0 : it->second;
@@ -184,6 +201,7 @@ TuneResult tune_graph(const Graph& simplified, Farm& farm, TuningDb& db, const T
 // (their sub-clusters and singletons cover them); a singleton without one falls back to
 // the reference kernel at a prohibitive cost, so it is chosen only when nothing else can
 // cover the node. Fills best_*, failed_variants, ok_variants, cover, choices and totals.
+// Results of the type's quarantined workers (GpuTuneResult::quarantined) are left out.
 // Only variants of the plan's math paths qualify (PlanOptions::space.precisions): an fp32
 // plan never selects a tf32 variant an earlier tf32 tune measured on the same f32 workload.
 void select_measured(const ModelPlan& plan, const TuningDb& db, const std::string& nvrtc_major,

@@ -12,37 +12,30 @@ namespace {
 
 constexpr int kMaxCheckRounds = 4;
 
-// The variant of a chosen key: from the plan's kept variants, else from the GPU's space.
-class VariantFinder {
- public:
-  VariantFinder(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus) : plan_(plan), gpus_(gpus) {}
-  const Variant* find(size_t gi, size_t wi, const std::string& key) {
-    for (const auto& sv : plan_.gpus[gi].workloads[wi].kept)
-      if (sv.variant.key() == key) return &sv.variant;
-    auto& cache = enumerated_[{gi, wi}];
-    if (cache.empty()) cache = enumerate_variants(plan_.workload_set.workloads[wi], *gpus_[gi].gpu);
-    for (const auto& v : cache)
-      if (v.key() == key) return &v;
-    return nullptr;
-  }
-
- private:
-  const ModelPlan& plan_;
-  const std::vector<GpuTuneResult>& gpus_;
-  std::map<std::pair<size_t, size_t>, std::vector<Variant>> enumerated_;
-};
-
 }  // namespace
 
+const Variant* VariantFinder::find(size_t gi, size_t wi, const std::string& key) {
+  for (const auto& sv : plan_.gpus[gi].workloads[wi].kept)
+    if (sv.variant.key() == key) return &sv.variant;
+  auto& cache = enumerated_[{gi, wi}];
+  if (cache.empty()) cache = enumerate_variants(plan_.workload_set.workloads[wi], *gpus_[gi].gpu);
+  for (const auto& v : cache)
+    if (v.key() == key) return &v;
+  return nullptr;
+}
+
 bool is_checked(const CheckedSet& checked, const ModelPlan& plan, size_t gi, const ClusterChoice& c,
-                bool retune) {
-  if (checked.count({gi, plan.workload_set.workloads[c.workload].signature, c.variant_key})) return true;
-  return !retune && c.results >= 2;
+                bool retune, const CheckedSet& again) {
+  const std::tuple<size_t, std::string, std::string> k{gi, plan.workload_set.workloads[c.workload].signature,
+                                                       c.variant_key};
+  if (checked.count(k)) return true;
+  return !retune && c.results >= 2 && !again.count(k);
 }
 
 Checked check_winners(const ModelPlan& plan, std::vector<GpuTuneResult> gpus, const TuningDb& db,
                       const TuneOptions& opts, const Calibration& calibration,
-                      const std::function<Collected(std::vector<PlannedJob>)>& measure) {
+                      const std::function<Collected(std::vector<PlannedJob>)>& measure,
+                      const CheckedSet& again) {
   Checked out;
   out.failed_per_gpu.assign(gpus.size(), 0);
   VariantFinder variants(plan, gpus);
@@ -56,12 +49,12 @@ Checked check_winners(const ModelPlan& plan, std::vector<GpuTuneResult> gpus, co
       std::set<std::pair<size_t, std::string>> seen;
       for (const auto& c : gr.choices) {
         if (c.reference || !seen.insert({c.workload, c.variant_key}).second) continue;
-        if (is_checked(out.checked, plan, gi, c, opts.retune)) continue;
+        if (is_checked(out.checked, plan, gi, c, opts.retune, again)) continue;
         const Variant* v = variants.find(gi, c.workload, c.variant_key);
         if (!v) continue;  // measured by an earlier run with another space: trust it
         const double us = uncalibrated_us(calibration, *gr.gpu, workloads[c.workload],
                                           c.variant_key, c.estimated_us);
-        jobs.push_back({gi, c.workload, *v, us, true});
+        jobs.push_back({gi, c.workload, *v, us, true, false, {}});
       }
     }
     if (jobs.empty()) break;

@@ -113,7 +113,7 @@ Lookup lookup(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, Tun
           continue;
         }
         const double us = reference ? 0.0 : uncalibrated_us(calibration, *gr.gpu, w, v.key(), est);
-        out.jobs.push_back({gi, wi, std::move(v), us, false});
+        out.jobs.push_back({gi, wi, std::move(v), us, false, false, {}});
       }
     }
   }

@@ -77,6 +77,12 @@ void accept(const Measurement& in, Dispatched& d, const std::vector<GpuTuneResul
   if (m.status == JobStatus::internal_error) c.internal_error_workloads[gi].insert(m.workload);
   if (m.status == JobStatus::implausible) ++c.implausible_by_worker[gi][m.worker];
   c.busy_seconds[gi][m.worker] += m.run_seconds;
+  if (m.status == JobStatus::ok) {
+    Measurement kept = m;  // what the cross-check compares: the summary, not the samples
+    kept.samples_us.clear();
+    kept.samples_us.shrink_to_fit();
+    ledger.ok_results[{gi, m.workload, m.variant_key}].push_back(std::move(kept));
+  }
   if (m.emulated != (gpus[gi].source == Source::emulated) && ledger.warned_source.insert(gi).second)
     spdlog::warn("{} results from {} devices arrive in a {} tune: they are kept but not used",
                  m.gpu_type, m.emulated ? "emulated" : "real", source_name(gpus[gi].source));
@@ -132,10 +138,12 @@ Dispatched dispatch(const std::vector<PlannedJob>& jobs, std::vector<FarmJob> fa
     ++d.per_gpu[pj.gpu];
     d.progress->add_jobs(gpu, 1);
     ++d.sent[pj.gpu];
-    if (pj.check) {
-      ++d.checks[pj.gpu];
-      d.check_keys.insert(key);
-    }
+    if (pj.check) ++d.checks[pj.gpu];
+    if (pj.check || pj.again) d.check_keys.insert(key);
+    FarmJob& fj = farm_jobs[i];
+    fj.avoid_workers = pj.avoid_workers;
+    if (const auto q = ledger.quarantined.find(pj.gpu); q != ledger.quarantined.end())
+      for (const auto& [worker, why] : q->second) fj.avoid_workers.insert(worker);
     ++d.jobs;
     // What the farm service (tune --farm) records and may answer from its DB.
     FarmJob::ServiceInfo& si = farm_jobs[i].service;
@@ -147,7 +155,7 @@ Dispatched dispatch(const std::vector<PlannedJob>& jobs, std::vector<FarmJob> fa
     si.variant_params = pj.variant.params;
     si.emulated = gpus[pj.gpu].source == Source::emulated;
     si.nvrtc_major = gpus[pj.gpu].nvrtc_major;
-    si.reuse = !opts.retune && !pj.check;
+    si.reuse = !opts.retune && !pj.check && !pj.again;
     farm.submit(std::move(farm_jobs[i]));
   }
   return d;

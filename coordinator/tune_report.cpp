@@ -62,6 +62,18 @@ std::string tune_gpu_summary(const TuneResult& r, const GpuTuneResult& g) {
   for (const auto& [worker, n] : g.implausible_by_worker)
     s += fmt::format("IMPLAUSIBLE  worker {} reported {} times more than 20% below their variants' floor: "
                      "recorded as implausible, never selected (check that worker)\n", worker, n);
+  const GpuTuneResult::CrossCheck& x = g.cross_check;
+  if (x.done)
+    s += fmt::format("cross-check  {} finalists compared on two workers ({} measured again for it): {} agree, "
+                     "{} disagreed (a third measurement each){}{}\n", x.agreed + x.disagreed, x.remeasured, x.agreed,
+                     x.disagreed,
+                     x.unpaired ? fmt::format(", {} without a second worker's result", x.unpaired) : "",
+                     x.moved ? fmt::format(", {} results of quarantined workers measured again", x.moved) : "");
+  else if (g.workers == 1 && g.jobs > 0)
+    s += "cross-check  one worker: finalists measured once, by it alone\n";
+  for (const auto& [worker, why] : g.quarantined)
+    s += fmt::format("QUARANTINED  worker {}: {}; no new jobs, its {} results of this run marked implausible, "
+                     "never selected\n", worker, why, x.marked);
   if (g.gpu_busy_fraction() > 0)
     s += fmt::format("GPU busy   {:.1f}% of the measure stage ({:.1f} s), over {} device(s)\n",
                      100 * g.gpu_busy_fraction(), g.measure_seconds, g.device_busy_seconds.size());

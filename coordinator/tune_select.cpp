@@ -32,6 +32,7 @@ void select_measured(const ModelPlan& plan, const TuningDb& db, const std::strin
     q.math_paths = math_paths;
     q.workload = ws[wi].signature;
     q.current_source_only = true;  // a stale result answers for a kernel that no longer exists
+    for (const auto& [worker, why] : gr.quarantined) q.exclude_workers.insert(worker);
     for (const WorkloadBest& b : db.best_variants(q)) {
       for (const auto& [status, n] : b.failed_variants) gr.failed_variants[status] += n;
       gr.ok_variants += b.ok_variants;
@@ -101,12 +102,12 @@ namespace tune_stage {
 
 std::vector<GpuTuneResult> select(const ModelPlan& plan, std::vector<GpuTuneResult> gpus,
                                   const TuningDb& db, const TuneOptions& opts,
-                                  const CheckedSet& checked) {
+                                  const CheckedSet& checked, const CheckedSet& again) {
   for (size_t gi = 0; gi < gpus.size(); ++gi) {
     GpuTuneResult& gr = gpus[gi];
     select_measured(plan, db, gr.nvrtc_major, gr, opts.plan.space.precisions);
     if (!opts.check_winners || gr.source != Source::emulated) continue;
-    for (auto& c : gr.choices) c.checked = !c.reference && is_checked(checked, plan, gi, c, opts.retune);
+    for (auto& c : gr.choices) c.checked = !c.reference && is_checked(checked, plan, gi, c, opts.retune, again);
   }
   return gpus;
 }

@@ -90,6 +90,8 @@ struct PlannedJob {
   Variant variant;
   double estimate_us = 0;  // uncalibrated: what the result stores
   bool check = false;      // host-emulator check of a winner
+  bool again = false;      // a second measurement by design (a finalist's cross-check)
+  std::set<std::string> avoid_workers;  // FarmJob::avoid_workers (quarantined ones are added)
 };
 
 // What a result stores as its estimate: the model's figure without calibration (the
@@ -130,13 +132,19 @@ struct Ledger {
   std::set<std::pair<std::string, std::string>> variants;  // (workload, key) committed
   std::set<std::string> workers;                           // committed
   std::set<size_t> warned_source;                          // GPU types warned about
+  // This run's ok results per (GPU index, workload, variant key), in arrival order, without
+  // their samples: what the cross-check compares.
+  std::map<std::tuple<size_t, std::string, std::string>, std::vector<Measurement>> ok_results;
+  // Per GPU index: workers quarantined by the cross-check (worker -> why). Every job
+  // dispatched after a quarantine avoids them.
+  std::map<size_t, std::map<std::string, std::string>> quarantined;
 };
 
 // ---- dispatch (tune_measure.cpp): variants committed, jobs submitted.
 struct Dispatched {
   std::map<std::string, size_t> gpu_of;  // outstanding job key -> GPU index
   std::map<size_t, int64_t> per_gpu;     // GPU index -> jobs outstanding
-  std::set<std::string> check_keys;      // job keys of winner checks (a second result by design)
+  std::set<std::string> check_keys;      // job keys of winner checks and cross-checks (a second result by design)
   std::map<std::string, double> floor_us;  // job key -> the variant's floor (plausibility.h)
   std::vector<int64_t> sent, checks;     // per GPU index
   int64_t jobs = 0;
@@ -171,17 +179,55 @@ struct Checked {
 // `measure` runs generate -> dispatch -> collect for a list of jobs.
 Checked check_winners(const ModelPlan& plan, std::vector<GpuTuneResult> gpus, const TuningDb& db,
                       const TuneOptions& opts, const Calibration& calibration,
-                      const std::function<Collected(std::vector<PlannedJob>)>& measure);
+                      const std::function<Collected(std::vector<PlannedJob>)>& measure,
+                      const CheckedSet& again = {});
 std::string describe(const Checked& c);
 // A winner counts as checked when this run checked it or, without --retune, when it has
 // a second final result in the DB (its check job's) from an earlier run.
+// `again`: variants this run measured twice by design (cross-checks), whose second result
+// is not a check.
 bool is_checked(const CheckedSet& checked, const ModelPlan& plan, size_t gpu, const ClusterChoice& c,
-                bool retune);
+                bool retune, const CheckedSet& again = {});
+
+// The variant of a key measured for a workload: from the plan's kept variants, else from
+// the GPU's space (an earlier run's or a seed); nullptr when neither has it.
+class VariantFinder {
+ public:
+  VariantFinder(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus) : plan_(plan), gpus_(gpus) {}
+  const Variant* find(size_t gi, size_t wi, const std::string& key);
+
+ private:
+  const ModelPlan& plan_;
+  const std::vector<GpuTuneResult>& gpus_;
+  std::map<std::pair<size_t, size_t>, std::vector<Variant>> enumerated_;
+};
+
+// ---- cross-check: finalists measured twice, quarantine (tune_cross_check.cpp)
+// The noise model: two results agree when the larger median is at most
+// max(kCrossCheckNoise, kCrossCheckMads x the larger MAD / median of the two) above the
+// smaller (docs/tune.md, "Finalists measured twice").
+inline constexpr double kCrossCheckNoise = 0.10;
+inline constexpr double kCrossCheckMads = 3.0;
+bool medians_agree(const Measurement& a, const Measurement& b);
+struct CrossChecked {
+  std::vector<GpuTuneResult::CrossCheck> per_gpu;
+  int64_t sent = 0;                  // jobs: second and third measurements, moved results
+  std::vector<std::string> quarantined;  // "h100 worker W"
+  CheckedSet again;                  // finalists measured again (is_checked)
+};
+// `measure` runs generate -> dispatch -> collect for a list of jobs (their results land in
+// the ledger); the ledger's quarantine list grows as workers are found out of line.
+// A quarantined worker's ok results of this run are marked implausible in the DB
+// (TuningDb::mark_implausible), so that later tunes do not select them either.
+CrossChecked cross_check(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, TuningDb& db,
+                         const TuneOptions& opts, Ledger& ledger, const StageLog& log,
+                         const std::function<Collected(std::vector<PlannedJob>)>& measure);
+std::string describe(const CrossChecked& c);
 
 // ---- select (tune_select.cpp): select_measured per GPU type, winners marked checked.
 std::vector<GpuTuneResult> select(const ModelPlan& plan, std::vector<GpuTuneResult> gpus,
                                   const TuningDb& db, const TuneOptions& opts,
-                                  const CheckedSet& checked);
+                                  const CheckedSet& checked, const CheckedSet& again = {});
 std::string describe(const std::vector<GpuTuneResult>& selected);
 
 }  // namespace dc::tune_stage

@@ -54,6 +54,7 @@ std::vector<WorkloadBest> TuningDb::best_variants(const BestVariantQuery& q) con
                                            variant_key_precision(m.variant_key)) == q.math_paths.end())
       continue;  // another precision's math path (a tf32 tune of the same f32 workload)
     if (toolchain_major(m.nvrtc_version) != major) continue;
+    if (q.exclude_workers.count(m.worker)) continue;  // a quarantined worker's figure
     VariantStats& s = by_workload[m.workload][m.variant_key];
     ++s.results;
     if (m.status != JobStatus::ok) {
@@ -67,12 +68,14 @@ std::vector<WorkloadBest> TuningDb::best_variants(const BestVariantQuery& q) con
   for (const auto& [workload, variants] : by_workload) {
     WorkloadBest b;
     b.workload = workload;
+    std::vector<std::pair<double, std::string>> ranked;
     for (const auto& [key, s] : variants) {
       if (s.failure) {
         ++b.failed_variants[*s.failure];
         continue;
       }
       ++b.ok_variants;
+      ranked.emplace_back(s.best->median_us, key);
       // The map's order breaks ties: the first key of the least time wins.
       if (b.has_best() && !(s.best->median_us < b.median_us)) continue;
       b.variant_key = key;
@@ -82,6 +85,8 @@ std::vector<WorkloadBest> TuningDb::best_variants(const BestVariantQuery& q) con
       b.source_hash = s.best->source_hash;
       b.results = s.results;
     }
+    std::sort(ranked.begin(), ranked.end());  // by time, then key: the best first
+    for (auto& [us, key] : ranked) b.ranked.push_back(std::move(key));
     out.push_back(std::move(b));
   }
   return out;

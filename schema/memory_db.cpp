@@ -89,6 +89,18 @@ class MemoryDb final : public TuningDb {
     return true;
   }
 
+  bool mark_implausible(const Measurement& m, const std::string& why) override {
+    std::lock_guard lock(mu_);
+    for (Measurement& x : measurements_)
+      if (x.status == JobStatus::ok && x.workload == m.workload && x.variant_key == m.variant_key &&
+          x.gpu_type == m.gpu_type && x.worker == m.worker && x.finished_unix_ms == m.finished_unix_ms) {
+        x.status = JobStatus::implausible;
+        x.error = why;
+        return true;
+      }
+    return false;
+  }
+
   int64_t begin_run(const RunInfo& run) override {
     std::lock_guard lock(mu_);
     DC_INTERNAL_CHECK(run.model_id >= 1 && run.model_id <= static_cast<int64_t>(models_.size()),

@@ -206,6 +206,19 @@ class SqliteDb final : public TuningDb {
     return added;
   }
 
+  bool mark_implausible(const Measurement& m, const std::string& why) override {
+    auto tx = write("mark a measurement of " + m.variant_key + " implausible");
+    conn_.query(
+             "UPDATE measurements SET status = 'implausible', error = ? WHERE status = 'ok' AND "
+             "variant_id = (SELECT id FROM variants WHERE workload = ? AND key = ?) AND gpu_type = ? AND "
+             "worker_id = (SELECT id FROM workers WHERE name = ?) AND finished_ms = ?")
+        .bind_all(why, m.workload, m.variant_key, m.gpu_type, m.worker, m.finished_unix_ms)
+        .run();
+    const bool changed = conn_.changes() == 1;
+    tx.commit();
+    return changed;
+  }
+
   int64_t begin_run(const RunInfo& run) override {
     auto tx = write("record the start of a tuning run");
     {

@@ -154,6 +154,9 @@ struct BestVariantQuery {
   std::optional<std::string> workload;  // one workload; unset = every workload with results
   // Stale results (MeasurementQuery::current_source_only) answer for nothing: tune sets it.
   bool current_source_only = false;
+  // Results of these workers (Measurement::worker) answer for nothing: the workers a tune
+  // quarantined (docs/tune.md, "Finalists measured twice").
+  std::set<std::string> exclude_workers;
 };
 
 // The best variant of one workload, and how its variants fared.
@@ -166,6 +169,7 @@ struct WorkloadBest {
   std::string source_hash;  // of that measurement: the source that ran
   int results = 0;          // final results of the best variant (each ok)
   int ok_variants = 0;      // variants that qualify
+  std::vector<std::string> ranked;  // their keys, fastest first (variant_key first)
   // Variants excluded by a final failure, by the class of their first one.
   std::map<JobStatus, int> failed_variants;
   bool has_best() const { return !variant_key.empty(); }
@@ -197,6 +201,11 @@ class TuningDb {
   // two tunes on one DB measure a variant at the same time, the first result recorded wins
   // and the other is not added (returns false). worker_lost is committed as ever.
   virtual bool commit_first_measurement(const Measurement& m) = 0;
+  // Turns one recorded ok result (found by its identity: workload, variant, GPU type, worker
+  // and finished time) into `implausible`, with `why` as its error: the figure of a worker
+  // that a tune quarantined answers for nothing, in this tune and later ones (docs/tune.md,
+  // "Finalists measured twice"). False when no such ok row exists.
+  virtual bool mark_implausible(const Measurement& m, const std::string& why) = 0;
   virtual int64_t begin_run(const RunInfo& run) = 0;
   virtual void end_run(int64_t run_id, RunStatus status) = 0;
   // How many of the run's jobs, and of its workloads, ended in internal_error (a dc bug;

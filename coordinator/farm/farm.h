@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,12 @@ struct FarmJob {
   std::vector<int64_t> index_bounds;
   std::chrono::milliseconds compile_deadline{60000};
   std::chrono::milliseconds run_deadline{30000};
+  // Workers that should not take this job while another worker of its type is connected,
+  // by the names the farm's Measurements carry (Measurement::worker): a finalist's first
+  // worker when tune measures it again elsewhere, and workers tune has quarantined
+  // (docs/tune.md, "Finalists measured twice"). Taken anyway when no other worker serves
+  // the type, so a job never waits for ever. The farm service ignores it for now.
+  std::set<std::string> avoid_workers;
 
   // For the farm service (`tune --farm`, coordinator/service/): what its tuning DB records
   // of the job's workload and variant, and how it may answer. Ignored by other farms.

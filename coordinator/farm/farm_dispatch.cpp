@@ -14,6 +14,12 @@ namespace {
 constexpr int kMaxDevicesPerWorker = 64;
 constexpr size_t kMaxNameLength = 128;
 
+// The worker id in a Measurement's worker name: "host/pid/0" -> "host/pid" (on_result).
+std::string worker_id_of(const std::string& measurement_worker) {
+  const size_t slash = measurement_worker.rfind('/');
+  return slash == std::string::npos ? measurement_worker : measurement_worker.substr(0, slash);
+}
+
 std::string printable(const std::string& s) {
   std::string out;
   for (char c : s.substr(0, kMaxNameLength))
@@ -76,6 +82,9 @@ void FarmDispatcher::submit(Submission s, Clock::time_point now) {
   e.source_hash = fnv1a_hex(s.wire.variant().source());
   e.meta = std::move(s.meta);
   e.wire = std::move(s.wire);
+  // The tune names workers as this dispatcher's Measurements do ("<worker id>/<device>"):
+  // the job avoids those workers (all their devices) as after an internal_error.
+  for (const std::string& name : e.meta.avoid_workers) e.avoid_workers.insert(worker_id_of(name));
   queues_[e.meta.gpu_type].push_back(id);
   dirty_ = true;
   dispatch(now);

@@ -118,7 +118,9 @@ class FarmDispatcher {
     uint64_t lease = 0;    // current lease, 0 when queued
     bool last_emulated = false;
     std::string history;   // why earlier leases were lost
-    std::set<std::string> avoid_workers;  // reported internal_error for it: try others first
+    // Try others first: workers that reported internal_error or unhealthy for it, and those
+    // the job's FarmJob::avoid_workers names (a cross-check, a quarantine).
+    std::set<std::string> avoid_workers;
   };
   struct Lease {
     uint64_t job = 0;

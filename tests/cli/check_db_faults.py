@@ -71,7 +71,7 @@ def expect_user_error(rc, out, err, needles, what):
 def tune_cmd(coord, model, gpu, db, *extra):
     # Few variants, no winner checks, no reference kernels: ~20 jobs in ~10 s on 2 cores.
     return [coord, "tune", model, "--gpus", gpu, "--emulate", "--local-workers", "2", "--top-k", "1",
-            "--no-check", "--no-reference", "--quiet", "--db", db] + list(extra)
+            "--no-check", "--no-cross-check", "--no-reference", "--quiet", "--db", db] + list(extra)
 
 
 def env_with_cache(tmp, name):

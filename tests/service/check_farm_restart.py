@@ -76,7 +76,7 @@ def main():
                                           stdout=open(f"{tmp}/worker{i}.log", "w"), stderr=subprocess.STDOUT))
         wait_for("3 workers", lambda: (lambda s: s and len(s["workers"]) == 3)(status(coord, endpoint)), 60)
 
-        base = [coord, "tune", model, "--gpus", "h100", "--farm", endpoint, "--emulate", "--no-check",
+        base = [coord, "tune", model, "--gpus", "h100", "--farm", endpoint, "--emulate", "--no-check", "--no-cross-check",
                 "--no-reference", "--top-k", "3"]
         cmd = base + ["--out", f"{tmp}/out", "--farm-reconnect", "120"]
         tune = subprocess.Popen(cmd, stdout=open(f"{tmp}/tune.log", "w"), stderr=subprocess.STDOUT)

@@ -197,7 +197,7 @@ def main():
               f"GET with 12 idle connections open in {time.time() - t0:.2f} s")
 
         # 3. A tune, watched while it runs.
-        tune_cmd = [coord, "tune", model, "--gpus", "h100", "--farm", endpoint, "--emulate", "--no-check",
+        tune_cmd = [coord, "tune", model, "--gpus", "h100", "--farm", endpoint, "--emulate", "--no-check", "--no-cross-check",
                     "--no-reference", "--top-k", "2", "--quiet", "--out", f"{tmp}/out"]
         tune = subprocess.Popen(tune_cmd, stdout=open(f"{tmp}/tune1.log", "w"), stderr=subprocess.STDOUT)
         procs.append(tune)

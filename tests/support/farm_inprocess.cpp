@@ -5,6 +5,8 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -40,7 +42,7 @@ class InProcessFarm final : public Farm {
         if (opts_.faulty_worker < 0 || opts_.faulty_worker == index - 1) c.faults = opts_.faults;
         auto executor = std::make_shared<JobExecutor>(std::move(c));
         threads_.emplace_back([this, type, i, executor] {
-          serve(type, fmt::format("{}/{}-{}", opts_.host, type, i), *executor);
+          serve(type, worker_name(type, i), *executor);
         });
       }
     }
@@ -106,10 +108,11 @@ class InProcessFarm final : public Farm {
       {
         std::unique_lock lock(mu_);
         auto& q = queues_[type];
-        work_cv_.wait(lock, [&] { return stopping_ || !q.empty(); });
+        std::optional<size_t> pick;
+        work_cv_.wait(lock, [&] { return stopping_ || (pick = pick_job(q, type, worker)).has_value(); });
         if (stopping_) return;
-        job = std::move(q.front());
-        q.pop_front();
+        job = std::move(q[*pick]);
+        q.erase(q.begin() + static_cast<std::ptrdiff_t>(*pick));
         --queued_;
         ++in_flight_;
       }
@@ -126,6 +129,23 @@ class InProcessFarm final : public Farm {
       done_cv_.notify_all();
     }
   }
+
+  // The first job of the queue that `worker` may take: one that does not avoid it, or that
+  // every worker of the type is avoided by (FarmJob::avoid_workers, as the dispatcher).
+  std::optional<size_t> pick_job(const std::deque<FarmJob>& q, const std::string& type,
+                                 const std::string& worker) const {
+    for (size_t i = 0; i < q.size(); ++i) {
+      const std::set<std::string>& avoid = q[i].avoid_workers;
+      if (avoid.count(worker) == 0) return i;
+      bool other = false;
+      for (int k = 0; k < opts_.workers_per_type; ++k)
+        other = other || avoid.count(worker_name(type, k)) == 0;
+      if (!other) return i;
+    }
+    return std::nullopt;
+  }
+
+  std::string worker_name(const std::string& type, int i) const { return fmt::format("{}/{}-{}", opts_.host, type, i); }
 
   // The job as dc-worker gets it (the dispatcher's wire form, the codec's checks), run by
   // the production executor, and its Result turned back as the dispatcher turns it.

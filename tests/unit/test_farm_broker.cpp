@@ -240,6 +240,40 @@ TEST(FarmBroker, UnhealthyDeviceHandsTheJobToAnotherWorker) {
   EXPECT_EQ(broker.counters().internal_errors, 0);
 }
 
+// FarmJob::avoid_workers (a finalist's first worker, a quarantined worker: docs/tune.md)
+// names workers as the broker's Measurements do ("<worker id>/<device>"): such a job goes to
+// another worker of its type while one is connected, and to an avoided one only when not.
+TEST(FarmBroker, AJobAvoidsTheWorkersItNamesWhileAnotherServesItsType) {
+  FarmBroker broker(fast_options());
+  zmq::context_t ctx;
+  FakeWorker a(ctx, broker.endpoint()), b(ctx, broker.endpoint());
+  ASSERT_TRUE(a.join("a", {"h100"}, 2));
+  ASSERT_TRUE(b.join("b", {"h100"}, 2));
+  ASSERT_TRUE(testing::eventually([&] { return broker.status().workers_per_gpu_type.count("h100") &&
+                                               broker.status().workers_per_gpu_type.at("h100") == 2; },
+                                  10s));
+  for (const char* id : {"j1", "j2"}) {
+    FarmJob j = scale_job(id, "h100");
+    j.avoid_workers = {"a/0"};
+    broker.submit(std::move(j));
+  }
+  std::optional<farm::Job> j1 = b.next_job(10s), j2 = b.next_job(10s);
+  ASSERT_TRUE(j1 && j2) << "both jobs go to the worker they do not avoid";
+  EXPECT_FALSE(a.next_job(300ms)) << "and none to the avoided one, though it has credits";
+  b.result(*j1);
+  b.result(*j2);
+  const auto ms = collect_n(broker, 2, 10s);
+  ASSERT_EQ(ms.size(), 2u);
+  for (const Measurement& m : ms) EXPECT_EQ(m.worker, "b/0");
+  // Every worker of the type avoided: one of them takes it all the same.
+  FarmJob k = scale_job("k", "h100");
+  k.avoid_workers = {"a/0", "b/0"};
+  broker.submit(std::move(k));
+  std::optional<farm::Job> taken;
+  first_taker(a, b, &taken);
+  EXPECT_TRUE(taken) << "a job that avoids every worker must not wait for ever";
+}
+
 // With no other worker of the type, the same worker gets it again; after max_attempts the
 // job ends as internal_error, with every attempt's error.
 TEST(FarmBroker, InternalErrorsExhaustTheAttemptsThenAreReported) {

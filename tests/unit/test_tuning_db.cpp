@@ -209,6 +209,35 @@ TEST_P(TuningDbTest, BestVariantDropsFailedWinnersTheReferenceAndOtherToolchains
   EXPECT_TRUE(db_->best_variants(q).empty());
 }
 
+// A quarantined worker's figure (docs/tune.md): its ok row becomes implausible, which says
+// nothing about the variant, so best_variants and has_measurement skip it.
+TEST_P(TuningDbTest, AResultMarkedImplausibleAnswersForNothing) {
+  const Measurement fast = test_measurement("w1", test_variant(32), real_, 2, 1);
+  db_->commit_measurement(fast);
+  db_->commit_measurement(test_measurement("w1", test_variant(64), real_, 5, 2));
+  BestVariantQuery q;
+  q.gpu_type = "h100";
+  ASSERT_EQ(db_->best_variants(q).at(0).variant_key, test_variant(32).key());
+  EXPECT_EQ(db_->best_variants(q).at(0).ranked,
+            (std::vector<std::string>{test_variant(32).key(), test_variant(64).key()}));
+  EXPECT_TRUE(db_->mark_implausible(fast, "quarantined: out of line"));
+  EXPECT_FALSE(db_->mark_implausible(fast, "again")) << "only an ok row is marked";
+  Measurement other = fast;
+  other.finished_unix_ms += 1000;
+  EXPECT_FALSE(db_->mark_implausible(other, "no such row"));
+  const auto best = db_->best_variants(q);
+  ASSERT_EQ(best.size(), 1u);
+  EXPECT_EQ(best[0].variant_key, test_variant(64).key());
+  EXPECT_EQ(best[0].ranked, std::vector<std::string>{test_variant(64).key()});
+  EXPECT_FALSE(db_->has_measurement("w1", test_variant(32).key(), "h100", Source::real, ""));
+  MeasurementQuery mq;
+  mq.status = JobStatus::implausible;
+  const auto marked = db_->query(mq);
+  ASSERT_EQ(marked.size(), 1u);
+  EXPECT_EQ(marked[0].error, "quarantined: out of line");
+  EXPECT_EQ(marked[0].median_us, fast.median_us);
+}
+
 TEST_P(TuningDbTest, EmulatedNeverAnswersForReal) {
   db_->commit_measurement(test_measurement("w1", test_variant(32), emu_, 1, 1));
   db_->commit_measurement(test_measurement("w1", test_variant(64), real_, 20, 2));

@@ -1,0 +1,253 @@
+// Finalists measured twice (coordinator/tune_cross_check.cpp, docs/tune.md): with two
+// emulated workers the two best variants of each workload are measured again on the other
+// worker; a worker lying by 2x is named and quarantined and the selection's times are the
+// honest worker's; with one worker nothing is measured again and the tune says so once.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "farm_inprocess.h"
+#include "farm_testing.h"
+#include "gpu/gpu_catalog.h"
+#include "pass_testing.h"
+#include "tune.h"
+#include "tune_report.h"
+#include "tune_stages.h"
+#include "tuning_db.h"
+
+namespace dc {
+namespace {
+
+const GpuCatalog& catalog() {
+  static const GpuCatalog c = GpuCatalog::builtin();
+  return c;
+}
+
+// x [8, 256] -> Relu -> Sigmoid -> Tanh: three small workloads (the chain and its parts),
+// whose times are mostly launch cost, far above their floors: a 2x lie is not implausible.
+Graph chain() {
+  Graph g;
+  g.name = "chain3";
+  g.opset = 17;
+  testing::add_input(g, "x", {8, 256});
+  testing::add_node(g, "Relu", {"x"}, {"r"});
+  testing::add_node(g, "Sigmoid", {"r"}, {"s"});
+  testing::add_node(g, "Tanh", {"s"}, {"y"});
+  g.outputs = {"y"};
+  return testing::with_types(g);
+}
+
+TuneOptions options(std::ostream* console) {
+  TuneOptions o;
+  o.gpus = {&catalog().require("h100")};
+  o.emulated = true;
+  o.check_winners = false;
+  o.seed_k = 0;
+  o.plan.prune.top_k = 4;
+  o.worker_wait = std::chrono::milliseconds(2000);
+  o.model_name = "chain3";
+  o.model_sha256 = std::string(64, 'c');
+  o.console = console;
+  return o;
+}
+
+InProcessFarmOptions farm_options(int workers) {
+  InProcessFarmOptions f;
+  f.gpu_types = {"h100"};
+  f.workers_per_type = workers;
+  f.cache_dir = testing::shared_compile_cache();
+  f.job_delay = std::chrono::milliseconds(20);  // both workers get first measurements
+  return f;
+}
+
+const std::string kWorker0 = "inprocess/h100-0", kWorker1 = "inprocess/h100-1";
+
+// A result a worker reported as timed: ok, or ok until its worker was quarantined.
+bool timed(const Measurement& m) {
+  return m.status == JobStatus::ok ||
+         (m.status == JobStatus::implausible && m.error.find("quarantined") != std::string::npos);
+}
+
+// Per variant key of the workload: the workers of its timed results.
+std::map<std::string, std::multiset<std::string>> ok_workers(const TuningDb& db, const std::string& workload) {
+  MeasurementQuery q;
+  q.workload = workload;
+  std::map<std::string, std::multiset<std::string>> out;
+  for (const Measurement& m : db.query(q))
+    if (timed(m) && !is_reference_key(m.variant_key)) out[m.variant_key].insert(m.worker);
+  return out;
+}
+
+// The two best variants of the workload by the selection's ranking, without `exclude`.
+std::vector<std::string> finalists(const TuningDb& db, const std::string& workload,
+                                   const std::set<std::string>& exclude = {}) {
+  BestVariantQuery q;
+  q.gpu_type = "h100";
+  q.source = Source::emulated;
+  q.workload = workload;
+  q.exclude_workers = exclude;
+  const auto best = db.best_variants(q);
+  if (best.empty()) return {};
+  std::vector<std::string> out(best[0].ranked.begin(), best[0].ranked.begin() + std::min<size_t>(2, best[0].ranked.size()));
+  return out;
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+TEST(TuneCrossCheck, TheNoiseModelIsTenPercentOrThreeMads) {
+  auto m = [](double median, double mad) {
+    Measurement r;
+    r.median_us = median;
+    r.mad_us = mad;
+    return r;
+  };
+  EXPECT_TRUE(tune_stage::medians_agree(m(100, 0.5), m(109, 0.5)));
+  EXPECT_FALSE(tune_stage::medians_agree(m(100, 0.5), m(111, 0.5)));
+  EXPECT_TRUE(tune_stage::medians_agree(m(111, 0.5), m(100, 0.5)) == tune_stage::medians_agree(m(100, 0.5), m(111, 0.5)));
+  // A noisy result (MAD 6% of its median) widens the band to 18%.
+  EXPECT_TRUE(tune_stage::medians_agree(m(100, 6), m(117, 0.5)));
+  EXPECT_FALSE(tune_stage::medians_agree(m(100, 6), m(119, 0.5)));
+  // A 2x lie is far outside either.
+  EXPECT_FALSE(tune_stage::medians_agree(m(100, 3), m(50, 1.5)));
+}
+
+TEST(TuneCrossCheck, TwoHonestWorkersMeasureEachFinalistAndNobodyIsQuarantined) {
+  std::ostringstream console;
+  const TuneOptions o = options(&console);
+  auto db = make_memory_db();
+  const TuneResult r = tune_graph(chain(), *make_inprocess_farm(farm_options(2)), *db, o);
+  ASSERT_EQ(r.gpus.size(), 1u);
+  const GpuTuneResult& gr = r.gpus[0];
+  const std::string summary = tune_gpu_summary(r, gr);
+  EXPECT_TRUE(gr.has_results()) << summary;
+  EXPECT_TRUE(gr.cross_check.done) << summary;
+  EXPECT_TRUE(gr.quarantined.empty()) << summary;
+  EXPECT_EQ(gr.cross_check.disagreed, 0) << summary;
+  EXPECT_EQ(summary.find("QUARANTINED"), std::string::npos) << summary;
+  // Every workload's two best variants have an ok result from each worker; a variant has
+  // two results only when the cross-check measured it again (a finalist of some round).
+  int64_t both = 0, finalists_seen = 0;
+  for (const Workload& w : r.plan.workload_set.workloads) {
+    const auto workers = ok_workers(*db, w.signature);
+    const auto top = finalists(*db, w.signature);
+    ASSERT_FALSE(top.empty()) << w.signature;
+    for (const std::string& key : top) {
+      ++finalists_seen;
+      EXPECT_EQ(std::set<std::string>(workers.at(key).begin(), workers.at(key).end()),
+                (std::set<std::string>{kWorker0, kWorker1})) << key;
+    }
+    for (const auto& [key, by] : workers) {
+      EXPECT_LE(by.size(), 2u) << key;
+      if (by.size() == 2) {
+        EXPECT_NE(*by.begin(), *by.rbegin()) << key << ": measured again by the same worker";
+        ++both;
+      }
+    }
+  }
+  EXPECT_GE(both, finalists_seen);
+  EXPECT_EQ(gr.cross_check.remeasured, both) << summary;
+  EXPECT_EQ(gr.cross_check.agreed, both) << summary;
+  EXPECT_NE(summary.find(fmt::format("cross-check  {} finalists compared on two workers ({} measured again for it): "
+                                     "{} agree, 0 disagreed", both, both, both)), std::string::npos) << summary;
+  // A second tune measures nothing: what this DB holds was cross-checked when measured.
+  EXPECT_EQ(tune_graph(chain(), *make_inprocess_farm(farm_options(2)), *db, o).jobs, 0);
+}
+
+TEST(TuneCrossCheck, AWorkerLyingByTwoIsNamedAndQuarantinedAndTheHonestTimesAreSelected) {
+  std::ostringstream console;
+  TuneOptions o = options(&console);
+  o.plan.prune.top_k = 8;  // the liar measures more than the finalists: the rest moves too
+  InProcessFarmOptions f = farm_options(2);
+  f.faults.time_factor = 0.5;  // reports every time 2x too fast: it would win every workload
+  f.faulty_worker = 1;
+  const std::string liar = kWorker1, honest = kWorker0;
+  auto db = open_tuning_db(":memory:");  // SQLite, the product's DB: mark_implausible is SQL
+  const TuneResult r = tune_graph(chain(), *make_inprocess_farm(f), *db, o);
+  const GpuTuneResult& gr = r.gpus[0];
+  const std::string summary = tune_gpu_summary(r, gr);
+  ASSERT_TRUE(gr.has_results()) << summary;
+  // Named and quarantined: the liar, not the honest worker.
+  ASSERT_EQ(gr.quarantined.size(), 1u) << summary << console.str();
+  EXPECT_EQ(gr.quarantined.begin()->first, liar);
+  EXPECT_GT(gr.cross_check.disagreed, 0) << summary;
+  EXPECT_NE(summary.find("QUARANTINED  worker " + liar), std::string::npos) << summary;
+  EXPECT_NE(console.str().find("QUARANTINED worker " + liar), std::string::npos) << console.str();
+  EXPECT_EQ(console.str().find("QUARANTINED worker " + honest), std::string::npos) << console.str();
+  // Its results are measured again elsewhere: every variant it measured has an honest result
+  // too, so no new job went to it after the quarantine.
+  EXPECT_GT(gr.cross_check.moved, 0) << summary;
+  for (const Workload& w : r.plan.workload_set.workloads)
+    for (const auto& [key, by] : ok_workers(*db, w.signature))
+      EXPECT_GT(by.count(honest), 0u) << key << " measured by " << *by.begin() << " only";
+  // Every selected time is the honest worker's (the least median of its results).
+  ASSERT_FALSE(gr.choices.empty());
+  for (const ClusterChoice& c : gr.choices) {
+    ASSERT_FALSE(c.reference) << summary;
+    MeasurementQuery q;
+    q.workload = r.plan.workload_set.workloads[c.workload].signature;
+    q.variant_key = c.variant_key;
+    q.status = JobStatus::ok;
+    double honest_best = 0;
+    for (const Measurement& m : db->query(q))
+      if (m.worker == honest && (honest_best == 0 || m.median_us < honest_best)) honest_best = m.median_us;
+    EXPECT_GT(honest_best, 0) << c.variant_key;
+    EXPECT_DOUBLE_EQ(c.measured_us, honest_best) << c.variant_key << "\n" << summary;
+  }
+  // Its results of this run are marked implausible in the DB, so a later tune does not
+  // select them either; none of its results is ok any more.
+  EXPECT_GT(gr.cross_check.marked, 0);
+  MeasurementQuery by_liar;
+  by_liar.worker = liar;
+  int64_t marked = 0;
+  for (const Measurement& m : db->query(by_liar)) {
+    EXPECT_NE(m.status, JobStatus::ok) << m.variant_key;
+    if (m.status == JobStatus::implausible && m.error.find("quarantined by tune's cross-check") != std::string::npos)
+      ++marked;
+  }
+  EXPECT_EQ(marked, gr.cross_check.marked);
+  // Without the quarantine the liar's times would have won: the checks above can fail.
+  for (const Workload& w : r.plan.workload_set.workloads) {
+    MeasurementQuery q;
+    q.workload = w.signature;
+    bool liar_best = false;
+    double least = 0;
+    for (const Measurement& m : db->query(q))
+      if (timed(m) && !is_reference_key(m.variant_key) && (least == 0 || m.median_us < least)) {
+        least = m.median_us;
+        liar_best = m.worker == liar;
+      }
+    EXPECT_TRUE(liar_best) << w.signature << ": the least time reported is the liar's";
+  }
+}
+
+TEST(TuneCrossCheck, OneWorkerMeasuresNothingAgainAndSaysSoOnce) {
+  std::ostringstream console;
+  const TuneOptions o = options(&console);
+  auto db = make_memory_db();
+  const TuneResult r = tune_graph(chain(), *make_inprocess_farm(farm_options(1)), *db, o);
+  const GpuTuneResult& gr = r.gpus[0];
+  const std::string summary = tune_gpu_summary(r, gr);
+  ASSERT_TRUE(gr.has_results()) << summary;
+  EXPECT_FALSE(gr.cross_check.done);
+  EXPECT_EQ(gr.cross_check.remeasured, 0);
+  EXPECT_TRUE(gr.quarantined.empty());
+  // One result per job: nothing was measured twice.
+  EXPECT_EQ(static_cast<int64_t>(db->query(MeasurementQuery{}).size()), r.jobs);
+  for (const Workload& w : r.plan.workload_set.workloads)
+    for (const auto& [key, by] : ok_workers(*db, w.signature)) EXPECT_EQ(by.size(), 1u) << key;
+  EXPECT_EQ(count(console.str(), "has one worker: finalists are measured once"), 1u) << console.str();
+  EXPECT_EQ(count(summary, "cross-check  one worker"), 1u) << summary;
+}
+
+}  // namespace
+}  // namespace dc
