@@ -305,3 +305,11 @@ set_tests_properties(farm_service_metrics PROPERTIES LABELS long TIMEOUT 900 RUN
 add_test(NAME farm_service_restart COMMAND ${DC_PY} ${PROJECT_SOURCE_DIR}/tests/service/check_farm_restart.py
   ${CMAKE_RUNTIME_OUTPUT_DIRECTORY} ${PROJECT_SOURCE_DIR})
 set_tests_properties(farm_service_restart PROPERTIES LABELS long TIMEOUT 1200 RUN_SERIAL TRUE)
+# The farm service benchmark's smoke run (scripts/bench_farm_service.py --smoke;
+# docs/bench/farm-service.md): `serve`, bench_farm's zero-time workers and three tunes of 400
+# synthetic jobs, then a 7 s soak with tunes coming and going and two tunes SIGKILLed: every
+# job answered once, a fairness figure, the killed tunes' queues cancelled, no tune left.
+# About 15 s on the loaded 2-core VM.
+add_test(NAME farm_service_bench_smoke COMMAND ${DC_PY} ${PROJECT_SOURCE_DIR}/scripts/bench_farm_service.py
+  --smoke --bin ${CMAKE_RUNTIME_OUTPUT_DIRECTORY})
+set_tests_properties(farm_service_bench_smoke PROPERTIES LABELS unit TIMEOUT 180 RUN_SERIAL TRUE)
