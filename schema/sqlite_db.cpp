@@ -355,27 +355,26 @@ class SqliteDb final : public TuningDb {
 
   std::vector<Measurement> query(const MeasurementQuery& f) const override {
     std::lock_guard lock(mu_);
-    sqlite::Query q = conn_.query(sql(
-        {"SELECT ", kMeasurementColumns, kMeasurementJoins,
-         " WHERE (?1 IS NULL OR v.workload = ?1) AND (?2 IS NULL OR v.key = ?2) "
-         "AND (?3 IS NULL OR m.gpu_type = ?3) AND (?4 IS NULL OR wk.name = ?4) "
-         "AND (?5 IS NULL OR m.emulated = ?5) AND (?6 IS NULL OR m.status = ?6) "
-         "AND (?8 = 0 OR m.source_hash = v.source_hash) "
-         "ORDER BY m.finished_ms, m.id LIMIT ?7"}));
-    auto bind_opt = [&](int i, const std::optional<std::string>& v) {
-      if (v) q.bind(i, *v);
-      else q.bind_null(i);
-    };
-    bind_opt(1, f.workload);
-    bind_opt(2, f.variant_key);
-    bind_opt(3, f.gpu_type);
-    bind_opt(4, f.worker);
+    // Only the filters given, as plain equalities: SQLite then finds the rows through the
+    // variants' (workload, key) and measurements_lookup indexes. "(?1 IS NULL OR ...)" forms
+    // scanned every measurement for every query, and a farm service asks once per job.
+    std::string where = " WHERE 1";
+    if (f.workload) where += " AND v.workload = ?1";
+    if (f.variant_key) where += " AND v.key = ?2";
+    if (f.gpu_type) where += " AND m.gpu_type = ?3";
+    if (f.worker) where += " AND wk.name = ?4";
+    if (f.source) where += " AND m.emulated = ?5";
+    if (f.status) where += " AND m.status = ?6";
+    if (f.current_source_only) where += " AND m.source_hash = v.source_hash";
+    sqlite::Query q = conn_.query(std::string("SELECT ") + kMeasurementColumns + kMeasurementJoins + where +
+                                  " ORDER BY m.finished_ms, m.id LIMIT ?7");
+    if (f.workload) q.bind(1, *f.workload);
+    if (f.variant_key) q.bind(2, *f.variant_key);
+    if (f.gpu_type) q.bind(3, *f.gpu_type);
+    if (f.worker) q.bind(4, *f.worker);
     if (f.source) q.bind(5, *f.source == Source::emulated);
-    else q.bind_null(5);
     if (f.status) q.bind(6, job_status_name(*f.status));
-    else q.bind_null(6);
     q.bind(7, f.limit);
-    q.bind(8, f.current_source_only);
     std::vector<Measurement> out;
     while (q.step()) out.push_back(measurement_from(q));
     return out;

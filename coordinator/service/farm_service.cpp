@@ -106,7 +106,11 @@ struct FarmService::Impl {
   std::map<std::string, int64_t> in_broker;  // per GPU type: handed over, no result yet
   FairShare share;
   uint64_t next_tune = 1, next_group = 1;
-  // What the DB already has (rows the service committed or found).
+  // What the DB already has (rows the service committed or found): caches that spare a
+  // repeated upsert. Workloads and variants come with every job, so those two are emptied
+  // when they reach kRecordedCacheMax: a long-lived service's memory stays flat (it grew by
+  // one entry per job, docs/bench/farm-service.md), at the cost of an upsert now and then.
+  static constexpr size_t kRecordedCacheMax = 1 << 16;
   std::set<std::string> gpu_types_recorded, workloads_recorded, workers_recorded;
   std::set<std::pair<std::string, std::string>> variants_recorded;
   std::map<std::string, WorkerTally> tally;  // by worker id (before the device suffix)
@@ -287,6 +291,8 @@ void FarmService::Impl::on_hello(const std::string& identity, const std::string&
 void FarmService::Impl::record_rows(const FarmJob& job, const std::string& source_hash) {
   if (gpu_types_recorded.insert(job.gpu_type).second) db.commit_gpu_type(*catalog.find(job.gpu_type));
   const FarmJob::ServiceInfo& si = job.service;
+  if (workloads_recorded.size() >= kRecordedCacheMax) workloads_recorded.clear();
+  if (variants_recorded.size() >= kRecordedCacheMax) variants_recorded.clear();
   if (workloads_recorded.insert(job.workload).second) {
     WorkloadRecord w;
     w.signature = job.workload;
