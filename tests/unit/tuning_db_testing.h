@@ -109,4 +109,15 @@ inline std::string integrity(sqlite::Connection& conn) {
   return q.text(0);
 }
 
+// A DB with one GPU type, worker, workload, five variants and n measurements over them.
+inline void fill(TuningDb& db, int n_measurements) {
+  db.commit_gpu_type(test_gpu("h100", "hopper", 9, 0));
+  db.commit_worker(test_worker("node1", "h100", false));
+  db.commit_workload(test_workload("w1"));
+  for (int64_t bm = 16; bm <= 256; bm *= 2) db.commit_variant("w1", test_variant(bm), "h");
+  for (int i = 0; i < n_measurements; ++i)
+    db.commit_measurement(test_measurement("w1", test_variant(16 << (i % 5)),
+                                           test_worker("node1", "h100", false), 1 + i % 17, i + 1));
+}
+
 }  // namespace dc::testing
