@@ -34,6 +34,32 @@ __device__ __forceinline__ float dc_clip(float x, float lo, float hi) { return f
 __device__ __forceinline__ float dc_max(float a, float b) { return (a != a || b != b) ? a + b : (a > b ? a : b); }
 __device__ __forceinline__ float dc_min(float a, float b) { return (a != a || b != b) ? a + b : (a < b ? a : b); }
 
+// Philox4x32-10 (common/ref/philox.h, the same words): a uniform float in [0, 1) for element
+// `index` of the stream (seed, step), so Dropout's mask is the same on the GPU, the host
+// emulator and the CPU reference, drawn in any order.
+#ifndef DC_OPENCL
+__device__ __forceinline__ float dc_philox_uniform(unsigned long long seed, unsigned long long step,
+                                                   unsigned long long index) {
+  const unsigned long long block = index / 4;
+  unsigned int c0 = (unsigned int)block, c1 = (unsigned int)(block >> 32);
+  unsigned int c2 = (unsigned int)step, c3 = (unsigned int)(step >> 32);
+  unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);
+  for (int r = 0; r < 10; ++r) {
+    const unsigned long long p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2;
+    const unsigned int n0 = (unsigned int)(p1 >> 32) ^ c1 ^ k0, n2 = (unsigned int)(p0 >> 32) ^ c3 ^ k1;
+    c0 = n0;
+    c1 = (unsigned int)p1;
+    c2 = n2;
+    c3 = (unsigned int)p0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  const unsigned int i = (unsigned int)(index % 4);
+  const unsigned int word = i == 0 ? c0 : (i == 1 ? c1 : (i == 2 ? c2 : c3));
+  return (float)(word >> 8) * (1.0f / 16777216.0f);
+}
+#endif
+
 // Warp reductions over all 32 lanes (OpenCL: the dialect's versions, codegen/opencl_dialect.cpp).
 #ifndef DC_OPENCL
 __device__ __forceinline__ float dc_warp_sum(float v) {

@@ -11,6 +11,7 @@
 // executor does), and each node's result is rounded once, when stored, to its tensor's
 // dtype: so the oracle rounds exactly where the CPU reference does.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -21,6 +22,7 @@
 #include "ir/error.h"
 #include "ref/conv_transpose.h"
 #include "ref/im2col.h"
+#include "template_reference_training.h"
 #include "template_util.h"
 #include "value_emitter.h"
 
@@ -42,7 +44,8 @@ const std::set<std::string> kOtherOps = {"Conv",       "ConvTranspose", "MatMul"
                                          "BatchNormalization"};
 
 bool reference_supports(const Node& n) {
-  return ValueEmitter::supports(n) || kReduceOps.count(n.op) || kOtherOps.count(n.op);
+  return ValueEmitter::supports(n) || kReduceOps.count(n.op) || kOtherOps.count(n.op) ||
+         naive_training_supports(n);
 }
 
 std::string join(const std::vector<std::string>& v, const char* sep) {
@@ -83,6 +86,13 @@ class NodeEmitter {
   std::string element(size_t out, const std::vector<std::string>& o, std::string& code) {
     const std::string& op = n_.op;
     if (ValueEmitter::supports(n_)) return em_.value(n_.outputs[out], o, code);
+    if (op.starts_with("dc.")) {
+      NaiveNodeContext c{g_, n_,
+                         [this](const std::string& t, const std::vector<std::string>& coords,
+                                std::string& body) { return read(t, coords, body); },
+                         [this](const char* p) { return fresh(p); }};
+      return emit_training_element(c, out, o, code);
+    }
     require_f32_except(op.rfind("Reduce", 0) == 0);
     if (op == "Conv") return conv(o, code);
     if (op == "ConvTranspose") return conv_transpose(o, code);
@@ -531,7 +541,7 @@ class NodeEmitter {
 // block size): the naive kernels of every node of `w`.
 GeneratedKernel generate_naive(const Workload& w, const std::string& template_name,
                                const std::string& variant_key, int threads) {
-  const Graph& g = w.graph;
+  const Graph g = split_training_ops(w.graph);
   std::vector<std::string> missing;
   for (const auto& n : g.nodes)
     if (!reference_supports(n) && std::find(missing.begin(), missing.end(), n.op) == missing.end())
@@ -564,7 +574,8 @@ GeneratedKernel generate_naive(const Workload& w, const std::string& template_na
     const Node& n = g.nodes[ni];
     const Graph sub = node_graph(g, n);
     std::string lower;
-    for (char c : n.op) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (char c : n.op)  // "dc.SgdUpdate" -> "dc_sgdupdate"
+      lower += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(static_cast<unsigned char>(c))) : '_';
     const std::string name = fmt::format("{}_n{}_{}", template_name == "reference" ? "ref" : "naive", ni, lower);
     std::vector<std::string> params;
     Launch launch;

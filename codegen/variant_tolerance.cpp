@@ -7,6 +7,31 @@ namespace dc {
 namespace {
 
 // The sum length behind one output element of a node (1 for pointwise and index ops).
+// The training ops (docs/training.md): the longest sum behind one of their output elements.
+int64_t training_reduction_length(const Graph& g, const Node& n) {
+  auto numel = [&](size_t i) { return shape_numel(g.info(n.input(i)).shape); };
+  auto dim = [&](size_t i, size_t d) {
+    const Shape& s = g.info(n.input(i)).shape;
+    return d < s.size() ? std::max<int64_t>(s[d], 1) : 1;
+  };
+  if (n.op == "dc.ConvGradData") {  // filters of a group times the taps
+    const Shape& wt = g.info(n.input(1)).shape;
+    return std::max<int64_t>(1, shape_numel(wt) / dim(1, 1) / std::max<int64_t>(1, n.attrs.get_int("group", 1)));
+  }
+  if (n.op == "dc.ConvGradWeight") return std::max<int64_t>(1, numel(1) / dim(1, 1));  // batch x positions
+  if (n.op == "dc.BatchNormTrain") return std::max<int64_t>(1, numel(0) / dim(0, 1));
+  if (n.op == "dc.BatchNormGrad") return std::max<int64_t>(1, numel(1) / dim(1, 1));
+  if (n.op == "dc.LayerNormGrad") {  // a row for dX, the rows for dscale and dB
+    const Shape& x = g.info(n.input(1)).shape;
+    return x.empty() ? 1 : std::max(numel(2), shape_numel(x) / std::max<int64_t>(1, numel(2)));
+  }
+  if (n.op == "dc.SoftmaxCrossEntropy") return std::max<int64_t>(1, numel(0));  // every row's classes
+  if (n.op == "dc.GatherGrad") return std::max<int64_t>(1, numel(1));
+  if (n.op == "dc.MaxPoolGrad" || n.op == "dc.AveragePoolGrad")
+    return std::max<int64_t>(1, shape_numel(n.attrs.get_ints("kernel_shape")));
+  return 1;  // Dropout, the optimizers, GeluGrad, SoftmaxCrossEntropyGrad: per element
+}
+
 int64_t node_reduction_length(const Graph& g, const Node& n) {
   auto shape = [&](size_t i) -> const Shape& { return g.info(n.input(i)).shape; };
   if (n.op == "MatMul") return shape(0).empty() ? 1 : shape(0).back();
@@ -23,6 +48,7 @@ int64_t node_reduction_length(const Graph& g, const Node& n) {
     const int64_t group = n.attrs.get_int("group", 1);
     return wt.size() < 3 || wt[0] == 0 || wt[1] == 0 ? 1 : wt[0] / std::max<int64_t>(group, 1) * shape_numel(wt) / wt[0] / wt[1];
   }
+  if (n.op.starts_with("dc.")) return training_reduction_length(g, n);
   if (n.inputs.empty() || n.input(0).empty() || n.outputs.empty()) return 1;
   const int64_t in = shape_numel(shape(0)), out = shape_numel(g.info(n.outputs[0]).shape);
   // Reductions and pools: input elements per output element; the normalisations keep the

@@ -39,6 +39,15 @@ std::pair<std::string, int64_t> index_use(const Graph& g, const Node& n) {
   if (n.op == "GatherND") return {n.input(1), nd_bound(g, n, n.attrs.get_int("batch_dims", 0))};
   if (n.op == "ScatterND") return {n.input(1), nd_bound(g, n, 0)};
   if (n.op == "OneHot") return {n.input(0), one_hot_depth(g, n)};
+  // Training ops (docs/training.md): class labels over the logits' last axis, an
+  // embedding's indices over the gathered axis.
+  if (n.op == "dc.SoftmaxCrossEntropy") return {n.input(1), extent(g.info(n.input(0)).shape, -1, n.op.c_str())};
+  if (n.op == "dc.SoftmaxCrossEntropyGrad" && n.has_input(2))
+    return {n.input(2), extent(g.info(n.input(1)).shape, -1, n.op.c_str())};
+  if (n.op == "dc.GatherGrad") {
+    const Shape data = n.attrs.get_ints("data_shape");
+    return {n.input(1), extent(data, axis, n.op.c_str())};
+  }
   return {"", 0};
 }
 

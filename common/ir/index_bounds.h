@@ -1,6 +1,6 @@
 // Which values an integer graph input may take when dc feeds it random values: the exclusive
 // upper bound of an input read as indices (Gather, GatherElements, GatherND, Scatter,
-// ScatterElements, ScatterND, OneHot). The coordinator computes these once per workload and
+// ScatterElements, ScatterND, OneHot; the training ops' labels and dc.GatherGrad's indices). The coordinator computes these once per workload and
 // sends them in the Job; the worker draws the inputs from them directly (random_inputs.h).
 #pragma once
 

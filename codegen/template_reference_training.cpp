@@ -1,0 +1,584 @@
+#include "template_reference_training.h"
+
+#include <cmath>
+#include <numbers>
+
+#include <fmt/format.h>
+
+#include "ir/error.h"
+#include "ref/im2col.h"
+#include "template_util.h"
+#include "value_emitter.h"
+
+namespace dc {
+
+namespace {
+
+// Ops split_training_ops introduces; they exist only inside naive kernels.
+constexpr const char* kBatchNormApply = "dc.BatchNormTrainApply";
+constexpr const char* kBatchNormGradApply = "dc.BatchNormGradApply";
+constexpr const char* kRowStats = "dc.RowStats";
+
+// A double literal that round-trips and is never read as an integer.
+std::string dlit(double v) {
+  std::string s = fmt::format("{:.17g}", v);
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string for_loop(const std::string& var, int64_t count) {
+  return fmt::format("  for (dc_i64 {0} = 0; {0} < {1}; ++{0}) {{\n", var, count);
+}
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::vector<std::string> slice(const std::vector<std::string>& v, size_t begin, size_t end) {
+  return {v.begin() + static_cast<long>(begin), v.begin() + static_cast<long>(end)};
+}
+
+// Row-major linear index of `o` in `shape`.
+std::string linear(const std::vector<std::string>& o, const Shape& shape) {
+  std::string s = "(dc_i64)0";
+  for (size_t d = 0; d < o.size(); ++d) s = fmt::format("({}) * {} + {}", s, shape[d], o[d]);
+  return s;
+}
+
+class TrainingEmitter {
+ public:
+  explicit TrainingEmitter(NaiveNodeContext& c) : c_(c), n_(c.n) {}
+
+  std::string element(size_t out, const std::vector<std::string>& o, std::string& code) {
+    const std::string& op = n_.op;
+    if (op == "dc.Dropout") return dropout(out, o, code);
+    if (op == "dc.BatchNormTrain") return batch_norm_stats(out, o, code);
+    if (op == kBatchNormApply) return batch_norm_apply(o, code);
+    if (op == "dc.BatchNormGrad") return batch_norm_grad_params(out, o, code);
+    if (op == kBatchNormGradApply) return batch_norm_grad_data(o, code);
+    if (op == kRowStats) return row_stats(out, o, code);
+    if (op == "dc.LayerNormGrad") return out == 0 ? layer_norm_grad_data(o, code) : layer_norm_grad_params(out, o, code);
+    if (op == "dc.GeluGrad") return gelu_grad(o, code);
+    if (op == "dc.GatherGrad") return gather_grad(o, code);
+    if (op == "dc.SoftmaxCrossEntropy") return out == 0 ? cross_entropy_loss(code) : log_softmax(o, code);
+    if (op == "dc.SoftmaxCrossEntropyGrad") return cross_entropy_grad(o, code);
+    if (op == "dc.SgdUpdate") return sgd(out, o, code);
+    if (op == "dc.AdamWUpdate") return adamw(out, o, code);
+    if (op == "dc.ConvGradData") return conv_grad_data(o, code);
+    if (op == "dc.ConvGradWeight") return conv_grad_weight(o, code);
+    if (op == "dc.MaxPoolGrad" || op == "dc.AveragePoolGrad") return pool_grad(o, code);
+    throw_internal_error("reference kernel cannot emit training op ", op);
+  }
+
+ private:
+  const Shape& shape(const std::string& t) const { return c_.g.info(t).shape; }
+  std::string in(size_t i) const { return n_.input(i); }
+  std::string read(size_t input, const std::vector<std::string>& coords, std::string& code) {
+    return c_.read(in(input), coords, code);
+  }
+  // Prefixed: the value emitter's own locals are v<k>, k<k>, ...
+  std::string fresh(const char* p) { return "tr_" + c_.fresh(p); }
+  // Input `input`'s only element (a scalar of any rank).
+  std::string scalar(size_t input, std::string& code) {
+    return read(input, std::vector<std::string>(shape(in(input)).size(), "0"), code);
+  }
+  double attr(const char* name, float dflt) const { return n_.attrs.get_float(name, dflt); }
+
+  // X of shape [N, C, inner...] read at channel `ch`: a loop over the N * inner elements
+  // of the channel, opened into `code`; returns the coordinates of the element.
+  std::vector<std::string> open_channel(const std::string& x, const std::string& ch, std::string& code) {
+    const Shape& xs = shape(x);
+    Shape rest = {xs[0]};
+    rest.insert(rest.end(), xs.begin() + 2, xs.end());
+    const std::string i = fresh("i");
+    code += for_loop(i, shape_numel(rest));
+    auto u = emit_unravel(rest, i, fresh("u"), code);
+    std::vector<std::string> c = {u[0], ch};
+    c.insert(c.end(), u.begin() + 1, u.end());
+    return c;
+  }
+  int64_t channel_count(const std::string& x) const {
+    const Shape& xs = shape(x);
+    return shape_numel(xs) / std::max<int64_t>(1, xs[1]);
+  }
+
+  // ---- dc.Dropout(X, step) -> (Y, mask) ----
+  std::string dropout(size_t out, const std::vector<std::string>& o, std::string& code) {
+    const float ratio = n_.attrs.get_float("ratio", 0.5f);
+    const auto seed = static_cast<uint64_t>(n_.attrs.get_int("seed", 0));
+    const std::string step = scalar(1, code);
+    const std::string mask = fresh("mask");
+    code += fmt::format("  const float {} = dc_philox_uniform({}ULL, (unsigned long long)({}), "
+                        "(unsigned long long)({})) >= {} ? {} : 0.f;\n",
+                        mask, seed, step, linear(o, shape(in(0))), float_literal(ratio),
+                        float_literal(1.f / (1.f - ratio)));
+    if (out == 1) return mask;
+    return fmt::format("{} * {}", read(0, o, code), mask);
+  }
+
+  // ---- dc.BatchNormTrain(X, scale, B, running mean, running var) -> (-, mean@next,
+  // var@next, saved mean, saved inverse std), per channel o[0]; Y by kBatchNormApply ----
+  std::string batch_norm_stats(size_t out, const std::vector<std::string>& o, std::string& code) {
+    DC_INTERNAL_CHECK(out >= 1, "dc.BatchNormTrain's Y is emitted by ", kBatchNormApply);
+    const std::string x = in(0), ch = o[0];
+    const int64_t count = channel_count(x);
+    const std::string s = fresh("sum"), sq = fresh("sq"), mu = fresh("mu");
+    code += fmt::format("  double {} = 0.0;\n", s);
+    {
+      const auto c = open_channel(x, ch, code);
+      code += fmt::format("  {} += {};\n  }}\n", s, c_.read(x, c, code));
+    }
+    code += fmt::format("  const double {} = {} / {}.0;\n  double {} = 0.0;\n", mu, s, count, sq);
+    {
+      const auto c = open_channel(x, ch, code);
+      const std::string d = fresh("d");
+      code += fmt::format("  const double {0} = {1} - {2};\n  {3} += {0} * {0};\n  }}\n", d,
+                          c_.read(x, c, code), mu, sq);
+    }
+    const double eps = attr("epsilon", 1e-5f), momentum = attr("momentum", 0.9f);
+    const std::string var = fmt::format("({} / {}.0)", sq, count);
+    switch (out) {
+      case 1:
+        return fmt::format("(float)({} * {} + {} * {})", read(3, {ch}, code), dlit(momentum), mu,
+                           dlit(1 - momentum));
+      case 2: {
+        const std::string unbiased = count > 1 ? fmt::format("({} / {}.0)", sq, count - 1) : var;
+        return fmt::format("(float)({} * {} + {} * {})", read(4, {ch}, code), dlit(momentum),
+                           unbiased, dlit(1 - momentum));
+      }
+      case 3: return fmt::format("(float){}", mu);
+      default: return fmt::format("(float)(1.0 / sqrt({} + {}))", var, dlit(eps));
+    }
+  }
+
+  // kBatchNormApply(X, scale, B, saved mean, saved inverse std) -> Y
+  std::string batch_norm_apply(const std::vector<std::string>& o, std::string& code) {
+    const std::vector<std::string> ch = {o[1]};
+    const std::string x = read(0, o, code), sc = read(1, ch, code), b = read(2, ch, code);
+    const std::string mu = read(3, ch, code), inv = read(4, ch, code);
+    return fmt::format("(float)(((double){} - {}) * {} * {} + {})", x, mu, inv, sc, b);
+  }
+
+  // ---- dc.BatchNormGrad(dY, X, scale, saved mean, saved inverse std) -> (-, dscale, dB) per
+  // channel o[0]; dX by kBatchNormGradApply ----
+  std::string batch_norm_grad_params(size_t out, const std::vector<std::string>& o, std::string& code) {
+    DC_INTERNAL_CHECK(out >= 1, "dc.BatchNormGrad's dX is emitted by ", kBatchNormGradApply);
+    const std::string ch = o[0], acc = fresh("acc");
+    const std::string mu = read(3, {ch}, code), inv = read(4, {ch}, code);
+    code += fmt::format("  double {} = 0.0;\n", acc);
+    const auto c = open_channel(in(1), ch, code);
+    const std::string dy = read(0, c, code);
+    if (out == 2) code += fmt::format("  {} += {};\n  }}\n", acc, dy);
+    else code += fmt::format("  {} += {} * ((double){} - {}) * {};\n  }}\n", acc, dy, read(1, c, code), mu, inv);
+    return fmt::format("(float){}", acc);
+  }
+
+  // kBatchNormGradApply(dY, X, scale, saved mean, saved inverse std, dscale, dB) -> dX
+  std::string batch_norm_grad_data(const std::vector<std::string>& o, std::string& code) {
+    const std::vector<std::string> ch = {o[1]};
+    const double count = static_cast<double>(channel_count(in(1)));
+    const std::string dy = read(0, o, code), x = read(1, o, code), sc = read(2, ch, code);
+    const std::string mu = read(3, ch, code), inv = read(4, ch, code);
+    const std::string dscale = read(5, ch, code), db = read(6, ch, code);
+    return fmt::format("(float)((double){} * {} / {} * ({} * {} - {} - ((double){} - {}) * {} * {}))",
+                       sc, inv, dlit(count), dlit(count), dy, db, x, mu, inv, dscale);
+  }
+
+  // ---- LayerNorm's rows: X's dims before `axis` index the row, the rest the columns ----
+  size_t ln_axis() const {
+    const auto rank = static_cast<int64_t>(shape(in(n_.op == kRowStats ? 0 : 1)).size());
+    int64_t a = n_.attrs.get_int("axis", -1);
+    if (a < 0) a += rank;
+    DC_INTERNAL_CHECK(a >= 0 && a < rank, n_.op, ": bad axis");
+    return static_cast<size_t>(a);
+  }
+
+  // kRowStats(X) -> (mean, inverse std) per row o (X's dims before axis)
+  std::string row_stats(size_t out, const std::vector<std::string>& o, std::string& code) {
+    const std::string x = in(0);
+    const Shape& xs = shape(x);
+    const size_t axis = ln_axis();
+    const Shape cols(xs.begin() + static_cast<long>(axis), xs.end());
+    const int64_t n = shape_numel(cols);
+    const std::string s = fresh("sum"), mu = fresh("mu"), sq = fresh("sq");
+    auto at = [&](const std::string& j, std::string& body) {
+      return c_.read(x, concat(o, emit_unravel(cols, j, fresh("a"), body)), body);
+    };
+    const std::string j1 = fresh("j"), j2 = fresh("j");
+    code += fmt::format("  double {} = 0.0;\n", s) + for_loop(j1, n);
+    code += fmt::format("  {} += {};\n  }}\n", s, at(j1, code));
+    code += fmt::format("  const double {} = {} / {}.0;\n  double {} = 0.0;\n", mu, s, n, sq) + for_loop(j2, n);
+    const std::string v = at(j2, code);
+    code += fmt::format("  {0} += ({1} - {2}) * ({1} - {2});\n  }}\n", sq, v, mu);
+    if (out == 0) return fmt::format("(float){}", mu);
+    return fmt::format("(float)(1.0 / sqrt({} / {}.0 + {}))", sq, n, dlit(attr("epsilon", 1e-5f)));
+  }
+
+  // dc.LayerNormGrad(dY, X, scale, row mean, row inverse std) -> dX at o
+  std::string layer_norm_grad_data(const std::vector<std::string>& o, std::string& code) {
+    const Shape& xs = shape(in(1));
+    const size_t axis = ln_axis();
+    const Shape cols(xs.begin() + static_cast<long>(axis), xs.end());
+    const int64_t n = shape_numel(cols);
+    const auto row = slice(o, 0, axis);
+    const std::string mu = read(3, row, code), inv = read(4, row, code);
+    const std::string mg = fresh("mg"), mgx = fresh("mgx"), j = fresh("j");
+    code += fmt::format("  double {} = 0.0, {} = 0.0;\n", mg, mgx) + for_loop(j, n);
+    {
+      const auto cc = emit_unravel(cols, j, fresh("a"), code);
+      const std::string g = fresh("g");
+      code += fmt::format("  const double {} = (double){} * {};\n", g, read(0, concat(row, cc), code),
+                          read(2, emit_unravel(shape(in(2)), j, fresh("s"), code), code));
+      code += fmt::format("  {} += {};\n  {} += {} * (((double){} - {}) * {});\n  }}\n", mg, g, mgx, g,
+                          read(1, concat(row, cc), code), mu, inv);
+    }
+    const std::string k = linear(slice(o, axis, o.size()), cols);
+    const std::string sc = read(2, emit_unravel(shape(in(2)), k, fresh("s"), code), code);
+    return fmt::format("(float)({4} * ((double){0} * {1} - {2} / {3}.0 - ((double){5} - {6}) * {4} * {7} / {3}.0))",
+                       read(0, o, code), sc, mg, n, inv, read(1, o, code), mu, mgx);
+  }
+
+  // dc.LayerNormGrad's dscale (out 1) and dB (out 2) at o (scale's shape): sums over rows.
+  std::string layer_norm_grad_params(size_t out, const std::vector<std::string>& o, std::string& code) {
+    const Shape& xs = shape(in(1));
+    const size_t axis = ln_axis();
+    const Shape rows(xs.begin(), xs.begin() + static_cast<long>(axis));
+    const Shape cols(xs.begin() + static_cast<long>(axis), xs.end());
+    const std::string k = linear(o, shape(in(2)));
+    const auto cc = emit_unravel(cols, k, fresh("c"), code);
+    const std::string acc = fresh("acc"), r = fresh("r");
+    code += fmt::format("  double {} = 0.0;\n", acc) + for_loop(r, shape_numel(rows));
+    const auto rc = emit_unravel(rows, r, fresh("w"), code);
+    const std::string dy = read(0, concat(rc, cc), code);
+    if (out == 2) {
+      code += fmt::format("  {} += {};\n  }}\n", acc, dy);
+    } else {
+      code += fmt::format("  {} += {} * (((double){} - {}) * {});\n  }}\n", acc, dy,
+                          read(1, concat(rc, cc), code), read(3, rc, code), read(4, rc, code));
+    }
+    return fmt::format("(float){}", acc);
+  }
+
+  // ---- dc.GeluGrad(dY, X) -> dX ----
+  std::string gelu_grad(const std::vector<std::string>& o, std::string& code) {
+    const bool tanh_form = n_.attrs.get_string("approximate", "none") == "tanh";
+    const std::string v = fresh("v"), g = fresh("g");
+    code += fmt::format("  const double {} = {};\n  double {};\n", v, read(1, o, code), g);
+    if (tanh_form) {
+      const std::string t = fresh("t");
+      const std::string k = dlit(std::sqrt(2.0 / std::numbers::pi));
+      code += fmt::format("  const double {0} = tanh({1} * ({2} + 0.044715 * {2} * {2} * {2}));\n"
+                          "  {3} = 0.5 * (1.0 + {0}) + 0.5 * {2} * (1.0 - {0} * {0}) * {1} * "
+                          "(1.0 + 3.0 * 0.044715 * {2} * {2});\n", t, k, v, g);
+    } else {
+      code += fmt::format("  {0} = 0.5 * (1.0 + erf({1} / {2})) + {1} * exp(-0.5 * {1} * {1}) / {3};\n", g, v,
+                          dlit(std::numbers::sqrt2), dlit(std::sqrt(2 * std::numbers::pi)));
+    }
+    return fmt::format("(float)({} * {})", read(0, o, code), g);
+  }
+
+  // ---- dc.GatherGrad(dY, indices) -> dData: the dY rows whose index names this row ----
+  std::string gather_grad(const std::vector<std::string>& o, std::string& code) {
+    const Shape data = n_.attrs.get_ints("data_shape");
+    int64_t axis = n_.attrs.get_int("axis", 0);
+    if (axis < 0) axis += static_cast<int64_t>(data.size());
+    const auto ax = static_cast<size_t>(axis);
+    const Shape& is = shape(in(1));
+    const std::string acc = fresh("acc"), j = fresh("j"), idx = fresh("idx");
+    code += fmt::format("  float {} = 0.f;\n", acc) + for_loop(j, shape_numel(is));
+    const auto jc = emit_unravel(is, j, fresh("q"), code);
+    code += fmt::format("  dc_i64 {} = (dc_i64){};\n  if ({} < 0) {} += {};\n", idx, read(1, jc, code), idx,
+                        idx, data[ax]);
+    code += fmt::format("  if ({} == {}) {{\n", idx, o[ax]);
+    const auto yc = concat(concat(slice(o, 0, ax), jc), slice(o, ax + 1, o.size()));
+    code += fmt::format("  {} += {};\n  }}\n  }}\n", acc, read(0, yc, code));
+    return acc;
+  }
+
+  // ---- dc.SoftmaxCrossEntropy(logits, labels) -> (loss, log-probabilities) ----
+  // Statements computing the log-sum-exp of row `row` (coordinates) of the logits.
+  std::string row_lse(const std::vector<std::string>& row, std::string& code) {
+    const int64_t classes = shape(in(0)).back();
+    const std::string m = fresh("mx"), z = fresh("z"), k1 = fresh("k"), k2 = fresh("k");
+    code += fmt::format("  double {} = (double){};\n", m, float_literal(-INFINITY)) + for_loop(k1, classes);
+    code += fmt::format("  {0} = fmax({0}, (double){1});\n  }}\n", m, read(0, concat(row, {k1}), code));
+    code += fmt::format("  double {} = 0.0;\n", z) + for_loop(k2, classes);
+    code += fmt::format("  {} += exp((double){} - {});\n  }}\n", z, read(0, concat(row, {k2}), code), m);
+    const std::string lse = fresh("lse");
+    code += fmt::format("  const double {} = {} + log({});\n", lse, m, z);
+    return lse;
+  }
+
+  std::string log_softmax(const std::vector<std::string>& o, std::string& code) {
+    const std::string lse = row_lse(slice(o, 0, o.size() - 1), code);
+    return fmt::format("(float)((double){} - {})", read(0, o, code), lse);
+  }
+
+  // The mean over rows of -log p[label]; a label outside [0, classes) makes it NaN (the CPU
+  // reference refuses it; dc-run checks labels before a step).
+  std::string cross_entropy_loss(std::string& code) {
+    const Shape& xs = shape(in(0));
+    const Shape rows(xs.begin(), xs.end() - 1);
+    const int64_t classes = xs.back(), nrows = shape_numel(rows);
+    const std::string total = fresh("total"), r = fresh("r"), l = fresh("l");
+    code += fmt::format("  double {} = 0.0;\n", total) + for_loop(r, nrows);
+    const auto rc = emit_unravel(rows, r, fresh("w"), code);
+    const std::string lse = row_lse(rc, code);
+    code += fmt::format("  const dc_i64 {} = (dc_i64){};\n", l, read(1, rc, code));
+    code += fmt::format("  if ({0} < 0 || {0} >= {1}) {{ {2} = (double){3}; }} else {{\n", l, classes, total,
+                        float_literal(NAN));
+    code += fmt::format("  {} -= (double)(float)((double){} - {});\n  }}\n  }}\n", total,
+                        read(0, concat(rc, {l}), code), lse);
+    return nrows > 0 ? fmt::format("(float)({} / {}.0)", total, nrows) : "0.f";
+  }
+
+  // ---- dc.SoftmaxCrossEntropyGrad(dloss, log-probabilities, labels) -> dlogits ----
+  std::string cross_entropy_grad(const std::vector<std::string>& o, std::string& code) {
+    const Shape& ls = shape(in(1));
+    const int64_t rows = shape_numel(ls) / std::max<int64_t>(1, ls.back());
+    const std::string dloss = scalar(0, code);
+    const std::string lp = read(1, o, code), label = read(2, slice(o, 0, o.size() - 1), code);
+    return fmt::format("({} / {}) * (float)({} == (dc_i64){} ? expm1((double){}) : exp((double){}))", dloss,
+                       float_literal(static_cast<float>(std::max<int64_t>(1, rows))), o.back(), label, lp, lp);
+  }
+
+  // ---- dc.SgdUpdate(W, G[, M]) -> (W'[, M']) ----
+  std::string sgd(size_t out, const std::vector<std::string>& o, std::string& code) {
+    const float lr = n_.attrs.get_float("lr"), mu = n_.attrs.get_float("momentum", 0.f);
+    const float wd = n_.attrs.get_float("weight_decay", 0.f);
+    const std::string w = read(0, o, code), g = fresh("g"), m = fresh("m");
+    code += fmt::format("  const float {} = {} + {} * {};\n", g, read(1, o, code), float_literal(wd), w);
+    if (n_.has_input(2)) code += fmt::format("  const float {} = {} * {} + {};\n", m, float_literal(mu), read(2, o, code), g);
+    else code += fmt::format("  const float {} = {};\n", m, g);
+    if (out == 1) return m;
+    return fmt::format("{} - {} * {}", w, float_literal(lr), m);
+  }
+
+  // ---- dc.AdamWUpdate(W, G, m, v, step) -> (W', m', v'), t = step + 1 ----
+  std::string adamw(size_t out, const std::vector<std::string>& o, std::string& code) {
+    const double lr = attr("lr", 0.f), b1 = attr("beta1", 0.f), b2 = attr("beta2", 0.f);
+    const double eps = attr("epsilon", 0.f), wd = attr("weight_decay", 0.f);
+    const std::string t = fresh("t"), g = fresh("g"), m = fresh("m"), v = fresh("v");
+    code += fmt::format("  const double {} = (double)({} + 1);\n", t, scalar(4, code));
+    code += fmt::format("  const double {} = {};\n", g, read(1, o, code));
+    code += fmt::format("  const double {} = {} * {} + {} * {};\n", m, dlit(b1), read(2, o, code), dlit(1 - b1), g);
+    code += fmt::format("  const double {} = {} * {} + {} * {} * {};\n", v, dlit(b2), read(3, o, code), dlit(1 - b2), g, g);
+    if (out == 1) return fmt::format("(float){}", m);
+    if (out == 2) return fmt::format("(float){}", v);
+    const std::string denom = fmt::format("(sqrt({}) / sqrt(1.0 - pow({}, {})) + {})", v, dlit(b2), t, dlit(eps));
+    return fmt::format("(float)({} * {} - {} / (1.0 - pow({}, {})) * {} / {})", read(0, o, code),
+                       dlit(1 - lr * wd), dlit(lr), dlit(b1), t, m, denom);
+  }
+
+  // ---- convolution gradients: the Conv geometry of the grad node ----
+  struct ConvGeometry {
+    Shape x, w;
+    ref::Window win;
+    int64_t cg = 0, mg = 0;  // input channels and filters per group
+    int rank = 0;
+  };
+  ConvGeometry conv_geometry(const Shape& x, const Shape& w) const {
+    ConvGeometry c{x, w, {}, 0, 0, static_cast<int>(x.size()) - 2};
+    c.win = ref::make_window(n_, {"Conv", false}, Shape(x.begin() + 2, x.end()), Shape(w.begin() + 2, w.end()));
+    const int64_t group = n_.attrs.get_int("group", 1);
+    c.cg = x[1] / group;
+    c.mg = w[0] / group;
+    return c;
+  }
+  static int dim(const ref::Window&, int rank, int d) { return ref::Window::kMaxRank - rank + d; }
+
+  // Loops over the kernel taps k<d> of every output position p<d> whose window reads input
+  // position `pos[d]` (p * stride - pad + k * dilation == pos), opened into `code`.
+  struct Covering {
+    std::vector<std::string> out, tap;
+  };
+  Covering open_covering(const ref::Window& w, int rank, const std::vector<std::string>& pos, std::string& code) {
+    Covering c;
+    for (int d = 0; d < rank; ++d) {
+      const int s = dim(w, rank, d);
+      const std::string k = fresh("k"), q = fresh("q"), p = fresh("p");
+      code += for_loop(k, w.kernel[s]);
+      code += fmt::format("  const dc_i64 {} = {} + {} - {} * {};\n", q, pos[static_cast<size_t>(d)], w.pad_begin[s],
+                          k, w.dilation[s]);
+      code += fmt::format("  if ({0} < 0 || {0} % {1} != 0) continue;\n  const dc_i64 {2} = {0} / {1};\n"
+                          "  if ({2} >= {3}) continue;\n", q, w.stride[s], p, w.out[s]);
+      c.out.push_back(p);
+      c.tap.push_back(k);
+    }
+    return c;
+  }
+
+  // dc.ConvGradData(dY, W) -> dX at o = (n, c, positions...)
+  std::string conv_grad_data(const std::vector<std::string>& o, std::string& code) {
+    const ConvGeometry c = conv_geometry(n_.attrs.get_ints("input_shape"), shape(in(1)));
+    const std::string acc = fresh("acc"), m = fresh("m");
+    code += fmt::format("  float {} = 0.f;\n", acc);
+    code += fmt::format("  for (dc_i64 {0} = ({1}) / {2} * {3}; {0} < ({1}) / {2} * {3} + {3}; ++{0}) {{\n", m,
+                        o[1], c.cg, c.mg);
+    const Covering cov = open_covering(c.win, c.rank, slice(o, 2, o.size()), code);
+    const std::string dy = read(0, concat({o[0], m}, cov.out), code);
+    const std::string w = read(1, concat({m, fmt::format("({}) % {}", o[1], c.cg)}, cov.tap), code);
+    code += fmt::format("  {} += {} * {};\n", acc, dy, w);
+    for (int d = 0; d <= c.rank; ++d) code += "  }\n";
+    return acc;
+  }
+
+  // dc.ConvGradWeight(X, dY) -> dW at o = (m, c in group, taps...)
+  std::string conv_grad_weight(const std::vector<std::string>& o, std::string& code) {
+    const ConvGeometry c = conv_geometry(shape(in(0)), n_.attrs.get_ints("weight_shape"));
+    const Shape& ys = shape(in(1));
+    const Shape rest(ys.begin() + 2, ys.end());
+    const std::string acc = fresh("acc"), b = fresh("b"), i = fresh("i");
+    code += fmt::format("  float {} = 0.f;\n", acc) + for_loop(b, c.x[0]) + for_loop(i, shape_numel(rest));
+    const auto p = emit_unravel(rest, i, fresh("u"), code);
+    std::vector<std::string> xc = {b, fmt::format("({}) / {} * {} + ({})", o[0], c.mg, c.cg, o[1])};
+    std::vector<std::string> inside;
+    for (int d = 0; d < c.rank; ++d) {
+      const int s = dim(c.win, c.rank, d);
+      const std::string q = fresh("q");
+      code += fmt::format("  const dc_i64 {} = {};\n", q,
+                          tap_position(p[static_cast<size_t>(d)], c.win.stride[s], c.win.pad_begin[s],
+                                       o[static_cast<size_t>(2 + d)], c.win.dilation[s]));
+      inside.push_back(fmt::format("{0} >= 0 && {0} < {1}", q, c.win.in[s]));
+      xc.push_back(q);
+    }
+    std::string cond;
+    for (const auto& s : inside) cond += (cond.empty() ? "" : " && ") + s;
+    code += fmt::format("  if ({}) {{\n", cond.empty() ? "true" : cond);
+    const std::string dy = read(1, concat({b, o[0]}, p), code);
+    code += fmt::format("  {} += {} * {};\n  }}\n  }}\n  }}\n", acc, dy, c_.read(in(0), xc, code));
+    return acc;
+  }
+
+  // ---- dc.MaxPoolGrad(dY, X) / dc.AveragePoolGrad(dY) -> dX at o = (n, c, positions...) ----
+  std::string pool_grad(const std::vector<std::string>& o, std::string& code) {
+    const bool is_max = n_.op == "dc.MaxPoolGrad";
+    const Shape xs = is_max ? shape(in(1)) : Shape(n_.attrs.get_ints("input_shape"));
+    const int rank = static_cast<int>(xs.size()) - 2;
+    const ref::Window w = ref::make_window(n_, {n_.op, true}, Shape(xs.begin() + 2, xs.end()),
+                                           n_.attrs.get_ints("kernel_shape"));
+    const std::string acc = fresh("acc");
+    code += fmt::format("  float {} = 0.f;\n", acc);
+    const Covering cov = open_covering(w, rank, slice(o, 2, o.size()), code);
+    const std::string dy = read(0, concat({o[0], o[1]}, cov.out), code);
+    if (is_max) {
+      // The window's first maximum, in the reference's tap order; this element's gradient
+      // if it is that maximum.
+      const std::string best = fresh("best"), bv = fresh("bv"), here = fresh("here");
+      code += fmt::format("  dc_i64 {} = -1;\n  float {} = {};\n", best, bv, float_literal(-INFINITY));
+      std::vector<std::string> pos;
+      std::string mine = "(dc_i64)0", cand = "(dc_i64)0";
+      for (int d = 0; d < rank; ++d) {
+        const int s = dim(w, rank, d);
+        const std::string k = fresh("t"), ip = fresh("ip");
+        code += for_loop(k, w.kernel[s]);
+        code += fmt::format("  const dc_i64 {} = {} * {} - {} + {} * {};\n  if ({} < 0 || {} >= {}) continue;\n", ip,
+                            cov.out[static_cast<size_t>(d)], w.stride[s], w.pad_begin[s], k, w.dilation[s], ip, ip, w.in[s]);
+        pos.push_back(ip);
+        cand = fmt::format("({}) * {} + {}", cand, w.in[s], ip);
+        mine = fmt::format("({}) * {} + {}", mine, w.in[s], o[static_cast<size_t>(2 + d)]);
+      }
+      const std::string xv = read(1, concat({o[0], o[1]}, pos), code);
+      code += fmt::format("  if ({0} < 0 || {1} > {2}) {{ {0} = {3}; {2} = {1}; }}\n", best, xv, bv, cand);
+      for (int d = 0; d < rank; ++d) code += "  }\n";
+      code += fmt::format("  const bool {} = {} == {};\n", here, best, mine);
+      code += fmt::format("  if ({}) {} += {};\n", here, acc, dy);
+    } else {
+      const bool include_pad = n_.attrs.get_int("count_include_pad", 0) == 1;
+      std::string count = "(dc_i64)1";
+      for (int d = 0; d < rank; ++d) {
+        const int s = dim(w, rank, d);
+        const std::string k = fresh("t"), ip = fresh("ip"), padded = fresh("np"), inside = fresh("ni");
+        code += fmt::format("  dc_i64 {} = 0, {} = 0;\n", padded, inside) + for_loop(k, w.kernel[s]);
+        code += fmt::format("  const dc_i64 {} = {} * {} - {} + {} * {};\n", ip, cov.out[static_cast<size_t>(d)],
+                            w.stride[s], w.pad_begin[s], k, w.dilation[s]);
+        code += fmt::format("  if ({} < {}) {} = {} + 1;\n  if ({} >= 0 && {} < {}) ++{};\n  }}\n", ip,
+                            w.in[s] + w.pad_end[s], padded, k, ip, ip, w.in[s], inside);
+        count = fmt::format("{} * {}", count, include_pad ? padded : inside);
+      }
+      code += fmt::format("  {} += {} / (float)({});\n", acc, dy, count);
+    }
+    for (int d = 0; d < rank; ++d) code += "  }\n";
+    return acc;
+  }
+
+  NaiveNodeContext& c_;
+  const Node& n_;
+};
+
+// A new f32 intermediate "<node>.<what>" of `shape` in `g`, or `name` when it is already set.
+std::string intermediate(Graph& g, const Node& n, std::string name, const char* what, const Shape& shape) {
+  if (!name.empty()) return name;
+  name = fmt::format("{}.{}", n.name.empty() ? n.op : n.name, what);
+  g.tensors[name] = TensorInfo{DType::f32, shape};
+  return name;
+}
+
+}  // namespace
+
+bool naive_training_supports(const Node& n) {
+  static const char* const kOps[] = {
+      "dc.Dropout",       "dc.BatchNormTrain",  "dc.BatchNormGrad",   "dc.LayerNormGrad",
+      "dc.GeluGrad",      "dc.GatherGrad",      "dc.SoftmaxCrossEntropy", "dc.SoftmaxCrossEntropyGrad",
+      "dc.SgdUpdate",     "dc.AdamWUpdate",     "dc.ConvGradData",    "dc.ConvGradWeight",
+      "dc.MaxPoolGrad",   "dc.AveragePoolGrad", kBatchNormApply,      kBatchNormGradApply,
+      kRowStats};
+  for (const char* op : kOps)
+    if (n.op == op) return true;
+  return false;
+}
+
+std::string emit_training_element(NaiveNodeContext& c, size_t out, const std::vector<std::string>& o,
+                                  std::string& code) {
+  return TrainingEmitter(c).element(out, o, code);
+}
+
+Graph split_training_ops(Graph g) {
+  std::vector<Node> nodes;
+  for (Node& n : g.nodes) {
+    if (n.op == "dc.BatchNormTrain") {
+      const Shape ch = {g.info(n.input(0)).shape.at(1)};
+      n.outputs.resize(5);
+      const std::string y = n.outputs[0];
+      n.outputs[3] = intermediate(g, n, n.outputs[3], "saved_mean", ch);
+      n.outputs[4] = intermediate(g, n, n.outputs[4], "saved_invstd", ch);
+      n.outputs[0].clear();
+      Node apply{n.name + ".apply", kBatchNormApply, {}, {n.input(0), n.input(1), n.input(2), n.outputs[3], n.outputs[4]}, {y}};
+      nodes.push_back(std::move(n));
+      if (!y.empty()) nodes.push_back(std::move(apply));
+    } else if (n.op == "dc.BatchNormGrad") {
+      const Shape ch = {g.info(n.input(1)).shape.at(1)};
+      n.outputs.resize(3);
+      const std::string dx = n.outputs[0];
+      n.outputs[1] = intermediate(g, n, n.outputs[1], "dscale", ch);
+      n.outputs[2] = intermediate(g, n, n.outputs[2], "dbias", ch);
+      n.outputs[0].clear();
+      std::vector<std::string> ins = n.inputs;
+      ins.resize(5);
+      ins.push_back(n.outputs[1]);
+      ins.push_back(n.outputs[2]);
+      Node apply{n.name + ".apply", kBatchNormGradApply, {}, ins, {dx}};
+      nodes.push_back(std::move(n));
+      if (!dx.empty()) nodes.push_back(std::move(apply));
+    } else if (n.op == "dc.LayerNormGrad") {
+      Node stats{n.name + ".stats", kRowStats, n.attrs, {n.input(1)}, {}};
+      const Shape& xs = g.info(n.input(1)).shape;
+      int64_t axis = n.attrs.get_int("axis", -1);
+      if (axis < 0) axis += static_cast<int64_t>(xs.size());
+      const Shape rows(xs.begin(), xs.begin() + axis);
+      stats.outputs = {intermediate(g, n, "", "row_mean", rows), intermediate(g, n, "", "row_invstd", rows)};
+      n.inputs.resize(3);
+      n.inputs.push_back(stats.outputs[0]);
+      n.inputs.push_back(stats.outputs[1]);
+      nodes.push_back(std::move(stats));
+      nodes.push_back(std::move(n));
+    } else {
+      nodes.push_back(std::move(n));
+    }
+  }
+  g.nodes = std::move(nodes);
+  return g;
+}
+
+}  // namespace dc

@@ -1,0 +1,204 @@
+// The naive device kernels of the dc-internal training ops (codegen/template_reference_training.cpp)
+// on the host emulator against the CPU reference, on fresh random inputs (labels and
+// indices in range), outputs poisoned first, within the error model's bound
+// (variant_tolerance): every training-op workload of the tiny examples' training steps
+// (SGD with momentum and AdamW), as the reference kernel and as opaque_generic, plus the
+// ops those steps lack (Dropout, AveragePoolGrad, strided/grouped convolution gradients).
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "candidates.h"
+#include "emulator.h"
+#include "estimator_testing.h"
+#include "generate.h"
+#include "ir/workload.h"
+#include "nvrtc.h"
+#include "onnx/import.h"
+#include "param_space.h"
+#include "passes/build_training_graph.h"
+#include "passes/simplify_for_training.h"
+#include "random_inputs.h"
+#include "ref/compare.h"
+#include "ref/executor.h"
+#include "testing.h"
+#include "variant_tolerance.h"
+
+namespace dc {
+namespace {
+
+bool has_training_op(const Graph& g) {
+  for (const auto& n : g.nodes)
+    if (n.op.starts_with("dc.")) return true;
+  return false;
+}
+
+// Emulates `k` on random inputs (poisoned outputs) and compares every output with the CPU
+// reference of the workload graph. Returns the number of outputs compared.
+int expect_matches_reference(const Workload& w, const GeneratedKernel& k, uint32_t seed) {
+  SCOPED_TRACE(fmt::format("{} {} ({})", w.canonical.substr(0, 120), k.template_name, k.variant_key));
+  const std::vector<Tensor> in = random_workload_inputs(w, seed);
+  ref::TensorMap inputs;
+  for (size_t i = 0; i < w.graph.inputs.size(); ++i) inputs[w.graph.inputs[i]] = in[i];
+  std::vector<Tensor> buffers(k.buffers.size());
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    const KernelBuffer& b = k.buffers[i];
+    if (b.role == BufferRole::input) {
+      buffers[i] = inputs.at(b.name);
+    } else {
+      Tensor t(b.dtype, b.shape);
+      if (b.dtype == DType::f32)
+        std::fill_n(t.mutable_data<float>(), t.numel(), std::numeric_limits<float>::quiet_NaN());
+      buffers[i] = t;
+    }
+  }
+  // NVRTC (the GPU's compiler) must accept what the host emulator's compiler did.
+  const CompileResult cr = compile_cuda(k.source, "sm_80");
+  EXPECT_TRUE(cr.ok) << cr.error << "\n" << cr.log;
+  const EmulatorResult r = emulate(k, buffers);
+  EXPECT_TRUE(r.ok) << r.error;
+  if (!r.ok) return 0;
+  const auto expected = ref::run_graph(w.graph, inputs);
+  const Tolerance tol = variant_tolerance("fp32", w);
+  int compared = 0;
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    if (k.buffers[i].role != BufferRole::output) continue;
+    const ref::Comparison c = ref::compare_tensors(buffers[i], expected.at(k.buffers[i].name), tol.rtol, tol.atol);
+    EXPECT_TRUE(c.pass) << k.buffers[i].name << ": rel L2 " << c.rel_l2_error << ", max abs "
+                        << c.max_abs_error << " " << c.problem;
+    ++compared;
+  }
+  return compared;
+}
+
+// The training step of an example model, as `plan --train` builds it.
+Graph training_step(const std::string& model, OptimizerKind optimizer) {
+  const Graph imported = import_onnx_file(std::string(DC_SOURCE_DIR) + "/examples/" + model + "/model.onnx");
+  TrainingSpec spec;
+  spec.optimizer = optimizer;
+  spec.momentum = optimizer == OptimizerKind::sgd ? 0.9 : 0.0;
+  spec.weight_decay = 0.01;
+  if (optimizer == OptimizerKind::adamw) spec.lr = 1e-3;
+  spec.parameters.emplace();
+  for (const auto& [name, t] : imported.initializers)
+    if (is_float(t.dtype()) && t.rank() >= 1) spec.parameters->insert(name);
+  if (model == "tiny_transformer") spec.loss = LossKind::mse;
+  return build_training_graph(simplify_for_training(imported), spec);
+}
+
+TEST(CodegenTraining, EveryTrainingWorkloadOfTheExamplesMatchesTheReference) {
+  std::set<std::string> ops;
+  int compared = 0;
+  const GpuSpec gpu = testing::spec_a100();
+  for (const char* model : {"tiny_cnn", "tiny_transformer"})
+    for (OptimizerKind opt : {OptimizerKind::sgd, OptimizerKind::adamw}) {
+      const Graph g = training_step(model, opt);
+      const WorkloadSet set = dedupe_workloads(g, generate_candidates(g));
+      for (const auto& w : set.workloads) {
+        if (!has_training_op(w.graph)) continue;
+        for (const auto& n : w.graph.nodes) ops.insert(n.op);
+        compared += expect_matches_reference(w, generate_reference(w), 11);
+        // The opaque_generic variant with the most threads per block (another grid).
+        const auto space = enumerate_variants(w, gpu, SpaceOptions{{"fp32"}});
+        ASSERT_FALSE(space.empty()) << w.canonical;
+        compared += expect_matches_reference(w, generate_kernel(w, space.back()), 12);
+      }
+    }
+  // The ops the two steps must have reached the device (a model change that drops one
+  // shows here).
+  for (const char* op : {"dc.BatchNormTrain", "dc.BatchNormGrad", "dc.ConvGradData", "dc.ConvGradWeight",
+                         "dc.SoftmaxCrossEntropy", "dc.SoftmaxCrossEntropyGrad", "dc.SgdUpdate",
+                         "dc.AdamWUpdate", "dc.LayerNormGrad"})
+    EXPECT_TRUE(ops.count(op)) << op << " is in no workload";
+  EXPECT_GE(compared, 20);
+}
+
+// One dc.* node over graph inputs, as a workload.
+Workload single_node(const std::string& op, std::vector<std::pair<std::string, TensorInfo>> inputs,
+                     std::vector<std::pair<std::string, TensorInfo>> outputs, Attributes attrs) {
+  Graph g;
+  g.opset = 17;
+  Node n;
+  n.name = "n";
+  n.op = op;
+  n.attrs = std::move(attrs);
+  for (auto& [name, info] : inputs) {
+    g.inputs.push_back(name);
+    g.tensors[name] = info;
+    n.inputs.push_back(name);
+  }
+  for (auto& [name, info] : outputs) {
+    g.outputs.push_back(name);
+    g.tensors[name] = info;
+    n.outputs.push_back(name);
+  }
+  g.nodes.push_back(n);
+  return make_workload(g, {0}, ClusterKind::opaque);
+}
+
+TensorInfo f32(Shape s) { return {DType::f32, std::move(s)}; }
+
+TEST(CodegenTraining, DropoutDrawsTheReferenceMaskOnTheDevice) {
+  Attributes a;
+  a.set("ratio", 0.3f);
+  a.set("seed", int64_t{0x123456789});
+  const Workload w = single_node("dc.Dropout", {{"x", f32({3, 41})}, {"step", {DType::i64, {}}}},
+                                 {{"y", f32({3, 41})}, {"mask", f32({3, 41})}}, a);
+  EXPECT_EQ(expect_matches_reference(w, generate_reference(w), 5), 2);
+}
+
+Attributes window(std::vector<int64_t> kernel, std::vector<int64_t> strides, std::vector<int64_t> pads) {
+  Attributes a;
+  a.set("kernel_shape", kernel);
+  a.set("strides", strides);
+  a.set("pads", pads);
+  return a;
+}
+
+TEST(CodegenTraining, PoolGradientsMatchTheReference) {
+  Attributes avg = window({3, 3}, {2, 2}, {1, 1, 1, 1});
+  avg.set("input_shape", std::vector<int64_t>{2, 3, 9, 8});
+  for (int64_t include_pad : {0, 1}) {
+    avg.set("count_include_pad", include_pad);
+    const Workload w = single_node("dc.AveragePoolGrad", {{"dy", f32({2, 3, 5, 4})}}, {{"dx", f32({2, 3, 9, 8})}}, avg);
+    EXPECT_EQ(expect_matches_reference(w, generate_reference(w), 6), 1);
+  }
+  const Workload m = single_node("dc.MaxPoolGrad", {{"dy", f32({2, 3, 5, 4})}, {"x", f32({2, 3, 9, 8})}},
+                                 {{"dx", f32({2, 3, 9, 8})}}, window({3, 3}, {2, 2}, {1, 1, 1, 1}));
+  EXPECT_EQ(expect_matches_reference(m, generate_reference(m), 7), 1);
+}
+
+TEST(CodegenTraining, StridedGroupedConvolutionGradientsMatchTheReference) {
+  Attributes a = window({3, 2}, {2, 1}, {1, 0, 1, 1});
+  a.set("dilations", std::vector<int64_t>{1, 2});
+  a.set("group", int64_t{2});
+  // X [2, 4, 7, 6], W [6, 2, 3, 2]: out 4 x 5.
+  Attributes data = a;
+  data.set("input_shape", std::vector<int64_t>{2, 4, 7, 6});
+  const Workload gd = single_node("dc.ConvGradData", {{"dy", f32({2, 6, 4, 5})}, {"w", f32({6, 2, 3, 2})}},
+                                  {{"dx", f32({2, 4, 7, 6})}}, data);
+  EXPECT_EQ(expect_matches_reference(gd, generate_reference(gd), 8), 1);
+  Attributes weight = a;
+  weight.set("weight_shape", std::vector<int64_t>{6, 2, 3, 2});
+  const Workload gw = single_node("dc.ConvGradWeight", {{"x", f32({2, 4, 7, 6})}, {"dy", f32({2, 6, 4, 5})}},
+                                  {{"dw", f32({6, 2, 3, 2})}}, weight);
+  EXPECT_EQ(expect_matches_reference(gw, generate_reference(gw), 9), 1);
+}
+
+TEST(CodegenTraining, EmbeddingGradientSumsDuplicateIndices) {
+  Attributes a;
+  a.set("axis", int64_t{0});
+  a.set("data_shape", std::vector<int64_t>{5, 6});
+  // 12 indices into 5 rows: duplicates are certain.
+  const Workload w = single_node("dc.GatherGrad", {{"dy", f32({3, 4, 6})}, {"idx", {DType::i64, {3, 4}}}},
+                                 {{"dd", f32({5, 6})}}, a);
+  EXPECT_EQ(expect_matches_reference(w, generate_reference(w), 10), 1);
+}
+
+}  // namespace
+}  // namespace dc
