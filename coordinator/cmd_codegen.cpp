@@ -163,7 +163,6 @@ int cmd_codegen(const std::vector<std::string>& args) {
   const LoadedModel m =
       train ? load_training_model(load_onnx(model), import_opts, *train, opts.precision)
             : load_model(load_onnx(model), import_opts, /*simplify=*/true, opts.precision);
-  if (train) require_training_kernels(m.simplified, "codegen");
   const ModelPlan plan = plan_by_estimate(m.simplified, gpus, opts);
   const auto& workloads = plan.workload_set.workloads;
   if (!cluster.empty()) {

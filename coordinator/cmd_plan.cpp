@@ -177,9 +177,10 @@ void print_json(const std::string& path, const Graph& g, const ModelPlan& p,
 
 // `plan --out DIR`: the least-estimate cover as a runnable plan, timed (weights.bin is
 // streamed from the model's files: docs/bench/scale.md).
-void write_estimated_plan(const Graph& g, const ModelPlan& plan, const PlanOptions& opts, const std::string& dir) {
+void write_estimated_plan(const Graph& g, const ModelPlan& plan, const PlanOptions& opts,
+                          const PlanTraining* training, const std::string& dir) {
   const auto t0 = std::chrono::steady_clock::now();
-  const ExecPlan exec = build_estimated_plan(g, plan, 0, opts);
+  const ExecPlan exec = build_estimated_plan(g, plan, 0, opts, training);
   write_plan(exec, dir);
   spdlog::info("wrote the estimate-only plan ({} steps) to {} in {:.3f} s", exec.steps.size(), dir,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -231,8 +232,6 @@ int cmd_plan(const std::vector<std::string>& args) {
   if (vm.count("top-k")) opts.prune.top_k = vm["top-k"].as<int>();
   read_precision_options(vm, &opts, gpus);
   const auto train = read_training_options(vm);
-  DC_USER_CHECK(!train || out_dir.empty(), "plan --train --out: a runnable training plan needs "
-                "dc-run --train, which is not implemented yet (docs/training.md)");
   DC_USER_CHECK(opts.prune.within_factor >= 1, "--within must be >= 1");
   DC_USER_CHECK(opts.prune.top_k >= 1, "--top-k must be >= 1");
 
@@ -246,7 +245,11 @@ int cmd_plan(const std::vector<std::string>& args) {
   DC_USER_CHECK(out_dir.empty() || gpus.size() == 1, "--out writes the plan of one GPU type; got ",
                 gpus.size(), " in --gpus");
   const ModelPlan plan = plan_by_estimate(m.simplified, gpus, opts);
-  if (!out_dir.empty()) write_estimated_plan(m.simplified, plan, opts, out_dir);
+  if (!out_dir.empty()) {
+    const std::optional<PlanTraining> training =
+        train ? std::optional<PlanTraining>(plan_training(*train, model)) : std::nullopt;
+    write_estimated_plan(m.simplified, plan, opts, training ? &*training : nullptr, out_dir);
+  }
   if (json) print_json(model, m.simplified, plan, opts, notes);
   else print_text(model, m.simplified, plan, all, opts, notes);
   if (explain && !json) print_explain(m.simplified, plan);

@@ -304,12 +304,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   if (vm.count("within")) opts.plan.prune.within_factor = vm["within"].as<double>();
   if (vm.count("top-k")) opts.plan.prune.top_k = vm["top-k"].as<int>();
   read_precision_options(vm, &opts.plan, opts.gpus);
-  if (const auto train = read_training_options(vm)) {
-    ImportOptions import_opts;
-    import_opts.input_shapes = parse_shape_flags(shapes);
-    const LoadedModel m = load_training_model(load_onnx(model), import_opts, *train, opts.plan.precision);
-    require_training_kernels(m.simplified, "tune");
-  }
+  opts.training = read_training_options(vm);
   DC_USER_CHECK(opts.plan.prune.within_factor >= 1, "--within must be >= 1");
   DC_USER_CHECK(opts.plan.prune.top_k >= 1, "--top-k must be >= 1");
   opts.import.input_shapes = parse_shape_flags(shapes);

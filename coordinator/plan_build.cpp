@@ -11,6 +11,7 @@
 #include "generate.h"
 #include "ir/error.h"
 #include "nvrtc.h"
+#include "passes/training_state.h"
 #include "plan/memory_plan.h"
 #include "plan/plan_io.h"
 #include "plan_views.h"
@@ -256,6 +257,24 @@ class Assembler {
   std::set<int> reversed_;  // intermediates that became views of a model output
 };
 
+// The training plan's state pairs (passes/training_state.h): each STATE a weight of the plan,
+// its STATE@next an output after the loss and the model's outputs.
+void attach_training(const Graph& g, PlanTraining training, ExecPlan& p) {
+  DC_INTERNAL_CHECK(is_training_graph(g), "assemble_plan: a training description for an inference graph");
+  std::map<std::string, int> id_of;
+  for (size_t i = 0; i < p.tensors.size(); ++i) id_of[p.tensors[i].name] = static_cast<int>(i);
+  std::set<int> nexts;
+  for (const StateUpdate& u : training_state_updates(g)) {
+    const auto s = id_of.find(u.state), n = id_of.find(u.next);
+    DC_INTERNAL_CHECK(s != id_of.end() && n != id_of.end(), "assemble_plan: state ", u.state, " or ", u.next,
+                      " is not a tensor of the plan");
+    training.state.push_back({s->second, n->second});
+    nexts.insert(n->second);
+  }
+  training.model_outputs = static_cast<int>(p.outputs.size() - nexts.size());
+  p.training = std::move(training);
+}
+
 }  // namespace
 
 ExecPlan assemble_plan(const Graph& g, const std::vector<Candidate>& candidates,
@@ -281,6 +300,7 @@ ExecPlan assemble_plan(const Graph& g, const std::vector<Candidate>& candidates,
     p.reference_steps += choices[c].variant ? 0 : 1;
   }
   a.finish();
+  if (origin.training) attach_training(g, *origin.training, p);
   validate_plan(p, "assembled plan");
   return p;
 }
@@ -327,6 +347,7 @@ ExecPlan build_tuned_plan(const TuneResult& r, const GpuTuneResult& g) {
   origin.emulated = g.source == Source::emulated;
   origin.weight_transforms = r.weight_transforms;
   origin.precision = r.precision;
+  origin.training = r.training;
   return assemble_plan(r.graph, r.plan.candidates, choices, origin);
 }
 
@@ -342,7 +363,7 @@ ExecPlan build_estimated_plan(const Graph& simplified, const GpuSpec& gpu, const
 }
 
 ExecPlan build_estimated_plan(const Graph& simplified, const ModelPlan& mp, size_t gpu_index,
-                              const PlanOptions& opts) {
+                              const PlanOptions& opts, const PlanTraining* training) {
   const GpuPlan& gp = mp.gpus.at(gpu_index);
   std::vector<StepChoice> choices;
   for (size_t c : gp.cover.chosen) {
@@ -357,6 +378,7 @@ ExecPlan build_estimated_plan(const Graph& simplified, const ModelPlan& mp, size
   PlanOrigin origin;
   origin.gpu = gp.gpu;
   origin.precision = opts.precision;
+  if (training) origin.training = *training;
   return assemble_plan(simplified, mp.candidates, choices, origin);
 }
 

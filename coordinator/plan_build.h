@@ -36,6 +36,9 @@ struct PlanOrigin {
   bool emulated = false;
   Precision precision = Precision::fp32;  // of the graph (apply_precision ran for it)
   std::vector<std::string> weight_transforms;
+  // A training step's graph (passes/build_training_graph.h): what was trained and how
+  // (loss, optimizer, hyper-parameters, source model); assemble_plan adds the state pairs.
+  std::optional<PlanTraining> training;
 };
 
 // The plan of `choices` (a cover: every node of `g` in exactly one chosen candidate) over
@@ -54,8 +57,9 @@ ExecPlan build_tuned_plan(const TuneResult& r, const GpuTuneResult& g);
 ExecPlan build_estimated_plan(const Graph& simplified, const GpuSpec& gpu,
                               const PlanOptions& opts = {}, bool reference_only = false);
 // The same from an estimate already made (`plan --out`): GPU type `gpu_index` of `mp`.
+// `training`: a training step's description (PlanOrigin::training), nullptr for inference.
 ExecPlan build_estimated_plan(const Graph& simplified, const ModelPlan& mp, size_t gpu_index,
-                              const PlanOptions& opts);
+                              const PlanOptions& opts, const PlanTraining* training = nullptr);
 
 // "BatchNormalization x53 folded into Conv weights", ...: the rewrites simplification made,
 // from the op counts of the imported and the simplified graph.

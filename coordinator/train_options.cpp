@@ -1,6 +1,7 @@
 #include "train_options.h"
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 
 #include <fmt/format.h>
@@ -139,19 +140,26 @@ std::string training_plan_note(const Graph& g) {
     if (op.starts_with("dc.")) internal[op] = count;
   std::string ops;
   for (const auto& [op, count] : internal) ops += fmt::format("{}{} x{}", ops.empty() ? "" : ", ", op, count);
-  return fmt::format("training step of {} nodes; {} training op(s) have no template yet and are "
-                     "planned as opaque_generic singletons: {}", g.nodes.size(), internal.size(),
+  return fmt::format("training step of {} nodes; {} training op(s), each its naive kernel "
+                     "(opaque_generic, one thread per output element): {}", g.nodes.size(), internal.size(),
                      ops.empty() ? "none" : ops);
 }
 
-void require_training_kernels(const Graph& g, const char* command) {
-  std::string ops;
-  for (const auto& [op, count] : g.op_counts())
-    if (op.starts_with("dc.")) ops += (ops.empty() ? "" : ", ") + op;
-  DC_USER_CHECK(ops.empty(), command, " --train: the training step parses and builds (", g.nodes.size(),
-                " nodes), but no device kernel exists yet for its training ops (", ops,
-                "); `plan --train` estimates it, `verify --train` runs it on the CPU reference "
-                "(docs/training.md, \"Not done yet\")");
+PlanTraining plan_training(const TrainingSpec& spec, const std::string& model_path) {
+  PlanTraining t;
+  t.loss = std::string(loss_name(spec.loss));
+  t.labels = spec.loss == LossKind::none ? "" : spec.labels;
+  t.optimizer = std::string(optimizer_name(spec.optimizer));
+  t.hyperparameters = {{"lr", spec.lr}, {"weight_decay", spec.weight_decay}};
+  if (spec.optimizer == OptimizerKind::sgd) {
+    t.hyperparameters.emplace_back("momentum", spec.momentum);
+  } else {
+    t.hyperparameters.emplace_back("beta1", spec.beta1);
+    t.hyperparameters.emplace_back("beta2", spec.beta2);
+    t.hyperparameters.emplace_back("eps", spec.eps);
+  }
+  t.source_model = std::filesystem::absolute(model_path).lexically_normal().string();
+  return t;
 }
 
 }  // namespace dc::cli

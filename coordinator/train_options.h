@@ -8,6 +8,7 @@
 
 #include "model_loader.h"
 #include "passes/training_spec.h"
+#include "plan/plan.h"
 
 namespace dc::cli {
 
@@ -25,12 +26,12 @@ LoadedModel load_training_model(OnnxModel model, const ImportOptions& opts,
                                 const TrainingSpec& spec, Precision precision);
 
 // plan's note on a training graph: node counts and the dc-internal training ops, which no
-// template covers yet and which the candidate pipeline therefore treats as opaque
-// singletons (estimated as the naive opaque_generic kernel).
+// tuned template covers yet: each runs as its naive kernel (opaque_generic), one thread per
+// output element (codegen/template_reference_training.h).
 std::string training_plan_note(const Graph& g);
 
-// UserError for `command` (codegen, tune) on a training graph while the device kernels of
-// its dc-internal ops do not exist yet (docs/training.md, "Not done yet").
-void require_training_kernels(const Graph& g, const char* command);
+// What a training plan records of `spec` (plan.json's "training"): loss, labels, optimizer,
+// hyper-parameters, and the source model's path as given (dc-run --save-weights reads it).
+PlanTraining plan_training(const TrainingSpec& spec, const std::string& model_path);
 
 }  // namespace dc::cli

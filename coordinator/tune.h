@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <ostream>
 #include <string>
@@ -34,6 +35,8 @@
 #include "cover.h"
 #include "farm.h"
 #include "onnx/import.h"
+#include "passes/training_spec.h"
+#include "plan/plan.h"
 #include "plan_estimate.h"
 #include "progress.h"
 #include "reuse.h"
@@ -48,6 +51,8 @@ struct TuneOptions {
   // tune's source (real, or emulated for an emulated tune); plan.calibration's entries win.
   bool calibration_from_db = true;
   ImportOptions import;
+  // --train: tune the model's training step (docs/training.md) instead of its inference.
+  std::optional<TrainingSpec> training;
   bool retune = false;         // measure again what the DB already has
   bool emulated = false;       // the farm's devices are emulated: results are Source::emulated
   // Emulated tunes: run the host-emulator correctness check (a job with check_on_emulator)
@@ -170,6 +175,7 @@ struct TuneResult {
   std::vector<std::string> weight_transforms;
   Graph graph;                        // simplified, then apply_precision
   Precision precision = Precision::fp32;  // the plan's (opts.plan.precision)
+  std::optional<PlanTraining> training;   // --train: what the plans' training steps do
   ModelPlan plan;                     // candidates, workloads, estimates
   Calibration calibration;            // the factors the estimates used: config, then DB fit
   std::vector<GpuTuneResult> gpus;    // in the order requested

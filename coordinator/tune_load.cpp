@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "model_loader.h"
+#include "train_options.h"
 #include "plan_build.h"
 #include "tune_stages.h"
 
@@ -13,13 +14,18 @@ LoadedGraph load(const std::string& model_path, const TuneOptions& opts, StageLo
   OnnxModel onnx = load_onnx(model_path);
   const double read_seconds = seconds_since(t0);
   const Precision p = opts.plan.precision;
-  cli::LoadedModel m = cli::load_model(std::move(onnx), opts.import, /*simplify=*/true, p);
+  cli::LoadedModel m = opts.training
+                           ? cli::load_training_model(std::move(onnx), opts.import, *opts.training, p)
+                           : cli::load_model(std::move(onnx), opts.import, /*simplify=*/true, p);
   log.record("import", read_seconds + m.import_seconds,
              fmt::format("{}: {} nodes", model_path, m.imported.nodes.size()));
-  log.record("simplify", m.simplify_seconds, fmt::format("{} nodes", m.simplified.nodes.size()));
+  log.record("simplify", m.simplify_seconds,
+             fmt::format("{} nodes{}", m.simplified.nodes.size(), opts.training ? " (the training step)" : ""));
   LoadedGraph out;
   // apply_precision adds no nodes: the op counts are the simplified graph's.
-  out.weight_transforms = describe_weight_transforms(m.imported, m.simplified);
+  out.weight_transforms = opts.training
+                              ? std::vector<std::string>{cli::training_plan_note(m.simplified)}
+                              : describe_weight_transforms(m.imported, m.simplified);
   if (p != Precision::fp32) {
     log.record("precision", m.precision_seconds, std::string(precision_name(p)));
     if (storage_dtype(p) != DType::f32)

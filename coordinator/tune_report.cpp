@@ -183,7 +183,8 @@ std::string plan_summary(const ExecPlan& p, const std::string& dir) {
       p.reference_steps ? fmt::format(" ({} steps on the reference kernel)", p.reference_steps) : "",
       p.arena_bytes / mib, p.unshared_bytes / mib, weight_bytes / mib);
   for (const auto& t : p.weight_transforms) s += "  weights: " + t + "\n";
-  s += fmt::format("run it: dc-run {}{}\n", dir, p.emulated ? " --emulate   (times are emulated: check correctness only)" : " [--bench 100]");
+  s += fmt::format("run it: dc-run {}{}{}\n", dir, p.training ? " --train --data BATCH_DIR --steps N" : "",
+                   p.emulated ? " --emulate   (times are emulated: check correctness only)" : " [--bench 100]");
   return s;
 }
 

@@ -18,7 +18,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/dtype.h"
@@ -71,6 +73,26 @@ struct PlanView {
   std::vector<std::string> nodes;  // the model's node names
 };
 
+// A training plan (`plan|tune --train --out`, docs/training.md): one run is one training
+// step. The step graph's state (weights, optimizer state, BatchNorm running statistics, the
+// step counter) are weight tensors; after each step the runtime copies each state's `next`
+// output into it, so the next step reads the updated values.
+struct PlanStateUpdate {
+  int state = -1;  // a weight tensor
+  int next = -1;   // the output holding its value after the step
+};
+
+struct PlanTraining {
+  std::string loss;       // cross_entropy, mse, none
+  std::string labels;     // the labels (target) input's name; "" for --loss none
+  std::string optimizer;  // sgd, adamw
+  std::vector<std::pair<std::string, double>> hyperparameters;  // lr, momentum, ...
+  std::string source_model;  // the ONNX file trained, as given (dc-run --save-weights)
+  // outputs[0, model_outputs): the loss, then the model's outputs; the rest are `next`s.
+  int model_outputs = 0;
+  std::vector<PlanStateUpdate> state;
+};
+
 struct ExecPlan {
   std::string format = kPlanFormat;
   std::string model_name;
@@ -99,6 +121,7 @@ struct ExecPlan {
   std::vector<PlanView> views;
   int64_t arena_bytes = 0;        // device arena for intermediates and scratch
   int64_t unshared_bytes = 0;     // what one buffer per tensor would take (for comparison)
+  std::optional<PlanTraining> training;  // plan.json "mode": "train"; nullopt: inference
   // Weight values, parallel to `tensors` (defined for weights only). read_plan fills them
   // from weights.bin; write_plan writes them there.
   std::vector<Tensor> values;

@@ -168,6 +168,14 @@ class Field {
     return out;
   }
 
+  std::vector<std::pair<std::string, Field>> members() const {
+    if (node_->type != json::Type::object) fail("expected an object");
+    std::vector<std::pair<std::string, Field>> out;
+    for (const auto& m : node_->members)
+      out.emplace_back(m.key, Field(&m.value, path_ + "." + m.key, file_));
+    return out;
+  }
+
   std::string str() const {
     if (node_->type != json::Type::string) fail("expected a string");
     return node_->text;
@@ -310,6 +318,38 @@ FileSum read_file_sum(const Field& f) {
   return {f["bytes"].i64(), f["fnv1a"].str()};
 }
 
+void write_training(JsonWriter& w, const PlanTraining& t) {
+  w.begin_object()
+      .field("loss", t.loss)
+      .field("labels", t.labels)
+      .field("optimizer", t.optimizer);
+  w.key("hyperparameters").begin_object();
+  for (const auto& [name, value] : t.hyperparameters) w.field(name, value);
+  w.end_object();
+  w.field("source_model", t.source_model).field("model_outputs", t.model_outputs);
+  w.key("state").begin_array();
+  for (const auto& u : t.state) w.value(std::vector<int64_t>{u.state, u.next});
+  w.end_array();
+  w.end_object();
+}
+
+PlanTraining read_training(const Field& f) {
+  PlanTraining t;
+  t.loss = f["loss"].str();
+  t.labels = f["labels"].str();
+  t.optimizer = f["optimizer"].str();
+  for (const auto& [name, value] : f["hyperparameters"].members())
+    t.hyperparameters.emplace_back(name, value.number());
+  t.source_model = f["source_model"].str();
+  t.model_outputs = f["model_outputs"].i32();
+  for (const auto& u : f["state"].items()) {
+    const std::vector<int> pair = u.i32s();
+    if (pair.size() != 2) u.fail("expected [state tensor, next output tensor]");
+    t.state.push_back({pair[0], pair[1]});
+  }
+  return t;
+}
+
 ExecPlan read_plan_fields(const Field& root, PlanFiles* files) {
   check_format(root);
   ExecPlan p;
@@ -342,6 +382,11 @@ ExecPlan read_plan_fields(const Field& root, PlanFiles* files) {
   for (const auto& s : root["steps"].items()) p.steps.push_back(read_step(s));
   if (root.has("views"))  // plans written before views existed have none
     for (const auto& v : root["views"].items()) p.views.push_back({v["cluster"].str(), v["nodes"].strs()});
+  if (root.has("mode")) {  // plans written before training existed are inference plans
+    const std::string mode = root["mode"].str();
+    if (mode == "train") p.training = read_training(root["training"]);
+    else if (mode != "infer") root["mode"].fail("unknown mode '" + mode + "' (infer, train)");
+  }
   files->kernels = read_file_sum(root["files"]["kernels.cu"]);
   files->weights = read_file_sum(root["files"]["weights.bin"]);
   return p;
@@ -363,6 +408,11 @@ std::string plan_json_text(const ExecPlan& p, const PlanFiles& files) {
   top.key("nvrtc_version").value(p.nvrtc_version);
   top.key("emulated").value(p.emulated);
   top.key("precision").value(std::string(precision_name(p.precision)));
+  top.key("mode").value(p.training ? "train" : "infer");
+  if (p.training) {
+    auto training = top.key("training");
+    write_training(training, *p.training);
+  }
   top.key("measured_total_us").value(p.measured_total_us);
   top.key("estimated_total_us").value(p.estimated_total_us);
   top.key("reference_steps").value(p.reference_steps);

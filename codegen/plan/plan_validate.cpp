@@ -197,6 +197,31 @@ void check_steps(const ExecPlan& p, const std::string& what) {
   }
 }
 
+// A training plan's state: each a weight updated from an output of its type after the step;
+// the loss and the model's outputs come first.
+void check_training(const ExecPlan& p, const std::string& what) {
+  if (!p.training) return;
+  const PlanTraining& t = *p.training;
+  DC_USER_CHECK(t.model_outputs >= 1 && static_cast<size_t>(t.model_outputs) <= p.outputs.size(), what,
+                ": training.model_outputs ", t.model_outputs, " is outside [1, ", p.outputs.size(), "]");
+  std::set<int> states, nexts;
+  for (size_t i = 0; i < t.state.size(); ++i) {
+    const PlanStateUpdate& u = t.state[i];
+    const std::string at = fmt::format("{}: training.state[{}]", what, i);
+    DC_USER_CHECK(in_range(u.state, p.tensors.size()) && in_range(u.next, p.tensors.size()), at,
+                  ": tensor out of range (", p.tensors.size(), " tensors)");
+    const PlanTensor &s = p.tensors[static_cast<size_t>(u.state)], &n = p.tensors[static_cast<size_t>(u.next)];
+    DC_USER_CHECK(s.kind == PlanTensorKind::weight, at, ": ", tensor_ref(p, u.state), " is not a weight");
+    const auto pos = std::find(p.outputs.begin(), p.outputs.end(), u.next) - p.outputs.begin();
+    DC_USER_CHECK(n.kind == PlanTensorKind::output && pos >= t.model_outputs, at, ": ", tensor_ref(p, u.next),
+                  " is not an output after the model's");
+    DC_USER_CHECK(s.dtype == n.dtype && s.shape == n.shape, at, ": ", tensor_ref(p, u.state), " (",
+                  type_str(s.dtype, s.shape), ") and ", tensor_ref(p, u.next), " (", type_str(n.dtype, n.shape),
+                  ") differ");
+    DC_USER_CHECK(states.insert(u.state).second && nexts.insert(u.next).second, at, ": a tensor is listed twice");
+  }
+}
+
 }  // namespace
 
 void validate_plan_structure(const ExecPlan& p, const std::string& what) {
@@ -211,6 +236,7 @@ void validate_plan_structure(const ExecPlan& p, const std::string& what) {
   check_io_list(p, p.outputs, PlanTensorKind::output, what + ": outputs");
   for (size_t m = 0; m < p.modules.size(); ++m) check_module(p.modules[m], fmt::format("{}: modules[{}]", what, m));
   check_steps(p, what);
+  check_training(p, what);
 }
 
 void validate_plan_values(const ExecPlan& p, const std::string& what) {

@@ -47,6 +47,13 @@ class Backend {
   // Copies output `index` (exactly its bytes) to the host.
   virtual void get_output(size_t index, void* data, size_t bytes) = 0;
 
+  // Training plans (ExecPlan::training): after a step, copies each update's `next` output
+  // into its `state` weight on the device (same dtype and shape), so the next step reads
+  // the updated state. Returns when the copies are done.
+  virtual void carry_state(const std::vector<PlanStateUpdate>& updates) = 0;
+  // Copies weight tensor `weight`'s current bytes (exactly its size) to the host.
+  virtual void get_weight(int weight, void* data, size_t bytes) = 0;
+
   // Latency of `runs` whole-plan runs after `warmup` untimed ones, one sample per run in
   // microseconds (device events around each replay). The emulator throws UserError: it
   // has no timing.

@@ -234,6 +234,8 @@ class CudaBackend final : public Backend {
   void set_input(size_t index, const void* data, size_t bytes) override;
   void run() override;
   void get_output(size_t index, void* data, size_t bytes) override;
+  void carry_state(const std::vector<PlanStateUpdate>& updates) override;
+  void get_weight(int weight, void* data, size_t bytes) override;
   std::vector<double> time_runs(int warmup, int runs) override;
   uint64_t io_device_address(bool output, size_t index) const override {
     DC_INTERNAL_CHECK(plan_ != nullptr, "io_device_address before load");
@@ -641,6 +643,39 @@ void CudaBackend::get_output(size_t index, void* data, size_t bytes) {
     check(api().stream_synchronize(stream_.get()), "copying output " + t.name);
   } catch (const cuda::CudaError& e) {
     fail("reading an output", e);
+  }
+}
+
+void CudaBackend::carry_state(const std::vector<PlanStateUpdate>& updates) {
+  DC_INTERNAL_CHECK(plan_ != nullptr, "carry_state before load");
+  enter();
+  try {
+    for (const PlanStateUpdate& u : updates) {
+      const PlanTensor &out = plan_->tensors.at(static_cast<size_t>(u.next)), &w = plan_->tensors.at(static_cast<size_t>(u.state));
+      DC_INTERNAL_CHECK(w.kind == PlanTensorKind::weight && out.bytes() == w.bytes(), "output ", out.name,
+                        " does not fit weight ", w.name);
+      if (w.bytes() == 0) continue;
+      check(api().memcpy_dtod_async(address_of(u.state), io_buffer(u.next), static_cast<size_t>(w.bytes()), stream_.get()),
+            "carrying " + w.name + " to the next step");
+    }
+    check(api().stream_synchronize(stream_.get()), "carrying the training state to the next step");
+  } catch (const cuda::CudaError& e) {
+    fail("updating the training state", e);
+  }
+}
+
+void CudaBackend::get_weight(int weight, void* data, size_t bytes) {
+  DC_INTERNAL_CHECK(plan_ != nullptr, "get_weight before load");
+  const PlanTensor& w = plan_->tensors.at(static_cast<size_t>(weight));
+  DC_INTERNAL_CHECK(w.kind == PlanTensorKind::weight && bytes == static_cast<size_t>(w.bytes()), "weight ",
+                    w.name, ": wrong size");
+  enter();
+  if (bytes == 0) return;
+  try {
+    check(api().memcpy_dtoh_async(data, address_of(weight), bytes, stream_.get()), "reading weight " + w.name);
+    check(api().stream_synchronize(stream_.get()), "reading weight " + w.name);
+  } catch (const cuda::CudaError& e) {
+    fail("reading a weight", e);
   }
 }
 

@@ -73,6 +73,23 @@ class EmulatorBackend final : public Backend {
     std::memcpy(data, t.raw(), bytes);
   }
 
+  void carry_state(const std::vector<PlanStateUpdate>& updates) override {
+    for (const PlanStateUpdate& u : updates) {
+      const Tensor& out = values_.at(u.next);
+      Tensor& w = weights_.at(u.state);
+      DC_INTERNAL_CHECK(w.defined() && out.nbytes() == w.nbytes(), "output ", u.next, " does not fit weight ", u.state);
+      Tensor copy(w.dtype(), w.shape());  // a new tensor: the old one may be the plan's value
+      std::memcpy(copy.raw_mutable(), out.raw(), out.nbytes());
+      w = std::move(copy);
+    }
+  }
+
+  void get_weight(int weight, void* data, size_t bytes) override {
+    const Tensor& w = weights_.at(weight);
+    DC_INTERNAL_CHECK(w.defined() && bytes == w.nbytes(), "weight ", weight, ": ", bytes, " bytes for ", w.nbytes());
+    std::memcpy(data, w.raw(), bytes);
+  }
+
   std::vector<double> time_runs(int, int) override {
     throw UserError("the host emulator has no timing; run on a GPU for --bench");
   }

@@ -91,6 +91,24 @@ class OpenClBackend final : public Backend {
     finish("running the plan");
   }
 
+  void carry_state(const std::vector<PlanStateUpdate>& updates) override {
+    for (const PlanStateUpdate& u : updates) {
+      const size_t bytes = tensor_bytes(plan_->tensors.at(u.next));
+      DC_INTERNAL_CHECK(bytes == tensor_bytes(plan_->tensors.at(u.state)), "output ", u.next, " does not fit weight ", u.state);
+      if (bytes == 0) continue;
+      ocl::check(clEnqueueSVMMemcpy(queue(), CL_FALSE, storage(u.state), storage(u.next), bytes, 0, nullptr, nullptr),
+                 "clEnqueueSVMMemcpy (training state)");
+    }
+    ocl::check(clFinish(queue()), "clFinish (training state)");
+  }
+
+  void get_weight(int weight, void* data, size_t bytes) override {
+    DC_INTERNAL_CHECK(bytes == tensor_bytes(plan_->tensors.at(weight)), "weight ", weight, ": wrong size");
+    if (bytes == 0) return;
+    ocl::check(clEnqueueSVMMemcpy(queue(), CL_TRUE, data, storage(weight), bytes, 0, nullptr, nullptr),
+               "clEnqueueSVMMemcpy (weight)");
+  }
+
   void get_output(size_t index, void* data, size_t bytes) override {
     const int id = plan_->outputs.at(index);
     DC_INTERNAL_CHECK(bytes == tensor_bytes(plan_->tensors[id]), "output ", index, ": ", bytes, " bytes");

@@ -1,5 +1,6 @@
-// dc-run PLAN_DIR [--data DIR] [--bench N] [--emulate]: runs an execution plan (the directory
-// `dc-coordinator tune --out DIR` writes per GPU type) through libdcrt's runtime.
+// dc-run PLAN_DIR [--data DIR] [--bench N] [--emulate] [--train --steps N --save-weights OUT]:
+// runs an execution plan (the directory `dc-coordinator tune --out DIR` writes per GPU type)
+// through libdcrt's runtime; with --train, steps of a training plan (dc_run_train.h).
 //
 // Without --data it runs once on seeded random inputs and prints each output's statistics;
 // with --data it compares every output with an ONNX test-data folder as `verify` does; with
@@ -28,6 +29,7 @@
 #include "onnx/test_data.h"
 #include "plan/plan_io.h"
 #include "ref/compare.h"
+#include "dc_run_train.h"
 #include "runtime.h"
 #include "ir/clock.h"
 
@@ -53,6 +55,8 @@ struct RunOptions {
   std::optional<double> atol;
   uint32_t seed = 1;
   bool verbose = false;
+  bool train = false;
+  TrainRunOptions training;
 };
 
 constexpr const char* kUsage = R"(usage: dc-run PLAN_DIR [--data DIR] [--bench N] [--emulate] [options]
@@ -67,10 +71,18 @@ device (cached), weights uploaded once, and the launches replayed as a CUDA grap
   --bench N     times N runs after --warmup runs: latency median, p99, min and mean (GPU)
   --emulate     runs on the host emulator (CPU, correctness only, slow): checks a plan end
                 to end on a machine without a GPU
+  --train       a training plan (`plan|tune --train --out`): runs --steps training steps on
+                the batch (--data DIR: input_N.pb in the plan's input order, the labels
+                last; optional output_0.pb the last loss and output_K.pb named after state
+                tensors, compared by their update as `verify --train` does), prints
+                `step K loss X`; --save-weights OUT.onnx writes the trained model; --bench N
+                times N whole steps (GPU)
 
 example:
   dc-coordinator tune model.onnx --gpus h100 --out tuned/
   dc-run tuned/h100 --data test_data_set_0 --bench 200
+  dc-coordinator tune model.onnx --gpus h100 --train --optimizer sgd --lr 0.1 --out trained/
+  dc-run trained/h100 --train --data batch/ --steps 10 --save-weights model-trained.onnx
 
 options)";
 
@@ -124,18 +136,21 @@ void print_header(const rt::Runtime& r, const RunOptions& o) {
   for (const auto& w : r.warnings()) std::cout << fmt::format("{:<9}{}\n", "warning", w);
 }
 
-void bind_random_inputs(rt::Runtime& r, uint32_t seed) {
+std::vector<Tensor> bind_random_inputs(rt::Runtime& r, uint32_t seed) {
+  std::vector<Tensor> bound;
   for (size_t i = 0; i < r.num_inputs(); ++i) {
     const PlanTensor& in = r.input_info(i);
-    r.set_input(i, random_input(in, seed + static_cast<uint32_t>(i)));
+    bound.push_back(random_input(in, seed + static_cast<uint32_t>(i)));
+    r.set_input(i, bound.back());
     std::cout << fmt::format("{:<9}'{}' {}: random (seed {})\n", "input", in.name, fmt_shape(in),
                              seed + i);
   }
+  return bound;
 }
 
 // Test-data inputs to plan inputs: by name when every plan input has a namesake in the
 // data, else by position (the model-zoo convention, as verify does).
-void bind_data_inputs(rt::Runtime& r, const TestData& data) {
+std::vector<Tensor> bind_data_inputs(rt::Runtime& r, const TestData& data) {
   std::map<std::string, const Tensor*> by_name;
   for (const auto& d : data.inputs) by_name[d.name] = &d.value;
   bool named = true;
@@ -144,11 +159,14 @@ void bind_data_inputs(rt::Runtime& r, const TestData& data) {
     DC_USER_CHECK(data.inputs.size() == r.num_inputs(), "the plan has ", r.num_inputs(),
                   " input(s) but the test data has ", data.inputs.size(),
                   " input_N.pb file(s), not named after the plan's inputs");
+  std::vector<Tensor> bound;
   for (size_t i = 0; i < r.num_inputs(); ++i) {
     const PlanTensor& in = r.input_info(i);
-    r.set_input(i, named ? *by_name.at(in.name) : data.inputs[i].value);
+    bound.push_back(named ? *by_name.at(in.name) : data.inputs[i].value);
+    r.set_input(i, bound.back());
     std::cout << fmt::format("{:<9}'{}' {}: from the test data\n", "input", in.name, fmt_shape(in));
   }
+  return bound;
 }
 
 void run_once(rt::Runtime& r) {
@@ -274,6 +292,13 @@ std::optional<RunOptions> parse(int argc, char** argv) {
       ("atol", po::value<double>()->value_name("A"), "absolute (RMS) tolerance (--data; "
        "default likewise, fp32 1e-6)")
       ("seed", po::value(&o.seed)->value_name("S")->default_value(o.seed), "seed of the random inputs")
+      ("train", po::bool_switch(&o.train), "run training steps of a training plan")
+      ("steps", po::value(&o.training.steps)->value_name("N")->default_value(o.training.steps),
+       "--train: steps to run on the batch")
+      ("save-weights", po::value(&o.training.save_weights)->value_name("OUT.onnx"),
+       "--train: write the source model with its initializers replaced by the trained values")
+      ("model", po::value(&o.training.model)->value_name("MODEL.onnx"),
+       "--train --save-weights: the source model, if not where the plan says it is")
       ("verbose,v", po::bool_switch(&o.verbose), "log what loading does (compiles, uploads)");
   po::options_description hidden;
   hidden.add_options()("plan", po::value(&o.plan_dir));
@@ -290,6 +315,13 @@ std::optional<RunOptions> parse(int argc, char** argv) {
   po::notify(vm);
   if (vm.count("rtol")) o.rtol = vm["rtol"].as<double>();
   if (vm.count("atol")) o.atol = vm["atol"].as<double>();
+  DC_USER_CHECK(o.train || (vm["steps"].defaulted() && o.training.save_weights.empty() && o.training.model.empty()),
+                "--steps, --save-weights and --model need --train");
+  DC_USER_CHECK(o.training.steps >= 1, "--steps must be >= 1");
+  o.training.rtol = o.rtol.value_or(o.training.rtol);
+  o.training.atol = o.atol.value_or(o.training.atol);
+  o.training.bench = o.bench;
+  o.training.warmup = vm["warmup"].defaulted() ? o.training.warmup : o.warmup;
   DC_USER_CHECK(!o.plan_dir.empty(), "dc-run needs a plan directory: dc-run PLAN_DIR (see --help)");
   DC_USER_CHECK(!(o.emulate && vm.count("bench")),
                 "--bench needs a GPU: the host emulator has no timing (drop --emulate)");
@@ -332,6 +364,12 @@ int run(int argc, char** argv) {
   print_header(r, o);
   std::cout << fmt::format("{:<9}{:.3f} s (read, compile, upload)\n", "load", seconds_since(t0));
 
+  if (o.train) {
+    std::optional<TestData> data;
+    if (!o.data.empty()) data = read_test_data(o.data);
+    const std::vector<Tensor> inputs = data ? bind_data_inputs(r, *data) : bind_random_inputs(r, o.seed);
+    return run_training(r, inputs, data ? &*data : nullptr, o.training);
+  }
   bool ok = true;
   if (!o.data.empty()) {
     const TestData data = read_test_data(o.data);

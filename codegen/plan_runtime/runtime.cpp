@@ -150,6 +150,24 @@ std::vector<double> Runtime::time_runs(int warmup, int runs) {
   return samples;
 }
 
+void Runtime::train_step() {
+  DC_USER_CHECK(s_->plan.training, "this plan computes inference, not a training step (write it with "
+                "`plan --train --out` or `tune --train --out`)");
+  run();
+  s_->backend->carry_state(s_->plan.training->state);
+}
+
+Tensor Runtime::weight(const std::string& name) const {
+  for (size_t i = 0; i < s_->plan.tensors.size(); ++i) {
+    const PlanTensor& t = s_->plan.tensors[i];
+    if (t.kind != PlanTensorKind::weight || t.name != name) continue;
+    Tensor out(t.dtype, t.shape);
+    s_->backend->get_weight(static_cast<int>(i), out.raw_mutable(), out.nbytes());
+    return out;
+  }
+  throw_user_error("the plan has no weight named '", name, "'");
+}
+
 uint64_t Runtime::input_device_buffer(size_t index) {
   const PlanTensor& in = input_info(index);
   const uint64_t address = s_->backend->io_device_address(false, index);

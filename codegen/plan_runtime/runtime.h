@@ -53,6 +53,14 @@ class Runtime {
   Tensor output(size_t index) const;  // after run()
   void get_output(size_t index, void* data, size_t bytes) const;
   std::vector<double> time_runs(int warmup, int runs);
+
+  // Training plans (plan().training, docs/training.md): one step is run(), then each state's
+  // value after the step carried into its weight on the device, so the next step reads it.
+  // UserError for an inference plan.
+  void train_step();
+  // The current value of weight `name` (after train_step: the trained state). UserError if
+  // the plan has no weight of that name.
+  Tensor weight(const std::string& name) const;
   // Zero-copy binding (GPU only; UserError on the emulator): the device address of input
   // `index`'s buffer, which the caller fills itself (the input then counts as set), and of
   // output `index` after a run.

@@ -72,6 +72,7 @@ const std::vector<Entry>& entries() {
       DC_ENTRY(memset_d8_async, "cuMemsetD8Async"),
       DC_ENTRY(memcpy_htod_async, "cuMemcpyHtoDAsync_v2"),
       DC_ENTRY(memcpy_dtoh_async, "cuMemcpyDtoHAsync_v2"),
+      DC_ENTRY(memcpy_dtod_async, "cuMemcpyDtoDAsync_v2"),
   };
   return table;
 }

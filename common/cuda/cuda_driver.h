@@ -68,6 +68,7 @@ struct Api {
   decltype(&::cuMemsetD8Async) memset_d8_async = nullptr;
   decltype(&::cuMemcpyHtoDAsync) memcpy_htod_async = nullptr;             // _v2
   decltype(&::cuMemcpyDtoHAsync) memcpy_dtoh_async = nullptr;             // _v2
+  decltype(&::cuMemcpyDtoDAsync) memcpy_dtod_async = nullptr;             // _v2
 };
 
 // The exported names load_driver resolves, in Api's member order, each with the names it

@@ -9,6 +9,7 @@
 
 #include "ir/error.h"
 #include "ir/flops.h"
+#include "passes/training_state.h"
 
 namespace dc {
 
@@ -237,6 +238,11 @@ Workload make_workload(const Graph& g, const std::vector<size_t>& nodes_in, Clus
   auto parameter = [&](const Node& n, size_t slot) {
     return slot >= 1 && (n.op == "Pad" || n.op == "Resize" || n.op == "Upsample");
   };
+  // A training step's state (passes/training_state.h) changes from step to step: never
+  // baked into a kernel, however small (the step counter, a one-element weight).
+  auto training_state = [&](const std::string& t) {
+    return std::find(g.outputs.begin(), g.outputs.end(), t + std::string(kNextSuffix)) != g.outputs.end();
+  };
   std::map<std::string, Role> external;
   for (size_t i : nodes)
     for (size_t s = 0; s < g.nodes[i].inputs.size(); ++s) {
@@ -244,7 +250,7 @@ Workload make_workload(const Graph& g, const std::vector<size_t>& nodes_in, Clus
       if (in.empty() || produced_by.count(in)) continue;
       auto c = g.initializers.find(in);
       external[in] = c == g.initializers.end() ? Role::act
-                     : is_structural_constant(c->second) || parameter(g.nodes[i], s)
+                     : (is_structural_constant(c->second) && !training_state(in)) || parameter(g.nodes[i], s)
                          ? Role::constant
                          : Role::weight;
     }

@@ -440,5 +440,11 @@ CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream stream
   if (const CUresult r = refuse_in_capture(stream)) return r;
   return cuMemcpyDtoH(dst, src, n);
 }
+CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream) {
+  if (const CUresult r = refuse_in_capture(stream)) return r;
+  if (const CUresult r = synchronize()) return r;
+  std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
+  return CUDA_SUCCESS;
+}
 
 }  // extern "C"

@@ -123,6 +123,9 @@ def dc_flags(loss_kind, o):
     return flags
 
 
+DC_RUN = None  # --dc-run PATH
+
+
 def run_dc(coord, model, data, flags):
     p = subprocess.run([coord, "verify", model, "--data", data, *flags], capture_output=True, text=True)
     return p.returncode, p.stdout, p.stderr
@@ -160,6 +163,8 @@ def check_steps(coord, name, o, work):
     if rc != 0:
         sys.stdout.write(out + err)
         raise AssertionError("%s: dc-coordinator verify --train exit %d" % (tag, rc))
+    if DC_RUN:
+        check_device_steps(coord, model_path, data, flags, tag, work)
     dc_losses = [float(x) for x in re.findall(r"^step \d+ loss (\S+)$", out, re.M)]
     assert len(dc_losses) == o["steps"], out
     errors = [float(e) for e in re.findall(r"^  update of \S+\s+\S+\s+\S+\s+(\S+)", out, re.M)]
@@ -167,6 +172,42 @@ def check_steps(coord, name, o, work):
           "%.2e (PyTorch fp32: %.2e; rtol %.3g)%s" % (tag, dc_losses[-1], losses[-1], len(compared),
                                                    max(errors, default=0.0), torch_err, rtol,
         "; frozen (gradient zero up to rounding): " + ", ".join(frozen) if frozen else ""))
+
+
+def check_device_steps(coord, model_path, data, flags, tag, work):
+    """The same steps as the plan's device kernels run them (plan --train --out, then
+    dc-run --train --emulate: every kernel on the host emulator), against the same data."""
+    steps = flags[flags.index("--steps") + 1]
+    plan_flags = [f for i, f in enumerate(flags) if f != "--steps" and (i == 0 or flags[i - 1] != "--steps")]
+    plan_flags = [f for i, f in enumerate(plan_flags) if f != "--rtol" and (i == 0 or plan_flags[i - 1] != "--rtol")]
+    plan_dir = os.path.join(work, "plan")
+    p = subprocess.run([coord, "plan", model_path, "--gpus", "h100", "--out", plan_dir, *plan_flags],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, "%s: plan --train --out exit %d\n%s" % (tag, p.returncode, p.stdout[-2000:] + p.stderr)
+    rtol = flags[flags.index("--rtol") + 1]
+    trained = os.path.join(work, "trained.onnx")
+    p = subprocess.run([DC_RUN, plan_dir, "--train", "--emulate", "--data", data, "--steps", steps, "--rtol", rtol,
+                        "--save-weights", trained], capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.stdout.write(p.stdout + p.stderr)
+        raise AssertionError("%s: dc-run --train --emulate exit %d" % (tag, p.returncode))
+    losses = re.findall(r"^step \d+ loss (\S+)$", p.stdout, re.M)
+    assert len(losses) == int(steps), p.stdout
+    # The saved model loads, and its initializers are the trained weights (a state tensor
+    # written as output_K.pb by its name holds the expected value after the steps).
+    saved = {i.name: numpy_helper.to_array(i) for i in onnx.load(trained).graph.initializer}
+    for f in sorted(os.listdir(data)):
+        if f.startswith("output_") and f != "output_0.pb":
+            t = onnx.TensorProto()
+            with open(os.path.join(data, f), "rb") as fh:
+                t.ParseFromString(fh.read())
+            if t.name in saved:
+                want = numpy_helper.to_array(t)
+                err = np.abs(saved[t.name] - want).max() / max(np.abs(want).max(), 1e-12)
+                assert err < 1e-3, "%s: saved %s differs from the expected weight (rel %.2e)" % (tag, t.name, err)
+    errors = [float(e) for e in re.findall(r"^  update of \S+\s+\S+\s+\S+\s+(\S+)", p.stdout, re.M)]
+    print("%-32s PASS  device kernels (emulated): loss %s, worst update rel-L2 %.2e (rtol %s); trained "
+          "model saved" % (tag, losses[-1], max(errors, default=0.0), rtol))
 
 
 def check_curve(coord, work, steps=50):
@@ -258,16 +299,27 @@ def check_cli(coord):
     for flags, needle in BAD_FLAGS:
         p = subprocess.run([coord, "plan", model, "--gpus", "h100", *flags], capture_output=True, text=True)
         assert p.returncode == 2 and p.stderr.startswith("error:") and needle in p.stderr, (flags, p.stderr)
-    for command in (["codegen", model, "--gpus", "h100", "--out", "unused", "--no-compile"],
-                    ["tune", model, "--gpus", "h100", "--emulate"]):
-        p = subprocess.run([coord, *command, "--train"], capture_output=True, text=True)
-        assert p.returncode == 2 and "no device kernel exists yet" in p.stderr, p.stderr
-    print("%-32s PASS  %d bad flag sets, codegen/tune --train refused" % ("cli flags", len(BAD_FLAGS)))
+    with tempfile.TemporaryDirectory() as out:
+        p = subprocess.run([coord, "codegen", model, "--gpus", "h100", "--out", out, "--no-compile", "--train"],
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stdout + p.stderr
+        sources = open(os.path.join(out, "h100", "kernels.cu")).read() if os.path.exists(
+            os.path.join(out, "h100", "kernels.cu")) else "".join(
+            open(os.path.join(d, f)).read() for d, _, fs in os.walk(out) for f in fs if f.endswith(".cu"))
+        assert "dc_sgdupdate" in sources and "dc_convgradweight" in sources, "codegen --train wrote no training kernels"
+    print("%-32s PASS  %d bad flag sets; codegen --train writes the training ops' kernels" %
+          ("cli flags", len(BAD_FLAGS)))
 
 
 def main():
-    coord = sys.argv[1]
-    cases = sys.argv[2:] or DEFAULT
+    global DC_RUN
+    args = sys.argv[1:]
+    if "--dc-run" in args:  # also run every step case's plan on the device kernels (emulated)
+        i = args.index("--dc-run")
+        DC_RUN = args[i + 1]
+        del args[i:i + 2]
+    coord = args[0]
+    cases = args[1:] or DEFAULT
     torch.set_num_threads(2)
     for c in cases:
         with tempfile.TemporaryDirectory() as work:

@@ -2,13 +2,17 @@
 # /usr/bin/python3; docs/training.md "Tests"). Labels: unit (small models, seconds each),
 # long (ResNet-18 at 64x64, batch 4).
 set(DC_TRAIN_CHECK /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/check_train_torch.py $<TARGET_FILE:dc-coordinator>)
-add_test(NAME train_torch_small COMMAND ${DC_TRAIN_CHECK} steps:mlp steps:small_cnn steps:tiny_cnn)
-add_test(NAME train_torch_transformers COMMAND ${DC_TRAIN_CHECK} steps:tiny_transformer steps:small_bert)
+# The step cases run twice: on the CPU reference (verify --train) and as the plan's device
+# kernels on the host emulator (plan --train --out, dc-run --train --emulate --save-weights).
+set(DC_TRAIN_CHECK_DEVICE /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/check_train_torch.py --dc-run $<TARGET_FILE:dc-run>
+    $<TARGET_FILE:dc-coordinator>)
+add_test(NAME train_torch_small COMMAND ${DC_TRAIN_CHECK_DEVICE} steps:mlp steps:small_cnn steps:tiny_cnn)
+add_test(NAME train_torch_transformers COMMAND ${DC_TRAIN_CHECK_DEVICE} steps:tiny_transformer steps:small_bert)
 add_test(NAME train_torch_curve COMMAND ${DC_TRAIN_CHECK} curve)
 add_test(NAME train_torch_errors COMMAND ${DC_TRAIN_CHECK} errors cli)
 set_tests_properties(train_torch_small train_torch_transformers train_torch_curve train_torch_errors
   PROPERTIES LABELS unit TIMEOUT 600)
-add_test(NAME train_torch_resnet18 COMMAND ${DC_TRAIN_CHECK} steps:resnet18)
+add_test(NAME train_torch_resnet18 COMMAND ${DC_TRAIN_CHECK_DEVICE} steps:resnet18)
 set_tests_properties(train_torch_resnet18 PROPERTIES LABELS long TIMEOUT 1800)
 
 # The training unit tests on their own, built only on request (a quick loop while working on

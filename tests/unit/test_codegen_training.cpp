@@ -19,14 +19,12 @@
 #include "generate.h"
 #include "ir/workload.h"
 #include "nvrtc.h"
-#include "onnx/import.h"
 #include "param_space.h"
-#include "passes/build_training_graph.h"
-#include "passes/simplify_for_training.h"
 #include "random_inputs.h"
 #include "ref/compare.h"
 #include "ref/executor.h"
 #include "testing.h"
+#include "training_testing.h"
 #include "variant_tolerance.h"
 
 namespace dc {
@@ -76,28 +74,13 @@ int expect_matches_reference(const Workload& w, const GeneratedKernel& k, uint32
   return compared;
 }
 
-// The training step of an example model, as `plan --train` builds it.
-Graph training_step(const std::string& model, OptimizerKind optimizer) {
-  const Graph imported = import_onnx_file(std::string(DC_SOURCE_DIR) + "/examples/" + model + "/model.onnx");
-  TrainingSpec spec;
-  spec.optimizer = optimizer;
-  spec.momentum = optimizer == OptimizerKind::sgd ? 0.9 : 0.0;
-  spec.weight_decay = 0.01;
-  if (optimizer == OptimizerKind::adamw) spec.lr = 1e-3;
-  spec.parameters.emplace();
-  for (const auto& [name, t] : imported.initializers)
-    if (is_float(t.dtype()) && t.rank() >= 1) spec.parameters->insert(name);
-  if (model == "tiny_transformer") spec.loss = LossKind::mse;
-  return build_training_graph(simplify_for_training(imported), spec);
-}
-
 TEST(CodegenTraining, EveryTrainingWorkloadOfTheExamplesMatchesTheReference) {
   std::set<std::string> ops;
   int compared = 0;
   const GpuSpec gpu = testing::spec_a100();
   for (const char* model : {"tiny_cnn", "tiny_transformer"})
     for (OptimizerKind opt : {OptimizerKind::sgd, OptimizerKind::adamw}) {
-      const Graph g = training_step(model, opt);
+      const Graph g = testing::training_step(model, opt);
       const WorkloadSet set = dedupe_workloads(g, generate_candidates(g));
       for (const auto& w : set.workloads) {
         if (!has_training_op(w.graph)) continue;

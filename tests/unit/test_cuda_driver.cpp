@@ -169,6 +169,7 @@ TEST(CudaDriver, SymbolTableMatchesCudaHeader) {
       {"memset_d8_async", DC_STR(cuMemsetD8Async)},
       {"memcpy_htod_async", DC_STR(cuMemcpyHtoDAsync)},
       {"memcpy_dtoh_async", DC_STR(cuMemcpyDtoHAsync)},
+      {"memcpy_dtod_async", DC_STR(cuMemcpyDtoDAsync)},
   };
   const auto& table = cuda::api_symbols();
   EXPECT_EQ(table.size() * sizeof(void*), sizeof(cuda::Api)) << "an Api member lacks an entry";
