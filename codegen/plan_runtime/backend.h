@@ -51,8 +51,9 @@ class Backend {
   // into its `state` weight on the device (same dtype and shape), so the next step reads
   // the updated state. Returns when the copies are done.
   virtual void carry_state(const std::vector<PlanStateUpdate>& updates) = 0;
-  // Copies weight tensor `weight`'s current bytes (exactly its size) to the host.
+  // Copies weight tensor `weight`'s current bytes (exactly its size) to the host, and back.
   virtual void get_weight(int weight, void* data, size_t bytes) = 0;
+  virtual void set_weight(int weight, const void* data, size_t bytes) = 0;
 
   // Latency of `runs` whole-plan runs after `warmup` untimed ones, one sample per run in
   // microseconds (device events around each replay). The emulator throws UserError: it

@@ -236,6 +236,7 @@ class CudaBackend final : public Backend {
   void get_output(size_t index, void* data, size_t bytes) override;
   void carry_state(const std::vector<PlanStateUpdate>& updates) override;
   void get_weight(int weight, void* data, size_t bytes) override;
+  void set_weight(int weight, const void* data, size_t bytes) override;
   std::vector<double> time_runs(int warmup, int runs) override;
   uint64_t io_device_address(bool output, size_t index) const override {
     DC_INTERNAL_CHECK(plan_ != nullptr, "io_device_address before load");
@@ -676,6 +677,21 @@ void CudaBackend::get_weight(int weight, void* data, size_t bytes) {
     check(api().stream_synchronize(stream_.get()), "reading weight " + w.name);
   } catch (const cuda::CudaError& e) {
     fail("reading a weight", e);
+  }
+}
+
+void CudaBackend::set_weight(int weight, const void* data, size_t bytes) {
+  DC_INTERNAL_CHECK(plan_ != nullptr, "set_weight before load");
+  const PlanTensor& w = plan_->tensors.at(static_cast<size_t>(weight));
+  DC_INTERNAL_CHECK(w.kind == PlanTensorKind::weight && bytes == static_cast<size_t>(w.bytes()), "weight ",
+                    w.name, ": wrong size");
+  enter();
+  if (bytes == 0) return;
+  try {
+    check(api().memcpy_htod_async(address_of(weight), data, bytes, stream_.get()), "writing weight " + w.name);
+    check(api().stream_synchronize(stream_.get()), "writing weight " + w.name);
+  } catch (const cuda::CudaError& e) {
+    fail("writing a weight", e);
   }
 }
 

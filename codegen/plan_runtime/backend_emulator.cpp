@@ -90,6 +90,14 @@ class EmulatorBackend final : public Backend {
     std::memcpy(data, w.raw(), bytes);
   }
 
+  void set_weight(int weight, const void* data, size_t bytes) override {
+    Tensor& w = weights_.at(weight);
+    DC_INTERNAL_CHECK(w.defined() && bytes == w.nbytes(), "weight ", weight, ": ", bytes, " bytes for ", w.nbytes());
+    Tensor copy(w.dtype(), w.shape());  // a new tensor: the old one may be the plan's value
+    std::memcpy(copy.raw_mutable(), data, bytes);
+    w = std::move(copy);
+  }
+
   std::vector<double> time_runs(int, int) override {
     throw UserError("the host emulator has no timing; run on a GPU for --bench");
   }

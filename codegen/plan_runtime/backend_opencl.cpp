@@ -109,6 +109,13 @@ class OpenClBackend final : public Backend {
                "clEnqueueSVMMemcpy (weight)");
   }
 
+  void set_weight(int weight, const void* data, size_t bytes) override {
+    DC_INTERNAL_CHECK(bytes == tensor_bytes(plan_->tensors.at(weight)), "weight ", weight, ": wrong size");
+    if (bytes == 0) return;
+    ocl::check(clEnqueueSVMMemcpy(queue(), CL_TRUE, storage(weight), data, bytes, 0, nullptr, nullptr),
+               "clEnqueueSVMMemcpy (weight)");
+  }
+
   void get_output(size_t index, void* data, size_t bytes) override {
     const int id = plan_->outputs.at(index);
     DC_INTERNAL_CHECK(bytes == tensor_bytes(plan_->tensors[id]), "output ", index, ": ", bytes, " bytes");

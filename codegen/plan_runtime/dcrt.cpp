@@ -191,6 +191,58 @@ dcrt_status dcrt_run(dcrt_plan* plan) {
   });
 }
 
+dcrt_status dcrt_is_training(const dcrt_plan* plan, int* training) {
+  return guarded(DCRT_ERROR_INVALID_ARGUMENT, [&] {
+    if (plan == nullptr || training == nullptr) return null_argument("dcrt_is_training");
+    *training = plan->runtime.plan().training ? 1 : 0;
+    return DCRT_OK;
+  });
+}
+
+dcrt_status dcrt_train_step(dcrt_plan* plan) {
+  return guarded(DCRT_ERROR_RUN, [&] {
+    if (plan == nullptr) return null_argument("dcrt_train_step");
+    if (!plan->runtime.plan().training)
+      return fail(DCRT_ERROR_UNSUPPORTED, "dcrt_train_step: this plan computes inference, not a training step");
+    const long unset = first_unset_input(*plan);
+    if (unset >= 0) return not_ready_unset(*plan, unset, "dcrt_train_step");
+    plan->runtime.train_step();
+    plan->ran = true;
+    return DCRT_OK;
+  });
+}
+
+dcrt_status dcrt_num_states(const dcrt_plan* plan, size_t* count) {
+  return guarded(DCRT_ERROR_INVALID_ARGUMENT, [&] {
+    if (plan == nullptr || count == nullptr) return null_argument("dcrt_num_states");
+    *count = plan->runtime.num_states();
+    return DCRT_OK;
+  });
+}
+
+dcrt_status dcrt_state_info(const dcrt_plan* plan, size_t index, dcrt_tensor_info* info) {
+  return guarded(DCRT_ERROR_INVALID_ARGUMENT, [&] {
+    if (plan == nullptr || info == nullptr) return null_argument("dcrt_state_info");
+    return fill_info(plan->runtime.state_info(index), info);
+  });
+}
+
+dcrt_status dcrt_get_state(const dcrt_plan* plan, size_t index, void* data, size_t bytes) {
+  return guarded(DCRT_ERROR_INVALID_ARGUMENT, [&] {
+    if (plan == nullptr || data == nullptr) return null_argument("dcrt_get_state");
+    plan->runtime.get_state(index, data, bytes);
+    return DCRT_OK;
+  });
+}
+
+dcrt_status dcrt_set_state(dcrt_plan* plan, size_t index, const void* data, size_t bytes) {
+  return guarded(DCRT_ERROR_INVALID_ARGUMENT, [&] {
+    if (plan == nullptr || data == nullptr) return null_argument("dcrt_set_state");
+    plan->runtime.set_state(index, data, bytes);
+    return DCRT_OK;
+  });
+}
+
 dcrt_status dcrt_get_output(const dcrt_plan* plan, size_t index, void* data, size_t bytes) {
   return guarded(DCRT_ERROR_INVALID_ARGUMENT, [&] {
     if (plan == nullptr || data == nullptr) return null_argument("dcrt_get_output");

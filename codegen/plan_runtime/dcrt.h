@@ -115,6 +115,19 @@ DCRT_API dcrt_status dcrt_device_description(const dcrt_plan* plan, const char**
 DCRT_API dcrt_status dcrt_num_warnings(const dcrt_plan* plan, size_t* count);
 DCRT_API dcrt_status dcrt_warning(const dcrt_plan* plan, size_t index, const char** message);
 
+/* Training plans (`dc-coordinator plan|tune --train --out`, docs/training.md). Their outputs
+ * are the loss, the model's outputs, then the state after the step. dcrt_train_step runs
+ * one step on the bound inputs (the model's inputs, then the labels) and carries the state
+ * (weights, optimizer state, BatchNorm statistics, step counter) into the next step;
+ * DCRT_ERROR_UNSUPPORTED for an inference plan. The state tensors can be read and written
+ * between steps (a checkpoint); their order is plan.json's training.state. */
+DCRT_API dcrt_status dcrt_is_training(const dcrt_plan* plan, int* training);
+DCRT_API dcrt_status dcrt_train_step(dcrt_plan* plan);
+DCRT_API dcrt_status dcrt_num_states(const dcrt_plan* plan, size_t* count);
+DCRT_API dcrt_status dcrt_state_info(const dcrt_plan* plan, size_t index, dcrt_tensor_info* info);
+DCRT_API dcrt_status dcrt_get_state(const dcrt_plan* plan, size_t index, void* data, size_t bytes);
+DCRT_API dcrt_status dcrt_set_state(dcrt_plan* plan, size_t index, const void* data, size_t bytes);
+
 /* Zero-copy binding on a GPU (DLPack, the Python package): the device address (a
  * CUdeviceptr in the device's primary context) of input `index`'s buffer, exactly its bytes
  * long. The caller writes the input there itself, e.g. a device-to-device copy, finished

@@ -168,6 +168,29 @@ Tensor Runtime::weight(const std::string& name) const {
   throw_user_error("the plan has no weight named '", name, "'");
 }
 
+size_t Runtime::num_states() const { return s_->plan.training ? s_->plan.training->state.size() : 0; }
+
+const PlanTensor& Runtime::state_info(size_t index) const {
+  DC_USER_CHECK(s_->plan.training, "this plan computes inference: it has no training state");
+  DC_USER_CHECK(index < num_states(), "state index ", index, " is out of range: the plan has ", num_states(),
+                " state tensor(s)");
+  return s_->plan.tensors[static_cast<size_t>(s_->plan.training->state[index].state)];
+}
+
+void Runtime::get_state(size_t index, void* data, size_t bytes) const {
+  const PlanTensor& t = state_info(index);
+  DC_USER_CHECK(data != nullptr && bytes == tensor_bytes(t), "state '", t.name, "': a buffer of ", bytes,
+                " bytes given, but ", describe(t.dtype, t.shape), " takes ", tensor_bytes(t), " bytes");
+  s_->backend->get_weight(s_->plan.training->state[index].state, data, bytes);
+}
+
+void Runtime::set_state(size_t index, const void* data, size_t bytes) {
+  const PlanTensor& t = state_info(index);
+  DC_USER_CHECK(data != nullptr && bytes == tensor_bytes(t), "state '", t.name, "': ", bytes, " bytes given, but ",
+                describe(t.dtype, t.shape), " takes ", tensor_bytes(t), " bytes");
+  s_->backend->set_weight(s_->plan.training->state[index].state, data, bytes);
+}
+
 uint64_t Runtime::input_device_buffer(size_t index) {
   const PlanTensor& in = input_info(index);
   const uint64_t address = s_->backend->io_device_address(false, index);

@@ -61,6 +61,13 @@ class Runtime {
   // The current value of weight `name` (after train_step: the trained state). UserError if
   // the plan has no weight of that name.
   Tensor weight(const std::string& name) const;
+  // A training plan's state tensors (plan().training->state, in order): their descriptions,
+  // and their current bytes both ways (exactly the tensor's size). UserError for an
+  // inference plan or an index out of range.
+  size_t num_states() const;
+  const PlanTensor& state_info(size_t index) const;
+  void get_state(size_t index, void* data, size_t bytes) const;
+  void set_state(size_t index, const void* data, size_t bytes);
   // Zero-copy binding (GPU only; UserError on the emulator): the device address of input
   // `index`'s buffer, which the caller fills itself (the input then counts as set), and of
   // output `index` after a run.

@@ -125,6 +125,44 @@ class Plan {
     check(dcrt_get_output(get(), index, b.view.buf, static_cast<size_t>(b.view.len)));
   }
 
+  bool is_training() const {
+    int t = 0;
+    check(dcrt_is_training(get(), &t));
+    return t != 0;
+  }
+
+  void train_step() {
+    dcrt_plan* p = get();
+    dcrt_status s;
+    {
+      py::gil_scoped_release release;
+      s = dcrt_train_step(p);
+    }
+    check(s);
+  }
+
+  py::list states() const {
+    size_t n = 0;
+    check(dcrt_num_states(get(), &n));
+    py::list out;
+    for (size_t i = 0; i < n; ++i) {
+      dcrt_tensor_info info{};
+      check(dcrt_state_info(get(), i, &info));
+      out.append(info_dict(info));
+    }
+    return out;
+  }
+
+  void get_state(size_t index, py::handle data) const {
+    Buffer b(data, true);
+    check(dcrt_get_state(get(), index, b.view.buf, static_cast<size_t>(b.view.len)));
+  }
+
+  void set_state(size_t index, py::handle data) {
+    Buffer b(data, false);
+    check(dcrt_set_state(get(), index, b.view.buf, static_cast<size_t>(b.view.len)));
+  }
+
   std::vector<double> time_runs(int warmup, int runs) {
     if (runs < 1) runs = 1;  // libdcrt refuses it with its own message below
     std::vector<double> samples(static_cast<size_t>(runs));
@@ -197,6 +235,11 @@ PYBIND11_MODULE(_dcrt, m) {
       .def("run", &Plan::run)
       .def("get_output", &Plan::get_output)
       .def("time_runs", &Plan::time_runs)
+      .def("is_training", &Plan::is_training)
+      .def("train_step", &Plan::train_step)
+      .def("states", &Plan::states)
+      .def("get_state", &Plan::get_state)
+      .def("set_state", &Plan::set_state)
       .def("device_description", &Plan::device_description)
       .def("warnings", &Plan::warnings)
       .def("input_device_view", &Plan::input_device_view)

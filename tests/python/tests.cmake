@@ -18,6 +18,7 @@ function(dc_pytest name labels timeout)
 endfunction()
 
 dc_pytest(python_session "python;unit" 300 test_session.py)
+dc_pytest(python_training "python;unit" 300 test_training.py)
 dc_pytest(python_tune "python" 900 test_tune.py test_torch.py)
 dc_pytest(python_gpu "gpu" 900 test_gpu.py)
 set_tests_properties(python_gpu PROPERTIES SKIP_REGULAR_EXPRESSION "(^|\n)[0-9]+ skipped in")

@@ -237,6 +237,7 @@ class PretendH100 : public rt::Backend {
   std::vector<double> time_runs(int w, int n) override { return inner_->time_runs(w, n); }
   void carry_state(const std::vector<PlanStateUpdate>& u) override { inner_->carry_state(u); }
   void get_weight(int id, void* d, size_t n) override { inner_->get_weight(id, d, n); }
+  void set_weight(int id, const void* d, size_t n) override { inner_->set_weight(id, d, n); }
 
  private:
   std::unique_ptr<rt::Backend> inner_ = emulator();
