@@ -25,32 +25,38 @@ def plan_dir(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """One emulator compile cache for the module's sessions (40 modules compile once)."""
+    return str(tmp_path_factory.mktemp("kernels"))
+
+
 def batch():
     rng = np.random.default_rng(3)
     return {"input": rng.uniform(-1, 1, (1, 3, 32, 32)).astype(np.float32),
             "labels": np.array([4], dtype=np.int64)}
 
 
-def test_steps_equal_dc_run(plan_dir, tmp_path):
+def test_steps_equal_dc_run(plan_dir, cache, tmp_path):
     feeds = batch()
     data = tmp_path / "batch"
     data.mkdir()
     for i, name in enumerate(("input", "labels")):
         (data / f"input_{i}.pb").write_bytes(numpy_helper.from_array(feeds[name], name).SerializeToString())
     p = subprocess.run([str(BIN_DIR / "dc-run"), str(plan_dir), "--train", "--emulate", "--data", str(data),
-                        "--steps", "3"], capture_output=True, text=True)
+                        "--steps", "3", "--cache-dir", cache], capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
     want = [float(x) for x in re.findall(r"^step \d+ loss (\S+)$", p.stdout, re.M)]
-    with dc.TrainingSession(plan_dir, device="emulate") as s:
+    with dc.TrainingSession(plan_dir, device="emulate", cache_dir=cache) as s:
         got = [s.step(feeds) for _ in range(3)]
         assert s.steps == 3
     assert len(want) == 3 and np.allclose(got, want, rtol=1e-6), (got, want)
     assert got[2] < got[0]  # SGD at lr 0.1 on one batch: the loss falls
 
 
-def test_a_checkpoint_restores_the_state_exactly(plan_dir):
+def test_a_checkpoint_restores_the_state_exactly(plan_dir, cache):
     feeds = batch()
-    with dc.TrainingSession(plan_dir, device="emulate") as s:
+    with dc.TrainingSession(plan_dir, device="emulate", cache_dir=cache) as s:
         s.step(feeds)
         checkpoint = s.state_dict()
         assert "train.step" in checkpoint and checkpoint["train.step"].reshape(-1)[0] == 1
@@ -67,8 +73,8 @@ def test_a_checkpoint_restores_the_state_exactly(plan_dir):
             s.load_state_dict({"nope": np.zeros(1, np.float32)}, strict=False)
 
 
-def test_save_writes_the_trained_weights(plan_dir, tmp_path):
-    with dc.TrainingSession(plan_dir, device="emulate") as s:
+def test_save_writes_the_trained_weights(plan_dir, cache, tmp_path):
+    with dc.TrainingSession(plan_dir, device="emulate", cache_dir=cache) as s:
         s.step(batch())
         state = s.state_dict()
         replaced = s.save(tmp_path / "trained.onnx")
@@ -80,9 +86,9 @@ def test_save_writes_the_trained_weights(plan_dir, tmp_path):
         assert np.array_equal(saved[k], state[k] if k in state else source[k]), k
 
 
-def test_inference_plans_and_run_are_refused(plan_dir, tiny_cnn_plan):
+def test_inference_plans_and_run_are_refused(plan_dir, cache, tiny_cnn_plan):
     with pytest.raises(dc.InputError, match="computes inference"):
-        dc.TrainingSession(tiny_cnn_plan, device="emulate")
-    with dc.TrainingSession(plan_dir, device="emulate") as s:
+        dc.TrainingSession(tiny_cnn_plan, device="emulate", cache_dir=cache)
+    with dc.TrainingSession(plan_dir, device="emulate", cache_dir=cache) as s:
         with pytest.raises(dc.InputError, match="use step"):
             s.run(batch())
