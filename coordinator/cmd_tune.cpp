@@ -26,6 +26,7 @@
 #include "gpu/gpu_catalog.h"
 #include "opencl_compile.h"
 #include "opencl_device.h"
+#include "ir/host.h"
 #include "ir/json_writer.h"
 #include "nvrtc.h"
 #include "nvrtc_loader.h"
@@ -69,12 +70,6 @@ class StopSignals {
   struct sigaction old_int_ {};
   struct sigaction old_term_ {};
 };
-
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
-  return buf;
-}
 
 struct FarmFlags {
   std::string bind;

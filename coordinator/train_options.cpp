@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "ir/clock.h"
 #include "ir/error.h"
 #include "ir/precision.h"
 #include "passes/apply_precision.h"
@@ -44,10 +45,6 @@ double parse_number(const std::string& flag, const std::string& text) {
   } catch (const std::exception&) {
   }
   throw_user_error("--", flag, " '", text, "' is not a number");
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace

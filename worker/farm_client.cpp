@@ -1,3 +1,4 @@
+#include "ir/host.h"
 #include "farm_client.h"
 
 #include <spdlog/spdlog.h>
@@ -23,17 +24,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-std::string default_worker_id() {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return str_cat(host, "/", ::getpid());
-}
-
-std::string hostname() {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return host;
-}
+std::string default_worker_id() { return host_and_pid(); }
 
 // One device: its jobs run here, one at a time, in arrival order.
 struct Lane {
@@ -151,7 +142,7 @@ struct FarmClient::Impl {
     farm::Envelope e;
     farm::Hello* h = e.mutable_hello();
     h->set_worker_id(options.worker_id);
-    h->set_host(hostname());
+    h->set_host(host_name());
     for (const auto& lane : lanes) *h->add_gpus() = lane->device;
     for (uint64_t l : held) h->add_held_leases(l);
     send(std::move(e));

@@ -1,3 +1,4 @@
+#include "ir/host.h"
 #include "farm_broker.h"
 
 #include <spdlog/spdlog.h>
@@ -40,11 +41,7 @@ class DropLog {
   std::map<std::string, int64_t> counts_;
 };
 
-std::string default_coordinator_id() {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return str_cat(host, "/", ::getpid());
-}
+std::string default_coordinator_id() { return host_and_pid(); }
 
 std::string hex(const std::string& bytes) {
   static const char* digits = "0123456789abcdef";

@@ -15,6 +15,7 @@
 #include "fair_share.h"
 #include "farm_codec.h"
 #include "gpu/gpu_catalog.h"
+#include "ir/host.h"
 #include "ir/workload.h"
 #include "variant.h"
 
@@ -34,9 +35,7 @@ std::string printable(const std::string& s) {
 
 // host/pid/start time: another after a restart, even where the pid is the same (a container).
 std::string default_service_id() {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return str_cat(host, "/", ::getpid(), "/", farm::unix_ms_now());
+  return str_cat(host_and_pid(), "/", farm::unix_ms_now());
 }
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }

@@ -1,3 +1,4 @@
+#include "ir/host.h"
 #include "remote_farm.h"
 
 #include <spdlog/spdlog.h>
@@ -22,17 +23,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string default_client_id() {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return str_cat(host, "/", ::getpid());
-}
-
-std::string host_name() {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return host;
-}
+std::string default_client_id() { return host_and_pid(); }
 
 // The Submit of a job: the wire Job and what the service's DB records of it.
 std::string submit_frame(FarmJob job) {
