@@ -10,11 +10,13 @@ BERT, GPT-2, LLaMA (GQA), Mistral (sliding window), T5 and BART, at 1 and 2 laye
            are met (every attention in one kernel, no copy-only step, at most 7 kernels a
            layer for the decoder-only and encoder-only models); `plan --explain` reports
            every attention site matched.
-  run      per model: `plan --out` of the 2-layer model in fp16 and `dc-run --emulate
-           --data` against torch's output (every chosen kernel on the host emulator).
-  tune     per model: an emulated quick tune of the 2-layer model in fp16 (top-k 1) with a
-           local farm of 2 emulated h100 workers, then `dc-run --emulate --data` on the
-           tuned plan; every measured job ok or a recorded failure class, the plan passes.
+  run      per model: `plan --out` of the 2-layer model in fp32 and fp16 and `dc-run
+           --emulate --data` against torch's output (every chosen kernel on the host
+           emulator, within the precision's whole-model tolerance).
+  tune     per model: an emulated quick tune of the 2-layer model in fp16
+           (examples/tune-quick.yaml with top-k 1) on a local farm of 2 emulated h100
+           workers: every job comes back ok, the tuned plan has as many kernels as the
+           estimate-only one, and `dc-run --emulate --data` passes on it.
 
 usage: check_hf_torch2_models.py counts|run|tune DC_COORDINATOR DC_RUN SOURCE_DIR [MODEL...]
 """
@@ -101,30 +103,43 @@ def check_counts(coord, data, model):
 
 
 def check_run(coord, dcrun, data, model, tmp):
-    out = os.path.join(tmp, f"{model}-fp16")
-    run([coord, "plan", os.path.join(data, f"{model}2.onnx"), "--gpus", "h100", "--precision", "fp16",
-         "--out", out])
-    text = run([dcrun, out, "--emulate", "--data", os.path.join(data, f"{model}2-data")])
-    if not re.search(r"\bPASS\b", text) or re.search(r"\bFAIL\b", text):
-        fail(f"{model}: dc-run --emulate --data did not pass:\n{text[-2000:]}")
-    print(model, "fp16 plan:", text.strip().splitlines()[-1])
+    for precision in ("fp32", "fp16"):
+        out = os.path.join(tmp, f"{model}-{precision}")
+        run([coord, "plan", os.path.join(data, f"{model}2.onnx"), "--gpus", "h100", "--precision", precision,
+             "--out", out])
+        text = run([dcrun, out, "--emulate", "--data", os.path.join(data, f"{model}2-data")])
+        if not re.search(r"\bPASS\b", text) or re.search(r"\bFAIL\b", text):
+            fail(f"{model}: dc-run --emulate --data of the {precision} plan did not pass:\n{text[-2000:]}")
+        print(model, precision, "plan:", text.strip().splitlines()[-1])
 
 
-def check_tune(coord, dcrun, data, model, tmp):
+def check_tune(coord, dcrun, src, data, model, tmp):
+    onnx_path = os.path.join(data, f"{model}2.onnx")
+    planned = counts(json.loads(run([coord, "plan", onnx_path, "--gpus", "h100", "--precision", "fp16", "--json"])))
     out = os.path.join(tmp, f"{model}-tuned")
-    db = os.path.join(tmp, f"{model}.db")
     env = dict(os.environ, XDG_CACHE_HOME=os.path.join(tmp, "cache"))
-    text = run([coord, "tune", os.path.join(data, f"{model}2.onnx"), "--gpus", "h100", "--emulate",
-                "--local-workers", "2", "--precision", "fp16", "--top-k", "1", "--within", "1.5",
-                "--no-reference", "--no-cross-check", "--db", db, "--out", out], timeout=1500, env=env)
-    summary = os.path.join(out, "h100", "summary.txt")
-    if not os.path.exists(os.path.join(out, "h100", "plan.json")) or not os.path.exists(summary):
-        fail(f"{model}: tune wrote no plan under {out}:\n{text[-2000:]}")
+    run([coord, "tune", onnx_path, "--gpus", "h100", "--emulate", "--local-workers", "2",
+         "--config", os.path.join(src, "examples", "tune-quick.yaml"), "--precision", "fp16", "--top-k", "1",
+         "--no-reference", "--no-cross-check", "--db", os.path.join(tmp, f"{model}.db"), "--out", out],
+        timeout=1500, env=env)
+    summary_path = os.path.join(out, "h100", "summary.txt")
+    if not os.path.exists(os.path.join(out, "h100", "plan.json")) or not os.path.exists(summary_path):
+        fail(f"{model}: tune wrote no plan under {out}")
+    summary = open(summary_path).read()
+    jobs = re.search(r"this run\s+(\d+) jobs sent.*?, (\d+) results: (\d+) ok\s*$", summary, re.M)
+    if not jobs or not (int(jobs.group(1)) == int(jobs.group(2)) == int(jobs.group(3)) > 0):
+        fail(f"{model}: not every tune job came back ok:\n{summary[:1500]}")
+    # summary.txt's total counts the chosen clusters, free views included.
+    total = re.search(r"^\s*total\s.*\s(\d+) kernels\s*$", summary, re.M)
+    if not total or int(total.group(1)) != planned["kernels"] + planned["views"]:
+        fail(f"{model}: the tuned plan has {total.group(1) if total else '?'} clusters, the estimate-only plan "
+             f"{planned['kernels']} kernels and {planned['views']} views:\n{summary[:3000]}")
     result = run([dcrun, os.path.join(out, "h100"), "--emulate", "--data", os.path.join(data, f"{model}2-data")],
                  env=env)
     if not re.search(r"\bPASS\b", result) or re.search(r"\bFAIL\b", result):
         fail(f"{model}: dc-run --emulate --data on the tuned plan did not pass:\n{result[-2000:]}")
-    print(model, "tuned fp16 plan:", result.strip().splitlines()[-1])
+    print(f"{model}: tune {jobs.group(1)} jobs, all ok, {total.group(1)} clusters; tuned fp16 plan:",
+          result.strip().splitlines()[-1])
 
 
 def main():
@@ -144,7 +159,7 @@ def main():
             elif mode == "run":
                 check_run(coord, dcrun, data, model, tmp)
             else:
-                check_tune(coord, dcrun, data, model, tmp)
+                check_tune(coord, dcrun, src, data, model, tmp)
     print("PASS")
 
 
