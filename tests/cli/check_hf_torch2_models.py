@@ -33,14 +33,22 @@ MOVES = {"transpose", "reshape", "slice", "expand", "concat", "unsqueeze", "sque
 # Per layer (T5, BART: one encoder layer plus one decoder layer, which has self- and
 # cross-attention: 3 attention sites) in the fp16 h100 estimate-only plan, measured on
 # 2026-11-28 (docs/bench/fusion.md). `sites`: attention sites per layer; `goal7`: the
-# issue's "at most 7 kernels a layer" applies (decoder-only and encoder-only models).
+# issue's "at most 7 kernels a layer" applies (decoder-only and encoder-only models);
+# `model_kernels`, `model_copy_only`: the whole 2-layer model's (GPT-2's one copy-only step
+# is the final Reshape into the graph output, which `plan --explain` names).
 EXPECTED = {
-    "bert": {"kernels": 7, "views": 0, "attention": 1, "copy_only": 0, "sites": 1, "goal7": True},
-    "gpt2": {"kernels": 7, "views": 4, "attention": 1, "copy_only": 0, "sites": 1, "goal7": True},
-    "llama": {"kernels": 7, "views": 0, "attention": 1, "copy_only": 0, "sites": 1, "goal7": True},
-    "mistral": {"kernels": 7, "views": 0, "attention": 1, "copy_only": 0, "sites": 1, "goal7": True},
-    "t5": {"kernels": 18, "views": 0, "attention": 3, "copy_only": 0, "sites": 3, "goal7": False},
-    "bart": {"kernels": 18, "views": 0, "attention": 3, "copy_only": 0, "sites": 3, "goal7": False},
+    "bert": {"kernels": 7, "views": 0, "attention": 1, "copy_only": 0, "sites": 1, "goal7": True,
+             "model_kernels": 16, "model_copy_only": 0},
+    "gpt2": {"kernels": 7, "views": 4, "attention": 1, "copy_only": 0, "sites": 1, "goal7": True,
+             "model_kernels": 17, "model_copy_only": 1},
+    "llama": {"kernels": 7, "views": 0, "attention": 1, "copy_only": 0, "sites": 1, "goal7": True,
+              "model_kernels": 16, "model_copy_only": 0},
+    "mistral": {"kernels": 7, "views": 0, "attention": 1, "copy_only": 0, "sites": 1, "goal7": True,
+                "model_kernels": 16, "model_copy_only": 0},
+    "t5": {"kernels": 18, "views": 0, "attention": 3, "copy_only": 0, "sites": 3, "goal7": False,
+           "model_kernels": 42, "model_copy_only": 0},
+    "bart": {"kernels": 18, "views": 0, "attention": 3, "copy_only": 0, "sites": 3, "goal7": False,
+             "model_kernels": 42, "model_copy_only": 0},
 }
 
 
@@ -97,9 +105,16 @@ def check_counts(coord, data, model):
         fail(f"{model}: {per_layer['copy_only']} copy-only steps per layer")
     if want["goal7"] and per_layer["kernels"] > 7:
         fail(f"{model}: {per_layer['kernels']} kernels per layer (at most 7)")
+    if c[1]["kernels"] != want["model_kernels"] or c[1]["copy_only"] != want["model_copy_only"]:
+        fail(f"{model}: 2 layers in {c[1]['kernels']} kernels with {c[1]['copy_only']} copy-only steps, expected "
+             f"{want['model_kernels']} and {want['model_copy_only']}")
     explain = run([coord, "plan", two, "--gpus", "h100", "--precision", "fp16", "--explain"])
     if "every attention site matched" not in explain:
         fail(f"{model}: plan --explain does not report every attention site matched:\n{explain[-2000:]}")
+    reasons = re.findall(r"copy-only step .*", explain)
+    if len(reasons) != want["model_copy_only"] or any("model output" not in r for r in reasons):
+        fail(f"{model}: plan --explain's copy-only lines {reasons}, expected {want['model_copy_only']} "
+             "naming a model output")
 
 
 def check_run(coord, dcrun, data, model, tmp):

@@ -392,6 +392,88 @@ TEST(FusionNorm, ResidualAddFusedIntoTheNormWritesBothOutputs) {
   }
 }
 
+TEST(FusionNorm, EmbeddingLookupIsComputedInTheFirstNormsLoads) {
+  // The token lookup in front of the first norm, as torch 2.x exports it: LLaMA's
+  // Gather -> RMSNorm with the lookup also read by the first residual Add; GPT-2's
+  // Reshape(ids) -> Gather -> Add(positions) -> LayerNorm, the sum read by the residual too;
+  // BERT's Gather -> Add(positions) -> LayerNorm, read by the norm alone. One reduction
+  // kernel each, writing the lookup (or sum) as a second output where others read it.
+  struct Case {
+    const char* name;
+    bool reshape, positions, residual;
+    const char* norm;
+    std::vector<size_t> nodes;
+  };
+  for (const Case& k : {Case{"llama", false, false, true, "RMSNormalization", {0, 1}},
+                        Case{"gpt2", true, true, true, "LayerNormalization", {0, 1, 2, 3}},
+                        Case{"bert", false, true, false, "LayerNormalization", {0, 1, 2}}}) {
+    SCOPED_TRACE(k.name);
+    Graph g;
+    g.opset = 20;
+    add_input(g, "ids", {1, 7}, DType::i64);
+    add_input(g, "mlp", {1, 7, 64});
+    add_initializer(g, "emb", random_tensor({32, 64}, 3));
+    add_initializer(g, "pos", random_tensor({1, 7, 64}, 5));
+    add_initializer(g, "w", random_tensor({64}, 4, 0.5f, 1.5f));
+    add_initializer(g, "shape", Tensor::from_vector<int64_t>({2}, {-1, 7}));
+    std::string ids = "ids";
+    if (k.reshape) {
+      add_node(g, "Reshape", {"ids", "shape"}, {"ids2"});
+      ids = "ids2";
+    }
+    add_node(g, "Gather", {"emb", ids}, {"e"}, attrs({{"axis", int64_t{0}}}));
+    std::string h = "e";
+    if (k.positions) {
+      add_node(g, "Add", {"e", "pos"}, {"h"});
+      h = "h";
+    }
+    add_node(g, k.norm, {h, "w"}, {"y"}, attrs({{"epsilon", 1e-6f}}));
+    g.outputs = {"y"};
+    if (k.residual) {
+      add_node(g, "Add", {h, "mlp"}, {"next"});
+      g.outputs.push_back("next");
+    }
+    // with_types would feed random floats to `ids`: the types are set here.
+    g.tensors["ids2"] = TensorInfo{DType::i64, {1, 7}};
+    for (const char* t : {"e", "h", "y", "next"}) g.tensors[t] = TensorInfo{DType::f32, {1, 7, 64}};
+    const auto cands = generate_candidates(g);
+    const Candidate* c = largest(cands, ClusterKind::reduction);
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->nodes, k.nodes) << c->pattern;
+    const Workload w = make_workload(g, c->nodes, ClusterKind::reduction);
+    EXPECT_EQ(w.graph.outputs.size(), k.residual ? 2u : 1u);  // the norm (and its input)
+    const std::map<std::string, Tensor> given = {
+        {"ids", Tensor::from_vector<int64_t>({1, 7}, {3, 0, 31, 7, 7, 12, 25})}};
+    for (const auto& v : pick(fp32_variants(w), {[](const Variant& v) { return v.param("cache") == 0; },
+                                                 [](const Variant& v) { return v.param("vec") == 4; }}))
+      check_within_tolerance(w, v, given);
+    const Graph g16 = apply_precision(g, Precision::fp16);
+    const auto cands16 = generate_candidates(g16);
+    const Candidate* c16 = largest(cands16, ClusterKind::reduction);
+    ASSERT_NE(c16, nullptr);
+    EXPECT_EQ(c16->pattern, c->pattern);
+    const Workload w16 = make_workload(g16, c16->nodes, ClusterKind::reduction);
+    const auto fp16 = enumerate_variants(w16, a100(), SpaceOptions{{"fp32"}});  // fp32 statistics
+    ASSERT_FALSE(fp16.empty());
+    check_within_tolerance(w16, fp16.front(), given);
+  }
+}
+
+TEST(FusionNorm, NormInputWithoutALookupGetsNoCone) {
+  // A norm whose input is computed by injective ops with no Gather (a scale of an input)
+  // keeps the rules it had: no cone candidate beyond the elementwise prologue.
+  Graph g;
+  g.opset = 20;
+  add_input(g, "x", {1, 7, 64});
+  add_initializer(g, "w", random_tensor({64}, 4, 0.5f, 1.5f));
+  add_initializer(g, "perm_shape", Tensor::from_vector<int64_t>({3}, {1, 7, 64}));
+  add_node(g, "Reshape", {"x", "perm_shape"}, {"r"});
+  add_node(g, "RMSNormalization", {"r", "w"}, {"y"}, attrs({{"epsilon", 1e-6f}}));
+  g.outputs = {"y"};
+  g = with_types(g);
+  for (const auto& c : generate_candidates(g)) EXPECT_EQ(c.nodes.size(), 1u) << c.pattern;
+}
+
 TEST(FusionNorm, SwiGluIsComputedInTheDownProjectionsLoads) {
   // gate/up merged into one GEMM (fuse_sibling_matmuls), then silu(gate) * up over its two
   // slices: the down projection reads A through them, no elementwise kernel in between.
