@@ -240,8 +240,8 @@ class Generator {
         if (mask & (size_t{1} << b)) set.push_back(prologues[b]);
       prologue_sets.push_back(std::move(set));
     }
-    // MatMul's or Gemm's A computed by injective ops only it reads (SwiGLU's silu(gate) * up over the
-    // gate/up GEMM's split output, a GELU, views): the kernel computes A as it loads it.
+    // MatMul's or Gemm's A computed by injective ops only it reads (SwiGLU's silu(gate) * up
+    // over the gate/up GEMM's split output, a GELU, views): the kernel computes A as it loads it.
     if ((n.op == "MatMul" || n.op == "Gemm") && !c_.is_constant(n.input(0))) {
       auto cone = operand_cones({h}, {n.input(0)});
       if (cone.size() > 1) prologue_sets.push_back(std::move(cone));

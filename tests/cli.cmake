@@ -92,7 +92,7 @@ set_tests_properties(cli_fusion_models_run PROPERTIES LABELS long TIMEOUT 1200)
 # no torch needed here). counts: `verify` and the per-layer kernels, views, attention kernels
 # and copy-only steps of the fp16 h100 plans, asserted (about 15 s); run: `dc-run --emulate
 # --data` of each fp32 and fp16 plan (about 2 minutes); tune: an emulated quick tune of each, then
-# `dc-run --emulate --data` on the tuned plan (about 6 minutes). tests/cli/check_hf_torch2_models.py.
+# `dc-run --emulate --data` on the tuned plan (3 to 6 minutes). tests/cli/check_hf_torch2_models.py.
 add_test(NAME cli_hf_torch2_models_counts COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_hf_torch2_models.py
   counts ${DC_COORD} $<TARGET_FILE:dc-run> ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_hf_torch2_models_counts PROPERTIES LABELS unit TIMEOUT 300)

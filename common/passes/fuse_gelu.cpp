@@ -134,7 +134,8 @@ const Node* inner(const Context& c, const std::string& t, const char* op, size_t
 
 // x from x^3 written as Pow(x, 3), Mul(Mul(x, x), x) or Mul(x, Mul(x, x)) at tensor `p`,
 // read by `reader` alone.
-std::optional<std::string> cubed(Context& c, const std::string& p, size_t reader, std::vector<size_t>& nodes) {
+std::optional<std::string> cubed(Context& c, const std::string& p, size_t reader,
+                                 std::vector<size_t>& nodes) {
   size_t i = 0;
   if (const Node* pow = c.made_by(p, "Pow", &i)) {
     if (pow->inputs.size() != 2 || c.uses.sole_consumer(p) != reader) return std::nullopt;

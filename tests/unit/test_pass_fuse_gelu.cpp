@@ -235,7 +235,8 @@ TEST(PassFuseGelu, TanhFormBecomesApproximateTanh) {
       EXPECT_EQ(gelu.attrs.get_string("approximate"), "tanh");
       EXPECT_EQ(gelu.inputs, std::vector<std::string>{"x"});
       EXPECT_EQ(gelu.outputs, std::vector<std::string>{"y"});
-      for (const char* t : {"h", "c", "sq", "k", "s", "b", "t", "a"}) EXPECT_FALSE(after.tensors.count(t)) << t;
+      for (const char* t : {"h", "c", "sq", "k", "s", "b", "t", "a"})
+        EXPECT_FALSE(after.tensors.count(t)) << t;
       expect_same_outputs(g, after, 1e-5f);
     }
 }
