@@ -17,6 +17,10 @@ parameter so that no bias is zero and no norm weight is one, eval mode, no KV ca
            (the decoder with self- and cross-attention); `decoder_input_ids` of length 8
   bart     BartModel: learned positions, post-LN, encoder and decoder with cross-attention
 
+With --dynamic the sequence axes are dynamic (torch.export.Dim, files MODEL_dyn1.onnx,
+MODEL_dyn2.onnx): the graph computes masks, positions and views from Shape nodes, and dc
+plans it with --shape input_ids=1,16 (and the other inputs likewise).
+
 Each MODEL is written at 1 and 2 layers (T5, BART: 1+1 and 2+2 encoder+decoder layers), so
 that a plan's per-layer figures are the difference, as MODEL1.onnx, MODEL2.onnx, and the test
 data of the 2-layer model in MODEL2-data/ (input_K.pb in the graph's input order, output_0.pb
@@ -121,7 +125,16 @@ def write_tensor(path, array, name):
         f.write(numpy_helper.from_array(array, name).SerializeToString())
 
 
-def export(name, layers, out_dir):
+def dynamic_shapes(names):
+    """The sequence axes dynamic (torch.export.Dim), batch fixed at 1: what a user exporting
+    for variable-length inputs writes. The graph then computes the masks, positions and
+    views from Shape nodes; dc plans it with --shape NAME=1,16."""
+    seq = torch.export.Dim("seq", min=2, max=64)
+    dec = torch.export.Dim("dec_seq", min=2, max=64)
+    return {n: {1: dec if n == "decoder_input_ids" else seq} for n in names}
+
+
+def export(name, layers, out_dir, dynamic=False):
     torch.manual_seed(SEED)
     cls, cfg, kwargs = config(name, layers)
     model = cls(cfg, **kwargs).eval()
@@ -134,12 +147,14 @@ def export(name, layers, out_dir):
             p.add_(torch.randn(p.shape, generator=g) * 0.05)
     module = Wrapper(model, name in ENC_DEC).eval()
     args, names = inputs(name)
-    path = os.path.join(out_dir, f"{name}{layers}.onnx")
+    stem = f"{name}_dyn" if dynamic else name
+    path = os.path.join(out_dir, f"{stem}{layers}.onnx")
+    extra = {"dynamic_shapes": dynamic_shapes(names)} if dynamic else {}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         expected = module(*args)
         torch.onnx.export(module, args, path, input_names=names, output_names=["last_hidden_state"],
-                          external_data=False)
+                          external_data=False, **extra)
     m = onnx.load(path)
     # The exporter's per-node provenance (stack traces, module paths, the FX node: about 40%
     # of the file) is dropped; the graph, its value_info and initializers stay as written.
@@ -149,7 +164,7 @@ def export(name, layers, out_dir):
     onnx.checker.check_model(m, full_check=True)
     onnx.save(m, path)
     if layers == 2:
-        data = os.path.join(out_dir, f"{name}{layers}-data")
+        data = os.path.join(out_dir, f"{stem}{layers}-data")
         os.makedirs(data, exist_ok=True)
         graph_inputs = [i.name for i in m.graph.input]
         feeds = dict(zip(names, args))
@@ -173,7 +188,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out_dir")
     ap.add_argument("models", nargs="*", help=f"any of {', '.join(MODELS)} (default: all)")
-    a = ap.parse_args()
+    ap.add_argument("--dynamic", action="store_true",
+                    help="sequence axes dynamic (files MODEL_dynN.onnx); default: static shapes")
+    a = ap.parse_intermixed_args()
     for name in a.models:
         if name not in MODELS:
             ap.error(f"unknown model {name}: one of {', '.join(MODELS)}")
@@ -190,8 +207,8 @@ def main():
                                "output_names=['last_hidden_state'], external_data=False)")
     for name in a.models:
         for layers in (1, 2):
-            info = export(name, layers, a.out_dir)
-            manifest["models"][f"{name}{layers}"] = info
+            info = export(name, layers, a.out_dir, a.dynamic)
+            manifest["models"][info["file"][:-len(".onnx")]] = info
             print(f"{info['file']}: {info['nodes']} nodes, {info['bytes']} bytes, opsets {info['opsets']}", flush=True)
     with open(manifest_path, "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)

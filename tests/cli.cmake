@@ -89,7 +89,8 @@ set_tests_properties(cli_fusion_models_run PROPERTIES LABELS long TIMEOUT 1200)
 # Issue 26, whole models: BERT, GPT-2, LLaMA (GQA), Mistral (sliding window), T5 and BART from
 # transformers, exported by torch 2.15's default exporter (opset 20) and cached in
 # tests/data/hf_torch2 (scripts/export_hf_models.py, in the venv of scripts/make_torch2_venv.sh;
-# no torch needed here). counts: `verify` and the per-layer kernels, views, attention kernels
+# no torch needed here; Mistral and T5 also with dynamic sequence axes, planned with --shape).
+# counts: `verify` and the per-layer kernels, views, attention kernels
 # and copy-only steps of the fp16 h100 plans, asserted (about 15 s); run: `dc-run --emulate
 # --data` of each fp32 and fp16 plan (about 2 minutes); tune: an emulated quick tune of each, then
 # `dc-run --emulate --data` on the tuned plan (3 to 6 minutes). tests/cli/check_hf_torch2_models.py.

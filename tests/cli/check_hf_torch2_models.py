@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Hugging Face transformers models exported by torch 2.x's default exporter (issue 26),
 cached in tests/data/hf_torch2 (README.md there: torch 2.15.0, transformers 5.24.0, opset 20):
-BERT, GPT-2, LLaMA (GQA), Mistral (sliding window), T5 and BART, at 1 and 2 layers.
+BERT, GPT-2, LLaMA (GQA), Mistral (sliding window), T5 and BART, at 1 and 2 layers; Mistral
+and T5 also exported with dynamic sequence axes, planned with --shape.
 
   counts   per model: `verify` of the 2-layer model against torch's output; the fp16 h100
            estimate-only plans of 1 and 2 layers: the per-layer figures (2-layer minus
@@ -50,6 +51,21 @@ EXPECTED = {
     "bart": {"kernels": 18, "views": 0, "attention": 3, "copy_only": 0, "sites": 3, "goal7": False,
              "model_kernels": 42, "model_copy_only": 0},
 }
+# The same Mistral and T5 exported with dynamic sequence axes (export_hf_models.py --dynamic):
+# the graph computes the sliding-window and causal masks, the positions and T5's relative
+# position bias (bucketing with Log, Min, Where) from Shape nodes. Planned with --shape, they
+# must give the static exports' figures. Not tuned (the tune mode runs the six above).
+SHAPES = {
+    "mistral_dyn": ["input_ids=1,16", "attention_mask=1,16"],
+    "t5_dyn": ["input_ids=1,16", "attention_mask=1,16", "decoder_input_ids=1,8"],
+}
+EXPECTED["mistral_dyn"] = EXPECTED["mistral"]
+EXPECTED["t5_dyn"] = EXPECTED["t5"]
+TUNED = ["bert", "gpt2", "llama", "mistral", "t5", "bart"]
+
+
+def shape_flags(model):
+    return [f for s in SHAPES.get(model, []) for f in ("--shape", s)]
 
 
 def fail(msg):
@@ -84,11 +100,11 @@ def counts(plan):
 
 def check_counts(coord, data, model):
     two = os.path.join(data, f"{model}2.onnx")
-    out = run([coord, "verify", two, "--data", os.path.join(data, f"{model}2-data")])
+    out = run([coord, "verify", two, "--data", os.path.join(data, f"{model}2-data")] + shape_flags(model))
     if "verify: PASS" not in out:
         fail(f"{model}: verify did not pass:\n{out[-2000:]}")
     c = [counts(json.loads(run([coord, "plan", os.path.join(data, f"{model}{n}.onnx"), "--gpus", "h100",
-                                "--precision", "fp16", "--json"]))) for n in (1, 2)]
+                                "--precision", "fp16", "--json"] + shape_flags(model)))) for n in (1, 2)]
     per_layer = {k: c[1][k] - c[0][k] for k in c[0]}
     print(f"{model}: per layer {per_layer['kernels']} kernels, {per_layer['views']} views, "
           f"{per_layer['attention']} attention, {per_layer['copy_only']} copy-only, "
@@ -108,7 +124,7 @@ def check_counts(coord, data, model):
     if c[1]["kernels"] != want["model_kernels"] or c[1]["copy_only"] != want["model_copy_only"]:
         fail(f"{model}: 2 layers in {c[1]['kernels']} kernels with {c[1]['copy_only']} copy-only steps, expected "
              f"{want['model_kernels']} and {want['model_copy_only']}")
-    explain = run([coord, "plan", two, "--gpus", "h100", "--precision", "fp16", "--explain"])
+    explain = run([coord, "plan", two, "--gpus", "h100", "--precision", "fp16", "--explain"] + shape_flags(model))
     if "every attention site matched" not in explain:
         fail(f"{model}: plan --explain does not report every attention site matched:\n{explain[-2000:]}")
     reasons = re.findall(r"copy-only step .*", explain)
@@ -121,7 +137,7 @@ def check_run(coord, dcrun, data, model, tmp):
     for precision in ("fp32", "fp16"):
         out = os.path.join(tmp, f"{model}-{precision}")
         run([coord, "plan", os.path.join(data, f"{model}2.onnx"), "--gpus", "h100", "--precision", precision,
-             "--out", out])
+             "--out", out] + shape_flags(model))
         text = run([dcrun, out, "--emulate", "--data", os.path.join(data, f"{model}2-data")])
         if not re.search(r"\bPASS\b", text) or re.search(r"\bFAIL\b", text):
             fail(f"{model}: dc-run --emulate --data of the {precision} plan did not pass:\n{text[-2000:]}")
@@ -161,7 +177,7 @@ def main():
     if len(sys.argv) < 5 or sys.argv[1] not in ("counts", "run", "tune"):
         fail(__doc__)
     mode, coord, dcrun, src = sys.argv[1:5]
-    models = sys.argv[5:] or list(EXPECTED)
+    models = sys.argv[5:] or (TUNED if mode == "tune" else list(EXPECTED))
     data = os.path.join(src, "tests", "data", "hf_torch2")
     for model in models:
         for f in (f"{model}1.onnx", f"{model}2.onnx", f"{model}2-data/output_0.pb"):
