@@ -9,15 +9,16 @@ and T5 also exported with dynamic sequence axes, planned with --shape.
            1-layer: kernels, free views, attention kernels, copy-only steps) equal the
            measured ones in EXPECTED, and the issue's goals hold where EXPECTED says they
            are met (every attention in one kernel, no copy-only step, at most 7 kernels a
-           layer for the decoder-only and encoder-only models); `plan --explain` reports
-           every attention site matched.
+           layer for the decoder-only and encoder-only models); the 2-layer model's
+           kernels and copy-only steps equal EXPECTED's; `plan --explain` reports every
+           attention site matched and names a reason for each copy-only step.
   run      per model: `plan --out` of the 2-layer model in fp32 and fp16 and `dc-run
            --emulate --data` against torch's output (every chosen kernel on the host
            emulator, within the precision's whole-model tolerance).
   tune     per model: an emulated quick tune of the 2-layer model in fp16
            (examples/tune-quick.yaml with top-k 1) on a local farm of 2 emulated h100
-           workers: every job comes back ok, the tuned plan has as many kernels as the
-           estimate-only one, and `dc-run --emulate --data` passes on it.
+           workers: every job comes back ok, the tuned plan has as many clusters (kernels and
+           views) as the estimate-only one, and `dc-run --emulate --data` passes on it.
 
 usage: check_hf_torch2_models.py counts|run|tune DC_COORDINATOR DC_RUN SOURCE_DIR [MODEL...]
 """
