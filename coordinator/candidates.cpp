@@ -240,9 +240,9 @@ class Generator {
         if (mask & (size_t{1} << b)) set.push_back(prologues[b]);
       prologue_sets.push_back(std::move(set));
     }
-    // MatMul's A computed by injective ops only it reads (SwiGLU's silu(gate) * up over the
-    // gate/up GEMM's split output, a GELU, views): the kernel computes A as it loads it.
-    if (n.op == "MatMul" && !c_.is_constant(n.input(0))) {
+    // MatMul's or Gemm's A computed by injective ops only it reads (SwiGLU's silu(gate) * up
+    // over the gate/up GEMM's split output, a GELU, views): the kernel computes A as it loads it.
+    if ((n.op == "MatMul" || n.op == "Gemm") && !c_.is_constant(n.input(0))) {
       auto cone = operand_cones({h}, {n.input(0)});
       if (cone.size() > 1) prologue_sets.push_back(std::move(cone));
     }
@@ -484,6 +484,7 @@ class Generator {
     // the sum written as a second output during the norm's first pass over the row.
     const std::string& op = c_.node(r).op;
     if (op != "LayerNormalization" && op != "RMSNormalization") return;
+    norm_input_cone(r, after);
     const auto p = c_.producer_of(c_.node(r).input(0));
     if (!p || c_.sole_next(*p) || c_.node(*p).op != "Add" || c_.node(*p).inputs.size() != 2) return;
     const std::string& sum = c_.node(r).input(0);
@@ -493,6 +494,32 @@ class Generator {
       std::vector<size_t> nodes = {*p, r};
       nodes.insert(nodes.end(), after.begin(), after.begin() + static_cast<long>(b));
       add(nodes, ClusterKind::reduction, {sum});
+    }
+  }
+
+  // The embedding in front of the first norm: the injective nodes computing the norm's
+  // input when one of them is a Gather (the token lookup, with position or token-type Adds
+  // and index Reshapes around it), grown backwards like attention's operand cones. The
+  // norm computes its input as it loads the row; when others read that input too (the
+  // residual stream of a pre-norm model), the kernel writes it as a second output during
+  // its first pass, as for the residual Add above. No copy kernel for the lookup remains.
+  void norm_input_cone(size_t r, const std::vector<size_t>& after) {
+    const std::string& x = c_.node(r).input(0);
+    const auto p = c_.producer_of(x);
+    if (!p || classify_op(c_.node(*p)) != OpClass::injective || c_.single_output(*p) != x) return;
+    std::vector<std::string> operands;
+    for (const auto& in : c_.node(*p).inputs)
+      if (!in.empty() && !c_.is_constant(in)) operands.push_back(in);
+    std::vector<size_t> cone = operand_cones({r, *p}, operands);
+    cone.push_back(*p);
+    if (std::none_of(cone.begin(), cone.end(), [&](size_t i) { return c_.node(i).op == "Gather"; })) return;
+    std::set<std::string> exposed;
+    if (c_.sole_next(*p) != r) exposed.insert(x);
+    for (size_t b = 0; b <= after.size(); ++b) {
+      std::vector<size_t> nodes = cone;
+      nodes.push_back(r);
+      nodes.insert(nodes.end(), after.begin(), after.begin() + static_cast<long>(b));
+      add(nodes, ClusterKind::reduction, exposed);
     }
   }
 

@@ -86,6 +86,24 @@ add_test(NAME cli_fusion_models_run COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}
   run ${DC_COORD} $<TARGET_FILE:dc-run> ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_fusion_models_run PROPERTIES LABELS long TIMEOUT 1200)
 
+# Issue 26, whole models: BERT, GPT-2, LLaMA (GQA), Mistral (sliding window), T5 and BART from
+# transformers, exported by torch 2.15's default exporter (opset 20) and cached in
+# tests/data/hf_torch2 (scripts/export_hf_models.py, in the venv of scripts/make_torch2_venv.sh;
+# no torch needed here; Mistral and T5 also with dynamic sequence axes, planned with --shape).
+# counts: `verify` and the per-layer kernels, views, attention kernels
+# and copy-only steps of the fp16 h100 plans, asserted (about 15 s); run: `dc-run --emulate
+# --data` of each fp32 and fp16 plan (about 2 minutes); tune: an emulated quick tune of each, then
+# `dc-run --emulate --data` on the tuned plan (3 to 6 minutes). tests/cli/check_hf_torch2_models.py.
+add_test(NAME cli_hf_torch2_models_counts COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_hf_torch2_models.py
+  counts ${DC_COORD} $<TARGET_FILE:dc-run> ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_hf_torch2_models_counts PROPERTIES LABELS unit TIMEOUT 300)
+add_test(NAME cli_hf_torch2_models_run COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_hf_torch2_models.py
+  run ${DC_COORD} $<TARGET_FILE:dc-run> ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_hf_torch2_models_run PROPERTIES LABELS long TIMEOUT 1200)
+add_test(NAME cli_hf_torch2_models_tune COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_hf_torch2_models.py
+  tune ${DC_COORD} $<TARGET_FILE:dc-run> ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_hf_torch2_models_tune PROPERTIES LABELS long TIMEOUT 1800)
+
 # Issue 17: a decoder with 2.6 GB of external data imports, plans and writes a plan with a
 # peak RSS under a quarter of its weights (tests/cli/check_scale.py; about 1 minute).
 add_test(NAME scale_external_data COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_scale.py

@@ -139,13 +139,13 @@ std::optional<Match> match_at(const Context& c, size_t first) {
   const auto norm = normalizer(c, add_eps->outputs[0], *src, m.nodes);
   if (!norm) return std::nullopt;
   m.nodes.push_back(*norm);
-  // src feeds exactly the square and the normalising Mul/Div.
-  if (c.uses.outputs.count(*src)) return std::nullopt;
-  for (size_t u : c.uses.of(*src))
-    if (u != *qp && u != *norm) return std::nullopt;
+  // src may have other readers (the pre-norm residual stream of an fp32 export, where the
+  // optimizer dropped the no-op x.to(float32)): they keep reading src.
   m.x = *src;
+  bool src_only_here = !c.uses.outputs.count(*src);
+  for (size_t u : c.uses.of(*src)) src_only_here = src_only_here && (u == *qp || u == *norm);
   // A leading x.to(float32) whose output nothing else reads is absorbed.
-  if (const auto cp = g.producer(*src); cp && c.is_f32_cast(g.nodes[*cp])) {
+  if (const auto cp = g.producer(*src); cp && src_only_here && c.is_f32_cast(g.nodes[*cp])) {
     m.x = g.nodes[*cp].input(0);
     m.nodes.push_back(*cp);
   }

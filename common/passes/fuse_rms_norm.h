@@ -12,7 +12,8 @@ namespace dc {
 // by one RMSNormalization(x, scale; axis=-1, epsilon=eps) named after the last matched node
 // (operands of Mul/Add in either order). Fires only for f32 x of known rank, a mean over the
 // last axis alone with keepdims=1, one-element constant eps and exponent, and intermediates
-// read by nothing else and not graph outputs. The weight is absorbed when it is an f32
+// read by nothing else and not graph outputs. The normalised tensor itself may have other
+// readers (the residual stream); the leading Cast is absorbed only when it has none. The weight is absorbed when it is an f32
 // initializer varying along the last axis alone; otherwise scale = ones and the Mul stays.
 Graph fuse_rms_norm(Graph g);
 

@@ -25,10 +25,23 @@ bool inference_dropout(const Graph& g, const Node& n) {
   return it->second.to_float_vector()[0] == 0.f;
 }
 
+// A Reshape, Squeeze or Flatten whose output has its input's shape and dtype (shapes are
+// static after import): torch 2.x's dynamo export ends GPT-2 with view(-1, 16, 64) of a
+// [1, 16, 64] tensor, which would otherwise be a copy into the graph output.
+bool noop_view(const Graph& g, const Node& n) {
+  if (n.op != "Reshape" && n.op != "Squeeze" && n.op != "Flatten") return false;
+  if (n.outputs.size() != 1) return false;
+  const auto in = g.tensors.find(n.inputs[0]);
+  const auto out = g.tensors.find(n.outputs[0]);
+  return in != g.tensors.end() && out != g.tensors.end() && in->second.dtype != DType::undefined &&
+         in->second.dtype == out->second.dtype && in->second.shape == out->second.shape;
+}
+
 bool removable(const Graph& g, const Node& n, const std::set<std::string>& read,
                const std::set<std::string>& graph_outputs) {
   if (!n.has_input(0) || n.outputs.empty() || n.outputs[0].empty()) return false;
   if (n.op == "Identity") return n.outputs.size() == 1;
+  if (noop_view(g, n)) return true;
   if (n.op == "Dropout") return inference_dropout(g, n) && mask_unused(n, read, graph_outputs);
   return false;
 }

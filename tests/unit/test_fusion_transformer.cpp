@@ -18,6 +18,7 @@
 #include "ir/tolerance.h"
 #include "pass_testing.h"
 #include "passes/apply_precision.h"
+#include "passes/fuse_gelu.h"
 #include "variant_tolerance.h"
 
 namespace dc {
@@ -391,6 +392,88 @@ TEST(FusionNorm, ResidualAddFusedIntoTheNormWritesBothOutputs) {
   }
 }
 
+TEST(FusionNorm, EmbeddingLookupIsComputedInTheFirstNormsLoads) {
+  // The token lookup in front of the first norm, as torch 2.x exports it: LLaMA's
+  // Gather -> RMSNorm with the lookup also read by the first residual Add; GPT-2's
+  // Reshape(ids) -> Gather -> Add(positions) -> LayerNorm, the sum read by the residual too;
+  // BERT's Gather -> Add(positions) -> LayerNorm, read by the norm alone. One reduction
+  // kernel each, writing the lookup (or sum) as a second output where others read it.
+  struct Case {
+    const char* name;
+    bool reshape, positions, residual;
+    const char* norm;
+    std::vector<size_t> nodes;
+  };
+  for (const Case& k : {Case{"llama", false, false, true, "RMSNormalization", {0, 1}},
+                        Case{"gpt2", true, true, true, "LayerNormalization", {0, 1, 2, 3}},
+                        Case{"bert", false, true, false, "LayerNormalization", {0, 1, 2}}}) {
+    SCOPED_TRACE(k.name);
+    Graph g;
+    g.opset = 20;
+    add_input(g, "ids", {1, 7}, DType::i64);
+    add_input(g, "mlp", {1, 7, 64});
+    add_initializer(g, "emb", random_tensor({32, 64}, 3));
+    add_initializer(g, "pos", random_tensor({1, 7, 64}, 5));
+    add_initializer(g, "w", random_tensor({64}, 4, 0.5f, 1.5f));
+    add_initializer(g, "shape", Tensor::from_vector<int64_t>({2}, {-1, 7}));
+    std::string ids = "ids";
+    if (k.reshape) {
+      add_node(g, "Reshape", {"ids", "shape"}, {"ids2"});
+      ids = "ids2";
+    }
+    add_node(g, "Gather", {"emb", ids}, {"e"}, attrs({{"axis", int64_t{0}}}));
+    std::string h = "e";
+    if (k.positions) {
+      add_node(g, "Add", {"e", "pos"}, {"h"});
+      h = "h";
+    }
+    add_node(g, k.norm, {h, "w"}, {"y"}, attrs({{"epsilon", 1e-6f}}));
+    g.outputs = {"y"};
+    if (k.residual) {
+      add_node(g, "Add", {h, "mlp"}, {"next"});
+      g.outputs.push_back("next");
+    }
+    // with_types would feed random floats to `ids`: the types are set here.
+    g.tensors["ids2"] = TensorInfo{DType::i64, {1, 7}};
+    for (const char* t : {"e", "h", "y", "next"}) g.tensors[t] = TensorInfo{DType::f32, {1, 7, 64}};
+    const auto cands = generate_candidates(g);
+    const Candidate* c = largest(cands, ClusterKind::reduction);
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->nodes, k.nodes) << c->pattern;
+    const Workload w = make_workload(g, c->nodes, ClusterKind::reduction);
+    EXPECT_EQ(w.graph.outputs.size(), k.residual ? 2u : 1u);  // the norm (and its input)
+    const std::map<std::string, Tensor> given = {
+        {"ids", Tensor::from_vector<int64_t>({1, 7}, {3, 0, 31, 7, 7, 12, 25})}};
+    for (const auto& v : pick(fp32_variants(w), {[](const Variant& v) { return v.param("cache") == 0; },
+                                                 [](const Variant& v) { return v.param("vec") == 4; }}))
+      check_within_tolerance(w, v, given);
+    const Graph g16 = apply_precision(g, Precision::fp16);
+    const auto cands16 = generate_candidates(g16);
+    const Candidate* c16 = largest(cands16, ClusterKind::reduction);
+    ASSERT_NE(c16, nullptr);
+    EXPECT_EQ(c16->pattern, c->pattern);
+    const Workload w16 = make_workload(g16, c16->nodes, ClusterKind::reduction);
+    const auto fp16 = enumerate_variants(w16, a100(), SpaceOptions{{"fp32"}});  // fp32 statistics
+    ASSERT_FALSE(fp16.empty());
+    check_within_tolerance(w16, fp16.front(), given);
+  }
+}
+
+TEST(FusionNorm, NormInputWithoutALookupGetsNoCone) {
+  // A norm whose input is computed by injective ops with no Gather (a scale of an input)
+  // keeps the rules it had: no cone candidate beyond the elementwise prologue.
+  Graph g;
+  g.opset = 20;
+  add_input(g, "x", {1, 7, 64});
+  add_initializer(g, "w", random_tensor({64}, 4, 0.5f, 1.5f));
+  add_initializer(g, "perm_shape", Tensor::from_vector<int64_t>({3}, {1, 7, 64}));
+  add_node(g, "Reshape", {"x", "perm_shape"}, {"r"});
+  add_node(g, "RMSNormalization", {"r", "w"}, {"y"}, attrs({{"epsilon", 1e-6f}}));
+  g.outputs = {"y"};
+  g = with_types(g);
+  for (const auto& c : generate_candidates(g)) EXPECT_EQ(c.nodes.size(), 1u) << c.pattern;
+}
+
 TEST(FusionNorm, SwiGluIsComputedInTheDownProjectionsLoads) {
   // gate/up merged into one GEMM (fuse_sibling_matmuls), then silu(gate) * up over its two
   // slices: the down projection reads A through them, no elementwise kernel in between.
@@ -428,6 +511,61 @@ TEST(FusionNorm, SwiGluIsComputedInTheDownProjectionsLoads) {
   const auto cands16 = generate_candidates(g16);
   const Candidate* c16 = largest(cands16, ClusterKind::gemm);
   ASSERT_NE(c16, nullptr);
+  const Workload w16 = make_workload(g16, c16->nodes, ClusterKind::gemm);
+  const auto fp16 = enumerate_variants(w16, a100(), SpaceOptions{{"fp16"}});
+  ASSERT_FALSE(fp16.empty());
+  check_within_tolerance(w16, fp16.front());
+}
+
+TEST(FusionGelu, Gpt2TanhGeluIsComputedInTheProjectionsLoads) {
+  // GPT-2's MLP as torch 2.x's dynamo exporter writes it (Conv1D as Gemm on 2-D views):
+  // Gemm(c_fc) -> Reshape -> tanh GELU spelled out -> Reshape -> Gemm(c_proj). fuse_gelu
+  // makes the GELU one Gelu(approximate="tanh"); the second Gemm reads its A through the
+  // Reshapes and the Gelu (the Gemm A cone), so no elementwise kernel sits between the GEMMs.
+  Graph g;
+  g.opset = 20;
+  add_input(g, "x", {6, 32});
+  add_initializer(g, "w1", random_tensor({32, 64}, 3));
+  add_initializer(g, "b1", random_tensor({64}, 4));
+  add_initializer(g, "w2", random_tensor({64, 32}, 5));
+  add_initializer(g, "b2", random_tensor({32}, 6));
+  add_initializer(g, "shape3", Tensor::from_vector<int64_t>({3}, {1, 6, 64}));
+  add_initializer(g, "shape2", Tensor::from_vector<int64_t>({2}, {-1, 64}));
+  for (const auto& [name, v] : std::vector<std::pair<std::string, float>>{
+           {"half", 0.5f}, {"three", 3.f}, {"cubic", 0.044715f}, {"s2pi", 0.7978846f}, {"one", 1.f}})
+    add_initializer(g, name, Tensor::scalar<float>(v));
+  add_node(g, "Gemm", {"x", "w1", "b1"}, {"fc"});
+  add_node(g, "Reshape", {"fc", "shape3"}, {"fc3"});
+  add_node(g, "Mul", {"fc3", "half"}, {"h"});
+  add_node(g, "Pow", {"fc3", "three"}, {"c"});
+  add_node(g, "Mul", {"c", "cubic"}, {"k"});
+  add_node(g, "Add", {"fc3", "k"}, {"s"});
+  add_node(g, "Mul", {"s", "s2pi"}, {"b"});
+  add_node(g, "Tanh", {"b"}, {"t"});
+  add_node(g, "Add", {"t", "one"}, {"a"});
+  add_node(g, "Mul", {"h", "a"}, {"act"});
+  add_node(g, "Reshape", {"act", "shape2"}, {"act2"});
+  add_node(g, "Gemm", {"act2", "w2", "b2"}, {"out"});
+  g.outputs = {"out"};
+  g = fuse_gelu(with_types(g));
+  ASSERT_EQ(g.nodes.size(), 5u);
+  ASSERT_EQ(g.nodes[2].op, "Gelu");
+  EXPECT_EQ(g.nodes[2].attrs.get_string("approximate"), "tanh");
+  const auto cands = generate_candidates(g);
+  const Candidate* c = largest(cands, ClusterKind::gemm);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->nodes, (std::vector<size_t>{1, 2, 3, 4})) << c->pattern;
+  EXPECT_EQ(c->pattern, "reshape+gelu+reshape+gemm");
+  const Workload w = make_workload(g, c->nodes, ClusterKind::gemm);
+  const auto fp32 = fp32_variants(w);
+  ASSERT_FALSE(fp32.empty());
+  check_within_tolerance(w, fp32.front());
+  check_within_tolerance(w, fp32.back());
+  const Graph g16 = apply_precision(g, Precision::fp16);
+  const auto cands16 = generate_candidates(g16);
+  const Candidate* c16 = largest(cands16, ClusterKind::gemm);
+  ASSERT_NE(c16, nullptr);
+  EXPECT_EQ(c16->pattern, "reshape+gelu+reshape+gemm");
   const Workload w16 = make_workload(g16, c16->nodes, ClusterKind::gemm);
   const auto fp16 = enumerate_variants(w16, a100(), SpaceOptions{{"fp16"}});
   ASSERT_FALSE(fp16.empty());

@@ -182,5 +182,98 @@ TEST(PassFuseGelu, RefusedWhenConstantWouldBroadcastX) {
   EXPECT_EQ(op_count(fuse_gelu(g), "Gelu"), 0);
 }
 
+// The tanh form as torch 2.x's dynamo exporter writes GPT-2's NewGELUActivation:
+// h = x * 0.5; c = Pow(x, 3); k = c * 0.044715; s = x + k; b = s * sqrt(2/pi); t = Tanh(b);
+// a = t + 1; y = h * a. `cube_by_mul`: c = Mul(Mul(x, x), x) (intermediate sq).
+struct TanhSpec {
+  bool cube_by_mul = false;
+  bool swap = false;
+  float cubic = 0.044715f;
+  float scale = 0.7978846f;
+};
+
+Graph tanh_gelu_graph(const TanhSpec& s) {
+  Graph g;
+  add_input(g, "x", {2, 5});
+  add_initializer(g, "c_half", Tensor::scalar<float>(0.5f));
+  add_initializer(g, "c_three", Tensor::scalar<float>(3.f));
+  add_initializer(g, "c_cubic", Tensor::scalar<float>(s.cubic));
+  add_initializer(g, "c_scale", Tensor::scalar<float>(s.scale));
+  add_initializer(g, "c_one", Tensor::scalar<float>(1.f));
+  auto pair = [&](const std::string& a, const std::string& b) {
+    return s.swap ? std::vector<std::string>{b, a} : std::vector<std::string>{a, b};
+  };
+  add_node(g, "Mul", pair("x", "c_half"), {"h"});
+  if (s.cube_by_mul) {
+    add_node(g, "Mul", {"x", "x"}, {"sq"});
+    add_node(g, "Mul", pair("sq", "x"), {"c"});
+  } else {
+    add_node(g, "Pow", {"x", "c_three"}, {"c"});
+  }
+  add_node(g, "Mul", pair("c", "c_cubic"), {"k"});
+  add_node(g, "Add", pair("x", "k"), {"s"});
+  add_node(g, "Mul", pair("s", "c_scale"), {"b"});
+  add_node(g, "Tanh", {"b"}, {"t"});
+  add_node(g, "Add", pair("t", "c_one"), {"a"});
+  add_node(g, "Mul", pair("h", "a"), {"y"});
+  g.outputs = {"y"};
+  return with_types(g);
+}
+
+TEST(PassFuseGelu, TanhFormBecomesApproximateTanh) {
+  for (const bool by_mul : {false, true})
+    for (const bool swap : {false, true}) {
+      TanhSpec s;
+      s.cube_by_mul = by_mul;
+      s.swap = swap;
+      const Graph g = tanh_gelu_graph(s);
+      Graph after = fuse_gelu(g);
+      expect_well_formed(after);
+      ASSERT_EQ(after.nodes.size(), 1u) << by_mul << swap;
+      const Node& gelu = after.nodes[0];
+      EXPECT_EQ(gelu.op, "Gelu");
+      EXPECT_EQ(gelu.attrs.get_string("approximate"), "tanh");
+      EXPECT_EQ(gelu.inputs, std::vector<std::string>{"x"});
+      EXPECT_EQ(gelu.outputs, std::vector<std::string>{"y"});
+      for (const char* t : {"h", "c", "sq", "k", "s", "b", "t", "a"})
+        EXPECT_FALSE(after.tensors.count(t)) << t;
+      expect_same_outputs(g, after, 1e-5f);
+    }
+}
+
+TEST(PassFuseGelu, TanhFormHandComputedValues) {
+  Graph after = fuse_gelu(tanh_gelu_graph({}));
+  ASSERT_EQ(op_count(after, "Gelu"), 1);
+  // Python: 0.5*x*(1+math.tanh(math.sqrt(2/math.pi)*(x+0.044715*x**3)))
+  const std::vector<float> x = {-2.f, -0.5f, 0.f, 1.f, 3.f, -2.f, -0.5f, 0.f, 1.f, 3.f};
+  const std::vector<float> y = {-0.04540231f, -0.15428599f, 0.f, 0.84119199f, 2.99636261f,
+                                -0.04540231f, -0.15428599f, 0.f, 0.84119199f, 2.99636261f};
+  const auto out = ref::run_graph(after, {{"x", Tensor::from_vector<float>({2, 5}, x)}});
+  expect_tensor_near(out.at("y"), Tensor::from_vector<float>({2, 5}, y));
+}
+
+TEST(PassFuseGelu, TanhFormRefusedForWrongConstantsOrSharedIntermediates) {
+  TanhSpec s;
+  s.cubic = 0.05f;
+  EXPECT_EQ(op_count(fuse_gelu(tanh_gelu_graph(s)), "Gelu"), 0);
+  s = {};
+  s.scale = 0.8f;
+  EXPECT_EQ(op_count(fuse_gelu(tanh_gelu_graph(s)), "Gelu"), 0);
+  for (const char* t : {"h", "c", "k", "s", "b", "t", "a"}) {
+    Graph g = tanh_gelu_graph({});
+    add_node(g, "Neg", {t}, {"extra"});
+    g.outputs.push_back("extra");
+    g = with_types(g);
+    EXPECT_EQ(op_count(fuse_gelu(g), "Gelu"), 0) << t;
+  }
+  // Pow(z, 3) of another tensor: not x's cube.
+  Graph g = tanh_gelu_graph({});
+  add_input(g, "z", {2, 5});
+  for (auto& n : g.nodes)
+    if (n.op == "Pow") n.inputs[0] = "z";
+  g = with_types(g);
+  EXPECT_EQ(op_count(fuse_gelu(g), "Gelu"), 0);
+}
+
 }  // namespace
 }  // namespace dc

@@ -124,6 +124,42 @@ TEST(PassFuseRmsNorm, WithoutWeightUsesOnes) {
   expect_same_outputs(g, after, 1e-5f);
 }
 
+TEST(PassFuseRmsNorm, ResidualStreamReadElsewhereStillFuses) {
+  // torch 2.x's dynamo export of an fp32 LLaMA or T5 drops the no-op Cast, so the normalised
+  // tensor is the residual stream, read by the next residual Add too.
+  Spec s;
+  s.casts = false;
+  Graph g = rms_graph(s);
+  add_input(g, "stream", s.x_shape);
+  add_node(g, "Add", {"x", "stream"}, {"res"});
+  g.outputs.push_back("res");
+  g = with_types(g);
+  Graph after = fuse_rms_norm(g);
+  expect_well_formed(after);
+  ASSERT_EQ(after.nodes.size(), 2u);
+  EXPECT_EQ(op_count(after, "RMSNormalization"), 1);
+  EXPECT_EQ(op_count(after, "Add"), 1);
+  expect_same_outputs(g, after, 1e-5f);
+}
+
+TEST(PassFuseRmsNorm, CastReadElsewhereIsKept) {
+  // c = Cast(x) is read by another node too: the norm reads c and the Cast stays.
+  Graph g = rms_graph({});
+  add_node(g, "Neg", {"c"}, {"other"});
+  g.outputs.push_back("other");
+  g = with_types(g);
+  Graph after = fuse_rms_norm(g);
+  expect_well_formed(after);
+  ASSERT_EQ(op_count(after, "RMSNormalization"), 1);
+  EXPECT_EQ(op_count(after, "Cast"), 1);
+  for (const Node& n : after.nodes) {
+    if (n.op == "RMSNormalization") {
+      EXPECT_EQ(n.inputs[0], "c");
+    }
+  }
+  expect_same_outputs(g, after, 1e-5f);
+}
+
 TEST(PassFuseRmsNorm, RefusedOverAnotherAxis) {
   Spec s;
   s.x_shape = {2, 16, 16};

@@ -198,5 +198,55 @@ TEST(PassRemoveIdentity, DropoutProducingGraphOutputRenamesProducer) {
   EXPECT_EQ(after.nodes[0].outputs, std::vector<std::string>{"d"});
 }
 
+TEST(PassRemoveIdentity, NoOpReshapeIntoGraphOutputGoes) {
+  // GPT-2 as torch 2.x exports it: last_hidden_state = Reshape(LayerNorm(h), [-1, 16, 64])
+  // of a [1, 16, 64] tensor. The producer takes the output's name; nothing is copied.
+  Graph g;
+  add_input(g, "x", {1, 4, 8});
+  add_initializer(g, "target", Tensor::from_vector<int64_t>({3}, {-1, 4, 8}));
+  add_node(g, "Relu", {"x"}, {"r"});
+  add_node(g, "Reshape", {"r", "target"}, {"y"});
+  g.outputs = {"y"};
+  g = with_types(g);
+  Graph after = remove_identity(g);
+  expect_well_formed(after);
+  ASSERT_EQ(after.nodes.size(), 1u);
+  EXPECT_EQ(after.nodes[0].op, "Relu");
+  EXPECT_EQ(after.nodes[0].outputs, std::vector<std::string>{"y"});
+  expect_same_outputs(g, after);
+}
+
+TEST(PassRemoveIdentity, ReshapesThatChangeTheShapeStay) {
+  // [1, 4, 8] -> [4, 8] and a Squeeze that drops the 1: real views, kept.
+  Graph g;
+  add_input(g, "x", {1, 4, 8});
+  add_initializer(g, "target", Tensor::from_vector<int64_t>({2}, {4, 8}));
+  add_initializer(g, "axes", Tensor::from_vector<int64_t>({1}, {0}));
+  add_node(g, "Relu", {"x"}, {"r"});
+  add_node(g, "Reshape", {"r", "target"}, {"y"});
+  add_node(g, "Squeeze", {"r", "axes"}, {"z"});
+  g.outputs = {"y", "z"};
+  g = with_types(g);
+  Graph after = remove_identity(g);
+  EXPECT_EQ(op_count(after, "Reshape"), 1);
+  EXPECT_EQ(op_count(after, "Squeeze"), 1);
+}
+
+TEST(PassRemoveIdentity, InnerNoOpFlattenIsBypassed) {
+  Graph g;
+  add_input(g, "x", {6, 8});
+  add_node(g, "Relu", {"x"}, {"r"});
+  add_node(g, "Flatten", {"r"}, {"f"}, attrs({{"axis", int64_t{1}}}));
+  add_node(g, "Neg", {"f"}, {"y"});
+  g.outputs = {"y"};
+  g = with_types(g);
+  Graph after = remove_identity(g);
+  expect_well_formed(after);
+  EXPECT_EQ(op_count(after, "Flatten"), 0);
+  ASSERT_EQ(after.nodes.size(), 2u);
+  EXPECT_EQ(after.nodes[1].inputs, std::vector<std::string>{"r"});
+  expect_same_outputs(g, after);
+}
+
 }  // namespace
 }  // namespace dc
