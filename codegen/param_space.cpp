@@ -334,6 +334,7 @@ WorkloadShape analyze_workload(const Workload& w) {
       } else {
         s.family = Family::gemm;
         analyze_matmul(g, *heavy, s);
+        s.glu = gemm_glu_epilogue(g).has_value();
         // A Transpose prologue swaps which extent of its operand is contiguous.
         if (first_of(g, {"Transpose"})) s.vec_align = align_of({s.m, s.k, s.n});
       }
@@ -371,6 +372,30 @@ WorkloadShape analyze_workload(const Workload& w) {
   }
   if (s.family == Family::opaque && s.elements == 0) analyze_output_parallel(g, s);
   return s;
+}
+
+std::optional<GluSplit> gemm_glu_epilogue(const Graph& g) {
+  std::optional<size_t> mm;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].op == "MatMul") {
+      if (mm) return std::nullopt;
+      mm = i;
+    }
+  if (!mm || g.nodes[*mm].inputs.size() != 2 || g.info(g.nodes[*mm].input(1)).shape.size() < 2)
+    return std::nullopt;
+  const auto split = glu_split(g, *mm);
+  if (!split) return std::nullopt;
+  const Shape half = g.info(g.nodes[split->even].outputs.at(0)).shape;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (i == *mm || i == split->even || i == split->odd) continue;
+    const Node& n = g.nodes[i];
+    if (!is_pointwise_op(n.op)) return std::nullopt;
+    for (const auto& o : n.outputs)
+      if (!o.empty() && g.info(o).shape != half) return std::nullopt;
+  }
+  for (const auto& o : g.outputs)
+    if (g.info(o).shape != half) return std::nullopt;
+  return split;
 }
 
 bool gpu_has_precision(const GpuSpec& gpu, const std::string& precision) {

@@ -279,8 +279,15 @@ std::string GemmEmitter::main_kernel_mma() {
   vars["STORE"] = store;
   vars["STAGING"] = staging;
   vars["FRAGMENTS"] = mma_fragment_code();
-  vars["EPILOGUE"] = epilogue_code();
-  const std::string pair = epilogue_pair_code();
+  vars["EPILOGUE"] = glu_ ? "" : epilogue_code();
+  // GLU: accumulators dc_i (even column) and dc_i + 1 are the two halves' pair.
+  const std::string pair =
+      glu_ ? fmt::format("const {} dc_gn = dc_gn0;\n"
+                         "const float dc_acc0 = dc_accum[dc_mi][dc_ni][dc_i], dc_acc1 = "
+                         "dc_accum[dc_mi][dc_ni][dc_i + 1];\n",
+                         idx_) +
+                 glu_epilogue_code()
+           : epilogue_pair_code();
   vars["LAYOUT_A"] = a_.k_rows ? "[BM][LDA] (rows of k)" : "[BK][LDA] (rows of m)";
   vars["LAYOUT_B"] = b_.k_rows ? "[BN][LDB] (rows of k)" : "[BK][LDB] (rows of n)";
   vars["COPIES"] = fmt::format("A {}, B {}", a_.copy_bytes ? str(a_.copy_bytes) + "-byte cp.async" : "registers",
