@@ -187,8 +187,16 @@ std::string GemmEmitter::mma884_fragment_code() const {
 // Accumulators 0,1 (and 2,3) of a lane are adjacent columns of one row: stored as one
 // 8-byte float2 or one 4-byte f16/bf16 pair where every output is laid out as the heavy
 // output with n innermost (MatMul, Gemm), N is even (the pair is in bounds and aligned
-// together) and no split-K atomics. Empty when that does not hold.
+// together) and no split-K atomics. Empty when that does not hold. In the GLU epilogue the
+// pair is always taken: accumulator dc_i is an even column (the first half), dc_i + 1 the
+// odd one (the second half).
 std::string GemmEmitter::epilogue_pair_code() {
+  if (glu_)
+    return fmt::format("const {} dc_gn = dc_gn0;\n"
+                       "const float dc_acc0 = dc_accum[dc_mi][dc_ni][dc_i], dc_acc1 = "
+                       "dc_accum[dc_mi][dc_ni][dc_i + 1];\n",
+                       idx_) +
+           glu_epilogue_code();
   if (split_ > 1 || kind_ == HeavyKind::conv || n_ % 2 != 0) return "";
   std::string scratch;
   ve_.reset_locals();
@@ -279,15 +287,8 @@ std::string GemmEmitter::main_kernel_mma() {
   vars["STORE"] = store;
   vars["STAGING"] = staging;
   vars["FRAGMENTS"] = mma_fragment_code();
-  vars["EPILOGUE"] = glu_ ? "" : epilogue_code();
-  // GLU: accumulators dc_i (even column) and dc_i + 1 are the two halves' pair.
-  const std::string pair =
-      glu_ ? fmt::format("const {} dc_gn = dc_gn0;\n"
-                         "const float dc_acc0 = dc_accum[dc_mi][dc_ni][dc_i], dc_acc1 = "
-                         "dc_accum[dc_mi][dc_ni][dc_i + 1];\n",
-                         idx_) +
-                 glu_epilogue_code()
-           : epilogue_pair_code();
+  vars["EPILOGUE"] = epilogue_code();
+  const std::string pair = epilogue_pair_code();
   vars["LAYOUT_A"] = a_.k_rows ? "[BM][LDA] (rows of k)" : "[BK][LDA] (rows of m)";
   vars["LAYOUT_B"] = b_.k_rows ? "[BN][LDB] (rows of k)" : "[BK][LDB] (rows of n)";
   vars["COPIES"] = fmt::format("A {}, B {}", a_.copy_bytes ? str(a_.copy_bytes) + "-byte cp.async" : "registers",
