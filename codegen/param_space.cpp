@@ -7,6 +7,7 @@
 #include <climits>
 #include <cmath>
 #include <initializer_list>
+#include <set>
 
 #include "ir/error.h"
 #include "ir/op_traits.h"
@@ -385,10 +386,17 @@ std::optional<GluSplit> gemm_glu_epilogue(const Graph& g) {
     return std::nullopt;
   const auto split = glu_split(g, *mm);
   if (!split) return std::nullopt;
+  // The nodes after the MatMul (reading its output, directly or not); those before it are
+  // its operands' prologues.
   const Shape half = g.info(g.nodes[split->even].outputs.at(0)).shape;
+  std::set<std::string> after = {split->y};
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (i == *mm || i == split->even || i == split->odd) continue;
     const Node& n = g.nodes[i];
+    if (i == *mm || std::none_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& t) { return after.count(t) != 0; }))
+      continue;
+    for (const auto& o : n.outputs)
+      if (!o.empty()) after.insert(o);
+    if (i == split->even || i == split->odd) continue;
     if (!is_pointwise_op(n.op)) return std::nullopt;
     for (const auto& o : n.outputs)
       if (!o.empty() && g.info(o).shape != half) return std::nullopt;

@@ -107,7 +107,8 @@ struct WorkloadShape {
 WorkloadShape analyze_workload(const Workload& w);
 
 // The GLU epilogue of a gemm workload: its MatMul's output is read only by the Slices of
-// its even and odd columns (glu_split, ir/glu.h), B has rank >= 2, and every other node is
+// its even and odd columns (glu_split, ir/glu.h), B has rank >= 2, and every other node
+// after the MatMul (prologues of its operands may be anything the template reads) is
 // pointwise (ops of is_pointwise_op) with the halves' shape, so that the template, holding
 // the accumulators of columns 2j and 2j + 1 in one thread, binds them to the two halves
 // and computes every output at column j. nullopt otherwise.

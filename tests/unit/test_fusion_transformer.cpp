@@ -491,9 +491,16 @@ struct GluModel {
     }
     return x;
   }
-  explicit GluModel(Glu a) {
+  // `prologue`: x = Tanh(x_in * 0.5), two injective nodes only the gate/up MatMul reads:
+  // its A prologue in the same cluster (as llama23's decomposed RMSNorm is).
+  explicit GluModel(Glu a, bool prologue = false) {
     g.opset = a == Glu::gelu_tanh_op ? 20 : 17;
-    add_input(g, "x", {1, 7, kK});
+    if (prologue) {
+      add_input(g, "x_in", {1, 7, kK});
+      add_node(g, "Tanh", {node("Mul", {"x_in", scalar(0.5f)})}, {"x"}).name = "n_x";
+    } else {
+      add_input(g, "x", {1, 7, kK});
+    }
     add_input(g, "res", {1, 7, kK});
     add_initializer(g, "wg", random_tensor({kK, kF}, 21));
     add_initializer(g, "wu", random_tensor({kK, kF}, 22));
@@ -589,12 +596,16 @@ TEST(FusionGlu, HalvesReadElsewhereAndThreeSiblingsAreNotInterleaved) {
 // reference with random weights (a wrong pairing of columns, or gate and up swapped, gives
 // another product), within variant_tolerance.
 TEST(FusionGlu, EpilogueWritesOnlyTheProductOnEveryPrecisionPath) {
-  for (Glu a : {Glu::silu, Glu::gelu_erf, Glu::gelu_tanh_spelled}) {
-    SCOPED_TRACE(glu_name(a));
-    const Graph s = simplify(GluModel(a).g);
+  for (auto [a, prologue] : {std::pair{Glu::silu, false}, std::pair{Glu::gelu_erf, false},
+                             std::pair{Glu::gelu_tanh_spelled, false}, std::pair{Glu::silu, true}}) {
+    SCOPED_TRACE(fmt::format("{}{}", glu_name(a), prologue ? " with an A prologue" : ""));
+    const Graph s = simplify(GluModel(a, prologue).g);
     const auto cands = generate_candidates(s);
     const Candidate* c = glu_candidate(s, cands);
     ASSERT_NE(c, nullptr);
+    if (prologue) {
+      EXPECT_EQ(c->pattern, "mul+tanh+matmul+slice+slice+sigmoid+mul+mul");
+    }
     const Workload w = make_workload(s, c->nodes, ClusterKind::gemm);
     ASSERT_EQ(w.graph.outputs.size(), 1u) << c->pattern;
     EXPECT_EQ(w.graph.info(w.graph.outputs[0]).shape, (Shape{1, 7, GluModel::kF})) << c->pattern;
