@@ -7,6 +7,7 @@
 #include <climits>
 #include <cmath>
 #include <initializer_list>
+#include <set>
 
 #include "ir/error.h"
 #include "ir/op_traits.h"
@@ -334,6 +335,7 @@ WorkloadShape analyze_workload(const Workload& w) {
       } else {
         s.family = Family::gemm;
         analyze_matmul(g, *heavy, s);
+        s.glu = gemm_glu_epilogue(g).has_value();
         // A Transpose prologue swaps which extent of its operand is contiguous.
         if (first_of(g, {"Transpose"})) s.vec_align = align_of({s.m, s.k, s.n});
       }
@@ -371,6 +373,37 @@ WorkloadShape analyze_workload(const Workload& w) {
   }
   if (s.family == Family::opaque && s.elements == 0) analyze_output_parallel(g, s);
   return s;
+}
+
+std::optional<GluSplit> gemm_glu_epilogue(const Graph& g) {
+  std::optional<size_t> mm;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].op == "MatMul") {
+      if (mm) return std::nullopt;
+      mm = i;
+    }
+  if (!mm || g.nodes[*mm].inputs.size() != 2 || g.info(g.nodes[*mm].input(1)).shape.size() < 2)
+    return std::nullopt;
+  const auto split = glu_split(g, *mm);
+  if (!split) return std::nullopt;
+  // The nodes after the MatMul (reading its output, directly or not); those before it are
+  // its operands' prologues.
+  const Shape half = g.info(g.nodes[split->even].outputs.at(0)).shape;
+  std::set<std::string> after = {split->y};
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (i == *mm || std::none_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& t) { return after.count(t) != 0; }))
+      continue;
+    for (const auto& o : n.outputs)
+      if (!o.empty()) after.insert(o);
+    if (i == split->even || i == split->odd) continue;
+    if (!is_pointwise_op(n.op)) return std::nullopt;
+    for (const auto& o : n.outputs)
+      if (!o.empty() && g.info(o).shape != half) return std::nullopt;
+  }
+  for (const auto& o : g.outputs)
+    if (g.info(o).shape != half) return std::nullopt;
+  return split;
 }
 
 bool gpu_has_precision(const GpuSpec& gpu, const std::string& precision) {

@@ -12,11 +12,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "gpu/gpu_spec.h"
 #include "gpu/occupancy.h"
+#include "ir/glu.h"
 #include "ir/workload.h"
 #include "variant.h"
 
@@ -71,6 +73,9 @@ struct WorkloadShape {
   bool gather_a = false;  // Conv whose A tile is an im2col gather (not 1x1/stride 1/pad 0)
   int64_t dv = 0;         // attention: V's head dimension
   GemmOperandLayout a_layout, b_layout;  // gemm / conv: how the template reads A and B
+  // gemm: a GLU epilogue (gemm_glu_epilogue): the outputs hold n / 2 columns, each from the
+  // accumulators of columns 2j and 2j + 1, which one thread holds; no split-K.
+  bool glu = false;
   bool wide_index = false;  // a tensor of >= 2^31 - 1 elements: 64-bit index math
 
   // Convolution geometry (conv, depthwise), NCHW.
@@ -100,6 +105,14 @@ struct WorkloadShape {
 // kind promises (a gemm cluster without MatMul/Gemm/Conv, ...): the candidate generator
 // and this function disagree.
 WorkloadShape analyze_workload(const Workload& w);
+
+// The GLU epilogue of a gemm workload: its MatMul's output is read only by the Slices of
+// its even and odd columns (glu_split, ir/glu.h), B has rank >= 2, and every other node
+// after the MatMul (prologues of its operands may be anything the template reads) is
+// pointwise (ops of is_pointwise_op) with the halves' shape, so that the template, holding
+// the accumulators of columns 2j and 2j + 1 in one thread, binds them to the two halves
+// and computes every output at column j. nullopt otherwise.
+std::optional<GluSplit> gemm_glu_epilogue(const Graph& g);
 
 // Restricts enumeration. Empty `precisions` = every precision path the GPU supports;
 // the CUDA-core code generator (issue 4) passes {"fp32"} until tensor-core templates exist.

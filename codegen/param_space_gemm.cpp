@@ -28,6 +28,8 @@ constexpr int kMaxM8n8k4Regs = 215;
 // split_useful() drops splits of tilings that already fill the GPU.
 std::vector<int64_t> split_choices(const WorkloadShape& s) {
   std::vector<int64_t> out = {1};
+  // A GLU epilogue needs both columns' complete sums in one thread: no split-K.
+  if (s.glu) return out;
   const double out_elems =
       static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.batch);
   if (static_cast<double>(s.k) < 4.0 * std::sqrt(out_elems)) return out;

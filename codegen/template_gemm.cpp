@@ -49,10 +49,16 @@ void GemmEmitter::analyze() {
   mma_ = v_.precision != "fp32";
   heavy_out_ = heavy_->outputs.at(0);
   heavy_shape_ = g.info(heavy_out_).shape;
+  if (const auto glu = gemm_glu_epilogue(g)) {
+    glu_ = true;
+    glu_even_ = g.nodes[glu->even].outputs[0];
+    glu_odd_ = g.nodes[glu->odd].outputs[0];
+  }
+  const Shape out_shape = glu_ ? g.info(glu_even_).shape : heavy_shape_;
   for (const auto& o : g.outputs)
-    DC_INTERNAL_CHECK(g.info(o).shape == heavy_shape_, v_.template_name, ": output '", o,
+    DC_INTERNAL_CHECK(g.info(o).shape == out_shape, v_.template_name, ": output '", o,
                       "' of shape ", shape_str(g.info(o).shape), " is not elementwise with the ",
-                      heavy_->op, " output ", shape_str(heavy_shape_));
+                      heavy_->op, " output ", shape_str(out_shape));
   a_.label = "a";
   b_.label = "b";
   a_.tensor = heavy_->input(0);
@@ -356,7 +362,7 @@ std::vector<std::string> GemmEmitter::heavy_coords(std::string& code) {
 }
 
 void GemmEmitter::heavy_value(const std::string& acc, const std::vector<std::string>& coords,
-                              std::string& code) {
+                              std::string& code, const std::string& var) {
   std::string expr = acc;
   if (kind_ == HeavyKind::gemm) {
     if (alpha_ != 1.f) expr = fmt::format("{} * {}", float_literal(alpha_), expr);
@@ -373,11 +379,11 @@ void GemmEmitter::heavy_value(const std::string& acc, const std::vector<std::str
   const DType t = w_.graph.info(heavy_out_).dtype;
   if (t == DType::f16) expr = fmt::format("dc_round_f16({})", expr);
   if (t == DType::bf16) expr = fmt::format("dc_round_bf16({})", expr);
-  code += fmt::format("const float dc_h = {};\n", expr);
+  code += fmt::format("const float {} = {};\n", var, expr);
 }
 
 void GemmEmitter::store_outputs(const std::vector<std::string>& coords, std::string& code) {
-  ve_.bind(heavy_out_, "dc_h");
+  if (!glu_) ve_.bind(heavy_out_, "dc_h");
   for (const auto& o : w_.graph.outputs) {
     const std::string val = value(o, coords, code);
     const DType t = w_.graph.info(o).dtype;
@@ -416,6 +422,7 @@ std::string GemmEmitter::setup_code() {
 }
 
 std::string GemmEmitter::epilogue_code() {
+  if (glu_) return glu_epilogue_code();
   std::string epi;
   ve_.reset_locals();
   const auto coords = heavy_coords(epi);
@@ -434,6 +441,56 @@ std::string GemmEmitter::epilogue_code() {
   }
   ve_.reset_locals();
   return epi;
+}
+
+// The MatMul's output coordinates end with its column dc_gn whatever heavy_coords makes
+// of the rows (batch dims, folded M), so the halves' element is the same coordinates with
+// dc_gn / 2 last. The two heavy values are rounded to the heavy output's storage type, as
+// the reference stores y before its Slices move the bits.
+std::string GemmEmitter::glu_epilogue_code() {
+  DC_INTERNAL_CHECK(split_ == 1 && kind_ == HeavyKind::matmul && heavy_shape_.back() == n_,
+                    v_.template_name, ": GLU epilogue without a single-pass MatMul");
+  std::string epi;
+  ve_.reset_locals();
+  auto coords = heavy_coords(epi);
+  heavy_value("dc_acc0", coords, epi, "dc_h0");
+  heavy_value("dc_acc1", coords, epi, "dc_h1");
+  coords.back() = "(dc_gn / 2)";
+  ve_.bind(glu_even_, "dc_h0");
+  ve_.bind(glu_odd_, "dc_h1");
+  store_outputs(coords, epi);
+  ve_.unbind(glu_even_);
+  ve_.unbind(glu_odd_);
+  ve_.reset_locals();
+  return epi;
+}
+
+std::string GemmEmitter::epilogue_loop_fp32() {
+  const char* loop = glu_ ? R"(// GLU epilogue: column pairs (2j, 2j + 1) of the thread tile give output column j.
+DC_UNROLL
+for (int dc_i = 0; dc_i < dc_TM; ++dc_i) {
+  DC_UNROLL
+  for (int dc_j = 0; dc_j < dc_TN; dc_j += 2) {
+    const $(IDX) dc_gm = dc_m_base + dc_i, dc_gn = dc_n_base + dc_j;
+    if (dc_gm < $(M) && dc_gn < $(N)) {
+      const float dc_acc0 = dc_accum[dc_i][dc_j], dc_acc1 = dc_accum[dc_i][dc_j + 1];
+      $(EPILOGUE)
+    }
+  }
+})"
+                          : R"(DC_UNROLL
+for (int dc_i = 0; dc_i < dc_TM; ++dc_i) {
+  DC_UNROLL
+  for (int dc_j = 0; dc_j < dc_TN; ++dc_j) {
+    const $(IDX) dc_gm = dc_m_base + dc_i, dc_gn = dc_n_base + dc_j;
+    if (dc_gm < $(M) && dc_gn < $(N)) {
+      const float dc_acc = dc_accum[dc_i][dc_j];
+      $(EPILOGUE)
+    }
+  }
+})";
+  DC_INTERNAL_CHECK(!glu_ || tn_ % 2 == 0, v_.template_name, ": GLU epilogue with an odd thread_n");
+  return expand_template(loop, {{"IDX", idx_}, {"M", str(m_)}, {"N", str(n_)}, {"EPILOGUE", epilogue_code()}});
 }
 
 // Implicit-GEMM A gathers: the rows a thread loads are the same for every K tile when the
@@ -477,7 +534,7 @@ std::string GemmEmitter::main_kernel() {
   vars["STAGES"] = str(stages_);
   if (async_) vars["ASYNC_LOAD"] = async_load_code(a_) + async_load_code(b_);
 
-  vars["EPILOGUE"] = epilogue_code();
+  vars["EPILOGUE_LOOP"] = epilogue_loop_fp32();
 
   const char* async_pipeline = R"(// cp.async pipeline of $(STAGES) stages: the next $(STAGES) - 1 K tiles are in flight
 // (global -> shared, no registers) while this one is multiplied.
@@ -607,17 +664,7 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_gemm($(PARAMS)) {
   }
   const $(IDX) dc_m_base = ($(IDX))blockIdx.x * $(BM) + dc_row0;
   const $(IDX) dc_n_base = ($(IDX))blockIdx.y * $(BN) + dc_col0;
-  DC_UNROLL
-  for (int dc_i = 0; dc_i < dc_TM; ++dc_i) {
-    DC_UNROLL
-    for (int dc_j = 0; dc_j < dc_TN; ++dc_j) {
-      const $(IDX) dc_gm = dc_m_base + dc_i, dc_gn = dc_n_base + dc_j;
-      if (dc_gm < $(M) && dc_gn < $(N)) {
-        const float dc_acc = dc_accum[dc_i][dc_j];
-        $(EPILOGUE)
-      }
-    }
-  }
+  $(EPILOGUE_LOOP)
 }
 DC_EXPORT_KERNEL(dc_gemm)
 )",

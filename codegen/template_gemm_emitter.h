@@ -71,9 +71,9 @@ class GemmEmitter {
   std::string operand_address(const Operand& o, const std::string& row, const std::string& k) const;
   // Coordinates of the heavy output element (dc_gm, dc_gn) of batch dc_bz.
   std::vector<std::string> heavy_coords(std::string& code);
-  // The heavy op's output value from its accumulated sum (alpha, beta*C, conv bias): dc_h.
+  // The heavy op's output value from its accumulated sum (alpha, beta*C, conv bias): `var`.
   void heavy_value(const std::string& acc, const std::vector<std::string>& coords,
-                   std::string& code);
+                   std::string& code, const std::string& var = "dc_h");
   // ve_.value / emit_unravel with their statements dedented into `code`.
   std::string value(const std::string& tensor, const std::vector<std::string>& coords,
                     std::string& code);
@@ -102,6 +102,13 @@ class GemmEmitter {
   // The per-accumulator epilogue (dc_gm, dc_gn, dc_acc in scope): split-K partial sums, or
   // the heavy value and the cluster outputs.
   std::string epilogue_code();
+  // The GLU epilogue (glu_): the accumulators of columns dc_gn (even) and dc_gn + 1 in
+  // dc_acc0 and dc_acc1 (with dc_gm) are the heavy values of the two halves' element
+  // (dc_gm, dc_gn / 2); every output is stored there.
+  std::string glu_epilogue_code();
+  // The CUDA-core kernel's loop over its thread tile: the per-accumulator epilogue, or the
+  // GLU epilogue over column pairs.
+  std::string epilogue_loop_fp32();
   // Destination offset of tile element (dc_r, dc_c) in shared stage dc_st, `j` elements
   // further along the operand's contiguous axis.
   std::string smem_index(const Operand& o, int64_t j) const;
@@ -125,6 +132,10 @@ class GemmEmitter {
   Operand a_, b_;
   std::string heavy_out_;
   Shape heavy_shape_;
+  // GLU epilogue (gemm_glu_epilogue): the Slices of the heavy output's even and odd columns,
+  // bound to the two accumulators of a pair; outputs have n / 2 columns.
+  bool glu_ = false;
+  std::string glu_even_, glu_odd_;
   std::string idx_ = "int";  // C type of index math: int while every tensor fits
 
   // MatMul

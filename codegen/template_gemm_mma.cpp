@@ -187,8 +187,16 @@ std::string GemmEmitter::mma884_fragment_code() const {
 // Accumulators 0,1 (and 2,3) of a lane are adjacent columns of one row: stored as one
 // 8-byte float2 or one 4-byte f16/bf16 pair where every output is laid out as the heavy
 // output with n innermost (MatMul, Gemm), N is even (the pair is in bounds and aligned
-// together) and no split-K atomics. Empty when that does not hold.
+// together) and no split-K atomics. Empty when that does not hold. In the GLU epilogue the
+// pair is always taken: accumulator dc_i is an even column (the first half), dc_i + 1 the
+// odd one (the second half).
 std::string GemmEmitter::epilogue_pair_code() {
+  if (glu_)
+    return fmt::format("const {} dc_gn = dc_gn0;\n"
+                       "const float dc_acc0 = dc_accum[dc_mi][dc_ni][dc_i], dc_acc1 = "
+                       "dc_accum[dc_mi][dc_ni][dc_i + 1];\n",
+                       idx_) +
+           glu_epilogue_code();
   if (split_ > 1 || kind_ == HeavyKind::conv || n_ % 2 != 0) return "";
   std::string scratch;
   ve_.reset_locals();

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "ir/error.h"
+#include "ir/glu.h"
 #include "passes/match.h"
 
 namespace dc {
@@ -255,6 +256,35 @@ class Generator {
         add(nodes, kind);
       }
     }
+    // GLU epilogue: the interleaved gate/up halves of this MatMul's output and act(gate) * up
+    // (ir/glu.h), each prologue set, every epilogue prefix after the product.
+    const auto glu = glu_epilogue(h);
+    if (glu.empty()) return;
+    const std::vector<size_t> glu_chain = epilogue_chain(glu.back());
+    for (const auto& set : prologue_sets) {
+      std::vector<size_t> nodes = {h};
+      nodes.insert(nodes.end(), set.begin(), set.end());
+      nodes.insert(nodes.end(), glu.begin(), glu.end());
+      add(nodes, kind);
+      for (size_t e : glu_chain) {
+        nodes.push_back(e);
+        add(nodes, kind);
+      }
+    }
+  }
+
+  // The Slices and combiner nodes of MatMul h's GLU epilogue, the product's producer last;
+  // empty if h has none.
+  std::vector<size_t> glu_epilogue(size_t h) const {
+    const auto split = glu_split(c_.g, h);
+    if (!split) return {};
+    const auto comb = glu_combiner(c_.g, c_.node(split->even).outputs[0], c_.node(split->odd).outputs[0]);
+    if (!comb) return {};
+    std::vector<size_t> nodes = {split->even, split->odd};
+    for (size_t i : comb->nodes)
+      if (c_.node(i).outputs[0] != comb->out) nodes.push_back(i);
+    nodes.push_back(*c_.producer_of(comb->out));
+    return nodes;
   }
 
   // MatMul(Q, Kt) -> score ops -> Softmax(last axis) -> [Cast, IsNaN/Where guard] ->

@@ -11,6 +11,7 @@
 #include "passes/fuse_layer_norm.h"
 #include "passes/fuse_rms_norm.h"
 #include "passes/fuse_sibling_matmuls.h"
+#include "passes/interleave_glu_weights.h"
 #include "passes/lower_einsum.h"
 #include "passes/lower_norms.h"
 #include "passes/fuse_pad_conv.h"
@@ -46,6 +47,8 @@ Graph simplify(Graph g, const SimplifyOptions& opts) {
   if (opts.fuse_gelu) g = run_pass("fuse_gelu", std::move(g), fuse_gelu);
   if (opts.fuse_sibling_matmuls)
     g = run_pass("fuse_sibling_matmuls", std::move(g), fuse_sibling_matmuls);
+  if (opts.interleave_glu_weights)
+    g = run_pass("interleave_glu_weights", std::move(g), interleave_glu_weights);
   g = run_pass("eliminate_dead_nodes", std::move(g), eliminate_dead_nodes);
   return g;
 }

@@ -11,6 +11,7 @@ struct SimplifyOptions {
   bool fuse_layer_norm = true;
   bool fuse_rms_norm = true;
   bool fuse_sibling_matmuls = true;
+  bool interleave_glu_weights = true;  // after fuse_sibling_matmuls
   bool fuse_gelu = true;
 };
 

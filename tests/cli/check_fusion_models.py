@@ -5,10 +5,12 @@ Attention, RMSNormalization and RotaryEmbedding ops; GPT-2; a BERT encoder), sma
 
   counts   `verify` against the numpy oracle's output, then the fp16 h100 estimate-only
            plan of 1 and 2 layers: per layer at most 7 kernels, exactly 1 attention kernel,
-           no copy-only step (docs/bench/fusion.md's goals);
+           no copy-only step (docs/bench/fusion.md's goals), and for the LLaMAs one gate/up
+           GEMM computing silu(gate)*up in its epilogue (a gemm cluster with one MatMul, the
+           two Slices and the Sigmoid: docs/codegen.md "GLU epilogue");
   run      `plan --out` and `dc-run --emulate --data` in fp32 and fp16: every chosen kernel
            (attention with its operand cones and the IsNaN guard over fully masked rows,
-           RMSNorm, the merged projections, the SwiGLU prologue) on the host emulator against
+           RMSNorm, the merged projections, the SwiGLU epilogue) on the host emulator against
            the oracle.
 
 usage: check_fusion_models.py counts|run DC_COORDINATOR DC_RUN SOURCE_DIR
@@ -38,14 +40,17 @@ def run(cmd):
 
 def counts(plan):
     gpu = plan["gpus"][0]
-    out = {"kernels": 0, "attention": 0, "copy_only": 0}
+    out = {"kernels": 0, "attention": 0, "copy_only": 0, "glu_epilogue": 0}
     for c in gpu["chosen"]:
         cand = plan["candidates"][c]
         if cand.get("free_view"):
             continue
         out["kernels"] += 1
         out["attention"] += cand["kind"] == "attention"
-        out["copy_only"] += all(op in MOVES for op in cand["pattern"].split("+"))
+        ops = cand["pattern"].split("+")
+        out["copy_only"] += all(op in MOVES for op in ops)
+        out["glu_epilogue"] += (cand["kind"] == "gemm" and ops.count("matmul") == 1 and
+                                ops.count("slice") == 2 and "sigmoid" in ops)
     return out
 
 
@@ -72,6 +77,8 @@ def main():
                     fail(f"{model}: {per_layer['attention']} attention kernels per layer (1)")
                 if per_layer["copy_only"] != 0:
                     fail(f"{model}: {per_layer['copy_only']} copy-only steps per layer")
+                if model.startswith("llama") and per_layer["glu_epilogue"] != 1:
+                    fail(f"{model}: {per_layer['glu_epilogue']} gate/up GEMMs with the SwiGLU epilogue per layer (1)")
             else:
                 for precision in ("fp32", "fp16"):
                     out = os.path.join(tmp, f"{model}-{precision}")

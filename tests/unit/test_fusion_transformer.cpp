@@ -15,10 +15,14 @@
 #include "attention_testing.h"
 #include "candidates.h"
 #include "codegen_testing.h"
+#include "gpu/gpu_catalog.h"
+#include "ir/glu.h"
 #include "ir/tolerance.h"
 #include "pass_testing.h"
 #include "passes/apply_precision.h"
 #include "passes/fuse_gelu.h"
+#include "passes/interleave_glu_weights.h"
+#include "passes/simplify.h"
 #include "variant_tolerance.h"
 
 namespace dc {
@@ -570,6 +574,225 @@ TEST(FusionGelu, Gpt2TanhGeluIsComputedInTheProjectionsLoads) {
   const auto fp16 = enumerate_variants(w16, a100(), SpaceOptions{{"fp16"}});
   ASSERT_FALSE(fp16.empty());
   check_within_tolerance(w16, fp16.front());
+}
+
+// ---- SwiGLU / GeGLU in the gate/up GEMM's epilogue ---------------------------------------
+
+enum class Glu { silu, silu_reversed, gelu_erf, gelu_tanh_op, gelu_tanh_spelled, relu };
+
+const char* glu_name(Glu a) {
+  switch (a) {
+    case Glu::silu: return "silu";
+    case Glu::silu_reversed: return "silu_reversed";
+    case Glu::gelu_erf: return "gelu_erf";
+    case Glu::gelu_tanh_op: return "gelu_tanh_op";
+    case Glu::gelu_tanh_spelled: return "gelu_tanh_spelled";
+    case Glu::relu: return "relu";
+  }
+  return "?";
+}
+
+// LLaMA's MLP as exporters write it: gate = x Wg, up = x Wu (two sibling MatMuls), act(gate)
+// * up, then the down projection and the residual Add. x is [1, 7, 32], F = 45 (odd: the
+// product has an odd width, the merged GEMM 90 columns).
+struct GluModel {
+  static constexpr int64_t kK = 32, kF = 45;
+  Graph g;
+  int n = 0;
+
+  std::string node(const std::string& op, std::vector<std::string> in, Attributes a = {}) {
+    const std::string out = fmt::format("m{}", n++);
+    add_node(g, op, std::move(in), {out}, std::move(a)).name = "n_" + out;
+    return out;
+  }
+  std::string scalar(float v) {
+    const std::string name = fmt::format("k{}", n++);
+    add_initializer(g, name, Tensor::scalar<float>(v));
+    return name;
+  }
+  std::string act(Glu a, const std::string& x) {
+    switch (a) {
+      case Glu::silu: return node("Mul", {x, node("Sigmoid", {x})});
+      case Glu::silu_reversed: return node("Mul", {node("Sigmoid", {x}), x});
+      case Glu::gelu_erf: {  // fuse_gelu makes it one Gelu
+        const std::string e = node("Erf", {node("Div", {x, scalar(std::sqrt(2.f))})});
+        return node("Mul", {node("Mul", {x, node("Add", {e, scalar(1.f)})}), scalar(0.5f)});
+      }
+      case Glu::gelu_tanh_op: return node("Gelu", {x}, attrs({{"approximate", std::string("tanh")}}));
+      case Glu::gelu_tanh_spelled: {  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): stays
+        const std::string cube = node("Mul", {node("Pow", {x, scalar(3.f)}), scalar(0.044715f)});
+        const std::string t = node("Tanh", {node("Mul", {node("Add", {x, cube}), scalar(0.7978845608f)})});
+        return node("Mul", {node("Mul", {x, scalar(0.5f)}), node("Add", {t, scalar(1.f)})});
+      }
+      case Glu::relu: return node("Relu", {x});
+    }
+    return x;
+  }
+  // `prologue`: x = Tanh(x_in * 0.5), two injective nodes only the gate/up MatMul reads:
+  // its A prologue in the same cluster (as llama23's decomposed RMSNorm is).
+  explicit GluModel(Glu a, bool prologue = false) {
+    g.opset = a == Glu::gelu_tanh_op ? 20 : 17;
+    if (prologue) {
+      add_input(g, "x_in", {1, 7, kK});
+      add_node(g, "Tanh", {node("Mul", {"x_in", scalar(0.5f)})}, {"x"}).name = "n_x";
+    } else {
+      add_input(g, "x", {1, 7, kK});
+    }
+    add_input(g, "res", {1, 7, kK});
+    add_initializer(g, "wg", random_tensor({kK, kF}, 21));
+    add_initializer(g, "wu", random_tensor({kK, kF}, 22));
+    add_initializer(g, "wd", random_tensor({kF, kK}, 23));
+    const std::string gate = node("MatMul", {"x", "wg"});
+    const std::string up = node("MatMul", {"x", "wu"});
+    const std::string p = a == Glu::silu_reversed ? node("Mul", {"m1", act(a, gate)}) : node("Mul", {act(a, gate), up});
+    g.outputs = {node("Add", {"res", node("MatMul", {p, "wd"})})};
+    g = with_types(g);
+  }
+};
+
+// The MatMul reading x in `g`.
+size_t gate_up_matmul(const Graph& g) {
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].op == "MatMul" && g.nodes[i].input(0) == "x") return i;
+  ADD_FAILURE() << "no MatMul reads x";
+  return 0;
+}
+
+// The gemm candidate of the gate/up MatMul with the most nodes that does not reach the down
+// projection: its GLU epilogue.
+const Candidate* glu_candidate(const Graph& g, const std::vector<Candidate>& cands) {
+  const size_t mm = gate_up_matmul(g);
+  const Candidate* best = nullptr;
+  for (const auto& c : cands) {
+    if (c.kind != ClusterKind::gemm || std::find(c.nodes.begin(), c.nodes.end(), mm) == c.nodes.end()) continue;
+    if (std::count_if(c.nodes.begin(), c.nodes.end(), [&](size_t i) { return g.nodes[i].op == "MatMul"; }) != 1)
+      continue;
+    if (!best || c.nodes.size() > best->nodes.size()) best = &c;
+  }
+  return best;
+}
+
+TEST(FusionGlu, SimplifyInterleavesTheMergedGateUpColumns) {
+  for (Glu a : {Glu::silu, Glu::silu_reversed, Glu::gelu_erf, Glu::gelu_tanh_op, Glu::gelu_tanh_spelled, Glu::relu}) {
+    SCOPED_TRACE(glu_name(a));
+    const GluModel m(a);
+    const Graph s = simplify(m.g);
+    expect_well_formed(s);
+    // One MatMul over [K, 2F] weights whose column 2j is gate column j and 2j + 1 up column j.
+    const Node& mm = s.nodes[gate_up_matmul(s)];
+    const Tensor& w = s.initializers.at(mm.input(1));
+    ASSERT_EQ(w.shape(), (Shape{GluModel::kK, 2 * GluModel::kF}));
+    const auto wv = w.to_float_vector();
+    const auto gv = m.g.initializers.at("wg").to_float_vector();
+    const auto uv = m.g.initializers.at("wu").to_float_vector();
+    for (int64_t k = 0; k < GluModel::kK; ++k)
+      for (int64_t j = 0; j < GluModel::kF; ++j) {
+        ASSERT_EQ(wv[k * 2 * GluModel::kF + 2 * j], gv[k * GluModel::kF + j]) << k << "," << j;
+        ASSERT_EQ(wv[k * 2 * GluModel::kF + 2 * j + 1], uv[k * GluModel::kF + j]) << k << "," << j;
+      }
+    // Its output read by the even and the odd columns' Slices, which the template pairs.
+    const auto split = glu_split(s, gate_up_matmul(s));
+    ASSERT_TRUE(split.has_value());
+    EXPECT_EQ(op_count(s, "Slice"), 2);
+    // The same values as the graph before (reference executor, both graphs).
+    expect_same_outputs(m.g, s);
+  }
+}
+
+TEST(FusionGlu, HalvesReadElsewhereAndThreeSiblingsAreNotInterleaved) {
+  // `up` also read by another output: the product is not the only thing the halves feed.
+  GluModel m(Glu::silu);
+  m.g.outputs.push_back("m1");
+  Graph s = simplify(m.g);
+  EXPECT_FALSE(glu_split(s, gate_up_matmul(s)).has_value());
+  EXPECT_NE(s.initializers.count(s.nodes[gate_up_matmul(s)].input(1)), 0u);
+  for (const auto& n : s.nodes) {
+    if (n.op == "Slice") {
+      EXPECT_FALSE(n.has_input(4)) << "a stepped Slice in a graph left as it was";
+    }
+  }
+  // Q/K/V: three sibling projections merged, never interleaved.
+  Graph g;
+  g.opset = 17;
+  add_input(g, "x", {1, 5, 16});
+  for (const char* w : {"wq", "wk", "wv"}) add_initializer(g, w, random_tensor({16, 16}, 31));
+  add_node(g, "MatMul", {"x", "wq"}, {"q"});
+  add_node(g, "MatMul", {"x", "wk"}, {"k"});
+  add_node(g, "MatMul", {"x", "wv"}, {"v"});
+  add_node(g, "Mul", {"q", "k"}, {"qk"});
+  add_node(g, "Mul", {"qk", "v"}, {"o"});
+  g.outputs = {"o"};
+  s = simplify(with_types(g));
+  EXPECT_EQ(op_count(s, "Slice"), 3);
+  EXPECT_FALSE(glu_split(s, gate_up_matmul(s)).has_value());
+}
+
+// The GLU epilogue's kernels: one gemm cluster {gate/up MatMul, Slices, act, product} whose
+// only output is the [1, 7, F] product; fp32 variants of both thread-tile widths and every
+// pipeline, tf32, fp16, bf16 and sm_70's m8n8k4, each on the host emulator against the
+// reference with random weights (a wrong pairing of columns, or gate and up swapped, gives
+// another product), within variant_tolerance.
+TEST(FusionGlu, EpilogueWritesOnlyTheProductOnEveryPrecisionPath) {
+  for (auto [a, prologue] : {std::pair{Glu::silu, false}, std::pair{Glu::gelu_erf, false},
+                             std::pair{Glu::gelu_tanh_spelled, false}, std::pair{Glu::silu, true}}) {
+    SCOPED_TRACE(fmt::format("{}{}", glu_name(a), prologue ? " with an A prologue" : ""));
+    const Graph s = simplify(GluModel(a, prologue).g);
+    const auto cands = generate_candidates(s);
+    const Candidate* c = glu_candidate(s, cands);
+    ASSERT_NE(c, nullptr);
+    if (prologue) {
+      EXPECT_EQ(c->pattern, "mul+tanh+matmul+slice+slice+sigmoid+mul+mul");
+    }
+    const Workload w = make_workload(s, c->nodes, ClusterKind::gemm);
+    ASSERT_EQ(w.graph.outputs.size(), 1u) << c->pattern;
+    EXPECT_EQ(w.graph.info(w.graph.outputs[0]).shape, (Shape{1, 7, GluModel::kF})) << c->pattern;
+    EXPECT_TRUE(analyze_workload(w).glu) << c->pattern;
+    const auto fp32 = fp32_variants(w);
+    ASSERT_FALSE(fp32.empty());
+    for (const auto& v : fp32) EXPECT_EQ(v.param("split_k"), 1) << v.key();
+    for (const auto& v : pick(fp32, {[](const Variant& v) { return v.param("thread_n") == 2; },
+                                     [](const Variant& v) { return v.param("thread_n") == 8; },
+                                     [](const Variant& v) { return v.param("stages") == 3; },
+                                     [](const Variant& v) { return v.param("stages") == 1; }}))
+      check_within_tolerance(w, v);
+    const auto tf32 = enumerate_variants(w, a100(), SpaceOptions{{"tf32"}});
+    ASSERT_FALSE(tf32.empty());
+    check_within_tolerance(w, tf32.front());
+    for (Precision p : {Precision::fp16, Precision::bf16}) {
+      const Graph gp = apply_precision(s, p);
+      const auto cands_p = generate_candidates(gp);
+      const Candidate* cp = glu_candidate(gp, cands_p);
+      ASSERT_NE(cp, nullptr);
+      const Workload wp = make_workload(gp, cp->nodes, ClusterKind::gemm);
+      ASSERT_TRUE(analyze_workload(wp).glu) << cp->pattern;
+      const std::string name = p == Precision::fp16 ? "fp16" : "bf16";
+      const auto vs = enumerate_variants(wp, a100(), SpaceOptions{{name}});
+      ASSERT_FALSE(vs.empty());
+      for (const auto& v : vs) EXPECT_EQ(v.param("split_k"), 1) << v.key();
+      check_within_tolerance(wp, vs.front());
+      check_within_tolerance(wp, vs.back());
+      if (p == Precision::fp16) {
+        const auto volta = enumerate_variants(wp, GpuCatalog::builtin().require("v100"), SpaceOptions{{"fp16"}});
+        ASSERT_FALSE(volta.empty());
+        EXPECT_EQ(volta.front().param("m8n8k4"), 1);
+        check_within_tolerance(wp, volta.front());
+      }
+    }
+  }
+}
+
+TEST(FusionGlu, ProductIsNotRecomputedByTheDownProjection) {
+  // Both forms stay candidates (the product in the gate/up epilogue, or in the down
+  // projection's loads); the GLU one writes F columns instead of 2F.
+  const Graph s = simplify(GluModel(Glu::silu).g);
+  const auto cands = generate_candidates(s);
+  const Candidate* c = glu_candidate(s, cands);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->pattern, "matmul+slice+slice+sigmoid+mul+mul");
+  const Workload glu = make_workload(s, c->nodes, ClusterKind::gemm);
+  const size_t mm = gate_up_matmul(s);
+  const Workload plain = make_workload(s, {mm}, ClusterKind::gemm);
+  EXPECT_EQ(plain.bytes - glu.bytes, int64_t{7} * GluModel::kF * 4);
 }
 
 }  // namespace
