@@ -338,3 +338,8 @@ set_tests_properties(farm_service_bench_smoke PROPERTIES LABELS unit TIMEOUT 180
 add_test(NAME cli_train_tune_run COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_train_plans.py
   ${DC_COORD} ${DC_RUN} ${EX}/tiny_cnn/model.onnx --local-workers 2 --top-k 1)
 set_tests_properties(cli_train_tune_run PROPERTIES LABELS unit TIMEOUT 900)
+# The same training step on a real device: the tiny CNN's training plan for PoCL's OpenCL CPU
+# device, one step by dc-run (OpenCL backend, state carried by SVM copies) against verify --train.
+add_test(NAME cli_train_run_opencl_tiny_cnn COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_train_plans.py
+  ${DC_COORD} ${DC_RUN} ${EX}/tiny_cnn/model.onnx --opencl)
+set_tests_properties(cli_train_run_opencl_tiny_cnn PROPERTIES LABELS opencl TIMEOUT 900)

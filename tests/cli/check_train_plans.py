@@ -7,6 +7,9 @@ on the same batch, the saved model loads in onnxruntime (PYTHONPATH /opt/dc/ort)
 weights that changed, while a weight dc-run did not train would be unchanged.
 
 usage: check_train_plans.py DC_COORDINATOR DC_RUN MODEL.onnx [tune flags...]
+       check_train_plans.py DC_COORDINATOR DC_RUN MODEL.onnx --opencl
+  --opencl: the estimate-only training plan for PoCL's CPU device (`plan --train --gpus
+  pocl-cpu --out`), one step run by dc-run on that real OpenCL device (no emulator).
 """
 import json
 import os
@@ -62,30 +65,37 @@ def write_batch(model_path, data):
 
 def main():
     coord, dcrun, model = sys.argv[1:4]
+    opencl = "--opencl" in sys.argv[4:]
+    gpu = "pocl-cpu" if opencl else "h100"
+    steps = "1" if opencl else "2"
     flags = ["--train", "--loss", "cross_entropy", "--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9"]
     with tempfile.TemporaryDirectory(prefix="dc-train-plans-") as tmp:
         out = os.path.join(tmp, "out")
-        text = run([coord, "tune", model, "--gpus", "h100", "--emulate", "--db", os.path.join(tmp, "db.sqlite"),
-                    "--out", out, "--quiet", *flags, *sys.argv[4:]])
-        jobs = re.search(r"^(\d+) jobs, (\d+) results committed", text, re.M)
-        if not jobs or jobs.group(1) != jobs.group(2):
-            fail("not every job of the training tune has a result:\n" + text[-2000:])
-        plan = json.load(open(os.path.join(out, "h100", "plan.json")))
+        if opencl:
+            run([coord, "plan", model, "--gpus", gpu, "--out", os.path.join(out, gpu), *flags])
+            jobs = None
+        else:
+            text = run([coord, "tune", model, "--gpus", gpu, "--emulate", "--db", os.path.join(tmp, "db.sqlite"),
+                        "--out", out, "--quiet", *flags, *sys.argv[4:]])
+            jobs = re.search(r"^(\d+) jobs, (\d+) results committed", text, re.M)
+            if not jobs or jobs.group(1) != jobs.group(2):
+                fail("not every job of the training tune has a result:\n" + text[-2000:])
+        plan = json.load(open(os.path.join(out, gpu, "plan.json")))
         if plan.get("mode") != "train" or not plan["training"]["state"]:
             fail("the tuned plan is not a training plan")
         data = os.path.join(tmp, "batch")
         write_batch(model, data)
         saved = os.path.join(tmp, "trained.onnx")
-        device = run([dcrun, os.path.join(out, "h100"), "--train", "--emulate", "--data", data, "--steps", "2",
-                      "--save-weights", saved])
+        device = run([dcrun, os.path.join(out, gpu), "--train", *([] if opencl else ["--emulate"]), "--data", data,
+                      "--steps", steps, "--save-weights", saved])
         # verify --train needs an expected loss to compare with: give it dc-run's last one,
         # and compare every step's loss here.
         got = losses(device)
-        if len(got) != 2:
+        if len(got) != int(steps):
             fail("dc-run printed %d step losses:\n%s" % (len(got), device))
         with open(os.path.join(data, "output_0.pb"), "wb") as f:
             f.write(numpy_helper.from_array(np.array(got[-1], dtype=np.float32), "loss").SerializeToString())
-        ref = run([coord, "verify", model, "--data", data, "--steps", "2", *flags])
+        ref = run([coord, "verify", model, "--data", data, "--steps", steps, *flags])
         want = losses(ref)
         for k, (a, b) in enumerate(zip(got, want)):
             if abs(a - b) > 1e-4 * max(abs(b), 1e-6):
@@ -99,9 +109,11 @@ def main():
         if not changed or set(after) != set(before):
             fail("the saved model's initializers: %d changed, names %s" %
                  (len(changed), "equal" if set(after) == set(before) else "differ"))
-        print("PASS  %s: training tune (%s jobs), dc-run --train --emulate losses %s = verify --train %s, "
-              "saved model loads in onnxruntime %s, %d trained initializers changed" %
-              (os.path.basename(os.path.dirname(model)), jobs.group(1), got, want, ort.__version__, len(changed)))
+        how = "estimate-only plan on PoCL, dc-run --train" if opencl else \
+            "training tune (%s jobs), dc-run --train --emulate" % jobs.group(1)
+        print("PASS  %s: %s losses %s = verify --train %s, saved model loads in onnxruntime %s, %d trained "
+              "initializers changed" % (os.path.basename(os.path.dirname(model)), how, got, want, ort.__version__,
+                                       len(changed)))
         del sess
 
 
