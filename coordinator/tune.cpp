@@ -56,23 +56,30 @@ class Driver {
       return lookup(r_.plan, r_.gpus, db_, opts_, r_.calibration); },
       [&](const Lookup& l) { return describe(l, opts_); });
     absorb(todo);
+    // Each worker's drift sentinel before the measure stage and after it (tune_drift.cpp).
+    const auto probe = [&](std::vector<PlannedJob> jobs) { return measure_sentinels(jobs); };
+    const auto measure = [&](std::vector<PlannedJob> jobs) { return generate_dispatch_collect(jobs); };
+    Sentinels sentinels;
+    if (opts_.cross_check) sentinels = first_sentinels(r_.plan, r_.gpus, todo.jobs, ledger_, probe);
     generate_dispatch_collect(todo.jobs);
+    if (opts_.cross_check && !r_.interrupted) {
+      const Drifted drifted = log_.run("drift", [&] {
+        return drift_check(r_.plan, r_.gpus, sentinels, db_, ledger_, log_, probe, measure); },
+        [](const Drifted& d) { return describe(d); });
+      for (size_t gi = 0; gi < r_.gpus.size(); ++gi) r_.gpus[gi].drift = drifted.per_gpu[gi];
+    }
     Checked checked;
     if (wants_check()) check(checked, {});
     CrossChecked crossed;
     if (opts_.cross_check && !r_.interrupted) {
       crossed = log_.run("cross-check", [&] {
-        return cross_check(r_.plan, r_.gpus, db_, opts_, ledger_, log_,
-                           [&](std::vector<PlannedJob> jobs) { return generate_dispatch_collect(jobs); }); },
+        return cross_check(r_.plan, r_.gpus, db_, opts_, ledger_, log_, measure); },
         [](const CrossChecked& c) { return describe(c); });
-      for (size_t gi = 0; gi < r_.gpus.size(); ++gi) {
-        r_.gpus[gi].cross_check = crossed.per_gpu[gi];
-        if (const auto q = ledger_.quarantined.find(gi); q != ledger_.quarantined.end())
-          r_.gpus[gi].quarantined = q->second;
-      }
+      for (size_t gi = 0; gi < r_.gpus.size(); ++gi) r_.gpus[gi].cross_check = crossed.per_gpu[gi];
       // New winners (a quarantine, a re-measure that ranks differently) get their check too.
       if (crossed.sent > 0 && wants_check()) check(checked, crossed.again);
     }
+    for (const auto& [gi, workers] : ledger_.quarantined) r_.gpus[gi].quarantined = workers;
     r_.gpus = log_.run("select", [&] {
       return select(r_.plan, r_.gpus, db_, opts_, checked.checked, crossed.again); },
       [](const std::vector<GpuTuneResult>& s) { return describe(s); });
@@ -168,6 +175,15 @@ class Driver {
     return got;
   }
 
+  // Drift sentinels: generate, dispatch and collect without the stage lines and the counts
+  // of the tune's jobs (they are probes of the workers, not recorded).
+  Collected measure_sentinels(const std::vector<PlannedJob>& jobs) {
+    Dispatched sent = dispatch(jobs, generate(jobs, r_.plan, r_.gpus, opts_), r_.plan, r_.gpus, farm_, db_, opts_, ledger_);
+    Collected got = collect(sent, r_.gpus, farm_, db_, opts_, ledger_, log_);
+    r_.interrupted = r_.interrupted || got.interrupted;
+    return got;
+  }
+
   Farm& farm_;
   TuningDb& db_;
   const TuneOptions& opts_;
@@ -181,7 +197,7 @@ class Driver {
 
 bool TuneResult::complete() const {
   for (const auto& g : gpus)
-    if (!g.has_results()) return false;
+    if (!g.has_results() || g.drift.untrusted) return false;
   return !gpus.empty() && internal_error_jobs() == 0;
 }
 

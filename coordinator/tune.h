@@ -151,6 +151,21 @@ struct GpuTuneResult {
     int64_t moved = 0;        // results of quarantined workers measured again elsewhere
     int64_t marked = 0;       // their ok results of this run marked implausible in the DB
   } cross_check;
+  // Drift over the tune (tune_drift.cpp; docs/tune.md, "Drift over a tune"): each worker's
+  // sentinel, the reference kernel of the type's cheapest workload, timed before the measure
+  // stage and after it.
+  struct Drift {
+    std::string sentinel;     // the sentinel's workload; "" = not checked (nothing measured)
+    int64_t jobs = 0;         // sentinel jobs: not recorded, not counted in `jobs`
+    std::map<std::string, std::pair<double, double>> medians;  // worker -> first, last median (us)
+    std::vector<std::string> unchecked;           // workers without both sentinel results
+    std::map<std::string, std::string> drifted;   // worker -> its figures
+    // A drifting worker with no steady worker of the type to measure again on: its results
+    // of this run are marked implausible and the tune does not say ok.
+    bool untrusted = false;
+    int64_t moved = 0;        // results of drifting (quarantined) workers measured again
+    int64_t marked = 0;       // results of drifting workers marked implausible
+  } drift;
   // Workers this tune quarantined (Measurement::worker -> why): no new jobs for the rest of
   // the tune, and their results are not selected (select_measured excludes them).
   std::map<std::string, std::string> quarantined;
@@ -185,8 +200,8 @@ struct TuneResult {
   int64_t results = 0;                // received and committed in this run
   bool interrupted = false;           // stopped before every result arrived
   double seconds = 0;
-  // True when every requested GPU type has results and no job ended in internal_error (the
-  // command's exit status).
+  // True when every requested GPU type has results, no job ended in internal_error and no
+  // type's only steady figures drifted (Drift::untrusted) (the command's exit status).
   bool complete() const;
   int64_t internal_error_jobs() const;       // over the GPU types
   int64_t internal_error_workloads() const;  // distinct per GPU type, summed

@@ -28,7 +28,6 @@ struct FinalistState {
   bool compared = false;    // a pair of two workers was compared
   bool third_sent = false;
   bool decided = false;     // the third measurement was looked at
-  bool moved = false;       // measured again because only quarantined workers had
 };
 
 double rel_mad(const Measurement& m) { return m.median_us > 0 ? m.mad_us / m.median_us : 0; }
@@ -65,7 +64,7 @@ class Stage {
     }
     for (int round = 0; round < kMaxRounds; ++round) {
       const int64_t sent = out_.sent;
-      send(moved_jobs());
+      send(moved());
       send(second_jobs());
       send(third_jobs());
       const bool quarantined = judge();
@@ -105,21 +104,8 @@ class Stage {
   }
 
   std::optional<PlannedJob> job(const Key& k, const Measurement& first, std::set<std::string> avoid) {
-    const auto& [gi, signature, key] = k;
-    const auto& ws = plan_.workload_set.workloads;
-    const auto wit = std::find_if(ws.begin(), ws.end(), [&](const Workload& w) { return w.signature == signature; });
-    if (wit == ws.end()) return std::nullopt;
-    const size_t wi = static_cast<size_t>(wit - ws.begin());
-    const Variant* v = variants_.find(gi, wi, key);
-    if (!v) return std::nullopt;  // not in this build's space: nothing to send
-    PlannedJob j;
-    j.gpu = gi;
-    j.workload = wi;
-    j.variant = *v;
-    j.estimate_us = first.estimate_us;  // uncalibrated, as stored
-    j.again = true;
-    j.avoid_workers = std::move(avoid);
-    out_.again.insert(k);
+    std::optional<PlannedJob> j = again_job(plan_, variants_, k, first, std::move(avoid));
+    if (j) out_.again.insert(k);
     return j;
   }
 
@@ -147,18 +133,11 @@ class Stage {
   }
 
   // What only quarantined workers measured in this run is measured again elsewhere.
-  std::vector<PlannedJob> moved_jobs() {
-    std::vector<PlannedJob> jobs;
-    for (const auto& [k, rows] : ledger_.ok_results) {
-      const auto& q = quarantined(std::get<0>(k));
-      if (q.empty() || rows.empty() || is_reference_key(std::get<2>(k))) continue;
-      FinalistState& s = state_[k];
-      if (s.moved || !results(k).empty()) continue;
-      s.moved = true;
-      if (auto j = job(k, rows.front(), {})) {  // dispatch adds the quarantined workers
-        jobs.push_back(std::move(*j));
-        ++out_.per_gpu[std::get<0>(k)].moved;
-      }
+  std::vector<PlannedJob> moved() {
+    std::vector<PlannedJob> jobs = moved_jobs(plan_, variants_, ledger_);
+    for (const PlannedJob& j : jobs) {
+      out_.again.insert({j.gpu, plan_.workload_set.workloads[j.workload].signature, j.variant.key()});
+      ++out_.per_gpu[j.gpu].moved;
     }
     return jobs;
   }
@@ -316,21 +295,8 @@ class Stage {
       }
       const std::string reason = fmt::format("out of line in {} of {} third measurements, e.g. {}", most, total,
                                              why[gi][worst]);
-      ledger_.quarantined[gi][worst] = reason;
       out_.quarantined.push_back(fmt::format("{} worker {}", gpus_[gi].gpu->name, worst));
-      // Its figures of this run answer for nothing, in this tune and later ones.
-      int64_t marked = 0;
-      for (const auto& [k, rows] : ledger_.ok_results)
-        if (std::get<0>(k) == gi)
-          for (const Measurement& m : rows)
-            if (m.worker == worst && db_.mark_implausible(m, fmt::format("worker {} quarantined by tune's "
-                                                                         "cross-check: {}", worst, reason)))
-              ++marked;
-      out_.per_gpu[gi].marked += marked;
-      spdlog::error("tune: *** QUARANTINED worker {} ({}) *** {}; it gets no new jobs in this tune, its {} "
-                    "results of this run are marked implausible in the DB, and what only it measured is "
-                    "measured again elsewhere", worst, gpus_[gi].gpu->name, reason, marked);
-      log_.notice(fmt::format("QUARANTINED worker {} ({}): {}", worst, gpus_[gi].gpu->name, reason));
+      out_.per_gpu[gi].marked += quarantine(gi, worst, "cross-check", reason, gpus_, db_, ledger_, log_);
       any = true;
     }
     return any;

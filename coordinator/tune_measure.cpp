@@ -43,6 +43,21 @@ Measurement checked_plausible(Measurement m, const std::string& key, const Dispa
   return m;
 }
 
+// A drift sentinel's result (tune_drift.cpp): for the drift check only, never recorded.
+void accept_sentinel(const Measurement& m, const std::string& key, Dispatched& d, Ledger& ledger, Collected& c) {
+  const auto it = d.gpu_of.find(key);
+  if (it == d.gpu_of.end()) return;  // late: its round is over
+  const size_t gi = it->second;
+  d.gpu_of.erase(it);
+  --d.per_gpu[gi];
+  ++c.per_gpu_results[gi];
+  spdlog::info("{}: drift sentinel from worker {}: {} {:.4g} us", key, m.worker, job_status_name(m.status), m.median_us);
+  Measurement kept = m;
+  kept.samples_us.clear();
+  ledger.sentinels[gi].push_back(std::move(kept));
+  d.progress->job_done(m.gpu_type, m.status == JobStatus::ok);
+}
+
 // One result: committed at once, in its own transaction.
 void accept(const Measurement& in, Dispatched& d, const std::vector<GpuTuneResult>& gpus,
             TuningDb& db, const TuneOptions& opts, Ledger& ledger, Collected& c) {
@@ -56,6 +71,7 @@ void accept(const Measurement& in, Dispatched& d, const std::vector<GpuTuneResul
     db.commit_worker(worker_of(m));
     spdlog::info("worker {}: device health {}", m.worker, m.health);
   }
+  if (d.sentinel_keys.count(key)) return accept_sentinel(m, key, d, ledger, c);
   // internal_error is a dc bug, not a verdict on the variant: counted and logged, never
   // recorded (a later tune measures the variant again).
   if (m.status == JobStatus::internal_error)
@@ -140,6 +156,7 @@ Dispatched dispatch(const std::vector<PlannedJob>& jobs, std::vector<FarmJob> fa
     ++d.sent[pj.gpu];
     if (pj.check) ++d.checks[pj.gpu];
     if (pj.check || pj.again) d.check_keys.insert(key);
+    if (pj.sentinel) d.sentinel_keys.insert(key);
     FarmJob& fj = farm_jobs[i];
     fj.avoid_workers = pj.avoid_workers;
     if (const auto q = ledger.quarantined.find(pj.gpu); q != ledger.quarantined.end())
@@ -155,7 +172,7 @@ Dispatched dispatch(const std::vector<PlannedJob>& jobs, std::vector<FarmJob> fa
     si.variant_params = pj.variant.params;
     si.emulated = gpus[pj.gpu].source == Source::emulated;
     si.nvrtc_major = gpus[pj.gpu].nvrtc_major;
-    si.reuse = !opts.retune && !pj.check && !pj.again;
+    si.reuse = !opts.retune && !pj.check && !pj.again && !pj.sentinel;
     farm.submit(std::move(farm_jobs[i]));
   }
   return d;

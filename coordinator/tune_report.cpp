@@ -71,6 +71,17 @@ std::string tune_gpu_summary(const TuneResult& r, const GpuTuneResult& g) {
                      x.moved ? fmt::format(", {} results of quarantined workers measured again", x.moved) : "");
   else if (g.workers == 1 && g.jobs > 0)
     s += "cross-check  one worker: finalists measured once, by it alone\n";
+  const GpuTuneResult::Drift& dr = g.drift;
+  if (!dr.sentinel.empty())
+    s += fmt::format("drift      sentinel (the reference kernel of {}) timed before and after the measure stage by {} "
+                     "worker(s): {} steady{}{}\n", dr.sentinel, dr.medians.size(), dr.medians.size() - dr.drifted.size(),
+                     dr.unchecked.empty() ? "" : fmt::format(", {} not timed twice (not checked)", dr.unchecked.size()),
+                     dr.moved ? fmt::format(", {} results of drifting workers measured again", dr.moved) : "");
+  for (const auto& [worker, why] : dr.drifted)
+    s += fmt::format("DRIFT      worker {}: {}{}\n", worker, why,
+                     dr.untrusted ? "; no steady worker of this type is left to measure again: its results of this "
+                                    "run are marked implausible, NOT TRUSTED, and the tune is not ok"
+                                  : "; quarantined");
   for (const auto& [worker, why] : g.quarantined)
     s += fmt::format("QUARANTINED  worker {}: {}; no new jobs, its {} results of this run marked implausible, "
                      "never selected\n", worker, why, x.marked);

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -92,6 +93,9 @@ struct PlannedJob {
   bool check = false;      // host-emulator check of a winner
   bool again = false;      // a second measurement by design (a finalist's cross-check)
   std::set<std::string> avoid_workers;  // FarmJob::avoid_workers (quarantined ones are added)
+  // A drift sentinel (tune_drift.cpp): a probe of the worker, not of the variant; its result
+  // goes to Ledger::sentinels only (not recorded in the DB, not counted as a job of the tune).
+  bool sentinel = false;
 };
 
 // What a result stores as its estimate: the model's figure without calibration (the
@@ -127,6 +131,9 @@ std::chrono::milliseconds run_deadline(const Workload& w, const GpuSpec& gpu, st
 std::vector<FarmJob> generate(const std::vector<PlannedJob>& jobs, const ModelPlan& plan,
                               const std::vector<GpuTuneResult>& gpus, const TuneOptions& opts);
 
+// A result's variant on one GPU type: (GPU index, workload signature, variant key).
+using ResultKey = std::tuple<size_t, std::string, std::string>;
+
 // What this run has sent and recorded, across dispatch rounds (tune_measure.cpp).
 struct Ledger {
   std::set<std::pair<std::string, std::string>> variants;  // (workload, key) committed
@@ -138,6 +145,9 @@ struct Ledger {
   // Per GPU index: workers quarantined by the cross-check (worker -> why). Every job
   // dispatched after a quarantine avoids them.
   std::map<size_t, std::map<std::string, std::string>> quarantined;
+  std::set<ResultKey> moved;  // measured again because only quarantined workers had (once each)
+  // Per GPU index: the drift sentinels' results (any status, without samples), in arrival order.
+  std::map<size_t, std::vector<Measurement>> sentinels;
 };
 
 // ---- dispatch (tune_measure.cpp): variants committed, jobs submitted.
@@ -145,6 +155,7 @@ struct Dispatched {
   std::map<std::string, size_t> gpu_of;  // outstanding job key -> GPU index
   std::map<size_t, int64_t> per_gpu;     // GPU index -> jobs outstanding
   std::set<std::string> check_keys;      // job keys of winner checks and cross-checks (a second result by design)
+  std::set<std::string> sentinel_keys;   // job keys of drift sentinels (Ledger::sentinels, not the DB)
   std::map<std::string, double> floor_us;  // job key -> the variant's floor (plausibility.h)
   std::vector<int64_t> sent, checks;     // per GPU index
   int64_t jobs = 0;
@@ -201,6 +212,58 @@ class VariantFinder {
   const std::vector<GpuTuneResult>& gpus_;
   std::map<std::pair<size_t, size_t>, std::vector<Variant>> enumerated_;
 };
+
+// ---- quarantine (tune_quarantine.cpp): the one mechanism behind the cross-check's and the
+// drift check's verdicts.
+// Marks `worker`'s ok results of this run on GPU index gi implausible in the DB (why as their
+// error); returns how many.
+int64_t mark_run_results(size_t gi, const std::string& worker, const std::string& why, TuningDb& db,
+                         const Ledger& ledger);
+// Quarantines `worker` for the rest of the tune (Ledger::quarantined: every later job avoids
+// it, selection leaves it out), marks its results of this run ("worker W quarantined by
+// tune's <check>: <reason>") and says so loudly; returns how many results were marked.
+int64_t quarantine(size_t gi, const std::string& worker, const std::string& check, const std::string& reason,
+                   const std::vector<GpuTuneResult>& gpus, TuningDb& db, Ledger& ledger, const StageLog& log);
+// A variant measured again by design (PlannedJob::again), avoiding `avoid`; nullopt when
+// this build's space has no such variant.
+std::optional<PlannedJob> again_job(const ModelPlan& plan, VariantFinder& variants, const ResultKey& k,
+                                    const Measurement& first, std::set<std::string> avoid);
+// The variants only quarantined workers measured in this run, each once per tune
+// (Ledger::moved), as jobs for the other workers.
+std::vector<PlannedJob> moved_jobs(const ModelPlan& plan, VariantFinder& variants, Ledger& ledger);
+
+// ---- drift (tune_drift.cpp): each worker times a sentinel, the reference kernel of the
+// type's cheapest workload, before the measure stage and again after it; a worker whose two
+// medians disagree by the noise model (medians_agree) has drifted (docs/tune.md, "Drift").
+struct Sentinels {
+  struct PerGpu {
+    std::optional<size_t> workload;             // the sentinel's workload; none: not checked
+    std::vector<std::string> workers;           // in the order of their first sentinel
+    std::map<std::string, Measurement> first, last;
+    size_t taken = 0;                           // Ledger::sentinels[gi] entries looked at
+    int64_t jobs = 0;
+  };
+  std::vector<PerGpu> per_gpu;
+};
+// The first sentinels, for the GPU types `planned` has jobs for: rounds of one job per type,
+// each avoiding the workers that already timed one, until each live worker has. `probe` runs
+// generate -> dispatch -> collect for sentinel jobs.
+Sentinels first_sentinels(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus,
+                          const std::vector<PlannedJob>& planned, Ledger& ledger,
+                          const std::function<Collected(std::vector<PlannedJob>)>& probe);
+struct Drifted {
+  std::vector<GpuTuneResult::Drift> per_gpu;
+  int64_t sent = 0;  // results of quarantined workers measured again (jobs of the tune)
+};
+// The last sentinels, the verdicts and their consequences: with a steady worker of the type
+// left, a drifting one is quarantined and what only it measured goes to `measure`; without
+// one, its results of this run are marked implausible and the type is not trusted
+// (GpuTuneResult::Drift::untrusted: the tune does not say ok).
+Drifted drift_check(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, Sentinels& sentinels,
+                    TuningDb& db, Ledger& ledger, const StageLog& log,
+                    const std::function<Collected(std::vector<PlannedJob>)>& probe,
+                    const std::function<Collected(std::vector<PlannedJob>)>& measure);
+std::string describe(const Drifted& d);
 
 // ---- cross-check: finalists measured twice, quarantine (tune_cross_check.cpp)
 // The noise model: two results agree when the larger median is at most

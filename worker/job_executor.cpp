@@ -164,6 +164,11 @@ std::vector<Tensor> job_inputs(const farm::Job& job, const GeneratedKernel& refe
   return random_inputs(inputs, static_cast<uint32_t>(job.seed()));
 }
 
+double EmulatedFaults::factor(int64_t jobs_timed_before) const {
+  const double ramp = std::min(1.0, static_cast<double>(jobs_timed_before) / std::max(1, drift_jobs));
+  return time_factor * (1 + (drift_factor - 1) * ramp);
+}
+
 JobExecutor::JobExecutor(ExecutorConfig config) : config_(std::move(config)) {}
 JobExecutor::~JobExecutor() = default;
 
@@ -256,7 +261,8 @@ farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::funct
                                              EmulatedWork{job.flops(), job.precision().empty() ? "fp32" : job.precision()},
                                              job.seed(), config_.emulated_samples);
     if (!t.ok) return failed(JobStatus::launch_error, t.error);
-    for (double s : t.samples_us) out.add_samples_us(s * config_.faults.time_factor);
+    const double factor = config_.faults.factor(emulated_jobs_timed_++);
+    for (double s : t.samples_us) out.add_samples_us(s * factor);
     *out.mutable_health() = no_health_data("emulated device: its times are modelled");
     out.set_status("ok");
     return out;

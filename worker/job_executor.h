@@ -31,12 +31,19 @@ namespace dc {
 
 // Faults an emulated device plants on purpose, for the tests of the coordinator's checks
 // (docs/farm.md, "Test faults"); never set in normal use. dc-worker's measurement child reads
-// them from DC_TEST_INTERNAL_ERROR and DC_TEST_TIME_FACTOR (emulated devices only).
+// them from DC_TEST_INTERNAL_ERROR, DC_TEST_TIME_FACTOR and DC_TEST_TIME_DRIFT (emulated
+// devices only).
 struct EmulatedFaults {
   // Jobs whose variant key contains this text end in internal_error ("" = none).
   std::string internal_error_on;
   // Every emulated sample is multiplied by this: 0.1 reports times 10x too fast.
   double time_factor = 1;
+  // A device that drifts over a tune: the samples of the n-th job it times (from 0) are
+  // also multiplied by 1 + (drift_factor - 1) x min(1, n / drift_jobs): 2 and 20 make its
+  // times grow steadily to 2x over its first 20 jobs (a GPU that slows down as it heats).
+  double drift_factor = 1;
+  int drift_jobs = 1;
+  double factor(int64_t jobs_timed_before) const;  // what the n-th job's samples are multiplied by
 };
 
 struct ExecutorConfig {
@@ -79,6 +86,7 @@ class JobExecutor {
   std::unique_ptr<GpuDevice> gpu_;  // opened on the first real job
   std::unique_ptr<ocl::Device> ocl_;  // OpenCL devices: opened on the first job
   bool must_restart_ = false;
+  int64_t emulated_jobs_timed_ = 0;  // EmulatedFaults::factor's n
 };
 
 // The workload a job describes, as far as names go: the reference kernel's input buffers are

@@ -138,9 +138,19 @@ EmulatedFaults test_faults_from_environment() {
     f.time_factor = std::strtod(e, &end);
     DC_USER_CHECK(end != e && *end == '\0' && f.time_factor > 0, "DC_TEST_TIME_FACTOR='", e, "' is not a positive number");
   }
-  if (!f.internal_error_on.empty() || f.time_factor != 1)
-    spdlog::warn("TEST FAULTS planted in this emulated device: internal_error on '{}', times x{}",
-                 f.internal_error_on, f.time_factor);
+  if (const char* e = std::getenv("DC_TEST_TIME_DRIFT")) {  // "F/N": to F x over the first N jobs
+    char* end = nullptr;
+    f.drift_factor = std::strtod(e, &end);
+    const bool factor_ok = end != e && *end == '/' && f.drift_factor > 0;
+    const char* jobs = factor_ok ? end + 1 : e;
+    const long n = std::strtol(jobs, &end, 10);
+    DC_USER_CHECK(factor_ok && end != jobs && *end == '\0' && n > 0 && n < (1 << 30), "DC_TEST_TIME_DRIFT='", e,
+                  "' is not F/N (times grow to F x over the first N jobs, e.g. 2/20)");
+    f.drift_jobs = static_cast<int>(n);
+  }
+  if (!f.internal_error_on.empty() || f.time_factor != 1 || f.drift_factor != 1)
+    spdlog::warn("TEST FAULTS planted in this emulated device: internal_error on '{}', times x{}, drifting to x{} "
+                 "over {} jobs", f.internal_error_on, f.time_factor, f.drift_factor, f.drift_jobs);
   return f;
 }
 

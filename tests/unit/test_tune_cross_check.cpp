@@ -247,6 +247,145 @@ TEST(TuneCrossCheck, OneWorkerMeasuresNothingAgainAndSaysSoOnce) {
     for (const auto& [key, by] : ok_workers(*db, w.signature)) EXPECT_EQ(by.size(), 1u) << key;
   EXPECT_EQ(count(console.str(), "has one worker: finalists are measured once"), 1u) << console.str();
   EXPECT_EQ(count(summary, "cross-check  one worker"), 1u) << summary;
+  // Its sentinel is steady: the tune is ok.
+  EXPECT_EQ(gr.drift.medians.size(), 1u) << summary;
+  EXPECT_TRUE(gr.drift.drifted.empty()) << summary;
+  EXPECT_TRUE(r.complete()) << summary;
+}
+
+
+// ---- Drift over a tune (coordinator/tune_drift.cpp): each worker's sentinel, timed before
+// and after the measure stage.
+
+TEST(TuneDrift, TheTestDriftGrowsLinearlyToItsFactor) {
+  EmulatedFaults f;
+  f.drift_factor = 2;
+  f.drift_jobs = 4;
+  EXPECT_DOUBLE_EQ(f.factor(0), 1.0);
+  EXPECT_DOUBLE_EQ(f.factor(2), 1.5);
+  EXPECT_DOUBLE_EQ(f.factor(4), 2.0);
+  EXPECT_DOUBLE_EQ(f.factor(40), 2.0);
+  f.time_factor = 0.5;
+  EXPECT_DOUBLE_EQ(f.factor(4), 1.0);
+}
+
+// A sentinel's rows in the DB: its reference kernel's results (the measure stage's one only:
+// sentinels are not recorded).
+size_t reference_rows(const TuningDb& db, const std::string& workload) {
+  MeasurementQuery q;
+  q.workload = workload;
+  size_t n = 0;
+  for (const Measurement& m : db.query(q)) n += is_reference_key(m.variant_key);
+  return n;
+}
+
+TEST(TuneDrift, TwoSteadyWorkersTimeTheirSentinelTwiceAndNobodyIsQuarantined) {
+  std::ostringstream console;
+  const TuneOptions o = options(&console);
+  auto db = make_memory_db();
+  const TuneResult r = tune_graph(chain(), *make_inprocess_farm(farm_options(2)), *db, o);
+  const GpuTuneResult& gr = r.gpus[0];
+  const std::string summary = tune_gpu_summary(r, gr);
+  ASSERT_FALSE(gr.drift.sentinel.empty()) << summary;
+  ASSERT_EQ(gr.drift.medians.size(), 2u) << summary;
+  for (const auto& [worker, m] : gr.drift.medians) {
+    EXPECT_GT(m.first, 0) << worker;
+    EXPECT_DOUBLE_EQ(m.first, m.second) << worker << ": an emulated device times the same job alike";
+  }
+  EXPECT_TRUE(gr.drift.drifted.empty()) << summary;
+  EXPECT_TRUE(gr.drift.unchecked.empty()) << summary;
+  EXPECT_FALSE(gr.drift.untrusted);
+  EXPECT_TRUE(gr.quarantined.empty()) << summary;
+  EXPECT_TRUE(r.complete()) << summary;
+  EXPECT_EQ(gr.drift.jobs, 4) << "two sentinels per worker";
+  EXPECT_NE(summary.find("drift      sentinel (the reference kernel of " + gr.drift.sentinel +
+                         ") timed before and after the measure stage by 2 worker(s): 2 steady"),
+            std::string::npos) << summary;
+  EXPECT_EQ(reference_rows(*db, gr.drift.sentinel), 1u) << "sentinels are not recorded";
+  EXPECT_EQ(static_cast<int64_t>(db->query(MeasurementQuery{}).size()), r.jobs) << "nor counted as jobs";
+}
+
+TEST(TuneDrift, AWorkerDriftingByTwoIsNamedQuarantinedAndItsResultsAreMeasuredElsewhere) {
+  std::ostringstream console;
+  TuneOptions o = options(&console);
+  o.plan.prune.top_k = 8;
+  InProcessFarmOptions f = farm_options(2);
+  f.faults.drift_factor = 2;  // its times grow to 2x over its first 4 jobs, then stay there
+  f.faults.drift_jobs = 4;
+  f.faulty_worker = 1;
+  const std::string drifter = kWorker1, steady = kWorker0;
+  auto db = open_tuning_db(":memory:");
+  const TuneResult r = tune_graph(chain(), *make_inprocess_farm(f), *db, o);
+  const GpuTuneResult& gr = r.gpus[0];
+  const std::string summary = tune_gpu_summary(r, gr);
+  ASSERT_TRUE(gr.has_results()) << summary;
+  // Named: its sentinel doubled; the steady worker's did not.
+  ASSERT_EQ(gr.drift.drifted.size(), 1u) << summary << console.str();
+  EXPECT_EQ(gr.drift.drifted.begin()->first, drifter);
+  ASSERT_EQ(gr.drift.medians.count(drifter), 1u);
+  EXPECT_NEAR(gr.drift.medians.at(drifter).second / gr.drift.medians.at(drifter).first, 2.0, 1e-6);
+  EXPECT_DOUBLE_EQ(gr.drift.medians.at(steady).second, gr.drift.medians.at(steady).first);
+  EXPECT_FALSE(gr.drift.untrusted);
+  EXPECT_TRUE(r.complete()) << summary;
+  // Quarantined by the drift check (not the cross-check), loudly, by name.
+  ASSERT_EQ(gr.quarantined.size(), 1u) << summary;
+  EXPECT_EQ(gr.quarantined.begin()->first, drifter);
+  EXPECT_EQ(gr.quarantined.begin()->second.rfind("drifted over the tune", 0), 0u) << gr.quarantined.begin()->second;
+  EXPECT_NE(console.str().find("QUARANTINED worker " + drifter), std::string::npos) << console.str();
+  EXPECT_NE(summary.find("DRIFT      worker " + drifter), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("DRIFT      worker " + steady), std::string::npos) << summary;
+  // Its results are measured elsewhere, and none of its results of the run stays ok.
+  EXPECT_GT(gr.drift.moved, 0) << summary;
+  EXPECT_GT(gr.drift.marked, 0) << summary;
+  for (const Workload& w : r.plan.workload_set.workloads)
+    for (const auto& [key, by] : ok_workers(*db, w.signature))
+      EXPECT_GT(by.count(steady), 0u) << key << " measured by " << *by.begin() << " only";
+  MeasurementQuery by_drifter;
+  by_drifter.worker = drifter;
+  int64_t marked = 0;
+  for (const Measurement& m : db->query(by_drifter)) {
+    EXPECT_NE(m.status, JobStatus::ok) << m.variant_key;
+    marked += m.error.find("quarantined by tune's drift check") != std::string::npos;
+  }
+  EXPECT_EQ(marked, gr.drift.marked);
+  for (const ClusterChoice& c : gr.choices) EXPECT_FALSE(c.reference) << summary;
+}
+
+TEST(TuneDrift, TheOnlyWorkerDriftingIsReportedAndItsResultsAreNotTrusted) {
+  std::ostringstream console;
+  const TuneOptions o = options(&console);
+  InProcessFarmOptions f = farm_options(1);
+  f.faults.drift_factor = 2;
+  f.faults.drift_jobs = 4;
+  auto db = open_tuning_db(":memory:");
+  const TuneResult r = tune_graph(chain(), *make_inprocess_farm(f), *db, o);
+  const GpuTuneResult& gr = r.gpus[0];
+  const std::string summary = tune_gpu_summary(r, gr);
+  ASSERT_EQ(gr.drift.drifted.size(), 1u) << summary << console.str();
+  EXPECT_EQ(gr.drift.drifted.begin()->first, kWorker0);
+  // Nowhere to measure again: not quarantined (it is the only worker), but its figures of
+  // this run answer for nothing and the tune is not ok.
+  EXPECT_TRUE(gr.drift.untrusted);
+  EXPECT_TRUE(gr.quarantined.empty());
+  EXPECT_EQ(gr.drift.moved, 0);
+  EXPECT_FALSE(r.complete()) << summary;
+  EXPECT_FALSE(gr.has_results()) << summary;
+  EXPECT_NE(summary.find("NOT TRUSTED"), std::string::npos) << summary;
+  EXPECT_NE(console.str().find("DRIFT: worker " + kWorker0 + " (h100), no steady worker left"), std::string::npos)
+      << console.str();
+  int64_t ok = 0, marked = 0;
+  for (const Measurement& m : db->query(MeasurementQuery{})) {
+    ok += m.status == JobStatus::ok;
+    marked += m.status == JobStatus::implausible && m.error.find("drifted over the tune") != std::string::npos;
+  }
+  EXPECT_EQ(ok, 0);
+  EXPECT_EQ(marked, gr.drift.marked);
+  EXPECT_GT(marked, 0);
+  // A later tune on a steady worker measures them again (implausible is not final).
+  std::ostringstream again;
+  const TuneResult r2 = tune_graph(chain(), *make_inprocess_farm(farm_options(1)), *db, options(&again));
+  EXPECT_GE(r2.jobs, marked);
+  EXPECT_TRUE(r2.complete()) << tune_gpu_summary(r2, r2.gpus[0]);
 }
 
 }  // namespace
