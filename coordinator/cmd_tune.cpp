@@ -401,6 +401,11 @@ int cmd_tune(const std::vector<std::string>& args) {
     if (!g.has_results())
       std::cerr << fmt::format("error: GPU type {} got no results{}\n", g.gpu->name,
                                g.workers == 0 ? " (no worker of this type)" : "");
+  for (const auto& g : r.gpus)
+    if (g.drift.untrusted)
+      std::cerr << fmt::format("error: GPU type {}: a worker drifted over the tune and no steady worker was left to "
+                               "measure again: its results of this run are not trusted (marked implausible); see the "
+                               "DRIFT lines above\n", g.gpu->name);
   if (r.internal_error_jobs() > 0)
     std::cerr << fmt::format("error: {} jobs of {} workloads ended in internal_error (a bug in dc, not the "
                              "variants' fault): the tune is not ok; see the INTERNAL ERROR lines above\n",

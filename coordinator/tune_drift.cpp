@@ -22,6 +22,8 @@ namespace dc::tune_stage {
 
 namespace {
 
+constexpr int kMaxFirstRounds = 64;  // workers found per GPU type, at most
+
 // The workload whose reference kernel is the cheapest to time: the least floor.
 size_t sentinel_workload(const ModelPlan& plan, const GpuSpec& gpu) {
   const auto& ws = plan.workload_set.workloads;
@@ -83,18 +85,18 @@ Sentinels first_sentinels(const ModelPlan& plan, const std::vector<GpuTuneResult
                           const std::function<Collected(std::vector<PlannedJob>)>& probe) {
   Sentinels s;
   s.per_gpu.resize(gpus.size());
-  int most = 0;
   for (size_t gi = 0; gi < gpus.size(); ++gi) {
     const bool measures = std::any_of(planned.begin(), planned.end(), [&](const PlannedJob& j) { return j.gpu == gi; });
     if (!measures || gpus[gi].workers < 1 || plan.workload_set.workloads.empty()) continue;
     s.per_gpu[gi].workload = sentinel_workload(plan, *gpus[gi].gpu);
-    most = std::max(most, gpus[gi].workers);
   }
+  // Until a round's sentinel comes back from a worker that has one (nobody else was there to
+  // take it), not until the farm stage's count: a worker may join just after it was taken.
   std::vector<bool> closed(gpus.size(), false);
-  rounds(s, ledger, most + 1,
+  rounds(s, ledger, kMaxFirstRounds,
          [&](size_t gi) -> std::optional<PlannedJob> {
            const Sentinels::PerGpu& g = s.per_gpu[gi];
-           if (closed[gi] || static_cast<int>(g.workers.size()) >= gpus[gi].workers) return std::nullopt;
+           if (closed[gi]) return std::nullopt;
            return sentinel_job(gi, *g.workload, {g.workers.begin(), g.workers.end()});
          },
          [&](size_t gi, const Measurement& m) {
@@ -142,10 +144,19 @@ GpuTuneResult::Drift judge(size_t gi, const ModelPlan& plan, const std::vector<G
                                kCrossCheckNoise * 100, kCrossCheckMads);
     spdlog::error("tune: *** WORKER {} ({}) DRIFTED over the tune ***: {}", w, type, d.drifted[w]);
   }
+  // Workers that measured in this run without a first sentinel (joined later) are not checked either.
+  for (const auto& [k, rows] : ledger.ok_results)
+    if (std::get<0>(k) == gi)
+      for (const Measurement& m : rows)
+        if (!g.first.count(m.worker) &&
+            std::find(d.unchecked.begin(), d.unchecked.end(), m.worker) == d.unchecked.end())
+          d.unchecked.push_back(m.worker);
   for (const std::string& w : d.unchecked)
-    spdlog::warn("drift check: worker {} ({}) timed no second sentinel: its drift is not checked", w, type);
+    spdlog::warn("drift check: worker {} ({}) did not time its sentinel twice: its drift is not checked", w, type);
+  // Another worker not known to drift is left to measure again: the drifting ones are quarantined.
+  const bool left = !steady.empty() || !d.unchecked.empty();
   for (const auto& [w, why] : d.drifted) {
-    if (!steady.empty()) {
+    if (left) {
       d.marked += quarantine(gi, w, "drift check", "drifted over the tune: " + why, gpus, db, ledger, log);
       continue;
     }

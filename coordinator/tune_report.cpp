@@ -83,8 +83,9 @@ std::string tune_gpu_summary(const TuneResult& r, const GpuTuneResult& g) {
                                     "run are marked implausible, NOT TRUSTED, and the tune is not ok"
                                   : "; quarantined");
   for (const auto& [worker, why] : g.quarantined)
-    s += fmt::format("QUARANTINED  worker {}: {}; no new jobs, its {} results of this run marked implausible, "
-                     "never selected\n", worker, why, x.marked);
+    s += fmt::format("QUARANTINED  worker {}: {}; no new jobs, its results of this run marked implausible ({} of the "
+                     "quarantined workers' in all), never selected\n", worker, why,
+                     x.marked + (dr.untrusted ? 0 : dr.marked));
   if (g.gpu_busy_fraction() > 0)
     s += fmt::format("GPU busy   {:.1f}% of the measure stage ({:.1f} s), over {} device(s)\n",
                      100 * g.gpu_busy_fraction(), g.measure_seconds, g.device_busy_seconds.size());
@@ -136,6 +137,7 @@ std::string tune_totals(const TuneResult& r) {
                      source_name(g.source), g.jobs, g.results, g.choices.size(), g.estimated_total_us,
                      g.measured_total_us,
                      !g.has_results() ? "NO RESULTS"
+                     : g.drift.untrusted ? "DRIFT: its only worker drifted, its results not trusted"
                      : g.internal_error_jobs() > 0
                          ? fmt::format("INTERNAL ERRORS: {} jobs, {} workloads", g.internal_error_jobs(),
                                        g.internal_error_workloads.size())
