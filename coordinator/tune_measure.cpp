@@ -69,7 +69,7 @@ void accept(const Measurement& in, Dispatched& d, const std::vector<GpuTuneResul
   }
   if (ledger.workers.insert(m.worker).second) {
     db.commit_worker(worker_of(m));
-    spdlog::info("worker {}: device health {}", m.worker, m.health);
+    spdlog::info("worker {}: device health {}", m.worker, describe_health(m.health));
   }
   if (d.sentinel_keys.count(key)) return accept_sentinel(m, key, d, ledger, c);
   // internal_error is a dc bug, not a verdict on the variant: counted and logged, never

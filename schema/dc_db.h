@@ -39,6 +39,7 @@ int cmd_import(const std::string& db, const std::vector<std::string>& args);
 int cmd_report(const std::string& db, const std::vector<std::string>& args);
 int cmd_stale(const std::string& db, const std::vector<std::string>& args);
 int cmd_implausible(const std::string& db, const std::vector<std::string>& args);
+int cmd_health(const std::string& db, const std::vector<std::string>& args);
 
 // Parses a command's options (plus up to one positional into *positional, when given).
 // nullopt when --help was asked for (and printed).

@@ -34,6 +34,7 @@ commands:
   runs                               tuning runs with their plans' totals
   stale [--gpu G]                    measurements of a source the variant no longer has
   implausible [--gpu G]              results below their variant's floor, by worker
+  health [--gpu G] [--worker W]      the devices' health after timing (NVML), by worker
   export --format csv|json [--out F] every measurement with its provenance
   export --format sqlite --out F     the records as a tuning DB file of their own, to import
   import FILE                        merge another tuning DB (or an export) into this one
@@ -107,9 +108,10 @@ int run(int argc, char** argv) {
     if (command == "migrate") return cmd_migrate(db, args);
     if (command == "stale") return cmd_stale(db, args);
     if (command == "implausible") return cmd_implausible(db, args);
+    if (command == "health") return cmd_health(db, args);
     throw_user_error("unknown command '", command,
                      "' (commands: summary, models, workloads, best, compare, estimator-error, "
-                     "calibration, runs, stale, implausible, export, import, report, migrate; see --help)");
+                     "calibration, runs, stale, implausible, health, export, import, report, migrate; see --help)");
   });
 }
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -51,6 +52,8 @@ class Query {
   Query& bind(int index, const std::string& v) { return bind(index, std::string_view(v)); }
   Query& bind(int index, const char* v) { return bind(index, std::string_view(v)); }
   Query& bind_null(int index);
+  template <class T>
+  Query& bind(int index, const std::optional<T>& v) { return v ? bind(index, *v) : bind_null(index); }
   // Binds each argument in order from parameter 1.
   template <class... Args>
   Query& bind_all(const Args&... args) {

@@ -18,7 +18,44 @@ constexpr const char* kMeasurementColumns =
     "v.workload, v.key, m.source_hash, m.gpu_type, wk.name, m.status, m.error, m.samples_json, "
     "m.median_us, m.min_us, m.spread, m.max_rel_error, m.registers, m.spill_bytes, m.smem_bytes, "
     "m.compile_seconds, m.estimate_us, m.nvrtc_version, m.driver_version, m.emulated, "
-    "m.attempts, m.finished_ms, m.n_samples, m.p10_us, m.p90_us, m.mean_us, m.mad_us";
+    "m.attempts, m.finished_ms, m.n_samples, m.p10_us, m.p90_us, m.mean_us, m.mad_us, "
+    "m.health_sm_clock_mhz, m.health_max_sm_clock_mhz, m.health_temperature_c, m.health_clock_event_reasons, "
+    "m.health_ecc_uncorrected, m.health_note";
+constexpr int kHealthColumn = 27;  // the first health column above
+
+// The health columns of a measurement (migration 0008): NULL figures without health data.
+struct HealthColumns {
+  std::optional<int64_t> sm_clock_mhz, max_sm_clock_mhz, temperature_c, clock_event_reasons, ecc_uncorrected;
+  std::optional<std::string> note;
+};
+
+HealthColumns health_columns(const DeviceHealthFigures& h) {
+  HealthColumns c;
+  if (!h.note.empty()) c.note = h.note;
+  if (!h.sampled) return c;
+  c.sm_clock_mhz = h.sm_clock_mhz;
+  c.max_sm_clock_mhz = h.max_sm_clock_mhz;
+  c.temperature_c = h.temperature_c;
+  c.clock_event_reasons = static_cast<int64_t>(h.clock_event_reasons);
+  if (h.ecc_known) c.ecc_uncorrected = h.ecc_uncorrected;
+  return c;
+}
+
+// A sample is a row with an SM clock; anything else has no health data.
+DeviceHealthFigures health_from(const sqlite::Query& q, int col) {
+  DeviceHealthFigures h;
+  h.sampled = !q.is_null(col);
+  // No note: a row from before migration 0008, or one whose source gave no reason.
+  h.note = q.is_null(col + 5) ? (h.sampled ? "" : "none recorded") : q.text(col + 5);
+  if (!h.sampled) return h;
+  h.sm_clock_mhz = q.int64(col);
+  h.max_sm_clock_mhz = q.is_null(col + 1) ? 0 : q.int64(col + 1);
+  h.temperature_c = q.is_null(col + 2) ? 0 : q.int64(col + 2);
+  h.clock_event_reasons = q.is_null(col + 3) ? 0 : static_cast<uint64_t>(q.int64(col + 3));
+  h.ecc_known = !q.is_null(col + 4);
+  h.ecc_uncorrected = h.ecc_known ? q.int64(col + 4) : 0;
+  return h;
+}
 constexpr const char* kMeasurementJoins =
     " FROM measurements m JOIN variants v ON v.id = m.variant_id"
     " JOIN workers wk ON wk.id = m.worker_id";
@@ -54,6 +91,7 @@ Measurement measurement_from(const sqlite::Query& q) {
   m.p90_us = q.real(24);
   m.mean_us = q.real(25);
   m.mad_us = q.real(26);
+  m.health = health_from(q, kHealthColumn);
   return m;
 }
 
@@ -187,19 +225,23 @@ class SqliteDb final : public TuningDb {
       if (q.bind_all(variant_id, m.gpu_type, m.emulated, toolchain_major(m.nvrtc_version), m.source_hash).step())
         return false;  // another tune's result came first; the transaction rolls back
     }
+    const HealthColumns h = health_columns(m.health);
     sqlite::Query ins = conn_.query(
         "INSERT INTO measurements(variant_id, gpu_type, worker_id, status, error, samples_json, "
         "n_samples, median_us, min_us, spread, max_rel_error, registers, spill_bytes, smem_bytes, "
         "compile_seconds, estimate_us, source_hash, nvrtc_version, nvrtc_major, driver_version, "
-        "emulated, attempts, finished_ms, recorded_ms, p10_us, p90_us, mean_us, mad_us) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "emulated, attempts, finished_ms, recorded_ms, p10_us, p90_us, mean_us, mad_us, health_sm_clock_mhz, "
+        "health_max_sm_clock_mhz, health_temperature_c, health_clock_event_reasons, health_ecc_uncorrected, "
+        "health_note) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT(variant_id, gpu_type, worker_id, finished_ms) DO NOTHING");
     ins.bind_all(variant_id, m.gpu_type, worker_id, job_status_name(m.status), m.error,
                  samples_to_json(m.samples_us), m.n_samples,
                  m.median_us, m.min_us, m.spread, m.max_rel_error, m.registers, m.spill_bytes,
                  m.smem_bytes, m.compile_seconds, m.estimate_us, m.source_hash, m.nvrtc_version,
                  toolchain_major(m.nvrtc_version), m.driver_version, m.emulated, m.attempts,
-                 m.finished_unix_ms, now_unix_ms(), m.p10_us, m.p90_us, m.mean_us, m.mad_us);
+                 m.finished_unix_ms, now_unix_ms(), m.p10_us, m.p90_us, m.mean_us, m.mad_us, h.sm_clock_mhz,
+                 h.max_sm_clock_mhz, h.temperature_c, h.clock_event_reasons, h.ecc_uncorrected, h.note);
     ins.run();
     const bool added = conn_.changes() == 1;
     tx.commit();

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "device_health.h"
 #include "farm_codec.h"
 
 namespace dc::farm {
@@ -55,6 +56,7 @@ Record to_record(const Measurement& m) {
   r.set_emulated(m.emulated);
   r.set_attempts(m.attempts);
   r.set_finished_unix_ms(m.finished_unix_ms);
+  *r.mutable_health() = health_message(m.health);
   return r;
 }
 
@@ -99,6 +101,8 @@ Measurement from_record(const Record& r) {
   m.emulated = r.emulated();
   m.attempts = r.attempts();
   m.finished_unix_ms = r.finished_unix_ms();
+  if (r.has_health()) m.health = health_figures(r.health());
+  else m.health.note = "the farm service does not report it";
   return m;
 }
 

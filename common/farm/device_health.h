@@ -7,6 +7,7 @@
 #include <string>
 
 #include "farm.pb.h"
+#include "farm/measurement.h"
 
 namespace dc {
 // NVML's clock event ("throttle") reason bits (nvmlClocksEventReason*, the NVML API reference).
@@ -31,6 +32,9 @@ constexpr uint64_t kUnhealthy =
 std::string unhealthy_reason(const farm::DeviceHealth& h);
 // One line for logs and the tune's report: the figures, or the note of an unsampled device.
 std::string describe_health(const farm::DeviceHealth& h);
+// The same figures as a Measurement stores them, and back (the client protocol's Record).
+DeviceHealthFigures health_figures(const farm::DeviceHealth& h);
+farm::DeviceHealth health_message(const DeviceHealthFigures& f);
 // A device without health data (emulated, OpenCL, or NVML missing): sampled false, `note` why.
 farm::DeviceHealth no_health_data(const std::string& note);
 

@@ -208,7 +208,8 @@ Measurement measurement_from_result(const Result& r) {
   m.smem_bytes = r.smem_bytes();
   m.compile_seconds = r.compile_seconds();
   m.run_seconds = r.run_seconds();
-  m.health = r.has_health() ? describe_health(r.health()) : "no health data (the worker does not report it)";
+  if (r.has_health()) m.health = health_figures(r.health());
+  else m.health.note = "the worker does not report it";
   m.nvrtc_version = r.nvrtc_version();
   m.driver_version = r.driver_version();
   m.emulated = r.emulated();

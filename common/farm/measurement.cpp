@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include <fmt/format.h>
+
 namespace dc {
 
 namespace {
@@ -14,6 +16,14 @@ double median_of_sorted(const std::vector<double>& s) {
 }
 
 }  // namespace
+
+std::string describe_health(const DeviceHealthFigures& h) {
+  if (!h.sampled) return "no health data (" + h.note + ")";
+  std::string s = fmt::format("SM {} of {} MHz, {} C, clock event reasons {:#x}", h.sm_clock_mhz, h.max_sm_clock_mhz,
+                              h.temperature_c, h.clock_event_reasons);
+  s += h.ecc_known ? fmt::format(", {} uncorrected ECC errors", h.ecc_uncorrected) : ", no ECC counters";
+  return s;
+}
 
 void summarize_samples(Measurement& m) {
   if (m.samples_us.empty()) return;

@@ -11,6 +11,24 @@
 
 namespace dc {
 
+// The device's health after timing (farm::DeviceHealth: NVML's figures, worker/nvml.h), as
+// the tuning DB stores it with the measurement. sampled false: no health data (an emulated
+// or OpenCL device, no NVML, or a row recorded before dc stored it); `note` says why, and no
+// figure is made up.
+struct DeviceHealthFigures {
+  bool sampled = false;
+  std::string note;
+  int64_t sm_clock_mhz = 0;
+  int64_t max_sm_clock_mhz = 0;
+  int64_t temperature_c = 0;
+  uint64_t clock_event_reasons = 0;  // NVML's nvmlClocksEventReason* bits
+  bool ecc_known = false;            // the GPU has ECC counters
+  int64_t ecc_uncorrected = 0;       // volatile (since the driver loaded)
+};
+// One line: "SM 1980 of 1980 MHz, 45 C, clock event reasons 0x0, 0 uncorrected ECC errors",
+// or "no health data (<note>)".
+std::string describe_health(const DeviceHealthFigures& h);
+
 struct Measurement {
   std::string workload;       // workload signature
   std::string variant_key;    // Variant::key()
@@ -40,8 +58,7 @@ struct Measurement {
   int64_t smem_bytes = 0;
   double compile_seconds = 0;
   double run_seconds = 0;     // the device busy with the job (check + timing); not stored
-  std::string health;         // the device's health after timing, one line (farm::DeviceHealth,
-                              // describe_health); logged per worker, not stored
+  DeviceHealthFigures health;  // the device after timing; logged per worker and stored
   double estimate_us = 0;     // the estimator's figure, without calibration (tune divides it out)
   std::string nvrtc_version;
   std::string driver_version;

@@ -390,6 +390,48 @@ TEST_F(DcDb, StaleResultsAreListedAndAnswerForNothing) {
   EXPECT_FALSE(has(o.text, conv32_.key())) << o.text;
 }
 
+// dc-db health: per worker, the NVML figures stored with its results; a worker without any
+// (emulated) says "no health data" with the reason, and gets no figures.
+TEST_F(DcDb, HealthShowsEachWorkersFiguresAndNoneForEmulatedDevices) {
+  {
+    auto db = open_tuning_db(path_);
+    const WorkerInfo gpu = test_worker("node3", "h100", false), emu = test_worker("laptop", "h100", true);
+    db->commit_worker(gpu);
+    int64_t t = 1'800'000'000'000;
+    for (auto [clock, temp, reasons] : {std::tuple{1980, 52, 0x0}, {1755, 71, 0x1}, {1410, 64, 0x4}}) {
+      Measurement m = test_measurement("wa", conv32_, gpu, 8, ++t);
+      m.health.sampled = true;
+      m.health.sm_clock_mhz = clock;
+      m.health.max_sm_clock_mhz = 1980;
+      m.health.temperature_c = temp;
+      m.health.clock_event_reasons = static_cast<uint64_t>(reasons);
+      m.health.ecc_known = true;
+      m.health.ecc_uncorrected = 0;
+      ASSERT_TRUE(db->commit_measurement(m));
+    }
+    Measurement e = test_measurement("wa", conv32_, emu, 1, ++t);
+    e.health.note = "emulated device: its times are modelled";
+    ASSERT_TRUE(db->commit_measurement(e));
+  }
+  Output o = dc_db("health --gpu h100");
+  ASSERT_EQ(o.rc, 0) << o.text;
+  const std::vector<std::string> row = words(line_with(o.text, "node3/"));
+  ASSERT_EQ(row.size(), 10u) << o.text;  // worker gpu timed with-health SM(3 words) C reasons ECC
+  EXPECT_EQ(row[2], "3") << o.text;
+  EXPECT_EQ(row[3], "3") << o.text;
+  EXPECT_EQ(row[4] + " " + row[5] + " " + row[6], "1410-1980 of 1980") << o.text;
+  EXPECT_EQ(row[7], "71") << o.text;
+  EXPECT_EQ(row[8], "0x5") << o.text;
+  EXPECT_EQ(row[9], "0") << o.text;
+  EXPECT_TRUE(has(o.text, "worker laptop/0: 1 results with no health data (emulated device: its times are modelled)"))
+      << o.text;
+  EXPECT_TRUE(has(o.text, "results with no health data (none recorded)")) << o.text;  // the fixture's rows
+  EXPECT_FALSE(has(line_with(o.text, "laptop/0 "), "MHz")) << o.text;
+  o = dc_db("health --worker nobody");
+  ASSERT_EQ(o.rc, 0) << o.text;
+  EXPECT_TRUE(has(o.text, "no timed measurements")) << o.text;
+}
+
 TEST(BestVariant, TuneSelectionAndDcDbAgreeAndSkipAWinnerThatFailedItsCheck) {
   testing::TempDir dir;
   const std::string path = dir.file("tune.db");

@@ -211,6 +211,44 @@ TEST_P(TuningDbTest, BestVariantDropsFailedWinnersTheReferenceAndOtherToolchains
   EXPECT_TRUE(db_->best_variants(q).empty());
 }
 
+// The device's health after timing is stored with the measurement (migration 0008): a
+// sample's figures round-trip exactly (ECC unknown stays unknown); a device without health
+// data keeps its note and no figure.
+TEST_P(TuningDbTest, HealthFiguresAreStoredWithTheMeasurement) {
+  Measurement sampled = test_measurement("w1", test_variant(32), real_, 2, 1);
+  sampled.health.sampled = true;
+  sampled.health.sm_clock_mhz = 1755;
+  sampled.health.max_sm_clock_mhz = 1980;
+  sampled.health.temperature_c = 61;
+  sampled.health.clock_event_reasons = 0x1;
+  sampled.health.ecc_known = true;
+  sampled.health.ecc_uncorrected = 0;
+  Measurement no_ecc = test_measurement("w1", test_variant(64), real_, 3, 2);
+  no_ecc.health = sampled.health;
+  no_ecc.health.ecc_known = false;
+  no_ecc.health.temperature_c = 83;
+  Measurement none = test_measurement("w1", test_variant(128), real_, 4, 3);
+  none.health.note = "emulated device: its times are modelled";
+  for (const Measurement& m : {sampled, no_ecc, none}) ASSERT_TRUE(db_->commit_measurement(m));
+  std::map<std::string, DeviceHealthFigures> got;
+  for (const Measurement& m : db_->query({})) got[m.variant_key] = m.health;
+  const DeviceHealthFigures& a = got.at(test_variant(32).key());
+  EXPECT_TRUE(a.sampled);
+  EXPECT_EQ(a.sm_clock_mhz, 1755);
+  EXPECT_EQ(a.max_sm_clock_mhz, 1980);
+  EXPECT_EQ(a.temperature_c, 61);
+  EXPECT_EQ(a.clock_event_reasons, 0x1u);
+  EXPECT_TRUE(a.ecc_known);
+  EXPECT_EQ(describe_health(a), "SM 1755 of 1980 MHz, 61 C, clock event reasons 0x1, 0 uncorrected ECC errors");
+  const DeviceHealthFigures& b = got.at(test_variant(64).key());
+  EXPECT_FALSE(b.ecc_known);
+  EXPECT_EQ(b.temperature_c, 83);
+  const DeviceHealthFigures& c = got.at(test_variant(128).key());
+  EXPECT_FALSE(c.sampled);
+  EXPECT_EQ(c.sm_clock_mhz, 0);
+  EXPECT_EQ(describe_health(c), "no health data (emulated device: its times are modelled)");
+}
+
 // A quarantined worker's figure (docs/tune.md): its ok row becomes implausible, which says
 // nothing about the variant, so best_variants and has_measurement skip it.
 TEST_P(TuningDbTest, AResultMarkedImplausibleAnswersForNothing) {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "ir/error.h"
+#include "merge.h"
 #include "migrate.h"
 #include "records.h"
 #include "reuse.h"
@@ -204,6 +205,88 @@ TEST(SqliteTuningDb, Migration7StoresSummariesNotEverySample) {
   EXPECT_DOUBLE_EQ(stored[1].mad_us, big.mad_us);
   EXPECT_EQ(stored[2].status, JobStatus::implausible);
   EXPECT_LT(conn.scalar_int("SELECT max(length(samples_json)) FROM measurements"), 8000);
+}
+
+// Migration 0008 on a DB of schema version 7: its rows get no health data (NULL figures, "none
+// recorded"), never made-up numbers; a new sampled result stores its figures and an
+// emulated one NULL figures with its note; the file stays consistent, and an export to a DB
+// of its own and an import into a third keep the figures.
+TEST(SqliteTuningDb, Migration8StoresHealthFiguresAndOldRowsHaveNone) {
+  testing::TempDir dir;
+  const std::string path = dir.file("v7.db");
+  {
+    auto db = open_tuning_db(path);
+    fill(*db, 2);
+  }
+  {  // back to version 7: what a DB written before 0008 holds
+    sqlite::Connection conn(path, false);
+    for (const char* c : {"health_sm_clock_mhz", "health_max_sm_clock_mhz", "health_temperature_c",
+                          "health_clock_event_reasons", "health_ecc_uncorrected", "health_note"})
+      conn.exec(std::string("ALTER TABLE measurements DROP COLUMN ") + c);
+    conn.exec("PRAGMA user_version = 7");
+  }
+  auto db = open_tuning_db(path);
+  {
+    sqlite::Connection conn(path, true);
+    EXPECT_EQ(conn.scalar_int("PRAGMA user_version"), schema_version());
+    EXPECT_EQ(integrity(conn), "ok");
+    EXPECT_EQ(conn.scalar_int("SELECT count(*) FROM measurements WHERE health_sm_clock_mhz IS NULL AND "
+                              "health_note IS NULL AND health_temperature_c IS NULL"), 2);
+  }
+  for (const Measurement& m : db->query({})) {
+    EXPECT_FALSE(m.health.sampled);
+    EXPECT_EQ(describe_health(m.health), "no health data (none recorded)");
+  }
+  const WorkerInfo gpu = test_worker("node1", "h100", false), emu = test_worker("node2", "h100", true);
+  db->commit_worker(emu);
+  Measurement real = test_measurement("w1", test_variant(512), gpu, 3, 100);
+  real.health.sampled = true;
+  real.health.sm_clock_mhz = 1410;
+  real.health.max_sm_clock_mhz = 1980;
+  real.health.temperature_c = 45;
+  real.health.clock_event_reasons = 0x4;
+  real.health.ecc_known = true;
+  real.health.ecc_uncorrected = 2;
+  Measurement emulated = test_measurement("w1", test_variant(512), emu, 3, 101);
+  emulated.health.note = "emulated device: its times are modelled";
+  ASSERT_TRUE(db->commit_measurement(real));
+  ASSERT_TRUE(db->commit_measurement(emulated));
+  sqlite::Connection conn(path, true);
+  EXPECT_EQ(integrity(conn), "ok");
+  EXPECT_FALSE(conn.query("PRAGMA foreign_key_check").step());
+  sqlite::Query q = conn.query(
+      "SELECT health_sm_clock_mhz, health_max_sm_clock_mhz, health_temperature_c, health_clock_event_reasons, "
+      "health_ecc_uncorrected, health_note FROM measurements WHERE finished_ms = ?");
+  ASSERT_TRUE(q.bind_all(int64_t{100}).step());
+  EXPECT_EQ(q.int64(0), 1410);
+  EXPECT_EQ(q.int64(1), 1980);
+  EXPECT_EQ(q.int64(2), 45);
+  EXPECT_EQ(q.int64(3), 0x4);
+  EXPECT_EQ(q.int64(4), 2);
+  q.run();
+  sqlite::Query e = conn.query(
+      "SELECT health_sm_clock_mhz IS NULL AND health_max_sm_clock_mhz IS NULL AND health_temperature_c IS NULL "
+      "AND health_clock_event_reasons IS NULL AND health_ecc_uncorrected IS NULL, health_note "
+      "FROM measurements WHERE finished_ms = ?");
+  ASSERT_TRUE(e.bind_all(int64_t{101}).step());
+  EXPECT_EQ(e.int64(0), 1) << "an emulated row has no figures";
+  EXPECT_EQ(e.text(1), "emulated device: its times are modelled");
+  e.run();
+  // Through a DB of its own and back into a third: the figures travel.
+  const std::string third = dir.file("third.db");
+  open_tuning_db(third);
+  sqlite::Connection into(third, false);
+  merge_tuning_db(into, path);
+  auto merged = open_tuning_db(third, true);
+  MeasurementQuery mq;
+  mq.worker = gpu.name;
+  bool seen = false;
+  for (const Measurement& m : merged->query(mq))
+    if (m.finished_unix_ms == 100) {
+      seen = true;
+      EXPECT_EQ(describe_health(m.health), describe_health(real.health));
+    }
+  EXPECT_TRUE(seen);
 }
 
 TEST(SqliteTuningDb, MigrationsKeepDataAndRollBackWhenOneFails) {
