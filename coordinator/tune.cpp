@@ -38,7 +38,9 @@ std::string model_name_from_path(const std::string& path) {
 class Driver {
  public:
   Driver(Farm& farm, TuningDb& db, const TuneOptions& opts, TuneResult& r)
-      : farm_(farm), db_(db), opts_(opts), r_(r), log_(opts, r.stages) {}
+      : farm_(farm), db_(db), opts_(opts), r_(r), log_(opts, r.stages) {
+    ledger_.farm = &farm_;
+  }
 
   // The stages after load (tune() runs it), in order.
   void run(const Graph& g) {

@@ -18,7 +18,10 @@ int64_t mark_run_results(size_t gi, const std::string& worker, const std::string
   for (const auto& [k, rows] : ledger.ok_results)
     if (std::get<0>(k) == gi)
       for (const Measurement& m : rows)
-        if (m.worker == worker && db.mark_implausible(m, why)) ++marked;
+        if (m.worker == worker && db.mark_implausible(m, why)) {
+          ++marked;
+          if (ledger.farm) ledger.farm->mark_implausible(m, why);
+        }
   return marked;
 }
 

@@ -148,6 +148,9 @@ struct Ledger {
   std::set<ResultKey> moved;  // measured again because only quarantined workers had (once each)
   // Per GPU index: the drift sentinels' results (any status, without samples), in arrival order.
   std::map<size_t, std::vector<Measurement>> sentinels;
+  // The farm, told of every result this tune marks implausible (Farm::mark_implausible: the
+  // farm service marks its own DB's row too).
+  Farm* farm = nullptr;
 };
 
 // ---- dispatch (tune_measure.cpp): variants committed, jobs submitted.

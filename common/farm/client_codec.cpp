@@ -18,6 +18,7 @@ bool is_client_body(const Envelope& e) {
     case Envelope::kStatusRequest:
     case Envelope::kStatusReply:
     case Envelope::kClientHeartbeat:
+    case Envelope::kMarkImplausible:
       return true;
     default:
       return false;

@@ -99,6 +99,7 @@ const char* body_name(const Envelope& e) {
     case Envelope::kStatusRequest: return "status_request";
     case Envelope::kStatusReply: return "status_reply";
     case Envelope::kClientHeartbeat: return "client_heartbeat";
+    case Envelope::kMarkImplausible: return "mark_implausible";
     case Envelope::BODY_NOT_SET: break;
   }
   return "none";

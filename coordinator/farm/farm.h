@@ -41,7 +41,7 @@ struct FarmJob {
   // by the names the farm's Measurements carry (Measurement::worker): a finalist's first
   // worker when tune measures it again elsewhere, and workers tune has quarantined
   // (docs/tune.md, "Finalists measured twice"). Taken anyway when no other worker serves
-  // the type, so a job never waits for ever. The farm service ignores it for now.
+  // the type, so a job never waits for ever. The farm service passes it on to its broker.
   std::set<std::string> avoid_workers;
 
   // For the farm service (`tune --farm`, coordinator/service/): what its tuning DB records
@@ -91,6 +91,10 @@ class Farm {
   virtual FarmStatus status() const = 0;
   // Stops dispatching; in-flight results already received are kept.
   virtual void shutdown() = 0;
+  // The tune marked one of this farm's results implausible in its DB (a quarantined
+  // worker's, docs/tune.md): a farm that keeps a DB of its own (the farm service) marks it
+  // there too. The others record into the tune's DB only: nothing to do.
+  virtual void mark_implausible(const Measurement& /*m*/, const std::string& /*why*/) {}
 };
 
 }  // namespace dc

@@ -26,6 +26,15 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kMaxPriority = 100;
 constexpr size_t kMaxName = 200;
+constexpr int kMaxAvoidWorkers = 256;  // a job's avoid_workers: a tune's quarantined workers and one more
+
+// A job that avoids workers (a finalist measured again elsewhere) joins only a group that
+// avoids the same ones: another tune's group may be on the very worker it avoids.
+std::string avoid_key(const std::set<std::string>& avoid) {
+  std::string out;
+  for (const std::string& w : avoid) out += w + ",";
+  return out;
+}
 
 std::string printable(const std::string& s) {
   std::string out;
@@ -147,6 +156,7 @@ struct FarmService::Impl {
   void detach(Tune& t);
   void reattach(Tune& t);
   void on_submit(Tune& t, const farm::TuneJob& j);
+  void on_mark_implausible(const Tune& t, const farm::MarkImplausible& mk);
   void on_status_request(const std::string& identity, const farm::StatusRequest& r);
   void end_tune(uint64_t id, const std::string& why);
   void on_result(Measurement m);
@@ -194,6 +204,7 @@ void FarmService::Impl::on_client(const FarmBroker::ClientMessage& m) {
   switch (e.body_case()) {
     case farm::Envelope::kSubmit: on_submit(t, e.submit().job()); break;
     case farm::Envelope::kClientHeartbeat: break;
+    case farm::Envelope::kMarkImplausible: on_mark_implausible(t, e.mark_implausible()); break;
     case farm::Envelope::kClientBye: end_tune(t.id, "client said bye (" + printable(e.client_bye().reason()) + ")"); break;
     default:
       spdlog::warn("service: tune {} sent a {}, which clients do not send; dropped", t.id, farm::body_name(e));
@@ -325,6 +336,30 @@ std::optional<Measurement> FarmService::Impl::from_db(const FarmJob& job, const 
   return std::nullopt;
 }
 
+// A row of this tune's GPU types that the client's tune marked implausible (a quarantined
+// worker's): marked in the service's DB too, so that no later tune is answered with it.
+void FarmService::Impl::on_mark_implausible(const Tune& t, const farm::MarkImplausible& mk) {
+  if (std::find(t.gpu_types.begin(), t.gpu_types.end(), mk.gpu_type()) == t.gpu_types.end()) {
+    spdlog::warn("service: tune {} marked a result of GPU type '{}', which it did not name; ignored", t.id,
+                 printable(mk.gpu_type()));
+    return;
+  }
+  Measurement m;
+  m.workload = mk.workload();
+  m.variant_key = mk.variant_key();
+  m.gpu_type = mk.gpu_type();
+  m.worker = mk.worker();
+  m.finished_unix_ms = mk.finished_unix_ms();
+  const std::string why = printable(mk.why());
+  try {
+    if (db.mark_implausible(m, why))
+      spdlog::warn("service: tune {} marked {}'s result of {} implausible: {}", t.id, printable(m.worker),
+                   printable(m.variant_key), why);
+  } catch (const UserError& e) {
+    spdlog::error("service: could not mark a result of {} implausible: {}", printable(m.variant_key), e.what());
+  }
+}
+
 void FarmService::Impl::on_submit(Tune& t, const farm::TuneJob& tj) {
   const farm::Job& wj = tj.job();
   FarmJob job;
@@ -358,6 +393,9 @@ void FarmService::Impl::on_submit(Tune& t, const farm::TuneJob& tj) {
     si.emulated = tj.emulated();
     si.nvrtc_major = tj.nvrtc_major();
     si.reuse = tj.reuse();
+    if (tj.avoid_workers_size() > kMaxAvoidWorkers)
+      throw farm::ProtocolError(str_cat("a job avoiding ", tj.avoid_workers_size(), " workers (at most ", kMaxAvoidWorkers, ")"));
+    job.avoid_workers.insert(tj.avoid_workers().begin(), tj.avoid_workers().end());
     Variant v;
     v.template_name = si.variant_template;
     v.precision = si.variant_precision;
@@ -399,7 +437,7 @@ void FarmService::Impl::on_submit(Tune& t, const farm::TuneJob& tj) {
   }
   const std::string key = str_cat(hash, "|", job.gpu_type, "|", job.service.nvrtc_major, "|",
                                   job.service.emulated ? "emulated" : "real", "|",
-                                  job.check_on_emulator ? "check" : "");
+                                  job.check_on_emulator ? "check" : "", "|", avoid_key(job.avoid_workers));
   uint64_t gid = 0;
   if (const auto it = group_of_key.find(key); it != group_of_key.end()) {
     gid = it->second;

@@ -47,6 +47,7 @@ std::string submit_frame(FarmJob job) {
   tj->set_emulated(si.emulated);
   tj->set_nvrtc_major(si.nvrtc_major);
   tj->set_reuse(si.reuse);
+  for (const std::string& w : s.meta.avoid_workers) tj->add_avoid_workers(w);
   return farm::serialize(e);
 }
 
@@ -335,6 +336,25 @@ void RemoteFarm::submit(FarmJob job) {
     if (impl_->stopping) return;
     impl_->outstanding[job_id] = {impl_->next_seq++, frame};
     impl_->outbox.push_back(std::move(frame));
+  }
+  impl_->wake.wake();
+}
+
+// Sent once, not again after a reconnect: a mark lost with the connection leaves the
+// service's row as it was (the tune's DB has the mark).
+void RemoteFarm::mark_implausible(const Measurement& m, const std::string& why) {
+  farm::Envelope e = farm::make_envelope();
+  farm::MarkImplausible* mk = e.mutable_mark_implausible();
+  mk->set_workload(m.workload);
+  mk->set_variant_key(m.variant_key);
+  mk->set_gpu_type(m.gpu_type);
+  mk->set_worker(m.worker);
+  mk->set_finished_unix_ms(m.finished_unix_ms);
+  mk->set_why(why);
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    if (impl_->stopping) return;
+    impl_->outbox.push_back(farm::serialize(e));
   }
   impl_->wake.wake();
 }

@@ -59,6 +59,7 @@ class RemoteFarm final : public Farm {
   std::vector<Measurement> collect(std::chrono::milliseconds timeout) override;
   FarmStatus status() const override;
   void shutdown() override;
+  void mark_implausible(const Measurement& m, const std::string& why) override;  // to the service's DB
   RemoteFarmCounts counts() const;
 
  private:

@@ -472,6 +472,56 @@ TEST(FarmService, AClientResubmitsToARestartedServiceAndNothingIsRecordedTwice) 
   EXPECT_EQ(rows.size(), size_t{kJobs});
 }
 
+// tune --farm's quarantine reaches the service: a job's avoid_workers go to the service's
+// broker (the job goes to another worker while one serves the type), and a result the
+// client's tune marks implausible is marked in the service's DB too.
+TEST(FarmService, AvoidedWorkersReachTheBrokerAndAClientsMarkReachesTheServicesDb) {
+  auto db = make_memory_db();
+  Service service(*db);
+  Workers workers(service.endpoint(), 2, 5ms);
+  RemoteFarm a(client(service.endpoint(), "q", 1));
+  // Both workers serve the type: a first batch reaches both.
+  constexpr int kJobs = 24;
+  std::set<std::string> seen;
+  for (int attempt = 0; attempt < 20 && seen.size() < 2; ++attempt) {
+    for (int i = 0; i < kJobs; ++i) a.submit(service_job("wa" + std::to_string(attempt), i));
+    for (const Measurement& m : collect_n(a, kJobs)) seen.insert(m.worker);
+  }
+  ASSERT_EQ(seen, (std::set<std::string>{"svc-0/0", "svc-1/0"}));
+  // Every job of the next batch avoids svc-0: svc-1 takes them all.
+  for (int i = 0; i < kJobs; ++i) {
+    FarmJob j = service_job("wb", i);
+    j.avoid_workers = {"svc-0/0"};
+    a.submit(std::move(j));
+  }
+  const std::vector<Measurement> got = collect_n(a, kJobs);
+  ASSERT_EQ(got.size(), size_t{kJobs});
+  for (const Measurement& m : got) EXPECT_EQ(m.worker, "svc-1/0") << m.variant_key;
+  // The client marks one of them implausible; the service's row follows.
+  const Measurement& marked = got.front();
+  ASSERT_EQ(marked.status, JobStatus::ok);
+  a.mark_implausible(marked, "worker svc-1/0 quarantined by tune's cross-check: a test");
+  MeasurementQuery q;
+  q.workload = marked.workload;
+  q.variant_key = marked.variant_key;
+  std::vector<Measurement> rows;
+  for (int i = 0; i < 250; ++i) {
+    rows = db->query(q);
+    if (rows.size() == 1 && rows[0].status == JobStatus::implausible) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].status, JobStatus::implausible);
+  EXPECT_EQ(rows[0].error, "worker svc-1/0 quarantined by tune's cross-check: a test");
+  // The others of the batch stay ok.
+  MeasurementQuery ok;
+  ok.status = JobStatus::ok;
+  ok.worker = "svc-1/0";
+  size_t still_ok = 0;
+  for (const Measurement& m : db->query(ok)) still_ok += m.workload == "wb";
+  EXPECT_EQ(still_ok, size_t{kJobs - 1});
+}
+
 TEST(FarmService, AnUnknownClientKeyIsRefusedAndNoJobOfItReachesAWorker) {
   const farm::CurveKeyPair server = farm::generate_curve_keypair();
   const farm::CurveKeyPair worker = farm::generate_curve_keypair();
