@@ -208,7 +208,8 @@ def main():
     os.symlink(worker, os.path.join(home, "bin", "dc-worker"))
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     env = dict(os.environ, SLURM_CONF=slurm_conf(tmp, node, free_port(), free_port()), DC_SERVICE=endpoint,
-               DC_HOME=home, DC_KEYS=os.path.join(tmp, "nokeys"), DC_WORKER_ARGS="--emulate h100")
+               DC_HOME=home, DC_KEYS=os.path.join(tmp, "nokeys"), DC_WORKER_ARGS="--emulate h100",
+               TMPDIR=tmp)  # the worker's compile cache (the script's default) goes with tmp
     serve = subprocess.Popen([coord, "serve", "--bind", endpoint, "--db", os.path.join(tmp, "service.db")],
                              stdout=open(os.path.join(tmp, "serve.log"), "w"), stderr=subprocess.STDOUT)
     try:
