@@ -127,7 +127,7 @@ struct FarmService::Impl {
   // repeated upsert. Workloads and variants come with every job, so those two are emptied
   // when they reach kRecordedCacheMax: a long-lived service's memory stays flat (it grew by
   // one entry per job, docs/bench/farm-service.md), at the cost of an upsert now and then.
-  static constexpr size_t kRecordedCacheMax = 1 << 16;
+  static constexpr size_t kRecordedCacheMax = 1 << 14;
   std::set<std::string> gpu_types_recorded, workloads_recorded, workers_recorded;
   std::set<std::pair<std::string, std::string>> variants_recorded;
   std::map<std::string, WorkerTally> tally;  // by worker id (before the device suffix)
