@@ -47,7 +47,7 @@ std::string submit_frame(FarmJob job) {
   tj->set_emulated(si.emulated);
   tj->set_nvrtc_major(si.nvrtc_major);
   tj->set_reuse(si.reuse);
-  for (const std::string& w : s.meta.avoid_workers) tj->add_avoid_workers(w);
+  for (const std::string& worker : s.meta.avoid_workers) tj->add_avoid_workers(worker);
   return farm::serialize(e);
 }
 

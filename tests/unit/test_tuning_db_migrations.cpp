@@ -239,7 +239,7 @@ TEST(SqliteTuningDb, Migration8StoresHealthFiguresAndOldRowsHaveNone) {
   }
   const WorkerInfo gpu = test_worker("node1", "h100", false), emu = test_worker("node2", "h100", true);
   db->commit_worker(emu);
-  Measurement real = test_measurement("w1", test_variant(512), gpu, 3, 100);
+  Measurement real = test_measurement("w1", test_variant(16), gpu, 3, 100);
   real.health.sampled = true;
   real.health.sm_clock_mhz = 1410;
   real.health.max_sm_clock_mhz = 1980;
@@ -247,7 +247,7 @@ TEST(SqliteTuningDb, Migration8StoresHealthFiguresAndOldRowsHaveNone) {
   real.health.clock_event_reasons = 0x4;
   real.health.ecc_known = true;
   real.health.ecc_uncorrected = 2;
-  Measurement emulated = test_measurement("w1", test_variant(512), emu, 3, 101);
+  Measurement emulated = test_measurement("w1", test_variant(16), emu, 3, 101);
   emulated.health.note = "emulated device: its times are modelled";
   ASSERT_TRUE(db->commit_measurement(real));
   ASSERT_TRUE(db->commit_measurement(emulated));
