@@ -22,6 +22,10 @@ int64_t mark_run_results(size_t gi, const std::string& worker, const std::string
           ++marked;
           if (ledger.farm) ledger.farm->mark_implausible(m, why);
         }
+  // Its sentinels are not in the tune's DB, but a farm service records every result it measures.
+  if (const auto s = ledger.sentinels.find(gi); s != ledger.sentinels.end() && ledger.farm)
+    for (const Measurement& m : s->second)
+      if (m.worker == worker && m.status == JobStatus::ok) ledger.farm->mark_implausible(m, why);
   return marked;
 }
 
