@@ -4,7 +4,10 @@
 // of a tensor sees the same bytes, made resident at most once.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <memory>
+#include <mutex>
 
 namespace dc {
 
@@ -18,6 +21,24 @@ class LazyBytes {
   virtual std::byte* bytes() = 0;
   // Bytes [from, from + n) into dst, without making the whole region resident.
   virtual void copy_to(size_t from, size_t n, void* dst) const = 0;
+};
+
+// LazyBytes computed from other tensors (a pass's new weight layout: concatenated or
+// interleaved columns). Subclasses write bytes [from, from + n) in compute(); bytes()
+// computes the whole region once, thread-safe, and copy_to reads it once it is resident.
+class ComputedBytes : public LazyBytes {
+ public:
+  bool resident() const final { return data_.load(std::memory_order_acquire) != nullptr; }
+  std::byte* bytes() final;
+  void copy_to(size_t from, size_t n, void* dst) const final;
+
+ protected:
+  virtual void compute(size_t from, size_t n, std::byte* dst) const = 0;
+
+ private:
+  std::mutex mu_;
+  std::shared_ptr<std::byte[]> holder_;
+  std::atomic<std::byte*> data_{nullptr};
 };
 
 }  // namespace dc

@@ -19,8 +19,6 @@ namespace dc {
 
 namespace {
 
-constexpr size_t kAlignment = 64;  // ir/tensor.h's buffer alignment
-
 struct Sibling {
   size_t matmul = 0;
   std::optional<size_t> bias_add;
@@ -55,7 +53,7 @@ void find_bias(const Graph& g, const match::Uses& uses, Sibling& s) {
 
 // The rows of [rows, n_i] parts side by side, [rows, sum n_i], computed when the bytes are
 // needed (a weight on disk stays there until the plan streams it into weights.bin).
-class ConcatColumns : public LazyBytes {
+class ConcatColumns : public ComputedBytes {
  public:
   ConcatColumns(std::vector<Tensor> parts, size_t rows) : parts_(std::move(parts)), rows_(rows) {
     for (const auto& p : parts_) {
@@ -65,26 +63,8 @@ class ConcatColumns : public LazyBytes {
   }
 
   size_t size() const override { return rows_ * total_row_; }
-  bool resident() const override { return data_.load(std::memory_order_acquire) != nullptr; }
 
-  std::byte* bytes() override {
-    if (std::byte* p = data_.load(std::memory_order_acquire)) return p;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (std::byte* p = data_.load(std::memory_order_relaxed)) return p;
-    auto* p = static_cast<std::byte*>(::operator new[](std::max<size_t>(size(), 1), std::align_val_t{kAlignment}));
-    holder_ = std::shared_ptr<std::byte[]>(p, [](std::byte* q) { ::operator delete[](q, std::align_val_t{kAlignment}); });
-    copy_to(0, size(), p);
-    data_.store(p, std::memory_order_release);
-    return p;
-  }
-
-  // Row by row, part by part: each piece of [from, from + n) from the part that holds it.
-  void copy_to(size_t from, size_t n, void* dst) const override {
-    DC_INTERNAL_CHECK(from <= size() && n <= size() - from, "ConcatColumns: bytes outside the tensor");
-    if (const std::byte* p = data_.load(std::memory_order_acquire)) {
-      std::memcpy(dst, p + from, n);
-      return;
-    }
+  void compute(size_t from, size_t n, std::byte* dst) const override {
     auto* out = static_cast<std::byte*>(dst);
     for (size_t pos = from; pos < from + n;) {
       const size_t row = pos / total_row_;
@@ -101,9 +81,6 @@ class ConcatColumns : public LazyBytes {
   size_t rows_;
   std::vector<size_t> row_bytes_;
   size_t total_row_ = 0;
-  std::mutex mu_;
-  std::shared_ptr<std::byte[]> holder_;
-  std::atomic<std::byte*> data_{nullptr};
 };
 
 // Columns of the [K, N_i] weights side by side: [K, sum N_i]. Biases: one row.

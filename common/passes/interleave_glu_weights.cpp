@@ -17,35 +17,16 @@ namespace dc {
 
 namespace {
 
-constexpr size_t kAlignment = 64;  // ir/tensor.h's buffer alignment
-
 // [rows, 2F] f32 with the columns of the two halves interleaved: out[r, 2j] = in[r, j],
 // out[r, 2j + 1] = in[r, F + j]. Computed when the bytes are needed (row by row), so a
 // weight on disk stays there until the plan streams it into weights.bin.
-class InterleaveColumns : public LazyBytes {
+class InterleaveColumns : public ComputedBytes {
  public:
   InterleaveColumns(Tensor in, size_t rows, size_t cols) : in_(std::move(in)), rows_(rows), cols_(cols) {}
 
   size_t size() const override { return rows_ * cols_ * sizeof(float); }
-  bool resident() const override { return data_.load(std::memory_order_acquire) != nullptr; }
 
-  std::byte* bytes() override {
-    if (std::byte* p = data_.load(std::memory_order_acquire)) return p;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (std::byte* p = data_.load(std::memory_order_relaxed)) return p;
-    auto* p = static_cast<std::byte*>(::operator new[](std::max<size_t>(size(), 1), std::align_val_t{kAlignment}));
-    holder_ = std::shared_ptr<std::byte[]>(p, [](std::byte* q) { ::operator delete[](q, std::align_val_t{kAlignment}); });
-    copy_to(0, size(), p);
-    data_.store(p, std::memory_order_release);
-    return p;
-  }
-
-  void copy_to(size_t from, size_t n, void* dst) const override {
-    DC_INTERNAL_CHECK(from <= size() && n <= size() - from, "InterleaveColumns: bytes outside the tensor");
-    if (const std::byte* p = data_.load(std::memory_order_acquire)) {
-      std::memcpy(dst, p + from, n);
-      return;
-    }
+  void compute(size_t from, size_t n, std::byte* dst) const override {
     const size_t row_bytes = cols_ * sizeof(float), half = cols_ / 2;
     std::vector<float> src(cols_), row(cols_);
     auto* out = static_cast<std::byte*>(dst);
@@ -65,9 +46,6 @@ class InterleaveColumns : public LazyBytes {
  private:
   Tensor in_;
   size_t rows_, cols_;
-  std::mutex mu_;
-  std::shared_ptr<std::byte[]> holder_;
-  std::atomic<std::byte*> data_{nullptr};
 };
 
 std::string int_constant(Graph& g, const std::string& base, int64_t v) {
