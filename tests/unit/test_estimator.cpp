@@ -17,19 +17,6 @@ namespace {
 
 using namespace dc::testing;
 
-// The variant of the space whose parameters include all of `want`.
-Variant find_variant(const Workload& w, const GpuSpec& g, const std::string& precision,
-                     const std::map<std::string, int64_t>& want) {
-  for (const auto& v : enumerate_variants(w, g)) {
-    if (v.precision != precision) continue;
-    bool match = true;
-    for (const auto& [k, val] : want) match = match && v.param(k, -1) == val;
-    if (match) return v;
-  }
-  ADD_FAILURE() << "no such variant";
-  return {};
-}
-
 ScoredVariant best_of(const Workload& w, const GpuSpec& g, const SpaceOptions& o = {}) {
   auto scored = score_variants(w, g, {}, o);
   EXPECT_FALSE(scored.empty());
@@ -255,13 +242,14 @@ TEST(Estimator, GemmMemoryInstructionsFollowOperandLayout) {
   }
 }
 
-// On a CPU device the FLOP peak is not what separates variants: a core issues half a warp
-// instruction a clock, so the variants' instruction counts rank them (measured on PoCL:
-// docs/bench/estimator-accuracy.md). With a GPU SM's issue rate every variant below ties at
-// the FLOP floor.
+// On a CPU device the FLOP peak is not what separates variants: a core runs a work-group's
+// work-items one after another, so the variants' instruction counts rank them (measured on
+// PoCL: docs/bench/estimator-accuracy.md). The GPU model at a GPU SM's rates (no SIMD width:
+// warps of 32 lanes, 4 issued a clock) ties nearly every variant below at the FLOP floor.
 TEST(Estimator, CpuDeviceRanksGemmVariantsByTheirInstructions) {
   const GpuSpec cpu = spec_cpu();
   GpuSpec gpu_rates = cpu;
+  gpu_rates.simd_lanes = 0;
   gpu_rates.issue_per_clk = 4;
   gpu_rates.lsu_per_clk = 1;
   const Workload w = matmul_2d(128, 768, 768);
