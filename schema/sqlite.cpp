@@ -178,17 +178,23 @@ std::string Query::text(int col) const {
 }
 bool Query::is_null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
 
-Transaction::Transaction(Connection& conn) : conn_(conn) { conn_.exec("BEGIN IMMEDIATE"); }
+Transaction::Transaction(Connection& conn)
+    : conn_(conn), nested_(sqlite3_get_autocommit(conn.handle()) == 0) {
+  conn_.exec(nested_ ? "SAVEPOINT dc_nested" : "BEGIN IMMEDIATE");
+}
 
 void Transaction::commit() {
-  conn_.exec("COMMIT");
+  conn_.exec(nested_ ? "RELEASE dc_nested" : "COMMIT");
   done_ = true;
 }
 
 Transaction::~Transaction() {
   // A failed COMMIT (disk full) may leave the transaction open: roll it back here. SQLite
   // may also have rolled back by itself already; autocommit mode tells which.
-  if (!done_ && sqlite3_get_autocommit(conn_.handle()) == 0)
+  if (done_ || sqlite3_get_autocommit(conn_.handle()) != 0) return;
+  if (nested_)
+    sqlite3_exec(conn_.handle(), "ROLLBACK TO dc_nested; RELEASE dc_nested", nullptr, nullptr, nullptr);
+  else
     sqlite3_exec(conn_.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
 }
 

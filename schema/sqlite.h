@@ -107,7 +107,10 @@ class Connection {
 };
 
 // BEGIN IMMEDIATE (the write lock up front: two writers wait instead of deadlocking);
-// commit() makes it durable; otherwise the destructor rolls back, never throwing.
+// commit() makes it durable; otherwise the destructor rolls back, never throwing. Inside a
+// transaction already open on the connection (a batch, TuningDb::begin_batch) it is a
+// SAVEPOINT: commit() releases it into the outer one, and a rollback undoes only its own
+// writes.
 class Transaction {
  public:
   explicit Transaction(Connection& conn);
@@ -118,6 +121,7 @@ class Transaction {
 
  private:
   Connection& conn_;
+  bool nested_ = false;
   bool done_ = false;
 };
 

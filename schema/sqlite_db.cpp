@@ -68,6 +68,11 @@ class SqliteDb final : public TuningDb {
   SqliteDb(const std::string& path, bool read_only)
       : conn_(open_tuning_connection(path, read_only)), read_only_(read_only) {}
 
+  std::unique_ptr<Batch> begin_batch() override {
+    DC_USER_CHECK(!read_only_, "tuning DB '", conn_.path(), "' was opened read-only: cannot write a batch");
+    return std::make_unique<SqliteBatch>(mu_, conn_);
+  }
+
   void commit_gpu_type(const GpuSpec& s) override {
     auto tx = write("record GPU type " + s.name);
     conn_.query(
@@ -508,9 +513,21 @@ class SqliteDb final : public TuningDb {
   }
 
  private:
+  // The lock is recursive: a batch holds it while its thread's writes and reads come and go.
+  using Mutex = std::recursive_mutex;
+
+  // A batch: the lock and an outer transaction for as long as it lives; the writes inside
+  // it are savepoints (sqlite::Transaction).
+  struct SqliteBatch final : Batch {
+    std::unique_lock<Mutex> lock;
+    sqlite::Transaction tx;
+    SqliteBatch(Mutex& mu, sqlite::Connection& conn) : lock(mu), tx(conn) {}
+    void commit() override { tx.commit(); }
+  };
+
   // A write: the lock, then the transaction (declared in this order, destroyed in reverse).
   struct Write {
-    std::unique_lock<std::mutex> lock;
+    std::unique_lock<Mutex> lock;
     sqlite::Transaction tx;
     void commit() { tx.commit(); }
   };
@@ -536,7 +553,7 @@ class SqliteDb final : public TuningDb {
                       "': commit the GPU type first");
   }
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   mutable sqlite::Connection conn_;
   bool read_only_;
 };

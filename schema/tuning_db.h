@@ -179,6 +179,23 @@ class TuningDb {
  public:
   virtual ~TuningDb() = default;
 
+  // A batch: the writes of this thread until it ends are one transaction (the farm service
+  // commits a loop's rows at once instead of one transaction per row); other threads' calls
+  // wait for it. commit() makes them durable; a batch destroyed uncommitted rolls them back.
+  // A write that fails inside it undoes only itself. Batches do not nest.
+  class Batch {
+   public:
+    virtual ~Batch() = default;
+    virtual void commit() = 0;
+  };
+  // The default: each write stays its own transaction (an in-memory DB).
+  virtual std::unique_ptr<Batch> begin_batch() {
+    struct EachWriteItsOwn final : Batch {
+      void commit() override {}
+    };
+    return std::make_unique<EachWriteItsOwn>();
+  }
+
   // ---- records (each call is one transaction; committing the same record again is a no-op
   // or, where noted, refreshes it)
   virtual void commit_gpu_type(const GpuSpec& spec) = 0;       // refreshes the spec snapshot

@@ -25,6 +25,7 @@ PACKAGES=(
   libclblast-dev          # the OpenCL back end on PoCL and its peer, CLBlast (docs/bench/opencl.md)
   clang-15                # OpenCL kernels to SPIR for PoCL: the clang of PoCL's LLVM (docs/opencl.md)
   systemd                 # tests/deploy/check_deploy.py: systemd-analyze verify of examples/deploy's units
+  slurmctld slurmd slurm-client munge   # ctest -L slurm: examples/deploy's batch script on a real single-node Slurm
 )
 
 missing=()

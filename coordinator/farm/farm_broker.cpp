@@ -417,15 +417,25 @@ const std::string& FarmBroker::endpoint() const { return impl_->endpoint; }
 const std::string& FarmBroker::public_key() const { return impl_->public_key; }
 
 void FarmBroker::submit(FarmJob job) {
-  FarmDispatcher::Submission s = FarmDispatcher::prepare(std::move(job));
+  std::vector<FarmJob> one;
+  one.push_back(std::move(job));
+  submit_all(std::move(one));
+}
+
+void FarmBroker::submit_all(std::vector<FarmJob> jobs) {
+  if (jobs.empty()) return;
+  // Prepared (serialised) on the caller's thread, outside the lock.
+  std::vector<FarmDispatcher::Submission> prepared;
+  prepared.reserve(jobs.size());
+  for (FarmJob& job : jobs) prepared.push_back(FarmDispatcher::prepare(std::move(job)));
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     impl_->rethrow_fatal();
     if (impl_->stopping) {
-      spdlog::debug("farm: job {} submitted after shutdown; ignored", s.meta.job_id);
+      spdlog::debug("farm: {} job(s) submitted after shutdown; ignored", prepared.size());
       return;
     }
-    impl_->inbox.push_back(std::move(s));
+    for (FarmDispatcher::Submission& s : prepared) impl_->inbox.push_back(std::move(s));
   }
   impl_->wake.wake();
 }
@@ -462,10 +472,17 @@ std::vector<FarmBroker::ClientMessage> FarmBroker::take_client_messages() {
 }
 
 void FarmBroker::send_to_client(const std::string& identity, farm::Envelope e) {
+  std::vector<std::pair<std::string, farm::Envelope>> one;
+  one.emplace_back(identity, std::move(e));
+  send_to_clients(std::move(one));
+}
+
+void FarmBroker::send_to_clients(std::vector<std::pair<std::string, farm::Envelope>> messages) {
+  if (messages.empty()) return;
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     if (impl_->stopping) return;
-    impl_->client_outbox.emplace_back(identity, std::move(e));
+    for (auto& m : messages) impl_->client_outbox.push_back(std::move(m));
   }
   impl_->wake.wake();
 }

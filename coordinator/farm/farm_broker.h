@@ -74,6 +74,8 @@ class FarmBroker final : public Farm {
   const std::string& public_key() const;
 
   void submit(FarmJob job) override;
+  // Many at once: one hand-over and one wake of the loop (the farm service's dispatch).
+  void submit_all(std::vector<FarmJob> jobs);
   std::vector<Measurement> collect(std::chrono::milliseconds timeout) override;
   FarmStatus status() const override;
   // Disconnects the workers, stops the loop and joins it; results already received stay
@@ -93,6 +95,8 @@ class FarmBroker final : public Farm {
   std::vector<ClientMessage> take_client_messages();
   // Queued and sent by the loop; never blocks (a client gone drops it).
   void send_to_client(const std::string& identity, farm::Envelope e);
+  // Many at once, in order: one hand-over and one wake of the loop.
+  void send_to_clients(std::vector<std::pair<std::string, farm::Envelope>> messages);
 
  private:
   struct Impl;

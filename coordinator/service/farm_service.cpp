@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "client_codec.h"
@@ -40,6 +42,11 @@ std::string default_service_id() {
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// The client messages one turn of the loop handles before it sends heartbeats and
+// dispatches again: a burst of Submits is served in slices, not in one block that
+// leaves every client unanswered for seconds (docs/bench/farm-service.md).
+constexpr auto kTurnSlice = std::chrono::milliseconds(20);
+
 // Job latency buckets, seconds: emulated jobs take milliseconds, real ones seconds to minutes.
 const std::vector<double> kLatencyBounds = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
 
@@ -64,8 +71,12 @@ struct FarmService::Impl {
     // that reconnects resubmits what it has no outcome for, and these are sent again. Only
     // a tune that resumed looks here (another tune's later round may reuse a job id).
     std::map<std::string, std::pair<Clock::time_point, farm::Envelope>> recent;
+    // The same, oldest first: expiry looks at the front only (a walk of the whole map on
+    // every turn was the loop's largest cost at thousands of jobs a second).
+    std::deque<std::pair<Clock::time_point, std::string>> recent_order;
     int resumes = 0;
     int64_t submitted = 0, done = 0, measured = 0, from_db = 0, joined = 0;
+    int64_t queued = 0;  // its waits on groups no device has yet
   };
   // One tune's wait for a group's result, under its own names.
   struct Waiter {
@@ -78,7 +89,8 @@ struct FarmService::Impl {
   struct Group {
     std::string key;
     std::string gpu_type;
-    FarmJob job;                 // as the first tune submitted it
+    std::string workload, variant_key;  // as the first tune submitted it, for the record
+    FarmJob job;                 // until dispatched: then it moves to the broker
     std::vector<Waiter> waiters;
     bool dispatched = false;
     uint64_t dispatched_by = 0;  // the tune whose share paid for it
@@ -103,6 +115,12 @@ struct FarmService::Impl {
   std::map<uint64_t, Group> groups;
   std::map<std::string, uint64_t> group_of_key;
   std::map<std::string, int64_t> in_broker;  // per GPU type: handed over, no result yet
+  std::map<std::string, int64_t> queued_groups;  // per GPU type: groups no device has yet
+  // Client messages taken from the broker, not handled yet (run() handles a time slice of
+  // them per turn), and replies held until the turn's DB batch is committed: an outcome
+  // never reaches a tune before its measurement is durable.
+  std::deque<FarmBroker::ClientMessage> pending;
+  std::vector<std::pair<std::string, farm::Envelope>> outbox;
   FairShare share;
   uint64_t next_tune = 1, next_group = 1;
   // What the DB already has (rows the service committed or found): caches that spare a
@@ -133,7 +151,8 @@ struct FarmService::Impl {
           return options.broker;
         }()) {}
 
-  void send(const std::string& identity, farm::Envelope e) { broker.send_to_client(identity, std::move(e)); }
+  void send(const std::string& identity, farm::Envelope e) { outbox.emplace_back(identity, std::move(e)); }
+  void flush() { broker.send_to_clients(std::exchange(outbox, {})); }
   void refuse(const std::string& identity, const std::string& reason) {
     spdlog::warn("service: refused a client: {}", reason);
     farm::Envelope e = farm::make_envelope();
@@ -141,6 +160,8 @@ struct FarmService::Impl {
     send(identity, std::move(e));
   }
 
+  void take_client_messages();
+  void serve_turn(std::vector<Measurement> results);
   void on_client(const FarmBroker::ClientMessage& m);
   void on_hello(const std::string& identity, const std::string& peer, const farm::ClientHello& h);
   bool resume(const std::string& identity, const std::string& peer, const farm::ClientHello& h);
@@ -160,6 +181,55 @@ struct FarmService::Impl {
   ServiceView view();
   farm::Envelope client_status(const FarmStatus& st) const;
 };
+
+// Client messages as the broker has them. A tune is heard now, even where its messages wait
+// for a later turn: a client behind its own burst of Submits is not silent.
+void FarmService::Impl::take_client_messages() {
+  const auto now = Clock::now();
+  for (FarmBroker::ClientMessage& m : broker.take_client_messages()) {
+    if (const auto it = tune_of_identity.find(m.identity); it != tune_of_identity.end())
+      tunes.at(it->second).last_seen = now;
+    pending.push_back(std::move(m));
+  }
+}
+
+// One turn: client messages for at most kTurnSlice, then every result, as one DB batch
+// (one commit instead of one per row); the replies go out once it is committed.
+void FarmService::Impl::serve_turn(std::vector<Measurement> results) {
+  std::unique_ptr<TuningDb::Batch> batch;
+  try {
+    batch = db.begin_batch();
+  } catch (const UserError& e) {
+    spdlog::error("service: the DB refused a batch; each row goes in its own transaction: {}", e.what());
+  }
+  const auto until = Clock::now() + kTurnSlice;
+  for (size_t n = 1; !pending.empty(); ++n) {
+    const FarmBroker::ClientMessage m = std::move(pending.front());
+    pending.pop_front();
+    try {
+      on_client(m);
+    } catch (const UserError& e) {
+      // The DB refused (busy past its timeout, disk full): logged, the service goes on.
+      spdlog::error("service: while handling a {}: {}", farm::body_name(m.envelope), e.what());
+    }
+    if (n % 16 == 0 && Clock::now() >= until) break;
+  }
+  for (Measurement& m : results) {
+    try {
+      on_result(std::move(m));
+    } catch (const UserError& e) {
+      spdlog::error("service: while recording a result: {}", e.what());
+    }
+  }
+  try {
+    if (batch) batch->commit();
+  } catch (const UserError& e) {
+    spdlog::error("service: the DB could not commit this turn's rows (the tunes still get their outcomes): {}",
+                  e.what());
+  }
+  batch.reset();
+  flush();
+}
 
 void FarmService::Impl::on_client(const FarmBroker::ClientMessage& m) {
   const farm::Envelope& e = m.envelope;
@@ -411,11 +481,16 @@ void FarmService::Impl::on_submit(Tune& t, const farm::TuneJob& tj) {
         return;
       }
     g.waiters.push_back(w);
+    if (!g.dispatched && t.groups.count(gid) == 0) ++t.queued;
   } else {
     gid = next_group++;
     Group g;
     g.key = key;
     g.gpu_type = job.gpu_type;
+    g.workload = job.workload;
+    g.variant_key = job.variant.variant_key;
+    ++queued_groups[g.gpu_type];
+    ++t.queued;
     g.job = std::move(job);
     g.job.job_id = str_cat("g", gid);  // the broker's name for it; results come back by it
     g.waiters.push_back(w);
@@ -440,7 +515,9 @@ void FarmService::Impl::deliver(Tune& t, const Waiter& w, const Measurement& m, 
   // Kept a while: a client that reconnects gets it again when it resubmits the job. A tune
   // that is silent gets it then.
   if (t.connected) send(t.identity, e);
-  t.recent[w.resend_key] = {Clock::now(), std::move(e)};
+  const auto now = Clock::now();
+  t.recent[w.resend_key] = {now, std::move(e)};
+  t.recent_order.emplace_back(now, w.resend_key);
 }
 
 void FarmService::Impl::record_result(const Group& g, const Measurement& m, const std::string& worker_id) {
@@ -457,7 +534,7 @@ void FarmService::Impl::record_result(const Group& g, const Measurement& m, cons
   }
   const bool fresh = std::any_of(g.waiters.begin(), g.waiters.end(), [](const Waiter& w) { return !w.reuse; });
   std::set<std::pair<std::string, std::string>> names;
-  names.insert({g.job.workload, g.job.variant.variant_key});
+  names.insert({g.workload, g.variant_key});
   for (const Waiter& w : g.waiters) names.insert({w.workload, w.variant_key});
   for (const auto& [workload, key] : names) {
     Measurement r = m;
@@ -498,7 +575,7 @@ void FarmService::Impl::on_result(Measurement m) {
     if (is_recorded_status(m.status)) record_result(g, m, worker_id);
   } catch (const UserError& e) {
     // The DB refused (busy past its timeout, disk full): logged; the tunes still get it.
-    spdlog::error("service: could not record the result of {}: {}", g.job.variant.variant_key, e.what());
+    spdlog::error("service: could not record the result of {}: {}", g.variant_key, e.what());
   }
   for (const Waiter& w : g.waiters) {
     const auto t = tunes.find(w.tune);
@@ -527,6 +604,7 @@ void FarmService::Impl::end_tune(uint64_t id, const std::string& why) {
                     g.waiters.end());
     if (!g.dispatched && g.waiters.empty()) {
       // Queued for this tune alone: cancelled. One on a worker finishes and is recorded.
+      --queued_groups[g.gpu_type];
       group_of_key.erase(g.key);
       groups.erase(git);
       ++dropped;
@@ -543,12 +621,10 @@ void FarmService::Impl::end_tune(uint64_t id, const std::string& why) {
 void FarmService::Impl::pump() {
   const FarmStatus st = broker.status();
   observe_devices(st);
-  std::set<std::string> types;
-  for (const auto& [gid, g] : groups)
-    if (!g.dispatched) types.insert(g.gpu_type);
-  for (const std::string& type : types) {
-    const auto d = st.workers_per_gpu_type.find(type);
-    const int64_t window = d == st.workers_per_gpu_type.end() ? 0 : int64_t{d->second} * options.window_per_device;
+  std::vector<FarmJob> handed;
+  for (const auto& [type, devices] : st.workers_per_gpu_type) {
+    if (queued_groups[type] == 0) continue;
+    const int64_t window = int64_t{devices} * options.window_per_device;
     while (in_broker[type] < window) {
       const auto pick = share.pick(type, [&](uint64_t gid) {
         const auto it = groups.find(gid);
@@ -561,10 +637,16 @@ void FarmService::Impl::pump() {
       g.dispatched_at = Clock::now();
       ++tunes.at(pick->tune).measured;
       ++in_broker[type];
+      --queued_groups[type];
+      std::set<uint64_t> waiting;  // a tune may wait on one group under two job ids
+      for (const Waiter& w : g.waiters) waiting.insert(w.tune);
+      for (uint64_t id : waiting)
+        if (const auto t = tunes.find(id); t != tunes.end()) --t->second.queued;
       spdlog::info("service: dispatch {} of tune {} ({} waiting)", g.job.job_id, pick->tune, g.waiters.size());
-      broker.submit(g.job);  // a copy: the group keeps its job for the record
+      handed.push_back(std::move(g.job));
     }
   }
+  broker.submit_all(std::move(handed));
 }
 
 farm::Envelope FarmService::Impl::client_status(const FarmStatus& st) const {
@@ -603,8 +685,12 @@ void FarmService::Impl::tick() {
                                       options.client_grace.count(), " ms"));
       continue;
     }
-    for (auto it = t.recent.begin(); it != t.recent.end();)
-      it = now - it->second.first > keep ? t.recent.erase(it) : std::next(it);
+    while (!t.recent_order.empty() && now - t.recent_order.front().first > keep) {
+      // Gone unless the same job's outcome was sent again since (a later entry).
+      const auto it = t.recent.find(t.recent_order.front().second);
+      if (it != t.recent.end() && it->second.first == t.recent_order.front().first) t.recent.erase(it);
+      t.recent_order.pop_front();
+    }
     if (now >= t.next_status) {
       if (!status) status = client_status(broker.status());
       send(t.identity, *status);
@@ -665,9 +751,6 @@ ServiceView FarmService::Impl::view() {
     vw.busy_fraction = w.device_indexes.empty() ? 0.0 : busy / static_cast<double>(w.device_indexes.size());
     v.workers.push_back(std::move(vw));
   }
-  std::map<std::string, int64_t> queued;
-  for (const auto& [gid, g] : groups)
-    if (!g.dispatched) ++queued[g.gpu_type];
   for (const auto& [id, t] : tunes) {
     ServiceView::Tune vt;
     vt.id = id;
@@ -677,8 +760,7 @@ ServiceView FarmService::Impl::view() {
     vt.priority = t.priority;
     vt.submitted = t.submitted;
     vt.done = t.done;
-    for (uint64_t gid : t.groups)
-      if (const auto it = groups.find(gid); it != groups.end() && !it->second.dispatched) ++vt.queued;
+    vt.queued = t.queued;
     vt.measured = t.measured;
     vt.from_db = t.from_db;
     vt.joined = t.joined;
@@ -689,13 +771,14 @@ ServiceView FarmService::Impl::view() {
   }
   std::set<std::string> types;
   for (const auto& [type, n] : st.workers_per_gpu_type) types.insert(type);
-  for (const auto& [type, n] : queued) types.insert(type);
+  for (const auto& [type, n] : queued_groups)
+    if (n > 0) types.insert(type);
   for (const auto& [type, n] : in_broker)
     if (n > 0) types.insert(type);
   for (const std::string& type : types) {
     ServiceView::Queue q;
     q.gpu_type = type;
-    q.queued = queued.count(type) ? queued.at(type) : 0;
+    q.queued = queued_groups.count(type) ? queued_groups.at(type) : 0;
     q.in_flight = in_broker.count(type) ? in_broker.at(type) : 0;
     const auto d = st.workers_per_gpu_type.find(type);
     q.devices = d == st.workers_per_gpu_type.end() ? 0 : d->second;
@@ -780,23 +863,13 @@ const std::string& FarmService::public_key() const { return impl_->broker.public
 void FarmService::run(const std::atomic<bool>& stop) {
   Impl& im = *impl_;
   while (!stop.load()) {
-    std::vector<Measurement> results = im.broker.collect(std::chrono::milliseconds(100));
-    for (const FarmBroker::ClientMessage& m : im.broker.take_client_messages()) {
-      try {
-        im.on_client(m);
-      } catch (const UserError& e) {
-        // The DB refused (busy past its timeout, disk full): logged, the service goes on.
-        spdlog::error("service: while handling a {}: {}", farm::body_name(m.envelope), e.what());
-      }
-    }
-    for (Measurement& m : results) {
-      try {
-        im.on_result(std::move(m));
-      } catch (const UserError& e) {
-        spdlog::error("service: while recording a result: {}", e.what());
-      }
-    }
+    // No wait while client messages are left from the last turn.
+    std::vector<Measurement> results =
+        im.broker.collect(im.pending.empty() ? std::chrono::milliseconds(100) : std::chrono::milliseconds(0));
+    im.take_client_messages();
+    im.serve_turn(std::move(results));
     im.tick();
+    im.flush();
     im.pump();
     if (im.options.on_view && Clock::now() >= im.next_view) {
       im.next_view = Clock::now() + im.options.view_interval;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <thread>
 
 #include <signal.h>
@@ -495,6 +496,58 @@ TEST(SqliteTuningDb, ManyCommitsPersistAndPassIntegrityCheck) {
   sqlite::Connection conn(path, true);
   EXPECT_EQ(integrity(conn), "ok");
   EXPECT_FALSE(conn.query("PRAGMA foreign_key_check").step());
+}
+
+// The farm service's batch (one transaction a loop turn): other connections see its rows
+// only once it commits, and a batch dropped uncommitted leaves nothing behind.
+TEST(SqliteTuningDb, ABatchIsOneTransactionOthersSeeOnlyOnCommit) {
+  testing::TempDir dir;
+  const std::string path = dir.file("batch.db");
+  auto db = open_tuning_db(path);
+  fill(*db, 0);
+  const WorkerInfo node1 = test_worker("node1", "h100", false);
+  {
+    auto batch = db->begin_batch();
+    for (int i = 0; i < 3; ++i) db->commit_measurement(test_measurement("w1", test_variant(16 << i), node1, 2, 10 + i));
+    EXPECT_EQ(db->query({}).size(), 3u);  // its own thread reads its writes
+    EXPECT_EQ(open_tuning_db(path, true)->query({}).size(), 0u);
+    batch->commit();
+  }
+  EXPECT_EQ(open_tuning_db(path, true)->query({}).size(), 3u);
+  {
+    auto batch = db->begin_batch();
+    db->commit_measurement(test_measurement("w1", test_variant(128), node1, 2, 20));
+  }  // dropped: rolled back
+  EXPECT_EQ(db->query({}).size(), 3u);
+  db->commit_measurement(test_measurement("w1", test_variant(256), node1, 2, 21));  // writable after it
+  EXPECT_EQ(open_tuning_db(path, true)->query({}).size(), 4u);
+  sqlite::Connection conn(path, true);
+  EXPECT_EQ(integrity(conn), "ok");
+}
+
+// A write that fails or rolls itself back inside a batch undoes only itself (a savepoint):
+// the batch's other rows still commit.
+TEST(SqliteTuningDb, AFailedWriteInsideABatchUndoesOnlyItself) {
+  testing::TempDir dir;
+  const std::string path = dir.file("batch.db");
+  auto db = open_tuning_db(path);
+  fill(*db, 0);
+  const WorkerInfo node1 = test_worker("node1", "h100", false);
+  auto batch = db->begin_batch();
+  EXPECT_TRUE(db->commit_first_measurement(test_measurement("w1", test_variant(16), node1, 2, 10)));
+  // Another result for the same variant: commit_first_measurement's own rollback.
+  EXPECT_FALSE(db->commit_first_measurement(test_measurement("w1", test_variant(16), node1, 3, 11)));
+  EXPECT_THROW(db->commit_measurement(test_measurement("w1", test_variant(512), node1, 2, 12)), InternalError);
+  EXPECT_TRUE(db->commit_measurement(test_measurement("w1", test_variant(32), node1, 4, 13)));
+  batch->commit();
+  batch.reset();
+  const auto rows = open_tuning_db(path, true)->query({});
+  ASSERT_EQ(rows.size(), 2u);
+  std::set<std::string> keys;
+  for (const Measurement& m : rows) keys.insert(m.variant_key);
+  EXPECT_EQ(keys, (std::set<std::string>{test_variant(16).key(), test_variant(32).key()}));
+  sqlite::Connection conn(path, true);
+  EXPECT_EQ(integrity(conn), "ok");
 }
 
 TEST(SqliteTuningDb, ReadOnlyOpenRefusesWritesClearly) {
