@@ -40,8 +40,8 @@ TEST(EstimatorCpu, GemmStepIsBoundByTheThreadTilesFmaChains) {
 // BERT-base's 128x768 . 768x768 projection, block 128x128x16, 2 stages, float4 loads: the
 // 8x8 thread tile (256 work-items) against 4x8 (512). Measured on PoCL (2026-11-28, this
 // 2-core Zen 3 host): 8,203 against 21,694 us (re-timed quietly; the accuracy tune's medians
-// 14,394 and 59,614), 2.6x. The model: 1.78x per multiply-add from the k step above, less the
-// staging both share. The GPU model sees 5 % between them.
+// 14,394 and 59,614), 2.6x. The model: 1.70x (1.78x per multiply-add from the k step above,
+// less the staging both share). The GPU model on this device ties them at the FLOP floor.
 TEST(EstimatorCpu, GemmWideThreadTileBeatsNarrowOneByItsFmaChains) {
   const Workload w = matmul_2d(128, 768, 768);
   const std::map<std::string, int64_t> base = {{"block_m", 128}, {"block_n", 128}, {"block_k", 16},
@@ -61,8 +61,8 @@ TEST(EstimatorCpu, GemmWideThreadTileBeatsNarrowOneByItsFmaChains) {
 // An elementwise Add over 1M floats, 8 vectors a work-item, 512 work-items a group: float4
 // against scalar. A work-item's load, add and store are one instruction each whatever the
 // vector width, so float4 needs a quarter of the work-items for the same elements (measured
-// on MobileNetV2's Clip layers: 3.5x and 10x between vec 4 and vec 1). The GPU model, whose
-// warps vectorise across work-items, sees 15 %.
+// on MobileNetV2's Clip layers: 3.5x and 10x between vec 4 and vec 1; the model: 3.5x). The
+// GPU model, whose warps vectorise across work-items, ties them.
 TEST(EstimatorCpu, ElementwiseVectorWidthDividesTheWorkItems) {
   const Workload w = add_1d(1 << 20);
   const std::map<std::string, int64_t> v4 = {{"threads", 512}, {"elems_per_thread", 8}, {"vec", 4}};
@@ -75,8 +75,8 @@ TEST(EstimatorCpu, ElementwiseVectorWidthDividesTheWorkItems) {
 // BERT-base's LayerNorm, 128 rows of 768: 32 work-items a row against 128. On OpenCL each
 // level of dc's warp shuffles is a store, a barrier and a load, a region of the work-item
 // loop for every work-item: 128 a row run 2 x (5 + 2 + 4) levels, 32 run 2 x 5 (measured:
-// 164-299 us against 525-805 us, 8 rows a group). The GPU model, where a shuffle is one warp
-// instruction, sees 15 %.
+// 164-299 us against 525-805 us, 8 rows a group; the model: 4.5x). The GPU model, where a
+// shuffle is one warp instruction, puts 128 a row 6 % ahead.
 TEST(EstimatorCpu, RowReductionPaysEveryShuffleLevelPerWorkItem) {
   const Workload w = layernorm_2d(128, 768);
   const std::map<std::string, int64_t> narrow = {{"threads_per_row", 32}, {"rows_per_block", 8}, {"vec", 4}, {"cache", 1}};

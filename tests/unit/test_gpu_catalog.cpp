@@ -152,8 +152,11 @@ TEST(GpuCatalog, OpenClEntriesAreMarked) {
   EXPECT_DOUBLE_EQ(table().require("pocl-cpu").fma_latency_cycles, 4.0);
   EXPECT_TRUE(table().require("pocl-cpu").runs_work_items_serially());
   EXPECT_DOUBLE_EQ(table().require("h100").issue_per_clk, 4.0);
-  for (const GpuSpec& g : table().all())
-    if (g.name != "pocl-cpu") EXPECT_EQ(g.simd_lanes, 0) << g.name;
+  for (const GpuSpec& g : table().all()) {
+    if (g.name != "pocl-cpu") {
+      EXPECT_EQ(g.simd_lanes, 0) << g.name;
+    }
+  }
   EXPECT_TRUE(table().require("mi210").fp16);
   EXPECT_EQ(table().require("a100").api, "cuda");
   // CUDA device names never match an OpenCL entry.
