@@ -73,6 +73,33 @@ def rss_kib(pid):
     return None
 
 
+def cpu_seconds(pid):
+    """User + system CPU seconds of a running process (and its threads), from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def run_measuring_cpu(cmd, timeout):
+    """Runs cmd to its end: (returncode, stdout + stderr, CPU seconds of it and its children)."""
+    with tempfile.TemporaryFile("w+") as out:
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True)
+        deadline = time.time() + timeout
+        while True:
+            pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.time() > deadline:
+                p.kill()
+            time.sleep(0.05)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        return p.returncode, out.read(), usage.ru_utime + usage.ru_stime
+
+
 class Farm:
     """The service and its zero-time workers, with a sampler thread."""
 
@@ -192,18 +219,22 @@ def run_scenario(a, tmp, report):
         base = farm.samples[-1]
         sampler = farm.sample_every(a.sample_every)
         load0 = loadavg()
+        cpu0 = {"service": cpu_seconds(farm.serve.pid), "workers": cpu_seconds(farm.workers.pid)}
         t0 = time.time()
-        r = subprocess.run(tunes_cmd(farm, a, a.tunes, a.jobs, "scenario"), capture_output=True, text=True,
-                           timeout=a.timeout)
+        rc, output, tunes_cpu = run_measuring_cpu(tunes_cmd(farm, a, a.tunes, a.jobs, "scenario"), a.timeout)
         wall = time.time() - t0
+        # CPU per job of each side: what bounds the rate on a machine of few cores.
+        cpu = {k: (cpu_seconds(p.pid) or 0) - (cpu0[k] or 0) for k, p in (("service", farm.serve),
+                                                                       ("workers", farm.workers))}
+        cpu["tunes"] = tunes_cpu
         farm.stop_sampling.set()
         sampler.join()
         end = farm.sample()
         with open(f"{tmp}/scenario-tunes.log", "w") as f:
-            f.write(r.stdout + r.stderr)
-        print(r.stdout.strip(), flush=True)
-        if r.returncode != 0:
-            fail(f"the tunes failed (exit {r.returncode}): {r.stdout[-2000:]} {r.stderr[-2000:]}")
+            f.write(output)
+        print(output.strip(), flush=True)
+        if rc != 0:
+            fail(f"the tunes failed (exit {rc}): {output[-4000:]}")
         total = a.tunes * a.jobs
         measured = end["measured"] - base["measured"]
         if measured != total:
@@ -225,6 +256,7 @@ def run_scenario(a, tmp, report):
                                                "shares": {str(k): v for k, v in fair[4].items()}},
         "rss_kib_max": max(rss) if rss else None, "load_start": load0, "load_end": load1,
         "samples": len(farm.samples),
+        "cpu_seconds": cpu, "cpu_us_per_job": {k: 1e6 * v / total for k, v in cpu.items()},
     }
     report["scenario"] = res
     if fair is None:
@@ -323,6 +355,16 @@ def markdown(a, report):
                   f"| fairness error, worst {f['window_s']:g} s window | " +
                   ("-" if f["worst_window_error"] is None else f"{100 * f['worst_window_error']:.2f} %") + " | | |",
                   f"| service RSS, max | {mib(s['rss_kib_max'])} | | |", ""]
+        c = s.get("cpu_us_per_job")
+        if c:
+            per_job = sum(c.values())
+            lines += ["| CPU time per job (user + system, all threads) | µs |", "| --- | ---: |"] + \
+                     [f"| {k} | {v:,.0f} |" for k, v in c.items()] + \
+                     [f"| all three | {per_job:,.0f} |", "",
+                      f"All three share the machine's {report['cores']} cores: at {per_job:,.0f} µs of CPU a job "
+                      f"they allow at most {report['cores'] * 1e6 / per_job:,.0f} jobs/s here, with every core "
+                      f"theirs; 20,000 jobs/s at these costs needs {20000 * per_job / 1e6:.1f} cores "
+                      f"({20000 * c['service'] / 1e6:.1f} of them for the service).", ""]
     k = report.get("soak")
     if k:
         lines += ["| soak | figure | goal | load avg |", "| --- | ---: | --- | --- |",

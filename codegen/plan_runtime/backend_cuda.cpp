@@ -256,6 +256,7 @@ class CudaBackend final : public Backend {
   LoadedModule load_module(size_t m, const CompileResult& compiled);
   int function_attribute(CUfunction f, CUfunction_attribute which, const std::string& kernel) const;
   void check_launch(size_t m, size_t i, CUfunction f) const;
+  void copy_weight(int weight, void* host, size_t bytes, bool to_device);
   void opt_in_shared_memory(size_t m, const LoadedModule& lm) const;
   void allocate();
   void upload_weights();
@@ -665,34 +666,31 @@ void CudaBackend::carry_state(const std::vector<PlanStateUpdate>& updates) {
   }
 }
 
-void CudaBackend::get_weight(int weight, void* data, size_t bytes) {
-  DC_INTERNAL_CHECK(plan_ != nullptr, "get_weight before load");
+// Both directions of a weight's copy (get_weight, set_weight): checked, then one async copy
+// on the stream and a sync.
+void CudaBackend::copy_weight(int weight, void* host, size_t bytes, bool to_device) {
+  const std::string doing = to_device ? "writing" : "reading";
+  DC_INTERNAL_CHECK(plan_ != nullptr, doing, " a weight before load");
   const PlanTensor& w = plan_->tensors.at(static_cast<size_t>(weight));
   DC_INTERNAL_CHECK(w.kind == PlanTensorKind::weight && bytes == static_cast<size_t>(w.bytes()), "weight ",
                     w.name, ": wrong size");
   enter();
   if (bytes == 0) return;
+  const std::string what = doing + " weight " + w.name;
   try {
-    check(api().memcpy_dtoh_async(data, address_of(weight), bytes, stream_.get()), "reading weight " + w.name);
-    check(api().stream_synchronize(stream_.get()), "reading weight " + w.name);
+    check(to_device ? api().memcpy_htod_async(address_of(weight), host, bytes, stream_.get())
+                    : api().memcpy_dtoh_async(host, address_of(weight), bytes, stream_.get()),
+          what);
+    check(api().stream_synchronize(stream_.get()), what);
   } catch (const cuda::CudaError& e) {
-    fail("reading a weight", e);
+    fail(doing + " a weight", e);
   }
 }
 
+void CudaBackend::get_weight(int weight, void* data, size_t bytes) { copy_weight(weight, data, bytes, false); }
+
 void CudaBackend::set_weight(int weight, const void* data, size_t bytes) {
-  DC_INTERNAL_CHECK(plan_ != nullptr, "set_weight before load");
-  const PlanTensor& w = plan_->tensors.at(static_cast<size_t>(weight));
-  DC_INTERNAL_CHECK(w.kind == PlanTensorKind::weight && bytes == static_cast<size_t>(w.bytes()), "weight ",
-                    w.name, ": wrong size");
-  enter();
-  if (bytes == 0) return;
-  try {
-    check(api().memcpy_htod_async(address_of(weight), data, bytes, stream_.get()), "writing weight " + w.name);
-    check(api().stream_synchronize(stream_.get()), "writing weight " + w.name);
-  } catch (const cuda::CudaError& e) {
-    fail("writing a weight", e);
-  }
+  copy_weight(weight, const_cast<void*>(data), bytes, true);  // only read: host to device
 }
 
 // One sample per run: events on the stream around each replay, read in batches.

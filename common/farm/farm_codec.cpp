@@ -128,11 +128,13 @@ Kernel to_proto(const GeneratedKernel& k) {
   return p;
 }
 
-GeneratedKernel from_proto(const Kernel& p) {
+GeneratedKernel from_proto(const Kernel& p) { return from_proto(Kernel(p)); }
+
+GeneratedKernel from_proto(Kernel&& p) {
   GeneratedKernel k;
   k.template_name = p.template_name();
   k.variant_key = p.variant_key();
-  k.source = p.source();
+  k.source = std::move(*p.mutable_source());
   if (k.source.empty()) throw ProtocolError("kernel '" + k.template_name + "' has no source");
   if (p.buffers_size() > kMaxBuffers)
     throw ProtocolError(str_cat("kernel has ", p.buffers_size(), " buffers (at most ", kMaxBuffers, ")"));

@@ -44,6 +44,8 @@ const char* body_name(const Envelope& e);
 // codes, shapes, launch dimensions, buffer indices, sizes) and throws ProtocolError.
 Kernel to_proto(const GeneratedKernel& k);
 GeneratedKernel from_proto(const Kernel& k);
+// The same, the source moved out of `k` instead of copied (the farm service's hot path).
+GeneratedKernel from_proto(Kernel&& k);
 
 // Checks a Result from a worker: a known status name, finite non-negative samples, at most
 // kMaxSamples of them, sane resource figures. "" when valid, else why not.

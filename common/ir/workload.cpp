@@ -9,7 +9,7 @@
 
 #include "ir/error.h"
 #include "ir/flops.h"
-#include "passes/training_state.h"
+#include "ir/state_names.h"
 
 namespace dc {
 
@@ -238,10 +238,10 @@ Workload make_workload(const Graph& g, const std::vector<size_t>& nodes_in, Clus
   auto parameter = [&](const Node& n, size_t slot) {
     return slot >= 1 && (n.op == "Pad" || n.op == "Resize" || n.op == "Upsample");
   };
-  // A training step's state (passes/training_state.h) changes from step to step: never
+  // A training step's state (ir/state_names.h) changes from step to step: never
   // baked into a kernel, however small (the step counter, a one-element weight).
   auto training_state = [&](const std::string& t) {
-    return std::find(g.outputs.begin(), g.outputs.end(), t + std::string(kNextSuffix)) != g.outputs.end();
+    return std::find(g.outputs.begin(), g.outputs.end(), next_name(t)) != g.outputs.end();
   };
   std::map<std::string, Role> external;
   for (size_t i : nodes)

@@ -11,20 +11,14 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/state_names.h"
 
 namespace dc {
-
-inline constexpr std::string_view kNextSuffix = "@next";
-// The step counter: an i64 scalar, 0 before the first step. Dropout seeds from it and
-// AdamW's bias correction reads it.
-inline constexpr std::string_view kStepTensor = "train.step";
 
 struct StateUpdate {
   std::string state;  // an initializer
   std::string next;   // the graph output holding its value after the step
 };
-
-inline std::string next_name(const std::string& state) { return state + std::string(kNextSuffix); }
 
 // Every graph output STATE@next whose STATE is an initializer, in output order.
 std::vector<StateUpdate> training_state_updates(const Graph& g);

@@ -48,14 +48,25 @@ FarmDispatcher::FarmDispatcher(DispatchOptions options, Send send)
   if (next_lease_ == 0) next_lease_ = 1;
 }
 
+namespace {
+// A kernel for the wire, its source moved rather than copied.
+farm::Kernel wire_kernel(GeneratedKernel& k) {
+  std::string source = std::move(k.source);
+  k.source.clear();
+  farm::Kernel p = farm::to_proto(k);
+  p.set_source(std::move(source));
+  return p;
+}
+}  // namespace
+
 FarmDispatcher::Submission FarmDispatcher::prepare(FarmJob job) {
   Submission s;
   farm::Job& w = s.wire;
   w.set_job_id(job.job_id);
   w.set_gpu_type(job.gpu_type);
   w.set_workload(job.workload);
-  *w.mutable_variant() = farm::to_proto(job.variant);
-  *w.mutable_reference() = farm::to_proto(job.reference);
+  *w.mutable_variant() = wire_kernel(job.variant);
+  *w.mutable_reference() = wire_kernel(job.reference);
   w.set_seed(job.seed);
   w.set_rtol(job.tolerance.rtol);
   w.set_atol(job.tolerance.atol);

@@ -127,7 +127,7 @@ struct FarmService::Impl {
   // repeated upsert. Workloads and variants come with every job, so those two are emptied
   // when they reach kRecordedCacheMax: a long-lived service's memory stays flat (it grew by
   // one entry per job, docs/bench/farm-service.md), at the cost of an upsert now and then.
-  static constexpr size_t kRecordedCacheMax = 1 << 16;
+  static constexpr size_t kRecordedCacheMax = 1 << 14;
   std::set<std::string> gpu_types_recorded, workloads_recorded, workers_recorded;
   std::set<std::pair<std::string, std::string>> variants_recorded;
   std::map<std::string, WorkerTally> tally;  // by worker id (before the device suffix)
@@ -162,12 +162,12 @@ struct FarmService::Impl {
 
   void take_client_messages();
   void serve_turn(std::vector<Measurement> results);
-  void on_client(const FarmBroker::ClientMessage& m);
+  void on_client(FarmBroker::ClientMessage& m);
   void on_hello(const std::string& identity, const std::string& peer, const farm::ClientHello& h);
   bool resume(const std::string& identity, const std::string& peer, const farm::ClientHello& h);
   void detach(Tune& t);
   void reattach(Tune& t);
-  void on_submit(Tune& t, const farm::TuneJob& j);
+  void on_submit(Tune& t, farm::TuneJob& j);
   void on_status_request(const std::string& identity, const farm::StatusRequest& r);
   void end_tune(uint64_t id, const std::string& why);
   void on_result(Measurement m);
@@ -196,6 +196,7 @@ void FarmService::Impl::take_client_messages() {
 // One turn: client messages for at most kTurnSlice, then every result, as one DB batch
 // (one commit instead of one per row); the replies go out once it is committed.
 void FarmService::Impl::serve_turn(std::vector<Measurement> results) {
+  if (pending.empty() && results.empty()) return;  // a turn of heartbeats only: no transaction
   std::unique_ptr<TuningDb::Batch> batch;
   try {
     batch = db.begin_batch();
@@ -204,7 +205,7 @@ void FarmService::Impl::serve_turn(std::vector<Measurement> results) {
   }
   const auto until = Clock::now() + kTurnSlice;
   for (size_t n = 1; !pending.empty(); ++n) {
-    const FarmBroker::ClientMessage m = std::move(pending.front());
+    FarmBroker::ClientMessage m = std::move(pending.front());
     pending.pop_front();
     try {
       on_client(m);
@@ -231,8 +232,8 @@ void FarmService::Impl::serve_turn(std::vector<Measurement> results) {
   flush();
 }
 
-void FarmService::Impl::on_client(const FarmBroker::ClientMessage& m) {
-  const farm::Envelope& e = m.envelope;
+void FarmService::Impl::on_client(FarmBroker::ClientMessage& m) {
+  farm::Envelope& e = m.envelope;
   if (!farm::version_ok(e)) {
     spdlog::warn("service: dropped a {} of transport version {} (this service speaks {})", farm::body_name(e),
                  e.protocol_version(), farm::kProtocolVersion);
@@ -262,7 +263,7 @@ void FarmService::Impl::on_client(const FarmBroker::ClientMessage& m) {
     spdlog::info("service: tune {} is heard again", t.id);
   }
   switch (e.body_case()) {
-    case farm::Envelope::kSubmit: on_submit(t, e.submit().job()); break;
+    case farm::Envelope::kSubmit: on_submit(t, *e.mutable_submit()->mutable_job()); break;
     case farm::Envelope::kClientHeartbeat: break;
     case farm::Envelope::kClientBye: end_tune(t.id, "client said bye (" + printable(e.client_bye().reason()) + ")"); break;
     default:
@@ -395,8 +396,9 @@ std::optional<Measurement> FarmService::Impl::from_db(const FarmJob& job, const 
   return std::nullopt;
 }
 
-void FarmService::Impl::on_submit(Tune& t, const farm::TuneJob& tj) {
-  const farm::Job& wj = tj.job();
+// `tj` is consumed: its kernels' sources move into the job.
+void FarmService::Impl::on_submit(Tune& t, farm::TuneJob& tj) {
+  farm::Job& wj = *tj.mutable_job();
   FarmJob job;
   try {
     if (std::find(t.gpu_types.begin(), t.gpu_types.end(), wj.gpu_type()) == t.gpu_types.end())
@@ -406,8 +408,8 @@ void FarmService::Impl::on_submit(Tune& t, const farm::TuneJob& tj) {
     job.gpu_type = wj.gpu_type();
     job.workload = wj.workload();
     job.precision = wj.precision();
-    job.variant = farm::from_proto(wj.variant());
-    job.reference = farm::from_proto(wj.reference());
+    job.variant = farm::from_proto(std::move(*wj.mutable_variant()));
+    job.reference = farm::from_proto(std::move(*wj.mutable_reference()));
     job.seed = wj.seed();
     job.tolerance.rtol = wj.rtol();
     job.tolerance.atol = wj.atol();

@@ -37,6 +37,7 @@
 
 #include "farm_broker.h"
 #include "farm_client.h"
+#include "ir/clock.h"
 #include "remote_farm.h"
 #include "variant.h"
 
@@ -56,7 +57,7 @@ std::string sarg(int argc, char** argv, const char* name, const std::string& dfl
   return dflt;
 }
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using dc::seconds_since;
 
 dc::FarmJob make_job(int i, const std::string& source) {
   dc::FarmJob j;

@@ -29,8 +29,9 @@ import subprocess
 import sys
 import tempfile
 
-MOVES = {"transpose", "reshape", "slice", "expand", "concat", "unsqueeze", "squeeze", "flatten",
-         "split", "tile", "gather", "identity", "cast"}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from plan_kernel_counts import counts  # noqa: E402  one definition of a plan's kernel counts
+
 
 # Per layer (T5, BART: one encoder layer plus one decoder layer, which has self- and
 # cross-attention: 3 attention sites) in the fp16 h100 estimate-only plan, measured on
@@ -81,21 +82,6 @@ def run(cmd, timeout=600, env=None):
     if r.returncode != 0:
         fail(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
     return r.stdout
-
-
-def counts(plan):
-    gpu = plan["gpus"][0]
-    out = {"kernels": 0, "views": 0, "attention": 0, "copy_only": 0,
-           "estimated_us": gpu["estimated_seconds"] * 1e6}
-    for c in gpu["chosen"]:
-        cand = plan["candidates"][c]
-        if cand.get("free_view"):
-            out["views"] += 1
-            continue
-        out["kernels"] += 1
-        out["attention"] += cand["kind"] == "attention"
-        out["copy_only"] += all(op in MOVES for op in cand["pattern"].split("+"))
-    return out
 
 
 def check_counts(coord, data, model):
