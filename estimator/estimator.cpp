@@ -11,21 +11,16 @@
 #include <limits>
 #include <string_view>
 
+#include "block_model.h"
+#include "cpu_blocks.h"
 #include "ir/error.h"
 
 namespace dc {
 
 using namespace model;
 
+namespace estimator_detail {
 namespace {
-
-// A variant's parameters, decoded once per estimate (map lookups by string are the cost).
-struct Params {
-  int64_t block_m = 0, block_n = 0, block_k = 0, warp_m = 0, warp_n = 0;
-  int64_t thread_m = 0, thread_n = 0, vec = 1, stages = 1, split_k = 1, split_kv = 1;
-  int64_t tile_h = 1, tile_w = 1, block_c = 1, pixels_per_thread = 1;
-  int64_t threads = 0, threads_per_row = 32, rows_per_block = 1, cache = 0, elems_per_thread = 1;
-};
 
 struct Field {
   std::string_view name;  // sized: most mismatches end at the length
@@ -55,6 +50,8 @@ constexpr Field kFields[] = {
     {"elems_per_thread", &Params::elems_per_thread, 1},
 };
 
+}  // namespace
+
 Params decode(const Variant& v) {
   Params p;
   for (const auto& [name, value] : v.params) {
@@ -68,38 +65,12 @@ Params decode(const Variant& v) {
   return p;
 }
 
-// One thread block as the model sees it.
-struct BlockModel {
-  double pipe_cycles = 0;        // SM cycles of issue/pipe work, latency fully hidden
-  double warps_needed = 4;       // resident warps per SM that hide the pipes' latency
-  double critical_cycles = 0;    // the block alone on an SM: its serial latency path
-  double smem_bytes = 0;         // shared-memory bank traffic
-  double l2_bytes = -1;          // global loads through the SM's L2 port (< 0: DRAM share)
-  double dram_bytes = 0;         // the whole kernel's DRAM traffic
-  double inflight_per_warp = 0;  // DRAM bytes a warp keeps requested at once
-};
-
 double cdiv(double a, double b) { return std::ceil(a / b); }
 
-double fp32_warp_fma_per_clk(const GpuSpec& g) { return g.fp32_lanes_per_sm / 32.0; }
-
-double dram_latency_cycles(const GpuSpec& g) { return kDramLatencyS * g.clock_hz(); }
-
-// FLOPs per output element beyond the GEMM's multiply-adds (bias, activation, residual).
 double epilogue_flops_per_output(const WorkloadShape& s, double gemm_flops, double outputs) {
   return outputs > 0 ? std::max(0.0, s.flops - gemm_flops) / outputs : 0;
 }
 
-// Serial path of a K loop of `tiles` tiles whose loads take `latency` cycles: without
-// pipelining each tile waits for its loads; with `stages` buffers the loads of the next
-// stages-1 tiles overlap the current tile's work.
-double pipelined_critical(double tiles, double tile_alone, double latency, int64_t stages) {
-  if (stages <= 1) return tiles * (tile_alone + latency);
-  return latency + tiles * std::max(tile_alone, latency / static_cast<double>(stages - 1));
-}
-
-// Operand re-reads after tile reuse: an operand is re-read once per tile of the other
-// dimension, unless it fits in half of L2, which then serves the re-reads.
 double reread_bytes(double operand_bytes, double reads, const GpuSpec& g) {
   if (operand_bytes <= static_cast<double>(g.l2_bytes) / 2) return 0;
   return (reads - 1) * operand_bytes;
@@ -116,6 +87,24 @@ double fp32_operand_instructions(const GemmOperandLayout& o, double elems, int64
   const double vectors = elems / static_cast<double>(vec);
   if (async) return o.along_rows && vec == 4 ? vectors : elems;
   return vectors + (o.along_rows ? vectors : elems);
+}
+
+}  // namespace estimator_detail
+
+using namespace estimator_detail;
+
+namespace {
+
+double fp32_warp_fma_per_clk(const GpuSpec& g) { return g.fp32_lanes_per_sm / 32.0; }
+
+double dram_latency_cycles(const GpuSpec& g) { return kDramLatencyS * g.clock_hz(); }
+
+// Serial path of a K loop of `tiles` tiles whose loads take `latency` cycles: without
+// pipelining each tile waits for its loads; with `stages` buffers the loads of the next
+// stages-1 tiles overlap the current tile's work.
+double pipelined_critical(double tiles, double tile_alone, double latency, int64_t stages) {
+  if (stages <= 1) return tiles * (tile_alone + latency);
+  return latency + tiles * std::max(tile_alone, latency / static_cast<double>(stages - 1));
 }
 
 BlockModel gemm_block(const WorkloadShape& s, const Params& p, const Variant& v, const GpuSpec& g) {
@@ -455,7 +444,7 @@ Estimate estimate(const WorkloadShape& s, const Variant& v, const GpuSpec& g,
   }
   const Params p = decode(v);
   BlockModel b;
-  switch (s.family) {
+  if (!(g.runs_work_items_serially() && cpu_block(s, p, v, g, &b))) switch (s.family) {
     case Family::gemm:
     case Family::conv:
       b = gemm_block(s, p, v, g);

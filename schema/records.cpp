@@ -138,6 +138,8 @@ std::string gpu_spec_to_json(const GpuSpec& s) {
       .field("launch_overhead_us", s.launch_overhead_us)
       .field("issue_per_clk", s.issue_per_clk)
       .field("lsu_per_clk", s.lsu_per_clk)
+      .field("simd_lanes", s.simd_lanes)
+      .field("fma_latency_cycles", s.fma_latency_cycles)
       .field("generic", s.generic)
       .end_object();
   return os.str();

@@ -66,6 +66,8 @@ std::string spec_code(const dc::GpuSpec& g) {
   set("launch_overhead_us", num(g.launch_overhead_us));
   set("issue_per_clk", num(g.issue_per_clk));
   set("lsu_per_clk", num(g.lsu_per_clk));
+  set("simd_lanes", num(g.simd_lanes));
+  set("fma_latency_cycles", num(g.fma_latency_cycles));
   set("generic", g.generic ? "true" : "false");
   return c + "    specs.push_back(std::move(g));\n  }\n";
 }

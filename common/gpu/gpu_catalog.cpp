@@ -218,6 +218,8 @@ GpuSpec GpuCatalog::match_device(const DeviceReport& report) const {
   g.launch_overhead_us = ref.launch_overhead_us;
   g.issue_per_clk = ref.issue_per_clk;
   g.lsu_per_clk = ref.lsu_per_clk;
+  g.simd_lanes = ref.simd_lanes;
+  g.fma_latency_cycles = ref.fma_latency_cycles;
   g.generic = true;
   spdlog::warn(
       "GPU '{}': {}; using a generic spec '{}' from its reported properties with the per-SM "

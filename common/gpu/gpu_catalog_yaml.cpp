@@ -140,7 +140,8 @@ const std::vector<std::string>& entry_fields() {
       "l2_bytes", "smem_per_sm_bytes", "smem_per_block_bytes", "regs_per_sm",
       "regs_per_thread", "max_threads_per_sm", "max_threads_per_block", "max_blocks_per_sm",
       "warp_size", "regs_per_block", "reg_alloc_unit", "sm_sub_partitions", "smem_alloc_unit",
-      "smem_reserved_per_block", "launch_overhead_us", "issue_per_clk", "lsu_per_clk"};
+      "smem_reserved_per_block", "launch_overhead_us", "issue_per_clk", "lsu_per_clk",
+      "simd_lanes", "fma_latency_cycles"};
   return fields;
 }
 
@@ -234,6 +235,8 @@ GpuSpec read_entry(const YAML::Node& node, const std::string& origin, int index)
   if (r.has("launch_overhead_us")) g.launch_overhead_us = r.number("launch_overhead_us", 0, 1000);
   if (r.has("issue_per_clk")) g.issue_per_clk = r.number("issue_per_clk", 0.01, 64);
   if (r.has("lsu_per_clk")) g.lsu_per_clk = r.number("lsu_per_clk", 0.01, 64);
+  if (r.has("simd_lanes")) g.simd_lanes = static_cast<int>(r.integer("simd_lanes", 1, 64));
+  if (r.has("fma_latency_cycles")) g.fma_latency_cycles = r.number("fma_latency_cycles", 1, 64);
   r.reject_unknown_keys(entry_fields());
   return g;
 }

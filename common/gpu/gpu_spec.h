@@ -54,6 +54,12 @@ struct GpuSpec {
   // per scheduler) and moves 1 (32 LD/ST lanes); a CPU core under PoCL issues far fewer.
   double issue_per_clk = 4.0;
   double lsu_per_clk = 1.0;
+  // A CPU device (arch "cpu"): the fp32 lanes of one vector instruction (AVX2: 8) and the
+  // latency of a dependent FMA in cycles. With simd_lanes > 0 the estimator models a
+  // work-group as one core running its work-items one after another (estimator/cpu_blocks.h);
+  // 0 for GPUs, which never read them.
+  int simd_lanes = 0;
+  double fma_latency_cycles = 4.0;
   bool generic = false;                  // built from a device's report, not from the table
 
   // Every field equal: the generated table against gpus.yaml (test_gpu_catalog.cpp).
@@ -71,6 +77,9 @@ struct GpuSpec {
   // A CPU device is timed with hot caches (PoCL re-runs a kernel over the same buffers): work
   // whose bytes fit its last-level cache (l2_bytes) is served from there, not from DRAM.
   bool cache_holds(double bytes) const { return arch == "cpu" && bytes <= static_cast<double>(l2_bytes); }
+  // Work-items run as a core's serial threads (PoCL's work-item loops): a CPU entry with its
+  // SIMD width.
+  bool runs_work_items_serially() const { return arch == "cpu" && simd_lanes > 0; }
 };
 
 }  // namespace dc

@@ -4,12 +4,17 @@
 // with their FLOPs and compulsory bytes computed by hand, as make_workload would.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "gpu/gpu_spec.h"
 #include "ir/graph.h"
 #include "ir/workload.h"
+#include "variant.h"
 
 namespace dc::testing {
 
@@ -79,7 +84,8 @@ inline GpuSpec spec_t4() {
 }
 
 // PoCL's CPU device on a 2-core AVX2 host (gpus.yaml's pocl-cpu): compute units are cores,
-// one work-group each at a time, a warp instruction is 4 AVX2 instructions.
+// one work-group each at a time, a warp instruction is 4 AVX2 instructions, 4 issued a
+// clock, 2 FMA pipes of 8 lanes, FMA latency 4 (Zen 3).
 inline GpuSpec spec_cpu() {
   GpuSpec g = spec_a100();
   g.name = "cpu";
@@ -100,8 +106,10 @@ inline GpuSpec spec_cpu() {
   g.reg_alloc_unit = g.sm_sub_partitions = g.smem_alloc_unit = 1;
   g.smem_reserved_per_block = 0;
   g.launch_overhead_us = 20;
-  g.issue_per_clk = 0.5;
+  g.issue_per_clk = 1.0;
   g.lsu_per_clk = 0.5;
+  g.simd_lanes = 8;
+  g.fma_latency_cycles = 4;
   return g;
 }
 
@@ -214,6 +222,19 @@ inline Workload attention(int64_t b, int64_t h, int64_t s, int64_t d) {
        {"v", {b, h, s, d}},
        {"o", {b, h, s, d}}},
       2 * scores * d * 2 + scores + 5 * scores, 4 * (4 * b * h * s * d + 1));
+}
+
+// The variant of the space whose parameters include all of `want`.
+inline Variant find_variant(const Workload& w, const GpuSpec& g, const std::string& precision,
+                            const std::map<std::string, int64_t>& want) {
+  for (const auto& v : enumerate_variants(w, g)) {
+    if (v.precision != precision) continue;
+    bool match = true;
+    for (const auto& [k, val] : want) match = match && v.param(k, -1) == val;
+    if (match) return v;
+  }
+  ADD_FAILURE() << "no such variant";
+  return {};
 }
 
 }  // namespace dc::testing

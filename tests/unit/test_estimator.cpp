@@ -17,19 +17,6 @@ namespace {
 
 using namespace dc::testing;
 
-// The variant of the space whose parameters include all of `want`.
-Variant find_variant(const Workload& w, const GpuSpec& g, const std::string& precision,
-                     const std::map<std::string, int64_t>& want) {
-  for (const auto& v : enumerate_variants(w, g)) {
-    if (v.precision != precision) continue;
-    bool match = true;
-    for (const auto& [k, val] : want) match = match && v.param(k, -1) == val;
-    if (match) return v;
-  }
-  ADD_FAILURE() << "no such variant";
-  return {};
-}
-
 ScoredVariant best_of(const Workload& w, const GpuSpec& g, const SpaceOptions& o = {}) {
   auto scored = score_variants(w, g, {}, o);
   EXPECT_FALSE(scored.empty());
@@ -255,18 +242,19 @@ TEST(Estimator, GemmMemoryInstructionsFollowOperandLayout) {
   }
 }
 
-// On a CPU device the FLOP peak is not what separates variants: a core issues half a warp
-// instruction a clock, so the variants' instruction counts rank them (measured on PoCL:
-// docs/bench/estimator-accuracy.md). With a GPU SM's issue rate every variant below ties at
-// the FLOP floor.
+// On a CPU device the FLOP peak is not what separates variants: a core runs a work-group's
+// work-items one after another, so the variants' instruction counts rank them (measured on
+// PoCL: docs/bench/estimator-accuracy.md). The GPU model at a GPU SM's rates (no SIMD width:
+// warps of 32 lanes, 4 issued a clock) ties nearly every variant below at the FLOP floor.
 TEST(Estimator, CpuDeviceRanksGemmVariantsByTheirInstructions) {
   const GpuSpec cpu = spec_cpu();
   GpuSpec gpu_rates = cpu;
+  gpu_rates.simd_lanes = 0;
   gpu_rates.issue_per_clk = 4;
   gpu_rates.lsu_per_clk = 1;
   const Workload w = matmul_2d(128, 768, 768);
   std::set<double> on_cpu, at_gpu_rates;
-  size_t slower = 0, n = 0;
+  size_t n = 0;
   for (const Variant& v : enumerate_variants(w, cpu)) {
     if (v.precision != "fp32") continue;
     const Estimate c = estimate(w, v, cpu), g = estimate(w, v, gpu_rates);
@@ -274,13 +262,12 @@ TEST(Estimator, CpuDeviceRanksGemmVariantsByTheirInstructions) {
     ++n;
     on_cpu.insert(c.seconds);
     at_gpu_rates.insert(g.seconds);
-    EXPECT_GE(c.seconds, g.seconds) << v.key();
-    slower += c.seconds > g.seconds;
+    // Never faster than the device's FLOP peak.
+    EXPECT_GE(c.seconds, w.flops / cpu.fp32_peak_flops()) << v.key();
   }
   ASSERT_GT(n, 20u);
-  // At a GPU's rates the CPU's FLOP floor pins most variants to a few figures; at its own,
-  // each variant's instruction count shows.
-  EXPECT_GT(slower, n / 2);
+  // At a GPU's rates the CPU's FLOP floor pins most variants to a few figures; on the CPU
+  // model each variant's instruction count shows.
   EXPECT_GT(on_cpu.size(), 2 * at_gpu_rates.size());
 }
 

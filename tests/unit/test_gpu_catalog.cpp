@@ -145,9 +145,18 @@ TEST(GpuCatalog, OpenClEntriesAreMarked) {
     EXPECT_EQ(g.tc_fp16_flops_per_sm_clk, 0) << name;
   }
   EXPECT_FALSE(table().require("pocl-cpu").fp16);
-  // A CPU core issues an eighth of an SM's warp instructions (gpus.yaml says why).
-  EXPECT_DOUBLE_EQ(table().require("pocl-cpu").issue_per_clk, 0.5);
+  // A CPU core issues a quarter of an SM's warp instructions, 8 lanes a vector, and only it
+  // runs its work-items serially in the estimator (gpus.yaml says why).
+  EXPECT_DOUBLE_EQ(table().require("pocl-cpu").issue_per_clk, 1.0);
+  EXPECT_EQ(table().require("pocl-cpu").simd_lanes, 8);
+  EXPECT_DOUBLE_EQ(table().require("pocl-cpu").fma_latency_cycles, 4.0);
+  EXPECT_TRUE(table().require("pocl-cpu").runs_work_items_serially());
   EXPECT_DOUBLE_EQ(table().require("h100").issue_per_clk, 4.0);
+  for (const GpuSpec& g : table().all()) {
+    if (g.name != "pocl-cpu") {
+      EXPECT_EQ(g.simd_lanes, 0) << g.name;
+    }
+  }
   EXPECT_TRUE(table().require("mi210").fp16);
   EXPECT_EQ(table().require("a100").api, "cuda");
   // CUDA device names never match an OpenCL entry.
@@ -400,6 +409,14 @@ TEST(GpuCatalog, GoodEntryLoads) {
   EXPECT_DOUBLE_EQ(with_rates.all()[0].issue_per_clk, 0.5);
   EXPECT_DOUBLE_EQ(with_rates.all()[0].lsu_per_clk, 0.25);
   EXPECT_NE(load_error(std::string("gpus:") + kGoodEntry + "    issue_per_clk: 0\n").find("issue_per_clk"),
+            std::string::npos);
+  EXPECT_EQ(g.simd_lanes, 0);
+  EXPECT_DOUBLE_EQ(g.fma_latency_cycles, 4.0);
+  const GpuCatalog with_simd = gpu_catalog_from_yaml(
+      std::string("gpus:") + kGoodEntry + "    simd_lanes: 16\n    fma_latency_cycles: 5\n", "t");
+  EXPECT_EQ(with_simd.all()[0].simd_lanes, 16);
+  EXPECT_DOUBLE_EQ(with_simd.all()[0].fma_latency_cycles, 5.0);
+  EXPECT_NE(load_error(std::string("gpus:") + kGoodEntry + "    simd_lanes: 0\n").find("simd_lanes"),
             std::string::npos);
 }
 
