@@ -10,7 +10,9 @@
 // replaced: its results of this run are marked implausible and the tune does not say ok.
 // Sentinels are probes of the worker, not of the variant: their results are not recorded.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -137,11 +139,30 @@ GpuTuneResult::Drift judge(size_t gi, const ModelPlan& plan, const std::vector<G
       steady.push_back(w);
       continue;
     }
+    const auto again = g.again.find(w);
+    const std::vector<Measurement> none;
+    const std::vector<Measurement>& later = again == g.again.end() ? none : again->second;
+    if (const auto ok = std::find_if(later.begin(), later.end(),
+                                     [&](const Measurement& m) { return medians_agree(first->second, m); });
+        ok != later.end()) {
+      // A passing disturbance at the moment of the last timing (another process on the
+      // host, a clock step), not a lasting change: the worker is steady.
+      spdlog::info("drift check: worker {} ({}): its sentinel took {} after the measure stage, but {} when "
+                   "timed again, as before it ({}): steady", w, type, figure(last->second), figure(*ok),
+                   figure(first->second));
+      d.medians[w].second = ok->median_us;
+      steady.push_back(w);
+      continue;
+    }
     const double ratio = first->second.median_us > 0 ? last->second.median_us / first->second.median_us : 0;
+    std::string retimed;
+    for (const Measurement& m : later) retimed += (retimed.empty() ? "" : ", ") + figure(m);
     d.drifted[w] = fmt::format("its sentinel (the reference kernel of {}) took {} before the measure stage and {} "
-                               "after it (x{:.2f}: beyond the noise model, max({:.0f}%, {} MADs))",
+                               "after it (x{:.2f}: beyond the noise model, max({:.0f}%, {} MADs)){}",
                                d.sentinel, figure(first->second), figure(last->second), ratio,
-                               kCrossCheckNoise * 100, kCrossCheckMads);
+                               kCrossCheckNoise * 100, kCrossCheckMads,
+                               later.empty() ? std::string()
+                                             : fmt::format(", and {} when timed again", retimed));
     spdlog::error("tune: *** WORKER {} ({}) DRIFTED over the tune ***: {}", w, type, d.drifted[w]);
   }
   // Workers that measured in this run without a first sentinel (joined later) are not checked either.
@@ -176,6 +197,49 @@ GpuTuneResult::Drift judge(size_t gi, const ModelPlan& plan, const std::vector<G
   return d;
 }
 
+// Drift is a lasting change: a worker whose last sentinel disagrees with its first times it
+// again, up to kDriftConfirmations times after a pause, and one agreeing re-timing clears it.
+// A momentary disturbance (on a host CPU device, another process taking the cores just as
+// the last sentinel ran) then does not condemn a whole run's results.
+void confirm(Sentinels& s, Ledger& ledger, const std::vector<GpuTuneResult>& gpus,
+             const std::function<Collected(std::vector<PlannedJob>)>& probe) {
+  constexpr auto kPause = std::chrono::milliseconds(500);
+  for (int round = 0; round < kDriftConfirmations; ++round) {
+    std::vector<PlannedJob> jobs;
+    for (size_t gi = 0; gi < s.per_gpu.size(); ++gi) {
+      Sentinels::PerGpu& g = s.per_gpu[gi];
+      if (!g.workload) continue;
+      for (const std::string& w : g.workers) {
+        const auto first = g.first.find(w), last = g.last.find(w);
+        if (last == g.last.end() || medians_agree(first->second, last->second)) continue;
+        const std::vector<Measurement>& again = g.again[w];
+        if (std::any_of(again.begin(), again.end(), [&](const Measurement& m) { return medians_agree(first->second, m); }))
+          continue;
+        std::set<std::string> avoid(g.workers.begin(), g.workers.end());
+        avoid.erase(w);
+        jobs.push_back(sentinel_job(gi, *g.workload, std::move(avoid)));
+        ++g.jobs;
+      }
+    }
+    if (jobs.empty()) return;
+    std::this_thread::sleep_for(kPause);
+    const bool interrupted = probe(std::move(jobs)).interrupted;
+    for (size_t gi = 0; gi < s.per_gpu.size(); ++gi) {
+      Sentinels::PerGpu& g = s.per_gpu[gi];
+      const std::vector<Measurement>& arrived = ledger.sentinels[gi];
+      for (size_t& i = g.taken; i < arrived.size(); ++i) {
+        const Measurement& m = arrived[i];
+        if (m.status != JobStatus::ok)
+          spdlog::warn("drift check: {}'s sentinel, timed again, failed on worker {} ({}: {})", gpus[gi].gpu->name,
+                       m.worker, job_status_name(m.status), m.error);
+        else if (g.first.count(m.worker))
+          g.again[m.worker].push_back(m);
+      }
+    }
+    if (interrupted) return;
+  }
+}
+
 }  // namespace
 
 Drifted drift_check(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, Sentinels& s, TuningDb& db,
@@ -205,6 +269,7 @@ Drifted drift_check(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpu
              g.last.emplace(m.worker, m);  // the first that came back from it
          },
          probe);
+  confirm(s, ledger, gpus, probe);
   for (size_t gi = 0; gi < gpus.size(); ++gi)
     if (s.per_gpu[gi].workload) out.per_gpu[gi] = judge(gi, plan, gpus, s.per_gpu[gi], db, ledger, log);
   VariantFinder variants(plan, gpus);

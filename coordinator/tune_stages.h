@@ -243,6 +243,9 @@ struct Sentinels {
     std::optional<size_t> workload;             // the sentinel's workload; none: not checked
     std::vector<std::string> workers;           // in the order of their first sentinel
     std::map<std::string, Measurement> first, last;
+    // Timed again where `last` disagreed with `first` (kDriftConfirmations at most): drift
+    // is a lasting change, so one agreeing re-timing makes the worker steady.
+    std::map<std::string, std::vector<Measurement>> again;
     size_t taken = 0;                           // Ledger::sentinels[gi] entries looked at
     int64_t jobs = 0;
   };
@@ -254,6 +257,7 @@ struct Sentinels {
 Sentinels first_sentinels(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus,
                           const std::vector<PlannedJob>& planned, Ledger& ledger,
                           const std::function<Collected(std::vector<PlannedJob>)>& probe);
+inline constexpr int kDriftConfirmations = 2;
 struct Drifted {
   std::vector<GpuTuneResult::Drift> per_gpu;
   int64_t sent = 0;  // results of quarantined workers measured again (jobs of the tune)

@@ -166,7 +166,8 @@ std::vector<Tensor> job_inputs(const farm::Job& job, const GeneratedKernel& refe
 
 double EmulatedFaults::factor(int64_t jobs_timed_before) const {
   const double ramp = std::min(1.0, static_cast<double>(jobs_timed_before) / std::max(1, drift_jobs));
-  return time_factor * (1 + (drift_factor - 1) * ramp);
+  const bool spiked = jobs_timed_before >= spike_from && jobs_timed_before < spike_from + spike_jobs;
+  return time_factor * (1 + (drift_factor - 1) * ramp) * (spiked ? spike_factor : 1);
 }
 
 JobExecutor::JobExecutor(ExecutorConfig config) : config_(std::move(config)) {}

@@ -43,6 +43,11 @@ struct EmulatedFaults {
   // times grow steadily to 2x over its first 20 jobs (a GPU that slows down as it heats).
   double drift_factor = 1;
   int drift_jobs = 1;
+  // A passing disturbance (another process taking the host's cores for a moment): the
+  // samples of jobs spike_from .. spike_from + spike_jobs - 1 are also multiplied by
+  // spike_factor. In-process test farms only.
+  double spike_factor = 1;
+  int64_t spike_from = 0, spike_jobs = 0;
   double factor(int64_t jobs_timed_before) const;  // what the n-th job's samples are multiplied by
 };
 

@@ -353,6 +353,48 @@ TEST(TuneDrift, AWorkerDriftingByTwoIsNamedQuarantinedAndItsResultsAreMeasuredEl
   for (const ClusterChoice& c : gr.choices) EXPECT_FALSE(c.reference) << summary;
 }
 
+// The one worker times 2 first sentinels, then the measure stage's jobs, then its last
+// sentinel: a spike of `jobs` jobs from the last sentinel on (a passing disturbance, or one
+// that lasts through the re-timings).
+TuneResult tune_with_spike_at_last_sentinel(int64_t jobs, std::ostringstream& console) {
+  std::ostringstream clean_console;
+  auto clean_db = open_tuning_db(":memory:");
+  const TuneResult clean = tune_graph(chain(), *make_inprocess_farm(farm_options(1)), *clean_db, options(&clean_console));
+  EXPECT_TRUE(clean.gpus[0].drift.drifted.empty());
+  InProcessFarmOptions f = farm_options(1);
+  f.faults.spike_factor = 6;
+  f.faults.spike_from = 2 + clean.jobs;
+  f.faults.spike_jobs = jobs;
+  auto db = open_tuning_db(":memory:");
+  return tune_graph(chain(), *make_inprocess_farm(f), *db, options(&console));
+}
+
+TEST(TuneDrift, ASpikeAtTheLastSentinelIsTimedAgainAndTheWorkerIsSteady) {
+  std::ostringstream console;
+  const TuneResult r = tune_with_spike_at_last_sentinel(1, console);
+  const GpuTuneResult& gr = r.gpus[0];
+  const std::string summary = tune_gpu_summary(r, gr);
+  EXPECT_TRUE(gr.drift.drifted.empty()) << summary << console.str();
+  EXPECT_FALSE(gr.drift.untrusted);
+  EXPECT_TRUE(r.complete()) << summary;
+  EXPECT_EQ(gr.drift.jobs, 4) << "2 first sentinels, the last, and one re-timing that agreed";
+  ASSERT_EQ(gr.drift.medians.count(kWorker0), 1u);
+  EXPECT_DOUBLE_EQ(gr.drift.medians.at(kWorker0).second, gr.drift.medians.at(kWorker0).first);
+}
+
+TEST(TuneDrift, ASpikeThroughEveryRetimingIsDrift) {
+  std::ostringstream console;
+  const TuneResult r = tune_with_spike_at_last_sentinel(1 + tune_stage::kDriftConfirmations, console);
+  const GpuTuneResult& gr = r.gpus[0];
+  const std::string summary = tune_gpu_summary(r, gr);
+  ASSERT_EQ(gr.drift.drifted.size(), 1u) << summary << console.str();
+  EXPECT_NE(gr.drift.drifted.at(kWorker0).find("when timed again"), std::string::npos) << gr.drift.drifted.at(kWorker0);
+  EXPECT_TRUE(gr.drift.untrusted);
+  EXPECT_FALSE(r.complete()) << summary;
+  EXPECT_EQ(gr.drift.jobs, 3 + tune_stage::kDriftConfirmations);
+  EXPECT_NEAR(gr.drift.medians.at(kWorker0).second / gr.drift.medians.at(kWorker0).first, 6.0, 1e-6);
+}
+
 TEST(TuneDrift, TheOnlyWorkerDriftingIsReportedAndItsResultsAreNotTrusted) {
   std::ostringstream console;
   const TuneOptions o = options(&console);
