@@ -416,13 +416,21 @@ bool gpu_has_precision(const GpuSpec& gpu, const std::string& precision) {
   return false;
 }
 
+namespace {
+
+const std::vector<std::string> kPrecisionPaths = {"fp32", "tf32", "fp16", "bf16"};
+
+}  // namespace
+
+bool is_precision_path(const std::string& precision) {
+  return std::find(kPrecisionPaths.begin(), kPrecisionPaths.end(), precision) != kPrecisionPaths.end();
+}
+
 std::vector<Variant> enumerate_variants(const WorkloadShape& s, const GpuSpec& gpu,
                                         const SpaceOptions& options) {
   std::vector<std::string> precisions;
-  const std::vector<std::string> all = {"fp32", "tf32", "fp16", "bf16"};
-  for (const auto& p : options.precisions.empty() ? all : options.precisions) {
-    DC_USER_CHECK(std::find(all.begin(), all.end(), p) != all.end(), "unknown precision '", p,
-                  "' (allowed: fp32, tf32, fp16, bf16)");
+  for (const auto& p : options.precisions.empty() ? kPrecisionPaths : options.precisions) {
+    DC_USER_CHECK(is_precision_path(p), "unknown precision '", p, "' (allowed: fp32, tf32, fp16, bf16)");
     if (gpu_has_precision(gpu, p)) precisions.push_back(p);
   }
   const bool fp32 = std::find(precisions.begin(), precisions.end(), "fp32") != precisions.end();
@@ -451,6 +459,16 @@ std::vector<Variant> enumerate_variants(const Workload& w, const GpuSpec& gpu,
 
 std::vector<Variant> enumerate_variants(const Workload& w, const GpuSpec& gpu) {
   return enumerate_variants(analyze_workload(w), gpu, SpaceOptions{});
+}
+
+bool offered(const std::vector<int64_t>& choices, int64_t value, const char* name, std::string* why) {
+  if (contains(choices, value)) return true;
+  if (why) {
+    std::string list;
+    for (int64_t c : choices) list += (list.empty() ? "" : ", ") + std::to_string(c);
+    *why = str_cat(name, "=", value, " is not one of this workload's choices (", list, ")");
+  }
+  return false;
 }
 
 int64_t gemm_smem_bytes(int64_t block_m, int64_t block_n, int64_t block_k, int64_t stages,
@@ -645,9 +663,14 @@ bool fits_gpu(const Variant& v, const GpuSpec& gpu, std::string* why) {
     return fail(refusal);
   if (!gpu_has_precision(gpu, v.precision))
     return fail(str_cat("no ", v.precision, " path on ", gpu.sm_arch()));
-  if (v.param("stages", 1) >= 3 && gpu.cc_major < 8)
-    return fail(str_cat(v.param("stages"), " pipeline stages need cp.async (sm_80+)"));
-  if (v.param("m8n8k4", 0) != 0 && !(gpu.cc_major == 7 && gpu.cc_minor < 5))
+  // Any family's: not every family has these parameters.
+  auto raw = [&](const char* name, int64_t dflt) {
+    const auto it = v.params.find(name);
+    return it == v.params.end() ? dflt : it->second;
+  };
+  if (raw("stages", 1) >= 3 && gpu.cc_major < 8)
+    return fail(str_cat(raw("stages", 1), " pipeline stages need cp.async (sm_80+)"));
+  if (raw("m8n8k4", 0) != 0 && !(gpu.cc_major == 7 && gpu.cc_minor < 5))
     return fail(str_cat("mma.sync m8n8k4 is for sm_70 and sm_72, not ", gpu.sm_arch()));
   if (v.grid_blocks <= 0 || v.grid_blocks > INT_MAX)
     return fail(str_cat(v.grid_blocks, " blocks is outside [1, 2^31)"));

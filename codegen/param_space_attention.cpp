@@ -18,10 +18,6 @@ namespace {
 // (docs/bench/compile-all.md).
 constexpr int kMaxMmaAttentionRegs = 232;
 
-void keep_if_fits(std::vector<Variant>& out, Variant v, const GpuSpec& gpu) {
-  if (fits_gpu(v, gpu)) out.push_back(std::move(v));
-}
-
 // Fused attention registers, fitted to ptxas (docs/bench/registers.md). One key tile: the
 // key loop runs once and the scores dominate. Tiles of <= 32 keys: the P.V loop over the
 // tile is unrolled whole, and with two stages ptxas fills the file whatever the tile.
@@ -41,36 +37,52 @@ int attention_regs(int64_t scores_per_thread, int64_t out_per_thread, bool one_k
 // Fused attention with online softmax on CUDA cores: a block owns block_m query rows of
 // one (batch, head), keeps Q in shared memory, streams K and V in tiles of block_n keys
 // (stages buffers each), and holds its rows' output accumulators and running max/sum in
-// registers.
+// registers. Vector widths: 1 always, and the widest the operands' alignment allows (f32
+// storage).
+struct AttentionFp32Choices {
+  std::vector<int64_t> block_m, block_n, threads = {64, 128, 256}, stages = {1, 2}, vec = {1};
+};
+
+AttentionFp32Choices attention_fp32_choices(const WorkloadShape& s) {
+  AttentionFp32Choices c;
+  c.block_m = tiles_up_to({16, 32, 64, 128}, s.m, 16);
+  c.block_n = tiles_up_to({16, 32, 64, 128}, s.n, 16);
+  if (s.vec_align > 1 && s.elem_bytes == 4) c.vec.push_back(s.vec_align);
+  return c;
+}
+
+std::optional<Variant> attention_fp32_point(const WorkloadShape& s, const GpuSpec& gpu, const AttentionFp32Choices& c,
+                                            const AttentionParams& p, std::string* why) {
+  const int64_t bm = p.block_m, bn = p.block_n, threads = p.threads, dv = s.dv;
+  if (!offered(c.block_m, bm, "block_m", why) || !offered(c.block_n, bn, "block_n", why) ||
+      !offered(c.threads, threads, "threads", why) || !offered(c.stages, p.stages, "stages", why) ||
+      !offered(c.vec, p.vec, "vec", why))
+    return std::nullopt;
+  if ((bm * bn) % threads != 0) return refuse(why, "the ", bm, "x", bn, " scores do not split over ", threads, " threads");
+  const int64_t scores_per_thread = bm * bn / threads;
+  const int64_t out_per_thread = ceil_div(bm * dv, threads);
+  Variant v;
+  v.template_name = family_template_name(Family::attention);
+  write_params(p, kCudaCorePath, v);
+  v.threads_per_block = static_cast<int>(threads);
+  v.smem_bytes = (bm * s.k + p.stages * bn * (s.k + dv) + bm * bn) * 4 + (2 * bm + 2 * p.stages * bn) * kSmemPadBytes;
+  v.regs_per_thread = attention_regs(scores_per_thread, out_per_thread, s.n <= bn, bn, p.stages, threads);
+  v.grid_blocks = ceil_div(s.m, bm) * s.batch;
+  if (!fits_gpu(v, gpu, why)) return std::nullopt;
+  return v;
+}
+
 void enumerate_attention_fp32(const WorkloadShape& s, const GpuSpec& gpu, std::vector<Variant>& out) {
-  const int64_t dv = s.dv;
-  // Vector widths: 1 always, and the widest the operands' alignment allows (f32 storage).
-  std::vector<int64_t> vecs = {1};
-  if (s.vec_align > 1 && s.elem_bytes == 4) vecs.push_back(s.vec_align);
-  for (int64_t bm : tiles_up_to({16, 32, 64, 128}, s.m, 16))
-    for (int64_t bn : tiles_up_to({16, 32, 64, 128}, s.n, 16))
-      for (int64_t threads : {64, 128, 256}) {
-        if ((bm * bn) % threads != 0) continue;
-        const int64_t scores_per_thread = bm * bn / threads;
-        const int64_t out_per_thread = ceil_div(bm * dv, threads);
-        for (int64_t stages : {1, 2})
-          for (int64_t vec : vecs) {
-            Variant v;
-            v.template_name = family_template_name(Family::attention);
-            v.params = {{"block_m", bm},
-                        {"block_n", bn},
-                        {"threads", threads},
-                        {"stages", stages},
-                        {"vec", vec}};
-            v.threads_per_block = static_cast<int>(threads);
-            v.smem_bytes = (bm * s.k + stages * bn * (s.k + dv) + bm * bn) * 4 +
-                           (2 * bm + 2 * stages * bn) * kSmemPadBytes;
-            v.regs_per_thread =
-                attention_regs(scores_per_thread, out_per_thread, s.n <= bn, bn, stages, threads);
-            v.grid_blocks = ceil_div(s.m, bm) * s.batch;
-            keep_if_fits(out, std::move(v), gpu);
+  const AttentionFp32Choices c = attention_fp32_choices(s);
+  for (int64_t bm : c.block_m)
+    for (int64_t bn : c.block_n)
+      for (int64_t threads : c.threads)
+        for (int64_t stages : c.stages)
+          for (int64_t vec : c.vec) {
+            AttentionParams p;
+            p.block_m = bm, p.block_n = bn, p.threads = threads, p.stages = stages, p.vec = vec;
+            if (auto v = attention_fp32_point(s, gpu, c, p, nullptr)) out.push_back(std::move(*v));
           }
-      }
 }
 
 // Split over key tiles only where the query blocks x heads leave most SMs idle (batch 1,
@@ -85,50 +97,85 @@ std::vector<int64_t> split_kv_choices(int64_t blocks, int64_t key_tiles, const G
 }
 
 // Tensor-core attention: warps of warp_m rows (one or two m16 tiles), 1 to 8 warps a block,
-// key tiles of 16 to 128, 1 to 3 shared stages (cp.async ring), split_kv as above. mma.sync
-// of these shapes needs sm_80.
-void enumerate_attention_mma(const WorkloadShape& s, const GpuSpec& gpu,
-                             const std::string& precision, std::vector<Variant>& out) {
-  // sm_70/72: fp16 through mma.sync m8n8k4 (no cp.async ring deeper than 2, a per-warp P tile).
-  const bool volta = gpu.cc_major == 7 && gpu.cc_minor < 5;
-  if (gpu.cc_major < 8 && !(volta && precision == "fp16")) return;
+// key tiles of 16 to 128, 1 to 3 shared stages (cp.async ring), split_kv as above
+// (split_kv_choices: per block tiling). mma.sync of these shapes needs sm_80; sm_70/72: fp16
+// through mma.sync m8n8k4 (no cp.async ring deeper than 2, a per-warp P tile).
+struct AttentionMmaChoices {
+  bool available = false, volta = false;
+  std::vector<int64_t> block_m, warp_m = {16, 32}, block_n, stages;
+};
+
+AttentionMmaChoices attention_mma_choices(const WorkloadShape& s, const GpuSpec& gpu, const std::string& precision) {
+  AttentionMmaChoices c;
+  c.volta = gpu.cc_major == 7 && gpu.cc_minor < 5;
+  c.available = gpu.cc_major >= 8 || (c.volta && precision == "fp16");
+  c.block_m = tiles_up_to({16, 32, 64, 128}, s.m, 16);
+  c.block_n = tiles_up_to({16, 32, 64, 128}, s.n, 16);
+  c.stages = c.volta ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{1, 2, 3};
+  return c;
+}
+
+std::optional<Variant> attention_mma_point(const WorkloadShape& s, const GpuSpec& gpu, const std::string& precision,
+                                           const AttentionMmaChoices& c, const AttentionParams& p, std::string* why) {
+  if (!c.available) return refuse(why, "no ", precision, " tensor-core attention path on ", gpu.sm_arch());
+  const int64_t bm = p.block_m, wm = p.warp_m, bn = p.block_n;
+  if (!offered(c.block_m, bm, "block_m", why) || !offered(c.warp_m, wm, "warp_m", why) ||
+      !offered(c.block_n, bn, "block_n", why) || !offered(c.stages, p.stages, "stages", why))
+    return std::nullopt;
+  if (bm % wm != 0 || bm / wm > 8) return refuse(why, "block_m=", bm, " is not 1 to 8 warps of ", wm, " rows");
+  if ((p.m8n8k4 != 0) != c.volta)
+    return refuse(why, "m8n8k4=", p.m8n8k4, " on ", gpu.sm_arch(), " (the path of sm_70 and sm_72)");
+  const int64_t threads = bm / wm * 32;
+  const int64_t key_tiles = ceil_div(s.n, bn);
+  const int64_t blocks = ceil_div(s.m, bm) * s.batch;
+  if (p.stages > key_tiles) return refuse(why, "stages=", p.stages, " for ", key_tiles, " key tiles buffers nothing");
+  if (!offered(split_kv_choices(blocks, key_tiles, gpu), p.split_kv, "split_kv", why)) return std::nullopt;
+  if (p.stages > ceil_div(key_tiles, p.split_kv))
+    return refuse(why, "stages=", p.stages, " for the key tiles of a split_kv=", p.split_kv, " slice");
   const bool tf32 = precision == "tf32";
   const int64_t elem = tf32 ? 4 : 2, k_step = tf32 ? 8 : 16;
   const int64_t dp = ceil_div(s.k, k_step) * k_step;
   const int64_t dvp = ceil_div(s.dv, tf32 ? 8 : 16) * (tf32 ? 8 : 16);
   const int64_t pad = 16 / elem;
-  for (int64_t bm : tiles_up_to({16, 32, 64, 128}, s.m, 16))
-    for (int64_t wm : {16, 32}) {
-      if (bm % wm != 0 || bm / wm > 8) continue;
-      const int64_t threads = bm / wm * 32;
-      for (int64_t bn : tiles_up_to({16, 32, 64, 128}, s.n, 16)) {
-        const int64_t key_tiles = ceil_div(s.n, bn);
-        const int64_t blocks = ceil_div(s.m, bm) * s.batch;
-        for (int64_t stages : {1, 2, 3}) {
-          if (stages > key_tiles) continue;  // a ring longer than the keys buffers nothing
-          if (volta && stages > 2) continue;
-          for (int64_t split : split_kv_choices(blocks, key_tiles, gpu)) {
-            if (stages > ceil_div(key_tiles, split)) continue;
-            Variant v;
-            v.template_name = family_template_name(Family::attention);
-            v.precision = precision;
-            v.params = {{"block_m", bm}, {"block_n", bn}, {"warp_m", wm},
-                        {"stages", stages}, {"split_kv", split}};
-            v.threads_per_block = static_cast<int>(threads);
-            v.smem_bytes = (bm * (dp + pad) + stages * bn * (dp + dvp + 2 * pad) + (volta ? bm * (bn + 8) : 0)) * elem;
-            if (volta) v.params["m8n8k4"] = 1;
-            v.regs_per_thread = volta ? attention_m8n8k4_regs(s, wm, bn, threads)
-                                      : attention_mma_regs(s, precision, wm, bn, threads);
-            // Above this estimate ptxas reaches 255 and mostly spills (the fit's data). Not
-            // on sm_70: every kept m8n8k4 variant compiled without spills, up to 252
-            // registers estimated 250 (BERT-base, registers.md); fits_gpu drops above 255.
-            if (!volta && v.regs_per_thread > kMaxMmaAttentionRegs) continue;
-            v.grid_blocks = blocks * split;
-            keep_if_fits(out, std::move(v), gpu);
+  Variant v;
+  v.template_name = family_template_name(Family::attention);
+  v.precision = precision;
+  write_params(p, param_path(precision, c.volta), v);
+  v.threads_per_block = static_cast<int>(threads);
+  v.smem_bytes =
+      (bm * (dp + pad) + p.stages * bn * (dp + dvp + 2 * pad) + (c.volta ? bm * (bn + 8) : 0)) * elem;
+  v.regs_per_thread = c.volta ? attention_m8n8k4_regs(s, wm, bn, threads) : attention_mma_regs(s, precision, wm, bn, threads);
+  // Above this estimate ptxas reaches 255 and mostly spills (the fit's data). Not on sm_70:
+  // every kept m8n8k4 variant compiled without spills, up to 252 registers estimated 250
+  // (BERT-base, registers.md); fits_gpu drops above 255.
+  if (!c.volta && v.regs_per_thread > kMaxMmaAttentionRegs)
+    return refuse(why, "estimated ", v.regs_per_thread, " registers, above the ", kMaxMmaAttentionRegs,
+                  " tensor-core attention variants may take");
+  v.grid_blocks = blocks * p.split_kv;
+  if (!fits_gpu(v, gpu, why)) return std::nullopt;
+  return v;
+}
+
+void enumerate_attention_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::string& precision,
+                             std::vector<Variant>& out) {
+  const AttentionMmaChoices c = attention_mma_choices(s, gpu, precision);
+  if (!c.available) return;
+  for (int64_t bm : c.block_m)
+    for (int64_t wm : c.warp_m)
+      for (int64_t bn : c.block_n)
+        for (int64_t stages : c.stages)
+          for (int64_t split : split_kv_choices(ceil_div(s.m, bm) * s.batch, ceil_div(s.n, bn), gpu)) {
+            AttentionParams p;
+            p.block_m = bm, p.warp_m = wm, p.block_n = bn, p.stages = stages, p.split_kv = split;
+            p.m8n8k4 = c.volta ? 1 : 0;
+            if (auto v = attention_mma_point(s, gpu, precision, c, p, nullptr)) out.push_back(std::move(*v));
           }
-        }
-      }
-    }
+}
+
+bool attention_shape_ok(const WorkloadShape& s) {
+  // Head dimensions above 256 get no fused variant (the separate GEMM/softmax clusters
+  // cover them).
+  return s.m > 0 && s.n > 0 && s.k > 0 && s.dv > 0 && s.k <= 256 && s.dv <= 256;
 }
 
 }  // namespace
@@ -160,10 +207,7 @@ int attention_m8n8k4_regs(const WorkloadShape& s, int64_t warp_m, int64_t block_
 std::vector<Variant> enumerate_attention(const WorkloadShape& s, const GpuSpec& gpu,
                                          const std::vector<std::string>& precisions) {
   std::vector<Variant> out;
-  const int64_t d = s.k, dv = s.dv;
-  // Head dimensions above 256 get no fused variant (the separate GEMM/softmax clusters
-  // cover them).
-  if (s.m <= 0 || s.n <= 0 || d <= 0 || dv <= 0 || d > 256 || dv > 256) return out;
+  if (!attention_shape_ok(s)) return out;
   for (const auto& p : precisions) {
     if (p == "fp32") {
       enumerate_attention_fp32(s, gpu, out);
@@ -172,6 +216,13 @@ std::vector<Variant> enumerate_attention(const WorkloadShape& s, const GpuSpec& 
     }
   }
   return out;
+}
+
+std::optional<Variant> attention_point(const WorkloadShape& s, const GpuSpec& gpu, const std::string& precision,
+                                       const AttentionParams& p, std::string* why) {
+  if (!attention_shape_ok(s)) return refuse(why, "no fused attention for head dimensions ", s.k, " and ", s.dv);
+  if (precision == "fp32") return attention_fp32_point(s, gpu, attention_fp32_choices(s), p, why);
+  return attention_mma_point(s, gpu, precision, attention_mma_choices(s, gpu, precision), p, why);
 }
 
 }  // namespace dc

@@ -1,8 +1,16 @@
 #include "variant.h"
 
+#include <algorithm>
+
+#include "ir/error.h"
+#include "variant_params.h"
+
 namespace dc {
 
 int64_t Variant::param(const std::string& name, int64_t dflt) const {
+  const std::vector<std::string>* names = template_param_names(template_name);
+  DC_INTERNAL_CHECK(names && std::find(names->begin(), names->end(), name) != names->end(), "template ",
+                    template_name, " has no parameter '", name, "'");
   auto it = params.find(name);
   return it == params.end() ? dflt : it->second;
 }
