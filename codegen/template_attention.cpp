@@ -22,6 +22,7 @@
 #include "template_text.h"
 #include "template_util.h"
 #include "value_emitter.h"
+#include "variant_params.h"
 
 namespace dc {
 
@@ -59,8 +60,9 @@ GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
   const AttentionMatch am = match_attention(w);
   const int64_t sq = am.sq, d = am.d, sk = am.sk, dv = am.dv, batch = am.batch;
 
-  const int64_t bm = v.param("block_m"), bn = v.param("block_n"), threads = v.param("threads");
-  const int64_t stages = std::clamp<int64_t>(v.param("stages", 1), 1, 2);
+  const AttentionParams p = AttentionParams::of(v);
+  const int64_t bm = p.block_m, bn = p.block_n, threads = p.threads;
+  const int64_t stages = std::clamp<int64_t>(p.stages, 1, 2);
   DC_INTERNAL_CHECK(bm > 0 && bn > 0 && threads > 0 && threads % 32 == 0 && threads <= 1024 &&
                         (bm * bn) % threads == 0,
                     "attention_fused: bad parameters in ", v.key());
@@ -82,7 +84,7 @@ GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
   const int64_t ldq = d + 1, ldk = d + 1, ldv = dv + 1, lds = bn + 1;
 
   ValueEmitter ve(g);
-  const int64_t vec_param = std::max<int64_t>(1, v.param("vec", 1));
+  const int64_t vec_param = std::max<int64_t>(1, p.vec);
   auto make_view = [&](Tile& t) {
     const AttentionView view = attention_view(g, ve, t.tensor);
     if (!view.direct) return;

@@ -25,6 +25,7 @@
 #include "template_attention_match.h"
 #include "template_text.h"
 #include "template_util.h"
+#include "variant_params.h"
 
 namespace dc {
 
@@ -158,11 +159,12 @@ GeneratedKernel generate_attention_mma(const Workload& w, const Variant& v) {
   const Graph& g = w.graph;
   const AttentionMatch am = match_attention(w);
   const MathType mt = math_type(v.precision);
-  const int64_t bm = v.param("block_m"), bn = v.param("block_n");
-  const int64_t wm = v.param("warp_m", 16);
-  const bool volta = v.param("m8n8k4", 0) != 0;
+  const AttentionParams p = AttentionParams::of(v);
+  const int64_t bm = p.block_m, bn = p.block_n;
+  const int64_t wm = p.warp_m;
+  const bool volta = p.m8n8k4 != 0;
   DC_INTERNAL_CHECK(!volta || v.precision == "fp16", "attention_fused: m8n8k4 is fp16 only");
-  const int64_t stages = std::clamp<int64_t>(v.param("stages", 2), 1, 4);
+  const int64_t stages = std::clamp<int64_t>(p.stages, 1, 4);
   DC_INTERNAL_CHECK(bm > 0 && bn > 0 && bn % 16 == 0 && (wm == 16 || wm == 32) && bm % wm == 0 &&
                         bm / wm <= 8,
                     "attention_fused: bad tensor-core parameters in ", v.key());
@@ -175,7 +177,7 @@ GeneratedKernel generate_attention_mma(const Workload& w, const Variant& v) {
   const int64_t pad = 16 / mt.elem_bytes;
   const int64_t ldq = dp + pad, ldk = dp + pad, ldv = dvp + pad;
   const int64_t nt = ceil_div(am.sk, bn);
-  const int64_t tiles_per_split = ceil_div(nt, std::max<int64_t>(1, v.param("split_kv", 1)));
+  const int64_t tiles_per_split = ceil_div(nt, std::max<int64_t>(1, p.split_kv));
   const int64_t splits = ceil_div(nt, tiles_per_split);  // no empty slice
 
   ValueEmitter ve(g);

@@ -17,6 +17,7 @@
 #include "template_text.h"
 #include "template_util.h"
 #include "value_emitter.h"
+#include "variant_params.h"
 
 namespace dc {
 
@@ -56,8 +57,8 @@ GeneratedKernel generate_depthwise(const Workload& w, const Variant& v) {
                     " groups; this template needs one input channel per group");
   const int64_t mult = out_channels / groups;  // output channels per input channel
 
-  const int64_t th = v.param("tile_h"), tw = v.param("tile_w"), bc = v.param("block_c"),
-                ppt = v.param("pixels_per_thread", 1);
+  const DepthwiseParams p = DepthwiseParams::of(v);
+  const int64_t th = p.tile_h, tw = p.tile_w, bc = p.block_c, ppt = p.pixels_per_thread;
   DC_INTERNAL_CHECK(th > 0 && tw > 0 && bc > 0 && ppt > 0 && tw % ppt == 0,
                     "depthwise_direct: bad parameters in ", v.key());
   const int64_t threads = th * tw * bc / ppt;

@@ -18,6 +18,7 @@
 #include "ir/error.h"
 #include "template_util.h"
 #include "value_emitter.h"
+#include "variant_params.h"
 
 namespace dc {
 
@@ -84,7 +85,8 @@ std::string emit_loop(const Graph& g, ValueEmitter& em, const std::vector<std::s
 }  // namespace
 
 GeneratedKernel generate_elementwise(const Workload& w, const Variant& v) {
-  const int64_t threads = v.param("threads", 256);
+  const OutputParams p = OutputParams::of(v);
+  const int64_t threads = p.threads;
   if (v.template_name == "opaque_generic")
     return generate_naive(w, "opaque_generic", v.key(), static_cast<int>(threads));
   check_variant(v, "elementwise");
@@ -92,7 +94,7 @@ GeneratedKernel generate_elementwise(const Workload& w, const Variant& v) {
   for (const auto& n : g.nodes)
     DC_INTERNAL_CHECK(ValueEmitter::supports(n), "elementwise template: op ", n.op,
                       " is not injective (workload ", w.signature, ")");
-  const int64_t ept = v.param("elems_per_thread", 1), vec = v.param("vec", 1);
+  const int64_t ept = p.elems_per_thread, vec = p.vec;
   DC_INTERNAL_CHECK(vec == 1 || vec == 2 || vec == 4, "elementwise: vec ", vec);
   DC_INTERNAL_CHECK(threads > 0 && ept > 0, "elementwise: threads ", threads, ", elems ", ept);
 

@@ -191,7 +191,7 @@ bool GemmEmitter::has_address(const Operand& o) const {
 // Widest vector (<= the variant's vec) that divides the contiguous extent and the tile.
 int64_t GemmEmitter::operand_vec(const Operand& o, bool contiguous_ok) const {
   if (!has_address(o) || !contiguous_ok) return 1;
-  int64_t vec = std::max<int64_t>(1, v_.param("vec", 1));
+  int64_t vec = std::max<int64_t>(1, p_.vec);
   const int64_t extent = o.along_rows ? o.rows : k_;
   const int64_t tile = o.along_rows ? o.tile : bk_;
   while (vec > 1 && (extent % vec != 0 || tile % vec != 0)) vec /= 2;
@@ -199,11 +199,11 @@ int64_t GemmEmitter::operand_vec(const Operand& o, bool contiguous_ok) const {
 }
 
 void GemmEmitter::choose_tiles() {
-  bm_ = v_.param("block_m");
-  bn_ = v_.param("block_n");
-  bk_ = v_.param("block_k");
-  tm_ = v_.param("thread_m");
-  tn_ = v_.param("thread_n");
+  bm_ = p_.block_m;
+  bn_ = p_.block_n;
+  bk_ = p_.block_k;
+  tm_ = p_.thread_m;
+  tn_ = p_.thread_n;
   DC_INTERNAL_CHECK(bm_ > 0 && bn_ > 0 && bk_ > 0 && tm_ > 0 && tn_ > 0 && bm_ % tm_ == 0 &&
                         bn_ % tn_ == 0,
                     v_.template_name, ": bad tile parameters in ", v_.key());
@@ -214,10 +214,10 @@ void GemmEmitter::choose_tiles() {
                     v_.template_name, ": variant says ", v_.threads_per_block,
                     " threads, tiles give ", threads_);
   // stages 2: register-staged double buffering; 3: a cp.async pipeline (see below).
-  stages_ = std::clamp<int64_t>(v_.param("stages", 1), 1, 3);
-  split_ = std::max<int64_t>(1, v_.param("split_k", 1));
-  warp_m_ = v_.param("warp_m", 0);
-  warp_n_ = v_.param("warp_n", 0);
+  stages_ = std::clamp<int64_t>(p_.stages, 1, 3);  // absent (0): 1
+  split_ = std::max<int64_t>(1, p_.split_k);
+  warp_m_ = p_.warp_m;
+  warp_n_ = p_.warp_n;
   warp_layout_ = threads_ % 32 == 0 && warp_m_ > 0 && warp_n_ > 0 && warp_m_ % tm_ == 0 &&
                  warp_n_ % tn_ == 0 && (warp_m_ / tm_) * (warp_n_ / tn_) == 32 &&
                  bm_ % warp_m_ == 0 && bn_ % warp_n_ == 0;

@@ -15,6 +15,7 @@
 #include "template_text.h"
 #include "value_emitter.h"
 #include "variant.h"
+#include "variant_params.h"
 
 namespace dc::gemm_detail {
 
@@ -50,7 +51,7 @@ struct Operand {
 
 class GemmEmitter {
  public:
-  GemmEmitter(const Workload& w, const Variant& v) : w_(w), v_(v), ve_(w.graph) {}
+  GemmEmitter(const Workload& w, const Variant& v) : w_(w), v_(v), p_(GemmParams::of(v)), ve_(w.graph) {}
 
   GeneratedKernel emit();
 
@@ -125,6 +126,7 @@ class GemmEmitter {
 
   const Workload& w_;
   const Variant& v_;
+  const GemmParams p_;  // the parameters of v_, read once
   ValueEmitter ve_;
   const Node* heavy_ = nullptr;
   HeavyKind kind_ = HeavyKind::matmul;

@@ -68,14 +68,14 @@ void GemmEmitter::choose_operand_mma(Operand& o) {
 }
 
 void GemmEmitter::choose_tiles_mma() {
-  bm_ = v_.param("block_m");
-  bn_ = v_.param("block_n");
-  bk_ = v_.param("block_k");
-  warp_m_ = v_.param("warp_m");
-  warp_n_ = v_.param("warp_n");
+  bm_ = p_.block_m;
+  bn_ = p_.block_n;
+  bk_ = p_.block_k;
+  warp_m_ = p_.warp_m;
+  warp_n_ = p_.warp_n;
   DC_INTERNAL_CHECK(v_.precision == "tf32" || v_.precision == "fp16" || v_.precision == "bf16",
                     v_.template_name, ": unknown precision path ", v_.precision);
-  volta_ = v_.param("m8n8k4", 0) != 0;
+  volta_ = p_.m8n8k4 != 0;
   DC_INTERNAL_CHECK(!volta_ || v_.precision == "fp16", v_.template_name, ": m8n8k4 is fp16 only, not ",
                     v_.precision);
   // Warp tiles of whole m16 x n16 fragment pairs (B fragments load in pairs with ldmatrix
@@ -89,8 +89,8 @@ void GemmEmitter::choose_tiles_mma() {
   DC_INTERNAL_CHECK(v_.threads_per_block == 0 || v_.threads_per_block == threads_,
                     v_.template_name, ": variant says ", v_.threads_per_block,
                     " threads, tiles give ", threads_);
-  stages_ = std::clamp<int64_t>(v_.param("stages", 2), 2, 4);
-  split_ = std::max<int64_t>(1, v_.param("split_k", 1));
+  stages_ = std::clamp<int64_t>(p_.stages, 2, 4);  // absent (0): 2
+  split_ = std::max<int64_t>(1, p_.split_k);
   a_.tile = bm_;
   b_.tile = bn_;
   choose_operand_mma(a_);

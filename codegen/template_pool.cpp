@@ -17,6 +17,7 @@
 #include "ref/im2col.h"
 #include "template_util.h"
 #include "value_emitter.h"
+#include "variant_params.h"
 
 namespace dc {
 
@@ -95,8 +96,9 @@ GeneratedKernel generate_pool(const Workload& w, const Variant& v) {
     DC_INTERNAL_CHECK(g.info(o).shape == ys, "pool_window: output ", o, " of shape ",
                       shape_str(g.info(o).shape), " differs from the pool's ", shape_str(ys));
 
-  const int64_t threads = v.param("threads", 256), ept = v.param("elems_per_thread", 1);
-  int64_t vec = v.param("vec", 1);
+  const OutputParams p = OutputParams::of(v);
+  const int64_t threads = p.threads, ept = p.elems_per_thread;
+  int64_t vec = p.vec;
   if (ys.back() % vec != 0) vec = 1;
   const int64_t chunks = shape_numel(ys) / vec;
 

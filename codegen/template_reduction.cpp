@@ -31,6 +31,7 @@
 #include "ir/error.h"
 #include "template_util.h"
 #include "value_emitter.h"
+#include "variant_params.h"
 
 namespace dc {
 
@@ -144,10 +145,11 @@ class RowReduceEmitter {
  public:
   RowReduceEmitter(const Workload& w, const Variant& v, const ReductionInfo& r)
       : w_(w), g_(w.graph), r_(r), n_(*r.node), em_(g_) {
-    tpr_ = v.param("threads_per_row", 32);
-    rpb_ = v.param("rows_per_block", 1);
-    vec_ = v.param("vec", 1);
-    cache_ = v.param("cache", 0);
+    const ReductionParams p = ReductionParams::of(v);
+    tpr_ = p.threads_per_row;
+    rpb_ = p.rows_per_block;
+    vec_ = p.vec;
+    cache_ = p.cache;
     DC_INTERNAL_CHECK(tpr_ >= 32 && tpr_ <= 1024 && tpr_ % 32 == 0, "row_reduce: threads_per_row ", tpr_);
     DC_INTERNAL_CHECK(rpb_ >= 1 && tpr_ * rpb_ <= 1024, "row_reduce: rows_per_block ", rpb_);
     DC_INTERNAL_CHECK(vec_ == 1 || vec_ == 2 || vec_ == 4, "row_reduce: vec ", vec_);
