@@ -17,11 +17,9 @@ constexpr int kMaxCheckRounds = 4;
 const Variant* VariantFinder::find(size_t gi, size_t wi, const std::string& key) {
   for (const auto& sv : plan_.gpus[gi].workloads[wi].kept)
     if (sv.variant.key() == key) return &sv.variant;
-  auto& cache = enumerated_[{gi, wi}];
-  if (cache.empty()) cache = enumerate_variants(plan_.workload_set.workloads[wi], *gpus_[gi].gpu);
-  for (const auto& v : cache)
-    if (v.key() == key) return &v;
-  return nullptr;
+  const auto [it, added] = parsed_.try_emplace({gi, wi, key});
+  if (added) it->second = Variant::from_key(key, plan_.workload_set.workloads[wi], *gpus_[gi].gpu);
+  return it->second ? &*it->second : nullptr;
 }
 
 bool is_checked(const CheckedSet& checked, const ModelPlan& plan, size_t gi, const ClusterChoice& c,

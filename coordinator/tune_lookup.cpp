@@ -28,12 +28,14 @@ void add_seeds(const Workload& w, const GpuTuneResult& gr, const TuningDb& db,
   for (const auto& m : seeds.best)
     if (!have.count(m.variant_key)) wanted.insert(m.variant_key);
   if (wanted.empty()) return;
-  // Variants are data: rebuild them from this GPU's own space, which keeps only those
-  // that fit it.
+  // Variants are data: rebuild them from their keys in this GPU's own space, which keeps
+  // only those that fit it.
   const auto& paths = opts.plan.space.precisions;
-  for (const Variant& v : enumerate_variants(w, *gr.gpu)) {
-    if (!wanted.count(v.key()) || std::find(paths.begin(), paths.end(), v.precision) == paths.end())
-      continue;
+  for (const std::string& key : wanted) {
+    const std::optional<Variant> found = Variant::from_key(key, w, *gr.gpu);
+    if (!found) continue;
+    const Variant& v = *found;
+    if (std::find(paths.begin(), paths.end(), v.precision) == paths.end()) continue;
     const Estimate e = dc::estimate(w, v, *gr.gpu, calibration);
     if (!std::isfinite(e.seconds)) continue;
     planned.emplace_back(v, e.seconds * 1e6);

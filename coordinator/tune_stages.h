@@ -204,7 +204,8 @@ bool is_checked(const CheckedSet& checked, const ModelPlan& plan, size_t gpu, co
                 bool retune, const CheckedSet& again = {});
 
 // The variant of a key measured for a workload: from the plan's kept variants, else from
-// the GPU's space (an earlier run's or a seed); nullptr when neither has it.
+// the GPU's space (an earlier run's or a seed: Variant::from_key); nullptr when neither has
+// it.
 class VariantFinder {
  public:
   VariantFinder(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus) : plan_(plan), gpus_(gpus) {}
@@ -213,7 +214,7 @@ class VariantFinder {
  private:
   const ModelPlan& plan_;
   const std::vector<GpuTuneResult>& gpus_;
-  std::map<std::pair<size_t, size_t>, std::vector<Variant>> enumerated_;
+  std::map<std::tuple<size_t, size_t, std::string>, std::optional<Variant>> parsed_;
 };
 
 // ---- quarantine (tune_quarantine.cpp): the one mechanism behind the cross-check's and the
