@@ -1,6 +1,7 @@
 // Workload analysis, the dispatch of enumerate_variants by family, the resource formulas
 // and fits_gpu. The spaces themselves are in param_space_{gemm,reduction,elementwise}.cpp.
 #include "param_space.h"
+#include "param_space_point.h"
 #include "param_space_mma.h"
 
 #include <algorithm>

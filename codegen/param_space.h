@@ -18,11 +18,9 @@
 
 #include "gpu/gpu_spec.h"
 #include "gpu/occupancy.h"
-#include "ir/error.h"
 #include "ir/glu.h"
 #include "ir/workload.h"
 #include "variant.h"
-#include "variant_params.h"
 
 namespace dc {
 
@@ -129,8 +127,6 @@ std::vector<Variant> enumerate_variants(const WorkloadShape& s, const GpuSpec& g
 // True if the GPU has a unit for the precision path: fp32 always; fp16 on tensor cores
 // from sm_75 (mma.sync m16n8k8), tf32 and bf16 from sm_80.
 bool gpu_has_precision(const GpuSpec& gpu, const std::string& precision);
-// fp32, tf32, fp16 or bf16: the precision paths there are.
-bool is_precision_path(const std::string& precision);
 
 // --- Resource formulas -----------------------------------------------------------------
 
@@ -233,15 +229,9 @@ int gemm_tf32_regs(const Tf32ThreadLoad& t, int64_t threads);
 int attention_mma_regs(const WorkloadShape& s, const std::string& precision, int64_t warp_m,
                        int64_t block_n, int64_t threads);
 
-// --- Per-family spaces (param_space_gemm.cpp, _attention.cpp, _reduction.cpp,
+// --- Per-family enumerators (param_space_gemm.cpp, _attention.cpp, _reduction.cpp,
 // _elementwise.cpp) ----
-// Each family's space has one rule, its *_point function: whether typed parameters are a
-// point of the space for workload s on the GPU (each value one of the choices the
-// enumerator loops over, the constraints between them, fits_gpu), and the variant with the
-// resources they imply; nullopt otherwise, with the reason in *why when why is not null.
-// The enumerators loop over the choices and keep the points; Variant::from_key
-// (variant_from_key.cpp) parses a key and asks the same function, without enumerating.
-// Each enumerator emits only variants that pass fits_gpu, in a deterministic order.
+// Each emits only variants that pass fits_gpu, in a deterministic order.
 std::vector<Variant> enumerate_gemm_family(const WorkloadShape& s, const GpuSpec& gpu,
                                            const std::vector<std::string>& precisions);
 std::vector<Variant> enumerate_depthwise(const WorkloadShape& s, const GpuSpec& gpu);
@@ -249,27 +239,6 @@ std::vector<Variant> enumerate_attention(const WorkloadShape& s, const GpuSpec& 
                                          const std::vector<std::string>& precisions);
 std::vector<Variant> enumerate_reduction(const WorkloadShape& s, const GpuSpec& gpu);
 std::vector<Variant> enumerate_output_parallel(const WorkloadShape& s, const GpuSpec& gpu);
-
-std::optional<Variant> gemm_point(const WorkloadShape& s, const GpuSpec& gpu, const std::string& precision,
-                                  const GemmParams& p, std::string* why);
-std::optional<Variant> depthwise_point(const WorkloadShape& s, const GpuSpec& gpu, const DepthwiseParams& p,
-                                       std::string* why);
-std::optional<Variant> attention_point(const WorkloadShape& s, const GpuSpec& gpu, const std::string& precision,
-                                       const AttentionParams& p, std::string* why);
-std::optional<Variant> reduction_point(const WorkloadShape& s, const GpuSpec& gpu, const ReductionParams& p,
-                                       std::string* why);
-std::optional<Variant> output_parallel_point(const WorkloadShape& s, const GpuSpec& gpu, const OutputParams& p,
-                                             std::string* why);
-
-// nullopt, with the reason in *why when asked (the text is built only then: the
-// enumerators pass nullptr).
-template <class... Args>
-std::nullopt_t refuse(std::string* why, const Args&... args) {
-  if (why) *why = str_cat(args...);
-  return std::nullopt;
-}
-// Whether `value` is one of the choices; otherwise the reason in *why.
-bool offered(const std::vector<int64_t>& choices, int64_t value, const char* name, std::string* why);
 
 // Small integer helpers the spaces share.
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -287,10 +256,6 @@ inline std::vector<int64_t> tiles_up_to(std::initializer_list<int64_t> all, int6
   for (int64_t t : all)
     if (t <= cap) out.push_back(t);
   return out;
-}
-
-inline bool contains(const std::vector<int64_t>& choices, int64_t value) {
-  return std::find(choices.begin(), choices.end(), value) != choices.end();
 }
 
 }  // namespace dc

@@ -6,6 +6,7 @@
 #include <initializer_list>
 
 #include "param_space.h"
+#include "param_space_point.h"
 #include "param_space_mma.h"
 
 namespace dc {

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "param_space.h"
+#include "param_space_point.h"
 
 namespace dc {
 

@@ -3,6 +3,7 @@
 // warp with shuffles, or a block with a shared-memory stage), how many rows a block
 // takes, the load width, and where a row is kept between its passes.
 #include "param_space.h"
+#include "param_space_point.h"
 
 namespace dc {
 

@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,25 +23,9 @@ struct Variant {
   int regs_per_thread = 0;       // estimate from the tile (register blocking + addressing)
   int64_t grid_blocks = 0;       // blocks launched for this workload
 
-  // The parameter's value, `dflt` when the variant does not carry it. InternalError for a
-  // name the template family does not have (variant_params.h lists each family's): a typo.
-  // Generators read their family's typed struct (GemmParams::of, ...) instead.
   int64_t param(const std::string& name, int64_t dflt = 0) const;
   // Canonical text: "gemm_tiled/fp32/block_k=16,block_m=128,...": stable, used as a DB key.
   std::string key() const;
-
-  // The variant of `key` for workload w on the GPU, without enumerating the space: the key
-  // is parsed, its template, precision and every parameter name checked against the
-  // workload's family (variant_params.h), and the parameters asked of the family's space
-  // (param_space.h's *_point), which recomputes the resources and checks fits_gpu. So
-  // from_key(v.key()) == v for every v of enumerate_variants(w, gpu), and nullopt for any
-  // other key (why says what is wrong: malformed, unknown template or parameter, missing
-  // parameter, not a point of this space, too big for the GPU). Defined in
-  // variant_from_key.cpp.
-  static std::optional<Variant> from_key(const std::string& key, const Workload& w, const GpuSpec& gpu,
-                                         std::string* why = nullptr);
-
-  bool operator==(const Variant&) const = default;
 };
 
 // The workload's naive reference kernel (codegen/generate.h's generate_reference) as a

@@ -31,6 +31,7 @@
 #include "param_space_mma.h"
 #include "plan_estimate.h"
 #include "tune_config.h"
+#include "variant_params.h"
 
 namespace dc::cli {
 
@@ -198,9 +199,11 @@ int cmd_codegen(const std::vector<std::string>& args) {
         const Variant& v = kept[r].variant;
         jobs.push_back({gp.gpu, wdir, fmt::format("{:02d}_{}", r, v.template_name), generate_kernel(w, v),
                         &kept[r].estimate, {}, v.regs_per_thread, std::nullopt, std::nullopt});
-        if (v.precision != "fp32" && (shape.family == Family::gemm || shape.family == Family::conv))
-          jobs.back().load = gemm_mma_thread_load(shape, v.precision, v.param("block_m"), v.param("block_n"),
-                                                  v.param("block_k"), v.param("split_k", 1), v.threads_per_block);
+        if (v.precision != "fp32" && (shape.family == Family::gemm || shape.family == Family::conv)) {
+          const GemmParams p = GemmParams::of(v);
+          jobs.back().load = gemm_mma_thread_load(shape, v.precision, p.block_m, p.block_n, p.block_k, p.split_k,
+                                                  v.threads_per_block);
+        }
         if (v.precision != "fp32" && shape.family == Family::attention)
           jobs.back().attention_dims = std::make_pair(shape.k, shape.dv);
       }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "tune_stages.h"
+#include "variant_from_key.h"
 
 namespace dc::tune_stage {
 
@@ -18,7 +19,7 @@ const Variant* VariantFinder::find(size_t gi, size_t wi, const std::string& key)
   for (const auto& sv : plan_.gpus[gi].workloads[wi].kept)
     if (sv.variant.key() == key) return &sv.variant;
   const auto [it, added] = parsed_.try_emplace({gi, wi, key});
-  if (added) it->second = Variant::from_key(key, plan_.workload_set.workloads[wi], *gpus_[gi].gpu);
+  if (added) it->second = variant_from_key(key, plan_.workload_set.workloads[wi], *gpus_[gi].gpu);
   return it->second ? &*it->second : nullptr;
 }
 

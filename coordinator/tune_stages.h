@@ -204,7 +204,7 @@ bool is_checked(const CheckedSet& checked, const ModelPlan& plan, size_t gpu, co
                 bool retune, const CheckedSet& again = {});
 
 // The variant of a key measured for a workload: from the plan's kept variants, else from
-// the GPU's space (an earlier run's or a seed: Variant::from_key); nullptr when neither has
+// the GPU's space (an earlier run's or a seed: variant_from_key); nullptr when neither has
 // it.
 class VariantFinder {
  public:
