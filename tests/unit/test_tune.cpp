@@ -22,6 +22,7 @@
 #include "ir/index_bounds.h"
 #include "model_loader.h"
 #include "nvrtc.h"
+#include "plan_build.h"
 #include "plausibility.h"
 #include "pass_testing.h"
 #include "progress.h"
@@ -749,6 +750,40 @@ TEST(Tune, NewGpuTypeIsSeededFromAnotherGpuTypesResults) {
   for (const auto& j : rows(*db))
     if (std::get<2>(j) == "a100") a100.insert(j);
   EXPECT_EQ(a100.size(), e.jobs.size() + static_cast<size_t>(g.variants_seeded));
+}
+
+// A winner measured by an earlier, wider run is not among this run's kept variants: the plan
+// rebuilds it from its key (variant_from_key, without enumerating) and runs that kernel,
+// whose regenerated source has the hash of the measured one, not the reference kernel.
+TEST(Tune, PlanRebuildsAnEarlierRunsWinnerFromItsKey) {
+  auto db = make_memory_db();
+  TuneOptions o = options({"h100"});
+  o.plan.prune.top_k = 4;
+  tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"})), *db, o);
+  o.plan.prune.top_k = 1;
+  const TuneResult r = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"})), *db, o);
+  const GpuTuneResult& g = r.gpus[0];
+  std::map<size_t, std::string> earlier;  // candidate -> key of a winner this run did not keep
+  int references = 0;
+  for (const ClusterChoice& c : g.choices) {
+    references += c.reference ? 1 : 0;
+    if (c.reference) continue;
+    bool kept = false;
+    for (const auto& sv : r.plan.gpus[0].workloads[c.workload].kept) kept = kept || sv.variant.key() == c.variant_key;
+    if (!kept) earlier[c.candidate] = c.variant_key;
+  }
+  ASSERT_FALSE(earlier.empty()) << "every winner was kept by the second run: the test checks nothing";
+  const ExecPlan p = build_tuned_plan(r, g);
+  EXPECT_LE(p.reference_steps, references);  // no fallback to the reference kernel
+  int rebuilt = 0;
+  for (const auto& step : p.steps)
+    for (const auto& [cand, key] : earlier)
+      if (step.variant_key == key) {
+        EXPECT_FALSE(step.reference) << key;
+        EXPECT_GT(step.measured_us, 0) << key;
+        ++rebuilt;
+      }
+  EXPECT_GE(rebuilt, static_cast<int>(earlier.size()));
 }
 
 // Selection on hand-made DB contents: fallbacks to sub-clusters and to the reference kernel.
