@@ -73,32 +73,45 @@ int64_t gemm_fp32_vec(const WorkloadShape& s, int64_t bm, int64_t bn, int64_t bk
   return vec;
 }
 
-std::optional<Variant> gemm_fp32_point(const WorkloadShape& s, const GpuSpec& gpu, const GemmFp32Choices& c,
-                                       const GemmParams& p, std::string* why) {
+// The block's tiling, the part of gemm_fp32_point without stages and split_k (the
+// enumerator skips their loops where it fails): its threads, or 0 with the reason.
+int64_t gemm_fp32_tiling(const WorkloadShape& s, const GemmFp32Choices& c, const GemmParams& p, std::string* why) {
   const int64_t bm = p.block_m, bn = p.block_n, bk = p.block_k, tm = p.thread_m, tn = p.thread_n;
+  const auto no = [&](const auto&... args) {
+    refuse(why, args...);
+    return int64_t{0};
+  };
   if (!offered(c.block_m, bm, "block_m", why) || !offered(c.block_n, bn, "block_n", why) ||
       !offered(c.block_k, bk, "block_k", why) || !offered(c.thread_tile, tm, "thread_m", why) ||
       !offered(c.thread_tile, tn, "thread_n", why))
-    return std::nullopt;
-  if (tm > 2 * tn || tn > 2 * tm) return refuse(why, "thread tile ", tm, "x", tn, " is not near-square");
+    return 0;
+  if (tm > 2 * tn || tn > 2 * tm) return no("thread tile ", tm, "x", tn, " is not near-square");
   if (bm % tm != 0 || bn % tn != 0)
-    return refuse(why, "thread tile ", tm, "x", tn, " does not divide the block tile ", bm, "x", bn);
+    return no("thread tile ", tm, "x", tn, " does not divide the block tile ", bm, "x", bn);
   const int64_t threads = (bm / tm) * (bn / tn);
   if (threads < 32 || threads > 512 || threads % 32 != 0)
-    return refuse(why, threads, " threads per block (whole warps, 32 to 512)");
+    return no(threads, " threads per block (whole warps, 32 to 512)");
   // A warp's 32 threads as 4x8 (or 8x4 where only that divides the block tile): one
   // arrangement only, the model does not tell them apart.
   const int64_t warp_rows = p.warp_m / tm;
   if (!contains(c.warp_rows, warp_rows) || p.warp_m != tm * warp_rows || p.warp_n != tn * (32 / warp_rows))
-    return refuse(why, "warp tile ", p.warp_m, "x", p.warp_n, " is not 4x8 or 8x4 thread tiles of ", tm, "x", tn);
+    return no("warp tile ", p.warp_m, "x", p.warp_n, " is not 4x8 or 8x4 thread tiles of ", tm, "x", tn);
   if (bm % p.warp_m != 0 || bn % p.warp_n != 0)
-    return refuse(why, "warp tile ", p.warp_m, "x", p.warp_n, " does not divide the block tile ", bm, "x", bn);
+    return no("warp tile ", p.warp_m, "x", p.warp_n, " does not divide the block tile ", bm, "x", bn);
   if (warp_rows == 8 && bm % (tm * 4) == 0 && bn % (tn * 8) == 0)
-    return refuse(why, "warps of 8x4 threads where 4x8 divides the block tile (the space offers 4x8)");
+    return no("warps of 8x4 threads where 4x8 divides the block tile (the space offers 4x8)");
   if ((bm * bk) % threads != 0 || (bk * bn) % threads != 0)
-    return refuse(why, "the ", bm, "x", bk, " and ", bk, "x", bn, " tiles do not split evenly over ", threads, " threads");
+    return no("the ", bm, "x", bk, " and ", bk, "x", bn, " tiles do not split evenly over ", threads, " threads");
   if (const int64_t vec = gemm_fp32_vec(s, bm, bn, bk, threads); p.vec != vec)
-    return refuse(why, "vec=", p.vec, ", but these tiles load vectors of ", vec);
+    return no("vec=", p.vec, ", but these tiles load vectors of ", vec);
+  return threads;
+}
+
+std::optional<Variant> gemm_fp32_point(const WorkloadShape& s, const GpuSpec& gpu, const GemmFp32Choices& c,
+                                       const GemmParams& p, std::string* why) {
+  const int64_t threads = gemm_fp32_tiling(s, c, p, why);
+  if (threads == 0) return std::nullopt;
+  const int64_t bm = p.block_m, bn = p.block_n, bk = p.block_k, tm = p.thread_m, tn = p.thread_n;
   if (!offered(c.stages, p.stages, "stages", why) || !offered(c.split_k, p.split_k, "split_k", why))
     return std::nullopt;
   const int64_t tiles = ceil_div(s.m, bm) * ceil_div(s.n, bn) * s.batch;
@@ -128,18 +141,20 @@ void enumerate_gemm_fp32(const WorkloadShape& s, const GpuSpec& gpu, std::vector
       for (int64_t bk : c.block_k)
         for (int64_t tm : c.thread_tile)
           for (int64_t tn : c.thread_tile)
-            for (int64_t warp_rows : c.warp_rows)
+            for (int64_t warp_rows : c.warp_rows) {
+              GemmParams p;
+              p.block_m = bm, p.block_n = bn, p.block_k = bk, p.thread_m = tm, p.thread_n = tn;
+              p.warp_m = tm * warp_rows;
+              p.warp_n = tn * (32 / warp_rows);
+              p.vec = gemm_fp32_vec(s, bm, bn, bk, (bm / tm) * (bn / tn));
+              if (gemm_fp32_tiling(s, c, p, nullptr) == 0) continue;
               for (int64_t stages : c.stages)
                 for (int64_t split : c.split_k) {
-                  GemmParams p;
-                  p.block_m = bm, p.block_n = bn, p.block_k = bk, p.thread_m = tm, p.thread_n = tn;
-                  p.warp_m = tm * warp_rows;
-                  p.warp_n = tn * (32 / warp_rows);
-                  p.vec = gemm_fp32_vec(s, bm, bn, bk, (bm / tm) * (bn / tn));
                   p.stages = stages;
                   p.split_k = split;
                   if (auto v = gemm_fp32_point(s, gpu, c, p, nullptr)) out.push_back(std::move(*v));
                 }
+            }
 }
 
 // Tensor-core path (template_gemm_mma.cpp): warps own warp_m x warp_n tiles computed with
@@ -196,30 +211,42 @@ int gemm_mma_point_regs(const std::string& precision, bool volta, const GemmPara
   return gemm_mma_regs(p.warp_m, p.warp_n, t.staged, live_scalar, t.gathered + crowded + divided, threads);
 }
 
-std::optional<Variant> gemm_mma_point(const WorkloadShape& s, const GpuSpec& gpu, const std::string& precision,
-                                      const GemmMmaChoices& c, const GemmParams& p, std::string* why) {
-  if (!c.available) return refuse(why, "no ", precision, " tensor-core GEMM path on ", gpu.sm_arch());
-  const bool tf32 = precision == "tf32";
+// The block's tiling, the part of gemm_mma_point without stages and split_k (the enumerator
+// skips their loops where it fails): its threads, or 0 with the reason.
+int64_t gemm_mma_tiling(const WorkloadShape& s, const GpuSpec& gpu, const std::string& precision,
+                        const GemmMmaChoices& c, const GemmParams& p, std::string* why) {
+  const auto no = [&](const auto&... args) {
+    refuse(why, args...);
+    return int64_t{0};
+  };
+  if (!c.available) return no("no ", precision, " tensor-core GEMM path on ", gpu.sm_arch());
   const int64_t bm = p.block_m, bn = p.block_n, bk = p.block_k;
   if (!offered(c.block_m, bm, "block_m", why) || !offered(c.block_n, bn, "block_n", why) ||
       !offered(c.block_k, bk, "block_k", why))
-    return std::nullopt;
+    return 0;
   if (std::find(c.warp_tiles.begin(), c.warp_tiles.end(), std::make_pair(p.warp_m, p.warp_n)) == c.warp_tiles.end())
-    return refuse(why, "warp tile ", p.warp_m, "x", p.warp_n, " is not one of 32x32, 32x64, 64x32, 64x64");
+    return no("warp tile ", p.warp_m, "x", p.warp_n, " is not one of 32x32, 32x64, 64x32, 64x64");
   if (bm % p.warp_m != 0 || bn % p.warp_n != 0)
-    return refuse(why, "warp tile ", p.warp_m, "x", p.warp_n, " does not divide the block tile ", bm, "x", bn);
+    return no("warp tile ", p.warp_m, "x", p.warp_n, " does not divide the block tile ", bm, "x", bn);
   // tf32 64x64 warp tiles: ptxas took 240-255 registers, mostly 255 with 8-364 bytes of
   // spill (session 4); outside the data of the tf32 fit, so not offered. m8n8k4 likewise:
   // the sm_80 formula dropped them (above 255), so the sm_70 matrix that gemm_m8n8k4_regs
   // is fitted on has none.
-  if ((tf32 || c.volta) && p.warp_m * p.warp_n > 64 * 32)
-    return refuse(why, "no 64x64 warp tiles on the ", c.volta ? "m8n8k4" : "tf32", " path");
+  if ((precision == "tf32" || c.volta) && p.warp_m * p.warp_n > 64 * 32)
+    return no("no 64x64 warp tiles on the ", c.volta ? "m8n8k4" : "tf32", " path");
   const int64_t warps = (bm / p.warp_m) * (bn / p.warp_n);
-  if (warps > 8) return refuse(why, warps, " warps per block (at most 8)");
-  const int64_t threads = warps * 32;
-  if (p.vec != s.vec_align) return refuse(why, "vec=", p.vec, ", but the operands align to ", s.vec_align);
-  if ((p.m8n8k4 != 0) != c.volta)
-    return refuse(why, "m8n8k4=", p.m8n8k4, " on ", gpu.sm_arch(), " (the path of sm_70 and sm_72)");
+  if (warps > 8) return no(warps, " warps per block (at most 8)");
+  if (p.vec != s.vec_align) return no("vec=", p.vec, ", but the operands align to ", s.vec_align);
+  if ((p.m8n8k4 != 0) != c.volta) return no("m8n8k4=", p.m8n8k4, " on ", gpu.sm_arch(), " (the path of sm_70 and sm_72)");
+  return warps * 32;
+}
+
+std::optional<Variant> gemm_mma_point(const WorkloadShape& s, const GpuSpec& gpu, const std::string& precision,
+                                      const GemmMmaChoices& c, const GemmParams& p, std::string* why) {
+  const int64_t threads = gemm_mma_tiling(s, gpu, precision, c, p, why);
+  if (threads == 0) return std::nullopt;
+  const bool tf32 = precision == "tf32";
+  const int64_t bm = p.block_m, bn = p.block_n, bk = p.block_k;
   if (!offered(c.stages, p.stages, "stages", why) || !offered(c.split_k, p.split_k, "split_k", why))
     return std::nullopt;
   const int64_t tiles = ceil_div(s.m, bm) * ceil_div(s.n, bn) * s.batch;
@@ -255,17 +282,19 @@ void enumerate_gemm_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::s
   for (int64_t bm : c.block_m)
     for (int64_t bn : c.block_n)
       for (int64_t bk : c.block_k)
-        for (const auto& [warp_m, warp_n] : c.warp_tiles)
+        for (const auto& [warp_m, warp_n] : c.warp_tiles) {
+          GemmParams p;
+          p.block_m = bm, p.block_n = bn, p.block_k = bk, p.warp_m = warp_m, p.warp_n = warp_n;
+          p.vec = s.vec_align;
+          p.m8n8k4 = c.volta ? 1 : 0;
+          if (gemm_mma_tiling(s, gpu, precision, c, p, nullptr) == 0) continue;
           for (int64_t stages : c.stages)
             for (int64_t split : c.split_k) {
-              GemmParams p;
-              p.block_m = bm, p.block_n = bn, p.block_k = bk, p.warp_m = warp_m, p.warp_n = warp_n;
-              p.vec = s.vec_align;
               p.stages = stages;
               p.split_k = split;
-              p.m8n8k4 = c.volta ? 1 : 0;
               if (auto v = gemm_mma_point(s, gpu, precision, c, p, nullptr)) out.push_back(std::move(*v));
             }
+        }
 }
 
 // Depthwise convolution, direct: a block computes tile_h x tile_w output pixels of
