@@ -1,6 +1,7 @@
 #include "variant_params.h"
 
 #include <map>
+#include <set>
 
 #include "param_space.h"
 
@@ -100,6 +101,17 @@ const std::vector<std::string>* template_param_names(const std::string& template
   };
   const auto it = names.find(template_name);
   return it == names.end() ? nullptr : &it->second;
+}
+
+bool is_param_name(const std::string& name) {
+  static const std::set<std::string> all = [] {
+    std::set<std::string> out;
+    for (const auto& names : {names_of<GemmParams>(), names_of<DepthwiseParams>(), names_of<AttentionParams>(),
+                              names_of<ReductionParams>(), names_of<OutputParams>()})
+      out.insert(names.begin(), names.end());
+    return out;
+  }();
+  return all.count(name) != 0;
 }
 
 }  // namespace dc

@@ -1,7 +1,7 @@
 // Typed parameters of each template family, and the one list of each family's parameter
 // names: the parameter space writes a variant's params from them (param_space_*.cpp), each
 // generator reads them once at its top (template_*.cpp), variant_from_key checks a key's
-// names against them, and Variant::param refuses a name its family does not have.
+// names against them, and Variant::param refuses a name no family has (a typo).
 #pragma once
 
 #include <cstdint>
@@ -86,6 +86,9 @@ struct OutputParams {
 // The parameter names of a template family (any path); nullptr for a template that is no
 // family's (the reference kernel has no parameters).
 const std::vector<std::string>* template_param_names(const std::string& template_name);
+
+// Whether any family has a parameter of this name (Variant::param's check against typos).
+bool is_param_name(const std::string& name);
 
 // `defaults` overwritten by the variant's params; InternalError on a name P does not have.
 template <class P>

@@ -5,6 +5,7 @@
 // resume after a crash or an interrupt. The progress line: test_progress.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <set>
@@ -784,6 +785,18 @@ TEST(Tune, PlanRebuildsAnEarlierRunsWinnerFromItsKey) {
         ++rebuilt;
       }
   EXPECT_GE(rebuilt, static_cast<int>(earlier.size()));
+
+  // A measured source this build no longer writes: that step runs the reference kernel.
+  TuneResult changed = r;
+  const auto& [cand, key] = *earlier.begin();
+  for (ClusterChoice& c : changed.gpus[0].choices)
+    if (c.candidate == cand) c.source_hash = "0123456789abcdef";
+  const ExecPlan q = build_tuned_plan(changed, changed.gpus[0]);
+  EXPECT_EQ(q.reference_steps, p.reference_steps + 1);
+  auto steps_of = [&](const ExecPlan& plan) {
+    return std::count_if(plan.steps.begin(), plan.steps.end(), [&](const auto& st) { return st.variant_key == key; });
+  };
+  EXPECT_EQ(steps_of(q), steps_of(p) - 1);
 }
 
 // Selection on hand-made DB contents: fallbacks to sub-clusters and to the reference kernel.

@@ -178,6 +178,8 @@ TEST(VariantFromKey, RefusesMalformedForeignAndImpossibleKeys) {
                  "shared memory");
 }
 
+// A parameter name no family has is a typo: Variant::param refuses it; a family's typed
+// read (::of) also refuses a name of another family in the variant's map.
 TEST(VariantParams, AParameterNameTheFamilyLacksIsAProgrammingError) {
   Variant v;
   v.template_name = "gemm_tiled";
@@ -185,7 +187,10 @@ TEST(VariantParams, AParameterNameTheFamilyLacksIsAProgrammingError) {
   EXPECT_EQ(v.param("block_m"), 64);
   EXPECT_EQ(v.param("split_k", 1), 1);  // the family's, not carried: the default
   EXPECT_THROW(v.param("blockm"), InternalError);
-  EXPECT_THROW(v.param("threads_per_row"), InternalError);  // row_reduce's
+  EXPECT_THROW(v.param("split_kk", 1), InternalError);
+  v.params["threads_per_row"] = 32;  // row_reduce's
+  EXPECT_THROW(GemmParams::of(v), InternalError);
+  v.params.erase("threads_per_row");
   v.params["blok_k"] = 16;
   EXPECT_THROW(GemmParams::of(v), InternalError);
   Variant r;
@@ -194,7 +199,7 @@ TEST(VariantParams, AParameterNameTheFamilyLacksIsAProgrammingError) {
   const ReductionParams rp = ReductionParams::of(r);
   EXPECT_EQ(rp.threads_per_row, 64);
   EXPECT_EQ(rp.rows_per_block, 1);  // absent: the template's default
-  EXPECT_THROW(reference_variant().param("vec"), InternalError);
+  EXPECT_THROW(reference_variant().param("vek"), InternalError);
 }
 
 // The tensor-core attention path defaults to two stages when a hand-made variant leaves them
