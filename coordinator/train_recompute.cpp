@@ -51,8 +51,10 @@ class Recomputer {
     for (const auto& [t, cs] : consumers_)
       if (auto it = live_.find(t); it != live_.end())
         for (size_t c : cs) it->second.last = std::max(it->second.last, 2 * static_cast<int>(c));
-    for (const auto& o : g.outputs)
-      if (auto it = live_.find(o); it != live_.end()) it->second.last = 2 * static_cast<int>(g.nodes.size());
+    for (const auto& o : g.outputs) {  // own buffers, not the arena's: never recomputed, not counted
+      live_.erase(o);
+      outputs_.insert(o);
+    }
   }
 
   RecomputeResult run() {
@@ -85,7 +87,8 @@ class Recomputer {
 
   bool alive_at(const std::string& t, int pos) const {
     const auto it = live_.find(t);
-    return it == live_.end() || (it->second.first < pos && it->second.last >= pos);  // a weight or input: always
+    if (it == live_.end()) return true;  // a weight, an input or an output: its own buffer
+    return it->second.first < pos && it->second.last >= pos;
   }
 
   // What recomputing t reads: the node's inputs; for BatchNorm's Y, X, scale, B and the
@@ -117,7 +120,7 @@ class Recomputer {
   }
 
   void try_tensor(const std::string& t, RecomputeResult& r) {
-    if (t.empty() || !live_.count(t) || live_.at(t).last == 2 * static_cast<int>(g_.nodes.size())) return;
+    if (t.empty() || !live_.count(t) || outputs_.count(t)) return;
     const std::vector<size_t> readers = backward_readers(t);
     if (readers.empty() || !is_float(g_.info(t).dtype)) return;
     const int pos = 2 * static_cast<int>(readers.front()) - 1;
@@ -146,16 +149,25 @@ class Recomputer {
     chains_.push_back({readers.front(), chain});
   }
 
-  // BatchNorm's apply: (X - mean) * (invstd * scale) + B, per-channel vectors shaped [C, 1, ...].
-  std::string batch_norm_apply(grad::GradBuilder& b, const Node& n, const std::map<std::string, std::string>& as) {
+  // BatchNorm's apply: (X - mean) * invstd * scale + B, one fused elementwise kernel. The
+  // per-channel vectors are shaped [C, 1, ...]: the saved statistics by views, the weights
+  // by one Reshape per BatchNorm node run right after it (C values, shared by its chains).
+  std::string batch_norm_apply(grad::GradBuilder& b, size_t bn, const std::map<std::string, std::string>& as) {
+    const Node n = g_.nodes[bn];
     auto arg = [&](const std::string& t) { return as.count(t) ? as.at(t) : t; };
     const Shape& xs = b.shape(n.outputs[0]);
     Shape per_channel(xs.size() - 1, 1);
     per_channel[0] = xs[1];
-    auto channel = [&](const std::string& v) { return b.reshape(arg(v), per_channel); };
-    const std::string centered = b.sub(arg(n.inputs[0]), channel(n.outputs[3]));
-    const std::string factor = b.mul(channel(n.outputs[4]), channel(n.inputs[1]));
-    return b.add(b.mul(centered, factor), channel(n.inputs[2]));
+    if (!channel_weights_.count(bn)) {
+      const size_t first = g_.nodes.size();
+      channel_weights_[bn] = {b.reshape(n.inputs[1], per_channel), b.reshape(n.inputs[2], per_channel)};
+      for (size_t i = first; i < g_.nodes.size(); ++i) after_[bn].push_back(g_.nodes[i]);
+      g_.nodes.resize(first);
+    }
+    const auto& [scale, bias] = channel_weights_.at(bn);
+    const std::string centered = b.sub(arg(n.inputs[0]), b.reshape(n.outputs[3], per_channel));
+    const std::string normed = b.mul(centered, b.reshape(n.outputs[4], per_channel));
+    return b.add(b.mul(normed, scale), bias);
   }
 
   // Appends every chain's nodes, points the backward readers at the recomputed tensors, then
@@ -167,29 +179,33 @@ class Recomputer {
     for (size_t k = 0; k < chains_.size(); ++k) {
       const auto& [reader, chain] = chains_[k];
       b.set_context("recompute/" + r.tensors[k].tensor);
-      const size_t first_new = g_.nodes.size();
       std::map<std::string, std::string> as;  // tensor -> its recomputed name
       for (const auto& c : chain) {
+        const size_t at = g_.nodes.size();
         const Node n = g_.nodes[producer_.at(c)];
         if (n.op == "dc.BatchNormTrain") {
-          as[c] = batch_norm_apply(b, n, as);
-          continue;
+          as[c] = batch_norm_apply(b, producer_.at(c), as);
+        } else {
+          std::vector<std::string> ins;
+          for (const auto& in : n.inputs) ins.push_back(as.count(in) ? as.at(in) : in);
+          as[c] = b.node1(n.op, ins, g_.info(c), n.attrs);
         }
-        std::vector<std::string> ins;
-        for (const auto& in : n.inputs) ins.push_back(as.count(in) ? as.at(in) : in);
-        as[c] = b.node1(n.op, ins, g_.info(c), n.attrs);
+        for (size_t i = at; i < g_.nodes.size(); ++i) before[reader].push_back(g_.nodes[i]);
+        g_.nodes.resize(at);
       }
-      for (size_t i = first_new; i < g_.nodes.size(); ++i) before[reader].push_back(g_.nodes[i]);
       const std::string& t = r.tensors[k].tensor;
       for (size_t c : backward_readers(t))
         for (auto& in : g_.nodes[c].inputs)
           if (in == t) in = as.at(t);
     }
+    DC_INTERNAL_CHECK(g_.nodes.size() == original, "recompute: nodes left behind");
     std::vector<Node> nodes;
     for (size_t i = 0; i < original; ++i) {
       if (auto it = before.find(i); it != before.end())
         for (auto& n : it->second) nodes.push_back(std::move(n));
       nodes.push_back(std::move(g_.nodes[i]));
+      if (auto it = after_.find(i); it != after_.end())
+        for (auto& n : it->second) nodes.push_back(std::move(n));
     }
     g_.nodes = std::move(nodes);
   }
@@ -199,7 +215,10 @@ class Recomputer {
   std::map<std::string, size_t> producer_;
   int first_backward_ = -1;
   Liveness live_;
-  std::map<std::string, int> chain_readers_;  // tensor -> last position an accepted chain reads it
+  std::set<std::string> outputs_;  // the step's outputs
+  std::map<std::string, int> chain_readers_;
+  std::map<size_t, std::pair<std::string, std::string>> channel_weights_;  // BatchNorm -> scale, B as [C, 1, ...]
+  std::map<size_t, std::vector<Node>> after_;                              // node index -> nodes run after it  // tensor -> last position an accepted chain reads it
   std::vector<std::pair<size_t, std::vector<std::string>>> chains_;  // first reader, chain
 };
 
