@@ -18,8 +18,10 @@ namespace {
 constexpr int kMaxChain = 6;        // ops recomputed for one tensor, at most
 constexpr int64_t kAlignment = 256;  // the plan's arena alignment (plan/plan.h)
 
-const std::set<std::string> kElementwise = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Gelu", "Neg",
-                                            "Add", "Sub", "Mul", "Div"};
+// Cheap to compute again: elementwise ops, and Transpose (a weight's, read by a MatMul's
+// gradient, is a weight-sized copy otherwise kept through the whole backward pass).
+const std::set<std::string> kCheap = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Gelu", "Neg",
+                                      "Add", "Sub", "Mul", "Div", "Transpose"};
 
 int64_t tensor_bytes(const Graph& g, const std::string& t) {
   const TensorInfo& i = g.info(t);
@@ -101,7 +103,7 @@ class Recomputer {
       if (n.outputs[0] != t || g_.info(t).shape.size() < 2) return std::nullopt;
       return std::vector<std::string>{n.inputs[0], n.inputs[1], n.inputs[2], n.outputs[3], n.outputs[4]};
     }
-    if (!kElementwise.count(n.op) || n.outputs.size() != 1) return std::nullopt;
+    if (!kCheap.count(n.op) || n.outputs.size() != 1) return std::nullopt;
     for (const auto& in : n.inputs)
       if (in.empty() || !is_float(g_.info(in).dtype)) return std::nullopt;
     return n.inputs;

@@ -1,6 +1,6 @@
 // Recomputation in the backward pass (docs/training.md, "Memory"). A forward tensor that the
-// backward pass reads, made by a cheap elementwise chain (Relu, LeakyRelu, Sigmoid, Tanh,
-// Gelu, Neg, Add, Sub, Mul, Div, BatchNorm's apply affine) whose inputs are live anyway at
+// backward pass reads, made by a cheap chain (Relu, LeakyRelu, Sigmoid, Tanh, Gelu, Neg,
+// Add, Sub, Mul, Div, BatchNorm's apply affine, Transpose) whose inputs are live anyway at
 // its first backward reader, is computed again just before that reader instead of being
 // kept from the forward pass, when that does not raise the step's peak of live bytes; the
 // whole set is kept only if it lowers the peak. Liveness is the arena planner's (a tensor
