@@ -152,8 +152,8 @@ class Recomputer {
   }
 
   // BatchNorm's apply: (X - mean) * invstd * scale + B, one fused elementwise kernel. The
-  // per-channel vectors are shaped [C, 1, ...]: the saved statistics by views, the weights
-  // by one Reshape per BatchNorm node run right after it (C values, shared by its chains).
+  // per-channel vectors are shaped [C, 1, ...] by Reshapes, which the plan makes views: the
+  // weights' once per BatchNorm node, right after it (shared by its chains).
   std::string batch_norm_apply(grad::GradBuilder& b, size_t bn, const std::map<std::string, std::string>& as) {
     const Node n = g_.nodes[bn];
     auto arg = [&](const std::string& t) { return as.count(t) ? as.at(t) : t; };
