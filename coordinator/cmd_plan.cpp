@@ -257,8 +257,11 @@ int cmd_plan(const std::vector<std::string>& args) {
   const ModelPlan plan = plan_by_estimate(m.simplified, gpus, opts);
   const std::optional<PlanTraining> training =
       train ? std::optional<PlanTraining>(plan_training(*train, model)) : std::nullopt;
-  if (!out_dir.empty())
-    write_estimated_plan(build_estimated_plan(m.simplified, plan, 0, opts, training ? &*training : nullptr), out_dir);
+  if (!out_dir.empty()) {
+    ExecPlan exec = build_estimated_plan(m.simplified, plan, 0, opts, training ? &*training : nullptr);
+    exec.weight_transforms = m.training_notes;  // as tune's plans: the step's ops, what is recomputed
+    write_estimated_plan(exec, out_dir);
+  }
   if (json) print_json(model, m.simplified, plan, opts, notes);
   else print_text(model, m.simplified, plan, all, opts, notes);
   if (training && !json) print_training_memory(m.simplified, plan, opts, *training);
