@@ -50,17 +50,22 @@ struct Tile {
   DType dtype = DType::f32;    // storage type of the view
 };
 
-}  // namespace
+// The fp32 variant's figures: the score micro-tile, the softmax's threads per row, pitches.
+struct Fp32Layout {
+  int64_t bm = 0, bn = 0, threads = 0, stages = 0;
+  int64_t tmr = 0, tnc = 0;         // score micro-tile per thread, rows and columns strided
+  int64_t opt = 0;                  // output elements per thread
+  int64_t grp = 0, groups = 0, row_iters = 0;  // softmax: threads per row, rows at once
+  int64_t ldq = 0, ldk = 0, ldv = 0, lds = 0;
+};
 
-GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
-  DC_INTERNAL_CHECK(v.template_name == "attention_fused", "attention_fused: variant ", v.key());
-  if (v.precision != "fp32") return generate_attention_mma(w, v);
-  const Graph& g = w.graph;
-  const AttentionMatch am = match_attention(w);
-  const int64_t sq = am.sq, d = am.d, sk = am.sk, dv = am.dv, batch = am.batch;
-
-  const int64_t bm = v.param("block_m"), bn = v.param("block_n"), threads = v.param("threads");
-  const int64_t stages = std::clamp<int64_t>(v.param("stages", 1), 1, 2);
+Fp32Layout fp32_layout(const AttentionMatch& am, const Variant& v) {
+  Fp32Layout L;
+  L.bm = v.param("block_m");
+  L.bn = v.param("block_n");
+  L.threads = v.param("threads");
+  L.stages = std::clamp<int64_t>(v.param("stages", 1), 1, 2);
+  const int64_t bm = L.bm, bn = L.bn, threads = L.threads;
   DC_INTERNAL_CHECK(bm > 0 && bn > 0 && threads > 0 && threads % 32 == 0 && threads <= 1024 &&
                         (bm * bn) % threads == 0,
                     "attention_fused: bad parameters in ", v.key());
@@ -73,111 +78,115 @@ GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
   while (tnc > bn) tnc /= 2, tmr *= 2;
   DC_INTERNAL_CHECK(tmr * tnc == spt && bm % tmr == 0 && bn % tnc == 0,
                     "attention_fused: no score tiling for ", v.key());
-  const int64_t opt = ceil_div(bm * dv, threads);  // output elements per thread
+  L.tmr = tmr;
+  L.tnc = tnc;
+  L.opt = ceil_div(bm * am.dv, threads);
   // Threads per row in the softmax pass (a power of two <= 32 dividing the block).
   int64_t grp = 1;
   while (grp < 32 && grp * 2 * bm <= threads) grp *= 2;
-  const int64_t groups = threads / grp;
-  const int64_t row_iters = ceil_div(bm, groups);
-  const int64_t ldq = d + 1, ldk = d + 1, ldv = dv + 1, lds = bn + 1;
+  L.grp = grp;
+  L.groups = threads / grp;
+  L.row_iters = ceil_div(bm, L.groups);
+  L.ldq = am.d + 1;
+  L.ldk = am.d + 1;
+  L.ldv = am.dv + 1;
+  L.lds = bn + 1;
+  return L;
+}
 
-  ValueEmitter ve(g);
-  const int64_t vec_param = std::max<int64_t>(1, v.param("vec", 1));
-  auto make_view = [&](Tile& t) {
-    const AttentionView view = attention_view(g, ve, t.tensor);
-    if (!view.direct) return;
-    t.direct = true;
-    t.pointer = view.pointer;
-    t.strides = view.strides;
-    t.dtype = view.dtype;
-    const std::vector<int64_t>& strides = t.strides;
-    // Vector loads (f32 storage) along whichever tile dimension has unit stride.
-    const size_t r = strides.size();
-    const size_t row_dim = t.transposed ? r - 1 : r - 2, col_dim = t.transposed ? r - 2 : r - 1;
-    int64_t vec = t.dtype == DType::f32 ? vec_param : 1;
-    for (; vec > 1; vec /= 2) {
-      bool ok = true;
-      size_t unit = strides[col_dim] == 1 ? col_dim : strides[row_dim] == 1 ? row_dim : r;
-      if (unit == r) {
-        ok = false;
-      } else {
-        for (size_t i = 0; i < r; ++i)
-          if (i != unit && strides[i] % vec != 0) ok = false;
-        if (unit == col_dim && t.cols % vec != 0) ok = false;
-        if (unit == row_dim && (t.rows % vec != 0 || t.extent % vec != 0)) ok = false;
-      }
-      if (ok) {
-        t.vec_along_rows = unit == row_dim;
-        break;
-      }
-    }
-    t.vec = vec;
-  };
+Tile tile(const char* name, const std::string& tensor, int64_t rows, int64_t cols, int64_t extent, const char* row0,
+          const char* dst, int64_t ld, bool transposed) {
+  Tile t;
+  t.name = name;
+  t.tensor = tensor;
+  t.rows = rows;
+  t.cols = cols;
+  t.extent = extent;
+  t.row0 = row0;
+  t.dst = dst;
+  t.ld = ld;
+  t.transposed = transposed;
+  return t;
+}
 
-  auto tile = [](const char* name, const std::string& tensor, int64_t rows, int64_t cols,
-                 int64_t extent, const char* row0, const char* dst, int64_t ld, bool transposed) {
-    Tile t;
-    t.name = name;
-    t.tensor = tensor;
-    t.rows = rows;
-    t.cols = cols;
-    t.extent = extent;
-    t.row0 = row0;
-    t.dst = dst;
-    t.ld = ld;
-    t.transposed = transposed;
-    return t;
-  };
-  Tile tq = tile("q", am.q, bm, d, sq, "dc_q0", "dc_qs", ldq, false);
-  Tile tk = tile("k", am.kt, bn, d, sk, "dc_j0", "dc_kbuf", ldk, true);
-  Tile tv = tile("v", am.v, bn, dv, sk, "dc_j0", "dc_vbuf", ldv, false);
-  for (Tile* t : {&tq, &tk, &tv}) make_view(*t);
-
-  auto load_tile = [&](const Tile& t) {
-    TemplateVars vars = {{"NAME", t.name}, {"THREADS", str(threads)}, {"ROW0", t.row0},
-                 {"EXTENT", str(t.extent)}, {"DST", t.dst}, {"LD", str(t.ld)},
-                 {"VEC", str(t.vec)}};
-    vars["TOTAL"] = str(t.rows * t.cols / t.vec);
-    if (t.vec_along_rows) {
-      vars["R"] = fmt::format("(dc_i % {}) * {}", t.rows / t.vec, t.vec);
-      vars["C"] = fmt::format("dc_i / {}", t.rows / t.vec);
+// The tile's strided view when its operand is memory, with vector loads (f32 storage)
+// along whichever tile dimension has unit stride, at most `vec_param` wide.
+void make_view(Tile& t, const Graph& g, const ValueEmitter& ve, int64_t vec_param) {
+  const AttentionView view = attention_view(g, ve, t.tensor);
+  if (!view.direct) return;
+  t.direct = true;
+  t.pointer = view.pointer;
+  t.strides = view.strides;
+  t.dtype = view.dtype;
+  const std::vector<int64_t>& strides = t.strides;
+  const size_t r = strides.size();
+  const size_t row_dim = t.transposed ? r - 1 : r - 2, col_dim = t.transposed ? r - 2 : r - 1;
+  int64_t vec = t.dtype == DType::f32 ? vec_param : 1;
+  for (; vec > 1; vec /= 2) {
+    bool ok = true;
+    size_t unit = strides[col_dim] == 1 ? col_dim : strides[row_dim] == 1 ? row_dim : r;
+    if (unit == r) {
+      ok = false;
     } else {
-      vars["R"] = fmt::format("dc_i / {}", t.cols / t.vec);
-      vars["C"] = fmt::format("(dc_i % {}) * {}", t.cols / t.vec, t.vec);
+      for (size_t i = 0; i < r; ++i)
+        if (i != unit && strides[i] % vec != 0) ok = false;
+      if (unit == col_dim && t.cols % vec != 0) ok = false;
+      if (unit == row_dim && (t.rows % vec != 0 || t.extent % vec != 0)) ok = false;
     }
-    std::string body;
-    const size_t r = t.strides.size();
-    if (t.vec == 1) {
-      // Element by element through ValueEmitter (f16/bf16 read with dc_to_f32).
-      ve.reset_locals();
-      const auto coords = t.transposed ? am.with_batch({"dc_c", "dc_gr"}) : am.with_batch({"dc_gr", "dc_c"});
-      const std::string val = ve.value_dedented(t.tensor, coords, body);
-      ve.reset_locals();
-      body += fmt::format("{}[dc_r * {} + dc_c] = {};\n", t.dst, t.ld, val);
-    } else {
-      const int64_t rs = t.strides[t.transposed ? r - 1 : r - 2];
-      const int64_t cs = t.strides[t.transposed ? r - 2 : r - 1];
-      const std::string addr =
-          fmt::format("dc_{}_base + dc_gr * {} + (dc_i64)dc_c * {}", t.name, rs, cs);
-      body += fmt::format("const {} dc_x = *reinterpret_cast<const {}*>({} + {});\n",
-                          t.vec == 4 ? "float4" : "float2", t.vec == 4 ? "float4" : "float2",
-                          t.pointer, addr);
-      const char* comp[] = {"x", "y", "z", "w"};
-      for (int64_t j = 0; j < t.vec; ++j) {
-        const std::string dst = t.vec_along_rows ? fmt::format("(dc_r + {}) * {} + dc_c", j, t.ld)
-                                                 : fmt::format("dc_r * {} + dc_c + {}", t.ld, j);
-        body += fmt::format("{}[{}] = dc_x.{};\n", t.dst, dst, comp[j]);
-      }
+    if (ok) {
+      t.vec_along_rows = unit == row_dim;
+      break;
     }
-    std::string zero;
-    for (int64_t j = 0; j < t.vec; ++j) {
-      const std::string dst = t.vec_along_rows ? fmt::format("(dc_r + {}) * {} + dc_c", j, t.ld)
-                                               : fmt::format("dc_r * {} + dc_c + {}", t.ld, j);
-      zero += fmt::format("{}[{}] = 0.f;\n", t.dst, dst);
-    }
-    vars["BODY"] = body;
-    vars["ZERO"] = zero;
-    return expand_template(R"(    // $(NAME) tile: $(TOTAL) loads of $(VEC), zero rows past the end
+  }
+  t.vec = vec;
+}
+
+// Shared-memory index of the tile's element j of this thread's load.
+std::string tile_dst(const Tile& t, int64_t j) {
+  return t.vec_along_rows ? fmt::format("(dc_r + {}) * {} + dc_c", j, t.ld) : fmt::format("dc_r * {} + dc_c + {}", t.ld, j);
+}
+
+// What one thread's load of a tile element (or vector) does: through ValueEmitter element by
+// element (f16/bf16 read with dc_to_f32), or a float2/float4 load.
+std::string tile_load_body(const Tile& t, const AttentionMatch& am, ValueEmitter& ve) {
+  std::string body;
+  if (t.vec == 1) {
+    ve.reset_locals();
+    const auto coords = t.transposed ? am.with_batch({"dc_c", "dc_gr"}) : am.with_batch({"dc_gr", "dc_c"});
+    const std::string val = ve.value_dedented(t.tensor, coords, body);
+    ve.reset_locals();
+    body += fmt::format("{}[dc_r * {} + dc_c] = {};\n", t.dst, t.ld, val);
+    return body;
+  }
+  const size_t r = t.strides.size();
+  const int64_t rs = t.strides[t.transposed ? r - 1 : r - 2];
+  const int64_t cs = t.strides[t.transposed ? r - 2 : r - 1];
+  const std::string addr = fmt::format("dc_{}_base + dc_gr * {} + (dc_i64)dc_c * {}", t.name, rs, cs);
+  body += fmt::format("const {} dc_x = *reinterpret_cast<const {}*>({} + {});\n", t.vec == 4 ? "float4" : "float2",
+                      t.vec == 4 ? "float4" : "float2", t.pointer, addr);
+  const char* comp[] = {"x", "y", "z", "w"};
+  for (int64_t j = 0; j < t.vec; ++j) body += fmt::format("{}[{}] = dc_x.{};\n", t.dst, tile_dst(t, j), comp[j]);
+  return body;
+}
+
+// Load phase: one tile into shared memory, zero rows past the end of the tensor.
+std::string load_tile(const Tile& t, const AttentionMatch& am, ValueEmitter& ve, int64_t threads) {
+  TemplateVars vars = {{"NAME", t.name}, {"THREADS", str(threads)}, {"ROW0", t.row0},
+                       {"EXTENT", str(t.extent)}, {"DST", t.dst}, {"LD", str(t.ld)},
+                       {"VEC", str(t.vec)}};
+  vars["TOTAL"] = str(t.rows * t.cols / t.vec);
+  if (t.vec_along_rows) {
+    vars["R"] = fmt::format("(dc_i % {}) * {}", t.rows / t.vec, t.vec);
+    vars["C"] = fmt::format("dc_i / {}", t.rows / t.vec);
+  } else {
+    vars["R"] = fmt::format("dc_i / {}", t.cols / t.vec);
+    vars["C"] = fmt::format("(dc_i % {}) * {}", t.cols / t.vec, t.vec);
+  }
+  std::string zero;
+  for (int64_t j = 0; j < t.vec; ++j) zero += fmt::format("{}[{}] = 0.f;\n", t.dst, tile_dst(t, j));
+  vars["BODY"] = tile_load_body(t, am, ve);
+  vars["ZERO"] = zero;
+  return expand_template(R"(    // $(NAME) tile: $(TOTAL) loads of $(VEC), zero rows past the end
     for (int dc_i = (int)threadIdx.x; dc_i < $(TOTAL); dc_i += $(THREADS)) {
       const int dc_r = $(R);
       const int dc_c = $(C);
@@ -189,74 +198,13 @@ GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
       }
     }
 )",
-                  vars);
-  };
+                         vars);
+}
 
-  // Block setup: batch coordinates and view base offsets.
-  std::string setup = attention_batch_setup(am, "dc_bz");
-  for (const Tile* t : {&tq, &tk, &tv})
-    if (t->direct) setup += attention_view_base(am, AttentionView{true, t->pointer, t->strides, t->dtype}, t->name);
-
-  // Scores: scale/mask through the cluster's injective ops; the epilogue.
-  std::string score_code;
-  const std::string score = attention_score(ve, am, "dc_sv", score_code);
-  const std::string epi = attention_epilogue(ve, w, am, "dc_h");
-
-  const int64_t q_smem = bm * ldq, k_smem = bn * ldk, v_smem = bn * ldv, s_smem = bm * lds;
-  const int64_t smem_floats = q_smem + stages * (k_smem + v_smem) + s_smem + 3 * bm;
-  TemplateVars vars = {{"BM", str(bm)},         {"BN", str(bn)},         {"THREADS", str(threads)},
-               {"D", str(d)},           {"DV", str(dv)},         {"SQ", str(sq)},
-               {"SK", str(sk)},         {"LDQ", str(ldq)},       {"LDK", str(ldk)},
-               {"LDV", str(ldv)},       {"LDS", str(lds)},       {"TMR", str(tmr)},
-               {"TNC", str(tnc)},       {"RS", str(bm / tmr)},   {"CS", str(bn / tnc)},
-               {"OPT", str(opt)},       {"G", str(grp)},         {"GROUPS", str(groups)},
-               {"ROW_ITERS", str(row_iters)}, {"NT", str(ceil_div(sk, bn))},
-               {"STAGES", str(stages)}, {"NEG_INF", kNegInf},
-               {"CUR", stages > 1 ? "dc_jt & 1" : "0"},
-               {"Q_SMEM", str(q_smem)}, {"KV_SMEM", str(k_smem + v_smem)},
-               {"K_SMEM", str(k_smem)}, {"S_SMEM", str(s_smem)},
-               {"PARAMS", kernel_params(w)}, {"SETUP", setup},
-               {"LOAD_Q", load_tile(tq)}, {"LOAD_KV", load_tile(tk) + load_tile(tv)},
-               {"SCORE_CODE", score_code}, {"SCORE", score}, {"EPILOGUE", epi}};
-  vars["SHUFFLE_MAX"] = grp > 1 ? expand_template(R"(      DC_UNROLL
-      for (int dc_off = $(G) / 2; dc_off > 0; dc_off >>= 1)
-        dc_mx = fmaxf(dc_mx, __shfl_xor_sync(0xffffffffu, dc_mx, dc_off));
-)",
-                                         vars)
-                                : "";
-  vars["SHUFFLE_SUM"] = grp > 1 ? expand_template(R"(      DC_UNROLL
-      for (int dc_off = $(G) / 2; dc_off > 0; dc_off >>= 1)
-        dc_sum += __shfl_xor_sync(0xffffffffu, dc_sum, dc_off);
-)",
-                                         vars)
-                                : "";
-  vars["NEXT_TILE"] =
-      stages >= 2 ? expand_template(R"(    // Next K/V tile into the other buffer while this one is used.
-    if (dc_jt + 1 < $(NT)) {
-      const dc_i64 dc_j0 = (dc_i64)(dc_jt + 1) * $(BN);
-      float* dc_kbuf = dc_ks + (dc_cur ^ 1) * $(KV_SMEM);
-      float* dc_vbuf = dc_kbuf + $(K_SMEM);
-      $(LOAD_KV)
-    }
-)",
-                           vars)
-                  : "";
-  vars["LOAD_AFTER"] =
-      stages >= 2 ? ""
-                  : expand_template(R"(    if (dc_jt + 1 < $(NT)) {
-      const dc_i64 dc_j0 = (dc_i64)(dc_jt + 1) * $(BN);
-      float* dc_kbuf = dc_ks;
-      float* dc_vbuf = dc_kbuf + $(K_SMEM);
-      $(LOAD_KV)
-      __syncthreads();
-    }
-)",
-                           vars);
-
-  std::string src = source_header(w, v.template_name, v.key());
-  src += fmt::format("// attention: batch {}, {} queries x {} keys, head dims {} / {}\n", batch, sq,
-                     sk, d, dv);
-  src += expand_template(R"(
+// The kernel, by phase: the two device functions a tensor-core version replaces (score
+// micro-tile, O = O * alpha + P V), set-up and loads, per key tile the scores (scaled and
+// masked) and the online softmax, then the normalised epilogue.
+constexpr const char* kDeviceFunctions = R"(
 // Score micro-tile of one thread: rows tr + i*RS, columns tc + j*CS of Q K^T (the part a
 // tensor-core version replaces).
 __device__ __forceinline__ void dc_attn_scores_fp32(const float* DC_RESTRICT dc_qs,
@@ -302,7 +250,8 @@ __device__ __forceinline__ void dc_attn_pv_fp32(const float* DC_RESTRICT dc_ps,
   }
 }
 
-extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention($(PARAMS)) {
+)";
+constexpr const char* kKernel = R"(extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention($(PARAMS)) {
   DC_DYNAMIC_SMEM(float, dc_smem);
   // Shared memory: Q [BM][LDQ]; per stage a K tile [BN][LDK] and a V tile [BN][LDV];
   // scores/probabilities [BM][LDS]; per row the running max, running sum and the rescale
@@ -338,7 +287,27 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention($(PARAMS)) 
     const float* dc_kcur = dc_ks + dc_cur * $(KV_SMEM);
     const float* dc_vcur = dc_kcur + $(K_SMEM);
     $(NEXT_TILE)
-    // Scores of this key tile, scaled and masked; -inf outside the matrix.
+    $(SCORES)
+    $(ONLINE_SOFTMAX)
+    __syncthreads();
+    dc_attn_pv_fp32(dc_ss, dc_vcur, dc_ralpha, dc_o);
+    __syncthreads();
+    $(LOAD_AFTER)
+  }
+  DC_UNROLL
+  for (int dc_i = 0; dc_i < $(OPT); ++dc_i) {
+    const int dc_el = (int)threadIdx.x + dc_i * $(THREADS);
+    const dc_i64 dc_qr = dc_q0 + dc_el / $(DV);
+    const dc_i64 dc_e = dc_el % $(DV);
+    if (dc_el < $(BM) * $(DV) && dc_qr < $(SQ)) {
+      const float dc_h = dc_o[dc_i] / dc_rsum[dc_el / $(DV)];
+      $(EPILOGUE)
+    }
+  }
+}
+DC_EXPORT_KERNEL(dc_attention)
+)";
+constexpr const char* kScores = R"(    // Scores of this key tile, scaled and masked; -inf outside the matrix.
     {
       float dc_s[$(TMR)][$(TNC)];
       dc_attn_scores_fp32(dc_qs, dc_kcur, dc_s, dc_tr, dc_tc);
@@ -359,7 +328,8 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention($(PARAMS)) 
       }
     }
     __syncthreads();
-    // Online softmax: $(G) threads per row update its max and sum, and exponentiate.
+)";
+constexpr const char* kOnlineSoftmax = R"(    // Online softmax: $(G) threads per row update its max and sum, and exponentiate.
     for (int dc_it = 0; dc_it < $(ROW_ITERS); ++dc_it) {
       const int dc_r = dc_grp + dc_it * $(GROUPS);
       const bool dc_live = dc_r < $(BM);
@@ -386,28 +356,104 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention($(PARAMS)) 
         dc_rmax[dc_r] = dc_mnew;
       }
     }
-    __syncthreads();
-    dc_attn_pv_fp32(dc_ss, dc_vcur, dc_ralpha, dc_o);
-    __syncthreads();
-    $(LOAD_AFTER)
-  }
-  DC_UNROLL
-  for (int dc_i = 0; dc_i < $(OPT); ++dc_i) {
-    const int dc_el = (int)threadIdx.x + dc_i * $(THREADS);
-    const dc_i64 dc_qr = dc_q0 + dc_el / $(DV);
-    const dc_i64 dc_e = dc_el % $(DV);
-    if (dc_el < $(BM) * $(DV) && dc_qr < $(SQ)) {
-      const float dc_h = dc_o[dc_i] / dc_rsum[dc_el / $(DV)];
-      $(EPILOGUE)
-    }
-  }
-}
-DC_EXPORT_KERNEL(dc_attention)
-)",
-                vars);
+)";
 
-  DC_INTERNAL_CHECK(batch <= 65535, "attention_fused: ", batch, " batch*heads exceed grid.y");
-  return one_launch_kernel(w, v, std::move(src), "dc_attention", {ceil_div(sq, bm), batch, 1}, threads,
+// The holes of every phase.
+TemplateVars kernel_vars(const Workload& w, const AttentionMatch& am, const Fp32Layout& L, ValueEmitter& ve,
+                         const Tile& tq, const Tile& tk, const Tile& tv) {
+  // Block setup: batch coordinates and view base offsets.
+  std::string setup = attention_batch_setup(am, "dc_bz");
+  for (const Tile* t : {&tq, &tk, &tv})
+    if (t->direct) setup += attention_view_base(am, AttentionView{true, t->pointer, t->strides, t->dtype}, t->name);
+  // Scores: scale/mask through the cluster's injective ops; the epilogue.
+  std::string score_code;
+  const std::string score = attention_score(ve, am, "dc_sv", score_code);
+  const std::string epi = attention_epilogue(ve, w, am, "dc_h");
+  const int64_t q_smem = L.bm * L.ldq, k_smem = L.bn * L.ldk, v_smem = L.bn * L.ldv, s_smem = L.bm * L.lds;
+  return {{"BM", str(L.bm)},         {"BN", str(L.bn)},         {"THREADS", str(L.threads)},
+          {"D", str(am.d)},          {"DV", str(am.dv)},        {"SQ", str(am.sq)},
+          {"SK", str(am.sk)},        {"LDQ", str(L.ldq)},       {"LDK", str(L.ldk)},
+          {"LDV", str(L.ldv)},       {"LDS", str(L.lds)},       {"TMR", str(L.tmr)},
+          {"TNC", str(L.tnc)},       {"RS", str(L.bm / L.tmr)}, {"CS", str(L.bn / L.tnc)},
+          {"OPT", str(L.opt)},       {"G", str(L.grp)},         {"GROUPS", str(L.groups)},
+          {"ROW_ITERS", str(L.row_iters)}, {"NT", str(ceil_div(am.sk, L.bn))},
+          {"STAGES", str(L.stages)}, {"NEG_INF", kNegInf},
+          {"CUR", L.stages > 1 ? "dc_jt & 1" : "0"},
+          {"Q_SMEM", str(q_smem)},   {"KV_SMEM", str(k_smem + v_smem)},
+          {"K_SMEM", str(k_smem)},   {"S_SMEM", str(s_smem)},
+          {"PARAMS", kernel_params(w)}, {"SETUP", setup},
+          {"LOAD_Q", load_tile(tq, am, ve, L.threads)},
+          {"LOAD_KV", load_tile(tk, am, ve, L.threads) + load_tile(tv, am, ve, L.threads)},
+          {"SCORE_CODE", score_code}, {"SCORE", score}, {"EPILOGUE", epi}};
+}
+
+// The softmax's shuffles over a row's threads, and the key-tile pipeline: with two stages
+// the next tile is loaded into the other buffer while this one is used, else after it.
+void pipeline_vars(TemplateVars& vars, const Fp32Layout& L) {
+  vars["SHUFFLE_MAX"] = L.grp > 1 ? expand_template(R"(      DC_UNROLL
+      for (int dc_off = $(G) / 2; dc_off > 0; dc_off >>= 1)
+        dc_mx = fmaxf(dc_mx, __shfl_xor_sync(0xffffffffu, dc_mx, dc_off));
+)",
+                                                    vars)
+                                  : "";
+  vars["SHUFFLE_SUM"] = L.grp > 1 ? expand_template(R"(      DC_UNROLL
+      for (int dc_off = $(G) / 2; dc_off > 0; dc_off >>= 1)
+        dc_sum += __shfl_xor_sync(0xffffffffu, dc_sum, dc_off);
+)",
+                                                    vars)
+                                  : "";
+  vars["NEXT_TILE"] = L.stages >= 2 ? expand_template(R"(    // Next K/V tile into the other buffer while this one is used.
+    if (dc_jt + 1 < $(NT)) {
+      const dc_i64 dc_j0 = (dc_i64)(dc_jt + 1) * $(BN);
+      float* dc_kbuf = dc_ks + (dc_cur ^ 1) * $(KV_SMEM);
+      float* dc_vbuf = dc_kbuf + $(K_SMEM);
+      $(LOAD_KV)
+    }
+)",
+                                                      vars)
+                                    : "";
+  vars["LOAD_AFTER"] = L.stages >= 2 ? ""
+                                     : expand_template(R"(    if (dc_jt + 1 < $(NT)) {
+      const dc_i64 dc_j0 = (dc_i64)(dc_jt + 1) * $(BN);
+      float* dc_kbuf = dc_ks;
+      float* dc_vbuf = dc_kbuf + $(K_SMEM);
+      $(LOAD_KV)
+      __syncthreads();
+    }
+)",
+                                                       vars);
+}
+
+}  // namespace
+
+GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
+  DC_INTERNAL_CHECK(v.template_name == "attention_fused", "attention_fused: variant ", v.key());
+  if (v.precision != "fp32") return generate_attention_mma(w, v);
+  const Graph& g = w.graph;
+  const AttentionMatch am = match_attention(w);
+  const Fp32Layout L = fp32_layout(am, v);
+
+  ValueEmitter ve(g);
+  const int64_t vec_param = std::max<int64_t>(1, v.param("vec", 1));
+  Tile tq = tile("q", am.q, L.bm, am.d, am.sq, "dc_q0", "dc_qs", L.ldq, false);
+  Tile tk = tile("k", am.kt, L.bn, am.d, am.sk, "dc_j0", "dc_kbuf", L.ldk, true);
+  Tile tv = tile("v", am.v, L.bn, am.dv, am.sk, "dc_j0", "dc_vbuf", L.ldv, false);
+  for (Tile* t : {&tq, &tk, &tv}) make_view(*t, g, ve, vec_param);
+
+  TemplateVars vars = kernel_vars(w, am, L, ve, tq, tk, tv);
+  pipeline_vars(vars, L);
+  vars["SCORES"] = expand_template(kScores, vars);
+  vars["ONLINE_SOFTMAX"] = expand_template(kOnlineSoftmax, vars);
+
+  std::string src = source_header(w, v.template_name, v.key());
+  src += fmt::format("// attention: batch {}, {} queries x {} keys, head dims {} / {}\n", am.batch, am.sq, am.sk, am.d,
+                     am.dv);
+  src += expand_template(kDeviceFunctions, vars);
+  src += expand_template(kKernel, vars);
+
+  DC_INTERNAL_CHECK(am.batch <= 65535, "attention_fused: ", am.batch, " batch*heads exceed grid.y");
+  const int64_t smem_floats = L.bm * L.ldq + L.stages * (L.bn * L.ldk + L.bn * L.ldv) + L.bm * L.lds + 3 * L.bm;
+  return one_launch_kernel(w, v, std::move(src), "dc_attention", {ceil_div(am.sq, L.bm), am.batch, 1}, L.threads,
                            smem_floats * 4);
 }
 

@@ -151,59 +151,68 @@ __syncwarp();  // every lane has read P before the next key tile writes it
 )", vars);
 }
 
-}  // namespace
+// The figures of one variant that every phase below shares: tiles, pitches, the key-tile
+// split, shared memory.
+struct MmaLayout {
+  int64_t bm = 0, bn = 0, wm = 0, stages = 0, threads = 0, mtiles = 0;
+  bool volta = false;
+  int64_t dp = 0, dvp = 0;  // head dims padded
+  int64_t ldq = 0, ldk = 0, ldv = 0, ldp = 0;
+  int64_t nt = 0, tiles_per_split = 0, splits = 0;
+  int64_t q_smem = 0, k_smem = 0, v_smem = 0, p_smem = 0, smem_bytes = 0;
+};
 
-GeneratedKernel generate_attention_mma(const Workload& w, const Variant& v) {
-  DC_INTERNAL_CHECK(v.template_name == "attention_fused", "attention_fused: variant ", v.key());
-  const Graph& g = w.graph;
-  const AttentionMatch am = match_attention(w);
-  const MathType mt = math_type(v.precision);
-  const int64_t bm = v.param("block_m"), bn = v.param("block_n");
-  const int64_t wm = v.param("warp_m", 16);
-  const bool volta = v.param("m8n8k4", 0) != 0;
-  DC_INTERNAL_CHECK(!volta || v.precision == "fp16", "attention_fused: m8n8k4 is fp16 only");
-  const int64_t stages = std::clamp<int64_t>(v.param("stages", 2), 1, 4);
-  DC_INTERNAL_CHECK(bm > 0 && bn > 0 && bn % 16 == 0 && (wm == 16 || wm == 32) && bm % wm == 0 &&
-                        bm / wm <= 8,
+MmaLayout mma_layout(const AttentionMatch& am, const MathType& mt, const Variant& v) {
+  MmaLayout L;
+  L.bm = v.param("block_m");
+  L.bn = v.param("block_n");
+  L.wm = v.param("warp_m", 16);
+  L.volta = v.param("m8n8k4", 0) != 0;
+  DC_INTERNAL_CHECK(!L.volta || v.precision == "fp16", "attention_fused: m8n8k4 is fp16 only");
+  L.stages = std::clamp<int64_t>(v.param("stages", 2), 1, 4);
+  DC_INTERNAL_CHECK(L.bm > 0 && L.bn > 0 && L.bn % 16 == 0 && (L.wm == 16 || L.wm == 32) && L.bm % L.wm == 0 &&
+                        L.bm / L.wm <= 8,
                     "attention_fused: bad tensor-core parameters in ", v.key());
-  const int64_t threads = bm / wm * 32, mtiles = wm / 16;
+  L.threads = L.bm / L.wm * 32;
+  L.mtiles = L.wm / 16;
   // Head dims padded: K steps of the QK^T mma; for fp16/bf16, V's columns in pairs of n8
   // tiles (one ldmatrix.x4.trans) and Q/K's in whole k16 steps.
-  const int64_t dp = round_up(am.d, mt.k_step);
-  const int64_t dvp = round_up(am.dv, mt.tf32 ? 8 : 16);
+  L.dp = round_up(am.d, mt.k_step);
+  L.dvp = round_up(am.dv, mt.tf32 ? 8 : 16);
   // Row pitch: one 16-byte pad per row (docs/codegen.md: why this is conflict-free).
   const int64_t pad = 16 / mt.elem_bytes;
-  const int64_t ldq = dp + pad, ldk = dp + pad, ldv = dvp + pad;
-  const int64_t nt = ceil_div(am.sk, bn);
-  const int64_t tiles_per_split = ceil_div(nt, std::max<int64_t>(1, v.param("split_kv", 1)));
-  const int64_t splits = ceil_div(nt, tiles_per_split);  // no empty slice
+  L.ldq = L.dp + pad;
+  L.ldk = L.dp + pad;
+  L.ldv = L.dvp + pad;
+  L.nt = ceil_div(am.sk, L.bn);
+  L.tiles_per_split = ceil_div(L.nt, std::max<int64_t>(1, v.param("split_kv", 1)));
+  L.splits = ceil_div(L.nt, L.tiles_per_split);  // no empty slice
+  L.q_smem = L.bm * L.ldq;
+  L.k_smem = L.bn * L.ldk;
+  L.v_smem = L.bn * L.ldv;
+  // Volta: each warp's P tile (warp_m x block_n f16, 8 halves of pad per row).
+  L.ldp = L.bn + 8;
+  L.p_smem = L.volta ? L.bm * L.ldp : 0;
+  L.smem_bytes = (L.q_smem + L.stages * (L.k_smem + L.v_smem) + L.p_smem) * mt.elem_bytes;
+  return L;
+}
 
-  ValueEmitter ve(g);
-  StagedTile tq{"q", am.q, false, bm, am.d, dp, am.sq, ldq, {}, false};
-  StagedTile tk{"k", am.kt, true, bn, am.d, dp, am.sk, ldk, {}, false};
-  StagedTile tvv{"v", am.v, false, bn, am.dv, dvp, am.sk, ldv, {}, false};
-  for (StagedTile* t : {&tq, &tk, &tvv}) {
-    t->view = attention_view(g, ve, t->tensor);
-    t->async = async_ok(*t, mt);
-  }
-  const std::string smem_t = cuda_type(mt.smem);
+// A staged tile's row and column strides in memory (0, 0 when it is computed, not read).
+std::pair<int64_t, int64_t> tile_strides(const StagedTile& t) {
+  if (!t.view.direct) return {0, 0};
+  const size_t r = t.view.strides.size();
+  return {t.view.strides[t.transposed ? r - 1 : r - 2], t.view.strides[t.transposed ? r - 2 : r - 1]};
+}
 
-  // Stage one tile (rows row0.., all padded columns) into `dst`: zeros past the tensor.
-  auto load_tile = [&](const StagedTile& t, const std::string& row0, const std::string& dst) {
-    TemplateVars vars = {{"NAME", t.name}, {"THREADS", str(threads)}, {"ROW0", row0},
-                         {"EXTENT", str(t.extent)}, {"DST", dst}, {"LD", str(t.ld)},
-                         {"COLS", str(t.cols)}};
-    const size_t r = t.view.strides.size();
-    const int64_t rs = t.view.direct ? t.view.strides[t.transposed ? r - 1 : r - 2] : 0;
-    const int64_t cs = t.view.direct ? t.view.strides[t.transposed ? r - 2 : r - 1] : 0;
-    if (t.async) {
-      const int64_t chunk = 16 / mt.elem_bytes, per_row = t.padded_cols / chunk;
-      vars["TOTAL"] = str(t.rows * per_row);
-      vars["PER_ROW"] = str(per_row);
-      vars["CHUNK"] = str(chunk);
-      vars["SRC"] = fmt::format("{} + dc_{}_base + dc_gr * {} + dc_c", t.view.pointer, t.name, rs);
-      vars["BASE"] = t.view.pointer;
-      return expand_template(R"(// $(NAME) tile: 16-byte cp.async copies, zero-filled past the tensor
+// Load phase, cp.async: 16-byte copies straight into the tile.
+std::string load_tile_async(const StagedTile& t, const MathType& mt, TemplateVars vars) {
+  const int64_t chunk = 16 / mt.elem_bytes, per_row = t.padded_cols / chunk;
+  vars["TOTAL"] = str(t.rows * per_row);
+  vars["PER_ROW"] = str(per_row);
+  vars["CHUNK"] = str(chunk);
+  vars["SRC"] = fmt::format("{} + dc_{}_base + dc_gr * {} + dc_c", t.view.pointer, t.name, tile_strides(t).first);
+  vars["BASE"] = t.view.pointer;
+  return expand_template(R"(// $(NAME) tile: 16-byte cp.async copies, zero-filled past the tensor
 for (int dc_i = (int)threadIdx.x; dc_i < $(TOTAL); dc_i += $(THREADS)) {
   const int dc_r = dc_i / $(PER_ROW), dc_c = (dc_i % $(PER_ROW)) * $(CHUNK);
   const dc_i64 dc_gr = $(ROW0) + dc_r;
@@ -211,30 +220,33 @@ for (int dc_i = (int)threadIdx.x; dc_i < $(TOTAL); dc_i += $(THREADS)) {
   dc_cp_async_16($(DST) + dc_r * $(LD) + dc_c, dc_ok ? (const void*)($(SRC)) : (const void*)$(BASE), dc_ok);
 }
 )",
-                             vars);
-    }
-    // Through registers: element by element (converted to the shared type), rows fastest
-    // where the rows have unit stride in memory (coalesced), else columns fastest.
-    std::string val;
-    std::string body;
-    if (t.view.direct) {
-      val = load_value(t.view.dtype, fmt::format("{}[dc_{}_base + dc_gr * {} + (dc_i64)dc_c * {}]",
-                                                 t.view.pointer, t.name, rs, cs));
-    } else {
-      ve.reset_locals();
-      const auto coords =
-          t.transposed ? am.with_batch({"dc_c", "dc_gr"}) : am.with_batch({"dc_gr", "dc_c"});
-      val = ve.value_dedented(t.tensor, coords, body);
-      ve.reset_locals();
-    }
-    vars["BODY"] = body;
-    vars["VAL"] = val;
-    vars["TOTAL"] = str(t.rows * t.padded_cols);
-    const bool rows_fastest = t.view.direct && rs == 1;
-    vars["R"] = rows_fastest ? fmt::format("dc_i % {}", t.rows) : fmt::format("dc_i / {}", t.padded_cols);
-    vars["C"] = rows_fastest ? fmt::format("dc_i / {}", t.rows) : fmt::format("dc_i % {}", t.padded_cols);
-    vars["STORE"] = store_value(mt.smem, "dc_x");
-    return expand_template(R"(// $(NAME) tile through registers, zeros past the tensor
+                         vars);
+}
+
+// Load phase through registers: element by element (converted to the shared type), rows
+// fastest where the rows have unit stride in memory (coalesced), else columns fastest.
+std::string load_tile_registers(const StagedTile& t, const MathType& mt, const AttentionMatch& am, ValueEmitter& ve,
+                                TemplateVars vars) {
+  const auto [rs, cs] = tile_strides(t);
+  std::string val;
+  std::string body;
+  if (t.view.direct) {
+    val = load_value(t.view.dtype, fmt::format("{}[dc_{}_base + dc_gr * {} + (dc_i64)dc_c * {}]",
+                                               t.view.pointer, t.name, rs, cs));
+  } else {
+    ve.reset_locals();
+    const auto coords = t.transposed ? am.with_batch({"dc_c", "dc_gr"}) : am.with_batch({"dc_gr", "dc_c"});
+    val = ve.value_dedented(t.tensor, coords, body);
+    ve.reset_locals();
+  }
+  vars["BODY"] = body;
+  vars["VAL"] = val;
+  vars["TOTAL"] = str(t.rows * t.padded_cols);
+  const bool rows_fastest = t.view.direct && rs == 1;
+  vars["R"] = rows_fastest ? fmt::format("dc_i % {}", t.rows) : fmt::format("dc_i / {}", t.padded_cols);
+  vars["C"] = rows_fastest ? fmt::format("dc_i / {}", t.rows) : fmt::format("dc_i % {}", t.padded_cols);
+  vars["STORE"] = store_value(mt.smem, "dc_x");
+  return expand_template(R"(// $(NAME) tile through registers, zeros past the tensor
 for (int dc_i = (int)threadIdx.x; dc_i < $(TOTAL); dc_i += $(THREADS)) {
   const int dc_r = $(R), dc_c = $(C);
   const dc_i64 dc_gr = $(ROW0) + dc_r;
@@ -246,58 +258,21 @@ for (int dc_i = (int)threadIdx.x; dc_i < $(TOTAL); dc_i += $(THREADS)) {
   $(DST)[dc_r * $(LD) + dc_c] = $(STORE);
 }
 )",
-                           vars);
-  };
+                         vars);
+}
 
-  std::string setup = attention_batch_setup(am, "dc_bz");
-  for (const StagedTile* t : {&tq, &tk, &tvv})
-    if (t->view.direct) setup += attention_view_base(am, t->view, t->name);
+// Stage one tile (rows row0.., all padded columns) into `dst`: zeros past the tensor.
+std::string load_tile(const StagedTile& t, const MathType& mt, const AttentionMatch& am, ValueEmitter& ve,
+                      int64_t threads, const std::string& row0, const std::string& dst) {
+  const TemplateVars vars = {{"NAME", t.name},          {"THREADS", str(threads)}, {"ROW0", row0},
+                             {"EXTENT", str(t.extent)}, {"DST", dst},              {"LD", str(t.ld)},
+                             {"COLS", str(t.cols)}};
+  return t.async ? load_tile_async(t, mt, vars) : load_tile_registers(t, mt, am, ve, vars);
+}
 
-  std::string score_code;
-  const std::string score = attention_score(ve, am, "dc_sv", score_code);
-  const std::string epi = attention_epilogue(ve, w, am, "dc_h");
-
-  const int64_t q_smem = bm * ldq, k_smem = bn * ldk, v_smem = bn * ldv;
-  // Volta: each warp's P tile (warp_m x block_n f16, 8 halves of pad per row).
-  const int64_t ldp = bn + 8, p_smem = volta ? bm * ldp : 0;
-  const int64_t smem_bytes = (q_smem + stages * (k_smem + v_smem) + p_smem) * mt.elem_bytes;
-  TemplateVars vars = {
-      {"BM", str(bm)},         {"BN", str(bn)},           {"WM", str(wm)},
-      {"MT", str(mtiles)},     {"THREADS", str(threads)}, {"SQ", str(am.sq)},
-      {"SK", str(am.sk)},      {"DV", str(am.dv)},        {"LDQ", str(ldq)},
-      {"LDK", str(ldk)},       {"LDV", str(ldv)},         {"NT", str(nt)},
-      {"TPS", str(tiles_per_split)}, {"STAGES", str(stages)}, {"NEG_INF", kNegInf},
-      {"Q_SMEM", str(q_smem)}, {"K_SMEM", str(k_smem)},   {"KV_SMEM", str(k_smem + v_smem)},
-      {"SN", str(bn / (volta ? 16 : 8))}, {"DN", str(dvp / (volta ? 16 : 8))}, {"QK", str(dp / mt.k_step)},
-      {"PK", str(bn / mt.k_step)}, {"SMEM_T", smem_t},    {"MMA", mt.mma},
-      {"PACK", mt.pack},       {"SETUP", setup},          {"SCORE_CODE", score_code},
-      {"SCORE", score},        {"EPILOGUE", epi},         {"BATCH", str(am.batch)},
-      {"WAIT_PRO", str(stages - 1)}, {"WAIT_LOOP", str(std::max<int64_t>(0, stages - 2))},
-      {"LOAD_Q", load_tile(tq, "dc_q0", "dc_qs")},
-      {"LOAD_KV", load_tile(tk, "dc_j0", "dc_kbuf") + load_tile(tvv, "dc_j0", "dc_vbuf")}};
-  // Accumulators per fragment, the elements of one row half (dc_hf) among them, the lanes
-  // that share a row, and (row, key/column) of accumulator dc_i.
-  vars["ACC"] = volta ? "8" : "4";
-  vars["EPR"] = volta ? "4" : "2";
-  vars["ELEM"] = volta ? "2 * dc_hf + (dc_e2 & 1) + (dc_e2 >> 1) * 4" : "2 * dc_hf + dc_e2";
-  vars["XOR1"] = volta ? "2" : "1";
-  vars["XOR2"] = volta ? "8" : "2";
-  vars["ROW_I"] = volta ? "dc_br + dc_mma884_c_row(dc_lane, dc_i)" : "dc_g + 8 * (dc_i >> 1)";
-  vars["COL_I"] = volta ? "dc_j * 16 + dc_bc + dc_mma884_c_col(dc_lane, dc_i)" : "dc_j * 8 + 2 * dc_t + (dc_i & 1)";
-  vars["ROW_HF"] = volta ? "dc_br + dc_mma884_c_row(dc_lane, 2 * dc_hf)" : "dc_g + 8 * dc_hf";
-  vars["COL_E"] = volta ? "dc_dn * 16 + dc_bc + dc_mma884_c_col(dc_lane, dc_oi)" : "dc_dn * 8 + 2 * dc_t + dc_e2";
-  vars["P_SMEM"] = str(stages * (k_smem + v_smem));
-  vars["LDP"] = str(ldp);
-  vars["PARAMS"] = splits > 1 ? kernel_params(w, {"float* DC_RESTRICT scratch0", "float* DC_RESTRICT scratch1"})
-                              : kernel_params(w);
-
-  // Fragments. fp16/bf16: ldmatrix (x4 covers two n8 tiles or a whole A tile); tf32: one
-  // 32-bit shared load per element, rounded with cvt.rna.tf32.
-  if (volta) {
-    vars["MMA"] = "dc_mma_m8n8k4_f16";
-    volta_attention_fragments(vars, dp);
-  } else if (!mt.tf32) {
-    vars["Q_FRAGS"] = expand_template(R"(unsigned dc_qf[$(MT)][$(QK)][4];
+// Mma phase, fp16/bf16: fragments by ldmatrix (x4 covers two n8 tiles or a whole A tile).
+void ldmatrix_fragments(TemplateVars& vars) {
+  vars["Q_FRAGS"] = expand_template(R"(unsigned dc_qf[$(MT)][$(QK)][4];
 DC_UNROLL
 for (int dc_mi = 0; dc_mi < $(MT); ++dc_mi) {
   DC_UNROLL
@@ -305,9 +280,9 @@ for (int dc_mi = 0; dc_mi < $(MT); ++dc_mi) {
     dc_ldmatrix_x4(dc_qf[dc_mi][dc_kk], dc_qs + (dc_wrow + dc_mi * 16 + (dc_lane & 15)) * $(LDQ) + dc_kk * 16 + (dc_lane >> 4) * 8);
 }
 )", vars);
-    // B of QK^T is K^T (k = head dim, n = key), "col": K's rows as stored. Matrices of one
-    // x4: keys +0..7 / +8..15 (n8 tiles 2jp, 2jp+1) x head-dim halves.
-    vars["QK_MMA"] = expand_template(R"(DC_UNROLL
+  // B of QK^T is K^T (k = head dim, n = key), "col": K's rows as stored. Matrices of one
+  // x4: keys +0..7 / +8..15 (n8 tiles 2jp, 2jp+1) x head-dim halves.
+  vars["QK_MMA"] = expand_template(R"(DC_UNROLL
 for (int dc_kk = 0; dc_kk < $(QK); ++dc_kk) {
   DC_UNROLL
   for (int dc_jp = 0; dc_jp < $(SN) / 2; ++dc_jp) {
@@ -321,10 +296,10 @@ for (int dc_kk = 0; dc_kk < $(QK); ++dc_kk) {
   }
 }
 )", vars);
-    // A of P V from S's accumulators (the C layout of two n8 tiles is the A layout of one
-    // k16 step); B is V (k = key, n = head dim) read transposed: matrices keys +0..7 /
-    // +8..15 x n8 tiles 2dp, 2dp+1.
-    vars["PV_MMA"] = expand_template(R"(DC_UNROLL
+  // A of P V from S's accumulators (the C layout of two n8 tiles is the A layout of one
+  // k16 step); B is V (k = key, n = head dim) read transposed: matrices keys +0..7 /
+  // +8..15 x n8 tiles 2dp, 2dp+1.
+  vars["PV_MMA"] = expand_template(R"(DC_UNROLL
 for (int dc_kk = 0; dc_kk < $(PK); ++dc_kk) {
   unsigned dc_pa[$(MT)][4];
   DC_UNROLL
@@ -346,8 +321,11 @@ for (int dc_kk = 0; dc_kk < $(PK); ++dc_kk) {
   }
 }
 )", vars);
-  } else {
-    vars["Q_FRAGS"] = expand_template(R"(unsigned dc_qf[$(MT)][$(QK)][4];
+}
+
+// Mma phase, tf32: one 32-bit shared load per element, rounded with cvt.rna.tf32.
+void tf32_fragments(TemplateVars& vars) {
+  vars["Q_FRAGS"] = expand_template(R"(unsigned dc_qf[$(MT)][$(QK)][4];
 DC_UNROLL
 for (int dc_mi = 0; dc_mi < $(MT); ++dc_mi) {
   const float* dc_qrow = dc_qs + (dc_wrow + dc_mi * 16 + dc_g) * $(LDQ) + dc_t;
@@ -360,7 +338,7 @@ for (int dc_mi = 0; dc_mi < $(MT); ++dc_mi) {
   }
 }
 )", vars);
-    vars["QK_MMA"] = expand_template(R"(DC_UNROLL
+  vars["QK_MMA"] = expand_template(R"(DC_UNROLL
 for (int dc_kk = 0; dc_kk < $(QK); ++dc_kk) {
   DC_UNROLL
   for (int dc_j = 0; dc_j < $(SN); ++dc_j) {
@@ -371,11 +349,11 @@ for (int dc_kk = 0; dc_kk < $(QK); ++dc_kk) {
   }
 }
 )", vars);
-    // m16n8k8's A wants P(row, k = t) and P(row, t + 4); a lane holds P(row, 2t) and
-    // P(row, 2t + 1) of each n8 score tile. The sum over the 8 keys does not care about
-    // their order, so logical k = t stands for key 2t and k = t + 4 for key 2t + 1, in A and
-    // in B alike: no shuffles.
-    vars["PV_MMA"] = expand_template(R"(DC_UNROLL
+  // m16n8k8's A wants P(row, k = t) and P(row, t + 4); a lane holds P(row, 2t) and
+  // P(row, 2t + 1) of each n8 score tile. The sum over the 8 keys does not care about
+  // their order, so logical k = t stands for key 2t and k = t + 4 for key 2t + 1, in A and
+  // in B alike: no shuffles.
+  vars["PV_MMA"] = expand_template(R"(DC_UNROLL
 for (int dc_j = 0; dc_j < $(SN); ++dc_j) {
   unsigned dc_pa[$(MT)][4];
   DC_UNROLL
@@ -394,11 +372,12 @@ for (int dc_j = 0; dc_j < $(SN); ++dc_j) {
   }
 }
 )", vars);
-  }
+}
 
-  // The key-tile pipeline. stages 1: load, wait, use, barrier. stages >= 2: a ring; tile
-  // it + stages - 1 goes into the buffer tile it - 1 used (every warp has passed this
-  // iteration's barrier, so nobody reads it any more) while tile it is used.
+// The key-tile pipeline. stages 1: load, wait, use, barrier. stages >= 2: a ring; tile
+// it + stages - 1 goes into the buffer tile it - 1 used (every warp has passed this
+// iteration's barrier, so nobody reads it any more) while tile it is used.
+void key_pipeline(TemplateVars& vars, int64_t stages) {
   if (stages == 1) {
     vars["PROLOGUE"] = "";
     vars["NEXT"] = expand_template(R"(if (dc_it > 0) __syncthreads();  // the previous tile is no longer read
@@ -412,8 +391,9 @@ dc_cp_async_commit();
 dc_cp_async_wait<0>();
 __syncthreads();
 )", vars);
-  } else {
-    vars["PROLOGUE"] = expand_template(R"(for (int dc_p = 0; dc_p < $(STAGES) - 1; ++dc_p) {
+    return;
+  }
+  vars["PROLOGUE"] = expand_template(R"(for (int dc_p = 0; dc_p < $(STAGES) - 1; ++dc_p) {
   if (dc_jt0 + dc_p < dc_jt1) {
     const dc_i64 dc_j0 = (dc_i64)(dc_jt0 + dc_p) * $(BN);
     $(SMEM_T)* dc_kbuf = dc_kvs + dc_p * $(KV_SMEM);
@@ -423,7 +403,7 @@ __syncthreads();
   dc_cp_async_commit();  // one group per tile, empty or not: the wait counts stay uniform
 }
 )", vars);
-    vars["NEXT"] = expand_template(R"(dc_cp_async_wait<$(WAIT_LOOP)>();  // this thread's copies of tile it have landed
+  vars["NEXT"] = expand_template(R"(dc_cp_async_wait<$(WAIT_LOOP)>();  // this thread's copies of tile it have landed
 __syncthreads();                      // everyone's; and tile it - 1's buffer is free
 if (dc_jt + $(STAGES) - 1 < dc_jt1) {
   const dc_i64 dc_j0 = (dc_i64)(dc_jt + $(STAGES) - 1) * $(BN);
@@ -433,33 +413,29 @@ if (dc_jt + $(STAGES) - 1 < dc_jt1) {
 }
 dc_cp_async_commit();
 )", vars);
-  }
+}
 
-  // End of the key loop: normalise and run the epilogue, or (split) write the partial
-  // state of this slice: O unnormalised, the row max m and the row sum l.
+// End of the key loop: normalise and run the epilogue, or (split) write the partial state
+// of this slice: O unnormalised, the row max m and the row sum l.
+void finish(TemplateVars& vars, int64_t splits) {
   if (splits == 1) {
     vars["FINISH"] = expand_template(R"(const float dc_h = dc_o[dc_mi][dc_dn][dc_oi] / dc_lrow;
 $(EPILOGUE)
 )", vars);
-  } else {
-    vars["FINISH"] = expand_template(R"(const dc_i64 dc_row = ((dc_i64)blockIdx.z * $(BATCH) + dc_bz) * $(SQ) + dc_qr;
+    return;
+  }
+  vars["FINISH"] = expand_template(R"(const dc_i64 dc_row = ((dc_i64)blockIdx.z * $(BATCH) + dc_bz) * $(SQ) + dc_qr;
 scratch0[dc_row * $(DV) + dc_e] = dc_o[dc_mi][dc_dn][dc_oi];
 if (dc_e == 0) {
   scratch1[dc_row * 2] = dc_m[dc_mi][dc_hf];
   scratch1[dc_row * 2 + 1] = dc_lrow;
 }
 )", vars);
-  }
+}
 
-  std::string src = source_header(w, v.template_name, v.key());
-  src += fmt::format(
-      "// attention on tensor cores ({}): batch {}, {} queries x {} keys, head dims {} / {} "
-      "(padded {} / {}); Q {}, K {}, V {}{}\n",
-      v.precision, am.batch, am.sq, am.sk, am.d, am.dv, dp, dvp,
-      tq.async ? "cp.async" : "via registers", tk.async ? "cp.async" : "via registers",
-      tvv.async ? "cp.async" : "via registers",
-      splits > 1 ? fmt::format("; {} key slices of {} tiles", splits, tiles_per_split) : "");
-  src += expand_template(R"(
+// The main kernel, by phase: set-up, Q load and fragments; per key tile the pipeline,
+// S = Q K^T, scale and mask, the online softmax, O += P V; then normalise and finish.
+constexpr const char* kMainKernel = R"(
 extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention_mma($(PARAMS)) {
   DC_DYNAMIC_SMEM($(SMEM_T), dc_smem);
   // Shared memory: Q [BM][LDQ], then per stage a K tile [BN][LDK] and a V tile [BN][LDV];
@@ -513,7 +489,16 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention_mma($(PARAM
         for (int dc_i = 0; dc_i < $(ACC); ++dc_i) dc_s[dc_mi][dc_j][dc_i] = 0.f;
     }
     $(QK_MMA)
-    // Scale and mask (fp32), -inf outside the matrix. Accumulator i of n8 tile j holds
+    $(SCALE_MASK)
+    $(ONLINE_SOFTMAX)
+    // O += P V, P converted to the math type.
+    $(PV_MMA)
+  }
+  $(NORMALISE)
+}
+DC_EXPORT_KERNEL(dc_attention_mma)
+)";
+constexpr const char* kScaleMask = R"(    // Scale and mask (fp32), -inf outside the matrix. Accumulator i of n8 tile j holds
     // row g + 8 (i / 2), key 8 j + 2 t + i % 2 (m8n8k4: the dc_mma884_c tables).
     DC_UNROLL
     for (int dc_mi = 0; dc_mi < $(MT); ++dc_mi) {
@@ -533,7 +518,8 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention_mma($(PARAM
         }
       }
     }
-    // Online softmax, per row: the new max m' = max(m, max_j s_j) over the quad; the
+)";
+constexpr const char* kOnlineSoftmax = R"(    // Online softmax, per row: the new max m' = max(m, max_j s_j) over the quad; the
     // probabilities p_j = exp(s_j - m'); everything accumulated against the old max is
     // rescaled by alpha = exp(m - m'): l = l * alpha + sum_j p_j, O = O * alpha (+ P V
     // below). A row with nothing but -inf so far subtracts 0 instead (no -inf - -inf):
@@ -572,10 +558,8 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention_mma($(PARAM
         }
       }
     }
-    // O += P V, P converted to the math type.
-    $(PV_MMA)
-  }
-  DC_UNROLL
+)";
+constexpr const char* kNormalise = R"(  DC_UNROLL
   for (int dc_mi = 0; dc_mi < $(MT); ++dc_mi) {
     DC_UNROLL
     for (int dc_hf = 0; dc_hf < 2; ++dc_hf) {
@@ -596,24 +580,61 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention_mma($(PARAM
       }
     }
   }
+)";
+
+// The holes of the main kernel's phases.
+TemplateVars main_vars(const Workload& w, const AttentionMatch& am, const MathType& mt, const MmaLayout& L,
+                       ValueEmitter& ve, const StagedTile& tq, const StagedTile& tk, const StagedTile& tv) {
+  std::string setup = attention_batch_setup(am, "dc_bz");
+  for (const StagedTile* t : {&tq, &tk, &tv})
+    if (t->view.direct) setup += attention_view_base(am, t->view, t->name);
+  std::string score_code;
+  const std::string score = attention_score(ve, am, "dc_sv", score_code);
+  TemplateVars vars = {
+      {"BM", str(L.bm)},         {"BN", str(L.bn)},           {"WM", str(L.wm)},
+      {"MT", str(L.mtiles)},     {"THREADS", str(L.threads)}, {"SQ", str(am.sq)},
+      {"SK", str(am.sk)},        {"DV", str(am.dv)},          {"LDQ", str(L.ldq)},
+      {"LDK", str(L.ldk)},       {"LDV", str(L.ldv)},         {"NT", str(L.nt)},
+      {"TPS", str(L.tiles_per_split)}, {"STAGES", str(L.stages)}, {"NEG_INF", kNegInf},
+      {"Q_SMEM", str(L.q_smem)}, {"K_SMEM", str(L.k_smem)},   {"KV_SMEM", str(L.k_smem + L.v_smem)},
+      {"SN", str(L.bn / (L.volta ? 16 : 8))}, {"DN", str(L.dvp / (L.volta ? 16 : 8))},
+      {"QK", str(L.dp / mt.k_step)}, {"PK", str(L.bn / mt.k_step)}, {"SMEM_T", cuda_type(mt.smem)},
+      {"MMA", mt.mma},           {"PACK", mt.pack},           {"SETUP", setup},
+      {"SCORE_CODE", score_code}, {"SCORE", score},           {"EPILOGUE", attention_epilogue(ve, w, am, "dc_h")},
+      {"BATCH", str(am.batch)},  {"WAIT_PRO", str(L.stages - 1)},
+      {"WAIT_LOOP", str(std::max<int64_t>(0, L.stages - 2))},
+      {"LOAD_Q", load_tile(tq, mt, am, ve, L.threads, "dc_q0", "dc_qs")},
+      {"LOAD_KV", load_tile(tk, mt, am, ve, L.threads, "dc_j0", "dc_kbuf") +
+                      load_tile(tv, mt, am, ve, L.threads, "dc_j0", "dc_vbuf")}};
+  // Accumulators per fragment, the elements of one row half (dc_hf) among them, the lanes
+  // that share a row, and (row, key/column) of accumulator dc_i.
+  const bool volta = L.volta;
+  vars["ACC"] = volta ? "8" : "4";
+  vars["EPR"] = volta ? "4" : "2";
+  vars["ELEM"] = volta ? "2 * dc_hf + (dc_e2 & 1) + (dc_e2 >> 1) * 4" : "2 * dc_hf + dc_e2";
+  vars["XOR1"] = volta ? "2" : "1";
+  vars["XOR2"] = volta ? "8" : "2";
+  vars["ROW_I"] = volta ? "dc_br + dc_mma884_c_row(dc_lane, dc_i)" : "dc_g + 8 * (dc_i >> 1)";
+  vars["COL_I"] = volta ? "dc_j * 16 + dc_bc + dc_mma884_c_col(dc_lane, dc_i)" : "dc_j * 8 + 2 * dc_t + (dc_i & 1)";
+  vars["ROW_HF"] = volta ? "dc_br + dc_mma884_c_row(dc_lane, 2 * dc_hf)" : "dc_g + 8 * dc_hf";
+  vars["COL_E"] = volta ? "dc_dn * 16 + dc_bc + dc_mma884_c_col(dc_lane, dc_oi)" : "dc_dn * 8 + 2 * dc_t + dc_e2";
+  vars["P_SMEM"] = str(L.stages * (L.k_smem + L.v_smem));
+  vars["LDP"] = str(L.ldp);
+  vars["PARAMS"] = L.splits > 1 ? kernel_params(w, {"float* DC_RESTRICT scratch0", "float* DC_RESTRICT scratch1"})
+                                : kernel_params(w);
+  return vars;
 }
-DC_EXPORT_KERNEL(dc_attention_mma)
-)",
-                         vars);
 
-  DC_INTERNAL_CHECK(am.batch <= 65535, "attention_fused: ", am.batch, " batch*heads exceed grid.y");
-  if (splits == 1)
-    return one_launch_kernel(w, v, std::move(src), "dc_attention_mma",
-                             {ceil_div(am.sq, bm), am.batch, 1}, threads, smem_bytes);
-
-  // Split over key tiles: the combine launch, one thread per output element. O = sum_s
-  // exp(m_s - M) O_s / sum_s exp(m_s - M) l_s with M = max_s m_s (each slice's O_s and l_s
-  // are relative to its own max m_s).
-  TemplateVars cv = {{"SPLITS", str(splits)}, {"BATCH", str(am.batch)}, {"SQ", str(am.sq)},
-                     {"DV", str(am.dv)},      {"NEG_INF", kNegInf},     {"EPILOGUE", epi},
+// Split over key tiles: the combine launch, one thread per output element. O = sum_s
+// exp(m_s - M) O_s / sum_s exp(m_s - M) l_s with M = max_s m_s (each slice's O_s and l_s
+// are relative to its own max m_s).
+GeneratedKernel split_kernel(const Workload& w, const Variant& v, const AttentionMatch& am, const MmaLayout& L,
+                             const TemplateVars& vars, std::string src) {
+  TemplateVars cv = {{"SPLITS", str(L.splits)}, {"BATCH", str(am.batch)}, {"SQ", str(am.sq)},
+                     {"DV", str(am.dv)},        {"NEG_INF", kNegInf},     {"EPILOGUE", vars.at("EPILOGUE")},
                      {"SETUP", attention_batch_setup(am, "dc_bz")},
                      {"TOTAL", str(am.batch * am.sq * am.dv)},
-                     {"PARAMS", vars["PARAMS"]}};
+                     {"PARAMS", vars.at("PARAMS")}};
   src += expand_template(R"(
 extern "C" __global__ void DC_LAUNCH_BOUNDS(256) dc_attention_combine($(PARAMS)) {
   const dc_i64 dc_lin = (dc_i64)blockIdx.x * 256 + threadIdx.x;
@@ -640,16 +661,16 @@ DC_EXPORT_KERNEL(dc_attention_combine)
   GeneratedKernel k = start_kernel(w, v);
   k.source = std::move(src);
   const int scratch0 = static_cast<int>(k.buffers.size());
-  k.buffers.push_back({"scratch0", BufferRole::scratch, DType::f32, {splits, am.batch, am.sq, am.dv}, false});
-  k.buffers.push_back({"scratch1", BufferRole::scratch, DType::f32, {splits, am.batch, am.sq, 2}, false});
+  k.buffers.push_back({"scratch0", BufferRole::scratch, DType::f32, {L.splits, am.batch, am.sq, am.dv}, false});
+  k.buffers.push_back({"scratch1", BufferRole::scratch, DType::f32, {L.splits, am.batch, am.sq, 2}, false});
   std::vector<int> args = all_workload_args(w);
   args.push_back(scratch0);
   args.push_back(scratch0 + 1);
   Launch main_launch;
   main_launch.kernel = "dc_attention_mma";
-  main_launch.grid = {ceil_div(am.sq, bm), am.batch, splits};
-  main_launch.block = {threads, 1, 1};
-  main_launch.dynamic_smem_bytes = smem_bytes;
+  main_launch.grid = {ceil_div(am.sq, L.bm), am.batch, L.splits};
+  main_launch.block = {L.threads, 1, 1};
+  main_launch.dynamic_smem_bytes = L.smem_bytes;
   main_launch.args = args;
   Launch combine;
   combine.kernel = "dc_attention_combine";
@@ -658,6 +679,54 @@ DC_EXPORT_KERNEL(dc_attention_combine)
   combine.args = args;
   k.launches = {main_launch, combine};
   return k;
+}
+
+}  // namespace
+
+GeneratedKernel generate_attention_mma(const Workload& w, const Variant& v) {
+  DC_INTERNAL_CHECK(v.template_name == "attention_fused", "attention_fused: variant ", v.key());
+  const AttentionMatch am = match_attention(w);
+  const MathType mt = math_type(v.precision);
+  const MmaLayout L = mma_layout(am, mt, v);
+
+  ValueEmitter ve(w.graph);
+  StagedTile tq{"q", am.q, false, L.bm, am.d, L.dp, am.sq, L.ldq, {}, false};
+  StagedTile tk{"k", am.kt, true, L.bn, am.d, L.dp, am.sk, L.ldk, {}, false};
+  StagedTile tv{"v", am.v, false, L.bn, am.dv, L.dvp, am.sk, L.ldv, {}, false};
+  for (StagedTile* t : {&tq, &tk, &tv}) {
+    t->view = attention_view(w.graph, ve, t->tensor);
+    t->async = async_ok(*t, mt);
+  }
+  TemplateVars vars = main_vars(w, am, mt, L, ve, tq, tk, tv);
+  if (L.volta) {
+    vars["MMA"] = "dc_mma_m8n8k4_f16";
+    volta_attention_fragments(vars, L.dp);
+  } else if (!mt.tf32) {
+    ldmatrix_fragments(vars);
+  } else {
+    tf32_fragments(vars);
+  }
+  key_pipeline(vars, L.stages);
+  finish(vars, L.splits);
+  vars["SCALE_MASK"] = expand_template(kScaleMask, vars);
+  vars["ONLINE_SOFTMAX"] = expand_template(kOnlineSoftmax, vars);
+  vars["NORMALISE"] = expand_template(kNormalise, vars);
+
+  std::string src = source_header(w, v.template_name, v.key());
+  src += fmt::format(
+      "// attention on tensor cores ({}): batch {}, {} queries x {} keys, head dims {} / {} "
+      "(padded {} / {}); Q {}, K {}, V {}{}\n",
+      v.precision, am.batch, am.sq, am.sk, am.d, am.dv, L.dp, L.dvp,
+      tq.async ? "cp.async" : "via registers", tk.async ? "cp.async" : "via registers",
+      tv.async ? "cp.async" : "via registers",
+      L.splits > 1 ? fmt::format("; {} key slices of {} tiles", L.splits, L.tiles_per_split) : "");
+  src += expand_template(kMainKernel, vars);
+
+  DC_INTERNAL_CHECK(am.batch <= 65535, "attention_fused: ", am.batch, " batch*heads exceed grid.y");
+  if (L.splits == 1)
+    return one_launch_kernel(w, v, std::move(src), "dc_attention_mma", {ceil_div(am.sq, L.bm), am.batch, 1},
+                             L.threads, L.smem_bytes);
+  return split_kernel(w, v, am, L, vars, std::move(src));
 }
 
 }  // namespace dc

@@ -24,20 +24,24 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-}  // namespace
+// The convolution's geometry and the variant's tiling.
+struct DwLayout {
+  bool two_d = false;
+  int64_t images = 0, channels = 0, out_channels = 0, mult = 0;
+  int64_t IH = 0, IW = 0, OH = 0, OW = 0, KH = 0, KW = 0, SH = 0, SW = 0, DH = 0, DW = 0, PH = 0, PW = 0;
+  int64_t th = 0, tw = 0, bc = 0, ppt = 0, threads = 0;
+  int64_t in_th = 0, in_tw = 0, in_c = 0;  // the staged input tile with its halo
+  int64_t span = 0;                        // input columns under ppt pixels
+  int64_t tiles_w = 0, grid_x = 0, grid_y = 0;
+};
 
-GeneratedKernel generate_depthwise(const Workload& w, const Variant& v) {
-  check_variant(v, "depthwise_direct", true);
-  const Graph& g = w.graph;
-  const Node* conv =
-      &single_main_node(w, "depthwise_direct", "Conv", [](const Node& n) { return n.op == "Conv"; });
-  const Shape& xs = g.info(conv->input(0)).shape;
-  const Shape& ws = g.info(conv->input(1)).shape;
-  const std::string y = conv->outputs.at(0);
-  const Shape& ys = g.info(y).shape;
+// The Conv's operands: float storage only, elementwise outputs, one input channel per group.
+void check_depthwise(const Graph& g, const Node& conv) {
+  const Shape& xs = g.info(conv.input(0)).shape;
+  const Shape& ys = g.info(conv.outputs.at(0)).shape;
   DC_INTERNAL_CHECK(xs.size() == 3 || xs.size() == 4, "depthwise_direct: ", xs.size() - 2,
                     "-D convolution (1-D and 2-D only)");
-  for (const auto& t : conv->inputs)
+  for (const auto& t : conv.inputs)
     if (!t.empty())
       DC_INTERNAL_CHECK(g.info(t).dtype == DType::f32 || g.info(t).dtype == DType::f16 ||
                             g.info(t).dtype == DType::bf16,
@@ -46,89 +50,90 @@ GeneratedKernel generate_depthwise(const Workload& w, const Variant& v) {
   for (const auto& o : g.outputs)
     DC_INTERNAL_CHECK(g.info(o).shape == ys, "depthwise_direct: output '", o,
                       "' is not elementwise with the Conv output");
-  const bool two_d = xs.size() == 4;
-  const ref::Window win = ref::make_window(*conv, {"Conv", false}, Shape(xs.begin() + 2, xs.end()),
+}
+
+DwLayout depthwise_layout(const Graph& g, const Node& conv, const Variant& v) {
+  const Shape& xs = g.info(conv.input(0)).shape;
+  const Shape& ws = g.info(conv.input(1)).shape;
+  DwLayout L;
+  L.two_d = xs.size() == 4;
+  const ref::Window win = ref::make_window(conv, {"Conv", false}, Shape(xs.begin() + 2, xs.end()),
                                            Shape(ws.begin() + 2, ws.end()));
-  const int64_t images = xs[0], channels = xs[1], out_channels = ws[0];
-  const int64_t groups = conv->attrs.get_int("group", 1);
-  DC_INTERNAL_CHECK(groups == channels && ws[1] == 1, "depthwise_direct: ", channels,
+  L.images = xs[0];
+  L.channels = xs[1];
+  L.out_channels = ws[0];
+  const int64_t groups = conv.attrs.get_int("group", 1);
+  DC_INTERNAL_CHECK(groups == L.channels && ws[1] == 1, "depthwise_direct: ", L.channels,
                     " input channels in ", groups,
                     " groups; this template needs one input channel per group");
-  const int64_t mult = out_channels / groups;  // output channels per input channel
-
-  const int64_t th = v.param("tile_h"), tw = v.param("tile_w"), bc = v.param("block_c"),
-                ppt = v.param("pixels_per_thread", 1);
-  DC_INTERNAL_CHECK(th > 0 && tw > 0 && bc > 0 && ppt > 0 && tw % ppt == 0,
+  L.mult = L.out_channels / groups;  // output channels per input channel
+  L.th = v.param("tile_h");
+  L.tw = v.param("tile_w");
+  L.bc = v.param("block_c");
+  L.ppt = v.param("pixels_per_thread", 1);
+  DC_INTERNAL_CHECK(L.th > 0 && L.tw > 0 && L.bc > 0 && L.ppt > 0 && L.tw % L.ppt == 0,
                     "depthwise_direct: bad parameters in ", v.key());
-  const int64_t threads = th * tw * bc / ppt;
-  DC_INTERNAL_CHECK(threads >= 1 && threads <= 1024 &&
-                        (v.threads_per_block == 0 || v.threads_per_block == threads),
-                    "depthwise_direct: ", threads, " threads for ", v.key());
-  const int64_t IH = win.in[1], IW = win.in[2], OH = win.out[1], OW = win.out[2];
-  const int64_t KH = win.kernel[1], KW = win.kernel[2];
-  const int64_t SH = win.stride[1], SW = win.stride[2], DH = win.dilation[1], DW = win.dilation[2];
-  const int64_t PH = win.pad_begin[1], PW = win.pad_begin[2];
-  const int64_t in_th = (th - 1) * SH + (KH - 1) * DH + 1;
-  const int64_t in_tw = (tw - 1) * SW + (KW - 1) * DW + 1;
+  L.threads = L.th * L.tw * L.bc / L.ppt;
+  DC_INTERNAL_CHECK(L.threads >= 1 && L.threads <= 1024 &&
+                        (v.threads_per_block == 0 || v.threads_per_block == L.threads),
+                    "depthwise_direct: ", L.threads, " threads for ", v.key());
+  L.IH = win.in[1], L.IW = win.in[2], L.OH = win.out[1], L.OW = win.out[2];
+  L.KH = win.kernel[1], L.KW = win.kernel[2];
+  L.SH = win.stride[1], L.SW = win.stride[2], L.DH = win.dilation[1], L.DW = win.dilation[2];
+  L.PH = win.pad_begin[1], L.PW = win.pad_begin[2];
+  L.in_th = (L.th - 1) * L.SH + (L.KH - 1) * L.DH + 1;
+  L.in_tw = (L.tw - 1) * L.SW + (L.KW - 1) * L.DW + 1;
   // Input channels a block of block_c output channels reads (the most over all blocks).
-  int64_t in_c = 1;
-  for (int64_t c0 = 0; c0 < out_channels; c0 += bc) {
-    const int64_t last = std::min(out_channels, c0 + bc) - 1;
-    in_c = std::max(in_c, last / mult - c0 / mult + 1);
+  L.in_c = 1;
+  for (int64_t c0 = 0; c0 < L.out_channels; c0 += L.bc) {
+    const int64_t last = std::min(L.out_channels, c0 + L.bc) - 1;
+    L.in_c = std::max(L.in_c, last / L.mult - c0 / L.mult + 1);
   }
-  const int64_t span = (ppt - 1) * SW + (KW - 1) * DW + 1;  // input columns under ppt pixels
-  const int64_t tiles_w = ceil_div(OW, tw), tiles_h = ceil_div(OH, th);
-  const int64_t grid_x = tiles_w * tiles_h, grid_y = ceil_div(out_channels, bc);
-  DC_INTERNAL_CHECK(grid_y <= 65535 && images <= 65535, "depthwise_direct: grid ", grid_x, "x",
-                    grid_y, "x", images, " exceeds CUDA's limits");
+  L.span = (L.ppt - 1) * L.SW + (L.KW - 1) * L.DW + 1;
+  L.tiles_w = ceil_div(L.OW, L.tw);
+  L.grid_x = L.tiles_w * ceil_div(L.OH, L.th);
+  L.grid_y = ceil_div(L.out_channels, L.bc);
+  DC_INTERNAL_CHECK(L.grid_y <= 65535 && L.images <= 65535, "depthwise_direct: grid ", L.grid_x, "x",
+                    L.grid_y, "x", L.images, " exceeds CUDA's limits");
+  return L;
+}
 
+// Coordinates of the input, weight and output, 1-D or 2-D.
+std::vector<std::string> coords(bool two_d, std::vector<std::string> c) {
+  if (!two_d) c.erase(c.begin() + 2);
+  return c;
+}
+
+// The staged operands (input tile, zero in the padding; weights) and the epilogue per
+// output pixel, through the cluster's ValueEmitter.
+void operand_vars(TemplateVars& vars, const Graph& g, const Node& conv, bool two_d) {
   ValueEmitter ve(g);
-  // Staging of the input tile: zero in the padding.
   std::string xcode;
-  std::vector<std::string> xc = two_d ? std::vector<std::string>{"dc_img", "dc_ic", "dc_ih", "dc_iw"}
-                                      : std::vector<std::string>{"dc_img", "dc_ic", "dc_iw"};
-  const std::string xv = ve.value(conv->input(0), xc, xcode);
+  vars["XV"] = ve.value(conv.input(0), coords(two_d, {"dc_img", "dc_ic", "dc_ih", "dc_iw"}), xcode);
+  vars["XCODE"] = xcode;
   ve.reset_locals();
   std::string wcode;
-  std::vector<std::string> wc = two_d ? std::vector<std::string>{"dc_oc", "0", "dc_kh", "dc_kw"}
-                                      : std::vector<std::string>{"dc_oc", "0", "dc_kw"};
-  const std::string wv = ve.value(conv->input(1), wc, wcode);
+  vars["WV"] = ve.value(conv.input(1), coords(two_d, {"dc_oc", "0", "dc_kh", "dc_kw"}), wcode);
+  vars["WCODE"] = wcode;
   ve.reset_locals();
-
-  // Epilogue per output pixel.
   std::string epi;
-  std::vector<std::string> yc = two_d ? std::vector<std::string>{"dc_img", "dc_oc", "dc_oh", "dc_ow"}
-                                      : std::vector<std::string>{"dc_img", "dc_oc", "dc_ow"};
+  const std::vector<std::string> yc = coords(two_d, {"dc_img", "dc_oc", "dc_oh", "dc_ow"});
   std::string hval = "dc_acc[dc_p]";
-  if (conv->has_input(2)) hval += " + " + ve.value_dedented(conv->input(2), {"dc_oc"}, epi);
+  if (conv.has_input(2)) hval += " + " + ve.value_dedented(conv.input(2), {"dc_oc"}, epi);
   // The Conv's output as stored: rounded once to its dtype (fp32 math, any storage).
+  const std::string y = conv.outputs.at(0);
   epi += fmt::format("const float dc_h = {};\n", round_to_storage(g.info(y).dtype, hval));
   ve.bind(y, "dc_h");
   for (const auto& o : g.outputs) {
     const std::string val = ve.value_dedented(o, yc, epi);
-    epi += fmt::format("{}[{}] = {};\n", ve.param_name(o), ve.offset(o, yc),
-                       store_value(g.info(o).dtype, val));
+    epi += fmt::format("{}[{}] = {};\n", ve.param_name(o), ve.offset(o, yc), store_value(g.info(o).dtype, val));
   }
-  ve.reset_locals();
+  vars["EPILOGUE"] = epi;
+}
 
-  const TemplateVars vars = {
-      {"TH", str(th)},           {"TW", str(tw)},         {"BC", str(bc)},
-      {"PPT", str(ppt)},         {"THREADS", str(threads)}, {"IN_TH", str(in_th)},
-      {"IN_TW", str(in_tw)},     {"IN_C", str(in_c)},     {"KH", str(KH)},
-      {"KW", str(KW)},           {"SH", str(SH)},         {"SW", str(SW)},
-      {"DH", str(DH)},           {"DW", str(DW)},         {"PH", str(PH)},
-      {"PW", str(PW)},           {"IH", str(IH)},         {"IW", str(IW)},
-      {"OH", str(OH)},           {"OW", str(OW)},         {"C", str(channels)},
-      {"OC", str(out_channels)}, {"MULT", str(mult)},     {"SPAN", str(span)},
-      {"TILES_W", str(tiles_w)}, {"XCODE", xcode},        {"XV", xv},
-      {"WCODE", wcode},          {"WV", wv},              {"EPILOGUE", epi},
-      {"PARAMS", kernel_params(w)},
-      {"X_SMEM", str(in_c * in_th * in_tw)}};
-
-  std::string src = source_header(w, v.template_name, v.key());
-  src += fmt::format("// depthwise {}x{} conv, {} -> {} channels (multiplier {}), {}x{} -> {}x{}\n",
-                     KH, KW, channels, out_channels, mult, IH, IW, OH, OW);
-  src += expand_template(R"(
+// The per-thread inner loop: pixels_per_thread outputs of one channel from the staged tile
+// (the input row segment under the kernel kept in registers across the kernel's width).
+constexpr const char* kInnerLoop = R"(
 // The per-thread inner loop: pixels_per_thread outputs of one channel from the staged tile
 // (the input row segment under the kernel kept in registers across the kernel's width).
 __device__ __forceinline__ void dc_depthwise_fp32(const float* DC_RESTRICT dc_xrow0,
@@ -150,7 +155,9 @@ __device__ __forceinline__ void dc_depthwise_fp32(const float* DC_RESTRICT dc_xr
   }
 }
 
-extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_depthwise($(PARAMS)) {
+)";
+// The kernel: stage the input tile and the weights, then each thread's pixels and epilogue.
+constexpr const char* kKernel = R"(extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_depthwise($(PARAMS)) {
   DC_DYNAMIC_SMEM(float, dc_smem);
   // Shared memory: the input tile with its halo [IN_C][IN_TH][IN_TW], then the weights of
   // the block's channels [BC][KH * KW].
@@ -208,11 +215,36 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_depthwise($(PARAMS)) 
   }
 }
 DC_EXPORT_KERNEL(dc_depthwise)
-)",
-                vars);
+)";
 
-  return one_launch_kernel(w, v, std::move(src), "dc_depthwise", {grid_x, grid_y, images}, threads,
-                           (in_c * in_th * in_tw + bc * KH * KW) * 4);
+}  // namespace
+
+GeneratedKernel generate_depthwise(const Workload& w, const Variant& v) {
+  check_variant(v, "depthwise_direct", true);
+  const Graph& g = w.graph;
+  const Node& conv = single_main_node(w, "depthwise_direct", "Conv", [](const Node& n) { return n.op == "Conv"; });
+  check_depthwise(g, conv);
+  const DwLayout L = depthwise_layout(g, conv, v);
+  TemplateVars vars = {
+      {"TH", str(L.th)},           {"TW", str(L.tw)},         {"BC", str(L.bc)},
+      {"PPT", str(L.ppt)},         {"THREADS", str(L.threads)}, {"IN_TH", str(L.in_th)},
+      {"IN_TW", str(L.in_tw)},     {"IN_C", str(L.in_c)},     {"KH", str(L.KH)},
+      {"KW", str(L.KW)},           {"SH", str(L.SH)},         {"SW", str(L.SW)},
+      {"DH", str(L.DH)},           {"DW", str(L.DW)},         {"PH", str(L.PH)},
+      {"PW", str(L.PW)},           {"IH", str(L.IH)},         {"IW", str(L.IW)},
+      {"OH", str(L.OH)},           {"OW", str(L.OW)},         {"C", str(L.channels)},
+      {"OC", str(L.out_channels)}, {"MULT", str(L.mult)},     {"SPAN", str(L.span)},
+      {"TILES_W", str(L.tiles_w)}, {"PARAMS", kernel_params(w)},
+      {"X_SMEM", str(L.in_c * L.in_th * L.in_tw)}};
+  operand_vars(vars, g, conv, L.two_d);
+
+  std::string src = source_header(w, v.template_name, v.key());
+  src += fmt::format("// depthwise {}x{} conv, {} -> {} channels (multiplier {}), {}x{} -> {}x{}\n", L.KH, L.KW,
+                     L.channels, L.out_channels, L.mult, L.IH, L.IW, L.OH, L.OW);
+  src += expand_template(kInnerLoop, vars);
+  src += expand_template(kKernel, vars);
+  return one_launch_kernel(w, v, std::move(src), "dc_depthwise", {L.grid_x, L.grid_y, L.images}, L.threads,
+                           (L.in_c * L.in_th * L.in_tw + L.bc * L.KH * L.KW) * 4);
 }
 
 }  // namespace dc

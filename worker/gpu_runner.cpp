@@ -9,8 +9,8 @@
 #include <map>
 
 #include "cuda_driver.h"
+#include "kernel_module.h"
 #include "random_inputs.h"
-#include "ref/compare.h"
 
 namespace dc {
 
@@ -35,8 +35,6 @@ struct GpuDevice::Impl {
 
 namespace {
 
-// Kernels may use 48 KiB of shared memory (static and dynamic) without opting in.
-constexpr int64_t kDefaultDynamicSmem = 48 * 1024;
 // Timed samples recorded between two host synchronisations.
 constexpr int kBatch = 256;
 
@@ -114,70 +112,6 @@ void validate_buffers(const GeneratedKernel& k, const std::vector<Tensor>& buffe
   }
 }
 
-// The module and one function per launch, with the dynamic shared memory opted in.
-struct LoadedKernel {
-  cuda::Module module;
-  std::vector<CUfunction> functions;
-};
-
-std::string launch_label(const GeneratedKernel& k, size_t i) {
-  return fmt::format("launch {} ({})", i, k.launches[i].kernel);
-}
-
-// Above 48 KiB of static plus dynamic shared memory a function must opt in (cuda.h: its
-// default dynamic limit is 48 KiB minus its static size), to the most any of its launches
-// uses: launches of one kernel name share one handle, hence one limit.
-void opt_in_shared_memory(const GpuDevice::Impl& d, const GeneratedKernel& k,
-                          const LoadedKernel& lk) {
-  std::map<CUfunction, int64_t> most;
-  for (size_t i = 0; i < k.launches.size(); ++i)
-    most[lk.functions[i]] = std::max(most[lk.functions[i]], k.launches[i].dynamic_smem_bytes);
-  for (size_t i = 0; i < k.launches.size(); ++i) {
-    const auto it = most.find(lk.functions[i]);
-    if (it == most.end()) continue;  // settled at an earlier launch of the same kernel
-    const int64_t dynamic = it->second;
-    most.erase(it);
-    int static_smem = 0;
-    d.check(d.api().func_get_attribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
-                                       lk.functions[i]),
-            launch_label(k, i) + ": cuFuncGetAttribute");
-    if (dynamic + static_smem <= kDefaultDynamicSmem) continue;
-    d.check(d.api().func_set_attribute(lk.functions[i],
-                                       CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                       static_cast<int>(dynamic)),
-            fmt::format("{}: opting in to {} bytes of dynamic shared memory ({} static; device "
-                        "maximum {})",
-                        launch_label(k, i), dynamic, static_smem, d.smem_optin));
-  }
-}
-
-LoadedKernel load_kernel(const GpuDevice::Impl& d, const GeneratedKernel& k,
-                         const std::vector<char>& cubin) {
-  LoadedKernel lk;
-  lk.module = cuda::load_module(*d.driver, cubin);
-  for (size_t i = 0; i < k.launches.size(); ++i) {
-    const Launch& l = k.launches[i];
-    const std::string label = launch_label(k, i);
-    CUfunction f = nullptr;
-    d.check(d.api().module_get_function(&f, lk.module.get(), l.kernel.c_str()),
-            label + ": cuModuleGetFunction");
-    // Checked here so that the cast to the driver's unsigned ints cannot wrap.
-    for (int64_t v : {l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2]})
-      if (v < 1 || v > std::numeric_limits<int32_t>::max())
-        throw cuda::CudaError(CUDA_ERROR_INVALID_VALUE,
-                              fmt::format("{}: grid {}x{}x{} / block {}x{}x{} out of range", label,
-                                          l.grid[0], l.grid[1], l.grid[2], l.block[0],
-                                          l.block[1], l.block[2]));
-    if (l.dynamic_smem_bytes < 0 || l.dynamic_smem_bytes > std::numeric_limits<int32_t>::max())
-      throw cuda::CudaError(CUDA_ERROR_INVALID_VALUE,
-                            fmt::format("{}: dynamic shared memory {} out of range", label,
-                                        l.dynamic_smem_bytes));
-    lk.functions.push_back(f);
-  }
-  opt_in_shared_memory(d, k, lk);
-  return lk;
-}
-
 // One device copy of every buffer of the kernel.
 std::vector<cuda::DeviceMemory> allocate(const GpuDevice::Impl& d, const GeneratedKernel& k) {
   std::vector<cuda::DeviceMemory> mem;
@@ -211,7 +145,7 @@ void initialize_outputs(const GpuDevice::Impl& d, const GeneratedKernel& k,
   }
 }
 
-void launch_all(const GpuDevice::Impl& d, const GeneratedKernel& k, const LoadedKernel& lk,
+void launch_all(const GpuDevice::Impl& d, const GeneratedKernel& k, const cuda::LoadedKernel& lk,
                 const std::vector<cuda::DeviceMemory>& mem, CUstream stream = nullptr) {
   std::vector<CUdeviceptr> args;
   std::vector<void*> params;
@@ -229,7 +163,7 @@ void launch_all(const GpuDevice::Impl& d, const GeneratedKernel& k, const Loaded
     d.check(d.api().launch_kernel(lk.functions[i], u(l.grid[0]), u(l.grid[1]), u(l.grid[2]),
                                   u(l.block[0]), u(l.block[1]), u(l.block[2]),
                                   u(l.dynamic_smem_bytes), stream, params.data(), nullptr),
-            launch_label(k, i) + ": cuLaunchKernel");
+            cuda::launch_label(k, i) + ": cuLaunchKernel");
   }
 }
 
@@ -417,7 +351,7 @@ GpuRunResult run_on_gpu(GpuDevice& device, const GeneratedKernel& kernel,
   if (refuse_if_lost(d, r)) return r;
   try {
     d.make_current();
-    const LoadedKernel lk = load_kernel(d, kernel, cubin);
+    const cuda::LoadedKernel lk = cuda::load_kernel(*d.driver, kernel, cubin, d.smem_optin);
     const std::vector<cuda::DeviceMemory> mem = allocate(d, kernel);
     std::vector<Tensor> results;
     settled(d, [&] {
@@ -449,7 +383,7 @@ TimingResult time_on_gpu(GpuDevice& device, const GeneratedKernel& kernel,
   if (refuse_if_lost(d, r)) return r;
   try {
     d.make_current();
-    const LoadedKernel lk = load_kernel(d, kernel, cubin);
+    const cuda::LoadedKernel lk = cuda::load_kernel(*d.driver, kernel, cubin, d.smem_optin);
 
     // How to keep each sample's data out of L2: enough rotating copies of every buffer
     // that the others touched in between cover twice the L2, or a flush buffer.
@@ -532,68 +466,16 @@ TimingResult time_on_gpu(GpuDevice& device, const GeneratedKernel& kernel,
 
 // ---- correctness ---------------------------------------------------------------------
 
-namespace {
-
-// The kernel's buffers with the workload inputs filled in by name.
-std::vector<Tensor> bind_inputs(const Workload& w, const GeneratedKernel& k,
-                                const std::vector<Tensor>& inputs) {
-  std::vector<Tensor> buffers(k.buffers.size());
-  for (size_t i = 0; i < k.buffers.size(); ++i) {
-    if (k.buffers[i].role != BufferRole::input) continue;
-    const auto it = std::find(w.graph.inputs.begin(), w.graph.inputs.end(), k.buffers[i].name);
-    DC_INTERNAL_CHECK(it != w.graph.inputs.end(), "kernel ", k.template_name, " reads ",
-                      k.buffers[i].name, ", which is no input of workload ", w.signature);
-    buffers[i] = inputs[static_cast<size_t>(it - w.graph.inputs.begin())];
-  }
-  return buffers;
-}
-
-const Tensor& output_named(const GeneratedKernel& k, const std::vector<Tensor>& buffers,
-                           const std::string& name) {
-  for (size_t i = 0; i < k.buffers.size(); ++i)
-    if (k.buffers[i].role == BufferRole::output && k.buffers[i].name == name) return buffers[i];
-  throw_internal_error("kernel ", k.template_name, " has no output ", name);
-}
-
-}  // namespace
-
 ReferenceCheck check_against_reference(GpuDevice& device, const Workload& w,
                                        const GeneratedKernel& variant,
                                        const std::vector<char>& variant_cubin,
                                        const GeneratedKernel& reference,
                                        const std::vector<char>& reference_cubin,
                                        const Tolerance& tolerance, const std::vector<Tensor>& inputs) {
-  ReferenceCheck check;
-  auto fail = [&check](const GpuRunResult& run, const std::string& prefix) {
-    check.status = run.status;
-    check.error = prefix + run.error;
-    check.context_lost = run.context_lost;
-    return check;
+  const KernelRun run = [&device](const GeneratedKernel& k, const std::vector<char>& cubin, std::vector<Tensor>& b) {
+    return run_on_gpu(device, k, cubin, b);
   };
-
-  std::vector<Tensor> want = bind_inputs(w, reference, inputs);
-  const GpuRunResult ref_run = run_on_gpu(device, reference, reference_cubin, want);
-  if (!ref_run.ok()) return fail(ref_run, "reference kernel: ");
-  std::vector<Tensor> got = bind_inputs(w, variant, inputs);
-  const GpuRunResult var_run = run_on_gpu(device, variant, variant_cubin, got);
-  if (!var_run.ok()) return fail(var_run, "");
-
-  for (const auto& name : w.graph.outputs) {
-    const ref::Comparison c = ref::compare_tensors(output_named(variant, got, name),
-                                                   output_named(reference, want, name),
-                                                   tolerance.rtol, tolerance.atol);
-    check.max_rel_error = std::max(check.max_rel_error, c.rel_l2_error);
-    check.max_abs_error = std::max(check.max_abs_error, c.max_abs_error);
-    if (!c.pass && check.status == JobStatus::ok) {
-      check.status = JobStatus::wrong_result;
-      check.error = c.problem.empty()
-                        ? fmt::format("output {}: relative L2 error {:.3g} above {:.3g} (max "
-                                      "abs. error {:.3g})",
-                                      name, c.rel_l2_error, tolerance.rtol, c.max_abs_error)
-                        : fmt::format("output {}: {}", name, c.problem);
-    }
-  }
-  return check;
+  return check_against_reference(run, w, variant, variant_cubin, reference, reference_cubin, tolerance, inputs, "");
 }
 
 }  // namespace dc

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "cuda_driver.h"
-#include "farm/status.h"
+#include "kernel_check.h"
 #include "ir/tensor.h"
 #include "ir/tolerance.h"
 #include "ir/workload.h"
@@ -59,14 +59,6 @@ class GpuDevice {
 
  private:
   std::unique_ptr<Impl> impl_;
-};
-
-struct GpuRunResult {
-  JobStatus status = JobStatus::ok;
-  // For a failure: the step, the launch and kernel, CUDA's error name and text.
-  std::string error;
-  bool context_lost = false;  // a sticky error: restart the process to use the GPU again
-  bool ok() const { return status == JobStatus::ok; }
 };
 
 // Runs kernel.launches in order once, like emulate(): buffers[i] is kernel.buffers[i];
@@ -118,20 +110,9 @@ TimingResult time_on_gpu(GpuDevice& device, const GeneratedKernel& kernel,
                          const std::vector<char>& cubin, const std::vector<Tensor>& inputs,
                          const TimingOptions& options = {});
 
-struct ReferenceCheck {
-  JobStatus status = JobStatus::ok;  // ok, wrong_result, or the failure of a run
-  std::string error;
-  bool context_lost = false;
-  double max_rel_error = 0;  // worst output's relative L2 error
-  double max_abs_error = 0;  // worst element over all outputs
-  bool ok() const { return status == JobStatus::ok; }
-};
-
-// Runs the workload's reference kernel (codegen's generate_reference, compiled) and the
-// variant on the same fresh random inputs (`inputs`, one per graph input of `w`:
-// random_workload_inputs, or the worker's job_inputs) and compares every workload output
-// against `tolerance`, the bound the coordinator computed (docs/precision.md). A reference that fails is reported with its status and an error
-// starting "reference kernel: ".
+// kernel_check.h's check_against_reference with run_on_gpu: the workload's reference kernel
+// (codegen's generate_reference, compiled) and the variant on the same fresh random inputs
+// (`inputs`, one per graph input of `w`: random_workload_inputs, or the worker's job_inputs).
 ReferenceCheck check_against_reference(GpuDevice& device, const Workload& w,
                                        const GeneratedKernel& variant,
                                        const std::vector<char>& variant_cubin,

@@ -56,30 +56,11 @@ JobStatus classify_emulator_error(const std::string& error) {
   return JobStatus::unsupported;
 }
 
-// The kernel's buffers with the workload inputs filled in by name. Empty optional-style
-// error text when a kernel reads something that is no workload input or has another type.
-std::string bind_inputs(const Workload& w, const GeneratedKernel& k, const std::vector<Tensor>& inputs,
-                        std::vector<Tensor>* buffers) {
-  buffers->assign(k.buffers.size(), Tensor());
-  for (size_t i = 0; i < k.buffers.size(); ++i) {
-    const KernelBuffer& b = k.buffers[i];
-    if (b.role != BufferRole::input) continue;
-    const auto it = std::find(w.graph.inputs.begin(), w.graph.inputs.end(), b.name);
-    if (it == w.graph.inputs.end())
-      return str_cat("kernel ", k.template_name, " reads '", b.name, "', which is no input of the workload");
-    const Tensor& t = inputs[static_cast<size_t>(it - w.graph.inputs.begin())];
-    if (t.dtype() != b.dtype || t.shape() != b.shape)
-      return str_cat("kernel ", k.template_name, " reads '", b.name, "' as ", dtype_name(b.dtype), shape_str(b.shape),
-                     " but the workload input is ", dtype_name(t.dtype()), shape_str(t.shape()));
-    (*buffers)[i] = t;
-  }
-  return "";
-}
-
-const Tensor* output_named(const GeneratedKernel& k, const std::vector<Tensor>& buffers, const std::string& name) {
-  for (size_t i = 0; i < k.buffers.size(); ++i)
-    if (k.buffers[i].role == BufferRole::output && k.buffers[i].name == name) return &buffers[i];
-  return nullptr;
+// A failed reference check as the job's result (the error's head only: a device's log may be long).
+farm::Result failed_check(const ReferenceCheck& check) {
+  farm::Result r = failed(check.status, head(check.error));
+  r.set_max_rel_error(check.max_rel_error);
+  return r;
 }
 
 // The bound the coordinator computed from the real workload: applied exactly, never
@@ -110,36 +91,19 @@ void report_resources(const CompileResult& c, const GeneratedKernel& k, farm::Re
   r->set_nvrtc_version(c.nvrtc_version);
 }
 
-// Runs both kernels on the host emulator and compares the outputs: the emulated device's
-// correctness check. Returns the failure, or a Result with status ok and max_rel_error.
-farm::Result emulator_check(const Workload& w, const GeneratedKernel& variant, const GeneratedKernel& reference,
-                            const Tolerance& tol, const std::vector<Tensor>& inputs, const EmulatorOptions& options) {
-  std::vector<Tensor> want, got;
-  if (std::string e = bind_inputs(w, reference, inputs, &want); !e.empty()) return failed(JobStatus::unsupported, e);
-  if (std::string e = bind_inputs(w, variant, inputs, &got); !e.empty()) return failed(JobStatus::unsupported, e);
-  const EmulatorResult ref_run = emulate(reference, want, options);
-  if (!ref_run.ok) return failed(classify_emulator_error(ref_run.error), "reference kernel: " + ref_run.error);
-  const EmulatorResult var_run = emulate(variant, got, options);
-  if (!var_run.ok) return failed(classify_emulator_error(var_run.error), var_run.error);
-  farm::Result r;
-  r.set_status("ok");
-  double worst = 0;
-  for (const std::string& name : w.graph.outputs) {
-    const Tensor* out = output_named(variant, got, name);
-    const Tensor* ref = output_named(reference, want, name);
-    if (out == nullptr || ref == nullptr)
-      return failed(JobStatus::unsupported, "output " + name + " is missing from " + (out ? "the reference" : "the variant"));
-    const ref::Comparison c = ref::compare_tensors(*out, *ref, tol.rtol, tol.atol);
-    worst = std::max(worst, c.rel_l2_error);
-    if (!c.pass && r.status() == "ok") {
-      r.set_status("wrong_result");
-      r.set_error(c.problem.empty() ? str_cat("output ", name, ": relative L2 error ", c.rel_l2_error, " above ",
-                                              tol.rtol, " (max abs. error ", c.max_abs_error, ") on the host emulator")
-                                    : str_cat("output ", name, ": ", c.problem));
+// Both kernels on the host emulator, compared: the emulated device's correctness check.
+ReferenceCheck emulator_check(const Workload& w, const GeneratedKernel& variant, const GeneratedKernel& reference,
+                              const Tolerance& tol, const std::vector<Tensor>& inputs, const EmulatorOptions& options) {
+  const KernelRun run = [&options](const GeneratedKernel& k, const std::vector<char>&, std::vector<Tensor>& buffers) {
+    const EmulatorResult r = emulate(k, buffers, options);
+    GpuRunResult out;
+    if (!r.ok) {
+      out.status = classify_emulator_error(r.error);
+      out.error = r.error;
     }
-  }
-  r.set_max_rel_error(worst);
-  return r;
+    return out;
+  };
+  return check_against_reference(run, w, variant, {}, reference, {}, tol, inputs, " on the host emulator");
 }
 
 }  // namespace
@@ -254,9 +218,9 @@ farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::funct
     }
     compiled();
     if (job.check_on_emulator()) {
-      farm::Result check = emulator_check(w, variant, reference, tol, job_inputs(job, reference), emu);
-      if (check.status() != "ok") return check;
-      out.set_max_rel_error(check.max_rel_error());
+      const ReferenceCheck check = emulator_check(w, variant, reference, tol, job_inputs(job, reference), emu);
+      if (!check.ok()) return failed_check(check);
+      out.set_max_rel_error(check.max_rel_error);
     }
     const EmulatedTiming t = emulated_timing(variant, config_.spec, vc.result.kernels,
                                              EmulatedWork{job.flops(), job.precision().empty() ? "fp32" : job.precision()},
@@ -283,11 +247,7 @@ farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::funct
   const ReferenceCheck check =
       check_against_reference(*gpu_, w, variant, vc.result.cubin, reference, rc.result.cubin, tol, job_values);
   if (check.context_lost) must_restart_ = true;
-  if (!check.ok()) {
-    farm::Result r = failed(check.status, check.error);
-    r.set_max_rel_error(check.max_rel_error);
-    return r;
-  }
+  if (!check.ok()) return failed_check(check);
   out.set_max_rel_error(check.max_rel_error);
   std::vector<Tensor> inputs;
   if (std::string e = bind_inputs(w, variant, job_values, &inputs); !e.empty())
@@ -359,11 +319,7 @@ farm::Result JobExecutor::execute_opencl(const farm::Job& job, const std::functi
   // ---- check and time on the device ----
   const std::vector<Tensor> job_values = job_inputs(job, reference);
   const ReferenceCheck check = check_on_opencl(*ocl_, w, variant, vc.binary, reference, rc.binary, tol, job_values);
-  if (!check.ok()) {
-    farm::Result r = failed(check.status, head(check.error));
-    r.set_max_rel_error(check.max_rel_error);
-    return r;
-  }
+  if (!check.ok()) return failed_check(check);
   out.set_max_rel_error(check.max_rel_error);
   std::vector<Tensor> inputs;
   if (std::string e = bind_inputs(w, variant, job_values, &inputs); !e.empty())

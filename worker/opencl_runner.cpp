@@ -226,61 +226,15 @@ TimingResult time_on_opencl(ocl::Device& device, const GeneratedKernel& kernel, 
   return r;
 }
 
-namespace {
-
-std::vector<Tensor> bind(const Workload& w, const GeneratedKernel& k, const std::vector<Tensor>& inputs) {
-  std::vector<Tensor> buffers(k.buffers.size());
-  for (size_t i = 0; i < k.buffers.size(); ++i) {
-    if (k.buffers[i].role != BufferRole::input) continue;
-    const auto it = std::find(w.graph.inputs.begin(), w.graph.inputs.end(), k.buffers[i].name);
-    DC_INTERNAL_CHECK(it != w.graph.inputs.end(), "kernel ", k.template_name, " reads ", k.buffers[i].name,
-                      ", which is no input of workload ", w.signature);
-    buffers[i] = inputs[static_cast<size_t>(it - w.graph.inputs.begin())];
-  }
-  return buffers;
-}
-
-const Tensor& output_named(const GeneratedKernel& k, const std::vector<Tensor>& buffers, const std::string& name) {
-  for (size_t i = 0; i < k.buffers.size(); ++i)
-    if (k.buffers[i].role == BufferRole::output && k.buffers[i].name == name) return buffers[i];
-  throw_internal_error("kernel ", k.template_name, " has no output ", name);
-}
-
-}  // namespace
-
 ReferenceCheck check_on_opencl(ocl::Device& device, const Workload& w, const GeneratedKernel& variant,
                                const std::vector<char>& variant_spir, const GeneratedKernel& reference,
                                const std::vector<char>& reference_spir, const Tolerance& tolerance,
                                const std::vector<Tensor>& inputs) {
-  ReferenceCheck check;
-  std::vector<Tensor> want = bind(w, reference, inputs);
-  const GpuRunResult ref_run = run_on_opencl(device, reference, reference_spir, want);
-  if (!ref_run.ok()) {
-    check.status = ref_run.status;
-    check.error = "reference kernel: " + ref_run.error;
-    return check;
-  }
-  std::vector<Tensor> got = bind(w, variant, inputs);
-  const GpuRunResult var_run = run_on_opencl(device, variant, variant_spir, got);
-  if (!var_run.ok()) {
-    check.status = var_run.status;
-    check.error = var_run.error;
-    return check;
-  }
-  for (const auto& name : w.graph.outputs) {
-    const ref::Comparison c = ref::compare_tensors(output_named(variant, got, name), output_named(reference, want, name),
-                                                   tolerance.rtol, tolerance.atol);
-    check.max_rel_error = std::max(check.max_rel_error, c.rel_l2_error);
-    check.max_abs_error = std::max(check.max_abs_error, c.max_abs_error);
-    if (!c.pass && check.status == JobStatus::ok) {
-      check.status = JobStatus::wrong_result;
-      check.error = c.problem.empty() ? fmt::format("output {}: relative L2 error {:.3g} above {:.3g} (max abs. error "
-                                                    "{:.3g}) on OpenCL",
-                                                    name, c.rel_l2_error, tolerance.rtol, c.max_abs_error)
-                                      : fmt::format("output {}: {}", name, c.problem);
-    }
-  }
-  return check;
+  const KernelRun run = [&device](const GeneratedKernel& k, const std::vector<char>& spir, std::vector<Tensor>& b) {
+    return run_on_opencl(device, k, spir, b);
+  };
+  return check_against_reference(run, w, variant, variant_spir, reference, reference_spir, tolerance, inputs,
+                                 " on OpenCL");
 }
 
 }  // namespace dc

@@ -30,7 +30,7 @@ GpuRunResult run_on_opencl(ocl::Device& device, const GeneratedKernel& kernel, c
 TimingResult time_on_opencl(ocl::Device& device, const GeneratedKernel& kernel, const std::vector<char>& spir,
                             const std::vector<Tensor>& inputs, const TimingOptions& options = {});
 
-// check_against_reference on an OpenCL device: both kernels on the same inputs (the workload's
+// kernel_check.h's check_against_reference with run_on_opencl: both kernels on the same inputs (the workload's
 // inputs in graph order, e.g. job_inputs).
 ReferenceCheck check_on_opencl(ocl::Device& device, const Workload& w, const GeneratedKernel& variant,
                                const std::vector<char>& variant_spir, const GeneratedKernel& reference,

@@ -19,14 +19,13 @@
 #include "compile_cache.h"
 #include "cuda_driver.h"
 #include "device_discovery.h"
+#include "kernel_module.h"
 #include "ir/error.h"
 #include "ir/parallel.h"
 
 namespace dc::rt {
 namespace {
 
-// Kernels may use 48 KiB of dynamic shared memory without opting in.
-constexpr int64_t kDefaultDynamicSmem = 48 * 1024;
 // Timed runs recorded between two host synchronisations.
 constexpr int kTimingBatch = 256;
 
@@ -196,12 +195,6 @@ struct StepProgram {
   std::vector<KernelCall> calls;
 };
 
-// A module on the device: its image and one function per launch.
-struct LoadedModule {
-  cuda::Module module;
-  std::vector<CUfunction> functions;  // parallel to GeneratedKernel::launches
-};
-
 class CudaBackend final : public Backend {
  public:
   CudaBackend(std::shared_ptr<const cuda::Driver> driver, const CudaBackendOptions& options)
@@ -253,11 +246,10 @@ class CudaBackend final : public Backend {
   [[noreturn]] void fail(const std::string& doing, const cuda::CudaError& e);
 
   std::vector<CompileResult> compile_modules() const;
-  LoadedModule load_module(size_t m, const CompileResult& compiled);
+  cuda::LoadedKernel load_module(size_t m, const CompileResult& compiled);
   int function_attribute(CUfunction f, CUfunction_attribute which, const std::string& kernel) const;
   void check_launch(size_t m, size_t i, CUfunction f) const;
   void copy_weight(int weight, void* host, size_t bytes, bool to_device);
-  void opt_in_shared_memory(size_t m, const LoadedModule& lm) const;
   void allocate();
   void upload_weights();
   CUdeviceptr address_of(int tensor) const;
@@ -275,7 +267,7 @@ class CudaBackend final : public Backend {
   cuda::PrimaryContext context_;
   cuda::Stream stream_;
   const ExecPlan* plan_ = nullptr;
-  std::vector<LoadedModule> modules_;
+  std::vector<cuda::LoadedKernel> modules_;
   std::map<int, cuda::DeviceMemory> io_;  // model inputs and outputs, by tensor id
   cuda::DeviceMemory arena_;
   cuda::DeviceMemory weights_;
@@ -376,19 +368,13 @@ std::vector<CompileResult> CudaBackend::compile_modules() const {
   return out;
 }
 
-LoadedModule CudaBackend::load_module(size_t m, const CompileResult& compiled) {
+cuda::LoadedKernel CudaBackend::load_module(size_t m, const CompileResult& compiled) {
   const GeneratedKernel& k = plan_->modules[m];
-  LoadedModule lm;
+  cuda::LoadedKernel lm;
   try {
-    lm.module = cuda::load_module(*driver_, compiled.cubin);
-    for (const Launch& l : k.launches) {
-      CUfunction f = nullptr;
-      check(api().module_get_function(&f, lm.module.get(), l.kernel.c_str()),
-            "kernel " + l.kernel + ": cuModuleGetFunction");
-      lm.functions.push_back(f);
-    }
+    lm = cuda::load_functions(*driver_, k, compiled.cubin);
     for (size_t i = 0; i < k.launches.size(); ++i) check_launch(m, i, lm.functions[i]);
-    opt_in_shared_memory(m, lm);
+    cuda::opt_in_shared_memory(*driver_, k, lm, device_.smem_optin);
   } catch (const cuda::CudaError& e) {
     fail(fmt::format("loading {} ({})", module_label(*plan_, m), steps_using(*plan_, m)), e);
   }
@@ -400,27 +386,6 @@ int CudaBackend::function_attribute(CUfunction f, CUfunction_attribute which,
   int v = 0;
   check(api().func_get_attribute(&v, which, f), "kernel " + kernel + ": cuFuncGetAttribute");
   return v;
-}
-
-// Above 48 KiB of shared memory per block (static and dynamic together) a function must
-// opt in, to the most any of its launches uses.
-void CudaBackend::opt_in_shared_memory(size_t m, const LoadedModule& lm) const {
-  const GeneratedKernel& k = plan_->modules[m];
-  std::map<CUfunction, int64_t> most;
-  for (size_t i = 0; i < k.launches.size(); ++i)
-    most[lm.functions[i]] = std::max(most[lm.functions[i]], k.launches[i].dynamic_smem_bytes);
-  for (size_t i = 0; i < k.launches.size(); ++i) {
-    const CUfunction f = lm.functions[i];
-    const std::string& kernel = k.launches[i].kernel;
-    const int64_t dynamic = most[f];
-    if (dynamic + function_attribute(f, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, kernel) <=
-        kDefaultDynamicSmem)
-      continue;
-    check(api().func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                   static_cast<int>(dynamic)),
-          fmt::format("kernel {}: opting in to {} bytes of dynamic shared memory", kernel,
-                      dynamic));
-  }
 }
 
 // A launch the device cannot run is refused here, with the limit it exceeds, rather than
