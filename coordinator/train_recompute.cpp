@@ -23,6 +23,13 @@ constexpr int64_t kAlignment = 256;  // the plan's arena alignment (plan/plan.h)
 const std::set<std::string> kCheap = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Gelu", "Neg",
                                       "Add", "Sub", "Mul", "Div", "Transpose"};
 
+// Backward ops that choose positions by comparing the values they read (MaxPool's gradient
+// goes to each window's first maximum): a copy that differs from the forward tensor in the
+// last bit (BatchNorm's apply recomputed in f32 from the saved f32 statistics, where the
+// forward kernel works in double) could move a gradient to another pixel of a window
+// whose two largest values lie within that bit. Their inputs are kept.
+const std::set<std::string> kPicksByValue = {"dc.MaxPoolGrad"};
+
 int64_t tensor_bytes(const Graph& g, const std::string& t) {
   const TensorInfo& i = g.info(t);
   return std::max<int64_t>(1, shape_numel(i.shape) * static_cast<int64_t>(dtype_size(i.dtype)));
@@ -125,6 +132,8 @@ class Recomputer {
     if (t.empty() || !live_.count(t) || outputs_.count(t)) return;
     const std::vector<size_t> readers = backward_readers(t);
     if (readers.empty() || !is_float(g_.info(t).dtype)) return;
+    for (size_t c : readers)
+      if (kPicksByValue.count(g_.nodes[c].op)) return;
     const int pos = 2 * static_cast<int>(readers.front()) - 1;
     std::vector<std::string> chain;
     if (!plan_chain(t, pos, chain)) return;
