@@ -497,7 +497,146 @@ for (int dc_i = 0; dc_i < dc_TM; ++dc_i) {
 // thread count and block_m divide one another, so their (image, output position)
 // decomposition is computed once per block, not per element per tile.
 
-std::string GemmEmitter::main_kernel() {
+namespace {
+
+// The CUDA-core kernel, by part: the tile's figures and its inner product (a device
+// function), then the kernel: accumulators, the first tile, the K-tile pipeline, the
+// epilogue loop.
+constexpr const char* kFp32Tile = R"(// Tile figures: block $(BM)x$(BN)x$(BK), thread tile $(TM)x$(TN), $(THREADS) threads.
+constexpr int dc_BM = $(BM), dc_BN = $(BN), dc_BK = $(BK), dc_TM = $(TM), dc_TN = $(TN);
+constexpr int dc_LDA = $(LDA), dc_LDB = $(LDB);  // shared row length incl. pad
+
+// Inner product of one K tile (the part a tensor-core version replaces): every thread
+// multiplies its column of A (TM values) by its row of B (TN values), BK times.
+__device__ __forceinline__ void dc_mma_tile_fp32(const float* DC_RESTRICT dc_as,
+                                                 const float* DC_RESTRICT dc_bs,
+                                                 float (&dc_accum)[dc_TM][dc_TN], int dc_row0,
+                                                 int dc_col0) {
+  DC_UNROLL
+  for (int dc_kk = 0; dc_kk < dc_BK; ++dc_kk) {
+    float dc_fa[dc_TM], dc_fb[dc_TN];
+    DC_UNROLL
+    for (int dc_i = 0; dc_i < dc_TM; ++dc_i) dc_fa[dc_i] = dc_as[dc_kk * dc_LDA + dc_row0 + dc_i];
+    DC_UNROLL
+    for (int dc_j = 0; dc_j < dc_TN; ++dc_j) dc_fb[dc_j] = dc_bs[dc_kk * dc_LDB + dc_col0 + dc_j];
+    DC_UNROLL
+    for (int dc_i = 0; dc_i < dc_TM; ++dc_i) {
+      DC_UNROLL
+      for (int dc_j = 0; dc_j < dc_TN; ++dc_j)
+        dc_accum[dc_i][dc_j] = fmaf(dc_fa[dc_i], dc_fb[dc_j], dc_accum[dc_i][dc_j]);
+    }
+  }
+}
+
+)";
+constexpr const char* kFp32Kernel = R"(extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_gemm($(PARAMS)) {
+  DC_DYNAMIC_SMEM(float, dc_smem);
+  // Shared memory: A tiles [stage][BK][LDA], then B tiles [stage][BK][LDB], both k-major.
+  float* dc_as = dc_smem;
+  float* dc_bs = dc_smem + $(A_SMEM);
+  $(SETUP)
+  const int dc_warp = (int)threadIdx.x / 32, dc_lane = (int)threadIdx.x % 32;
+  (void)dc_warp;
+  (void)dc_lane;
+  const int dc_row0 = $(ROW0);
+  const int dc_col0 = $(COL0);
+  float dc_accum[dc_TM][dc_TN];
+  DC_UNROLL
+  for (int dc_i = 0; dc_i < dc_TM; ++dc_i) {
+    DC_UNROLL
+    for (int dc_j = 0; dc_j < dc_TN; ++dc_j) dc_accum[dc_i][dc_j] = 0.f;
+  }
+  $(STAGING)
+  // K tiles of this split-K slice.
+  const int dc_kt_begin = dc_slice * $(KT_PER);
+  const int dc_kt_end = dc_kt_begin + $(KT_PER) < $(KT) ? dc_kt_begin + $(KT_PER) : $(KT);
+  if (dc_kt_begin < dc_kt_end) {
+    $(FIRST)
+    $(PIPELINE)
+  }
+  const $(IDX) dc_m_base = ($(IDX))blockIdx.x * $(BM) + dc_row0;
+  const $(IDX) dc_n_base = ($(IDX))blockIdx.y * $(BN) + dc_col0;
+  $(EPILOGUE_LOOP)
+}
+DC_EXPORT_KERNEL(dc_gemm)
+)";
+// The K-tile pipelines: cp.async stages, double buffering through registers, one stage.
+constexpr const char* kAsyncPipeline = R"(// cp.async pipeline of $(STAGES) stages: the next $(STAGES) - 1 K tiles are in flight
+// (global -> shared, no registers) while this one is multiplied.
+DC_UNROLL
+for (int dc_s = 0; dc_s < $(STAGES) - 1; ++dc_s) {
+  if (dc_kt_begin + dc_s < dc_kt_end) {
+    const $(IDX) dc_k0 = ($(IDX))(dc_kt_begin + dc_s) * $(BK);
+    const int dc_st = dc_s;
+    $(ASYNC_LOAD)
+  }
+  dc_cp_async_commit();
+}
+for (int dc_kt = dc_kt_begin; dc_kt < dc_kt_end; ++dc_kt) {
+  const int dc_t = dc_kt - dc_kt_begin;
+  // Groups committed so far: $(STAGES) - 1 + dc_t; tile dc_t is group dc_t, complete once
+  // at most $(STAGES) - 2 are pending. The barrier then makes every thread's copies
+  // visible, and ends every thread's use of the stage the next copies overwrite.
+  dc_cp_async_wait<$(STAGES) - 2>();
+  __syncthreads();
+  if (dc_kt + $(STAGES) - 1 < dc_kt_end) {
+    const $(IDX) dc_k0 = ($(IDX))(dc_kt + $(STAGES) - 1) * $(BK);
+    const int dc_st = (dc_t + $(STAGES) - 1) % $(STAGES);
+    $(ASYNC_LOAD)
+  }
+  dc_cp_async_commit();
+  const int dc_cur = dc_t % $(STAGES);
+  dc_mma_tile_fp32(dc_as + dc_cur * $(BK) * $(LDA), dc_bs + dc_cur * $(BK) * $(LDB), dc_accum,
+                   dc_row0, dc_col0);
+}
+dc_cp_async_wait<0>();
+)";
+constexpr const char* kDoubleBuffer = R"(// Double buffering: the next K tile goes global -> registers while this one is
+// multiplied, then registers -> the other shared stage; one barrier per tile.
+for (int dc_kt = dc_kt_begin; dc_kt < dc_kt_end; ++dc_kt) {
+  const int dc_cur = (dc_kt - dc_kt_begin) & 1;
+  const bool dc_more = dc_kt + 1 < dc_kt_end;
+  if (dc_more) {
+    const $(IDX) dc_k0 = ($(IDX))(dc_kt + 1) * $(BK);
+    $(LOAD)
+  }
+  dc_mma_tile_fp32(dc_as + dc_cur * $(BK) * $(LDA), dc_bs + dc_cur * $(BK) * $(LDB), dc_accum,
+                   dc_row0, dc_col0);
+  if (dc_more) {
+    const int dc_st = dc_cur ^ 1;
+    $(STORE)
+  }
+  __syncthreads();
+}
+)";
+constexpr const char* kSingleBuffer = R"(for (int dc_kt = dc_kt_begin; dc_kt < dc_kt_end; ++dc_kt) {
+  if (dc_kt > dc_kt_begin) {
+    const $(IDX) dc_k0 = ($(IDX))dc_kt * $(BK);
+    $(LOAD)
+    const int dc_st = 0;
+    $(STORE)
+    __syncthreads();
+  }
+  dc_mma_tile_fp32(dc_as, dc_bs, dc_accum, dc_row0, dc_col0);
+  __syncthreads();
+}
+)";
+// Register-staged pipelines load the first tile up front; cp.async has its own prologue.
+constexpr const char* kStaging = R"(float dc_ra[$(RA)];  // staged global loads of A and B
+  float dc_rb[$(RB)];)";
+constexpr const char* kFirstTile = R"({
+      const $(IDX) dc_k0 = ($(IDX))dc_kt_begin * $(BK);
+      $(LOAD)
+      const int dc_st = 0;
+      $(STORE)
+    }
+    __syncthreads();)";
+
+}  // namespace
+
+// Tile figures, and where each thread's TM x TN tile starts: warps tiling the block as
+// (BM / warp_m) x (BN / warp_n) with lanes tiling a warp's tile, or threads in row order.
+TemplateVars GemmEmitter::fp32_vars() const {
   const int64_t lda = bm_ + kPad, ldb = bn_ + kPad;
   TemplateVars vars = {{"BM", str(bm_)},
                        {"BN", str(bn_)},
@@ -528,147 +667,21 @@ std::string GemmEmitter::main_kernel() {
     vars["ROW0"] = fmt::format("((int)threadIdx.x / {}) * {}", bn_ / tn_, tm_);
     vars["COL0"] = fmt::format("((int)threadIdx.x % {}) * {}", bn_ / tn_, tn_);
   }
+  return vars;
+}
+
+std::string GemmEmitter::main_kernel() {
+  TemplateVars vars = fp32_vars();
   vars["SETUP"] = setup_code() + (hoist_conv_rows() ? conv_rows_code() : "");
   vars["LOAD"] = load_code(a_) + load_code(b_);
   vars["STORE"] = store_code(a_) + store_code(b_);
   vars["STAGES"] = str(stages_);
   if (async_) vars["ASYNC_LOAD"] = async_load_code(a_) + async_load_code(b_);
-
   vars["EPILOGUE_LOOP"] = epilogue_loop_fp32();
-
-  const char* async_pipeline = R"(// cp.async pipeline of $(STAGES) stages: the next $(STAGES) - 1 K tiles are in flight
-// (global -> shared, no registers) while this one is multiplied.
-DC_UNROLL
-for (int dc_s = 0; dc_s < $(STAGES) - 1; ++dc_s) {
-  if (dc_kt_begin + dc_s < dc_kt_end) {
-    const $(IDX) dc_k0 = ($(IDX))(dc_kt_begin + dc_s) * $(BK);
-    const int dc_st = dc_s;
-    $(ASYNC_LOAD)
-  }
-  dc_cp_async_commit();
-}
-for (int dc_kt = dc_kt_begin; dc_kt < dc_kt_end; ++dc_kt) {
-  const int dc_t = dc_kt - dc_kt_begin;
-  // Groups committed so far: $(STAGES) - 1 + dc_t; tile dc_t is group dc_t, complete once
-  // at most $(STAGES) - 2 are pending. The barrier then makes every thread's copies
-  // visible, and ends every thread's use of the stage the next copies overwrite.
-  dc_cp_async_wait<$(STAGES) - 2>();
-  __syncthreads();
-  if (dc_kt + $(STAGES) - 1 < dc_kt_end) {
-    const $(IDX) dc_k0 = ($(IDX))(dc_kt + $(STAGES) - 1) * $(BK);
-    const int dc_st = (dc_t + $(STAGES) - 1) % $(STAGES);
-    $(ASYNC_LOAD)
-  }
-  dc_cp_async_commit();
-  const int dc_cur = dc_t % $(STAGES);
-  dc_mma_tile_fp32(dc_as + dc_cur * $(BK) * $(LDA), dc_bs + dc_cur * $(BK) * $(LDB), dc_accum,
-                   dc_row0, dc_col0);
-}
-dc_cp_async_wait<0>();
-)";
-  const char* pipeline =
-      async_ ? async_pipeline
-      : stages_ >= 2
-          ? R"(// Double buffering: the next K tile goes global -> registers while this one is
-// multiplied, then registers -> the other shared stage; one barrier per tile.
-for (int dc_kt = dc_kt_begin; dc_kt < dc_kt_end; ++dc_kt) {
-  const int dc_cur = (dc_kt - dc_kt_begin) & 1;
-  const bool dc_more = dc_kt + 1 < dc_kt_end;
-  if (dc_more) {
-    const $(IDX) dc_k0 = ($(IDX))(dc_kt + 1) * $(BK);
-    $(LOAD)
-  }
-  dc_mma_tile_fp32(dc_as + dc_cur * $(BK) * $(LDA), dc_bs + dc_cur * $(BK) * $(LDB), dc_accum,
-                   dc_row0, dc_col0);
-  if (dc_more) {
-    const int dc_st = dc_cur ^ 1;
-    $(STORE)
-  }
-  __syncthreads();
-}
-)"
-          : R"(for (int dc_kt = dc_kt_begin; dc_kt < dc_kt_end; ++dc_kt) {
-  if (dc_kt > dc_kt_begin) {
-    const $(IDX) dc_k0 = ($(IDX))dc_kt * $(BK);
-    $(LOAD)
-    const int dc_st = 0;
-    $(STORE)
-    __syncthreads();
-  }
-  dc_mma_tile_fp32(dc_as, dc_bs, dc_accum, dc_row0, dc_col0);
-  __syncthreads();
-}
-)";
-  vars["PIPELINE"] = expand_template(pipeline, vars);
-  // Register-staged pipelines load the first tile up front; cp.async has its own prologue.
-  vars["STAGING"] = async_ ? "" : expand_template(R"(float dc_ra[$(RA)];  // staged global loads of A and B
-  float dc_rb[$(RB)];)", vars);
-  vars["FIRST"] = async_ ? "" : expand_template(R"({
-      const $(IDX) dc_k0 = ($(IDX))dc_kt_begin * $(BK);
-      $(LOAD)
-      const int dc_st = 0;
-      $(STORE)
-    }
-    __syncthreads();)", vars);
-
-  return expand_template(R"(// Tile figures: block $(BM)x$(BN)x$(BK), thread tile $(TM)x$(TN), $(THREADS) threads.
-constexpr int dc_BM = $(BM), dc_BN = $(BN), dc_BK = $(BK), dc_TM = $(TM), dc_TN = $(TN);
-constexpr int dc_LDA = $(LDA), dc_LDB = $(LDB);  // shared row length incl. pad
-
-// Inner product of one K tile (the part a tensor-core version replaces): every thread
-// multiplies its column of A (TM values) by its row of B (TN values), BK times.
-__device__ __forceinline__ void dc_mma_tile_fp32(const float* DC_RESTRICT dc_as,
-                                                 const float* DC_RESTRICT dc_bs,
-                                                 float (&dc_accum)[dc_TM][dc_TN], int dc_row0,
-                                                 int dc_col0) {
-  DC_UNROLL
-  for (int dc_kk = 0; dc_kk < dc_BK; ++dc_kk) {
-    float dc_fa[dc_TM], dc_fb[dc_TN];
-    DC_UNROLL
-    for (int dc_i = 0; dc_i < dc_TM; ++dc_i) dc_fa[dc_i] = dc_as[dc_kk * dc_LDA + dc_row0 + dc_i];
-    DC_UNROLL
-    for (int dc_j = 0; dc_j < dc_TN; ++dc_j) dc_fb[dc_j] = dc_bs[dc_kk * dc_LDB + dc_col0 + dc_j];
-    DC_UNROLL
-    for (int dc_i = 0; dc_i < dc_TM; ++dc_i) {
-      DC_UNROLL
-      for (int dc_j = 0; dc_j < dc_TN; ++dc_j)
-        dc_accum[dc_i][dc_j] = fmaf(dc_fa[dc_i], dc_fb[dc_j], dc_accum[dc_i][dc_j]);
-    }
-  }
-}
-
-extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_gemm($(PARAMS)) {
-  DC_DYNAMIC_SMEM(float, dc_smem);
-  // Shared memory: A tiles [stage][BK][LDA], then B tiles [stage][BK][LDB], both k-major.
-  float* dc_as = dc_smem;
-  float* dc_bs = dc_smem + $(A_SMEM);
-  $(SETUP)
-  const int dc_warp = (int)threadIdx.x / 32, dc_lane = (int)threadIdx.x % 32;
-  (void)dc_warp;
-  (void)dc_lane;
-  const int dc_row0 = $(ROW0);
-  const int dc_col0 = $(COL0);
-  float dc_accum[dc_TM][dc_TN];
-  DC_UNROLL
-  for (int dc_i = 0; dc_i < dc_TM; ++dc_i) {
-    DC_UNROLL
-    for (int dc_j = 0; dc_j < dc_TN; ++dc_j) dc_accum[dc_i][dc_j] = 0.f;
-  }
-  $(STAGING)
-  // K tiles of this split-K slice.
-  const int dc_kt_begin = dc_slice * $(KT_PER);
-  const int dc_kt_end = dc_kt_begin + $(KT_PER) < $(KT) ? dc_kt_begin + $(KT_PER) : $(KT);
-  if (dc_kt_begin < dc_kt_end) {
-    $(FIRST)
-    $(PIPELINE)
-  }
-  const $(IDX) dc_m_base = ($(IDX))blockIdx.x * $(BM) + dc_row0;
-  const $(IDX) dc_n_base = ($(IDX))blockIdx.y * $(BN) + dc_col0;
-  $(EPILOGUE_LOOP)
-}
-DC_EXPORT_KERNEL(dc_gemm)
-)",
-                         vars);
+  vars["PIPELINE"] = expand_template(async_ ? kAsyncPipeline : stages_ >= 2 ? kDoubleBuffer : kSingleBuffer, vars);
+  vars["STAGING"] = async_ ? "" : expand_template(kStaging, vars);
+  vars["FIRST"] = async_ ? "" : expand_template(kFirstTile, vars);
+  return expand_template(kFp32Tile, vars) + expand_template(kFp32Kernel, vars);
 }
 
 // Split-K with an epilogue: the slices summed into scratch0 (laid out as the heavy op's

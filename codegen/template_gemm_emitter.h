@@ -97,6 +97,7 @@ class GemmEmitter {
   bool async_16_bytes(const Operand& o) const;
   bool async_ok(const Operand& o) const;
   std::string async_load_code(const Operand& o);
+  TemplateVars fp32_vars() const;
   std::string main_kernel();
   std::string epilogue_kernel();
   // The per-accumulator epilogue (dc_gm, dc_gn, dc_acc in scope): split-K partial sums, or
@@ -119,6 +120,8 @@ class GemmEmitter {
   void choose_operand_mma(Operand& o);
   std::string mma_fragment_code() const;
   std::string mma884_fragment_code() const;  // sm_70's m8n8k4 (volta_)
+  TemplateVars mma_vars() const;
+  void mma_operand_vars(TemplateVars& vars);
   std::string main_kernel_mma();
   std::string epilogue_pair_code();
   std::string smem_type() const;  // float (tf32), dc_half (fp16), dc_bfloat16 (bf16)

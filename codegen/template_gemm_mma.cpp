@@ -234,90 +234,11 @@ std::string GemmEmitter::epilogue_pair_code() {
   return code + expand_template("{\n  $(STORE)\n}\n", {{"STORE", store}});
 }
 
-std::string GemmEmitter::main_kernel_mma() {
-  const bool tf32 = v_.precision == "tf32";
-  TemplateVars vars = {{"BM", str(bm_)},
-                       {"BN", str(bn_)},
-                       {"BK", str(bk_)},
-                       {"WM", str(warp_m_)},
-                       {"WN", str(warp_n_)},
-                       {"WARPS_N", str(bn_ / warp_n_)},
-                       {"THREADS", str(threads_)},
-                       {"LDA", str(a_.ld)},
-                       {"LDB", str(b_.ld)},
-                       {"A_STAGE", str(a_.stage)},
-                       {"B_STAGE", str(b_.stage)},
-                       {"A_SMEM", str(stages_ * a_.stage)},
-                       {"M", str(m_)},
-                       {"N", str(n_)},
-                       {"KT", str(ceil_div(k_, bk_))},
-                       {"KT_PER", str(ceil_div(ceil_div(k_, bk_), split_))},
-                       {"STAGES", str(stages_)},
-                       {"KSTEP", volta_ ? "4" : tf32 ? "8" : "16"},
-                       {"N_FRAG", volta_ ? "16" : "8"},
-                       {"ACC", volta_ ? "8" : "4"},
-                       {"A_REGS", volta_ ? "2" : "4"},
-                       {"T", smem_type()},
-                       {"IDX", idx_}};
-  vars["MMA"] = volta_ ? "dc_mma_m8n8k4_f16"
-                : tf32 ? "dc_mma_m16n8k8_tf32"
-                : v_.precision == "fp16" ? "dc_mma_m16n8k16_f16"
-                                         : "dc_mma_m16n8k16_bf16";
-  vars["C_ROW"] = volta_ ? "dc_mma884_block_row(dc_lane) + dc_mma884_c_row(dc_lane, dc_i)"
-                        : "dc_mma_c_row(dc_lane, dc_i)";
-  vars["C_COL"] = volta_ ? "dc_mma884_block_col(dc_lane) + dc_mma884_c_col(dc_lane, dc_i)"
-                        : "dc_mma_c_col(dc_lane, dc_i)";
-  vars["PARAMS"] = split_ > 1 && !split_direct_
-                       ? kernel_params(w_, {"float* DC_RESTRICT scratch0"})
-                       : kernel_params(w_);
-  vars["SETUP"] = setup_code() + (hoist_conv_rows() ? conv_rows_code() : "");
-  std::string issue, load, store, staging;
-  for (Operand* o : {&a_, &b_}) {
-    if (o->copy_bytes > 0) {
-      issue += async_load_code(*o);
-    } else {
-      load += load_code(*o);
-      store += store_code(*o);
-      staging += fmt::format("float dc_r{}[{}];  // operand {} through registers\n", o->label,
-                             ceil_div(o->tile * bk_ / o->vec, threads_) * o->vec, o->label);
-    }
-  }
-  vars["ISSUE"] = issue;
-  vars["LOAD"] = load;
-  vars["STORE"] = store;
-  vars["STAGING"] = staging;
-  vars["FRAGMENTS"] = mma_fragment_code();
-  vars["EPILOGUE"] = epilogue_code();
-  const std::string pair = epilogue_pair_code();
-  vars["LAYOUT_A"] = a_.k_rows ? "[BM][LDA] (rows of k)" : "[BK][LDA] (rows of m)";
-  vars["LAYOUT_B"] = b_.k_rows ? "[BN][LDB] (rows of k)" : "[BK][LDB] (rows of n)";
-  vars["COPIES"] = fmt::format("A {}, B {}", a_.copy_bytes ? str(a_.copy_bytes) + "-byte cp.async" : "registers",
-                               b_.copy_bytes ? str(b_.copy_bytes) + "-byte cp.async" : "registers");
-  vars["EPILOGUE_LOOP"] = expand_template(
-      pair.empty() ? R"(DC_UNROLL
-for (int dc_i = 0; dc_i < $(ACC); ++dc_i) {
-  const $(IDX) dc_gm = dc_m_base + dc_mi * 16 + $(C_ROW);
-  const $(IDX) dc_gn = dc_n_base + dc_ni * $(N_FRAG) + $(C_COL);
-  if (dc_gm < $(M) && dc_gn < $(N)) {
-    const float dc_acc = dc_accum[dc_mi][dc_ni][dc_i];
-    $(EPILOGUE)
-  }
-})"
-                   : R"(// Accumulator pairs (dc_i, dc_i + 1): adjacent columns, one vector store.
-DC_UNROLL
-for (int dc_i = 0; dc_i < $(ACC); dc_i += 2) {
-  const $(IDX) dc_gm = dc_m_base + dc_mi * 16 + $(C_ROW);
-  const $(IDX) dc_gn0 = dc_n_base + dc_ni * $(N_FRAG) + $(C_COL);
-  if (dc_gm < $(M) && dc_gn0 < $(N)) {
-    $(PAIR)
-  }
-})",
-      [&] {
-        TemplateVars e = vars;
-        e["PAIR"] = pair;
-        return e;
-      }());
-  return expand_template(R"(// Tensor-core tiles ($(MMA)): block $(BM)x$(BN)x$(BK), warp $(WM)x$(WN), $(THREADS)
+namespace {
+
+// The tensor-core kernel, by part: the tile's figures and its mma.sync steps (a device
+// function), then the kernel: accumulators, the K-tile ring, the epilogue loop.
+constexpr const char* kMmaTile = R"(// Tensor-core tiles ($(MMA)): block $(BM)x$(BN)x$(BK), warp $(WM)x$(WN), $(THREADS)
 // threads, $(STAGES) stages; loads: $(COPIES).
 constexpr int dc_BK = $(BK), dc_MI = $(WM) / 16, dc_NI = $(WN) / $(N_FRAG);
 constexpr int dc_LDA = $(LDA), dc_LDB = $(LDB);  // shared row length incl. pad
@@ -346,7 +267,8 @@ __device__ __forceinline__ void dc_mma_tile(const $(T)* DC_RESTRICT dc_as,
   }
 }
 
-extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_gemm($(PARAMS)) {
+)";
+constexpr const char* kMmaKernel = R"(extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_gemm($(PARAMS)) {
   DC_DYNAMIC_SMEM($(T), dc_smem);
   // Shared memory: A stages $(LAYOUT_A), then B stages $(LAYOUT_B).
   $(T)* dc_as = dc_smem;
@@ -418,8 +340,104 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_gemm($(PARAMS)) {
   }
 }
 DC_EXPORT_KERNEL(dc_gemm)
-)",
-                         vars);
+)";
+// The epilogue per accumulator, or per pair of adjacent columns (one vector store).
+constexpr const char* kMmaEpilogueSingle = R"(DC_UNROLL
+for (int dc_i = 0; dc_i < $(ACC); ++dc_i) {
+  const $(IDX) dc_gm = dc_m_base + dc_mi * 16 + $(C_ROW);
+  const $(IDX) dc_gn = dc_n_base + dc_ni * $(N_FRAG) + $(C_COL);
+  if (dc_gm < $(M) && dc_gn < $(N)) {
+    const float dc_acc = dc_accum[dc_mi][dc_ni][dc_i];
+    $(EPILOGUE)
+  }
+})";
+constexpr const char* kMmaEpiloguePairs = R"(// Accumulator pairs (dc_i, dc_i + 1): adjacent columns, one vector store.
+DC_UNROLL
+for (int dc_i = 0; dc_i < $(ACC); dc_i += 2) {
+  const $(IDX) dc_gm = dc_m_base + dc_mi * 16 + $(C_ROW);
+  const $(IDX) dc_gn0 = dc_n_base + dc_ni * $(N_FRAG) + $(C_COL);
+  if (dc_gm < $(M) && dc_gn0 < $(N)) {
+    $(PAIR)
+  }
+})";
+
+}  // namespace
+
+// Tile figures, the mma instruction and where accumulator dc_i sits in its fragment.
+TemplateVars GemmEmitter::mma_vars() const {
+  const bool tf32 = v_.precision == "tf32";
+  TemplateVars vars = {{"BM", str(bm_)},
+                       {"BN", str(bn_)},
+                       {"BK", str(bk_)},
+                       {"WM", str(warp_m_)},
+                       {"WN", str(warp_n_)},
+                       {"WARPS_N", str(bn_ / warp_n_)},
+                       {"THREADS", str(threads_)},
+                       {"LDA", str(a_.ld)},
+                       {"LDB", str(b_.ld)},
+                       {"A_STAGE", str(a_.stage)},
+                       {"B_STAGE", str(b_.stage)},
+                       {"A_SMEM", str(stages_ * a_.stage)},
+                       {"M", str(m_)},
+                       {"N", str(n_)},
+                       {"KT", str(ceil_div(k_, bk_))},
+                       {"KT_PER", str(ceil_div(ceil_div(k_, bk_), split_))},
+                       {"STAGES", str(stages_)},
+                       {"KSTEP", volta_ ? "4" : tf32 ? "8" : "16"},
+                       {"N_FRAG", volta_ ? "16" : "8"},
+                       {"ACC", volta_ ? "8" : "4"},
+                       {"A_REGS", volta_ ? "2" : "4"},
+                       {"T", smem_type()},
+                       {"IDX", idx_}};
+  vars["MMA"] = volta_ ? "dc_mma_m8n8k4_f16"
+                : tf32 ? "dc_mma_m16n8k8_tf32"
+                : v_.precision == "fp16" ? "dc_mma_m16n8k16_f16"
+                                         : "dc_mma_m16n8k16_bf16";
+  vars["C_ROW"] = volta_ ? "dc_mma884_block_row(dc_lane) + dc_mma884_c_row(dc_lane, dc_i)"
+                        : "dc_mma_c_row(dc_lane, dc_i)";
+  vars["C_COL"] = volta_ ? "dc_mma884_block_col(dc_lane) + dc_mma884_c_col(dc_lane, dc_i)"
+                        : "dc_mma_c_col(dc_lane, dc_i)";
+  vars["PARAMS"] = split_ > 1 && !split_direct_
+                       ? kernel_params(w_, {"float* DC_RESTRICT scratch0"})
+                       : kernel_params(w_);
+  return vars;
+}
+
+// Operand loads: cp.async where the operand allows it (ISSUE), else through registers
+// (LOAD before the tile's mma, STORE after it, STAGING the registers).
+void GemmEmitter::mma_operand_vars(TemplateVars& vars) {
+  std::string issue, load, store, staging;
+  for (Operand* o : {&a_, &b_}) {
+    if (o->copy_bytes > 0) {
+      issue += async_load_code(*o);
+    } else {
+      load += load_code(*o);
+      store += store_code(*o);
+      staging += fmt::format("float dc_r{}[{}];  // operand {} through registers\n", o->label,
+                             ceil_div(o->tile * bk_ / o->vec, threads_) * o->vec, o->label);
+    }
+  }
+  vars["ISSUE"] = issue;
+  vars["LOAD"] = load;
+  vars["STORE"] = store;
+  vars["STAGING"] = staging;
+}
+
+std::string GemmEmitter::main_kernel_mma() {
+  TemplateVars vars = mma_vars();
+  vars["SETUP"] = setup_code() + (hoist_conv_rows() ? conv_rows_code() : "");
+  mma_operand_vars(vars);
+  vars["FRAGMENTS"] = mma_fragment_code();
+  vars["EPILOGUE"] = epilogue_code();
+  const std::string pair = epilogue_pair_code();
+  vars["LAYOUT_A"] = a_.k_rows ? "[BM][LDA] (rows of k)" : "[BK][LDA] (rows of m)";
+  vars["LAYOUT_B"] = b_.k_rows ? "[BN][LDB] (rows of k)" : "[BK][LDB] (rows of n)";
+  vars["COPIES"] = fmt::format("A {}, B {}", a_.copy_bytes ? str(a_.copy_bytes) + "-byte cp.async" : "registers",
+                               b_.copy_bytes ? str(b_.copy_bytes) + "-byte cp.async" : "registers");
+  TemplateVars e = vars;
+  e["PAIR"] = pair;
+  vars["EPILOGUE_LOOP"] = expand_template(pair.empty() ? kMmaEpilogueSingle : kMmaEpiloguePairs, e);
+  return expand_template(kMmaTile, vars) + expand_template(kMmaKernel, vars);
 }
 
 }  // namespace dc::gemm_detail

@@ -13,6 +13,7 @@
 #include "variant.h"
 #include "template_text.h"
 #include "value_emitter_math.h"
+#include "value_emitter_op.h"
 
 namespace dc {
 
@@ -54,8 +55,6 @@ void check_emittable(DType t, const std::string& tensor) {
                     "' of dtype ", dtype_name(t));
 }
 
-// Literal of the constant `name` (only f32/f64 scalars or integer values are constants).
-double scalar_value(const Tensor& t) { return t.to_float_vector().at(0); }
 
 }  // namespace
 
@@ -262,344 +261,40 @@ DType ValueEmitter::compute_dtype(const Node& n, DType out) const {
   return wide ? DType::f64 : DType::f32;
 }
 
+std::string ValueEmitter::Op::define_as(const std::string& type, const std::string& expr) {
+  const std::string v = e.fresh("t");
+  code += fmt::format("  const {} {} = {};\n", type, v, expr);
+  return v;
+}
+
+std::string ValueEmitter::Op::fn(const char* name, const std::string& arg) const {
+  DC_INTERNAL_CHECK(!integral, n.op, " on integer tensor '", n.outputs[out_index], "'");
+  return fmt::format("{}{}({})", name, f32 ? "f" : "", arg);
+}
+
+std::string ValueEmitter::Op::lit(double v) const { return element_literal(cd, v, static_cast<int64_t>(v)); }
+
+// The op's row of the table (value_emitter_ops.cpp), its operands computed first for the
+// unary and binary forms, whose shared math functions (value_emitter_math.cpp) come first.
 std::string ValueEmitter::emit_op(const Node& n, size_t out_index,
                                   const std::vector<std::string>& coords, std::string& code) {
   const std::string& out = n.outputs[out_index];
   const TensorInfo& oi = g_.info(out);
   check_emittable(oi.dtype, out);
-  const auto oc = broadcast_coords(out, coords);  // coordinates in the output's own rank
   // Float ops compute in f32 (f64 where f64 is involved) whatever their storage dtypes,
   // as the CPU reference does; emit_node rounds the result to the output's dtype.
   const DType cd = compute_dtype(n, oi.dtype);
-  const std::string ctype = is_float(oi.dtype) ? cuda_type(cd) : cuda_type(oi.dtype);
   const bool f32 = cd == DType::f32, f64 = cd == DType::f64;
-  const bool integral = !f32 && !f64;
-  auto in = [&](size_t i, const std::vector<std::string>& c) { return value(n.input(i), c, code); };
-  auto define_as = [&](const std::string& type, const std::string& expr) {
-    const std::string v = fresh("t");
-    code += fmt::format("  const {} {} = {};\n", type, v, expr);
-    return v;
-  };
-  auto define = [&](const std::string& expr) { return define_as(ctype, expr); };
-  // A math function of the compute type: expf for f32, exp for f64.
-  auto fn = [&](const char* name, const std::string& x) {
-    DC_INTERNAL_CHECK(!integral, n.op, " on integer tensor '", out, "'");
-    return fmt::format("{}{}({})", name, f32 ? "f" : "", x);
-  };
-  auto lit = [&](double v) { return element_literal(cd, v, static_cast<int64_t>(v)); };
-
-  if (form_of(n.op) == EmitForm::unary) {
-    const std::string x = in(0, oc);
-    if (n.op == "Identity" || n.op == "Dropout") return x;
-    if (auto e = math_expression(n, {x}, cd)) return define(*e);
-    // x < 0 ? 0 : x, as the reference: NaN passes through (dc_relu would make it 0).
-    if (n.op == "Relu") return define(fmt::format("{0} < {1} ? {1} : {0}", x, lit(0)));
-    if (n.op == "Sigmoid")
-      return define(f32 ? fmt::format("dc_sigmoid({})", x)
-                        : fmt::format("1.0 / (1.0 + {})", fn("exp", "-" + x)));
-    if (n.op == "Tanh") return define(fn("tanh", x));
-    if (n.op == "Exp") return define(fn("exp", x));
-    if (n.op == "Log") return define(fn("log", x));
-    if (n.op == "Sqrt") return define(fn("sqrt", x));
-    if (n.op == "Erf") return define(fn("erf", x));
-    if (n.op == "Neg") return define(fmt::format("-{}", x));
-    if (n.op == "Reciprocal") return define(fmt::format("{} / {}", lit(1), x));
-    if (n.op == "Abs")
-      return define(integral ? fmt::format("{0} < 0 ? -{0} : {0}", x) : fn("fabs", x));
-    if (n.op == "Not") return define(fmt::format("!{}", x));
-    if (n.op == "Gelu") {
-      const bool tanh_form = n.attrs.get_string("approximate", "none") == "tanh";
-      if (f32) return define(fmt::format("{}({})", tanh_form ? "dc_gelu_tanh" : "dc_gelu", x));
-      return define(tanh_form
-                        ? fmt::format("0.5 * {0} * (1.0 + tanh(0.79788456080286535588 * ({0} + 0.044715 * {0} * {0} * {0})))", x)
-                        : fmt::format("0.5 * {0} * (1.0 + erf({0} * 0.70710678118654752440))", x));
-    }
-    if (n.op == "LeakyRelu") {
-      const std::string a = lit(n.attrs.get_float("alpha", 0.01f));
-      if (f32) return define(fmt::format("dc_leaky_relu({}, {})", x, a));
-      return define(fmt::format("{0} < 0 ? {1} * {0} : {0}", x, a));
-    }
-    if (n.op == "HardSigmoid") {
-      const std::string a = lit(n.attrs.get_float("alpha", 0.2f));
-      const std::string b = lit(n.attrs.get_float("beta", 0.5f));
-      if (f32) return define(fmt::format("dc_hard_sigmoid({}, {}, {})", x, a, b));
-      return define(fmt::format("fmax(0.0, fmin(1.0, {} * {} + {}))", a, x, b));
-    }
-    if (n.op == "HardSwish") {
-      if (f32) return define(fmt::format("dc_hard_swish({})", x));
-      return define(fmt::format("{0} * fmax(0.0, fmin(1.0, {0} / 6.0 + 0.5))", x));
-    }
-    if (n.op == "Cast") {
-      const DType from = g_.info(n.input(0)).dtype;
-      if (from == oi.dtype) return x;
-      const std::string to = value_type(oi.dtype);
-      if (oi.dtype == DType::boolean) return define_as(to, fmt::format("{} != 0", x));
-      if (is_integer(oi.dtype) && is_float(from))  // truncation toward zero; NaN gives 0
-        return define_as(to, fmt::format("{0} != {0} ? ({1})0 : ({1})({0})", x, to));
-      // To f16/bf16: through float (as the reference's Cast), then rounded once.
-      return define_as(to, round_to_storage(oi.dtype, fmt::format("({})({})", to, x)));
-    }
-    if (n.op == "Clip") {
-      // As the reference: v < lo ? lo : v, then > hi ? hi; NaN passes through.
-      std::string lo, hi;
-      if (n.attrs.has("min")) lo = lit(n.attrs.get_float("min"));
-      if (n.attrs.has("max")) hi = lit(n.attrs.get_float("max"));
-      if (n.has_input(1)) lo = in(1, {});
-      if (n.has_input(2)) hi = in(2, {});
-      std::string v = x;
-      if (!lo.empty()) v = define(fmt::format("{0} < {1} ? {1} : {0}", v, lo));
-      if (!hi.empty()) v = define(fmt::format("{0} > {1} ? {1} : {0}", v, hi));
-      return v == x ? define(x) : v;
-    }
+  Op o{*this, n, out_index, broadcast_coords(out, coords), code, oi.dtype, cd,
+       is_float(oi.dtype) ? cuda_type(cd) : cuda_type(oi.dtype), f32, f64, !f32 && !f64, {}};
+  const EmitForm form = form_of(n.op);
+  if (form == EmitForm::unary || form == EmitForm::binary) {
+    o.x.push_back(o.in(0, o.oc));
+    if (form == EmitForm::binary) o.x.push_back(o.in(1, o.oc));
+    if (auto e = math_expression(n, o.x, cd)) return o.define(*e);
   }
-  if (form_of(n.op) == EmitForm::binary) {
-    const std::string a = in(0, oc), b = in(1, oc);
-    if (auto e = math_expression(n, {a, b}, cd)) return define(*e);
-    if (n.op == "Add") return define(fmt::format("{} + {}", a, b));
-    if (n.op == "Sub") return define(fmt::format("{} - {}", a, b));
-    if (n.op == "Mul") return define(fmt::format("{} * {}", a, b));
-    if (n.op == "Div") return define(fmt::format("{} / {}", a, b));
-    if (n.op == "Pow") {
-      // The exponent as the reference's kernel sees it: f16/bf16 widened to f32.
-      DType et = g_.info(n.input(1)).dtype;
-      if (et == DType::f16 || et == DType::bf16) et = DType::f32;
-      const auto* e = g_.initializers.count(n.input(1)) ? &g_.initializers.at(n.input(1)) : nullptr;
-      if (e && e->numel() == 1 && !integral && et == cd && scalar_value(*e) == 2.0)
-        return define(fmt::format("{0} * {0}", a));
-      if (f32 && et == DType::f32) return define(fmt::format("powf({}, {})", a, b));
-      // Mixed dtypes: in double, then to the base's type (the reference's rule).
-      return define(fmt::format("({})pow((double)({}), (double)({}))", ctype, a, b));
-    }
-    if (n.op == "Max" || n.op == "Min") {
-      const bool mx = n.op == "Max";
-      std::string acc = a;
-      for (size_t i = 1; i < n.inputs.size(); ++i) {
-        const std::string y = i == 1 ? b : in(i, oc);
-        if (f32) acc = define(fmt::format("{}({}, {})", mx ? "dc_max" : "dc_min", acc, y));
-        else if (f64) acc = define(fmt::format("({0} {2} {1} || {0} != {0}) ? {0} : {1}", acc, y, mx ? ">" : "<"));
-        else acc = define(fmt::format("{0} {2} {1} ? {0} : {1}", acc, y, mx ? ">" : "<"));
-      }
-      return acc;
-    }
-    if (n.op == "Equal") return define(fmt::format("{} == {}", a, b));
-    if (n.op == "Greater") return define(fmt::format("{} > {}", a, b));
-    if (n.op == "Less") return define(fmt::format("{} < {}", a, b));
-    if (n.op == "GreaterOrEqual") return define(fmt::format("{} >= {}", a, b));
-    if (n.op == "LessOrEqual") return define(fmt::format("{} <= {}", a, b));
-    if (n.op == "And") return define(fmt::format("{} && {}", a, b));
-    if (n.op == "Or") return define(fmt::format("{} || {}", a, b));
-    if (n.op == "Xor") return define(fmt::format("({} != 0) != ({} != 0)", a, b));
-  }
-  if (n.op == "Where") {
-    const std::string c = in(0, oc), a = in(1, oc), b = in(2, oc);
-    return define(fmt::format("{} ? {} : {}", c, a, b));
-  }
-
-  // Index maps: compute the input coordinates of this output element.
-  const Shape& os = oi.shape;
-  if (n.op == "Transpose") {
-    const size_t r = os.size();
-    std::vector<int64_t> perm = n.attrs.get_ints("perm", {});
-    if (perm.empty())
-      for (size_t d = 0; d < r; ++d) perm.push_back(static_cast<int64_t>(r - 1 - d));
-    std::vector<std::string> ic(r);
-    for (size_t d = 0; d < r; ++d) ic[static_cast<size_t>(perm[d])] = oc[d];
-    return in(0, ic);
-  }
-  if (n.op == "Reshape" || n.op == "Flatten" || n.op == "Squeeze" || n.op == "Unsqueeze") {
-    const Shape& is = g_.info(n.input(0)).shape;
-    const auto ostr = shape_strides(os);
-    std::vector<std::string> terms;
-    for (size_t d = 0; d < os.size(); ++d)
-      if (os[d] != 1) terms.push_back(fmt::format("(dc_i64)({}) * {}", oc[d], ostr[d]));
-    const std::string lin = fresh("lin");
-    code += fmt::format("  const dc_i64 {} = {};\n", lin, terms.empty() ? "0" : join(terms, " + "));
-    const auto istr = shape_strides(is);
-    std::vector<std::string> ic;
-    for (size_t d = 0; d < is.size(); ++d)
-      ic.push_back(is[d] == 1 ? "0" : fmt::format("({} / {}) % {}", lin, istr[d], is[d]));
-    return in(0, ic);
-  }
-  if (n.op == "Expand") return in(0, oc);  // numpy broadcasting of the input
-  if (n.op == "Tile") {
-    const Shape& is = g_.info(n.input(0)).shape;
-    std::vector<std::string> ic;
-    for (size_t d = 0; d < is.size(); ++d)
-      ic.push_back(is[d] == 1 ? "0" : is[d] == os[d] ? oc[d] : fmt::format("({}) % {}", oc[d], is[d]));
-    return in(0, ic);
-  }
-  if (n.op == "Slice" || n.op == "Split") {
-    const Shape& is = g_.info(n.input(0)).shape;
-    std::vector<int64_t> start(is.size(), 0), step(is.size(), 1);
-    if (n.op == "Slice") {
-      // Starts/steps must be constants; compute the effective start per ONNX's clamping.
-      auto ints = [&](size_t i, const char* attr) -> std::vector<int64_t> {
-        if (n.has_input(i)) {
-          DC_INTERNAL_CHECK(g_.is_constant(n.input(i)), "Slice input ", i,
-                            " is not a constant: cannot emit it as an index map");
-          return g_.initializers.at(n.input(i)).to_int64_vector();
-        }
-        return n.attrs.get_ints(attr, {});
-      };
-      const auto starts = ints(1, "starts");
-      auto axes = ints(3, "axes");
-      const auto steps = ints(4, "steps");
-      if (axes.empty())
-        for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-      for (size_t i = 0; i < axes.size(); ++i) {
-        const int64_t ax = axes[i] < 0 ? axes[i] + static_cast<int64_t>(is.size()) : axes[i];
-        const int64_t dim = is[static_cast<size_t>(ax)];
-        const int64_t st = steps.empty() ? 1 : steps[i];
-        int64_t s = starts[i] < 0 ? starts[i] + dim : starts[i];
-        s = st > 0 ? std::clamp<int64_t>(s, 0, dim) : std::clamp<int64_t>(s, 0, dim - 1);
-        start[static_cast<size_t>(ax)] = s;
-        step[static_cast<size_t>(ax)] = st;
-      }
-    } else {
-      const int64_t axis = normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(is.size()), "Split");
-      int64_t before = 0;
-      for (size_t k = 0; k < out_index; ++k) before += g_.info(n.outputs[k]).shape[static_cast<size_t>(axis)];
-      start[static_cast<size_t>(axis)] = before;
-    }
-    std::vector<std::string> ic;
-    for (size_t d = 0; d < is.size(); ++d) {
-      if (is[d] == 1) ic.push_back("0");
-      else if (start[d] == 0 && step[d] == 1) ic.push_back(oc[d]);
-      else ic.push_back(fmt::format("({} + ({}) * {})", start[d], oc[d], step[d]));
-    }
-    return in(0, ic);
-  }
-  if (n.op == "Concat") {
-    const int64_t axis = normalize_axis(n.attrs.get_int("axis"), static_cast<int64_t>(os.size()), "Concat");
-    const std::string v = fresh("cat");
-    code += fmt::format("  {} {};\n", ctype, v);
-    int64_t begin = 0;
-    bool first = true;
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      const int64_t extent = g_.info(n.input(i)).shape[static_cast<size_t>(axis)];
-      if (extent == 0) continue;  // an empty input contributes nothing
-      std::vector<std::string> ic = oc;
-      ic[static_cast<size_t>(axis)] = fmt::format("(({}) - {})", oc[static_cast<size_t>(axis)], begin);
-      // Locals made inside a branch are not visible after it, nor in the next branch.
-      const auto outer = memo_;
-      std::string branch;
-      const std::string x = value(n.input(i), ic, branch);
-      memo_ = outer;
-      const bool last = begin + extent >= os[static_cast<size_t>(axis)];
-      code += fmt::format("  {}{} {{\n{}  {} = {};\n  }}", first ? "" : " else ",
-                          last ? "" : fmt::format("if (({}) < {})", oc[static_cast<size_t>(axis)], begin + extent),
-                          branch, v, x);
-      first = false;
-      begin += extent;
-      if (last) break;
-    }
-    code += "\n";
-    return v;
-  }
-  if (n.op == "Gather") {
-    const Shape& ds = g_.info(n.input(0)).shape;
-    const Shape& xs = g_.info(n.input(1)).shape;
-    const auto axis = static_cast<size_t>(normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(ds.size()), "Gather"));
-    std::vector<std::string> idx_coords(oc.begin() + static_cast<long>(axis),
-                                        oc.begin() + static_cast<long>(axis + xs.size()));
-    const std::string raw = value(n.input(1), idx_coords, code);
-    const std::string idx = fresh("gi");
-    code += fmt::format("  const dc_i64 {0} = (dc_i64)({1}) < 0 ? (dc_i64)({1}) + {2} : (dc_i64)({1});\n",
-                        idx, raw, ds[axis]);
-    std::vector<std::string> ic(oc.begin(), oc.begin() + static_cast<long>(axis));
-    ic.push_back(idx);
-    ic.insert(ic.end(), oc.begin() + static_cast<long>(axis + xs.size()), oc.end());
-    return in(0, ic);
-  }
-  if (n.op == "ArgMax" || n.op == "ArgMin") {
-    // A loop over the axis at this output element: first (or last) extreme's index.
-    const Shape& xs = g_.info(n.input(0)).shape;
-    const auto axis = static_cast<size_t>(normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(xs.size()), n.op.c_str()));
-    const bool keep = n.attrs.get_int("keepdims", 1) == 1, last = n.attrs.get_int("select_last_index", 0) == 1;
-    const std::string k = fresh("ak"), best = fresh("best"), arg = fresh("arg");
-    std::vector<std::string> ic;
-    for (size_t d = 0, o = 0; d < xs.size(); ++d) {
-      if (d == axis) {
-        ic.push_back(k);
-        if (keep) ++o;
-      } else {
-        ic.push_back(oc[o++]);
-      }
-    }
-    const auto outer = memo_;  // locals of the loop body stay in it
-    std::string body;
-    const std::string v = value(n.input(0), ic, body);
-    memo_ = outer;
-    const char* cmp = n.op == "ArgMax" ? (last ? ">=" : ">") : (last ? "<=" : "<");
-    code += fmt::format("  {0} {1} = 0;\n  dc_i64 {2} = 0;\n  for (dc_i64 {3} = 0; {3} < {4}; ++{3}) {{\n{5}"
-                        "  if ({3} == 0 || {6} {7} {1}) {{ {1} = {6}; {2} = {3}; }}\n  }}\n",
-                        value_type(g_.info(n.input(0)).dtype), best, arg, k, xs[axis], body, v, cmp);
-    return arg;
-  }
-  if (n.op == "CumSum") {
-    // A loop over the axis at this output element, summing in increasing order as the
-    // reference does.
-    DC_USER_CHECK(g_.is_constant(n.input(1)), "CumSum node '", n.name,
-                  "': the axis must be a constant to generate code");
-    const auto axis = static_cast<size_t>(normalize_axis(g_.initializers.at(n.input(1)).to_int64_vector().at(0), static_cast<int64_t>(os.size()), "CumSum"));
-    const bool ex = n.attrs.get_int("exclusive", 0) != 0, rev = n.attrs.get_int("reverse", 0) != 0;
-    const std::string k = fresh("ck"), acc = fresh("cum");
-    std::vector<std::string> ic = oc;
-    ic[axis] = k;
-    const auto outer = memo_;
-    std::string body;
-    const std::string v = value(n.input(0), ic, body);
-    memo_ = outer;
-    const std::string cond = fmt::format("{} {} (dc_i64)({})", k, rev ? (ex ? ">" : ">=") : (ex ? "<" : "<="), oc[axis]);
-    code += fmt::format("  {0} {1} = 0;\n  for (dc_i64 {2} = 0; {2} < {3}; ++{2}) {{\n  if ({4}) {{\n{5}  {1} = {1} + {6};\n  }}\n  }}\n",
-                        ctype, acc, k, os[axis], cond, body, v);
-    return acc;
-  }
-  if (n.op == "GatherElements") {
-    const Shape& ds = g_.info(n.input(0)).shape;
-    const auto axis = static_cast<size_t>(normalize_axis(n.attrs.get_int("axis", 0), static_cast<int64_t>(ds.size()), "GatherElements"));
-    const std::string raw = value(n.input(1), oc, code);
-    const std::string idx = fresh("gi");
-    code += fmt::format("  const dc_i64 {0} = (dc_i64)({1}) < 0 ? (dc_i64)({1}) + {2} : (dc_i64)({1});\n",
-                        idx, raw, ds[axis]);
-    std::vector<std::string> ic = oc;
-    ic[axis] = idx;
-    return in(0, ic);
-  }
-  if (n.op == "DepthToSpace" || n.op == "SpaceToDepth") {
-    // Input coordinates of output (n, c, h, w) (the reference's formulas, ops_index.cpp).
-    const int64_t b = n.attrs.get_int("blocksize");
-    const int64_t ic = g_.info(n.input(0)).shape[1];
-    std::string c, h, w;
-    if (n.op == "DepthToSpace") {
-      const std::string i = fmt::format("(({}) % {})", oc[2], b), j = fmt::format("(({}) % {})", oc[3], b);
-      c = n.attrs.get_string("mode", "DCR") == "CRD"
-              ? fmt::format("(({}) * {} + {}) * {} + {}", oc[1], b, i, b, j)
-              : fmt::format("({} * {} + {}) * {} + ({})", i, b, j, ic / (b * b), oc[1]);
-      h = fmt::format("({}) / {}", oc[2], b);
-      w = fmt::format("({}) / {}", oc[3], b);
-    } else {
-      c = fmt::format("({}) % {}", oc[1], ic);
-      h = fmt::format("({}) * {} + ({}) / {} / {}", oc[2], b, oc[1], ic, b);
-      w = fmt::format("({}) * {} + ({}) / {} % {}", oc[3], b, oc[1], ic, b);
-    }
-    return in(0, {oc[0], c, h, w});
-  }
-  if (n.op == "Trilu") {
-    const size_t r = oc.size();
-    std::string k = "0LL";
-    if (n.has_input(1)) {
-      const std::vector<std::string> k0(g_.info(n.input(1)).shape.size(), "0");  // [] or [1]
-      k = fmt::format("(dc_i64)({})", in(1, k0));
-    }
-    const std::string diag = fmt::format("(dc_i64)({}) - (dc_i64)({})", oc[r - 1], oc[r - 2]);
-    const bool upper = n.attrs.get_int("upper", 1) == 1;
-    const std::string x = in(0, oc);
-    return define(fmt::format("({} {} {}) ? {} : ({})0", diag, upper ? ">=" : "<=", k, x, ctype));
-  }
-  if (n.op == "Pad") return emit_pad(n, oc, code);
-  if (n.op == "Resize" || n.op == "Upsample") return emit_resize(n, oc, code);
-  if (is_index_search_op(n.op)) return emit_index_search(n, out_index, oc, code);
+  if (const OpRow row = op_row(n.op)) return row(o);
+  if (is_index_search_op(n.op)) return emit_index_search(n, out_index, o.oc, code);
   throw_internal_error("ValueEmitter cannot emit op ", n.op);
 }
 

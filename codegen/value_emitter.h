@@ -61,6 +61,9 @@ class ValueEmitter {
   // Forgets the per-element locals (call between elements/loops that reuse coordinates).
   void reset_locals();
 
+  // An op's emission context (value_emitter_op.h), the argument of the op table's rows.
+  struct Op;
+
  private:
   std::string fresh(const char* prefix);
   std::string load(const std::string& tensor, const std::vector<std::string>& coords,
