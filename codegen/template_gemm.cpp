@@ -31,7 +31,7 @@ void GemmEmitter::analyze() {
     if (shape_numel(info.shape) >= (int64_t{1} << 31) - 1) idx_ = "dc_i64";
   int heavy_count = 0;
   for (const auto& n : g.nodes) {
-    if (n.op == "MatMul" || n.op == "Gemm" || n.op == "Conv" || n.op == "ConvTranspose") {
+    if (op_traits(n.op).pattern == OpPattern::heavy) {  // Conv, ConvTranspose, MatMul, Gemm
       heavy_ = &n;
       ++heavy_count;
     } else {

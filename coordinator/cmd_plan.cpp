@@ -14,6 +14,7 @@
 #include "ir/op_traits.h"
 #include "ir/json_writer.h"
 #include "model_loader.h"
+#include "plan/memory_report.h"
 #include "plan/plan_io.h"
 #include "plan_build.h"
 #include "plan_estimate.h"
@@ -177,13 +178,22 @@ void print_json(const std::string& path, const Graph& g, const ModelPlan& p,
 
 // `plan --out DIR`: the least-estimate cover as a runnable plan, timed (weights.bin is
 // streamed from the model's files: docs/bench/scale.md).
-void write_estimated_plan(const Graph& g, const ModelPlan& plan, const PlanOptions& opts,
-                          const PlanTraining* training, const std::string& dir) {
+void write_estimated_plan(const ExecPlan& exec, const std::string& dir) {
   const auto t0 = std::chrono::steady_clock::now();
-  const ExecPlan exec = build_estimated_plan(g, plan, 0, opts, training);
   write_plan(exec, dir);
   spdlog::info("wrote the estimate-only plan ({} steps) to {} in {:.3f} s", exec.steps.size(), dir,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+// A training step's device memory by part, per GPU type, from the plan it would run
+// (plan/memory_report.h).
+void print_training_memory(const Graph& g, const ModelPlan& plan, const PlanOptions& opts,
+                           const PlanTraining& training) {
+  for (size_t i = 0; i < plan.gpus.size(); ++i) {
+    const ExecPlan exec = build_estimated_plan(g, plan, i, opts, &training);
+    std::cout << "\nmemory (" << plan.gpus[i].gpu->name << "):\n";
+    for (const auto& line : memory_report_lines(memory_report(exec))) std::cout << "  " << line << "\n";
+  }
 }
 
 }  // namespace
@@ -241,17 +251,20 @@ int cmd_plan(const std::vector<std::string>& args) {
       train ? load_training_model(load_onnx(model), import_opts, *train, opts.precision)
             : load_model(load_onnx(model), import_opts, /*simplify=*/true, opts.precision);
   std::vector<std::string> notes = m.precision_notes;
-  if (train) notes.push_back(training_plan_note(m.simplified));
+  notes.insert(notes.end(), m.training_notes.begin(), m.training_notes.end());
   DC_USER_CHECK(out_dir.empty() || gpus.size() == 1, "--out writes the plan of one GPU type; got ",
                 gpus.size(), " in --gpus");
   const ModelPlan plan = plan_by_estimate(m.simplified, gpus, opts);
+  const std::optional<PlanTraining> training =
+      train ? std::optional<PlanTraining>(plan_training(*train, model)) : std::nullopt;
   if (!out_dir.empty()) {
-    const std::optional<PlanTraining> training =
-        train ? std::optional<PlanTraining>(plan_training(*train, model)) : std::nullopt;
-    write_estimated_plan(m.simplified, plan, opts, training ? &*training : nullptr, out_dir);
+    ExecPlan exec = build_estimated_plan(m.simplified, plan, 0, opts, training ? &*training : nullptr);
+    exec.weight_transforms = m.training_notes;  // as tune's plans: the step's ops, what is recomputed
+    write_estimated_plan(exec, out_dir);
   }
   if (json) print_json(model, m.simplified, plan, opts, notes);
   else print_text(model, m.simplified, plan, all, opts, notes);
+  if (training && !json) print_training_memory(m.simplified, plan, opts, *training);
   if (explain && !json) print_explain(m.simplified, plan);
   return kExitOk;
 }

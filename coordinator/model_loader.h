@@ -15,6 +15,7 @@ struct LoadedModel {
   // apply_precision for the plan's precision (unchanged for fp32/tf32).
   Graph simplified;
   std::vector<std::string> precision_notes;  // constants clamped by apply_precision
+  std::vector<std::string> training_notes;   // --train: the step's ops, what is recomputed
   double import_seconds = 0;
   double simplify_seconds = 0;   // the simplification passes
   double precision_seconds = 0;  // apply_precision

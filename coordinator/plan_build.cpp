@@ -68,7 +68,7 @@ std::vector<size_t> cluster_order(const Graph& g, const std::vector<Candidate>& 
 // Builds tensors, steps and modules; one pass over the clusters in execution order.
 class Assembler {
  public:
-  Assembler(const Graph& g, ExecPlan& p) : g_(g), consumers_(g.consumers()), p_(p) {
+  Assembler(const Graph& g, ExecPlan& p) : g_(g), consumers_(g.consumers()), p_(p), training_(is_training_graph(g)) {
     for (const auto& name : g.inputs) {
       DC_USER_CHECK(std::find(g.outputs.begin(), g.outputs.end(), name) == g.outputs.end(),
                     "model input '", name, "' is also a model output: dc plans need every output computed by a kernel");
@@ -89,7 +89,9 @@ class Assembler {
     if (!offsets) return false;
     const int x = tensor(n.inputs[0], PlanTensorKind::intermediate);
     const PlanTensorKind in_kind = p_.tensors[static_cast<size_t>(x)].kind;
-    if (in_kind == PlanTensorKind::weight) return false;  // constant folding's business
+    // Inference: constant folding's business. Training shields weights from folding, and a
+    // view of one (BatchNorm's scale as [C, 1, 1] for a recomputed chain) reads the current step's value.
+    if (in_kind == PlanTensorKind::weight && !training_) return false;
     const bool to_output = std::any_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) {
       return std::find(g_.outputs.begin(), g_.outputs.end(), o) != g_.outputs.end();
     });
@@ -256,6 +258,7 @@ class Assembler {
   std::map<std::string, int> ids_;
   std::map<std::pair<std::string, std::string>, int> modules_;
   std::set<int> reversed_;  // intermediates that became views of a model output
+  const bool training_;
 };
 
 // The training plan's state pairs (passes/training_state.h): each STATE a weight of the plan,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "passes/training_state.h"
 #include "plan/plan.h"
 
 namespace dc {
@@ -100,7 +101,9 @@ std::optional<std::vector<int64_t>> view_byte_offsets(const Graph& g, const Node
 bool is_free_view(const Graph& g, const std::vector<size_t>& nodes) {
   if (nodes.size() != 1) return false;
   const Node& n = g.nodes.at(nodes.front());
-  if (n.inputs.empty() || n.inputs[0].empty() || g.is_constant(n.inputs[0])) return false;
+  if (n.inputs.empty() || n.inputs[0].empty()) return false;
+  // A weight's view: training plans make it (assemble_plan), inference folds it instead.
+  if (g.is_constant(n.inputs[0]) && !is_training_graph(g)) return false;
   for (const auto& o : n.outputs)
     if (std::find(g.outputs.begin(), g.outputs.end(), o) != g.outputs.end()) return false;
   return view_byte_offsets(g, n, kPlanAlignment).has_value();

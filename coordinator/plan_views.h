@@ -18,7 +18,8 @@ namespace dc {
 std::optional<std::vector<int64_t>> view_byte_offsets(const Graph& g, const Node& n, int64_t alignment);
 
 // True when the candidate cluster `nodes` is one node that the plan certainly turns into
-// views (a view of a computed tensor, no model output among its outputs): it launches
+// views (a view of a computed tensor, or of a weight in a training plan; no model output
+// among its outputs): it launches
 // nothing, so the cover prices it at zero. Otherwise a copy kernel priced at that cost
 // could win over a cluster that absorbs the node's neighbour (a Transpose after attention).
 bool is_free_view(const Graph& g, const std::vector<size_t>& nodes);

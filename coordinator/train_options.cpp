@@ -14,6 +14,7 @@
 #include "passes/apply_precision.h"
 #include "passes/build_training_graph.h"
 #include "passes/simplify_for_training.h"
+#include "train_recompute.h"
 
 namespace dc::cli {
 
@@ -22,7 +23,7 @@ namespace po = boost::program_options;
 namespace {
 
 constexpr const char* kTrainingFlags[] = {"loss", "labels", "optimizer", "lr", "momentum",
-                                          "weight-decay", "betas", "eps", "freeze"};
+                                          "weight-decay", "betas", "eps", "freeze", "no-recompute"};
 
 std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> out;
@@ -66,7 +67,9 @@ void add_training_options(po::options_description& desc) {
       ("betas", po::value<std::string>(), "with --train --optimizer adamw: B1,B2 (default 0.9,0.999)")
       ("eps", po::value<std::string>(), "with --train --optimizer adamw: epsilon (default 1e-8)")
       ("freeze", po::value<std::vector<std::string>>()->composing(), "with --train: NAME,... "
-       "initializers that are not trained (repeatable)");
+       "initializers that are not trained (repeatable)")
+      ("no-recompute", "with --train: keep every forward activation the backward pass reads, "
+       "never compute a cheap elementwise chain again to lower the peak memory");
 }
 
 std::optional<TrainingSpec> read_training_options(const po::variables_map& vm) {
@@ -101,6 +104,7 @@ std::optional<TrainingSpec> read_training_options(const po::variables_map& vm) {
         DC_USER_CHECK(!name.empty(), "--freeze '", list, "' has an empty name");
         s.freeze.insert(name);
       }
+  s.recompute = !vm.count("no-recompute");
   DC_USER_CHECK(s.loss != LossKind::none || !vm.count("labels"), "--labels has no meaning with "
                 "--loss none");
   validate(s);
@@ -128,6 +132,9 @@ LoadedModel load_training_model(OnnxModel model, const ImportOptions& opts,
   spdlog::info("training graph of {} nodes ({} imported) in {:.3f} s", out.simplified.nodes.size(),
                out.imported.nodes.size(), out.simplify_seconds);
   out.simplified = apply_precision(std::move(out.simplified), precision, &out.precision_notes);
+  const std::string recompute = spec.recompute ? describe_recompute(recompute_cheap_chains(out.simplified))
+                                               : "recompute: off (--no-recompute)";
+  out.training_notes = {training_plan_note(out.simplified), recompute};
   return out;
 }
 

@@ -24,7 +24,7 @@ LoadedGraph load(const std::string& model_path, const TuneOptions& opts, StageLo
   LoadedGraph out;
   // apply_precision adds no nodes: the op counts are the simplified graph's.
   out.weight_transforms = opts.training
-                              ? std::vector<std::string>{cli::training_plan_note(m.simplified)}
+                              ? m.training_notes
                               : describe_weight_transforms(m.imported, m.simplified);
   if (p != Precision::fp32) {
     log.record("precision", m.precision_seconds, std::string(precision_name(p)));

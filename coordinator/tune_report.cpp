@@ -8,6 +8,7 @@
 
 #include "ir/error.h"
 #include "ir/json_writer.h"
+#include "plan/memory_report.h"
 #include "plan/plan_io.h"
 #include "plan/staged_dir.h"
 #include "plan_build.h"
@@ -196,6 +197,8 @@ std::string plan_summary(const ExecPlan& p, const std::string& dir) {
       p.reference_steps ? fmt::format(" ({} steps on the reference kernel)", p.reference_steps) : "",
       p.arena_bytes / mib, p.unshared_bytes / mib, weight_bytes / mib);
   for (const auto& t : p.weight_transforms) s += "  weights: " + t + "\n";
+  if (p.training)
+    for (const auto& line : memory_report_lines(memory_report(p))) s += "  " + line + "\n";
   s += fmt::format("run it: dc-run {}{}{}\n", dir, p.training ? " --train --data BATCH_DIR --steps N" : "",
                    p.emulated ? " --emulate   (times are emulated: check correctness only)" : " [--bench 100]");
   return s;

@@ -16,8 +16,9 @@ bool live_together(const MemoryRequest& a, const MemoryRequest& b) {
   return a.first <= b.last && b.first <= a.last;
 }
 
-// The lower bound: the most aligned bytes live at any one step.
-int64_t peak_live(const std::vector<MemoryRequest>& requests, int64_t alignment) {
+}  // namespace
+
+int64_t peak_live_bytes(const std::vector<MemoryRequest>& requests, int64_t alignment) {
   std::map<int, int64_t> delta;  // step -> change of live bytes
   for (const auto& r : requests) {
     delta[r.first] += align_up(r.bytes, alignment);
@@ -27,8 +28,6 @@ int64_t peak_live(const std::vector<MemoryRequest>& requests, int64_t alignment)
   for (const auto& [step, d] : delta) peak = std::max(peak, live += d);
   return peak;
 }
-
-}  // namespace
 
 MemoryLayout plan_memory(const std::vector<MemoryRequest>& requests, int64_t alignment) {
   DC_INTERNAL_CHECK(alignment > 0, "plan_memory: alignment ", alignment);
@@ -63,7 +62,7 @@ MemoryLayout plan_memory(const std::vector<MemoryRequest>& requests, int64_t ali
     layout.total_bytes = std::max(layout.total_bytes, align_up(offset + r.bytes, alignment));
     placed.push_back(i);
   }
-  layout.peak_live_bytes = peak_live(requests, alignment);
+  layout.peak_live_bytes = peak_live_bytes(requests, alignment);
   return layout;
 }
 

@@ -24,4 +24,8 @@ struct MemoryLayout {
 
 MemoryLayout plan_memory(const std::vector<MemoryRequest>& requests, int64_t alignment);
 
+// The most bytes (each request rounded up to `alignment`) live at any one step: the peak
+// that any layout must hold. The memory report and the recompute pass measure with it.
+int64_t peak_live_bytes(const std::vector<MemoryRequest>& requests, int64_t alignment);
+
 }  // namespace dc

@@ -10,6 +10,7 @@
 #include "ir/error.h"
 #include "ir/json_writer.h"
 #include "json/json.h"
+#include "plan/memory_report.h"
 #include "plan_format.h"
 
 namespace dc {
@@ -318,6 +319,22 @@ FileSum read_file_sum(const Field& f) {
   return {f["bytes"].i64(), f["fnv1a"].str()};
 }
 
+// Derived from the tensors (plan/memory_report.h): written for people and tools, ignored on read.
+void write_memory(JsonWriter& w, const PlanMemoryReport& m) {
+  w.begin_object().field("total_bytes", m.total).field("weights_bytes", m.weights);
+  w.field("optimizer_state_bytes", m.optimizer_state).field("other_state_bytes", m.other_state);
+  w.field("constants_bytes", m.constants).field("io_bytes", m.io).field("state_next_bytes", m.state_next);
+  w.field("arena_bytes", m.arena).field("arena_peak_live_bytes", m.arena_peak_live);
+  if (m.backward_step >= 0) {
+    w.field("gradients_bytes", m.gradients).field("backward_step", m.backward_step);
+    w.key("saved_for_backward").begin_object().field("bytes", m.saved_bytes).field("count", m.saved_count);
+    w.key("largest").begin_array();
+    for (const auto& t : m.largest_saved) w.begin_object().field("name", t.name).field("bytes", t.bytes).end_object();
+    w.end_array().end_object();
+  }
+  w.end_object();
+}
+
 void write_training(JsonWriter& w, const PlanTraining& t) {
   w.begin_object()
       .field("loss", t.loss)
@@ -420,6 +437,8 @@ std::string plan_json_text(const ExecPlan& p, const PlanFiles& files) {
   write_strings(transforms, p.weight_transforms);
   top.key("arena_bytes").value(p.arena_bytes);
   top.key("unshared_bytes").value(p.unshared_bytes);
+  auto memory = top.key("memory");
+  write_memory(memory, memory_report(p));
   auto inputs = top.key("inputs");
   write_ints(inputs, p.inputs);
   auto outputs = top.key("outputs");

@@ -31,6 +31,9 @@ struct TrainingSpec {
   // The initializers that are parameters. Unset: every float initializer of rank >= 1 that
   // is read where it could get a gradient (docs/training.md, "Which weights train").
   std::optional<std::set<std::string>> parameters;
+  // Recompute cheap elementwise chains in the backward pass when that lowers the step's
+  // peak memory (--no-recompute: off). Read by the coordinator (coordinator/train_recompute.h).
+  bool recompute = true;
 };
 
 std::string_view loss_name(LossKind k);

@@ -80,9 +80,18 @@ def main():
             jobs = re.search(r"^(\d+) jobs, (\d+) results committed", text, re.M)
             if not jobs or jobs.group(1) != jobs.group(2):
                 fail("not every job of the training tune has a result:\n" + text[-2000:])
+            if "activations kept for the backward pass" not in text:
+                fail("tune --train's summary has no memory report:\n" + text[-2000:])
         plan = json.load(open(os.path.join(out, gpu, "plan.json")))
         if plan.get("mode") != "train" or not plan["training"]["state"]:
             fail("the tuned plan is not a training plan")
+        # The memory report (docs/training.md, "Memory"): tiny_cnn keeps activations for the
+        # backward pass, and recomputes its Conv-BatchNorm-Relu blocks' Relu outputs.
+        memory = plan["memory"]
+        if memory["saved_for_backward"]["bytes"] <= 0 or memory["total_bytes"] < memory["arena_bytes"]:
+            fail("plan.json's memory report is wrong: %s" % memory)
+        if not any(t.startswith("recompute: ") and "Relu_output_0" in t for t in plan["weight_transforms"]):
+            fail("the plan records no recomputed Relu output: %s" % plan["weight_transforms"])
         data = os.path.join(tmp, "batch")
         write_batch(model, data)
         saved = os.path.join(tmp, "trained.onnx")

@@ -282,6 +282,7 @@ BAD_FLAGS = (  # (flags after plan MODEL --gpus h100, expected message)
     (["--train", "--freeze", "nope"], "--freeze 'nope' is not an initializer of the model"),
     (["--train", "--loss", "none"], "--loss none needs the first output 'output' to be the scalar loss"),
     (["--train", "--precision", "fp16"], "mixed-precision training) is not implemented yet"),
+    (["--no-recompute"], "--no-recompute is a training option: add --train"),
 )
 
 

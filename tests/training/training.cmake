@@ -12,6 +12,11 @@ add_test(NAME train_torch_curve COMMAND ${DC_TRAIN_CHECK} curve)
 add_test(NAME train_torch_errors COMMAND ${DC_TRAIN_CHECK} errors cli)
 set_tests_properties(train_torch_small train_torch_transformers train_torch_curve train_torch_errors
   PROPERTIES LABELS unit TIMEOUT 600)
+# dc keeps no more bytes for the backward pass than PyTorch eager saves (compare_memory_torch.py,
+# docs/bench/training.md): byte counts of plan.json's memory report against saved-tensor hooks.
+add_test(NAME train_memory_torch COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/compare_memory_torch.py
+    $<TARGET_FILE:dc-coordinator> --check tiny_cnn small_cnn mlp small_bert)
+set_tests_properties(train_memory_torch PROPERTIES LABELS unit TIMEOUT 300)
 add_test(NAME train_torch_resnet18 COMMAND ${DC_TRAIN_CHECK_DEVICE} steps:resnet18)
 set_tests_properties(train_torch_resnet18 PROPERTIES LABELS long TIMEOUT 1800)
 

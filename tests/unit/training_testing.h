@@ -1,5 +1,6 @@
 // Training steps of the examples for the training tests: the step graph as `plan --train`
-// builds it (the ONNX file's own float initializers train).
+// builds it (the ONNX file's own float initializers train), before recompute
+// (coordinator/train_recompute.h), which the memory tests apply themselves.
 #pragma once
 
 #include <set>

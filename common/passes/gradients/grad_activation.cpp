@@ -15,9 +15,11 @@ using Grads = std::vector<std::string>;
 const std::string& x_of(const GradCall& c) { return c.node.inputs.at(0); }
 const std::string& y_of(const GradCall& c) { return c.node.outputs.at(0); }
 
-// dx = dy where x > 0, else 0 (PyTorch's: 0 at x == 0).
+// dx = dy where x > 0, else 0 (PyTorch's: 0 at x == 0). The mask reads y (y > 0 exactly
+// where x > 0), as PyTorch's does: y is kept for the next layer's gradient anyway, so x need
+// not be kept for the backward pass.
 Grads relu_rule(GradBuilder& b, const GradCall& c) {
-  const std::string pos = b.compare("Greater", x_of(c), b.zero(x_of(c)));
+  const std::string pos = b.compare("Greater", y_of(c), b.zero(y_of(c)));
   return {b.where(pos, c.dy[0], b.zero(c.dy[0]))};
 }
 

@@ -59,11 +59,26 @@ Node update_node(Graph& g, const TrainingSpec& spec, const std::string& w, const
 
 void add_optimizer(Graph& g, const TrainingSpec& spec,
                    const std::map<std::string, std::string>& gradients) {
+  // Each update runs right after the node that finishes its gradient, so the gradient dies
+  // there instead of living until the last one is done (the update writes W@next, never W,
+  // so the backward nodes after it still read the old W).
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& o : g.nodes[i].outputs) producer[o] = i;
+  std::map<size_t, std::vector<Node>> after;  // node index -> updates placed after it
   for (const auto& [w, grad] : gradients) {
     DC_USER_CHECK(g.info(w).dtype == DType::f32, "weight '", w, "' has dtype ",
                   dtype_name(g.info(w).dtype), "; dc trains f32 weights");
-    g.nodes.push_back(update_node(g, spec, w, grad));
+    const auto p = producer.find(grad);
+    after[p == producer.end() ? g.nodes.size() - 1 : p->second].push_back(update_node(g, spec, w, grad));
   }
+  std::vector<Node> nodes;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    nodes.push_back(std::move(g.nodes[i]));
+    if (auto it = after.find(i); it != after.end())
+      for (auto& n : it->second) nodes.push_back(std::move(n));
+  }
+  g.nodes = std::move(nodes);
   const std::string step(kStepTensor), one = step + "/one";
   g.initializers[one] = Tensor::scalar<int64_t>(1);
   g.tensors[one] = TensorInfo{DType::i64, {}};

@@ -13,7 +13,9 @@ namespace dc {
 // one update node, whose outputs are graph outputs STATE@next (training_state.h):
 //   sgd:   dc.SgdUpdate(W, G[, W@momentum]) (the buffer only with momentum != 0)
 //   adamw: dc.AdamWUpdate(W, G, W@adam_m, W@adam_v, train.step)
-// and the step counter's increment, train.step@next = train.step + 1.
+// and the step counter's increment, train.step@next = train.step + 1. Each update node is
+// placed right after the node that produces its gradient (the gradient's memory is free
+// from there on); the increment comes last.
 void add_optimizer(Graph& g, const TrainingSpec& spec,
                    const std::map<std::string, std::string>& gradients);
 
