@@ -1,0 +1,203 @@
+// The farm service's state and loop (FarmService::Impl), shared by its files:
+// farm_service.cpp (clients, jobs, results, the loop) and farm_service_view.cpp (the
+// status view, the status request, device busy time). Private to coordinator/service.
+#pragma once
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "client_codec.h"
+#include "fair_share.h"
+#include "farm_codec.h"
+#include "gpu/gpu_catalog.h"
+#include "ir/host.h"
+#include "ir/workload.h"
+#include "farm_service.h"
+#include "ir/error.h"
+#include "variant.h"
+
+namespace dc {
+namespace farm_service_detail {
+
+using Clock = std::chrono::steady_clock;
+
+inline constexpr int kMaxPriority = 100;
+inline constexpr size_t kMaxName = 200;
+inline constexpr int kMaxAvoidWorkers = 256;  // a job's avoid_workers: a tune's quarantined workers and one more
+
+// A job that avoids workers (a finalist measured again elsewhere) joins only a group that
+// avoids the same ones: another tune's group may be on the very worker it avoids.
+inline std::string avoid_key(const std::set<std::string>& avoid) {
+  std::string out;
+  for (const std::string& w : avoid) out += w + ",";
+  return out;
+}
+
+inline std::string printable(const std::string& s) {
+  std::string out;
+  for (char c : s.substr(0, kMaxName)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  return out;
+}
+
+// host/pid/start time: another after a restart, even where the pid is the same (a container).
+inline std::string default_service_id() {
+  return str_cat(host_and_pid(), "/", farm::unix_ms_now());
+}
+
+inline double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// The client messages one turn of the loop handles before it sends heartbeats and
+// dispatches again: a burst of Submits is served in slices, not in one block that
+// leaves every client unanswered for seconds (docs/bench/farm-service.md).
+inline constexpr auto kTurnSlice = std::chrono::milliseconds(20);
+
+// Job latency buckets, seconds: emulated jobs take milliseconds, real ones seconds to minutes.
+inline const std::vector<double> kLatencyBounds = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
+
+}  // namespace farm_service_detail
+
+using namespace farm_service_detail;
+
+struct FarmService::Impl {
+  // One client: a tune.
+  struct Tune {
+    uint64_t id = 0;
+    std::string identity;
+    std::string peer;            // its CURVE key ("" without CURVE): only it may resume the tune
+    std::string client_id, host, model;
+    std::vector<std::string> gpu_types;
+    int priority = 1;
+    Clock::time_point started;
+    Clock::time_point last_seen;
+    Clock::time_point next_status;
+    bool connected = true;       // false: silent, kept until detached_at + grace
+    Clock::time_point detached_at;
+    std::set<uint64_t> groups;  // it waits for
+    // Outcomes sent lately (and all of them while it is silent), by resend_key: a client
+    // that reconnects resubmits what it has no outcome for, and these are sent again. Only
+    // a tune that resumed looks here (another tune's later round may reuse a job id).
+    std::map<std::string, std::pair<Clock::time_point, farm::Envelope>> recent;
+    // The same, oldest first: expiry looks at the front only (a walk of the whole map on
+    // every turn was the loop's largest cost at thousands of jobs a second).
+    std::deque<std::pair<Clock::time_point, std::string>> recent_order;
+    int resumes = 0;
+    int64_t submitted = 0, done = 0, measured = 0, from_db = 0, joined = 0;
+    int64_t queued = 0;  // its waits on groups no device has yet
+  };
+  // One tune's wait for a group's result, under its own names.
+  struct Waiter {
+    uint64_t tune = 0;
+    std::string job_id, workload, variant_key;
+    bool reuse = true;
+    std::string resend_key;  // job id, source hash, check, reuse: the same job submitted again
+  };
+  // Identical jobs: measured once.
+  struct Group {
+    std::string key;
+    std::string gpu_type;
+    std::string workload, variant_key;  // as the first tune submitted it, for the record
+    FarmJob job;                 // until dispatched: then it moves to the broker
+    std::vector<Waiter> waiters;
+    bool dispatched = false;
+    uint64_t dispatched_by = 0;  // the tune whose share paid for it
+    Clock::time_point dispatched_at;
+  };
+  struct WorkerTally {
+    int64_t done = 0, failed = 0;
+  };
+  struct DeviceTally {
+    Clock::time_point joined;
+    double busy_seconds = 0;
+  };
+
+  FarmServiceOptions options;
+  TuningDb& db;
+  FarmBroker broker;
+  const GpuCatalog catalog = GpuCatalog::builtin();
+  std::string service_id = default_service_id();
+
+  std::map<uint64_t, Tune> tunes;
+  std::map<std::string, uint64_t> tune_of_identity;
+  std::map<uint64_t, Group> groups;
+  std::map<std::string, uint64_t> group_of_key;
+  std::map<std::string, int64_t> in_broker;  // per GPU type: handed over, no result yet
+  std::map<std::string, int64_t> queued_groups;  // per GPU type: groups no device has yet
+  // Client messages taken from the broker, not handled yet (run() handles a time slice of
+  // them per turn), and replies held until the turn's DB batch is committed: an outcome
+  // never reaches a tune before its measurement is durable.
+  std::deque<FarmBroker::ClientMessage> pending;
+  std::vector<std::pair<std::string, farm::Envelope>> outbox;
+  FairShare share;
+  uint64_t next_tune = 1, next_group = 1;
+  // What the DB already has (rows the service committed or found): caches that spare a
+  // repeated upsert. Workloads and variants come with every job, so those two are emptied
+  // when they reach kRecordedCacheMax: a long-lived service's memory stays flat (it grew by
+  // one entry per job, docs/bench/farm-service.md), at the cost of an upsert now and then.
+  static constexpr size_t kRecordedCacheMax = 1 << 14;
+  std::set<std::string> gpu_types_recorded, workloads_recorded, workers_recorded;
+  std::set<std::pair<std::string, std::string>> variants_recorded;
+  std::map<std::string, WorkerTally> tally;  // by worker id (before the device suffix)
+  std::map<std::string, DeviceTally> device_tally;  // by "worker id/device index"
+  int64_t measured = 0, answered_from_db = 0, joined = 0, cancelled = 0;
+  int64_t answered_measured = 0;  // outcomes of origin MEASURED (measured counts results)
+  int64_t tunes_started = 0, tunes_resumed = 0;
+  std::map<std::string, int64_t> results_by_status, recorded_by_status;
+  ServiceView::Histogram latency = [] {
+    ServiceView::Histogram h;
+    h.bounds = kLatencyBounds;
+    h.counts.assign(kLatencyBounds.size() + 1, 0);
+    return h;
+  }();
+  const Clock::time_point started = Clock::now();
+  Clock::time_point next_view = Clock::now();
+
+  Impl(FarmServiceOptions o, TuningDb& d)
+      : options(std::move(o)), db(d), broker([&] {
+          options.broker.serve_clients = true;
+          return options.broker;
+        }()) {}
+
+  void send(const std::string& identity, farm::Envelope e) { outbox.emplace_back(identity, std::move(e)); }
+  void flush() { broker.send_to_clients(std::exchange(outbox, {})); }
+  void refuse(const std::string& identity, const std::string& reason) {
+    spdlog::warn("service: refused a client: {}", reason);
+    farm::Envelope e = farm::make_envelope();
+    e.mutable_refused()->set_reason(reason);
+    send(identity, std::move(e));
+  }
+
+  void take_client_messages();
+  void serve_turn(std::vector<Measurement> results);
+  void on_client(FarmBroker::ClientMessage& m);
+  void on_hello(const std::string& identity, const std::string& peer, const farm::ClientHello& h);
+  bool resume(const std::string& identity, const std::string& peer, const farm::ClientHello& h);
+  void detach(Tune& t);
+  void reattach(Tune& t);
+  void on_submit(Tune& t, farm::TuneJob& j);
+  void on_mark_implausible(const Tune& t, const farm::MarkImplausible& mk);
+  void on_status_request(const std::string& identity, const farm::StatusRequest& r);
+  void end_tune(uint64_t id, const std::string& why);
+  void on_result(Measurement m);
+  void record_result(const Group& g, const Measurement& m, const std::string& worker_id);
+  void deliver(Tune& t, const Waiter& w, const Measurement& m, farm::Origin origin);
+  void record_rows(const FarmJob& job, const std::string& source_hash);
+  std::optional<Measurement> from_db(const FarmJob& job, const std::string& source_hash);
+  void tick();
+  void pump();
+  void observe_devices(const FarmStatus& st);
+  ServiceView view();
+  farm::Envelope client_status(const FarmStatus& st) const;
+};
+
+}  // namespace dc
