@@ -4,7 +4,8 @@
 // sentinel, is the naive reference kernel of the GPU type's cheapest workload: every worker
 // can run it, it costs next to nothing, and it never changes between the two timings. Each
 // worker times it before the measure stage and again after it; two medians that disagree by
-// the cross-check's noise model (medians_agree) mean the worker drifted. A drifting worker is
+// the cross-check's noise model (medians_agree) and by more than the timer's resolution
+// (sentinels_agree), also when timed again, mean the worker drifted. A drifting worker is
 // quarantined (tune_quarantine.cpp) while a steady worker of its type is left to measure
 // again what only it measured; the only worker of a type (or when all drifted) cannot be
 // replaced: its results of this run are marked implausible and the tune does not say ok.
@@ -135,7 +136,7 @@ GpuTuneResult::Drift judge(size_t gi, const ModelPlan& plan, const std::vector<G
       continue;
     }
     d.medians[w] = {first->second.median_us, last->second.median_us};
-    if (medians_agree(first->second, last->second)) {
+    if (sentinels_agree(first->second, last->second)) {
       steady.push_back(w);
       continue;
     }
@@ -143,7 +144,7 @@ GpuTuneResult::Drift judge(size_t gi, const ModelPlan& plan, const std::vector<G
     const std::vector<Measurement> none;
     const std::vector<Measurement>& later = again == g.again.end() ? none : again->second;
     if (const auto ok = std::find_if(later.begin(), later.end(),
-                                     [&](const Measurement& m) { return medians_agree(first->second, m); });
+                                     [&](const Measurement& m) { return sentinels_agree(first->second, m); });
         ok != later.end()) {
       // A passing disturbance at the moment of the last timing (another process on the
       // host, a clock step), not a lasting change: the worker is steady.
@@ -158,9 +159,9 @@ GpuTuneResult::Drift judge(size_t gi, const ModelPlan& plan, const std::vector<G
     std::string retimed;
     for (const Measurement& m : later) retimed += (retimed.empty() ? "" : ", ") + figure(m);
     d.drifted[w] = fmt::format("its sentinel (the reference kernel of {}) took {} before the measure stage and {} "
-                               "after it (x{:.2f}: beyond the noise model, max({:.0f}%, {} MADs)){}",
+                               "after it (x{:.2f}: beyond the noise model, max({:.0f}%, {} MADs, {} us)){}",
                                d.sentinel, figure(first->second), figure(last->second), ratio,
-                               kCrossCheckNoise * 100, kCrossCheckMads,
+                               kCrossCheckNoise * 100, kCrossCheckMads, kDriftTimerUs,
                                later.empty() ? std::string()
                                              : fmt::format(", and {} when timed again", retimed));
     spdlog::error("tune: *** WORKER {} ({}) DRIFTED over the tune ***: {}", w, type, d.drifted[w]);
@@ -211,9 +212,9 @@ void confirm(Sentinels& s, Ledger& ledger, const std::vector<GpuTuneResult>& gpu
       if (!g.workload) continue;
       for (const std::string& w : g.workers) {
         const auto first = g.first.find(w), last = g.last.find(w);
-        if (last == g.last.end() || medians_agree(first->second, last->second)) continue;
+        if (last == g.last.end() || sentinels_agree(first->second, last->second)) continue;
         const std::vector<Measurement>& again = g.again[w];
-        if (std::any_of(again.begin(), again.end(), [&](const Measurement& m) { return medians_agree(first->second, m); }))
+        if (std::any_of(again.begin(), again.end(), [&](const Measurement& m) { return sentinels_agree(first->second, m); }))
           continue;
         std::set<std::string> avoid(g.workers.begin(), g.workers.end());
         avoid.erase(w);
@@ -241,6 +242,10 @@ void confirm(Sentinels& s, Ledger& ledger, const std::vector<GpuTuneResult>& gpu
 }
 
 }  // namespace
+
+bool sentinels_agree(const Measurement& a, const Measurement& b) {
+  return medians_agree(a, b) || std::abs(a.median_us - b.median_us) <= kDriftTimerUs;
+}
 
 Drifted drift_check(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, Sentinels& s, TuningDb& db,
                     Ledger& ledger, const StageLog& log,

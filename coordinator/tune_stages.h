@@ -259,6 +259,12 @@ Sentinels first_sentinels(const ModelPlan& plan, const std::vector<GpuTuneResult
                           const std::vector<PlannedJob>& planned, Ledger& ledger,
                           const std::function<Collected(std::vector<PlannedJob>)>& probe);
 inline constexpr int kDriftConfirmations = 2;
+// Two sentinel timings agree by the noise model (medians_agree) or when their medians are
+// within kDriftTimerUs: a timing event's resolution is about 0.5 us (CUDA's events; PoCL's
+// launch jitter is of that order too), so a sub-microsecond sentinel that moves by less
+// than two of those says nothing about the device.
+inline constexpr double kDriftTimerUs = 1.0;
+bool sentinels_agree(const Measurement& a, const Measurement& b);
 struct Drifted {
   std::vector<GpuTuneResult::Drift> per_gpu;
   int64_t sent = 0;  // results of quarantined workers measured again (jobs of the tune)

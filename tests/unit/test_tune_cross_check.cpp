@@ -269,6 +269,25 @@ TEST(TuneDrift, TheTestDriftGrowsLinearlyToItsFactor) {
   EXPECT_DOUBLE_EQ(f.factor(4), 1.0);
 }
 
+TEST(TuneDrift, SentinelsWithinTheTimerResolutionAgreeWhateverTheirRatio) {
+  Measurement a, b;
+  a.median_us = 0.481;
+  a.mad_us = 0.02;
+  b.median_us = 0.942;  // x1.96, 0.46 us apart: PoCL's sentinel in a quiet CI run
+  b.mad_us = 0.03;
+  EXPECT_FALSE(tune_stage::medians_agree(a, b));
+  EXPECT_TRUE(tune_stage::sentinels_agree(a, b));
+  b.median_us = a.median_us + tune_stage::kDriftTimerUs + 0.01;  // beyond the resolution and the ratio
+  EXPECT_FALSE(tune_stage::sentinels_agree(a, b));
+  a.median_us = 2.242;  // a GPU's 2.2 us sentinel doubling is drift
+  a.mad_us = 0.0095;
+  b.median_us = 4.484;
+  b.mad_us = 0.019;
+  EXPECT_FALSE(tune_stage::sentinels_agree(a, b));
+  b.median_us = 2.3;  // within 10 %
+  EXPECT_TRUE(tune_stage::sentinels_agree(a, b));
+}
+
 // A sentinel's rows in the DB: its reference kernel's results (the measure stage's one only:
 // sentinels are not recorded).
 size_t reference_rows(const TuningDb& db, const std::string& workload) {
