@@ -14,6 +14,7 @@
 
 #include "generate.h"
 #include "ir/error.h"
+#include "ir/join.h"
 #include "ref/im2col.h"
 #include "template_util.h"
 #include "value_emitter.h"
@@ -22,12 +23,6 @@
 namespace dc {
 
 namespace {
-
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
-  return s;
-}
 
 // Statements computing the window result of pool node `p` for output coordinates `o`
 // into a new float local, whose name is returned.

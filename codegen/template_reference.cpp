@@ -20,6 +20,7 @@
 
 #include "generate.h"
 #include "ir/error.h"
+#include "ir/join.h"
 #include "ref/conv_transpose.h"
 #include "ref/im2col.h"
 #include "template_reference_training.h"
@@ -46,12 +47,6 @@ const std::set<std::string> kOtherOps = {"Conv",       "ConvTranspose", "MatMul"
 bool reference_supports(const Node& n) {
   return ValueEmitter::supports(n) || kReduceOps.count(n.op) || kOtherOps.count(n.op) ||
          naive_training_supports(n);
-}
-
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
-  return s;
 }
 
 // The node as a graph of its own: its non-constant inputs are the graph inputs (in0, ...),

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "ir/error.h"
+#include "ir/join.h"
 #include "ir/kernel.h"
 #include "variant.h"
 #include "template_text.h"
@@ -20,12 +21,6 @@ namespace dc {
 namespace {
 
 EmitForm form_of(const std::string& op) { return op_traits(op).emit; }
-
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
-  return s;
-}
 
 std::string int_literal(int64_t v) {
   if (v == INT64_MIN) return "(-9223372036854775807LL - 1)";  // the literal alone overflows

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "ir/error.h"
+#include "ir/join.h"
 #include "value_emitter_op.h"
 
 namespace dc::op_rows {
@@ -13,12 +14,6 @@ namespace dc::op_rows {
 using Op = ValueEmitter::Op;
 
 namespace {
-
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
-  return s;
-}
 
 size_t axis_of(int64_t axis, size_t rank, const char* op) {
   return static_cast<size_t>(normalize_axis(axis, static_cast<int64_t>(rank), op));

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "ir/join.h"
 #include "ir/error.h"
 #include "ir/workload.h"
 
@@ -39,12 +40,6 @@ const std::vector<int>& supported_arch_numbers() {
     return std::vector<int>(all.begin(), all.end());
   }();
   return numbers;
-}
-
-std::string join(const std::vector<std::string>& parts, const std::string& sep) {
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
-  return out;
 }
 
 // NN of "sm_NN", "sm_NNa" (NN >= 90) or "sm_NNf" (NN >= 100), the architecture-specific and

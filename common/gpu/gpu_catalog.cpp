@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "ir/error.h"
+#include "ir/join.h"
 
 namespace dc {
 
@@ -28,15 +29,6 @@ std::string trim(std::string_view s) {
 }
 
 bool is_alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
-
-std::string join(const std::vector<std::string>& items, std::string_view sep) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i) out += sep;
-    out += items[i];
-  }
-  return out;
-}
 
 int cc_number(int major, int minor) { return major * 10 + minor; }
 

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "ir/join.h"
 #include "ir/error.h"
 
 namespace dc {
@@ -24,10 +25,6 @@ std::string trim(std::string_view s) {
   if (first == std::string_view::npos) return "";
   const auto last = s.find_last_not_of(" \t\r\n");
   return std::string(s.substr(first, last - first + 1));
-}
-
-std::string join(const std::vector<std::string>& items, std::string_view sep) {
-  return fmt::format("{}", fmt::join(items, sep));
 }
 
 const std::set<std::string>& known_arches() {

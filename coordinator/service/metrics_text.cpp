@@ -1,4 +1,5 @@
 #include "metrics_text.h"
+#include "ir/join.h"
 
 #include <fmt/format.h>
 
@@ -165,9 +166,9 @@ std::string html_escape(const std::string& s) {
 
 namespace {
 
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const std::string& s : v) out += (out.empty() ? "" : ",") + s;
+// The items joined by commas; "-" for none.
+std::string comma_list(const std::vector<std::string>& v) {
+  const std::string out = join(v, ",");
   return out.empty() ? "-" : out;
 }
 
@@ -213,7 +214,7 @@ std::string status_page_html(const ServiceView& v, int refresh_seconds) {
     o += fmt::format("<tr><td class=n>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=n>{}</td><td>{}</td>"
                      "<td class=n>{}/{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td>{}</td></tr>\n",
                      t.id, h(t.model), h(t.client_host) + (t.connected ? "" : " <span class=gone>(reconnecting)</span>"),
-                     h(join(t.gpu_types)), t.priority,
+                     h(comma_list(t.gpu_types)), t.priority,
                      bar(t.submitted > 0 ? static_cast<double>(t.done) / static_cast<double>(t.submitted) : 0.0),
                      t.done, t.submitted, t.queued, t.measured, t.from_db, duration(t.eta_seconds));
   o += "</table>\n";
@@ -223,7 +224,7 @@ std::string status_page_html(const ServiceView& v, int refresh_seconds) {
   for (const ServiceView::Worker& w : v.workers)
     o += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td class={}>{}</td><td class=n>{}</td><td class=n>{}</td>"
                      "<td class=n>{}</td><td>{}</td></tr>\n",
-                     h(w.worker_id), h(w.host), h(join(w.gpu_types)), w.state == "busy" ? "busy" : "idle", h(w.state),
+                     h(w.worker_id), h(w.host), h(comma_list(w.gpu_types)), w.state == "busy" ? "busy" : "idle", h(w.state),
                      w.leases, w.jobs_done, w.jobs_failed, bar(w.busy_fraction));
   o += "</table>\n";
   o += "<h2>Queues</h2>\n<table id=queues><tr><th>GPU type</th><th class=n>queued</th><th class=n>in flight</th>"
