@@ -113,9 +113,6 @@ std::optional<TrainingSpec> read_training_options(const po::variables_map& vm) {
 
 LoadedModel load_training_model(OnnxModel model, const ImportOptions& opts,
                                 const TrainingSpec& spec, Precision precision) {
-  DC_USER_CHECK(precision == Precision::fp32 || precision == Precision::tf32, "--train with "
-                "--precision ", precision_name(precision), " (mixed-precision training) is not "
-                "implemented yet; use fp32 or tf32 (docs/training.md)");
   LoadedModel out;
   auto t0 = std::chrono::steady_clock::now();
   out.imported = import_onnx(std::move(model), opts);
@@ -124,6 +121,7 @@ LoadedModel load_training_model(OnnxModel model, const ImportOptions& opts,
   // The model's own weights train; constants that simplification folds into new
   // initializers (torch's Constant nodes) do not.
   TrainingSpec with_weights = spec;
+  with_weights.mixed_precision = storage_dtype(precision);  // f32 for fp32 and tf32
   with_weights.parameters.emplace();
   for (const auto& [name, t] : out.imported.initializers)
     if (is_float(t.dtype()) && t.rank() >= 1) with_weights.parameters->insert(name);

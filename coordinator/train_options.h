@@ -20,8 +20,8 @@ void add_training_options(boost::program_options::options_description& desc);
 // option given without --train and for values out of range (messages name the flag).
 std::optional<TrainingSpec> read_training_options(const boost::program_options::variables_map& vm);
 
-// import -> simplify_for_training -> build_training_graph -> apply_precision (fp32/tf32 only
-// for now: mixed-precision training is not implemented). `simplified` is the training graph.
+// import -> simplify_for_training -> build_training_graph -> apply_precision; fp16/bf16 build
+// the mixed-precision step (passes/training/mixed_precision.h). `simplified` is the training graph.
 LoadedModel load_training_model(OnnxModel model, const ImportOptions& opts,
                                 const TrainingSpec& spec, Precision precision);
 

@@ -9,6 +9,8 @@
 #include "ir/converted_bytes.h"
 #include "ir/error.h"
 #include "ir/op_traits.h"
+#include "passes/training/mixed_precision.h"
+#include "passes/training_state.h"
 
 namespace dc {
 
@@ -63,6 +65,8 @@ class Policy {
     mark_sensitive_chains();
     for (const auto& t : g_.inputs) forced_.insert(t);
     for (const auto& t : g_.outputs) forced_.insert(t);
+    if (is_training_graph(g_))
+      for (const auto& t : training_fp32_tensors(g_)) forced_.insert(t);
     for (const auto& n : g_.nodes)
       if (dtype_from_attribute(n.op))
         for (const auto& o : n.outputs) forced_.insert(o);

@@ -6,6 +6,7 @@
 #include "passes/training/add_gradients.h"
 #include "passes/training/add_loss.h"
 #include "passes/training/add_optimizer.h"
+#include "passes/training/mixed_precision.h"
 #include "passes/training/trainable_weights.h"
 #include "passes/training/training_forward.h"
 #include "passes/training_state.h"
@@ -33,14 +34,26 @@ Graph build_training_graph(Graph g, const TrainingSpec& spec) {
   const std::vector<std::string> model_outputs = g.outputs;
   const std::set<std::string> weights = trainable_weights(g, spec);
   g = use_training_forward(std::move(g));
+  const bool mixed = spec.mixed_precision != DType::f32;
+  if (mixed) cast_weights_for_compute(g, weights);
   const std::string loss = add_loss(g, spec);
-  const auto gradients = add_gradients(g, loss, weights);
+  const bool scaled = spec.mixed_precision == DType::f16;
+  const std::string scale = scaled ? add_loss_scale(g, loss, spec) : "";
+  const auto gradients = scaled ? add_vector_jacobian_product(g, {{loss, scale}}, weights)
+                                : add_gradients(g, loss, weights);
   DC_USER_CHECK(!gradients.empty(), "no trainable weight reaches the loss (", weights.size(),
                 " candidate(s), ", spec.freeze.size(), " frozen)");
-  add_optimizer(g, spec, gradients);
+  if (scaled) {
+    const UnscaledGradients u = unscale_gradients(g, gradients, scale);
+    add_optimizer(g, spec, u.gradients);
+    gate_updates_on_overflow(g, u.all_finite, spec);
+  } else {
+    add_optimizer(g, spec, gradients);
+  }
   g.outputs = step_outputs(g, loss, model_outputs);
-  spdlog::info("training graph: {} nodes, {} trained weights, loss {}, optimizer {}",
-               g.nodes.size(), gradients.size(), loss_name(spec.loss), optimizer_name(spec.optimizer));
+  spdlog::info("training graph: {} nodes, {} trained weights, loss {}, optimizer {}{}",
+               g.nodes.size(), gradients.size(), loss_name(spec.loss), optimizer_name(spec.optimizer),
+               mixed ? std::string(", mixed precision ") + std::string(dtype_name(spec.mixed_precision)) : "");
   return g;
 }
 

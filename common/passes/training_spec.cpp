@@ -43,6 +43,11 @@ void validate(const TrainingSpec& s) {
                 "--betas must both be in [0, 1), got ", s.beta1, ",", s.beta2);
   DC_USER_CHECK(finite(s.eps) && s.eps > 0, "--eps must be > 0, got ", s.eps);
   DC_USER_CHECK(!s.labels.empty() || s.loss == LossKind::none, "--labels must not be empty");
+  DC_USER_CHECK(s.mixed_precision == DType::f32 || s.mixed_precision == DType::f16 ||
+                    s.mixed_precision == DType::bf16,
+                "mixed-precision training stores f16 or bf16, not ", dtype_name(s.mixed_precision));
+  DC_USER_CHECK(finite(s.loss_scale_init) && s.loss_scale_init > 0 && s.loss_scale_growth_interval >= 1,
+                "the loss scale must be > 0 and its growth interval >= 1");
 }
 
 }  // namespace dc

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "ir/dtype.h"
+
 namespace dc {
 
 enum class LossKind {
@@ -34,6 +36,14 @@ struct TrainingSpec {
   // Recompute cheap elementwise chains in the backward pass when that lowers the step's
   // peak memory (--no-recompute: off). Read by the coordinator (coordinator/train_recompute.h).
   bool recompute = true;
+  // Mixed precision (AMP, `--precision fp16|bf16`; docs/training.md "Mixed precision"): the
+  // dtype that GEMM operands and activations are stored in; f32 = off. Weights, gradients
+  // reaching the optimizer and optimizer state stay f32.
+  DType mixed_precision = DType::f32;
+  // f16's dynamic loss scaling, PyTorch's GradScaler defaults (growth x2, backoff x0.5).
+  // No flag sets them: tests shorten the growth interval or plant a huge scale.
+  double loss_scale_init = 65536.0;
+  int64_t loss_scale_growth_interval = 2000;
 };
 
 std::string_view loss_name(LossKind k);

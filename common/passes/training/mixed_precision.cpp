@@ -1,0 +1,175 @@
+#include "passes/training/mixed_precision.h"
+
+#include <vector>
+
+#include "ir/error.h"
+#include "passes/training_state.h"
+
+namespace dc {
+
+namespace {
+
+bool is_gemm(const std::string& op) {
+  return op == "Conv" || op == "ConvTranspose" || op == "Gemm" || op == "MatMul";
+}
+
+bool is_weight_view(const std::string& op) {
+  return op == "Reshape" || op == "Transpose" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze";
+}
+
+// True when `t` is read by a GEMM-family node, directly or through views of it (as data input).
+bool reaches_gemm(const Graph& g, const std::map<std::string, std::vector<size_t>>& uses, const std::string& t) {
+  auto it = uses.find(t);
+  if (it == uses.end()) return false;
+  for (size_t c : it->second) {
+    const Node& n = g.nodes[c];
+    if (is_gemm(n.op)) return true;
+    if (is_weight_view(n.op) && n.input(0) == t && reaches_gemm(g, uses, n.outputs.at(0))) return true;
+  }
+  return false;
+}
+
+// Appends node `name` = op(inputs) with one output of the same name and type `info`.
+std::string add(Graph& g, const std::string& name, const std::string& op, std::vector<std::string> inputs,
+                TensorInfo info, Attributes attrs = {}) {
+  DC_USER_CHECK(!g.tensors.count(name), "the model has a tensor named '", name,
+                "', which mixed-precision training reserves");
+  Node n;
+  n.name = name;
+  n.op = op;
+  n.inputs = std::move(inputs);
+  n.outputs = {name};
+  n.attrs = std::move(attrs);
+  g.tensors[name] = std::move(info);
+  g.nodes.push_back(std::move(n));
+  return name;
+}
+
+std::string f32_constant(Graph& g, const std::string& name, float v) {
+  DC_USER_CHECK(!g.tensors.count(name), "the model has a tensor named '", name, "'");
+  g.initializers[name] = Tensor::scalar<float>(v);
+  g.tensors[name] = TensorInfo{DType::f32, {}};
+  return name;
+}
+
+std::string state(Graph& g, std::string_view name, Tensor init) {
+  const std::string s(name);
+  DC_USER_CHECK(!g.tensors.count(s), "the model has a tensor named '", s, "', which training reserves");
+  g.tensors[s] = TensorInfo{init.dtype(), init.shape()};
+  g.tensors[next_name(s)] = g.tensors[s];
+  g.initializers[s] = std::move(init);
+  g.outputs.push_back(next_name(s));
+  return s;
+}
+
+const TensorInfo kBool{DType::boolean, {}};
+const TensorInfo kF32{DType::f32, {}};
+
+}  // namespace
+
+void cast_weights_for_compute(Graph& g, const std::set<std::string>& weights) {
+  const auto uses = g.consumers();
+  std::vector<Node> casts;
+  for (const auto& w : weights) {
+    if (!reaches_gemm(g, uses, w)) continue;
+    const std::string copy = w + std::string(kComputeSuffix);
+    DC_USER_CHECK(!g.tensors.count(copy), "the model has a tensor named '", copy, "'");
+    g.tensors[copy] = g.info(w);  // f32 until apply_precision stores it in the reduced type
+    for (size_t c : uses.at(w))
+      for (auto& in : g.nodes[c].inputs)
+        if (in == w) in = copy;
+    Node n;
+    n.name = "compute_cast/" + w;
+    n.op = "Cast";
+    n.inputs = {w};
+    n.outputs = {copy};
+    n.attrs.set("to", static_cast<int64_t>(DType::f32));
+    casts.push_back(std::move(n));
+  }
+  g.nodes.insert(g.nodes.begin(), casts.begin(), casts.end());
+}
+
+std::string add_loss_scale(Graph& g, const std::string& loss, const TrainingSpec& spec) {
+  const TensorInfo lt = g.info(loss);
+  DC_INTERNAL_CHECK(lt.dtype == DType::f32 && shape_numel(lt.shape) == 1, "the loss is not an f32 scalar");
+  state(g, kLossScaleGrowth, Tensor::scalar<float>(0.f));
+  return state(g, kLossScale, Tensor::from_vector<float>(lt.shape, {static_cast<float>(spec.loss_scale_init)}));
+}
+
+UnscaledGradients unscale_gradients(Graph& g, const std::map<std::string, std::string>& gradients,
+                                    const std::string& scale) {
+  const std::string p(kAmpPrefix);
+  // 1/S as PyTorch's unscale_ computes it (exact: S is a power of two).
+  const std::string inv = add(g, p + "inv_scale", "Reciprocal", {scale}, g.info(scale));
+  const std::string zero = f32_constant(g, p + "zero", 0.f);
+  UnscaledGradients out;
+  std::string nonfinite;  // sum over every gradient of g * 0: 0, or NaN when one is inf/NaN
+  Attributes all;
+  all.set("keepdims", int64_t{0});
+  for (const auto& [w, grad] : gradients) {
+    out.gradients[w] = add(g, p + "unscaled/" + w, "Mul", {grad, inv}, g.info(grad));
+    const std::string zeros = add(g, p + "zeroed/" + w, "Mul", {grad, zero}, g.info(grad));
+    const std::string sum = add(g, p + "zeroed_sum/" + w, "ReduceSum", {zeros}, kF32, all);
+    nonfinite = nonfinite.empty() ? sum : add(g, p + "nonfinite/" + w, "Add", {nonfinite, sum}, kF32);
+  }
+  out.all_finite = add(g, p + "all_finite", "Equal", {nonfinite, zero}, kBool);
+  return out;
+}
+
+void gate_updates_on_overflow(Graph& g, const std::string& all_finite, const TrainingSpec& spec) {
+  const std::string p(kAmpPrefix);
+  std::vector<std::pair<std::string, std::string>> gated;  // STATE, its ungated update
+  for (auto& n : g.nodes) {
+    if (!n.name.starts_with("optimizer/")) continue;
+    for (auto& o : n.outputs) {
+      const std::string s = o.substr(0, o.size() - kNextSuffix.size());
+      const std::string update = p + "update/" + s;
+      g.tensors[update] = g.info(o);
+      gated.emplace_back(s, update);
+      o = update;
+    }
+  }
+  for (const auto& [s, update] : gated) {
+    Node n;
+    n.name = p + "gate/" + s;
+    n.op = "Where";
+    n.inputs = {all_finite, update, s};
+    n.outputs = {next_name(s)};
+    g.nodes.push_back(std::move(n));
+  }
+  // GradScaler: finite -> counter + 1, and at the interval S x2 and counter 0;
+  // overflow -> S x0.5 and counter 0.
+  const std::string scale(kLossScale), growth(kLossScaleGrowth);
+  const TensorInfo st = g.info(scale);
+  const std::string counted = add(g, p + "growth_count", "Add", {growth, f32_constant(g, p + "one", 1.f)}, kF32);
+  const std::string interval = f32_constant(g, p + "growth_interval", static_cast<float>(spec.loss_scale_growth_interval));
+  const std::string grow = add(g, p + "grow", "Equal", {counted, interval}, kBool);
+  const std::string grown = add(g, p + "scale_grown", "Mul", {scale, f32_constant(g, p + "growth_factor", 2.f)}, st);
+  const std::string backed = add(g, p + "scale_backed_off", "Mul", {scale, f32_constant(g, p + "backoff_factor", 0.5f)}, st);
+  const std::string if_finite = add(g, p + "scale_if_finite", "Where", {grow, grown, scale}, st);
+  const std::string zero = p + "zero";
+  const std::string count_if_finite = add(g, p + "growth_if_finite", "Where", {grow, zero, counted}, kF32);
+  Node scale_next{p + "scale_next", "Where", {}, {all_finite, if_finite, backed}, {next_name(scale)}};
+  Node growth_next{p + "growth_next", "Where", {}, {all_finite, count_if_finite, zero}, {next_name(growth)}};
+  g.nodes.push_back(std::move(scale_next));
+  g.nodes.push_back(std::move(growth_next));
+}
+
+std::set<std::string> training_fp32_tensors(const Graph& g) {
+  std::set<std::string> keep;
+  for (const StateUpdate& u : training_state_updates(g)) keep.insert(u.state);
+  for (const Node& n : g.nodes) {
+    if (n.name.starts_with("optimizer/") || n.name.starts_with(kAmpPrefix)) {
+      keep.insert(n.inputs.begin(), n.inputs.end());
+      keep.insert(n.outputs.begin(), n.outputs.end());
+    } else if (n.op == "dc.BatchNormTrain") {
+      keep.insert(n.outputs.begin() + 1, n.outputs.end());
+    } else if (n.op == "dc.SoftmaxCrossEntropy") {
+      keep.insert(n.outputs.begin(), n.outputs.end());
+    }
+  }
+  keep.erase("");
+  return keep;
+}
+
+}  // namespace dc

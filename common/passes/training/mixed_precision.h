@@ -1,0 +1,64 @@
+// Mixed-precision training steps, as PyTorch's AMP (docs/training.md, "Mixed precision").
+//
+// build_training_graph calls these for TrainingSpec::mixed_precision f16/bf16, and
+// apply_precision then stores the step's tensors: GEMM operands and activations (forward and
+// backward) in the reduced type, while weights (the master copies), the gradients reaching
+// the optimizer, optimizer state and the loss-scaling bookkeeping stay f32
+// (training_fp32_tensors). For f16 the loss is scaled dynamically, GradScaler's rules: the
+// backward pass is seeded with the scale S instead of 1, gradients are multiplied by 1/S
+// before the update, and a step with an inf/NaN gradient leaves every weight and optimizer
+// state as it was and halves S; after `growth_interval` finite steps in a row S doubles.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "ir/graph.h"
+#include "passes/training_spec.h"
+
+namespace dc {
+
+// Node-name prefix of the f32 bookkeeping: unscaling, the overflow check, the update gates
+// and the loss scale's update.
+inline constexpr std::string_view kAmpPrefix = "amp/";
+// The state of f16's dynamic loss scaling: the scale S (shaped as the loss) and the count of
+// finite steps since it last changed (f32, shape []).
+inline constexpr std::string_view kLossScale = "train.loss_scale";
+inline constexpr std::string_view kLossScaleGrowth = "train.loss_scale_growth";
+// Suffix of a weight's reduced-precision copy (WEIGHT@compute, made by a Cast each step).
+inline constexpr std::string_view kComputeSuffix = "@compute";
+
+// Each weight in `weights` that a Conv, ConvTranspose, Gemm or MatMul reads (directly or
+// through Reshape/Transpose/Flatten/Squeeze/Unsqueeze) gets a Cast at the front of the graph
+// to WEIGHT@compute, which all its consumers read instead: the GEMM operand is rounded to the
+// reduced type once per step, as autocast does. Other weights (normalisation parameters,
+// embedding tables, biases added on their own) are read as f32.
+void cast_weights_for_compute(Graph& g, const std::set<std::string>& weights);
+
+// Adds the loss-scale state (spec.loss_scale_init, shaped as `loss`) and its growth counter;
+// returns the scale, the backward pass's seed.
+std::string add_loss_scale(Graph& g, const std::string& loss, const TrainingSpec& spec);
+
+struct UnscaledGradients {
+  std::map<std::string, std::string> gradients;  // weight -> its gradient times 1/S
+  std::string all_finite;                        // bool scalar: no gradient has inf or NaN
+};
+// The gradients the optimizer reads: each scaled gradient times 1/S, and the flag.
+UnscaledGradients unscale_gradients(Graph& g, const std::map<std::string, std::string>& gradients,
+                                    const std::string& scale);
+
+// After add_optimizer: every optimizer output STATE@next (weights, optimizer state, the step
+// counter) becomes Where(all_finite, its update, STATE), and the loss scale and its counter
+// get their next values (GradScaler's update).
+void gate_updates_on_overflow(Graph& g, const std::string& all_finite, const TrainingSpec& spec);
+
+// The tensors of a training graph that stay f32 under fp16/bf16 (apply_precision): its state
+// (weights, optimizer state, running statistics, loss scale), every float input and output
+// of the optimizer's and the bookkeeping's nodes (so the gradients reaching the optimizer),
+// and the statistics a normalisation saves for its backward pass (BatchNorm's batch mean and
+// inverse std, the softmax cross-entropy's log-probabilities).
+std::set<std::string> training_fp32_tensors(const Graph& g);
+
+}  // namespace dc
