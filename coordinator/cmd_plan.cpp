@@ -256,7 +256,7 @@ int cmd_plan(const std::vector<std::string>& args) {
                 gpus.size(), " in --gpus");
   const ModelPlan plan = plan_by_estimate(m.simplified, gpus, opts);
   const std::optional<PlanTraining> training =
-      train ? std::optional<PlanTraining>(plan_training(*train, model)) : std::nullopt;
+      train ? std::optional<PlanTraining>(plan_training(*train, model, opts.precision)) : std::nullopt;
   if (!out_dir.empty()) {
     ExecPlan exec = build_estimated_plan(m.simplified, plan, 0, opts, training ? &*training : nullptr);
     exec.weight_transforms = m.training_notes;  // as tune's plans: the step's ops, what is recomputed

@@ -14,6 +14,7 @@
 #include "passes/apply_precision.h"
 #include "passes/build_training_graph.h"
 #include "passes/simplify_for_training.h"
+#include "passes/training/mixed_precision.h"
 #include "train_recompute.h"
 
 namespace dc::cli {
@@ -147,7 +148,7 @@ std::string training_plan_note(const Graph& g) {
                      ops.empty() ? "none" : ops);
 }
 
-PlanTraining plan_training(const TrainingSpec& spec, const std::string& model_path) {
+PlanTraining plan_training(const TrainingSpec& spec, const std::string& model_path, Precision precision) {
   PlanTraining t;
   t.loss = std::string(loss_name(spec.loss));
   t.labels = spec.loss == LossKind::none ? "" : spec.labels;
@@ -161,6 +162,15 @@ PlanTraining plan_training(const TrainingSpec& spec, const std::string& model_pa
     t.hyperparameters.emplace_back("eps", spec.eps);
   }
   t.source_model = std::filesystem::absolute(model_path).lexically_normal().string();
+  const DType mixed = storage_dtype(precision);
+  if (mixed == DType::f32) return t;
+  PlanMixedPrecision& m = t.mixed_precision.emplace();
+  m.dtype = std::string(dtype_name(mixed));
+  if (mixed != DType::f16) return t;
+  m.loss_scale = std::string(kLossScale);
+  m.growth_tracker = std::string(kLossScaleGrowth);
+  m.init_scale = spec.loss_scale_init;
+  m.growth_interval = spec.loss_scale_growth_interval;
   return t;
 }
 

@@ -31,7 +31,8 @@ LoadedModel load_training_model(OnnxModel model, const ImportOptions& opts,
 std::string training_plan_note(const Graph& g);
 
 // What a training plan records of `spec` (plan.json's "training"): loss, labels, optimizer,
-// hyper-parameters, and the source model's path as given (dc-run --save-weights reads it).
-PlanTraining plan_training(const TrainingSpec& spec, const std::string& model_path);
+// hyper-parameters, the source model's path as given (dc-run --save-weights reads it), and for
+// fp16/bf16 the mixed-precision step's dtype and loss scaling.
+PlanTraining plan_training(const TrainingSpec& spec, const std::string& model_path, Precision precision);
 
 }  // namespace dc::cli

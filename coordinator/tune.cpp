@@ -242,7 +242,7 @@ TuneResult tune(const std::string& model_path, Farm& farm, TuningDb& db, const T
   StageLog log(opts, r.stages);
   LoadedGraph loaded = load(model_path, opts, log);
   r.weight_transforms = std::move(loaded.weight_transforms);
-  if (opts.training) r.training = cli::plan_training(*opts.training, model_path);
+  if (opts.training) r.training = cli::plan_training(*opts.training, model_path, opts.plan.precision);
   TuneOptions o = opts;
   if (o.model_name.empty()) o.model_name = model_name_from_path(model_path);
   if (o.model_sha256.empty()) o.model_sha256 = sha256_file_hex(model_path);

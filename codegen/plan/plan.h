@@ -82,6 +82,18 @@ struct PlanStateUpdate {
   int next = -1;   // the output holding its value after the step
 };
 
+// A mixed-precision training step (--precision fp16|bf16 with --train; docs/training.md
+// "Mixed precision"). For f16, GradScaler's dynamic loss scaling: its two state tensors
+// (names; each is also in PlanTraining::state) and its constants.
+struct PlanMixedPrecision {
+  std::string dtype;              // "f16" or "bf16": activations and GEMM operands
+  std::string loss_scale;         // f16: "train.loss_scale"; "" for bf16 (no scaling)
+  std::string growth_tracker;     // f16: "train.loss_scale_growth", finite steps in a row
+  double init_scale = 0;          // 65536
+  double growth_factor = 2, backoff_factor = 0.5;
+  int64_t growth_interval = 0;    // 2000
+};
+
 struct PlanTraining {
   std::string loss;       // cross_entropy, mse, none
   std::string labels;     // the labels (target) input's name; "" for --loss none
@@ -91,6 +103,7 @@ struct PlanTraining {
   // outputs[0, model_outputs): the loss, then the model's outputs; the rest are `next`s.
   int model_outputs = 0;
   std::vector<PlanStateUpdate> state;
+  std::optional<PlanMixedPrecision> mixed_precision;  // absent: an fp32/tf32 step
 };
 
 struct ExecPlan {

@@ -347,7 +347,35 @@ void write_training(JsonWriter& w, const PlanTraining& t) {
   w.key("state").begin_array();
   for (const auto& u : t.state) w.value(std::vector<int64_t>{u.state, u.next});
   w.end_array();
+  if (const auto& m = t.mixed_precision) {
+    w.key("mixed_precision").begin_object().field("dtype", m->dtype);
+    if (!m->loss_scale.empty())
+      w.key("loss_scaling").begin_object()
+          .field("scale", m->loss_scale)
+          .field("growth_tracker", m->growth_tracker)
+          .field("init_scale", m->init_scale)
+          .field("growth_factor", m->growth_factor)
+          .field("backoff_factor", m->backoff_factor)
+          .field("growth_interval", m->growth_interval)
+          .end_object();
+    w.end_object();
+  }
   w.end_object();
+}
+
+PlanMixedPrecision read_mixed_precision(const Field& f) {
+  PlanMixedPrecision m;
+  m.dtype = f["dtype"].str();
+  if (m.dtype != "f16" && m.dtype != "bf16") f["dtype"].fail("expected \"f16\" or \"bf16\"");
+  if (!f.has("loss_scaling")) return m;
+  const Field& s = f["loss_scaling"];
+  m.loss_scale = s["scale"].str();
+  m.growth_tracker = s["growth_tracker"].str();
+  m.init_scale = s["init_scale"].number();
+  m.growth_factor = s["growth_factor"].number();
+  m.backoff_factor = s["backoff_factor"].number();
+  m.growth_interval = s["growth_interval"].i64();
+  return m;
 }
 
 PlanTraining read_training(const Field& f) {
@@ -364,6 +392,7 @@ PlanTraining read_training(const Field& f) {
     if (pair.size() != 2) u.fail("expected [state tensor, next output tensor]");
     t.state.push_back({pair[0], pair[1]});
   }
+  if (f.has("mixed_precision")) t.mixed_precision = read_mixed_precision(f["mixed_precision"]);
   return t;
 }
 

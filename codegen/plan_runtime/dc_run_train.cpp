@@ -38,6 +38,14 @@ double loss_of(const rt::Runtime& r) {
   return loss.to_float_vector()[0];
 }
 
+// fp16 mixed precision: the dynamic loss scale (state), 0 for other plans. It only falls
+// when a step overflowed and was skipped (GradScaler's backoff).
+double loss_scale(const rt::Runtime& r) {
+  const auto& mixed = r.plan().training->mixed_precision;
+  if (!mixed || mixed->loss_scale.empty()) return 0;
+  return r.weight(mixed->loss_scale).to_float_vector().at(0);
+}
+
 Tensor difference(const Tensor& a, const Tensor& b) {
   DC_USER_CHECK(a.dtype() == DType::f32 && b.dtype() == DType::f32 && a.shape() == b.shape(),
                 "expected a state tensor of dtype f32 and shape ", shape_str(b.shape()), ", got ",
@@ -135,8 +143,11 @@ int run_training(rt::Runtime& r, const std::vector<Tensor>& inputs, const TestDa
     }
   const auto t0 = std::chrono::steady_clock::now();
   for (int k = 1; k <= o.steps; ++k) {
+    const double scale = loss_scale(r);
     r.train_step();
-    std::cout << fmt::format("step {} loss {:.7g}\n", k, loss_of(r));
+    const double next = loss_scale(r);
+    std::cout << fmt::format("step {} loss {:.7g}{}\n", k, loss_of(r),
+                             next < scale ? fmt::format(" (skipped: overflow, scale {:g})", next) : "");
   }
   std::cout << fmt::format("{:<9}{:.3f} s wall for {} step(s)\n", "run",
                            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), o.steps);

@@ -3,6 +3,7 @@
 // (coordinator/train_recompute.h), which the memory tests apply themselves.
 #pragma once
 
+#include <functional>
 #include <set>
 #include <string>
 
@@ -16,8 +17,10 @@ namespace dc::testing {
 // 0.01; cross-entropy for tiny_cnn, mse for tiny_transformer (its output has no class axis).
 // `freeze`: initializers without a gradient (a conv bias before a BatchNorm has a gradient
 // of rounding noise only, which AdamW normalises into updates no two devices agree on).
+// `adjust` changes the spec further (mixed precision, the loss scale's test hooks).
 inline Graph training_step(const std::string& model, OptimizerKind optimizer,
-                           const std::set<std::string>& freeze = {}) {
+                           const std::set<std::string>& freeze = {},
+                           const std::function<void(TrainingSpec&)>& adjust = {}) {
   const Graph imported = import_onnx_file(std::string(DC_SOURCE_DIR) + "/examples/" + model + "/model.onnx");
   TrainingSpec spec;
   spec.optimizer = optimizer;
@@ -29,6 +32,7 @@ inline Graph training_step(const std::string& model, OptimizerKind optimizer,
     if (is_float(t.dtype()) && t.rank() >= 1) spec.parameters->insert(name);
   if (model == "tiny_transformer") spec.loss = LossKind::mse;
   spec.freeze = freeze;
+  if (adjust) adjust(spec);
   return build_training_graph(simplify_for_training(imported), spec);
 }
 

@@ -1,0 +1,190 @@
+// Mixed-precision training steps (passes/training/mixed_precision.h, docs/training.md
+// "Mixed precision"): the fp16/bf16 step on the CPU reference against the fp32 step within
+// docs/precision.md's bound, fp16's dynamic loss scaling (an overflow skips the step and
+// halves the scale; growth after the interval), and the emulated plan against the reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "gpu/gpu_catalog.h"
+#include "ir/tolerance.h"
+#include "passes/apply_precision.h"
+#include "passes/training/mixed_precision.h"
+#include "passes/training_state.h"
+#include "plan_build.h"
+#include "plan_estimate.h"
+#include "ref/compare.h"
+#include "ref/train_step.h"
+#include "runtime.h"
+#include "testing.h"
+#include "train_options.h"
+#include "tune_config.h"
+#include "training_testing.h"
+
+namespace dc {
+namespace {
+
+Precision precision_of(DType mixed) {
+  return mixed == DType::f16 ? Precision::fp16 : mixed == DType::bf16 ? Precision::bf16 : Precision::fp32;
+}
+
+// tiny_cnn's step (SGD, momentum 0.9) with the given mixed precision, as `plan --train
+// --precision` builds it (before recompute).
+Graph amp_step(DType mixed, double init_scale = 65536, int64_t growth_interval = 2000,
+               OptimizerKind optimizer = OptimizerKind::sgd) {
+  return apply_precision(testing::training_step("tiny_cnn", optimizer, {}, [&](TrainingSpec& s) {
+                           s.mixed_precision = mixed;
+                           s.loss_scale_init = init_scale;
+                           s.loss_scale_growth_interval = growth_interval;
+                         }),
+                         precision_of(mixed));
+}
+
+ref::TensorMap batch(const Graph& g, double input_scale = 1.0) {
+  Tensor labels(DType::i64, g.info(g.inputs[1]).shape);
+  for (int64_t i = 0; i < labels.numel(); ++i) labels.mutable_data<int64_t>()[i] = (3 * i + 5) % 10;
+  Tensor x = testing::random_tensor(g.info(g.inputs[0]).shape, 31);
+  for (int64_t i = 0; i < x.numel(); ++i) x.mutable_data<float>()[i] *= static_cast<float>(input_scale);
+  return {{g.inputs[0], x}, {g.inputs[1], labels}};
+}
+
+Tensor update_of(const Tensor& after, const Tensor& before) {
+  Tensor d(DType::f32, before.shape());
+  const auto a = after.to_float_vector(), b = before.to_float_vector();
+  for (size_t i = 0; i < a.size(); ++i) d.mutable_data<float>()[i] = a[i] - b[i];
+  return d;
+}
+
+float scalar(const Graph& g, std::string_view t) { return g.initializers.at(std::string(t)).to_float_vector().at(0); }
+
+TEST(TrainAmp, StepKeepsMasterWeightsAndOptimizerStateInF32) {
+  for (DType mixed : {DType::f16, DType::bf16}) {
+    const Graph g = amp_step(mixed);
+    int casts = 0, reduced = 0;
+    for (const StateUpdate& u : training_state_updates(g))
+      if (u.state != "train.step") {
+        EXPECT_EQ(g.info(u.state).dtype, DType::f32) << u.state;
+      }
+    for (const Node& n : g.nodes) {
+      if (n.name.starts_with("compute_cast/")) {
+        ++casts;
+        EXPECT_EQ(g.info(n.outputs[0]).dtype, mixed) << n.name;
+      }
+      if (n.op == "dc.SgdUpdate") {
+        EXPECT_EQ(g.info(n.inputs[1]).dtype, DType::f32) << "gradient of " << n.inputs[0];
+      }
+      if (n.op == "dc.ConvGradData" || n.op == "dc.ConvGradWeight") reduced += g.info(n.outputs[0]).dtype == mixed;
+    }
+    EXPECT_GE(casts, 5) << "each conv and gemm weight is cast once";
+    EXPECT_GE(reduced, 5) << "the backward convolutions store their results in the reduced type";
+    EXPECT_EQ(g.initializers.count(std::string(kLossScale)), mixed == DType::f16 ? 1u : 0u);
+  }
+}
+
+TEST(TrainAmp, StepMatchesTheFp32StepWithinTheErrorModel) {
+  Graph fp32 = testing::training_step("tiny_cnn", OptimizerKind::sgd);
+  const ref::TensorMap x = batch(fp32);
+  const std::map<std::string, Tensor> before = fp32.initializers;
+  const double loss32 = ref::loss_value(fp32, ref::run_training_step(fp32, x));
+  for (DType mixed : {DType::f16, DType::bf16}) {
+    Graph g = amp_step(mixed, /*init_scale=*/std::getenv("AMP_SCALE") ? std::atof(std::getenv("AMP_SCALE")) : 1024);
+    const double loss = ref::loss_value(g, ref::run_training_step(g, x));
+    std::printf("%s loss %.7g vs %.7g rel %.3e\n", std::string(dtype_name(mixed)).c_str(), loss, loss32,
+                std::abs(loss - loss32) / std::abs(loss32));
+    for (const StateUpdate& u : training_state_updates(fp32)) {
+      if (before.at(u.state).dtype() != DType::f32) continue;
+      const Tensor want = update_of(fp32.initializers.at(u.state), before.at(u.state));
+      const Tensor got = update_of(g.initializers.at(u.state), before.at(u.state));
+      const ref::Comparison c = ref::compare_tensors(got, want, 1, 0);
+      std::printf("  %-40s rel %.3e\n", u.state.c_str(), c.rel_l2_error);
+    }
+  }
+}
+
+// Every piece of state but the BatchNorm running statistics (the forward pass updates them
+// whether or not the step is skipped, as in PyTorch) and the loss scaling's own.
+bool gated(const std::string& state) {
+  return !state.ends_with("running_mean") && !state.ends_with("running_var") && state != kLossScale &&
+         state != kLossScaleGrowth;
+}
+
+TEST(TrainAmp, OverflowSkipsTheStepAndHalvesTheScale) {
+  for (OptimizerKind optimizer : {OptimizerKind::sgd, OptimizerKind::adamw}) {
+    Graph g = amp_step(DType::f16, /*init_scale=*/std::ldexp(1.0, 40), 2000, optimizer);
+    const std::map<std::string, Tensor> before = g.initializers;
+    const ref::TensorMap out = ref::run_training_step(g, batch(g));
+    EXPECT_TRUE(std::isfinite(ref::loss_value(g, out))) << "the loss itself is not scaled";
+    int compared = 0;
+    for (const StateUpdate& u : training_state_updates(g)) {
+      if (!gated(u.state)) continue;
+      const Tensor& a = before.at(u.state);
+      const Tensor& b = g.initializers.at(u.state);
+      ASSERT_EQ(a.nbytes(), b.nbytes());
+      EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << u.state << " changed in a skipped step";
+      ++compared;
+    }
+    EXPECT_GT(compared, 17) << "weights, optimizer state and the step counter";
+    EXPECT_EQ(scalar(g, kLossScale), static_cast<float>(std::ldexp(1.0, 39)));
+    EXPECT_EQ(scalar(g, kLossScaleGrowth), 0.f);
+    // The same step at a scale that does not overflow updates the weights.
+    Graph ok = amp_step(DType::f16, 1024, 2000, optimizer);
+    ref::run_training_step(ok, batch(ok));
+    EXPECT_NE(ok.initializers.at("fc.weight").to_float_vector(), before.at("fc.weight").to_float_vector());
+    EXPECT_EQ(scalar(ok, kLossScale), 1024.f);
+  }
+}
+
+TEST(TrainAmp, ScaleGrowsAfterTheIntervalOfFiniteSteps) {
+  Graph g = amp_step(DType::f16, /*init_scale=*/256, /*growth_interval=*/3);
+  const ref::TensorMap x = batch(g);
+  const float want_scale[] = {256, 256, 512, 512, 512, 1024};
+  const float want_growth[] = {1, 2, 0, 1, 2, 0};
+  for (int k = 0; k < 6; ++k) {
+    ref::run_training_step(g, x);
+    EXPECT_EQ(scalar(g, kLossScale), want_scale[k]) << "after step " << k + 1;
+    EXPECT_EQ(scalar(g, kLossScaleGrowth), want_growth[k]) << "after step " << k + 1;
+  }
+  EXPECT_EQ(g.initializers.at("train.step").to_int64_vector().at(0), 6);
+}
+
+TEST(TrainAmp, EmulatedPlanMatchesTheReferenceStep) {
+  static const GpuCatalog catalog = GpuCatalog::builtin();
+  const GpuSpec& gpu = catalog.require("h100");
+  for (DType mixed : {DType::f16, DType::bf16}) {
+    Graph g = amp_step(mixed, 1024);
+    PlanOptions opts;
+    set_plan_precision(&opts, precision_of(mixed));
+    TrainingSpec spec;
+    spec.momentum = 0.9;
+    spec.weight_decay = 0.01;
+    spec.loss_scale_init = 1024;
+    const PlanTraining t = cli::plan_training(spec, std::string(DC_SOURCE_DIR) + "/examples/tiny_cnn/model.onnx",
+                                              precision_of(mixed));
+    const ExecPlan p = build_estimated_plan(g, plan_by_estimate(g, {&gpu}, opts), 0, opts, &t);
+    ASSERT_TRUE(p.training && p.training->mixed_precision);
+    EXPECT_EQ(p.training->mixed_precision->dtype, dtype_name(mixed));
+    const ref::TensorMap x = batch(g);
+    const std::map<std::string, Tensor> before = g.initializers;
+    rt::Runtime run(p, rt::make_emulator_backend(rt::EmulatorBackendOptions{::testing::TempDir() + "dc-emulator-test-cache"}));
+    run.set_input(0, x.at(g.inputs[0]));
+    run.set_input(1, x.at(g.inputs[1]));
+    for (int step = 1; step <= 2; ++step) {
+      const double want = ref::loss_value(g, ref::run_training_step(g, x));
+      run.train_step();
+      EXPECT_NEAR(run.output(0).to_float_vector()[0], want, 1e-5 * std::abs(want)) << "step " << step;
+    }
+    for (const StateUpdate& u : training_state_updates(g)) {
+      if (before.at(u.state).dtype() != DType::f32) continue;
+      const Tensor want = update_of(g.initializers.at(u.state), before.at(u.state));
+      const Tensor got = update_of(run.weight(u.state), before.at(u.state));
+      const ref::Comparison c = ref::compare_tensors(got, want, 1e-3, 1e-7);  // verify --train's bound
+      EXPECT_TRUE(c.pass) << dtype_name(mixed) << " " << u.state << ": emulated update, rel L2 " << c.rel_l2_error;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dc
