@@ -89,9 +89,9 @@ int cmd_verify(const std::vector<std::string>& args) {
   DC_USER_CHECK(o.rtol >= 0 && o.atol >= 0, "--rtol and --atol must be non-negative");
   o.simplify = !vm.count("no-simplify");
   if (const auto spec = read_training_options(vm)) {
-    DC_USER_CHECK(o.simplify && vm["precision"].defaulted(), "verify --train runs the fp32 "
-                  "training graph (no --no-simplify, no --precision)");
+    DC_USER_CHECK(o.simplify, "verify --train runs the simplified training graph (no --no-simplify)");
     TrainVerifyOptions t{o.model, o.data, o.shapes, *spec, vm["steps"].as<int>()};
+    t.precision = parse_precision(o.precision);
     if (!vm["rtol"].defaulted()) t.rtol = o.rtol;
     if (!vm["atol"].defaulted()) t.atol = o.atol;
     return verify_train(t);

@@ -48,12 +48,14 @@ int verify_train(const TrainVerifyOptions& o) {
   const TestData data = read_test_data(o.data);
   ImportOptions opts;
   opts.input_shapes = parse_shape_flags(o.shapes);
-  LoadedModel m = load_training_model(load_onnx(o.model), opts, o.spec, Precision::fp32);
+  LoadedModel m = load_training_model(load_onnx(o.model), opts, o.spec, o.precision);
   Graph& g = m.simplified;
   std::cout << fmt::format("{:<8}{}\n{:<8}{} ({} input(s), {} output(s))\n{:<8}{} loss, {} "
-                           "optimizer, {} step(s); {} -> {} nodes\n", "model", o.model, "data",
+                           "optimizer, {} step(s){}; {} -> {} nodes\n", "model", o.model, "data",
                            o.data, data.inputs.size(), data.outputs.size(), "train",
                            loss_name(o.spec.loss), optimizer_name(o.spec.optimizer), o.steps,
+                           o.precision == Precision::fp32 ? ""
+                                                          : fmt::format(", {} mixed precision", precision_name(o.precision)),
                            m.imported.nodes.size(), g.nodes.size());
   const ref::TensorMap inputs = bind_train_inputs(g, data.inputs);
   const std::map<std::string, Tensor> initial = g.initializers;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/precision.h"
 #include "passes/training_spec.h"
 
 namespace dc::cli {
@@ -15,6 +16,8 @@ struct TrainVerifyOptions {
   TrainingSpec spec;
   int steps = 1;
   double rtol = 1e-3, atol = 1e-7;  // docs/precision.md, "Training steps"
+  // fp16/bf16: the mixed-precision step (docs/training.md "Mixed precision"), same defaults.
+  Precision precision = Precision::fp32;
 };
 
 // DIR holds input_K.pb in the training graph's input order (the model's runtime inputs,

@@ -345,3 +345,9 @@ set_tests_properties(cli_train_tune_run PROPERTIES LABELS unit TIMEOUT 900)
 add_test(NAME cli_train_run_opencl_tiny_cnn COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_train_plans.py
   ${DC_COORD} ${DC_RUN} ${EX}/tiny_cnn/model.onnx --opencl)
 set_tests_properties(cli_train_run_opencl_tiny_cnn PROPERTIES LABELS opencl TIMEOUT 900)
+# Mixed-precision training (tests/cli/check_train_amp.py): plan --train --precision
+# fp32/fp16/bf16 of the tiny CNN, dc-run --train --emulate --steps 3 each: bf16 losses within
+# the AMP step bound of fp32's, fp16's first step skipped by the loss scaler (about 90 s).
+add_test(NAME cli_train_amp COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_train_amp.py
+  ${DC_COORD} ${DC_RUN} ${EX}/tiny_cnn/model.onnx)
+set_tests_properties(cli_train_amp PROPERTIES LABELS unit TIMEOUT 900)

@@ -6,7 +6,9 @@ mode), through `dc-coordinator verify MODEL --train` (docs/training.md, "Tests")
 
 Cases: steps (MODEL: the loss and every updated weight and BatchNorm running statistic after
 1 SGD step with momentum and weight decay, and after 3 AdamW steps), curve (50 SGD steps of
-the small CNN on a fixed batch: the loss falls as PyTorch's does), errors (bad input: exit 2
+the small CNN on a fixed batch: the loss falls as PyTorch's does), amp:MODEL (the steps
+case with --precision bf16 against PyTorch's bf16 autocast step: within 2x its distance from
+fp64), errors (bad input: exit 2
 and an `error:` line), cli (plan --train on the examples; bad training flags). Default: steps of mlp, small_cnn, tiny_cnn, tiny_transformer and
 small_bert, curve, errors; `steps:resnet18` is the long case.
 """
@@ -100,6 +102,23 @@ def torch_steps(module, args, labels, loss_kind, o, frozen=(), fp64=True):
     return losses, state
 
 
+def torch_amp_steps(module, args, labels, loss_kind, o, frozen=()):
+    """PyTorch's bf16 mixed precision (CPU autocast, torch 1.13): fp32 master weights and
+    optimizer, the forward pass under autocast, the loss in fp32 (no scaler: bf16 needs none)."""
+    module.train()
+    for n, p in module.named_parameters():
+        p.requires_grad_(n not in frozen)
+    opt = torch_optimizer([p for p in module.parameters() if p.requires_grad], o)
+    loss_fn = loss_function(loss_kind)
+    for _ in range(o["steps"]):
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = module(*args)
+        loss_fn(out.float(), labels).backward()
+        opt.step()
+    return {k: v.detach().float().numpy().copy() for k, v in module.state_dict().items() if v.is_floating_point()}
+
+
 def update_error(got, want, before):
     """rel-L2 of an update (state after - before) against the wanted one."""
     before = before.detach().double().numpy()
@@ -131,7 +150,7 @@ def run_dc(coord, model, data, flags):
     return p.returncode, p.stdout, p.stderr
 
 
-def check_steps(coord, name, o, work):
+def check_steps(coord, name, o, work, amp=False):
     module, args, names, loss_kind, labels = torch_models.case(name)
     model_path = os.path.join(work, "model.onnx")
     proto = export(module, args, names, model_path)
@@ -142,8 +161,12 @@ def check_steps(coord, name, o, work):
         frozen = rounding_noise_gradients(module, args, labels, loss_function(loss_kind))
     losses, state = torch_steps(trained, args, labels, loss_kind, o, frozen)
     # The step's conditioning: PyTorch's own fp32 step against the fp64 one. dc's fp32 step
-    # must be within max(1e-3, 2x that) of fp64 (docs/precision.md, "Training steps").
-    _, state32 = torch_steps(copy.deepcopy(module), args, labels, loss_kind, o, frozen, fp64=False)
+    # must be within max(1e-3, 2x that) of fp64 (docs/precision.md, "Training steps"); dc's
+    # bf16 AMP step likewise within 2x PyTorch's bf16 AMP step's distance.
+    if amp:
+        state32 = torch_amp_steps(copy.deepcopy(module), args, labels, loss_kind, o, frozen)
+    else:
+        _, state32 = torch_steps(copy.deepcopy(module), args, labels, loss_kind, o, frozen, fp64=False)
     torch_err = max(update_error(state32[k], state[k], module.state_dict()[k]) for k in state)
     rtol = max(1e-3, 2 * torch_err)
     data = os.path.join(work, "data")
@@ -157,9 +180,9 @@ def check_steps(coord, name, o, work):
     for i, k in enumerate(compared):
         write_tensor(os.path.join(data, "output_%d.pb" % (i + 1)), state[k], k)
     flags = dc_flags(loss_kind, o) + (["--freeze", ",".join(frozen)] if frozen else [])
-    flags += ["--rtol", "%.3g" % rtol]
+    flags += ["--rtol", "%.3g" % rtol] + (["--precision", "bf16"] if amp else [])
     rc, out, err = run_dc(coord, model_path, data, flags)
-    tag = "%s %s x%d" % (name, o["optimizer"], o["steps"])
+    tag = "%s %s x%d%s" % (name, o["optimizer"], o["steps"], " bf16 AMP" if amp else "")
     if rc != 0:
         sys.stdout.write(out + err)
         raise AssertionError("%s: dc-coordinator verify --train exit %d" % (tag, rc))
@@ -169,8 +192,9 @@ def check_steps(coord, name, o, work):
     assert len(dc_losses) == o["steps"], out
     errors = [float(e) for e in re.findall(r"^  update of \S+\s+\S+\s+\S+\s+(\S+)", out, re.M)]
     print("%-32s PASS  loss %.6f (torch %.6f), %d state tensors compared, worst update rel-L2 "
-          "%.2e (PyTorch fp32: %.2e; rtol %.3g)%s" % (tag, dc_losses[-1], losses[-1], len(compared),
-                                                   max(errors, default=0.0), torch_err, rtol,
+          "%.2e (PyTorch %s: %.2e; rtol %.3g)%s" % (tag, dc_losses[-1], losses[-1], len(compared),
+                                                 max(errors, default=0.0), "bf16 AMP" if amp else "fp32",
+                                                 torch_err, rtol,
         "; frozen (gradient zero up to rounding): " + ", ".join(frozen) if frozen else ""))
 
 
@@ -281,7 +305,7 @@ BAD_FLAGS = (  # (flags after plan MODEL --gpus h100, expected message)
     (["--train", "--loss", "hinge"], "--loss 'hinge' is not one of cross_entropy, mse, none"),
     (["--train", "--freeze", "nope"], "--freeze 'nope' is not an initializer of the model"),
     (["--train", "--loss", "none"], "--loss none needs the first output 'output' to be the scalar loss"),
-    (["--train", "--precision", "fp16"], "mixed-precision training) is not implemented yet"),
+    (["--train", "--precision", "fp8"], "unknown precision 'fp8'"),
     (["--no-recompute"], "--no-recompute is a training option: add --train"),
 )
 
@@ -328,6 +352,10 @@ def main():
                 for o in (SGD, ADAMW):
                     with tempfile.TemporaryDirectory(dir=work) as w:
                         check_steps(coord, c.split(":", 1)[1], o, w)
+            elif c.startswith("amp:"):  # bf16 mixed precision against PyTorch's CPU autocast
+                for o in (SGD, ADAMW):
+                    with tempfile.TemporaryDirectory(dir=work) as w:
+                        check_steps(coord, c.split(":", 1)[1], o, w, amp=True)
             elif c == "curve":
                 check_curve(coord, work)
             elif c == "errors":
