@@ -35,7 +35,12 @@ Graph build_training_graph(Graph g, const TrainingSpec& spec) {
   const std::set<std::string> weights = trainable_weights(g, spec);
   g = use_training_forward(std::move(g));
   const bool mixed = spec.mixed_precision != DType::f32;
-  if (mixed) cast_weights_for_compute(g, weights);
+  if (mixed) {  // frozen weights are f32 masters too, cast at their GEMM uses (as autocast)
+    std::set<std::string> masters = weights;
+    for (const auto& f : spec.freeze)
+      if (g.is_constant(f)) masters.insert(f);
+    cast_weights_for_compute(g, masters);
+  }
   const std::string loss = add_loss(g, spec);
   const bool scaled = spec.mixed_precision == DType::f16;
   const std::string scale = scaled ? add_loss_scale(g, loss, spec) : "";

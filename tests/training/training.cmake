@@ -10,7 +10,10 @@ add_test(NAME train_torch_small COMMAND ${DC_TRAIN_CHECK_DEVICE} steps:mlp steps
 add_test(NAME train_torch_transformers COMMAND ${DC_TRAIN_CHECK_DEVICE} steps:tiny_transformer steps:small_bert)
 add_test(NAME train_torch_curve COMMAND ${DC_TRAIN_CHECK} curve)
 add_test(NAME train_torch_errors COMMAND ${DC_TRAIN_CHECK} errors cli)
-set_tests_properties(train_torch_small train_torch_transformers train_torch_curve train_torch_errors
+# bf16 mixed precision against PyTorch's CPU autocast (docs/precision.md "Mixed-precision
+# training"): verify --train --precision bf16 and the emulated bf16 plan.
+add_test(NAME train_torch_amp COMMAND ${DC_TRAIN_CHECK_DEVICE} amp:mlp amp:small_cnn amp:tiny_cnn)
+set_tests_properties(train_torch_small train_torch_transformers train_torch_curve train_torch_errors train_torch_amp
   PROPERTIES LABELS unit TIMEOUT 600)
 # dc keeps no more bytes for the backward pass than PyTorch eager saves (compare_memory_torch.py,
 # docs/bench/training.md): byte counts of plan.json's memory report against saved-tensor hooks.

@@ -158,6 +158,8 @@ void gate_updates_on_overflow(Graph& g, const std::string& all_finite, const Tra
 std::set<std::string> training_fp32_tensors(const Graph& g) {
   std::set<std::string> keep;
   for (const StateUpdate& u : training_state_updates(g)) keep.insert(u.state);
+  for (const auto& [name, t] : g.initializers)
+    if (t.dtype() == DType::f32 && t.rank() >= 1) keep.insert(name);
   for (const Node& n : g.nodes) {
     if (n.name.starts_with("optimizer/") || n.name.starts_with(kAmpPrefix)) {
       keep.insert(n.inputs.begin(), n.inputs.end());

@@ -30,7 +30,7 @@ inline constexpr std::string_view kLossScaleGrowth = "train.loss_scale_growth";
 // Suffix of a weight's reduced-precision copy (WEIGHT@compute, made by a Cast each step).
 inline constexpr std::string_view kComputeSuffix = "@compute";
 
-// Each weight in `weights` that a Conv, ConvTranspose, Gemm or MatMul reads (directly or
+// Each weight in `weights` (trained or frozen) that a Conv, ConvTranspose, Gemm or MatMul reads (directly or
 // through Reshape/Transpose/Flatten/Squeeze/Unsqueeze) gets a Cast at the front of the graph
 // to WEIGHT@compute, which all its consumers read instead: the GEMM operand is rounded to the
 // reduced type once per step, as autocast does. Other weights (normalisation parameters,
@@ -55,7 +55,8 @@ UnscaledGradients unscale_gradients(Graph& g, const std::map<std::string, std::s
 void gate_updates_on_overflow(Graph& g, const std::string& all_finite, const TrainingSpec& spec);
 
 // The tensors of a training graph that stay f32 under fp16/bf16 (apply_precision): its state
-// (weights, optimizer state, running statistics, loss scale), every float input and output
+// (weights, optimizer state, running statistics, loss scale) and every other f32 initializer
+// of rank >= 1 (frozen weights are master copies too), every float input and output
 // of the optimizer's and the bookkeeping's nodes (so the gradients reaching the optimizer),
 // and the statistics a normalisation saves for its backward pass (BatchNorm's batch mean and
 // inverse std, the softmax cross-entropy's log-probabilities).
