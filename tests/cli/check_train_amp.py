@@ -8,7 +8,8 @@ step by step within mixed_precision_step_tolerance's loss bound (docs/precision.
 fp16 run's first step overflows at GradScaler's initial scale 65536 (tiny_cnn at batch 2
 does): dc-run says it was skipped with the scale halved, the second step's loss is the
 first's exactly (the weights did not move), and from then on the fp16 run is the fp32 run one
-step late, within the same bound.
+step late, within the same bound. A plan for PoCL's CPU device (no fp16, no tensor cores)
+is refused with an `error:` naming it.
 Usage: check_train_amp.py DC_COORDINATOR DC_RUN MODEL.onnx
 """
 import json
@@ -71,6 +72,12 @@ def main():
                 fail("fp16 loss %g against fp32's %g (rtol %g)" % (a, b, LOSS_RTOL["fp16"]))
         if not f3 < f1:
             fail("fp16 loss does not fall after the skipped step: %s" % got["fp16"])
+        # PoCL's CPU device has no cl_khr_fp16 and no tensor cores: the plan is refused, clearly.
+        for p in ("fp16", "bf16"):
+            r = subprocess.run([coord, "plan", model, "--gpus", "pocl-cpu", "--precision", p, *FLAGS],
+                               capture_output=True, text=True)
+            if r.returncode != 2 or not r.stderr.startswith("error:") or "pocl-cpu" not in r.stderr:
+                fail("plan --train --precision %s for pocl-cpu: exit %d, %s" % (p, r.returncode, r.stderr))
         print("PASS  %s: fp32 losses %s; bf16 %s; fp16 %s" % (os.path.basename(os.path.dirname(model)), ref, bf16,
                                                             got["fp16"]))
 
