@@ -92,3 +92,31 @@ def test_inference_plans_and_run_are_refused(plan_dir, cache, tiny_cnn_plan):
     with dc.TrainingSession(plan_dir, device="emulate", cache_dir=cache) as s:
         with pytest.raises(dc.InputError, match="use step"):
             s.run(batch())
+
+
+def test_fp16_mixed_precision_state_and_skipped_steps(cache, tmp_path):
+    """An fp16 AMP plan (docs/training.md "Mixed precision"): the session's losses are
+    dc-run's, and its state_dict holds the loss scaling: the scale halved once per step that
+    dc-run says it skipped, and the step counter counting only the steps taken."""
+    out = tmp_path / "plan16"
+    p = subprocess.run([str(BIN_DIR / "dc-coordinator"), "plan", str(MODEL), "--gpus", "h100", "--train",
+                        "--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9", "--precision", "fp16",
+                        "--out", str(out)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    feeds = batch()
+    data = tmp_path / "batch"
+    data.mkdir()
+    for i, name in enumerate(("input", "labels")):
+        (data / f"input_{i}.pb").write_bytes(numpy_helper.from_array(feeds[name], name).SerializeToString())
+    p = subprocess.run([str(BIN_DIR / "dc-run"), str(out), "--train", "--emulate", "--data", str(data),
+                        "--steps", "3", "--cache-dir", cache], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = re.findall(r"^step \d+ loss (\S+)(.*)$", p.stdout, re.M)
+    skipped = sum("(skipped: overflow" in note for _, note in lines)
+    with dc.TrainingSession(out, device="emulate", cache_dir=cache) as s:
+        got = [s.step(feeds) for _ in range(3)]
+        state = s.state_dict()
+    assert np.allclose(got, [float(x) for x, _ in lines], rtol=1e-6), (got, lines)
+    assert float(np.asarray(state["train.loss_scale"]).reshape(-1)[0]) == 65536.0 / 2 ** skipped
+    assert int(np.asarray(state["train.step"]).reshape(-1)[0]) == 3 - skipped
+    assert state["fc.weight"].dtype == np.float32  # the master weights
