@@ -77,7 +77,8 @@ int cmd_verify(const std::vector<std::string>& args) {
       ("precision", po::value(&o.precision)->default_value(o.precision), "run the graph as a "
        "plan of this precision stores it (apply_precision: fp16/bf16 storage, rounded at every "
        "store); fp32, tf32, fp16 or bf16. Default tolerances then: that precision's "
-       "whole-model tolerance (docs/precision.md)")
+       "whole-model tolerance (docs/precision.md); with --train: the mixed-precision step "
+       "(fp16/bf16 AMP, docs/training.md), verify --train's default tolerances")
       ("steps", po::value<int>()->default_value(1), "with --train: training steps to run before "
        "comparing (docs/training.md)");
   add_training_options(desc);
