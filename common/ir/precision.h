@@ -47,17 +47,6 @@ MathUnit math_unit_of_key(std::string_view variant_key);
 // ResNet-50, MobileNetV2 and BERT-base, with margin (docs/precision.md "Whole model").
 Tolerance whole_model_tolerance(Precision p);
 
-// A mixed-precision training step (fp16/bf16 AMP) against the fp32 step of the same model and
-// batch: the loss of each step (relative) and the step's updates taken as one vector (rel-L2
-// over every weight's, optimizer state's and running statistic's change). Measured on
-// tiny_cnn (SGD x1, AdamW x3) with margin 2 (docs/precision.md "Mixed-precision training");
-// fp32 and tf32: verify --train's 1e-3 for both.
-struct StepTolerance {
-  double loss = 1e-3;
-  double step = 1e-3;
-};
-StepTolerance mixed_precision_step_tolerance(Precision p);
-
 // A workload's precision-free identity: the FNV-1a signature (ir/workload.h) of its
 // canonical text with f16/bf16 types read as f32 and Cast targets 10/16 as 1, so that the
 // fp32, fp16 and bf16 forms of one cluster share it.

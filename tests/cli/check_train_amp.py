@@ -22,7 +22,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_train_plans import fail, run, write_batch  # noqa: E402
 
-# common/ir/precision.cpp mixed_precision_step_tolerance: the loss, relative.
+# common/ir/training_tolerance.cpp mixed_precision_step_tolerance: the loss, relative.
 LOSS_RTOL = {"fp16": 2e-4, "bf16": 1e-3}
 FLAGS = ["--train", "--loss", "cross_entropy", "--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9",
          "--weight-decay", "0.01"]

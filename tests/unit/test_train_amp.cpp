@@ -12,6 +12,7 @@
 
 #include "gpu/gpu_catalog.h"
 #include "ir/precision.h"
+#include "ir/training_tolerance.h"
 #include "passes/apply_precision.h"
 #include "passes/training/mixed_precision.h"
 #include "passes/training_state.h"
