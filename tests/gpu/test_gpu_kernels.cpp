@@ -30,40 +30,11 @@
 #include "testing.h"
 #include "gpu_testing.h"
 #include "gpu_cases.h"
+#include "gpu_device_testing.h"
 
 namespace dc {
 namespace {
 
-// The first usable device, opened once per process (never closed: the primary context
-// lives until exit).
-struct Gpu {
-  std::unique_ptr<GpuDevice> device;
-  DiscoveredDevice info;
-  std::string why;  // when there is no device
-};
-
-const Gpu& gpu() {
-  static const Gpu* const g = [] {
-    auto* out = new Gpu;
-    const auto devices = discover_devices(GpuCatalog::builtin(), &out->why);
-    for (const auto& d : devices) {
-      if (!d.usable()) {
-        out->why += (out->why.empty() ? "" : "; ") + describe_device(d);
-        continue;
-      }
-      out->info = d;
-      out->device = std::make_unique<GpuDevice>(d.ordinal);
-      std::cout << "GPU " << describe_device(d) << "\n";
-      break;
-    }
-    return out;
-  }();
-  return *g;
-}
-
-GpuDevice& device() { return *gpu().device; }
-
-#define DC_REQUIRE_GPU() DC_SKIP_WITHOUT_GPU(!gpu().device, "no CUDA device: " << gpu().why)
 
 std::vector<char> compile_for_device(const std::string& source, const std::string& what) {
   const CompileResult r = compile_cuda(source, gpu().info.arch);

@@ -23,6 +23,7 @@
 #include "param_space.h"
 #include "prelude.h"
 #include "passes/simplify.h"
+#include "pocl_testing.h"
 #include "random_inputs.h"
 #include "variant_tolerance.h"
 #include "ref/compare.h"
@@ -32,38 +33,8 @@
 namespace dc {
 namespace {
 
-// PoCL's CPU device, opened once per process. A machine without it fails these tests: CI
-// installs PoCL (scripts/install-deps.sh), and the label says they need it.
-struct Cl {
-  std::unique_ptr<ocl::Device> device;
-  std::string clang;
-  GpuSpec spec;
-};
-
-const Cl& cl() {
-  static const Cl* const c = [] {
-    auto* out = new Cl;
-    const GpuCatalog catalog = GpuCatalog::builtin();
-    std::string why;
-    for (const auto& d : ocl::list_devices(catalog, &why))
-      if (d.gpu_type == "pocl-cpu") {
-        out->device = std::make_unique<ocl::Device>(catalog, d.index);
-        out->clang = opencl_clang_for(d.platform_version);
-        out->spec = catalog.require("pocl-cpu");
-        std::cout << "OpenCL " << ocl::describe(d) << ", " << out->clang << "\n";
-        break;
-      }
-    return out;
-  }();
-  return *c;
-}
-
-#define DC_REQUIRE_POCL() ASSERT_TRUE(cl().device) << "no PoCL CPU device (pocl-opencl-icd)"
-
-std::string cache() { return ::testing::TempDir() + "dc-opencl-test-cache"; }
-
 std::vector<char> compile(const GeneratedKernel& k) {
-  const OpenClCompileResult r = compile_opencl(opencl_source(k), cl().clang, cache());
+  const OpenClCompileResult r = compile_opencl(opencl_source(k), cl().clang, pocl_cache());
   EXPECT_TRUE(r.ok) << k.template_name << " " << k.variant_key << ":\n" << r.error.substr(0, 3000);
   return r.binary;
 }
@@ -325,7 +296,7 @@ TEST(OpenClGpuEntries, KernelsCompileForEveryOpenClGpu) {
     for (const Case& c : kCases) {
       const Workload w = find_workload(c);
       for (const Variant& v : some_variants(w, spec, 2)) {
-        const OpenClCompileResult r = compile_opencl(opencl_source(generate_kernel(w, v)), clang, cache());
+        const OpenClCompileResult r = compile_opencl(opencl_source(generate_kernel(w, v)), clang, pocl_cache());
         EXPECT_TRUE(r.ok) << spec.name << " " << c.name << " " << v.key() << ":\n" << r.error.substr(0, 2000);
       }
     }
