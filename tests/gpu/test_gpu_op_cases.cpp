@@ -4,7 +4,7 @@
 // architecture, run through the CUDA driver (outputs poisoned by the runner) and compared with
 // the CPU reference executor within the case's bound. Without a device every test is skipped
 // with the reason, or fails under DC_REQUIRE_GPU=1 (gpu_testing.h). The perf mode:
-// `dc_gpu_tests --gtest_also_run_disabled_tests --gtest_filter='OpCasePerf.*'`.
+// `dc_gpu_tests --gtest_also_run_disabled_tests --gtest_filter='*DISABLED_TimesEachKernel/<case>*'`.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -50,18 +50,19 @@ TEST_P(OpCasesOnGpu, MatchesTheCpuReference) {
 INSTANTIATE_TEST_SUITE_P(Table, OpCasesOnGpu, ::testing::ValuesIn(testing::op_case_params()),
                          [](const ::testing::TestParamInfo<CaseAt>& i) { return testing::op_case_test_name(i.param); });
 
-// The perf mode (a tool: disabled unless asked for): each case's reference kernel and first
-// variant of each pick timed with CUDA events, GFLOP/s from the workload's FLOPs.
-TEST(OpCasePerf, DISABLED_TimesEveryCaseOnTheGpu) {
+// The perf mode, a tool (disabled unless asked for with --gtest_also_run_disabled_tests):
+// the case's reference kernel and the first variant of each pick timed on the GPU (median of
+// the samples), GFLOP/s from the workload's FLOPs. It fails only when a kernel does not
+// compile or run.
+TEST_P(OpCasesOnGpu, DISABLED_TimesEachKernel) {
   DC_REQUIRE_GPU();
-  std::printf("%-58s %-5s %-60s %12s %9s\n", "case", "dtype", "kernel", "median us", "GFLOP/s");
-  for (const CaseAt& at : testing::op_case_params())
-    for (const testing::CaseTiming& t : testing::time_op_case(*at.c, at.storage, cuda_device())) {
-      EXPECT_TRUE(t.error.empty()) << at.c->name << " " << t.kernel << ": " << t.error;
-      if (t.error.empty())
-        std::printf("%-58s %-5s %-60s %12.2f %9.2f\n", at.c->name.c_str(), std::string(dtype_name(at.storage)).c_str(),
-                    t.kernel.substr(0, 60).c_str(), t.median_us, t.gflops);
-    }
+  const CaseAt& at = GetParam();
+  for (const testing::CaseTiming& t : testing::time_op_case(*at.c, at.storage, cuda_device())) {
+    EXPECT_TRUE(t.error.empty()) << t.kernel << ": " << t.error;
+    if (t.error.empty())
+      std::printf("%-44s %-5s %-56s %10.1f us %8.3f GFLOP/s\n", at.c->name.c_str(), std::string(dtype_name(at.storage)).c_str(),
+                  t.kernel.substr(0, 56).c_str(), t.median_us, t.gflops);
+  }
 }
 
 }  // namespace

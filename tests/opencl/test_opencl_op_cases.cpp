@@ -4,7 +4,7 @@
 // made OpenCL by the dialect layer, compiled by clang to SPIR and run by PoCL (outputs
 // poisoned by the runner), compared with the CPU reference executor within the case's bound.
 // And the perf mode: `dc_opencl_tests --gtest_also_run_disabled_tests
-// --gtest_filter='OpCasePerf.*'` times each case's kernels on PoCL (docs/testing.md).
+// --gtest_filter='*DISABLED_TimesEachKernel/<case>*'` times each case's kernels on PoCL (docs/testing.md).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -57,20 +57,19 @@ TEST_P(OpCasesOnPocl, MatchesTheCpuReference) {
 INSTANTIATE_TEST_SUITE_P(Table, OpCasesOnPocl, ::testing::ValuesIn(testing::op_case_params()),
                          [](const ::testing::TestParamInfo<CaseAt>& i) { return testing::op_case_test_name(i.param); });
 
-// The perf mode: every case's reference kernel and first variant of each pick, timed on PoCL
-// (median of at least 5 samples), with GFLOP/s from the workload's FLOPs. A tool, not a check
-// (disabled: run it with --gtest_also_run_disabled_tests); it fails only when a kernel does
-// not compile or run.
-TEST(OpCasePerf, DISABLED_TimesEveryCaseOnPocl) {
+// The perf mode, a tool (disabled unless asked for with --gtest_also_run_disabled_tests):
+// the case's reference kernel and the first variant of each pick timed on PoCL (median of
+// the samples), GFLOP/s from the workload's FLOPs. It fails only when a kernel does not
+// compile or run.
+TEST_P(OpCasesOnPocl, DISABLED_TimesEachKernel) {
   DC_REQUIRE_POCL();
-  std::printf("%-58s %-5s %-60s %12s %9s\n", "case", "dtype", "kernel", "median us", "GFLOP/s");
-  for (const CaseAt& at : testing::op_case_params())
-    for (const testing::CaseTiming& t : testing::time_op_case(*at.c, at.storage, pocl_device())) {
-      EXPECT_TRUE(t.error.empty()) << at.c->name << " " << t.kernel << ": " << t.error;
-      if (t.error.empty())
-        std::printf("%-58s %-5s %-60s %12.1f %9.3f\n", at.c->name.c_str(), std::string(dtype_name(at.storage)).c_str(),
-                    t.kernel.substr(0, 60).c_str(), t.median_us, t.gflops);
-    }
+  const CaseAt& at = GetParam();
+  for (const testing::CaseTiming& t : testing::time_op_case(*at.c, at.storage, pocl_device())) {
+    EXPECT_TRUE(t.error.empty()) << t.kernel << ": " << t.error;
+    if (t.error.empty())
+      std::printf("%-44s %-5s %-56s %10.1f us %8.3f GFLOP/s\n", at.c->name.c_str(), std::string(dtype_name(at.storage)).c_str(),
+                  t.kernel.substr(0, 56).c_str(), t.median_us, t.gflops);
+  }
 }
 
 }  // namespace
