@@ -51,17 +51,17 @@ INSTANTIATE_TEST_SUITE_P(Table, OpCasesOnGpu, ::testing::ValuesIn(testing::op_ca
                          [](const ::testing::TestParamInfo<CaseAt>& i) { return testing::op_case_test_name(i.param); });
 
 // The perf mode, a tool (disabled unless asked for with --gtest_also_run_disabled_tests):
-// the case's reference kernel and the first variant of each pick timed on the GPU (median of
-// the samples), GFLOP/s from the workload's FLOPs. It fails only when a kernel does not
-// compile or run.
+// the case's reference kernel and the first variant of each pick (of each template) timed
+// on the GPU (median of the samples), GFLOP/s from the workload's FLOPs. It fails only when a
+// kernel does not compile or run.
 TEST_P(OpCasesOnGpu, DISABLED_TimesEachKernel) {
   DC_REQUIRE_GPU();
   const CaseAt& at = GetParam();
   for (const testing::CaseTiming& t : testing::time_op_case(*at.c, at.storage, cuda_device())) {
     EXPECT_TRUE(t.error.empty()) << t.kernel << ": " << t.error;
     if (t.error.empty())
-      std::printf("%-44s %-5s %-56s %10.1f us %8.3f GFLOP/s\n", at.c->name.c_str(), std::string(dtype_name(at.storage)).c_str(),
-                  t.kernel.substr(0, 56).c_str(), t.median_us, t.gflops);
+      std::printf("%-44s %-5s %10.1f us %8.3f GFLOP/s  %s\n", at.c->name.c_str(), std::string(dtype_name(at.storage)).c_str(),
+                  t.median_us, t.gflops, t.kernel.c_str());
   }
 }
 

@@ -37,18 +37,21 @@ std::vector<Variant> spread(const std::vector<Variant>& vs, size_t max) {
   return out;
 }
 
-std::vector<Variant> picked(const Workload& w, const VariantPick& p, const GpuSpec& spec) {
+// The pick's variants in `spec`'s space; `most` > 0 caps its count (of each template, for a
+// per-template pick).
+std::vector<Variant> picked(const Workload& w, const VariantPick& p, const GpuSpec& spec, size_t most) {
+  const size_t max = most > 0 ? std::min(p.max, most) : p.max;
   std::vector<Variant> all;
   for (auto& v : enumerate_variants(w, spec, SpaceOptions{{"fp32"}}))
     if (!p.accept || p.accept(v)) all.push_back(std::move(v));
   if (all.empty()) return {};
   if (p.middle) return {all[all.size() / 2]};
-  if (!p.per_template) return spread(all, p.max);
+  if (!p.per_template) return spread(all, max);
   std::map<std::string, std::vector<Variant>> by_template;
   for (const auto& v : all) by_template[v.template_name].push_back(v);
   std::vector<Variant> out;
   for (const auto& [name, vs] : by_template)
-    for (auto& v : spread(vs, p.max)) out.push_back(std::move(v));
+    for (auto& v : spread(vs, max)) out.push_back(std::move(v));
   return out;
 }
 
@@ -58,8 +61,7 @@ std::string part_label(const OpCase& c, DType storage, const CasePart& p) {
 }
 
 std::string kernel_label(const GeneratedKernel& k) {
-  const bool keyed = !k.variant_key.empty() && k.variant_key != k.template_name;
-  return k.template_name + (keyed ? " " + k.variant_key : "");
+  return k.variant_key.empty() ? k.template_name : k.variant_key;  // the key names the template
 }
 
 // The kernels of every part: the reference kernel, the picked variants (each key once per
@@ -83,10 +85,8 @@ std::vector<Planned> plan(const OpCase& c, DType storage, const std::vector<Case
     }
     std::set<std::string> keys;
     for (const VariantPick& pick : p.picks) {
-      std::vector<Variant> vs = picked(p.w, pick, d.spec);
+      const std::vector<Variant> vs = picked(p.w, pick, d.spec, first_of_each_pick ? 1 : d.max_per_pick);
       if (vs.empty() && d.strict && pick.required) run->failures.push_back(where + ": no variant on " + d.spec.name + " satisfies a pick");
-      const size_t most = first_of_each_pick ? 1 : d.max_per_pick;
-      if (most > 0 && vs.size() > most) vs.resize(most);
       for (const Variant& v : vs) {
         GeneratedKernel k = generate_kernel(p.w, v);
         if (pick.source_check)

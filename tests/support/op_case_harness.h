@@ -32,7 +32,8 @@ struct CaseDevice {
   // were chosen on the A100's space); on other devices a pick may find none.
   bool strict = false;
   std::string nvrtc_arch;  // also compile every kernel with NVRTC for it ("": not)
-  size_t max_per_pick = 0; // at most this many variants of each pick (0: as the case says)
+  size_t max_per_pick = 0; // at most this many variants of each pick, of each template for a
+                           // per-template pick (0: as the case says)
 };
 
 // The host emulator on the A100's parameter space, every kernel also compiled by NVRTC for
@@ -50,13 +51,14 @@ struct CaseRun {
 CaseRun run_op_case(const OpCase& c, DType storage, const CaseDevice& device);
 
 struct CaseTiming {
-  std::string kernel;  // "part: template key"
+  std::string kernel;  // "part: variant key"
   double median_us = 0;
   double gflops = 0;   // Workload::flops / median
   std::string error;   // a kernel that did not compile or run
 };
 
-// Perf mode: the reference kernel and the first variant of each pick, timed on `device`.
+// Perf mode: the reference kernel and the first variant of each pick (of each template for a
+// per-template pick), timed on `device`.
 std::vector<CaseTiming> time_op_case(const OpCase& c, DType storage, const CaseDevice& device);
 
 // "" when `got` matches `want` (bitwise if exact, else within tol); otherwise the error and
