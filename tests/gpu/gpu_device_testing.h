@@ -1,5 +1,5 @@
-// The CUDA device of the GPU tests (test_gpu_kernels.cpp, test_gpu_op_cases.cpp): the first
-// usable one, opened once per process, and DC_REQUIRE_GPU (gpu_testing.h's skip, or failure
+// The CUDA device of the GPU tests (test_gpu_kernels.cpp, test_gpu_op_cases.cpp) and the op
+// cases' perf tool: the first usable one, opened once per process, and DC_REQUIRE_GPU (gpu_testing.h's skip, or failure
 // under DC_REQUIRE_GPU=1, where there is none).
 #pragma once
 
@@ -11,6 +11,8 @@
 #include "gpu/gpu_catalog.h"
 #include "gpu_runner.h"
 #include "gpu_testing.h"
+#include "nvrtc.h"
+#include "op_case_harness.h"
 
 namespace dc {
 
@@ -42,6 +44,26 @@ inline const Gpu& gpu() {
 }
 
 inline GpuDevice& device() { return *gpu().device; }
+
+// The op-case harness's device (op_case_harness.h): NVRTC for the device's architecture and
+// the worker's CUDA runner.
+inline testing::CaseDevice cuda_case_device() {
+  testing::CaseDevice d;
+  d.name = "CUDA " + gpu().info.spec.name + " " + gpu().info.arch;
+  d.spec = gpu().info.spec;
+  d.compile = [](const GeneratedKernel& k, std::string* error) {
+    const CompileResult r = compile_cuda(k.source, gpu().info.arch);
+    if (!r.ok) *error = r.error;
+    return r.cubin;
+  };
+  d.run = [](const GeneratedKernel& k, const std::vector<char>& cubin, std::vector<Tensor>& buffers) {
+    return run_on_gpu(device(), k, cubin, buffers);
+  };
+  d.time = [](const GeneratedKernel& k, const std::vector<char>& cubin, const std::vector<Tensor>& inputs) {
+    return time_on_gpu(device(), k, cubin, inputs);
+  };
+  return d;
+}
 
 #define DC_REQUIRE_GPU() DC_SKIP_WITHOUT_GPU(!gpu().device, "no CUDA device: " << gpu().why)
 

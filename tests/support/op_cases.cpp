@@ -101,6 +101,8 @@ std::vector<CaseAt> op_case_params() {
   return out;
 }
 
+void PrintTo(const CaseAt& at, std::ostream* os) { *os << op_case_test_name(at); }
+
 std::string op_case_test_name(const CaseAt& at) { return at.c->name + "_" + std::string(dtype_name(at.storage)); }
 
 }  // namespace dc::testing

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <ostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -67,6 +68,8 @@ struct CaseAt {
 std::vector<CaseAt> op_case_params();
 // "softmax_scale_2x4x7x96_f16": a gtest name (letters, digits and '_').
 std::string op_case_test_name(const CaseAt& at);
+// Test names and ctest entries show the case's name, not its bytes.
+void PrintTo(const CaseAt& at, std::ostream* os);
 
 // ---- building workloads (shared with the source-text tests) --------------------------
 
