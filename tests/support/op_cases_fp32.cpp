@@ -293,6 +293,9 @@ void add_elementwise_cases(std::vector<OpCase>* t) {
     }
     return parts;
   }));
+}
+
+void add_opaque_cases(std::vector<OpCase>* t) {
   t->push_back(one("batchnorm_opaque_generic_2x5x3x7", [] {
     // An unfolded BatchNormalization is opaque: the generic kernel with the variant's block.
     Graph g;
@@ -674,6 +677,7 @@ void add_fp32_cases(std::vector<OpCase>* table) {
                     {"reference", "elementwise", "row_reduce", "pool_window"}});
   add_heavy_reference_cases(table);
   add_elementwise_cases(table);
+  add_opaque_cases(table);
   add_pad_resize_cases(table);
   add_softmax_cases(table);
   add_layernorm_cases(table);
