@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -78,17 +79,29 @@ std::vector<Planned> plan(const OpCase& c, DType storage, const std::vector<Case
         run->failures.push_back(where + ": the error model's reduction length is " + std::to_string(k) +
                                 ", the case says " + std::to_string(p.reduction_length));
     }
-    if (p.reference_kernel) {
-      out.push_back({i, generate_reference(p.w), {}, {}, {}});
-      if (out.back().k.template_name != "reference")
-        run->failures.push_back(where + ": generate_reference made a '" + out.back().k.template_name + "' kernel");
-    }
+    // A generator that throws is a failure of the case, named, not the end of the test.
+    auto generate = [&](const std::string& what, const std::function<GeneratedKernel()>& gen) -> std::optional<GeneratedKernel> {
+      try {
+        return gen();
+      } catch (const std::exception& e) {
+        run->failures.push_back(where + ": generating " + what + ": " + e.what());
+        return std::nullopt;
+      }
+    };
+    if (p.reference_kernel)
+      if (auto k = generate("the reference kernel", [&] { return generate_reference(p.w); })) {
+        if (k->template_name != "reference")
+          run->failures.push_back(where + ": generate_reference made a '" + k->template_name + "' kernel");
+        out.push_back({i, std::move(*k), {}, {}, {}});
+      }
     std::set<std::string> keys;
     for (const VariantPick& pick : p.picks) {
       const std::vector<Variant> vs = picked(p.w, pick, d.spec, first_of_each_pick ? 1 : d.max_per_pick);
       if (vs.empty() && d.strict && pick.required) run->failures.push_back(where + ": no variant on " + d.spec.name + " satisfies a pick");
       for (const Variant& v : vs) {
-        GeneratedKernel k = generate_kernel(p.w, v);
+        std::optional<GeneratedKernel> generated = generate(v.key(), [&] { return generate_kernel(p.w, v); });
+        if (!generated) continue;
+        GeneratedKernel k = std::move(*generated);
         if (pick.source_check)
           if (const std::string why = pick.source_check(v, k); !why.empty())
             run->failures.push_back(where + ": " + kernel_label(k) + " source: " + why);

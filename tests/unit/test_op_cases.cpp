@@ -112,5 +112,23 @@ TEST(OpCaseHarness, APickWithoutAVariantFailsOnTheEmulator) {
   EXPECT_NE(run.failures[1].find("no row_reduce kernel ran"), std::string::npos) << run.failures[1];
 }
 
+TEST(OpCaseHarness, AGeneratorErrorIsAFailureOfTheCase) {
+  // An op without naive code: generate_reference throws, the harness names the case.
+  const OpCase c{"unknown_op_4", {DType::f32}, [](DType) {
+                   CasePart p;
+                   add_input(p.w.graph, "x", {4});
+                   p.w.graph.tensors["y"] = {DType::f32, {4}};
+                   add_node(p.w.graph, "Foo", {"x"}, {"y"});
+                   p.w.graph.outputs = {"y"};
+                   p.inputs["x"] = random_tensor({4}, 1);
+                   return std::vector<CasePart>{p};
+                 }, {}};
+  const CaseRun run = run_op_case(c, DType::f32, emulator_device());
+  ASSERT_EQ(run.failures.size(), 1u);
+  EXPECT_NE(run.failures[0].find("unknown_op_4 [f32]: generating the reference kernel: "), std::string::npos) << run.failures[0];
+  EXPECT_NE(run.failures[0].find("Foo"), std::string::npos) << run.failures[0];
+  EXPECT_EQ(run.kernels, 0u);
+}
+
 }  // namespace
 }  // namespace dc::testing
