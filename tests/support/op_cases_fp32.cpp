@@ -4,9 +4,11 @@
 // with edge attributes, and every workload of the tiny example models (also in f16).
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <set>
+
 #include "candidates.h"
 #include "generate.h"
-#include "gpu/gpu_catalog.h"
 #include "onnx/import.h"
 #include "op_cases.h"
 #include "param_space.h"

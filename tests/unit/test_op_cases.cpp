@@ -5,8 +5,10 @@
 // wrong kernel and a bound of zero are reported with the case and the worst element.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "op_case_harness.h"
 #include "op_cases.h"
