@@ -140,23 +140,29 @@ std::vector<Tensor> inputs_in_graph_order(const CasePart& p) {
 std::string run_and_compare(const CasePart& p, const Planned& k, const ref::TensorMap& want, const CaseDevice& d) {
   if (!k.nvrtc_error.empty()) return "NVRTC " + d.nvrtc_arch + ": " + k.nvrtc_error;
   if (!k.compile_error.empty()) return "compile: " + k.compile_error.substr(0, 2000);
-  std::vector<Tensor> bufs;
-  if (std::string why = bind_inputs(p.w, k.k, inputs_in_graph_order(p), &bufs); !why.empty()) return why;
-  const GpuRunResult r = d.run(k.k, k.binary, bufs);
-  if (!r.ok()) return std::string(job_status_name(r.status)) + ": " + r.error.substr(0, 2000);
   const Tolerance tol = variant_tolerance("fp32", p.w);
+  return run_and_compare_outputs(d.run, p.w, k.k, k.binary, inputs_in_graph_order(p), want, p.exact, tol);
+}
+
+}  // namespace
+
+std::string run_and_compare_outputs(const KernelRun& run, const Workload& w, const GeneratedKernel& k,
+                                    const std::vector<char>& binary, const std::vector<Tensor>& inputs,
+                                    const ref::TensorMap& want, bool exact, const Tolerance& tol) {
+  std::vector<Tensor> bufs;
+  if (std::string why = bind_inputs(w, k, inputs, &bufs); !why.empty()) return why;
+  const GpuRunResult r = run(k, binary, bufs);
+  if (!r.ok()) return std::string(job_status_name(r.status)) + ": " + r.error.substr(0, 2000);
   std::string errors;
-  for (const auto& name : p.w.graph.outputs) {
+  for (const auto& name : w.graph.outputs) {
     const Tensor* got = nullptr;
-    for (size_t i = 0; i < k.k.buffers.size(); ++i)
-      if (k.k.buffers[i].role == BufferRole::output && k.k.buffers[i].name == name) got = &bufs[i];
-    const std::string why = got ? compare_output(*got, want.at(name), p.exact, tol) : "not written by the kernel";
+    for (size_t i = 0; i < k.buffers.size(); ++i)
+      if (k.buffers[i].role == BufferRole::output && k.buffers[i].name == name) got = &bufs[i];
+    const std::string why = got ? compare_output(*got, want.at(name), exact, tol) : "not written by the kernel";
     if (!why.empty()) errors += (errors.empty() ? "output " : "; output ") + name + ": " + why;
   }
   return errors;
 }
-
-}  // namespace
 
 std::string compare_output(const Tensor& got, const Tensor& want, bool exact, const Tolerance& tol) {
   if (got.dtype() != want.dtype() || got.shape() != want.shape())

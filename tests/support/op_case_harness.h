@@ -61,6 +61,13 @@ struct CaseTiming {
 // per-template pick), timed on `device`.
 std::vector<CaseTiming> time_op_case(const OpCase& c, DType storage, const CaseDevice& device);
 
+// Runs `k` once through `run` on the workload's `inputs` (graph order) and compares every
+// workload output with `want` (the CPU reference executor's): "" or, per failing output, its
+// error and worst element; a run that fails, its status and error.
+std::string run_and_compare_outputs(const KernelRun& run, const Workload& w, const GeneratedKernel& k,
+                                    const std::vector<char>& binary, const std::vector<Tensor>& inputs,
+                                    const ref::TensorMap& want, bool exact, const Tolerance& tol);
+
 // "" when `got` matches `want` (bitwise if exact, else within tol); otherwise the error and
 // the worst element.
 std::string compare_output(const Tensor& got, const Tensor& want, bool exact, const Tolerance& tol);
