@@ -12,6 +12,7 @@
 
 #include "ir/error.h"
 #include "ir/op_traits.h"
+#include "ir/reduced_axes.h"
 #include "ref/conv_transpose.h"
 
 namespace dc {
@@ -192,56 +193,15 @@ void analyze_attention(const Graph& g, WorkloadShape& s) {
   s.vec_align = align_of({s.k, s.dv});
 }
 
-// Reduced axes of a Reduce* node: the attribute (opset < 18 / < 13 for ReduceSum), else
-// the constant second input, else all axes.
-std::vector<int64_t> reduce_axes(const Graph& g, const Node& n, int64_t rank) {
-  std::vector<int64_t> axes;
-  if (n.attrs.has("axes")) {
-    axes = n.attrs.get_ints("axes");
-  } else if (n.has_input(1) && g.is_constant(n.input(1))) {
-    axes = g.initializers.at(n.input(1)).to_int64_vector();
-  }
-  if (axes.empty()) {
-    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
-  }
-  for (auto& a : axes) a = normalize_axis(a, rank, "axes");
-  std::sort(axes.begin(), axes.end());
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
-  return axes;
-}
-
 void analyze_reduction(const Graph& g, const Node& n, WorkloadShape& s) {
   const Shape& x = shape_of(g, n.input(0));
   const int64_t rank = static_cast<int64_t>(x.size());
   s.elem_bytes = elem_size_of(g, n.input(0));
   s.in_bytes = static_cast<double>(shape_numel(x)) * s.elem_bytes;
-  std::vector<int64_t> axes;  // reduced axes, sorted
-  if (n.op == "Softmax" || n.op == "LogSoftmax" || n.op == "Hardmax") {
-    const bool legacy = n.attrs.get_int("dc_legacy_flatten", 0) != 0;
-    const int64_t axis = normalize_axis(n.attrs.get_int("axis", legacy ? 1 : -1), rank, "axis");
-    if (legacy) {
-      for (int64_t i = axis; i < rank; ++i) axes.push_back(i);
-    } else {
-      axes.push_back(axis);
-    }
-    s.reductions_per_row = n.op == "Hardmax" ? 1 : 2;
-    s.stream_reads = 2;
-  } else if (n.op == "LayerNormalization" || n.op == "RMSNormalization") {
-    const int64_t axis = normalize_axis(n.attrs.get_int("axis", -1), rank, "axis");
-    for (int64_t i = axis; i < rank; ++i) axes.push_back(i);
-    s.reductions_per_row = n.op == "LayerNormalization" ? 2 : 1;
-    s.stream_reads = 2;
-  } else if (n.op == "InstanceNormalization" || n.op.rfind("Global", 0) == 0) {
-    for (int64_t i = 2; i < rank; ++i) axes.push_back(i);
-    s.reductions_per_row = n.op == "InstanceNormalization" ? 2 : 1;
-    s.stream_reads = n.op == "InstanceNormalization" ? 2 : 1;
-  } else if (n.op == "ArgMax" || n.op == "ArgMin" || n.op == "LpNormalization") {
-    axes.push_back(
-        normalize_axis(n.attrs.get_int("axis", n.op == "LpNormalization" ? -1 : 0), rank, "axis"));
-    s.stream_reads = n.op == "LpNormalization" ? 2 : 1;
-  } else {
-    axes = reduce_axes(g, n, rank);
-  }
+  const OpTraits& t = op_traits(n.op);
+  s.reductions_per_row = t.reductions_per_row;
+  s.stream_reads = t.stream_reads;
+  const std::vector<int64_t> axes = reduced_axes(g, n).axes;  // sorted
   s.row_len = 1;
   for (int64_t a : axes) s.row_len *= x[static_cast<size_t>(a)];
   s.row_len = std::max<int64_t>(s.row_len, 1);

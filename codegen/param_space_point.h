@@ -3,8 +3,8 @@
 // space for workload s on the GPU (each value one of the choices the enumerator loops over,
 // the constraints between them, fits_gpu) and returns the variant with the resources they
 // imply; nullopt otherwise, with the reason in *why when why is not null. The enumerators
-// loop over each family's choices and keep the points; variant_from_key
-// (variant_from_key.h) parses a key and asks the same function, without enumerating.
+// loop over each family's choices and keep the points; Variant::from_key
+// (variant_from_key.cpp) parses a key and asks the same function, without enumerating.
 #pragma once
 
 #include <algorithm>

@@ -29,6 +29,8 @@
 
 #include "generate.h"
 #include "ir/error.h"
+#include "ir/op_traits.h"
+#include "ir/reduced_axes.h"
 #include "template_util.h"
 #include "value_emitter.h"
 #include "variant_params.h"
@@ -50,52 +52,33 @@ struct ReductionInfo {
   bool contiguous = true;
 };
 
-std::vector<int64_t> reduce_axes(const Graph& g, const Node& n, int64_t rank, bool* noop) {
-  std::vector<int64_t> axes;
-  if (n.attrs.has("axes")) {
-    axes = n.attrs.get_ints("axes");
-  } else if (n.has_input(1)) {
-    DC_INTERNAL_CHECK(g.is_constant(n.input(1)), "row_reduce: ", n.op,
-                      " with axes computed at run time");
-    axes = g.initializers.at(n.input(1)).to_int64_vector();
-  }
-  *noop = axes.empty() && n.attrs.get_int("noop_with_empty_axes", 0) == 1;
-  if (axes.empty() && !*noop)
-    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
-  for (auto& a : axes) a = normalize_axis(a, rank, "axes");
-  return axes;
-}
-
 ReductionInfo analyze(const Graph& g, const Node& n) {
   ReductionInfo r;
   r.node = &n;
   const Shape& xs = g.info(n.input(0)).shape;
-  const auto rank = static_cast<int64_t>(xs.size());
-  std::vector<int64_t> axes;
   const std::string& op = n.op;
+  const ReducedAxes ra = reduced_axes(g, n);
+  DC_INTERNAL_CHECK(!ra.runtime_axes, "row_reduce: ", op, " with axes computed at run time");
+  const std::vector<int64_t>& axes = ra.axes;
   if (op == "Softmax" || op == "LogSoftmax") {
     r.kind = op == "Softmax" ? Kind::softmax : Kind::log_softmax;
-    if (rank > 0) {
-      const bool legacy = n.attrs.get_int("dc_legacy_flatten", 0) != 0;
-      const int64_t axis = normalize_axis(n.attrs.get_int("axis", legacy ? 1 : -1), rank, "axis");
-      for (int64_t i = axis; i < (legacy ? rank : axis + 1); ++i) axes.push_back(i);
-    }
   } else if (op == "LayerNormalization" || op == "RMSNormalization") {
     r.kind = op == "LayerNormalization" ? Kind::layer_norm : Kind::rms_norm;
     DC_INTERNAL_CHECK(n.attrs.get_int("stash_type", 1) == 1, "row_reduce: ", op, " stash_type");
-    for (int64_t i = normalize_axis(n.attrs.get_int("axis", -1), rank, "axis"); i < rank; ++i) axes.push_back(i);
   } else if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
     r.kind = op == "GlobalMaxPool" ? Kind::max : Kind::sum;
-    for (int64_t i = 2; i < rank; ++i) axes.push_back(i);
+  } else if (ra.noop) {
+    r.kind = Kind::identity;
+  } else if (op == "ReduceMax") {
+    r.kind = Kind::max;
+  } else if (op == "ReduceMin") {
+    r.kind = Kind::min;
+  } else if (op == "ReduceProd") {
+    r.kind = Kind::prod;
+  } else if (op == "ReduceLogSumExp") {
+    r.kind = Kind::log_sum_exp;
   } else {
-    bool noop = false;
-    axes = reduce_axes(g, n, rank, &noop);
-    if (noop) r.kind = Kind::identity;
-    else if (op == "ReduceMax") r.kind = Kind::max;
-    else if (op == "ReduceMin") r.kind = Kind::min;
-    else if (op == "ReduceProd") r.kind = Kind::prod;
-    else if (op == "ReduceLogSumExp") r.kind = Kind::log_sum_exp;
-    else r.kind = Kind::sum;  // Sum, Mean, L1, L2, SumSquare, LogSum: a sum of f(x), finalised
+    r.kind = Kind::sum;  // Sum, Mean, L1, L2, SumSquare, LogSum: a sum of f(x), finalised
   }
   r.reduced.assign(xs.size(), false);
   for (int64_t a : axes) r.reduced[static_cast<size_t>(a)] = true;
@@ -114,13 +97,6 @@ ReductionInfo analyze(const Graph& g, const Node& n) {
   return r;
 }
 
-bool is_reduction(const std::string& op) {
-  static const std::set<std::string> ops = {
-      "Softmax",   "LogSoftmax",  "LayerNormalization", "RMSNormalization", "GlobalAveragePool", "GlobalMaxPool",
-      "ReduceSum", "ReduceMean",  "ReduceMax",          "ReduceMin",         "ReduceProd",
-      "ReduceL1",  "ReduceL2",    "ReduceSumSquare",    "ReduceLogSum",      "ReduceLogSumExp"};
-  return ops.count(op) != 0;
-}
 
 // Which output of the reduction node `tensor` is computed from (through the epilogue), or
 // -1 if none.
@@ -574,7 +550,7 @@ GeneratedKernel generate_reduction(const Workload& w, const Variant& v) {
   check_variant(v, "row_reduce");
   const Graph& g = w.graph;
   const Node* red = &single_main_node(w, "row_reduce", "supported reduction",
-                                      [](const Node& n) { return is_reduction(n.op); });
+                                      [](const Node& n) { return op_traits(n.op).row_template; });
   const DType xt = g.info(red->input(0)).dtype;
   DC_INTERNAL_CHECK(xt == DType::f32 || xt == DType::f16 || xt == DType::bf16, "row_reduce: ",
                     red->op, " on ", dtype_name(xt), " (f32, f16 and bf16 are emitted)");

@@ -14,6 +14,7 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -21,6 +22,8 @@
 #include "generate.h"
 #include "ir/error.h"
 #include "ir/join.h"
+#include "ir/op_traits.h"
+#include "ir/reduced_axes.h"
 #include "ref/conv_transpose.h"
 #include "ref/im2col.h"
 #include "template_reference_training.h"
@@ -33,21 +36,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 8192;  // grid-stride beyond this
-
-const std::set<std::string> kReduceOps = {"ReduceSum",   "ReduceMean",      "ReduceMax",
-                                          "ReduceMin",   "ReduceProd",      "ReduceL1",
-                                          "ReduceL2",    "ReduceSumSquare", "ReduceLogSum",
-                                          "ReduceLogSumExp"};
-const std::set<std::string> kOtherOps = {"Conv",       "ConvTranspose", "MatMul",     "Gemm",
-                                         "MaxPool",    "AveragePool", "GlobalAveragePool",
-                                         "GlobalMaxPool", "Softmax", "LogSoftmax",
-                                         "LayerNormalization", "RMSNormalization",
-                                         "BatchNormalization"};
-
-bool reference_supports(const Node& n) {
-  return ValueEmitter::supports(n) || kReduceOps.count(n.op) || kOtherOps.count(n.op) ||
-         naive_training_supports(n);
-}
 
 // The node as a graph of its own: its non-constant inputs are the graph inputs (in0, ...),
 // its constants stay initializers, its outputs are the graph outputs (out0, ...).
@@ -88,22 +76,43 @@ class NodeEmitter {
                          [this](const char* p) { return fresh(p); }};
       return emit_training_element(c, out, o, code);
     }
-    require_f32_except(op.rfind("Reduce", 0) == 0);
-    if (op == "Conv") return conv(o, code);
-    if (op == "ConvTranspose") return conv_transpose(o, code);
-    if (op == "MatMul") return matmul(o, code);
-    if (op == "Gemm") return gemm(o, code);
-    if (op == "MaxPool" || op == "AveragePool") return pool(o, code);
-    if (op == "GlobalAveragePool" || op == "GlobalMaxPool") return global_pool(o, code);
-    if (op == "Softmax" || op == "LogSoftmax") return softmax(o, code);
-    if (op == "LayerNormalization") return layer_norm(out, o, code);
-    if (op == "RMSNormalization") return rms_norm(o, code);
-    if (op == "BatchNormalization") return batch_norm(o, code);
-    if (kReduceOps.count(op)) return reduce(o, code);
-    throw_internal_error("reference kernel cannot emit op ", op);
+    const auto row = naive_kernels().find(op);
+    DC_INTERNAL_CHECK(row != naive_kernels().end(), "reference kernel cannot emit op ", op);
+    require_f32_except(is_listed_reduce(op));
+    return row->second(*this, out, o, code);
+  }
+
+  // The ops with a naive kernel of their own here (beyond the ValueEmitter's and the
+  // training ops'): one row each, the op's emitter. Reduce* (ReduceAxes::listed) share one.
+  using Emit = std::string (*)(NodeEmitter&, size_t out, const std::vector<std::string>& o, std::string& code);
+  static const std::map<std::string, Emit, std::less<>>& naive_kernels() {
+    static const std::map<std::string, Emit, std::less<>> rows = [] {
+      std::map<std::string, Emit, std::less<>> m = {
+          {"Conv", [](NodeEmitter& e, size_t, const auto& o, std::string& c) { return e.conv(o, c); }},
+          {"ConvTranspose", [](NodeEmitter& e, size_t, const auto& o, std::string& c) { return e.conv_transpose(o, c); }},
+          {"MatMul", [](NodeEmitter& e, size_t, const auto& o, std::string& c) { return e.matmul(o, c); }},
+          {"Gemm", [](NodeEmitter& e, size_t, const auto& o, std::string& c) { return e.gemm(o, c); }},
+          {"MaxPool", [](NodeEmitter& e, size_t, const auto& o, std::string& c) { return e.pool(o, c); }},
+          {"AveragePool", [](NodeEmitter& e, size_t, const auto& o, std::string& c) { return e.pool(o, c); }},
+          {"GlobalAveragePool", [](NodeEmitter& e, size_t, const auto& o, std::string& c) { return e.global_pool(o, c); }},
+          {"GlobalMaxPool", [](NodeEmitter& e, size_t, const auto& o, std::string& c) { return e.global_pool(o, c); }},
+          {"Softmax", [](NodeEmitter& e, size_t, const auto& o, std::string& c) { return e.softmax(o, c); }},
+          {"LogSoftmax", [](NodeEmitter& e, size_t, const auto& o, std::string& c) { return e.softmax(o, c); }},
+          {"LayerNormalization", [](NodeEmitter& e, size_t out, const auto& o, std::string& c) { return e.layer_norm(out, o, c); }},
+          {"RMSNormalization", [](NodeEmitter& e, size_t, const auto& o, std::string& c) { return e.rms_norm(o, c); }},
+          {"BatchNormalization", [](NodeEmitter& e, size_t, const auto& o, std::string& c) { return e.batch_norm(o, c); }},
+      };
+      for (const OpTraits& t : all_op_traits())
+        if (t.reduce_axes == ReduceAxes::listed)
+          m.emplace(std::string(t.op), [](NodeEmitter& e, size_t, const auto& o, std::string& c) { return e.reduce(o, c); });
+      return m;
+    }();
+    return rows;
   }
 
  private:
+  static bool is_listed_reduce(std::string_view op) { return op_traits(op).reduce_axes == ReduceAxes::listed; }
+
   const Shape& shape(const std::string& t) const { return g_.info(t).shape; }
 
   void require_f32_except(bool integers_ok) const {
@@ -442,18 +451,12 @@ class NodeEmitter {
     const Shape& xs = shape(x);
     const DType dt = g_.info(x).dtype;
     const std::string ct = value_type(dt);
-    std::vector<int64_t> axes;
-    if (n_.attrs.has("axes")) {
-      axes = n_.attrs.get_ints("axes");
-    } else if (n_.has_input(1)) {
-      DC_INTERNAL_CHECK(g_.is_constant(n_.input(1)), "reference kernel: ", n_.op,
-                        " with axes computed at run time");
-      axes = g_.initializers.at(n_.input(1)).to_int64_vector();
-    }
+    const ReducedAxes ra = reduced_axes(g_, n_);
+    DC_INTERNAL_CHECK(!ra.runtime_axes, "reference kernel: ", n_.op, " with axes computed at run time");
     const bool keep = n_.attrs.get_int("keepdims", 1) == 1;
-    if (axes.empty() && n_.attrs.get_int("noop_with_empty_axes", 0) == 1) return read(x, o, code);
-    std::vector<bool> reduced(xs.size(), axes.empty());
-    for (int64_t a : axes) reduced[static_cast<size_t>(normalize_axis(a, static_cast<int64_t>(xs.size()), "axes"))] = true;
+    if (ra.noop) return read(x, o, code);
+    std::vector<bool> reduced(xs.size(), false);
+    for (int64_t a : ra.axes) reduced[static_cast<size_t>(a)] = true;
     Shape rshape;
     for (size_t d = 0; d < xs.size(); ++d)
       if (reduced[d]) rshape.push_back(xs[d]);
@@ -529,6 +532,10 @@ class NodeEmitter {
   ValueEmitter em_;
   int counter_ = 0;
 };
+
+bool reference_supports(const Node& n) {
+  return ValueEmitter::supports(n) || NodeEmitter::naive_kernels().count(n.op) || naive_training_supports(n);
+}
 
 }  // namespace
 

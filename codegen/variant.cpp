@@ -5,9 +5,13 @@
 
 namespace dc {
 
-int64_t Variant::param(const std::string& name, int64_t dflt) const {
-  // Generic code (fits_gpu's kin, tests) asks any family for "stages" or "vec" with a
-  // default, so the check is against every family's names: a typo is an error.
+int64_t Variant::param(const std::string& name) const {
+  auto it = params.find(name);
+  DC_INTERNAL_CHECK(it != params.end(), "variant ", key(), " has no parameter '", name, "'");
+  return it->second;
+}
+
+int64_t Variant::param_or(const std::string& name, int64_t dflt) const {
   DC_INTERNAL_CHECK(is_param_name(name), "no template family has a parameter '", name, "' (asked of ", key(),
                     ")");
   auto it = params.find(name);

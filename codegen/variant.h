@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,9 +24,30 @@ struct Variant {
   int regs_per_thread = 0;       // estimate from the tile (register blocking + addressing)
   int64_t grid_blocks = 0;       // blocks launched for this workload
 
-  int64_t param(const std::string& name, int64_t dflt = 0) const;
+  // A parameter the variant carries; InternalError when it does not (a typo, another
+  // family's or another path's name). Generators read their family's typed struct instead
+  // (variant_params.h: GemmParams::of(v), ...).
+  int64_t param(const std::string& name) const;
+  // A parameter any family has, or `dflt` when this variant does not carry it (generic code
+  // asking every family for "stages" or "vec"); InternalError on a name no family has.
+  int64_t param_or(const std::string& name, int64_t dflt) const;
   // Canonical text: "gemm_tiled/fp32/block_k=16,block_m=128,...": stable, used as a DB key.
   std::string key() const;
+
+  // The variant of `key` for workload w on the GPU, without enumerating the parameter
+  // space (codegen/variant_from_key.cpp): the key is parsed, its template, precision and
+  // every parameter name checked against the workload's family (variant_params.h), and the
+  // parameters asked of the family's space (param_space_point.h), which recomputes the
+  // resources and checks fits_gpu. So from_key(v.key(), w, gpu) == v for every v of
+  // enumerate_variants(w, gpu), and nullopt for any other key, with the reason in *why
+  // (malformed, unknown template or parameter, a parameter missing or of another path, not
+  // a point of this space, too big for the GPU). The reference kernel's key is no point of
+  // a space.
+  static std::optional<Variant> from_key(const std::string& key, const Workload& w, const GpuSpec& gpu,
+                                         std::string* why = nullptr);
+
+  // Every field equal: template, precision, parameters and the resources they imply.
+  bool operator==(const Variant&) const = default;
 };
 
 // The workload's naive reference kernel (codegen/generate.h's generate_reference) as a

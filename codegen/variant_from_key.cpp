@@ -1,11 +1,11 @@
-// variant_from_key: a variant key back into the Variant, without enumerating the space.
+// Variant::from_key: a variant key back into the Variant, without enumerating the space.
 // The key is parsed, its names are checked against the family's typed parameters
 // (variant_params.h), and the family's *_point function (param_space_*.cpp, the one rule
 // the enumerators also keep their variants by) decides membership and the resources.
+#include "variant.h"
+
 #include <algorithm>
 #include <charconv>
-
-#include "variant_from_key.h"
 
 #include "param_space.h"
 #include "param_space_point.h"
@@ -105,8 +105,8 @@ std::optional<Variant> family_point(const WorkloadShape& s, const GpuSpec& gpu, 
 
 }  // namespace
 
-std::optional<Variant> variant_from_key(const std::string& key, const Workload& w, const GpuSpec& gpu,
-                                        std::string* why) {
+std::optional<Variant> Variant::from_key(const std::string& key, const Workload& w, const GpuSpec& gpu,
+                                         std::string* why) {
   const std::optional<ParsedKey> k = parse_key(key, why);
   if (!k) return std::nullopt;
   if (!template_param_names(k->template_name))
@@ -120,12 +120,6 @@ std::optional<Variant> variant_from_key(const std::string& key, const Workload& 
   std::optional<Variant> v = family_point(s, gpu, *k, why);
   if (v && v->key() != key) return refuse(why, "variant key '", key, "' is not canonical: '", v->key(), "'");
   return v;
-}
-
-bool same_variant(const Variant& a, const Variant& b) {
-  return a.template_name == b.template_name && a.precision == b.precision && a.params == b.params &&
-         a.threads_per_block == b.threads_per_block && a.smem_bytes == b.smem_bytes &&
-         a.regs_per_thread == b.regs_per_thread && a.grid_blocks == b.grid_blocks;
 }
 
 }  // namespace dc

@@ -1,7 +1,7 @@
 // Typed parameters of each template family, and the one list of each family's parameter
 // names: the parameter space writes a variant's params from them (param_space_*.cpp), each
-// generator reads them once at its top (template_*.cpp), variant_from_key checks a key's
-// names against them, and Variant::param refuses a name no family has (a typo).
+// generator reads them once at its top (template_*.cpp), Variant::from_key checks a key's
+// names against them, and Variant::param_or refuses a name no family has (a typo), Variant::param one the variant lacks.
 #pragma once
 
 #include <cstdint>

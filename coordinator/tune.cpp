@@ -142,7 +142,7 @@ class Driver {
 
   bool wants_check() const {
     const bool any_emulated = std::any_of(r_.gpus.begin(), r_.gpus.end(),
-                                          [](const GpuTuneResult& gr) { return gr.source == Source::emulated; });
+                                          [](const GpuTuneResult& gr) { return gr.source == TimingSource::emulated; });
     return any_emulated && opts_.check_winners && !r_.interrupted;
   }
 

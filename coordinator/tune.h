@@ -54,7 +54,7 @@ struct TuneOptions {
   // --train: tune the model's training step (docs/training.md) instead of its inference.
   std::optional<TrainingSpec> training;
   bool retune = false;         // measure again what the DB already has
-  bool emulated = false;       // the farm's devices are emulated: results are Source::emulated
+  bool emulated = false;       // the farm's devices are emulated: results are TimingSource::emulated
   // Emulated tunes: run the host-emulator correctness check (a job with check_on_emulator)
   // on the winner of every chosen cluster; a winner that fails it is excluded and the
   // selection runs again.
@@ -101,7 +101,7 @@ struct ClusterChoice {
 
 struct GpuTuneResult {
   const GpuSpec* gpu = nullptr;
-  Source source = Source::real;
+  TimingSource source = TimingSource::real;
   std::string nvrtc_major;             // the toolchain whose results this type reuses and selects
   std::vector<FittedFactor> calibration_fit;  // from the DB (empty when not fitted)
   int workers = 0;                     // live workers of the type when dispatching

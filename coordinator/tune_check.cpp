@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include "tune_stages.h"
-#include "variant_from_key.h"
 
 namespace dc::tune_stage {
 
@@ -19,7 +18,7 @@ const Variant* VariantFinder::find(size_t gi, size_t wi, const std::string& key)
   for (const auto& sv : plan_.gpus[gi].workloads[wi].kept)
     if (sv.variant.key() == key) return &sv.variant;
   const auto [it, added] = parsed_.try_emplace({gi, wi, key});
-  if (added) it->second = variant_from_key(key, plan_.workload_set.workloads[wi], *gpus_[gi].gpu);
+  if (added) it->second = Variant::from_key(key, plan_.workload_set.workloads[wi], *gpus_[gi].gpu);
   return it->second ? &*it->second : nullptr;
 }
 
@@ -43,7 +42,7 @@ Checked check_winners(const ModelPlan& plan, std::vector<GpuTuneResult> gpus, co
     std::vector<PlannedJob> jobs;
     for (size_t gi = 0; gi < gpus.size(); ++gi) {
       GpuTuneResult& gr = gpus[gi];
-      if (gr.source != Source::emulated || gr.workers == 0) continue;
+      if (gr.source != TimingSource::emulated || gr.workers == 0) continue;
       select_measured(plan, db, gr.nvrtc_major, gr, opts.plan.space.precisions);
       std::set<std::pair<size_t, std::string>> seen;
       for (const auto& c : gr.choices) {

@@ -60,9 +60,9 @@ std::vector<FarmJob> generate(const std::vector<PlannedJob>& jobs, const ModelPl
     f.gpu_type = gpus[j.gpu].gpu->name;
     f.workload = w.signature;
     f.precision = j.variant.precision;
-    f.variant = kernels[kernel_index.at({j.workload, j.variant.key()})];
-    DC_INTERNAL_CHECK(f.variant.variant_key == j.variant.key(), "generated kernel of ",
-                      j.variant.key(), " says it is ", f.variant.variant_key);
+    f.variant_kernel = kernels[kernel_index.at({j.workload, j.variant.key()})];
+    DC_INTERNAL_CHECK(f.variant_kernel.variant_key == j.variant.key(), "generated kernel of ",
+                      j.variant.key(), " says it is ", f.variant_kernel.variant_key);
     f.reference = kernels[ref_index.at(j.workload)];
     f.job_id = job_key(w.signature, j.variant.key(), f.gpu_type);
     // The same inputs for every variant of a workload; the signature is 16 hex digits.

@@ -8,7 +8,6 @@
 #include "generate.h"
 #include "ir/parallel.h"
 #include "tune_stages.h"
-#include "variant_from_key.h"
 
 namespace dc::tune_stage {
 
@@ -33,7 +32,7 @@ void add_seeds(const Workload& w, const GpuTuneResult& gr, const TuningDb& db,
   // only those that fit it.
   const auto& paths = opts.plan.space.precisions;
   for (const std::string& key : wanted) {
-    const std::optional<Variant> found = variant_from_key(key, w, *gr.gpu);
+    const std::optional<Variant> found = Variant::from_key(key, w, *gr.gpu);
     if (!found) continue;
     const Variant& v = *found;
     if (std::find(paths.begin(), paths.end(), v.precision) == paths.end()) continue;

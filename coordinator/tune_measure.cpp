@@ -99,7 +99,7 @@ void accept(const Measurement& in, Dispatched& d, const std::vector<GpuTuneResul
     kept.samples_us.shrink_to_fit();
     ledger.ok_results[{gi, m.workload, m.variant_key}].push_back(std::move(kept));
   }
-  if (m.emulated != (gpus[gi].source == Source::emulated) && ledger.warned_source.insert(gi).second)
+  if (m.emulated != (gpus[gi].source == TimingSource::emulated) && ledger.warned_source.insert(gi).second)
     spdlog::warn("{} results from {} devices arrive in a {} tune: they are kept but not used",
                  m.gpu_type, m.emulated ? "emulated" : "real", source_name(gpus[gi].source));
   if (m.status != JobStatus::ok) spdlog::debug("{}: {} ({})", key, job_status_name(m.status), m.error);
@@ -146,7 +146,7 @@ Dispatched dispatch(const std::vector<PlannedJob>& jobs, std::vector<FarmJob> fa
     const PlannedJob& pj = jobs[i];
     const Workload& w = plan.workload_set.workloads[pj.workload];
     if (ledger.variants.insert({w.signature, pj.variant.key()}).second)
-      db.commit_variant(w.signature, pj.variant, fnv1a_hex(farm_jobs[i].variant.source));
+      db.commit_variant(w.signature, pj.variant, fnv1a_hex(farm_jobs[i].variant_kernel.source));
     const std::string& gpu = gpus[pj.gpu].gpu->name;
     const std::string key = job_key(w.signature, pj.variant.key(), gpu);
     DC_INTERNAL_CHECK(d.gpu_of.emplace(key, pj.gpu).second, "job ", key, " planned twice");
@@ -170,7 +170,7 @@ Dispatched dispatch(const std::vector<PlannedJob>& jobs, std::vector<FarmJob> fa
     si.variant_template = pj.variant.template_name;
     si.variant_precision = pj.variant.precision;
     si.variant_params = pj.variant.params;
-    si.emulated = gpus[pj.gpu].source == Source::emulated;
+    si.emulated = gpus[pj.gpu].source == TimingSource::emulated;
     si.nvrtc_major = gpus[pj.gpu].nvrtc_major;
     si.reuse = !opts.retune && !pj.check && !pj.again && !pj.sentinel;
     farm.submit(std::move(farm_jobs[i]));

@@ -45,7 +45,7 @@ void write_file(const std::filesystem::path& p, const std::string& text) {
 std::string tune_gpu_summary(const TuneResult& r, const GpuTuneResult& g) {
   const auto& ws = r.plan.workload_set;
   std::string s = fmt::format("== {} ({}, {}){}\n", g.gpu->name, g.gpu->full_name, g.gpu->sm_arch(),
-                              g.source == Source::emulated ? ": EMULATED, times are modelled, not measured" : "");
+                              g.source == TimingSource::emulated ? ": EMULATED, times are modelled, not measured" : "");
   s += fmt::format("precision  {} (tensors {})\n", precision_name(r.precision),
                    dtype_name(storage_dtype(r.precision)));
   s += fmt::format("clusters   {} candidates, {} distinct workloads\n", r.plan.candidates.size(),

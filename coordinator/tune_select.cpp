@@ -106,7 +106,7 @@ std::vector<GpuTuneResult> select(const ModelPlan& plan, std::vector<GpuTuneResu
   for (size_t gi = 0; gi < gpus.size(); ++gi) {
     GpuTuneResult& gr = gpus[gi];
     select_measured(plan, db, gr.nvrtc_major, gr, opts.plan.space.precisions);
-    if (!opts.check_winners || gr.source != Source::emulated) continue;
+    if (!opts.check_winners || gr.source != TimingSource::emulated) continue;
     for (auto& c : gr.choices) c.checked = !c.reference && is_checked(checked, plan, gi, c, opts.retune, again);
   }
   return gpus;

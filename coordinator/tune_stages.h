@@ -59,7 +59,7 @@ struct Calibrated {
   std::vector<std::vector<FittedFactor>> fits;       // per requested GPU type
   bool from_db = false;
   int fitted = 0;                                    // factors taken from the fit
-  Source source = Source::real;
+  TimingSource source = TimingSource::real;
 };
 Calibrated calibrate(const TuningDb& db, const TuneOptions& opts, const StageLog& log);
 std::string describe(const Calibrated& c);
@@ -79,7 +79,7 @@ RunStatus record_plans(TuningDb& db, int64_t run_id, const ModelPlan& plan,
 // ---- farm: wait for workers (tune_workers.cpp)
 struct WorkerCensus {
   std::vector<int> workers;      // per requested GPU type: live workers when dispatching
-  std::vector<Source> sources;   // per requested GPU type: emulated when every worker is
+  std::vector<TimingSource> sources;   // per requested GPU type: emulated when every worker is
   std::string line;              // "workers: h100 2 (2 emulated)"
 };
 WorkerCensus wait_for_workers(const Farm& farm, const TuneOptions& opts, const StageLog& log);
@@ -204,7 +204,7 @@ bool is_checked(const CheckedSet& checked, const ModelPlan& plan, size_t gpu, co
                 bool retune, const CheckedSet& again = {});
 
 // The variant of a key measured for a workload: from the plan's kept variants, else from
-// the GPU's space (an earlier run's or a seed: variant_from_key); nullptr when neither has
+// the GPU's space (an earlier run's or a seed: Variant::from_key); nullptr when neither has
 // it.
 class VariantFinder {
  public:

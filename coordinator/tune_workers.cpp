@@ -50,9 +50,9 @@ WorkerCensus wait_for_workers(const Farm& farm, const TuneOptions& opts, const S
   for (const GpuSpec* gpu : opts.gpus) {
     const int workers = count_of(s.workers_per_gpu_type, gpu->name);
     const int emulated = count_of(s.emulated_workers_per_gpu_type, gpu->name);
-    Source source = source_of(opts.emulated);
+    TimingSource source = source_of(opts.emulated);
     if (!opts.emulated && workers > 0 && emulated == workers) {
-      source = Source::emulated;
+      source = TimingSource::emulated;
       log.notice(fmt::format("every {} worker is emulated: its times are modelled, not measured",
                              gpu->name));
     }

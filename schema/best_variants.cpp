@@ -1,5 +1,6 @@
-// TuningDb::best_variants: the one definition of "best variant" (tuning_db.h). Both DB
-// implementations answer it through query(), so the rule lives here only.
+// TuningDb::best_variants and TuningDb::top_k: the one definition of "best variant" and of
+// "the k fastest" (tuning_db.h). Both DB implementations answer them through query(), so
+// the rules live here only.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -89,6 +90,29 @@ std::vector<WorkloadBest> TuningDb::best_variants(const BestVariantQuery& q) con
     for (auto& [us, key] : ranked) b.ranked.push_back(std::move(key));
     out.push_back(std::move(b));
   }
+  return out;
+}
+
+std::vector<Measurement> TuningDb::top_k(const std::string& workload, const std::string& gpu_type, TimingSource source,
+                                         int k) const {
+  MeasurementQuery mq;
+  mq.workload = workload;
+  mq.gpu_type = gpu_type;
+  mq.source = source;
+  mq.status = JobStatus::ok;
+  std::map<std::string, Measurement> best;  // per variant: its lowest median, the first of ties
+  for (Measurement& m : query(mq)) {
+    if (is_reference_key(m.variant_key)) continue;  // the baseline, not a variant
+    auto it = best.find(m.variant_key);
+    if (it == best.end()) best.emplace(m.variant_key, std::move(m));
+    else if (m.median_us < it->second.median_us) it->second = std::move(m);
+  }
+  std::vector<Measurement> out;
+  for (auto& [key, m] : best) out.push_back(std::move(m));
+  std::stable_sort(out.begin(), out.end(), [](const Measurement& a, const Measurement& b) {
+    return a.median_us < b.median_us;  // ties keep key order
+  });
+  if (k >= 0 && out.size() > static_cast<size_t>(k)) out.resize(static_cast<size_t>(k));
   return out;
 }
 

@@ -122,8 +122,7 @@ int cmd_workloads(const std::string& db, const std::vector<std::string>& args) {
       "WHERE (?1 IS NULL OR w.signature IN (SELECT workload FROM model_workloads WHERE model_id = ?1)) "
       "AND (?2 = '' OR w.signature IN (SELECT signature FROM workload_storage WHERE storage = ?2)) "
       "ORDER BY w.kind, w.signature");
-  if (model.id) q.bind(1, *model.id);
-  else q.bind_null(1);
+  q.bind(1, model.id);
   const auto precision = precision_option(*vm);
   q.bind(2, precision ? storage_of(*precision) : "");
   while (q.step()) {

@@ -51,10 +51,8 @@ int cmd_health(const std::string& db, const std::vector<std::string>& args) {
       "m.health_clock_event_reasons, m.health_ecc_uncorrected, m.health_note FROM measurements m "
       "JOIN workers wk ON wk.id = m.worker_id WHERE m.n_samples > 0 AND (?1 IS NULL OR m.gpu_type = ?1) "
       "AND (?2 IS NULL OR wk.name = ?2) ORDER BY wk.name, m.id");
-  if (vm->count("gpu")) q.bind(1, (*vm)["gpu"].as<std::string>());
-  else q.bind_null(1);
-  if (vm->count("worker")) q.bind(2, (*vm)["worker"].as<std::string>());
-  else q.bind_null(2);
+  q.bind(1, option_text(*vm, "gpu"));
+  q.bind(2, option_text(*vm, "worker"));
   std::map<std::string, WorkerHealth> workers;
   while (q.step()) {
     WorkerHealth& w = workers[q.text(0)];

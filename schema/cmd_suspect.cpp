@@ -24,8 +24,7 @@ int cmd_stale(const std::string& db, const std::vector<std::string>& args) {
       "SELECT m.id, v.workload, v.key, m.gpu_type, m.status, m.median_us, m.source_hash, v.source_hash, "
       "m.finished_ms FROM measurements m JOIN variants v ON v.id = m.variant_id "
       "WHERE m.source_hash <> v.source_hash AND (?1 IS NULL OR m.gpu_type = ?1) ORDER BY m.id");
-  if (vm->count("gpu")) q.bind(1, (*vm)["gpu"].as<std::string>());
-  else q.bind_null(1);
+  q.bind(1, option_text(*vm, "gpu"));
   Table t({">id", "workload", "variant", "gpu", "status", ">median", "measured source", "current source", "finished"});
   int64_t n = 0;
   while (q.step()) {
@@ -52,8 +51,7 @@ int cmd_implausible(const std::string& db, const std::vector<std::string>& args)
       "SELECT m.id, wk.name, m.gpu_type, v.workload, v.key, m.median_us, m.error, m.finished_ms "
       "FROM measurements m JOIN variants v ON v.id = m.variant_id JOIN workers wk ON wk.id = m.worker_id "
       "WHERE m.status = 'implausible' AND (?1 IS NULL OR m.gpu_type = ?1) ORDER BY wk.name, m.id");
-  if (vm->count("gpu")) q.bind(1, (*vm)["gpu"].as<std::string>());
-  else q.bind_null(1);
+  q.bind(1, option_text(*vm, "gpu"));
   Table t({">id", "worker", "gpu", "workload", "variant", ">median", "finished", "why"});
   std::map<std::string, int64_t> by_worker;
   while (q.step()) {

@@ -121,7 +121,7 @@ int cmd_export(const std::string& db, const std::vector<std::string>& args) {
                 "': expected csv, json or sqlite");
   if (format == "sqlite") {
     DC_USER_CHECK(vm->count("out"), "export --format sqlite needs --out FILE (a new tuning DB file)");
-    return export_sqlite(db, (*vm)["out"].as<std::string>(), vm->count("gpu") ? (*vm)["gpu"].as<std::string>() : "");
+    return export_sqlite(db, (*vm)["out"].as<std::string>(), option_text(*vm, "gpu").value_or(""));
   }
   sqlite::Connection conn = open_for_reading(db);
   std::ofstream file;
@@ -132,8 +132,7 @@ int cmd_export(const std::string& db, const std::vector<std::string>& args) {
   }
   std::ostream& os = file.is_open() ? static_cast<std::ostream&>(file) : std::cout;
   sqlite::Query q = conn.query(kExportSql);
-  if (vm->count("gpu")) q.bind(1, (*vm)["gpu"].as<std::string>());
-  else q.bind_null(1);
+  q.bind(1, option_text(*vm, "gpu"));
   const int n = static_cast<int>(std::size(kColumns));
   size_t rows = 0;
   if (format == "csv") {

@@ -47,6 +47,10 @@ std::optional<boost::program_options::variables_map> parse_options(
     const std::vector<std::string>& args, const boost::program_options::options_description& desc,
     std::string* positional = nullptr);
 
+// A text option's value, nullopt when it was not given: bound as a query's filter, NULL
+// means "any" (sqlite::Query::bind of an optional).
+std::optional<std::string> option_text(const boost::program_options::variables_map& vm, const char* name);
+
 // The DB for reading: never written, so that dc-db can read while a tune writes.
 sqlite::Connection open_for_reading(const std::string& db);
 

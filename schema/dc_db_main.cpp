@@ -57,6 +57,11 @@ std::optional<po::variables_map> parse_options(const std::vector<std::string>& a
   return parse_subcommand(args, desc, "positional", positional);
 }
 
+std::optional<std::string> option_text(const po::variables_map& vm, const char* name) {
+  if (!vm.count(name)) return std::nullopt;
+  return vm[name].as<std::string>();
+}
+
 int run(int argc, char** argv) {
   return run_guarded([&]() -> int {
     init_logging("warn");

@@ -76,7 +76,7 @@ class MemoryDb final : public TuningDb {
     DC_INTERNAL_CHECK(w->second.emulated == m.emulated, "measurement from worker '", m.worker,
                       "' disagrees with it on being emulated");
     if (first_only && is_final_status(m.status)) {
-      const Source source = m.emulated ? Source::emulated : Source::real;
+      const TimingSource source = m.emulated ? TimingSource::emulated : TimingSource::real;
       for (const Measurement* x : of(m.workload, m.gpu_type))
         if (x->variant_key == m.variant_key && x->source_hash == m.source_hash &&
             is_final(*x, source, toolchain_major(m.nvrtc_version)))
@@ -145,7 +145,7 @@ class MemoryDb final : public TuningDb {
   }
 
   bool has_measurement(const std::string& workload, const std::string& variant_key,
-                       const std::string& gpu_type, Source source,
+                       const std::string& gpu_type, TimingSource source,
                        const std::string& nvrtc_major) const override {
     std::lock_guard lock(mu_);
     for (const Measurement* m : of(workload, gpu_type))
@@ -154,7 +154,7 @@ class MemoryDb final : public TuningDb {
   }
 
   std::set<std::string> measured_variants(const std::string& workload, const std::string& gpu_type,
-                                          Source source,
+                                          TimingSource source,
                                           const std::string& nvrtc_major) const override {
     std::lock_guard lock(mu_);
     std::set<std::string> out;
@@ -164,31 +164,12 @@ class MemoryDb final : public TuningDb {
   }
 
   std::map<std::string, std::set<std::string>> measured_source_hashes(
-      const std::string& workload, const std::string& gpu_type, Source source,
+      const std::string& workload, const std::string& gpu_type, TimingSource source,
       const std::string& nvrtc_major) const override {
     std::lock_guard lock(mu_);
     std::map<std::string, std::set<std::string>> out;
     for (const Measurement* m : of(workload, gpu_type))
       if (is_final(*m, source, nvrtc_major)) out[m->variant_key].insert(m->source_hash);
-    return out;
-  }
-
-  std::vector<Measurement> top_k(const std::string& workload, const std::string& gpu_type,
-                                 Source source, int k) const override {
-    std::lock_guard lock(mu_);
-    std::map<std::string, const Measurement*> best;  // per variant: lowest median, first
-    for (const Measurement* m : of(workload, gpu_type)) {
-      if (source_of(m->emulated) != source || m->status != JobStatus::ok) continue;
-      if (is_reference_key(m->variant_key)) continue;  // the baseline, not a variant
-      auto [it, fresh] = best.emplace(m->variant_key, m);
-      if (!fresh && m->median_us < it->second->median_us) it->second = m;
-    }
-    std::vector<Measurement> out;
-    for (const auto& [key, m] : best) out.push_back(*m);
-    std::stable_sort(out.begin(), out.end(), [](const Measurement& a, const Measurement& b) {
-      return a.median_us < b.median_us;  // ties keep key order
-    });
-    if (k >= 0 && out.size() > static_cast<size_t>(k)) out.resize(static_cast<size_t>(k));
     return out;
   }
 
@@ -213,7 +194,7 @@ class MemoryDb final : public TuningDb {
   }
 
   std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> estimator_ratios(
-      const std::string& gpu_type, Source source, const std::string& storage) const override {
+      const std::string& gpu_type, TimingSource source, const std::string& storage) const override {
     std::lock_guard lock(mu_);
     std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> out;
     for (const Measurement& m : measurements_) {
@@ -278,7 +259,7 @@ class MemoryDb final : public TuningDb {
       for (size_t i : it->second) out.push_back(&measurements_[i]);
     return out;
   }
-  static bool is_final(const Measurement& m, Source source, const std::string& nvrtc_major) {
+  static bool is_final(const Measurement& m, TimingSource source, const std::string& nvrtc_major) {
     return source_of(m.emulated) == source && is_final_status(m.status) &&
            (nvrtc_major.empty() || toolchain_major(m.nvrtc_version) == nvrtc_major);
   }

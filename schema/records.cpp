@@ -18,7 +18,7 @@
 
 namespace dc {
 
-std::string_view source_name(Source s) { return s == Source::emulated ? "emulated" : "real"; }
+std::string_view source_name(TimingSource s) { return s == TimingSource::emulated ? "emulated" : "real"; }
 
 namespace {
 constexpr std::array<std::pair<RunStatus, std::string_view>, 4> kRunStatusNames = {{

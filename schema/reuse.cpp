@@ -17,7 +17,7 @@ std::string_view seed_level_name(SeedLevel level) {
 }
 
 Seeds seed_variants(const TuningDb& db, const std::string& workload, const GpuSpec& target,
-                    Source source, int k) {
+                    TimingSource source, int k) {
   Seeds out;
   out.best = db.top_k(workload, target.name, source, k);
   if (!out.best.empty()) {

@@ -30,6 +30,6 @@ struct Seeds {
 // closest compute capability, then name). Only results of `source` count. Variants seeded
 // from another GPU type may exceed the target's limits: filter them with fits_gpu.
 Seeds seed_variants(const TuningDb& db, const std::string& workload, const GpuSpec& target,
-                    Source source, int k);
+                    TimingSource source, int k);
 
 }  // namespace dc

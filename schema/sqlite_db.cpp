@@ -95,12 +95,6 @@ Measurement measurement_from(const sqlite::Query& q) {
   return m;
 }
 
-std::string sql(std::initializer_list<const char*> parts) {
-  std::string out;
-  for (const char* p : parts) out += p;
-  return out;
-}
-
 class SqliteDb final : public TuningDb {
  public:
   SqliteDb(const std::string& path, bool read_only)
@@ -317,7 +311,7 @@ class SqliteDb final : public TuningDb {
              "choices_json = excluded.choices_json, "
              "estimated_total_us = excluded.estimated_total_us, "
              "measured_total_us = excluded.measured_total_us, created_ms = excluded.created_ms")
-        .bind_all(p.run_id, p.gpu_type, p.source == Source::emulated,
+        .bind_all(p.run_id, p.gpu_type, p.source == TimingSource::emulated,
                   plan_choices_to_json(p.choices), p.estimated_total_us, p.measured_total_us,
                   now_unix_ms(), p.precision)
         .run();
@@ -343,60 +337,42 @@ class SqliteDb final : public TuningDb {
   }
 
   bool has_measurement(const std::string& workload, const std::string& variant_key,
-                       const std::string& gpu_type, Source source,
+                       const std::string& gpu_type, TimingSource source,
                        const std::string& nvrtc_major) const override {
     std::lock_guard lock(mu_);
     sqlite::Query q = conn_.query(
         "SELECT 1 FROM measurements m JOIN variants v ON v.id = m.variant_id "
         "WHERE v.workload = ?1 AND v.key = ?2 AND m.gpu_type = ?3 AND m.emulated = ?4 "
         "AND m.status NOT IN " + not_final_statuses_sql() + " AND (?5 = '' OR m.nvrtc_major = ?5) LIMIT 1");
-    return q.bind_all(workload, variant_key, gpu_type, source == Source::emulated, nvrtc_major)
+    return q.bind_all(workload, variant_key, gpu_type, source == TimingSource::emulated, nvrtc_major)
         .step();
   }
 
   std::set<std::string> measured_variants(const std::string& workload, const std::string& gpu_type,
-                                          Source source,
+                                          TimingSource source,
                                           const std::string& nvrtc_major) const override {
     std::lock_guard lock(mu_);
     sqlite::Query q = conn_.query(
         "SELECT DISTINCT v.key FROM measurements m JOIN variants v ON v.id = m.variant_id "
         "WHERE v.workload = ?1 AND m.gpu_type = ?2 AND m.emulated = ?3 "
         "AND m.status NOT IN " + not_final_statuses_sql() + " AND (?4 = '' OR m.nvrtc_major = ?4)");
-    q.bind_all(workload, gpu_type, source == Source::emulated, nvrtc_major);
+    q.bind_all(workload, gpu_type, source == TimingSource::emulated, nvrtc_major);
     std::set<std::string> out;
     while (q.step()) out.insert(q.text(0));
     return out;
   }
 
   std::map<std::string, std::set<std::string>> measured_source_hashes(
-      const std::string& workload, const std::string& gpu_type, Source source,
+      const std::string& workload, const std::string& gpu_type, TimingSource source,
       const std::string& nvrtc_major) const override {
     std::lock_guard lock(mu_);
     sqlite::Query q = conn_.query(
         "SELECT DISTINCT v.key, m.source_hash FROM measurements m JOIN variants v ON v.id = m.variant_id "
         "WHERE v.workload = ?1 AND m.gpu_type = ?2 AND m.emulated = ?3 "
         "AND m.status NOT IN " + not_final_statuses_sql() + " AND (?4 = '' OR m.nvrtc_major = ?4)");
-    q.bind_all(workload, gpu_type, source == Source::emulated, nvrtc_major);
+    q.bind_all(workload, gpu_type, source == TimingSource::emulated, nvrtc_major);
     std::map<std::string, std::set<std::string>> out;
     while (q.step()) out[q.text(0)].insert(q.text(1));
-    return out;
-  }
-
-  std::vector<Measurement> top_k(const std::string& workload, const std::string& gpu_type,
-                                 Source source, int k) const override {
-    std::lock_guard lock(mu_);
-    sqlite::Query q = conn_.query(sql(
-        {"SELECT ", kMeasurementColumns, kMeasurementJoins,
-         " JOIN (SELECT m.id AS mid, ROW_NUMBER() OVER (PARTITION BY m.variant_id "
-         "ORDER BY m.median_us, m.id) AS rank FROM measurements m "
-         "JOIN variants v ON v.id = m.variant_id WHERE v.workload = ?1 AND m.gpu_type = ?2 "
-         "AND m.emulated = ?3 AND m.status = 'ok' AND v.template <> ?5) r ON r.mid = m.id "
-         "WHERE r.rank = 1 ORDER BY m.median_us, v.key LIMIT ?4"}));
-    // The reference kernel is a baseline, not a variant (is_reference_key's template).
-    q.bind_all(workload, gpu_type, source == Source::emulated, static_cast<int64_t>(k),
-               kReferenceTemplate);
-    std::vector<Measurement> out;
-    while (q.step()) out.push_back(measurement_from(q));
     return out;
   }
 
@@ -419,7 +395,7 @@ class SqliteDb final : public TuningDb {
     if (f.variant_key) q.bind(2, *f.variant_key);
     if (f.gpu_type) q.bind(3, *f.gpu_type);
     if (f.worker) q.bind(4, *f.worker);
-    if (f.source) q.bind(5, *f.source == Source::emulated);
+    if (f.source) q.bind(5, *f.source == TimingSource::emulated);
     if (f.status) q.bind(6, job_status_name(*f.status));
     q.bind(7, f.limit);
     std::vector<Measurement> out;
@@ -428,7 +404,7 @@ class SqliteDb final : public TuningDb {
   }
 
   std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> estimator_ratios(
-      const std::string& gpu_type, Source source, const std::string& storage) const override {
+      const std::string& gpu_type, TimingSource source, const std::string& storage) const override {
     std::lock_guard lock(mu_);
     sqlite::Query q = conn_.query(
         "SELECT e.kind, e.variant_key, e.ratio FROM estimator_error e "

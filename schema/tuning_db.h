@@ -28,10 +28,11 @@
 
 namespace dc {
 
-// Which kind of device produced a time: a real GPU or an emulated device's timing model.
-enum class Source { real, emulated };
-std::string_view source_name(Source s);  // "real", "emulated"
-inline Source source_of(bool emulated) { return emulated ? Source::emulated : Source::real; }
+// Which kind of device produced a time: a real device or an emulated device's timing model.
+// ("source" alone means a kernel's text: a GeneratedKernel's source, its source_hash.)
+enum class TimingSource { real, emulated };
+std::string_view source_name(TimingSource s);  // "real", "emulated"
+inline TimingSource source_of(bool emulated) { return emulated ? TimingSource::emulated : TimingSource::real; }
 
 // One GPU of one host, as the worker reported it in its HELLO.
 struct WorkerInfo {
@@ -103,7 +104,7 @@ struct PlanChoice {
 struct PlanRecord {
   int64_t run_id = 0;
   std::string gpu_type;
-  Source source = Source::real;
+  TimingSource source = TimingSource::real;
   std::vector<PlanChoice> choices;
   double estimated_total_us = 0;
   double measured_total_us = 0;
@@ -131,7 +132,7 @@ struct MeasurementQuery {
   std::optional<std::string> variant_key;
   std::optional<std::string> gpu_type;
   std::optional<std::string> worker;
-  std::optional<Source> source;  // unset: both sources (exports); tunes must set it
+  std::optional<TimingSource> source;  // unset: both sources (exports); tunes must set it
   std::optional<JobStatus> status;
   // Only results of the variant's current source: the measurement's source_hash equals the
   // variant's (variants.source_hash, which every tune refreshes with the hash of the source
@@ -146,7 +147,7 @@ std::string toolchain_major(std::string_view version);
 // What TuningDb::best_variants answers: the results of one GPU type and source.
 struct BestVariantQuery {
   std::string gpu_type;
-  Source source = Source::real;
+  TimingSource source = TimingSource::real;
   // Results of this toolchain major version only (toolchain_major); "" = the newest major
   // among the results the query finds.
   std::string nvrtc_major;
@@ -237,22 +238,23 @@ class TuningDb {
   // nothing about the variant) for the GPU type and source, with the toolchain major
   // version (empty: any).
   virtual bool has_measurement(const std::string& workload, const std::string& variant_key,
-                               const std::string& gpu_type, Source source,
+                               const std::string& gpu_type, TimingSource source,
                                const std::string& nvrtc_major) const = 0;
   // The keys of all such variants of the workload: one lookup per workload for a tune.
   virtual std::set<std::string> measured_variants(const std::string& workload,
-                                                  const std::string& gpu_type, Source source,
+                                                  const std::string& gpu_type, TimingSource source,
                                                   const std::string& nvrtc_major) const = 0;
   // Per variant key of the workload: the source hashes of its final results (as
   // measured_variants). A tune reuses a result only for the hash its generator writes today.
   virtual std::map<std::string, std::set<std::string>> measured_source_hashes(
-      const std::string& workload, const std::string& gpu_type, Source source,
+      const std::string& workload, const std::string& gpu_type, TimingSource source,
       const std::string& nvrtc_major) const = 0;
   // The k fastest variants with an ok result, one measurement per variant (its lowest
   // median), by median then key. The reference kernel (key "reference/...") is a baseline,
   // not a variant: never among them.
-  virtual std::vector<Measurement> top_k(const std::string& workload, const std::string& gpu_type,
-                                         Source source, int k) const = 0;
+  // Defined once, through query() (best_variants.cpp), for both implementations.
+  std::vector<Measurement> top_k(const std::string& workload, const std::string& gpu_type, TimingSource source,
+                                 int k) const;
   virtual std::vector<Measurement> query(const MeasurementQuery& q) const = 0;
   // median / estimate of every ok result of the GPU type and source that had an estimate
   // (the estimator_error view), by the workload's cluster kind and the math unit of the
@@ -262,9 +264,9 @@ class TuningDb {
   // `storage` ("f32", "f16", "bf16"; "" = any): results of workloads of that storage only
   // (workload_storage), so that a plan's factors come from its own precision's results.
   virtual std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> estimator_ratios(
-      const std::string& gpu_type, Source source, const std::string& storage) const = 0;
+      const std::string& gpu_type, TimingSource source, const std::string& storage) const = 0;
   std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> estimator_ratios(
-      const std::string& gpu_type, Source source) const {
+      const std::string& gpu_type, TimingSource source) const {
     return estimator_ratios(gpu_type, source, "");
   }
   virtual std::optional<WorkloadRecord> find_workload(const std::string& signature) const = 0;

@@ -26,12 +26,7 @@ static_assert(TimingOptions{}.max_samples <= farm::kMaxSamples, "default timing 
 
 namespace {
 
-farm::Result failed(JobStatus status, const std::string& error) {
-  farm::Result r;
-  r.set_status(std::string(job_status_name(status)));
-  r.set_error(error);
-  return r;
-}
+JobOutcome failed(JobStatus status, const std::string& error) { return JobOutcome::failure(status, error); }
 
 // The first lines of a long compiler message: enough to read, small on the wire.
 std::string head(const std::string& text, size_t max_chars = 4000) {
@@ -57,21 +52,22 @@ JobStatus classify_emulator_error(const std::string& error) {
 }
 
 // A failed reference check as the job's result (the error's head only: a device's log may be long).
-farm::Result failed_check(const ReferenceCheck& check) {
-  farm::Result r = failed(check.status, head(check.error));
-  r.set_max_rel_error(check.max_rel_error);
+JobOutcome failed_check(const ReferenceCheck& check) {
+  JobOutcome r = failed(check.status, head(check.error));
+  r.max_rel_error = check.max_rel_error;
   return r;
 }
 
 // The bound the coordinator computed from the real workload: applied exactly, never
 // re-derived here (the worker does not have the workload's compute nodes).
-Tolerance job_tolerance(const farm::Job& job) {
-  if (!(job.rtol() > 0) || !std::isfinite(job.rtol()) || !(job.atol() >= 0) || !std::isfinite(job.atol()))
-    throw farm::ProtocolError(str_cat("the job carries no valid tolerance (rtol ", job.rtol(), ", atol ", job.atol(), ")"));
-  return Tolerance{job.rtol(), job.atol()};
+Tolerance job_tolerance(const MeasureJob& job) {
+  const Tolerance& t = job.tolerance;
+  if (!(t.rtol > 0) || !std::isfinite(t.rtol) || !(t.atol >= 0) || !std::isfinite(t.atol))
+    throw farm::ProtocolError(str_cat("the job carries no valid tolerance (rtol ", t.rtol, ", atol ", t.atol, ")"));
+  return t;
 }
 
-void report_resources(const CompileResult& c, const GeneratedKernel& k, farm::Result* r) {
+void report_resources(const CompileResult& c, const GeneratedKernel& k, JobOutcome* r) {
   int regs = 0, spill = 0;
   int64_t smem = 0;
   for (const KernelResources& kr : c.kernels) {
@@ -84,11 +80,11 @@ void report_resources(const CompileResult& c, const GeneratedKernel& k, farm::Re
       if (kr.kernel == l.kernel) s += kr.static_smem_bytes;
     smem = std::max(smem, s);
   }
-  r->set_registers(regs);
-  r->set_spill_bytes(spill);
-  r->set_smem_bytes(smem);
-  r->set_compile_seconds(c.compile_seconds);
-  r->set_nvrtc_version(c.nvrtc_version);
+  r->registers = regs;
+  r->spill_bytes = spill;
+  r->smem_bytes = smem;
+  r->compile_seconds = c.compile_seconds;
+  r->nvrtc_version = c.nvrtc_version;
 }
 
 // Both kernels on the host emulator, compared: the emulated device's correctness check.
@@ -118,14 +114,14 @@ Workload job_workload(const GeneratedKernel& reference) {
   return w;
 }
 
-std::vector<Tensor> job_inputs(const farm::Job& job, const GeneratedKernel& reference) {
+std::vector<Tensor> job_inputs(const MeasureJob& job, const GeneratedKernel& reference) {
   std::vector<RandomInput> inputs;
   for (const KernelBuffer& b : reference.buffers) {
     if (b.role != BufferRole::input) continue;
     const size_t i = inputs.size();
-    inputs.push_back({b.dtype, b.shape, i < static_cast<size_t>(job.index_bounds_size()) ? job.index_bounds(static_cast<int>(i)) : 0});
+    inputs.push_back({b.dtype, b.shape, i < job.index_bounds.size() ? job.index_bounds[i] : 0});
   }
-  return random_inputs(inputs, static_cast<uint32_t>(job.seed()));
+  return random_inputs(inputs, static_cast<uint32_t>(job.seed));
 }
 
 double EmulatedFaults::factor(int64_t jobs_timed_before) const {
@@ -137,14 +133,26 @@ double EmulatedFaults::factor(int64_t jobs_timed_before) const {
 JobExecutor::JobExecutor(ExecutorConfig config) : config_(std::move(config)) {}
 JobExecutor::~JobExecutor() = default;
 
-farm::Result JobExecutor::execute(const farm::Job& job, const std::function<void()>& compiled) {
+JobOutcome JobExecutor::execute(const MeasureJob& job, const std::function<void()>& compiled) {
   return run(job, compiled, Phases::all);
 }
 
-farm::Result JobExecutor::build(const farm::Job& job) { return run(job, [] {}, Phases::compile_only); }
+JobOutcome JobExecutor::build(const MeasureJob& job) { return run(job, [] {}, Phases::compile_only); }
 
-farm::Result JobExecutor::run(const farm::Job& job, const std::function<void()>& compiled, Phases phases) {
-  farm::Result r;
+JobOutcome JobExecutor::refuse(const std::string& why) const {
+  JobOutcome r = failed(JobStatus::unsupported, "malformed job: " + why);
+  stamp(r);
+  return r;
+}
+
+void JobExecutor::stamp(JobOutcome& r) const {
+  r.emulated = config_.device.emulated();
+  r.driver_version = config_.device.driver_version();
+  if (r.nvrtc_version.empty()) r.nvrtc_version = config_.device.nvrtc_version();
+}
+
+JobOutcome JobExecutor::run(const MeasureJob& job, const std::function<void()>& compiled, Phases phases) {
+  JobOutcome r;
   try {
     r = execute_checked(job, compiled, phases);
   } catch (const farm::ProtocolError& e) {
@@ -157,53 +165,48 @@ farm::Result JobExecutor::run(const farm::Job& job, const std::function<void()>&
   } catch (const std::exception& e) {
     // dc's own code failed (InternalError, bad_alloc, ...): a bug, not the variant's
     // fault. Never final: the coordinator retries the job on another worker.
-    spdlog::error("job {}: INTERNAL ERROR in the worker (a dc bug): {}", job.job_id(), e.what());
+    spdlog::error("job {}: INTERNAL ERROR in the worker (a dc bug): {}", job.job_id, e.what());
     r = failed(JobStatus::internal_error, std::string("internal error in the worker: ") + e.what());
   } catch (...) {
-    spdlog::error("job {}: INTERNAL ERROR in the worker (a dc bug): unknown exception", job.job_id());
+    spdlog::error("job {}: INTERNAL ERROR in the worker (a dc bug): unknown exception", job.job_id);
     r = failed(JobStatus::internal_error, "internal error in the worker: unknown exception");
   }
-  r.set_lease_id(job.lease_id());
-  r.set_job_id(job.job_id());
-  r.set_device_index(config_.device.device_index());
-  r.set_emulated(config_.device.emulated());
-  r.set_driver_version(config_.device.driver_version());
-  if (r.nvrtc_version().empty()) r.set_nvrtc_version(config_.device.nvrtc_version());
-  if (job.variant().source().size() > 0) r.set_source_hash(fnv1a_hex(job.variant().source()));
+  stamp(r);
+  if (!job.variant_kernel.source.empty()) r.source_hash = fnv1a_hex(job.variant_kernel.source);
   return r;
 }
 
-farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::function<void()>& compiled,
-                                          Phases phases) {
+JobOutcome JobExecutor::execute_checked(const MeasureJob& job, const std::function<void()>& compiled,
+                                        Phases phases) {
   const farm::GpuInventory& dev = config_.device;
-  if (job.gpu_type() != dev.gpu_type())
-    return failed(JobStatus::unsupported, str_cat("job for ", job.gpu_type(), " sent to a ", dev.gpu_type(), " device"));
-  if (!job.precision().empty() && !is_math_precision(job.precision()))
-    return failed(JobStatus::unsupported, "unknown precision '" + job.precision() + "'");
+  if (job.gpu_type != dev.gpu_type())
+    return failed(JobStatus::unsupported, str_cat("job for ", job.gpu_type, " sent to a ", dev.gpu_type(), " device"));
+  if (!job.precision.empty() && !is_math_precision(job.precision))
+    return failed(JobStatus::unsupported, "unknown precision '" + job.precision + "'");
   if (dev.api() == "opencl") return execute_opencl(job, compiled, phases);
   const Tolerance tol = job_tolerance(job);
-  const GeneratedKernel variant = farm::from_proto(job.variant());
-  const GeneratedKernel reference = farm::from_proto(job.reference());
+  const GeneratedKernel& variant = job.variant_kernel;
+  const GeneratedKernel& reference = job.reference;
   const Workload w = job_workload(reference);
 
   // ---- compile ----
   const CachedCompile vc = compile_with_cache(variant.source, dev.arch(), config_.cache_dir);
   if (!vc.result.ok) {
-    farm::Result r = failed(JobStatus::compile_error, head(vc.result.error.empty() ? vc.result.log : vc.result.error));
-    r.set_compile_seconds(vc.result.compile_seconds);
-    r.set_nvrtc_version(vc.result.nvrtc_version);
+    JobOutcome r = failed(JobStatus::compile_error, head(vc.result.error.empty() ? vc.result.log : vc.result.error));
+    r.compile_seconds = vc.result.compile_seconds;
+    r.nvrtc_version = vc.result.nvrtc_version;
     return r;
   }
-  farm::Result out;
+  JobOutcome out;
   report_resources(vc.result, variant, &out);
-  out.set_compile_cached(vc.from_cache);
+  out.compile_cached = vc.from_cache;
 
   if (dev.emulated()) {
     const EmulatedFaults& faults = config_.faults;
-    if (!faults.internal_error_on.empty() && job.variant().variant_key().find(faults.internal_error_on) != std::string::npos)
+    if (!faults.internal_error_on.empty() && job.variant_kernel.variant_key.find(faults.internal_error_on) != std::string::npos)
       throw_internal_error("planted by DC_TEST_INTERNAL_ERROR (a test fault)");
     const EmulatorOptions emu = emulator_options(config_);
-    if (job.check_on_emulator()) {
+    if (job.check_on_emulator) {
       for (const GeneratedKernel* k : {&reference, &variant}) {
         const emu::CompiledLibrary lib = emu::compile_library(emulator_source(*k), emu);
         if (!lib.temp_dir.empty()) std::filesystem::remove_all(lib.temp_dir);
@@ -212,24 +215,20 @@ farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::funct
                                                              "the host emulator cannot build the kernel: ", lib.error)));
       }
     }
-    if (phases == Phases::compile_only) {
-      out.set_status("ok");
-      return out;
-    }
+    if (phases == Phases::compile_only) return out;
     compiled();
-    if (job.check_on_emulator()) {
+    if (job.check_on_emulator) {
       const ReferenceCheck check = emulator_check(w, variant, reference, tol, job_inputs(job, reference), emu);
       if (!check.ok()) return failed_check(check);
-      out.set_max_rel_error(check.max_rel_error);
+      out.max_rel_error = check.max_rel_error;
     }
     const EmulatedTiming t = emulated_timing(variant, config_.spec, vc.result.kernels,
-                                             EmulatedWork{job.flops(), job.precision().empty() ? "fp32" : job.precision()},
-                                             job.seed(), config_.emulated_samples);
+                                             EmulatedWork{job.flops, job.precision.empty() ? "fp32" : job.precision},
+                                             job.seed, config_.emulated_samples);
     if (!t.ok) return failed(JobStatus::launch_error, t.error);
     const double factor = config_.faults.factor(emulated_jobs_timed_++);
-    for (double s : t.samples_us) out.add_samples_us(s * factor);
-    *out.mutable_health() = no_health_data("emulated device: its times are modelled");
-    out.set_status("ok");
+    for (double s : t.samples_us) out.samples_us.push_back(s * factor);
+    out.health = health_figures(no_health_data("emulated device: its times are modelled"));
     return out;
   }
 
@@ -237,10 +236,7 @@ farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::funct
   const CachedCompile rc = compile_with_cache(reference.source, dev.arch(), config_.cache_dir);
   if (!rc.result.ok)
     return failed(JobStatus::compile_error, head("reference kernel: " + (rc.result.error.empty() ? rc.result.log : rc.result.error)));
-  if (phases == Phases::compile_only) {
-    out.set_status("ok");
-    return out;
-  }
+  if (phases == Phases::compile_only) return out;
   compiled();
   if (!gpu_) gpu_ = std::make_unique<GpuDevice>(config_.ordinal);
   const std::vector<Tensor> job_values = job_inputs(job, reference);
@@ -248,7 +244,7 @@ farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::funct
       check_against_reference(*gpu_, w, variant, vc.result.cubin, reference, rc.result.cubin, tol, job_values);
   if (check.context_lost) must_restart_ = true;
   if (!check.ok()) return failed_check(check);
-  out.set_max_rel_error(check.max_rel_error);
+  out.max_rel_error = check.max_rel_error;
   std::vector<Tensor> inputs;
   if (std::string e = bind_inputs(w, variant, job_values, &inputs); !e.empty())
     return failed(JobStatus::unsupported, e);
@@ -256,8 +252,8 @@ farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::funct
   // that began during the timing: such a time says nothing about the variant.
   const farm::DeviceHealth before = sample_health();
   if (const std::string why = unhealthy_reason(before); !why.empty()) {
-    farm::Result r = failed(JobStatus::unhealthy, "before timing: " + why);
-    *r.mutable_health() = before;
+    JobOutcome r = failed(JobStatus::unhealthy, "before timing: " + why);
+    r.health = health_figures(before);
     return r;
   }
   const TimingResult timing = time_on_gpu(*gpu_, variant, vc.result.cubin, inputs, config_.timing);
@@ -265,13 +261,12 @@ farm::Result JobExecutor::execute_checked(const farm::Job& job, const std::funct
   if (!timing.ok()) return failed(timing.status, timing.error);
   const farm::DeviceHealth after = sample_health();
   if (const std::string why = unhealthy_reason(after); !why.empty()) {
-    farm::Result r = failed(JobStatus::unhealthy, "during timing: " + why);
-    *r.mutable_health() = after;
+    JobOutcome r = failed(JobStatus::unhealthy, "during timing: " + why);
+    r.health = health_figures(after);
     return r;
   }
-  for (double s : timing.samples_us) out.add_samples_us(s);
-  *out.mutable_health() = after;
-  out.set_status("ok");
+  out.samples_us = timing.samples_us;
+  out.health = health_figures(after);
   return out;
 }
 
@@ -282,30 +277,27 @@ farm::DeviceHealth JobExecutor::sample_health() const {
   return config_.nvml->sample(bus);
 }
 
-farm::Result JobExecutor::execute_opencl(const farm::Job& job, const std::function<void()>& compiled, Phases phases) {
+JobOutcome JobExecutor::execute_opencl(const MeasureJob& job, const std::function<void()>& compiled, Phases phases) {
   const farm::GpuInventory& dev = config_.device;
-  const GeneratedKernel variant = farm::from_proto(job.variant());
-  const GeneratedKernel reference = farm::from_proto(job.reference());
+  const GeneratedKernel& variant = job.variant_kernel;
+  const GeneratedKernel& reference = job.reference;
   const Workload w = job_workload(reference);
   const Tolerance tol = job_tolerance(job);
 
   // ---- compile: the dialect, clang to SPIR through the cache; clBuildProgram at the run ----
   const OpenClCompileResult vc = compile_opencl(opencl_source(variant), dev.compiler(), config_.cache_dir);
   if (!vc.ok) {
-    farm::Result r = failed(JobStatus::compile_error, head(vc.error));
-    r.set_compile_seconds(vc.compile_seconds);
+    JobOutcome r = failed(JobStatus::compile_error, head(vc.error));
+    r.compile_seconds = vc.compile_seconds;
     return r;
   }
-  farm::Result out;
-  out.set_compile_seconds(vc.compile_seconds);
-  out.set_compile_cached(vc.from_cache);
-  out.set_nvrtc_version(clang_version(dev.compiler()));
+  JobOutcome out;
+  out.compile_seconds = vc.compile_seconds;
+  out.compile_cached = vc.from_cache;
+  out.nvrtc_version = clang_version(dev.compiler());
   const OpenClCompileResult rc = compile_opencl(opencl_source(reference), dev.compiler(), config_.cache_dir);
   if (!rc.ok) return failed(JobStatus::compile_error, head("reference kernel: " + rc.error));
-  if (phases == Phases::compile_only) {
-    out.set_status("ok");
-    return out;
-  }
+  if (phases == Phases::compile_only) return out;
   // The device's build of both programs is compile work too (kept in the device's program
   // cache for the runs): inside the compile deadline, before compiled().
   if (!ocl_) ocl_ = std::make_unique<ocl::Device>(GpuCatalog::builtin(), dev.api_index());
@@ -320,16 +312,33 @@ farm::Result JobExecutor::execute_opencl(const farm::Job& job, const std::functi
   const std::vector<Tensor> job_values = job_inputs(job, reference);
   const ReferenceCheck check = check_on_opencl(*ocl_, w, variant, vc.binary, reference, rc.binary, tol, job_values);
   if (!check.ok()) return failed_check(check);
-  out.set_max_rel_error(check.max_rel_error);
+  out.max_rel_error = check.max_rel_error;
   std::vector<Tensor> inputs;
   if (std::string e = bind_inputs(w, variant, job_values, &inputs); !e.empty())
     return failed(JobStatus::unsupported, e);
   const TimingResult timing = time_on_opencl(*ocl_, variant, vc.binary, inputs, config_.timing);
   if (!timing.ok()) return failed(timing.status, head(timing.error));
-  for (double s : timing.samples_us) out.add_samples_us(s);
-  *out.mutable_health() = no_health_data("OpenCL device: NVML covers NVIDIA GPUs only");
-  out.set_status("ok");
+  out.samples_us = timing.samples_us;
+  out.health = health_figures(no_health_data("OpenCL device: NVML covers NVIDIA GPUs only"));
   return out;
+}
+
+farm::Result execute_wire_job(JobExecutor& executor, const farm::Job& job, const std::function<void()>& compiled,
+                              bool compile_only) {
+  JobOutcome o;
+  try {
+    const MeasureJob j = farm::job_from_proto(farm::Job(job));
+    o = compile_only ? executor.build(j) : executor.execute(j, compiled);
+  } catch (const farm::ProtocolError& e) {
+    o = executor.refuse(e.what());
+    if (!job.variant().source().empty()) o.source_hash = fnv1a_hex(job.variant().source());
+  }
+  if (compile_only) compiled();
+  farm::Result r = farm::to_proto(o);
+  r.set_lease_id(job.lease_id());
+  r.set_job_id(job.job_id());
+  r.set_device_index(executor.device_index());
+  return r;
 }
 
 }  // namespace dc

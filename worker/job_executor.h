@@ -9,7 +9,9 @@
 //   time      real device: time_on_gpu (warm-up, CUDA events, L2 policy, all samples);
 //             emulated device: the timing model (emulated_timing.h), marked emulated.
 //
-// Every failure is a Result with its JobStatus, never an exception: the variant's failures
+// Its interface is dc's own data (common/farm/measure_job.h): a MeasureJob in, a JobOutcome
+// out; execute_wire_job is the measurement child's edge to the wire's farm::Job/Result.
+// Every failure is an outcome with its JobStatus, never an exception: the variant's failures
 // (compile, launch, fault, wrong result) as such, and an exception from dc's own code
 // (InternalError, bad_alloc, anything but a CUDA error) as internal_error, which is never
 // final (the coordinator retries it on another worker). A sticky CUDA error
@@ -22,6 +24,7 @@
 #include <string>
 
 #include "farm.pb.h"
+#include "farm/measure_job.h"
 #include "gpu/gpu_spec.h"
 #include "gpu_runner.h"
 #include "nvml.h"
@@ -73,19 +76,24 @@ class JobExecutor {
   JobExecutor& operator=(const JobExecutor&) = delete;
 
   // `compiled` is called once the compile phase is over (it may not be, on an early failure).
-  farm::Result execute(const farm::Job& job, const std::function<void()>& compiled);
+  JobOutcome execute(const MeasureJob& job, const std::function<void()>& compiled);
   // The compile phase alone, for the worker's builders (builder_pool.h): the variant (and,
   // for a real device, the reference) through the compile cache, and for an emulated device
   // that checks, the host-emulator libraries. Status ok, or the failure execute would give.
-  farm::Result build(const farm::Job& job);
+  JobOutcome build(const MeasureJob& job);
+  // A job this device cannot take (one that broke the protocol): `unsupported`, with the
+  // device's figures as every outcome carries them.
+  JobOutcome refuse(const std::string& why) const;
   bool must_restart() const { return must_restart_; }
+  int device_index() const { return config_.device.device_index(); }
 
  private:
   enum class Phases { all, compile_only };
-  farm::Result run(const farm::Job& job, const std::function<void()>& compiled, Phases phases);
-  farm::Result execute_checked(const farm::Job& job, const std::function<void()>& compiled, Phases phases);
+  JobOutcome run(const MeasureJob& job, const std::function<void()>& compiled, Phases phases);
+  JobOutcome execute_checked(const MeasureJob& job, const std::function<void()>& compiled, Phases phases);
   // The OpenCL twin of the real-device path (worker/opencl_runner.h).
-  farm::Result execute_opencl(const farm::Job& job, const std::function<void()>& compiled, Phases phases);
+  JobOutcome execute_opencl(const MeasureJob& job, const std::function<void()>& compiled, Phases phases);
+  void stamp(JobOutcome& o) const;  // the device's figures every outcome carries
   farm::DeviceHealth sample_health() const;
   ExecutorConfig config_;
   std::unique_ptr<GpuDevice> gpu_;  // opened on the first real job
@@ -102,6 +110,13 @@ Workload job_workload(const GeneratedKernel& reference);
 // The job's fresh random inputs, in the reference kernel's input order: random_inputs of its
 // input buffers with the job's index bounds and seed, the values the coordinator's workload
 // gives (random_workload_inputs).
-std::vector<Tensor> job_inputs(const farm::Job& job, const GeneratedKernel& reference);
+std::vector<Tensor> job_inputs(const MeasureJob& job, const GeneratedKernel& reference);
+
+// The measurement child's edge (worker_main.cpp; the in-process test farm): the wire's job
+// converted (farm_codec.h; one that does not convert is refused as a malformed job), run
+// in full or, with `compile_only`, built (then `compiled` is called), and the outcome as the
+// wire's Result with the job's lease and id and the device's index.
+farm::Result execute_wire_job(JobExecutor& executor, const farm::Job& job, const std::function<void()>& compiled,
+                              bool compile_only = false);
 
 }  // namespace dc

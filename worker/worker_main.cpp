@@ -192,10 +192,7 @@ int measure_child_main(const std::string& device_hex, const std::string& cache, 
   return serve_measure_child(
       3,
       [&](const farm::Job& job, const std::function<void()>& compiled) {
-        if (!compile_only) return executor.execute(job, compiled);
-        farm::Result r = executor.build(job);
-        compiled();
-        return r;
+        return execute_wire_job(executor, job, compiled, compile_only);
       },
       [&] { return executor.must_restart(); });
 }

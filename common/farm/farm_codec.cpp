@@ -1,5 +1,6 @@
 #include "farm_codec.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -183,6 +184,83 @@ GeneratedKernel from_proto(Kernel&& p) {
     k.launches.push_back(std::move(l));
   }
   return k;
+}
+
+namespace {
+// A kernel for the wire, its source moved rather than copied.
+Kernel wire_kernel(GeneratedKernel&& k) {
+  std::string source = std::move(k.source);
+  k.source.clear();
+  Kernel p = to_proto(k);
+  p.set_source(std::move(source));
+  return p;
+}
+
+}  // namespace
+
+uint32_t wire_ms(std::chrono::milliseconds ms) {
+  return static_cast<uint32_t>(std::clamp<int64_t>(ms.count(), 1, int64_t{1} << 31));
+}
+
+Job to_proto(MeasureJob&& job) {
+  Job w;
+  w.set_job_id(job.job_id);
+  w.set_gpu_type(job.gpu_type);
+  w.set_workload(job.workload);
+  *w.mutable_variant() = wire_kernel(std::move(job.variant_kernel));
+  *w.mutable_reference() = wire_kernel(std::move(job.reference));
+  w.set_seed(job.seed);
+  w.set_rtol(job.tolerance.rtol);
+  w.set_atol(job.tolerance.atol);
+  w.set_compile_deadline_ms(wire_ms(job.compile_deadline));
+  w.set_run_deadline_ms(wire_ms(job.run_deadline));
+  w.set_check_on_emulator(job.check_on_emulator);
+  w.set_estimate_us(job.estimate_us);
+  w.set_precision(job.precision);
+  w.set_flops(job.flops);
+  w.set_bytes(job.bytes);
+  for (int64_t b : job.index_bounds) w.add_index_bounds(b);
+  return w;
+}
+
+MeasureJob job_from_proto(Job&& w) {
+  MeasureJob job;
+  job.job_id = w.job_id();
+  job.gpu_type = w.gpu_type();
+  job.workload = w.workload();
+  job.precision = w.precision();
+  job.variant_kernel = from_proto(std::move(*w.mutable_variant()));
+  job.reference = from_proto(std::move(*w.mutable_reference()));
+  job.seed = w.seed();
+  job.tolerance.rtol = w.rtol();
+  job.tolerance.atol = w.atol();
+  job.check_on_emulator = w.check_on_emulator();
+  job.estimate_us = w.estimate_us();
+  job.flops = w.flops();
+  job.bytes = w.bytes();
+  job.index_bounds.assign(w.index_bounds().begin(), w.index_bounds().end());
+  job.compile_deadline = std::chrono::milliseconds(w.compile_deadline_ms());
+  job.run_deadline = std::chrono::milliseconds(w.run_deadline_ms());
+  return job;
+}
+
+Result to_proto(const JobOutcome& o) {
+  Result r;
+  r.set_status(std::string(job_status_name(o.status)));
+  r.set_error(o.error);
+  for (double s : o.samples_us) r.add_samples_us(s);
+  r.set_max_rel_error(o.max_rel_error);
+  r.set_registers(o.registers);
+  r.set_spill_bytes(o.spill_bytes);
+  r.set_smem_bytes(o.smem_bytes);
+  r.set_compile_seconds(o.compile_seconds);
+  r.set_compile_cached(o.compile_cached);
+  r.set_nvrtc_version(o.nvrtc_version);
+  r.set_driver_version(o.driver_version);
+  r.set_emulated(o.emulated);
+  r.set_source_hash(o.source_hash);
+  if (o.health) *r.mutable_health() = health_message(*o.health);
+  return r;
 }
 
 std::string validate_result(const Result& r) {

@@ -5,12 +5,14 @@
 // ProtocolError (or nullopt with the reason), never an abort.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 
 #include "farm.pb.h"
+#include "farm/measure_job.h"
 #include "farm/measurement.h"
 #include "ir/error.h"
 #include "ir/kernel.h"
@@ -46,6 +48,18 @@ Kernel to_proto(const GeneratedKernel& k);
 GeneratedKernel from_proto(const Kernel& k);
 // The same, the source moved out of `k` instead of copied (the farm service's hot path).
 GeneratedKernel from_proto(Kernel&& k);
+
+// A duration as the protocol's milliseconds (deadlines, heartbeats): at least 1, at most 2^31.
+uint32_t wire_ms(std::chrono::milliseconds ms);
+
+// MeasureJob <-> wire, the kernels' sources moved rather than copied (the farm's hot path).
+// job_from_proto checks the kernels as from_proto does (ProtocolError); the tolerance is
+// checked where it is applied (the worker's executor).
+Job to_proto(MeasureJob&& job);
+MeasureJob job_from_proto(Job&& job);
+
+// JobOutcome -> wire, as a worker sends it (lease, job id and device index: the caller's).
+Result to_proto(const JobOutcome& o);
 
 // Checks a Result from a worker: a known status name, finite non-negative samples, at most
 // kMaxSamples of them, sane resource figures. "" when valid, else why not.

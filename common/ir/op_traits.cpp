@@ -1,5 +1,6 @@
 #include "ir/op_traits.h"
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -31,6 +32,13 @@ struct Row {
   Row& fp32() { t.fp32_compute = true; return *this; }
   Row& flops(FlopsBasis b, int per = 1) { t.flops = b; t.flops_per_element = per; return *this; }
   Row& no_flops() { return flops(FlopsBasis::none, 0); }
+  Row& reduces(ReduceAxes a, int reductions, int reads) {
+    t.reduce_axes = a;
+    t.reductions_per_row = reductions;
+    t.stream_reads = reads;
+    return *this;
+  }
+  Row& row_template() { t.row_template = true; return *this; }
 };
 
 using P = OpPattern;
@@ -94,18 +102,21 @@ std::vector<OpTraits> rows() {
   for (auto op : {"Shape", "Size", "Constant", "ConstantOfShape", "Range"})
     add(op, P::opaque).no_flops();
   // Reductions and normalisations.
-  add("Softmax", P::reduce).fp32().flops(FlopsBasis::input, 5);
-  add("LogSoftmax", P::reduce).fp32().flops(FlopsBasis::input, 5);
-  add("LayerNormalization", P::reduce).fp32().flops(FlopsBasis::input, 8);
-  add("RMSNormalization", P::reduce).fp32().flops(FlopsBasis::input, 4);
-  add("GlobalAveragePool", P::reduce).fp32().flops(FlopsBasis::input);
-  add("GlobalMaxPool", P::reduce).flops(FlopsBasis::input);
+  using A = ReduceAxes;
+  for (auto op : {"Softmax", "LogSoftmax"})
+    add(op, P::reduce).fp32().flops(FlopsBasis::input, 5).reduces(A::softmax, 2, 2).row_template();
+  add("LayerNormalization", P::reduce).fp32().flops(FlopsBasis::input, 8).reduces(A::trailing, 2, 2).row_template();
+  add("RMSNormalization", P::reduce).fp32().flops(FlopsBasis::input, 4).reduces(A::trailing, 1, 2).row_template();
+  add("GlobalAveragePool", P::reduce).fp32().flops(FlopsBasis::input).reduces(A::spatial, 1, 1).row_template();
+  add("GlobalMaxPool", P::reduce).flops(FlopsBasis::input).reduces(A::spatial, 1, 1).row_template();
   for (auto op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
                   "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"})
-    add(op, P::reduce).fp32().flops(FlopsBasis::input);
-  for (auto op : {"InstanceNormalization", "LpNormalization", "GlobalLpPool"})
-    add(op, P::reduce).fp32();
-  add("Hardmax", P::reduce);
+    add(op, P::reduce).fp32().flops(FlopsBasis::input).reduces(A::listed, 1, 1).row_template();
+  // Lowered by passes/lower_norms before candidates are made (f32), or computed alone.
+  add("InstanceNormalization", P::reduce).fp32().reduces(A::spatial, 2, 2);
+  add("LpNormalization", P::reduce).fp32().reduces(A::one, 1, 2);
+  add("GlobalLpPool", P::reduce).fp32().reduces(A::spatial, 1, 1);
+  add("Hardmax", P::reduce).reduces(A::softmax, 1, 2);
   // ArgMax / ArgMin: a loop over the axis per output element, emitted by the ValueEmitter.
   for (auto op : {"ArgMax", "ArgMin"}) add(op, P::injective).flops(FlopsBasis::input);
   add("CumSum", P::injective).computes().flops(FlopsBasis::input);
@@ -137,6 +148,15 @@ const OpTraits& op_traits(std::string_view op) {
   static const OpTraits unknown{};
   auto it = table.find(op);
   return it == table.end() ? unknown : it->second;
+}
+
+const std::vector<OpTraits>& all_op_traits() {
+  static const std::vector<OpTraits> sorted = [] {
+    std::vector<OpTraits> v = rows();
+    std::sort(v.begin(), v.end(), [](const OpTraits& a, const OpTraits& b) { return a.op < b.op; });
+    return v;
+  }();
+  return sorted;
 }
 
 OpClass op_class(std::string_view op) {

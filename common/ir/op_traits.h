@@ -8,6 +8,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dc {
 
@@ -65,6 +66,17 @@ enum class FlopsBasis {
   contraction,  // Conv / Gemm / MatMul: 2 per multiply-add (formula in flops.cpp)
 };
 
+// Which axes a reduce-pattern op reduces: the rows of its workload (the parameter space's
+// analyze_reduction, the row_reduce template).
+enum class ReduceAxes {
+  none,      // not a reduction
+  listed,    // Reduce*: the `axes` attribute or constant input, else every axis
+  softmax,   // Softmax, LogSoftmax, Hardmax: `axis` (opset < 13's flatten: `axis` to the end)
+  trailing,  // LayerNormalization, RMSNormalization: `axis` (default -1) to the end
+  spatial,   // Global*Pool, InstanceNormalization: axes 2 to the end
+  one,       // LpNormalization: `axis` (default -1)
+};
+
 struct OpTraits {
   std::string_view op;
   OpPattern pattern = OpPattern::opaque;
@@ -76,10 +88,19 @@ struct OpTraits {
   bool fp32_compute = false;  // numerically sensitive: computes in fp32 under fp16/bf16 plans
   FlopsBasis flops = FlopsBasis::output;
   int flops_per_element = 1;
+  // Reductions (OpPattern::reduce): the reduced axes, the tree reductions per row (softmax:
+  // max and sum), the passes over a row's input when it is not kept on chip, and whether the
+  // row_reduce template computes it (the others are lowered before codegen, or opaque).
+  ReduceAxes reduce_axes = ReduceAxes::none;
+  int reductions_per_row = 1;
+  int stream_reads = 1;
+  bool row_template = false;
 };
 
 // The op's row; ops not in the table get the defaults (opaque, one FLOP per output element).
 const OpTraits& op_traits(std::string_view op);
+// Every row, in op-name order.
+const std::vector<OpTraits>& all_op_traits();
 
 OpClass op_class(std::string_view op);
 const char* op_class_name(OpClass c);

@@ -10,33 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "farm/measure_job.h"
 #include "farm/measurement.h"
 #include "ir/tolerance.h"
 #include "ir/kernel.h"
 
 namespace dc {
 
-struct FarmJob {
-  std::string job_id;         // stable across attempts: "<workload>/<variant key>/<gpu type>"
-  std::string gpu_type;       // canonical GPU type; only workers of this type receive it
-  std::string workload;       // signature
-  std::string precision = "fp32";
-  GeneratedKernel variant;
-  GeneratedKernel reference;  // the workload's naive oracle kernel
-  uint64_t seed = 0;          // inputs are generated from it on the worker
-  // The check's bound, computed once by the coordinator from the real workload
-  // (codegen/variant_tolerance.h, docs/precision.md); the worker applies exactly this.
-  Tolerance tolerance;
-  bool check_on_emulator = false;  // emulated workers: run the host-emulator check too
-  double estimate_us = 0;
-  int64_t flops = 0;          // the workload's arithmetic work (emulated timing model)
-  int64_t bytes = 0;          // its compulsory DRAM traffic
-  // Per workload input, in the reference kernel's input order: the exclusive upper bound of
-  // an integer input read as indices (0 where none: ir/index_bounds.h), so random inputs
-  // stay in range.
-  std::vector<int64_t> index_bounds;
-  std::chrono::milliseconds compile_deadline{60000};
-  std::chrono::milliseconds run_deadline{30000};
+// A measurement job (common/farm/measure_job.h) with what the coordinator's farms do with it.
+struct FarmJob : MeasureJob {
   // Workers that should not take this job while another worker of its type is connected,
   // by the names the farm's Measurements carry (Measurement::worker): a finalist's first
   // worker when tune measures it again elsewhere, and workers tune has quarantined

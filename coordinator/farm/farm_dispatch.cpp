@@ -27,10 +27,6 @@ std::string printable(const std::string& s) {
   return out;
 }
 
-uint32_t clamp_ms(std::chrono::milliseconds ms) {
-  return static_cast<uint32_t>(std::clamp<int64_t>(ms.count(), 1, int64_t{1} << 31));
-}
-
 }  // namespace
 
 auto FarmDispatcher::Session::device(int32_t index) -> Device* {
@@ -48,38 +44,11 @@ FarmDispatcher::FarmDispatcher(DispatchOptions options, Send send)
   if (next_lease_ == 0) next_lease_ = 1;
 }
 
-namespace {
-// A kernel for the wire, its source moved rather than copied.
-farm::Kernel wire_kernel(GeneratedKernel& k) {
-  std::string source = std::move(k.source);
-  k.source.clear();
-  farm::Kernel p = farm::to_proto(k);
-  p.set_source(std::move(source));
-  return p;
-}
-}  // namespace
 
 FarmDispatcher::Submission FarmDispatcher::prepare(FarmJob job) {
   Submission s;
-  farm::Job& w = s.wire;
-  w.set_job_id(job.job_id);
-  w.set_gpu_type(job.gpu_type);
-  w.set_workload(job.workload);
-  *w.mutable_variant() = wire_kernel(job.variant);
-  *w.mutable_reference() = wire_kernel(job.reference);
-  w.set_seed(job.seed);
-  w.set_rtol(job.tolerance.rtol);
-  w.set_atol(job.tolerance.atol);
-  w.set_compile_deadline_ms(clamp_ms(job.compile_deadline));
-  w.set_run_deadline_ms(clamp_ms(job.run_deadline));
-  w.set_check_on_emulator(job.check_on_emulator);
-  w.set_estimate_us(job.estimate_us);
-  w.set_precision(job.precision);
-  w.set_flops(job.flops);
-  w.set_bytes(job.bytes);
-  for (int64_t b : job.index_bounds) w.add_index_bounds(b);
-  // The wire copy is the one kept: drop the sources from the bookkeeping copy.
-  job.variant.source.clear();
+  // The wire copy is the one kept: the sources move into it, out of the bookkeeping copy.
+  s.wire = farm::to_proto(static_cast<MeasureJob&&>(std::move(job)));
   job.reference = GeneratedKernel{};
   s.meta = std::move(job);
   return s;
@@ -212,7 +181,7 @@ void FarmDispatcher::on_hello(const std::string& identity, const farm::Envelope&
   spdlog::info("farm: worker {} ({}) joined with {}{}", placed.worker_id, placed.host, inventory,
                placed.leases.empty() ? "" : str_cat(", still running ", placed.leases.size(), " job(s)"));
   farm::Envelope w;
-  w.mutable_welcome()->set_heartbeat_ms(clamp_ms(options_.heartbeat));
+  w.mutable_welcome()->set_heartbeat_ms(farm::wire_ms(options_.heartbeat));
   w.mutable_welcome()->set_coordinator_id(options_.coordinator_id);
   w.mutable_welcome()->set_liveness(static_cast<uint32_t>(options_.liveness));
   send(identity, std::move(w));
@@ -268,7 +237,7 @@ void FarmDispatcher::on_result(Session& s, const farm::Result& r) {
   const Device* d = s.device(lease.device);
   Measurement m = farm::measurement_from_result(r);
   m.workload = job.meta.workload;
-  m.variant_key = job.meta.variant.variant_key;
+  m.variant_key = job.meta.variant_kernel.variant_key;
   m.source_hash = job.source_hash;
   m.gpu_type = job.meta.gpu_type;
   m.job_id = job.meta.job_id;
@@ -298,7 +267,7 @@ void FarmDispatcher::release_lease(uint64_t lease_id) {
 Measurement FarmDispatcher::failure(const JobEntry& job, JobStatus status, const std::string& error) const {
   Measurement m;
   m.workload = job.meta.workload;
-  m.variant_key = job.meta.variant.variant_key;
+  m.variant_key = job.meta.variant_kernel.variant_key;
   m.source_hash = job.source_hash;
   m.gpu_type = job.meta.gpu_type;
   m.job_id = job.meta.job_id;

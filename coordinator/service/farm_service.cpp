@@ -194,7 +194,7 @@ void FarmService::Impl::record_rows(const FarmJob& job, const std::string& sourc
     w.base_signature = si.workload_base_signature;
     db.commit_workload(w);
   }
-  if (variants_recorded.insert({job.workload, job.variant.variant_key}).second) {
+  if (variants_recorded.insert({job.workload, job.variant_kernel.variant_key}).second) {
     Variant v;
     v.template_name = si.variant_template;
     v.precision = si.variant_precision;
@@ -206,7 +206,7 @@ void FarmService::Impl::record_rows(const FarmJob& job, const std::string& sourc
 std::optional<Measurement> FarmService::Impl::from_db(const FarmJob& job, const std::string& source_hash) {
   MeasurementQuery q;
   q.workload = job.workload;
-  q.variant_key = job.variant.variant_key;
+  q.variant_key = job.variant_kernel.variant_key;
   q.gpu_type = job.gpu_type;
   q.source = source_of(job.service.emulated);
   for (Measurement& m : db.query(q)) {
@@ -249,22 +249,7 @@ void FarmService::Impl::on_submit(Tune& t, farm::TuneJob& tj) {
     if (std::find(t.gpu_types.begin(), t.gpu_types.end(), wj.gpu_type()) == t.gpu_types.end())
       throw farm::ProtocolError(str_cat("a job for GPU type '", printable(wj.gpu_type()), "', which the tune did not name"));
     if (wj.workload().empty() || wj.job_id().empty()) throw farm::ProtocolError("a job without workload or job id");
-    job.job_id = wj.job_id();
-    job.gpu_type = wj.gpu_type();
-    job.workload = wj.workload();
-    job.precision = wj.precision();
-    job.variant = farm::from_proto(std::move(*wj.mutable_variant()));
-    job.reference = farm::from_proto(std::move(*wj.mutable_reference()));
-    job.seed = wj.seed();
-    job.tolerance.rtol = wj.rtol();
-    job.tolerance.atol = wj.atol();
-    job.check_on_emulator = wj.check_on_emulator();
-    job.estimate_us = wj.estimate_us();
-    job.flops = wj.flops();
-    job.bytes = wj.bytes();
-    job.index_bounds.assign(wj.index_bounds().begin(), wj.index_bounds().end());
-    job.compile_deadline = std::chrono::milliseconds(wj.compile_deadline_ms());
-    job.run_deadline = std::chrono::milliseconds(wj.run_deadline_ms());
+    static_cast<MeasureJob&>(job) = farm::job_from_proto(std::move(wj));
     FarmJob::ServiceInfo& si = job.service;
     si.workload_kind = tj.workload().kind();
     si.workload_canonical = tj.workload().canonical();
@@ -282,17 +267,17 @@ void FarmService::Impl::on_submit(Tune& t, farm::TuneJob& tj) {
     v.template_name = si.variant_template;
     v.precision = si.variant_precision;
     v.params = si.variant_params;
-    if (v.key() != job.variant.variant_key)
+    if (v.key() != job.variant_kernel.variant_key)
       throw farm::ProtocolError(str_cat("the variant's parameters make the key '", printable(v.key()),
-                                        "', not the job's '", printable(job.variant.variant_key), "'"));
+                                        "', not the job's '", printable(job.variant_kernel.variant_key), "'"));
     if (tj.workload().signature() != job.workload)
       throw farm::ProtocolError("the workload record does not belong to the job's workload");
   } catch (const farm::ProtocolError& e) {
     spdlog::warn("service: tune {} submitted an invalid job; dropped: {}", t.id, e.what());
     return;
   }
-  const std::string hash = fnv1a_hex(job.variant.source);
-  Waiter w{t.id, job.job_id, job.workload, job.variant.variant_key, job.service.reuse,
+  const std::string hash = fnv1a_hex(job.variant_kernel.source);
+  Waiter w{t.id, job.job_id, job.workload, job.variant_kernel.variant_key, job.service.reuse,
            str_cat(job.job_id, "|", hash, "|", job.check_on_emulator ? "check" : "", "|", job.service.reuse ? "" : "fresh")};
   if (t.resumes > 0) {
     if (const auto sent = t.recent.find(w.resend_key); sent != t.recent.end()) {
@@ -309,7 +294,7 @@ void FarmService::Impl::on_submit(Tune& t, farm::TuneJob& tj) {
     if (job.service.reuse) known = from_db(job, hash);
   } catch (const UserError& e) {
     // The DB refused (busy past its timeout): measured instead of answered.
-    spdlog::error("service: DB lookup for {} failed; it is measured: {}", job.variant.variant_key, e.what());
+    spdlog::error("service: DB lookup for {} failed; it is measured: {}", job.variant_kernel.variant_key, e.what());
   }
   if (known) {
     ++answered_from_db;
@@ -338,7 +323,7 @@ void FarmService::Impl::on_submit(Tune& t, farm::TuneJob& tj) {
     g.key = key;
     g.gpu_type = job.gpu_type;
     g.workload = job.workload;
-    g.variant_key = job.variant.variant_key;
+    g.variant_key = job.variant_kernel.variant_key;
     ++queued_groups[g.gpu_type];
     ++t.queued;
     g.job = std::move(job);

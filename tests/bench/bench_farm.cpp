@@ -64,18 +64,18 @@ dc::FarmJob make_job(int i, const std::string& source) {
   j.job_id = "w/" + std::to_string(i) + "/h100";
   j.gpu_type = "h100";
   j.workload = "bench";
-  j.variant.template_name = "bench";
-  j.variant.variant_key = "v" + std::to_string(i);
-  j.variant.source = source;
+  j.variant_kernel.template_name = "bench";
+  j.variant_kernel.variant_key = "v" + std::to_string(i);
+  j.variant_kernel.source = source;
   dc::KernelBuffer b;
   b.name = "t0";
   b.shape = {1024};
-  j.variant.buffers = {b};
+  j.variant_kernel.buffers = {b};
   dc::Launch l;
   l.kernel = "k";
   l.args = {0};
-  j.variant.launches = {l};
-  j.reference = j.variant;
+  j.variant_kernel.launches = {l};
+  j.reference = j.variant_kernel;
   return j;
 }
 
@@ -89,12 +89,12 @@ dc::FarmJob service_job(const std::string& workload, int i, size_t source_bytes,
   v.params = {{"i", i}};
   dc::FarmJob j = make_job(i, "");
   j.workload = workload;
-  j.variant.variant_key = v.key();
+  j.variant_kernel.variant_key = v.key();
   j.job_id = workload + "/" + v.key() + "/h100";
   std::string source = "// " + workload + " " + std::to_string(i) + "\n__global__ void k(float* t0) {}\n";
   if (source.size() < source_bytes) source.append(source_bytes - source.size(), ' ');
-  j.variant.source = source;
-  j.reference = j.variant;
+  j.variant_kernel.source = source;
+  j.reference = j.variant_kernel;
   j.service.workload_kind = "opaque";
   j.service.workload_canonical = "canonical " + workload;
   j.service.variant_template = v.template_name;

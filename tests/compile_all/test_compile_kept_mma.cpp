@@ -99,7 +99,7 @@ bool has_staged_operand(const WorkloadShape& s, const Variant& v) {
 std::string workload_features(const Workload& w, const WorkloadShape& s, const Variant& v) {
   const int64_t bm = v.param("block_m"), bn = v.param("block_n"), bk = v.param("block_k");
   const int64_t threads = v.threads_per_block;
-  const int64_t split = std::max<int64_t>(1, v.param("split_k", 1));
+  const int64_t split = std::max<int64_t>(1, v.param_or("split_k", 1));
   const int64_t k_tiles = (s.k + split * bk - 1) / (split * bk);
   std::ostringstream f;
   f << s.m << ',' << s.n << ',' << s.k << ',' << s.batch << ','

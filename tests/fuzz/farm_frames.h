@@ -61,7 +61,7 @@ inline FarmJob small_job(const std::string& id) {
   j.job_id = id;
   j.gpu_type = "h100";
   j.workload = "copy64";
-  j.variant = small_kernel("var-" + id);
+  j.variant_kernel = small_kernel("var-" + id);
   j.reference = small_kernel("reference");
   j.seed = 7;
   return j;

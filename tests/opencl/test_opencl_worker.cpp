@@ -68,7 +68,7 @@ TEST(OpenClExecutor, MeasuresForReal) {
   DC_REQUIRE_POCL();
   JobExecutor ex(pocl_config());
   bool compiled = false;
-  const farm::Result r = ex.execute(wire_job(scale_job("ok", "pocl-cpu"), 42), [&] { compiled = true; });
+  const farm::Result r = execute_wire_job(ex, wire_job(scale_job("ok", "pocl-cpu"), 42), [&] { compiled = true; });
   ASSERT_EQ(r.status(), "ok") << r.error();
   EXPECT_TRUE(compiled);
   EXPECT_FALSE(r.emulated());
@@ -76,7 +76,7 @@ TEST(OpenClExecutor, MeasuresForReal) {
   EXPECT_GE(r.samples_us_size(), 10);
   for (double s : r.samples_us()) EXPECT_GT(s, 0.0);
   // The second time the SPIR comes from the compile cache.
-  const farm::Result again = ex.execute(wire_job(scale_job("ok", "pocl-cpu"), 43), [] {});
+  const farm::Result again = execute_wire_job(ex, wire_job(scale_job("ok", "pocl-cpu"), 43), [] {});
   EXPECT_EQ(again.status(), "ok") << again.error();
   EXPECT_TRUE(again.compile_cached());
 }
@@ -85,15 +85,15 @@ TEST(OpenClExecutor, FailuresAreResultsAndTheExecutorServesOn) {
   DC_REQUIRE_POCL();
   JobExecutor ex(pocl_config());
   auto status_of = [&](FarmJob j) {
-    const farm::Result r = ex.execute(wire_job(j), [] {});
+    const farm::Result r = execute_wire_job(ex, wire_job(j), [] {});
     return r.status() + ": " + r.error();
   };
   FarmJob broken = scale_job("broken", "pocl-cpu");
-  broken.variant.source += "\nthis is not a kernel;\n";
+  broken.variant_kernel.source += "\nthis is not a kernel;\n";
   EXPECT_EQ(status_of(broken).rfind("compile_error", 0), 0u) << status_of(broken);
 
   FarmJob wrong = scale_job("wrong", "pocl-cpu");
-  wrong.variant.source.replace(wrong.variant.source.find("2.f * x[i]"), 10, "3.f * x[i]");
+  wrong.variant_kernel.source.replace(wrong.variant_kernel.source.find("2.f * x[i]"), 10, "3.f * x[i]");
   EXPECT_EQ(status_of(wrong).rfind("wrong_result: output t1", 0), 0u) << status_of(wrong);
 
   // y has 1000 floats: y[1100] lies in the guard behind it.

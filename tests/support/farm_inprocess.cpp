@@ -154,12 +154,12 @@ class InProcessFarm final : public Farm {
     FarmDispatcher::Submission s = FarmDispatcher::prepare(std::move(job));
     s.wire.set_lease_id(1);
     s.wire.set_attempt(1);
-    farm::Result r = executor.execute(s.wire, [] {});
+    farm::Result r = execute_wire_job(executor, s.wire, [] {});
     if (const std::string why = farm::validate_result(r); !why.empty())
       throw_internal_error("in-process farm: the executor returned an invalid result: ", why);
     Measurement m = farm::measurement_from_result(r);
     m.workload = s.meta.workload;
-    m.variant_key = s.meta.variant.variant_key;
+    m.variant_key = s.meta.variant_kernel.variant_key;
     m.source_hash = r.source_hash();
     m.gpu_type = s.meta.gpu_type;
     m.worker = worker;

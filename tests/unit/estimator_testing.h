@@ -230,7 +230,7 @@ inline Variant find_variant(const Workload& w, const GpuSpec& g, const std::stri
   for (const auto& v : enumerate_variants(w, g)) {
     if (v.precision != precision) continue;
     bool match = true;
-    for (const auto& [k, val] : want) match = match && v.param(k, -1) == val;
+    for (const auto& [k, val] : want) match = match && v.param_or(k, -1) == val;
     if (match) return v;
   }
   ADD_FAILURE() << "no such variant";

@@ -76,7 +76,7 @@ inline FarmJob scale_job(const std::string& id, const std::string& gpu_type, con
   j.job_id = id;
   j.gpu_type = gpu_type;
   j.workload = "scale1000";
-  j.variant = scale_kernel(1000, extra, tag, "var-" + id);
+  j.variant_kernel = scale_kernel(1000, extra, tag, "var-" + id);
   j.reference = scale_kernel(1000, "", "reference", "reference");
   j.reference.template_name = "reference";
   j.seed = 7;

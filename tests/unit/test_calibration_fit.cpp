@@ -259,19 +259,19 @@ TEST_P(EstimatorRatiosTest, OkResultsWithAnEstimateOfOneGpuTypeAndSourceByKind) 
   add("w2", 64, real_, 5, 0);               // no estimate
 
   constexpr MathUnit fp32 = MathUnit::fp32;
-  const auto real = db_->estimator_ratios("h100", Source::real);
+  const auto real = db_->estimator_ratios("h100", TimingSource::real);
   ASSERT_EQ(real.size(), 2u);
   EXPECT_EQ(sorted(real.at({ClusterKind::gemm, fp32})), (std::vector<double>{0.5, 1.0, 1.5}));
   EXPECT_EQ(real.at({ClusterKind::conv, fp32}), std::vector<double>{2.0});
 
-  const auto emulated = db_->estimator_ratios("h100", Source::emulated);
+  const auto emulated = db_->estimator_ratios("h100", TimingSource::emulated);
   ASSERT_EQ(emulated.size(), 1u);
   EXPECT_EQ(emulated.at({ClusterKind::gemm, fp32}), std::vector<double>{10.0});
 
-  EXPECT_EQ(db_->estimator_ratios("a100", Source::real).at({ClusterKind::conv, fp32}),
+  EXPECT_EQ(db_->estimator_ratios("a100", TimingSource::real).at({ClusterKind::conv, fp32}),
             std::vector<double>{3.0});
-  EXPECT_TRUE(db_->estimator_ratios("a100", Source::emulated).empty());
-  EXPECT_TRUE(db_->estimator_ratios("v100", Source::real).empty());
+  EXPECT_TRUE(db_->estimator_ratios("a100", TimingSource::emulated).empty());
+  EXPECT_TRUE(db_->estimator_ratios("v100", TimingSource::real).empty());
 }
 
 // Results of tensor-core variants go to their math unit (fp16 and bf16 share one), never to
@@ -286,7 +286,7 @@ TEST_P(EstimatorRatiosTest, RatiosAreKeptApartPerMathUnit) {
     ASSERT_TRUE(db_->commit_measurement(m));
   }
   add("w1", 32, real_, 8, 4);
-  const auto real = db_->estimator_ratios("h100", Source::real);
+  const auto real = db_->estimator_ratios("h100", TimingSource::real);
   ASSERT_EQ(real.size(), 3u);
   EXPECT_EQ(real.at({ClusterKind::gemm, MathUnit::fp32}), std::vector<double>{2.0});
   EXPECT_EQ(real.at({ClusterKind::gemm, MathUnit::tf32}), std::vector<double>{0.75});
@@ -404,7 +404,7 @@ std::unique_ptr<Farm> gpu_slower_by(double k) {
   f.workers_per_type = 2;
   f.cache_dir = testing::shared_compile_cache();
   f.timing = [k](const FarmJob& job) {
-    const auto it = estimates.find({job.workload, job.variant.variant_key});
+    const auto it = estimates.find({job.workload, job.variant_kernel.variant_key});
     if (it == estimates.end()) return FakeOutcome{JobStatus::runtime_fault, {}, "unexpected job"};
     return FakeOutcome{JobStatus::ok, {k * it->second}, ""};
   };

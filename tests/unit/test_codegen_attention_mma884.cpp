@@ -109,12 +109,12 @@ TEST(CodegenAttentionMma884, V100SpaceOffersM8n8k4) {
   for (const auto& v : enumerate_variants(w, catalog.require("v100"), SpaceOptions{{"fp16"}})) {
     if (v.precision != "fp16") continue;
     ++n;
-    EXPECT_EQ(v.param("m8n8k4", 0), 1) << v.key();
-    EXPECT_LE(v.param("stages", 0), 2) << v.key();
+    EXPECT_EQ(v.param_or("m8n8k4", 0), 1) << v.key();
+    EXPECT_LE(v.param_or("stages", 0), 2) << v.key();
   }
   EXPECT_GT(n, 0);
   for (const auto& v : enumerate_variants(w, catalog.require("a100"), SpaceOptions{{"fp16"}}))
-    EXPECT_EQ(v.param("m8n8k4", 0), 0) << v.key();
+    EXPECT_EQ(v.param_or("m8n8k4", 0), 0) << v.key();
 }
 
 }  // namespace

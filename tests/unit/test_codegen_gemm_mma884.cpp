@@ -212,12 +212,12 @@ TEST(CodegenGemmMma884, V100SpaceOffersFp16ThroughM8n8k4Only) {
     EXPECT_TRUE(v.precision == "fp32" || v.precision == "fp16") << v.key();
     if (v.precision != "fp16") continue;
     ++fp16;
-    EXPECT_EQ(v.param("m8n8k4", 0), 1) << v.key();
-    EXPECT_EQ(v.param("stages", 0), 2) << v.key();
+    EXPECT_EQ(v.param_or("m8n8k4", 0), 1) << v.key();
+    EXPECT_EQ(v.param_or("stages", 0), 2) << v.key();
   }
   EXPECT_GT(fp16, 0);
   const GpuSpec a100 = GpuCatalog::builtin().require("a100");
-  for (const auto& v : enumerate_variants(w, a100, SpaceOptions{{"fp16"}})) EXPECT_EQ(v.param("m8n8k4", 0), 0);
+  for (const auto& v : enumerate_variants(w, a100, SpaceOptions{{"fp16"}})) EXPECT_EQ(v.param_or("m8n8k4", 0), 0);
   std::string why;
   EXPECT_FALSE(fits_gpu(volta_variant(w, 32, 32, 32, 16, 16), a100, &why));
   EXPECT_NE(why.find("m8n8k4"), std::string::npos) << why;

@@ -94,7 +94,7 @@ class DcDb : public ::testing::Test {
     commit("wb", gemm128_, a100, 15, 5, 1'700'000'005'000);
     commit("wa", conv64_, emu, 1, 4, 1'700'000'006'000);  // must never show as real
     const int64_t run = db->begin_run({model, {"h100"}, "{}", "coordhost", "fp32"});
-    db->commit_plan({run, "h100", Source::real,
+    db->commit_plan({run, "h100", TimingSource::real,
                      {{"c0", "wa", conv32_.key(), 4, 8}, {"c1", "wb", gemm128_.key(), 5, 5}},
                      25, 29, "fp32"});
     db->commit_gpu_busy({{run, "h100", h100.name, 6, 8}, {run, "h100", emu.name, 4, 8}});

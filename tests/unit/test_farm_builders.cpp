@@ -76,8 +76,8 @@ TEST(BuilderPool, CompilesAheadIntoTheCacheAndACrashFailsOnlyItsJob) {
   }
   // The good job's kernel is in the cache: the measurement child's compile is a hit.
   const std::string arch = emulated_inventory(GpuCatalog::builtin(), "h100", 0).arch();
-  EXPECT_TRUE(compile_with_cache(good.variant.source, arch, cache).from_cache);
-  EXPECT_FALSE(compile_with_cache(crashing.variant.source, arch, cache).from_cache);
+  EXPECT_TRUE(compile_with_cache(good.variant_kernel.source, arch, cache).from_cache);
+  EXPECT_FALSE(compile_with_cache(crashing.variant_kernel.source, arch, cache).from_cache);
   std::filesystem::remove_all(cache);
 }
 
@@ -121,7 +121,7 @@ FarmJob runaway_compile_job(const std::string& tag) {
       "  return F<N - 1>::f(x, a) * x[N & 1023] + F<N - 2>::f(x, a + 1.f); } };\n"
       "template <> struct F<1> { __device__ __forceinline__ static float f(const float* x, float a) { return a * x[1]; } };\n"
       "template <> struct F<0> { __device__ __forceinline__ static float f(const float* x, float a) { return a + x[0]; } };\n";
-  std::string& src = j.variant.source;
+  std::string& src = j.variant_kernel.source;
   const size_t at = src.find("extern \"C\" __global__ void scale(");
   EXPECT_NE(at, std::string::npos);
   src.insert(at, templates);

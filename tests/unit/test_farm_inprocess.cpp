@@ -43,9 +43,9 @@ FarmJob sigmoid_job() {
     j.gpu_type = "h100";
     j.workload = w.signature;
     j.reference = generate_reference(w);
-    j.variant = generate_kernel(w, plan.gpus[0].workloads[wi].kept.front().variant);
-    if (j.variant.source.find("dc_sigmoid(", j.variant.source.find("__global__")) == std::string::npos) continue;
-    j.job_id = w.signature + "/" + j.variant.variant_key + "/h100";
+    j.variant_kernel = generate_kernel(w, plan.gpus[0].workloads[wi].kept.front().variant);
+    if (j.variant_kernel.source.find("dc_sigmoid(", j.variant_kernel.source.find("__global__")) == std::string::npos) continue;
+    j.job_id = w.signature + "/" + j.variant_kernel.variant_key + "/h100";
     j.estimate_us = 4;
     j.seed = 7;
     return j;
@@ -72,23 +72,23 @@ TEST(InProcessFarm, EmulatorCheckPassesForGeneratedKernelsAndCatchesAWrongOne) {
   f.cache_dir = temp_cache();
   auto farm = make_inprocess_farm(f);
   FarmJob j = sigmoid_job();
-  ASSERT_FALSE(j.variant.source.empty());
+  ASSERT_FALSE(j.variant_kernel.source.empty());
   j.check_on_emulator = true;
   farm->submit(j);
   // The same kernel with its sigmoid(v) turned into 0.5 + v: the outputs differ.
   FarmJob bad = j;
-  const auto pos = bad.variant.source.find("dc_sigmoid(", bad.variant.source.find("__global__"));
-  bad.variant.source.replace(pos, 11, "(0.5f+");
-  bad.variant.variant_key += "-broken";
+  const auto pos = bad.variant_kernel.source.find("dc_sigmoid(", bad.variant_kernel.source.find("__global__"));
+  bad.variant_kernel.source.replace(pos, 11, "(0.5f+");
+  bad.variant_kernel.variant_key += "-broken";
   farm->submit(bad);
   const auto got = collect_n(*farm, 2);
   ASSERT_EQ(got.size(), 2u);
-  const Measurement& ok = got.at(j.variant.variant_key);
+  const Measurement& ok = got.at(j.variant_kernel.variant_key);
   EXPECT_EQ(ok.status, JobStatus::ok) << ok.error;
   EXPECT_TRUE(ok.emulated);
   EXPECT_LT(ok.max_rel_error, 1e-5);
-  EXPECT_EQ(got.at(bad.variant.variant_key).status, JobStatus::wrong_result);
-  EXPECT_GT(got.at(bad.variant.variant_key).max_rel_error, 1e-3);
+  EXPECT_EQ(got.at(bad.variant_kernel.variant_key).status, JobStatus::wrong_result);
+  EXPECT_GT(got.at(bad.variant_kernel.variant_key).max_rel_error, 1e-3);
   EXPECT_EQ(farm->status().done, 2);
   std::filesystem::remove_all(f.cache_dir);
 }
@@ -100,24 +100,24 @@ TEST(InProcessFarm, CompilesWithNvrtcAndTimesWithTheEmulatedTimingModel) {
   const FarmJob j = sigmoid_job();
   farm->submit(j);
   FarmJob bad = j;
-  bad.variant.source += "\nthis is not CUDA;\n";
-  bad.variant.variant_key += "-broken";
+  bad.variant_kernel.source += "\nthis is not CUDA;\n";
+  bad.variant_kernel.variant_key += "-broken";
   farm->submit(bad);
   const auto got = collect_n(*farm, 2);
   ASSERT_EQ(got.size(), 2u);
-  const Measurement& ok = got.at(j.variant.variant_key);
+  const Measurement& ok = got.at(j.variant_kernel.variant_key);
   ASSERT_EQ(ok.status, JobStatus::ok) << ok.error;
   EXPECT_GT(ok.registers, 0);
   EXPECT_GT(ok.compile_seconds, 0);
   // The samples are the emulated worker's timing model's for this kernel, not the estimate.
-  const CompileResult c = compile_cuda(j.variant.source, catalog().require("h100").sm_arch());
+  const CompileResult c = compile_cuda(j.variant_kernel.source, catalog().require("h100").sm_arch());
   ASSERT_TRUE(c.ok) << c.error;
-  const EmulatedTiming t = emulated_timing(j.variant, catalog().require("h100"), c.kernels,
+  const EmulatedTiming t = emulated_timing(j.variant_kernel, catalog().require("h100"), c.kernels,
                                            EmulatedWork{j.flops, "fp32"}, j.seed, 10);
   ASSERT_TRUE(t.ok) << t.error;
   EXPECT_EQ(ok.samples_us, t.samples_us);
-  EXPECT_EQ(got.at(bad.variant.variant_key).status, JobStatus::compile_error);
-  EXPECT_FALSE(got.at(bad.variant.variant_key).error.empty());
+  EXPECT_EQ(got.at(bad.variant_kernel.variant_key).status, JobStatus::compile_error);
+  EXPECT_FALSE(got.at(bad.variant_kernel.variant_key).error.empty());
 }
 
 TEST(InProcessFarm, UnknownGpuTypeIsAUserError) {

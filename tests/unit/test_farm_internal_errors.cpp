@@ -26,11 +26,11 @@ class BuggyWorkerFarm final : public Farm {
       : inner_(std::move(inner)), buggy_(buggy), workload_(std::move(workload)), key_(std::move(key)) {}
 
   void submit(FarmJob job) override {
-    if (key_.empty() && job.variant.variant_key != reference_variant().key()) {
+    if (key_.empty() && job.variant_kernel.variant_key != reference_variant().key()) {
       workload_ = job.workload;
-      key_ = job.variant.variant_key;
+      key_ = job.variant_kernel.variant_key;
     }
-    if (job.workload == workload_ && job.variant.variant_key == key_) ++sent_;
+    if (job.workload == workload_ && job.variant_kernel.variant_key == key_) ++sent_;
     inner_->submit(std::move(job));
   }
   std::vector<Measurement> collect(std::chrono::milliseconds timeout) override {

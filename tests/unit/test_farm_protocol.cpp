@@ -47,6 +47,73 @@ TEST(FarmCodec, KernelRoundTrip) {
   EXPECT_EQ(back.launches[0].dynamic_smem_bytes, 4096);
 }
 
+// A MeasureJob crosses the wire whole: every field comes back, the sources moved, and the
+// deadlines clamped to the protocol's range.
+TEST(FarmCodec, MeasureJobRoundTrip) {
+  MeasureJob j = testing::scale_job("w/k/h100", "h100");
+  j.precision = "fp16";
+  j.tolerance = Tolerance{2e-3, 1e-5};
+  j.check_on_emulator = true;
+  j.flops = 2000;
+  j.bytes = 8000;
+  j.index_bounds = {0, 17};
+  j.compile_deadline = std::chrono::milliseconds(1234);
+  j.run_deadline = std::chrono::milliseconds(0);  // below the range: 1 ms
+  const std::string source = j.variant_kernel.source;
+  MeasureJob sent = j;
+  const farm::Job w = farm::to_proto(std::move(sent));
+  EXPECT_TRUE(sent.variant_kernel.source.empty());  // moved onto the wire, not copied
+  const MeasureJob back = farm::job_from_proto(farm::Job(w));
+  EXPECT_EQ(back.job_id, j.job_id);
+  EXPECT_EQ(back.gpu_type, "h100");
+  EXPECT_EQ(back.workload, j.workload);
+  EXPECT_EQ(back.precision, "fp16");
+  EXPECT_EQ(back.variant_kernel.source, source);
+  EXPECT_EQ(back.variant_kernel.variant_key, j.variant_kernel.variant_key);
+  EXPECT_EQ(back.reference.template_name, "reference");
+  EXPECT_EQ(back.seed, j.seed);
+  EXPECT_EQ(back.tolerance.rtol, 2e-3);
+  EXPECT_EQ(back.tolerance.atol, 1e-5);
+  EXPECT_TRUE(back.check_on_emulator);
+  EXPECT_EQ(back.estimate_us, j.estimate_us);
+  EXPECT_EQ(back.flops, 2000);
+  EXPECT_EQ(back.bytes, 8000);
+  EXPECT_EQ(back.index_bounds, (std::vector<int64_t>{0, 17}));
+  EXPECT_EQ(back.compile_deadline.count(), 1234);
+  EXPECT_EQ(back.run_deadline.count(), 1);
+  farm::Job bad = w;
+  bad.mutable_variant()->clear_source();
+  EXPECT_THROW(farm::job_from_proto(std::move(bad)), farm::ProtocolError);
+}
+
+// A JobOutcome on the wire reads back as the Measurement the coordinator records.
+TEST(FarmCodec, JobOutcomeToResult) {
+  JobOutcome o;
+  o.samples_us = {3, 1, 2};
+  o.max_rel_error = 1e-4;
+  o.registers = 40;
+  o.smem_bytes = 4096;
+  o.compile_seconds = 0.5;
+  o.compile_cached = true;
+  o.nvrtc_version = "12.4";
+  o.source_hash = "abc";
+  const farm::Result r = farm::to_proto(o);
+  EXPECT_EQ(farm::validate_result(r), "");
+  EXPECT_TRUE(r.compile_cached());
+  EXPECT_FALSE(r.has_health());  // none sampled: none sent
+  const Measurement m = farm::measurement_from_result(r);
+  EXPECT_EQ(m.status, JobStatus::ok);
+  EXPECT_EQ(m.median_us, 2);
+  EXPECT_EQ(m.max_rel_error, 1e-4);
+  EXPECT_EQ(m.registers, 40);
+  EXPECT_EQ(m.smem_bytes, 4096);
+  EXPECT_EQ(m.nvrtc_version, "12.4");
+  EXPECT_EQ(m.source_hash, "abc");
+  const farm::Result f = farm::to_proto(JobOutcome::failure(JobStatus::wrong_result, "lane 3"));
+  EXPECT_EQ(f.status(), "wrong_result");
+  EXPECT_EQ(f.error(), "lane 3");
+}
+
 TEST(FarmCodec, BadKernelsAreProtocolErrors) {
   const farm::Kernel good = farm::to_proto(scale_kernel(1000));
   farm::Kernel k = good;

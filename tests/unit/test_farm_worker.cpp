@@ -179,15 +179,14 @@ TEST(JobWorkload, RandomInputsMatchTheCoordinatorsWorkload) {
                  {"t1", BufferRole::input, DType::i64, {4}, false},
                  {"t2", BufferRole::output, DType::f32, {4, 3}, false},
                  {"scratch0", BufferRole::scratch, DType::f32, {7}, false}};
-  farm::Job job;
-  job.add_index_bounds(0);
-  job.add_index_bounds(5);
+  MeasureJob job;
+  job.index_bounds = {0, 5};
   const Workload w = job_workload(ref);
   EXPECT_EQ(w.graph.inputs, real.graph.inputs);
   EXPECT_EQ(w.graph.outputs, real.graph.outputs);
   EXPECT_TRUE(w.graph.nodes.empty());  // nothing to re-derive a bound from
   for (uint32_t seed : {1u, 99u}) {
-    job.set_seed(seed);
+    job.seed = seed;
     const auto want = random_workload_inputs(real, seed);
     const auto got = job_inputs(job, ref);
     ASSERT_EQ(got.size(), 2u);
@@ -196,9 +195,9 @@ TEST(JobWorkload, RandomInputsMatchTheCoordinatorsWorkload) {
     for (int64_t v : got[1].to_int64_vector()) EXPECT_LT(v, 5);
   }
   // Without the bound the indices would be 0 or 1: the bound matters.
-  farm::Job unbounded;
-  unbounded.set_seed(1);
-  job.set_seed(1);
+  MeasureJob unbounded;
+  unbounded.seed = 1;
+  job.seed = 1;
   bool above_one = false;
   for (int64_t v : job_inputs(job, ref)[1].to_int64_vector()) above_one |= v > 1;
   for (int64_t v : job_inputs(unbounded, ref)[1].to_int64_vector()) EXPECT_LE(v, 1);
@@ -241,7 +240,7 @@ TEST(JobExecutor, EmulatedJobWithHostCheck) {
   FarmJob j = scale_job("ok", "h100");
   j.check_on_emulator = true;
   bool compiled = false;
-  const farm::Result r = ex.execute(wire_job(j, 42), [&] { compiled = true; });
+  const farm::Result r = execute_wire_job(ex, wire_job(j, 42), [&] { compiled = true; });
   EXPECT_EQ(r.status(), "ok") << r.error();
   EXPECT_TRUE(compiled);
   EXPECT_EQ(r.lease_id(), 42u);
@@ -250,7 +249,7 @@ TEST(JobExecutor, EmulatedJobWithHostCheck) {
   EXPECT_EQ(r.samples_us_size(), 10);
   EXPECT_GT(r.registers(), 0);
   EXPECT_EQ(r.max_rel_error(), 0.0);  // same arithmetic as the reference
-  EXPECT_EQ(r.source_hash(), fnv1a_hex(j.variant.source));
+  EXPECT_EQ(r.source_hash(), fnv1a_hex(j.variant_kernel.source));
   // An emulated device has no health to report, and says so instead of inventing figures.
   ASSERT_TRUE(r.has_health());
   EXPECT_FALSE(r.health().sampled());
@@ -294,6 +293,28 @@ GeneratedKernel off_by(const GeneratedKernel& reference, double e, const std::st
   return k;
 }
 
+// The executor's own interface is dc's data: a MeasureJob in, a JobOutcome out (the wire's
+// Job and Result only at execute_wire_job); a job without a valid bound is refused there too.
+TEST(JobExecutor, TakesAMeasureJobAndGivesAnOutcome) {
+  JobExecutor ex(emulated_config());
+  FarmJob j = scale_job("domain", "h100");
+  j.check_on_emulator = true;
+  const JobOutcome o = ex.execute(j, [] {});
+  EXPECT_EQ(o.status, JobStatus::ok) << o.error;
+  EXPECT_EQ(o.samples_us.size(), 10u);
+  EXPECT_TRUE(o.emulated);
+  EXPECT_EQ(o.source_hash, fnv1a_hex(j.variant_kernel.source));
+  ASSERT_TRUE(o.health.has_value());
+  EXPECT_FALSE(o.health->sampled);
+  const JobOutcome built = ex.build(j);
+  EXPECT_EQ(built.status, JobStatus::ok) << built.error;
+  EXPECT_TRUE(built.samples_us.empty());  // compiled, not timed
+  j.tolerance.rtol = 0;
+  const JobOutcome refused = ex.execute(j, [] {});
+  EXPECT_EQ(refused.status, JobStatus::unsupported);
+  EXPECT_NE(refused.error.find("malformed job: the job carries no valid tolerance"), std::string::npos) << refused.error;
+}
+
 TEST(JobExecutor, AppliesTheCoordinatorsBoundExactly) {
   // The coordinator's bound for K = 4096 (docs/precision.md: the K-term of fp32, and the f16
   // output's rounding on the fp16 path), sent in the job: a variant off by half of it passes
@@ -317,8 +338,8 @@ TEST(JobExecutor, AppliesTheCoordinatorsBoundExactly) {
     j.check_on_emulator = true;
     for (const double factor : {0.5, 0.8, 2.0}) {
       j.job_id = path + "-" + std::to_string(factor);
-      j.variant = off_by(j.reference, factor * bound.rtol, j.job_id + run_tag());
-      const farm::Result r = ex.execute(wire_job(j), [] {});
+      j.variant_kernel = off_by(j.reference, factor * bound.rtol, j.job_id + run_tag());
+      const farm::Result r = execute_wire_job(ex, wire_job(j), [] {});
       EXPECT_EQ(r.status(), factor < 1 ? "ok" : "wrong_result") << path << " x" << factor << ": " << r.error();
       EXPECT_NEAR(r.max_rel_error(), factor * bound.rtol, 0.1 * bound.rtol) << path << " x" << factor;
     }
@@ -329,7 +350,7 @@ TEST(JobExecutor, AJobWithoutABoundIsMalformed) {
   JobExecutor ex(emulated_config());
   farm::Job wire = wire_job(scale_job("nobound", "h100"));
   wire.set_rtol(0);
-  const farm::Result r = ex.execute(wire, [] {});
+  const farm::Result r = execute_wire_job(ex, wire, [] {});
   EXPECT_EQ(r.status(), "unsupported");
   EXPECT_NE(r.error().find("no valid tolerance"), std::string::npos) << r.error();
 }
@@ -337,11 +358,11 @@ TEST(JobExecutor, AJobWithoutABoundIsMalformed) {
 TEST(JobExecutor, FailuresAreResults) {
   JobExecutor ex(emulated_config());
   auto status_of = [&](FarmJob j) {
-    const farm::Result r = ex.execute(wire_job(j), [] {});
+    const farm::Result r = execute_wire_job(ex, wire_job(j), [] {});
     return r.status() + ": " + r.error();
   };
   FarmJob wrong = scale_job("wrong", "h100");
-  wrong.variant.source.replace(wrong.variant.source.find("2.f * x[i]"), 10, "3.f * x[i]");
+  wrong.variant_kernel.source.replace(wrong.variant_kernel.source.find("2.f * x[i]"), 10, "3.f * x[i]");
   wrong.check_on_emulator = true;
   EXPECT_EQ(status_of(wrong).rfind("wrong_result: output t1: relative L2 error 0.5", 0), 0u) << status_of(wrong);
   // Unchecked, an emulated device only models the time.
@@ -349,7 +370,7 @@ TEST(JobExecutor, FailuresAreResults) {
   EXPECT_EQ(status_of(wrong).rfind("ok", 0), 0u);
 
   FarmJob broken = scale_job("broken", "h100");
-  broken.variant.source += "\nthis is not cuda;\n";
+  broken.variant_kernel.source += "\nthis is not cuda;\n";
   EXPECT_EQ(status_of(broken).rfind("compile_error", 0), 0u) << status_of(broken);
 
   FarmJob fault = scale_job("fault", "h100", "  if (i == 0) y[1000] = 1.f;\n");
@@ -371,21 +392,21 @@ TEST(JobExecutor, ExceptionsFromDcCodeAreInternalErrors) {
   ExecutorConfig broken = emulated_config();
   broken.spec = GpuSpec{};  // no figures: the timing model's invariant check fails
   JobExecutor ex(broken);
-  farm::Result r = ex.execute(wire_job(j, 5), [] {});
+  farm::Result r = execute_wire_job(ex, wire_job(j, 5), [] {});
   EXPECT_EQ(r.status(), "internal_error") << r.error();
   EXPECT_EQ(r.error().rfind("internal error in the worker: ", 0), 0u) << r.error();
   EXPECT_EQ(r.lease_id(), 5u);
 
   JobExecutor good(emulated_config());
-  r = good.execute(wire_job(j), [] { throw std::bad_alloc(); });
+  r = execute_wire_job(good, wire_job(j), [] { throw std::bad_alloc(); });
   EXPECT_EQ(r.status(), "internal_error") << r.error();
-  r = good.execute(wire_job(j), [] { throw 42; });
+  r = execute_wire_job(good, wire_job(j), [] { throw 42; });
   EXPECT_EQ(r.status(), "internal_error") << r.error();
-  r = good.execute(wire_job(j), [] {
+  r = execute_wire_job(good, wire_job(j), [] {
     throw cuda::CudaError(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "launch 0: cuLaunchKernel: too many resources");
   });
   EXPECT_EQ(r.status(), "launch_error") << r.error();
-  r = good.execute(wire_job(j), [] {});
+  r = execute_wire_job(good, wire_job(j), [] {});
   EXPECT_EQ(r.status(), "ok") << r.error() << " (the executor stays usable)";
 }
 

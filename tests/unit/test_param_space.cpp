@@ -39,7 +39,7 @@ TEST(ParamSpace, VariantKeyIsCanonical) {
   v.params = {{"block_m", 64}, {"block_k", 16}, {"vec", 4}};
   EXPECT_EQ(v.key(), "gemm_tiled/tf32/block_k=16,block_m=64,vec=4");
   EXPECT_EQ(v.param("block_m"), 64);
-  EXPECT_EQ(v.param("split_k", 1), 1);
+  EXPECT_EQ(v.param_or("split_k", 1), 1);
 }
 
 TEST(ParamSpace, AnalyzeConvAsImplicitGemm) {
@@ -171,10 +171,10 @@ void expect_within_limits(const Variant& v, const GpuSpec& g, const WorkloadShap
   const int64_t warps_by_regs = g.regs_per_sm / (cdiv(v.regs_per_thread, 8) * 8 * 32);
   EXPECT_GE(warps_by_regs, t / 32);
   EXPECT_GE(v.grid_blocks, 1);
-  if (v.param("stages", 1) >= 3) {
+  if (v.param_or("stages", 1) >= 3) {
     EXPECT_GE(g.cc_major, 8);
   }
-  EXPECT_LE(v.param("vec", 1), s.vec_align);
+  EXPECT_LE(v.param_or("vec", 1), s.vec_align);
 
   if (v.template_name == "gemm_tiled" || v.template_name == "conv_implicit_gemm") {
     const int64_t bm = v.param("block_m"), bn = v.param("block_n"), bk = v.param("block_k");
@@ -219,7 +219,7 @@ void expect_within_limits(const Variant& v, const GpuSpec& g, const WorkloadShap
     EXPECT_EQ(t, v.param("tile_h") * v.param("tile_w") * v.param("block_c") /
                      v.param("pixels_per_thread"));
   } else if (v.template_name == "attention_fused") {
-    EXPECT_EQ(v.grid_blocks, cdiv(s.m, v.param("block_m")) * s.batch * v.param("split_kv", 1));
+    EXPECT_EQ(v.grid_blocks, cdiv(s.m, v.param("block_m")) * s.batch * v.param_or("split_kv", 1));
   }
 }
 

@@ -200,7 +200,7 @@ TEST(Tune, EveryJobYieldsOneResultAndEveryResultIsCommitted) {
   ASSERT_EQ(plans.size(), 1u);
   EXPECT_EQ(plans[0].choices.size(), g.choices.size());
   EXPECT_DOUBLE_EQ(plans[0].measured_total_us, g.measured_total_us);
-  EXPECT_EQ(plans[0].source, Source::emulated);
+  EXPECT_EQ(plans[0].source, TimingSource::emulated);
 }
 
 TEST(Tune, SecondTuneWithTheSameDbMeasuresNothing) {
@@ -289,7 +289,7 @@ TEST(Tune, SelectionPicksTheKnownBestCoverForHandControlledTimes) {
   for (size_t c = 0; c < e.plan.candidates.size(); ++c)
     base[e.plan.workload_set.workloads[e.plan.workload_set.candidate_workload[c]].signature] =
         tiny_cnn_base_us(e.plan.candidates[c].pattern, e.plan.candidates[c].nodes.size());
-  auto timing = [&](const FarmJob& j) { return ok_time(base.at(j.workload) + offset_us(j.variant.variant_key)); };
+  auto timing = [&](const FarmJob& j) { return ok_time(base.at(j.workload) + offset_us(j.variant_kernel.variant_key)); };
   auto db = make_memory_db();
   const TuneResult r = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"}, timing)), *db, o);
   const GpuTuneResult& g = r.gpus[0];
@@ -316,7 +316,7 @@ TEST(Tune, ReferenceKernelIsMeasuredOncePerWorkloadAndNeverChosen) {
   TuneOptions o = options({"h100"});
   const Expected e = expected_for(example("tiny_cnn"), o);
   // The reference kernel the fastest of all: still never chosen, never a seed.
-  auto timing = [](const FarmJob& j) { return ok_time(is_reference_key(j.variant.variant_key) ? 0.5 : 5.0); };
+  auto timing = [](const FarmJob& j) { return ok_time(is_reference_key(j.variant_kernel.variant_key) ? 0.5 : 5.0); };
   auto db = make_memory_db();
   const TuneResult r = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"}, timing)), *db, o);
   const auto& workloads = r.plan.workload_set.workloads;
@@ -327,7 +327,7 @@ TEST(Tune, ReferenceKernelIsMeasuredOncePerWorkloadAndNeverChosen) {
     const auto ref = db->query(q);
     ASSERT_EQ(ref.size(), 1u) << w.signature;
     EXPECT_EQ(ref[0].estimate_us, 0);  // no estimate: never in the calibration fit
-    for (const auto& m : db->top_k(w.signature, "h100", Source::emulated, 100))
+    for (const auto& m : db->top_k(w.signature, "h100", TimingSource::emulated, 100))
       EXPECT_FALSE(is_reference_key(m.variant_key));
   }
   for (const auto& c : r.gpus[0].choices) {
@@ -356,11 +356,11 @@ TEST(Tune, FailedVariantsAreRecordedAndExcludedFromSelection) {
   ASSERT_GE(keys.size(), 3u);
   const std::string gemm_sig = e.plan.workload_set.workloads[gemm].signature;
   auto timing = [&](const FarmJob& j) {
-    if (j.workload == gemm_sig && j.variant.variant_key == keys[0])
+    if (j.workload == gemm_sig && j.variant_kernel.variant_key == keys[0])
       return FakeOutcome{JobStatus::compile_error, {}, "error: too many resources"};
-    if (j.workload == gemm_sig && j.variant.variant_key == keys[1])
+    if (j.workload == gemm_sig && j.variant_kernel.variant_key == keys[1])
       return FakeOutcome{JobStatus::wrong_result, {}, "relative L2 error 0.3"};
-    return ok_time(10 + offset_us(j.variant.variant_key));
+    return ok_time(10 + offset_us(j.variant_kernel.variant_key));
   };
   auto db = make_memory_db();
   const TuneResult r = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"}, timing)), *db, o);
@@ -552,7 +552,7 @@ TEST(Tune, AnFp16TuneAfterAnFp32TuneAppliesNoFp32Factor) {
   o32.plan.prune.top_k = 6;  // enough results per kind to fit a factor (8), short tunes
   tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"})), *db, o32);
   int fp32_factors = 0;
-  for (const FittedFactor& f : fit_calibration(db->estimator_ratios("h100", Source::emulated)))
+  for (const FittedFactor& f : fit_calibration(db->estimator_ratios("h100", TimingSource::emulated)))
     fp32_factors += f.used && std::abs(f.factor - 1) > 0.01;
   ASSERT_GT(fp32_factors, 0) << "the fp32 tune fitted no factor: the test would prove nothing";
 
@@ -566,7 +566,7 @@ TEST(Tune, AnFp16TuneAfterAnFp32TuneAppliesNoFp32Factor) {
   EXPECT_TRUE(r16.calibration.unit_factors.empty());
   EXPECT_NEAR(r16.gpus[0].estimate_cover_us, uncalibrated_us, 1e-9 * uncalibrated_us);
   // Its own results count for the next fp16 tune.
-  EXPECT_FALSE(db->estimator_ratios("h100", Source::emulated, "f16").empty());
+  EXPECT_FALSE(db->estimator_ratios("h100", TimingSource::emulated, "f16").empty());
 }
 
 // ids i64 [2, 8] -> Gather(embedding [50, 32]) -> MatMul([32, 16]) -> y: token ids read as
@@ -705,10 +705,10 @@ TEST(Tune, WinnerFailingTheEmulatorCheckIsReplacedByTheNextBest) {
   auto timing = [&](const FarmJob& j) {
     if (j.check_on_emulator) {
       ++checks;
-      if (j.workload == gemm_sig && j.variant.variant_key == keys[0])
+      if (j.workload == gemm_sig && j.variant_kernel.variant_key == keys[0])
         return FakeOutcome{JobStatus::wrong_result, {}, "emulator: output differs"};
     }
-    return ok_time(10 + offset_us(j.variant.variant_key));
+    return ok_time(10 + offset_us(j.variant_kernel.variant_key));
   };
   auto db = make_memory_db();
   const TuneResult r = tune(example("tiny_cnn"), *make_inprocess_farm(farm_options({"h100"}, timing)), *db, o);
@@ -754,7 +754,7 @@ TEST(Tune, NewGpuTypeIsSeededFromAnotherGpuTypesResults) {
 }
 
 // A winner measured by an earlier, wider run is not among this run's kept variants: the plan
-// rebuilds it from its key (variant_from_key, without enumerating) and runs that kernel,
+// rebuilds it from its key (Variant::from_key, without enumerating) and runs that kernel,
 // whose regenerated source has the hash of the measured one, not the reference kernel.
 TEST(Tune, PlanRebuildsAnEarlierRunsWinnerFromItsKey) {
   auto db = make_memory_db();
@@ -827,7 +827,7 @@ TEST(SelectMeasured, FallsBackToSubClustersThenToTheReferenceKernel) {
   };
   GpuTuneResult g;
   g.gpu = &h100;
-  g.source = Source::emulated;
+  g.source = TimingSource::emulated;
 
   measure("relu", 5);
   select_measured(e.plan, *db, "", g);
@@ -859,7 +859,7 @@ TEST(SelectMeasured, FallsBackToSubClustersThenToTheReferenceKernel) {
   EXPECT_EQ(g.failed_variants.at(JobStatus::runtime_fault), 1);
 
   // Results of another source never answer: a real selection sees nothing.
-  g.source = Source::real;
+  g.source = TimingSource::real;
   select_measured(e.plan, *db, "", g);
   EXPECT_FALSE(g.has_results());
   EXPECT_EQ(g.reference_fallbacks, 2);

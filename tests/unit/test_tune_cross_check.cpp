@@ -89,7 +89,7 @@ std::vector<std::string> finalists(const TuningDb& db, const std::string& worklo
                                    const std::set<std::string>& exclude = {}) {
   BestVariantQuery q;
   q.gpu_type = "h100";
-  q.source = Source::emulated;
+  q.source = TimingSource::emulated;
   q.workload = workload;
   q.exclude_workers = exclude;
   const auto best = db.best_variants(q);

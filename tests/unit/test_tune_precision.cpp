@@ -75,15 +75,15 @@ TEST(ReusePrecision, Fp16WorkloadsNeverFindFp32ResultsButShareTheirBaseSignature
     ++reduced;
     EXPECT_NE(a.signature, b.signature) << p16.candidates[c].pattern;
     EXPECT_FALSE(sig32.count(b.signature));
-    EXPECT_TRUE(db->measured_variants(b.signature, "h100", Source::emulated, "").empty());
-    EXPECT_TRUE(db->top_k(b.signature, "h100", Source::emulated, 4).empty());
+    EXPECT_TRUE(db->measured_variants(b.signature, "h100", TimingSource::emulated, "").empty());
+    EXPECT_TRUE(db->top_k(b.signature, "h100", TimingSource::emulated, 4).empty());
   }
   EXPECT_GT(reduced, static_cast<int>(p16.candidates.size()) / 2);
 
   // The fp16 plan's selection finds nothing to reuse in the clusters stored in f16.
   GpuTuneResult g;
   g.gpu = &h100();
-  g.source = Source::emulated;
+  g.source = TimingSource::emulated;
   select_measured(p16, *db, "", g, math_paths(Precision::fp16));
   for (const auto& ch : g.choices) {
     if (has_reduced_tensor(w16[ch.workload])) {
@@ -93,7 +93,7 @@ TEST(ReusePrecision, Fp16WorkloadsNeverFindFp32ResultsButShareTheirBaseSignature
   // ... while the fp32 plan reuses everything.
   GpuTuneResult g32;
   g32.gpu = &h100();
-  g32.source = Source::emulated;
+  g32.source = TimingSource::emulated;
   select_measured(p32, *db, "", g32, math_paths(Precision::fp32));
   EXPECT_EQ(g32.reference_fallbacks, 0);
 }
@@ -132,7 +132,7 @@ TEST(ReusePrecision, SelectionKeepsOnlyThePlansMathPaths) {
   auto chosen_paths = [&](Precision p) {
     GpuTuneResult r;
     r.gpu = &h100();
-    r.source = Source::emulated;
+    r.source = TimingSource::emulated;
     select_measured(plan, *db, "", r, math_paths(p));
     std::set<std::string> paths;
     for (const auto& c : r.choices)

@@ -143,22 +143,22 @@ TEST_P(TuningDbTest, TopKIsOnePerVariantByMedian) {
       test_measurement("w1", test_variant(256), real_, 1, 5, JobStatus::wrong_result));
   db_->commit_measurement(test_measurement("w1", test_variant(256), a100_worker_, 2, 6));
 
-  const auto top2 = db_->top_k("w1", "h100", Source::real, 2);
+  const auto top2 = db_->top_k("w1", "h100", TimingSource::real, 2);
   ASSERT_EQ(top2.size(), 2u);
   EXPECT_EQ(top2[0].variant_key, test_variant(32).key());
   EXPECT_EQ(top2[0].median_us, 8);
   EXPECT_EQ(top2[1].variant_key, test_variant(64).key());
-  const auto all = db_->top_k("w1", "h100", Source::real, 10);
+  const auto all = db_->top_k("w1", "h100", TimingSource::real, 10);
   ASSERT_EQ(all.size(), 3u);  // the failed variant and the a100 result are not h100 answers
   EXPECT_EQ(all[2].median_us, 12);
-  EXPECT_TRUE(db_->top_k("w1", "h100", Source::real, 0).empty());
-  EXPECT_TRUE(db_->top_k("nope", "h100", Source::real, 5).empty());
+  EXPECT_TRUE(db_->top_k("w1", "h100", TimingSource::real, 0).empty());
+  EXPECT_TRUE(db_->top_k("nope", "h100", TimingSource::real, 5).empty());
 }
 
 TEST_P(TuningDbTest, TopKTiesGoByKey) {
   db_->commit_measurement(test_measurement("w1", test_variant(64), real_, 7, 1));
   db_->commit_measurement(test_measurement("w1", test_variant(128), real_, 7, 2));
-  const auto top = db_->top_k("w1", "h100", Source::real, 5);
+  const auto top = db_->top_k("w1", "h100", TimingSource::real, 5);
   ASSERT_EQ(top.size(), 2u);
   EXPECT_EQ(top[0].variant_key, test_variant(128).key());  // "block_m=128" < "block_m=64"
 }
@@ -198,12 +198,12 @@ TEST_P(TuningDbTest, BestVariantDropsFailedWinnersTheReferenceAndOtherToolchains
   EXPECT_EQ(old[0].median_us, 3);
 
   q.nvrtc_major = "";
-  q.source = Source::emulated;
+  q.source = TimingSource::emulated;
   const auto emulated = db_->best_variants(q);
   ASSERT_EQ(emulated.size(), 1u);
   EXPECT_EQ(emulated[0].variant_key, test_variant(256).key());
 
-  q.source = Source::real;
+  q.source = TimingSource::real;
   q.math_paths = {"fp16"};  // no fp16 variant: the workload has none that qualifies
   const auto fp16 = db_->best_variants(q);
   EXPECT_TRUE(fp16.empty() || !fp16[0].has_best());
@@ -270,7 +270,7 @@ TEST_P(TuningDbTest, AResultMarkedImplausibleAnswersForNothing) {
   ASSERT_EQ(best.size(), 1u);
   EXPECT_EQ(best[0].variant_key, test_variant(64).key());
   EXPECT_EQ(best[0].ranked, std::vector<std::string>{test_variant(64).key()});
-  EXPECT_FALSE(db_->has_measurement("w1", test_variant(32).key(), "h100", Source::real, ""));
+  EXPECT_FALSE(db_->has_measurement("w1", test_variant(32).key(), "h100", TimingSource::real, ""));
   MeasurementQuery mq;
   mq.status = JobStatus::implausible;
   const auto marked = db_->query(mq);
@@ -282,21 +282,21 @@ TEST_P(TuningDbTest, AResultMarkedImplausibleAnswersForNothing) {
 TEST_P(TuningDbTest, EmulatedNeverAnswersForReal) {
   db_->commit_measurement(test_measurement("w1", test_variant(32), emu_, 1, 1));
   db_->commit_measurement(test_measurement("w1", test_variant(64), real_, 20, 2));
-  const auto real = db_->top_k("w1", "h100", Source::real, 10);
+  const auto real = db_->top_k("w1", "h100", TimingSource::real, 10);
   ASSERT_EQ(real.size(), 1u);
   EXPECT_EQ(real[0].median_us, 20);
   EXPECT_FALSE(real[0].emulated);
-  EXPECT_FALSE(db_->has_measurement("w1", test_variant(32).key(), "h100", Source::real, ""));
-  EXPECT_TRUE(db_->has_measurement("w1", test_variant(32).key(), "h100", Source::emulated, ""));
-  EXPECT_EQ(db_->measured_variants("w1", "h100", Source::real, ""),
+  EXPECT_FALSE(db_->has_measurement("w1", test_variant(32).key(), "h100", TimingSource::real, ""));
+  EXPECT_TRUE(db_->has_measurement("w1", test_variant(32).key(), "h100", TimingSource::emulated, ""));
+  EXPECT_EQ(db_->measured_variants("w1", "h100", TimingSource::real, ""),
             std::set<std::string>{test_variant(64).key()});
-  const auto emulated = db_->top_k("w1", "h100", Source::emulated, 10);
+  const auto emulated = db_->top_k("w1", "h100", TimingSource::emulated, 10);
   ASSERT_EQ(emulated.size(), 1u);
   EXPECT_TRUE(emulated[0].emulated);
   MeasurementQuery q;
-  q.source = Source::real;
+  q.source = TimingSource::real;
   EXPECT_EQ(db_->query(q).size(), 1u);
-  q.source = Source::emulated;
+  q.source = TimingSource::emulated;
   EXPECT_EQ(db_->query(q).size(), 1u);
   EXPECT_EQ(db_->query({}).size(), 2u);  // unset source: both, for exports
 }
@@ -308,16 +308,16 @@ TEST_P(TuningDbTest, HasMeasurementCountsFinalResultsOfTheSameToolchainMajor) {
   db_->commit_measurement(test_measurement("w1", test_variant(64), real_, 0, 2, JobStatus::worker_lost));
   db_->commit_measurement(test_measurement("w1", test_variant(128), a100_worker_, 5, 3));
   // A compile error is a result: not compiled again with the same toolchain.
-  EXPECT_TRUE(db_->has_measurement("w1", k32, "h100", Source::real, "12"));
-  EXPECT_FALSE(db_->has_measurement("w1", k32, "h100", Source::real, "13"));
-  EXPECT_TRUE(db_->has_measurement("w1", k32, "h100", Source::real, ""));
+  EXPECT_TRUE(db_->has_measurement("w1", k32, "h100", TimingSource::real, "12"));
+  EXPECT_FALSE(db_->has_measurement("w1", k32, "h100", TimingSource::real, "13"));
+  EXPECT_TRUE(db_->has_measurement("w1", k32, "h100", TimingSource::real, ""));
   // A lost worker says nothing about the variant: measure it again.
-  EXPECT_FALSE(db_->has_measurement("w1", k64, "h100", Source::real, "12"));
+  EXPECT_FALSE(db_->has_measurement("w1", k64, "h100", TimingSource::real, "12"));
   // Another GPU type's result is not this one's.
-  EXPECT_FALSE(db_->has_measurement("w1", k128, "h100", Source::real, ""));
-  EXPECT_TRUE(db_->has_measurement("w1", k128, "a100", Source::real, "11"));
-  EXPECT_EQ(db_->measured_variants("w1", "h100", Source::real, "12"), std::set<std::string>{k32});
-  EXPECT_EQ(db_->measured_variants("w1", "a100", Source::real, "12"), std::set<std::string>{});
+  EXPECT_FALSE(db_->has_measurement("w1", k128, "h100", TimingSource::real, ""));
+  EXPECT_TRUE(db_->has_measurement("w1", k128, "a100", TimingSource::real, "11"));
+  EXPECT_EQ(db_->measured_variants("w1", "h100", TimingSource::real, "12"), std::set<std::string>{k32});
+  EXPECT_EQ(db_->measured_variants("w1", "a100", TimingSource::real, "12"), std::set<std::string>{});
 }
 
 TEST_P(TuningDbTest, QueryFiltersAndOrders) {
@@ -409,7 +409,7 @@ TEST_P(TuningDbTest, RunsAndPlans) {
   PlanRecord p;
   p.run_id = run;
   p.gpu_type = "h100";
-  p.source = Source::emulated;
+  p.source = TimingSource::emulated;
   p.choices = {{"c0", "w1", test_variant(32).key(), 4.5, 5.25}, {"c1", "w2", "ref", 1, 2}};
   p.estimated_total_us = 5.5;
   p.measured_total_us = 7.25;
@@ -423,7 +423,7 @@ TEST_P(TuningDbTest, RunsAndPlans) {
   EXPECT_GE(runs[0].ended_ms, runs[0].started_ms);
   const auto plans = db_->plans(run);
   ASSERT_EQ(plans.size(), 1u);
-  EXPECT_EQ(plans[0].source, Source::emulated);
+  EXPECT_EQ(plans[0].source, TimingSource::emulated);
   EXPECT_EQ(plans[0].measured_total_us, 7.0);
   EXPECT_EQ(plans[0].estimated_total_us, 5.5);
   ASSERT_EQ(plans[0].choices.size(), 2u);
@@ -444,29 +444,29 @@ TEST_P(TuningDbTest, SeedsComeFromTheNearestMeasuredGpuType) {
   db_->commit_measurement(test_measurement("w1", test_variant(32), a100_worker_, 5, 2));
   db_->commit_measurement(test_measurement("w1", test_variant(128), t4, 9, 3));
 
-  const Seeds own = seed_variants(*db_, "w1", a100_, Source::real, 1);
+  const Seeds own = seed_variants(*db_, "w1", a100_, TimingSource::real, 1);
   EXPECT_EQ(own.level, SeedLevel::exact);
   ASSERT_EQ(own.best.size(), 1u);
   EXPECT_EQ(own.best[0].variant_key, test_variant(32).key());
 
-  const Seeds a10 = seed_variants(*db_, "w1", test_gpu("a10", "ampere", 8, 6), Source::real, 5);
+  const Seeds a10 = seed_variants(*db_, "w1", test_gpu("a10", "ampere", 8, 6), TimingSource::real, 5);
   EXPECT_EQ(a10.level, SeedLevel::same_family);
   EXPECT_EQ(a10.from_gpu, "a100");
   EXPECT_EQ(a10.best.size(), 2u);
 
   // No hopper results: the closest compute capability of another family (8.0 vs 7.5).
-  const Seeds h100 = seed_variants(*db_, "w1", h100_, Source::real, 5);
+  const Seeds h100 = seed_variants(*db_, "w1", h100_, TimingSource::real, 5);
   EXPECT_EQ(h100.level, SeedLevel::other_family);
   EXPECT_EQ(h100.from_gpu, "a100");
   EXPECT_EQ(seed_level_name(h100.level), "other family");
 
-  const Seeds none = seed_variants(*db_, "w2", h100_, Source::real, 5);
+  const Seeds none = seed_variants(*db_, "w2", h100_, TimingSource::real, 5);
   EXPECT_EQ(none.level, SeedLevel::estimator_only);
   EXPECT_TRUE(none.best.empty());
   // Emulated results seed only emulated tunes.
   db_->commit_measurement(test_measurement("w1", test_variant(32), emu_, 1, 4));
-  EXPECT_EQ(seed_variants(*db_, "w1", h100_, Source::real, 5).level, SeedLevel::other_family);
-  EXPECT_EQ(seed_variants(*db_, "w1", h100_, Source::emulated, 5).level, SeedLevel::exact);
+  EXPECT_EQ(seed_variants(*db_, "w1", h100_, TimingSource::real, 5).level, SeedLevel::other_family);
+  EXPECT_EQ(seed_variants(*db_, "w1", h100_, TimingSource::emulated, 5).level, SeedLevel::exact);
 }
 
 TEST_P(TuningDbTest, ConcurrentCommitsAllLand) {
@@ -475,7 +475,7 @@ TEST_P(TuningDbTest, ConcurrentCommitsAllLand) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 50; ++i) {
         db_->commit_measurement(test_measurement("w1", test_variant(32), real_, i + 1, t * 1000 + i + 1));
-        db_->has_measurement("w1", test_variant(32).key(), "h100", Source::real, "12");
+        db_->has_measurement("w1", test_variant(32).key(), "h100", TimingSource::real, "12");
       }
     });
   for (auto& th : threads) th.join();
@@ -514,7 +514,7 @@ TEST(SqliteTuningDb, InMemoryDatabaseWorks) {
   auto db = open_tuning_db(":memory:");
   fill(*db, 7);
   EXPECT_EQ(db->query({}).size(), 7u);
-  EXPECT_EQ(db->top_k("w1", "h100", Source::real, 1).at(0).median_us, 1);
+  EXPECT_EQ(db->top_k("w1", "h100", TimingSource::real, 1).at(0).median_us, 1);
 }
 
 TEST(SqliteTuningDb, ManyCommitsPersistAndPassIntegrityCheck) {
@@ -528,7 +528,7 @@ TEST(SqliteTuningDb, ManyCommitsPersistAndPassIntegrityCheck) {
   }
   auto db = open_tuning_db(path, true);
   EXPECT_EQ(db->query({}).size(), 1000u);
-  const auto top = db->top_k("w1", "h100", Source::real, 1);
+  const auto top = db->top_k("w1", "h100", TimingSource::real, 1);
   ASSERT_EQ(top.size(), 1u);
   EXPECT_EQ(top[0].median_us, 1);
   sqlite::Connection conn(path, true);

@@ -65,7 +65,7 @@ TEST_P(FirstResultWins, ASecondTunesResultForTheSameVariantIsNotAdded) {
 
   MeasurementQuery q;
   q.gpu_type = "h100";
-  q.source = Source::real;
+  q.source = TimingSource::real;
   const auto got = db_->query(q);
   ASSERT_EQ(got.size(), 6u);  // v32: node1, node3, node2 (commit_measurement); v64: 2 lost, node2
   EXPECT_EQ(got[0].worker, node1_.name);

@@ -42,7 +42,7 @@ class TuningDbMerge : public ::testing::Test {
     const int64_t model = b->commit_model("resnet50", std::string(64, 'f'));
     b->commit_model_workloads(model, {{test_workload("w1"), 2}, {test_workload("w2", ClusterKind::conv), 1}});
     const int64_t run = b->begin_run({model, {"a100"}, "{}", "farm-b", "fp32"});
-    b->commit_plan({run, "a100", Source::real, {{"c0", "w1", test_variant(64).key(), 5, 7}}, 5, 7, "fp32"});
+    b->commit_plan({run, "a100", TimingSource::real, {{"c0", "w1", test_variant(64).key(), 5, 7}}, 5, 7, "fp32"});
     b->commit_gpu_busy({{run, "a100", remote_.name, 3, 4}});
     b->end_run(run, RunStatus::ok);
   }
@@ -87,10 +87,10 @@ TEST_F(TuningDbMerge, BringsNewRecordsWithProvenanceOnce) {
 
   // Through the interface: the merged results answer queries like local ones.
   auto db = open_tuning_db(a_path_, true);
-  const auto top = db->top_k("w1", "h100", Source::real, 5);
+  const auto top = db->top_k("w1", "h100", TimingSource::real, 5);
   ASSERT_EQ(top.size(), 1u);
   EXPECT_EQ(top[0].median_us, 10);
-  EXPECT_EQ(db->top_k("w1", "a100", Source::real, 5).size(), 1u);
+  EXPECT_EQ(db->top_k("w1", "a100", TimingSource::real, 5).size(), 1u);
   // The run's GPU busy record came with it, once.
   const auto busy = db->gpu_busy(db->runs().back().id);
   ASSERT_EQ(busy.size(), 1u);

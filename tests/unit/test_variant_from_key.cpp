@@ -1,4 +1,4 @@
-// variant_from_key (codegen/variant_from_key.cpp) and the typed family parameters
+// Variant::from_key (codegen/variant_from_key.cpp) and the typed family parameters
 // (codegen/variant_params.h): every enumerated variant of the test models and of one
 // workload per family comes back from its key with every field equal on every GPU type;
 // resources of two keys written out by hand; malformed and foreign keys refused with the
@@ -15,7 +15,6 @@
 #include "passes/simplify.h"
 #include "testing.h"
 #include "variant.h"
-#include "variant_from_key.h"
 #include "variant_params.h"
 
 namespace dc {
@@ -58,14 +57,14 @@ TEST(VariantFromKey, EveryEnumeratedVariantComesBackWithEveryField) {
     for (const Workload& w : ws) {
       for (const Variant& v : enumerate_variants(w, gpu)) {
         std::string why;
-        const std::optional<Variant> back = variant_from_key(v.key(), w, gpu, &why);
+        const std::optional<Variant> back = Variant::from_key(v.key(), w, gpu, &why);
         ASSERT_TRUE(back) << v.key() << " on " << gpu.name << ": " << why;
         // Field by field first, so that a failure names the field.
         ASSERT_EQ(back->threads_per_block, v.threads_per_block) << v.key() << " on " << gpu.name;
         ASSERT_EQ(back->smem_bytes, v.smem_bytes) << v.key() << " on " << gpu.name;
         ASSERT_EQ(back->regs_per_thread, v.regs_per_thread) << v.key() << " on " << gpu.name;
         ASSERT_EQ(back->grid_blocks, v.grid_blocks) << v.key() << " on " << gpu.name;
-        ASSERT_TRUE(same_variant(*back, v)) << v.key() << " on " << gpu.name;
+        ASSERT_TRUE(*back == v) << v.key() << " on " << gpu.name;
         ++per_template[v.template_name + "/" + v.precision + (v.params.count("m8n8k4") ? "/m8n8k4" : "")];
         gpus.insert(gpu.name);
       }
@@ -90,7 +89,7 @@ TEST(VariantFromKey, RecomputesTheResourcesOfAGemmKey) {
       "gemm_tiled/fp32/block_k=16,block_m=64,block_n=64,split_k=1,stages=2,thread_m=4,thread_n=4,vec=4,"
       "warp_m=16,warp_n=32";
   std::string why;
-  const auto v = variant_from_key(key, matmul_2d(1024, 768, 3072), h100, &why);
+  const auto v = Variant::from_key(key, matmul_2d(1024, 768, 3072), h100, &why);
   ASSERT_TRUE(v) << why;
   EXPECT_EQ(v->key(), key);
   EXPECT_EQ(v->threads_per_block, 256);
@@ -109,7 +108,7 @@ TEST(VariantFromKey, RecomputesTheResourcesOfAGemmKey) {
 // 24 + 2 * vec registers, 1536 / 4 blocks.
 TEST(VariantFromKey, RecomputesTheResourcesOfAReductionKey) {
   std::string why;
-  const auto v = variant_from_key("row_reduce/fp32/cache=2,rows_per_block=4,threads_per_row=32,vec=4",
+  const auto v = Variant::from_key("row_reduce/fp32/cache=2,rows_per_block=4,threads_per_row=32,vec=4",
                                    softmax_2d(1536, 128), spec_a100(), &why);
   ASSERT_TRUE(v) << why;
   EXPECT_EQ(v->threads_per_block, 128);
@@ -121,7 +120,7 @@ TEST(VariantFromKey, RecomputesTheResourcesOfAReductionKey) {
 // Refused, with a reason containing `expect`.
 void expect_refused(const std::string& key, const Workload& w, const GpuSpec& gpu, const std::string& expect) {
   std::string why;
-  const auto v = variant_from_key(key, w, gpu, &why);
+  const auto v = Variant::from_key(key, w, gpu, &why);
   EXPECT_FALSE(v) << key << " came back as " << (v ? v->key() : "");
   EXPECT_NE(why.find(expect), std::string::npos) << key << ": " << why;
 }
@@ -131,7 +130,7 @@ TEST(VariantFromKey, RefusesMalformedForeignAndImpossibleKeys) {
   const Workload mm = matmul_2d(1024, 768, 3072);
   const std::string good_params =
       "block_k=16,block_m=64,block_n=64,split_k=1,stages=2,thread_m=4,thread_n=4,vec=4,warp_m=16,warp_n=32";
-  ASSERT_TRUE(variant_from_key("gemm_tiled/fp32/" + good_params, mm, h100));
+  ASSERT_TRUE(Variant::from_key("gemm_tiled/fp32/" + good_params, mm, h100));
   expect_refused("gemm_tiled", mm, h100, "malformed");
   expect_refused("gemm_tiled/fp32", mm, h100, "malformed");
   expect_refused("gemm_tiled//" + good_params, mm, h100, "malformed");
@@ -178,16 +177,19 @@ TEST(VariantFromKey, RefusesMalformedForeignAndImpossibleKeys) {
                  "shared memory");
 }
 
-// A parameter name no family has is a typo: Variant::param refuses it; a family's typed
-// read (::of) also refuses a name of another family in the variant's map.
+// Variant::param refuses a parameter the variant does not carry (a typo, or the family's
+// own name left out); param_or gives the default for a family's name the variant lacks and
+// refuses a name no family has; a family's typed read (::of) also refuses a name of another
+// family in the variant's map.
 TEST(VariantParams, AParameterNameTheFamilyLacksIsAProgrammingError) {
   Variant v;
   v.template_name = "gemm_tiled";
   v.params = {{"block_m", 64}, {"block_n", 32}};
   EXPECT_EQ(v.param("block_m"), 64);
-  EXPECT_EQ(v.param("split_k", 1), 1);  // the family's, not carried: the default
+  EXPECT_EQ(v.param_or("split_k", 1), 1);  // the family's, not carried: the default
   EXPECT_THROW(v.param("blockm"), InternalError);
-  EXPECT_THROW(v.param("split_kk", 1), InternalError);
+  EXPECT_THROW(v.param("split_k"), InternalError);  // the family's, but not carried
+  EXPECT_THROW(v.param_or("split_kk", 1), InternalError);
   v.params["threads_per_row"] = 32;  // row_reduce's
   EXPECT_THROW(GemmParams::of(v), InternalError);
   v.params.erase("threads_per_row");
@@ -199,7 +201,8 @@ TEST(VariantParams, AParameterNameTheFamilyLacksIsAProgrammingError) {
   const ReductionParams rp = ReductionParams::of(r);
   EXPECT_EQ(rp.threads_per_row, 64);
   EXPECT_EQ(rp.rows_per_block, 1);  // absent: the template's default
-  EXPECT_THROW(reference_variant().param("vek"), InternalError);
+  EXPECT_THROW(reference_variant().param_or("vek", 1), InternalError);
+  EXPECT_EQ(reference_variant().param_or("vec", 1), 1);
 }
 
 // The tensor-core attention path defaults to two stages when a hand-made variant leaves them

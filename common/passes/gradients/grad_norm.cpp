@@ -3,6 +3,7 @@
 // ReduceMean (the gradient expanded back over the reduced axes). BatchNormalization is
 // rewritten to dc.BatchNormTrain before differentiation (grad_training_ops.cpp).
 #include "ir/error.h"
+#include "ir/reduced_axes.h"
 #include "passes/gradients/gradient_rules.h"
 
 namespace dc::grad {
@@ -61,23 +62,11 @@ Grads log_softmax_rule(GradBuilder& b, const GradCall& c) {
 
 // The reduced axes of a Reduce* node (attribute or constant input), all when none given.
 std::vector<int64_t> reduced_axes(const GradBuilder& b, const GradCall& c) {
-  const size_t rank = b.shape(in(c, 0)).size();
-  std::vector<int64_t> axes;
-  if (c.node.attrs.has("axes")) {
-    axes = c.node.attrs.get_ints("axes");
-  } else if (c.node.has_input(1)) {
-    const auto it = b.graph().initializers.find(in(c, 1));
-    DC_USER_CHECK(it != b.graph().initializers.end(), "node '", c.node.name, "' (", c.node.op,
-                  "): the gradient needs constant axes");
-    axes = it->second.to_int64_vector();
-  }
-  DC_USER_CHECK(!(axes.empty() && c.node.attrs.get_int("noop_with_empty_axes", 0) == 1),
-                "node '", c.node.name, "' (", c.node.op, "): noop_with_empty_axes is not supported "
+  const ReducedAxes r = dc::reduced_axes(b.graph(), c.node);
+  DC_USER_CHECK(!r.runtime_axes, "node '", c.node.name, "' (", c.node.op, "): the gradient needs constant axes");
+  DC_USER_CHECK(!r.noop, "node '", c.node.name, "' (", c.node.op, "): noop_with_empty_axes is not supported "
                 "in training");
-  if (axes.empty())
-    for (size_t d = 0; d < rank; ++d) axes.push_back(static_cast<int64_t>(d));
-  for (auto& a : axes) a = normalize(a, rank);
-  return axes;
+  return r.axes;
 }
 
 template <bool kMean>
