@@ -51,7 +51,12 @@ const Node* first_of(const Graph& g, std::initializer_list<const char*> ops) {
   return nullptr;
 }
 
-bool is_reduction_op(const std::string& op) { return op_traits(op).pattern == OpPattern::reduce; }
+// The first node of the op-traits pattern.
+const Node* first_with(const Graph& g, OpPattern pattern) {
+  for (const auto& n : g.nodes)
+    if (op_traits(n.op).pattern == pattern) return &n;
+  return nullptr;
+}
 
 bool is_window_pool(const std::string& op) { return op_traits(op).pattern == OpPattern::window; }
 
@@ -288,7 +293,7 @@ WorkloadShape analyze_workload(const Workload& w) {
     case ClusterKind::gemm:
     case ClusterKind::conv:
     case ClusterKind::depthwise: {
-      const Node* heavy = first_of(g, {"Conv", "ConvTranspose", "MatMul", "Gemm"});
+      const Node* heavy = first_with(g, OpPattern::heavy);
       DC_INTERNAL_CHECK(heavy != nullptr, cluster_kind_name(w.kind),
                         " workload without a Conv, MatMul or Gemm node");
       if (heavy->op == "Conv" || heavy->op == "ConvTranspose") {
@@ -309,16 +314,12 @@ WorkloadShape analyze_workload(const Workload& w) {
       analyze_attention(g, s);
       break;
     case ClusterKind::reduction: {
-      const Node* red = nullptr;
-      for (const auto& n : g.nodes)
-        if (!red && is_reduction_op(n.op)) red = &n;
-      if (red) {
+      if (const Node* red = first_with(g, OpPattern::reduce)) {
         s.family = Family::reduction;
         analyze_reduction(g, *red, s);
         break;
       }
-      const Node* pool = first_of(g, {"MaxPool", "AveragePool", "LpPool"});
-      DC_INTERNAL_CHECK(pool != nullptr, "reduction workload without a reduction node");
+      DC_INTERNAL_CHECK(first_with(g, OpPattern::window) != nullptr, "reduction workload without a reduction node");
       s.family = Family::pool_window;
       analyze_output_parallel(g, s);
       break;
@@ -625,13 +626,9 @@ bool fits_gpu(const Variant& v, const GpuSpec& gpu, std::string* why) {
   if (!gpu_has_precision(gpu, v.precision))
     return fail(str_cat("no ", v.precision, " path on ", gpu.sm_arch()));
   // Any family's: not every family has these parameters.
-  auto raw = [&](const char* name, int64_t dflt) {
-    const auto it = v.params.find(name);
-    return it == v.params.end() ? dflt : it->second;
-  };
-  if (raw("stages", 1) >= 3 && gpu.cc_major < 8)
-    return fail(str_cat(raw("stages", 1), " pipeline stages need cp.async (sm_80+)"));
-  if (raw("m8n8k4", 0) != 0 && !(gpu.cc_major == 7 && gpu.cc_minor < 5))
+  if (v.param_or("stages", 1) >= 3 && gpu.cc_major < 8)
+    return fail(str_cat(v.param_or("stages", 1), " pipeline stages need cp.async (sm_80+)"));
+  if (v.param_or("m8n8k4", 0) != 0 && !(gpu.cc_major == 7 && gpu.cc_minor < 5))
     return fail(str_cat("mma.sync m8n8k4 is for sm_70 and sm_72, not ", gpu.sm_arch()));
   if (v.grid_blocks <= 0 || v.grid_blocks > INT_MAX)
     return fail(str_cat(v.grid_blocks, " blocks is outside [1, 2^31)"));

@@ -25,45 +25,16 @@
 #include "passes/simplify.h"
 #include "random_inputs.h"
 #include "variant_tolerance.h"
-#include "ref/compare.h"
 #include "ref/executor.h"
 #include "testing.h"
 #include "gpu_testing.h"
 #include "gpu_cases.h"
+#include "gpu_device_testing.h"
+#include "op_case_harness.h"
 
 namespace dc {
 namespace {
 
-// The first usable device, opened once per process (never closed: the primary context
-// lives until exit).
-struct Gpu {
-  std::unique_ptr<GpuDevice> device;
-  DiscoveredDevice info;
-  std::string why;  // when there is no device
-};
-
-const Gpu& gpu() {
-  static const Gpu* const g = [] {
-    auto* out = new Gpu;
-    const auto devices = discover_devices(GpuCatalog::builtin(), &out->why);
-    for (const auto& d : devices) {
-      if (!d.usable()) {
-        out->why += (out->why.empty() ? "" : "; ") + describe_device(d);
-        continue;
-      }
-      out->info = d;
-      out->device = std::make_unique<GpuDevice>(d.ordinal);
-      std::cout << "GPU " << describe_device(d) << "\n";
-      break;
-    }
-    return out;
-  }();
-  return *g;
-}
-
-GpuDevice& device() { return *gpu().device; }
-
-#define DC_REQUIRE_GPU() DC_SKIP_WITHOUT_GPU(!gpu().device, "no CUDA device: " << gpu().why)
 
 std::vector<char> compile_for_device(const std::string& source, const std::string& what) {
   const CompileResult r = compile_cuda(source, gpu().info.arch);
@@ -82,32 +53,12 @@ std::vector<Variant> some_variants(const Workload& w, size_t max) {
   return out;
 }
 
-std::vector<Tensor> bind(const Workload& w, const GeneratedKernel& k, const std::vector<Tensor>& in) {
-  std::vector<Tensor> b(k.buffers.size());
-  for (size_t i = 0; i < k.buffers.size(); ++i) {
-    const auto it = std::find(w.graph.inputs.begin(), w.graph.inputs.end(), k.buffers[i].name);
-    if (k.buffers[i].role == BufferRole::input && it != w.graph.inputs.end())
-      b[i] = in[static_cast<size_t>(it - w.graph.inputs.begin())];
-  }
-  return b;
-}
-
-// Runs `k` on the GPU and compares every workload output with the CPU executor's.
+// The reference kernel or a variant on the GPU against the CPU reference executor (the
+// op-case harness's run and compare).
 void expect_matches_cpu(const Workload& w, const GeneratedKernel& k, const std::vector<char>& cubin,
                         const std::vector<Tensor>& in, const ref::TensorMap& want,
                         const Tolerance& tol = kernel_tolerance("fp32", DType::f32, 1)) {
-  std::vector<Tensor> bufs = bind(w, k, in);
-  const GpuRunResult r = run_on_gpu(device(), k, cubin, bufs);
-  ASSERT_TRUE(r.ok()) << job_status_name(r.status) << ": " << r.error;
-  for (const auto& name : w.graph.outputs) {
-    const Tensor* got = nullptr;
-    for (size_t i = 0; i < k.buffers.size(); ++i)
-      if (k.buffers[i].role == BufferRole::output && k.buffers[i].name == name) got = &bufs[i];
-    ASSERT_NE(got, nullptr) << "no output " << name;
-    const ref::Comparison c = ref::compare_tensors(*got, want.at(name), tol.rtol, tol.atol);
-    EXPECT_TRUE(c.pass) << "output " << name << " vs CPU: rel L2 " << c.rel_l2_error
-                        << ", max abs " << c.max_abs_error << " " << c.problem;
-  }
+  EXPECT_EQ(testing::run_and_compare_outputs(cuda_case_device().run, w, k, cubin, in, want, false, tol), "");
 }
 
 class OnGpuKernels : public ::testing::TestWithParam<Case> {};
@@ -352,7 +303,9 @@ TEST(OnGpuTiming, SamplesCoverTheMinimumDuration) {
   for (L2Policy policy : {L2Policy::automatic, L2Policy::flush, L2Policy::none}) {
     TimingOptions o;
     o.l2 = policy;
-    const TimingResult r = time_on_gpu(device(), k, cubin, bind(w, k, in), o);
+    std::vector<Tensor> bufs;
+    ASSERT_EQ(bind_inputs(w, k, in, &bufs), "");
+    const TimingResult r = time_on_gpu(device(), k, cubin, bufs, o);
     ASSERT_TRUE(r.ok()) << job_status_name(r.status) << ": " << r.error;
     ASSERT_GE(r.samples_us.size(), static_cast<size_t>(o.min_samples));
     const double total = std::accumulate(r.samples_us.begin(), r.samples_us.end(), 0.0);

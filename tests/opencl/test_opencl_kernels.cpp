@@ -23,47 +23,18 @@
 #include "param_space.h"
 #include "prelude.h"
 #include "passes/simplify.h"
+#include "op_case_harness.h"
+#include "pocl_testing.h"
 #include "random_inputs.h"
 #include "variant_tolerance.h"
-#include "ref/compare.h"
 #include "ref/executor.h"
 #include "testing.h"
 
 namespace dc {
 namespace {
 
-// PoCL's CPU device, opened once per process. A machine without it fails these tests: CI
-// installs PoCL (scripts/install-deps.sh), and the label says they need it.
-struct Cl {
-  std::unique_ptr<ocl::Device> device;
-  std::string clang;
-  GpuSpec spec;
-};
-
-const Cl& cl() {
-  static const Cl* const c = [] {
-    auto* out = new Cl;
-    const GpuCatalog catalog = GpuCatalog::builtin();
-    std::string why;
-    for (const auto& d : ocl::list_devices(catalog, &why))
-      if (d.gpu_type == "pocl-cpu") {
-        out->device = std::make_unique<ocl::Device>(catalog, d.index);
-        out->clang = opencl_clang_for(d.platform_version);
-        out->spec = catalog.require("pocl-cpu");
-        std::cout << "OpenCL " << ocl::describe(d) << ", " << out->clang << "\n";
-        break;
-      }
-    return out;
-  }();
-  return *c;
-}
-
-#define DC_REQUIRE_POCL() ASSERT_TRUE(cl().device) << "no PoCL CPU device (pocl-opencl-icd)"
-
-std::string cache() { return ::testing::TempDir() + "dc-opencl-test-cache"; }
-
 std::vector<char> compile(const GeneratedKernel& k) {
-  const OpenClCompileResult r = compile_opencl(opencl_source(k), cl().clang, cache());
+  const OpenClCompileResult r = compile_opencl(opencl_source(k), cl().clang, pocl_cache());
   EXPECT_TRUE(r.ok) << k.template_name << " " << k.variant_key << ":\n" << r.error.substr(0, 3000);
   return r.binary;
 }
@@ -187,30 +158,11 @@ std::vector<Variant> some_variants(const Workload& w, const GpuSpec& spec, size_
   return out;
 }
 
-std::vector<Tensor> bind_buffers(const Workload& w, const GeneratedKernel& k, const std::vector<Tensor>& in) {
-  std::vector<Tensor> b(k.buffers.size());
-  for (size_t i = 0; i < k.buffers.size(); ++i) {
-    const auto it = std::find(w.graph.inputs.begin(), w.graph.inputs.end(), k.buffers[i].name);
-    if (k.buffers[i].role == BufferRole::input && it != w.graph.inputs.end())
-      b[i] = in[static_cast<size_t>(it - w.graph.inputs.begin())];
-  }
-  return b;
-}
-
+// The reference kernel or a variant on PoCL against the CPU reference executor (the op-case
+// harness's run and compare).
 void expect_matches_cpu(const Workload& w, const GeneratedKernel& k, const std::vector<char>& spir,
                         const std::vector<Tensor>& in, const ref::TensorMap& want, const Tolerance& tol) {
-  std::vector<Tensor> bufs = bind_buffers(w, k, in);
-  const GpuRunResult r = run_on_opencl(*cl().device, k, spir, bufs);
-  ASSERT_TRUE(r.ok()) << job_status_name(r.status) << ": " << r.error.substr(0, 3000);
-  for (const auto& name : w.graph.outputs) {
-    const Tensor* got = nullptr;
-    for (size_t i = 0; i < k.buffers.size(); ++i)
-      if (k.buffers[i].role == BufferRole::output && k.buffers[i].name == name) got = &bufs[i];
-    ASSERT_NE(got, nullptr) << "no output " << name;
-    const ref::Comparison c = ref::compare_tensors(*got, want.at(name), tol.rtol, tol.atol);
-    EXPECT_TRUE(c.pass) << "output " << name << " vs CPU: rel L2 " << c.rel_l2_error << ", max abs "
-                        << c.max_abs_error << " " << c.problem;
-  }
+  EXPECT_EQ(testing::run_and_compare_outputs(pocl_case_device().run, w, k, spir, in, want, false, tol), "");
 }
 
 class OnPocl : public ::testing::TestWithParam<Case> {};
@@ -262,7 +214,9 @@ TEST(OpenClTiming, SamplesArePositive) {
   TimingOptions o;
   o.min_samples = 5;
   o.min_total_ms = 5;
-  const TimingResult t = time_on_opencl(*cl().device, reference, spir, bind_buffers(w, reference, random_workload_inputs(w, 1)), o);
+  std::vector<Tensor> bufs;
+  ASSERT_EQ(bind_inputs(w, reference, random_workload_inputs(w, 1), &bufs), "");
+  const TimingResult t = time_on_opencl(*cl().device, reference, spir, bufs, o);
   ASSERT_TRUE(t.ok()) << t.error;
   ASSERT_GE(t.samples_us.size(), 5u);
   for (double s : t.samples_us) EXPECT_GT(s, 0.0);
@@ -325,7 +279,7 @@ TEST(OpenClGpuEntries, KernelsCompileForEveryOpenClGpu) {
     for (const Case& c : kCases) {
       const Workload w = find_workload(c);
       for (const Variant& v : some_variants(w, spec, 2)) {
-        const OpenClCompileResult r = compile_opencl(opencl_source(generate_kernel(w, v)), clang, cache());
+        const OpenClCompileResult r = compile_opencl(opencl_source(generate_kernel(w, v)), clang, pocl_cache());
         EXPECT_TRUE(r.ok) << spec.name << " " << c.name << " " << v.key() << ":\n" << r.error.substr(0, 2000);
       }
     }

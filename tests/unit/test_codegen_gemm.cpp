@@ -563,7 +563,7 @@ void check_model(const std::string& name, std::set<std::string> want_templates) 
     const Variant* v = &all.front();
     if (checked % 2 == 1)
       for (auto it = all.rbegin(); it != all.rend(); ++it)
-        if (it->param("stages") == 2) {
+        if (it->param_or("stages", 0) == 2) {
           v = &*it;
           break;
         }
