@@ -19,6 +19,7 @@ and the plan's times must be marked measured (emulated: false).
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -88,6 +89,25 @@ def expect_refused(dc_run, plan_dir, data, what, needle, mode):
         fail(f"{what}: dc-run exited {rc}, expected 2 with {needle!r} in stderr:\n{out}\n{err}")
 
 
+def check_cpu_warmup(dc_run, plan_dir):
+    """On a CPU device --bench warms up for at least 0.5 s as well as --warmup runs (the
+    device settles only then, docs/bench/opencl.md); --warmup-seconds 0 keeps the count alone."""
+    rc, out, err = run([dc_run, plan_dir, "--bench", "5", "--warmup", "2"])
+    m = re.search(r"\((\d+) runs after (\d+) warm-up in ([0-9.]+) s, at least 0.5 s\)", out)
+    if rc != 0 or not m:
+        fail(f"dc-run --bench on a CPU device: no time-based warm-up reported (exit {rc}):\n{out}\n{err}")
+    runs, warm, seconds = int(m.group(1)), int(m.group(2)), float(m.group(3))
+    if runs != 5 or warm < 3 or seconds < 0.5:
+        fail(f"dc-run --bench: {runs} runs after {warm} warm-up runs in {seconds} s (want 5, > 2, >= 0.5 s)")
+    rc, out, err = run([dc_run, plan_dir, "--bench", "5", "--warmup", "2", "--warmup-seconds", "0"])
+    if rc != 0 or "(5 runs after 2 warm-up)" not in out:
+        fail(f"dc-run --bench --warmup-seconds 0 should warm up by count alone (exit {rc}):\n{out}\n{err}")
+    rc, out, err = run([dc_run, plan_dir, "--bench", "5", "--warmup-seconds", "700"])
+    if rc != 2 or "--warmup-seconds must be 0 to 600" not in err:
+        fail(f"dc-run --warmup-seconds 700: exit {rc}, want 2 with a clear error:\n{out}\n{err}")
+    print(f"bench warm-up: {warm} runs in {seconds:.2f} s")
+
+
 def main():
     coord, dc_run, model, data, config, gpu = sys.argv[1:7]
     extra = [a for a in sys.argv[7:] if a != "--real"]
@@ -110,6 +130,9 @@ def main():
     print(out)
     if rc != 0 or "PASS" not in out or "FAIL" in out:
         fail(f"dc-run {' '.join(mode)} --data exited {rc}:\n{out}\n{err}")
+
+    if real:
+        check_cpu_warmup(dc_run, plan_dir)
 
     # Damaged copies are refused cleanly.
     def damaged(name, edit):
