@@ -12,6 +12,7 @@
 
 #include "ir/error.h"
 #include "ir/op_traits.h"
+#include "ir/optimizer_update.h"
 #include "ir/reduced_axes.h"
 #include "ref/conv_transpose.h"
 
@@ -334,6 +335,9 @@ WorkloadShape analyze_workload(const Workload& w) {
       break;
   }
   if (s.family == Family::opaque && s.elements == 0) analyze_output_parallel(g, s);
+  // A multi-tensor optimizer update's loop covers every tensor of its bucket.
+  for (const Node& n : g.nodes)
+    if (is_optimizer_update(n.op)) s.elements = std::max(s.elements, updated_elements(g, n));
   return s;
 }
 

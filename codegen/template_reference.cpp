@@ -23,9 +23,11 @@
 #include "ir/error.h"
 #include "ir/join.h"
 #include "ir/op_traits.h"
+#include "ir/optimizer_update.h"
 #include "ir/reduced_axes.h"
 #include "ref/conv_transpose.h"
 #include "ref/im2col.h"
+#include "template_optimizer.h"
 #include "template_reference_training.h"
 #include "template_util.h"
 #include "value_emitter.h"
@@ -595,8 +597,12 @@ GeneratedKernel generate_naive(const Workload& w, const std::string& template_na
     src += fmt::format(
         "// node n{}: {} -> {}\nextern \"C\" __global__ void DC_LAUNCH_BOUNDS({}) {}({}) {{\n", ni,
         n.op, join(sub.outputs, ", "), threads, name, join(params, ", "));
+    if (is_optimizer_update(n.op)) {  // one fused loop over the bucket's tensors
+      most = updated_elements(sub, n);
+      src += optimizer_update_body(sub, n);
+    }
     NodeEmitter ne(sub, sub.nodes[0]);
-    for (size_t oi = 0; oi < sub.outputs.size(); ++oi) {
+    for (size_t oi = 0; oi < sub.outputs.size() && !is_optimizer_update(n.op); ++oi) {
       const TensorInfo& info = sub.info(sub.outputs[oi]);
       size_t out_index = 0;
       while (n.outputs[out_index] != sub.outputs[oi]) ++out_index;

@@ -19,12 +19,6 @@ constexpr const char* kBatchNormApply = "dc.BatchNormTrainApply";
 constexpr const char* kBatchNormGradApply = "dc.BatchNormGradApply";
 constexpr const char* kRowStats = "dc.RowStats";
 
-// A double literal that round-trips and is never read as an integer.
-std::string dlit(double v) {
-  std::string s = fmt::format("{:.17g}", v);
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";
-  return s;
-}
 
 std::string for_loop(const std::string& var, int64_t count) {
   return fmt::format("  for (dc_i64 {0} = 0; {0} < {1}; ++{0}) {{\n", var, count);
@@ -63,8 +57,6 @@ class TrainingEmitter {
     if (op == "dc.GatherGrad") return gather_grad(o, code);
     if (op == "dc.SoftmaxCrossEntropy") return out == 0 ? cross_entropy_loss(code) : log_softmax(o, code);
     if (op == "dc.SoftmaxCrossEntropyGrad") return cross_entropy_grad(o, code);
-    if (op == "dc.SgdUpdate") return sgd(out, o, code);
-    if (op == "dc.AdamWUpdate") return adamw(out, o, code);
     if (op == "dc.ConvGradData") return conv_grad_data(o, code);
     if (op == "dc.ConvGradWeight") return conv_grad_weight(o, code);
     if (op == "dc.MaxPoolGrad" || op == "dc.AveragePoolGrad") return pool_grad(o, code);
@@ -140,15 +132,15 @@ class TrainingEmitter {
     const std::string var = fmt::format("({} / {}.0)", sq, count);
     switch (out) {
       case 1:
-        return fmt::format("(float)({} * {} + {} * {})", read(3, {ch}, code), dlit(momentum), mu,
-                           dlit(1 - momentum));
+        return fmt::format("(float)({} * {} + {} * {})", read(3, {ch}, code), double_literal(momentum), mu,
+                           double_literal(1 - momentum));
       case 2: {
         const std::string unbiased = count > 1 ? fmt::format("({} / {}.0)", sq, count - 1) : var;
-        return fmt::format("(float)({} * {} + {} * {})", read(4, {ch}, code), dlit(momentum),
-                           unbiased, dlit(1 - momentum));
+        return fmt::format("(float)({} * {} + {} * {})", read(4, {ch}, code), double_literal(momentum),
+                           unbiased, double_literal(1 - momentum));
       }
       case 3: return fmt::format("(float){}", mu);
-      default: return fmt::format("(float)(1.0 / sqrt({} + {}))", var, dlit(eps));
+      default: return fmt::format("(float)(1.0 / sqrt({} + {}))", var, double_literal(eps));
     }
   }
 
@@ -182,7 +174,7 @@ class TrainingEmitter {
     const std::string mu = read(3, ch, code), inv = read(4, ch, code);
     const std::string dscale = read(5, ch, code), db = read(6, ch, code);
     return fmt::format("(float)((double){} * {} / {} * ({} * {} - {} - ((double){} - {}) * {} * {}))",
-                       sc, inv, dlit(count), dlit(count), dy, db, x, mu, inv, dscale);
+                       sc, inv, double_literal(count), double_literal(count), dy, db, x, mu, inv, dscale);
   }
 
   // ---- LayerNorm's rows: X's dims before `axis` index the row, the rest the columns ----
@@ -212,7 +204,7 @@ class TrainingEmitter {
     const std::string v = at(j2, code);
     code += fmt::format("  {0} += ({1} - {2}) * ({1} - {2});\n  }}\n", sq, v, mu);
     if (out == 0) return fmt::format("(float){}", mu);
-    return fmt::format("(float)(1.0 / sqrt({} / {}.0 + {}))", sq, n, dlit(attr("epsilon", 1e-5f)));
+    return fmt::format("(float)(1.0 / sqrt({} / {}.0 + {}))", sq, n, double_literal(attr("epsilon", 1e-5f)));
   }
 
   // dc.LayerNormGrad(dY, X, scale, row mean, row inverse std) -> dX at o
@@ -267,13 +259,13 @@ class TrainingEmitter {
     code += fmt::format("  const double {} = {};\n  double {};\n", v, read(1, o, code), g);
     if (tanh_form) {
       const std::string t = fresh("t");
-      const std::string k = dlit(std::sqrt(2.0 / std::numbers::pi));
+      const std::string k = double_literal(std::sqrt(2.0 / std::numbers::pi));
       code += fmt::format("  const double {0} = tanh({1} * ({2} + 0.044715 * {2} * {2} * {2}));\n"
                           "  {3} = 0.5 * (1.0 + {0}) + 0.5 * {2} * (1.0 - {0} * {0}) * {1} * "
                           "(1.0 + 3.0 * 0.044715 * {2} * {2});\n", t, k, v, g);
     } else {
       code += fmt::format("  {0} = 0.5 * (1.0 + erf({1} / {2})) + {1} * exp(-0.5 * {1} * {1}) / {3};\n", g, v,
-                          dlit(std::numbers::sqrt2), dlit(std::sqrt(2 * std::numbers::pi)));
+                          double_literal(std::numbers::sqrt2), double_literal(std::sqrt(2 * std::numbers::pi)));
     }
     return fmt::format("(float)({} * {})", read(0, o, code), g);
   }
@@ -341,34 +333,6 @@ class TrainingEmitter {
     const std::string lp = read(1, o, code), label = read(2, slice(o, 0, o.size() - 1), code);
     return fmt::format("({} / {}) * (float)({} == (dc_i64){} ? expm1((double){}) : exp((double){}))", dloss,
                        float_literal(static_cast<float>(std::max<int64_t>(1, rows))), o.back(), label, lp, lp);
-  }
-
-  // ---- dc.SgdUpdate(W, G[, M]) -> (W'[, M']) ----
-  std::string sgd(size_t out, const std::vector<std::string>& o, std::string& code) {
-    const float lr = n_.attrs.get_float("lr"), mu = n_.attrs.get_float("momentum", 0.f);
-    const float wd = n_.attrs.get_float("weight_decay", 0.f);
-    const std::string w = read(0, o, code), g = fresh("g"), m = fresh("m");
-    code += fmt::format("  const float {} = {} + {} * {};\n", g, read(1, o, code), float_literal(wd), w);
-    if (n_.has_input(2)) code += fmt::format("  const float {} = {} * {} + {};\n", m, float_literal(mu), read(2, o, code), g);
-    else code += fmt::format("  const float {} = {};\n", m, g);
-    if (out == 1) return m;
-    return fmt::format("{} - {} * {}", w, float_literal(lr), m);
-  }
-
-  // ---- dc.AdamWUpdate(W, G, m, v, step) -> (W', m', v'), t = step + 1 ----
-  std::string adamw(size_t out, const std::vector<std::string>& o, std::string& code) {
-    const double lr = attr("lr", 0.f), b1 = attr("beta1", 0.f), b2 = attr("beta2", 0.f);
-    const double eps = attr("epsilon", 0.f), wd = attr("weight_decay", 0.f);
-    const std::string t = fresh("t"), g = fresh("g"), m = fresh("m"), v = fresh("v");
-    code += fmt::format("  const double {} = (double)({} + 1);\n", t, scalar(4, code));
-    code += fmt::format("  const double {} = {};\n", g, read(1, o, code));
-    code += fmt::format("  const double {} = {} * {} + {} * {};\n", m, dlit(b1), read(2, o, code), dlit(1 - b1), g);
-    code += fmt::format("  const double {} = {} * {} + {} * {} * {};\n", v, dlit(b2), read(3, o, code), dlit(1 - b2), g, g);
-    if (out == 1) return fmt::format("(float){}", m);
-    if (out == 2) return fmt::format("(float){}", v);
-    const std::string denom = fmt::format("(sqrt({}) / sqrt(1.0 - pow({}, {})) + {})", v, dlit(b2), t, dlit(eps));
-    return fmt::format("(float)({} * {} - {} / (1.0 - pow({}, {})) * {} / {})", read(0, o, code),
-                       dlit(1 - lr * wd), dlit(lr), dlit(b1), t, m, denom);
   }
 
   // ---- convolution gradients: the Conv geometry of the grad node ----

@@ -27,14 +27,6 @@ std::string int_literal(int64_t v) {
   return fmt::format("{}LL", v);
 }
 
-std::string double_literal(double v) {
-  if (std::isnan(v)) return "__longlong_as_double(0x7ff8000000000000LL)";
-  if (std::isinf(v)) return v > 0 ? "__longlong_as_double(0x7ff0000000000000LL)"
-                                  : "__longlong_as_double(0xfff0000000000000LL)";
-  std::string s = fmt::format("{}", v);
-  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
-  return s;
-}
 
 // Literal of one element of a constant, in its C type (float for f16/bf16: their values
 // are exact in float).
@@ -52,6 +44,15 @@ void check_emittable(DType t, const std::string& tensor) {
 
 
 }  // namespace
+
+std::string double_literal(double v) {
+  if (std::isnan(v)) return "__longlong_as_double(0x7ff8000000000000LL)";
+  if (std::isinf(v)) return v > 0 ? "__longlong_as_double(0x7ff0000000000000LL)"
+                                  : "__longlong_as_double(0xfff0000000000000LL)";
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  return s;
+}
 
 std::string float_literal(double v) {
   if (std::isnan(v)) return "__int_as_float(0x7fc00000)";

@@ -115,6 +115,9 @@ std::string store_value(DType t, const std::string& expr);
 
 // A float literal that round-trips ("1.5f", "-0x1.8p+3f" style is avoided for readability).
 std::string float_literal(double v);
+// A double literal that round-trips and is never read as an integer (NaN and infinities as
+// bit patterns).
+std::string double_literal(double v);
 
 // is_pointwise_op (ops reading every input at the element's own position) is in
 // ir/op_traits.h.

@@ -10,6 +10,7 @@
 
 #include "ir/clock.h"
 #include "ir/error.h"
+#include "ir/optimizer_update.h"
 #include "ir/precision.h"
 #include "passes/apply_precision.h"
 #include "passes/build_training_graph.h"
@@ -24,7 +25,8 @@ namespace po = boost::program_options;
 namespace {
 
 constexpr const char* kTrainingFlags[] = {"loss", "labels", "optimizer", "lr", "momentum",
-                                          "weight-decay", "betas", "eps", "freeze", "no-recompute"};
+                                          "weight-decay", "betas", "eps", "freeze", "no-recompute",
+                                          "optimizer-bucket-mib"};
 
 std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> out;
@@ -70,7 +72,10 @@ void add_training_options(po::options_description& desc) {
       ("freeze", po::value<std::vector<std::string>>()->composing(), "with --train: NAME,... "
        "initializers that are not trained (repeatable)")
       ("no-recompute", "with --train: keep every forward activation the backward pass reads, "
-       "never compute a cheap elementwise chain again to lower the peak memory");
+       "never compute a cheap elementwise chain again to lower the peak memory")
+      ("optimizer-bucket-mib", po::value<std::string>(), "with --train: MiB of weights one fused "
+       "multi-tensor optimizer kernel updates at most (default 16; 0: one kernel per weight). "
+       "A bucket's gradients live until its last one is done");
 }
 
 std::optional<TrainingSpec> read_training_options(const po::variables_map& vm) {
@@ -106,6 +111,12 @@ std::optional<TrainingSpec> read_training_options(const po::variables_map& vm) {
         s.freeze.insert(name);
       }
   s.recompute = !vm.count("no-recompute");
+  if (vm.count("optimizer-bucket-mib")) {
+    const double mib = parse_number("optimizer-bucket-mib", text("optimizer-bucket-mib"));
+    DC_USER_CHECK(mib >= 0 && mib <= 1 << 20, "--optimizer-bucket-mib ", text("optimizer-bucket-mib"),
+                  " is outside [0, 1048576]");
+    s.optimizer_bucket_bytes = static_cast<int64_t>(mib * (1 << 20));
+  }
   DC_USER_CHECK(s.loss != LossKind::none || !vm.count("labels"), "--labels has no meaning with "
                 "--loss none");
   validate(s);
@@ -141,10 +152,16 @@ std::string training_plan_note(const Graph& g) {
   std::map<std::string, int64_t> internal;
   for (const auto& [op, count] : g.op_counts())
     if (op.starts_with("dc.")) internal[op] = count;
+  size_t updated = 0;
+  for (const Node& n : g.nodes)
+    if (is_optimizer_update(n.op)) updated += optimizer_update_layout(n).tensors;
   std::string ops;
-  for (const auto& [op, count] : internal) ops += fmt::format("{}{} x{}", ops.empty() ? "" : ", ", op, count);
+  for (const auto& [op, count] : internal)
+    ops += fmt::format("{}{} x{}{}", ops.empty() ? "" : ", ", op, count,
+                       is_optimizer_update(op) ? fmt::format(" ({} tensors)", updated) : "");
   return fmt::format("training step of {} nodes; {} training op(s), each its naive kernel "
-                     "(opaque_generic, one thread per output element): {}", g.nodes.size(), internal.size(),
+                     "(opaque_generic, one thread per output element; an optimizer update one fused "
+                     "multi-tensor kernel per bucket): {}", g.nodes.size(), internal.size(),
                      ops.empty() ? "none" : ops);
 }
 

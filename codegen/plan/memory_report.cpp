@@ -33,12 +33,23 @@ int first_backward_step(const ExecPlan& p) {
   return -1;
 }
 
-// Trained weights: the state an "optimizer/W" update node writes.
+bool runs_an_update(const PlanStep& step) {
+  return std::any_of(step.nodes.begin(), step.nodes.end(), [](const std::string& n) { return n.starts_with("optimizer/"); });
+}
+
+// Trained weights: the weights an optimizer update ("optimizer/W" or a bucket
+// "optimizer/bucket<k>") reads, less the optimizer's own state.
 std::set<std::string> trained_weights(const ExecPlan& p) {
   std::set<std::string> out;
-  for (const auto& step : p.steps)
-    for (const auto& n : step.nodes)
-      if (n.starts_with("optimizer/")) out.insert(n.substr(10));
+  for (const auto& step : p.steps) {
+    if (!runs_an_update(step)) continue;
+    const auto& bufs = p.modules[static_cast<size_t>(step.module)].buffers;
+    for (size_t j = 0; j < bufs.size(); ++j) {
+      const PlanTensor& t = p.tensors[static_cast<size_t>(step.buffers[j])];
+      if (bufs[j].role == BufferRole::input && t.kind == PlanTensorKind::weight && !is_optimizer_state(t.name))
+        out.insert(t.name);
+    }
+  }
   return out;
 }
 
@@ -68,8 +79,7 @@ void count_io(const ExecPlan& p, PlanMemoryReport& m) {
 int64_t gradient_bytes(const ExecPlan& p) {
   std::set<int> grads;
   for (const auto& step : p.steps) {
-    if (!std::any_of(step.nodes.begin(), step.nodes.end(), [](const std::string& n) { return n.starts_with("optimizer/"); }))
-      continue;
+    if (!runs_an_update(step)) continue;
     const auto& bufs = p.modules[static_cast<size_t>(step.module)].buffers;
     for (size_t j = 0; j < bufs.size(); ++j) {
       int id = step.buffers[j];

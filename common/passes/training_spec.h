@@ -36,6 +36,10 @@ struct TrainingSpec {
   // Recompute cheap elementwise chains in the backward pass when that lowers the step's
   // peak memory (--no-recompute: off). Read by the coordinator (coordinator/train_recompute.h).
   bool recompute = true;
+  // The weights one optimizer update node (one multi-tensor kernel) updates at most; a
+  // bucket's gradients live until its last one is done (docs/training.md, "Optimizers").
+  // 0: one node per tensor.
+  int64_t optimizer_bucket_bytes = int64_t{16} << 20;
   // Mixed precision (AMP, `--precision fp16|bf16`; docs/training.md "Mixed precision"): the
   // dtype that GEMM operands and activations are stored in; f32 = off. Weights, gradients
   // reaching the optimizer and optimizer state stay f32.

@@ -1,11 +1,12 @@
 // dc-internal ops of training graphs (passes/build_training_graph.h) that ONNX lacks: the
 // step-seeded Dropout, BatchNormalization in training mode, the softmax cross-entropy loss
-// and its gradient, and the SGD and AdamW updates of one tensor. Their gradients are in
+// and its gradient, and the SGD and AdamW updates of a bucket of tensors. Their gradients are in
 // ops_grad.cpp; their semantics are PyTorch's (docs/training.md).
 #include <cmath>
 #include <limits>
 
 #include "ir/error.h"
+#include "ir/optimizer_update.h"
 #include "ir/parallel.h"
 #include "ref/kernel.h"
 #include "ref/training_ops.h"
@@ -176,52 +177,85 @@ void require_same_shape(const Node& node, const Inputs& in, size_t count) {
   }
 }
 
-// dc.SgdUpdate(W, G[, M]) -> (W'[, M']). attrs lr, momentum, weight_decay. PyTorch's SGD
-// (dampening 0, no Nesterov): g += wd * w; m = momentum * m + g; w -= lr * m. Without M
-// (momentum 0): w -= lr * g.
-std::vector<Tensor> run_sgd_update(const Node& node, const Inputs& in) {
-  const bool has_m = in.size() > 2 && in[2].defined();
-  require_same_shape(node, in, has_m ? 3 : 2);
-  const float lr = node.attrs.get_float("lr"), mu = node.attrs.get_float("momentum", 0.f);
-  const float wd = node.attrs.get_float("weight_decay", 0.f);
-  Tensor w(DType::f32, in[0].shape()), m(DType::f32, in[0].shape());
-  const float *wp = in[0].data<float>(), *gp = in[1].data<float>();
-  const float* mp = has_m ? in[2].data<float>() : nullptr;
-  float *wo = w.mutable_data<float>(), *mo = m.mutable_data<float>();
-  for (int64_t i = 0; i < w.numel(); ++i) {
-    const float g = gp[i] + wd * wp[i];
-    mo[i] = has_m ? mu * mp[i] + g : g;
-    wo[i] = wp[i] - lr * mo[i];
-  }
-  if (has_m) return {w, m};
-  return {w};
+// A gated update whose `finite` flag is false skips the step (mixed precision's overflow).
+bool skipped(const Node& node, const OptimizerUpdateLayout& l, const Inputs& in) {
+  if (!l.gated) return false;
+  const Tensor& f = in.at(l.finite());
+  DC_USER_CHECK(f.defined() && f.dtype() == DType::boolean && f.numel() == 1, node.op,
+                ": the finite flag must be a bool scalar");
+  return !f.data<bool>()[0];
 }
 
-// dc.AdamWUpdate(W, G, m, v, step) -> (W', m', v'). attrs lr, beta1, beta2, epsilon,
-// weight_decay. PyTorch's AdamW (amsgrad off), t = step + 1:
-// w *= 1 - lr * wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+// The state inputs of every tensor (W and the optimizer's state, not G), in output order.
+std::vector<Tensor> state_inputs(const OptimizerUpdateLayout& l, const Inputs& in) {
+  std::vector<Tensor> out;
+  for (size_t t = 0; t < l.tensors; ++t)
+    for (size_t k = 0; k < l.inputs_per_tensor; ++k)
+      if (k != 1) out.push_back(in.at(l.input(t, k)));
+  return out;
+}
+
+// dc.SgdUpdate((W, G[, M])...) -> ((W'[, M'])...), one group per tensor of the bucket
+// (ir/optimizer_update.h). attrs lr, momentum, weight_decay. PyTorch's SGD (dampening 0, no
+// Nesterov): g += wd * w; m = momentum * m + g; w -= lr * m. Without M (momentum 0):
+// w -= lr * g.
+std::vector<Tensor> run_sgd_update(const Node& node, const Inputs& in) {
+  const OptimizerUpdateLayout l = optimizer_update_layout(node);
+  const bool has_m = l.inputs_per_tensor == 3;
+  const float lr = node.attrs.get_float("lr"), mu = node.attrs.get_float("momentum", 0.f);
+  const float wd = node.attrs.get_float("weight_decay", 0.f);
+  std::vector<Tensor> out;
+  for (size_t t = 0; t < l.tensors; ++t) {
+    const Inputs group(in.begin() + static_cast<long>(l.input(t, 0)), in.begin() + static_cast<long>(l.input(t + 1, 0)));
+    require_same_shape(node, group, l.inputs_per_tensor);
+    Tensor w(DType::f32, group[0].shape()), m(DType::f32, group[0].shape());
+    const float *wp = group[0].data<float>(), *gp = group[1].data<float>();
+    const float* mp = has_m ? group[2].data<float>() : nullptr;
+    float *wo = w.mutable_data<float>(), *mo = m.mutable_data<float>();
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      const float g = gp[i] + wd * wp[i];
+      mo[i] = has_m ? mu * mp[i] + g : g;
+      wo[i] = wp[i] - lr * mo[i];
+    }
+    out.push_back(std::move(w));
+    if (has_m) out.push_back(std::move(m));
+  }
+  return skipped(node, l, in) ? state_inputs(l, in) : out;
+}
+
+// dc.AdamWUpdate((W, G, m, v)..., step) -> ((W', m', v')...), one group per tensor of the
+// bucket. attrs lr, beta1, beta2, epsilon, weight_decay. PyTorch's AdamW (amsgrad off),
+// t = step + 1: w *= 1 - lr * wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
 // w -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
 std::vector<Tensor> run_adamw_update(const Node& node, const Inputs& in) {
-  require_same_shape(node, in, 4);
-  const int64_t t = step_of(node, in.at(4)) + 1;
+  const OptimizerUpdateLayout l = optimizer_update_layout(node);
+  const int64_t t = step_of(node, in.at(l.step())) + 1;
   const double lr = node.attrs.get_float("lr"), b1 = node.attrs.get_float("beta1");
   const double b2 = node.attrs.get_float("beta2"), eps = node.attrs.get_float("epsilon");
   const double wd = node.attrs.get_float("weight_decay", 0.f);
   const double bc1 = 1 - std::pow(b1, static_cast<double>(t));
   const double bc2_sqrt = std::sqrt(1 - std::pow(b2, static_cast<double>(t)));
-  Tensor w(DType::f32, in[0].shape()), m(DType::f32, in[0].shape()), v(DType::f32, in[0].shape());
-  const float *wp = in[0].data<float>(), *gp = in[1].data<float>();
-  const float *mp = in[2].data<float>(), *vp = in[3].data<float>();
-  float *wo = w.mutable_data<float>(), *mo = m.mutable_data<float>(), *vo = v.mutable_data<float>();
-  for (int64_t i = 0; i < w.numel(); ++i) {
-    const double g = gp[i];
-    const double mi = b1 * mp[i] + (1 - b1) * g, vi = b2 * vp[i] + (1 - b2) * g * g;
-    const double denom = std::sqrt(vi) / bc2_sqrt + eps;
-    wo[i] = static_cast<float>(wp[i] * (1 - lr * wd) - lr / bc1 * mi / denom);
-    mo[i] = static_cast<float>(mi);
-    vo[i] = static_cast<float>(vi);
+  std::vector<Tensor> out;
+  for (size_t k = 0; k < l.tensors; ++k) {
+    const Inputs group(in.begin() + static_cast<long>(l.input(k, 0)), in.begin() + static_cast<long>(l.input(k + 1, 0)));
+    require_same_shape(node, group, 4);
+    Tensor w(DType::f32, group[0].shape()), m(DType::f32, group[0].shape()), v(DType::f32, group[0].shape());
+    const float *wp = group[0].data<float>(), *gp = group[1].data<float>();
+    const float *mp = group[2].data<float>(), *vp = group[3].data<float>();
+    float *wo = w.mutable_data<float>(), *mo = m.mutable_data<float>(), *vo = v.mutable_data<float>();
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      const double g = gp[i];
+      const double mi = b1 * mp[i] + (1 - b1) * g, vi = b2 * vp[i] + (1 - b2) * g * g;
+      const double denom = std::sqrt(vi) / bc2_sqrt + eps;
+      wo[i] = static_cast<float>(wp[i] * (1 - lr * wd) - lr / bc1 * mi / denom);
+      mo[i] = static_cast<float>(mi);
+      vo[i] = static_cast<float>(vi);
+    }
+    out.push_back(std::move(w));
+    out.push_back(std::move(m));
+    out.push_back(std::move(v));
   }
-  return {w, m, v};
+  return skipped(node, l, in) ? state_inputs(l, in) : out;
 }
 
 const OpDef kOps[] = {

@@ -307,6 +307,9 @@ BAD_FLAGS = (  # (flags after plan MODEL --gpus h100, expected message)
     (["--train", "--loss", "none"], "--loss none needs the first output 'output' to be the scalar loss"),
     (["--train", "--precision", "fp8"], "unknown precision 'fp8'"),
     (["--no-recompute"], "--no-recompute is a training option: add --train"),
+    (["--optimizer-bucket-mib", "4"], "--optimizer-bucket-mib is a training option: add --train"),
+    (["--train", "--optimizer-bucket-mib", "-1"], "--optimizer-bucket-mib -1 is outside [0, 1048576]"),
+    (["--train", "--optimizer-bucket-mib", "x"], "--optimizer-bucket-mib 'x' is not a number"),
 )
 
 

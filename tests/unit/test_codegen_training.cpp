@@ -38,11 +38,14 @@ bool has_training_op(const Graph& g) {
 
 // Emulates `k` on random inputs (poisoned outputs) and compares every output with the CPU
 // reference of the workload graph. Returns the number of outputs compared.
-int expect_matches_reference(const Workload& w, const GeneratedKernel& k, uint32_t seed) {
+// `fixed`: inputs given instead of drawn.
+int expect_matches_reference(const Workload& w, const GeneratedKernel& k, uint32_t seed,
+                             const ref::TensorMap& fixed = {}) {
   SCOPED_TRACE(fmt::format("{} {} ({})", w.canonical.substr(0, 120), k.template_name, k.variant_key));
   const std::vector<Tensor> in = random_workload_inputs(w, seed);
   ref::TensorMap inputs;
   for (size_t i = 0; i < w.graph.inputs.size(); ++i) inputs[w.graph.inputs[i]] = in[i];
+  for (const auto& [name, t] : fixed) inputs.at(name) = t;
   std::vector<Tensor> buffers(k.buffers.size());
   for (size_t i = 0; i < k.buffers.size(); ++i) {
     const KernelBuffer& b = k.buffers[i];
@@ -133,6 +136,49 @@ TEST(CodegenTraining, DropoutDrawsTheReferenceMaskOnTheDevice) {
   const Workload w = single_node("dc.Dropout", {{"x", f32({3, 41})}, {"step", {DType::i64, {}}}},
                                  {{"y", f32({3, 41})}, {"mask", f32({3, 41})}}, a);
   EXPECT_EQ(expect_matches_reference(w, generate_reference(w), 5), 2);
+}
+
+// The fused multi-tensor optimizer kernel: one launch over a bucket of tensors of odd
+// extents (segment boundaries inside warps and blocks), every output of every tensor against
+// the reference, for SGD with and without momentum and for AdamW, and gated (mixed
+// precision's overflow flag) with the step taken and skipped.
+TEST(CodegenTraining, MultiTensorUpdateCoversEveryTensorOfTheBucket) {
+  const std::vector<Shape> shapes = {{3, 5}, {7}, {1}, {2, 2, 67}, {300}};
+  struct Case {
+    const char* op;
+    std::vector<const char*> in, out;  // per tensor
+    bool step;
+  };
+  const Case cases[] = {{"dc.SgdUpdate", {"w", "g", "m"}, {"w@next", "m@next"}, false},
+                        {"dc.SgdUpdate", {"w", "g"}, {"w@next"}, false},
+                        {"dc.AdamWUpdate", {"w", "g", "m", "v"}, {"w@next", "m@next", "v@next"}, true}};
+  for (const Case& c : cases)
+    for (int gate : {-1, 0, 1}) {  // ungated; gated and skipped; gated and taken
+    std::vector<std::pair<std::string, TensorInfo>> ins, outs;
+    for (size_t t = 0; t < shapes.size(); ++t) {
+      for (const char* i : c.in) ins.emplace_back(fmt::format("{}{}", i, t), f32(shapes[t]));
+      for (const char* o : c.out) outs.emplace_back(fmt::format("{}{}", o, t), f32(shapes[t]));
+    }
+    if (c.step) ins.emplace_back("step", TensorInfo{DType::i64, {}});
+    if (gate >= 0) ins.emplace_back("finite", TensorInfo{DType::boolean, {}});
+    Attributes a;
+    if (gate >= 0) a.set("gated", int64_t{1});
+    a.set("lr", 0.05f);
+    a.set("weight_decay", 0.01f);
+    a.set("momentum", c.in.size() == 3 ? 0.9f : 0.f);
+    a.set("beta1", 0.9f);
+    a.set("beta2", 0.999f);
+    a.set("epsilon", 1e-8f);
+    const Workload w = single_node(c.op, ins, outs, a);
+    ref::TensorMap fixed;  // the flag is the last input (the workload renames its tensors)
+    if (gate >= 0) fixed[w.graph.inputs.back()] = Tensor::scalar<bool>(gate == 1);
+    const GeneratedKernel k = generate_reference(w);
+    EXPECT_EQ(k.launches.size(), 1u) << "one launch for the whole bucket";
+    EXPECT_EQ(expect_matches_reference(w, k, 21, fixed), static_cast<int>(outs.size())) << c.op << " gate " << gate;
+    const auto space = enumerate_variants(w, testing::spec_a100(), SpaceOptions{{"fp32"}});
+    ASSERT_FALSE(space.empty());
+    EXPECT_EQ(expect_matches_reference(w, generate_kernel(w, space.front()), 22, fixed), static_cast<int>(outs.size()));
+  }
 }
 
 Attributes window(std::vector<int64_t> kernel, std::vector<int64_t> strides, std::vector<int64_t> pads) {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "gpu/gpu_catalog.h"
+#include "ir/optimizer_update.h"
 #include "ir/precision.h"
 #include "ir/training_tolerance.h"
 #include "passes/apply_precision.h"
@@ -76,7 +77,9 @@ TEST(TrainAmp, StepKeepsMasterWeightsAndOptimizerStateInF32) {
         EXPECT_EQ(g.info(n.outputs[0]).dtype, mixed) << n.name;
       }
       if (n.op == "dc.SgdUpdate") {
-        EXPECT_EQ(g.info(n.inputs[1]).dtype, DType::f32) << "gradient of " << n.inputs[0];
+        const OptimizerUpdateLayout l = optimizer_update_layout(n);
+        for (size_t t = 0; t < l.tensors; ++t)
+          EXPECT_EQ(g.info(n.input(l.input(t, 1))).dtype, DType::f32) << "gradient of " << n.input(l.input(t, 0));
       }
       if (n.op == "dc.ConvGradData" || n.op == "dc.ConvGradWeight") reduced += g.info(n.outputs[0]).dtype == mixed;
     }

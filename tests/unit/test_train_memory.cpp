@@ -7,12 +7,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 
 #include "gpu/gpu_catalog.h"
 #include "json/json.h"
 #include "passes/training_state.h"
+#include "ir/optimizer_update.h"
 #include "plan/memory_report.h"
 #include "plan/plan_io.h"
 #include "plan_build.h"
@@ -55,7 +57,10 @@ TEST(TrainMemory, ReportSplitsTheStepsDeviceMemory) {
   const PlanMemoryReport m = memory_report(p);
   int64_t trained = 0;
   for (const Node& n : g.nodes)
-    if (n.name.starts_with("optimizer/") && n.op == "dc.SgdUpdate") trained += bytes_of(g, n.inputs[0]);
+    if (n.op == "dc.SgdUpdate") {
+      const OptimizerUpdateLayout l = optimizer_update_layout(n);
+      for (size_t t = 0; t < l.tensors; ++t) trained += bytes_of(g, n.input(l.input(t, 0)));
+    }
   EXPECT_EQ(m.weights, trained);
   EXPECT_EQ(m.optimizer_state, trained + 8) << "one momentum buffer per weight and the i64 step counter";
   EXPECT_GT(m.other_state, 0) << "the BatchNorm running statistics";
@@ -105,21 +110,49 @@ TEST(TrainMemory, ReportSplitsTheStepsDeviceMemory) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(TrainMemory, UpdatesRunRightAfterTheirGradient) {
-  const Graph g = testing::training_step("tiny_cnn", OptimizerKind::adamw);
+// Each bucket of updates runs right after its last gradient, and a bucket holds only
+// updates whose gradients finish one after another: only the other members' gradients and
+// other updates run between a gradient and its update.
+void expect_updates_follow_their_gradients(const Graph& g, size_t want_updates, size_t want_nodes) {
   std::map<std::string, size_t> producer;
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (const auto& o : g.nodes[i].outputs) producer[o] = i;
-  int updates = 0;
+  size_t tensors = 0, nodes = 0;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     if (g.nodes[k].op != "dc.AdamWUpdate") continue;
-    ++updates;
-    // Only other updates run between the gradient and its update.
-    for (size_t i = producer.at(g.nodes[k].inputs[1]) + 1; i < k; ++i)
+    ++nodes;
+    const OptimizerUpdateLayout l = optimizer_update_layout(g.nodes[k]);
+    tensors += l.tensors;
+    std::set<size_t> gradients;
+    for (size_t t = 0; t < l.tensors; ++t) gradients.insert(producer.at(g.nodes[k].input(l.input(t, 1))));
+    for (size_t i = *gradients.rbegin() + 1; i < k; ++i)
       EXPECT_EQ(g.nodes[i].op, "dc.AdamWUpdate") << g.nodes[k].name << " waits for " << g.nodes[i].name;
+    // No gradient of another bucket finishes between this bucket's first and last one.
+    for (size_t i = *gradients.begin(); i < *gradients.rbegin(); ++i)
+      for (const auto& o : g.nodes[i].outputs)
+        for (size_t j = k + 1; j < g.nodes.size(); ++j)
+          if (g.nodes[j].op == "dc.AdamWUpdate") {
+            const OptimizerUpdateLayout lj = optimizer_update_layout(g.nodes[j]);
+            for (size_t t = 0; t < lj.tensors; ++t)
+              EXPECT_NE(g.nodes[j].input(lj.input(t, 1)), o) << g.nodes[j].name << " belongs in " << g.nodes[k].name;
+          }
   }
-  EXPECT_GT(updates, 10);
+  EXPECT_EQ(tensors, want_updates);
+  EXPECT_EQ(nodes, want_nodes);
   EXPECT_EQ(g.nodes.back().name, "optimizer/step");
+}
+
+TEST(TrainMemory, UpdatesRunRightAfterTheirGradient) {
+  const Graph single = testing::training_step("tiny_cnn", OptimizerKind::adamw, {},
+                                              [](TrainingSpec& s) { s.optimizer_bucket_bytes = 0; });
+  size_t weights = 0;
+  for (const Node& n : single.nodes) weights += n.op == "dc.AdamWUpdate";
+  ASSERT_GT(weights, 10u);
+  expect_updates_follow_their_gradients(single, weights, weights);
+  // The default buckets: tiny_cnn's weights fit one bucket's bytes; AdamW's 7 buffers a
+  // tensor cap a kernel at 18 tensors.
+  const Graph bucketed = testing::training_step("tiny_cnn", OptimizerKind::adamw);
+  expect_updates_follow_their_gradients(bucketed, weights, (weights + 17) / 18);
 }
 
 TEST(TrainMemory, RecomputeLowersThePeakAndLeavesTheStepUnchanged) {

@@ -2,7 +2,9 @@
 // reference against the formulas, BatchNorm's running statistics, Dropout's mask, frozen
 // weights, and the errors for what it cannot train.
 #include <cmath>
+#include <cstring>
 
+#include "ir/optimizer_update.h"
 #include "pass_testing.h"
 #include "passes/build_training_graph.h"
 #include "passes/simplify.h"
@@ -120,6 +122,40 @@ TEST(TrainingGraph, AdamWFirstStepIsSignedLearningRate) {
                   (1 - spec.beta2) * g * g, 1e-6 * std::max(1.0, g * g));
     }
   }
+}
+
+// One update node per tensor, or buckets of them (one multi-tensor node each): the same
+// arithmetic in the same order, so two steps give bit-identical state.
+TEST(TrainingGraph, BucketedUpdatesEqualOneNodePerTensor) {
+  for (OptimizerKind opt : {OptimizerKind::sgd, OptimizerKind::adamw})
+    for (double momentum : {0.0, 0.9}) {
+      if (opt == OptimizerKind::adamw && momentum != 0) continue;
+      TrainingSpec spec;
+      spec.optimizer = opt;
+      spec.momentum = momentum;
+      spec.weight_decay = 0.1;
+      spec.optimizer_bucket_bytes = 0;
+      Graph single = build_training_graph(mlp(), spec);
+      spec.optimizer_bucket_bytes = 4 * 5 * 3 + 4 * 5;  // W1 and b1 share a bucket, then W2 and b2
+      Graph bucketed = build_training_graph(mlp(), spec);
+      const char* op = opt == OptimizerKind::sgd ? "dc.SgdUpdate" : "dc.AdamWUpdate";
+      std::vector<size_t> sizes;
+      for (const Node& n : bucketed.nodes)
+        if (n.op == op) sizes.push_back(optimizer_update_layout(n).tensors);
+      EXPECT_EQ(sizes, (std::vector<size_t>{2, 2})) << op;
+      int singles = 0;
+      for (const Node& n : single.nodes) singles += n.op == op;
+      EXPECT_EQ(singles, 4);
+      for (int step = 0; step < 2; ++step) {
+        ref::run_training_step(single, batch());
+        ref::run_training_step(bucketed, batch());
+      }
+      for (const auto& [name, t] : single.initializers) {
+        const Tensor& b = bucketed.initializers.at(name);
+        ASSERT_EQ(t.nbytes(), b.nbytes()) << name;
+        EXPECT_EQ(std::memcmp(t.raw(), b.raw(), t.nbytes()), 0) << name << " differs after two steps (" << op << ")";
+      }
+    }
 }
 
 TEST(TrainingGraph, BatchNormUsesBatchStatisticsAndUpdatesRunningOnes) {

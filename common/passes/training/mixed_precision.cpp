@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "ir/error.h"
+#include "ir/optimizer_update.h"
 #include "passes/training_state.h"
 
 namespace dc {
@@ -118,9 +119,24 @@ UnscaledGradients unscale_gradients(Graph& g, const std::map<std::string, std::s
 
 void gate_updates_on_overflow(Graph& g, const std::string& all_finite, const TrainingSpec& spec) {
   const std::string p(kAmpPrefix);
+  // The update nodes gate in their kernel (ir/optimizer_update.h): they read the flag, so
+  // they run after every gradient, at the end of the step.
+  std::vector<Node> updates, others;
+  for (auto& n : g.nodes) {
+    if (!is_optimizer_update(n.op)) {
+      others.push_back(std::move(n));
+      continue;
+    }
+    n.attrs.set("gated", int64_t{1});
+    n.inputs.push_back(all_finite);
+    updates.push_back(std::move(n));
+  }
+  g.nodes = std::move(others);
+  g.nodes.insert(g.nodes.end(), std::make_move_iterator(updates.begin()), std::make_move_iterator(updates.end()));
+  // Other optimizer outputs (the step counter) through Where.
   std::vector<std::pair<std::string, std::string>> gated;  // STATE, its ungated update
   for (auto& n : g.nodes) {
-    if (!n.name.starts_with("optimizer/")) continue;
+    if (!n.name.starts_with("optimizer/") || is_optimizer_update(n.op)) continue;
     for (auto& o : n.outputs) {
       const std::string s = o.substr(0, o.size() - kNextSuffix.size());
       const std::string update = p + "update/" + s;

@@ -49,9 +49,11 @@ struct UnscaledGradients {
 UnscaledGradients unscale_gradients(Graph& g, const std::map<std::string, std::string>& gradients,
                                     const std::string& scale);
 
-// After add_optimizer: every optimizer output STATE@next (weights, optimizer state, the step
-// counter) becomes Where(all_finite, its update, STATE), and the loss scale and its counter
-// get their next values (GradScaler's update).
+// After add_optimizer: every update node reads all_finite (gated = 1: a skipped step writes
+// each STATE@next as STATE, in the update's own kernel) and moves to the end of the step,
+// after the last gradient; the step counter's next value becomes Where(all_finite, its
+// increment, STATE); and the loss scale and its counter get their next values (GradScaler's
+// update).
 void gate_updates_on_overflow(Graph& g, const std::string& all_finite, const TrainingSpec& spec);
 
 // The tensors of a training graph that stay f32 under fp16/bf16 (apply_precision): its state
