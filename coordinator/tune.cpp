@@ -44,7 +44,7 @@ class Driver {
 
   // The stages after load (tune() runs it), in order.
   void run(const Graph& g) {
-    const Calibrated cal = log_.run("calibrate", [&] { return calibrate(db_, opts_, log_); },
+    const Calibrated cal = log_.run("calibrate", [&] { return calibrate(db_, farm_, opts_, log_); },
                                     [](const Calibrated& c) { return describe(c); });
     r_.calibration = cal.calibration;
     r_.plan = log_.run("estimate", [&] { return estimate(g, opts_, r_.calibration); },

@@ -1,6 +1,8 @@
 // The calibrate stage: the estimator's factors. The config's, then for each GPU type and
 // kind the config leaves open, the fit of the DB's results of this tune's source (never
 // the other source's: an emulated device's timing model says nothing about the real GPU).
+// The DB is the farm's where it keeps one (the farm service of `tune --farm`, whose tune
+// has a DB in memory only), else the tune's.
 #include <fmt/format.h>
 
 #include "tune_stages.h"
@@ -26,7 +28,7 @@ int count_used(const std::vector<FittedFactor>& fit) {
 
 }  // namespace
 
-Calibrated calibrate(const TuningDb& db, const TuneOptions& opts, const StageLog& log) {
+Calibrated calibrate(const TuningDb& db, Farm& farm, const TuneOptions& opts, const StageLog& log) {
   Calibrated c;
   c.calibration = opts.plan.calibration;
   c.fits.resize(opts.gpus.size());
@@ -38,15 +40,19 @@ Calibrated calibrate(const TuningDb& db, const TuneOptions& opts, const StageLog
     // Only results of this plan's storage: an fp16 plan's factors never come from fp32
     // results, whatever the math unit (docs/estimator.md, Calibration).
     const std::string storage(dtype_name(storage_dtype(opts.plan.precision)));
-    c.fits[gi] = fit_calibration(db.estimator_ratios(gpu, c.source, storage));
+    std::optional<CalibrationRatios> ratios = farm.estimator_ratios(gpu, c.source == TimingSource::emulated, storage);
+    const bool farms_db = ratios.has_value();
+    if (!farms_db) ratios = db.estimator_ratios(gpu, c.source, storage);
+    c.fits[gi] = fit_calibration(*ratios);
     c.fitted += apply_fit(gpu, c.fits[gi], opts.plan.calibration, c.calibration);
     int results = 0;
     for (const FittedFactor& f : c.fits[gi]) results += f.samples;
     const std::string config = describe_factors(opts.plan.calibration, gpu);
     log.notice(fmt::format("calibration {} from {} {} DB results of {} workloads (per kind and math unit; "
-                           "factors applied: {}): {}{}", gpu, results, source_name(c.source), storage,
+                           "factors applied: {}): {}{}{}", gpu, results, source_name(c.source), storage,
                            count_used(c.fits[gi]), describe_fit(c.fits[gi]),
-                           config.empty() ? "" : "; the config sets " + config));
+                           config.empty() ? "" : "; the config sets " + config,
+                           farms_db ? "; the DB is the farm service's" : ""));
   }
   return c;
 }

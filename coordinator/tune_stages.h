@@ -61,7 +61,8 @@ struct Calibrated {
   int fitted = 0;                                    // factors taken from the fit
   TimingSource source = TimingSource::real;
 };
-Calibrated calibrate(const TuningDb& db, const TuneOptions& opts, const StageLog& log);
+// The ratios come from the farm's DB where it has one (Farm::estimator_ratios), else from db.
+Calibrated calibrate(const TuningDb& db, Farm& farm, const TuneOptions& opts, const StageLog& log);
 std::string describe(const Calibrated& c);
 
 // ---- estimate (tune_estimate.cpp)

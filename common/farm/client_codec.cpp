@@ -19,6 +19,8 @@ bool is_client_body(const Envelope& e) {
     case Envelope::kStatusReply:
     case Envelope::kClientHeartbeat:
     case Envelope::kMarkImplausible:
+    case Envelope::kRatiosRequest:
+    case Envelope::kRatiosReply:
       return true;
     default:
       return false;

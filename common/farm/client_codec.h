@@ -12,8 +12,9 @@ namespace dc::farm {
 
 // Version of the client protocol (ClientHello, StatusRequest). The Envelope's
 // protocol_version stays the transport's (kProtocolVersion); this one changes when a client
-// message changes meaning. 1: the first.
-inline constexpr uint32_t kClientProtocolVersion = 1;
+// message changes meaning. 1: the first. 2: RatiosRequest/RatiosReply (a version 1 service
+// would drop the request unanswered, so it refuses a version 2 client at its Hello instead).
+inline constexpr uint32_t kClientProtocolVersion = 2;
 
 // True for the bodies clients and the service exchange (client_hello .. status_reply).
 bool is_client_body(const Envelope& e);

@@ -101,6 +101,8 @@ const char* body_name(const Envelope& e) {
     case Envelope::kStatusReply: return "status_reply";
     case Envelope::kClientHeartbeat: return "client_heartbeat";
     case Envelope::kMarkImplausible: return "mark_implausible";
+    case Envelope::kRatiosRequest: return "ratios_request";
+    case Envelope::kRatiosReply: return "ratios_reply";
     case Envelope::BODY_NOT_SET: break;
   }
   return "none";

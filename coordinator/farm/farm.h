@@ -6,14 +6,18 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "farm/measure_job.h"
 #include "farm/measurement.h"
 #include "ir/tolerance.h"
 #include "ir/kernel.h"
+#include "ir/precision.h"
+#include "ir/workload.h"
 
 namespace dc {
 
@@ -77,6 +81,14 @@ class Farm {
   // worker's, docs/tune.md): a farm that keeps a DB of its own (the farm service) marks it
   // there too. The others record into the tune's DB only: nothing to do.
   virtual void mark_implausible(const Measurement& /*m*/, const std::string& /*why*/) {}
+  // A farm that keeps a DB of its own (the farm service) answers the estimator's ratios from
+  // it, as TuningDb::estimator_ratios does (measured / estimate per cluster kind and math
+  // unit, of the GPU type's results of that source and storage): the calibrate stage of a
+  // `tune --farm` fits its factors from them. nullopt: no DB of its own; the tune's DB answers.
+  virtual std::optional<std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>>> estimator_ratios(
+      const std::string& /*gpu_type*/, bool /*emulated*/, const std::string& /*storage*/) {
+    return std::nullopt;
+  }
 };
 
 }  // namespace dc

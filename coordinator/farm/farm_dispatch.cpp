@@ -70,7 +70,9 @@ void FarmDispatcher::submit(Submission s, Clock::time_point now) {
   dispatch(now);
 }
 
-void FarmDispatcher::send(const std::string& identity, farm::Envelope e) {
+void FarmDispatcher::send(const std::string& identity, farm::Envelope e) { send_envelope(identity, e); }
+
+void FarmDispatcher::send_envelope(const std::string& identity, farm::Envelope& e) {
   e.set_protocol_version(farm::kProtocolVersion);
   send_(identity, e);
   if (auto it = sessions_.find(identity); it != sessions_.end())
@@ -367,13 +369,21 @@ void FarmDispatcher::dispatch(Clock::time_point now) {
         s->leases.insert(lease_id);
         ++d->held;
         --d->credits;
+        // The job goes into the envelope for the send and comes back after (a requeue sends it
+        // again): swapped, not copied with its kernels' sources (the farm service's hot path).
         farm::Envelope e;
         farm::Job* out = e.mutable_job();
-        *out = job.wire;
+        out->Swap(&job.wire);
         out->set_lease_id(lease_id);
         out->set_attempt(static_cast<uint32_t>(job.attempts));
         out->set_device_index(d->index);
-        send(s->identity, std::move(e));
+        try {
+          send_envelope(s->identity, e);
+        } catch (...) {
+          job.wire.Swap(out);
+          throw;
+        }
+        job.wire.Swap(out);
         if (d->credits == 0) {
           ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(i));
         } else {

@@ -150,6 +150,7 @@ class FarmDispatcher {
   void finish(uint64_t job_id, Measurement m);
   Measurement failure(const JobEntry& job, JobStatus status, const std::string& error) const;
   void send(const std::string& identity, farm::Envelope e);
+  void send_envelope(const std::string& identity, farm::Envelope& e);  // e keeps what it holds
 
   DispatchOptions options_;
   Send send_;

@@ -1,5 +1,7 @@
 #include "farm_service_impl.h"
 
+#include "ratios_codec.h"
+
 namespace dc {
 
 // Client messages as the broker has them. A tune is heard now, even where its messages wait
@@ -62,6 +64,7 @@ void FarmService::Impl::on_client(FarmBroker::ClientMessage& m) {
   switch (e.body_case()) {
     case farm::Envelope::kClientHello: return on_hello(m.identity, m.peer, e.client_hello());
     case farm::Envelope::kStatusRequest: return on_status_request(m.identity, e.status_request());
+    case farm::Envelope::kRatiosRequest: return on_ratios_request(m.identity, e.ratios_request());
     default: break;
   }
   const auto it = tune_of_identity.find(m.identity);
@@ -239,6 +242,30 @@ void FarmService::Impl::on_mark_implausible(const Tune& t, const farm::MarkImpla
   } catch (const UserError& e) {
     spdlog::error("service: could not mark a result of {} implausible: {}", printable(m.variant_key), e.what());
   }
+}
+
+// The calibrate stage of a `tune --farm`: the estimator's ratios of this service's DB, as a
+// local tune reads them from its own (bounded per kind and unit: ratios_codec.h). An unknown
+// GPU type has none.
+void FarmService::Impl::on_ratios_request(const std::string& identity, const farm::RatiosRequest& r) {
+  if (r.client_protocol_version() != farm::kClientProtocolVersion)
+    return refuse(identity, str_cat("client protocol version ", r.client_protocol_version(),
+                                    " is not supported (this service speaks ", farm::kClientProtocolVersion, ")"));
+  farm::Envelope e = farm::make_envelope();
+  farm::RatiosReply* reply = e.mutable_ratios_reply();
+  reply->set_request_id(r.request_id());
+  if (catalog.find(r.gpu_type()) == nullptr) {
+    spdlog::warn("service: ratios asked for an unknown GPU type '{}': none", printable(r.gpu_type()));
+  } else {
+    try {
+      to_proto(db.estimator_ratios(r.gpu_type(), source_of(r.emulated()), r.storage()), reply);
+    } catch (const UserError& ex) {
+      spdlog::error("service: could not read the estimator's ratios of {}: {}", r.gpu_type(), ex.what());
+      reply->clear_units();
+      reply->set_error(printable(ex.what()));
+    }
+  }
+  send(identity, std::move(e));
 }
 
 // `tj` is consumed: its kernels' sources move into the job.

@@ -187,6 +187,7 @@ struct FarmService::Impl {
   void on_submit(Tune& t, farm::TuneJob& j);
   void on_mark_implausible(const Tune& t, const farm::MarkImplausible& mk);
   void on_status_request(const std::string& identity, const farm::StatusRequest& r);
+  void on_ratios_request(const std::string& identity, const farm::RatiosRequest& r);
   void end_tune(uint64_t id, const std::string& why);
   void on_result(Measurement m);
   void record_result(const Group& g, const Measurement& m, const std::string& worker_id);

@@ -16,6 +16,7 @@
 #include "client_codec.h"
 #include "farm_codec.h"
 #include "farm_dispatch.h"
+#include "ratios_codec.h"
 #include "wake_fd.h"
 
 namespace dc {
@@ -72,6 +73,12 @@ struct RemoteFarm::Impl {
   std::map<std::string, std::pair<uint64_t, std::string>> outstanding;
   uint64_t next_seq = 0;
   std::deque<Measurement> results;
+  // RatiosRequests without a reply, by request id (sent again after a reconnect), and the
+  // replies that estimator_ratios() has not taken yet.
+  uint64_t next_request = 1;
+  std::map<uint64_t, std::string> ratio_requests;
+  std::map<uint64_t, farm::RatiosReply> ratio_replies;
+  std::condition_variable replies_ready;
   FarmStatus status;
   RemoteFarmCounts counts;
   std::string fatal;  // the service refused us or went silent
@@ -105,6 +112,7 @@ struct RemoteFarm::Impl {
     std::lock_guard<std::mutex> lock(mutex);
     if (fatal.empty()) fatal = why;
     results_ready.notify_all();
+    replies_ready.notify_all();
   }
 };
 
@@ -207,14 +215,17 @@ bool RemoteFarm::Impl::reconnect(const std::string& why) {
     return false;
   }
   std::vector<std::pair<uint64_t, std::string>> again;
+  std::vector<std::string> requests;
   {
     std::lock_guard<std::mutex> lock(mutex);
     for (const auto& [job, sf] : outstanding) again.push_back(sf);
-    outbox.clear();  // all of them are outstanding
+    for (const auto& [id, frame] : ratio_requests) requests.push_back(frame);
+    outbox.clear();  // all of them are outstanding or requests without a reply
     ++counts.reconnects;
     counts.resubmitted += static_cast<int64_t>(again.size());
   }
   std::sort(again.begin(), again.end());
+  for (const std::string& frame : requests) send(frame);
   for (const auto& [seq, frame] : again) send(frame);
   spdlog::warn("tune: {} job(s) without an outcome submitted again", again.size());
   return true;
@@ -241,6 +252,15 @@ bool RemoteFarm::Impl::handle(const farm::Envelope& e) {
       }
       results.push_back(std::move(m));
       results_ready.notify_all();
+      return true;
+    }
+    case farm::Envelope::kRatiosReply: {
+      std::lock_guard<std::mutex> lock(mutex);
+      // A reply to a request nobody waits for any more (answered twice after a reconnect,
+      // or its wait ran out) is dropped.
+      if (ratio_requests.erase(e.ratios_reply().request_id()) == 0) return true;
+      ratio_replies[e.ratios_reply().request_id()] = e.ratios_reply();
+      replies_ready.notify_all();
       return true;
     }
     case farm::Envelope::kClientStatus: {
@@ -357,6 +377,58 @@ void RemoteFarm::mark_implausible(const Measurement& m, const std::string& why) 
     impl_->outbox.push_back(farm::serialize(e));
   }
   impl_->wake.wake();
+}
+
+std::optional<std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>>> RemoteFarm::estimator_ratios(
+    const std::string& gpu_type, bool emulated, const std::string& storage) {
+  Impl& im = *impl_;
+  uint64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(im.mutex);
+    DC_USER_CHECK(!im.stopping, "the farm service's calibration asked after the tune's farm was shut down");
+    id = im.next_request++;
+    farm::Envelope e = farm::make_envelope();
+    farm::RatiosRequest* r = e.mutable_ratios_request();
+    r->set_client_protocol_version(farm::kClientProtocolVersion);
+    r->set_request_id(id);
+    r->set_gpu_type(gpu_type);
+    r->set_emulated(emulated);
+    r->set_storage(storage);
+    std::string frame = farm::serialize(e);
+    im.ratio_requests[id] = frame;
+    im.outbox.push_back(std::move(frame));
+  }
+  im.wake.wake();
+  const auto wait = im.options.connect_timeout + im.options.reconnect_timeout;
+  farm::RatiosReply reply;
+  {
+    std::unique_lock<std::mutex> lock(im.mutex);
+    im.replies_ready.wait_for(lock, wait, [&] { return im.ratio_replies.count(id) || !im.fatal.empty() || im.stopped; });
+    const auto it = im.ratio_replies.find(id);
+    if (it == im.ratio_replies.end()) {
+      im.ratio_requests.erase(id);
+      if (!im.fatal.empty()) throw_user_error(im.fatal);
+      throw_user_error("the farm service at ", im.options.endpoint, " did not answer the calibration request for ",
+                       gpu_type, " within ", std::chrono::duration<double>(wait).count(), " s");
+    }
+    reply = std::move(it->second);
+    im.ratio_replies.erase(it);
+  }
+  if (!reply.error().empty())
+    throw_user_error("the farm service at ", im.options.endpoint, " could not read its DB for the calibration of ",
+                     gpu_type, ": ", reply.error());
+  std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> ratios;
+  try {
+    ratios = ratios_from_proto(reply);
+  } catch (const farm::ProtocolError& ex) {
+    throw_user_error("the farm service at ", im.options.endpoint, " answered the calibration request for ", gpu_type,
+                     " with invalid ratios: ", ex.what());
+  }
+  for (const farm::UnitRatios& u : reply.units())
+    if (u.total() > u.ratios_size())
+      spdlog::info("tune: the farm service's DB holds {} ratios of {} ({}) on {}: {} evenly spaced ones were sent",
+                   u.total(), u.kind(), farm::MathUnitCode_Name(u.unit()), gpu_type, u.ratios_size());
+  return ratios;
 }
 
 std::vector<Measurement> RemoteFarm::collect(std::chrono::milliseconds timeout) {

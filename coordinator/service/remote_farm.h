@@ -10,6 +10,8 @@
 // restarted one starts a new tune. Either way every job without an outcome is submitted
 // again: the service answers what it recorded from its DB, joins what it still has, and
 // measures the rest. Not reached within reconnect_timeout: a UserError from collect().
+// estimator_ratios() asks the service's DB for what the calibrate stage fits (docs/farm.md,
+// "Calibration through the service").
 #pragma once
 
 #include <chrono>
@@ -60,6 +62,11 @@ class RemoteFarm final : public Farm {
   FarmStatus status() const override;
   void shutdown() override;
   void mark_implausible(const Measurement& m, const std::string& why) override;  // to the service's DB
+  // The service's DB's ratios (a RatiosRequest, waited for up to connect_timeout +
+  // reconnect_timeout; sent again after a reconnect). UserError when the service does not
+  // answer, is lost, could not read its DB, or answers with invalid ratios.
+  std::optional<std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>>> estimator_ratios(
+      const std::string& gpu_type, bool emulated, const std::string& storage) override;
   RemoteFarmCounts counts() const;
 
  private:

@@ -1,0 +1,76 @@
+#include "ratios_codec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "farm_codec.h"
+#include "tuning_db.h"
+
+namespace dc {
+
+namespace {
+
+bool usable(double r) { return std::isfinite(r) && r > 0; }
+
+farm::MathUnitCode unit_code(MathUnit u) {
+  switch (u) {
+    case MathUnit::tf32: return farm::UNIT_TF32;
+    case MathUnit::fp16_bf16: return farm::UNIT_FP16_BF16;
+    case MathUnit::fp32: break;
+  }
+  return farm::UNIT_FP32;
+}
+
+MathUnit unit_of_code(int code) {
+  switch (code) {
+    case farm::UNIT_FP32: return MathUnit::fp32;
+    case farm::UNIT_TF32: return MathUnit::tf32;
+    case farm::UNIT_FP16_BF16: return MathUnit::fp16_bf16;
+    default: throw farm::ProtocolError(str_cat("unknown math unit ", code));
+  }
+}
+
+}  // namespace
+
+std::vector<double> bounded_ratios(std::vector<double> ratios, size_t max_count) {
+  ratios.erase(std::remove_if(ratios.begin(), ratios.end(), [](double r) { return !usable(r); }), ratios.end());
+  std::sort(ratios.begin(), ratios.end());
+  const size_t n = ratios.size();
+  if (n <= max_count || max_count < 2) return ratios;
+  std::vector<double> out;
+  out.reserve(max_count);
+  for (size_t i = 0; i < max_count; ++i) out.push_back(ratios[i * (n - 1) / (max_count - 1)]);
+  return out;
+}
+
+void to_proto(const KindUnitRatios& ratios, farm::RatiosReply* reply) {
+  for (const auto& [key, values] : ratios) {
+    const std::vector<double> sent = bounded_ratios(values);
+    if (sent.empty()) continue;
+    farm::UnitRatios* u = reply->add_units();
+    u->set_kind(cluster_kind_name(key.first));
+    u->set_unit(unit_code(key.second));
+    u->set_total(std::count_if(values.begin(), values.end(), usable));
+    u->mutable_ratios()->Add(sent.begin(), sent.end());
+  }
+}
+
+KindUnitRatios ratios_from_proto(const farm::RatiosReply& reply) {
+  KindUnitRatios out;
+  for (const farm::UnitRatios& u : reply.units()) {
+    const std::optional<ClusterKind> kind = parse_cluster_kind(u.kind());
+    if (!kind) throw farm::ProtocolError(str_cat("unknown cluster kind '", u.kind().substr(0, 40), "'"));
+    const std::pair<ClusterKind, MathUnit> key{*kind, unit_of_code(u.unit())};
+    if (out.count(key))
+      throw farm::ProtocolError(str_cat("the ratios of ", u.kind(), " ", math_unit_name(key.second), " twice"));
+    if (static_cast<size_t>(u.ratios_size()) > kMaxRatiosPerUnit)
+      throw farm::ProtocolError(str_cat(u.ratios_size(), " ratios of one kind and unit (at most ", kMaxRatiosPerUnit, ")"));
+    if (!std::all_of(u.ratios().begin(), u.ratios().end(), usable))
+      throw farm::ProtocolError("a ratio that is not finite and positive");
+    out[key].assign(u.ratios().begin(), u.ratios().end());
+  }
+  return out;
+}
+
+}  // namespace dc

@@ -1,0 +1,37 @@
+// The estimator's ratios on the wire (farm.proto: RatiosRequest, RatiosReply; docs/farm.md,
+// "Calibration through the service"): a `tune --farm` fits its calibration from the
+// service's DB as a local tune fits it from its own. Bounded on the way out, checked on the
+// way in.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "farm.pb.h"
+#include "ir/precision.h"
+#include "ir/workload.h"
+
+namespace dc {
+
+// measured / estimated per (cluster kind, math unit), as TuningDb::estimator_ratios answers.
+using KindUnitRatios = std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>>;
+
+// Ratios of one (kind, unit) in a reply: the usable ones (finite and positive: all a fit
+// uses), at most this many. 2^12 + 1 is odd, so the middle of the evenly spaced order
+// statistics sent is the middle of them all. Every kind and unit at once stays below 1 MiB.
+inline constexpr size_t kMaxRatiosPerUnit = 4097;
+
+// The usable ratios sorted, or, where there are more than `max_count` (>= 2), `max_count`
+// evenly spaced order statistics of them: the smallest, the largest and the middle among them.
+std::vector<double> bounded_ratios(std::vector<double> ratios, size_t max_count = kMaxRatiosPerUnit);
+
+// The reply's units: bounded_ratios of each (kind, unit) that has any usable ratio, with
+// how many the DB holds.
+void to_proto(const KindUnitRatios& ratios, farm::RatiosReply* reply);
+// The ratios of a reply; farm::ProtocolError for an unknown kind or unit, a unit twice, a
+// ratio that is not finite and positive, or more than kMaxRatiosPerUnit of one unit.
+KindUnitRatios ratios_from_proto(const farm::RatiosReply& reply);
+
+}  // namespace dc

@@ -1,0 +1,262 @@
+// Calibration through the farm service (docs/farm.md, "Calibration through the service"): the
+// estimator's ratios on the wire (ratios_codec.h), the service's answer from its DB, the
+// refusal of an older client, and a `tune --farm` whose calibrate stage fits its factors from
+// the service's DB as a local tune fits them from its own.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <random>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include <zmq.hpp>
+
+#include "calibration_fit.h"
+#include "client_codec.h"
+#include "farm_codec.h"
+#include "farm_inprocess.h"
+#include "farm_service_testing.h"
+#include "farm_testing.h"
+#include "gpu/gpu_catalog.h"
+#include "ratios_codec.h"
+#include "tune.h"
+#include "tuning_db_testing.h"
+
+namespace dc {
+namespace {
+
+using namespace service_testing;
+using testing::test_gpu;
+using testing::test_measurement;
+using testing::test_variant;
+using testing::test_worker;
+using testing::test_workload;
+
+std::vector<double> sorted(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+KindUnitRatios sorted(KindUnitRatios r) {
+  for (auto& [key, v] : r) v = sorted(std::move(v));
+  return r;
+}
+
+TEST(FarmServiceRatios, BoundedRatiosAreTheUsableOnesSortedAndKeepTheMedianPastTheLimit) {
+  EXPECT_EQ(bounded_ratios({3, NAN, -1, 0, 1, INFINITY, 2}), (std::vector<double>{1, 2, 3}));
+  // 20,001 ratios, shuffled: 4,097 sent, the smallest, the largest and the median among them,
+  // so the fit the client makes of them is the fit of them all.
+  std::vector<double> many;
+  for (int i = 0; i < 20001; ++i) many.push_back(std::exp(0.001 * (i - 9000)));
+  std::shuffle(many.begin(), many.end(), std::mt19937(7));
+  const std::vector<double> sent = bounded_ratios(many);
+  ASSERT_EQ(sent.size(), kMaxRatiosPerUnit);
+  EXPECT_TRUE(std::is_sorted(sent.begin(), sent.end()));
+  EXPECT_EQ(sent.front(), *std::min_element(many.begin(), many.end()));
+  EXPECT_EQ(sent.back(), *std::max_element(many.begin(), many.end()));
+  EXPECT_DOUBLE_EQ(sent[sent.size() / 2], std::exp(0.001 * (10000 - 9000)));
+  const auto full = fit_calibration(KindUnitRatios{{{ClusterKind::conv, MathUnit::fp32}, many}});
+  const auto part = fit_calibration(KindUnitRatios{{{ClusterKind::conv, MathUnit::fp32}, sent}});
+  ASSERT_EQ(full.size(), 1u);
+  ASSERT_EQ(part.size(), 1u);
+  EXPECT_DOUBLE_EQ(part[0].factor, full[0].factor);
+  EXPECT_NEAR(full[0].factor, std::exp(1.0), 1e-9);
+}
+
+TEST(FarmServiceRatios, AReplyCarriesEveryKindAndUnitAndAnInvalidOneIsAProtocolError) {
+  const KindUnitRatios ratios = {{{ClusterKind::conv, MathUnit::fp32}, {1.5, 0.5, 1.0}},
+                                 {{ClusterKind::gemm, MathUnit::tf32}, {2.0}},
+                                 {{ClusterKind::gemm, MathUnit::fp16_bf16}, {0.25, NAN, 0.75}},
+                                 {{ClusterKind::attention, MathUnit::fp32}, {-1.0}}};  // nothing usable
+  farm::RatiosReply reply;
+  to_proto(ratios, &reply);
+  ASSERT_EQ(reply.units_size(), 3);
+  EXPECT_EQ(ratios_from_proto(reply), (KindUnitRatios{{{ClusterKind::conv, MathUnit::fp32}, {0.5, 1.0, 1.5}},
+                                                      {{ClusterKind::gemm, MathUnit::tf32}, {2.0}},
+                                                      {{ClusterKind::gemm, MathUnit::fp16_bf16}, {0.25, 0.75}}}));
+  for (const farm::UnitRatios& u : reply.units()) {
+    if (u.kind() == "gemm" && u.unit() == farm::UNIT_FP16_BF16) {
+      EXPECT_EQ(u.total(), 2);
+    }
+  }
+
+  const auto invalid = [&](const std::function<void(farm::RatiosReply&)>& spoil) {
+    farm::RatiosReply r = reply;
+    spoil(r);
+    EXPECT_THROW(ratios_from_proto(r), farm::ProtocolError);
+  };
+  invalid([](farm::RatiosReply& r) { r.mutable_units(0)->set_kind("convolution"); });
+  invalid([](farm::RatiosReply& r) { r.mutable_units(0)->set_unit(static_cast<farm::MathUnitCode>(7)); });
+  invalid([](farm::RatiosReply& r) { *r.add_units() = r.units(0); });
+  invalid([](farm::RatiosReply& r) { r.mutable_units(1)->add_ratios(NAN); });
+  invalid([](farm::RatiosReply& r) { r.mutable_units(1)->add_ratios(0); });
+  invalid([](farm::RatiosReply& r) {
+    for (size_t i = 0; i < kMaxRatiosPerUnit; ++i) r.mutable_units(1)->add_ratios(1.0);
+  });
+}
+
+// A service DB with results of h100 (real and emulated, two kinds) and of a100.
+std::unique_ptr<TuningDb> db_with_ratios() {
+  auto db = make_memory_db();
+  db->commit_gpu_type(test_gpu("h100", "hopper", 9, 0));
+  db->commit_gpu_type(test_gpu("a100", "ampere", 8, 0));
+  const WorkerInfo real = test_worker("node1", "h100", false), emulated = test_worker("laptop", "h100", true),
+                   a100 = test_worker("node2", "a100", false);
+  for (const WorkerInfo& w : {real, emulated, a100}) db->commit_worker(w);
+  db->commit_workload(test_workload("w1", ClusterKind::gemm));
+  db->commit_workload(test_workload("w2", ClusterKind::conv));
+  for (const char* w : {"w1", "w2"})
+    for (int64_t bm : {32, 64}) db->commit_variant(w, test_variant(bm), "hash");
+  int64_t finished = 1000;
+  const auto add = [&](const char* w, int64_t bm, const WorkerInfo& worker, double median, double estimate) {
+    Measurement m = test_measurement(w, test_variant(bm), worker, median, ++finished);
+    m.estimate_us = estimate;
+    EXPECT_TRUE(db->commit_measurement(m));
+  };
+  add("w1", 32, real, 2, 4);
+  add("w1", 64, real, 6, 4);
+  add("w2", 32, real, 8, 4);
+  add("w1", 64, emulated, 40, 4);
+  add("w2", 64, a100, 12, 4);
+  return db;
+}
+
+TEST(FarmServiceRatios, ATuneGetsTheRatiosOfTheServicesDbForItsGpuTypeSourceAndStorage) {
+  auto db = db_with_ratios();
+  Service service(*db);
+  RemoteFarm client_farm(client(service.endpoint(), "m", 1));
+  const auto real = client_farm.estimator_ratios("h100", /*emulated=*/false, "");
+  ASSERT_TRUE(real.has_value());
+  EXPECT_EQ(*real, sorted(db->estimator_ratios("h100", TimingSource::real)));
+  EXPECT_EQ(real->at({ClusterKind::gemm, MathUnit::fp32}), (std::vector<double>{0.5, 1.5}));
+  EXPECT_EQ(client_farm.estimator_ratios("h100", true, "")->at({ClusterKind::gemm, MathUnit::fp32}),
+            std::vector<double>{10.0});
+  EXPECT_EQ(client_farm.estimator_ratios("a100", false, "")->at({ClusterKind::conv, MathUnit::fp32}),
+            std::vector<double>{3.0});
+  // Storage: the test workloads are f32.
+  EXPECT_EQ(client_farm.estimator_ratios("h100", false, "f32"), real);
+  EXPECT_TRUE(client_farm.estimator_ratios("h100", false, "f16")->empty());
+  // A GPU type the service does not know has none (no refusal: the tune goes on).
+  EXPECT_TRUE(client_farm.estimator_ratios("no-such-gpu", false, "")->empty());
+}
+
+TEST(FarmServiceRatios, AClientOfAnotherVersionIsRefusedWithTheReason) {
+  auto db = db_with_ratios();
+  Service service(*db);
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::rcvtimeo, 5000);
+  s.connect(service.endpoint());
+  const auto answer = [&](const farm::Envelope& e) {
+    s.send(zmq::buffer(farm::serialize(e)), zmq::send_flags::none);
+    zmq::message_t m;
+    EXPECT_TRUE(s.recv(m));
+    std::string why;
+    return farm::parse_envelope(m.data(), m.size(), farm::kDefaultMaxMessageBytes, &why).value_or(farm::Envelope());
+  };
+  farm::Envelope request = farm::make_envelope();
+  request.mutable_ratios_request()->set_client_protocol_version(1);  // before the ratios
+  request.mutable_ratios_request()->set_request_id(9);
+  request.mutable_ratios_request()->set_gpu_type("h100");
+  farm::Envelope r = answer(request);
+  ASSERT_EQ(r.body_case(), farm::Envelope::kRefused);
+  EXPECT_NE(r.refused().reason().find("client protocol version 1 is not supported (this service speaks 2)"),
+            std::string::npos) << r.refused().reason();
+  farm::Envelope hello = farm::make_envelope();
+  hello.mutable_client_hello()->set_client_protocol_version(1);
+  hello.mutable_client_hello()->add_gpu_types("h100");
+  hello.mutable_client_hello()->set_priority(1);
+  r = answer(hello);
+  ASSERT_EQ(r.body_case(), farm::Envelope::kRefused);
+  EXPECT_NE(r.refused().reason().find("client protocol version 1"), std::string::npos);
+  // The current version is answered, with the request's id.
+  request.mutable_ratios_request()->set_client_protocol_version(farm::kClientProtocolVersion);
+  r = answer(request);
+  ASSERT_EQ(r.body_case(), farm::Envelope::kRatiosReply);
+  EXPECT_EQ(r.ratios_reply().request_id(), 9u);
+  EXPECT_EQ(r.ratios_reply().units_size(), 2);  // gemm and conv of real h100 results
+}
+
+std::string example(const std::string& name) { return testing::source_dir() + "/examples/" + name + "/model.onnx"; }
+
+TuneOptions tune_options() {
+  TuneOptions o;
+  static const GpuCatalog catalog = GpuCatalog::builtin();
+  o.gpus = {&catalog.require("h100")};
+  o.emulated = true;
+  o.check_winners = false;
+  o.cross_check = false;
+  o.measure_reference = false;
+  o.seed_k = 0;
+  o.plan.prune.top_k = 6;  // enough results per kind to fit a factor (8), a short tune
+  o.worker_wait = std::chrono::milliseconds(5000);
+  return o;
+}
+
+int moved_factors(const std::vector<FittedFactor>& fit) {
+  int n = 0;
+  for (const FittedFactor& f : fit) n += f.used && std::abs(f.factor - 1) > 0.01;
+  return n;
+}
+
+TEST(FarmServiceRatios, ATuneThroughTheServiceFitsItsCalibrationFromTheServicesDb) {
+  // An earlier tune of tiny_cnn recorded into what becomes the service's DB.
+  auto service_db = make_memory_db();
+  InProcessFarmOptions f;
+  f.gpu_types = {"h100"};
+  f.workers_per_type = 2;
+  f.cache_dir = testing::shared_compile_cache();
+  const TuneResult local = tune(example("tiny_cnn"), *make_inprocess_farm(f), *service_db, tune_options());
+  const std::vector<FittedFactor> want =
+      fit_calibration(service_db->estimator_ratios("h100", TimingSource::emulated, "f32"));
+  ASSERT_GT(moved_factors(want), 0) << "the earlier tune fits no factor: the test would prove nothing";
+
+  Service service(*service_db);
+  Workers workers(service.endpoint(), 1, 1ms);
+  for (const bool from_db : {true, false}) {
+    SCOPED_TRACE(from_db ? "calibration from the DB" : "--no-db-calibration");
+    TuneOptions o = tune_options();
+    o.calibration_from_db = from_db;
+    std::ostringstream console;
+    o.console = &console;
+    auto own_db = make_memory_db();  // as `tune --farm` has it: empty
+    RemoteFarm farm(client(service.endpoint(), "tiny_cnn", 1));
+    const TuneResult r = tune(example("tiny_cnn"), farm, *own_db, o);
+    farm.shutdown();
+    ASSERT_EQ(r.gpus.size(), 1u);
+    const GpuTuneResult& g = r.gpus[0];
+    if (!from_db) {
+      EXPECT_TRUE(g.calibration_fit.empty());
+      EXPECT_TRUE(r.calibration.factors.empty());
+      EXPECT_EQ(console.str().find("calibration h100 from"), std::string::npos) << console.str();
+      continue;
+    }
+    ASSERT_EQ(g.calibration_fit.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(g.calibration_fit[i].kind, want[i].kind);
+      EXPECT_EQ(g.calibration_fit[i].unit, want[i].unit);
+      EXPECT_EQ(g.calibration_fit[i].samples, want[i].samples);
+      EXPECT_DOUBLE_EQ(g.calibration_fit[i].factor, want[i].factor);
+    }
+    for (const FittedFactor& w : want) {
+      if (w.used && w.unit == MathUnit::fp32) {
+        EXPECT_DOUBLE_EQ(r.calibration.factors.at({"h100", w.kind}), w.factor);
+      }
+    }
+    // The stage's line, as a local tune prints it, says whose DB it was.
+    int results = 0;
+    for (const FittedFactor& w : want) results += w.samples;
+    EXPECT_NE(console.str().find(fmt::format("calibration h100 from {} emulated DB results of f32 workloads", results)),
+              std::string::npos) << console.str();
+    EXPECT_NE(console.str().find("the DB is the farm service's"), std::string::npos);
+    // The same estimates as the local tune that fitted the same factors would make.
+    EXPECT_EQ(r.plan.workload_set.workloads.size(), local.plan.workload_set.workloads.size());
+  }
+}
+
+}  // namespace
+}  // namespace dc
