@@ -78,7 +78,10 @@ TEST(TrainAmp, StepKeepsMasterWeightsAndOptimizerStateInF32) {
       if (n.op == "dc.SgdUpdate") {
         EXPECT_EQ(g.info(n.inputs[1]).dtype, DType::f32) << "gradient of " << n.inputs[0];
       }
-      if (n.op == "dc.ConvGradData" || n.op == "dc.ConvGradWeight") reduced += g.info(n.outputs[0]).dtype == mixed;
+      // The convolution gradients (grad_conv.cpp): ConvTranspose, the swapped Conv, and the
+      // depthwise convolution's dc.ConvGradWeight.
+      const bool conv_gradient = n.op == "ConvTranspose" || n.op == "Conv" || n.op == "dc.ConvGradWeight";
+      if (n.name.starts_with("grad/") && conv_gradient) reduced += g.info(n.outputs[0]).dtype == mixed;
     }
     EXPECT_GE(casts, 5) << "each conv and gemm weight is cast once";
     EXPECT_GE(reduced, 5) << "the backward convolutions store their results in the reduced type";
