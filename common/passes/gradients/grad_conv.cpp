@@ -10,7 +10,9 @@
 //    Conv's dilation as the stride and its stride as the dilation; the result [C, M, k...]
 //    transposed to [M, C, k...]. An implicit GEMM M x N x K = C*taps x M x N*out_pixels whose
 //    long K the template splits (split-K). At batch 1 (and for one channel) the swaps are
-//    reshapes, which plans treat as views. Grouped convolutions keep dc.ConvGradWeight.
+//    reshapes, which plans treat as views; otherwise Transposes, which the candidate
+//    generator fuses into the Conv's operand loads. Grouped convolutions keep
+//    dc.ConvGradWeight (the swapped Conv would compute every pair of groups).
 //  - bias gradient: ReduceSum of dY over the batch and spatial axes.
 #include "ir/error.h"
 #include "passes/gradients/gradient_rules.h"
