@@ -234,6 +234,22 @@ int64_t max_output_numel(const Graph& g) {
   return best;
 }
 
+// Steps of the per-output loop of a naive convolution gradient's kernel
+// (template_reference_training.cpp), each reading both inputs: filters of a group x taps
+// for dc.ConvGradData (taps off the stride included), images x output positions for
+// dc.ConvGradWeight; 1 for any other node.
+int64_t naive_conv_gradient_loop(const Graph& g, const Node& n) {
+  if (n.op == "dc.ConvGradData") {
+    const Shape& w = shape_of(g, n.input(1));
+    return w.size() < 3 ? 1 : shape_numel(w) / std::max<int64_t>(1, w[1] * n.attrs.get_int("group", 1));
+  }
+  if (n.op == "dc.ConvGradWeight") {
+    const Shape& dy = shape_of(g, n.input(1));
+    return dy.size() < 3 ? 1 : shape_numel(dy) / std::max<int64_t>(1, dy[1]);
+  }
+  return 1;
+}
+
 void analyze_output_parallel(const Graph& g, WorkloadShape& s) {
   s.elements = std::max<int64_t>(max_output_numel(g), 1);
   s.inputs = std::max(1, static_cast<int>(g.inputs.size()));
@@ -246,6 +262,7 @@ void analyze_output_parallel(const Graph& g, WorkloadShape& s) {
   bool vectorisable = true;
   for (const auto& n : g.nodes) {
     if (remaps_index(n.op)) vectorisable = false;
+    s.window = std::max(s.window, naive_conv_gradient_loop(g, n));
     if (is_window_pool(n.op)) {
       int64_t w = 1;
       for (int64_t k : n.attrs.get_ints("kernel_shape", {})) w *= k;

@@ -27,10 +27,14 @@ constexpr int kMaxM8n8k4Regs = 215;
 // the SMs, e.g. a classifier's GEMV or the last convolutions of a CNN): K >= 4 sqrt(M N batch).
 // Each split still covers at least two K tiles of the largest block_k (64 elements), and
 // split_useful() drops splits of tilings that already fill the GPU.
-std::vector<int64_t> split_choices(const WorkloadShape& s) {
+std::vector<int64_t> split_choices(const WorkloadShape& s, const GpuSpec& gpu) {
   std::vector<int64_t> out = {1};
   // A GLU epilogue needs both columns' complete sums in one thread: no split-K.
   if (s.glu) return out;
+  // OpenCL: the split-K partial sums' float atomicAdd (opencl_dialect.cpp, a compare-and-swap
+  // on generic pointers) builds on no OpenCL device here (PoCL's kernel library has no
+  // __atomic_compare_exchange_4); the weight gradients' long K made the plans choose it.
+  if (gpu.is_opencl()) return out;
   const double out_elems =
       static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.batch);
   if (static_cast<double>(s.k) < 4.0 * std::sqrt(out_elems)) return out;
@@ -60,7 +64,7 @@ GemmFp32Choices gemm_fp32_choices(const WorkloadShape& s, const GpuSpec& gpu) {
   c.block_n = tiles_up_to({16, 32, 64, 128, 256}, s.n, 16);
   c.block_k = tiles_up_to({8, 16, 32}, s.k, 8);
   c.stages = gpu.cc_major >= 8 ? std::vector<int64_t>{1, 2, 3} : std::vector<int64_t>{1, 2};
-  c.split_k = split_choices(s);
+  c.split_k = split_choices(s, gpu);
   return c;
 }
 
@@ -179,7 +183,7 @@ GemmMmaChoices gemm_mma_choices(const WorkloadShape& s, const GpuSpec& gpu, cons
   c.block_n = tiles_up_to({32, 64, 128, 256}, s.n, 32);
   c.block_k = precision == "tf32" ? std::vector<int64_t>{16, 32} : std::vector<int64_t>{16, 32, 64};
   c.stages = c.volta ? std::vector<int64_t>{2} : std::vector<int64_t>{2, 3, 4};
-  c.split_k = split_choices(s);
+  c.split_k = split_choices(s, gpu);
   return c;
 }
 

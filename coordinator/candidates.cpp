@@ -145,13 +145,25 @@ bool is_epilogue(const Context& c, size_t j, const std::string& t) {
   return false;
 }
 
+// A Transpose that swaps dims 0 and 1 only: the convolution weight gradient's X and dY with
+// batch and channels swapped (passes/gradients/grad_conv.cpp).
+bool swaps_leading_dims(const Node& n) {
+  const std::vector<int64_t> perm = n.attrs.get_ints("perm", {});
+  if (perm.size() < 3 || perm[0] != 1 || perm[1] != 0) return false;
+  for (size_t d = 2; d < perm.size(); ++d)
+    if (perm[d] != static_cast<int64_t>(d)) return false;
+  return true;
+}
+
 // Node p may be computed inside heavy op h's operand load: a Transpose (MatMul/Gemm
-// operands only), a scale by a constant, a Cast. Its output must be read by h alone.
+// operands; a Conv's when it swaps dims 0 and 1, read through the gather), a scale by a
+// constant, a Cast. Its output must be read by h alone.
 bool is_prologue(const Context& c, size_t p, size_t h) {
   if (c.sole_next(p) != h) return false;
   const Node& n = c.node(p);
   if (!op_traits(n.op).prologue) return false;
-  if (n.op == "Transpose") return c.node(h).op != "Conv" && c.node(h).op != "ConvTranspose";
+  if (n.op == "Transpose")
+    return c.node(h).op == "Conv" ? swaps_leading_dims(n) : c.node(h).op != "ConvTranspose";
   if (n.op == "Cast") return true;
   // Padding and resampling in front of a convolution: read through in its gather.
   if (n.op == "Pad" || n.op == "Resize" || n.op == "Upsample")
@@ -227,9 +239,12 @@ class Generator {
     const std::vector<size_t> chain = epilogue_chain(h);
     std::vector<size_t> prologues;
     const Node& n = c_.node(h);
-    const size_t operands = n.op == "Conv" || n.op == "ConvTranspose" ? 1 : 2;  // weights: constant
-    for (size_t s = 0; s < operands && s < n.inputs.size(); ++s) {
+    // A convolution's weights are constant, but for the weight gradient's swapped Conv, whose
+    // filters are dY with batch and channels swapped by a Transpose.
+    const bool conv = n.op == "Conv" || n.op == "ConvTranspose";
+    for (size_t s = 0; s < 2 && s < n.inputs.size(); ++s) {
       const auto p = c_.producer_of(n.inputs[s]);
+      if (conv && s == 1 && !(p && n.op == "Conv" && c_.node(*p).op == "Transpose")) continue;
       if (p && !c_.is_constant(n.inputs[s]) && is_prologue(c_, *p, h) &&
           std::find(prologues.begin(), prologues.end(), *p) == prologues.end())
         prologues.push_back(*p);

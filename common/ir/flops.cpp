@@ -21,6 +21,14 @@ const Shape* shape_of(const Graph& g, const std::string& t) {
 }  // namespace
 
 int64_t node_flops(const Graph& g, const Node& n) {
+  // The naive convolution gradients (grouped convolutions' dc.ConvGradWeight; the reference
+  // op dc.ConvGradData): the forward convolution's multiply-adds, 2 x dY x (W / filters).
+  if ((n.op == "dc.ConvGradData" || n.op == "dc.ConvGradWeight") && n.inputs.size() == 2 && !n.outputs.empty()) {
+    const Shape* dy = shape_of(g, n.input(n.op == "dc.ConvGradData" ? 0 : 1));
+    const Shape* w = shape_of(g, n.op == "dc.ConvGradData" ? n.input(1) : n.outputs[0]);
+    if (!dy || !w || w->size() < 3 || (*w)[0] == 0) return 0;
+    return 2 * shape_numel(*dy) * (shape_numel(*w) / (*w)[0]);
+  }
   const OpTraits& t = op_traits(n.op);
   if (t.flops == FlopsBasis::none || n.outputs.empty()) return 0;
   const int64_t out = numel_of(g, n.outputs[0]);

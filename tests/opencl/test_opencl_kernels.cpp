@@ -23,6 +23,7 @@
 #include "param_space.h"
 #include "prelude.h"
 #include "passes/simplify.h"
+#include "passes/training/add_gradients.h"
 #include "op_case_harness.h"
 #include "pocl_testing.h"
 #include "random_inputs.h"
@@ -66,16 +67,45 @@ const Case kCases[] = {
     // int64 indices: OpenCL's `long long` is 128 bits, so an index buffer read through it
     // was read 16 bytes apart (the child crashed on BERT's embedding).
     {"edge_gather_int64_relu", "", ClusterKind::elementwise, ""},
+    // Convolution gradients as the training pass lowers them (docs/training.md): the data
+    // gradient's ConvTranspose and the weight gradient's swapped Conv of a stride-2 3x3 conv
+    // whose forward drops an input row.
+    {"edge_conv_grad_data", "", ClusterKind::conv, ""},
+    {"edge_conv_grad_weight", "", ClusterKind::conv, ""},
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 Tensor filled(const Shape& s, uint32_t seed) { return testing::random_tensor(s, seed); }
 
+// The gradient of x (output 0) or w (output 1) of a 3x3 Conv, stride 2, pads 1, of 2 images,
+// 5 -> 7 channels on 8x7 (the 8th row is past the last window), from graph inputs x, w, dy.
+Graph conv_gradient_graph(int output) {
+  Graph g;
+  g.opset = 17;
+  g.tensors["x"] = TensorInfo{DType::f32, {2, 5, 8, 7}};
+  g.tensors["w"] = TensorInfo{DType::f32, {7, 5, 3, 3}};
+  g.tensors["y"] = TensorInfo{DType::f32, {2, 7, 4, 4}};
+  g.tensors["dy"] = g.tensors["y"];
+  g.inputs = {"x", "w", "dy"};
+  Node conv = testing::make_node("Conv", {"x", "w"}, {"y"});
+  conv.attrs.set("strides", std::vector<int64_t>{2, 2});
+  conv.attrs.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  g.nodes = {conv};
+  const std::string wrt = output == 0 ? "x" : "w";
+  const auto grads = add_vector_jacobian_product(g, {{"y", "dy"}}, {wrt});
+  g.nodes.erase(g.nodes.begin());
+  g.tensors.erase("y");
+  g.outputs = {grads.at(wrt)};
+  return g;
+}
+
 // Graphs with edge shapes: batch 3 of 37x53 by 53x29 (no tile multiple) with a bias that
 // broadcasts over rows and a ReLU; a 3x3 conv of 2 images, 13 -> 19
 // channels on 11x9 with a per-channel bias; a residual Add before LayerNorm over 75.
 Graph edge_graph(const std::string& name) {
+  if (name == "edge_conv_grad_data") return conv_gradient_graph(0);
+  if (name == "edge_conv_grad_weight") return conv_gradient_graph(1);
   Graph g;
   auto tensor = [&](const std::string& n, Shape s) { g.tensors[n] = TensorInfo{DType::f32, std::move(s)}; };
   if (name == "edge_batched_matmul_bias_relu") {
@@ -173,6 +203,9 @@ TEST_P(OnPocl, ReferenceAndVariantsMatchTheCpu) {
   const Workload w = find_workload(c);
   ASSERT_FALSE(w.graph.nodes.empty());
   SCOPED_TRACE(w.canonical);
+  if (std::string(c.name) == "edge_conv_grad_weight") {  // X's and dY's Transposes read through the gather
+    EXPECT_EQ(std::count_if(w.graph.nodes.begin(), w.graph.nodes.end(), [](const Node& n) { return n.op == "Transpose"; }), 2);
+  }
   const std::vector<Tensor> in = random_workload_inputs(w, 2024);
   ref::TensorMap in_map;
   for (size_t i = 0; i < in.size(); ++i) in_map[w.graph.inputs[i]] = in[i];

@@ -22,6 +22,28 @@ TEST(GradientRulesF32, ConvStridedPaddedGroupedWithBias) {
   check_gradients(g, "y", {"x", "w", "b"});
 }
 
+TEST(GradientRulesF32, ConvUngroupedStridedDilatedDroppedRows) {
+  // Group 1 (the weight gradient is the swapped Conv): 8 rows, stride 2, pads 1 drop the
+  // last row; dilation 2 along the width with asymmetric pads.
+  Graph g;
+  add_initializer(g, "x", f32({2, 3, 8, 9}, 13));
+  add_initializer(g, "w", f32({4, 3, 3, 2}, 14));
+  add_initializer(g, "b", f32({4}, 15));
+  add_node(g, "Conv", {"x", "w", "b"}, {"y"},
+           attrs({{"strides", std::vector<int64_t>{2, 1}}, {"pads", std::vector<int64_t>{1, 2, 1, 0}},
+                  {"dilations", std::vector<int64_t>{1, 2}}}));
+  check_gradients(g, "y", {"x", "w", "b"});
+}
+
+TEST(GradientRulesF32, PointwiseConvStride2) {
+  // 1x1 stride 2 over an even extent: the swapped Conv's extra output row is sliced off.
+  Graph g;
+  add_initializer(g, "x", f32({2, 4, 6, 6}, 16));
+  add_initializer(g, "w", f32({5, 4, 1, 1}, 17));
+  add_node(g, "Conv", {"x", "w"}, {"y"}, attrs({{"strides", std::vector<int64_t>{2, 2}}}));
+  check_gradients(g, "y", {"x", "w"});
+}
+
 TEST(GradientRulesF32, DepthwiseConvSamePadding) {
   Graph g;
   add_initializer(g, "x", f32({1, 3, 5, 5}, 4));

@@ -1,5 +1,4 @@
-// Gradients of the heavy ops: Conv (data gradient and weight gradient as dc-internal ops,
-// bias gradient as a ReduceSum), Gemm (Gemms with the transposes swapped) and MatMul
+// Gradients of the GEMM ops (Conv's: grad_conv.cpp): Gemm (Gemms with the transposes swapped) and MatMul
 // (batched and broadcast: MatMuls against transposed operands, summed over broadcast
 // batch dims).
 #include "ir/error.h"
@@ -12,28 +11,6 @@ namespace {
 using Grads = std::vector<std::string>;
 
 const std::string& in(const GradCall& c, size_t i) { return c.node.inputs.at(i); }
-
-Grads conv_rule(GradBuilder& b, const GradCall& c) {
-  Grads g(c.node.inputs.size());
-  const Shape& x = b.shape(in(c, 0));
-  const Shape& w = b.shape(in(c, 1));
-  if (c.want(0)) {
-    Attributes a = c.node.attrs;
-    a.set("input_shape", std::vector<int64_t>(x.begin(), x.end()));
-    g[0] = b.node1("dc.ConvGradData", {c.dy[0], in(c, 1)}, b.info(in(c, 0)), a);
-  }
-  if (c.want(1)) {
-    Attributes a = c.node.attrs;
-    a.set("weight_shape", std::vector<int64_t>(w.begin(), w.end()));
-    g[1] = b.node1("dc.ConvGradWeight", {in(c, 0), c.dy[0]}, b.info(in(c, 1)), a);
-  }
-  if (c.want(2)) {
-    std::vector<int64_t> axes{0};
-    for (size_t d = 2; d < x.size(); ++d) axes.push_back(static_cast<int64_t>(d));
-    g[2] = b.reduce_sum(c.dy[0], axes, false);
-  }
-  return g;
-}
 
 Attributes gemm_attrs(double alpha, bool trans_a, bool trans_b) {
   Attributes a;
@@ -96,7 +73,6 @@ Grads matmul_rule(GradBuilder& b, const GradCall& c) {
 }
 
 const GradRuleDef kRules[] = {
-    {"Conv", conv_rule},
     {"Gemm", gemm_rule},
     {"MatMul", matmul_rule},
 };

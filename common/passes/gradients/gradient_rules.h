@@ -38,7 +38,8 @@ std::span<const GradRuleDef> all_gradient_rules();
 // Per-family tables, one file each.
 std::span<const GradRuleDef> elementwise_gradients();  // grad_elementwise.cpp: arithmetic, math
 std::span<const GradRuleDef> activation_gradients();   // grad_activation.cpp: Relu, Sigmoid, Gelu, ...
-std::span<const GradRuleDef> linalg_gradients();       // grad_linalg.cpp: Conv, Gemm, MatMul
+std::span<const GradRuleDef> conv_gradients();         // grad_conv.cpp: Conv
+std::span<const GradRuleDef> linalg_gradients();       // grad_linalg.cpp: Gemm, MatMul
 std::span<const GradRuleDef> norm_gradients();         // grad_norm.cpp: BN, LayerNorm, Softmax, Reduce*
 std::span<const GradRuleDef> pool_gradients();         // grad_pool.cpp: MaxPool, AveragePool, GlobalAveragePool
 std::span<const GradRuleDef> shape_gradients();        // grad_shape.cpp: Reshape, Transpose, Concat, Slice, ...

@@ -1,0 +1,145 @@
+// Gradients of Conv as ops the tuned implicit-GEMM template serves (docs/training.md,
+// "Convolution gradients"):
+//  - data gradient: ConvTranspose(dY, W) with Conv's window. ConvTranspose's weight layout
+//    [C_in, C_out / group, k...] is Conv's W [M, C / group, k...] as stored (C_in = M), so W
+//    is read in place (no transpose, no flip); output_padding gives back the input rows past
+//    the last window that a strided forward never read (their gradient is 0);
+//  - weight gradient (group 1): a Conv with the roles of batch and channels swapped,
+//    dW[m, c, k] = sum over n, o of dY[n, m, o] X[n, c, o * stride + k * dilation - pad]:
+//    X as C images of N channels, dY as M filters of N channels and the output's extents,
+//    Conv's dilation as the stride and its stride as the dilation; the result [C, M, k...]
+//    transposed to [M, C, k...]. An implicit GEMM M x N x K = C*taps x M x N*out_pixels whose
+//    long K the template splits (split-K). At batch 1 (and for one channel) the swaps are
+//    reshapes, which plans treat as views; otherwise Transposes, which the candidate
+//    generator fuses into the Conv's operand loads. Grouped convolutions keep
+//    dc.ConvGradWeight (the swapped Conv would compute every pair of groups).
+//  - bias gradient: ReduceSum of dY over the batch and spatial axes.
+#include "ir/error.h"
+#include "passes/gradients/gradient_rules.h"
+#include "ref/im2col.h"
+
+namespace dc::grad {
+
+namespace {
+
+using Grads = std::vector<std::string>;
+
+const std::string& in(const GradCall& c, size_t i) { return c.node.inputs.at(i); }
+
+// Slot of spatial dim i (of r) in a Window's right-aligned arrays.
+size_t slot(size_t i, size_t r) { return ref::Window::kMaxRank - r + i; }
+
+ref::Window conv_window(const Node& n, const Shape& x, const Shape& w) {
+  return ref::make_window(n, {"Conv", false}, Shape(x.begin() + 2, x.end()), Shape(w.begin() + 2, w.end()));
+}
+
+// Rows past the last window: input extent minus the extent that the windows reach.
+int64_t dropped_rows(const ref::Window& win, size_t d) {
+  const int64_t reach = win.stride[d] * (win.out[d] - 1) + (win.kernel[d] - 1) * win.dilation[d] + 1 -
+                        win.pad_begin[d] - win.pad_end[d];
+  return win.in[d] - reach;  // in [0, stride): the forward's floor division dropped them
+}
+
+// x with dims 0 and 1 swapped: a reshape when either is 1, else a Transpose.
+std::string swap_leading(GradBuilder& b, const std::string& x) {
+  Shape to = b.shape(x);
+  std::swap(to[0], to[1]);
+  if (b.shape(x)[0] == 1 || b.shape(x)[1] == 1) return b.reshape(x, to);
+  std::vector<int64_t> perm;
+  for (size_t d = 0; d < to.size(); ++d) perm.push_back(static_cast<int64_t>(d));
+  std::swap(perm[0], perm[1]);
+  return b.transpose(x, perm);
+}
+
+std::string data_gradient(GradBuilder& b, const GradCall& c) {
+  const Shape x = b.shape(in(c, 0)), w = b.shape(in(c, 1));  // copies: nodes are added below
+  const ref::Window win = conv_window(c.node, x, w);
+  const size_t r = x.size() - 2;
+  std::vector<int64_t> kernel(w.begin() + 2, w.end()), strides, dilations, pads(2 * r), out_pad;
+  for (size_t i = 0; i < r; ++i) {
+    const size_t d = slot(i, r);
+    strides.push_back(win.stride[d]);
+    dilations.push_back(win.dilation[d]);
+    pads[i] = win.pad_begin[d];
+    pads[i + r] = win.pad_end[d];
+    out_pad.push_back(dropped_rows(win, d));
+  }
+  Attributes a;
+  a.set("kernel_shape", kernel);
+  a.set("strides", strides);
+  a.set("dilations", dilations);
+  a.set("pads", pads);
+  a.set("output_padding", out_pad);
+  a.set("group", c.node.attrs.get_int("group", 1));
+  return b.node1("ConvTranspose", {c.dy[0], in(c, 1)}, b.info(in(c, 0)), a);
+}
+
+std::string weight_gradient(GradBuilder& b, const GradCall& c) {
+  const Shape x = b.shape(in(c, 0)), w = b.shape(in(c, 1));  // copies: nodes are added below
+  const Shape dy = b.shape(c.dy[0]);
+  if (c.node.attrs.get_int("group", 1) != 1) {  // the swapped Conv would compute every group pair
+    Attributes a = c.node.attrs;
+    a.set("weight_shape", std::vector<int64_t>(w.begin(), w.end()));
+    return b.node1("dc.ConvGradWeight", {in(c, 0), c.dy[0]}, b.info(in(c, 1)), a);
+  }
+  const ref::Window win = conv_window(c.node, x, w);
+  const size_t r = x.size() - 2;
+  // The swapped Conv's pads: Conv's at the beginning; at the end Conv's less the dropped
+  // rows, which makes its output extent exactly the kernel's. Where that is negative, no
+  // end pad, and the few extra output rows are sliced off.
+  std::vector<int64_t> strides, dilations, pads(2 * r), filter(dy.begin() + 2, dy.end());
+  std::vector<int64_t> starts, ends, axes;
+  Shape swapped_out{x[1], w[0]};
+  bool slice = false;
+  for (size_t i = 0; i < r; ++i) {
+    const size_t d = slot(i, r);
+    strides.push_back(win.dilation[d]);
+    dilations.push_back(win.stride[d]);
+    pads[i] = win.pad_begin[d];
+    pads[i + r] = std::max<int64_t>(0, win.pad_end[d] - dropped_rows(win, d));
+    const int64_t extent = (win.in[d] + pads[i] + pads[i + r] - ((win.out[d] - 1) * win.stride[d] + 1)) /
+                               win.dilation[d] + 1;
+    DC_INTERNAL_CHECK(extent >= w[2 + i], "weight gradient's Conv extent ", extent, " < kernel ", w[2 + i]);
+    slice = slice || extent != w[2 + i];
+    swapped_out.push_back(extent);
+    starts.push_back(0);
+    ends.push_back(w[2 + i]);
+    axes.push_back(static_cast<int64_t>(2 + i));
+  }
+  Attributes a;
+  a.set("kernel_shape", filter);
+  a.set("strides", strides);
+  a.set("dilations", dilations);
+  a.set("pads", pads);
+  const DType dt = b.info(in(c, 1)).dtype;
+  std::string g = b.node1("Conv", {swap_leading(b, in(c, 0)), swap_leading(b, c.dy[0])}, TensorInfo{dt, swapped_out}, a);
+  if (slice) {
+    Shape cut = swapped_out;
+    for (size_t i = 0; i < r; ++i) cut[2 + i] = w[2 + i];
+    g = b.node1("Slice", {g, b.ints(starts), b.ints(ends), b.ints(axes)}, TensorInfo{dt, cut});
+  }
+  return swap_leading(b, g);
+}
+
+Grads conv_rule(GradBuilder& b, const GradCall& c) {
+  Grads g(c.node.inputs.size());
+  if (c.want(0)) g[0] = data_gradient(b, c);
+  if (c.want(1)) g[1] = weight_gradient(b, c);
+  if (c.want(2)) {
+    const Shape x = b.shape(in(c, 0));
+    std::vector<int64_t> axes{0};
+    for (size_t d = 2; d < x.size(); ++d) axes.push_back(static_cast<int64_t>(d));
+    g[2] = b.reduce_sum(c.dy[0], axes, false);
+  }
+  return g;
+}
+
+const GradRuleDef kRules[] = {
+    {"Conv", conv_rule},
+};
+
+}  // namespace
+
+std::span<const GradRuleDef> conv_gradients() { return kRules; }
+
+}  // namespace dc::grad

@@ -1,0 +1,290 @@
+// Convolution gradients on the tuned implicit-GEMM template (common/passes/gradients/
+// grad_conv.cpp, docs/training.md "Convolution gradients"): the data gradient as
+// ConvTranspose(dY, W), the weight gradient as a Conv with batch and channels swapped.
+//  - ConvGradients.*: the lowered gradients equal the dc.ConvGradData / dc.ConvGradWeight
+//    reference ops (an independent SGEMM + col2im / im2col + SGEMM) on fresh random inputs,
+//    for strided convolutions that drop input rows, asymmetric pads, dilations, 1x1 stride 2,
+//    odd sizes, a long K, batch 1, 1-D, grouped and depthwise convolutions.
+//  - CodegenConvGradients.*: every Conv / ConvTranspose workload of those gradients, on every
+//    precision path the template offers (fp32, tf32, fp16, bf16; split-K where offered), on the
+//    host emulator against the CPU reference: fresh random inputs, NaN-poisoned outputs, the
+//    error model's bound (variant_tolerance, docs/precision.md); NVRTC compiles one variant a
+//    path for sm_80.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "candidates.h"
+#include "emulator.h"
+#include "estimator_testing.h"
+#include "generate.h"
+#include "ir/tolerance.h"
+#include "ir/workload.h"
+#include "nvrtc.h"
+#include "param_space.h"
+#include "passes/training/add_gradients.h"
+#include "random_inputs.h"
+#include "ref/compare.h"
+#include "ref/executor.h"
+#include "ref/im2col.h"
+#include "testing.h"
+#include "variant_tolerance.h"
+
+namespace dc {
+namespace {
+
+struct ConvCase {
+  const char* name;
+  Shape x, w;
+  Attributes attrs;
+};
+
+Attributes conv_attrs(std::vector<int64_t> strides, std::vector<int64_t> pads, std::vector<int64_t> dilations,
+                      int64_t group = 1) {
+  Attributes a;
+  a.set("strides", strides);
+  a.set("pads", pads);
+  a.set("dilations", dilations);
+  a.set("group", group);
+  return a;
+}
+
+std::vector<ConvCase> cases() {
+  Attributes same = conv_attrs({2, 2}, {0, 0, 0, 0}, {1, 1}, 4);
+  same.erase("pads");
+  same.set("auto_pad", std::string("SAME_UPPER"));
+  return {
+      // 8 rows, stride 2, pads 1: 4 windows reach 7 rows, the 8th is dropped.
+      {"strided_dropped_row", {2, 4, 8, 7}, {6, 4, 3, 3}, conv_attrs({2, 2}, {1, 1, 1, 1}, {1, 1})},
+      {"asymmetric_pads_dilated", {2, 3, 9, 8}, {5, 3, 3, 2}, conv_attrs({1, 1}, {2, 0, 1, 1}, {2, 3})},
+      // The swapped Conv's end pad would be -1: its extra output row is sliced off.
+      {"pointwise_stride_2", {2, 8, 8, 8}, {16, 8, 1, 1}, conv_attrs({2, 2}, {0, 0, 0, 0}, {1, 1})},
+      {"odd_sizes", {3, 5, 11, 13}, {7, 5, 3, 3}, conv_attrs({1, 1}, {1, 1, 1, 1}, {1, 1})},
+      // The weight gradient's K = 4 x 16 x 16 = 1024 against 72 x 8 outputs: split-K offered.
+      {"long_k", {4, 8, 16, 16}, {8, 8, 3, 3}, conv_attrs({1, 1}, {1, 1, 1, 1}, {1, 1})},
+      // Batch 1: the swaps of batch and channels are reshapes.
+      {"batch_1_strided", {1, 6, 10, 10}, {10, 6, 3, 3}, conv_attrs({2, 2}, {1, 1, 1, 1}, {1, 1})},
+      {"conv_1d", {2, 4, 15}, {6, 4, 5}, conv_attrs({3}, {2, 2}, {1})},
+      // Grouped and depthwise: ConvTranspose with groups; the weight gradient stays
+      // dc.ConvGradWeight.
+      {"grouped", {2, 4, 7, 6}, {6, 2, 3, 3}, conv_attrs({2, 1}, {1, 0, 1, 2}, {1, 2}, 2)},
+      {"depthwise_same", {2, 4, 6, 6}, {4, 1, 3, 3}, same},
+  };
+}
+
+// Graph inputs x, w, dy; outputs dx and dw, Conv's gradients as the rule lowers them (the
+// forward Conv, which they do not read, removed).
+Graph gradient_graph(const ConvCase& c) {
+  Graph g;
+  g.opset = 17;
+  g.inputs = {"x", "w"};
+  g.tensors["x"] = {DType::f32, c.x};
+  g.tensors["w"] = {DType::f32, c.w};
+  Node conv;
+  conv.name = "conv";
+  conv.op = "Conv";
+  conv.inputs = {"x", "w"};
+  conv.outputs = {"y"};
+  conv.attrs = c.attrs;
+  g.nodes.push_back(conv);
+  const ref::Window win = ref::make_window(conv, {"Conv", false}, Shape(c.x.begin() + 2, c.x.end()),
+                                           Shape(c.w.begin() + 2, c.w.end()));
+  Shape y{c.x[0], c.w[0]};
+  for (int64_t e : win.out_dims()) y.push_back(e);
+  g.tensors["y"] = {DType::f32, y};
+  g.tensors["dy"] = g.tensors["y"];
+  g.inputs.push_back("dy");
+  const auto grads = add_vector_jacobian_product(g, {{"y", "dy"}}, {"x", "w"});
+  g.nodes.erase(g.nodes.begin());
+  g.tensors.erase("y");
+  g.outputs = {grads.at("x"), grads.at("w")};
+  return g;
+}
+
+Tensor random_f32(const Shape& s, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  Tensor t(DType::f32, s);
+  for (int64_t i = 0; i < t.numel(); ++i) t.mutable_data<float>()[i] = dist(rng);
+  return t;
+}
+
+uint32_t fresh_seed() {
+  static uint32_t seed = static_cast<uint32_t>(std::random_device{}());
+  return seed++;
+}
+
+TEST(ConvGradients, LoweringEqualsTheReferenceGradientOps) {
+  for (const ConvCase& c : cases()) {
+    const uint32_t seed = fresh_seed();
+    SCOPED_TRACE(fmt::format("{} (seed {})", c.name, seed));
+    Graph g = gradient_graph(c);
+    // The reference ops beside the lowering, on the same inputs.
+    Node data, weight;
+    data.name = "ref_data";
+    data.op = "dc.ConvGradData";
+    data.inputs = {"dy", "w"};
+    data.outputs = {"ref_dx"};
+    data.attrs = c.attrs;
+    data.attrs.set("input_shape", std::vector<int64_t>(c.x.begin(), c.x.end()));
+    weight.name = "ref_weight";
+    weight.op = "dc.ConvGradWeight";
+    weight.inputs = {"x", "dy"};
+    weight.outputs = {"ref_dw"};
+    weight.attrs = c.attrs;
+    weight.attrs.set("weight_shape", std::vector<int64_t>(c.w.begin(), c.w.end()));
+    g.nodes.push_back(data);
+    g.nodes.push_back(weight);
+    g.tensors["ref_dx"] = {DType::f32, c.x};
+    g.tensors["ref_dw"] = {DType::f32, c.w};
+    g.outputs.push_back("ref_dx");
+    g.outputs.push_back("ref_dw");
+    std::mt19937 rng(seed);
+    ref::TensorMap in;
+    for (const auto& name : g.inputs) in[name] = random_f32(g.info(name).shape, rng);
+    const auto out = ref::run_graph(g, in);
+    // Both sides sum the same products in f32 with different orders (K up to 2 x 16 x 16).
+    const Shape& dy = g.info("dy").shape;
+    const int64_t k = std::max(shape_numel(c.w) / c.w[1], shape_numel(dy) / dy[1]);
+    const Tolerance tol = kernel_tolerance("fp32", DType::f32, k);
+    for (const auto& [lowered, reference] : {std::pair{g.outputs[0], std::string("ref_dx")},
+                                             std::pair{g.outputs[1], std::string("ref_dw")}}) {
+      ASSERT_EQ(out.at(lowered).shape(), out.at(reference).shape()) << lowered;
+      const ref::Comparison cmp = ref::compare_tensors(out.at(lowered), out.at(reference), tol.rtol, tol.atol);
+      EXPECT_TRUE(cmp.pass) << lowered << ": rel L2 " << cmp.rel_l2_error << ", max abs " << cmp.max_abs_error
+                            << " " << cmp.problem;
+    }
+  }
+}
+
+TEST(ConvGradients, GroupOneUsesTheTemplateOpsOnly) {
+  // Which ops the lowering emits: no dc.* op for a group-1 convolution, dc.ConvGradWeight for
+  // a grouped one; a Transpose only where neither swapped extent is 1.
+  for (const ConvCase& c : cases()) {
+    SCOPED_TRACE(c.name);
+    const Graph g = gradient_graph(c);
+    int transposes = 0, conv_transposes = 0, convs = 0, naive = 0;
+    for (const auto& n : g.nodes) {
+      transposes += n.op == "Transpose";
+      conv_transposes += n.op == "ConvTranspose";
+      convs += n.op == "Conv";
+      naive += n.op.starts_with("dc.");
+    }
+    const bool grouped = c.attrs.get_int("group", 1) != 1;
+    EXPECT_EQ(conv_transposes, 1);
+    EXPECT_EQ(convs, grouped ? 0 : 1);
+    EXPECT_EQ(naive, grouped ? 1 : 0);
+    // x and dy swapped unless the batch is 1, the [C, M] result always (C, M > 1 here).
+    EXPECT_EQ(transposes, grouped ? 0 : c.x[0] == 1 ? 1 : 3);
+  }
+}
+
+// Emulates variant v of w on fresh random inputs with NaN-poisoned outputs and compares each
+// output with the CPU reference within variant_tolerance.
+void check_variant(const Workload& w, const Variant& v, bool nvrtc) {
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE(fmt::format("{} (seed {})", v.key(), seed));
+  GeneratedKernel k;
+  ASSERT_NO_THROW(k = generate_kernel(w, v));
+  const std::vector<Tensor> in = random_workload_inputs(w, seed);
+  ref::TensorMap inputs;
+  for (size_t i = 0; i < w.graph.inputs.size(); ++i) inputs[w.graph.inputs[i]] = in[i];
+  std::vector<Tensor> buffers(k.buffers.size());
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    const KernelBuffer& b = k.buffers[i];
+    if (b.role == BufferRole::input) {
+      buffers[i] = inputs.at(b.name);
+    } else {
+      Tensor t(b.dtype, b.shape);
+      ASSERT_EQ(b.dtype, DType::f32);
+      std::fill_n(t.mutable_data<float>(), t.numel(), std::numeric_limits<float>::quiet_NaN());
+      buffers[i] = t;
+    }
+  }
+  if (nvrtc) {
+    const CompileResult cr = compile_cuda(k.source, "sm_80");
+    EXPECT_TRUE(cr.ok) << cr.error << "\n" << cr.log;
+  }
+  const EmulatorResult r = emulate(k, buffers);
+  ASSERT_TRUE(r.ok) << r.error;
+  const auto expected = ref::run_graph(w.graph, inputs);
+  const Tolerance tol = variant_tolerance(v.precision, w);
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    if (k.buffers[i].role != BufferRole::output) continue;
+    const ref::Comparison c = ref::compare_tensors(buffers[i], expected.at(k.buffers[i].name), tol.rtol, tol.atol);
+    EXPECT_TRUE(c.pass) << k.buffers[i].name << ": rel L2 " << c.rel_l2_error << ", max abs " << c.max_abs_error
+                        << " " << c.problem;
+  }
+}
+
+bool is_conv_workload(const Workload& w) {
+  for (const auto& n : w.graph.nodes)
+    if (n.op == "Conv" || n.op == "ConvTranspose") return true;
+  return false;
+}
+
+TEST(CodegenConvGradients, EveryPrecisionPathMatchesTheReference) {
+  const GpuSpec gpu = testing::spec_a100();
+  const std::vector<std::string> paths = {"fp32", "tf32", "fp16", "bf16"};
+  // Workloads checked per path, of those without a fused Transpose (the weight gradient's
+  // swapped X and dY read through the gather; those have no tf32 variant within its register
+  // bound).
+  std::map<std::string, int> covered;
+  int workloads = 0, plain = 0, fused = 0, split = 0;
+  for (const ConvCase& c : cases()) {
+    SCOPED_TRACE(c.name);
+    const Graph g = gradient_graph(c);
+    const WorkloadSet set = dedupe_workloads(g, generate_candidates(g));
+    int heavy = 0;
+    for (const auto& w : set.workloads) {
+      if (!is_conv_workload(w) || w.kind != ClusterKind::conv) continue;
+      ++heavy;
+      ++workloads;
+      const bool transposes = std::any_of(w.graph.nodes.begin(), w.graph.nodes.end(),
+                                          [](const Node& n) { return n.op == "Transpose"; });
+      (transposes ? fused : plain) += 1;
+      SCOPED_TRACE(w.canonical.substr(0, 160));
+      bool nvrtc = true;  // one NVRTC compile a workload (the emulator runs them all)
+      for (const std::string& p : paths) {
+        const auto space = enumerate_variants(w, gpu, SpaceOptions{{p}});
+        if (p == "fp32") {
+          ASSERT_FALSE(space.empty());
+        }
+        if (space.empty()) {
+          std::cout << c.name << ": no " << p << " variant for " << w.canonical.substr(0, 80) << "\n";
+          continue;
+        }
+        if (!transposes) ++covered[p];
+        // The space's first variant (its last too on the CUDA-core path), and a split-K one
+        // where offered.
+        std::vector<const Variant*> picked = {&space.front()};
+        if (p == "fp32") picked.push_back(&space.back());
+        for (const auto& v : space)
+          if (v.param_or("split_k", 1) > 1) {
+            picked.push_back(&v);
+            ++split;
+            break;
+          }
+        for (const Variant* v : picked) {
+          check_variant(w, *v, nvrtc);
+          nvrtc = false;
+        }
+      }
+    }
+    EXPECT_GE(heavy, 1);
+  }
+  EXPECT_GE(plain, 16);
+  EXPECT_GE(fused, 5);  // batch > 1: the swapped Conv with its Transposes fused
+  for (const std::string& p : paths) EXPECT_GE(covered[p], plain - 2) << p;
+  EXPECT_GE(split, 4);  // the weight gradients' long K offers split-K
+}
+
+}  // namespace
+}  // namespace dc
