@@ -10,7 +10,8 @@ the small CNN on a fixed batch: the loss falls as PyTorch's does), amp:MODEL (th
 case with --precision bf16 against PyTorch's bf16 autocast step: within 2x its distance from
 fp64), errors (bad input: exit 2
 and an `error:` line), cli (plan --train on the examples; bad training flags). Default: steps of mlp, small_cnn, tiny_cnn, tiny_transformer and
-small_bert, curve, errors; `steps:resnet18` is the long case.
+small_bert, curve, errors; `steps:resnet18` and `steps:mobilenetv2` are the long cases,
+`steps:bert4` the issue's 4-layer encoder.
 """
 import copy
 import io

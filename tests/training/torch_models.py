@@ -76,14 +76,14 @@ class BertConfig:
 
 
 class SmallBert(nn.Module):
-    """Embeddings, 2 post-LN encoder layers (BertLayer of export_models.py), a classifier
-    on the first token."""
+    """Embeddings, post-LN encoder layers (BertLayer of export_models.py; 2 unless told), a
+    classifier on the first token."""
 
-    def __init__(self, batch):
+    def __init__(self, batch, layers=BertConfig.layers):
         super().__init__()
         c = BertConfig()
         self.embeddings = BertEmbeddings(c, batch)
-        self.layers = nn.ModuleList([BertLayer(c, batch) for _ in range(c.layers)])
+        self.layers = nn.ModuleList([BertLayer(c, batch) for _ in range(layers)])
         self.classifier = nn.Linear(c.hidden, c.classes)
 
     def forward(self, input_ids, attention_mask):
@@ -97,6 +97,13 @@ class SmallBert(nn.Module):
 def resnet18(classes=10):
     import torchvision
     return torchvision.models.resnet18(num_classes=classes)
+
+
+def mobilenetv2(classes=10):
+    """torchvision's MobileNetV2 without its classifier's Dropout (PyTorch's mask and dc's
+    Philox mask would differ; dc's Dropout is checked on its own)."""
+    import torchvision
+    return torchvision.models.mobilenet_v2(num_classes=classes, dropout=0.0)
 
 
 def _float(shape, gen):
@@ -144,12 +151,15 @@ def _case(name):
         mask = torch.ones(1, 16, dtype=torch.int64)
         mask[:, 12:] = 0
         return model, (x, mask), ["hidden_states", "attention_mask"], "mse", _float((1, 16, 64), gen)
-    if name == "small_bert":
+    if name in ("small_bert", "bert4"):  # bert4: the issue's 4-layer encoder
         ids = torch.randint(0, BertConfig.vocab, (4, BertConfig.seq), generator=gen)
         ids[:, 1] = ids[:, 2]  # a repeated token: its embedding row gets a summed gradient
         mask = torch.ones(4, BertConfig.seq, dtype=torch.int64)
         mask[2:, 6:] = 0
-        return SmallBert(4), (ids, mask), ["input_ids", "attention_mask"], "cross_entropy", torch.tensor([0, 2, 1, 2])
+        model = SmallBert(4, layers=4 if name == "bert4" else BertConfig.layers)
+        return model, (ids, mask), ["input_ids", "attention_mask"], "cross_entropy", torch.tensor([0, 2, 1, 2])
+    if name == "mobilenetv2":
+        return mobilenetv2(), (_float((4, 3, 64, 64), gen),), ["image"], "cross_entropy", torch.tensor([3, 9, 0, 5])
     if name == "resnet18":
         return resnet18(), (_float((4, 3, 64, 64), gen),), ["image"], "cross_entropy", torch.tensor([0, 9, 4, 4])
     raise ValueError(name)

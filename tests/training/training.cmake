@@ -7,7 +7,7 @@ set(DC_TRAIN_CHECK /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/check_train_torch.
 set(DC_TRAIN_CHECK_DEVICE /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/check_train_torch.py --dc-run $<TARGET_FILE:dc-run>
     $<TARGET_FILE:dc-coordinator>)
 add_test(NAME train_torch_small COMMAND ${DC_TRAIN_CHECK_DEVICE} steps:mlp steps:small_cnn steps:tiny_cnn)
-add_test(NAME train_torch_transformers COMMAND ${DC_TRAIN_CHECK_DEVICE} steps:tiny_transformer steps:small_bert)
+add_test(NAME train_torch_transformers COMMAND ${DC_TRAIN_CHECK_DEVICE} steps:tiny_transformer steps:small_bert steps:bert4)
 add_test(NAME train_torch_curve COMMAND ${DC_TRAIN_CHECK} curve)
 add_test(NAME train_torch_errors COMMAND ${DC_TRAIN_CHECK} errors cli)
 # bf16 mixed precision against PyTorch's CPU autocast (docs/precision.md "Mixed-precision
@@ -22,6 +22,10 @@ add_test(NAME train_memory_torch COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_D
 set_tests_properties(train_memory_torch PROPERTIES LABELS unit TIMEOUT 300)
 add_test(NAME train_torch_resnet18 COMMAND ${DC_TRAIN_CHECK_DEVICE} steps:resnet18)
 set_tests_properties(train_torch_resnet18 PROPERTIES LABELS long TIMEOUT 1800)
+# torchvision's MobileNetV2 (10 classes, 64x64, batch 4; depthwise convolutions, ReLU6 as
+# Clip) on the CPU reference: about 2.5 minutes here.
+add_test(NAME train_torch_mobilenetv2 COMMAND ${DC_TRAIN_CHECK} steps:mobilenetv2)
+set_tests_properties(train_torch_mobilenetv2 PROPERTIES LABELS long TIMEOUT 1800)
 
 # The training unit tests on their own, built only on request (a quick loop while working on
 # training; CI runs them inside dc_unit_tests, label unit).
