@@ -286,5 +286,118 @@ TEST(CodegenConvGradients, EveryPrecisionPathMatchesTheReference) {
   EXPECT_GE(split, 4);  // the weight gradients' long K offers split-K
 }
 
+// Graph inputs a (a saved Relu output), w, dy: the gradient of Relu's input through Conv(a,
+// w) as the rules lower it, ConvTranspose(dy, w) masked by Where(a > 0, ., 0); with
+// `residual`, a (of the Conv output's shape) also feeds an Add after the Conv, whose gradient
+// sum is an Add before the mask. The forward nodes, which the gradient does not read, removed.
+Graph masked_data_gradient_graph(const ConvCase& c, bool residual) {
+  Graph g;
+  g.opset = 17;
+  g.inputs = {"x", "w"};
+  g.tensors["x"] = {DType::f32, c.x};
+  g.tensors["a"] = {DType::f32, c.x};
+  g.tensors["w"] = {DType::f32, c.w};
+  Node relu;
+  relu.name = "relu";
+  relu.op = "Relu";
+  relu.inputs = {"x"};
+  relu.outputs = {"a"};
+  Node conv;
+  conv.name = "conv";
+  conv.op = "Conv";
+  conv.inputs = {"a", "w"};
+  conv.outputs = {"y"};
+  conv.attrs = c.attrs;
+  g.nodes = {relu, conv};
+  const ref::Window win = ref::make_window(conv, {"Conv", false}, Shape(c.x.begin() + 2, c.x.end()),
+                                           Shape(c.w.begin() + 2, c.w.end()));
+  Shape y{c.x[0], c.w[0]};
+  for (int64_t e : win.out_dims()) y.push_back(e);
+  g.tensors["y"] = {DType::f32, y};
+  std::string out = "y";
+  if (residual) {
+    EXPECT_EQ(y, c.x) << "a residual needs a shape-preserving Conv";
+    Node add;
+    add.name = "residual";
+    add.op = "Add";
+    add.inputs = {"y", "a"};
+    add.outputs = {"z"};
+    g.nodes.push_back(add);
+    g.tensors["z"] = {DType::f32, y};
+    out = "z";
+  }
+  g.tensors["dy"] = g.tensors[out];
+  g.inputs.push_back("dy");
+  const auto grads = add_vector_jacobian_product(g, {{out, "dy"}}, {"x"});
+  g.nodes.erase(g.nodes.begin(), g.nodes.begin() + (residual ? 3 : 2));
+  g.tensors.erase("y");
+  g.tensors.erase("z");
+  g.inputs = {"a", "w", "dy"};
+  g.tensors.erase("x");
+  g.outputs = {grads.at("x")};
+  return g;
+}
+
+TEST(CodegenConvGradients, ReluMaskFusesIntoTheDataGradient) {
+  // The ReLU gradient's Where(a > 0, dX, 0) and its compare are the ConvTranspose's epilogue
+  // (after a residual gradient sum's Add where there is one): one workload computes the
+  // masked data gradient, on every precision path, checked like the others above.
+  const GpuSpec gpu = testing::spec_a100();
+  const std::vector<std::string> paths = {"fp32", "tf32", "fp16", "bf16"};
+  std::vector<std::pair<ConvCase, bool>> masked;
+  for (const ConvCase& c : cases())
+    if (std::string(c.name) == "strided_dropped_row" || std::string(c.name) == "grouped" ||
+        std::string(c.name) == "conv_1d")
+      masked.push_back({c, false});
+  masked.push_back({{"residual_same_shape", {2, 6, 7, 9}, {6, 6, 3, 3}, conv_attrs({1, 1}, {1, 1, 1, 1}, {1, 1})}, true});
+  int checked = 0, paths_checked = 0;
+  for (const auto& [c, residual] : masked) {
+    SCOPED_TRACE(c.name);
+    const Graph g = masked_data_gradient_graph(c, residual);
+    const WorkloadSet set = dedupe_workloads(g, generate_candidates(g));
+    const Workload *fused = nullptr, *plain = nullptr;
+    for (const auto& w : set.workloads) {
+      std::vector<std::string> ops;
+      for (const auto& n : w.graph.nodes) ops.push_back(n.op);
+      std::sort(ops.begin(), ops.end());
+      std::vector<std::string> want = {"ConvTranspose", "Greater", "Where"};
+      if (residual) want.push_back("Add");
+      std::sort(want.begin(), want.end());
+      if (ops == want) fused = &w;
+      if (ops == std::vector<std::string>{"ConvTranspose"}) plain = &w;
+    }
+    ASSERT_NE(fused, nullptr) << "no ConvTranspose + mask workload";
+    ASSERT_NE(plain, nullptr) << "no ConvTranspose workload";
+    EXPECT_EQ(fused->kind, ClusterKind::conv);
+    // The compare reads the saved output a, not a bool mask.
+    const auto& src = fused->source_inputs;
+    EXPECT_NE(std::find(src.begin(), src.end(), "a"), src.end());
+    for (const auto& in : fused->graph.inputs) EXPECT_EQ(fused->graph.info(in).dtype, DType::f32) << in;
+    bool nvrtc = true;
+    for (const std::string& p : paths) {
+      // The mask costs no path: the paths of the ConvTranspose alone (conv_1d's data
+      // gradient has no tf32 variant either way).
+      const auto space = enumerate_variants(*fused, gpu, SpaceOptions{{p}});
+      ASSERT_EQ(space.empty(), enumerate_variants(*plain, gpu, SpaceOptions{{p}}).empty()) << p;
+      if (space.empty()) continue;
+      ++paths_checked;
+      std::vector<const Variant*> picked = {&space.front()};
+      if (p == "fp32") picked.push_back(&space.back());
+      for (const auto& v : space)
+        if (v.param_or("split_k", 1) > 1) {
+          picked.push_back(&v);
+          break;
+        }
+      for (const Variant* v : picked) {
+        check_variant(*fused, *v, nvrtc);
+        nvrtc = false;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GE(paths_checked, 4 * 4 - 1);
+  EXPECT_GE(checked, paths_checked + 4);
+}
+
 }  // namespace
 }  // namespace dc
