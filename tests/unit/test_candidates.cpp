@@ -237,6 +237,7 @@ TEST(Candidates, ReluMaskIsADataGradientEpilogue) {
   const auto cands = generate_candidates(g);
   expect_well_formed(g, cands);
   EXPECT_EQ(node_sets(containing(cands, 0)), (std::set<std::vector<size_t>>{{0}, {0, 1, 2}}));
+  ASSERT_NE(find(cands, {0, 1, 2}), nullptr);
   EXPECT_EQ(find(cands, {0, 1, 2})->pattern, "convtranspose+greater+where");
   EXPECT_EQ(find(cands, {0, 1, 2})->kind, ClusterKind::conv);
 }
