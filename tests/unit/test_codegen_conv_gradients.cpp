@@ -9,7 +9,8 @@
 //    precision path the template offers (fp32, tf32, fp16, bf16; split-K where offered), on the
 //    host emulator against the CPU reference: fresh random inputs, NaN-poisoned outputs, the
 //    error model's bound (variant_tolerance, docs/precision.md); NVRTC compiles one variant a
-//    path for sm_80.
+//    path for sm_80. The ReLU mask Where(a > 0, dX, 0) after the data gradient (and after a
+//    residual gradient sum's Add) is one workload with the ConvTranspose, checked the same way.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
