@@ -31,6 +31,7 @@
 #include "ir/workload.h"
 #include "nvrtc.h"
 #include "param_space.h"
+#include "passes/apply_precision.h"
 #include "passes/training/add_gradients.h"
 #include "random_inputs.h"
 #include "ref/compare.h"
@@ -204,8 +205,11 @@ void check_variant(const Workload& w, const Variant& v, bool nvrtc) {
       buffers[i] = inputs.at(b.name);
     } else {
       Tensor t(b.dtype, b.shape);
-      ASSERT_EQ(b.dtype, DType::f32);
-      std::fill_n(t.mutable_data<float>(), t.numel(), std::numeric_limits<float>::quiet_NaN());
+      ASSERT_TRUE(b.dtype == DType::f32 || b.dtype == DType::f16 || b.dtype == DType::bf16);
+      if (b.dtype == DType::f32)
+        std::fill_n(t.mutable_data<float>(), t.numel(), std::numeric_limits<float>::quiet_NaN());
+      else  // all ones: a NaN in f16 and in bf16
+        std::fill_n(t.raw_mutable(), t.nbytes(), std::byte{0xff});
       buffers[i] = t;
     }
   }
@@ -351,10 +355,35 @@ TEST(CodegenConvGradients, ReluMaskFusesIntoTheDataGradient) {
         std::string(c.name) == "conv_1d")
       masked.push_back({c, false});
   masked.push_back({{"residual_same_shape", {2, 6, 7, 9}, {6, 6, 3, 3}, conv_attrs({1, 1}, {1, 1, 1, 1}, {1, 1})}, true});
-  int checked = 0, paths_checked = 0;
+  int checked = 0, paths_checked = 0, stored_checked = 0;
   for (const auto& [c, residual] : masked) {
     SCOPED_TRACE(c.name);
     const Graph g = masked_data_gradient_graph(c, residual);
+    // Tensors stored in f16 / bf16 (AMP's storage): the same fusion, checked on that path.
+    for (const auto& [prec, path] : {std::pair{Precision::fp16, "fp16"}, std::pair{Precision::bf16, "bf16"}}) {
+      SCOPED_TRACE(path);
+      const Graph gs = apply_precision(g, prec);
+      const WorkloadSet stored = dedupe_workloads(gs, generate_candidates(gs));
+      const Workload* fused_stored = nullptr;
+      DType dx = DType::f32;  // the ConvTranspose's output, rounded to it before the mask
+      for (const auto& w : stored.workloads) {
+        int mask_ops = 0;
+        for (const auto& n : w.graph.nodes) {
+          mask_ops += n.op == "ConvTranspose" || n.op == "Greater" || n.op == "Where";
+          if (n.op == "ConvTranspose") dx = w.graph.info(n.outputs[0]).dtype;
+        }
+        if (mask_ops == 3) {
+          fused_stored = &w;
+          break;
+        }
+      }
+      ASSERT_NE(fused_stored, nullptr) << "no ConvTranspose + mask workload";
+      EXPECT_EQ(dx, prec == Precision::fp16 ? DType::f16 : DType::bf16);
+      const auto space = enumerate_variants(*fused_stored, gpu, SpaceOptions{{path}});
+      ASSERT_FALSE(space.empty());
+      check_variant(*fused_stored, space.front(), false);
+      ++stored_checked;
+    }
     const WorkloadSet set = dedupe_workloads(g, generate_candidates(g));
     const Workload *fused = nullptr, *plain = nullptr;
     for (const auto& w : set.workloads) {
@@ -398,6 +427,7 @@ TEST(CodegenConvGradients, ReluMaskFusesIntoTheDataGradient) {
   }
   EXPECT_GE(paths_checked, 4 * 4 - 1);
   EXPECT_GE(checked, paths_checked + 4);
+  EXPECT_EQ(stored_checked, 2 * static_cast<int>(masked.size()));
 }
 
 }  // namespace
