@@ -10,7 +10,8 @@
 //    host emulator against the CPU reference: fresh random inputs, NaN-poisoned outputs, the
 //    error model's bound (variant_tolerance, docs/precision.md); NVRTC compiles one variant a
 //    path for sm_80. The ReLU mask Where(a > 0, dX, 0) after the data gradient (and after a
-//    residual gradient sum's Add) is one workload with the ConvTranspose, checked the same way.
+//    residual gradient sum's Add) is one workload with the ConvTranspose, checked the same way
+//    (also with f16/bf16 storage, and reading a mask other nodes share as a bool input).
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -428,6 +429,40 @@ TEST(CodegenConvGradients, ReluMaskFusesIntoTheDataGradient) {
   EXPECT_GE(paths_checked, 4 * 4 - 1);
   EXPECT_GE(checked, paths_checked + 4);
   EXPECT_EQ(stored_checked, 2 * static_cast<int>(masked.size()));
+}
+
+TEST(CodegenConvGradients, SharedReluMaskIsReadByTheEpilogue) {
+  // A mask another node also reads stays a kernel of its own; the data gradient's epilogue
+  // reads it, a bool tensor, beside its accumulators.
+  const ConvCase c = cases().front();
+  Graph g = masked_data_gradient_graph(c, false);
+  std::string mask;
+  for (const auto& n : g.nodes)
+    if (n.op == "Greater") mask = n.outputs[0];
+  ASSERT_FALSE(mask.empty());
+  Node cast;
+  cast.name = "mask_reader";
+  cast.op = "Cast";
+  cast.inputs = {mask};
+  cast.outputs = {"mask_f"};
+  cast.attrs.set("to", int64_t{1});
+  g.nodes.push_back(cast);
+  g.tensors["mask_f"] = {DType::f32, g.info(mask).shape};
+  g.outputs.push_back("mask_f");
+  const WorkloadSet set = dedupe_workloads(g, generate_candidates(g));
+  const Workload* fused = nullptr;
+  for (const auto& w : set.workloads)
+    if (w.graph.nodes.size() == 2 && w.graph.nodes[0].op == "ConvTranspose" && w.graph.nodes[1].op == "Where")
+      fused = &w;
+  ASSERT_NE(fused, nullptr) << "no ConvTranspose + Where workload";
+  int bool_inputs = 0;
+  for (const auto& in : fused->graph.inputs) bool_inputs += fused->graph.info(in).dtype == DType::boolean;
+  EXPECT_EQ(bool_inputs, 1);
+  for (const std::string p : {"fp32", "fp16"}) {
+    const auto space = enumerate_variants(*fused, testing::spec_a100(), SpaceOptions{{p}});
+    ASSERT_FALSE(space.empty()) << p;
+    check_variant(*fused, space.front(), p == "fp32");
+  }
 }
 
 }  // namespace
