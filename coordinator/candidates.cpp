@@ -142,7 +142,33 @@ bool is_epilogue(const Context& c, size_t j, const std::string& t) {
     return n.op == "Add" && c.g.tensors.count(other) && c.shape(other) == c.shape(t);
   }
   return first && c.is_constant(other);  // ordered: Sub / Div by a constant
-  return false;
+}
+
+bool is_compare(const std::string& op) {
+  return op == "Greater" || op == "Less" || op == "GreaterOrEqual" || op == "LessOrEqual" ||
+         op == "Equal";
+}
+
+// Node j is a Where choosing between chain tensor t and a constant under a condition of
+// exactly t's shape: the ReLU gradient's mask, Where(y > 0, dX, 0) after a convolution's
+// data gradient (passes/gradients/grad_activation.cpp). Returns the nodes of the epilogue
+// step: the Where, after the compare computing its condition when only the Where reads that
+// and its operands are constants or tensors of t's shape (the kernel then reads y, not a
+// bool mask that a kernel of its own would write). Empty when j is no such Where.
+std::vector<size_t> select_epilogue(const Context& c, size_t j, const std::string& t) {
+  const Node& n = c.node(j);
+  if (n.op != "Where" || n.inputs.size() != 3 || c.uses_of(j, t) != 1 || !c.preserves_shape(j, t))
+    return {};
+  const std::string& cond = n.inputs[0];
+  const std::string& other = n.inputs[1] == t ? n.inputs[2] : n.inputs[1];
+  if (cond == t || !c.is_constant(other)) return {};
+  // A broadcasting condition (an attention mask) stops the chain, as a broadcasting residual.
+  if (!c.g.tensors.count(cond) || c.shape(cond) != c.shape(t)) return {};
+  const auto p = c.producer_of(cond);
+  if (!p || c.sole_next(*p) != j || !is_compare(c.node(*p).op)) return {j};
+  for (const auto& in : c.node(*p).inputs)
+    if (!c.is_constant(in) && (!c.g.tensors.count(in) || c.shape(in) != c.shape(t))) return {j};
+  return {*p, j};
 }
 
 // A Transpose that swaps dims 0 and 1 only: the convolution weight gradient's X and dY with
@@ -219,14 +245,19 @@ class Generator {
     out_.push_back(std::move(cand));
   }
 
-  // Epilogue ops after node i, following single-reader outputs.
-  std::vector<size_t> epilogue_chain(size_t i) const {
-    std::vector<size_t> chain;
+  // Epilogue steps after node i, following single-reader outputs: one op each, but for a
+  // masking Where, which brings the compare computing its mask (select_epilogue).
+  std::vector<std::vector<size_t>> epilogue_chain(size_t i) const {
+    std::vector<std::vector<size_t>> chain;
     size_t cur = i;
     while (chain.size() < kMaxEpilogue) {
       const auto next = c_.sole_next(cur);
-      if (!next || !is_epilogue(c_, *next, *c_.single_output(cur))) break;
-      chain.push_back(*next);
+      if (!next) break;
+      const std::string t = *c_.single_output(cur);
+      std::vector<size_t> step = select_epilogue(c_, *next, t);
+      if (step.empty() && is_epilogue(c_, *next, t)) step = {*next};
+      if (step.empty()) break;
+      chain.push_back(std::move(step));
       cur = *next;
     }
     return chain;
@@ -236,7 +267,7 @@ class Generator {
   // operand prologues combined with every epilogue prefix.
   void heavy(size_t h) {
     const ClusterKind kind = heavy_kind(c_.node(h));
-    const std::vector<size_t> chain = epilogue_chain(h);
+    const auto chain = epilogue_chain(h);
     std::vector<size_t> prologues;
     const Node& n = c_.node(h);
     // A convolution's weights are constant, but for the weight gradient's swapped Conv, whose
@@ -266,8 +297,8 @@ class Generator {
       std::vector<size_t> nodes = {h};
       nodes.insert(nodes.end(), set.begin(), set.end());
       add(nodes, kind);
-      for (size_t e : chain) {
-        nodes.push_back(e);
+      for (const auto& step : chain) {
+        nodes.insert(nodes.end(), step.begin(), step.end());
         add(nodes, kind);
       }
     }
@@ -275,14 +306,14 @@ class Generator {
     // (ir/glu.h), each prologue set, every epilogue prefix after the product.
     const auto glu = glu_epilogue(h);
     if (glu.empty()) return;
-    const std::vector<size_t> glu_chain = epilogue_chain(glu.back());
+    const auto glu_chain = epilogue_chain(glu.back());
     for (const auto& set : prologue_sets) {
       std::vector<size_t> nodes = {h};
       nodes.insert(nodes.end(), set.begin(), set.end());
       nodes.insert(nodes.end(), glu.begin(), glu.end());
       add(nodes, kind);
-      for (size_t e : glu_chain) {
-        nodes.push_back(e);
+      for (const auto& step : glu_chain) {
+        nodes.insert(nodes.end(), step.begin(), step.end());
         add(nodes, kind);
       }
     }

@@ -209,6 +209,50 @@ TEST(Candidates, ResampledInputIsAConvTransposePrologue) {
   EXPECT_EQ(find(cands, {0, 1, 2})->kind, ClusterKind::conv);
 }
 
+// The ReLU gradient after a convolution's data gradient: ConvTranspose(dy, w) -> dx,
+// Greater(a, 0) -> m, Where(m, dx, other) -> g (nodes 0, 1, 2). `mask_reader`: a Cast also
+// reads m (node 3); `other`: the Where's second value, "zero" (a constant) or "b" (an input).
+Graph masked_data_gradient(bool mask_reader, const std::string& other = "zero") {
+  Graph g;
+  add_input(g, "dy", {1, 4, 5, 5});
+  add_input(g, "a", {1, 2, 5, 5});
+  add_input(g, "b", {1, 2, 5, 5});
+  add_initializer(g, "w", testing::random_tensor({4, 2, 3, 3}, 5));
+  add_initializer(g, "zero", Tensor::scalar<float>(0.f));
+  add_node(g, "ConvTranspose", {"dy", "w"}, {"dx"}, attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}}));
+  add_node(g, "Greater", {"a", "zero"}, {"m"});
+  add_node(g, "Where", {"m", "dx", other}, {"g"});
+  g.outputs = {"g"};
+  if (mask_reader) {
+    add_node(g, "Cast", {"m"}, {"mf"}, attrs({{"to", int64_t{1}}}));
+    g.outputs.push_back("mf");
+  }
+  return testing::with_types(g);
+}
+
+TEST(Candidates, ReluMaskIsADataGradientEpilogue) {
+  // The Where and the compare computing its mask join the ConvTranspose together: never the
+  // compare alone (the kernel would write the mask beside dX).
+  const Graph g = masked_data_gradient(false);
+  const auto cands = generate_candidates(g);
+  expect_well_formed(g, cands);
+  EXPECT_EQ(node_sets(containing(cands, 0)), (std::set<std::vector<size_t>>{{0}, {0, 1, 2}}));
+  ASSERT_NE(find(cands, {0, 1, 2}), nullptr);
+  EXPECT_EQ(find(cands, {0, 1, 2})->pattern, "convtranspose+greater+where");
+  EXPECT_EQ(find(cands, {0, 1, 2})->kind, ClusterKind::conv);
+}
+
+TEST(Candidates, SharedMaskIsReadNotComputed) {
+  // A mask another node reads stays outside: the epilogue reads it as an input.
+  const Graph shared = masked_data_gradient(true);
+  const auto cands = generate_candidates(shared);
+  expect_well_formed(shared, cands);
+  EXPECT_EQ(node_sets(containing(cands, 0)), (std::set<std::vector<size_t>>{{0}, {0, 2}}));
+  // A Where choosing between dX and another computed tensor is no epilogue.
+  const Graph two_values = masked_data_gradient(false, "b");
+  EXPECT_EQ(node_sets(containing(generate_candidates(two_values), 0)), (std::set<std::vector<size_t>>{{0}}));
+}
+
 // q, k[.., D, S] -> [Transpose k] -> MatMul -> scale -> [Add mask] -> Softmax -> MatMul(v)
 Graph attention_graph(bool k_transpose, const std::string& scale_op, bool mask,
                       bool softmax_read_twice = false) {

@@ -9,7 +9,9 @@
 //    precision path the template offers (fp32, tf32, fp16, bf16; split-K where offered), on the
 //    host emulator against the CPU reference: fresh random inputs, NaN-poisoned outputs, the
 //    error model's bound (variant_tolerance, docs/precision.md); NVRTC compiles one variant a
-//    path for sm_80.
+//    path for sm_80. The ReLU mask Where(a > 0, dX, 0) after the data gradient (and after a
+//    residual gradient sum's Add) is one workload with the ConvTranspose, checked the same way
+//    (also with f16/bf16 storage, and reading a mask other nodes share as a bool input).
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -30,6 +32,7 @@
 #include "ir/workload.h"
 #include "nvrtc.h"
 #include "param_space.h"
+#include "passes/apply_precision.h"
 #include "passes/training/add_gradients.h"
 #include "random_inputs.h"
 #include "ref/compare.h"
@@ -203,8 +206,11 @@ void check_variant(const Workload& w, const Variant& v, bool nvrtc) {
       buffers[i] = inputs.at(b.name);
     } else {
       Tensor t(b.dtype, b.shape);
-      ASSERT_EQ(b.dtype, DType::f32);
-      std::fill_n(t.mutable_data<float>(), t.numel(), std::numeric_limits<float>::quiet_NaN());
+      ASSERT_TRUE(b.dtype == DType::f32 || b.dtype == DType::f16 || b.dtype == DType::bf16);
+      if (b.dtype == DType::f32)
+        std::fill_n(t.mutable_data<float>(), t.numel(), std::numeric_limits<float>::quiet_NaN());
+      else  // all ones: a NaN in f16 and in bf16
+        std::fill_n(t.raw_mutable(), t.nbytes(), std::byte{0xff});
       buffers[i] = t;
     }
   }
@@ -284,6 +290,179 @@ TEST(CodegenConvGradients, EveryPrecisionPathMatchesTheReference) {
   EXPECT_GE(fused, 5);  // batch > 1: the swapped Conv with its Transposes fused
   for (const std::string& p : paths) EXPECT_GE(covered[p], plain - 2) << p;
   EXPECT_GE(split, 4);  // the weight gradients' long K offers split-K
+}
+
+// Graph inputs a (a saved Relu output), w, dy: the gradient of Relu's input through Conv(a,
+// w) as the rules lower it, ConvTranspose(dy, w) masked by Where(a > 0, ., 0); with
+// `residual`, a (of the Conv output's shape) also feeds an Add after the Conv, whose gradient
+// sum is an Add before the mask. The forward nodes, which the gradient does not read, removed.
+Graph masked_data_gradient_graph(const ConvCase& c, bool residual) {
+  Graph g;
+  g.opset = 17;
+  g.inputs = {"x", "w"};
+  g.tensors["x"] = {DType::f32, c.x};
+  g.tensors["a"] = {DType::f32, c.x};
+  g.tensors["w"] = {DType::f32, c.w};
+  Node relu;
+  relu.name = "relu";
+  relu.op = "Relu";
+  relu.inputs = {"x"};
+  relu.outputs = {"a"};
+  Node conv;
+  conv.name = "conv";
+  conv.op = "Conv";
+  conv.inputs = {"a", "w"};
+  conv.outputs = {"y"};
+  conv.attrs = c.attrs;
+  g.nodes = {relu, conv};
+  const ref::Window win = ref::make_window(conv, {"Conv", false}, Shape(c.x.begin() + 2, c.x.end()),
+                                           Shape(c.w.begin() + 2, c.w.end()));
+  Shape y{c.x[0], c.w[0]};
+  for (int64_t e : win.out_dims()) y.push_back(e);
+  g.tensors["y"] = {DType::f32, y};
+  std::string out = "y";
+  if (residual) {
+    EXPECT_EQ(y, c.x) << "a residual needs a shape-preserving Conv";
+    Node add;
+    add.name = "residual";
+    add.op = "Add";
+    add.inputs = {"y", "a"};
+    add.outputs = {"z"};
+    g.nodes.push_back(add);
+    g.tensors["z"] = {DType::f32, y};
+    out = "z";
+  }
+  g.tensors["dy"] = g.tensors[out];
+  g.inputs.push_back("dy");
+  const auto grads = add_vector_jacobian_product(g, {{out, "dy"}}, {"x"});
+  g.nodes.erase(g.nodes.begin(), g.nodes.begin() + (residual ? 3 : 2));
+  g.tensors.erase("y");
+  g.tensors.erase("z");
+  g.inputs = {"a", "w", "dy"};
+  g.tensors.erase("x");
+  g.outputs = {grads.at("x")};
+  return g;
+}
+
+TEST(CodegenConvGradients, ReluMaskFusesIntoTheDataGradient) {
+  // The ReLU gradient's Where(a > 0, dX, 0) and its compare are the ConvTranspose's epilogue
+  // (after a residual gradient sum's Add where there is one): one workload computes the
+  // masked data gradient, on every precision path, checked like the others above.
+  const GpuSpec gpu = testing::spec_a100();
+  const std::vector<std::string> paths = {"fp32", "tf32", "fp16", "bf16"};
+  std::vector<std::pair<ConvCase, bool>> masked;
+  for (const ConvCase& c : cases())
+    if (std::string(c.name) == "strided_dropped_row" || std::string(c.name) == "grouped" ||
+        std::string(c.name) == "conv_1d")
+      masked.push_back({c, false});
+  masked.push_back({{"residual_same_shape", {2, 6, 7, 9}, {6, 6, 3, 3}, conv_attrs({1, 1}, {1, 1, 1, 1}, {1, 1})}, true});
+  int checked = 0, paths_checked = 0, stored_checked = 0;
+  for (const auto& [c, residual] : masked) {
+    SCOPED_TRACE(c.name);
+    const Graph g = masked_data_gradient_graph(c, residual);
+    // Tensors stored in f16 / bf16 (AMP's storage): the same fusion, checked on that path.
+    for (const auto& [prec, path] : {std::pair{Precision::fp16, "fp16"}, std::pair{Precision::bf16, "bf16"}}) {
+      SCOPED_TRACE(path);
+      const Graph gs = apply_precision(g, prec);
+      const WorkloadSet stored = dedupe_workloads(gs, generate_candidates(gs));
+      const Workload* fused_stored = nullptr;
+      DType dx = DType::f32;  // the ConvTranspose's output, rounded to it before the mask
+      for (const auto& w : stored.workloads) {
+        int mask_ops = 0;
+        for (const auto& n : w.graph.nodes) {
+          mask_ops += n.op == "ConvTranspose" || n.op == "Greater" || n.op == "Where";
+          if (n.op == "ConvTranspose") dx = w.graph.info(n.outputs[0]).dtype;
+        }
+        if (mask_ops == 3) {
+          fused_stored = &w;
+          break;
+        }
+      }
+      ASSERT_NE(fused_stored, nullptr) << "no ConvTranspose + mask workload";
+      EXPECT_EQ(dx, prec == Precision::fp16 ? DType::f16 : DType::bf16);
+      const auto space = enumerate_variants(*fused_stored, gpu, SpaceOptions{{path}});
+      ASSERT_FALSE(space.empty());
+      check_variant(*fused_stored, space.front(), false);
+      ++stored_checked;
+    }
+    const WorkloadSet set = dedupe_workloads(g, generate_candidates(g));
+    const Workload *fused = nullptr, *plain = nullptr;
+    for (const auto& w : set.workloads) {
+      std::vector<std::string> ops;
+      for (const auto& n : w.graph.nodes) ops.push_back(n.op);
+      std::sort(ops.begin(), ops.end());
+      std::vector<std::string> want = {"ConvTranspose", "Greater", "Where"};
+      if (residual) want.push_back("Add");
+      std::sort(want.begin(), want.end());
+      if (ops == want) fused = &w;
+      if (ops == std::vector<std::string>{"ConvTranspose"}) plain = &w;
+    }
+    ASSERT_NE(fused, nullptr) << "no ConvTranspose + mask workload";
+    ASSERT_NE(plain, nullptr) << "no ConvTranspose workload";
+    EXPECT_EQ(fused->kind, ClusterKind::conv);
+    // The compare reads the saved output a, not a bool mask.
+    const auto& src = fused->source_inputs;
+    EXPECT_NE(std::find(src.begin(), src.end(), "a"), src.end());
+    for (const auto& in : fused->graph.inputs) EXPECT_EQ(fused->graph.info(in).dtype, DType::f32) << in;
+    bool nvrtc = true;
+    for (const std::string& p : paths) {
+      // The mask costs no path: the paths of the ConvTranspose alone (conv_1d's data
+      // gradient has no tf32 variant either way).
+      const auto space = enumerate_variants(*fused, gpu, SpaceOptions{{p}});
+      ASSERT_EQ(space.empty(), enumerate_variants(*plain, gpu, SpaceOptions{{p}}).empty()) << p;
+      if (space.empty()) continue;
+      ++paths_checked;
+      std::vector<const Variant*> picked = {&space.front()};
+      if (p == "fp32") picked.push_back(&space.back());
+      for (const auto& v : space)
+        if (v.param_or("split_k", 1) > 1) {
+          picked.push_back(&v);
+          break;
+        }
+      for (const Variant* v : picked) {
+        check_variant(*fused, *v, nvrtc);
+        nvrtc = false;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GE(paths_checked, 4 * 4 - 1);
+  EXPECT_GE(checked, paths_checked + 4);
+  EXPECT_EQ(stored_checked, 2 * static_cast<int>(masked.size()));
+}
+
+TEST(CodegenConvGradients, SharedReluMaskIsReadByTheEpilogue) {
+  // A mask another node also reads stays a kernel of its own; the data gradient's epilogue
+  // reads it, a bool tensor, beside its accumulators.
+  const ConvCase c = cases().front();
+  Graph g = masked_data_gradient_graph(c, false);
+  std::string mask;
+  for (const auto& n : g.nodes)
+    if (n.op == "Greater") mask = n.outputs[0];
+  ASSERT_FALSE(mask.empty());
+  Node cast;
+  cast.name = "mask_reader";
+  cast.op = "Cast";
+  cast.inputs = {mask};
+  cast.outputs = {"mask_f"};
+  cast.attrs.set("to", int64_t{1});
+  g.nodes.push_back(cast);
+  g.tensors["mask_f"] = {DType::f32, g.info(mask).shape};
+  g.outputs.push_back("mask_f");
+  const WorkloadSet set = dedupe_workloads(g, generate_candidates(g));
+  const Workload* fused = nullptr;
+  for (const auto& w : set.workloads)
+    if (w.graph.nodes.size() == 2 && w.graph.nodes[0].op == "ConvTranspose" && w.graph.nodes[1].op == "Where")
+      fused = &w;
+  ASSERT_NE(fused, nullptr) << "no ConvTranspose + Where workload";
+  int bool_inputs = 0;
+  for (const auto& in : fused->graph.inputs) bool_inputs += fused->graph.info(in).dtype == DType::boolean;
+  EXPECT_EQ(bool_inputs, 1);
+  for (const std::string p : {"fp32", "fp16"}) {
+    const auto space = enumerate_variants(*fused, testing::spec_a100(), SpaceOptions{{p}});
+    ASSERT_FALSE(space.empty()) << p;
+    check_variant(*fused, space.front(), p == "fp32");
+  }
 }
 
 }  // namespace
