@@ -9,8 +9,8 @@ Cases: steps (MODEL: the loss and every updated weight and BatchNorm running sta
 the small CNN on a fixed batch: the loss falls as PyTorch's does), amp:MODEL (the steps
 case with --precision bf16 against PyTorch's bf16 autocast step: within 2x its distance from
 fp64), errors (bad input: exit 2
-and an `error:` line), cli (plan --train on the examples; bad training flags). Default: steps of mlp, small_cnn, tiny_cnn, tiny_transformer and
-small_bert, curve, errors; `steps:resnet18` and `steps:mobilenetv2` are the long cases,
+and an `error:` line), cli (plan --train on the examples; bad training flags). Default: steps of mlp, small_cnn, tiny_cnn, tiny_unet (ConvTranspose
+and Resize), tiny_transformer and small_bert, curve, errors; `steps:resnet18` and `steps:mobilenetv2` are the longer cases (label training),
 `steps:bert4` the issue's 4-layer encoder.
 """
 import copy
@@ -33,7 +33,7 @@ import torch_models  # noqa: E402
 SGD = {"optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 0.01, "steps": 1}
 ADAMW = {"optimizer": "adamw", "lr": 0.01, "betas": (0.9, 0.99), "eps": 1e-8, "weight_decay": 0.05,
          "steps": 3}
-DEFAULT = ["steps:mlp", "steps:small_cnn", "steps:tiny_cnn", "steps:tiny_transformer",
+DEFAULT = ["steps:mlp", "steps:small_cnn", "steps:tiny_cnn", "steps:tiny_unet", "steps:tiny_transformer",
            "steps:small_bert", "curve", "errors", "cli"]
 
 

@@ -22,6 +22,29 @@ class Mlp(nn.Module):
         return self.fc2(torch.sigmoid(self.fc1(x)) * torch.tanh(self.fc1(x)))
 
 
+class TinyUnet(nn.Module):
+    """An encoder-decoder: a strided ConvTranspose, bilinear and nearest upsampling (Resize),
+    skip connections concatenated, a per-pixel output."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc1 = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.enc2 = nn.Conv2d(8, 12, 3, padding=1)
+        self.up = nn.ConvTranspose2d(12, 6, 2, stride=2)
+        self.up_grouped = nn.ConvTranspose2d(12, 4, 3, stride=2, padding=1, output_padding=1, groups=2)
+        self.head = nn.Conv2d(8 + 6 + 4 + 12 + 8, 4, 1)
+
+    def forward(self, x):
+        e1 = torch.relu(self.bn1(self.enc1(x)))
+        p = torch.max_pool2d(e1, 2)
+        e2 = torch.relu(self.enc2(p))
+        bilinear = nn.functional.interpolate(e2, scale_factor=2.0, mode="bilinear", align_corners=False)
+        nearest = nn.functional.interpolate(p, scale_factor=2.0, mode="nearest")
+        u = torch.cat([e1, self.up(e2), self.up_grouped(e2), bilinear, nearest], 1)
+        return self.head(torch.tanh(u))
+
+
 class SmallCnn(nn.Module):
     """Conv-BN-ReLU, max pool, a strided conv with bias, average pool, global pool, fc."""
 
@@ -142,6 +165,8 @@ def _case(name):
     if name == "small_cnn":
         return (SmallCnn(), (_float((4, 3, 16, 16), gen),), ["image"], "cross_entropy",
                 torch.tensor([1, 7, 3, 9]))
+    if name == "tiny_unet":
+        return TinyUnet(), (_float((2, 3, 16, 16), gen),), ["image"], "mse", _float((2, 4, 16, 16), gen)
     if name == "tiny_cnn":
         model = make_examples.TinyCnn()
         return model, (_float((2, 3, 32, 32), gen),), ["input"], "cross_entropy", torch.tensor([4, 2])

@@ -7,8 +7,9 @@ namespace dc::grad {
 std::span<const GradRuleDef> all_gradient_rules() {
   static const std::vector<GradRuleDef> table = [] {
     std::vector<GradRuleDef> t;
-    for (auto fam : {elementwise_gradients(), activation_gradients(), conv_gradients(), linalg_gradients(),
-                     norm_gradients(), pool_gradients(), shape_gradients(), training_op_gradients()})
+    for (auto fam : {elementwise_gradients(), activation_gradients(), conv_gradients(), conv_transpose_gradients(),
+                     linalg_gradients(), norm_gradients(), pool_gradients(), shape_gradients(),
+                     resample_gradients(), training_op_gradients()})
       t.insert(t.end(), fam.begin(), fam.end());
     return t;
   }();

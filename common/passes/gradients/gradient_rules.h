@@ -39,10 +39,12 @@ std::span<const GradRuleDef> all_gradient_rules();
 std::span<const GradRuleDef> elementwise_gradients();  // grad_elementwise.cpp: arithmetic, math
 std::span<const GradRuleDef> activation_gradients();   // grad_activation.cpp: Relu, Sigmoid, Gelu, ...
 std::span<const GradRuleDef> conv_gradients();         // grad_conv.cpp: Conv
+std::span<const GradRuleDef> conv_transpose_gradients();  // grad_conv_transpose.cpp: ConvTranspose
 std::span<const GradRuleDef> linalg_gradients();       // grad_linalg.cpp: Gemm, MatMul
 std::span<const GradRuleDef> norm_gradients();         // grad_norm.cpp: BN, LayerNorm, Softmax, Reduce*
 std::span<const GradRuleDef> pool_gradients();         // grad_pool.cpp: MaxPool, AveragePool, GlobalAveragePool
 std::span<const GradRuleDef> shape_gradients();        // grad_shape.cpp: Reshape, Transpose, Concat, Slice, ...
+std::span<const GradRuleDef> resample_gradients();     // grad_resample.cpp: Resize, Upsample
 std::span<const GradRuleDef> training_op_gradients();  // grad_training_ops.cpp: dc.Dropout, dc.BatchNormTrain, loss
 
 }  // namespace dc::grad
