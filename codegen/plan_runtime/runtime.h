@@ -55,7 +55,8 @@ class Runtime {
   std::vector<double> time_runs(int warmup, int runs);
 
   // Training plans (plan().training, docs/training.md): one step is run(), then each state's
-  // value after the step carried into its weight on the device, so the next step reads it.
+  // value after the step carried into its weight on the device, so the next step reads it
+  // (the optimizer's updates wrote theirs in place: only the other pairs are copied).
   // UserError for an inference plan.
   void train_step();
   // The current value of weight `name` (after train_step: the trained state). UserError if
