@@ -121,7 +121,9 @@ DCRT_API dcrt_status dcrt_warning(const dcrt_plan* plan, size_t index, const cha
  * inputs (the model's inputs, then the labels) and carries the state (weights, optimizer
  * state, BatchNorm statistics, step counter) into the next step;
  * DCRT_ERROR_UNSUPPORTED for an inference plan. The state tensors can be read and written
- * between steps (a checkpoint); their order is plan.json's training.state. */
+ * between steps (a checkpoint); their order is plan.json's training.state. dcrt_run (or
+ * dcrt_time_runs) on a training plan runs the step's kernels without carrying the state: the
+ * weights and optimizer state it updates in place change, the copied rest does not. */
 DCRT_API dcrt_status dcrt_is_training(const dcrt_plan* plan, int* training);
 DCRT_API dcrt_status dcrt_train_step(dcrt_plan* plan);
 DCRT_API dcrt_status dcrt_num_states(const dcrt_plan* plan, size_t* count);
