@@ -1,5 +1,7 @@
 #include "template_optimizer.h"
 
+#include <cctype>
+
 #include <fmt/format.h>
 
 #include "ir/error.h"
@@ -53,6 +55,20 @@ std::string adamw_element(const Node& n, const OptimizerUpdateLayout& l, size_t 
 }
 
 }  // namespace
+
+std::string naive_kernel_name(const std::string& template_name, size_t index, const std::string& op) {
+  std::string lower;
+  for (char c : op)  // "dc.SgdUpdate" -> "dc_sgdupdate"
+    lower += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(static_cast<unsigned char>(c))) : '_';
+  return fmt::format("{}_n{}_{}", template_name == "reference" ? "ref" : "naive", index, lower);
+}
+
+bool is_optimizer_update_kernel(const GeneratedKernel& k) {
+  if (k.launches.size() != 1) return false;
+  for (const char* op : {"dc.SgdUpdate", "dc.AdamWUpdate"})
+    if (k.launches[0].kernel == naive_kernel_name(k.template_name, 0, op)) return true;
+  return false;
+}
 
 std::string optimizer_update_body(const Graph& sub, const Node& n) {
   const OptimizerUpdateLayout l = optimizer_update_layout(n);

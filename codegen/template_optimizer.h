@@ -10,11 +10,23 @@
 #include <string>
 
 #include "ir/graph.h"
+#include "ir/kernel.h"
 
 namespace dc {
 
 // The kernel's body: a grid-stride loop over updated_elements (ir/optimizer_update.h). `sub` is the node as a
 // graph of its own whose inputs are in0... and outputs out0... in the node's order.
 std::string optimizer_update_body(const Graph& sub, const Node& n);
+
+// The name generate_naive (template_reference.cpp) gives node `index`'s kernel:
+// "ref_n0_dc_sgdupdate" in the reference template, "naive_n0_dc_sgdupdate" in opaque_generic.
+std::string naive_kernel_name(const std::string& template_name, size_t index, const std::string& op);
+
+// True for a module that is one optimizer update node's kernel (its only launch is the loop of
+// optimizer_update_body): each thread reads element e of every input of a tensor's group into
+// registers before it writes element e of that group's outputs, and reads no other element
+// of them. So W' may share W's bytes, and each state's next value the state's: the plan's
+// in-place state updates (plan/state_alias.h) are allowed only in such a module.
+bool is_optimizer_update_kernel(const GeneratedKernel& k);
 
 }  // namespace dc

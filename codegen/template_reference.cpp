@@ -577,10 +577,7 @@ GeneratedKernel generate_naive(const Workload& w, const std::string& template_na
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     const Node& n = g.nodes[ni];
     const Graph sub = node_graph(g, n);
-    std::string lower;
-    for (char c : n.op)  // "dc.SgdUpdate" -> "dc_sgdupdate"
-      lower += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(static_cast<unsigned char>(c))) : '_';
-    const std::string name = fmt::format("{}_n{}_{}", template_name == "reference" ? "ref" : "naive", ni, lower);
+    const std::string name = naive_kernel_name(template_name, ni, n.op);
     std::vector<std::string> params;
     Launch launch;
     launch.kernel = name;

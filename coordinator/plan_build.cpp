@@ -13,6 +13,7 @@
 #include "nvrtc.h"
 #include "passes/training_state.h"
 #include "plan/memory_plan.h"
+#include "plan/state_alias.h"
 #include "plan/plan_io.h"
 #include "plan_views.h"
 
@@ -276,6 +277,8 @@ void attach_training(const Graph& g, PlanTraining training, ExecPlan& p) {
   }
   training.model_outputs = static_cast<int>(p.outputs.size() - nexts.size());
   p.training = std::move(training);
+  // Each optimizer update writes into its state (plan/state_alias.h): held once, not copied.
+  alias_state_updates(p);
 }
 
 }  // namespace

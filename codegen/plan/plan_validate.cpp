@@ -10,6 +10,7 @@
 #include "ir/error.h"
 #include "plan_format.h"
 #include "plan_io.h"
+#include "state_alias.h"
 
 namespace dc {
 
@@ -139,8 +140,10 @@ void check_module(const GeneratedKernel& m, const std::string& where) {
 
 // Binding `id` to buffer `b` at step `s`: types agree, roles agree with kinds, reads follow
 // writes. written[t] is the first step that wrote tensor t (-1: none yet).
+// in_place: the STATE@next views of aliased state pairs, the only tensors through which a step
+// writes a weight (check_training checks that each is safe).
 void check_binding(const ExecPlan& p, int s, const KernelBuffer& b, int bound, std::vector<int>& written,
-                   const std::string& at) {
+                   const std::set<int>& in_place, const std::string& at) {
   const PlanTensor& v = p.tensors[static_cast<size_t>(bound)];
   DC_USER_CHECK(v.dtype == b.dtype && v.shape == b.shape, at, ": ", tensor_ref(p, bound), " (",
                 type_str(v.dtype, v.shape), ") does not match the module's buffer '", b.name, "' (",
@@ -158,8 +161,8 @@ void check_binding(const ExecPlan& p, int s, const KernelBuffer& b, int bound, s
                   tensor_ref(p, id), " after its last_step ", t.last_step);
     return;
   }
-  DC_USER_CHECK(t.kind != PlanTensorKind::input && t.kind != PlanTensorKind::weight, at, ": writes ", kind,
-                " ", tensor_ref(p, id));
+  DC_USER_CHECK(t.kind != PlanTensorKind::input && (t.kind != PlanTensorKind::weight || in_place.count(bound)), at,
+                ": writes ", kind, " ", tensor_ref(p, id));
   DC_USER_CHECK(!in_arena(t.kind) || (t.first_step <= s && s <= t.last_step), at, ": writes ",
                 tensor_ref(p, id), " outside its live steps ", t.first_step, "..", t.last_step);
   if (first_write < 0) written[static_cast<size_t>(id)] = s;
@@ -167,6 +170,11 @@ void check_binding(const ExecPlan& p, int s, const KernelBuffer& b, int bound, s
 
 void check_steps(const ExecPlan& p, const std::string& what) {
   std::vector<int> written(p.tensors.size(), -1);
+  std::set<int> in_place;
+  if (p.training)
+    for (const PlanStateUpdate& u : p.training->state)
+      if (in_range(u.state, p.tensors.size()) && in_range(u.next, p.tensors.size()) && is_in_place(p, u))
+        in_place.insert(u.next);
   for (size_t s = 0; s < p.steps.size(); ++s) {
     const PlanStep& step = p.steps[s];
     const std::string where = fmt::format("{}: steps[{}]", what, s);
@@ -184,7 +192,7 @@ void check_steps(const ExecPlan& p, const std::string& what) {
     for (BufferRole pass : {BufferRole::input, BufferRole::output})
       for (size_t j = 0; j < step.buffers.size(); ++j)
         if ((m.buffers[j].role == BufferRole::input) == (pass == BufferRole::input))
-          check_binding(p, static_cast<int>(s), m.buffers[j], step.buffers[j], written,
+          check_binding(p, static_cast<int>(s), m.buffers[j], step.buffers[j], written, in_place,
                         fmt::format("{}.buffers[{}]", where, j));
   }
   for (size_t i = 0; i < p.tensors.size(); ++i) {
@@ -213,12 +221,19 @@ void check_training(const ExecPlan& p, const std::string& what) {
     const PlanTensor &s = p.tensors[static_cast<size_t>(u.state)], &n = p.tensors[static_cast<size_t>(u.next)];
     DC_USER_CHECK(s.kind == PlanTensorKind::weight, at, ": ", tensor_ref(p, u.state), " is not a weight");
     const auto pos = std::find(p.outputs.begin(), p.outputs.end(), u.next) - p.outputs.begin();
-    DC_USER_CHECK(n.kind == PlanTensorKind::output && pos >= t.model_outputs, at, ": ", tensor_ref(p, u.next),
-                  " is not an output after the model's");
+    DC_USER_CHECK((n.kind == PlanTensorKind::output && pos >= t.model_outputs) || is_in_place(p, u), at, ": ",
+                  tensor_ref(p, u.next), " is neither an output after the model's nor a view of ",
+                  tensor_ref(p, u.state));
     DC_USER_CHECK(s.dtype == n.dtype && s.shape == n.shape, at, ": ", tensor_ref(p, u.state), " (",
                   type_str(s.dtype, s.shape), ") and ", tensor_ref(p, u.next), " (", type_str(n.dtype, n.shape),
                   ") differ");
     DC_USER_CHECK(states.insert(u.state).second && nexts.insert(u.next).second, at, ": a tensor is listed twice");
+    if (!is_in_place(p, u)) continue;
+    DC_USER_CHECK(n.offset == 0, at, ": ", tensor_ref(p, u.next), " views ", tensor_ref(p, u.state),
+                  " at offset ", n.offset, ", not 0");
+    const std::string problem = in_place_problem(p, u);
+    DC_USER_CHECK(problem.empty(), at, ": ", tensor_ref(p, u.next), " cannot update ", tensor_ref(p, u.state),
+                  " in place: ", problem);
   }
 }
 

@@ -143,6 +143,7 @@ class EmulatorBackend final : public Backend {
   // weights it holds; otherwise the plan's values are used as they are.
   void load_weights() {
     weights_.assign(plan_->tensors.size(), Tensor());
+    owned_.assign(plan_->tensors.size(), nullptr);
     std::vector<int> ids;
     for (size_t i = 0; i < plan_->tensors.size(); ++i)
       if (plan_->tensors[i].kind == PlanTensorKind::weight) ids.push_back(static_cast<int>(i));
@@ -176,8 +177,8 @@ class EmulatorBackend final : public Backend {
     switch (pt.kind) {
       case PlanTensorKind::input:
       case PlanTensorKind::output: return values_[id].raw_mutable();
-      case PlanTensorKind::weight:
-        return const_cast<std::byte*>(weights_.at(id).raw());  // only ever read
+      case PlanTensorKind::weight:  // written only through an in-place state update (own_weight)
+        return const_cast<std::byte*>(weights_.at(id).raw());
       case PlanTensorKind::intermediate:
       case PlanTensorKind::scratch: return arena_.data() + arena_offset(pt);
       case PlanTensorKind::view: return storage(pt.view_of) + pt.offset;
@@ -197,12 +198,24 @@ class EmulatorBackend final : public Backend {
   // Stores what a step wrote into tensor `id`.
   void write_tensor(int id, const Tensor& value) {
     const PlanTensor& pt = plan_->tensors[id];
-    const PlanTensorKind kind = pt.kind == PlanTensorKind::view ? plan_->tensors[pt.view_of].kind : pt.kind;
-    DC_INTERNAL_CHECK(kind != PlanTensorKind::input && kind != PlanTensorKind::weight,
-                      "a step writes the model input or weight ", pt.name);
+    const int base = pt.kind == PlanTensorKind::view ? pt.view_of : id;
+    const PlanTensorKind kind = plan_->tensors[base].kind;
+    DC_INTERNAL_CHECK(kind != PlanTensorKind::input, "a step writes the model input ", pt.name);
+    if (kind == PlanTensorKind::weight) own_weight(base);  // an in-place state update (validate_plan allowed it)
     DC_INTERNAL_CHECK(value.defined() && value.nbytes() == tensor_bytes(pt), "step result for ",
                       pt.name, " has the wrong size");
     std::memcpy(storage(id), value.raw(), value.nbytes());
+  }
+
+  // Before a step writes weight `id` in place: a tensor of its own, since the one it holds may
+  // be the plan's value (or weights.bin's mapping), which other readers share.
+  void own_weight(int id) {
+    Tensor& w = weights_.at(id);
+    if (w.defined() && w.raw() == owned_.at(id)) return;
+    Tensor copy(w.dtype(), w.shape());
+    std::memcpy(copy.raw_mutable(), w.raw(), w.nbytes());
+    w = std::move(copy);
+    owned_[id] = w.raw();
   }
 
   size_t arena_offset(const PlanTensor& pt) const {
@@ -233,6 +246,7 @@ class EmulatorBackend final : public Backend {
   std::vector<std::byte> arena_;
   std::vector<Tensor> values_;  // parallel to plan.tensors: inputs and outputs only
   std::vector<Tensor> weights_;  // parallel to plan.tensors: weights only
+  std::vector<const std::byte*> owned_;  // parallel to weights_: the bytes own_weight made
 };
 
 }  // namespace

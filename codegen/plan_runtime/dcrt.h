@@ -116,11 +116,14 @@ DCRT_API dcrt_status dcrt_num_warnings(const dcrt_plan* plan, size_t* count);
 DCRT_API dcrt_status dcrt_warning(const dcrt_plan* plan, size_t index, const char** message);
 
 /* Training plans (`dc-coordinator plan|tune --train --out`, docs/training.md). Their outputs
- * are the loss, the model's outputs, then the state after the step. dcrt_train_step runs
- * one step on the bound inputs (the model's inputs, then the labels) and carries the state
- * (weights, optimizer state, BatchNorm statistics, step counter) into the next step;
+ * are the loss, the model's outputs, then the state after the step that is not updated in
+ * place (docs/training.md "State between steps"). dcrt_train_step runs one step on the bound
+ * inputs (the model's inputs, then the labels) and carries the state (weights, optimizer
+ * state, BatchNorm statistics, step counter) into the next step;
  * DCRT_ERROR_UNSUPPORTED for an inference plan. The state tensors can be read and written
- * between steps (a checkpoint); their order is plan.json's training.state. */
+ * between steps (a checkpoint); their order is plan.json's training.state. dcrt_run (or
+ * dcrt_time_runs) on a training plan runs the step's kernels without carrying the state: the
+ * weights and optimizer state it updates in place change, the copied rest does not. */
 DCRT_API dcrt_status dcrt_is_training(const dcrt_plan* plan, int* training);
 DCRT_API dcrt_status dcrt_train_step(dcrt_plan* plan);
 DCRT_API dcrt_status dcrt_num_states(const dcrt_plan* plan, size_t* count);

@@ -5,6 +5,7 @@
 
 #include "ir/error.h"
 #include "plan/plan_io.h"
+#include "plan/state_alias.h"
 
 namespace dc::rt {
 
@@ -13,6 +14,7 @@ struct Runtime::State {
   std::unique_ptr<Backend> backend;
   std::vector<std::string> warnings;
   std::vector<bool> input_set;       // parallel to plan.inputs
+  std::vector<PlanStateUpdate> copied_state;  // training: the pairs not updated in place
   bool ran = false;
 };
 
@@ -70,6 +72,7 @@ Runtime::Runtime(ExecPlan plan, std::unique_ptr<Backend> backend) : s_(std::make
   s_->backend = std::move(backend);
   s_->backend->load(s_->plan);
   s_->input_set.assign(s_->plan.inputs.size(), false);
+  s_->copied_state = copied_state_updates(s_->plan);
   s_->warnings = load_warnings(s_->plan, *s_->backend);
   for (const auto& w : s_->warnings) spdlog::warn("{}", w);
 }
@@ -154,7 +157,7 @@ void Runtime::train_step() {
   DC_USER_CHECK(s_->plan.training, "this plan computes inference, not a training step (write it with "
                 "`plan --train --out` or `tune --train --out`)");
   run();
-  s_->backend->carry_state(s_->plan.training->state);
+  s_->backend->carry_state(s_->copied_state);  // aliased pairs were updated in place
 }
 
 Tensor Runtime::weight(const std::string& name) const {

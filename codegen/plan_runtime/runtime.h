@@ -49,13 +49,16 @@ class Runtime {
   // UserError unless `t` has the input's dtype and shape.
   void set_input(size_t index, const Tensor& t);
   void set_input(size_t index, const void* data, size_t bytes);  // bytes must match
-  void run();  // UserError if an input was never set
+  // UserError if an input was never set. On a training plan: the step's kernels, so the state
+  // updated in place changes; only train_step carries the rest (docs/training.md).
+  void run();
   Tensor output(size_t index) const;  // after run()
   void get_output(size_t index, void* data, size_t bytes) const;
   std::vector<double> time_runs(int warmup, int runs);
 
   // Training plans (plan().training, docs/training.md): one step is run(), then each state's
-  // value after the step carried into its weight on the device, so the next step reads it.
+  // value after the step carried into its weight on the device, so the next step reads it
+  // (the optimizer's updates wrote theirs in place: only the other pairs are copied).
   // UserError for an inference plan.
   void train_step();
   // The current value of weight `name` (after train_step: the trained state). UserError if

@@ -9,7 +9,10 @@ weights that changed, while a weight dc-run did not train would be unchanged.
 usage: check_train_plans.py DC_COORDINATOR DC_RUN MODEL.onnx [tune flags...]
        check_train_plans.py DC_COORDINATOR DC_RUN MODEL.onnx --opencl
   --opencl: the estimate-only training plan for PoCL's CPU device (`plan --train --gpus
-  pocl-cpu --out`), one step run by dc-run on that real OpenCL device (no emulator).
+  pocl-cpu --out`), two steps run by dc-run on that real OpenCL device (no emulator), the
+  optimizer state updated in place (docs/training.md "State between steps"): the losses
+  equal verify --train's, and each trained weight's update equals that of the h100 plan's
+  two steps on the host emulator (a wrong in-place update shows in step 2).
 """
 import json
 import os
@@ -63,11 +66,36 @@ def write_batch(model_path, data):
         f.write(numpy_helper.from_array(labels, "labels").SerializeToString())
 
 
+def compare_with_emulator(coord, dcrun, model, data, saved, flags, steps, tmp):
+    """The h100 plan's steps on the host emulator from the same batch: every trained
+    initializer's update (after - before) within verify --train's bound (rel L2 1e-3) of
+    the PoCL run's."""
+    out = os.path.join(tmp, "emulated")
+    run([coord, "plan", model, "--gpus", "h100", "--out", out, *flags])
+    emulated = os.path.join(tmp, "emulated.onnx")
+    run([dcrun, out, "--train", "--emulate", "--data", data, "--steps", steps, "--save-weights", emulated])
+    before = {i.name: numpy_helper.to_array(i) for i in onnx.load(model).graph.initializer}
+    pocl = {i.name: numpy_helper.to_array(i) for i in onnx.load(saved).graph.initializer}
+    emu = {i.name: numpy_helper.to_array(i) for i in onnx.load(emulated).graph.initializer}
+    compared = 0
+    for name, w in before.items():
+        if w.dtype.kind != "f" or np.array_equal(emu[name], w):
+            continue
+        want, got = emu[name] - w, pocl[name] - w
+        err = np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30)
+        if err > 1e-3:
+            fail("%s: the PoCL update after %s steps differs from the emulator's (rel L2 %.2e)" % (name, steps, err))
+        compared += 1
+    if compared == 0:
+        fail("no trained initializer to compare with the emulator's")
+    print("PoCL's updates after %s steps equal the emulator's for %d trained initializers" % (steps, compared))
+
+
 def main():
     coord, dcrun, model = sys.argv[1:4]
     opencl = "--opencl" in sys.argv[4:]
     gpu = "pocl-cpu" if opencl else "h100"
-    steps = "1" if opencl else "2"
+    steps = "2"
     flags = ["--train", "--loss", "cross_entropy", "--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9"]
     with tempfile.TemporaryDirectory(prefix="dc-train-plans-") as tmp:
         out = os.path.join(tmp, "out")
@@ -109,6 +137,14 @@ def main():
         for k, (a, b) in enumerate(zip(got, want)):
             if abs(a - b) > 1e-4 * max(abs(b), 1e-6):
                 fail("step %d: dc-run loss %g, CPU reference %g" % (k + 1, a, b))
+        # Every weight and momentum buffer is updated in place (docs/training.md "State between
+        # steps"): only BatchNorm's running statistics and the step counter are copied.
+        pairs = [(plan["tensors"][w]["name"], plan["tensors"][n]["kind"]) for w, n in plan["training"]["state"]]
+        copied = [w for w, kind in pairs if kind != "view"]
+        if not copied or any("running_" not in w and w != "train.step" for w in copied):
+            fail("state pairs not updated in place: %s" % copied)
+        if opencl:
+            compare_with_emulator(coord, dcrun, model, data, saved, flags, steps, tmp)
         import onnxruntime as ort  # noqa: E402  (from /opt/dc/ort)
         sess = ort.InferenceSession(saved, providers=["CPUExecutionProvider"])
         before = {i.name: numpy_helper.to_array(i) for i in onnx.load(model).graph.initializer}
