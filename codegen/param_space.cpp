@@ -234,20 +234,48 @@ int64_t max_output_numel(const Graph& g) {
   return best;
 }
 
-// Steps of the per-output loop of a naive convolution gradient's kernel
-// (template_reference_training.cpp), each reading both inputs: filters of a group x taps
-// for dc.ConvGradData (taps off the stride included), images x output positions for
-// dc.ConvGradWeight; 1 for any other node.
-int64_t naive_conv_gradient_loop(const Graph& g, const Node& n) {
-  if (n.op == "dc.ConvGradData") {
+// The loops of a training op's naive kernel (template_reference_training.cpp).
+struct NaiveLoops {
+  int64_t per_output = 1;    // steps of the loop every output element runs
+  int64_t serial_threads = 0, serial_loop = 0;  // a few outputs' long loops
+};
+
+NaiveLoops naive_loops(const Graph& g, const Node& n) {
+  NaiveLoops l;
+  const auto per_channel = [&](const std::string& x) {
+    const Shape& s = shape_of(g, x);
+    return s.size() < 2 ? shape_numel(s) : shape_numel(s) / std::max<int64_t>(1, s[1]);
+  };
+  if (n.op == "dc.ConvGradData") {  // filters of a group x taps (taps off the stride included)
     const Shape& w = shape_of(g, n.input(1));
-    return w.size() < 3 ? 1 : shape_numel(w) / std::max<int64_t>(1, w[1] * n.attrs.get_int("group", 1));
-  }
-  if (n.op == "dc.ConvGradWeight") {
+    l.per_output = w.size() < 3 ? 1 : shape_numel(w) / std::max<int64_t>(1, w[1] * n.attrs.get_int("group", 1));
+  } else if (n.op == "dc.ConvGradWeight") {  // images x output positions
     const Shape& dy = shape_of(g, n.input(1));
-    return dy.size() < 3 ? 1 : shape_numel(dy) / std::max<int64_t>(1, dy[1]);
+    l.per_output = dy.size() < 3 ? 1 : shape_numel(dy) / std::max<int64_t>(1, dy[1]);
+  } else if (n.op == "dc.BatchNormTrain") {  // 4 statistics per channel, two passes each
+    const Shape& x = shape_of(g, n.input(0));
+    l.serial_threads = 4 * (x.size() < 2 ? 1 : x[1]);
+    l.serial_loop = 2 * per_channel(n.input(0));
+  } else if (n.op == "dc.BatchNormGrad") {  // dscale and dB per channel
+    const Shape& x = shape_of(g, n.input(1));
+    l.serial_threads = 2 * (x.size() < 2 ? 1 : x[1]);
+    l.serial_loop = per_channel(n.input(1));
+  } else if (n.op == "dc.LayerNormGrad") {  // dX: its row; dscale, dB: the rows of a column
+    const int64_t cols = std::max<int64_t>(1, shape_numel(shape_of(g, n.input(2))));
+    const int64_t numel = shape_numel(shape_of(g, n.input(1)));
+    l.per_output = cols;
+    l.serial_threads = 2 * cols;
+    l.serial_loop = numel / cols;
+  } else if (n.op == "dc.SoftmaxCrossEntropy") {  // log-probabilities: their row's max and sum
+    const Shape& x = shape_of(g, n.input(0));
+    const int64_t classes = x.empty() ? 1 : x.back();
+    l.per_output = 2 * classes;
+    l.serial_threads = 1;  // the loss: one thread over every row
+    l.serial_loop = 2 * shape_numel(x);
+  } else if (n.op == "dc.GatherGrad") {  // every index, for each element of the table
+    l.per_output = shape_numel(shape_of(g, n.input(1)));
   }
-  return 1;
+  return l;
 }
 
 void analyze_output_parallel(const Graph& g, WorkloadShape& s) {
@@ -262,7 +290,12 @@ void analyze_output_parallel(const Graph& g, WorkloadShape& s) {
   bool vectorisable = true;
   for (const auto& n : g.nodes) {
     if (remaps_index(n.op)) vectorisable = false;
-    s.window = std::max(s.window, naive_conv_gradient_loop(g, n));
+    const NaiveLoops l = naive_loops(g, n);
+    s.window = std::max(s.window, l.per_output);
+    if (l.serial_threads > 0 && l.serial_loop > s.serial_loop) {
+      s.serial_threads = l.serial_threads;
+      s.serial_loop = l.serial_loop;
+    }
     if (is_window_pool(n.op)) {
       int64_t w = 1;
       for (int64_t k : n.attrs.get_ints("kernel_shape", {})) w *= k;

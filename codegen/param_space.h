@@ -89,7 +89,14 @@ struct WorkloadShape {
   int reductions_per_row = 1;  // tree reductions per row: softmax 2 (max, sum), LayerNorm 2
   int stream_reads = 1;        // passes over a row's input when it is not cached on chip
   bool row_contiguous = true;  // the reduced elements of a row are adjacent in memory
-  int64_t window = 1;          // pool_window: input elements per output
+  int64_t window = 1;          // pool_window: input elements per output; opaque: loop steps per output
+  // opaque: the naive kernel's longest serial work (template_reference_training.cpp), when a
+  // few of its outputs each loop over many elements: `serial_threads` threads, each reading
+  // `serial_loop` elements (dc.BatchNormTrain's statistics and dc.BatchNormGrad's dscale and
+  // dB: one thread per channel over its N x spatial elements; dc.LayerNormGrad's dscale and
+  // dB: one thread per column over the rows; dc.SoftmaxCrossEntropy's loss: one thread over
+  // every row). 0 when the kernel has none.
+  int64_t serial_threads = 0, serial_loop = 0;
 
   // Output-parallel families (elementwise, pool_window, opaque) and the row reductions:
   int64_t elements = 0;  // output elements

@@ -431,8 +431,10 @@ Estimate estimate(const Workload& w, const Variant& v, const GpuSpec& gpu,
   return estimate(analyze_workload(w), v, gpu, calibration);
 }
 
-Estimate estimate(const WorkloadShape& s, const Variant& v, const GpuSpec& g,
-                  const Calibration& calibration) {
+namespace {
+
+Estimate estimate_kernel(const WorkloadShape& s, const Variant& v, const GpuSpec& g,
+                         const Calibration& calibration) {
   Estimate e;
   e.launch_s = g.launch_overhead_us * 1e-6;
   const int bps = blocks_per_sm(v.threads_per_block, v.smem_bytes, v.regs_per_thread, g);
@@ -529,6 +531,25 @@ Estimate estimate(const WorkloadShape& s, const Variant& v, const GpuSpec& g,
   }
   e.seconds = (body + e.launch_s) * calibration.factor(g.name, s.kind, math_unit_of_path(v.precision));
   return e;
+}
+
+}  // namespace
+
+Estimate estimate(const WorkloadShape& s, const Variant& v, const GpuSpec& g,
+                  const Calibration& calibration) {
+  const Estimate e = estimate_kernel(s, v, g, calibration);
+  if (s.family != Family::opaque || s.serial_threads <= 0 || !std::isfinite(e.seconds)) return e;
+  // A naive kernel whose few outputs each loop over many elements (a per-channel statistic)
+  // is priced again as those threads alone: a grid of a block or two, whose loads the
+  // resident warps cannot keep in flight. The cluster takes the slower figure.
+  WorkloadShape serial = s;
+  serial.serial_threads = 0;
+  serial.elements = s.serial_threads;
+  serial.window = s.serial_loop;
+  Variant sv = v;
+  sv.grid_blocks = static_cast<int64_t>(cdiv(static_cast<double>(s.serial_threads), v.threads_per_block));
+  const Estimate loops = estimate_kernel(serial, sv, g, calibration);
+  return loops.seconds > e.seconds ? loops : e;
 }
 
 }  // namespace dc
