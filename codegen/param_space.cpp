@@ -256,10 +256,6 @@ NaiveLoops naive_loops(const Graph& g, const Node& n) {
     const Shape& x = shape_of(g, n.input(0));
     l.serial_threads = 4 * (x.size() < 2 ? 1 : x[1]);
     l.serial_loop = 2 * per_channel(n.input(0));
-  } else if (n.op == "dc.BatchNormGrad") {  // dscale and dB per channel
-    const Shape& x = shape_of(g, n.input(1));
-    l.serial_threads = 2 * (x.size() < 2 ? 1 : x[1]);
-    l.serial_loop = per_channel(n.input(1));
   } else if (n.op == "dc.LayerNormGrad") {  // dX: its row; dscale, dB: the rows of a column
     const int64_t cols = std::max<int64_t>(1, shape_numel(shape_of(g, n.input(2))));
     const int64_t numel = shape_numel(shape_of(g, n.input(1)));

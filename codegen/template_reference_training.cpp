@@ -16,7 +16,6 @@ namespace {
 
 // Ops split_training_ops introduces; they exist only inside naive kernels.
 constexpr const char* kBatchNormApply = "dc.BatchNormTrainApply";
-constexpr const char* kBatchNormGradApply = "dc.BatchNormGradApply";
 constexpr const char* kRowStats = "dc.RowStats";
 
 
@@ -49,8 +48,6 @@ class TrainingEmitter {
     if (op == "dc.Dropout") return dropout(out, o, code);
     if (op == "dc.BatchNormTrain") return batch_norm_stats(out, o, code);
     if (op == kBatchNormApply) return batch_norm_apply(o, code);
-    if (op == "dc.BatchNormGrad") return batch_norm_grad_params(out, o, code);
-    if (op == kBatchNormGradApply) return batch_norm_grad_data(o, code);
     if (op == kRowStats) return row_stats(out, o, code);
     if (op == "dc.LayerNormGrad") return out == 0 ? layer_norm_grad_data(o, code) : layer_norm_grad_params(out, o, code);
     if (op == "dc.GeluGrad") return gelu_grad(o, code);
@@ -150,31 +147,6 @@ class TrainingEmitter {
     const std::string x = read(0, o, code), sc = read(1, ch, code), b = read(2, ch, code);
     const std::string mu = read(3, ch, code), inv = read(4, ch, code);
     return fmt::format("(float)(((double){} - {}) * {} * {} + {})", x, mu, inv, sc, b);
-  }
-
-  // ---- dc.BatchNormGrad(dY, X, scale, saved mean, saved inverse std) -> (-, dscale, dB) per
-  // channel o[0]; dX by kBatchNormGradApply ----
-  std::string batch_norm_grad_params(size_t out, const std::vector<std::string>& o, std::string& code) {
-    DC_INTERNAL_CHECK(out >= 1, "dc.BatchNormGrad's dX is emitted by ", kBatchNormGradApply);
-    const std::string ch = o[0], acc = fresh("acc");
-    const std::string mu = read(3, {ch}, code), inv = read(4, {ch}, code);
-    code += fmt::format("  double {} = 0.0;\n", acc);
-    const auto c = open_channel(in(1), ch, code);
-    const std::string dy = read(0, c, code);
-    if (out == 2) code += fmt::format("  {} += {};\n  }}\n", acc, dy);
-    else code += fmt::format("  {} += {} * ((double){} - {}) * {};\n  }}\n", acc, dy, read(1, c, code), mu, inv);
-    return fmt::format("(float){}", acc);
-  }
-
-  // kBatchNormGradApply(dY, X, scale, saved mean, saved inverse std, dscale, dB) -> dX
-  std::string batch_norm_grad_data(const std::vector<std::string>& o, std::string& code) {
-    const std::vector<std::string> ch = {o[1]};
-    const double count = static_cast<double>(channel_count(in(1)));
-    const std::string dy = read(0, o, code), x = read(1, o, code), sc = read(2, ch, code);
-    const std::string mu = read(3, ch, code), inv = read(4, ch, code);
-    const std::string dscale = read(5, ch, code), db = read(6, ch, code);
-    return fmt::format("(float)((double){} * {} / {} * ({} * {} - {} - ((double){} - {}) * {} * {}))",
-                       sc, inv, double_literal(count), double_literal(count), dy, db, x, mu, inv, dscale);
   }
 
   // ---- LayerNorm's rows: X's dims before `axis` index the row, the rest the columns ----
@@ -483,11 +455,10 @@ std::string intermediate(Graph& g, const Node& n, std::string name, const char* 
 
 bool naive_training_supports(const Node& n) {
   static const char* const kOps[] = {
-      "dc.Dropout",       "dc.BatchNormTrain",  "dc.BatchNormGrad",   "dc.LayerNormGrad",
+      "dc.Dropout",       "dc.BatchNormTrain",  "dc.LayerNormGrad",
       "dc.GeluGrad",      "dc.GatherGrad",      "dc.SoftmaxCrossEntropy", "dc.SoftmaxCrossEntropyGrad",
       "dc.SgdUpdate",     "dc.AdamWUpdate",     "dc.ConvGradData",    "dc.ConvGradWeight",
-      "dc.MaxPoolGrad",   "dc.AveragePoolGrad", kBatchNormApply,      kBatchNormGradApply,
-      kRowStats};
+      "dc.MaxPoolGrad",   "dc.AveragePoolGrad", kBatchNormApply,      kRowStats};
   for (const char* op : kOps)
     if (n.op == op) return true;
   return false;
@@ -511,20 +482,6 @@ Graph split_training_ops(Graph g) {
       Node apply{n.name + ".apply", kBatchNormApply, {}, {n.input(0), n.input(1), n.input(2), n.outputs[3], n.outputs[4]}, {y}};
       nodes.push_back(std::move(n));
       if (!y.empty()) nodes.push_back(std::move(apply));
-    } else if (n.op == "dc.BatchNormGrad") {
-      const Shape ch = {g.info(n.input(1)).shape.at(1)};
-      n.outputs.resize(3);
-      const std::string dx = n.outputs[0];
-      n.outputs[1] = intermediate(g, n, n.outputs[1], "dscale", ch);
-      n.outputs[2] = intermediate(g, n, n.outputs[2], "dbias", ch);
-      n.outputs[0].clear();
-      std::vector<std::string> ins = n.inputs;
-      ins.resize(5);
-      ins.push_back(n.outputs[1]);
-      ins.push_back(n.outputs[2]);
-      Node apply{n.name + ".apply", kBatchNormGradApply, {}, ins, {dx}};
-      nodes.push_back(std::move(n));
-      if (!dx.empty()) nodes.push_back(std::move(apply));
     } else if (n.op == "dc.LayerNormGrad") {
       Node stats{n.name + ".stats", kRowStats, n.attrs, {n.input(1)}, {}};
       const Shape& xs = g.info(n.input(1)).shape;

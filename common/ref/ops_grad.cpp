@@ -1,5 +1,5 @@
 // Reference kernels of dc-internal gradient ops that need more than an elementwise
-// composition (docs/training.md): dc.BatchNormGrad, dc.LayerNormGrad, dc.GeluGrad and
+// composition (docs/training.md): dc.LayerNormGrad, dc.GeluGrad and
 // dc.GatherGrad (an embedding's scatter-add). Reductions accumulate in double.
 #include <cmath>
 #include <numbers>
@@ -16,41 +16,6 @@ namespace {
 void require_f32(const Node& node, const Tensor& t, const char* what) {
   DC_USER_CHECK(t.defined() && t.dtype() == DType::f32, node.op, ": ", what,
                 " must be an f32 tensor");
-}
-
-// dc.BatchNormGrad(dY, X, scale, saved_mean, saved_invstd) -> (dX, dscale, dB), from the
-// batch statistics dc.BatchNormTrain saved.
-std::vector<Tensor> run_batch_norm_grad(const Node& node, const Inputs& in) {
-  for (size_t i = 0; i < 5; ++i) require_f32(node, in.at(i), "every input");
-  const Tensor &dy = in[0], &x = in[1];
-  DC_USER_CHECK(dy.shape() == x.shape() && x.rank() >= 2, node.op, ": dY and X must match");
-  const int64_t n = x.dim(0), c = x.dim(1), inner = x.numel() / std::max<int64_t>(1, n * c);
-  Tensor dx(DType::f32, x.shape()), dscale(DType::f32, {c}), db(DType::f32, {c});
-  const float *dyp = dy.data<float>(), *xp = x.data<float>();
-  const double count = static_cast<double>(n * inner);
-  parallel_for(c, 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t ch = c0; ch < c1; ++ch) {
-      const double mu = in[3].data<float>()[ch], inv = in[4].data<float>()[ch];
-      double sum_dy = 0, sum_dy_xhat = 0;
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < inner; ++j) {
-          const int64_t k = (i * c + ch) * inner + j;
-          sum_dy += dyp[k];
-          sum_dy_xhat += dyp[k] * (xp[k] - mu) * inv;
-        }
-      const double a = in[2].data<float>()[ch] * inv / count;
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < inner; ++j) {
-          const int64_t k = (i * c + ch) * inner + j;
-          const double xhat = (xp[k] - mu) * inv;
-          dx.mutable_data<float>()[k] =
-              static_cast<float>(a * (count * dyp[k] - sum_dy - xhat * sum_dy_xhat));
-        }
-      dscale.mutable_data<float>()[ch] = static_cast<float>(sum_dy_xhat);
-      db.mutable_data<float>()[ch] = static_cast<float>(sum_dy);
-    }
-  });
-  return {dx, dscale, db};
 }
 
 // dc.LayerNormGrad(dY, X, scale) -> (dX, dscale, dB). attrs axis, epsilon: as the forward
@@ -163,7 +128,6 @@ std::vector<Tensor> run_gather_grad(const Node& node, const Inputs& in) {
 }
 
 const OpDef kOps[] = {
-    {"dc.BatchNormGrad", run_batch_norm_grad, nullptr},
     {"dc.LayerNormGrad", run_layer_norm_grad, nullptr},
     {"dc.GeluGrad", run_gelu_grad, nullptr},
     {"dc.GatherGrad", run_gather_grad, nullptr},

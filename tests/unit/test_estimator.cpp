@@ -301,31 +301,32 @@ TEST(Estimator, ReductionRereadsLongRowsOnly) {
     EXPECT_DOUBLE_EQ(estimate(w, v, g).dram_bytes, static_cast<double>(w.bytes));
 }
 
-// dc.BatchNormGrad over [n, c, hw, hw] as its naive kernel prices: dscale and dB by one
-// thread per channel and output, each looping over the channel's n x hw x hw elements.
-Workload naive_batch_norm_grad(int64_t n, int64_t c, int64_t hw) {
+// dc.BatchNormTrain over [n, c, hw, hw] as its naive kernel prices: the four statistics by
+// one thread per channel and statistic, each looping twice over the channel's n x hw x hw
+// elements.
+Workload naive_batch_norm_train(int64_t n, int64_t c, int64_t hw) {
   const int64_t e = n * c * hw * hw;
   return make_test_workload(ClusterKind::opaque,
-                            {test_node("dc.BatchNormGrad", {"dy", "x", "s", "m", "i"}, {"dx", "ds", "db"})},
-                            {{"dy", {n, c, hw, hw}}, {"x", {n, c, hw, hw}}, {"s", {c}}, {"m", {c}}, {"i", {c}},
-                             {"dx", {n, c, hw, hw}}, {"ds", {c}}, {"db", {c}}},
-                            10 * e, 4 * (3 * e + 5 * c));
+                            {test_node("dc.BatchNormTrain", {"x", "s", "b", "rm", "rv"}, {"y", "m", "v", "sm", "si"})},
+                            {{"x", {n, c, hw, hw}}, {"s", {c}}, {"b", {c}}, {"rm", {c}}, {"rv", {c}},
+                             {"y", {n, c, hw, hw}}, {"m", {c}}, {"v", {c}}, {"sm", {c}}, {"si", {c}}},
+                            8 * e, 4 * (2 * e + 8 * c));
 }
 
 TEST(Estimator, NaivePerChannelLoopsArePricedAsTheirFewThreads) {
   // ResNet-50's first BatchNorm at batch 32: 64 channels of 100,352 elements. Priced as a
-  // copy it would be near the DRAM floor (38.5 MB / 3.35 TB/s = 11.5 us); its 128 looping
+  // copy it would be near the DRAM floor (25.7 MB / 3.35 TB/s = 7.7 us); its 256 looping
   // threads keep 8 warps of loads in flight, and Little's law makes that milliseconds.
   const GpuSpec g = spec_h100();
-  const Workload big = naive_batch_norm_grad(32, 64, 56);
+  const Workload big = naive_batch_norm_train(32, 64, 56);
   const WorkloadShape s = analyze_workload(big);
-  EXPECT_EQ(s.serial_threads, 128);
-  EXPECT_EQ(s.serial_loop, 32 * 56 * 56);
+  EXPECT_EQ(s.serial_threads, 4 * 64);
+  EXPECT_EQ(s.serial_loop, 2 * 32 * 56 * 56);
   const auto best = best_of(big, g);
   EXPECT_GT(best.estimate.seconds, 100 * floor_seconds(big, g));
   EXPECT_EQ(best.estimate.bound, "latency");
   // A small one stays near its launch: the loops are short.
-  const Workload small = naive_batch_norm_grad(1, 64, 4);
+  const Workload small = naive_batch_norm_train(1, 64, 4);
   EXPECT_LT(best_of(small, g).estimate.seconds, 20e-6);
 }
 

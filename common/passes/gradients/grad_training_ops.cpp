@@ -1,5 +1,6 @@
 // Gradients of the dc-internal forward ops the training pass introduces: dc.Dropout (the
-// saved mask), dc.BatchNormTrain (dc.BatchNormGrad from the saved batch statistics) and
+// saved mask), dc.BatchNormTrain (ReduceSums and an elementwise chain from the saved batch
+// statistics) and
 // dc.SoftmaxCrossEntropy (dc.SoftmaxCrossEntropyGrad from the saved log-probabilities).
 #include "ir/error.h"
 #include "passes/gradients/gradient_rules.h"
@@ -14,15 +15,38 @@ Grads dropout_rule(GradBuilder& b, const GradCall& c) {
   return {b.mul(c.dy[0], c.node.outputs.at(1)), ""};
 }
 
+// BatchNorm's backward from the saved batch statistics, as ONNX ops that the tuned
+// templates run: two ReduceSums over the batch and spatial axes (x_hat = (X - mean) invstd
+// computed in the second's prologue) and one elementwise chain,
+//   dB = sum dY,  dscale = sum dY x_hat,  dX = scale invstd (dY - (dB + x_hat dscale) / count).
+// (A per-channel loop, as dc.BatchNormTrain's naive kernel, has one thread per channel: on a
+// GPU it keeps too few loads in flight, docs/estimator.md.) Each consumer gets its own x_hat and
+// per-channel Reshapes, so the fusion need not materialise a shared one.
 Grads batch_norm_train_rule(GradBuilder& b, const GradCall& c) {
   const auto& n = c.node;
   DC_INTERNAL_CHECK(n.outputs.size() == 5, "dc.BatchNormTrain with ", n.outputs.size(), " outputs");
-  const auto outs = b.node("dc.BatchNormGrad",
-                           {c.dy[0], n.inputs[0], n.inputs[1], n.outputs[3], n.outputs[4]},
-                           {b.info(n.inputs[0]), b.info(n.inputs[1]), b.info(n.inputs[2])});
+  const Shape x = b.shape(n.inputs[0]);  // a copy: nodes are added below
+  std::vector<int64_t> axes{0};
+  Shape per_channel(x.size(), 1);
+  per_channel[1] = x[1];
+  int64_t count = x[0];
+  for (size_t d = 2; d < x.size(); ++d) {
+    axes.push_back(static_cast<int64_t>(d));
+    count *= x[d];
+  }
+  const auto channel = [&](const std::string& v) { return b.reshape(v, per_channel); };
+  const auto x_hat = [&] { return b.mul(b.sub(n.inputs[0], channel(n.outputs[3])), channel(n.outputs[4])); };
+  const std::string& dy = c.dy[0];
+  const std::string db = b.reduce_sum(dy, axes, false);
+  const std::string dscale = b.reduce_sum(b.mul(dy, x_hat()), axes, false);
   Grads g(5);
-  for (size_t i = 0; i < 3; ++i)
-    if (c.want(i)) g[i] = outs[i];
+  if (c.want(0)) {
+    const double k = 1.0 / static_cast<double>(count);
+    const std::string mean_part = b.add(channel(b.scale(db, k)), b.mul(x_hat(), channel(b.scale(dscale, k))));
+    g[0] = b.mul(b.sub(dy, mean_part), channel(b.mul(n.inputs[1], n.outputs[4])));
+  }
+  if (c.want(1)) g[1] = dscale;
+  if (c.want(2)) g[2] = db;
   return g;
 }
 
