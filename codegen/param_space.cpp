@@ -242,20 +242,12 @@ struct NaiveLoops {
 
 NaiveLoops naive_loops(const Graph& g, const Node& n) {
   NaiveLoops l;
-  const auto per_channel = [&](const std::string& x) {
-    const Shape& s = shape_of(g, x);
-    return s.size() < 2 ? shape_numel(s) : shape_numel(s) / std::max<int64_t>(1, s[1]);
-  };
   if (n.op == "dc.ConvGradData") {  // filters of a group x taps (taps off the stride included)
     const Shape& w = shape_of(g, n.input(1));
     l.per_output = w.size() < 3 ? 1 : shape_numel(w) / std::max<int64_t>(1, w[1] * n.attrs.get_int("group", 1));
   } else if (n.op == "dc.ConvGradWeight") {  // images x output positions
     const Shape& dy = shape_of(g, n.input(1));
     l.per_output = dy.size() < 3 ? 1 : shape_numel(dy) / std::max<int64_t>(1, dy[1]);
-  } else if (n.op == "dc.BatchNormTrain") {  // 4 statistics per channel, two passes each
-    const Shape& x = shape_of(g, n.input(0));
-    l.serial_threads = 4 * (x.size() < 2 ? 1 : x[1]);
-    l.serial_loop = 2 * per_channel(n.input(0));
   } else if (n.op == "dc.LayerNormGrad") {  // dX: its row; dscale, dB: the rows of a column
     const int64_t cols = std::max<int64_t>(1, shape_numel(shape_of(g, n.input(2))));
     const int64_t numel = shape_numel(shape_of(g, n.input(1)));

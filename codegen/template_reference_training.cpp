@@ -74,19 +74,6 @@ class TrainingEmitter {
   }
   double attr(const char* name, float dflt) const { return n_.attrs.get_float(name, dflt); }
 
-  // X of shape [N, C, inner...] read at channel `ch`: a loop over the N * inner elements
-  // of the channel, opened into `code`; returns the coordinates of the element.
-  std::vector<std::string> open_channel(const std::string& x, const std::string& ch, std::string& code) {
-    const Shape& xs = shape(x);
-    Shape rest = {xs[0]};
-    rest.insert(rest.end(), xs.begin() + 2, xs.end());
-    const std::string i = fresh("i");
-    code += for_loop(i, shape_numel(rest));
-    auto u = emit_unravel(rest, i, fresh("u"), code);
-    std::vector<std::string> c = {u[0], ch};
-    c.insert(c.end(), u.begin() + 1, u.end());
-    return c;
-  }
   int64_t channel_count(const std::string& x) const {
     const Shape& xs = shape(x);
     return shape_numel(xs) / std::max<int64_t>(1, xs[1]);
@@ -106,34 +93,25 @@ class TrainingEmitter {
     return fmt::format("{} * {}", read(0, o, code), mask);
   }
 
-  // ---- dc.BatchNormTrain(X, scale, B, running mean, running var) -> (-, mean@next,
-  // var@next, saved mean, saved inverse std), per channel o[0]; Y by kBatchNormApply ----
+  // ---- dc.BatchNormTrain(X, scale, B, running mean, running var, batch mean, batch var) ->
+  // (-, mean@next, var@next, saved mean, saved inverse std), per channel o[0], from the batch
+  // statistics its inputs carry; Y by kBatchNormApply ----
   std::string batch_norm_stats(size_t out, const std::vector<std::string>& o, std::string& code) {
     DC_INTERNAL_CHECK(out >= 1, "dc.BatchNormTrain's Y is emitted by ", kBatchNormApply);
-    const std::string x = in(0), ch = o[0];
-    const int64_t count = channel_count(x);
-    const std::string s = fresh("sum"), sq = fresh("sq"), mu = fresh("mu");
-    code += fmt::format("  double {} = 0.0;\n", s);
-    {
-      const auto c = open_channel(x, ch, code);
-      code += fmt::format("  {} += {};\n  }}\n", s, c_.read(x, c, code));
-    }
-    code += fmt::format("  const double {} = {} / {}.0;\n  double {} = 0.0;\n", mu, s, count, sq);
-    {
-      const auto c = open_channel(x, ch, code);
-      const std::string d = fresh("d");
-      code += fmt::format("  const double {0} = {1} - {2};\n  {3} += {0} * {0};\n  }}\n", d,
-                          c_.read(x, c, code), mu, sq);
-    }
+    const std::vector<std::string> ch = {o[0]};
+    const int64_t count = channel_count(in(0));
+    const std::string mu = fresh("mu"), var = fresh("var");
+    code += fmt::format("  const double {} = {};\n  const double {} = {};\n", mu, read(5, ch, code), var,
+                        read(6, ch, code));
     const double eps = attr("epsilon", 1e-5f), momentum = attr("momentum", 0.9f);
-    const std::string var = fmt::format("({} / {}.0)", sq, count);
     switch (out) {
       case 1:
-        return fmt::format("(float)({} * {} + {} * {})", read(3, {ch}, code), double_literal(momentum), mu,
+        return fmt::format("(float)({} * {} + {} * {})", read(3, ch, code), double_literal(momentum), mu,
                            double_literal(1 - momentum));
       case 2: {
-        const std::string unbiased = count > 1 ? fmt::format("({} / {}.0)", sq, count - 1) : var;
-        return fmt::format("(float)({} * {} + {} * {})", read(4, {ch}, code), double_literal(momentum),
+        const std::string unbiased =
+            count > 1 ? fmt::format("({} * {})", var, double_literal(static_cast<double>(count) / (count - 1))) : var;
+        return fmt::format("(float)({} * {} + {} * {})", read(4, ch, code), double_literal(momentum),
                            unbiased, double_literal(1 - momentum));
       }
       case 3: return fmt::format("(float){}", mu);

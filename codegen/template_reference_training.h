@@ -33,7 +33,7 @@ std::string emit_training_element(NaiveNodeContext& c, size_t out, const std::ve
 
 // The workload graph with each training op whose outputs need a whole-channel or whole-row
 // statistic per element split in two nodes, so that the statistic is computed once per
-// channel (row), not once per element: dc.BatchNormTrain (statistics, then Y),
+// channel (row), not once per element: dc.BatchNormTrain (its per-channel outputs, then Y),
 // dc.LayerNormGrad (row mean and inverse std,
 // then the gradients). New intermediates are named "<node>.<what>".
 Graph split_training_ops(Graph g);

@@ -52,16 +52,17 @@ std::vector<Tensor> run_dropout(const Node& node, const Inputs& in) {
   return {y, mask};
 }
 
-// dc.BatchNormTrain(X, scale, B, running_mean, running_var) -> (Y, new_running_mean,
-// new_running_var, saved_mean, saved_invstd). attrs: epsilon, momentum (ONNX's: new =
-// running * momentum + batch * (1 - momentum)). Y uses the biased batch variance, the
-// running variance the unbiased one, as PyTorch does.
+// dc.BatchNormTrain(X, scale, B, running_mean, running_var, batch_mean, batch_var) -> (Y,
+// new_running_mean, new_running_var, saved_mean, saved_invstd), the batch statistics computed
+// before it (training_forward.h). attrs: epsilon, momentum (ONNX's: new = running * momentum
+// + batch * (1 - momentum)). Y uses the biased batch variance, the running variance the
+// unbiased one, as PyTorch does.
 std::vector<Tensor> run_batch_norm_train(const Node& node, const Inputs& in) {
-  for (size_t i = 0; i < 5; ++i) require_f32(node, in.at(i), "every input");
+  for (size_t i = 0; i < 7; ++i) require_f32(node, in.at(i), "every input");
   const Tensor& x = in[0];
   DC_USER_CHECK(x.rank() >= 2, node.op, ": X must have rank >= 2, got ", shape_str(x.shape()));
   const int64_t n = x.dim(0), c = x.dim(1), inner = x.numel() / std::max<int64_t>(1, n * c);
-  for (size_t i = 1; i < 5; ++i)
+  for (size_t i = 1; i < 7; ++i)
     DC_USER_CHECK(in[i].numel() == c, node.op, ": input ", i, " must have ", c, " values");
   const double eps = node.attrs.get_float("epsilon", 1e-5f);
   const double momentum = node.attrs.get_float("momentum", 0.9f);
@@ -71,18 +72,9 @@ std::vector<Tensor> run_batch_norm_train(const Node& node, const Inputs& in) {
   const float *xp = x.data<float>(), *sc = in[1].data<float>(), *b = in[2].data<float>();
   parallel_for(c, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t ch = c0; ch < c1; ++ch) {
-      double s = 0, sq = 0;
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < inner; ++j) s += xp[(i * c + ch) * inner + j];
-      const double mu = s / static_cast<double>(count);
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < inner; ++j) {
-          const double d = xp[(i * c + ch) * inner + j] - mu;
-          sq += d * d;
-        }
-      const double var = sq / static_cast<double>(count);
+      const double mu = in[5].data<float>()[ch], var = in[6].data<float>()[ch];
       const double inv = 1.0 / std::sqrt(var + eps);
-      const double unbiased = count > 1 ? sq / static_cast<double>(count - 1) : var;
+      const double unbiased = count > 1 ? var * static_cast<double>(count) / static_cast<double>(count - 1) : var;
       for (int64_t i = 0; i < n; ++i)
         for (int64_t j = 0; j < inner; ++j) {
           const int64_t k = (i * c + ch) * inner + j;

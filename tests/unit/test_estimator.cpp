@@ -301,33 +301,40 @@ TEST(Estimator, ReductionRereadsLongRowsOnly) {
     EXPECT_DOUBLE_EQ(estimate(w, v, g).dram_bytes, static_cast<double>(w.bytes));
 }
 
-// dc.BatchNormTrain over [n, c, hw, hw] as its naive kernel prices: the four statistics by
-// one thread per channel and statistic, each looping twice over the channel's n x hw x hw
-// elements.
-Workload naive_batch_norm_train(int64_t n, int64_t c, int64_t hw) {
-  const int64_t e = n * c * hw * hw;
+// dc.LayerNormGrad over [rows, cols] as its naive kernel runs: dX one thread per element
+// over its row; dscale and dB one thread per column over the rows.
+Workload naive_layer_norm_grad(int64_t rows, int64_t cols) {
+  Attributes a;
+  a.set("axis", int64_t{-1});
   return make_test_workload(ClusterKind::opaque,
-                            {test_node("dc.BatchNormTrain", {"x", "s", "b", "rm", "rv"}, {"y", "m", "v", "sm", "si"})},
-                            {{"x", {n, c, hw, hw}}, {"s", {c}}, {"b", {c}}, {"rm", {c}}, {"rv", {c}},
-                             {"y", {n, c, hw, hw}}, {"m", {c}}, {"v", {c}}, {"sm", {c}}, {"si", {c}}},
-                            8 * e, 4 * (2 * e + 8 * c));
+                            {test_node("dc.LayerNormGrad", {"dy", "x", "s"}, {"dx", "ds", "db"}, a)},
+                            {{"dy", {rows, cols}}, {"x", {rows, cols}}, {"s", {cols}}, {"dx", {rows, cols}},
+                             {"ds", {cols}}, {"db", {cols}}},
+                            10 * rows * cols, 4 * (3 * rows * cols + 3 * cols));
 }
 
 TEST(Estimator, NaivePerChannelLoopsArePricedAsTheirFewThreads) {
-  // ResNet-50's first BatchNorm at batch 32: 64 channels of 100,352 elements. Priced as a
-  // copy it would be near the DRAM floor (25.7 MB / 3.35 TB/s = 7.7 us); its 256 looping
-  // threads keep 8 warps of loads in flight, and Little's law makes that milliseconds.
   const GpuSpec g = spec_h100();
-  const Workload big = naive_batch_norm_train(32, 64, 56);
-  const WorkloadShape s = analyze_workload(big);
-  EXPECT_EQ(s.serial_threads, 4 * 64);
-  EXPECT_EQ(s.serial_loop, 2 * 32 * 56 * 56);
-  const auto best = best_of(big, g);
-  EXPECT_GT(best.estimate.seconds, 100 * floor_seconds(big, g));
-  EXPECT_EQ(best.estimate.bound, "latency");
-  // A small one stays near its launch: the loops are short.
-  const Workload small = naive_batch_norm_train(1, 64, 4);
-  EXPECT_LT(best_of(small, g).estimate.seconds, 20e-6);
+  // The column sums: 2 x 64 threads, each over the 4096 rows.
+  const Workload w = naive_layer_norm_grad(4096, 64);
+  const WorkloadShape s = analyze_workload(w);
+  EXPECT_EQ(s.serial_threads, 2 * 64);
+  EXPECT_EQ(s.serial_loop, 4096);
+  EXPECT_EQ(s.window, 64);  // dX: its row
+  // The same kernel with a statistic of 100,352 elements per channel (ResNet-50's first
+  // BatchNorm at batch 32, as dc.BatchNormTrain's naive kernel had it): 128 looping
+  // threads keep 4 warps of loads in flight, and Little's law makes that milliseconds,
+  // where the kernel priced as its output-parallel part alone stays near its floor.
+  const Variant v = enumerate_variants(s, g, SpaceOptions{{"fp32"}}).at(0);
+  WorkloadShape loops = s;
+  loops.serial_loop = 32 * 56 * 56;
+  loops.bytes = 4.0 * 2 * 64 * loops.serial_loop;  // X and dY: 51.4 MB
+  WorkloadShape without = loops;
+  without.serial_threads = 0;
+  const Estimate e = estimate(loops, v, g, Calibration{});
+  EXPECT_GT(e.seconds, 100 * estimate(without, v, g, Calibration{}).seconds);
+  EXPECT_GT(e.seconds, 1e-3);
+  EXPECT_EQ(e.bound, "latency");
 }
 
 TEST(Estimator, UnfitVariantIsInfinite) {

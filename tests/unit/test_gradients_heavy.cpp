@@ -148,7 +148,15 @@ TEST(GradientRulesF32, BatchNormTrainOnBatchStatistics) {
   add_initializer(g, "b", f32({3}, 25));
   add_initializer(g, "mean", f32({3}, 26));
   add_initializer(g, "var", f32({3}, 27, 0.5f, 1.5f));
-  add_node(g, "dc.BatchNormTrain", {"x", "s", "b", "mean", "var"}, {"y", "m1", "v1", "sm", "si"},
+  // The batch statistics as use_training_forward computes them (ReduceMeans before the node).
+  add_initializer(g, "axes", Tensor::from_vector<int64_t>({3}, {0, 2, 3}));
+  add_initializer(g, "cshape", Tensor::from_vector<int64_t>({4}, {1, 3, 1, 1}));
+  add_node(g, "ReduceMean", {"x", "axes"}, {"bm"}, attrs({{"keepdims", int64_t{0}}}));
+  add_node(g, "Reshape", {"bm", "cshape"}, {"bmc"});
+  add_node(g, "Sub", {"x", "bmc"}, {"xc"});
+  add_node(g, "Mul", {"xc", "xc"}, {"sq"});
+  add_node(g, "ReduceMean", {"sq", "axes"}, {"bv"}, attrs({{"keepdims", int64_t{0}}}));
+  add_node(g, "dc.BatchNormTrain", {"x", "s", "b", "mean", "var", "bm", "bv"}, {"y", "m1", "v1", "sm", "si"},
            attrs({{"epsilon", 1e-5f}, {"momentum", 0.9f}}));
   check_gradients(g, "y", {"x", "s", "b"});
 }

@@ -171,6 +171,23 @@ void gate_updates_on_overflow(Graph& g, const std::string& all_finite, const Tra
   g.nodes.push_back(std::move(growth_next));
 }
 
+namespace {
+
+// The batch statistics' chain of a dc.BatchNormTrain (training_forward.h: ReduceMeans of X
+// and of its centred squares, through a per-channel Reshape), as PyTorch's autocast runs
+// batch_norm in fp32: every tensor between X and the node's statistics inputs.
+void keep_batch_statistics(const Graph& g, const Node& bn, std::set<std::string>& keep) {
+  std::vector<std::string> todo{bn.inputs.at(5), bn.inputs.at(6)};
+  while (!todo.empty()) {
+    const std::string t = todo.back();
+    todo.pop_back();
+    if (t.empty() || t == bn.inputs[0] || g.is_constant(t) || !keep.insert(t).second) continue;
+    if (const auto p = g.producer(t)) todo.insert(todo.end(), g.nodes[*p].inputs.begin(), g.nodes[*p].inputs.end());
+  }
+}
+
+}  // namespace
+
 std::set<std::string> training_fp32_tensors(const Graph& g) {
   std::set<std::string> keep;
   for (const StateUpdate& u : training_state_updates(g)) keep.insert(u.state);
@@ -182,6 +199,7 @@ std::set<std::string> training_fp32_tensors(const Graph& g) {
       keep.insert(n.outputs.begin(), n.outputs.end());
     } else if (n.op == "dc.BatchNormTrain") {
       keep.insert(n.outputs.begin() + 1, n.outputs.end());
+      keep_batch_statistics(g, n, keep);
     } else if (n.op == "dc.SoftmaxCrossEntropy") {
       keep.insert(n.outputs.begin(), n.outputs.end());
     }

@@ -24,7 +24,57 @@ std::string fresh(const Graph& g, const std::string& base) {
   return name;
 }
 
-Node batch_norm_train(Graph& g, const Node& bn) {
+std::string add_tensor(Graph& g, const std::string& base, TensorInfo info) {
+  const std::string name = fresh(g, base);
+  g.tensors[name] = std::move(info);
+  return name;
+}
+
+Node make_node(std::string name, std::string op, std::vector<std::string> in, std::vector<std::string> out) {
+  Node n;
+  n.name = std::move(name);
+  n.op = std::move(op);
+  n.inputs = std::move(in);
+  n.outputs = std::move(out);
+  return n;
+}
+
+// The batch mean and biased variance of X [N, C, ...] per channel, by two ReduceMeans over
+// the batch and spatial axes (the tuned row_reduce template: a per-channel loop would have
+// one thread per channel), the variance from the centred values: appended to `nodes`.
+std::pair<std::string, std::string> batch_statistics(Graph& g, const Node& bn, std::vector<Node>& nodes) {
+  const std::string& x = bn.inputs[0];
+  const TensorInfo xi = g.info(x);
+  DC_USER_CHECK(xi.shape.size() >= 2, "node '", bn.name, "' (BatchNormalization): X must have rank >= 2");
+  std::vector<int64_t> axes{0};
+  Shape per_channel(xi.shape.size(), 1);
+  per_channel[1] = xi.shape[1];
+  for (size_t d = 2; d < xi.shape.size(); ++d) axes.push_back(static_cast<int64_t>(d));
+  const auto ints = [&](const std::string& base, std::vector<int64_t> v) {
+    const std::string name = add_tensor(g, bn.name + base, TensorInfo{DType::i64, {static_cast<int64_t>(v.size())}});
+    g.initializers[name] = Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, std::move(v));
+    return name;
+  };
+  const TensorInfo stat{xi.dtype, {xi.shape[1]}};
+  const std::string axes_t = ints("/stat_axes", axes);
+  const auto reduce_mean = [&](const std::string& in, const std::string& base) {
+    const std::string out = add_tensor(g, bn.name + base, stat);
+    Node n = make_node(bn.name + base, "ReduceMean", {in, axes_t}, {out});
+    n.attrs.set("keepdims", int64_t{0});
+    nodes.push_back(std::move(n));
+    return out;
+  };
+  const std::string mean = reduce_mean(x, "/batch_mean");
+  const std::string mean_c = add_tensor(g, bn.name + "/batch_mean_c", TensorInfo{xi.dtype, per_channel});
+  nodes.push_back(make_node(bn.name + "/batch_mean_c", "Reshape", {mean, ints("/channel_shape", per_channel)}, {mean_c}));
+  const std::string centred = add_tensor(g, bn.name + "/centred", xi);
+  nodes.push_back(make_node(bn.name + "/centred", "Sub", {x, mean_c}, {centred}));
+  const std::string squares = add_tensor(g, bn.name + "/squares", xi);
+  nodes.push_back(make_node(bn.name + "/squares", "Mul", {centred, centred}, {squares}));
+  return {mean, reduce_mean(squares, "/batch_var")};
+}
+
+Node batch_norm_train(Graph& g, const Node& bn, std::vector<Node>& nodes) {
   DC_USER_CHECK(bn.inputs.size() == 5, "node '", bn.name, "' (BatchNormalization): expected 5 inputs");
   for (size_t i = 3; i < 5; ++i) {
     DC_USER_CHECK(g.is_constant(bn.inputs[i]), "node '", bn.name, "' (BatchNormalization): its "
@@ -38,7 +88,10 @@ Node batch_norm_train(Graph& g, const Node& bn) {
   Node n;
   n.name = bn.name;
   n.op = "dc.BatchNormTrain";
+  const auto [batch_mean, batch_var] = batch_statistics(g, bn, nodes);
   n.inputs = bn.inputs;
+  n.inputs.push_back(batch_mean);
+  n.inputs.push_back(batch_var);
   n.attrs.set("epsilon", bn.attrs.get_float("epsilon", 1e-5f));
   n.attrs.set("momentum", bn.attrs.get_float("momentum", 0.9f));
   const TensorInfo stat = g.info(bn.inputs[3]);
@@ -87,11 +140,13 @@ Node dropout_train(Graph& g, const Node& d, int64_t seed) {
 Graph use_training_forward(Graph g) {
   add_step_counter(g);
   int64_t seed = 0;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node n = g.nodes[i];
-    if (n.op == "BatchNormalization") g.nodes[i] = batch_norm_train(g, n);
-    if (n.op == "Dropout") g.nodes[i] = dropout_train(g, n, ++seed);
+  std::vector<Node> nodes;
+  for (const Node& n : g.nodes) {
+    if (n.op == "BatchNormalization") nodes.push_back(batch_norm_train(g, n, nodes));
+    else if (n.op == "Dropout") nodes.push_back(dropout_train(g, n, ++seed));
+    else nodes.push_back(n);
   }
+  g.nodes = std::move(nodes);
   return g;
 }
 

@@ -7,7 +7,9 @@
 namespace dc {
 
 // Adds the step counter (training_state.h) if missing, and rewrites
-//   BatchNormalization(X, scale, B, mean, var) -> dc.BatchNormTrain, whose outputs 1 and 2
+//   BatchNormalization(X, scale, B, mean, var) -> the batch mean and biased variance per
+//     channel (ReduceMean of X, ReduceMean of its centred squares) and
+//     dc.BatchNormTrain(X, scale, B, mean, var, batch mean, batch var), whose outputs 1 and 2
 //     are mean@next and var@next (graph outputs: the running statistics' update, with the
 //     node's momentum) and 3, 4 the saved batch mean and inverse std for the backward pass;
 //   Dropout(X, ratio) -> dc.Dropout(X, train.step) with its ratio, a per-node seed and a
