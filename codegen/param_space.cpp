@@ -143,6 +143,30 @@ void analyze_conv(const Graph& g, const Node& n, WorkloadShape& s) {
   s.vec_align = s.gather_a ? 1 : align_of({win.out_size(), s.k});
 }
 
+}  // namespace
+
+std::string matmul_swapped_source(const Graph& g, const Node& matmul, size_t operand) {
+  if (matmul.op != "MatMul") return "";
+  const std::string& t = matmul.input(operand);
+  const auto p = g.producer(t);
+  if (!p) return "";
+  const Node& tr = g.nodes[*p];
+  const auto& inputs = g.inputs;
+  if (tr.op != "Transpose" || std::find(inputs.begin(), inputs.end(), tr.input(0)) == inputs.end())
+    return "";
+  const Shape& s = g.info(t).shape;
+  const bool folded = g.info(matmul.input(1)).shape.size() <= 2;  // M folds A's batch dims
+  if (s.size() < 2 || (operand == 0 && folded && s.size() > 2)) return "";
+  std::vector<int64_t> swap_last(s.size());
+  for (size_t d = 0; d < s.size(); ++d) swap_last[d] = static_cast<int64_t>(d);
+  std::swap(swap_last[s.size() - 1], swap_last[s.size() - 2]);
+  const bool reversed_pair = s.size() == 2 && !tr.attrs.has("perm");  // no perm: dims reversed
+  if (!reversed_pair && tr.attrs.get_ints("perm", {}) != swap_last) return "";
+  return tr.input(0);
+}
+
+namespace {
+
 // Operand layouts of the GEMM template, mirroring GemmEmitter::analyze_matmul/_gemm/_conv,
 // has_address and the 32-bit index choice of GemmEmitter::analyze (template_gemm.cpp).
 void analyze_operand_layouts(const Graph& g, const Node& heavy, WorkloadShape& s) {
@@ -160,8 +184,14 @@ void analyze_operand_layouts(const Graph& g, const Node& heavy, WorkloadShape& s
     a.along_rows = heavy.attrs.get_int("transA", 0) != 0;
     b.along_rows = heavy.attrs.get_int("transB", 0) == 0;
   } else {
-    a.along_rows = false;  // A(m, k) at m*K + k
-    b.along_rows = true;   // B(k, n) at k*N + n
+    // A(m, k) at m*K + k, B(k, n) at k*N + n; a swapped Transpose's input read in place has
+    // the other layout.
+    const bool swap_a = !matmul_swapped_source(g, heavy, 0).empty();
+    const bool swap_b = !matmul_swapped_source(g, heavy, 1).empty();
+    a.along_rows = swap_a;
+    b.along_rows = !swap_b;
+    a.direct = a.direct || swap_a;
+    b.direct = b.direct || swap_b;
   }
   a.dtype = g.info(heavy.input(0)).dtype;
   b.dtype = g.info(heavy.input(1)).dtype;

@@ -56,6 +56,14 @@ struct GemmOperandLayout {
   DType dtype = DType::f32;  // storage type
 };
 
+// The cluster input that operand `operand` (0: A, 1: B) of a MatMul is read from in place:
+// the input of the Transpose that computes the operand by swapping its last two dims
+// (the MatMul gradient's dY x B^T and A^T x dY), which gemm_tiled reads with the other
+// layout (A stored [.., K, M], B stored [.., N, K]). "" otherwise, and for A when B has no
+// batch dims (M then folds A's batch dims, whose rows a transposed A does not keep
+// contiguous).
+std::string matmul_swapped_source(const Graph& g, const Node& matmul, size_t operand);
+
 struct WorkloadShape {
   ClusterKind kind = ClusterKind::opaque;
   Family family = Family::opaque;

@@ -63,11 +63,10 @@ void GemmEmitter::analyze() {
   b_.label = "b";
   a_.tensor = heavy_->input(0);
   b_.tensor = heavy_->input(1);
-  auto is_input = [&](const std::string& t) {
-    return std::find(g.inputs.begin(), g.inputs.end(), t) != g.inputs.end();
-  };
-  a_.direct = is_input(a_.tensor);
-  b_.direct = is_input(b_.tensor);
+  for (Operand* o : {&a_, &b_}) {
+    o->memory = o->tensor;
+    o->direct = is_input(o->memory);
+  }
   a_.dtype = g.info(a_.tensor).dtype;
   b_.dtype = g.info(b_.tensor).dtype;
   if (heavy_->op == "MatMul") analyze_matmul();
@@ -82,6 +81,21 @@ void GemmEmitter::analyze() {
                     ": GEMM figures ", m_, "x", n_, "x", k_, " batch ", batch_,
                     " disagree with analyze_workload's ", s.m, "x", s.n, "x", s.k, " batch ",
                     s.batch);
+}
+
+bool GemmEmitter::is_input(const std::string& t) const {
+  const auto& in = w_.graph.inputs;
+  return std::find(in.begin(), in.end(), t) != in.end();
+}
+
+// A MatMul operand computed by a Transpose that swaps the last two dims of a cluster input
+// is read from that input in place, with the other layout (matmul_swapped_source).
+void GemmEmitter::choose_memory(Operand& o) const {
+  const std::string source = matmul_swapped_source(w_.graph, *heavy_, &o == &a_ ? 0 : 1);
+  if (source.empty()) return;
+  o.memory = source;
+  o.swapped = true;
+  o.direct = true;
 }
 
 void GemmEmitter::analyze_matmul() {
@@ -104,8 +118,10 @@ void GemmEmitter::analyze_matmul() {
     batch_shape_ = broadcast_shapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
     batch_ = shape_numel(batch_shape_);
   }
-  a_.along_rows = false;  // A(m, k) at m*K + k
-  b_.along_rows = true;   // B(k, n) at k*N + n
+  choose_memory(a_);
+  choose_memory(b_);
+  a_.along_rows = a_.swapped;   // A(m, k) at m*K + k; swapped: at k*M + m
+  b_.along_rows = !b_.swapped;  // B(k, n) at k*N + n; swapped: at n*K + k
 }
 
 void GemmEmitter::analyze_gemm() {
@@ -313,8 +329,10 @@ std::string GemmEmitter::operand_address(const Operand& o, const std::string& ro
   const bool is_a = &o == &a_;
   switch (kind_) {
     case HeavyKind::matmul:
-      return is_a ? fmt::format("dc_a_base + {} * {} + {}", row, k_, k)
-                  : fmt::format("dc_b_base + {} * {} + {}", k, n_, row);
+      if (is_a) return o.swapped ? fmt::format("dc_a_base + {} * {} + {}", k, m_, row)
+                                 : fmt::format("dc_a_base + {} * {} + {}", row, k_, k);
+      return o.swapped ? fmt::format("dc_b_base + {} * {} + {}", row, k_, k)
+                       : fmt::format("dc_b_base + {} * {} + {}", k, n_, row);
     case HeavyKind::gemm:
       if (is_a) return trans_a_ ? fmt::format("{} * {} + {}", k, m_, row)
                                 : fmt::format("{} * {} + {}", row, k_, k);

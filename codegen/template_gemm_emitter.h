@@ -31,11 +31,15 @@ enum class HeavyKind { matmul, gemm, conv };
 struct Operand {
   const char* label = "a";  // "a" / "b": names in the generated code
   std::string tensor;       // workload tensor the heavy op reads
+  // Tensor read by address: `tensor`, or (MatMul) the cluster input of a Transpose that
+  // swaps `tensor`'s last two dims, read in place with the other layout (`swapped`).
+  std::string memory;
+  bool swapped = false;
   int64_t rows = 0;         // M or N
   int64_t tile = 0;         // block_m or block_n
   int64_t vec = 1;          // elements per global load (vector loads: direct operands only)
   bool along_rows = false;  // load order rows-fastest (memory contiguous along rows), else k-fastest
-  bool direct = false;      // a graph input, read from memory by address
+  bool direct = false;      // `memory` is a graph input, read by address
   DType dtype = DType::f32;  // storage type of the tensor
   // Shared-memory tile: element (row, k) at [k * ld + row] (k-major, the fp32 path and
   // tensor-core operands contiguous along rows) or at [row * ld + k] (k_rows: tensor-core
@@ -57,6 +61,8 @@ class GemmEmitter {
 
  private:
   void analyze();
+  bool is_input(const std::string& tensor) const;
+  void choose_memory(Operand& o) const;
   void analyze_matmul();
   void analyze_gemm();
   void analyze_conv();

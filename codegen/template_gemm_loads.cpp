@@ -172,13 +172,13 @@ std::string GemmEmitter::load_code(const Operand& o) {
   } else if (o.vec > 1) {
     const char* vt = o.vec == 4 ? "float4" : "float2";
     body = fmt::format("const {0} dc_q = *reinterpret_cast<const {0}*>({1} + {2});\n", vt,
-                       ve_.param_name(o.tensor), operand_address(o, "dc_row", "dc_k"));
+                       ve_.param_name(o.memory), operand_address(o, "dc_row", "dc_k"));
     const char* comp[] = {"x", "y", "z", "w"};
     for (int64_t j = 0; j < o.vec; ++j)
       body += fmt::format("dc_r{}[dc_l * {} + {}] = dc_q.{};\n", o.label, o.vec, j, comp[j]);
   } else if (has_address(o)) {
     // f16/bf16 storage (tensor-core path only): the value as float.
-    const std::string load = fmt::format("{}[{}]", ve_.param_name(o.tensor),
+    const std::string load = fmt::format("{}[{}]", ve_.param_name(o.memory),
                                          operand_address(o, "dc_row", "dc_k"));
     body = fmt::format("dc_r{}[dc_l] = {};\n", o.label,
                        o.dtype == DType::f32 ? load : "dc_to_f32(" + load + ")");
@@ -268,7 +268,7 @@ std::string GemmEmitter::async_load_code(const Operand& o) {
                {"TOTAL", str(total)},
                {"VEC", str(o.vec)},
                {"IDX", idx_},
-               {"X", ve_.param_name(o.tensor)},
+               {"X", ve_.param_name(o.memory)},
                {"ROWS", str(o.rows)},
                {"K", str(k_)}});
   vars["ROW0"] = std::string(o.label) == "a" ? "(" + idx_ + ")blockIdx.x * " + str(bm_)

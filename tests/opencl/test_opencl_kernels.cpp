@@ -72,6 +72,9 @@ const Case kCases[] = {
     // whose forward drops an input row.
     {"edge_conv_grad_data", "", ClusterKind::conv, ""},
     {"edge_conv_grad_weight", "", ClusterKind::conv, ""},
+    // A batch-broadcast MatMul of two operands computed by Transposes swapping their last
+    // two dims, read in place by gemm_tiled (A stored [.., K, M], B [.., N, K]).
+    {"edge_matmul_swapped_operands", "", ClusterKind::gemm, ""},
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -108,7 +111,19 @@ Graph edge_graph(const std::string& name) {
   if (name == "edge_conv_grad_weight") return conv_gradient_graph(1);
   Graph g;
   auto tensor = [&](const std::string& n, Shape s) { g.tensors[n] = TensorInfo{DType::f32, std::move(s)}; };
-  if (name == "edge_batched_matmul_bias_relu") {
+  if (name == "edge_matmul_swapped_operands") {
+    tensor("at", {2, 1, 32, 36});  // A [2, 1, 36, 32] stored transposed
+    tensor("bt", {3, 20, 32});     // B [3, 32, 20] stored transposed
+    tensor("a", {2, 1, 36, 32});
+    tensor("b", {3, 32, 20});
+    tensor("y", {2, 3, 36, 20});
+    g.inputs = {"at", "bt"};
+    Node ta = testing::make_node("Transpose", {"at"}, {"a"});
+    ta.attrs.set("perm", std::vector<int64_t>{0, 1, 3, 2});
+    Node tb = testing::make_node("Transpose", {"bt"}, {"b"});
+    tb.attrs.set("perm", std::vector<int64_t>{0, 2, 1});
+    g.nodes = {ta, tb, testing::make_node("MatMul", {"a", "b"}, {"y"})};
+  } else if (name == "edge_batched_matmul_bias_relu") {
     tensor("a", {3, 37, 53});
     tensor("w", {53, 29});
     tensor("b", {29});
@@ -203,7 +218,9 @@ TEST_P(OnPocl, ReferenceAndVariantsMatchTheCpu) {
   const Workload w = find_workload(c);
   ASSERT_FALSE(w.graph.nodes.empty());
   SCOPED_TRACE(w.canonical);
-  if (std::string(c.name) == "edge_conv_grad_weight") {  // X's and dY's Transposes read through the gather
+  // edge_conv_grad_weight: X's and dY's Transposes read through the gather;
+  // edge_matmul_swapped_operands: A's and B's, read in place.
+  if (std::string(c.name) == "edge_conv_grad_weight" || std::string(c.name) == "edge_matmul_swapped_operands") {
     EXPECT_EQ(std::count_if(w.graph.nodes.begin(), w.graph.nodes.end(), [](const Node& n) { return n.op == "Transpose"; }), 2);
   }
   const std::vector<Tensor> in = random_workload_inputs(w, 2024);

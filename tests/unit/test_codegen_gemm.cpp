@@ -17,6 +17,7 @@
 
 #include "candidates.h"
 #include "codegen_testing.h"
+#include "swapped_matmul_testing.h"
 #include "ir/error.h"
 #include "onnx/import.h"
 #include "passes/simplify.h"
@@ -33,6 +34,8 @@ using testing::ModelBuilder;
 using testing::pick;
 using testing::random_tensor;
 using testing::RunOptions;
+using testing::kSwappedCases;
+using testing::swapped_matmul;
 
 int64_t area(const Variant& v) { return v.param("block_m") * v.param("block_n"); }
 
@@ -232,13 +235,12 @@ TEST(CodegenGemm, CpAsyncPipelineOddSizesShortAndLongK) {
   }
 }
 
-// An operand with a fused prologue goes through registers: stages 3 falls back to 2.
+// An operand with a fused prologue goes through registers: stages 3 falls back to 2. (A
+// Transpose swapping the last two dims is no such prologue: SwappedTransposeOperands.)
 TEST(CodegenGemm, PrologueKeepsRegisterStagedPipeline) {
-  Attributes perm;
-  perm.set("perm", std::vector<int64_t>{1, 0});
   ModelBuilder b;
-  b.input("a", {24, 16}).input("bt", {20, 16});
-  b.node("Transpose", {"bt"}, "b", {16, 20}, perm);
+  b.input("a", {24, 16}).input("b0", {16, 20}).input("s", {16, 20});
+  b.node("Mul", {"b0", "s"}, "b", {16, 20});
   b.node("MatMul", {"a", "b"}, "y", {24, 20});
   const Workload w = b.workload(ClusterKind::gemm);
   const Variant v = gemm_variant("gemm_tiled", 16, 16, 8, 2, 2, 1, 3, 1);
@@ -246,6 +248,31 @@ TEST(CodegenGemm, PrologueKeepsRegisterStagedPipeline) {
   EXPECT_EQ(g.source.find("cp.async pipeline"), std::string::npos);
   EXPECT_NE(g.source.find("stages 2"), std::string::npos);
   check_all(w, {v});
+}
+
+// MatMul operands computed by a Transpose that swaps the last two dims of a cluster input,
+// read from that input in place (swapped_matmul_testing.h), with vector loads along the
+// stored rows where the extents allow.
+TEST(CodegenGemm, SwappedTransposeOperands) {
+  for (const auto& c : kSwappedCases) {
+    SCOPED_TRACE(c.name);
+    const Workload w = swapped_matmul(c);
+    const auto k = generate_kernel(w, gemm_variant("gemm_tiled", 16, 16, 8, 2, 2, 4, 2, 1));
+    const std::string body = k.source.substr(k.source.find("end of prelude"));
+    // In place: the kernel loads the stored tensor by address; a 4-vector where its rows
+    // (M for A, K for B) divide by 4.
+    for (const auto& [label, in_place, rows] :
+         {std::tuple{"a", c.in_place_a, c.a[c.a.size() - 2]}, {"b", c.swap_b, c.b[c.b.size() - 2]}}) {
+      const auto& src = w.source_inputs;
+      const auto pos = std::find(src.begin(), src.end(), std::string(label) + "_stored") - src.begin();
+      const std::string param = fmt::format("in{}", pos);  // the kernel's name of the stored tensor
+      const bool vec4 = in_place && rows % 4 == 0;
+      EXPECT_EQ(body.find(fmt::format("float4*>({} +", param)) != std::string::npos, vec4) << label;
+      EXPECT_EQ(body.find(param + "[dc_" + label + "_base") != std::string::npos, in_place && !vec4)
+          << label;
+    }
+    check_all(w, gemm_picks(w));
+  }
 }
 
 TEST(CodegenGemm, SplitK) {

@@ -29,6 +29,7 @@
 #include "ref/compare.h"
 #include "ref/executor.h"
 #include "ref/storage_dtypes.h"
+#include "swapped_matmul_testing.h"
 #include "testing.h"
 
 namespace dc {
@@ -209,6 +210,25 @@ TEST(CodegenGemmMma, FoldedBatchMatMul) {
   m.input("a", {2, 5, 40}).weight("b", {40, 32});
   m.node("MatMul", {"a", "b"}, "y", {2, 5, 32});
   check_paths(m.workload(ClusterKind::gemm), 40);
+}
+
+TEST(CodegenGemmMma, SwappedTransposeOperands) {
+  // MatMul operands computed by a Transpose swapping the last two dims of a cluster input,
+  // read from it in place on every path (swapped_matmul_testing.h): the stored layout picks
+  // the shared layout (rows of m/n, or rows of k: ldmatrix .trans or plain), 16-byte copies
+  // where the stored rows allow (both_batch_broadcast, b_folded, a_two_dims).
+  for (const auto& c : testing::kSwappedCases) {
+    SCOPED_TRACE(c.name);
+    const Workload w = testing::swapped_matmul(c);
+    // Read by address in the stored layout (copied by cp.async, or through registers where
+    // the stored rows are odd).
+    const auto k = generate_kernel(w, mma_variant(w, "fp16", 32, 32, 32, 16, 16, 3));
+    const std::string body = k.source.substr(k.source.find("end of prelude"));
+    const int64_t m = c.a[c.a.size() - 2];
+    EXPECT_EQ(body.find(fmt::format("dc_a_base + dc_k * {} + dc_row", m)) != std::string::npos, c.in_place_a);
+    EXPECT_EQ(body.find(fmt::format("dc_b_base + dc_row * {} + dc_k", c.a.back())) != std::string::npos, c.swap_b);
+    check_paths(w, c.a.back());
+  }
 }
 
 TEST(CodegenGemmMma, GemmTransposes) {

@@ -24,6 +24,7 @@
 #include "ref/compare.h"
 #include "ref/executor.h"
 #include "ref/storage_dtypes.h"
+#include "swapped_matmul_testing.h"
 #include "testing.h"
 
 namespace dc {
@@ -162,6 +163,18 @@ TEST(CodegenGemmMma884, GemmTransposes) {
       check(w, hand[1], 40);  // 4 warps of 1x1 fragments
       check(w, hand[3], 40);  // 2 warps of 2x2 fragments
     }
+}
+
+TEST(CodegenGemmMma884, SwappedTransposeOperands) {
+  // MatMul operands read in place through a Transpose swapping their last two dims
+  // (swapped_matmul_testing.h): the same shared layouts as Gemm's transA/transB above.
+  for (const auto& c : testing::kSwappedCases) {
+    SCOPED_TRACE(c.name);
+    const Workload w = testing::swapped_matmul(c);
+    const auto hand = hand_variants(w);
+    check(w, hand[1], c.a.back());
+    check(w, hand[3], c.a.back());
+  }
 }
 
 TEST(CodegenGemmMma884, EpilogueAndSplitK) {

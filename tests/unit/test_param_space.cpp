@@ -497,7 +497,8 @@ Workload gemm_2d(bool trans_a, bool trans_b) {
                             0, 0);
 }
 
-// BERT's scores without the softmax: Q [12, 128, 64] . Transpose(K [12, 128, 64]).
+// BERT's scores without the softmax: Q [12, 128, 64] . Transpose(K [12, 128, 64]), the
+// Transpose swapping K's last two dims: K is read in place, stored [.., N, K].
 Workload matmul_transposed_b() {
   Attributes perm;
   perm.set("perm", std::vector<int64_t>{0, 2, 1});
@@ -505,6 +506,18 @@ Workload matmul_transposed_b() {
       ClusterKind::gemm,
       {test_node("Transpose", {"k"}, {"kt"}, perm), test_node("MatMul", {"q", "kt"}, {"s"})},
       {{"q", {12, 128, 64}}, {"k", {12, 128, 64}}, {"kt", {12, 64, 128}}, {"s", {12, 128, 128}}},
+      0, 0);
+}
+
+// B computed by a Transpose that moves a batch dim (K [64, 12, 128] -> [12, 64, 128]): no
+// layout the template reads by address, so B goes through the prologue's index map.
+Workload matmul_permuted_b() {
+  Attributes perm;
+  perm.set("perm", std::vector<int64_t>{1, 0, 2});
+  return make_test_workload(
+      ClusterKind::gemm,
+      {test_node("Transpose", {"k"}, {"kt"}, perm), test_node("MatMul", {"q", "kt"}, {"s"})},
+      {{"q", {12, 128, 64}}, {"k", {64, 12, 128}}, {"kt", {12, 64, 128}}, {"s", {12, 128, 128}}},
       0, 0);
 }
 
@@ -524,7 +537,10 @@ TEST(ParamSpace, GemmOperandLayouts) {
   s = analyze_workload(conv2d(1, 64, 56, 56, 64, 3, 1, 1));  // the im2col gather
   EXPECT_EQ(layout_of(s.a_layout), "rows direct");
   EXPECT_EQ(layout_of(s.b_layout), "k plain direct");
-  s = analyze_workload(matmul_transposed_b());  // B computed by its Transpose prologue
+  s = analyze_workload(matmul_transposed_b());  // B read in place through its swap: along k
+  EXPECT_EQ(layout_of(s.a_layout), "k plain direct");
+  EXPECT_EQ(layout_of(s.b_layout), "k plain direct");
+  s = analyze_workload(matmul_permuted_b());  // B computed by its Transpose prologue
   EXPECT_EQ(layout_of(s.a_layout), "k plain direct");
   EXPECT_EQ(layout_of(s.b_layout), "rows");
   EXPECT_FALSE(s.wide_index);
@@ -558,7 +574,8 @@ TEST(ParamSpace, Stages3OnlyWhereCpAsyncRuns) {
       {"gemm transA transB", gemm_2d(true, true), true},
       {"conv 1x1", conv2d(1, 32, 14, 14, 64, 1, 1, 0), true},
       {"conv 3x3 (hoisted gather)", conv2d(1, 16, 14, 14, 32, 3, 1, 1), true},
-      {"matmul, transposed B", matmul_transposed_b(), false},
+      {"matmul, transposed B read in place", matmul_transposed_b(), true},
+      {"matmul, B through a Transpose prologue", matmul_permuted_b(), false},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);

@@ -73,6 +73,18 @@ std::string GradBuilder::reshape(const std::string& x, const Shape& to) {
 }
 
 std::string GradBuilder::transpose(const std::string& x, const std::vector<int64_t>& perm) {
+  // The Transpose of a Transpose that it undoes is the inner one's input: a rule's
+  // transposed result that the next rule transposes back costs no kernel.
+  if (const auto p = g_.producer(x); p && g_.nodes[*p].op == "Transpose") {
+    const Node& t = g_.nodes[*p];
+    std::vector<int64_t> inner = t.attrs.get_ints("perm", {});
+    if (inner.empty())  // no perm: dims reversed
+      for (size_t d = perm.size(); d-- > 0;) inner.push_back(static_cast<int64_t>(d));
+    bool undone = inner.size() == perm.size();
+    for (size_t d = 0; undone && d < perm.size(); ++d)
+      undone = inner[static_cast<size_t>(perm[d])] == static_cast<int64_t>(d);
+    if (undone) return t.input(0);
+  }
   Shape out;
   for (int64_t p : perm) out.push_back(shape(x).at(static_cast<size_t>(p)));
   Attributes a;

@@ -54,6 +54,7 @@ class GradBuilder {
   std::string zero(const std::string& like) { return scalar(0.0, info(like).dtype); }
 
   std::string reshape(const std::string& x, const Shape& to);
+  // Transpose(x, perm); the input of x's Transpose itself where perm undoes it.
   std::string transpose(const std::string& x, const std::vector<int64_t>& perm);
   std::string expand(const std::string& x, const Shape& to);
   std::string reduce_sum(const std::string& x, const std::vector<int64_t>& axes, bool keepdims);

@@ -1,6 +1,9 @@
 // Gradients of the GEMM ops (Conv's: grad_conv.cpp): Gemm (Gemms with the transposes swapped) and MatMul
 // (batched and broadcast: MatMuls against transposed operands, summed over broadcast
-// batch dims).
+// batch dims; a weight without batch dims gets one 2-D GEMM over all of A's rows).
+#include <algorithm>
+#include <map>
+
 #include "ir/error.h"
 #include "passes/gradients/gradient_rules.h"
 
@@ -39,13 +42,25 @@ Grads gemm_rule(GradBuilder& b, const GradCall& c) {
   return g;
 }
 
-// Swaps the last two dims (rank >= 2).
+// Swaps the last two dims (rank >= 2). A MatMul reading the swap reads its input in place
+// (gemm_tiled, matmul_swapped_source); a Transpose it undoes (a Linear layer's W^T, as torch
+// exports it) is looked through (GradBuilder::transpose).
 std::string swap_last(GradBuilder& b, const std::string& x) {
   const size_t r = b.shape(x).size();
   std::vector<int64_t> perm;
   for (size_t d = 0; d < r; ++d) perm.push_back(static_cast<int64_t>(d));
   std::swap(perm[r - 1], perm[r - 2]);
   return b.transpose(x, perm);
+}
+
+// B is W^T computed by a Transpose that only this MatMul reads (torch's Linear layers): its
+// gradient goes to the Transpose's rule alone, which transposes it back.
+bool transposed_weight(GradBuilder& b, const std::string& bm) {
+  const auto p = b.graph().producer(bm);
+  if (!p || b.graph().nodes[*p].op != "Transpose" || b.shape(bm).size() != 2) return false;
+  const auto readers = b.graph().consumers();
+  const auto it = readers.find(bm);
+  return it != readers.end() && it->second.size() == 1;
 }
 
 Shape matmul_shape(const Shape& a, const Shape& bs) {
@@ -68,7 +83,23 @@ Grads matmul_rule(GradBuilder& b, const GradCall& c) {
   const std::string dy = b.reshape(c.dy[0], matmul_shape(b.shape(a2), b.shape(b2)));
   Grads g(2);
   if (c.want(0)) g[0] = b.reshape(b.sum_to(matmul(b, dy, swap_last(b, b2)), b.shape(a2)), as);
-  if (c.want(1)) g[1] = b.reshape(b.sum_to(matmul(b, swap_last(b, a2), dy), b.shape(b2)), bs);
+  if (c.want(1)) {
+    const Shape& a2s = b.shape(a2);
+    if (b.shape(b2).size() == 2 && a2s.size() > 2) {
+      // B without batch dims (a Linear layer's weight): A's rows fold into one 2-D GEMM's
+      // K, dB = A^T dY over every row at once, not a batched product summed by a kernel
+      // of its own (A's and dY's reshapes are views).
+      const int64_t k = a2s.back(), n = b.shape(b2).back();
+      const int64_t rows = shape_numel(a2s) / std::max<int64_t>(k, 1);
+      const std::string af = b.reshape(a2, {rows, k}), dyf = b.reshape(dy, {rows, n});
+      // For B = W^T, dB as (dY^T A)^T: the Transpose rule's dW = dB^T is then dY^T A
+      // itself, written by the GEMM, with no Transpose kernel after it.
+      g[1] = transposed_weight(b, in(c, 1)) ? swap_last(b, matmul(b, swap_last(b, dyf), af))
+                                            : b.reshape(matmul(b, swap_last(b, af), dyf), bs);
+    } else {
+      g[1] = b.reshape(b.sum_to(matmul(b, swap_last(b, a2), dy), b.shape(b2)), bs);
+    }
+  }
   return g;
 }
 

@@ -1,5 +1,6 @@
 #include "passes/training/add_gradients.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "ir/error.h"
@@ -27,6 +28,32 @@ std::string total(grad::GradBuilder& b, const std::vector<std::string>& parts) {
   std::string sum = parts.at(0);
   for (size_t i = 1; i < parts.size(); ++i) sum = b.add(sum, parts[i]);
   return sum;
+}
+
+// Drops the backward nodes (those from index `first` on) whose outputs nothing reads: a
+// rule's intermediate that a later rule looked through (GradBuilder::transpose cancels a
+// Transpose of a Transpose) would otherwise be a kernel computing an unread tensor.
+void drop_unread_backward_nodes(Graph& g, size_t first, const std::map<std::string, std::string>& gradients) {
+  std::set<std::string> read(g.outputs.begin(), g.outputs.end());
+  for (const auto& [t, grad] : gradients) read.insert(grad);
+  for (size_t k = 0; k < first; ++k)
+    for (const auto& in : g.nodes[k].inputs) read.insert(in);
+  std::vector<bool> keep(g.nodes.size(), true);
+  for (size_t k = g.nodes.size(); k-- > first;) {
+    const Node& n = g.nodes[k];
+    keep[k] = std::any_of(n.outputs.begin(), n.outputs.end(),
+                          [&](const std::string& o) { return !o.empty() && read.count(o); });
+    if (keep[k]) read.insert(n.inputs.begin(), n.inputs.end());
+  }
+  std::vector<Node> kept;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    if (keep[k]) {
+      kept.push_back(std::move(g.nodes[k]));
+      continue;
+    }
+    for (const auto& o : g.nodes[k].outputs) g.tensors.erase(o);
+  }
+  g.nodes = std::move(kept);
 }
 
 }  // namespace
@@ -78,6 +105,7 @@ std::map<std::string, std::string> add_vector_jacobian_product(
   b.set_context("sum");
   for (const auto& t : wrt)
     if (auto it = parts.find(t); it != parts.end()) out[t] = total(b, it->second);
+  drop_unread_backward_nodes(g, forward_nodes, out);
   return out;
 }
 
