@@ -1,8 +1,6 @@
 // Gradients of the dc-internal forward ops the training pass introduces: dc.Dropout (the
 // saved mask), dc.BatchNormTrain (dc.BatchNormGrad from the saved batch statistics) and
-// dc.SoftmaxCrossEntropy (an elementwise chain of the saved log-probabilities).
-#include <algorithm>
-
+// dc.SoftmaxCrossEntropy (dc.SoftmaxCrossEntropyGrad from the saved log-probabilities).
 #include "ir/error.h"
 #include "passes/gradients/gradient_rules.h"
 
@@ -28,26 +26,14 @@ Grads batch_norm_train_rule(GradBuilder& b, const GradCall& c) {
   return g;
 }
 
-// dlogits = dloss / rows * (softmax - one_hot(label)) from the saved log-probabilities, as
-// ONNX elementwise ops (one tuned kernel): exp(log p), and for the label's class p - 1 =
-// expm1(log p), written 2t / (1 - t) with t = tanh(log p / 2) (ONNX has no Expm1): for a
-// fitted batch (p near 1) exp(log p) - 1 would cancel; t is in (-1, 0], so 1 - t does not.
+// dc.SoftmaxCrossEntropyGrad, the naive kernel of one thread per element (no loop): as ONNX
+// ops (Where(label, expm1, exp) of the log-probabilities) the gradient is a DAG that the
+// candidate generator's linear chains cover with 7 kernels (docs/training.md).
 Grads softmax_cross_entropy_rule(GradBuilder& b, const GradCall& c) {
   const auto& n = c.node;
-  const std::string& log_probs = n.outputs.at(1);
-  const Shape& shape = b.shape(log_probs);
-  const int64_t classes = shape.back();
-  const int64_t rows = shape_numel(shape) / std::max<int64_t>(1, classes);
-  Shape label_column = shape;
-  label_column.back() = 1;
-  std::vector<int64_t> class_ids(static_cast<size_t>(classes));
-  for (int64_t k = 0; k < classes; ++k) class_ids[static_cast<size_t>(k)] = k;
-  const std::string is_label =
-      b.compare("Equal", b.reshape(n.inputs.at(1), label_column), b.ints(class_ids));
-  const std::string t = b.unary("Tanh", b.scale(log_probs, 0.5));
-  const std::string p_minus_1 = b.div(b.scale(t, 2.0), b.sub(b.scalar(1.0, DType::f32), t));
-  const std::string d = b.where(is_label, p_minus_1, b.unary("Exp", log_probs));
-  return {b.mul(d, b.scale(c.dy[0], 1.0 / static_cast<double>(std::max<int64_t>(1, rows)))), ""};
+  return {b.node1("dc.SoftmaxCrossEntropyGrad", {c.dy[0], n.outputs.at(1), n.inputs.at(1)},
+                  b.info(n.inputs[0])),
+          ""};
 }
 
 const GradRuleDef kRules[] = {
