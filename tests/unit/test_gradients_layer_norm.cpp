@@ -1,7 +1,7 @@
 // LayerNormalization's gradient rule (grad_norm.cpp) as ONNX ops from the saved statistics:
 // against central finite differences on the CPU reference (gradient_testing.h), with the
 // statistics saved (the training forward's outputs 1, 2) and recomputed, over one and two
-// normalised axes; and the training step's form: no dc.LayerNormGrad, the forward saves its
+// normalised axes, with a constant unit scale; and the training step's form: no dc.LayerNormGrad, the forward saves its
 // mean and inverse std and the backward reads them.
 #include "gradient_testing.h"
 #include "training_testing.h"
@@ -34,6 +34,17 @@ TEST(GradientRulesLayerNorm, TwoNormalisedAxesBroadcastScale) {
   for (bool saved : {false, true}) {
     SCOPED_TRACE(saved ? "saved statistics" : "recomputed statistics");
     check_gradients(layer_norm({2, 3, 4, 5}, {1, 5}, false, 2, saved), "y", {"x", "s"});
+  }
+}
+
+TEST(GradientRulesLayerNorm, ConstantUnitScale) {
+  // fuse_layer_norm's form: a constant scale of ones (no gradient), the weight a Mul after
+  // it; the rule's three-kernel form, which leaves the scale out.
+  for (bool saved : {false, true}) {
+    SCOPED_TRACE(saved ? "saved statistics" : "recomputed statistics");
+    Graph g = layer_norm({3, 2, 8}, {8}, true, -1, saved);
+    g.initializers["s"] = Tensor::from_vector<float>({8}, std::vector<float>(8, 1.f));
+    check_gradients(g, "y", {"x", "b"});
   }
 }
 

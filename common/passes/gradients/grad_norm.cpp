@@ -3,6 +3,8 @@
 // Softmax and LogSoftmax (elementwise compositions with one ReduceSum), ReduceSum and
 // ReduceMean (the gradient expanded back over the reduced axes). BatchNormalization is
 // rewritten to dc.BatchNormTrain before differentiation (grad_training_ops.cpp).
+#include <algorithm>
+
 #include "ir/error.h"
 #include "ir/reduced_axes.h"
 #include "passes/gradients/gradient_rules.h"
@@ -44,6 +46,17 @@ std::pair<std::string, std::string> layer_norm_statistics(GradBuilder& b, const 
   return {mean, b.unary("Reciprocal", std)};
 }
 
+// True for a scale that is a constant of ones (no gradient of its own, so it never changes
+// between steps): the LayerNorm that fuse_layer_norm makes of a decomposed one, whose weight
+// and bias stay separate Mul and Add nodes in training.
+bool unit_scale(const GradBuilder& b, const GradCall& c) {
+  if (c.want(1)) return false;
+  const auto it = b.graph().initializers.find(in(c, 1));
+  if (it == b.graph().initializers.end() || it->second.dtype() != DType::f32) return false;
+  const float* v = it->second.data<float>();
+  return std::all_of(v, v + it->second.numel(), [](float f) { return f == 1.f; });
+}
+
 // With x_hat = (x - mean) * invstd and g = dY * scale over the normalised axes A:
 //   dX = invstd * (g - mean_A(g) - x_hat * mean_A(g * x_hat)),
 //   dscale = sum over the rows of dY * x_hat, dB = sum over the rows of dY.
@@ -54,7 +67,9 @@ std::pair<std::string, std::string> layer_norm_statistics(GradBuilder& b, const 
 //   k  = mean_A((x - mean) * scale * dY) * invstd * invstd    row_reduce, 3 + 2 steps
 //   u  = (x - mean) * k                                        elementwise (written)
 //   dX = (dY * scale - m1 - u) * invstd                        elementwise
-// (k * (x - mean) = x_hat * mean_A(g * x_hat), invstd being constant along a row).
+// (k * (x - mean) = x_hat * mean_A(g * x_hat), invstd being constant along a row). dX joins
+// two products of different full-size tensors, so u is written; with a unit scale it is
+// one chain from x, (dY - ((x - mean) * k + m1)) * invstd: three kernels.
 Grads layer_norm_rule(GradBuilder& b, const GradCall& c) {
   DC_USER_CHECK(c.dy.size() < 2 || (c.dy[1].empty() && (c.dy.size() < 3 || c.dy[2].empty())),
                 "node '", c.node.name, "' (LayerNormalization): gradients through its Mean and "
@@ -69,7 +84,11 @@ Grads layer_norm_rule(GradBuilder& b, const GradCall& c) {
   const auto [mean, invstd] = layer_norm_statistics(b, c, axes);
   auto centred = [&] { return b.sub(x, mean); };
   Grads grads(c.node.inputs.size());
-  if (c.want(0)) {
+  if (c.want(0) && unit_scale(b, c)) {
+    const std::string m1 = reduce_mean(b, dy, axes);
+    const std::string k = b.mul(b.mul(reduce_mean(b, b.mul(centred(), dy), axes), invstd), invstd);
+    grads[0] = b.mul(b.sub(dy, b.add(b.mul(centred(), k), m1)), invstd);
+  } else if (c.want(0)) {
     const std::string m1 = reduce_mean(b, b.mul(dy, scale), axes);
     const std::string k =
         b.mul(b.mul(reduce_mean(b, b.mul(b.mul(centred(), scale), dy), axes), invstd), invstd);
