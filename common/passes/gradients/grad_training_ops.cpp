@@ -50,6 +50,9 @@ Grads batch_norm_train_rule(GradBuilder& b, const GradCall& c) {
   return g;
 }
 
+// dc.SoftmaxCrossEntropyGrad, the naive kernel of one thread per element (no loop): as ONNX
+// ops (Where(label, expm1, exp) of the log-probabilities) the gradient is a DAG that the
+// candidate generator's linear chains cover with 7 kernels (docs/training.md).
 Grads softmax_cross_entropy_rule(GradBuilder& b, const GradCall& c) {
   const auto& n = c.node;
   return {b.node1("dc.SoftmaxCrossEntropyGrad", {c.dy[0], n.outputs.at(1), n.inputs.at(1)},

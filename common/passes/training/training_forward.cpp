@@ -135,6 +135,26 @@ Node dropout_train(Graph& g, const Node& d, int64_t seed) {
   return n;
 }
 
+// LayerNormalization's row mean and inverse std (its optional outputs 1 and 2, f32, the
+// normalised dims 1), saved for the backward pass (grad_norm.cpp) so it need not recompute them.
+Node layer_norm_train(Graph& g, Node ln) {
+  Shape stat = g.info(ln.inputs.at(0)).shape;
+  const int64_t rank = static_cast<int64_t>(stat.size());
+  int64_t axis = ln.attrs.get_int("axis", -1);
+  if (axis < 0) axis += rank;
+  DC_USER_CHECK(axis >= 0 && axis < rank, "node '", ln.name, "' (LayerNormalization): axis ",
+                ln.attrs.get_int("axis", -1), " is out of range for rank ", rank);
+  std::fill(stat.begin() + axis, stat.end(), 1);
+  ln.outputs.resize(3);
+  const char* what[] = {"", "/saved_mean", "/saved_invstd"};
+  for (size_t k = 1; k < 3; ++k) {
+    if (!ln.outputs[k].empty()) continue;
+    ln.outputs[k] = fresh(g, ln.name + what[k]);
+    g.tensors[ln.outputs[k]] = TensorInfo{DType::f32, stat};
+  }
+  return ln;
+}
+
 }  // namespace
 
 Graph use_training_forward(Graph g) {
@@ -144,6 +164,7 @@ Graph use_training_forward(Graph g) {
   for (const Node& n : g.nodes) {
     if (n.op == "BatchNormalization") nodes.push_back(batch_norm_train(g, n, nodes));
     else if (n.op == "Dropout") nodes.push_back(dropout_train(g, n, ++seed));
+    else if (n.op == "LayerNormalization") nodes.push_back(layer_norm_train(g, n));
     else nodes.push_back(n);
   }
   g.nodes = std::move(nodes);

@@ -13,7 +13,9 @@ namespace dc {
 //     are mean@next and var@next (graph outputs: the running statistics' update, with the
 //     node's momentum) and 3, 4 the saved batch mean and inverse std for the backward pass;
 //   Dropout(X, ratio) -> dc.Dropout(X, train.step) with its ratio, a per-node seed and a
-//     mask output for the backward pass (Philox, ref/philox.h).
+//     mask output for the backward pass (Philox, ref/philox.h);
+//   LayerNormalization gains its Mean and InvStdDev outputs where it has none: the saved
+//     statistics of the backward pass.
 // UserError for a BatchNormalization whose running statistics are not initializers, and for
 // a Dropout whose ratio is not a constant or whose mask output is used.
 Graph use_training_forward(Graph g);
