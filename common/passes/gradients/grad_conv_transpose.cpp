@@ -19,10 +19,6 @@ using Grads = std::vector<std::string>;
 
 const std::string& in(const GradCall& c, size_t i) { return c.node.inputs.at(i); }
 
-[[noreturn]] void unsupported(const GradCall& c, const std::string& why) {
-  throw_user_error("node '", c.node.name, "' (", c.node.op, "): no gradient: ", why);
-}
-
 // The Conv over dY whose data gradient the node is: the node's window as Conv attributes.
 Node adjoint_conv(const GradCall& c, const Shape& x, const Shape& w) {
   const ref::ConvTransposeGeometry geo = ref::conv_transpose_geometry(c.node, x, w, nullptr);
@@ -32,12 +28,12 @@ Node adjoint_conv(const GradCall& c, const Shape& x, const Shape& w) {
   for (size_t i = 0; i < r; ++i) {
     const size_t d = ref::Window::kMaxRank - r + i;
     if (win.pad_begin[d] < 0 || win.pad_end[d] < 0)
-      unsupported(c, "an output_shape beyond the extent its windows reach (negative padding)");
+      no_gradient(c, "an output_shape beyond the extent its windows reach (negative padding)");
     // The adjoint Conv's extent: floor((stride * (in - 1) + extra) / stride) + 1 == in
     // exactly when the extra rows (output_padding, or output_shape's) are fewer than stride.
     const int64_t reach = win.out[d] + win.pad_begin[d] + win.pad_end[d] - (win.kernel[d] - 1) * win.dilation[d] - 1;
     if (reach / win.stride[d] + 1 != win.in[d])
-      unsupported(c, str_cat("output_padding of ", reach - win.stride[d] * (win.in[d] - 1),
+      no_gradient(c, str_cat("output_padding of ", reach - win.stride[d] * (win.in[d] - 1),
                              " rows in spatial dim ", i, ", not below the stride ", win.stride[d]));
     strides.push_back(win.stride[d]);
     dilations.push_back(win.dilation[d]);

@@ -24,10 +24,6 @@ namespace {
 
 using Grads = std::vector<std::string>;
 
-[[noreturn]] void unsupported(const GradCall& c, const std::string& why) {
-  throw_user_error("node '", c.node.name, "' (", c.node.op, "): no gradient: ", why);
-}
-
 // The values of the node's parameter inputs (scales, sizes, roi): constants, or unsupported.
 std::vector<Tensor> constant_params(const GradBuilder& b, const GradCall& c) {
   std::vector<Tensor> params(c.node.inputs.size());
@@ -35,7 +31,7 @@ std::vector<Tensor> constant_params(const GradBuilder& b, const GradCall& c) {
     if (!c.node.has_input(i)) continue;
     const auto it = b.graph().initializers.find(c.node.inputs[i]);
     if (it == b.graph().initializers.end())
-      unsupported(c, str_cat("input ", i, " ('", c.node.inputs[i], "') is not a constant"));
+      no_gradient(c, str_cat("input ", i, " ('", c.node.inputs[i], "') is not a constant"));
     params[i] = it->second;
   }
   return params;
@@ -106,7 +102,7 @@ std::string axis_gradient(GradBuilder& b, const GradCall& c, const std::string& 
     g = b.reduce_sum(b.reshape(dy, {pre, a.in, f, post}), {2}, false);
   } else {
     if (dt != DType::f32 && dt != DType::f64)
-      unsupported(c, str_cat("a ", dtype_name(dt), " gradient (f32 or f64 only)"));
+      no_gradient(c, str_cat("a ", dtype_name(dt), " gradient (f32 or f64 only)"));
     const TensorInfo info{dt, post == 1 ? Shape{pre, a.in} : Shape{pre, a.in, post}};
     if (post == 1)
       g = b.node1("MatMul", {b.reshape(dy, {pre, a.out}), b.constant(interpolation_matrix(a, dt, false))}, info);

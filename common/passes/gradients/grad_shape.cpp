@@ -16,20 +16,16 @@ using Grads = std::vector<std::string>;
 
 const std::string& in(const GradCall& c, size_t i) { return c.node.inputs.at(i); }
 
-[[noreturn]] void unsupported(const GradCall& c, const std::string& why) {
-  throw_user_error("node '", c.node.name, "' (", c.node.op, "): no gradient: ", why);
-}
-
 // A constant integer operand: attribute `attr` (older opsets) or initializer input `idx`.
 std::vector<int64_t> const_ints(const GradBuilder& b, const GradCall& c, const char* attr,
                                 size_t idx, bool required) {
   if (c.node.attrs.has(attr)) return c.node.attrs.get_ints(attr);
   if (c.node.has_input(idx)) {
     const auto it = b.graph().initializers.find(in(c, idx));
-    if (it == b.graph().initializers.end()) unsupported(c, str_cat("'", attr, "' is not a constant"));
+    if (it == b.graph().initializers.end()) no_gradient(c, str_cat("'", attr, "' is not a constant"));
     return it->second.to_int64_vector();
   }
-  if (required) unsupported(c, str_cat("'", attr, "' is missing"));
+  if (required) no_gradient(c, str_cat("'", attr, "' is missing"));
   return {};
 }
 
@@ -99,7 +95,7 @@ Grads slice_rule(GradBuilder& b, const GradCall& c) {
   auto axes = const_ints(b, c, "axes", 3, false);
   const auto steps = const_ints(b, c, "steps", 4, false);
   for (int64_t s : steps)
-    if (s != 1) unsupported(c, "steps other than 1");
+    if (s != 1) no_gradient(c, "steps other than 1");
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   std::vector<int64_t> pads(2 * x.size(), 0);
@@ -117,13 +113,13 @@ Grads slice_rule(GradBuilder& b, const GradCall& c) {
 
 // Pad in constant mode: the gradient is the slice of dy the input landed in.
 Grads pad_rule(GradBuilder& b, const GradCall& c) {
-  if (c.node.attrs.get_string("mode", "constant") != "constant") unsupported(c, "modes other than constant");
+  if (c.node.attrs.get_string("mode", "constant") != "constant") no_gradient(c, "modes other than constant");
   const Shape& x = b.shape(in(c, 0));
   const auto pads = const_ints(b, c, "pads", 1, true);
-  if (c.node.has_input(3)) unsupported(c, "the axes input");
+  if (c.node.has_input(3)) no_gradient(c, "the axes input");
   std::vector<int64_t> starts, ends, axes;
   for (size_t d = 0; d < x.size(); ++d) {
-    if (pads[d] < 0 || pads[d + x.size()] < 0) unsupported(c, "negative pads");
+    if (pads[d] < 0 || pads[d + x.size()] < 0) no_gradient(c, "negative pads");
     starts.push_back(pads[d]);
     ends.push_back(pads[d] + x[d]);
     axes.push_back(static_cast<int64_t>(d));

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "ir/error.h"
+
 namespace dc::grad {
 
 std::span<const GradRuleDef> all_gradient_rules() {
@@ -14,6 +16,10 @@ std::span<const GradRuleDef> all_gradient_rules() {
     return t;
   }();
   return table;
+}
+
+void no_gradient(const GradCall& c, const std::string& why) {
+  throw_user_error("node '", c.node.name, "' (", c.node.op, "): no gradient: ", why);
 }
 
 const GradRuleDef* find_gradient_rule(std::string_view op) {

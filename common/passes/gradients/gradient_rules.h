@@ -26,6 +26,9 @@ struct GradCall {
 
 using GradRule = std::vector<std::string> (*)(GradBuilder& b, const GradCall& c);
 
+// A form of the op its rule does not differentiate: UserError "node 'N' (Op): no gradient: why".
+[[noreturn]] void no_gradient(const GradCall& c, const std::string& why);
+
 struct GradRuleDef {
   std::string_view op;
   GradRule rule;
