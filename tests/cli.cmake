@@ -338,12 +338,12 @@ set_tests_properties(farm_service_bench_smoke PROPERTIES LABELS unit TIMEOUT 180
 # tiny CNN on emulated workers (top-k 1: about a minute), dc-run --train --emulate of the
 # tuned plan against verify --train's losses, --save-weights loaded by onnxruntime.
 add_test(NAME cli_train_tune_run COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_train_plans.py
-  ${DC_COORD} ${DC_RUN} ${EX}/tiny_cnn/model.onnx --local-workers 2 --top-k 1)
+  ${DC_COORD} ${DC_RUN} ${EX}/tiny_cnn/model.onnx --recompute --local-workers 2 --top-k 1)
 set_tests_properties(cli_train_tune_run PROPERTIES LABELS unit TIMEOUT 900)
 # The same training step on a real device: the tiny CNN's training plan for PoCL's OpenCL CPU
 # device, one step by dc-run (OpenCL backend, state carried by SVM copies) against verify --train.
 add_test(NAME cli_train_run_opencl_tiny_cnn COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_train_plans.py
-  ${DC_COORD} ${DC_RUN} ${EX}/tiny_cnn/model.onnx --opencl)
+  ${DC_COORD} ${DC_RUN} ${EX}/tiny_cnn/model.onnx --recompute --opencl)
 set_tests_properties(cli_train_run_opencl_tiny_cnn PROPERTIES LABELS opencl TIMEOUT 900)
 # Mixed-precision training (tests/cli/check_train_amp.py): plan --train --precision
 # fp32/fp16/bf16 of the tiny CNN, dc-run --train --emulate --steps 3 each: bf16 losses within

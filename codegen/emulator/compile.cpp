@@ -24,7 +24,20 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::vector<std::string>& required_flags() {
-  static const std::vector<std::string> flags = {"-shared", "-fPIC", "-fvisibility=hidden"};
+  static const std::vector<std::string> flags = [] {
+    std::vector<std::string> f = {"-shared", "-fPIC", "-fvisibility=hidden"};
+    // Kernels call fmaf() for every FMA: without -mfma each is a call into libm (a third of a
+    // large GEMM's emulation). The result is the same single rounding either way, and
+    // contraction stays off so that a*b+c is never fused where the source did not ask.
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("fma")) {
+      f.emplace_back("-mfma");
+      f.emplace_back("-ffp-contract=off");
+    }
+#endif
+    return f;
+  }();
   return flags;
 }
 

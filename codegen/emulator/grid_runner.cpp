@@ -376,6 +376,9 @@ void GridRunner::try_complete(int warp, unsigned int mask) {
   const Warp& w = warps_[static_cast<size_t>(warp)];
   const int base = warp * 32;
   const unsigned int required = mask & w.existing & ~w.exited;
+  // Members are waiting lanes, so until every required lane waits there is nothing to scan:
+  // this keeps an arrival O(1) and a whole collective O(32), not O(32^2).
+  if ((w.waiting & required) != required) return;
   unsigned int members = 0;
   for (int l = 0; l < 32; ++l)
     if (((w.waiting >> l) & 1u) && fibers_[static_cast<size_t>(base + l)].mask == mask) members |= 1u << l;

@@ -6,8 +6,14 @@ plan is a training plan, dc-run's per-step losses equal `verify --train`'s (the 
 on the same batch, the saved model loads in onnxruntime (PYTHONPATH /opt/dc/ort) and holds
 weights that changed, while a weight dc-run did not train would be unchanged.
 
-usage: check_train_plans.py DC_COORDINATOR DC_RUN MODEL.onnx [tune flags...]
+usage: check_train_plans.py DC_COORDINATOR DC_RUN MODEL.onnx [--loss L] [--recompute] [--timeout S] [tune flags...]
        check_train_plans.py DC_COORDINATOR DC_RUN MODEL.onnx --opencl
+  --loss cross_entropy (default) or mse: the training loss; labels follow the plan's labels
+  input (class indices, or a seeded float target).
+  --timeout S: each command's limit (default 3000 s).
+  --recompute: the plan must record a recomputed Relu output (tiny_cnn's Conv-BatchNorm-Relu).
+  The batch is the model's test_data_set_0 inputs where the exported model has them (token
+  ids in range, masks), else seeded uniform floats.
   --opencl: the estimate-only training plan for PoCL's CPU device (`plan --train --gpus
   pocl-cpu --out`), two steps run by dc-run on that real OpenCL device (no emulator), the
   optimizer state updated in place (docs/training.md "State between steps"): the losses
@@ -33,8 +39,11 @@ def fail(msg):
     sys.exit(1)
 
 
-def run(cmd, timeout=3000):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+TIMEOUT = [3000]
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT[0])
     if r.returncode != 0:
         fail(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
     return r.stdout
@@ -44,26 +53,37 @@ def losses(text):
     return [float(x) for x in re.findall(r"^step \d+ loss (\S+)$", text, re.M)]
 
 
-def write_batch(model_path, data):
-    """A fixed batch: the model's inputs (seeded uniform values) and class labels in range."""
-    m = onnx.load(model_path)
-    init = {i.name for i in m.graph.initializer}
+def write_batch(model_path, plan, data):
+    """A fixed batch in the plan's input order: the model's inputs (its exported
+    test_data_set_0 where it has one, else seeded uniform values), then the labels: class
+    indices in range, or a seeded float target."""
     rng = np.random.default_rng(5)
     os.makedirs(data, exist_ok=True)
-    k = 0
+    exported = os.path.join(os.path.dirname(model_path), "test_data_set_0")
+    saved = {}
+    if os.path.isdir(exported):
+        for f in sorted(os.listdir(exported)):
+            if f.startswith("input_"):
+                t = onnx.load_tensor(os.path.join(exported, f))
+                saved[t.name] = numpy_helper.to_array(t)
+    m = onnx.load(model_path)
     classes = m.graph.output[0].type.tensor_type.shape.dim[-1].dim_value
-    for inp in m.graph.input:
-        if inp.name in init:
-            continue
-        shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]
-        x = rng.uniform(-1, 1, size=shape).astype(np.float32)
+    labels_name = plan["training"]["labels"]
+    for k, index in enumerate(plan["inputs"]):
+        t = plan["tensors"][index]
+        name, shape = t["name"], t["shape"]
+        if name == labels_name and t["dtype"] == "i64":
+            x = (np.arange(int(np.prod(shape)), dtype=np.int64) * 7 + 3).reshape(shape) % classes
+        elif name in saved:
+            x = saved[name]
+            if list(x.shape) != shape:
+                fail("%s: test_data_set_0 holds shape %s, the plan wants %s" % (name, list(x.shape), shape))
+        elif t["dtype"] == "f32":
+            x = rng.uniform(-1, 1, size=shape).astype(np.float32)
+        else:
+            fail("no data for the plan's input %s (%s)" % (name, t["dtype"]))
         with open(os.path.join(data, "input_%d.pb" % k), "wb") as f:
-            f.write(numpy_helper.from_array(x, inp.name).SerializeToString())
-        k += 1
-        batch = shape[0]
-    labels = (np.arange(batch, dtype=np.int64) * 7 + 3) % classes
-    with open(os.path.join(data, "input_%d.pb" % k), "wb") as f:
-        f.write(numpy_helper.from_array(labels, "labels").SerializeToString())
+            f.write(numpy_helper.from_array(x, name).SerializeToString())
 
 
 def compare_with_emulator(coord, dcrun, model, data, saved, flags, steps, tmp):
@@ -93,10 +113,22 @@ def compare_with_emulator(coord, dcrun, model, data, saved, flags, steps, tmp):
 
 def main():
     coord, dcrun, model = sys.argv[1:4]
-    opencl = "--opencl" in sys.argv[4:]
+    extra = sys.argv[4:]
+    opencl = "--opencl" in extra
+    recompute = "--recompute" in extra
+    loss = "cross_entropy"
+    if "--loss" in extra:
+        loss = extra[extra.index("--loss") + 1]
+        del extra[extra.index("--loss"):extra.index("--loss") + 2]
+    timeout = 3000
+    if "--timeout" in extra:
+        timeout = int(extra[extra.index("--timeout") + 1])
+        del extra[extra.index("--timeout"):extra.index("--timeout") + 2]
+    TIMEOUT[0] = timeout
+    extra = [a for a in extra if a not in ("--opencl", "--recompute")]
     gpu = "pocl-cpu" if opencl else "h100"
     steps = "2"
-    flags = ["--train", "--loss", "cross_entropy", "--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9"]
+    flags = ["--train", "--loss", loss, "--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9"]
     with tempfile.TemporaryDirectory(prefix="dc-train-plans-") as tmp:
         out = os.path.join(tmp, "out")
         if opencl:
@@ -104,7 +136,7 @@ def main():
             jobs = None
         else:
             text = run([coord, "tune", model, "--gpus", gpu, "--emulate", "--db", os.path.join(tmp, "db.sqlite"),
-                        "--out", out, "--quiet", *flags, *sys.argv[4:]])
+                        "--out", out, "--quiet", *flags, *extra])
             jobs = re.search(r"^(\d+) jobs, (\d+) results committed", text, re.M)
             if not jobs or jobs.group(1) != jobs.group(2):
                 fail("not every job of the training tune has a result:\n" + text[-2000:])
@@ -118,10 +150,11 @@ def main():
         memory = plan["memory"]
         if memory["saved_for_backward"]["bytes"] <= 0 or memory["total_bytes"] < memory["arena_bytes"]:
             fail("plan.json's memory report is wrong: %s" % memory)
-        if not any(t.startswith("recompute: ") and "Relu_output_0" in t for t in plan["weight_transforms"]):
+        if recompute and not any(t.startswith("recompute: ") and "Relu_output_0" in t
+                                 for t in plan["weight_transforms"]):
             fail("the plan records no recomputed Relu output: %s" % plan["weight_transforms"])
         data = os.path.join(tmp, "batch")
-        write_batch(model, data)
+        write_batch(model, plan, data)
         saved = os.path.join(tmp, "trained.onnx")
         device = run([dcrun, os.path.join(out, gpu), "--train", *([] if opencl else ["--emulate"]), "--data", data,
                       "--steps", steps, "--save-weights", saved])
@@ -141,7 +174,7 @@ def main():
         # steps"): only BatchNorm's running statistics and the step counter are copied.
         pairs = [(plan["tensors"][w]["name"], plan["tensors"][n]["kind"]) for w, n in plan["training"]["state"]]
         copied = [w for w, kind in pairs if kind != "view"]
-        if not copied or any("running_" not in w and w != "train.step" for w in copied):
+        if any("running_" not in w and w != "train.step" for w in copied):
             fail("state pairs not updated in place: %s" % copied)
         if opencl:
             compare_with_emulator(coord, dcrun, model, data, saved, flags, steps, tmp)

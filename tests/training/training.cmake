@@ -35,3 +35,22 @@ file(GLOB DC_TRAINING_TEST_SOURCES CONFIGURE_DEPENDS
 add_executable(dc_training_tests EXCLUDE_FROM_ALL ${DC_TRAINING_TEST_SOURCES})
 target_include_directories(dc_training_tests PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../support)
 target_link_libraries(dc_training_tests PRIVATE dc_common dc_warnings GTest::gtest GTest::gtest_main)
+
+# The issue's whole-model training runs (label long, not in CI: about an hour each here):
+# tune --train on emulated workers, then dc-run --train --emulate --steps 2 of the tuned plan
+# against verify --train's losses, and --save-weights loaded by onnxruntime
+# (tests/cli/check_train_plans.py). ResNet-50 at batch 8 with cross-entropy and SGD with
+# momentum; BERT-base at sequence 128, batch 2, with mse on its hidden states (its labels
+# are a seeded float target; the token ids come from the export's test_data_set_0).
+set(DC_TRAIN_MODELS ${PROJECT_SOURCE_DIR}/models/train)
+add_test(NAME export_train_models COMMAND sh -c
+  "/usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/export_models.py ${DC_TRAIN_MODELS}/b8 --models resnet50 --batch 8 && /usr/bin/python3 ${PROJECT_SOURCE_DIR}/scripts/export_models.py ${DC_TRAIN_MODELS}/b2 --models bert_base --batch 2")
+set_tests_properties(export_train_models PROPERTIES LABELS long FIXTURES_SETUP train_models TIMEOUT 1500)
+add_test(NAME train_tune_run_resnet50_b8 COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/cli/check_train_plans.py
+  $<TARGET_FILE:dc-coordinator> $<TARGET_FILE:dc-run> ${DC_TRAIN_MODELS}/b8/resnet50/model.onnx
+  --timeout 7000 --local-workers 2 --top-k 2)
+add_test(NAME train_tune_run_bert_base_b2 COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/cli/check_train_plans.py
+  $<TARGET_FILE:dc-coordinator> $<TARGET_FILE:dc-run> ${DC_TRAIN_MODELS}/b2/bert_base/model.onnx
+  --loss mse --timeout 7000 --local-workers 2 --top-k 1)
+set_tests_properties(train_tune_run_resnet50_b8 train_tune_run_bert_base_b2 PROPERTIES LABELS long
+  FIXTURES_REQUIRED train_models TIMEOUT 14400 RUN_SERIAL TRUE)
