@@ -11,8 +11,9 @@
 //    transposed to [M, C, k...]. An implicit GEMM M x N x K = C*taps x M x N*out_pixels whose
 //    long K the template splits (split-K). At batch 1 (and for one channel) the swaps are
 //    reshapes, which plans treat as views; otherwise Transposes, which the candidate
-//    generator fuses into the Conv's operand loads. Grouped convolutions keep
-//    dc.ConvGradWeight (the swapped Conv would compute every pair of groups).
+//    generator fuses into the Conv's operand loads. Grouped (and depthwise) convolutions:
+//    the swapped Conv with the same groups, X as C / group images of group x N channels
+//    (swapped_images), so each group's GEMM pairs only its own channels and filters.
 //  - bias gradient: ReduceSum of dY over the batch and spatial axes.
 #include "ir/error.h"
 #include "passes/gradients/gradient_rules.h"
@@ -51,6 +52,30 @@ std::string swap_leading(GradBuilder& b, const std::string& x) {
   return b.transpose(x, perm);
 }
 
+// The weight gradient's input: X [N, C, ...] as C / group images of group x N channels,
+// channel g N + n of image c holding X[n, g C / group + c], so that the swapped Conv's group g
+// (M / group filters of N channels: dY's of that group) reads exactly its group's channels.
+// group 1: X with dims 0 and 1 swapped; depthwise: [1, C N, ...].
+std::string swapped_images(GradBuilder& b, const std::string& x, int64_t group) {
+  if (group == 1) return swap_leading(b, x);
+  const Shape s = b.shape(x);  // a copy: nodes are added below
+  const int64_t n = s[0], cg = s[1] / group;
+  const Shape spatial(s.begin() + 2, s.end());
+  auto with_spatial = [&](Shape lead) {
+    lead.insert(lead.end(), spatial.begin(), spatial.end());
+    return lead;
+  };
+  std::string t;
+  if (cg == 1) {  // depthwise: [N, G, ...] -> [G, N, ...] (a reshape at batch 1)
+    t = swap_leading(b, x);
+  } else {  // [N, G, Cg, ...] -> [Cg, G, N, ...]
+    std::vector<int64_t> perm{2, 1, 0};
+    for (size_t d = 0; d < spatial.size(); ++d) perm.push_back(static_cast<int64_t>(3 + d));
+    t = b.transpose(b.reshape(x, with_spatial({n, group, cg})), perm);
+  }
+  return b.reshape(t, with_spatial({cg, group * n}));
+}
+
 std::string data_gradient(GradBuilder& b, const GradCall& c) {
   const Shape x = b.shape(in(c, 0)), w = b.shape(in(c, 1));  // copies: nodes are added below
   const ref::Window win = conv_window(c.node, x, w);
@@ -77,11 +102,7 @@ std::string data_gradient(GradBuilder& b, const GradCall& c) {
 std::string weight_gradient(GradBuilder& b, const GradCall& c) {
   const Shape x = b.shape(in(c, 0)), w = b.shape(in(c, 1));  // copies: nodes are added below
   const Shape dy = b.shape(c.dy[0]);
-  if (c.node.attrs.get_int("group", 1) != 1) {  // the swapped Conv would compute every group pair
-    Attributes a = c.node.attrs;
-    a.set("weight_shape", std::vector<int64_t>(w.begin(), w.end()));
-    return b.node1("dc.ConvGradWeight", {in(c, 0), c.dy[0]}, b.info(in(c, 1)), a);
-  }
+  const int64_t group = c.node.attrs.get_int("group", 1);
   const ref::Window win = conv_window(c.node, x, w);
   const size_t r = x.size() - 2;
   // The swapped Conv's pads: Conv's at the beginning; at the end Conv's less the dropped
@@ -89,7 +110,7 @@ std::string weight_gradient(GradBuilder& b, const GradCall& c) {
   // end pad, and the few extra output rows are sliced off.
   std::vector<int64_t> strides, dilations, pads(2 * r), filter(dy.begin() + 2, dy.end());
   std::vector<int64_t> starts, ends, axes;
-  Shape swapped_out{x[1], w[0]};
+  Shape swapped_out{w[1], w[0]};
   bool slice = false;
   for (size_t i = 0; i < r; ++i) {
     const size_t d = slot(i, r);
@@ -111,8 +132,10 @@ std::string weight_gradient(GradBuilder& b, const GradCall& c) {
   a.set("strides", strides);
   a.set("dilations", dilations);
   a.set("pads", pads);
+  a.set("group", group);
   const DType dt = b.info(in(c, 1)).dtype;
-  std::string g = b.node1("Conv", {swap_leading(b, in(c, 0)), swap_leading(b, c.dy[0])}, TensorInfo{dt, swapped_out}, a);
+  std::string g = b.node1("Conv", {swapped_images(b, in(c, 0), group), swap_leading(b, c.dy[0])},
+                          TensorInfo{dt, swapped_out}, a);
   if (slice) {
     Shape cut = swapped_out;
     for (size_t i = 0; i < r; ++i) cut[2 + i] = w[2 + i];
