@@ -148,12 +148,7 @@ Grads conv_rule(GradBuilder& b, const GradCall& c) {
   Grads g(c.node.inputs.size());
   if (c.want(0)) g[0] = data_gradient(b, c);
   if (c.want(1)) g[1] = weight_gradient(b, c);
-  if (c.want(2)) {
-    const Shape x = b.shape(in(c, 0));
-    std::vector<int64_t> axes{0};
-    for (size_t d = 2; d < x.size(); ++d) axes.push_back(static_cast<int64_t>(d));
-    g[2] = b.reduce_sum(c.dy[0], axes, false);
-  }
+  if (c.want(2)) g[2] = b.sum_per_channel(c.dy[0]);
   return g;
 }
 
