@@ -176,13 +176,15 @@ TEST(ConvGradients, UsesTheTemplateOpsOnly) {
   for (const ConvCase& c : cases()) {
     SCOPED_TRACE(c.name);
     const Graph g = gradient_graph(c);
-    int transposes = 0, conv_transposes = 0, convs = 0, naive = 0;
+    int transposes = 0, conv_transposes = 0, convs = 0, naive = 0, reduce_sums = 0;
     for (const auto& n : g.nodes) {
       transposes += n.op == "Transpose";
+      reduce_sums += n.op == "ReduceSum";
       conv_transposes += n.op == "ConvTranspose";
       if (n.op == "Conv") {
         ++convs;
-        EXPECT_EQ(n.attrs.get_int("group", 1), c.attrs.get_int("group", 1));
+        const int64_t per_image = c.w[1] == 1 ? c.x[0] : 1;  // depthwise: a group per (image, channel)
+        EXPECT_EQ(n.attrs.get_int("group", 1), c.attrs.get_int("group", 1) * per_image);
       }
       naive += n.op.starts_with("dc.");
     }
@@ -190,10 +192,16 @@ TEST(ConvGradients, UsesTheTemplateOpsOnly) {
     EXPECT_EQ(convs, 1);
     EXPECT_EQ(naive, 0);
     const int64_t n = c.x[0], group = c.attrs.get_int("group", 1), cg = c.w[1], m = c.w[0];
-    // X: [N, C] swapped (group 1, depthwise) or [N, G, Cg] -> [Cg, G, N]; dY: [N, M]
-    // swapped; the [Cg, M, k...] result swapped back.
-    const int x_moves = group > 1 && cg > 1 ? 1 : n > 1 && c.x[1] > 1 ? 1 : 0;
-    EXPECT_EQ(transposes, x_moves + (n > 1 && m > 1 ? 1 : 0) + (cg > 1 && m > 1 ? 1 : 0));
+    if (cg == 1) {  // depthwise: one group per (image, channel), views only, a sum over images
+      EXPECT_EQ(transposes, 0);
+      EXPECT_EQ(reduce_sums, n > 1 ? 1 : 0);
+      continue;
+    }
+    // X: [N, C] swapped (group 1) or [N, G, Cg] -> [Cg, G, N]; dY: [N, M] swapped; the
+    // [Cg, M, k...] result swapped back.
+    const int x_moves = group > 1 ? 1 : n > 1 && c.x[1] > 1 ? 1 : 0;
+    EXPECT_EQ(transposes, x_moves + (n > 1 && m > 1 ? 1 : 0) + (m > 1 ? 1 : 0));
+    EXPECT_EQ(reduce_sums, 0);
   }
 }
 

@@ -132,16 +132,36 @@ std::string weight_gradient(GradBuilder& b, const GradCall& c) {
   a.set("strides", strides);
   a.set("dilations", dilations);
   a.set("pads", pads);
-  a.set("group", group);
   const DType dt = b.info(in(c, 1)).dtype;
-  std::string g = b.node1("Conv", {swapped_images(b, in(c, 0), group), swap_leading(b, c.dy[0])},
-                          TensorInfo{dt, swapped_out}, a);
-  if (slice) {
-    Shape cut = swapped_out;
-    for (size_t i = 0; i < r; ++i) cut[2 + i] = w[2 + i];
-    g = b.node1("Slice", {g, b.ints(starts), b.ints(ends), b.ints(axes)}, TensorInfo{dt, cut});
+  const bool depthwise = w[1] == 1;
+  std::string g;
+  if (depthwise) {
+    // One group per (image, channel), both operands views: X as 1 image of N C channels, dY
+    // as N M filters of one channel; the [1, N M, k...] per-image partial sums are summed over
+    // the images below.
+    swapped_out[0] = 1;
+    swapped_out[1] = x[0] * w[0];
+    a.set("group", x[0] * x[1]);
+    Shape xs = x, ys = dy;
+    xs[1] *= xs[0];
+    xs[0] = 1;
+    ys[0] *= ys[1];
+    ys[1] = 1;
+    g = b.node1("Conv", {b.reshape(in(c, 0), xs), b.reshape(c.dy[0], ys)}, TensorInfo{dt, swapped_out}, a);
+  } else {
+    a.set("group", group);
+    g = b.node1("Conv", {swapped_images(b, in(c, 0), group), swap_leading(b, c.dy[0])},
+                TensorInfo{dt, swapped_out}, a);
   }
-  return swap_leading(b, g);
+  Shape cut = swapped_out;
+  for (size_t i = 0; i < r; ++i) cut[2 + i] = w[2 + i];
+  if (slice) g = b.node1("Slice", {g, b.ints(starts), b.ints(ends), b.ints(axes)}, TensorInfo{dt, cut});
+  if (!depthwise) return swap_leading(b, g);
+  Shape per_image = cut;  // [N, M, k...]
+  per_image[0] = x[0];
+  per_image[1] = w[0];
+  if (x[0] > 1) g = b.reduce_sum(b.reshape(g, per_image), {0}, false);
+  return b.reshape(g, w);
 }
 
 Grads conv_rule(GradBuilder& b, const GradCall& c) {
