@@ -11,9 +11,11 @@
 //    transposed to [M, C, k...]. An implicit GEMM M x N x K = C*taps x M x N*out_pixels whose
 //    long K the template splits (split-K). At batch 1 (and for one channel) the swaps are
 //    reshapes, which plans treat as views; otherwise Transposes, which the candidate
-//    generator fuses into the Conv's operand loads. Grouped (and depthwise) convolutions:
-//    the swapped Conv with the same groups, X as C / group images of group x N channels
-//    (swapped_images), so each group's GEMM pairs only its own channels and filters.
+//    generator fuses into the Conv's operand loads. Grouped convolutions: the swapped Conv
+//    with the same groups, X as C / group images of group x N channels (swapped_images), so
+//    each group's GEMM pairs only its own channels and filters. One input channel per group
+//    (depthwise): a group per (image, channel), X and dY as views, then a ReduceSum of the
+//    per-image partials over the images (no Transpose of X, which no prologue would take).
 //  - bias gradient: ReduceSum of dY over the batch and spatial axes.
 #include "ir/error.h"
 #include "passes/gradients/gradient_rules.h"
@@ -55,7 +57,8 @@ std::string swap_leading(GradBuilder& b, const std::string& x) {
 // The weight gradient's input: X [N, C, ...] as C / group images of group x N channels,
 // channel g N + n of image c holding X[n, g C / group + c], so that the swapped Conv's group g
 // (M / group filters of N channels: dY's of that group) reads exactly its group's channels.
-// group 1: X with dims 0 and 1 swapped; depthwise: [1, C N, ...].
+// group 1: X with dims 0 and 1 swapped. (One channel per group takes weight_gradient's
+// depthwise form instead.)
 std::string swapped_images(GradBuilder& b, const std::string& x, int64_t group) {
   if (group == 1) return swap_leading(b, x);
   const Shape s = b.shape(x);  // a copy: nodes are added below
@@ -65,15 +68,9 @@ std::string swapped_images(GradBuilder& b, const std::string& x, int64_t group) 
     lead.insert(lead.end(), spatial.begin(), spatial.end());
     return lead;
   };
-  std::string t;
-  if (cg == 1) {  // depthwise: [N, G, ...] -> [G, N, ...] (a reshape at batch 1)
-    t = swap_leading(b, x);
-  } else {  // [N, G, Cg, ...] -> [Cg, G, N, ...]
-    std::vector<int64_t> perm{2, 1, 0};
-    for (size_t d = 0; d < spatial.size(); ++d) perm.push_back(static_cast<int64_t>(3 + d));
-    t = b.transpose(b.reshape(x, with_spatial({n, group, cg})), perm);
-  }
-  return b.reshape(t, with_spatial({cg, group * n}));
+  std::vector<int64_t> perm{2, 1, 0};  // [N, G, Cg, ...] -> [Cg, G, N, ...]
+  for (size_t d = 0; d < spatial.size(); ++d) perm.push_back(static_cast<int64_t>(3 + d));
+  return b.reshape(b.transpose(b.reshape(x, with_spatial({n, group, cg})), perm), with_spatial({cg, group * n}));
 }
 
 std::string data_gradient(GradBuilder& b, const GradCall& c) {
