@@ -278,12 +278,6 @@ NaiveLoops naive_loops(const Graph& g, const Node& n) {
   } else if (n.op == "dc.ConvGradWeight") {  // images x output positions
     const Shape& dy = shape_of(g, n.input(1));
     l.per_output = dy.size() < 3 ? 1 : shape_numel(dy) / std::max<int64_t>(1, dy[1]);
-  } else if (n.op == "dc.LayerNormGrad") {  // dX: its row; dscale, dB: the rows of a column
-    const int64_t cols = std::max<int64_t>(1, shape_numel(shape_of(g, n.input(2))));
-    const int64_t numel = shape_numel(shape_of(g, n.input(1)));
-    l.per_output = cols;
-    l.serial_threads = 2 * cols;
-    l.serial_loop = numel / cols;
   } else if (n.op == "dc.SoftmaxCrossEntropy") {  // log-probabilities: their row's max and sum
     const Shape& x = shape_of(g, n.input(0));
     const int64_t classes = x.empty() ? 1 : x.back();

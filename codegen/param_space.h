@@ -100,9 +100,8 @@ struct WorkloadShape {
   int64_t window = 1;          // pool_window: input elements per output; opaque: loop steps per output
   // opaque: the naive kernel's longest serial work (template_reference_training.cpp), when a
   // few of its outputs each loop over many elements: `serial_threads` threads, each reading
-  // `serial_loop` elements (dc.LayerNormGrad's dscale and
-  // dB: one thread per column over the rows; dc.SoftmaxCrossEntropy's loss: one thread over
-  // every row). 0 when the kernel has none.
+  // `serial_loop` elements (dc.SoftmaxCrossEntropy's loss: one thread over every row).
+  // 0 when the kernel has none.
   int64_t serial_threads = 0, serial_loop = 0;
 
   // Output-parallel families (elementwise, pool_window, opaque) and the row reductions:

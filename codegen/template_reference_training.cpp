@@ -14,9 +14,8 @@ namespace dc {
 
 namespace {
 
-// Ops split_training_ops introduces; they exist only inside naive kernels.
+// The op split_training_ops introduces; it exists only inside naive kernels.
 constexpr const char* kBatchNormApply = "dc.BatchNormTrainApply";
-constexpr const char* kRowStats = "dc.RowStats";
 
 
 std::string for_loop(const std::string& var, int64_t count) {
@@ -48,8 +47,6 @@ class TrainingEmitter {
     if (op == "dc.Dropout") return dropout(out, o, code);
     if (op == "dc.BatchNormTrain") return batch_norm_stats(out, o, code);
     if (op == kBatchNormApply) return batch_norm_apply(o, code);
-    if (op == kRowStats) return row_stats(out, o, code);
-    if (op == "dc.LayerNormGrad") return out == 0 ? layer_norm_grad_data(o, code) : layer_norm_grad_params(out, o, code);
     if (op == "dc.GeluGrad") return gelu_grad(o, code);
     if (op == "dc.GatherGrad") return gather_grad(o, code);
     if (op == "dc.SoftmaxCrossEntropy") return out == 0 ? cross_entropy_loss(code) : log_softmax(o, code);
@@ -125,81 +122,6 @@ class TrainingEmitter {
     const std::string x = read(0, o, code), sc = read(1, ch, code), b = read(2, ch, code);
     const std::string mu = read(3, ch, code), inv = read(4, ch, code);
     return fmt::format("(float)(((double){} - {}) * {} * {} + {})", x, mu, inv, sc, b);
-  }
-
-  // ---- LayerNorm's rows: X's dims before `axis` index the row, the rest the columns ----
-  size_t ln_axis() const {
-    const auto rank = static_cast<int64_t>(shape(in(n_.op == kRowStats ? 0 : 1)).size());
-    int64_t a = n_.attrs.get_int("axis", -1);
-    if (a < 0) a += rank;
-    DC_INTERNAL_CHECK(a >= 0 && a < rank, n_.op, ": bad axis");
-    return static_cast<size_t>(a);
-  }
-
-  // kRowStats(X) -> (mean, inverse std) per row o (X's dims before axis)
-  std::string row_stats(size_t out, const std::vector<std::string>& o, std::string& code) {
-    const std::string x = in(0);
-    const Shape& xs = shape(x);
-    const size_t axis = ln_axis();
-    const Shape cols(xs.begin() + static_cast<long>(axis), xs.end());
-    const int64_t n = shape_numel(cols);
-    const std::string s = fresh("sum"), mu = fresh("mu"), sq = fresh("sq");
-    auto at = [&](const std::string& j, std::string& body) {
-      return c_.read(x, concat(o, emit_unravel(cols, j, fresh("a"), body)), body);
-    };
-    const std::string j1 = fresh("j"), j2 = fresh("j");
-    code += fmt::format("  double {} = 0.0;\n", s) + for_loop(j1, n);
-    code += fmt::format("  {} += {};\n  }}\n", s, at(j1, code));
-    code += fmt::format("  const double {} = {} / {}.0;\n  double {} = 0.0;\n", mu, s, n, sq) + for_loop(j2, n);
-    const std::string v = at(j2, code);
-    code += fmt::format("  {0} += ({1} - {2}) * ({1} - {2});\n  }}\n", sq, v, mu);
-    if (out == 0) return fmt::format("(float){}", mu);
-    return fmt::format("(float)(1.0 / sqrt({} / {}.0 + {}))", sq, n, double_literal(attr("epsilon", 1e-5f)));
-  }
-
-  // dc.LayerNormGrad(dY, X, scale, row mean, row inverse std) -> dX at o
-  std::string layer_norm_grad_data(const std::vector<std::string>& o, std::string& code) {
-    const Shape& xs = shape(in(1));
-    const size_t axis = ln_axis();
-    const Shape cols(xs.begin() + static_cast<long>(axis), xs.end());
-    const int64_t n = shape_numel(cols);
-    const auto row = slice(o, 0, axis);
-    const std::string mu = read(3, row, code), inv = read(4, row, code);
-    const std::string mg = fresh("mg"), mgx = fresh("mgx"), j = fresh("j");
-    code += fmt::format("  double {} = 0.0, {} = 0.0;\n", mg, mgx) + for_loop(j, n);
-    {
-      const auto cc = emit_unravel(cols, j, fresh("a"), code);
-      const std::string g = fresh("g");
-      code += fmt::format("  const double {} = (double){} * {};\n", g, read(0, concat(row, cc), code),
-                          read(2, emit_unravel(shape(in(2)), j, fresh("s"), code), code));
-      code += fmt::format("  {} += {};\n  {} += {} * (((double){} - {}) * {});\n  }}\n", mg, g, mgx, g,
-                          read(1, concat(row, cc), code), mu, inv);
-    }
-    const std::string k = linear(slice(o, axis, o.size()), cols);
-    const std::string sc = read(2, emit_unravel(shape(in(2)), k, fresh("s"), code), code);
-    return fmt::format("(float)({4} * ((double){0} * {1} - {2} / {3}.0 - ((double){5} - {6}) * {4} * {7} / {3}.0))",
-                       read(0, o, code), sc, mg, n, inv, read(1, o, code), mu, mgx);
-  }
-
-  // dc.LayerNormGrad's dscale (out 1) and dB (out 2) at o (scale's shape): sums over rows.
-  std::string layer_norm_grad_params(size_t out, const std::vector<std::string>& o, std::string& code) {
-    const Shape& xs = shape(in(1));
-    const size_t axis = ln_axis();
-    const Shape rows(xs.begin(), xs.begin() + static_cast<long>(axis));
-    const Shape cols(xs.begin() + static_cast<long>(axis), xs.end());
-    const std::string k = linear(o, shape(in(2)));
-    const auto cc = emit_unravel(cols, k, fresh("c"), code);
-    const std::string acc = fresh("acc"), r = fresh("r");
-    code += fmt::format("  double {} = 0.0;\n", acc) + for_loop(r, shape_numel(rows));
-    const auto rc = emit_unravel(rows, r, fresh("w"), code);
-    const std::string dy = read(0, concat(rc, cc), code);
-    if (out == 2) {
-      code += fmt::format("  {} += {};\n  }}\n", acc, dy);
-    } else {
-      code += fmt::format("  {} += {} * (((double){} - {}) * {});\n  }}\n", acc, dy,
-                          read(1, concat(rc, cc), code), read(3, rc, code), read(4, rc, code));
-    }
-    return fmt::format("(float){}", acc);
   }
 
   // ---- dc.GeluGrad(dY, X) -> dX ----
@@ -433,10 +355,9 @@ std::string intermediate(Graph& g, const Node& n, std::string name, const char* 
 
 bool naive_training_supports(const Node& n) {
   static const char* const kOps[] = {
-      "dc.Dropout",       "dc.BatchNormTrain",  "dc.LayerNormGrad",
-      "dc.GeluGrad",      "dc.GatherGrad",      "dc.SoftmaxCrossEntropy", "dc.SoftmaxCrossEntropyGrad",
-      "dc.SgdUpdate",     "dc.AdamWUpdate",     "dc.ConvGradData",    "dc.ConvGradWeight",
-      "dc.MaxPoolGrad",   "dc.AveragePoolGrad", kBatchNormApply,      kRowStats};
+      "dc.Dropout",     "dc.BatchNormTrain",  "dc.GeluGrad",       "dc.GatherGrad",
+      "dc.SoftmaxCrossEntropy", "dc.SoftmaxCrossEntropyGrad", "dc.SgdUpdate", "dc.AdamWUpdate",
+      "dc.ConvGradData", "dc.ConvGradWeight", "dc.MaxPoolGrad",  "dc.AveragePoolGrad", kBatchNormApply};
   for (const char* op : kOps)
     if (n.op == op) return true;
   return false;
@@ -460,18 +381,6 @@ Graph split_training_ops(Graph g) {
       Node apply{n.name + ".apply", kBatchNormApply, {}, {n.input(0), n.input(1), n.input(2), n.outputs[3], n.outputs[4]}, {y}};
       nodes.push_back(std::move(n));
       if (!y.empty()) nodes.push_back(std::move(apply));
-    } else if (n.op == "dc.LayerNormGrad") {
-      Node stats{n.name + ".stats", kRowStats, n.attrs, {n.input(1)}, {}};
-      const Shape& xs = g.info(n.input(1)).shape;
-      int64_t axis = n.attrs.get_int("axis", -1);
-      if (axis < 0) axis += static_cast<int64_t>(xs.size());
-      const Shape rows(xs.begin(), xs.begin() + axis);
-      stats.outputs = {intermediate(g, n, "", "row_mean", rows), intermediate(g, n, "", "row_invstd", rows)};
-      n.inputs.resize(3);
-      n.inputs.push_back(stats.outputs[0]);
-      n.inputs.push_back(stats.outputs[1]);
-      nodes.push_back(std::move(stats));
-      nodes.push_back(std::move(n));
     } else {
       nodes.push_back(std::move(n));
     }

@@ -31,11 +31,10 @@ bool naive_training_supports(const Node& n);
 std::string emit_training_element(NaiveNodeContext& c, size_t out, const std::vector<std::string>& o,
                                   std::string& code);
 
-// The workload graph with each training op whose outputs need a whole-channel or whole-row
-// statistic per element split in two nodes, so that the statistic is computed once per
-// channel (row), not once per element: dc.BatchNormTrain (its per-channel outputs, then Y),
-// dc.LayerNormGrad (row mean and inverse std,
-// then the gradients). New intermediates are named "<node>.<what>".
+// The workload graph with each training op whose outputs need a whole-channel statistic per
+// element split in two nodes, so that the statistic is computed once per channel, not once
+// per element: dc.BatchNormTrain (its per-channel outputs, then Y). New intermediates are
+// named "<node>.<what>".
 Graph split_training_ops(Graph g);
 
 }  // namespace dc

@@ -19,10 +19,6 @@ int64_t training_reduction_length(const Graph& g, const Node& n) {
     return std::max<int64_t>(1, shape_numel(wt) / dim(1, 1) / std::max<int64_t>(1, n.attrs.get_int("group", 1)));
   }
   if (n.op == "dc.ConvGradWeight") return std::max<int64_t>(1, numel(1) / dim(1, 1));  // batch x positions
-  if (n.op == "dc.LayerNormGrad") {  // a row for dX, the rows for dscale and dB
-    const Shape& x = g.info(n.input(1)).shape;
-    return x.empty() ? 1 : std::max(numel(2), shape_numel(x) / std::max<int64_t>(1, numel(2)));
-  }
   if (n.op == "dc.SoftmaxCrossEntropy") return std::max<int64_t>(1, numel(0));  // every row's classes
   if (n.op == "dc.GatherGrad") return std::max<int64_t>(1, numel(1));
   if (n.op == "dc.MaxPoolGrad" || n.op == "dc.AveragePoolGrad")

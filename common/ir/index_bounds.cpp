@@ -51,6 +51,18 @@ std::pair<std::string, int64_t> index_use(const Graph& g, const Node& n) {
   return {"", 0};
 }
 
+// The tensor whose values `t` holds through reshapes (the cross-entropy's labels as a column
+// for its GatherElements): indices reshaped before their use bound the input they came from.
+std::string reshaped_from(const Graph& g, std::string t) {
+  while (const auto p = g.producer(t)) {
+    const Node& n = g.nodes[*p];
+    if (n.op != "Reshape" && n.op != "Unsqueeze" && n.op != "Squeeze" && n.op != "Flatten" && n.op != "Identity")
+      break;
+    t = n.input(0);
+  }
+  return t;
+}
+
 }  // namespace
 
 std::vector<int64_t> input_index_bounds(const Graph& g) {
@@ -58,8 +70,9 @@ std::vector<int64_t> input_index_bounds(const Graph& g) {
   for (const Node& n : g.nodes) {
     const auto [name, bound] = index_use(g, n);
     if (name.empty() || bound <= 0) continue;
+    const std::string source = reshaped_from(g, name);
     for (size_t i = 0; i < g.inputs.size(); ++i)
-      if (g.inputs[i] == name) bounds[i] = bounds[i] == 0 ? bound : std::min(bounds[i], bound);
+      if (g.inputs[i] == source) bounds[i] = bounds[i] == 0 ? bound : std::min(bounds[i], bound);
   }
   return bounds;
 }

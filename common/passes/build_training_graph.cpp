@@ -6,6 +6,7 @@
 #include "passes/training/add_gradients.h"
 #include "passes/training/add_loss.h"
 #include "passes/training/add_optimizer.h"
+#include "passes/training/lower_cross_entropy.h"
 #include "passes/training/mixed_precision.h"
 #include "passes/training/trainable_weights.h"
 #include "passes/training/training_forward.h"
@@ -48,6 +49,7 @@ Graph build_training_graph(Graph g, const TrainingSpec& spec) {
                                 : add_gradients(g, loss, weights);
   DC_USER_CHECK(!gradients.empty(), "no trainable weight reaches the loss (", weights.size(),
                 " candidate(s), ", spec.freeze.size(), " frozen)");
+  lower_cross_entropy(g);  // its gradient is built: the loss itself on the templates
   if (scaled) {
     const UnscaledGradients u = unscale_gradients(g, gradients, scale);
     add_optimizer(g, spec, u.gradients);

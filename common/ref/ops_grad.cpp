@@ -1,6 +1,6 @@
 // Reference kernels of dc-internal gradient ops that need more than an elementwise
-// composition (docs/training.md): dc.LayerNormGrad, dc.GeluGrad and
-// dc.GatherGrad (an embedding's scatter-add). Reductions accumulate in double.
+// composition (docs/training.md): dc.GeluGrad and dc.GatherGrad (an embedding's
+// scatter-add). Reductions accumulate in double.
 #include <cmath>
 #include <numbers>
 
@@ -16,54 +16,6 @@ namespace {
 void require_f32(const Node& node, const Tensor& t, const char* what) {
   DC_USER_CHECK(t.defined() && t.dtype() == DType::f32, node.op, ": ", what,
                 " must be an f32 tensor");
-}
-
-// dc.LayerNormGrad(dY, X, scale) -> (dX, dscale, dB). attrs axis, epsilon: as the forward
-// LayerNormalization (normalised over dims [axis, rank), statistics recomputed from X).
-std::vector<Tensor> run_layer_norm_grad(const Node& node, const Inputs& in) {
-  for (size_t i = 0; i < 3; ++i) require_f32(node, in.at(i), "every input");
-  const Tensor &dy = in[0], &x = in[1], &scale = in[2];
-  DC_USER_CHECK(dy.shape() == x.shape(), node.op, ": dY and X must match");
-  int64_t axis = node.attrs.get_int("axis", -1);
-  if (axis < 0) axis += x.rank();
-  DC_USER_CHECK(axis >= 0 && axis < x.rank(), node.op, ": bad axis");
-  int64_t cols = 1;
-  for (int64_t d = axis; d < x.rank(); ++d) cols *= x.dim(d);
-  DC_USER_CHECK(scale.numel() == cols, node.op, ": scale must have one value per normalised "
-                "element (", cols, "), got shape ", shape_str(scale.shape()));
-  const int64_t rows = cols > 0 ? x.numel() / cols : 0;
-  const double eps = node.attrs.get_float("epsilon", 1e-5f);
-  Tensor dx(DType::f32, x.shape()), dscale(DType::f32, scale.shape()), db(DType::f32, scale.shape());
-  std::vector<double> ds(static_cast<size_t>(cols)), dbs(static_cast<size_t>(cols));
-  const float *dyp = dy.data<float>(), *xp = x.data<float>(), *sp = scale.data<float>();
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = xp + r * cols, *dyr = dyp + r * cols;
-    double mu = 0, var = 0;
-    for (int64_t k = 0; k < cols; ++k) mu += xr[k];
-    mu /= static_cast<double>(cols);
-    for (int64_t k = 0; k < cols; ++k) var += (xr[k] - mu) * (xr[k] - mu);
-    const double inv = 1.0 / std::sqrt(var / static_cast<double>(cols) + eps);
-    double mean_g = 0, mean_gx = 0;
-    for (int64_t k = 0; k < cols; ++k) {
-      const double xhat = (xr[k] - mu) * inv, g = static_cast<double>(dyr[k]) * sp[k];
-      mean_g += g;
-      mean_gx += g * xhat;
-      ds[static_cast<size_t>(k)] += dyr[k] * xhat;
-      dbs[static_cast<size_t>(k)] += dyr[k];
-    }
-    mean_g /= static_cast<double>(cols);
-    mean_gx /= static_cast<double>(cols);
-    float* dxr = dx.mutable_data<float>() + r * cols;
-    for (int64_t k = 0; k < cols; ++k) {
-      const double xhat = (xr[k] - mu) * inv, g = static_cast<double>(dyr[k]) * sp[k];
-      dxr[k] = static_cast<float>(inv * (g - mean_g - xhat * mean_gx));
-    }
-  }
-  for (int64_t k = 0; k < cols; ++k) {
-    dscale.mutable_data<float>()[k] = static_cast<float>(ds[static_cast<size_t>(k)]);
-    db.mutable_data<float>()[k] = static_cast<float>(dbs[static_cast<size_t>(k)]);
-  }
-  return {dx, dscale, db};
 }
 
 // dc.GeluGrad(dY, X) -> dX. attr approximate: "none" (erf form) or "tanh".
@@ -128,7 +80,6 @@ std::vector<Tensor> run_gather_grad(const Node& node, const Inputs& in) {
 }
 
 const OpDef kOps[] = {
-    {"dc.LayerNormGrad", run_layer_norm_grad, nullptr},
     {"dc.GeluGrad", run_gelu_grad, nullptr},
     {"dc.GatherGrad", run_gather_grad, nullptr},
 };

@@ -4,7 +4,7 @@
 //  - ConvGradients.*: the lowered gradients equal the dc.ConvGradData / dc.ConvGradWeight
 //    reference ops (an independent SGEMM + col2im / im2col + SGEMM) on fresh random inputs,
 //    for strided convolutions that drop input rows, asymmetric pads, dilations, 1x1 stride 2,
-//    odd sizes, a long K, batch 1, 1-D, grouped and depthwise convolutions.
+//    odd sizes, a long K, batch 1, 1-D, grouped and depthwise convolutions (batch 1 too).
 //  - CodegenConvGradients.*: every Conv / ConvTranspose workload of those gradients, on every
 //    precision path the template offers (fp32, tf32, fp16, bf16; split-K where offered), on the
 //    host emulator against the CPU reference: fresh random inputs, NaN-poisoned outputs, the
@@ -76,10 +76,13 @@ std::vector<ConvCase> cases() {
       // Batch 1: the swaps of batch and channels are reshapes.
       {"batch_1_strided", {1, 6, 10, 10}, {10, 6, 3, 3}, conv_attrs({2, 2}, {1, 1, 1, 1}, {1, 1})},
       {"conv_1d", {2, 4, 15}, {6, 4, 5}, conv_attrs({3}, {2, 2}, {1})},
-      // Grouped and depthwise: ConvTranspose with groups; the weight gradient stays
-      // dc.ConvGradWeight.
+      // Grouped and depthwise: ConvTranspose and the swapped Conv with groups (X as C / group
+      // images of group x N channels); at batch 1 those are reshapes, and a depthwise
+      // weight gradient is itself depthwise (one channel per group: the direct template).
       {"grouped", {2, 4, 7, 6}, {6, 2, 3, 3}, conv_attrs({2, 1}, {1, 0, 1, 2}, {1, 2}, 2)},
+      {"grouped_batch_1_multiplier_2", {1, 6, 7, 7}, {12, 2, 3, 3}, conv_attrs({1, 1}, {1, 1, 1, 1}, {1, 1}, 3)},
       {"depthwise_same", {2, 4, 6, 6}, {4, 1, 3, 3}, same},
+      {"depthwise_batch_1_strided", {1, 5, 9, 8}, {5, 1, 3, 3}, conv_attrs({2, 2}, {1, 1, 1, 1}, {1, 1}, 5)},
   };
 }
 
@@ -167,25 +170,38 @@ TEST(ConvGradients, LoweringEqualsTheReferenceGradientOps) {
   }
 }
 
-TEST(ConvGradients, GroupOneUsesTheTemplateOpsOnly) {
-  // Which ops the lowering emits: no dc.* op for a group-1 convolution, dc.ConvGradWeight for
-  // a grouped one; a Transpose only where neither swapped extent is 1.
+TEST(ConvGradients, UsesTheTemplateOpsOnly) {
+  // Which ops the lowering emits: no dc.* op, grouped or not; one ConvTranspose and one Conv
+  // with the forward's groups; a Transpose only where a reshape cannot reorder.
   for (const ConvCase& c : cases()) {
     SCOPED_TRACE(c.name);
     const Graph g = gradient_graph(c);
-    int transposes = 0, conv_transposes = 0, convs = 0, naive = 0;
+    int transposes = 0, conv_transposes = 0, convs = 0, naive = 0, reduce_sums = 0;
     for (const auto& n : g.nodes) {
       transposes += n.op == "Transpose";
+      reduce_sums += n.op == "ReduceSum";
       conv_transposes += n.op == "ConvTranspose";
-      convs += n.op == "Conv";
+      if (n.op == "Conv") {
+        ++convs;
+        const int64_t per_image = c.w[1] == 1 ? c.x[0] : 1;  // depthwise: a group per (image, channel)
+        EXPECT_EQ(n.attrs.get_int("group", 1), c.attrs.get_int("group", 1) * per_image);
+      }
       naive += n.op.starts_with("dc.");
     }
-    const bool grouped = c.attrs.get_int("group", 1) != 1;
     EXPECT_EQ(conv_transposes, 1);
-    EXPECT_EQ(convs, grouped ? 0 : 1);
-    EXPECT_EQ(naive, grouped ? 1 : 0);
-    // x and dy swapped unless the batch is 1, the [C, M] result always (C, M > 1 here).
-    EXPECT_EQ(transposes, grouped ? 0 : c.x[0] == 1 ? 1 : 3);
+    EXPECT_EQ(convs, 1);
+    EXPECT_EQ(naive, 0);
+    const int64_t n = c.x[0], group = c.attrs.get_int("group", 1), cg = c.w[1], m = c.w[0];
+    if (cg == 1) {  // depthwise: one group per (image, channel), views only, a sum over images
+      EXPECT_EQ(transposes, 0);
+      EXPECT_EQ(reduce_sums, n > 1 ? 1 : 0);
+      continue;
+    }
+    // X: [N, C] swapped (group 1) or [N, G, Cg] -> [Cg, G, N]; dY: [N, M] swapped; the
+    // [Cg, M, k...] result swapped back.
+    const int x_moves = group > 1 ? 1 : n > 1 && c.x[1] > 1 ? 1 : 0;
+    EXPECT_EQ(transposes, x_moves + (n > 1 && m > 1 ? 1 : 0) + (m > 1 ? 1 : 0));
+    EXPECT_EQ(reduce_sums, 0);
   }
 }
 
@@ -243,19 +259,23 @@ TEST(CodegenConvGradients, EveryPrecisionPathMatchesTheReference) {
   // swapped X and dY read through the gather; those have no tf32 variant within its register
   // bound).
   std::map<std::string, int> covered;
-  int workloads = 0, plain = 0, fused = 0, split = 0;
+  int workloads = 0, plain = 0, fused = 0, split = 0, grouped = 0, direct_count = 0;
   for (const ConvCase& c : cases()) {
     SCOPED_TRACE(c.name);
     const Graph g = gradient_graph(c);
     const WorkloadSet set = dedupe_workloads(g, generate_candidates(g));
     int heavy = 0;
     for (const auto& w : set.workloads) {
-      if (!is_conv_workload(w) || w.kind != ClusterKind::conv) continue;
+      // A grouped Conv is a depthwise-kind cluster: the direct template for one channel per
+      // group, else the implicit GEMM with the groups as its batch.
+      if (!is_conv_workload(w) || (w.kind != ClusterKind::conv && w.kind != ClusterKind::depthwise)) continue;
       ++heavy;
       ++workloads;
       const bool transposes = std::any_of(w.graph.nodes.begin(), w.graph.nodes.end(),
                                           [](const Node& n) { return n.op == "Transpose"; });
-      (transposes ? fused : plain) += 1;
+      const bool direct = analyze_workload(w).family == Family::depthwise;  // fp32 path only
+      grouped += w.kind == ClusterKind::depthwise;
+      (direct ? direct_count : transposes ? fused : plain) += 1;
       SCOPED_TRACE(w.canonical.substr(0, 160));
       bool nvrtc = true;  // one NVRTC compile a workload (the emulator runs them all)
       for (const std::string& p : paths) {
@@ -267,7 +287,7 @@ TEST(CodegenConvGradients, EveryPrecisionPathMatchesTheReference) {
           std::cout << c.name << ": no " << p << " variant for " << w.canonical.substr(0, 80) << "\n";
           continue;
         }
-        if (!transposes) ++covered[p];
+        if (!transposes && !direct) ++covered[p];
         // The space's first variant (its last too on the CUDA-core path), and a split-K one
         // where offered.
         std::vector<const Variant*> picked = {&space.front()};
@@ -290,6 +310,8 @@ TEST(CodegenConvGradients, EveryPrecisionPathMatchesTheReference) {
   EXPECT_GE(fused, 5);  // batch > 1: the swapped Conv with its Transposes fused
   for (const std::string& p : paths) EXPECT_GE(covered[p], plain - 2) << p;
   EXPECT_GE(split, 4);  // the weight gradients' long K offers split-K
+  EXPECT_GE(grouped, 4);       // the four grouped cases' weight gradients
+  EXPECT_GE(direct_count, 1);  // depthwise at batch 1: one channel per group
 }
 
 // Graph inputs a (a saved Relu output), w, dy: the gradient of Relu's input through Conv(a,

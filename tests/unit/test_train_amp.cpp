@@ -81,9 +81,8 @@ TEST(TrainAmp, StepKeepsMasterWeightsAndOptimizerStateInF32) {
         for (size_t t = 0; t < l.tensors; ++t)
           EXPECT_EQ(g.info(n.input(l.input(t, 1))).dtype, DType::f32) << "gradient of " << n.input(l.input(t, 0));
       }
-      // The convolution gradients (grad_conv.cpp): ConvTranspose, the swapped Conv, and the
-      // depthwise convolution's dc.ConvGradWeight.
-      const bool conv_gradient = n.op == "ConvTranspose" || n.op == "Conv" || n.op == "dc.ConvGradWeight";
+      // The convolution gradients (grad_conv.cpp): ConvTranspose and the swapped Conv.
+      const bool conv_gradient = n.op == "ConvTranspose" || n.op == "Conv";
       if (n.name.starts_with("grad/") && conv_gradient) reduced += g.info(n.outputs[0]).dtype == mixed;
     }
     EXPECT_GE(casts, 5) << "each conv and gemm weight is cast once";

@@ -357,8 +357,13 @@ TEST(TrainingGraph, ErrorsNameTheProblem) {
   EXPECT_NE(user_error_of([&] { ref::run_graph(t, bad); }).find("labels"), std::string::npos);
   bad["labels"] = Tensor::from_vector<int64_t>({2, 2}, {0, 1, 2, 0});
   EXPECT_NE(user_error_of([&] { ref::run_graph(t, bad); }).find("labels"), std::string::npos);
+  // A label past the classes stops the loss's pick (GatherElements); a negative one, which
+  // GatherElements would wrap, the gradient's check (dc-run refuses both before a step).
   bad["labels"] = Tensor::from_vector<int64_t>({4}, {0, 1, 3, 0});
-  EXPECT_NE(user_error_of([&] { ref::run_graph(t, bad); }).find("outside [0, 3)"),
+  EXPECT_NE(user_error_of([&] { ref::run_graph(t, bad); }).find("index 3 out of range [-3, 3)"),
+            std::string::npos);
+  bad["labels"] = Tensor::from_vector<int64_t>({4}, {0, -1, 2, 0});
+  EXPECT_NE(user_error_of([&] { ref::run_graph(t, bad); }).find("label -1 at position 1 is outside [0, 3)"),
             std::string::npos);
   TrainingSpec lr;
   lr.lr = 0;

@@ -97,6 +97,12 @@ std::string GradBuilder::expand(const std::string& x, const Shape& to) {
   return node1("Expand", {x, ints(to)}, TensorInfo{info(x).dtype, to});
 }
 
+std::vector<int64_t> batch_and_spatial_axes(size_t rank) {
+  std::vector<int64_t> axes{0};
+  for (size_t d = 2; d < rank; ++d) axes.push_back(static_cast<int64_t>(d));
+  return axes;
+}
+
 std::string GradBuilder::reduce_sum(const std::string& x, const std::vector<int64_t>& axes,
                                     bool keepdims) {
   if (axes.empty()) return x;

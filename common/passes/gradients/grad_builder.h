@@ -13,6 +13,10 @@
 
 namespace dc::grad {
 
+// The batch and spatial axes {0, 2, 3, ...} of an [N, C, ...] tensor of `rank`: what a
+// per-channel sum or statistic reduces over (bias gradients, BatchNorm).
+std::vector<int64_t> batch_and_spatial_axes(size_t rank);
+
 class GradBuilder {
  public:
   explicit GradBuilder(Graph& g) : g_(g) {}
@@ -58,6 +62,10 @@ class GradBuilder {
   std::string transpose(const std::string& x, const std::vector<int64_t>& perm);
   std::string expand(const std::string& x, const Shape& to);
   std::string reduce_sum(const std::string& x, const std::vector<int64_t>& axes, bool keepdims);
+  // x [N, C, ...] summed over its batch and spatial axes: [C].
+  std::string sum_per_channel(const std::string& x) {
+    return reduce_sum(x, batch_and_spatial_axes(shape(x).size()), false);
+  }
   // The adjoint of broadcasting x's shape-`to` origin: sums over the broadcast dims and
   // reshapes to `to` (x itself when the shapes already match).
   std::string sum_to(const std::string& x, const Shape& to);

@@ -11,8 +11,11 @@
 //    transposed to [M, C, k...]. An implicit GEMM M x N x K = C*taps x M x N*out_pixels whose
 //    long K the template splits (split-K). At batch 1 (and for one channel) the swaps are
 //    reshapes, which plans treat as views; otherwise Transposes, which the candidate
-//    generator fuses into the Conv's operand loads. Grouped convolutions keep
-//    dc.ConvGradWeight (the swapped Conv would compute every pair of groups).
+//    generator fuses into the Conv's operand loads. Grouped convolutions: the swapped Conv
+//    with the same groups, X as C / group images of group x N channels (swapped_images), so
+//    each group's GEMM pairs only its own channels and filters. One input channel per group
+//    (depthwise): a group per (image, channel), X and dY as views, then a ReduceSum of the
+//    per-image partials over the images (no Transpose of X, which no prologue would take).
 //  - bias gradient: ReduceSum of dY over the batch and spatial axes.
 #include "ir/error.h"
 #include "passes/gradients/gradient_rules.h"
@@ -51,6 +54,25 @@ std::string swap_leading(GradBuilder& b, const std::string& x) {
   return b.transpose(x, perm);
 }
 
+// The weight gradient's input: X [N, C, ...] as C / group images of group x N channels,
+// channel g N + n of image c holding X[n, g C / group + c], so that the swapped Conv's group g
+// (M / group filters of N channels: dY's of that group) reads exactly its group's channels.
+// group 1: X with dims 0 and 1 swapped. (One channel per group takes weight_gradient's
+// depthwise form instead.)
+std::string swapped_images(GradBuilder& b, const std::string& x, int64_t group) {
+  if (group == 1) return swap_leading(b, x);
+  const Shape s = b.shape(x);  // a copy: nodes are added below
+  const int64_t n = s[0], cg = s[1] / group;
+  const Shape spatial(s.begin() + 2, s.end());
+  auto with_spatial = [&](Shape lead) {
+    lead.insert(lead.end(), spatial.begin(), spatial.end());
+    return lead;
+  };
+  std::vector<int64_t> perm{2, 1, 0};  // [N, G, Cg, ...] -> [Cg, G, N, ...]
+  for (size_t d = 0; d < spatial.size(); ++d) perm.push_back(static_cast<int64_t>(3 + d));
+  return b.reshape(b.transpose(b.reshape(x, with_spatial({n, group, cg})), perm), with_spatial({cg, group * n}));
+}
+
 std::string data_gradient(GradBuilder& b, const GradCall& c) {
   const Shape x = b.shape(in(c, 0)), w = b.shape(in(c, 1));  // copies: nodes are added below
   const ref::Window win = conv_window(c.node, x, w);
@@ -77,11 +99,7 @@ std::string data_gradient(GradBuilder& b, const GradCall& c) {
 std::string weight_gradient(GradBuilder& b, const GradCall& c) {
   const Shape x = b.shape(in(c, 0)), w = b.shape(in(c, 1));  // copies: nodes are added below
   const Shape dy = b.shape(c.dy[0]);
-  if (c.node.attrs.get_int("group", 1) != 1) {  // the swapped Conv would compute every group pair
-    Attributes a = c.node.attrs;
-    a.set("weight_shape", std::vector<int64_t>(w.begin(), w.end()));
-    return b.node1("dc.ConvGradWeight", {in(c, 0), c.dy[0]}, b.info(in(c, 1)), a);
-  }
+  const int64_t group = c.node.attrs.get_int("group", 1);
   const ref::Window win = conv_window(c.node, x, w);
   const size_t r = x.size() - 2;
   // The swapped Conv's pads: Conv's at the beginning; at the end Conv's less the dropped
@@ -89,7 +107,7 @@ std::string weight_gradient(GradBuilder& b, const GradCall& c) {
   // end pad, and the few extra output rows are sliced off.
   std::vector<int64_t> strides, dilations, pads(2 * r), filter(dy.begin() + 2, dy.end());
   std::vector<int64_t> starts, ends, axes;
-  Shape swapped_out{x[1], w[0]};
+  Shape swapped_out{w[1], w[0]};
   bool slice = false;
   for (size_t i = 0; i < r; ++i) {
     const size_t d = slot(i, r);
@@ -112,25 +130,42 @@ std::string weight_gradient(GradBuilder& b, const GradCall& c) {
   a.set("dilations", dilations);
   a.set("pads", pads);
   const DType dt = b.info(in(c, 1)).dtype;
-  std::string g = b.node1("Conv", {swap_leading(b, in(c, 0)), swap_leading(b, c.dy[0])}, TensorInfo{dt, swapped_out}, a);
-  if (slice) {
-    Shape cut = swapped_out;
-    for (size_t i = 0; i < r; ++i) cut[2 + i] = w[2 + i];
-    g = b.node1("Slice", {g, b.ints(starts), b.ints(ends), b.ints(axes)}, TensorInfo{dt, cut});
+  const bool depthwise = w[1] == 1;
+  std::string g;
+  if (depthwise) {
+    // One group per (image, channel), both operands views: X as 1 image of N C channels, dY
+    // as N M filters of one channel; the [1, N M, k...] per-image partial sums are summed over
+    // the images below.
+    swapped_out[0] = 1;
+    swapped_out[1] = x[0] * w[0];
+    a.set("group", x[0] * x[1]);
+    Shape xs = x, ys = dy;
+    xs[1] *= xs[0];
+    xs[0] = 1;
+    ys[0] *= ys[1];
+    ys[1] = 1;
+    g = b.node1("Conv", {b.reshape(in(c, 0), xs), b.reshape(c.dy[0], ys)}, TensorInfo{dt, swapped_out}, a);
+  } else {
+    a.set("group", group);
+    g = b.node1("Conv", {swapped_images(b, in(c, 0), group), swap_leading(b, c.dy[0])},
+                TensorInfo{dt, swapped_out}, a);
   }
-  return swap_leading(b, g);
+  Shape cut = swapped_out;
+  for (size_t i = 0; i < r; ++i) cut[2 + i] = w[2 + i];
+  if (slice) g = b.node1("Slice", {g, b.ints(starts), b.ints(ends), b.ints(axes)}, TensorInfo{dt, cut});
+  if (!depthwise) return swap_leading(b, g);
+  Shape per_image = cut;  // [N, M, k...]
+  per_image[0] = x[0];
+  per_image[1] = w[0];
+  if (x[0] > 1) g = b.reduce_sum(b.reshape(g, per_image), {0}, false);
+  return b.reshape(g, w);
 }
 
 Grads conv_rule(GradBuilder& b, const GradCall& c) {
   Grads g(c.node.inputs.size());
   if (c.want(0)) g[0] = data_gradient(b, c);
   if (c.want(1)) g[1] = weight_gradient(b, c);
-  if (c.want(2)) {
-    const Shape x = b.shape(in(c, 0));
-    std::vector<int64_t> axes{0};
-    for (size_t d = 2; d < x.size(); ++d) axes.push_back(static_cast<int64_t>(d));
-    g[2] = b.reduce_sum(c.dy[0], axes, false);
-  }
+  if (c.want(2)) g[2] = b.sum_per_channel(c.dy[0]);
   return g;
 }
 

@@ -63,11 +63,7 @@ Grads conv_transpose_rule(GradBuilder& b, const GradCall& c) {
     DC_INTERNAL_CHECK(conv_rule != nullptr, "ConvTranspose's gradient needs Conv's rule");
     g[1] = conv_rule->rule(b, GradCall{conv, {in(c, 0)}, {false, true}})[1];
   }
-  if (c.want(2)) {
-    std::vector<int64_t> axes{0};
-    for (size_t d = 2; d < x.size(); ++d) axes.push_back(static_cast<int64_t>(d));
-    g[2] = b.reduce_sum(c.dy[0], axes, false);
-  }
+  if (c.want(2)) g[2] = b.sum_per_channel(c.dy[0]);
   return g;
 }
 

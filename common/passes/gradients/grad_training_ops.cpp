@@ -2,6 +2,8 @@
 // saved mask), dc.BatchNormTrain (ReduceSums and an elementwise chain from the saved batch
 // statistics) and
 // dc.SoftmaxCrossEntropy (dc.SoftmaxCrossEntropyGrad from the saved log-probabilities).
+#include <algorithm>
+
 #include "ir/error.h"
 #include "passes/gradients/gradient_rules.h"
 
@@ -26,19 +28,14 @@ Grads batch_norm_train_rule(GradBuilder& b, const GradCall& c) {
   const auto& n = c.node;
   DC_INTERNAL_CHECK(n.outputs.size() == 5, "dc.BatchNormTrain with ", n.outputs.size(), " outputs");
   const Shape x = b.shape(n.inputs[0]);  // a copy: nodes are added below
-  std::vector<int64_t> axes{0};
   Shape per_channel(x.size(), 1);
   per_channel[1] = x[1];
-  int64_t count = x[0];
-  for (size_t d = 2; d < x.size(); ++d) {
-    axes.push_back(static_cast<int64_t>(d));
-    count *= x[d];
-  }
+  const int64_t count = shape_numel(x) / std::max<int64_t>(1, x[1]);
   const auto channel = [&](const std::string& v) { return b.reshape(v, per_channel); };
   const auto x_hat = [&] { return b.mul(b.sub(n.inputs[0], channel(n.outputs[3])), channel(n.outputs[4])); };
   const std::string& dy = c.dy[0];
-  const std::string db = b.reduce_sum(dy, axes, false);
-  const std::string dscale = b.reduce_sum(b.mul(dy, x_hat()), axes, false);
+  const std::string db = b.sum_per_channel(dy);
+  const std::string dscale = b.sum_per_channel(b.mul(dy, x_hat()));
   Grads g(5);
   if (c.want(0)) {
     const double k = 1.0 / static_cast<double>(count);

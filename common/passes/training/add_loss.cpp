@@ -27,7 +27,7 @@ std::string cross_entropy(Graph& g, const TrainingSpec& spec, const std::string&
   add_labels_input(g, spec.labels, TensorInfo{DType::i64, Shape(t.shape.begin(), t.shape.end() - 1)});
   Node n;
   n.op = "dc.SoftmaxCrossEntropy";
-  n.name = "loss/cross_entropy";
+  n.name = kCrossEntropyPrefix;
   n.inputs = {logits, spec.labels};
   n.outputs = {fresh(g, "loss"), fresh(g, "loss/log_probs")};
   g.tensors[n.outputs[0]] = TensorInfo{t.dtype, {}};

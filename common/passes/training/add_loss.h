@@ -2,11 +2,15 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "ir/graph.h"
 #include "passes/training_spec.h"
 
 namespace dc {
+
+// The cross-entropy loss node; lower_cross_entropy names its ops "<this>/<op>".
+inline constexpr std::string_view kCrossEntropyPrefix = "loss/cross_entropy";
 
 // Adds the labels input (spec.labels; none for LossKind::none) and the nodes computing the
 // scalar loss from the graph's first output, the mean over the batch as PyTorch's default:

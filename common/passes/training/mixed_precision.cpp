@@ -4,6 +4,7 @@
 
 #include "ir/error.h"
 #include "ir/optimizer_update.h"
+#include "passes/training/add_loss.h"
 #include "passes/training_state.h"
 
 namespace dc {
@@ -200,8 +201,8 @@ std::set<std::string> training_fp32_tensors(const Graph& g) {
     } else if (n.op == "dc.BatchNormTrain") {
       keep.insert(n.outputs.begin() + 1, n.outputs.end());
       keep_batch_statistics(g, n, keep);
-    } else if (n.op == "dc.SoftmaxCrossEntropy") {
-      keep.insert(n.outputs.begin(), n.outputs.end());
+    } else if (n.op == "dc.SoftmaxCrossEntropy" || n.name.starts_with(kCrossEntropyPrefix)) {
+      keep.insert(n.outputs.begin(), n.outputs.end());  // the log-probabilities and the loss
     }
   }
   keep.erase("");

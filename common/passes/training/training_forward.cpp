@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ir/error.h"
+#include "passes/gradients/grad_builder.h"
 #include "passes/training_state.h"
 
 namespace dc {
@@ -46,10 +47,9 @@ std::pair<std::string, std::string> batch_statistics(Graph& g, const Node& bn, s
   const std::string& x = bn.inputs[0];
   const TensorInfo xi = g.info(x);
   DC_USER_CHECK(xi.shape.size() >= 2, "node '", bn.name, "' (BatchNormalization): X must have rank >= 2");
-  std::vector<int64_t> axes{0};
+  const std::vector<int64_t> axes = grad::batch_and_spatial_axes(xi.shape.size());
   Shape per_channel(xi.shape.size(), 1);
   per_channel[1] = xi.shape[1];
-  for (size_t d = 2; d < xi.shape.size(); ++d) axes.push_back(static_cast<int64_t>(d));
   const auto ints = [&](const std::string& base, std::vector<int64_t> v) {
     const std::string name = add_tensor(g, bn.name + base, TensorInfo{DType::i64, {static_cast<int64_t>(v.size())}});
     g.initializers[name] = Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, std::move(v));
