@@ -43,7 +43,8 @@ struct Workload {
   std::string canonical;  // readable canonical text: one line per node
   std::string signature;  // 16 hex digits: FNV-1a 64 of `canonical`
   int64_t flops = 0;      // arithmetic work (ir/flops.h)
-  int64_t bytes = 0;      // compulsory DRAM traffic: every input read once, outputs written once
+  int64_t bytes = 0;      // compulsory DRAM traffic: every input read once (of a table only
+                          // gathered from, what the picks touch), outputs written once
 };
 
 // Cuts `nodes` (indices into g.nodes, any order) out of `g` as a Workload of the given kind.
