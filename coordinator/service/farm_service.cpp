@@ -59,6 +59,16 @@ void FarmService::Impl::on_client(FarmBroker::ClientMessage& m) {
   if (!farm::version_ok(e)) {
     spdlog::warn("service: dropped a {} of transport version {} (this service speaks {})", farm::body_name(e),
                  e.protocol_version(), farm::kProtocolVersion);
+    const auto body = e.body_case();
+    if (body == farm::Envelope::kClientHello || body == farm::Envelope::kStatusRequest ||
+        body == farm::Envelope::kRatiosRequest) {
+      // Refused in the client's own version: a client drops envelopes of any other.
+      farm::Envelope r = farm::make_envelope();
+      r.set_protocol_version(e.protocol_version());
+      r.mutable_refused()->set_reason(str_cat("transport protocol version ", e.protocol_version(),
+                                              " is not supported (this service speaks ", farm::kProtocolVersion, ")"));
+      send(m.identity, std::move(r));
+    }
     return;
   }
   switch (e.body_case()) {
