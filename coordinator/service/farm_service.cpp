@@ -379,10 +379,11 @@ void FarmService::Impl::deliver(Tune& t, const Waiter& w, const Measurement& m, 
   farm::Outcome* o = e.mutable_outcome();
   o->set_job_id(w.job_id);
   o->set_origin(origin);
-  Measurement mine = m;
-  mine.workload = w.workload;
-  mine.variant_key = w.variant_key;
-  *o->mutable_record() = farm::to_record(mine);
+  // The record under the waiter's own names, without a copy of the Measurement per waiter.
+  farm::Record record = farm::to_record(m);
+  record.set_workload(w.workload);
+  record.set_variant_key(w.variant_key);
+  o->mutable_record()->Swap(&record);
   ++t.done;
   // Kept a while: a client that reconnects gets it again when it resubmits the job. A tune
   // that is silent gets it then.
