@@ -194,7 +194,9 @@ void Transaction::commit() {
 Transaction::~Transaction() {
   // A failed COMMIT (disk full) may leave the transaction open: roll it back here. SQLite
   // may also have rolled back by itself already; autocommit mode tells which.
-  if (done_ || sqlite3_get_autocommit(conn_.handle()) != 0) return;
+  if (done_) return;
+  ++conn_.rollbacks_;  // counted either way: what it wrote is gone
+  if (sqlite3_get_autocommit(conn_.handle()) != 0) return;
   if (nested_)
     sqlite3_exec(conn_.handle(), "ROLLBACK TO dc_nested; RELEASE dc_nested", nullptr, nullptr, nullptr);
   else

@@ -95,6 +95,9 @@ class Connection {
 
   int64_t last_insert_rowid() const;
   int64_t changes() const;  // rows changed by the last statement
+  // Transactions and savepoints rolled back on this connection so far: a cache of row ids
+  // read inside one that was undone may name rows that are gone (SqliteDb's id caches).
+  uint64_t rollbacks() const { return rollbacks_; }
   bool read_only() const;   // as SQLite sees it: a write-protected file opens read-only
   const std::string& path() const { return path_; }
   sqlite3* handle() const { return db_.get(); }
@@ -107,6 +110,8 @@ class Connection {
   std::chrono::milliseconds busy_timeout_;
   std::unique_ptr<sqlite3, DbCloser> db_;
   std::unordered_map<std::string, std::unique_ptr<sqlite3_stmt, StmtFinalizer>> cache_;
+  uint64_t rollbacks_ = 0;
+  friend class Transaction;
 };
 
 // BEGIN IMMEDIATE (the write lock up front: two writers wait instead of deadlocking);

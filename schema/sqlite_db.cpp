@@ -2,6 +2,8 @@
 // transaction: a killed process loses at most the result it was writing, and the file
 // stays consistent (WAL). Natural keys are resolved to row ids inside the transaction.
 #include <mutex>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "ir/error.h"
 #include "migrate.h"
@@ -119,6 +121,7 @@ class SqliteDb final : public TuningDb {
 
   void commit_worker(const WorkerInfo& w) override {
     auto tx = write("record worker " + w.name);
+    ids_.workers.erase(w.name);  // its emulated flag may change here
     require_gpu(w.gpu_type);
     const int64_t now = now_unix_ms();
     conn_.query(
@@ -200,23 +203,23 @@ class SqliteDb final : public TuningDb {
   bool commit(const Measurement& in, bool first_only) {
     const Measurement m = checked_measurement(in);
     auto tx = write("record a measurement of " + m.variant_key);
-    int64_t variant_id = 0, worker_id = 0;
-    {
-      sqlite::Query q = conn_.query("SELECT id FROM variants WHERE workload = ? AND key = ?");
-      DC_INTERNAL_CHECK(q.bind_all(m.workload, m.variant_key).step(),
-                        "measurement of unknown variant ", m.variant_key, " of workload ",
-                        m.workload, ": commit the variant first");
-      variant_id = q.int64(0);
+    ids_.forget_if_rolled_back(conn_.rollbacks());
+    const int64_t variant_id = variant_id_of(m.workload, m.variant_key);
+    if (!ids_.gpu_types.count(m.gpu_type)) {
+      require_gpu(m.gpu_type);
+      ids_.gpu_types.insert(m.gpu_type);
     }
-    require_gpu(m.gpu_type);
-    {
+    int64_t worker_id = 0;
+    auto wit = ids_.workers.find(m.worker);
+    if (wit == ids_.workers.end()) {
       sqlite::Query q = conn_.query("SELECT id, emulated FROM workers WHERE name = ?");
       DC_INTERNAL_CHECK(q.bind(1, m.worker).step(), "measurement from unknown worker '", m.worker,
                         "': commit the worker first");
-      DC_INTERNAL_CHECK((q.int64(1) != 0) == m.emulated, "measurement from worker '", m.worker,
-                        "' disagrees with it on being emulated");
-      worker_id = q.int64(0);
+      wit = ids_.workers.emplace(m.worker, std::make_pair(q.int64(0), q.int64(1) != 0)).first;
     }
+    DC_INTERNAL_CHECK(wit->second.second == m.emulated, "measurement from worker '", m.worker,
+                      "' disagrees with it on being emulated");
+    worker_id = wit->second.first;
     if (first_only && is_final_status(m.status)) {
       sqlite::Query q = conn_.query(
           "SELECT 1 FROM measurements WHERE variant_id = ? AND gpu_type = ? AND emulated = ? "
@@ -565,6 +568,39 @@ class SqliteDb final : public TuningDb {
         .run();
   }
 
+  // Row ids the measurement insert would otherwise look up by name for every row (three
+  // look-ups a row were a good part of the farm service's CPU: docs/bench/farm-service.md).
+  // Rows are never deleted while a DB is in use (dc-db transfer writes a copy), so an id
+  // stays true unless the transaction that wrote or read it was rolled back: then all are
+  // forgotten. Bounded like the service's caches: emptied at kMaxIds.
+  struct IdCache {
+    static constexpr size_t kMaxIds = size_t{1} << 14;
+    uint64_t rollbacks = 0;  // the connection's count when these were read
+    std::unordered_map<std::string, int64_t> variants;  // workload + '\n' + key
+    std::unordered_map<std::string, std::pair<int64_t, bool>> workers;  // id, emulated
+    std::unordered_set<std::string> gpu_types;
+    void forget_if_rolled_back(uint64_t now) {
+      if (now == rollbacks && variants.size() < kMaxIds && workers.size() < kMaxIds) return;
+      rollbacks = now;
+      variants.clear();
+      workers.clear();
+      gpu_types.clear();
+    }
+  };
+
+  int64_t variant_id_of(const std::string& workload, const std::string& key) {
+    std::string name;
+    name.reserve(workload.size() + key.size() + 1);
+    name.append(workload).append(1, '\n').append(key);
+    if (const auto it = ids_.variants.find(name); it != ids_.variants.end()) return it->second;
+    sqlite::Query q = conn_.query("SELECT id FROM variants WHERE workload = ? AND key = ?");
+    DC_INTERNAL_CHECK(q.bind_all(workload, key).step(), "measurement of unknown variant ", key,
+                      " of workload ", workload, ": commit the variant first");
+    const int64_t id = q.int64(0);
+    ids_.variants.emplace(std::move(name), id);
+    return id;
+  }
+
   void require_gpu(const std::string& name) {
     sqlite::Query q = conn_.query("SELECT 1 FROM gpu_types WHERE name = ?");
     DC_INTERNAL_CHECK(q.bind(1, name).step(), "unknown GPU type '", name,
@@ -574,6 +610,7 @@ class SqliteDb final : public TuningDb {
   mutable Mutex mu_;
   mutable sqlite::Connection conn_;
   bool read_only_;
+  IdCache ids_;  // under mu_
 };
 
 }  // namespace

@@ -66,6 +66,10 @@ struct FarmClient::Impl {
   Clock::time_point last_heard, next_heartbeat;
   std::set<uint64_t> held;              // leases received, result not yet sent
   std::vector<farm::Result> unsent;     // results waiting for a session
+  // Results and credits to send, as one ResultBatch (protocol version 3): flush() sends it
+  // once the loop has handled what woke it, so a wake that finds several results sends one
+  // message, not one per result and one per credit.
+  farm::ResultBatch outgoing;
   int64_t drops = 0;
 
   ~Impl() {
@@ -124,6 +128,13 @@ struct FarmClient::Impl {
     [[maybe_unused]] auto sent = socket->send(zmq::buffer(payload), zmq::send_flags::dontwait);
   }
 
+  void flush() {
+    if (!socket || !welcomed || (outgoing.results_size() == 0 && outgoing.ready_size() == 0)) return;
+    farm::Envelope e;
+    e.mutable_results()->Swap(&outgoing);
+    send(std::move(e));
+  }
+
   void connect() {
     socket.emplace(context, zmq::socket_type::dealer);
     socket->set(zmq::sockopt::linger, 0);
@@ -139,6 +150,7 @@ struct FarmClient::Impl {
       throw_user_error("cannot connect to ", options.endpoint, ": ", e.what());
     }
     welcomed = false;
+    outgoing.Clear();  // empty already (flushed before the old socket went): a session starts afresh
     farm::Envelope e;
     farm::Hello* h = e.mutable_hello();
     h->set_worker_id(options.worker_id);
@@ -158,10 +170,9 @@ struct FarmClient::Impl {
   void grant(Lane& lane) {
     const int free = options.credits - lane.used - lane.granted;
     if (free <= 0 || !welcomed || stop_requests.load() > 0) return;
-    farm::Envelope e;
-    e.mutable_ready()->set_device_index(lane.device.device_index());
-    e.mutable_ready()->set_credits(static_cast<uint32_t>(free));
-    send(std::move(e));
+    farm::Ready* r = outgoing.add_ready();
+    r->set_device_index(lane.device.device_index());
+    r->set_credits(static_cast<uint32_t>(free));
     lane.granted += free;
   }
 
@@ -172,9 +183,7 @@ struct FarmClient::Impl {
     }
     const uint64_t lease = r.lease_id();
     const int32_t device = r.device_index();
-    farm::Envelope e;
-    *e.mutable_result() = std::move(r);
-    send(std::move(e));
+    *outgoing.add_results() = std::move(r);
     held.erase(lease);
     {
       std::lock_guard<std::mutex> lock(stats_mutex);
@@ -202,6 +211,7 @@ struct FarmClient::Impl {
     pending.swap(unsent);
     for (farm::Result& r : pending) deliver(std::move(r));
     for (auto& lane : lanes) grant(*lane);
+    flush();
   }
 
   void on_job(const farm::Job& job) {
@@ -214,11 +224,7 @@ struct FarmClient::Impl {
       r.set_device_index(job.device_index());
       r.set_status(std::string(job_status_name(JobStatus::unsupported)));
       r.set_error(str_cat("this worker has no device ", job.device_index()));
-      held.insert(job.lease_id());
-      farm::Envelope e;
-      *e.mutable_result() = std::move(r);
-      send(std::move(e));
-      held.erase(job.lease_id());
+      *outgoing.add_results() = std::move(r);  // sent when read_socket is done
       return;
     }
     spdlog::debug("worker: job {} (lease {}, attempt {}) on device {}", job.job_id(), job.lease_id(), job.attempt(),
@@ -240,7 +246,7 @@ struct FarmClient::Impl {
     for (int i = 0; i < 256; ++i) {
       parts.clear();
       const auto n = zmq::recv_multipart(*socket, std::back_inserter(parts), zmq::recv_flags::dontwait);
-      if (!n) return true;
+      if (!n) break;
       std::string why;
       std::optional<farm::Envelope> e;
       if (parts.size() == 1) e = farm::parse_envelope(parts[0].data(), parts[0].size(), options.max_message_bytes, &why);
@@ -264,11 +270,15 @@ struct FarmClient::Impl {
           reconnect(options.reconnect_min);
           return true;
         case farm::Envelope::kJob: on_job(e->job()); break;
+        case farm::Envelope::kJobs:
+          for (const farm::Job& job : e->jobs().jobs()) on_job(job);
+          break;
         case farm::Envelope::kHeartbeat: break;
         default:
           if (++drops <= 10) spdlog::warn("worker: unexpected {} from the coordinator", farm::body_name(*e));
       }
     }
+    flush();
     return true;
   }
 
@@ -282,11 +292,13 @@ struct FarmClient::Impl {
       spdlog::debug("worker: job {} finished: {}", r.job_id(), r.status());
       deliver(std::move(r));
     }
+    flush();
   }
 
   // Closes the socket, waits `backoff` (collecting results meanwhile; stop() cuts it short)
   // and says Hello on a fresh socket.
   void reconnect(milliseconds backoff) {
+    flush();  // what the old session already earned (an unsupported job's answer)
     socket.reset();
     welcomed = false;
     {

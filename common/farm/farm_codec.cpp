@@ -91,6 +91,8 @@ const char* body_name(const Envelope& e) {
     case Envelope::kHeartbeat: return "heartbeat";
     case Envelope::kBye: return "bye";
     case Envelope::kDisconnect: return "disconnect";
+    case Envelope::kJobs: return "jobs";
+    case Envelope::kResults: return "results";
     case Envelope::kClientHello: return "client_hello";
     case Envelope::kClientWelcome: return "client_welcome";
     case Envelope::kSubmit: return "submit";

@@ -19,7 +19,9 @@
 
 namespace dc::farm {
 
-inline constexpr uint32_t kProtocolVersion = 2;
+// 3: jobs and results travel in batches (JobBatch, ResultBatch), which a version 2 peer would
+// drop as bodies it does not know.
+inline constexpr uint32_t kProtocolVersion = 3;
 // Largest frame either side accepts (also set as ZMQ_MAXMSGSIZE, so that libzmq drops a
 // peer that sends more before it is buffered). A job is two kernel sources: tens of KiB.
 inline constexpr size_t kDefaultMaxMessageBytes = size_t{16} << 20;

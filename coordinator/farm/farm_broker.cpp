@@ -282,7 +282,8 @@ void FarmBroker::Impl::send_client_outbox() {
     out.swap(client_outbox);
   }
   for (auto& [identity, e] : out) {
-    e.set_protocol_version(farm::kProtocolVersion);
+    // Unset only (a refusal to an older client carries that client's version).
+    if (e.protocol_version() == 0) e.set_protocol_version(farm::kProtocolVersion);
     send_raw(identity, e);
   }
 }

@@ -71,6 +71,9 @@ class FarmDispatcher {
   };
   static Submission prepare(FarmJob job);
 
+  // submit and on_message only note what arrived; dispatch (or tick) hands out the jobs,
+  // once the caller has handled everything that came in at once: the jobs of one pass go to
+  // each worker in one JobBatch.
   void submit(Submission s, Clock::time_point now);
   // One decoded envelope from a worker (any protocol version: a foreign Hello is refused).
   // `peer` is who the transport authenticated (the CURVE key), "" without CURVE: a worker
@@ -81,7 +84,7 @@ class FarmDispatcher {
   void tick(Clock::time_point now);
   // When tick next has work (a heartbeat, a silence limit, a deadline).
   Clock::time_point next_due() const { return next_due_; }
-  // Hands queued jobs to devices with credits (tick and on_message call it too).
+  // Hands queued jobs to devices with credits, one JobBatch per worker (tick calls it too).
   void dispatch(Clock::time_point now);
   // Sends Disconnect to every session (coordinator shutdown); sessions are forgotten.
   void disconnect_all(const std::string& reason);
@@ -149,6 +152,16 @@ class FarmDispatcher {
                                  const std::set<std::string>& workers_of_type) const;
   void finish(uint64_t job_id, Measurement m);
   Measurement failure(const JobEntry& job, JobStatus status, const std::string& error) const;
+  // The jobs one dispatch pass sends a session, as one JobBatch (protocol version 3); each job
+  // is swapped in from its entry and back after the send.
+  struct OutgoingJobs {
+    farm::Envelope envelope;
+    std::vector<JobEntry*> entries;
+    size_t bytes = 0;  // about what the batch weighs on the wire
+  };
+  static constexpr size_t kMaxBatchBytes = size_t{1} << 20;  // well below the frame limit
+  static constexpr size_t kJobOverheadBytes = 512;           // buffers, launches, names
+  void send_jobs(const std::string& identity, OutgoingJobs& o);
   void send(const std::string& identity, farm::Envelope e);
   void send_envelope(const std::string& identity, farm::Envelope& e);  // e keeps what it holds
 

@@ -59,6 +59,16 @@ void FarmService::Impl::on_client(FarmBroker::ClientMessage& m) {
   if (!farm::version_ok(e)) {
     spdlog::warn("service: dropped a {} of transport version {} (this service speaks {})", farm::body_name(e),
                  e.protocol_version(), farm::kProtocolVersion);
+    const auto body = e.body_case();
+    if (body == farm::Envelope::kClientHello || body == farm::Envelope::kStatusRequest ||
+        body == farm::Envelope::kRatiosRequest) {
+      // Refused in the client's own version: a client drops envelopes of any other.
+      farm::Envelope r = farm::make_envelope();
+      r.set_protocol_version(e.protocol_version());
+      r.mutable_refused()->set_reason(str_cat("transport protocol version ", e.protocol_version(),
+                                              " is not supported (this service speaks ", farm::kProtocolVersion, ")"));
+      send(m.identity, std::move(r));
+    }
     return;
   }
   switch (e.body_case()) {
@@ -369,10 +379,11 @@ void FarmService::Impl::deliver(Tune& t, const Waiter& w, const Measurement& m, 
   farm::Outcome* o = e.mutable_outcome();
   o->set_job_id(w.job_id);
   o->set_origin(origin);
-  Measurement mine = m;
-  mine.workload = w.workload;
-  mine.variant_key = w.variant_key;
-  *o->mutable_record() = farm::to_record(mine);
+  // The record under the waiter's own names, without a copy of the Measurement per waiter.
+  farm::Record record = farm::to_record(m);
+  record.set_workload(w.workload);
+  record.set_variant_key(w.variant_key);
+  o->mutable_record()->Swap(&record);
   ++t.done;
   // Kept a while: a client that reconnects gets it again when it resubmits the job. A tune
   // that is silent gets it then.

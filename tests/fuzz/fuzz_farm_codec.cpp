@@ -21,11 +21,15 @@ void worker_reads(std::string_view bytes) {
       dc::farm::parse_envelope(bytes.data(), bytes.size(), dc::farm::kDefaultMaxMessageBytes, &why);
   if (!e || !dc::farm::version_ok(*e)) return;
   (void)dc::farm::body_name(*e);
-  if (e->body_case() != dc::farm::Envelope::kJob) return;
-  dc::fuzz::expect_user_errors([&] {
-    (void)dc::farm::from_proto(e->job().variant());
-    (void)dc::farm::from_proto(e->job().reference());
-  });
+  auto check = [](const dc::farm::Job& job) {
+    dc::fuzz::expect_user_errors([&] {
+      (void)dc::farm::from_proto(job.variant());
+      (void)dc::farm::from_proto(job.reference());
+    });
+  };
+  if (e->body_case() == dc::farm::Envelope::kJob) check(e->job());
+  if (e->body_case() == dc::farm::Envelope::kJobs)
+    for (const dc::farm::Job& job : e->jobs().jobs()) check(job);
 }
 
 }  // namespace

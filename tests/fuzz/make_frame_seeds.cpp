@@ -26,6 +26,8 @@ int main(int argc, char** argv) {
   dc::FarmDispatcher dispatcher({}, [&](const std::string&, const farm::Envelope& e) {
     frames.push_back(dc::fuzz::pack_frame(0x80, farm::serialize(e)));
     if (e.body_case() == farm::Envelope::kJob) jobs.push_back(e.job());
+    if (e.body_case() == farm::Envelope::kJobs)
+      for (const farm::Job& j : e.jobs().jobs()) jobs.push_back(j);
   });
   dc::FarmDispatcher::Clock::time_point now{};
   dispatcher.submit(dc::FarmDispatcher::prepare(dc::fuzz::small_job("a")), now);
@@ -33,6 +35,7 @@ int main(int argc, char** argv) {
   auto from_worker = [&](const farm::Envelope& e) {
     frames.push_back(dc::fuzz::pack_frame(0x00, farm::serialize(e)));
     dispatcher.on_message("worker0", e, now);
+    dispatcher.dispatch(now);
   };
 
   farm::Envelope hello = farm::make_envelope();

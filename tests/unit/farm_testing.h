@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <deque>
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
@@ -140,10 +142,16 @@ class FakeWorker {
     for (double s : samples) r->add_samples_us(s);
     send(e);
   }
-  // The next envelope other than a Heartbeat, within `timeout`.
+  // The next envelope other than a Heartbeat, within `timeout`. A JobBatch comes out as one
+  // Job envelope per job, in order (`batches` counts the batches, `largest_batch` their size).
   std::optional<farm::Envelope> next(std::chrono::milliseconds timeout) {
     const auto until = std::chrono::steady_clock::now() + timeout;
     while (true) {
+      if (!unpacked_.empty()) {
+        farm::Envelope e = std::move(unpacked_.front());
+        unpacked_.pop_front();
+        return e;
+      }
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
       if (left.count() <= 0) return std::nullopt;
       zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
@@ -157,9 +165,22 @@ class FakeWorker {
         if (answer_heartbeats) heartbeat();  // alive while it listens
         continue;
       }
+      if (e && e->body_case() == farm::Envelope::kJobs) {
+        ++batches;
+        largest_batch = std::max(largest_batch, e->jobs().jobs_size());
+        for (const farm::Job& j : e->jobs().jobs()) {
+          farm::Envelope one;
+          one.set_protocol_version(e->protocol_version());
+          *one.mutable_job() = j;
+          unpacked_.push_back(std::move(one));
+        }
+        continue;
+      }
       if (e) return e;
     }
   }
+  int64_t batches = 0;
+  int largest_batch = 0;
   // The next Job, skipping anything else.
   std::optional<farm::Job> next_job(std::chrono::milliseconds timeout) {
     const auto until = std::chrono::steady_clock::now() + timeout;
@@ -180,6 +201,7 @@ class FakeWorker {
 
  private:
   zmq::socket_t socket_;
+  std::deque<farm::Envelope> unpacked_;
 };
 
 // DC_TEST_TIME_SCALE (a number >= 1, default 1): how much longer the helpers below wait

@@ -1,6 +1,7 @@
 // The coordinator's farm broker (coordinator/farm/farm_broker.h) against workers written by hand
 // (farm_testing.h's FakeWorker) over loopback TCP: routing by GPU type, credits, leases and
 // their requeue, deadlines, exactly-once results, bad frames, versions and CURVE.
+#include <map>
 #include <set>
 #include <thread>
 
@@ -499,6 +500,72 @@ TEST(FarmBroker, WrongProtocolVersionIsRefused) {
   broker.submit(scale_job("j", "h100"));
   EXPECT_FALSE(w.next_job(300ms));
   EXPECT_EQ(broker.status().workers_per_gpu_type.count("h100"), 0u);
+}
+
+TEST(FarmBroker, AVersion2WorkerIsRefusedWithTheReason) {
+  // Version 3 sends jobs in batches, which a version 2 worker would drop unread.
+  FarmBroker broker(fast_options());
+  zmq::context_t ctx;
+  FakeWorker w(ctx, broker.endpoint());
+  w.hello("old", {"h100"}, 2);
+  auto e = w.next(2s);
+  ASSERT_TRUE(e);
+  ASSERT_TRUE(e->has_refused());
+  EXPECT_NE(e->refused().reason().find("protocol version 2 is not supported (this coordinator speaks 3)"),
+            std::string::npos) << e->refused().reason();
+}
+
+TEST(FarmBroker, TheJobsOfOneDispatchTravelInOneBatch) {
+  FarmBroker broker(fast_options());
+  zmq::context_t ctx;
+  FakeWorker w(ctx, broker.endpoint());
+  ASSERT_TRUE(w.join("w", {"h100"}, 0));
+  for (int i = 0; i < 8; ++i) broker.submit(scale_job("j" + std::to_string(i), "h100"));
+  ASSERT_TRUE(testing::eventually([&] { return broker.status().queued == 8; }));
+  w.ready(0, 8);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 8; ++i)
+    if (auto j = w.next_job(2s)) ids.push_back(j->job_id());
+  ASSERT_EQ(ids.size(), 8u);
+  EXPECT_EQ(ids.front(), "j0");  // queue order within the batch
+  EXPECT_EQ(ids.back(), "j7");
+  EXPECT_EQ(w.batches, 1) << "one message for the eight jobs of one dispatch";
+  EXPECT_EQ(w.largest_batch, 8);
+}
+
+TEST(FarmBroker, AResultBatchCountsEachResultOnceThenGrantsItsCredits) {
+  FarmBroker broker(fast_options());
+  zmq::context_t ctx;
+  FakeWorker w(ctx, broker.endpoint());
+  ASSERT_TRUE(w.join("w", {"h100"}, 2));
+  for (int i = 0; i < 3; ++i) broker.submit(scale_job("j" + std::to_string(i), "h100"));
+  auto j0 = w.next_job(2s), j1 = w.next_job(2s);
+  ASSERT_TRUE(j0 && j1);
+  farm::Envelope e;
+  farm::ResultBatch* b = e.mutable_results();
+  for (const farm::Job* j : {&*j0, &*j1, &*j0}) {  // j0 twice: the second is a duplicate
+    farm::Result* r = b->add_results();
+    r->set_lease_id(j->lease_id());
+    r->set_job_id(j->job_id());
+    r->set_status("ok");
+    r->set_device_index(0);
+    r->add_samples_us(j == &*j0 ? 4.0 : 6.0);
+  }
+  b->add_ready()->set_device_index(0);
+  b->mutable_ready(0)->set_credits(1);
+  w.send(e);
+  const auto ms = collect_n(broker, 2, 2s);
+  ASSERT_EQ(ms.size(), 2u);
+  std::map<std::string, double> median;
+  for (const Measurement& m : ms) median[m.job_id] = m.median_us;
+  EXPECT_DOUBLE_EQ(median["j0"], 4.0);
+  EXPECT_DOUBLE_EQ(median["j1"], 6.0);
+  EXPECT_EQ(broker.counters().ignored_results, 1);
+  // The batch's credit: the third job.
+  auto j2 = w.next_job(2s);
+  ASSERT_TRUE(j2);
+  EXPECT_EQ(j2->job_id(), "j2");
+  EXPECT_FALSE(w.next_job(300ms)) << "one credit granted, one job";
 }
 
 TEST(FarmBroker, BadInventoriesAreRefused) {

@@ -112,6 +112,38 @@ TEST(FarmService, ThreeTunesShareByPriorityAndMeasureIdenticalJobsOnce) {
   EXPECT_EQ(db->query(q).size(), size_t{2 * kJobs});
 }
 
+// Identical kernels under other names (another workload, another variant key) are measured
+// once, and each tune's outcome carries its own names.
+TEST(FarmService, AJoinedOutcomeCarriesTheJoiningTunesOwnNames) {
+  auto db = make_memory_db();
+  Service service(*db);
+  constexpr int kJobs = 20;
+  RemoteFarm a(client(service.endpoint(), "x", 1));
+  RemoteFarm b(client(service.endpoint(), "y", 1));
+  std::map<std::string, std::string> key_of_b;  // job id -> its variant key
+  for (int i = 0; i < kJobs; ++i) {
+    const FarmJob ja = service_job("wa", i);
+    FarmJob jb = service_job("wb", 1000 + i);
+    jb.variant_kernel.source = ja.variant_kernel.source;
+    jb.reference = ja.reference;
+    key_of_b[jb.job_id] = jb.variant_kernel.variant_key;
+    a.submit(ja);
+    b.submit(jb);
+  }
+  wait_submitted(service, 2 * kJobs);
+  Workers workers(service.endpoint(), 2, 1ms);
+  const auto ma = collect_n(a, kJobs), mb = collect_n(b, kJobs);
+  ASSERT_EQ(ma.size(), size_t{kJobs});
+  ASSERT_EQ(mb.size(), size_t{kJobs});
+  EXPECT_EQ(workers.total(), kJobs) << "one run per source";
+  for (const Measurement& m : ma) EXPECT_EQ(m.workload, "wa");
+  for (const Measurement& m : mb) {
+    EXPECT_EQ(m.workload, "wb");
+    ASSERT_EQ(key_of_b.count(m.job_id), 1u) << m.job_id;
+    EXPECT_EQ(m.variant_key, key_of_b[m.job_id]);
+  }
+}
+
 TEST(FarmService, ADepartedClientsQueuedJobsAreCancelledAndARerunMeasuresOnlyTheRest) {
   auto db = make_memory_db();
   FarmServiceOptions so;

@@ -588,6 +588,46 @@ TEST(SqliteTuningDb, AFailedWriteInsideABatchUndoesOnlyItself) {
   EXPECT_EQ(integrity(conn), "ok");
 }
 
+// The measurement insert keeps the row ids it looked up by name (SqliteDb's IdCache). A
+// rolled-back batch takes its rows with it, and SQLite gives their ids to the next rows: an
+// id kept from inside it would file a measurement under another variant.
+TEST(SqliteTuningDb, RowIdsKeptByTheInsertDoNotOutliveARollback) {
+  testing::TempDir dir;
+  const std::string path = dir.file("ids.db");
+  auto db = open_tuning_db(path);
+  fill(*db, 0);
+  const WorkerInfo node1 = test_worker("node1", "h100", false);
+  {
+    auto batch = db->begin_batch();
+    db->commit_variant("w1", test_variant(512), "h");
+    db->commit_measurement(test_measurement("w1", test_variant(512), node1, 2, 10));
+  }  // rolled back: variant 512 and its measurement are gone
+  db->commit_variant("w1", test_variant(1024), "h");  // takes the id 512 had
+  db->commit_variant("w1", test_variant(512), "h");   // a new id
+  db->commit_measurement(test_measurement("w1", test_variant(512), node1, 3, 11));
+  MeasurementQuery q;
+  q.variant_key = test_variant(512).key();
+  const auto rows = db->query(q);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_DOUBLE_EQ(rows[0].median_us, 3);
+  q.variant_key = test_variant(1024).key();
+  EXPECT_TRUE(db->query(q).empty()) << "a measurement filed under the variant that took the old id";
+}
+
+// A worker's row may change (commit_worker updates it): the insert reads it again.
+TEST(SqliteTuningDb, AWorkerRecordedAgainIsReadAgainByTheInsert) {
+  testing::TempDir dir;
+  auto db = open_tuning_db(dir.file("worker.db"));
+  fill(*db, 0);
+  WorkerInfo node1 = test_worker("node1", "h100", false);
+  EXPECT_TRUE(db->commit_measurement(test_measurement("w1", test_variant(16), node1, 2, 10)));
+  node1.emulated = true;  // the same name, now an emulated device
+  db->commit_worker(node1);
+  EXPECT_TRUE(db->commit_measurement(test_measurement("w1", test_variant(32), node1, 2, 11)));
+  node1.emulated = false;  // disagrees with the row now: a caller's bug, still caught
+  EXPECT_THROW(db->commit_measurement(test_measurement("w1", test_variant(64), node1, 2, 12)), InternalError);
+}
+
 TEST(SqliteTuningDb, ReadOnlyOpenRefusesWritesClearly) {
   testing::TempDir dir;
   const std::string path = dir.file("ro.db");
