@@ -16,8 +16,8 @@ usage: check_train_plans.py DC_COORDINATOR DC_RUN MODEL.onnx [--loss L] [--recom
   must then be within max(1e-4 relative, twice the change of verify --train's loss when
   every input element moves by one ulp), measured in the same run.
   --recompute: the plan must record a recomputed Relu output (tiny_cnn's Conv-BatchNorm-Relu).
-  The batch is the model's test_data_set_0 inputs where the exported model has them (token
-  ids in range, masks), else seeded uniform floats.
+  The batch: seeded uniform floats, and integer inputs (token ids in range, masks) from the
+  exported model's test_data_set_0.
   --opencl: the estimate-only training plan for PoCL's CPU device (`plan --train --gpus
   pocl-cpu --out`), two steps run by dc-run on that real OpenCL device (no emulator), the
   optimizer state updated in place (docs/training.md "State between steps"): the losses
@@ -58,10 +58,11 @@ def losses(text):
     return [float(x) for x in re.findall(r"^step \d+ loss (\S+)$", text, re.M)]
 
 
-def write_batch(model_path, plan, data):
-    """A fixed batch in the plan's input order: the model's inputs (its exported
-    test_data_set_0 where it has one, else seeded uniform values), then the labels: class
-    indices in range, or a seeded float target."""
+def write_batch(model_path, data, plan=None):
+    """A fixed batch in the plan's input order (without a plan: the model's runtime inputs,
+    then int64 class labels of the batch): the model's float inputs as seeded uniform values,
+    its integer inputs (token ids, masks) from its exported test_data_set_0, then the labels:
+    class indices in range, or a seeded float target."""
     rng = np.random.default_rng(5)
     os.makedirs(data, exist_ok=True)
     exported = os.path.join(os.path.dirname(model_path), "test_data_set_0")
@@ -73,20 +74,27 @@ def write_batch(model_path, plan, data):
                 saved[t.name] = numpy_helper.to_array(t)
     m = onnx.load(model_path)
     classes = m.graph.output[0].type.tensor_type.shape.dim[-1].dim_value
-    labels_name = plan["training"]["labels"]
-    for k, index in enumerate(plan["inputs"]):
-        t = plan["tensors"][index]
-        name, shape = t["name"], t["shape"]
-        if name == labels_name and t["dtype"] == "i64":
+    if plan is not None:
+        labels_name = plan["training"]["labels"]
+        inputs = [(plan["tensors"][i]["name"], plan["tensors"][i]["dtype"], plan["tensors"][i]["shape"])
+                  for i in plan["inputs"]]
+    else:
+        labels_name = "labels"
+        init = {i.name for i in m.graph.initializer}
+        inputs = [(i.name, "f32", [d.dim_value for d in i.type.tensor_type.shape.dim])
+                  for i in m.graph.input if i.name not in init]
+        inputs.append((labels_name, "i64", inputs[0][2][:1]))
+    for k, (name, dtype, shape) in enumerate(inputs):
+        if name == labels_name and dtype == "i64":
             x = (np.arange(int(np.prod(shape)), dtype=np.int64) * 7 + 3).reshape(shape) % classes
+        elif dtype == "f32":
+            x = rng.uniform(-1, 1, size=shape).astype(np.float32)
         elif name in saved:
             x = saved[name]
             if list(x.shape) != shape:
                 fail("%s: test_data_set_0 holds shape %s, the plan wants %s" % (name, list(x.shape), shape))
-        elif t["dtype"] == "f32":
-            x = rng.uniform(-1, 1, size=shape).astype(np.float32)
         else:
-            fail("no data for the plan's input %s (%s)" % (name, t["dtype"]))
+            fail("no data for the plan's input %s (%s)" % (name, dtype))
         with open(os.path.join(data, "input_%d.pb" % k), "wb") as f:
             f.write(numpy_helper.from_array(x, name).SerializeToString())
 
@@ -179,7 +187,7 @@ def main():
                                  for t in plan["weight_transforms"]):
             fail("the plan records no recomputed Relu output: %s" % plan["weight_transforms"])
         data = os.path.join(tmp, "batch")
-        write_batch(model, plan, data)
+        write_batch(model, data, plan)
         saved = os.path.join(tmp, "trained.onnx")
         device = run([dcrun, os.path.join(out, gpu), "--train", *([] if opencl else ["--emulate"]), "--data", data,
                       "--steps", steps, "--save-weights", saved])
