@@ -24,6 +24,7 @@ usage: check_train_plans.py DC_COORDINATOR DC_RUN MODEL.onnx [--loss L] [--recom
   equal verify --train's, and each trained weight's update equals that of the h100 plan's
   two steps on the host emulator (a wrong in-place update shows in step 2).
 """
+import argparse
 import json
 import os
 import re
@@ -44,11 +45,11 @@ def fail(msg):
     sys.exit(1)
 
 
-TIMEOUT = [3000]
+TIMEOUT = 3000  # seconds a command may take (--timeout)
 
 
 def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT[0])
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
     if r.returncode != 0:
         fail(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
     return r.stdout
@@ -144,21 +145,19 @@ def compare_with_emulator(coord, dcrun, model, data, saved, flags, steps, tmp):
 
 
 def main():
-    coord, dcrun, model = sys.argv[1:4]
-    extra = sys.argv[4:]
-    opencl = "--opencl" in extra
-    recompute = "--recompute" in extra
-    loss = "cross_entropy"
-    if "--loss" in extra:
-        loss = extra[extra.index("--loss") + 1]
-        del extra[extra.index("--loss"):extra.index("--loss") + 2]
-    timeout = 3000
-    if "--timeout" in extra:
-        timeout = int(extra[extra.index("--timeout") + 1])
-        del extra[extra.index("--timeout"):extra.index("--timeout") + 2]
-    TIMEOUT[0] = timeout
-    ulp_bound = "--ulp-bound" in extra
-    extra = [a for a in extra if a not in ("--opencl", "--recompute", "--ulp-bound")]
+    global TIMEOUT
+    parser = argparse.ArgumentParser(allow_abbrev=False)
+    for name in ("dc_coordinator", "dc_run", "model"):
+        parser.add_argument(name)
+    parser.add_argument("--opencl", action="store_true")
+    parser.add_argument("--recompute", action="store_true")
+    parser.add_argument("--ulp-bound", action="store_true")
+    parser.add_argument("--loss", default="cross_entropy")
+    parser.add_argument("--timeout", type=int, default=TIMEOUT)
+    a, extra = parser.parse_known_args()  # the rest are tune flags
+    coord, dcrun, model = a.dc_coordinator, a.dc_run, a.model
+    opencl, recompute, ulp_bound, loss = a.opencl, a.recompute, a.ulp_bound, a.loss
+    TIMEOUT = a.timeout
     gpu = "pocl-cpu" if opencl else "h100"
     steps = "2"
     flags = ["--train", "--loss", loss, "--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9"]
