@@ -11,6 +11,9 @@ namespace dc::estimator_detail {
 
 namespace {
 
+// A value held in a work-item's private array through a region costs a store and a load.
+constexpr double kHeldCost = 2;
+
 // A core's figures in its own units: vector instructions of `lanes` fp32 lanes.
 struct Core {
   double lanes = 8;
@@ -60,8 +63,14 @@ BlockModel gemm(const WorkloadShape& s, const Params& p, const Variant& v, const
       fp32_operand_instructions(s.b_layout, b_elems, gemm_operand_vec(s, false, p.vec, p.block_n, p.block_k), false) +
       (s.gather_a ? 4 * a_elems : 0);  // im2col index arithmetic
   const double regions = p.stages >= 2 ? 1 : 2;
+  // Stages 2 holds its share of the next tile in a private array through the tile's math
+  // (codegen/template_gemm.cpp, kDoubleBuffer). Past a core's 16 vector registers, beside
+  // the accumulators, that array lives in memory, so each staged element is stored into it
+  // and loaded back once more (measured on PoCL: stages 2 is 1.5x slower than stages 1 at
+  // the median of 80 pairs, up to 3.9x with scalar gathered loads; docs/estimator.md).
+  const double held = p.stages >= 2 ? kHeldCost * (a_elems + b_elems) : 0;
   const double tile = bk * cpu_gemm_step_cycles(p.thread_m, p.thread_n, g) +
-                      (staging + regions * (2 * accumulators + kWorkItemLoopInstructions)) / c.issue;
+                      (staging + held + regions * (2 * accumulators + kWorkItemLoopInstructions)) / c.issue;
   const double m = static_cast<double>(s.m), n = static_cast<double>(s.n);
   const double batch = static_cast<double>(s.batch), k = static_cast<double>(s.k);
   const double epi = epilogue_flops_per_output(s, 2 * m * n * k * batch, m * n * batch);
