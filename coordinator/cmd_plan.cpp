@@ -1,6 +1,7 @@
 // dc-coordinator plan MODEL.onnx --gpus LIST [--json]: the estimate-only plan per GPU type
 // (candidates, workloads, variants before/after pruning, best estimate and binding
 // resource, the least-time cover). The JSON form is documented in docs/plan-json.md.
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <optional>
@@ -84,23 +85,27 @@ void print_text(const std::string& path, const Graph& g, const ModelPlan& p, boo
       total += w.variants_total;
       kept += w.kept.size();
     }
+    // A free view (plan_views.h) is a step without a kernel: it costs nothing in the cover.
+    const size_t views = static_cast<size_t>(std::count_if(
+        gp.cover.chosen.begin(), gp.cover.chosen.end(), [&](size_t c) { return p.candidates[c].free_view; }));
     std::cout << fmt::format(
-        "\n== {} ({}, {}, {} SMs): estimated {:.1f} us over {} kernels{}\n"
+        "\n== {} ({}, {}, {} SMs): estimated {:.1f} us over {} kernels{}{}\n"
         "   variants: {} enumerated, {} kept after pruning; planned in {:.3f} s\n\n",
         gpu.name, gpu.full_name, gpu.sm_arch(), gpu.sm_count, gp.cover.total_cost * 1e6,
-        gp.cover.chosen.size(), gp.cover.exact ? "" : " (greedy cover: search budget exceeded)",
-        total, kept, gp.seconds);
+        gp.cover.chosen.size() - views, views ? fmt::format(" and {} views (no kernel)", views) : "",
+        gp.cover.exact ? "" : " (greedy cover: search budget exceeded)", total, kept, gp.seconds);
     std::cout << fmt::format("  {:<28} {:<11} {:<16} {:>9} {:>9} {:>8}  {:<8} {}\n", "cluster", "kind",
                              "signature", "variants", "est us", "floor", "bound", "nodes");
     auto row = [&](size_t c) {
       const auto& cand = p.candidates[c];
       const size_t wi = ws.candidate_workload[c];
       const auto& we = gp.workloads[wi];
-      const std::string bound = we.kept.empty() ? "-" : we.kept.front().estimate.bound;
-      std::cout << fmt::format("  {:<28} {:<11} {:<16} {:>4}/{:<4} {:>9.2f} {:>8.2f}  {:<8} {}\n",
+      const std::string bound = cand.free_view ? "view" : we.kept.empty() ? "-" : we.kept.front().estimate.bound;
+      const std::string est = cand.free_view ? "0" : fmt::format("{:.2f}", we.best_seconds() * 1e6);
+      std::cout << fmt::format("  {:<28} {:<11} {:<16} {:>4}/{:<4} {:>9} {:>8.2f}  {:<8} {}\n",
                                cand.pattern.size() > 28 ? cand.pattern.substr(0, 25) + "..." : cand.pattern,
                                cluster_kind_name(cand.kind), ws.workloads[wi].signature,
-                               we.kept.size(), we.variants_total, we.best_seconds() * 1e6,
+                               we.kept.size(), we.variants_total, est,
                                we.floor_seconds * 1e6, bound, node_span(g, cand.nodes));
     };
     if (all) {
