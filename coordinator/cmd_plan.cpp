@@ -92,7 +92,7 @@ void print_text(const std::string& path, const Graph& g, const ModelPlan& p, boo
         "\n== {} ({}, {}, {} SMs): estimated {:.1f} us over {} kernels{}{}\n"
         "   variants: {} enumerated, {} kept after pruning; planned in {:.3f} s\n\n",
         gpu.name, gpu.full_name, gpu.sm_arch(), gpu.sm_count, gp.cover.total_cost * 1e6,
-        gp.cover.chosen.size() - views, views ? fmt::format(" and {} views (no kernel)", views) : "",
+        gp.cover.chosen.size() - views, views ? fmt::format(" and {} view{} (no kernel)", views, views == 1 ? "" : "s") : "",
         gp.cover.exact ? "" : " (greedy cover: search budget exceeded)", total, kept, gp.seconds);
     std::cout << fmt::format("  {:<28} {:<11} {:<16} {:>9} {:>9} {:>8}  {:<8} {}\n", "cluster", "kind",
                              "signature", "variants", "est us", "floor", "bound", "nodes");
