@@ -142,4 +142,16 @@ farm::GpuInventory inventory_from_hex(const std::string& hex) {
   return g;
 }
 
+bool serves_host_cpu_device(const std::vector<farm::GpuInventory>& inventory, const GpuCatalog& catalog) {
+  return std::any_of(inventory.begin(), inventory.end(), [&catalog](const farm::GpuInventory& g) {
+    const GpuSpec* spec = catalog.find(g.gpu_type());
+    return !g.emulated() && spec != nullptr && spec->arch == "cpu";
+  });
+}
+
+int default_builders(const std::vector<farm::GpuInventory>& inventory, const GpuCatalog& catalog, unsigned cores) {
+  // A compile beside a CPU device's timing takes cores the device measures on.
+  return serves_host_cpu_device(inventory, catalog) ? 0 : static_cast<int>(std::max(1u, cores));
+}
+
 }  // namespace dc

@@ -29,6 +29,15 @@ constexpr int kOpenClIndexBase = 1000;
 std::vector<farm::GpuInventory> opencl_inventory(const GpuCatalog& catalog, const std::vector<int>& indices,
                                                  std::string* why_none);
 
+// Whether some device of `inventory` computes on this machine's own cores (a real device of
+// a `arch: cpu` table entry: PoCL's CPU device), so that compiling beside its timings would
+// slow them.
+bool serves_host_cpu_device(const std::vector<farm::GpuInventory>& inventory, const GpuCatalog& catalog);
+
+// The worker's default number of builders: none when it serves a host CPU device (its jobs
+// compile in the measurement child, one after another), else one per core.
+int default_builders(const std::vector<farm::GpuInventory>& inventory, const GpuCatalog& catalog, unsigned cores);
+
 // One line for logs: "0: h100 (emulated, sm_90)".
 std::string describe_inventory(const farm::GpuInventory& g);
 

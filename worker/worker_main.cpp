@@ -290,6 +290,7 @@ int worker_main(int argc, char** argv) {
   for (const auto& g : inventory) spdlog::info("dc-worker: device {}", describe_inventory(g));
 
   // ---- builders ----
+  const bool host_cpu_device = serves_host_cpu_device(inventory, catalog);
   if (s.builders < 0) {
     const char* env = std::getenv("DC_WORKER_BUILDERS");
     if (env != nullptr && *env != '\0') {
@@ -299,10 +300,17 @@ int worker_main(int argc, char** argv) {
         throw_user_error("DC_WORKER_BUILDERS must be a number, not '", env, "'");
       }
     } else {
-      s.builders = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      // A device that computes on this machine's own cores (PoCL's CPU device) is timed on
+      // the cores the builders would compile on, so such a worker compiles in the
+      // measurement child, one job after another, and its timings are the device's alone.
+      s.builders = default_builders(inventory, catalog, std::thread::hardware_concurrency());
     }
   }
   DC_USER_CHECK(s.builders >= 0, "--builders must be >= 0");
+  if (host_cpu_device && s.builders > 0)
+    spdlog::warn("dc-worker: {} builder(s) will compile on the cores that the CPU device measures on: its "
+                 "timings will include their contention (--builders 0, the default for a CPU device, avoids it)",
+                 s.builders);
   // Without an explicit --credits, each device holds one job to measure plus its share of
   // the builders' work, so that the builders have jobs to compile ahead.
   const int devices = static_cast<int>(inventory.size());
@@ -339,6 +347,8 @@ int worker_main(int argc, char** argv) {
     });
     options.on_job_received = [b = builders.get()](const farm::Job& job) { b->submit(job); };
     spdlog::info("dc-worker: {} builder(s) compile ahead; {} job(s) held per device", s.builders, s.credits);
+  } else if (host_cpu_device) {
+    spdlog::info("dc-worker: no builders: a CPU device's jobs compile in its measurement child, off its timings");
   }
   std::vector<std::unique_ptr<MeasureChild>> children;
   std::vector<JobRunner> runners;

@@ -178,5 +178,24 @@ TEST(MeasureChild, ARunawayCompileTimesOutAndTheNextJobIsMeasured) {
   std::filesystem::remove_all(cache);
 }
 
+// PoCL's CPU device computes on the cores the builders would compile on, so a worker that
+// serves one compiles in its measurement child (no builders) unless told otherwise; a GPU,
+// real or emulated, keeps one builder per core.
+TEST(BuilderPool, NoneByDefaultBesideADeviceThatComputesOnTheHostsCores) {
+  const GpuCatalog catalog = GpuCatalog::builtin();
+  auto device = [](const std::string& type, bool emulated) {
+    farm::GpuInventory g;
+    g.set_gpu_type(type);
+    g.set_emulated(emulated);
+    return g;
+  };
+  EXPECT_EQ(default_builders({device("pocl-cpu", false)}, catalog, 16), 0);
+  EXPECT_EQ(default_builders({device("h100", false), device("pocl-cpu", false)}, catalog, 16), 0);
+  EXPECT_EQ(default_builders({device("h100", false)}, catalog, 16), 16);
+  EXPECT_EQ(default_builders({device("h100", true)}, catalog, 2), 2);
+  EXPECT_EQ(default_builders({device("arc-a770", false)}, catalog, 4), 4);  // an OpenCL GPU
+  EXPECT_EQ(default_builders({device("h100", false)}, catalog, 0), 1);      // cores unknown
+}
+
 }  // namespace
 }  // namespace dc
