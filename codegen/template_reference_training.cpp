@@ -45,7 +45,8 @@ class TrainingEmitter {
   std::string element(size_t out, const std::vector<std::string>& o, std::string& code) {
     const std::string& op = n_.op;
     if (op == "dc.Dropout") return dropout(out, o, code);
-    if (op == "dc.BatchNormTrain") return batch_norm_stats(out, o, code);
+    if (op == "dc.BatchNormTrain") return batch_norm_train_stats(out, o, code);
+    if (op == "dc.BatchNormStats") return batch_norm_stats(out, o, code);
     if (op == kBatchNormApply) return batch_norm_apply(o, code);
     if (op == "dc.GeluGrad") return gelu_grad(o, code);
     if (op == "dc.GatherGrad") return gather_grad(o, code);
@@ -93,25 +94,39 @@ class TrainingEmitter {
   // ---- dc.BatchNormTrain(X, scale, B, running mean, running var, batch mean, batch var) ->
   // (-, mean@next, var@next, saved mean, saved inverse std), per channel o[0], from the batch
   // statistics its inputs carry; Y by kBatchNormApply ----
-  std::string batch_norm_stats(size_t out, const std::vector<std::string>& o, std::string& code) {
+  std::string batch_norm_train_stats(size_t out, const std::vector<std::string>& o, std::string& code) {
     DC_INTERNAL_CHECK(out >= 1, "dc.BatchNormTrain's Y is emitted by ", kBatchNormApply);
+    return channel_stats(static_cast<int>(out) - 1, 3, channel_count(in(0)), o, code);
+  }
+
+  // ---- dc.BatchNormStats(running mean, running var, batch mean, batch var) -> (mean@next,
+  // var@next, inverse std); attr count ----
+  std::string batch_norm_stats(size_t out, const std::vector<std::string>& o, std::string& code) {
+    return channel_stats(out == 2 ? 3 : static_cast<int>(out), 0, n_.attrs.get_int("count", 1), o, code);
+  }
+
+  // A BatchNorm's per-channel output `kind` (0 running mean's update, 1 running variance's
+  // with the unbiased batch variance over `count` values, 2 the batch mean, 3 the inverse
+  // std) for channel o[0], from the running statistics at inputs `first` and `first` + 1 and
+  // the batch mean and biased variance after them; in double, as the reference.
+  std::string channel_stats(int kind, size_t first, int64_t count, const std::vector<std::string>& o,
+                            std::string& code) {
     const std::vector<std::string> ch = {o[0]};
-    const int64_t count = channel_count(in(0));
     const std::string mu = fresh("mu"), var = fresh("var");
-    code += fmt::format("  const double {} = {};\n  const double {} = {};\n", mu, read(5, ch, code), var,
-                        read(6, ch, code));
+    code += fmt::format("  const double {} = {};\n  const double {} = {};\n", mu, read(first + 2, ch, code), var,
+                        read(first + 3, ch, code));
     const double eps = attr("epsilon", 1e-5f), momentum = attr("momentum", 0.9f);
-    switch (out) {
-      case 1:
-        return fmt::format("(float)({} * {} + {} * {})", read(3, ch, code), double_literal(momentum), mu,
+    switch (kind) {
+      case 0:
+        return fmt::format("(float)({} * {} + {} * {})", read(first, ch, code), double_literal(momentum), mu,
                            double_literal(1 - momentum));
-      case 2: {
+      case 1: {
         const std::string unbiased =
             count > 1 ? fmt::format("({} * {})", var, double_literal(static_cast<double>(count) / (count - 1))) : var;
-        return fmt::format("(float)({} * {} + {} * {})", read(4, ch, code), double_literal(momentum),
+        return fmt::format("(float)({} * {} + {} * {})", read(first + 1, ch, code), double_literal(momentum),
                            unbiased, double_literal(1 - momentum));
       }
-      case 3: return fmt::format("(float){}", mu);
+      case 2: return fmt::format("(float){}", mu);
       default: return fmt::format("(float)(1.0 / sqrt({} + {}))", var, double_literal(eps));
     }
   }
@@ -355,7 +370,7 @@ std::string intermediate(Graph& g, const Node& n, std::string name, const char* 
 
 bool naive_training_supports(const Node& n) {
   static const char* const kOps[] = {
-      "dc.Dropout",     "dc.BatchNormTrain",  "dc.GeluGrad",       "dc.GatherGrad",
+      "dc.Dropout",     "dc.BatchNormTrain",  "dc.BatchNormStats", "dc.GeluGrad",       "dc.GatherGrad",
       "dc.SoftmaxCrossEntropy", "dc.SoftmaxCrossEntropyGrad", "dc.SgdUpdate", "dc.AdamWUpdate",
       "dc.ConvGradData", "dc.ConvGradWeight", "dc.MaxPoolGrad",  "dc.AveragePoolGrad", kBatchNormApply};
   for (const char* op : kOps)

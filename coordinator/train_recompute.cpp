@@ -15,7 +15,9 @@ namespace dc::cli {
 
 namespace {
 
-constexpr int kMaxChain = 6;        // ops recomputed for one tensor, at most
+// Ops recomputed for one tensor, at most (views not counted): a residual block's output is
+// two BatchNorm normalisations of four elementwise ops each, an Add and a ReLU.
+constexpr int kMaxChain = 24;
 constexpr int64_t kAlignment = 256;  // the plan's arena alignment (plan/plan.h)
 
 // Cheap to compute again: elementwise ops, and Transpose (a weight's, read by a MatMul's
@@ -110,6 +112,9 @@ class Recomputer {
       if (n.outputs[0] != t || g_.info(t).shape.size() < 2) return std::nullopt;
       return std::vector<std::string>{n.inputs[0], n.inputs[1], n.inputs[2], n.outputs[3], n.outputs[4]};
     }
+    // A Reshape to a constant shape is a view (lower_batch_norm.h's per-channel operands).
+    if (n.op == "Reshape" && n.inputs.size() == 2 && g_.is_constant(n.inputs[1]) && is_float(g_.info(t).dtype))
+      return n.inputs;
     if (!kCheap.count(n.op) || n.outputs.size() != 1) return std::nullopt;
     for (const auto& in : n.inputs)
       if (in.empty() || !is_float(g_.info(in).dtype)) return std::nullopt;
@@ -121,7 +126,10 @@ class Recomputer {
   bool plan_chain(const std::string& t, int pos, std::vector<std::string>& chain) const {
     if (std::find(chain.begin(), chain.end(), t) != chain.end()) return true;
     const auto inputs = recompute_inputs(t);
-    if (!inputs || chain.size() >= kMaxChain) return false;
+    const auto ops = std::count_if(chain.begin(), chain.end(), [&](const std::string& c) {
+      return g_.nodes[producer_.at(c)].op != "Reshape";  // a view costs no kernel
+    });
+    if (!inputs || ops >= kMaxChain) return false;
     for (const auto& in : *inputs)
       if (!alive_at(in, pos) && !plan_chain(in, pos, chain)) return false;
     chain.push_back(t);
@@ -143,8 +151,18 @@ class Recomputer {
       if (static_cast<int>(c) < first_backward_) forward_last = std::max(forward_last, 2 * static_cast<int>(c));
     if (auto it = chain_readers_.find(t); it != chain_readers_.end()) forward_last = std::max(forward_last, it->second);
     next[t].last = forward_last;
+    // The chain's elementwise ops fuse into one pass, so its intermediates are not stored,
+    // but where two branches join (a residual Add) one of them is: the largest one is kept.
+    int64_t largest = 0;
     for (const auto& c : chain)
-      next["recompute/" + c] = {tensor_bytes(g_, c), pos, c == t ? 2 * static_cast<int>(readers.back()) : pos};
+      if (c != t) largest = std::max(largest, tensor_bytes(g_, c));
+    bool charged = false;
+    for (const auto& c : chain) {
+      const bool stored = c == t || (!charged && tensor_bytes(g_, c) == largest);
+      charged = charged || (c != t && stored);
+      next["recompute/" + c] = {stored ? tensor_bytes(g_, c) : 0, pos,
+                                c == t ? 2 * static_cast<int>(readers.back()) : pos};
+    }
     const int64_t after = peak(next);
     if (after > r.peak_after) return;
     live_ = std::move(next);

@@ -6,6 +6,7 @@
 #include "passes/training/add_gradients.h"
 #include "passes/training/add_loss.h"
 #include "passes/training/add_optimizer.h"
+#include "passes/training/lower_batch_norm.h"
 #include "passes/training/lower_cross_entropy.h"
 #include "passes/training/mixed_precision.h"
 #include "passes/training/trainable_weights.h"
@@ -50,6 +51,9 @@ Graph build_training_graph(Graph g, const TrainingSpec& spec) {
   DC_USER_CHECK(!gradients.empty(), "no trainable weight reaches the loss (", weights.size(),
                 " candidate(s), ", spec.freeze.size(), " frozen)");
   lower_cross_entropy(g);  // its gradient is built: the loss itself on the templates
+  // Mixed precision keeps dc.BatchNormTrain whole: its Y is reduced-precision while its
+  // statistics stay f32 (training_fp32_tensors), a mix that one elementwise chain cannot hold.
+  if (!mixed) lower_batch_norm_apply(g);
   if (scaled) {
     const UnscaledGradients u = unscale_gradients(g, gradients, scale);
     add_optimizer(g, spec, u.gradients);

@@ -52,11 +52,25 @@ std::vector<Tensor> run_dropout(const Node& node, const Inputs& in) {
   return {y, mask};
 }
 
+// A training-mode BatchNorm's per-channel outputs from its batch mean and biased variance,
+// in double as PyTorch: the running statistics' update (ONNX's momentum: new = running *
+// momentum + batch * (1 - momentum); the running variance takes the unbiased batch
+// variance over `count` values a channel) and the inverse std.
+struct ChannelStats {
+  float mean_next, var_next, invstd;
+};
+ChannelStats channel_stats(double mu, double var, float running_mean, float running_var, double eps,
+                           double momentum, int64_t count) {
+  const double unbiased = count > 1 ? var * static_cast<double>(count) / static_cast<double>(count - 1) : var;
+  return {static_cast<float>(running_mean * momentum + mu * (1 - momentum)),
+          static_cast<float>(running_var * momentum + unbiased * (1 - momentum)),
+          static_cast<float>(1.0 / std::sqrt(var + eps))};
+}
+
 // dc.BatchNormTrain(X, scale, B, running_mean, running_var, batch_mean, batch_var) -> (Y,
 // new_running_mean, new_running_var, saved_mean, saved_invstd), the batch statistics computed
-// before it (training_forward.h). attrs: epsilon, momentum (ONNX's: new = running * momentum
-// + batch * (1 - momentum)). Y uses the biased batch variance, the running variance the
-// unbiased one, as PyTorch does.
+// before it (training_forward.h). attrs: epsilon, momentum. Y uses the biased batch
+// variance, the running variance the unbiased one, as PyTorch does.
 std::vector<Tensor> run_batch_norm_train(const Node& node, const Inputs& in) {
   for (size_t i = 0; i < 7; ++i) require_f32(node, in.at(i), "every input");
   const Tensor& x = in[0];
@@ -74,21 +88,44 @@ std::vector<Tensor> run_batch_norm_train(const Node& node, const Inputs& in) {
     for (int64_t ch = c0; ch < c1; ++ch) {
       const double mu = in[5].data<float>()[ch], var = in[6].data<float>()[ch];
       const double inv = 1.0 / std::sqrt(var + eps);
-      const double unbiased = count > 1 ? var * static_cast<double>(count) / static_cast<double>(count - 1) : var;
       for (int64_t i = 0; i < n; ++i)
         for (int64_t j = 0; j < inner; ++j) {
           const int64_t k = (i * c + ch) * inner + j;
           y.mutable_data<float>()[k] = static_cast<float>((xp[k] - mu) * inv * sc[ch] + b[ch]);
         }
-      rm.mutable_data<float>()[ch] =
-          static_cast<float>(in[3].data<float>()[ch] * momentum + mu * (1 - momentum));
-      rv.mutable_data<float>()[ch] =
-          static_cast<float>(in[4].data<float>()[ch] * momentum + unbiased * (1 - momentum));
+      const ChannelStats st =
+          channel_stats(mu, var, in[3].data<float>()[ch], in[4].data<float>()[ch], eps, momentum, count);
+      rm.mutable_data<float>()[ch] = st.mean_next;
+      rv.mutable_data<float>()[ch] = st.var_next;
       mean.mutable_data<float>()[ch] = static_cast<float>(mu);
-      invstd.mutable_data<float>()[ch] = static_cast<float>(inv);
+      invstd.mutable_data<float>()[ch] = st.invstd;
     }
   });
   return {y, rm, rv, mean, invstd};
+}
+
+// dc.BatchNormStats(running_mean, running_var, batch_mean, batch_var) -> (new_running_mean,
+// new_running_var, saved_invstd): dc.BatchNormTrain's per-channel outputs alone, once its Y
+// is elementwise ops (passes/training/lower_batch_norm.h). attrs: epsilon, momentum, count
+// (the values a channel's statistics are over).
+std::vector<Tensor> run_batch_norm_stats(const Node& node, const Inputs& in) {
+  for (size_t i = 0; i < 4; ++i) require_f32(node, in.at(i), "every input");
+  const int64_t c = in[0].numel();
+  for (size_t i = 1; i < 4; ++i)
+    DC_USER_CHECK(in[i].numel() == c, node.op, ": input ", i, " must have ", c, " values");
+  const double eps = node.attrs.get_float("epsilon", 1e-5f);
+  const double momentum = node.attrs.get_float("momentum", 0.9f);
+  const int64_t count = node.attrs.get_int("count", 0);
+  DC_USER_CHECK(count >= 1, node.op, ": attribute count must be >= 1, got ", count);
+  Tensor rm(DType::f32, in[0].shape()), rv(DType::f32, in[0].shape()), invstd(DType::f32, in[0].shape());
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const ChannelStats st = channel_stats(in[2].data<float>()[ch], in[3].data<float>()[ch], in[0].data<float>()[ch],
+                                          in[1].data<float>()[ch], eps, momentum, count);
+    rm.mutable_data<float>()[ch] = st.mean_next;
+    rv.mutable_data<float>()[ch] = st.var_next;
+    invstd.mutable_data<float>()[ch] = st.invstd;
+  }
+  return {rm, rv, invstd};
 }
 
 // Rows of the last axis: (rows, classes) of a logits tensor and its labels.
@@ -253,6 +290,7 @@ std::vector<Tensor> run_adamw_update(const Node& node, const Inputs& in) {
 const OpDef kOps[] = {
     {"dc.Dropout", run_dropout, nullptr},
     {"dc.BatchNormTrain", run_batch_norm_train, nullptr},
+    {"dc.BatchNormStats", run_batch_norm_stats, nullptr},
     {"dc.SoftmaxCrossEntropy", run_softmax_cross_entropy, nullptr},
     {"dc.SoftmaxCrossEntropyGrad", run_softmax_cross_entropy_grad, nullptr},
     {"dc.SgdUpdate", run_sgd_update, nullptr},

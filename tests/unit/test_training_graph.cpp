@@ -9,6 +9,7 @@
 #include "passes/build_training_graph.h"
 #include "passes/simplify.h"
 #include "passes/simplify_for_training.h"
+#include "passes/training/lower_batch_norm.h"
 #include "passes/training_state.h"
 #include "ref/philox.h"
 #include "ref/train_step.h"
@@ -180,7 +181,9 @@ TEST(TrainingGraph, BatchNormUsesBatchStatisticsAndUpdatesRunningOnes) {
             std::string::npos);
   spec.freeze = {};
   Graph t = build_training_graph(g, spec);
-  EXPECT_EQ(op_count(t, "dc.BatchNormTrain"), 1);
+  // f32 steps normalise by elementwise ops after the gradient (lower_batch_norm.h).
+  EXPECT_EQ(op_count(t, "dc.BatchNormTrain"), 0);
+  EXPECT_EQ(op_count(t, "dc.BatchNormStats"), 1);
   EXPECT_EQ(op_count(t, "BatchNormalization"), 0);
   const ref::TensorMap in{{"x", random_tensor({4, 2, 3, 3}, 8)},
                           {"labels", Tensor::from_vector<int64_t>({4}, {0, 1, 1, 0})}};
@@ -205,6 +208,54 @@ TEST(TrainingGraph, BatchNormUsesBatchStatisticsAndUpdatesRunningOnes) {
   for (const auto& u : training_state_updates(t)) states.insert(u.state);
   EXPECT_TRUE(states.count("mean") && states.count("var") && states.count("w"));
   EXPECT_FALSE(states.count("shape"));
+}
+
+// lower_batch_norm_apply: dc.BatchNormTrain against its lowering, dc.BatchNormStats and the
+// chain ((X - mean) * invstd) * scale + B, on the reference. The per-channel outputs come from
+// the same formulas (equal bits) and the saved mean's reader reads the batch mean; Y is four
+// f32 operations against one rounding of the double result: within 5 ulp of (X - mean)
+// invstd scale (the product's three roundings, the f32 inverse std, the subtraction) plus
+// 2 ulp of |Y| (the Add, the reference's own rounding).
+TEST(TrainingGraph, LoweredBatchNormEqualsTheNodeItReplaces) {
+  Graph g;
+  g.opset = 17;
+  add_input(g, "x", {3, 4, 5, 2});
+  add_initializer(g, "scale", random_tensor({4}, 21, 0.5f, 2.f));
+  add_initializer(g, "bias", random_tensor({4}, 22));
+  add_initializer(g, "rm", random_tensor({4}, 23));
+  add_initializer(g, "rv", random_tensor({4}, 24, 0.5f, 2.f));
+  add_input(g, "bm", {4});
+  add_input(g, "bv", {4});
+  add_node(g, "dc.BatchNormTrain", {"x", "scale", "bias", "rm", "rv", "bm", "bv"},
+           {"y", "rm@next", "rv@next", "saved_mean", "saved_invstd"}, attrs({{"epsilon", 1e-3f}, {"momentum", 0.8f}}));
+  add_node(g, "Add", {"saved_mean", "saved_invstd"}, {"per_channel"});
+  g.outputs = {"y", "rm@next", "rv@next", "saved_invstd", "per_channel"};
+  ref::TensorMap in{{"x", random_tensor({3, 4, 5, 2}, 25, -2.f, 3.f)},
+                    {"bm", random_tensor({4}, 26)},
+                    {"bv", random_tensor({4}, 27, 0.1f, 3.f)}};
+  g = with_types(g);
+  Graph lowered = g;
+  lower_batch_norm_apply(lowered);
+  EXPECT_EQ(op_count(lowered, "dc.BatchNormTrain"), 0);
+  EXPECT_EQ(op_count(lowered, "dc.BatchNormStats"), 1);
+  EXPECT_FALSE(lowered.tensors.count("saved_mean"));
+  const auto want = ref::run_graph(g, in), got = ref::run_graph(lowered, in);
+  for (const char* exact : {"rm@next", "rv@next", "saved_invstd", "per_channel"}) {
+    SCOPED_TRACE(exact);
+    ASSERT_EQ(got.at(exact).shape(), want.at(exact).shape());
+    EXPECT_EQ(std::memcmp(got.at(exact).raw(), want.at(exact).raw(), want.at(exact).nbytes()), 0);
+  }
+  const Tensor &y = got.at("y"), &y_ref = want.at("y"), &x = in.at("x");
+  ASSERT_EQ(y.shape(), y_ref.shape());
+  const double ulp = std::ldexp(1.0, -24);
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    const int64_t c = (i / 10) % 4;
+    const double inv = 1.0 / std::sqrt(in.at("bv").data<float>()[c] + 1e-3);
+    const double product = std::abs((x.data<float>()[i] - in.at("bm").data<float>()[c]) * inv *
+                                    g.initializers.at("scale").data<float>()[c]);
+    const double bound = 5 * ulp * product + 2 * ulp * std::abs(y_ref.data<float>()[i]) + 1e-30;
+    ASSERT_LE(std::abs(y.data<float>()[i] - y_ref.data<float>()[i]), bound) << "element " << i;
+  }
 }
 
 TEST(TrainingGraph, FrozenWeightsKeepTheirValue) {
