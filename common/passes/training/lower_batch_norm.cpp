@@ -2,16 +2,11 @@
 
 #include "ir/error.h"
 #include "ir/shape.h"
+#include "passes/match.h"
 
 namespace dc {
 
 namespace {
-
-std::string fresh(const Graph& g, const std::string& base) {
-  std::string name = base;
-  for (int k = 1; g.tensors.count(name) || g.initializers.count(name); ++k) name = base + "." + std::to_string(k);
-  return name;
-}
 
 // Appends forward nodes named "<BatchNorm>/apply/<op>" (not "grad/...": they are the
 // forward pass, which recompute and the plan's notes tell apart by that prefix).
@@ -21,14 +16,14 @@ class ApplyBuilder {
 
   std::string node(const std::string& op, std::vector<std::string> in, TensorInfo type, std::string out = "") {
     if (out.empty()) {
-      out = fresh(g_, prefix_ + op);
+      out = match::unique_name(g_, prefix_ + op);
       g_.tensors[out] = std::move(type);
     }
     g_.nodes.push_back(Node{fresh_node(op), op, {}, std::move(in), {out}});
     return out;
   }
   std::string reshape(const std::string& x, const Shape& to) {
-    const std::string shape = fresh(g_, prefix_ + "shape");
+    const std::string shape = match::unique_name(g_, prefix_ + "shape");
     g_.initializers[shape] = Tensor::from_vector<int64_t>({static_cast<int64_t>(to.size())}, to);
     g_.tensors[shape] = TensorInfo{DType::i64, {static_cast<int64_t>(to.size())}};
     return node("Reshape", {x, shape}, TensorInfo{g_.info(x).dtype, to});
