@@ -6,6 +6,7 @@
 #include "passes/training/add_gradients.h"
 #include "passes/training/add_loss.h"
 #include "passes/training/add_optimizer.h"
+#include "passes/training/fuse_training_attention.h"
 #include "passes/training/lower_cross_entropy.h"
 #include "passes/training/mixed_precision.h"
 #include "passes/training/trainable_weights.h"
@@ -42,6 +43,7 @@ Graph build_training_graph(Graph g, const TrainingSpec& spec) {
       if (g.is_constant(f)) masters.insert(f);
     cast_weights_for_compute(g, masters);
   }
+  fuse_training_attention(g, weights);  // before the loss: dc.Attention gets its rule
   const std::string loss = add_loss(g, spec);
   const bool scaled = spec.mixed_precision == DType::f16;
   const std::string scale = scaled ? add_loss_scale(g, loss, spec) : "";
