@@ -1,6 +1,6 @@
 // "attention_backward": FlashAttention-2's backward of the training step's fused attention,
 // dc.AttentionGrad(Q, Kt, V, O, dO, LSE[, mask]) {scale} -> (dQ, dKt, dV) (ref/ops_attention.cpp),
-// fp32 on CUDA cores, deterministic (no atomics). One launch, two kinds of block per batch:
+// fp32 on CUDA cores, deterministic (no atomics). Two launches of one kind of block each, per batch:
 //  - a key block owns block_n keys: K and V rows stay in shared memory, the query tiles
 //    stream past; per tile it recomputes S = Q Kt scale + mask and P = exp(S - LSE) from the
 //    saved log-sum-exp, dP = dO V^T, dS = P (dP - D) with D = rowsum(dO * O) (the tile's
@@ -101,8 +101,8 @@ __device__ __forceinline__ void dc_attn_bwd_load_keys(const float* DC_RESTRICT d
 
 )";
 
-constexpr const char* kKernel = R"(extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention_backward($(PARAMS)) {
-  DC_DYNAMIC_SMEM(float, dc_smem);
+// Both kernels start alike: shared memory and the batch's operands.
+constexpr const char* kPrologue = R"(  DC_DYNAMIC_SMEM(float, dc_smem);
   // Shared memory: Q [BM][LDQ], dO [BM][LDV], K [BN][LDQ], V [BN][LDV], P and dS [BM][LDS],
   // D and LSE [BM].
   float* dc_qs = dc_smem;
@@ -122,93 +122,109 @@ constexpr const char* kKernel = R"(extern "C" __global__ void DC_LAUNCH_BOUNDS($
   const float* dc_lse_in = $(LSE) + dc_b * $(SQ);
   const float* dc_mask = $(MASK);
   const dc_i64 dc_mbase = $(MASK_BASE);
-  if ((int)blockIdx.x < $(NKB)) {
-    // A key block: dV = P^T dO and dKt = scale Q^T dS over every query tile.
-    const dc_i64 dc_j0 = (dc_i64)blockIdx.x * $(BN);
-    dc_attn_bwd_load_keys(dc_kt, dc_v, dc_ks, dc_vs, dc_j0);
-    float dc_dk[$(NK)], dc_dv[$(NV)];
-    DC_UNROLL
-    for (int dc_i = 0; dc_i < $(NK); ++dc_i) dc_dk[dc_i] = 0.f;
-    DC_UNROLL
-    for (int dc_i = 0; dc_i < $(NV); ++dc_i) dc_dv[dc_i] = 0.f;
-    for (dc_i64 dc_i0 = 0; dc_i0 < $(SQ); dc_i0 += $(BM)) {
-      __syncthreads();  // the previous tile's P and dS are used up
-      dc_attn_bwd_load_queries(dc_q, dc_o, dc_do, dc_lse_in, dc_qs, dc_dos, dc_drow, dc_lse, dc_i0);
-      __syncthreads();
-      dc_attn_bwd_tile(dc_qs, dc_dos, dc_ks, dc_vs, dc_drow, dc_lse, dc_ps, dc_dss, dc_mask, dc_mbase, dc_i0, dc_j0);
-      __syncthreads();
-      DC_UNROLL
-      for (int dc_i = 0; dc_i < $(NK); ++dc_i) {
-        const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
-        if (dc_t < $(BN) * $(D)) {
-          const int dc_d = dc_t / $(BN), dc_c = dc_t % $(BN);
-          float dc_acc = dc_dk[dc_i];
-          for (int dc_r = 0; dc_r < $(BM); ++dc_r) dc_acc = fmaf(dc_dss[dc_r * $(LDS) + dc_c], dc_qs[dc_r * $(LDQ) + dc_d], dc_acc);
-          dc_dk[dc_i] = dc_acc;
-        }
-      }
-      DC_UNROLL
-      for (int dc_i = 0; dc_i < $(NV); ++dc_i) {
-        const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
-        if (dc_t < $(BN) * $(DV)) {
-          const int dc_c = dc_t / $(DV), dc_e = dc_t % $(DV);
-          float dc_acc = dc_dv[dc_i];
-          for (int dc_r = 0; dc_r < $(BM); ++dc_r) dc_acc = fmaf(dc_ps[dc_r * $(LDS) + dc_c], dc_dos[dc_r * $(LDV) + dc_e], dc_acc);
-          dc_dv[dc_i] = dc_acc;
-        }
-      }
-    }
+)";
+
+// Two launches, the key blocks then the query blocks. Each store is guarded by an early break
+// and a separate index check: with the two in one condition (t < n && j < SK) PoCL's CPU
+// device wrote past dKt's end in one tiling (block_m 32, block_n 16, 64 threads), which the
+// host emulator ran correctly.
+constexpr const char* kKernels = R"(extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention_backward_kv($(PARAMS)) {
+  $(PROLOGUE)
+  // A key block: dV = P^T dO and dKt = scale Q^T dS over every query tile.
+  const dc_i64 dc_j0 = (dc_i64)blockIdx.x * $(BN);
+  dc_attn_bwd_load_keys(dc_kt, dc_v, dc_ks, dc_vs, dc_j0);
+  float dc_dk[$(NK)], dc_dv[$(NV)];
+  DC_UNROLL
+  for (int dc_i = 0; dc_i < $(NK); ++dc_i) dc_dk[dc_i] = 0.f;
+  DC_UNROLL
+  for (int dc_i = 0; dc_i < $(NV); ++dc_i) dc_dv[dc_i] = 0.f;
+  for (dc_i64 dc_i0 = 0; dc_i0 < $(SQ); dc_i0 += $(BM)) {
+    __syncthreads();  // the previous tile's P and dS are used up
+    dc_attn_bwd_load_queries(dc_q, dc_o, dc_do, dc_lse_in, dc_qs, dc_dos, dc_drow, dc_lse, dc_i0);
+    __syncthreads();
+    dc_attn_bwd_tile(dc_qs, dc_dos, dc_ks, dc_vs, dc_drow, dc_lse, dc_ps, dc_dss, dc_mask, dc_mbase, dc_i0, dc_j0);
+    __syncthreads();
     DC_UNROLL
     for (int dc_i = 0; dc_i < $(NK); ++dc_i) {
       const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
-      const int dc_d = dc_t / $(BN), dc_c = dc_t % $(BN);
-      if (dc_t < $(BN) * $(D) && dc_j0 + dc_c < $(SK)) {
-        $(STORE_DKT)
+      if (dc_t < $(BN) * $(D)) {
+        const int dc_d = dc_t / $(BN), dc_c = dc_t % $(BN);
+        float dc_acc = dc_dk[dc_i];
+        for (int dc_r = 0; dc_r < $(BM); ++dc_r) dc_acc = fmaf(dc_dss[dc_r * $(LDS) + dc_c], dc_qs[dc_r * $(LDQ) + dc_d], dc_acc);
+        dc_dk[dc_i] = dc_acc;
       }
     }
     DC_UNROLL
     for (int dc_i = 0; dc_i < $(NV); ++dc_i) {
       const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
-      const int dc_c = dc_t / $(DV), dc_e = dc_t % $(DV);
-      if (dc_t < $(BN) * $(DV) && dc_j0 + dc_c < $(SK)) {
-        $(STORE_DV)
-      }
-    }
-  } else {
-    // A query block: dQ = scale dS K over every key tile.
-    const dc_i64 dc_i0 = ((dc_i64)blockIdx.x - $(NKB)) * $(BM);
-    dc_attn_bwd_load_queries(dc_q, dc_o, dc_do, dc_lse_in, dc_qs, dc_dos, dc_drow, dc_lse, dc_i0);
-    float dc_dq[$(NQ)];
-    DC_UNROLL
-    for (int dc_i = 0; dc_i < $(NQ); ++dc_i) dc_dq[dc_i] = 0.f;
-    for (dc_i64 dc_j0 = 0; dc_j0 < $(SK); dc_j0 += $(BN)) {
-      __syncthreads();  // the previous key tile is used up
-      dc_attn_bwd_load_keys(dc_kt, dc_v, dc_ks, dc_vs, dc_j0);
-      __syncthreads();
-      dc_attn_bwd_tile(dc_qs, dc_dos, dc_ks, dc_vs, dc_drow, dc_lse, dc_ps, dc_dss, dc_mask, dc_mbase, dc_i0, dc_j0);
-      __syncthreads();
-      DC_UNROLL
-      for (int dc_i = 0; dc_i < $(NQ); ++dc_i) {
-        const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
-        if (dc_t < $(BM) * $(D)) {
-          const int dc_r = dc_t / $(D), dc_d = dc_t % $(D);
-          float dc_acc = dc_dq[dc_i];
-          for (int dc_c = 0; dc_c < $(BN); ++dc_c) dc_acc = fmaf(dc_dss[dc_r * $(LDS) + dc_c], dc_ks[dc_c * $(LDQ) + dc_d], dc_acc);
-          dc_dq[dc_i] = dc_acc;
-        }
-      }
-    }
-    DC_UNROLL
-    for (int dc_i = 0; dc_i < $(NQ); ++dc_i) {
-      const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
-      const int dc_r = dc_t / $(D), dc_d = dc_t % $(D);
-      if (dc_t < $(BM) * $(D) && dc_i0 + dc_r < $(SQ)) {
-        $(STORE_DQ)
+      if (dc_t < $(BN) * $(DV)) {
+        const int dc_c = dc_t / $(DV), dc_e = dc_t % $(DV);
+        float dc_acc = dc_dv[dc_i];
+        for (int dc_r = 0; dc_r < $(BM); ++dc_r) dc_acc = fmaf(dc_ps[dc_r * $(LDS) + dc_c], dc_dos[dc_r * $(LDV) + dc_e], dc_acc);
+        dc_dv[dc_i] = dc_acc;
       }
     }
   }
+  DC_UNROLL
+  for (int dc_i = 0; dc_i < $(NK); ++dc_i) {
+    const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
+    if (dc_t >= $(BN) * $(D)) break;
+    const int dc_d = dc_t / $(BN), dc_c = dc_t % $(BN);
+    const dc_i64 dc_j = dc_j0 + dc_c;
+    if (dc_j < $(SK)) {
+      $(STORE_DKT)
+    }
+  }
+  DC_UNROLL
+  for (int dc_i = 0; dc_i < $(NV); ++dc_i) {
+    const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
+    if (dc_t >= $(BN) * $(DV)) break;
+    const int dc_c = dc_t / $(DV), dc_e = dc_t % $(DV);
+    const dc_i64 dc_j = dc_j0 + dc_c;
+    if (dc_j < $(SK)) {
+      $(STORE_DV)
+    }
+  }
 }
-DC_EXPORT_KERNEL(dc_attention_backward)
+DC_EXPORT_KERNEL(dc_attention_backward_kv)
+
+extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention_backward_q($(PARAMS)) {
+  $(PROLOGUE)
+  // A query block: dQ = scale dS K over every key tile.
+  const dc_i64 dc_i0 = (dc_i64)blockIdx.x * $(BM);
+  dc_attn_bwd_load_queries(dc_q, dc_o, dc_do, dc_lse_in, dc_qs, dc_dos, dc_drow, dc_lse, dc_i0);
+  float dc_dq[$(NQ)];
+  DC_UNROLL
+  for (int dc_i = 0; dc_i < $(NQ); ++dc_i) dc_dq[dc_i] = 0.f;
+  for (dc_i64 dc_j0 = 0; dc_j0 < $(SK); dc_j0 += $(BN)) {
+    __syncthreads();  // the previous key tile is used up
+    dc_attn_bwd_load_keys(dc_kt, dc_v, dc_ks, dc_vs, dc_j0);
+    __syncthreads();
+    dc_attn_bwd_tile(dc_qs, dc_dos, dc_ks, dc_vs, dc_drow, dc_lse, dc_ps, dc_dss, dc_mask, dc_mbase, dc_i0, dc_j0);
+    __syncthreads();
+    DC_UNROLL
+    for (int dc_i = 0; dc_i < $(NQ); ++dc_i) {
+      const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
+      if (dc_t < $(BM) * $(D)) {
+        const int dc_r = dc_t / $(D), dc_d = dc_t % $(D);
+        float dc_acc = dc_dq[dc_i];
+        for (int dc_c = 0; dc_c < $(BN); ++dc_c) dc_acc = fmaf(dc_dss[dc_r * $(LDS) + dc_c], dc_ks[dc_c * $(LDQ) + dc_d], dc_acc);
+        dc_dq[dc_i] = dc_acc;
+      }
+    }
+  }
+  DC_UNROLL
+  for (int dc_i = 0; dc_i < $(NQ); ++dc_i) {
+    const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
+    if (dc_t >= $(BM) * $(D)) break;
+    const int dc_r = dc_t / $(D), dc_d = dc_t % $(D);
+    const dc_i64 dc_qi = dc_i0 + dc_r;
+    if (dc_qi < $(SQ)) {
+      $(STORE_DQ)
+    }
+  }
+}
+DC_EXPORT_KERNEL(dc_attention_backward_q)
 )";
 
 bool is_input(const Graph& g, const std::string& t) {
@@ -286,17 +302,24 @@ GeneratedKernel generate_attention_backward(const Workload& w, const Variant& v)
     if (!is_output(g, n.outputs[out])) return std::string();  // a gradient nothing reads
     return fmt::format("{}[{}] = {};", ve.param_name(n.outputs[out]), index, value);
   };
-  vars["STORE_DQ"] = store(0, fmt::format("(dc_b * {} + dc_i0 + dc_r) * {} + dc_d", sq, d),
+  vars["STORE_DQ"] = store(0, fmt::format("(dc_b * {} + dc_qi) * {} + dc_d", sq, d),
                            fmt::format("dc_dq[dc_i] * {}", vars["SCALE"]));
-  vars["STORE_DKT"] = store(1, fmt::format("(dc_b * {} + dc_d) * {} + dc_j0 + dc_c", d, sk),
+  vars["STORE_DKT"] = store(1, fmt::format("(dc_b * {} + dc_d) * {} + dc_j", d, sk),
                             fmt::format("dc_dk[dc_i] * {}", vars["SCALE"]));
-  vars["STORE_DV"] = store(2, fmt::format("(dc_b * {} + dc_j0 + dc_c) * {} + dc_e", sk, dv), "dc_dv[dc_i]");
+  vars["STORE_DV"] = store(2, fmt::format("(dc_b * {} + dc_j) * {} + dc_e", sk, dv), "dc_dv[dc_i]");
   vars["PARAMS"] = kernel_params(w);
+  vars["PROLOGUE"] = expand_template(kPrologue, vars);
   std::string source = source_header(w, v.template_name, v.key()) + expand_template(kDeviceFunctions, vars) +
-                       expand_template(kKernel, vars);
+                       expand_template(kKernels, vars);
+  DC_INTERNAL_CHECK(s.batch <= 65535, "attention_backward: ", s.batch, " batch*heads exceed grid.y");
   const int64_t smem = attention_backward_smem_bytes(s, bm, bn);
-  return one_launch_kernel(w, v, std::move(source), "dc_attention_backward",
-                           {ceil_div(sk, bn) + ceil_div(sq, bm), s.batch, 1}, threads, smem);
+  GeneratedKernel k = one_launch_kernel(w, v, std::move(source), "dc_attention_backward_kv",
+                                        {ceil_div(sk, bn), s.batch, 1}, threads, smem);
+  Launch q = k.launches.front();
+  q.kernel = "dc_attention_backward_q";
+  q.grid = {ceil_div(sq, bm), s.batch, 1};
+  k.launches.push_back(std::move(q));
+  return k;
 }
 
 }  // namespace dc

@@ -269,9 +269,9 @@ BlockModel attention_block(const WorkloadShape& s, const Params& p, const Varian
   return b;
 }
 
-// FlashAttention-2's backward on CUDA cores (template_attention_backward.cpp): one launch of
-// key blocks (per query tile: S and dP recomputed, dV and dKt accumulated) and query blocks
-// (per key tile: S and dP recomputed, dQ accumulated), priced as their average block. Each
+// FlashAttention-2's backward on CUDA cores (template_attention_backward.cpp): a launch of
+// key blocks (per query tile: S and dP recomputed, dV and dKt accumulated), then one of query
+// blocks (per key tile: S and dP recomputed, dQ accumulated), priced as their average block. Each
 // multiply-add reads both operands from shared memory (no register blocking: three issue
 // slots); one exp per score on the SFU; per tile two barriers around an unpipelined load, so
 // a tile pays the L2 latency. Every key block re-reads Q, dO and O, every query block K and V.
@@ -293,7 +293,10 @@ BlockModel attention_backward_block(const WorkloadShape& s, const Params& p, con
   const double issue = (3 * fma + loads + tiles * bm * bn * 6 / 32) / g.issue_per_clk;
   b.pipe_cycles = std::max({issue, fma / fp32_warp_fma_per_clk(g), exps});
   b.warps_needed = 8;
-  b.critical_cycles = tiles * (kL2LatencyCycles + b.pipe_cycles / std::max(1.0, tiles) / std::min(1.0, warps / b.warps_needed));
+  // The two launches run one after the other: a key block's tile path, then a query
+  // block's, and the second launch's overhead.
+  const double per_tile = b.pipe_cycles / std::max(1.0, tiles) / std::min(1.0, warps / b.warps_needed);
+  b.critical_cycles = (q_tiles + k_tiles) * (kL2LatencyCycles + per_tile) + g.launch_overhead_us * 1e-6 * g.clock_hz();
   b.smem_bytes = (3 * fma * 32 + loads * 32) * 4;
   b.l2_bytes = tiles * (bm * (d + 2 * dv) + bn * (d + dv)) * s.elem_bytes;
   const double q_side = s.a_bytes + 2 * static_cast<double>(s.batch) * sq * dv * s.elem_bytes;  // Q, O, dO

@@ -12,6 +12,7 @@
 #include "estimator.h"
 #include "estimator_testing.h"
 #include "generate.h"
+#include "gpu/gpu_catalog.h"
 #include "op_case_harness.h"
 #include "param_space.h"
 #include "random_inputs.h"
@@ -24,14 +25,15 @@ namespace {
 
 // The reference kernel and up to `max` variants spread over the space, each against the CPU
 // reference of the workload on `device`. Returns the number of kernels compared.
-int expect_kernels_match(const testing::CaseDevice& device, const testing::AttentionBackwardCase& c, size_t max) {
+int expect_kernels_match(const testing::CaseDevice& device, const testing::AttentionBackwardCase& c, size_t max,
+                         const GpuSpec* space_of = nullptr) {
   const Workload w = testing::attention_backward_workload(c);
   const std::vector<Tensor> in = testing::attention_backward_inputs(w, c, 2026);
   ref::TensorMap in_map;
   for (size_t i = 0; i < in.size(); ++i) in_map[w.graph.inputs[i]] = in[i];
   const ref::TensorMap want = ref::run_graph(w.graph, in_map);
   const Tolerance tol = variant_tolerance("fp32", w);
-  const auto all = enumerate_variants(w, device.spec, SpaceOptions{{"fp32"}});
+  const auto all = enumerate_variants(w, space_of ? *space_of : device.spec, SpaceOptions{{"fp32"}});
   EXPECT_FALSE(all.empty()) << c.name << ": no attention_backward variant on " << device.name;
   std::vector<GeneratedKernel> kernels = {generate_reference(w)};
   for (size_t i = 0; i < max && i < all.size(); ++i) {
@@ -57,6 +59,17 @@ TEST(CodegenAttentionBackward, EdgeShapesMatchTheReferenceOnTheEmulator) {
   for (const auto& c : testing::attention_backward_cases())
     compared += expect_kernels_match(testing::emulator_device(), c, 4);
   EXPECT_EQ(compared, 15);
+}
+
+TEST(CodegenAttentionBackward, EveryVariantOfOneShapeOnTheEmulator) {
+  // Every tiling of the A100's and of PoCL's CPU device's spaces (more threads than a tile
+  // has elements, one query tile, tiles past the sequence's end).
+  const auto c = testing::attention_backward_cases()[0];
+  for (const char* gpu : {"a100", "pocl-cpu"}) {
+    SCOPED_TRACE(gpu);
+    const GpuSpec spec = GpuCatalog::builtin().require(gpu);
+    EXPECT_GE(expect_kernels_match(testing::emulator_device(), c, 1000, &spec), 10);
+  }
 }
 
 TEST(CodegenAttentionBackward, SpaceKeysAndPrices) {
