@@ -19,6 +19,7 @@ struct AttentionOperands {
   int64_t batch = 1, sq = 0, sk = 0, d = 0, dv = 0;
   std::vector<double> q, kt, v, mask;
   std::vector<int64_t> mask_strides;  // per scores dim, 0 where the mask broadcasts
+  std::vector<int64_t> batch_offset;  // the mask's offset of each batch index
   double scale = 1;
 
   double qv(int64_t b, int64_t i, int64_t k) const { return q[(b * sq + i) * d + k]; }
@@ -36,7 +37,6 @@ struct AttentionOperands {
     for (int64_t k = 0; k < d; ++k) s += qv(b, i, k) * ktv(b, k, j);
     return s * scale + maskv(b, i, j);
   }
-  std::vector<int64_t> batch_offset;  // the mask's offset of each batch index
 };
 
 std::vector<double> as_doubles(const Tensor& t) {
