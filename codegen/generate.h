@@ -20,6 +20,7 @@ GeneratedKernel generate_reference(const Workload& w);
 GeneratedKernel generate_gemm(const Workload& w, const Variant& v);         // gemm_tiled, conv_implicit_gemm
 GeneratedKernel generate_depthwise(const Workload& w, const Variant& v);    // depthwise_direct
 GeneratedKernel generate_attention(const Workload& w, const Variant& v);    // attention_fused
+GeneratedKernel generate_attention_backward(const Workload& w, const Variant& v);  // attention_backward
 GeneratedKernel generate_reduction(const Workload& w, const Variant& v);    // row_reduce
 GeneratedKernel generate_pool(const Workload& w, const Variant& v);         // pool_window
 GeneratedKernel generate_elementwise(const Workload& w, const Variant& v);  // elementwise, opaque_generic

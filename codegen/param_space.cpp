@@ -15,6 +15,7 @@
 #include "ir/optimizer_update.h"
 #include "ir/reduced_axes.h"
 #include "ref/conv_transpose.h"
+#include "training_attention.h"
 
 namespace dc {
 
@@ -229,6 +230,27 @@ void analyze_attention(const Graph& g, WorkloadShape& s) {
   s.vec_align = align_of({s.k, s.dv});
 }
 
+// One dc.AttentionGrad(Q, Kt, V, O, dO, LSE[, mask]): m = Sq, n = Sk, k = D, dv, batch.
+void analyze_attention_backward(const Graph& g, const Node& n, WorkloadShape& s) {
+  const Shape& q = shape_of(g, n.input(0));
+  const Shape& kt = shape_of(g, n.input(1));
+  const Shape& v = shape_of(g, n.input(2));
+  DC_INTERNAL_CHECK(q.size() >= 2 && kt.size() == q.size() && v.size() == q.size(),
+                    "dc.AttentionGrad operands of ranks ", q.size(), ", ", kt.size(), ", ", v.size());
+  s.family = Family::attention;
+  s.attention_backward = true;
+  s.elem_bytes = elem_size_of(g, n.input(0));
+  s.m = q[q.size() - 2];
+  s.k = q.back();
+  s.n = kt.back();
+  s.dv = v.back();
+  s.batch = product(q, 0, q.size() - 2);
+  s.a_bytes = static_cast<double>(shape_numel(q)) * s.elem_bytes;
+  s.b_bytes = static_cast<double>(shape_numel(kt)) * s.elem_bytes;
+  s.v_bytes = static_cast<double>(shape_numel(v)) * s.elem_bytes;
+  s.vec_align = 1;
+}
+
 void analyze_reduction(const Graph& g, const Node& n, WorkloadShape& s) {
   const Shape& x = shape_of(g, n.input(0));
   const int64_t rank = static_cast<int64_t>(x.size());
@@ -286,6 +308,11 @@ NaiveLoops naive_loops(const Graph& g, const Node& n) {
     l.serial_loop = 2 * shape_numel(x);
   } else if (n.op == "dc.GatherGrad") {  // every index, for each element of the table
     l.per_output = shape_numel(shape_of(g, n.input(1)));
+  } else if (n.op == "dc.Attention" || n.op == "dc.AttentionGrad") {  // each element's key or query loop
+    const Shape& q = shape_of(g, n.input(0));
+    const int64_t sq = q.size() < 2 ? 1 : q[q.size() - 2], d = q.empty() ? 1 : q.back();
+    const int64_t sk = shape_of(g, n.input(1)).back(), dv = shape_of(g, n.input(2)).back();
+    l.per_output = n.op == "dc.Attention" ? 3 * sk * d : std::max(sq, sk) * (d + 2 * dv);
   }
   return l;
 }
@@ -392,6 +419,18 @@ WorkloadShape analyze_workload(const Workload& w) {
       analyze_output_parallel(g, s);
       break;
     case ClusterKind::opaque:
+      if (g.nodes.size() == 1 && g.nodes[0].op == "dc.AttentionGrad" && g.info(g.nodes[0].input(0)).dtype == DType::f32 &&
+          std::all_of(g.nodes[0].inputs.begin(), g.nodes[0].inputs.end(), [&](const std::string& t) {
+            return std::find(g.inputs.begin(), g.inputs.end(), t) != g.inputs.end();  // read from memory
+          })) {
+        analyze_attention_backward(g, g.nodes[0], s);
+        break;
+      }
+      if (is_training_attention(w)) {  // its forward: the fused template, which also writes the LSE
+        s.family = Family::attention;
+        analyze_attention(expand_training_attention(w).graph, s);
+        break;
+      }
       s.family = Family::opaque;
       analyze_output_parallel(g, s);
       break;

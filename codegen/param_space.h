@@ -80,6 +80,9 @@ struct WorkloadShape {
   double v_bytes = 0;     // attention: V
   bool gather_a = false;  // Conv whose A tile is an im2col gather (not 1x1/stride 1/pad 0)
   int64_t dv = 0;         // attention: V's head dimension
+  // attention: the workload is one dc.AttentionGrad (FlashAttention-2's backward,
+  // "attention_backward", template_attention_backward.cpp) rather than the forward cluster.
+  bool attention_backward = false;
   GemmOperandLayout a_layout, b_layout;  // gemm / conv: how the template reads A and B
   // gemm: a GLU epilogue (gemm_glu_epilogue): the outputs hold n / 2 columns, each from the
   // accumulators of columns 2j and 2j + 1, which one thread holds; no split-K.
@@ -241,6 +244,9 @@ int gemm_tf32_regs(const Tf32ThreadLoad& t, int64_t threads);
 // launch bound below 255.
 int attention_mma_regs(const WorkloadShape& s, const std::string& precision, int64_t warp_m,
                        int64_t block_n, int64_t threads);
+
+// attention_backward's dynamic shared memory (template_attention_backward.cpp's layout).
+int64_t attention_backward_smem_bytes(const WorkloadShape& s, int64_t block_m, int64_t block_n);
 
 // --- Per-family enumerators (param_space_gemm.cpp, _attention.cpp, _reduction.cpp,
 // _elementwise.cpp) ----

@@ -173,6 +173,64 @@ void enumerate_attention_mma(const WorkloadShape& s, const GpuSpec& gpu, const s
           }
 }
 
+// FlashAttention-2's backward on CUDA cores (template_attention_backward.cpp): one launch of
+// ceil(Sk / block_n) key blocks (dKt, dV) and ceil(Sq / block_m) query blocks (dQ) per batch,
+// each streaming the other side's tiles through shared memory; its accumulators in registers.
+// Choices: block_m and block_n of 16 to 64, 64 to 256 threads.
+struct AttentionBackwardChoices {
+  std::vector<int64_t> block_m, block_n, threads = {64, 128, 256};
+};
+
+AttentionBackwardChoices attention_backward_choices(const WorkloadShape& s) {
+  AttentionBackwardChoices c;
+  c.block_m = tiles_up_to({16, 32, 64}, s.m, 16);
+  c.block_n = tiles_up_to({16, 32, 64}, s.n, 16);
+  return c;
+}
+
+// Accumulators a thread holds at most (ptxas keeps these arrays in registers).
+constexpr int64_t kMaxBackwardAccumulators = 64;
+
+std::optional<Variant> attention_backward_point(const WorkloadShape& s, const GpuSpec& gpu, const std::string& precision,
+                                                const AttentionParams& p, std::string* why) {
+  if (precision != "fp32") return refuse(why, "attention_backward has only the fp32 path, not ", precision);
+  const AttentionBackwardChoices c = attention_backward_choices(s);
+  const int64_t bm = p.block_m, bn = p.block_n, threads = p.threads;
+  if (!offered(c.block_m, bm, "block_m", why) || !offered(c.block_n, bn, "block_n", why) ||
+      !offered(c.threads, threads, "threads", why))
+    return std::nullopt;
+  const int64_t kv_acc = ceil_div(bn * s.k, threads) + ceil_div(bn * s.dv, threads);
+  const int64_t q_acc = ceil_div(bm * s.k, threads);
+  if (std::max(kv_acc, q_acc) > kMaxBackwardAccumulators)
+    return refuse(why, "a thread would hold ", std::max(kv_acc, q_acc), " accumulators (at most ",
+                  kMaxBackwardAccumulators, ")");
+  Variant v;
+  v.template_name = kAttentionBackwardTemplate;
+  write_params(p, kCudaCorePath, v);
+  v.threads_per_block = static_cast<int>(threads);
+  v.smem_bytes = attention_backward_smem_bytes(s, bm, bn);
+  const int bound = launch_bounds_regs(threads);
+  v.regs_per_thread = static_cast<int>(std::min<int64_t>(48 + std::max(kv_acc, q_acc), bound < 255 ? bound : 255));
+  v.grid_blocks = (ceil_div(s.n, bn) + ceil_div(s.m, bm)) * s.batch;
+  if (!fits_gpu(v, gpu, why)) return std::nullopt;
+  return v;
+}
+
+void enumerate_attention_backward(const WorkloadShape& s, const GpuSpec& gpu, std::vector<Variant>& out) {
+  const AttentionBackwardChoices c = attention_backward_choices(s);
+  for (int64_t bm : c.block_m)
+    for (int64_t bn : c.block_n)
+      for (int64_t threads : c.threads) {
+        AttentionParams p;
+        p.block_m = bm, p.block_n = bn, p.threads = threads;
+        if (auto v = attention_backward_point(s, gpu, "fp32", p, nullptr)) out.push_back(std::move(*v));
+      }
+}
+
+// The training step's dc.Attention (an opaque workload the fused forward computes, writing
+// each row's log-sum-exp too: template_attention.cpp's STORE_LSE).
+bool saves_lse(const WorkloadShape& s) { return s.kind == ClusterKind::opaque && !s.attention_backward; }
+
 bool attention_shape_ok(const WorkloadShape& s) {
   // Head dimensions above 256 get no fused variant (the separate GEMM/softmax clusters
   // cover them).
@@ -205,10 +263,24 @@ int attention_m8n8k4_regs(const WorkloadShape& s, int64_t warp_m, int64_t block_
   return static_cast<int>(bound < 255 ? std::min<int64_t>(regs, bound) : regs);
 }
 
+int64_t attention_backward_smem_bytes(const WorkloadShape& s, int64_t block_m, int64_t block_n) {
+  // Q and dO rows, K and V rows (each padded by one), P and dS tiles, D and LSE per row.
+  return ((block_m + block_n) * (s.k + 1 + s.dv + 1) + 2 * block_m * (block_n + 1) + 2 * block_m) * 4;
+}
+
 std::vector<Variant> enumerate_attention(const WorkloadShape& s, const GpuSpec& gpu,
                                          const std::vector<std::string>& precisions) {
   std::vector<Variant> out;
   if (!attention_shape_ok(s)) return out;
+  const bool fp32 = std::find(precisions.begin(), precisions.end(), "fp32") != precisions.end();
+  if (s.attention_backward) {
+    if (fp32) enumerate_attention_backward(s, gpu, out);
+    return out;
+  }
+  if (saves_lse(s)) {  // the training step's forward: only the CUDA-core path writes the LSE
+    if (fp32) enumerate_attention_fp32(s, gpu, out);
+    return out;
+  }
   for (const auto& p : precisions) {
     if (p == "fp32") {
       enumerate_attention_fp32(s, gpu, out);
@@ -222,6 +294,9 @@ std::vector<Variant> enumerate_attention(const WorkloadShape& s, const GpuSpec& 
 std::optional<Variant> attention_point(const WorkloadShape& s, const GpuSpec& gpu, const std::string& precision,
                                        const AttentionParams& p, std::string* why) {
   if (!attention_shape_ok(s)) return refuse(why, "no fused attention for head dimensions ", s.k, " and ", s.dv);
+  if (s.attention_backward) return attention_backward_point(s, gpu, precision, p, why);
+  if (saves_lse(s) && precision != "fp32")
+    return refuse(why, "the training step's attention (it saves its log-sum-exp) has only the fp32 path");
   if (precision == "fp32") return attention_fp32_point(s, gpu, attention_fp32_choices(s), p, why);
   return attention_mma_point(s, gpu, precision, attention_mma_choices(s, gpu, precision), p, why);
 }

@@ -308,6 +308,7 @@ constexpr const char* kKernel = R"(extern "C" __global__ void DC_LAUNCH_BOUNDS($
       $(EPILOGUE)
     }
   }
+  $(STORE_LSE)
 }
 DC_EXPORT_KERNEL(dc_attention)
 )";
@@ -430,8 +431,9 @@ void pipeline_vars(TemplateVars& vars, const Fp32Layout& L) {
 
 }  // namespace
 
-GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
+GeneratedKernel generate_attention(const Workload& workload, const Variant& v) {
   DC_INTERNAL_CHECK(v.template_name == "attention_fused", "attention_fused: variant ", v.key());
+  const Workload w = expand_training_attention(workload);  // the training step's dc.Attention
   if (v.precision != "fp32") return generate_attention_mma(w, v);
   const Graph& g = w.graph;
   const AttentionMatch am = match_attention(w);
@@ -448,6 +450,11 @@ GeneratedKernel generate_attention(const Workload& w, const Variant& v) {
   pipeline_vars(vars, L);
   vars["SCORES"] = expand_template(kScores, vars);
   vars["ONLINE_SOFTMAX"] = expand_template(kOnlineSoftmax, vars);
+  vars["STORE_LSE"] = am.lse.empty() ? "" : expand_template(R"(// Each row's log-sum-exp (the training step's backward reads it): -inf for a row masked entirely.
+for (int dc_r = (int)threadIdx.x; dc_r < $(BM); dc_r += $(THREADS))
+  if (dc_q0 + dc_r < $(SQ))
+    $(LSE)[dc_bz * $(SQ) + dc_q0 + dc_r] = dc_rmax[dc_r] == $(NEG_INF) ? $(NEG_INF) : dc_rmax[dc_r] + logf(dc_rsum[dc_r]);
+)", [&] { TemplateVars lv = vars; lv["LSE"] = ve.param_name(am.lse); return lv; }());
 
   std::string src = source_header(w, v.template_name, v.key());
   src += fmt::format("// attention: batch {}, {} queries x {} keys, head dims {} / {}\n", am.batch, am.sq, am.sk, am.d,

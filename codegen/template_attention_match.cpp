@@ -107,7 +107,12 @@ AttentionMatch match_attention(const Workload& w) {
   DC_INTERNAL_CHECK(os == want_out, "attention_fused: output ", shape_str(os),
                     " does not have the scores' batch dims ", shape_str(want_out));
   for (const auto& o : g.outputs)
-    DC_INTERNAL_CHECK(g.info(o).shape == os || output_permutation(g, m, o), "attention_fused: output '", o,
+    if (!g.producer(o)) m.lse = o;  // expand_training_attention's log-sum-exp
+  if (!m.lse.empty())
+    DC_INTERNAL_CHECK(g.info(m.lse).shape == Shape(os.begin(), os.end() - 1) && g.info(m.lse).dtype == DType::f32,
+                      "attention_fused: log-sum-exp output '", m.lse, "' of shape ", shape_str(g.info(m.lse).shape));
+  for (const auto& o : g.outputs)
+    DC_INTERNAL_CHECK(o == m.lse || g.info(o).shape == os || output_permutation(g, m, o), "attention_fused: output '", o,
                       "' is neither elementwise with the attention output nor a Transpose of it");
   m.batch = shape_numel(m.batch_shape);
   m.score_dtype = g.info(m.qk->outputs[0]).dtype;
@@ -211,6 +216,7 @@ std::string attention_epilogue(ValueEmitter& ve, const Workload& w, const Attent
   ve.bind(m.pv->outputs[0], round_to_storage(m.out_dtype, hv));
   const auto oc = m.with_batch({"dc_qr", "dc_e"});
   for (const auto& o : g.outputs) {
+    if (o == m.lse) continue;  // written from the row statistics, not per element
     // A Transpose of the attention output is stored at the permuted coordinates (its
     // element at y reads the attention output at x with x[perm[i]] = y[i], i.e. here).
     std::vector<std::string> yc = oc;

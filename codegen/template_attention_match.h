@@ -10,6 +10,7 @@
 
 #include "ir/workload.h"
 #include "ir/kernel.h"
+#include "training_attention.h"
 #include "variant.h"
 #include "value_emitter.h"
 
@@ -29,6 +30,9 @@ struct AttentionMatch {
   DType score_dtype = DType::f32;  // of Q K^T and of P V (the attention output)
   DType out_dtype = DType::f32;
   bool guarded = false;  // Where(IsNaN(P), 0, P) between the Softmax and P V: masked rows give 0
+  // The training step's dc.Attention (expand_training_attention): the workload output no node
+  // computes, each query row's log-sum-exp [batch.., Sq], which the kernel writes. "" if none.
+  std::string lse;
 
   // The batch coordinates followed by `tail`.
   std::vector<std::string> with_batch(std::vector<std::string> tail) const;
@@ -40,6 +44,7 @@ bool reads_probabilities(const Graph& g, const Node& mm, const Node& softmax, bo
 
 // InternalError (naming attention_fused) unless the workload has that shape.
 AttentionMatch match_attention(const Workload& w);
+
 
 // The perm of the Transpose producing workload output `tensor` from the attention output
 // (the kernel stores it at the permuted coordinates: no copy kernel after attention), or

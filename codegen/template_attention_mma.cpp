@@ -688,6 +688,8 @@ DC_EXPORT_KERNEL(dc_attention_combine)
 GeneratedKernel generate_attention_mma(const Workload& w, const Variant& v) {
   DC_INTERNAL_CHECK(v.template_name == "attention_fused", "attention_fused: variant ", v.key());
   const AttentionMatch am = match_attention(w);
+  DC_INTERNAL_CHECK(am.lse.empty(), "attention_fused: the tensor-core path does not write the log-sum-exp of ",
+                    "the training step's attention (fp32 variants only)");
   const MathType mt = math_type(v.precision);
   const MmaLayout L = mma_layout(am, mt, v);
 

@@ -55,6 +55,8 @@ class TrainingEmitter {
     if (op == "dc.ConvGradData") return conv_grad_data(o, code);
     if (op == "dc.ConvGradWeight") return conv_grad_weight(o, code);
     if (op == "dc.MaxPoolGrad" || op == "dc.AveragePoolGrad") return pool_grad(o, code);
+    if (op == "dc.Attention") return out == 0 ? attention_output(o, code) : row_attention_lse(o, code);
+    if (op == "dc.AttentionGrad") return attention_grad(out, o, code);
     throw_internal_error("reference kernel cannot emit training op ", op);
   }
 
@@ -354,6 +356,94 @@ class TrainingEmitter {
     return acc;
   }
 
+  // ---- dc.Attention(Q, Kt, V[, mask]) -> (O, LSE); dc.AttentionGrad(Q, Kt, V, O, dO, LSE[, mask])
+  // -> (dQ, dKt, dV), as ref/ops_attention.cpp: scores recomputed per use, sums in double ----
+  // A double holding the scaled, masked score of query `i`, key `j` in batch `bc`.
+  std::string attention_score(const std::vector<std::string>& bc, const std::string& i, const std::string& j,
+                              size_t mask_input, std::string& code) {
+    const int64_t d = shape(in(0)).back();
+    const std::string s = fresh("s"), k = fresh("k");
+    code += fmt::format("  double {} = 0.0;\n", s) + for_loop(k, d);
+    code += fmt::format("  {} += (double){} * (double){};\n  }}\n", s, read(0, concat(bc, {i, k}), code),
+                        read(1, concat(bc, {k, j}), code));
+    code += fmt::format("  {} *= {};\n", s, double_literal(n_.attrs.get_float("scale", 1.f)));
+    if (n_.has_input(mask_input)) {  // broadcast: extent-1 dims read at 0, missing leading dims dropped
+      const Shape& ms = shape(in(mask_input));
+      const std::vector<std::string> sc = concat(bc, {i, j});
+      std::vector<std::string> mc;
+      for (size_t k2 = 0; k2 < ms.size(); ++k2) mc.push_back(ms[k2] == 1 ? "0" : sc[sc.size() - ms.size() + k2]);
+      code += fmt::format("  {} += (double){};\n", s, read(mask_input, mc, code));
+    }
+    return s;
+  }
+  // The probability exp(score - lse), 0 in a row masked entirely (lse = -inf).
+  std::string attention_probability(const std::string& score, const std::string& lse) {
+    return fmt::format("({1} < -1e300 ? 0.0 : exp({0} - {1}))", score, lse);
+  }
+  std::string row_lse_of_scores(const std::vector<std::string>& bc, const std::string& i, std::string& code) {
+    const int64_t sk = shape(in(1)).back();
+    const std::string m = fresh("mx"), z = fresh("z"), j1 = fresh("j"), j2 = fresh("j"), lse = fresh("lse");
+    code += fmt::format("  double {} = (double){};\n", m, float_literal(-INFINITY)) + for_loop(j1, sk);
+    code += fmt::format("  {0} = fmax({0}, {1});\n  }}\n", m, attention_score(bc, i, j1, 3, code));
+    code += fmt::format("  double {} = 0.0;\n", z) + for_loop(j2, sk);
+    code += fmt::format("  {} += exp({} - {});\n  }}\n", z, attention_score(bc, i, j2, 3, code), m);
+    code += fmt::format("  const double {} = {} < -1e300 ? {} : {} + log({});\n", lse, m, m, m, z);
+    return lse;
+  }
+  std::string row_attention_lse(const std::vector<std::string>& o, std::string& code) {
+    return fmt::format("(float){}", row_lse_of_scores(slice(o, 0, o.size() - 1), o.back(), code));
+  }
+  std::string attention_output(const std::vector<std::string>& o, std::string& code) {
+    const std::vector<std::string> bc = slice(o, 0, o.size() - 2);
+    const std::string& i = o[o.size() - 2];
+    const std::string lse = row_lse_of_scores(bc, i, code);
+    const std::string acc = fresh("acc"), j = fresh("j");
+    code += fmt::format("  double {} = 0.0;\n", acc) + for_loop(j, shape(in(1)).back());
+    const std::string p = attention_probability(attention_score(bc, i, j, 3, code), lse);
+    code += fmt::format("  {} += {} * (double){};\n  }}\n", acc, p, read(2, concat(bc, {j, o.back()}), code));
+    return fmt::format("(float){}", acc);
+  }
+  // dS of (i, j) = P (dO_i . V_j - D_i), D_i = dO_i . O_i: statements, returns the double.
+  std::string attention_ds(const std::vector<std::string>& bc, const std::string& i, const std::string& j,
+                           const std::string& lse, std::string& code) {
+    const int64_t dv = shape(in(2)).back();
+    const std::string drow = fresh("drow"), dp = fresh("dp"), e1 = fresh("e"), e2 = fresh("e"), ds = fresh("ds");
+    code += fmt::format("  double {} = 0.0, {} = 0.0;\n", drow, dp) + for_loop(e1, dv);
+    code += fmt::format("  {} += (double){} * (double){};\n  }}\n", drow, read(4, concat(bc, {i, e1}), code),
+                        read(3, concat(bc, {i, e1}), code));
+    code += for_loop(e2, dv);
+    code += fmt::format("  {} += (double){} * (double){};\n  }}\n", dp, read(4, concat(bc, {i, e2}), code),
+                        read(2, concat(bc, {j, e2}), code));
+    const std::string p = attention_probability(attention_score(bc, i, j, 6, code), lse);
+    code += fmt::format("  const double {} = {} * ({} - {});\n", ds, p, dp, drow);
+    return ds;
+  }
+  std::string attention_grad(size_t out, const std::vector<std::string>& o, std::string& code) {
+    const std::vector<std::string> bc = slice(o, 0, o.size() - 2);
+    const std::string &r = o[o.size() - 2], &c = o.back();
+    const int64_t sq = shape(in(0))[shape(in(0)).size() - 2], sk = shape(in(1)).back();
+    const std::string acc = fresh("acc"), t = fresh("t"), lse = fresh("lse");
+    const double scale = n_.attrs.get_float("scale", 1.f);
+    code += fmt::format("  double {} = 0.0;\n", acc);
+    if (out == 0) {  // dQ at (i = r, k = c): scale sum_j dS_ij Kt[k, j]
+      code += fmt::format("  const double {} = (double){};\n", lse, read(5, concat(bc, {r}), code)) + for_loop(t, sk);
+      const std::string ds = attention_ds(bc, r, t, lse, code);
+      code += fmt::format("  {} += {} * (double){};\n  }}\n", acc, ds, read(1, concat(bc, {c, t}), code));
+    } else if (out == 1) {  // dKt at (k = r, j = c): scale sum_i dS_ij Q[i, k]
+      code += for_loop(t, sq);
+      code += fmt::format("  const double {} = (double){};\n", lse, read(5, concat(bc, {t}), code));
+      const std::string ds = attention_ds(bc, t, c, lse, code);
+      code += fmt::format("  {} += {} * (double){};\n  }}\n", acc, ds, read(0, concat(bc, {t, r}), code));
+    } else {  // dV at (j = r, e = c): sum_i P_ij dO[i, e]
+      code += for_loop(t, sq);
+      code += fmt::format("  const double {} = (double){};\n", lse, read(5, concat(bc, {t}), code));
+      const std::string p = attention_probability(attention_score(bc, t, r, 6, code), lse);
+      code += fmt::format("  {} += {} * (double){};\n  }}\n", acc, p, read(4, concat(bc, {t, c}), code));
+      return fmt::format("(float){}", acc);
+    }
+    return fmt::format("(float)({} * {})", acc, double_literal(scale));
+  }
+
   NaiveNodeContext& c_;
   const Node& n_;
 };
@@ -372,7 +462,8 @@ bool naive_training_supports(const Node& n) {
   static const char* const kOps[] = {
       "dc.Dropout",     "dc.BatchNormTrain",  "dc.BatchNormStats", "dc.GeluGrad",       "dc.GatherGrad",
       "dc.SoftmaxCrossEntropy", "dc.SoftmaxCrossEntropyGrad", "dc.SgdUpdate", "dc.AdamWUpdate",
-      "dc.ConvGradData", "dc.ConvGradWeight", "dc.MaxPoolGrad",  "dc.AveragePoolGrad", kBatchNormApply};
+      "dc.ConvGradData", "dc.ConvGradWeight", "dc.MaxPoolGrad",  "dc.AveragePoolGrad", kBatchNormApply,
+      "dc.Attention",   "dc.AttentionGrad"};
   for (const char* op : kOps)
     if (n.op == op) return true;
   return false;

@@ -56,6 +56,8 @@ struct Variant {
 // chooses it. Key "reference/fp32/". is_reference_key is THE test for "is this the
 // reference kernel?" (tune, the tuning DB, dc-db and the report all ask it).
 inline constexpr const char* kReferenceTemplate = "reference";
+// FlashAttention-2's backward of the training step's dc.AttentionGrad (family attention).
+inline constexpr const char* kAttentionBackwardTemplate = "attention_backward";
 Variant reference_variant();
 bool is_reference_key(const std::string& variant_key);
 bool is_reference(const Variant& v);  // is_reference_key(v.key())

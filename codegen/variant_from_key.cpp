@@ -112,9 +112,9 @@ std::optional<Variant> Variant::from_key(const std::string& key, const Workload&
   if (!template_param_names(k->template_name))
     return refuse(why, "unknown template '", k->template_name, "' in variant key '", key, "'");
   const WorkloadShape s = analyze_workload(w);
-  if (k->template_name != family_template_name(s.family))
-    return refuse(why, "workload ", w.signature, " is computed by ", family_template_name(s.family), ", not ",
-                  k->template_name);
+  const char* expected = s.attention_backward ? kAttentionBackwardTemplate : family_template_name(s.family);
+  if (k->template_name != expected)
+    return refuse(why, "workload ", w.signature, " is computed by ", expected, ", not ", k->template_name);
   if (!is_precision_path(k->precision)) return refuse(why, "unknown precision '", k->precision, "'");
   if (!gpu_has_precision(gpu, k->precision)) return refuse(why, "no ", k->precision, " path on ", gpu.sm_arch());
   std::optional<Variant> v = family_point(s, gpu, *k, why);

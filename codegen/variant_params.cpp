@@ -94,6 +94,7 @@ const std::vector<std::string>* template_param_names(const std::string& template
       {family_template_name(Family::conv), names_of<GemmParams>()},
       {family_template_name(Family::depthwise), names_of<DepthwiseParams>()},
       {family_template_name(Family::attention), names_of<AttentionParams>()},
+      {kAttentionBackwardTemplate, names_of<AttentionParams>()},
       {family_template_name(Family::reduction), names_of<ReductionParams>()},
       {family_template_name(Family::pool_window), names_of<OutputParams>()},
       {family_template_name(Family::elementwise), names_of<OutputParams>()},

@@ -21,6 +21,11 @@ int64_t training_reduction_length(const Graph& g, const Node& n) {
   if (n.op == "dc.ConvGradWeight") return std::max<int64_t>(1, numel(1) / dim(1, 1));  // batch x positions
   if (n.op == "dc.SoftmaxCrossEntropy") return std::max<int64_t>(1, numel(0));  // every row's classes
   if (n.op == "dc.GatherGrad") return std::max<int64_t>(1, numel(1));
+  if (n.op == "dc.Attention") return dim(1, g.info(n.input(1)).shape.size() - 1) + dim(0, g.info(n.input(0)).shape.size() - 1);
+  if (n.op == "dc.AttentionGrad") {  // the query or key loop of dot products
+    const Shape& q = g.info(n.input(0)).shape;
+    return std::max(dim(0, q.size() - 2), dim(1, q.size() - 1)) + std::max(dim(0, q.size() - 1), dim(2, q.size() - 1));
+  }
   if (n.op == "dc.MaxPoolGrad" || n.op == "dc.AveragePoolGrad")
     return std::max<int64_t>(1, shape_numel(n.attrs.get_ints("kernel_shape")));
   return 1;  // Dropout, the optimizers, GeluGrad, SoftmaxCrossEntropyGrad: per element
@@ -63,7 +68,9 @@ int64_t reduction_length(const Workload& w, const WorkloadShape& s) {
   switch (s.family) {
     case Family::gemm: case Family::conv: return std::max<int64_t>(s.k, 1);
     case Family::depthwise: return std::max<int64_t>(s.kernel_h * s.kernel_w, 1);
-    case Family::attention: return std::max<int64_t>({s.k, s.n, 1});
+    case Family::attention:  // the backward: sums over queries (dKt, dV) or keys (dQ) of dot products
+      if (s.attention_backward) return std::max<int64_t>(s.m, s.n) + std::max<int64_t>(s.k, s.dv);
+      return std::max<int64_t>({s.k, s.n, 1});
     case Family::reduction: return std::max<int64_t>(s.row_len, 1);
     case Family::pool_window: return std::max<int64_t>(s.window, 1);
     case Family::elementwise: return 1;

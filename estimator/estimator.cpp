@@ -269,6 +269,42 @@ BlockModel attention_block(const WorkloadShape& s, const Params& p, const Varian
   return b;
 }
 
+// FlashAttention-2's backward on CUDA cores (template_attention_backward.cpp): a launch of
+// key blocks (per query tile: S and dP recomputed, dV and dKt accumulated), then one of query
+// blocks (per key tile: S and dP recomputed, dQ accumulated), priced as their average block. Each
+// multiply-add reads both operands from shared memory (no register blocking: three issue
+// slots); one exp per score on the SFU; per tile two barriers around an unpipelined load, so
+// a tile pays the L2 latency. Every key block re-reads Q, dO and O, every query block K and V.
+BlockModel attention_backward_block(const WorkloadShape& s, const Params& p, const Variant& v, const GpuSpec& g) {
+  BlockModel b;
+  const double bm = static_cast<double>(p.block_m), bn = static_cast<double>(p.block_n);
+  const double d = static_cast<double>(s.k), dv = static_cast<double>(s.dv);
+  const double sq = static_cast<double>(s.m), sk = static_cast<double>(s.n);
+  const double threads = v.threads_per_block, warps = cdiv(threads, 32);
+  const double key_blocks = cdiv(sk, bn), query_blocks = cdiv(sq, bm);
+  const double blocks = key_blocks + query_blocks;
+  const double q_tiles = cdiv(sq, bm), k_tiles = cdiv(sk, bn);
+  const double key_fma = q_tiles * bm * bn * (2 * d + 2 * dv);    // S, dP, dKt, dV per query tile
+  const double query_fma = k_tiles * bm * bn * (2 * d + dv);      // S, dP, dQ per key tile
+  const double fma = (key_blocks * key_fma + query_blocks * query_fma) / blocks / 32;  // warp instructions
+  const double tiles = (key_blocks * q_tiles + query_blocks * k_tiles) / blocks;
+  const double exps = tiles * bm * bn / kSfuPerClk;
+  const double loads = tiles * (bm * (d + 2 * dv) + bn * (d + dv)) / 32;
+  const double issue = (3 * fma + loads + tiles * bm * bn * 6 / 32) / g.issue_per_clk;
+  b.pipe_cycles = std::max({issue, fma / fp32_warp_fma_per_clk(g), exps});
+  b.warps_needed = 8;
+  // The two launches run one after the other: a key block's tile path, then a query
+  // block's, and the second launch's overhead.
+  const double per_tile = b.pipe_cycles / std::max(1.0, tiles) / std::min(1.0, warps / b.warps_needed);
+  b.critical_cycles = (q_tiles + k_tiles) * (kL2LatencyCycles + per_tile) + g.launch_overhead_us * 1e-6 * g.clock_hz();
+  b.smem_bytes = (3 * fma * 32 + loads * 32) * 4;
+  b.l2_bytes = tiles * (bm * (d + 2 * dv) + bn * (d + dv)) * s.elem_bytes;
+  const double q_side = s.a_bytes + 2 * static_cast<double>(s.batch) * sq * dv * s.elem_bytes;  // Q, O, dO
+  b.dram_bytes = s.bytes + reread_bytes(q_side, key_blocks, g) + reread_bytes(s.b_bytes + s.v_bytes, query_blocks, g);
+  b.inflight_per_warp = (bm * (d + 2 * dv) + bn * (d + dv)) * s.elem_bytes / warps;
+  return b;
+}
+
 // Tensor-core attention (template_attention_mma.cpp): per key tile a warp runs the QK^T
 // and P V mma.sync of its rows, reads K/V fragments from shared memory (ldmatrix.x4 for
 // fp16/bf16, one 32-bit load + cvt per element for tf32), and the block copies the K/V tile
@@ -455,7 +491,8 @@ Estimate estimate_kernel(const WorkloadShape& s, const Variant& v, const GpuSpec
       b = depthwise_block(s, p, v, g);
       break;
     case Family::attention:
-      b = v.precision == "fp32" ? attention_block(s, p, v, g) : attention_mma_block(s, p, v, g);
+      if (s.attention_backward) b = attention_backward_block(s, p, v, g);
+      else b = v.precision == "fp32" ? attention_block(s, p, v, g) : attention_mma_block(s, p, v, g);
       break;
     case Family::reduction:
       b = reduction_block(s, p, g);

@@ -29,6 +29,16 @@ int64_t node_flops(const Graph& g, const Node& n) {
     if (!dy || !w || w->size() < 3 || (*w)[0] == 0) return 0;
     return 2 * shape_numel(*dy) * (shape_numel(*w) / (*w)[0]);
   }
+  // The training step's fused attention (ref/ops_attention.cpp): Q Kt and P V forward; the
+  // backward's five products (S and dP recomputed, dV, dKt, dQ), 2 x B x Sq x Sk each per
+  // head-dimension element.
+  if ((n.op == "dc.Attention" || n.op == "dc.AttentionGrad") && n.inputs.size() >= 3) {
+    const Shape *q = shape_of(g, n.input(0)), *kt = shape_of(g, n.input(1)), *v = shape_of(g, n.input(2));
+    if (!q || !kt || !v || q->size() < 2 || kt->empty() || v->empty()) return 0;
+    const int64_t rows = shape_numel(*q) / std::max<int64_t>(q->back(), 1);  // B x Sq
+    const int64_t d = q->back(), sk = kt->back(), dv = v->back();
+    return 2 * rows * sk * (n.op == "dc.Attention" ? d + dv : 3 * d + 2 * dv);
+  }
   const OpTraits& t = op_traits(n.op);
   if (t.flops == FlopsBasis::none || n.outputs.empty()) return 0;
   const int64_t out = numel_of(g, n.outputs[0]);

@@ -6,6 +6,7 @@
 #include "passes/training/add_gradients.h"
 #include "passes/training/add_loss.h"
 #include "passes/training/add_optimizer.h"
+#include "passes/training/fuse_training_attention.h"
 #include "passes/training/lower_batch_norm.h"
 #include "passes/training/lower_cross_entropy.h"
 #include "passes/training/mixed_precision.h"
@@ -43,6 +44,9 @@ Graph build_training_graph(Graph g, const TrainingSpec& spec) {
       if (g.is_constant(f)) masters.insert(f);
     cast_weights_for_compute(g, masters);
   }
+  // Before the loss, so dc.Attention gets its rule; f32 steps only (AMP's reduced-precision
+  // attention keeps its ops, which the precision pass types).
+  if (!mixed) fuse_training_attention(g, weights);
   const std::string loss = add_loss(g, spec);
   const bool scaled = spec.mixed_precision == DType::f16;
   const std::string scale = scaled ? add_loss_scale(g, loss, spec) : "";

@@ -11,7 +11,7 @@ std::span<const OpDef> all_ops() {
     for (auto fam : {elementwise_ops(), shape_ops(), linalg_ops(), pool_ops(), norm_ops(),
                      norm_group_ops(), index_ops(), resample_ops(), conv_transpose_ops(),
                      scatter_ops(), search_ops(), einsum_ops(), training_ops(), conv_grad_ops(),
-                     grad_ops()})
+                     grad_ops(), attention_ops()})
       t.insert(t.end(), fam.begin(), fam.end());
     return t;
   }();

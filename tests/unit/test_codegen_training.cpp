@@ -100,7 +100,8 @@ TEST(CodegenTraining, EveryTrainingWorkloadOfTheExamplesMatchesTheReference) {
   // one's included (test_codegen_conv_gradients.cpp); BatchNorm's and LayerNorm's gradients,
   // BatchNorm's normalisation and the cross-entropy loss are ONNX ops on the tuned templates
   // (grad_training_ops.cpp, grad_norm.cpp, lower_batch_norm.cpp, lower_cross_entropy.cpp).
-  for (const char* op : {"dc.BatchNormStats", "dc.SoftmaxCrossEntropyGrad", "dc.SgdUpdate", "dc.AdamWUpdate"})
+  for (const char* op : {"dc.BatchNormStats", "dc.SoftmaxCrossEntropyGrad", "dc.SgdUpdate", "dc.AdamWUpdate",
+                         "dc.Attention", "dc.AttentionGrad"})
     EXPECT_TRUE(ops.count(op)) << op << " is in no workload";
   for (const char* op : {"dc.ConvGradWeight", "dc.SoftmaxCrossEntropy", "dc.BatchNormTrain"})
     EXPECT_FALSE(ops.count(op)) << op << " is in a workload";

@@ -11,7 +11,7 @@ std::span<const GradRuleDef> all_gradient_rules() {
     std::vector<GradRuleDef> t;
     for (auto fam : {elementwise_gradients(), activation_gradients(), conv_gradients(), conv_transpose_gradients(),
                      linalg_gradients(), norm_gradients(), pool_gradients(), shape_gradients(),
-                     resample_gradients(), training_op_gradients()})
+                     resample_gradients(), attention_gradients(), training_op_gradients()})
       t.insert(t.end(), fam.begin(), fam.end());
     return t;
   }();

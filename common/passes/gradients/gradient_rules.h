@@ -48,6 +48,7 @@ std::span<const GradRuleDef> norm_gradients();         // grad_norm.cpp: BN, Lay
 std::span<const GradRuleDef> pool_gradients();         // grad_pool.cpp: MaxPool, AveragePool, GlobalAveragePool
 std::span<const GradRuleDef> shape_gradients();        // grad_shape.cpp: Reshape, Transpose, Concat, Slice, ...
 std::span<const GradRuleDef> resample_gradients();     // grad_resample.cpp: Resize, Upsample
+std::span<const GradRuleDef> attention_gradients();    // grad_attention.cpp: dc.Attention (FlashAttention-2 backward)
 std::span<const GradRuleDef> training_op_gradients();  // grad_training_ops.cpp: dc.Dropout, dc.BatchNormTrain, loss
 
 }  // namespace dc::grad

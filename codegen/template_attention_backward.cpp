@@ -1,0 +1,325 @@
+// "attention_backward": FlashAttention-2's backward of the training step's fused attention,
+// dc.AttentionGrad(Q, Kt, V, O, dO, LSE[, mask]) {scale} -> (dQ, dKt, dV) (ref/ops_attention.cpp),
+// fp32 on CUDA cores, deterministic (no atomics). Two launches of one kind of block each, per batch:
+//  - a key block owns block_n keys: K and V rows stay in shared memory, the query tiles
+//    stream past; per tile it recomputes S = Q Kt scale + mask and P = exp(S - LSE) from the
+//    saved log-sum-exp, dP = dO V^T, dS = P (dP - D) with D = rowsum(dO * O) (the tile's
+//    rows, computed as they load), and accumulates dV += P^T dO and dKt += scale Q^T dS in
+//    registers;
+//  - a query block owns block_m queries (Q, dO, D and LSE in shared memory), streams the key
+//    tiles and accumulates dQ += scale dS K, recomputing the same P and dS.
+// So no S x S matrix reaches memory, and every output element is written once by one block.
+// Each block's S, P and dS tile lives in shared memory; threads walk it element by element.
+// Operands are read straight from memory (the workload's inputs, row-major); the mask with
+// its broadcast strides. docs/training.md, "Attention backward".
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "generate.h"
+#include "ir/error.h"
+#include "param_space.h"
+#include "template_text.h"
+#include "template_util.h"
+#include "value_emitter.h"
+#include "variant_params.h"
+
+namespace dc {
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// Shared tile computation: for the (query tile i0, key tile j0) pair, P and dS of every
+// element into dc_ps / dc_dss ([BM][LDS]), 0 outside the sequences. D and LSE per query row
+// are in dc_drow / dc_lse (LSE = -inf for a row masked entirely: P = 0).
+constexpr const char* kDeviceFunctions = R"(
+__device__ __forceinline__ void dc_attn_bwd_tile(const float* DC_RESTRICT dc_qs, const float* DC_RESTRICT dc_dos,
+                                                 const float* DC_RESTRICT dc_ks, const float* DC_RESTRICT dc_vs,
+                                                 const float* DC_RESTRICT dc_drow, const float* DC_RESTRICT dc_lse,
+                                                 float* DC_RESTRICT dc_ps, float* DC_RESTRICT dc_dss,
+                                                 const float* DC_RESTRICT dc_mask, dc_i64 dc_mbase,
+                                                 dc_i64 dc_i0, dc_i64 dc_j0) {
+  for (int dc_t = (int)threadIdx.x; dc_t < $(BM) * $(BN); dc_t += $(THREADS)) {
+    const int dc_r = dc_t / $(BN), dc_c = dc_t % $(BN);
+    const dc_i64 dc_gi = dc_i0 + dc_r, dc_gj = dc_j0 + dc_c;
+    float dc_p = 0.f, dc_ds = 0.f;
+    if (dc_gi < $(SQ) && dc_gj < $(SK)) {
+      float dc_s = 0.f;
+      for (int dc_d = 0; dc_d < $(D); ++dc_d) dc_s = fmaf(dc_qs[dc_r * $(LDQ) + dc_d], dc_ks[dc_c * $(LDQ) + dc_d], dc_s);
+      dc_s = dc_s * $(SCALE)$(MASK_TERM);
+      const float dc_l = dc_lse[dc_r];
+      dc_p = dc_l == $(NEG_INF) ? 0.f : expf(dc_s - dc_l);
+      float dc_dp = 0.f;
+      for (int dc_e = 0; dc_e < $(DV); ++dc_e) dc_dp = fmaf(dc_dos[dc_r * $(LDV) + dc_e], dc_vs[dc_c * $(LDV) + dc_e], dc_dp);
+      dc_ds = dc_p * (dc_dp - dc_drow[dc_r]);
+    }
+    dc_ps[dc_r * $(LDS) + dc_c] = dc_p;
+    dc_dss[dc_r * $(LDS) + dc_c] = dc_ds;
+  }
+}
+
+// Query rows [i0, i0 + BM): Q and dO into shared memory, D = rowsum(dO * O) and LSE per row
+// (rows past the sequence: zeros, P = 0 through dc_gi < SQ).
+__device__ __forceinline__ void dc_attn_bwd_load_queries(const float* DC_RESTRICT dc_q, const float* DC_RESTRICT dc_o,
+                                                         const float* DC_RESTRICT dc_do, const float* DC_RESTRICT dc_lse_in,
+                                                         float* DC_RESTRICT dc_qs, float* DC_RESTRICT dc_dos,
+                                                         float* DC_RESTRICT dc_drow, float* DC_RESTRICT dc_lse,
+                                                         dc_i64 dc_i0) {
+  for (int dc_t = (int)threadIdx.x; dc_t < $(BM) * $(D); dc_t += $(THREADS)) {
+    const int dc_r = dc_t / $(D), dc_d = dc_t % $(D);
+    dc_qs[dc_r * $(LDQ) + dc_d] = dc_i0 + dc_r < $(SQ) ? dc_q[(dc_i0 + dc_r) * $(D) + dc_d] : 0.f;
+  }
+  for (int dc_t = (int)threadIdx.x; dc_t < $(BM) * $(DV); dc_t += $(THREADS)) {
+    const int dc_r = dc_t / $(DV), dc_e = dc_t % $(DV);
+    dc_dos[dc_r * $(LDV) + dc_e] = dc_i0 + dc_r < $(SQ) ? dc_do[(dc_i0 + dc_r) * $(DV) + dc_e] : 0.f;
+  }
+  for (int dc_r = (int)threadIdx.x; dc_r < $(BM); dc_r += $(THREADS)) {
+    float dc_sum = 0.f, dc_l = 0.f;
+    if (dc_i0 + dc_r < $(SQ)) {
+      for (int dc_e = 0; dc_e < $(DV); ++dc_e)
+        dc_sum = fmaf(dc_do[(dc_i0 + dc_r) * $(DV) + dc_e], dc_o[(dc_i0 + dc_r) * $(DV) + dc_e], dc_sum);
+      dc_l = dc_lse_in[dc_i0 + dc_r];
+    }
+    dc_drow[dc_r] = dc_sum;
+    dc_lse[dc_r] = dc_l;
+  }
+}
+
+// Key rows [j0, j0 + BN): K (from Kt [D][SK]) and V into shared memory, zeros past the end.
+__device__ __forceinline__ void dc_attn_bwd_load_keys(const float* DC_RESTRICT dc_kt, const float* DC_RESTRICT dc_v,
+                                                      float* DC_RESTRICT dc_ks, float* DC_RESTRICT dc_vs, dc_i64 dc_j0) {
+  for (int dc_t = (int)threadIdx.x; dc_t < $(BN) * $(D); dc_t += $(THREADS)) {
+    const int dc_d = dc_t / $(BN), dc_c = dc_t % $(BN);  // along Kt's rows: coalesced
+    dc_ks[dc_c * $(LDQ) + dc_d] = dc_j0 + dc_c < $(SK) ? dc_kt[(dc_i64)dc_d * $(SK) + dc_j0 + dc_c] : 0.f;
+  }
+  for (int dc_t = (int)threadIdx.x; dc_t < $(BN) * $(DV); dc_t += $(THREADS)) {
+    const int dc_c = dc_t / $(DV), dc_e = dc_t % $(DV);
+    dc_vs[dc_c * $(LDV) + dc_e] = dc_j0 + dc_c < $(SK) ? dc_v[(dc_j0 + dc_c) * $(DV) + dc_e] : 0.f;
+  }
+}
+
+)";
+
+// Both kernels start alike: shared memory and the batch's operands.
+constexpr const char* kPrologue = R"(  DC_DYNAMIC_SMEM(float, dc_smem);
+  // Shared memory: Q [BM][LDQ], dO [BM][LDV], K [BN][LDQ], V [BN][LDV], P and dS [BM][LDS],
+  // D and LSE [BM].
+  float* dc_qs = dc_smem;
+  float* dc_dos = dc_qs + $(BM) * $(LDQ);
+  float* dc_ks = dc_dos + $(BM) * $(LDV);
+  float* dc_vs = dc_ks + $(BN) * $(LDQ);
+  float* dc_ps = dc_vs + $(BN) * $(LDV);
+  float* dc_dss = dc_ps + $(BM) * $(LDS);
+  float* dc_drow = dc_dss + $(BM) * $(LDS);
+  float* dc_lse = dc_drow + $(BM);
+  const dc_i64 dc_b = blockIdx.y;
+  const float* dc_q = $(Q) + dc_b * $(SQ) * $(D);
+  const float* dc_kt = $(KT) + dc_b * $(D) * $(SK);
+  const float* dc_v = $(V) + dc_b * $(SK) * $(DV);
+  const float* dc_o = $(O) + dc_b * $(SQ) * $(DV);
+  const float* dc_do = $(DO) + dc_b * $(SQ) * $(DV);
+  const float* dc_lse_in = $(LSE) + dc_b * $(SQ);
+  const float* dc_mask = $(MASK);
+  const dc_i64 dc_mbase = $(MASK_BASE);
+)";
+
+// Two launches, the key blocks then the query blocks. Each store is guarded by an early break
+// and a separate index check: with the two in one condition (t < n && j < SK) PoCL's CPU
+// device wrote past dKt's end in one tiling (block_m 32, block_n 16, 64 threads), which the
+// host emulator ran correctly.
+constexpr const char* kKernels = R"(extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention_backward_kv($(PARAMS)) {
+  $(PROLOGUE)
+  // A key block: dV = P^T dO and dKt = scale Q^T dS over every query tile.
+  const dc_i64 dc_j0 = (dc_i64)blockIdx.x * $(BN);
+  dc_attn_bwd_load_keys(dc_kt, dc_v, dc_ks, dc_vs, dc_j0);
+  float dc_dk[$(NK)], dc_dv[$(NV)];
+  DC_UNROLL
+  for (int dc_i = 0; dc_i < $(NK); ++dc_i) dc_dk[dc_i] = 0.f;
+  DC_UNROLL
+  for (int dc_i = 0; dc_i < $(NV); ++dc_i) dc_dv[dc_i] = 0.f;
+  for (dc_i64 dc_i0 = 0; dc_i0 < $(SQ); dc_i0 += $(BM)) {
+    __syncthreads();  // the previous tile's P and dS are used up
+    dc_attn_bwd_load_queries(dc_q, dc_o, dc_do, dc_lse_in, dc_qs, dc_dos, dc_drow, dc_lse, dc_i0);
+    __syncthreads();
+    dc_attn_bwd_tile(dc_qs, dc_dos, dc_ks, dc_vs, dc_drow, dc_lse, dc_ps, dc_dss, dc_mask, dc_mbase, dc_i0, dc_j0);
+    __syncthreads();
+    DC_UNROLL
+    for (int dc_i = 0; dc_i < $(NK); ++dc_i) {
+      const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
+      if (dc_t < $(BN) * $(D)) {
+        const int dc_d = dc_t / $(BN), dc_c = dc_t % $(BN);
+        float dc_acc = dc_dk[dc_i];
+        for (int dc_r = 0; dc_r < $(BM); ++dc_r) dc_acc = fmaf(dc_dss[dc_r * $(LDS) + dc_c], dc_qs[dc_r * $(LDQ) + dc_d], dc_acc);
+        dc_dk[dc_i] = dc_acc;
+      }
+    }
+    DC_UNROLL
+    for (int dc_i = 0; dc_i < $(NV); ++dc_i) {
+      const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
+      if (dc_t < $(BN) * $(DV)) {
+        const int dc_c = dc_t / $(DV), dc_e = dc_t % $(DV);
+        float dc_acc = dc_dv[dc_i];
+        for (int dc_r = 0; dc_r < $(BM); ++dc_r) dc_acc = fmaf(dc_ps[dc_r * $(LDS) + dc_c], dc_dos[dc_r * $(LDV) + dc_e], dc_acc);
+        dc_dv[dc_i] = dc_acc;
+      }
+    }
+  }
+  DC_UNROLL
+  for (int dc_i = 0; dc_i < $(NK); ++dc_i) {
+    const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
+    if (dc_t >= $(BN) * $(D)) break;
+    const int dc_d = dc_t / $(BN), dc_c = dc_t % $(BN);
+    const dc_i64 dc_j = dc_j0 + dc_c;
+    if (dc_j < $(SK)) {
+      $(STORE_DKT)
+    }
+  }
+  DC_UNROLL
+  for (int dc_i = 0; dc_i < $(NV); ++dc_i) {
+    const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
+    if (dc_t >= $(BN) * $(DV)) break;
+    const int dc_c = dc_t / $(DV), dc_e = dc_t % $(DV);
+    const dc_i64 dc_j = dc_j0 + dc_c;
+    if (dc_j < $(SK)) {
+      $(STORE_DV)
+    }
+  }
+}
+DC_EXPORT_KERNEL(dc_attention_backward_kv)
+
+extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention_backward_q($(PARAMS)) {
+  $(PROLOGUE)
+  // A query block: dQ = scale dS K over every key tile.
+  const dc_i64 dc_i0 = (dc_i64)blockIdx.x * $(BM);
+  dc_attn_bwd_load_queries(dc_q, dc_o, dc_do, dc_lse_in, dc_qs, dc_dos, dc_drow, dc_lse, dc_i0);
+  float dc_dq[$(NQ)];
+  DC_UNROLL
+  for (int dc_i = 0; dc_i < $(NQ); ++dc_i) dc_dq[dc_i] = 0.f;
+  for (dc_i64 dc_j0 = 0; dc_j0 < $(SK); dc_j0 += $(BN)) {
+    __syncthreads();  // the previous key tile is used up
+    dc_attn_bwd_load_keys(dc_kt, dc_v, dc_ks, dc_vs, dc_j0);
+    __syncthreads();
+    dc_attn_bwd_tile(dc_qs, dc_dos, dc_ks, dc_vs, dc_drow, dc_lse, dc_ps, dc_dss, dc_mask, dc_mbase, dc_i0, dc_j0);
+    __syncthreads();
+    DC_UNROLL
+    for (int dc_i = 0; dc_i < $(NQ); ++dc_i) {
+      const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
+      if (dc_t < $(BM) * $(D)) {
+        const int dc_r = dc_t / $(D), dc_d = dc_t % $(D);
+        float dc_acc = dc_dq[dc_i];
+        for (int dc_c = 0; dc_c < $(BN); ++dc_c) dc_acc = fmaf(dc_dss[dc_r * $(LDS) + dc_c], dc_ks[dc_c * $(LDQ) + dc_d], dc_acc);
+        dc_dq[dc_i] = dc_acc;
+      }
+    }
+  }
+  DC_UNROLL
+  for (int dc_i = 0; dc_i < $(NQ); ++dc_i) {
+    const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
+    if (dc_t >= $(BM) * $(D)) break;
+    const int dc_r = dc_t / $(D), dc_d = dc_t % $(D);
+    const dc_i64 dc_qi = dc_i0 + dc_r;
+    if (dc_qi < $(SQ)) {
+      $(STORE_DQ)
+    }
+  }
+}
+DC_EXPORT_KERNEL(dc_attention_backward_q)
+)";
+
+bool is_input(const Graph& g, const std::string& t) {
+  return std::find(g.inputs.begin(), g.inputs.end(), t) != g.inputs.end();
+}
+
+bool is_output(const Graph& g, const std::string& t) {
+  return std::find(g.outputs.begin(), g.outputs.end(), t) != g.outputs.end();
+}
+
+}  // namespace
+
+GeneratedKernel generate_attention_backward(const Workload& w, const Variant& v) {
+  check_variant(v, kAttentionBackwardTemplate, true);
+  const Graph& g = w.graph;
+  DC_INTERNAL_CHECK(g.nodes.size() == 1 && g.nodes[0].op == "dc.AttentionGrad",
+                    "attention_backward: the workload is not one dc.AttentionGrad");
+  const Node& n = g.nodes[0];
+  DC_INTERNAL_CHECK(n.inputs.size() >= 6 && n.outputs.size() == 3, "attention_backward: dc.AttentionGrad with ",
+                    n.inputs.size(), " inputs and ", n.outputs.size(), " outputs");
+  for (const auto& t : n.inputs)
+    DC_INTERNAL_CHECK(!t.empty() && is_input(g, t) && g.info(t).dtype == DType::f32, "attention_backward: operand '",
+                      t, "' is not an f32 workload input");
+  const WorkloadShape s = analyze_workload(w);
+  DC_INTERNAL_CHECK(s.attention_backward, "attention_backward: not an attention backward workload");
+  const AttentionParams p = AttentionParams::of(v);
+  const int64_t bm = p.block_m, bn = p.block_n, threads = p.threads;
+  DC_INTERNAL_CHECK(bm > 0 && bn > 0 && threads > 0 && threads % 32 == 0, "attention_backward: bad parameters in ",
+                    v.key());
+  const int64_t sq = s.m, sk = s.n, d = s.k, dv = s.dv;
+  const double scale = n.attrs.get_float("scale", 1.f);
+
+  ValueEmitter ve(g);
+  TemplateVars vars = {{"BM", str(bm)},          {"BN", str(bn)},         {"THREADS", str(threads)},
+                       {"SQ", str(sq)},          {"SK", str(sk)},         {"D", str(d)},
+                       {"DV", str(dv)},          {"LDQ", str(d + 1)},     {"LDV", str(dv + 1)},
+                       {"LDS", str(bn + 1)},     {"NKB", str(ceil_div(sk, bn))},
+                       {"NK", str(ceil_div(bn * d, threads))}, {"NV", str(ceil_div(bn * dv, threads))},
+                       {"NQ", str(ceil_div(bm * d, threads))}, {"SCALE", float_literal(static_cast<float>(scale))},
+                       {"NEG_INF", "(-__int_as_float(0x7f800000))"},
+                       {"Q", ve.param_name(n.input(0))}, {"KT", ve.param_name(n.input(1))},
+                       {"V", ve.param_name(n.input(2))}, {"O", ve.param_name(n.input(3))},
+                       {"DO", ve.param_name(n.input(4))}, {"LSE", ve.param_name(n.input(5))}};
+  // The mask's broadcast strides against the scores [B.., Sq, Sk]: its batch offset per
+  // block (from the linear batch index) and its (row, column) strides in the tile.
+  if (n.has_input(6)) {
+    const Shape& ms = g.info(n.input(6)).shape;
+    Shape scores = g.info(n.input(0)).shape;
+    scores.back() = sk;
+    const size_t r = scores.size();
+    std::vector<int64_t> stride(r, 0);
+    int64_t st = 1;
+    for (size_t k = 0; k < ms.size(); ++k) {
+      const size_t md = ms.size() - 1 - k, sd = r - 1 - k;
+      DC_INTERNAL_CHECK(ms[md] == 1 || ms[md] == scores[sd], "attention_backward: mask ", shape_str(ms),
+                        " does not broadcast to ", shape_str(scores));
+      if (ms[md] != 1) stride[sd] = st;
+      st *= ms[md];
+    }
+    std::string base = "(dc_i64)0";
+    int64_t inner = 1;
+    for (size_t k = r - 2; k-- > 0;) {
+      if (stride[k] != 0) base += fmt::format(" + (dc_b / {} % {}) * {}", inner, scores[k], stride[k]);
+      inner *= scores[k];
+    }
+    vars["MASK"] = ve.param_name(n.input(6));
+    vars["MASK_BASE"] = base;
+    vars["MASK_TERM"] = fmt::format(" + dc_mask[dc_mbase + dc_gi * {} + dc_gj * {}]", stride[r - 2], stride[r - 1]);
+  } else {
+    vars["MASK"] = "(const float*)0";
+    vars["MASK_BASE"] = "(dc_i64)0";
+    vars["MASK_TERM"] = "";
+  }
+  const auto store = [&](size_t out, const std::string& index, const std::string& value) {
+    if (!is_output(g, n.outputs[out])) return std::string();  // a gradient nothing reads
+    return fmt::format("{}[{}] = {};", ve.param_name(n.outputs[out]), index, value);
+  };
+  vars["STORE_DQ"] = store(0, fmt::format("(dc_b * {} + dc_qi) * {} + dc_d", sq, d),
+                           fmt::format("dc_dq[dc_i] * {}", vars["SCALE"]));
+  vars["STORE_DKT"] = store(1, fmt::format("(dc_b * {} + dc_d) * {} + dc_j", d, sk),
+                            fmt::format("dc_dk[dc_i] * {}", vars["SCALE"]));
+  vars["STORE_DV"] = store(2, fmt::format("(dc_b * {} + dc_j) * {} + dc_e", sk, dv), "dc_dv[dc_i]");
+  vars["PARAMS"] = kernel_params(w);
+  vars["PROLOGUE"] = expand_template(kPrologue, vars);
+  std::string source = source_header(w, v.template_name, v.key()) + expand_template(kDeviceFunctions, vars) +
+                       expand_template(kKernels, vars);
+  DC_INTERNAL_CHECK(s.batch <= 65535, "attention_backward: ", s.batch, " batch*heads exceed grid.y");
+  const int64_t smem = attention_backward_smem_bytes(s, bm, bn);
+  GeneratedKernel k = one_launch_kernel(w, v, std::move(source), "dc_attention_backward_kv",
+                                        {ceil_div(sk, bn), s.batch, 1}, threads, smem);
+  Launch q = k.launches.front();
+  q.kernel = "dc_attention_backward_q";
+  q.grid = {ceil_div(sq, bm), s.batch, 1};
+  k.launches.push_back(std::move(q));
+  return k;
+}
+
+}  // namespace dc

@@ -1,0 +1,121 @@
+// Workloads of one dc.AttentionGrad (the training step's FlashAttention-2 backward) with edge
+// shapes, and consistent inputs for them: O and LSE from dc.Attention's CPU reference on the
+// same seeded Q, Kt, V and mask, so P = exp(S - LSE) are real probabilities. Shared by the
+// emulator test (tests/unit/test_codegen_attention_backward.cpp) and the PoCL one
+// (tests/opencl/test_opencl_attention_backward.cpp).
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ir/workload.h"
+#include "ref/executor.h"
+#include "testing.h"
+
+namespace dc::testing {
+
+struct AttentionBackwardCase {
+  const char* name;
+  Shape batch;  // leading dims (batch, heads)
+  int64_t sq, sk, d, dv;
+  Shape mask;   // empty: none
+  float scale;
+};
+
+// Sequences that are no tile multiple, batch and heads > 1, cross lengths, with and without
+// masks (a BERT key mask broadcast over heads and queries; a causal one with a row masked
+// entirely by -inf, whose gradient is 0).
+inline std::vector<AttentionBackwardCase> attention_backward_cases() {
+  return {{"keymask_b2h3_s37", {2, 3}, 37, 37, 16, 16, {2, 1, 1, 37}, 0.25f},
+          {"nomask_b3_q20_k45_d8_dv12", {3}, 20, 45, 8, 12, {}, 0.35355339f},
+          {"causal_b2h2_s64_d32", {2, 2}, 64, 64, 32, 32, {64, 64}, 0.17677669f}};
+}
+
+inline Shape with_tail(Shape s, int64_t a, int64_t b) {
+  s.push_back(a);
+  s.push_back(b);
+  return s;
+}
+
+inline Workload attention_backward_workload(const AttentionBackwardCase& c) {
+  Graph g;
+  g.opset = 17;
+  const auto add = [&](const std::string& name, Shape s, bool input) {
+    g.tensors[name] = TensorInfo{DType::f32, std::move(s)};
+    if (input) g.inputs.push_back(name);
+  };
+  Shape lse = c.batch;
+  lse.push_back(c.sq);
+  add("q", with_tail(c.batch, c.sq, c.d), true);
+  add("kt", with_tail(c.batch, c.d, c.sk), true);
+  add("v", with_tail(c.batch, c.sk, c.dv), true);
+  add("o", with_tail(c.batch, c.sq, c.dv), true);
+  add("do", with_tail(c.batch, c.sq, c.dv), true);
+  add("lse", lse, true);
+  Node n;
+  n.name = "attention_grad";
+  n.op = "dc.AttentionGrad";
+  n.inputs = {"q", "kt", "v", "o", "do", "lse"};
+  if (!c.mask.empty()) {
+    add("mask", c.mask, true);
+    n.inputs.push_back("mask");
+  }
+  n.attrs.set("scale", c.scale);
+  n.outputs = {"dq", "dkt", "dv"};
+  add("dq", with_tail(c.batch, c.sq, c.d), false);
+  add("dkt", with_tail(c.batch, c.d, c.sk), false);
+  add("dv", with_tail(c.batch, c.sk, c.dv), false);
+  g.outputs = n.outputs;
+  g.nodes.push_back(n);
+  return make_workload(g, {0}, ClusterKind::opaque);
+}
+
+// The workload's inputs in graph order: seeded Q, Kt, V, dO and mask, O and LSE their forward.
+inline std::vector<Tensor> attention_backward_inputs(const Workload& w, const AttentionBackwardCase& c, uint32_t seed) {
+  const Node& n = w.graph.nodes.at(0);
+  std::map<std::string, Tensor> t;
+  t[n.inputs[0]] = random_tensor(w.graph.info(n.inputs[0]).shape, seed, -2.f, 2.f);
+  t[n.inputs[1]] = random_tensor(w.graph.info(n.inputs[1]).shape, seed + 1, -2.f, 2.f);
+  t[n.inputs[2]] = random_tensor(w.graph.info(n.inputs[2]).shape, seed + 2);
+  t[n.inputs[4]] = random_tensor(w.graph.info(n.inputs[4]).shape, seed + 3);
+  Node fwd;
+  fwd.op = "dc.Attention";
+  fwd.name = "forward";
+  fwd.inputs = {n.inputs[0], n.inputs[1], n.inputs[2]};
+  fwd.outputs = {n.inputs[3], n.inputs[5]};
+  fwd.attrs = n.attrs;
+  if (n.has_input(6)) {
+    Tensor m = random_tensor(c.mask, seed + 4, -1.f, 0.f);
+    float* p = m.mutable_data<float>();
+    if (c.mask.size() == 2) {  // causal: -1e4 above the diagonal, row 0 masked entirely by -inf
+      for (int64_t i = 0; i < c.mask[0]; ++i)
+        for (int64_t j = 0; j < c.mask[1]; ++j)
+          if (j > i || i == 0) p[i * c.mask[1] + j] = i == 0 ? -std::numeric_limits<float>::infinity() : -1e4f;
+    } else {  // key mask: the last 5 keys of batch 1 masked
+      for (int64_t j = c.mask.back() - 5; j < c.mask.back(); ++j) p[c.mask.back() + j] = -1e4f;
+    }
+    t[n.inputs[6]] = m;
+    fwd.inputs.push_back(n.inputs[6]);
+  }
+  Graph fg;
+  for (const auto& in : fwd.inputs) {
+    fg.inputs.push_back(in);
+    fg.tensors[in] = w.graph.info(in);
+  }
+  fg.tensors[fwd.outputs[0]] = w.graph.info(n.inputs[3]);
+  fg.tensors[fwd.outputs[1]] = w.graph.info(n.inputs[5]);
+  fg.outputs = fwd.outputs;
+  fg.nodes.push_back(fwd);
+  ref::TensorMap fin;
+  for (const auto& in : fwd.inputs) fin[in] = t.at(in);
+  const auto out = ref::run_graph(fg, fin);
+  t[n.inputs[3]] = out.at(n.inputs[3]);
+  t[n.inputs[5]] = out.at(n.inputs[5]);
+  std::vector<Tensor> in;
+  for (const auto& name : w.graph.inputs) in.push_back(t.at(name));
+  return in;
+}
+
+}  // namespace dc::testing

@@ -1,0 +1,139 @@
+// "attention_backward" (codegen/template_attention_backward.cpp), FlashAttention-2's backward
+// of dc.AttentionGrad, on the host emulator against the CPU reference executor: fresh seeded
+// inputs (O and LSE from the forward), outputs poisoned by the emulator, the error model's
+// bound (variant_tolerance); edge shapes (attention_backward_cases.h). Also its parameter
+// space, keys and prices, and the workloads of a training step that reach it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "attention_backward_cases.h"
+#include "candidates.h"
+#include "estimator.h"
+#include "estimator_testing.h"
+#include "generate.h"
+#include "gpu/gpu_catalog.h"
+#include "op_case_harness.h"
+#include "param_space.h"
+#include "random_inputs.h"
+#include "ref/executor.h"
+#include "training_testing.h"
+#include "variant_tolerance.h"
+
+namespace dc {
+namespace {
+
+// The reference kernel and up to `max` variants spread over the space, each against the CPU
+// reference of the workload on `device`. Returns the number of kernels compared.
+int expect_kernels_match(const testing::CaseDevice& device, const testing::AttentionBackwardCase& c, size_t max,
+                         const GpuSpec* space_of = nullptr) {
+  const Workload w = testing::attention_backward_workload(c);
+  const std::vector<Tensor> in = testing::attention_backward_inputs(w, c, 2026);
+  ref::TensorMap in_map;
+  for (size_t i = 0; i < in.size(); ++i) in_map[w.graph.inputs[i]] = in[i];
+  const ref::TensorMap want = ref::run_graph(w.graph, in_map);
+  const Tolerance tol = variant_tolerance("fp32", w);
+  const auto all = enumerate_variants(w, space_of ? *space_of : device.spec, SpaceOptions{{"fp32"}});
+  EXPECT_FALSE(all.empty()) << c.name << ": no attention_backward variant on " << device.name;
+  std::vector<GeneratedKernel> kernels = {generate_reference(w)};
+  for (size_t i = 0; i < max && i < all.size(); ++i) {
+    const Variant& v = all[i * all.size() / std::min(max, all.size())];
+    EXPECT_EQ(v.template_name, kAttentionBackwardTemplate);
+    kernels.push_back(generate_kernel(w, v));
+  }
+  int compared = 0;
+  for (const auto& k : kernels) {
+    SCOPED_TRACE(std::string(c.name) + " " + k.template_name + " " + k.variant_key);
+    std::string error;
+    const std::vector<char> binary = device.compile(k, &error);
+    EXPECT_EQ(error, "");
+    if (!error.empty()) continue;
+    EXPECT_EQ(testing::run_and_compare_outputs(device.run, w, k, binary, in, want, false, tol), "");
+    ++compared;
+  }
+  return compared;
+}
+
+TEST(CodegenAttentionBackward, EdgeShapesMatchTheReferenceOnTheEmulator) {
+  int compared = 0;
+  for (const auto& c : testing::attention_backward_cases())
+    compared += expect_kernels_match(testing::emulator_device(), c, 4);
+  EXPECT_EQ(compared, 15);
+}
+
+TEST(CodegenAttentionBackward, EveryVariantOfOneShapeOnTheEmulator) {
+  // Every tiling of the A100's and of PoCL's CPU device's spaces (more threads than a tile
+  // has elements, one query tile, tiles past the sequence's end).
+  const auto c = testing::attention_backward_cases()[0];
+  for (const char* gpu : {"a100", "pocl-cpu"}) {
+    SCOPED_TRACE(gpu);
+    const GpuSpec spec = GpuCatalog::builtin().require(gpu);
+    EXPECT_GE(expect_kernels_match(testing::emulator_device(), c, 1000, &spec), 10);
+  }
+}
+
+TEST(CodegenAttentionBackward, SpaceKeysAndPrices) {
+  const auto c = testing::attention_backward_cases()[0];
+  const Workload w = testing::attention_backward_workload(c);
+  const WorkloadShape s = analyze_workload(w);
+  EXPECT_EQ(s.family, Family::attention);
+  EXPECT_TRUE(s.attention_backward);
+  EXPECT_EQ(s.m, 37);
+  EXPECT_EQ(s.n, 37);
+  EXPECT_EQ(s.k, 16);
+  EXPECT_EQ(s.batch, 6);
+  EXPECT_EQ(w.flops, 2 * 6 * 37 * 37 * (3 * 16 + 2 * 16));
+  const GpuSpec gpu = testing::spec_a100();
+  const auto space = enumerate_variants(w, gpu, SpaceOptions{{"fp32"}});
+  ASSERT_GE(space.size(), 10u);
+  EXPECT_TRUE(enumerate_variants(w, gpu, SpaceOptions{{"fp16"}}).empty()) << "fp32 only";
+  for (const auto& v : space) {
+    std::string why;
+    const auto back = Variant::from_key(v.key(), w, gpu, &why);
+    ASSERT_TRUE(back.has_value()) << v.key() << ": " << why;
+    EXPECT_EQ(back->key(), v.key());
+    const Estimate e = estimate(w, v, gpu);
+    EXPECT_TRUE(std::isfinite(e.seconds) && e.seconds > 0) << v.key();
+  }
+  // Larger tiles re-read less: at BERT-base's shape the best estimate is not the smallest tile.
+}
+
+TEST(CodegenAttentionBackward, TrainingStepWorkloadsReachTheTemplate) {
+  const Graph g = testing::training_step("tiny_transformer", OptimizerKind::adamw);
+  const WorkloadSet set = dedupe_workloads(g, generate_candidates(g));
+  int backward = 0, forward = 0;
+  for (const auto& w : set.workloads) {
+    if (w.graph.nodes.size() != 1) continue;
+    if (w.graph.nodes[0].op == "dc.AttentionGrad") {
+      ++backward;
+      EXPECT_TRUE(analyze_workload(w).attention_backward);
+      const auto space = enumerate_variants(w, testing::spec_a100(), SpaceOptions{{"fp32"}});
+      ASSERT_FALSE(space.empty());
+      EXPECT_EQ(space.front().template_name, kAttentionBackwardTemplate);
+    }
+    if (w.graph.nodes[0].op == "dc.Attention") {  // the fused forward (fp32 only), writing the LSE too
+      ++forward;
+      const auto space = enumerate_variants(w, testing::spec_a100(), SpaceOptions{{"fp32", "tf32"}});
+      ASSERT_FALSE(space.empty());
+      for (const auto& v : space) {
+        EXPECT_EQ(v.template_name, "attention_fused");
+        EXPECT_EQ(v.precision, "fp32");
+      }
+      std::string error;
+      const testing::CaseDevice device = testing::emulator_device();
+      const GeneratedKernel k = generate_kernel(w, space[space.size() / 2]);
+      const std::vector<Tensor> in = random_workload_inputs(w, 31);
+      ref::TensorMap in_map;
+      for (size_t i = 0; i < in.size(); ++i) in_map[w.graph.inputs[i]] = in[i];
+      ASSERT_EQ(w.graph.outputs.size(), 2u) << "O and LSE";
+      EXPECT_EQ(testing::run_and_compare_outputs(device.run, w, k, device.compile(k, &error), in,
+                                                 ref::run_graph(w.graph, in_map), false, variant_tolerance("fp32", w)),
+                "");
+    }
+  }
+  EXPECT_EQ(backward, 1) << "one workload per shape";
+  EXPECT_EQ(forward, 1);
+}
+
+}  // namespace
+}  // namespace dc
