@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -585,6 +586,35 @@ TEST(SqliteTuningDb, AFailedWriteInsideABatchUndoesOnlyItself) {
   for (const Measurement& m : rows) keys.insert(m.variant_key);
   EXPECT_EQ(keys, (std::set<std::string>{test_variant(16).key(), test_variant(32).key()}));
   sqlite::Connection conn(path, true);
+  EXPECT_EQ(integrity(conn), "ok");
+}
+
+// Inside a batch, a write of one statement takes no savepoint (sqlite::Transaction's
+// Nested::plain): a statement that fails, here on the workloads' CHECK of the kind, undoes
+// itself, and the rows written before and after it in the batch commit.
+TEST(SqliteTuningDb, AFailedStatementInsideABatchUndoesOnlyItself) {
+  testing::TempDir dir;
+  const std::string path = dir.file("batch.db");
+  auto db = open_tuning_db(path);
+  auto workload = [](const std::string& sig, ClusterKind kind) {
+    WorkloadRecord w;
+    w.signature = sig;
+    w.kind = kind;
+    w.canonical = "canonical " + sig;
+    return w;
+  };
+  auto batch = db->begin_batch();
+  db->commit_workload(workload("before", ClusterKind::gemm));
+  // A kind the schema does not allow (cluster_kind_name gives "?"): the insert fails.
+  EXPECT_THROW(db->commit_workload(workload("bad", static_cast<ClusterKind>(99))), InternalError);
+  db->commit_workload(workload("after", ClusterKind::conv));
+  batch->commit();
+  batch.reset();
+  sqlite::Connection conn(path, true);
+  sqlite::Query q = conn.query("SELECT signature, kind FROM workloads ORDER BY signature");
+  std::map<std::string, std::string> kinds;
+  while (q.step()) kinds[q.text(0)] = q.text(1);
+  EXPECT_EQ(kinds, (std::map<std::string, std::string>{{"after", "conv"}, {"before", "gemm"}}));
   EXPECT_EQ(integrity(conn), "ok");
 }
 
