@@ -179,22 +179,37 @@ class SqliteDb final : public TuningDb {
     tx.commit();
   }
 
-  void commit_variant(const std::string& workload, const Variant& v,
+  bool commit_variant(const std::string& workload, const Variant& v,
                       const std::string& source_hash) override {
-    auto tx = write("record variant " + v.key(), sqlite::Transaction::Nested::plain);  // a check, one upsert
+    const std::string key = v.key();
+    auto tx = write("record variant " + key, sqlite::Transaction::Nested::plain);  // look-ups, one write
+    std::optional<std::string> known_hash;
+    {
+      sqlite::Query q = conn_.query("SELECT source_hash FROM variants WHERE workload = ? AND key = ?");
+      if (q.bind_all(workload, key).step()) known_hash = q.text(0);
+    }
+    if (known_hash) {
+      // Known already (a tune's variants again): written only if its source changed.
+      if (*known_hash != source_hash)
+        conn_.query("UPDATE variants SET source_hash = ? WHERE workload = ? AND key = ?")
+            .bind_all(source_hash, workload, key)
+            .run();
+      tx.commit();
+      return false;
+    }
     {
       sqlite::Query q = conn_.query("SELECT 1 FROM workloads WHERE signature = ?");
-      DC_INTERNAL_CHECK(q.bind(1, workload).step(), "variant ", v.key(), " of unknown workload ",
+      DC_INTERNAL_CHECK(q.bind(1, workload).step(), "variant ", key, " of unknown workload ",
                         workload, ": commit the workload first");
     }
     conn_.query(
              "INSERT INTO variants(workload, key, template, precision, params_json, source_hash, "
-             "first_seen_ms) VALUES (?, ?, ?, ?, ?, ?, ?) "
-             "ON CONFLICT(workload, key) DO UPDATE SET source_hash = excluded.source_hash")
-        .bind_all(workload, v.key(), v.template_name, v.precision, params_to_json(v), source_hash,
+             "first_seen_ms) VALUES (?, ?, ?, ?, ?, ?, ?)")
+        .bind_all(workload, key, v.template_name, v.precision, params_to_json(v), source_hash,
                   now_unix_ms())
         .run();
     tx.commit();
+    return true;
   }
 
   bool commit_measurement(const Measurement& in) override { return commit(in, /*first_only=*/false); }

@@ -207,8 +207,9 @@ class TuningDb {
   // Commits the workloads and records how often the model contains each (replacing counts).
   virtual void commit_model_workloads(
       int64_t model_id, const std::vector<std::pair<WorkloadRecord, int>>& workloads) = 0;
-  // Refreshes the source hash of a variant committed before.
-  virtual void commit_variant(const std::string& workload, const Variant& variant,
+  // Refreshes the source hash of a variant committed before. True when the variant is new
+  // here: then no measurement names it yet (the farm service skips its DB lookup).
+  virtual bool commit_variant(const std::string& workload, const Variant& variant,
                               const std::string& source_hash) = 0;
   // One result, committed durably as it arrives. The same job again (same variant, GPU
   // type, worker and finished time) is ignored: returns false.

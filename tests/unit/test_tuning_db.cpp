@@ -60,6 +60,24 @@ class TuningDbTest : public ::testing::TestWithParam<std::string> {
   WorkerInfo a100_worker_ = test_worker("node2", "a100", false, "11.8");
 };
 
+// commit_variant says whether the variant is new to the DB (the farm service then skips its
+// lookup: no measurement can name it yet); committed again it is not new, and a new source
+// hash replaces the old one.
+TEST_P(TuningDbTest, CommitVariantSaysWhetherTheVariantIsNew) {
+  EXPECT_TRUE(db_->commit_variant("w1", test_variant(512), "h1"));
+  EXPECT_FALSE(db_->commit_variant("w1", test_variant(512), "h1"));
+  EXPECT_FALSE(db_->commit_variant("w1", test_variant(32), "hash"));  // from SetUp
+  EXPECT_FALSE(db_->commit_variant("w1", test_variant(512), "h2"));
+  Measurement m = test_measurement("w1", test_variant(512), real_, 5, 1'700'000'000'000);
+  m.source_hash = "h2";
+  db_->commit_measurement(m);
+  MeasurementQuery q;
+  q.variant_key = test_variant(512).key();
+  q.current_source_only = true;  // the variant's source hash is now h2
+  ASSERT_EQ(db_->query(q).size(), 1u);
+  EXPECT_EQ(db_->query(q)[0].source_hash, "h2");
+}
+
 TEST_P(TuningDbTest, MeasurementRoundTripsEveryField) {
   Measurement m = test_measurement("w1", test_variant(64), real_, 0, 1'700'000'000'123);
   m.samples_us = {0.1, 12.25, 1e-7, 123456.789012345};  // exact round trip, not 6 digits
