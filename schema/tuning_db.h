@@ -183,7 +183,8 @@ class TuningDb {
   // A batch: the writes of this thread until it ends are one transaction (the farm service
   // commits a loop's rows at once instead of one transaction per row); other threads' calls
   // wait for it. commit() makes them durable; a batch destroyed uncommitted rolls them back.
-  // A write that fails inside it undoes only itself. Batches do not nest.
+  // A write that fails inside it undoes only itself (a savepoint, or for a write of one
+  // statement SQLite's own undo of that statement). Batches do not nest.
   class Batch {
    public:
     virtual ~Batch() = default;
