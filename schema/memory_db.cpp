@@ -53,12 +53,13 @@ class MemoryDb final : public TuningDb {
     }
   }
 
-  void commit_variant(const std::string& workload, const Variant& v,
+  bool commit_variant(const std::string& workload, const Variant& v,
                       const std::string& source_hash) override {
     std::lock_guard lock(mu_);
     DC_INTERNAL_CHECK(workloads_.count(workload), "variant ", v.key(), " of unknown workload ",
                       workload, ": commit the workload first");
-    variants_[{workload, v.key()}] = source_hash;
+    const auto [it, added] = variants_.insert_or_assign({workload, v.key()}, source_hash);
+    return added;
   }
 
   bool commit_measurement(const Measurement& in) override { return commit(in, /*first_only=*/false); }

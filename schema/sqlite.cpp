@@ -181,13 +181,15 @@ bool Query::is_null(int col) const { return sqlite3_column_type(stmt_, col) == S
 // Statements prepared once (Connection::query), not parsed again by sqlite3_exec for every
 // write: a farm service opens a savepoint per row, thousands a second, and parsing them was
 // a tenth of its CPU (docs/bench/farm-service.md).
-Transaction::Transaction(Connection& conn)
+Transaction::Transaction(Connection& conn, Nested nested)
     : conn_(conn), nested_(sqlite3_get_autocommit(conn.handle()) == 0) {
+  plain_ = nested_ && nested == Nested::plain;
+  if (plain_) return;
   conn_.query(nested_ ? "SAVEPOINT dc_nested" : "BEGIN IMMEDIATE").run();
 }
 
 void Transaction::commit() {
-  conn_.query(nested_ ? "RELEASE dc_nested" : "COMMIT").run();
+  if (!plain_) conn_.query(nested_ ? "RELEASE dc_nested" : "COMMIT").run();
   done_ = true;
 }
 
@@ -195,6 +197,12 @@ Transaction::~Transaction() {
   // A failed COMMIT (disk full) may leave the transaction open: roll it back here. SQLite
   // may also have rolled back by itself already; autocommit mode tells which.
   if (done_) return;
+  if (plain_) {
+    // Its failed statement undid itself; the outer transaction is gone only where SQLite
+    // rolled it all back (I/O error, disk full): then what the batch wrote is gone too.
+    if (sqlite3_get_autocommit(conn_.handle()) != 0) ++conn_.rollbacks_;
+    return;
+  }
   ++conn_.rollbacks_;  // counted either way: what it wrote is gone
   if (sqlite3_get_autocommit(conn_.handle()) != 0) return;
   if (nested_)

@@ -118,10 +118,13 @@ class Connection {
 // commit() makes it durable; otherwise the destructor rolls back, never throwing. Inside a
 // transaction already open on the connection (a batch, TuningDb::begin_batch) it is a
 // SAVEPOINT: commit() releases it into the outer one, and a rollback undoes only its own
-// writes.
+// writes. A write of one statement (after any reads) needs no savepoint there: SQLite undoes a
+// statement that fails by itself, so `Nested::plain` opens none (a savepoint per row was a
+// tenth of the farm service's CPU, docs/bench/farm-service.md, round 5).
 class Transaction {
  public:
-  explicit Transaction(Connection& conn);
+  enum class Nested { savepoint, plain };
+  explicit Transaction(Connection& conn, Nested nested = Nested::savepoint);
   Transaction(const Transaction&) = delete;
   Transaction& operator=(const Transaction&) = delete;
   ~Transaction();
@@ -130,6 +133,7 @@ class Transaction {
  private:
   Connection& conn_;
   bool nested_ = false;
+  bool plain_ = false;  // nested, without a savepoint of its own
   bool done_ = false;
 };
 

@@ -120,7 +120,7 @@ class SqliteDb final : public TuningDb {
   }
 
   void commit_worker(const WorkerInfo& w) override {
-    auto tx = write("record worker " + w.name);
+    auto tx = write("record worker " + w.name, sqlite::Transaction::Nested::plain);  // one upsert
     ids_.workers.erase(w.name);  // its emulated flag may change here
     require_gpu(w.gpu_type);
     const int64_t now = now_unix_ms();
@@ -155,7 +155,7 @@ class SqliteDb final : public TuningDb {
   }
 
   void commit_workload(const WorkloadRecord& w) override {
-    auto tx = write("record workload " + w.signature);
+    auto tx = write("record workload " + w.signature, sqlite::Transaction::Nested::plain);  // one insert
     insert_workload(w);
     tx.commit();
   }
@@ -179,22 +179,37 @@ class SqliteDb final : public TuningDb {
     tx.commit();
   }
 
-  void commit_variant(const std::string& workload, const Variant& v,
+  bool commit_variant(const std::string& workload, const Variant& v,
                       const std::string& source_hash) override {
-    auto tx = write("record variant " + v.key());
+    const std::string key = v.key();
+    auto tx = write("record variant " + key, sqlite::Transaction::Nested::plain);  // look-ups, one write
+    std::optional<std::string> known_hash;
+    {
+      sqlite::Query q = conn_.query("SELECT source_hash FROM variants WHERE workload = ? AND key = ?");
+      if (q.bind_all(workload, key).step()) known_hash = q.text(0);
+    }
+    if (known_hash) {
+      // Known already (a tune's variants again): written only if its source changed.
+      if (*known_hash != source_hash)
+        conn_.query("UPDATE variants SET source_hash = ? WHERE workload = ? AND key = ?")
+            .bind_all(source_hash, workload, key)
+            .run();
+      tx.commit();
+      return false;
+    }
     {
       sqlite::Query q = conn_.query("SELECT 1 FROM workloads WHERE signature = ?");
-      DC_INTERNAL_CHECK(q.bind(1, workload).step(), "variant ", v.key(), " of unknown workload ",
+      DC_INTERNAL_CHECK(q.bind(1, workload).step(), "variant ", key, " of unknown workload ",
                         workload, ": commit the workload first");
     }
     conn_.query(
              "INSERT INTO variants(workload, key, template, precision, params_json, source_hash, "
-             "first_seen_ms) VALUES (?, ?, ?, ?, ?, ?, ?) "
-             "ON CONFLICT(workload, key) DO UPDATE SET source_hash = excluded.source_hash")
-        .bind_all(workload, v.key(), v.template_name, v.precision, params_to_json(v), source_hash,
+             "first_seen_ms) VALUES (?, ?, ?, ?, ?, ?, ?)")
+        .bind_all(workload, key, v.template_name, v.precision, params_to_json(v), source_hash,
                   now_unix_ms())
         .run();
     tx.commit();
+    return true;
   }
 
   bool commit_measurement(const Measurement& in) override { return commit(in, /*first_only=*/false); }
@@ -202,7 +217,8 @@ class SqliteDb final : public TuningDb {
 
   bool commit(const Measurement& in, bool first_only) {
     const Measurement m = checked_measurement(in);
-    auto tx = write("record a measurement of " + m.variant_key);
+    // Look-ups, then one insert: in a batch, no savepoint of its own.
+    auto tx = write("record a measurement of " + m.variant_key, sqlite::Transaction::Nested::plain);
     ids_.forget_if_rolled_back(conn_.rollbacks());
     const int64_t variant_id = variant_id_of(m.workload, m.variant_key);
     if (!ids_.gpu_types.count(m.gpu_type)) {
@@ -547,16 +563,19 @@ class SqliteDb final : public TuningDb {
   };
 
   // A write: the lock, then the transaction (declared in this order, destroyed in reverse).
+  // `Nested::plain` for a write whose only change is its last statement: inside a batch it
+  // takes no savepoint (sqlite::Transaction).
   struct Write {
     std::unique_lock<Mutex> lock;
     sqlite::Transaction tx;
     void commit() { tx.commit(); }
   };
-  Write write(const std::string& what) {
+  Write write(const std::string& what,
+              sqlite::Transaction::Nested nested = sqlite::Transaction::Nested::savepoint) {
     std::unique_lock lock(mu_);
     DC_USER_CHECK(!read_only_, "tuning DB '", conn_.path(), "' was opened read-only: cannot ",
                   what);
-    return Write{std::move(lock), sqlite::Transaction(conn_)};
+    return Write{std::move(lock), sqlite::Transaction(conn_, nested)};
   }
 
   void insert_workload(const WorkloadRecord& w) {

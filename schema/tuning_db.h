@@ -183,7 +183,8 @@ class TuningDb {
   // A batch: the writes of this thread until it ends are one transaction (the farm service
   // commits a loop's rows at once instead of one transaction per row); other threads' calls
   // wait for it. commit() makes them durable; a batch destroyed uncommitted rolls them back.
-  // A write that fails inside it undoes only itself. Batches do not nest.
+  // A write that fails inside it undoes only itself (a savepoint, or for a write of one
+  // statement SQLite's own undo of that statement). Batches do not nest.
   class Batch {
    public:
     virtual ~Batch() = default;
@@ -207,8 +208,9 @@ class TuningDb {
   // Commits the workloads and records how often the model contains each (replacing counts).
   virtual void commit_model_workloads(
       int64_t model_id, const std::vector<std::pair<WorkloadRecord, int>>& workloads) = 0;
-  // Refreshes the source hash of a variant committed before.
-  virtual void commit_variant(const std::string& workload, const Variant& variant,
+  // Refreshes the source hash of a variant committed before. True when the variant is new
+  // here: then no measurement names it yet (the farm service skips its DB lookup).
+  virtual bool commit_variant(const std::string& workload, const Variant& variant,
                               const std::string& source_hash) = 0;
   // One result, committed durably as it arrives. The same job again (same variant, GPU
   // type, worker and finished time) is ignored: returns false.

@@ -14,6 +14,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   libspdlog-dev libfmt-dev
   libmicrohttpd-dev       # dc-coordinator serve --metrics: /metrics and the status page over HTTP
+  libjemalloc-dev         # dc-coordinator's malloc: less CPU per job in serve (docs/bench/farm-service.md)
   python3-onnx python3-torch python3-torchvision python3-numpy
   chromium python3-pil    # tests: the HTML report rendered headless (dc_db_report_screenshot)
   patchelf                # scripts/make_dist.sh: RPATHs of the relocatable bundle

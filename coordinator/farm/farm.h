@@ -29,6 +29,10 @@ struct FarmJob : MeasureJob {
   // (docs/tune.md, "Finalists measured twice"). Taken anyway when no other worker serves
   // the type, so a job never waits for ever. The farm service passes it on to its broker.
   std::set<std::string> avoid_workers;
+  // fnv1a_hex of variant_kernel.source where the submitter has it already (the farm service
+  // hashes every job it is sent): the dispatcher then does not hash the source again. "" =
+  // the dispatcher computes it.
+  std::string variant_source_hash;
 
   // For the farm service (`tune --farm`, coordinator/service/): what its tuning DB records
   // of the job's workload and variant, and how it may answer. Ignored by other farms.

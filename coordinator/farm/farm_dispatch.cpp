@@ -59,7 +59,8 @@ void FarmDispatcher::submit(Submission s, Clock::time_point /*now: dispatch is t
   DC_INTERNAL_CHECK(!s.meta.gpu_type.empty(), "job '", s.meta.job_id, "' was submitted without a GPU type");
   const uint64_t id = next_job_++;
   JobEntry& e = jobs_[id];
-  e.source_hash = fnv1a_hex(s.wire.variant().source());
+  e.source_hash = s.meta.variant_source_hash.empty() ? fnv1a_hex(s.wire.variant().source())
+                                                      : std::move(s.meta.variant_source_hash);
   e.meta = std::move(s.meta);
   e.wire = std::move(s.wire);
   // The tune names workers as this dispatcher's Measurements do ("<worker id>/<device>"):

@@ -192,7 +192,7 @@ void FarmService::Impl::on_hello(const std::string& identity, const std::string&
 }
 
 // The rows a measurement of the job needs: its GPU type, workload and variant.
-void FarmService::Impl::record_rows(const FarmJob& job, const std::string& source_hash) {
+bool FarmService::Impl::record_rows(const FarmJob& job, const std::string& source_hash) {
   if (gpu_types_recorded.insert(job.gpu_type).second) db.commit_gpu_type(*catalog.find(job.gpu_type));
   const FarmJob::ServiceInfo& si = job.service;
   if (workloads_recorded.size() >= kRecordedCacheMax) workloads_recorded.clear();
@@ -212,8 +212,9 @@ void FarmService::Impl::record_rows(const FarmJob& job, const std::string& sourc
     v.template_name = si.variant_template;
     v.precision = si.variant_precision;
     v.params = si.variant_params;
-    db.commit_variant(job.workload, v, source_hash);
+    return db.commit_variant(job.workload, v, source_hash);
   }
+  return false;
 }
 
 std::optional<Measurement> FarmService::Impl::from_db(const FarmJob& job, const std::string& source_hash) {
@@ -313,9 +314,11 @@ void FarmService::Impl::on_submit(Tune& t, farm::TuneJob& tj) {
     spdlog::warn("service: tune {} submitted an invalid job; dropped: {}", t.id, e.what());
     return;
   }
-  const std::string hash = fnv1a_hex(job.variant_kernel.source);
+  // Hashed once here: the dispatcher takes it with the job (FarmJob::variant_source_hash).
+  job.variant_source_hash = fnv1a_hex(job.variant_kernel.source);
+  const std::string& hash = job.variant_source_hash;
   Waiter w{t.id, job.job_id, job.workload, job.variant_kernel.variant_key, job.service.reuse,
-           str_cat(job.job_id, "|", hash, "|", job.check_on_emulator ? "check" : "", "|", job.service.reuse ? "" : "fresh")};
+           key_of({job.job_id, hash, job.check_on_emulator ? "check" : "", job.service.reuse ? "" : "fresh"})};
   if (t.resumes > 0) {
     if (const auto sent = t.recent.find(w.resend_key); sent != t.recent.end()) {
       // A resubmit after a reconnect of a job whose outcome was sent already: sent again.
@@ -327,8 +330,9 @@ void FarmService::Impl::on_submit(Tune& t, farm::TuneJob& tj) {
   spdlog::debug("service: tune {} submitted {}", t.id, job.job_id);
   std::optional<Measurement> known;
   try {
-    record_rows(job, hash);
-    if (job.service.reuse) known = from_db(job, hash);
+    // A variant new to the DB has no measurement yet: no lookup.
+    const bool new_variant = record_rows(job, hash);
+    if (job.service.reuse && !new_variant) known = from_db(job, hash);
   } catch (const UserError& e) {
     // The DB refused (busy past its timeout): measured instead of answered.
     spdlog::error("service: DB lookup for {} failed; it is measured: {}", job.variant_kernel.variant_key, e.what());
@@ -339,9 +343,8 @@ void FarmService::Impl::on_submit(Tune& t, farm::TuneJob& tj) {
     deliver(t, w, *known, farm::DATABASE);
     return;
   }
-  const std::string key = str_cat(hash, "|", job.gpu_type, "|", job.service.nvrtc_major, "|",
-                                  job.service.emulated ? "emulated" : "real", "|",
-                                  job.check_on_emulator ? "check" : "", "|", avoid_key(job.avoid_workers));
+  std::string key = key_of({hash, job.gpu_type, job.service.nvrtc_major, job.service.emulated ? "emulated" : "real",
+                            job.check_on_emulator ? "check" : "", avoid_key(job.avoid_workers)});
   uint64_t gid = 0;
   if (const auto it = group_of_key.find(key); it != group_of_key.end()) {
     gid = it->second;

@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,21 @@ inline constexpr int kMaxAvoidWorkers = 256;  // a job's avoid_workers: a tune's
 inline std::string avoid_key(const std::set<std::string>& avoid) {
   std::string out;
   for (const std::string& w : avoid) out += w + ",";
+  return out;
+}
+
+// Parts joined with '|' (a group key, a resend key): per job, so without str_cat's stream.
+inline std::string key_of(std::initializer_list<std::string_view> parts) {
+  size_t n = parts.size();
+  for (std::string_view p : parts) n += p.size();
+  std::string out;
+  out.reserve(n);
+  bool first = true;
+  for (std::string_view p : parts) {
+    if (!first) out += '|';
+    first = false;
+    out.append(p);
+  }
   return out;
 }
 
@@ -192,7 +208,8 @@ struct FarmService::Impl {
   void on_result(Measurement m);
   void record_result(const Group& g, const Measurement& m, const std::string& worker_id);
   void deliver(Tune& t, const Waiter& w, const Measurement& m, farm::Origin origin);
-  void record_rows(const FarmJob& job, const std::string& source_hash);
+  // Records the job's GPU type, workload and variant rows; true when the variant is new to the DB.
+  bool record_rows(const FarmJob& job, const std::string& source_hash);
   std::optional<Measurement> from_db(const FarmJob& job, const std::string& source_hash);
   void tick();
   void pump();

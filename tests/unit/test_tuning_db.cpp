@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -58,6 +59,24 @@ class TuningDbTest : public ::testing::TestWithParam<std::string> {
   WorkerInfo emu_ = test_worker("laptop", "h100", true);
   WorkerInfo a100_worker_ = test_worker("node2", "a100", false, "11.8");
 };
+
+// commit_variant says whether the variant is new to the DB (the farm service then skips its
+// lookup: no measurement can name it yet); committed again it is not new, and a new source
+// hash replaces the old one.
+TEST_P(TuningDbTest, CommitVariantSaysWhetherTheVariantIsNew) {
+  EXPECT_TRUE(db_->commit_variant("w1", test_variant(512), "h1"));
+  EXPECT_FALSE(db_->commit_variant("w1", test_variant(512), "h1"));
+  EXPECT_FALSE(db_->commit_variant("w1", test_variant(32), "hash"));  // from SetUp
+  EXPECT_FALSE(db_->commit_variant("w1", test_variant(512), "h2"));
+  Measurement m = test_measurement("w1", test_variant(512), real_, 5, 1'700'000'000'000);
+  m.source_hash = "h2";
+  db_->commit_measurement(m);
+  MeasurementQuery q;
+  q.variant_key = test_variant(512).key();
+  q.current_source_only = true;  // the variant's source hash is now h2
+  ASSERT_EQ(db_->query(q).size(), 1u);
+  EXPECT_EQ(db_->query(q)[0].source_hash, "h2");
+}
 
 TEST_P(TuningDbTest, MeasurementRoundTripsEveryField) {
   Measurement m = test_measurement("w1", test_variant(64), real_, 0, 1'700'000'000'123);
@@ -585,6 +604,35 @@ TEST(SqliteTuningDb, AFailedWriteInsideABatchUndoesOnlyItself) {
   for (const Measurement& m : rows) keys.insert(m.variant_key);
   EXPECT_EQ(keys, (std::set<std::string>{test_variant(16).key(), test_variant(32).key()}));
   sqlite::Connection conn(path, true);
+  EXPECT_EQ(integrity(conn), "ok");
+}
+
+// Inside a batch, a write of one statement takes no savepoint (sqlite::Transaction's
+// Nested::plain): a statement that fails, here on the workloads' CHECK of the kind, undoes
+// itself, and the rows written before and after it in the batch commit.
+TEST(SqliteTuningDb, AFailedStatementInsideABatchUndoesOnlyItself) {
+  testing::TempDir dir;
+  const std::string path = dir.file("batch.db");
+  auto db = open_tuning_db(path);
+  auto workload = [](const std::string& sig, ClusterKind kind) {
+    WorkloadRecord w;
+    w.signature = sig;
+    w.kind = kind;
+    w.canonical = "canonical " + sig;
+    return w;
+  };
+  auto batch = db->begin_batch();
+  db->commit_workload(workload("before", ClusterKind::gemm));
+  // A kind the schema does not allow (cluster_kind_name gives "?"): the insert fails.
+  EXPECT_THROW(db->commit_workload(workload("bad", static_cast<ClusterKind>(99))), InternalError);
+  db->commit_workload(workload("after", ClusterKind::conv));
+  batch->commit();
+  batch.reset();
+  sqlite::Connection conn(path, true);
+  sqlite::Query q = conn.query("SELECT signature, kind FROM workloads ORDER BY signature");
+  std::map<std::string, std::string> kinds;
+  while (q.step()) kinds[q.text(0)] = q.text(1);
+  EXPECT_EQ(kinds, (std::map<std::string, std::string>{{"after", "conv"}, {"before", "gemm"}}));
   EXPECT_EQ(integrity(conn), "ok");
 }
 
