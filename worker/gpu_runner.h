@@ -79,6 +79,11 @@ enum class L2Policy {
 
 struct TimingOptions {
   int warmup_runs = 3;          // untimed runs first (module load, clocks, TLB)
+  // ... and, on a device that computes on the host's cores (PoCL's CPU device), untimed runs
+  // until this much wall time has passed: such a device settles only after about half a
+  // second of work (docs/bench/opencl.md, "Warm-up of the CPU device"), so a count alone
+  // times a kernel after an idle spell (its compile) cold.
+  double cpu_warmup_seconds = 0.5;
   int min_samples = 10;         // at least this many samples ...
   double min_total_ms = 50.0;   // ... adding up to at least this much kernel time
   // A safety cap, high enough that min_total_ms holds for any real kernel: 50 ms of

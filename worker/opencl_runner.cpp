@@ -188,8 +188,15 @@ TimingResult time_on_opencl(ocl::Device& device, const GeneratedKernel& kernel, 
     const size_t flush_bytes = size_t{64} << 20;
     ocl::Mem flush_buf = flush ? ocl::create_buffer(device, flush_bytes) : nullptr;
     r.l2_method = flush ? "flush 64 MiB" : "none (hot caches)";
+    const auto warm_start = std::chrono::steady_clock::now();
     for (int i = 0; i < options.warmup_runs; ++i) enqueue_run(device, kernel, L, nullptr, nullptr);
     ocl::check(clFinish(q), "clFinish (warm-up)");
+    if (device.info().is_cpu)
+      while (std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_start).count() <
+             options.cpu_warmup_seconds) {
+        enqueue_run(device, kernel, L, nullptr, nullptr);
+        ocl::check(clFinish(q), "clFinish (warm-up)");
+      }
     double total_ms = 0;
     unsigned char flush_byte = 0;
     // Tiny kernels on a CPU device are dominated by the enqueue: past min_samples, a second
