@@ -153,15 +153,13 @@ class Recomputer {
     next[t].last = forward_last;
     // The chain's elementwise ops fuse into one pass, so its intermediates are not stored,
     // but where two branches join (a residual Add) one of them is: the largest one is kept.
-    int64_t largest = 0;
-    for (const auto& c : chain)
-      if (c != t) largest = std::max(largest, tensor_bytes(g_, c));
-    bool charged = false;
-    for (const auto& c : chain) {
-      const bool stored = c == t || (!charged && tensor_bytes(g_, c) == largest);
-      charged = charged || (c != t && stored);
-      next["recompute/" + c] = {stored ? tensor_bytes(g_, c) : 0, pos,
-                                c == t ? 2 * static_cast<int>(readers.back()) : pos};
+    const auto largest = std::max_element(chain.begin(), chain.end() - 1, [&](const auto& a, const auto& b) {
+      return tensor_bytes(g_, a) < tensor_bytes(g_, b);
+    });  // chain.back() is t itself
+    for (auto c = chain.begin(); c != chain.end(); ++c) {
+      const bool stored = *c == t || c == largest;
+      next["recompute/" + *c] = {stored ? tensor_bytes(g_, *c) : 0, pos,
+                                 *c == t ? 2 * static_cast<int>(readers.back()) : pos};
     }
     const int64_t after = peak(next);
     if (after > r.peak_after) return;
