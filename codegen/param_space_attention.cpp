@@ -227,10 +227,6 @@ void enumerate_attention_backward(const WorkloadShape& s, const GpuSpec& gpu, st
       }
 }
 
-// The training step's dc.Attention (an opaque workload the fused forward computes, writing
-// each row's log-sum-exp too: template_attention.cpp's STORE_LSE).
-bool saves_lse(const WorkloadShape& s) { return s.kind == ClusterKind::opaque && !s.attention_backward; }
-
 bool attention_shape_ok(const WorkloadShape& s) {
   // Head dimensions above 256 get no fused variant (the separate GEMM/softmax clusters
   // cover them).
@@ -277,10 +273,6 @@ std::vector<Variant> enumerate_attention(const WorkloadShape& s, const GpuSpec& 
     if (fp32) enumerate_attention_backward(s, gpu, out);
     return out;
   }
-  if (saves_lse(s)) {  // the training step's forward: only the CUDA-core path writes the LSE
-    if (fp32) enumerate_attention_fp32(s, gpu, out);
-    return out;
-  }
   for (const auto& p : precisions) {
     if (p == "fp32") {
       enumerate_attention_fp32(s, gpu, out);
@@ -295,8 +287,6 @@ std::optional<Variant> attention_point(const WorkloadShape& s, const GpuSpec& gp
                                        const AttentionParams& p, std::string* why) {
   if (!attention_shape_ok(s)) return refuse(why, "no fused attention for head dimensions ", s.k, " and ", s.dv);
   if (s.attention_backward) return attention_backward_point(s, gpu, precision, p, why);
-  if (saves_lse(s) && precision != "fp32")
-    return refuse(why, "the training step's attention (it saves its log-sum-exp) has only the fp32 path");
   if (precision == "fp32") return attention_fp32_point(s, gpu, attention_fp32_choices(s), p, why);
   return attention_mma_point(s, gpu, precision, attention_mma_choices(s, gpu, precision), p, why);
 }

@@ -10,7 +10,7 @@
 // copies where the operand's memory allows it (else loaded and converted through registers).
 // With split_kv > 1 the key tiles are divided between blockIdx.z slices that write their
 // unnormalised O, m and l to scratch; a second launch merges them (log-sum-exp) and runs
-// the epilogue. Matching, scale/mask and epilogue code: template_attention_match.cpp.
+// the epilogue. A training step's dc.Attention also writes each row's log-sum-exp (LSE). Matching, scale/mask and epilogue code: template_attention_match.cpp.
 // Every tensor-core instruction is a prelude function. docs/codegen.md.
 // On sm_70 (Variant param m8n8k4 = 1, fp16) the same kernel runs Volta's mma.sync m8n8k4:
 // fragments of m16 x n16 (quad pair q on the 8x8 block (q & 1, q >> 1), dc_mma884_*), Q, K
@@ -419,10 +419,19 @@ dc_cp_async_commit();
 
 // End of the key loop: normalise and run the epilogue, or (split) write the partial state
 // of this slice: O unnormalised, the row max m and the row sum l.
-void finish(TemplateVars& vars, int64_t splits) {
+// A training step's forward also writes each row's log-sum-exp m + log l (LSE, "" if not),
+// from the lane that holds the row's column 0; -inf for a row masked entirely.
+void finish(TemplateVars& vars, int64_t splits, const std::string& lse) {
   if (splits == 1) {
+    vars["STORE_LSE"] =
+        lse.empty() ? ""
+                    : expand_template(lse + R"([dc_bz * $(SQ) + dc_qr] = dc_m[dc_mi][dc_hf] == $(NEG_INF) ? $(NEG_INF) : dc_m[dc_mi][dc_hf] + logf(dc_lrow);)",
+                                      vars);
     vars["FINISH"] = expand_template(R"(const float dc_h = dc_o[dc_mi][dc_dn][dc_oi] / dc_lrow;
 $(EPILOGUE)
+if (dc_e == 0) {
+  $(STORE_LSE)
+}
 )", vars);
     return;
   }
@@ -637,6 +646,8 @@ GeneratedKernel split_kernel(const Workload& w, const Variant& v, const Attentio
                      {"SETUP", attention_batch_setup(am, "dc_bz")},
                      {"TOTAL", str(am.batch * am.sq * am.dv)},
                      {"PARAMS", vars.at("PARAMS")}};
+  // M + log(sum_s exp(m_s - M) l_s): the row's log-sum-exp over every slice.
+  cv["STORE_LSE"] = vars.at("LSE").empty() ? "" : vars.at("LSE") + "[dc_bz * " + str(am.sq) + " + dc_qr] = dc_mmax == " + kNegInf + " ? " + kNegInf + " : dc_mmax + logf(dc_lsum);";
   src += expand_template(R"(
 extern "C" __global__ void DC_LAUNCH_BOUNDS(256) dc_attention_combine($(PARAMS)) {
   const dc_i64 dc_lin = (dc_i64)blockIdx.x * 256 + threadIdx.x;
@@ -656,6 +667,9 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS(256) dc_attention_combine($(PARAMS))
   }
   const float dc_h = dc_osum / dc_lsum;
   $(EPILOGUE)
+  if (dc_e == 0) {
+    $(STORE_LSE)
+  }
 }
 DC_EXPORT_KERNEL(dc_attention_combine)
 )",
@@ -688,8 +702,6 @@ DC_EXPORT_KERNEL(dc_attention_combine)
 GeneratedKernel generate_attention_mma(const Workload& w, const Variant& v) {
   DC_INTERNAL_CHECK(v.template_name == "attention_fused", "attention_fused: variant ", v.key());
   const AttentionMatch am = match_attention(w);
-  DC_INTERNAL_CHECK(am.lse.empty(), "attention_fused: the tensor-core path does not write the log-sum-exp of ",
-                    "the training step's attention (fp32 variants only)");
   const MathType mt = math_type(v.precision);
   const MmaLayout L = mma_layout(am, mt, v);
 
@@ -711,7 +723,8 @@ GeneratedKernel generate_attention_mma(const Workload& w, const Variant& v) {
     tf32_fragments(vars);
   }
   key_pipeline(vars, L.stages);
-  finish(vars, L.splits);
+  vars["LSE"] = am.lse.empty() ? "" : ve.param_name(am.lse);
+  finish(vars, L.splits, vars["LSE"]);
   vars["SCALE_MASK"] = expand_template(kScaleMask, vars);
   vars["ONLINE_SOFTMAX"] = expand_template(kOnlineSoftmax, vars);
   vars["NORMALISE"] = expand_template(kNormalise, vars);

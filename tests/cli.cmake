@@ -351,3 +351,9 @@ set_tests_properties(cli_train_run_opencl_tiny_cnn PROPERTIES LABELS opencl TIME
 add_test(NAME cli_train_amp COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_train_amp.py
   ${DC_COORD} ${DC_RUN} ${EX}/tiny_cnn/model.onnx)
 set_tests_properties(cli_train_amp PROPERTIES LABELS unit TIMEOUT 900)
+# A TF32 training step (tests/cli/check_train_tf32.py): the tiny transformer's plan --train
+# --precision tf32 runs its fused attention forward (writing the log-sum-exp) on TF32 tensor
+# cores; dc-run --train --emulate --steps 3 follows the fp32 plan's losses (about 15 s).
+add_test(NAME cli_train_tf32 COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_train_tf32.py
+  ${DC_COORD} ${DC_RUN} ${EX}/tiny_transformer/model.onnx)
+set_tests_properties(cli_train_tf32 PROPERTIES LABELS unit TIMEOUT 600)

@@ -72,6 +72,37 @@ inline Workload attention_backward_workload(const AttentionBackwardCase& c) {
   return make_workload(g, {0}, ClusterKind::opaque);
 }
 
+// The case's forward: one dc.Attention(Q, Kt, V[, mask]) -> (O, LSE), as a training step's
+// fused forward (codegen/training_attention.cpp) sees it.
+inline Workload attention_forward_workload(const AttentionBackwardCase& c) {
+  Graph g;
+  g.opset = 17;
+  const auto add = [&](const std::string& name, Shape s, bool input) {
+    g.tensors[name] = TensorInfo{DType::f32, std::move(s)};
+    if (input) g.inputs.push_back(name);
+  };
+  Shape lse = c.batch;
+  lse.push_back(c.sq);
+  add("q", with_tail(c.batch, c.sq, c.d), true);
+  add("kt", with_tail(c.batch, c.d, c.sk), true);
+  add("v", with_tail(c.batch, c.sk, c.dv), true);
+  Node n;
+  n.name = "attention";
+  n.op = "dc.Attention";
+  n.inputs = {"q", "kt", "v"};
+  if (!c.mask.empty()) {
+    add("mask", c.mask, true);
+    n.inputs.push_back("mask");
+  }
+  n.attrs.set("scale", c.scale);
+  n.outputs = {"o", "lse"};
+  add("o", with_tail(c.batch, c.sq, c.dv), false);
+  add("lse", lse, false);
+  g.outputs = n.outputs;
+  g.nodes.push_back(n);
+  return make_workload(g, {0}, ClusterKind::opaque);
+}
+
 // The workload's inputs in graph order: seeded Q, Kt, V, dO and mask, O and LSE their forward.
 inline std::vector<Tensor> attention_backward_inputs(const Workload& w, const AttentionBackwardCase& c, uint32_t seed) {
   const Node& n = w.graph.nodes.at(0);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "attention_backward_cases.h"
 #include "candidates.h"
@@ -111,24 +112,30 @@ TEST(CodegenAttentionBackward, TrainingStepWorkloadsReachTheTemplate) {
       ASSERT_FALSE(space.empty());
       EXPECT_EQ(space.front().template_name, kAttentionBackwardTemplate);
     }
-    if (w.graph.nodes[0].op == "dc.Attention") {  // the fused forward (fp32 only), writing the LSE too
+    if (w.graph.nodes[0].op == "dc.Attention") {  // the fused forward, writing the LSE too
       ++forward;
       const auto space = enumerate_variants(w, testing::spec_a100(), SpaceOptions{{"fp32", "tf32"}});
       ASSERT_FALSE(space.empty());
+      std::map<std::string, const Variant*> by_precision;  // CUDA cores and tf32 tensor cores
       for (const auto& v : space) {
         EXPECT_EQ(v.template_name, "attention_fused");
-        EXPECT_EQ(v.precision, "fp32");
+        if (!by_precision.count(v.precision)) by_precision[v.precision] = &v;
       }
-      std::string error;
+      ASSERT_EQ(by_precision.size(), 2u);
       const testing::CaseDevice device = testing::emulator_device();
-      const GeneratedKernel k = generate_kernel(w, space[space.size() / 2]);
       const std::vector<Tensor> in = random_workload_inputs(w, 31);
       ref::TensorMap in_map;
       for (size_t i = 0; i < in.size(); ++i) in_map[w.graph.inputs[i]] = in[i];
       ASSERT_EQ(w.graph.outputs.size(), 2u) << "O and LSE";
-      EXPECT_EQ(testing::run_and_compare_outputs(device.run, w, k, device.compile(k, &error), in,
-                                                 ref::run_graph(w.graph, in_map), false, variant_tolerance("fp32", w)),
-                "");
+      for (const auto& [precision, v] : by_precision) {
+        std::string error;
+        const GeneratedKernel k = generate_kernel(w, *v);
+        EXPECT_EQ(testing::run_and_compare_outputs(device.run, w, k, device.compile(k, &error), in,
+                                                   ref::run_graph(w.graph, in_map), false,
+                                                   variant_tolerance(precision, w)),
+                  "")
+            << v->key();
+      }
     }
   }
   EXPECT_EQ(backward, 1) << "one workload per shape";

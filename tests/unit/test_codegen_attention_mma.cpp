@@ -29,6 +29,7 @@
 #include "param_space.h"
 #include "ref/compare.h"
 #include "ref/executor.h"
+#include "attention_backward_cases.h"
 #include "attention_testing.h"
 #include "testing.h"
 
@@ -217,6 +218,34 @@ TEST(CodegenAttentionMma, SplitKvWithCombineAndEpilogue) {
       EXPECT_EQ(k.launches[0].grid[2], split);
       check_variant(w, v, c);
     }
+}
+
+TEST(CodegenAttentionMma, TrainingForwardWritesTheLogSumExp) {
+  // A training step's dc.Attention on tf32 tensor cores writes O and each row's log-sum-exp
+  // (the backward's input), also from the split-KV combine launch; the causal case has a row
+  // masked entirely by -inf (its LSE is -inf). Variants spread over the A100 space, plus
+  // every split_kv it offers.
+  const GpuSpec gpu = testing::spec_a100();
+  for (const auto& c : testing::attention_backward_cases()) {
+    SCOPED_TRACE(c.name);
+    const Workload w = testing::attention_forward_workload(c);
+    const Workload grad = testing::attention_backward_workload(c);
+    const std::vector<Tensor> gin = testing::attention_backward_inputs(grad, c, 2026);
+    Check check;
+    check.reduction_length = std::max(c.d, c.sk);
+    check.inputs = {{"q", gin[0]}, {"kt", gin[1]}, {"v", gin[2]}};
+    if (!c.mask.empty()) check.inputs["mask"] = gin[6];
+    const auto space = enumerate_variants(w, gpu, SpaceOptions{{"tf32"}});
+    ASSERT_FALSE(space.empty());
+    std::vector<Variant> chosen;
+    for (size_t i = 0; i < 3; ++i) chosen.push_back(space[i * space.size() / 3]);
+    for (const auto& v : space)
+      if (v.params.at("split_kv") > 1 && chosen.size() < 5) chosen.push_back(v);
+    for (const auto& v : chosen) {
+      EXPECT_EQ(v.precision, "tf32");
+      check_variant(w, v, check);
+    }
+  }
 }
 
 TEST(CodegenAttentionMma, CudaCoresOnHalfStorage) {
