@@ -419,10 +419,7 @@ WorkloadShape analyze_workload(const Workload& w) {
       analyze_output_parallel(g, s);
       break;
     case ClusterKind::opaque:
-      if (g.nodes.size() == 1 && g.nodes[0].op == "dc.AttentionGrad" && g.info(g.nodes[0].input(0)).dtype == DType::f32 &&
-          std::all_of(g.nodes[0].inputs.begin(), g.nodes[0].inputs.end(), [&](const std::string& t) {
-            return std::find(g.inputs.begin(), g.inputs.end(), t) != g.inputs.end();  // read from memory
-          })) {
+      if (is_attention_grad_on_template(w)) {
         analyze_attention_backward(g, g.nodes[0], s);
         break;
       }

@@ -1,6 +1,6 @@
 // "attention_backward": FlashAttention-2's backward of the training step's fused attention,
 // dc.AttentionGrad(Q, Kt, V, O, dO, LSE[, mask]) {scale} -> (dQ, dKt, dV) (ref/ops_attention.cpp),
-// fp32 on CUDA cores, deterministic (no atomics). Two launches of one kind of block each, per batch:
+// fp32 math on CUDA cores, deterministic (no atomics). Two launches of one kind of block each, per batch:
 //  - a key block owns block_n keys: K and V rows stay in shared memory, the query tiles
 //    stream past; per tile it recomputes S = Q Kt scale + mask and P = exp(S - LSE) from the
 //    saved log-sum-exp, dP = dO V^T, dS = P (dP - D) with D = rowsum(dO * O) (the tile's
@@ -10,9 +10,11 @@
 //    tiles and accumulates dQ += scale dS K, recomputing the same P and dS.
 // So no S x S matrix reaches memory, and every output element is written once by one block.
 // Each block's S, P and dS tile lives in shared memory; threads walk it element by element.
-// Operands are read straight from memory (the workload's inputs, row-major); the mask with
-// its broadcast strides. docs/training.md, "Attention backward".
+// Operands are read straight from memory (the workload's inputs, row-major, f32, f16 or
+// bf16: the mixed-precision step's, read as float; outputs stored in their own dtypes; LSE
+// f32); the mask with its broadcast strides. docs/training.md, "Attention backward".
 #include <algorithm>
+#include <array>
 
 #include <fmt/format.h>
 
@@ -21,6 +23,7 @@
 #include "param_space.h"
 #include "template_text.h"
 #include "template_util.h"
+#include "training_attention.h"
 #include "value_emitter.h"
 #include "variant_params.h"
 
@@ -38,7 +41,7 @@ __device__ __forceinline__ void dc_attn_bwd_tile(const float* DC_RESTRICT dc_qs,
                                                  const float* DC_RESTRICT dc_ks, const float* DC_RESTRICT dc_vs,
                                                  const float* DC_RESTRICT dc_drow, const float* DC_RESTRICT dc_lse,
                                                  float* DC_RESTRICT dc_ps, float* DC_RESTRICT dc_dss,
-                                                 const float* DC_RESTRICT dc_mask, dc_i64 dc_mbase,
+                                                 const $(MASKT)* DC_RESTRICT dc_mask, dc_i64 dc_mbase,
                                                  dc_i64 dc_i0, dc_i64 dc_j0) {
   for (int dc_t = (int)threadIdx.x; dc_t < $(BM) * $(BN); dc_t += $(THREADS)) {
     const int dc_r = dc_t / $(BN), dc_c = dc_t % $(BN);
@@ -61,24 +64,24 @@ __device__ __forceinline__ void dc_attn_bwd_tile(const float* DC_RESTRICT dc_qs,
 
 // Query rows [i0, i0 + BM): Q and dO into shared memory, D = rowsum(dO * O) and LSE per row
 // (rows past the sequence: zeros, P = 0 through dc_gi < SQ).
-__device__ __forceinline__ void dc_attn_bwd_load_queries(const float* DC_RESTRICT dc_q, const float* DC_RESTRICT dc_o,
-                                                         const float* DC_RESTRICT dc_do, const float* DC_RESTRICT dc_lse_in,
+__device__ __forceinline__ void dc_attn_bwd_load_queries(const $(QT)* DC_RESTRICT dc_q, const $(OT)* DC_RESTRICT dc_o,
+                                                         const $(DOT)* DC_RESTRICT dc_do, const float* DC_RESTRICT dc_lse_in,
                                                          float* DC_RESTRICT dc_qs, float* DC_RESTRICT dc_dos,
                                                          float* DC_RESTRICT dc_drow, float* DC_RESTRICT dc_lse,
                                                          dc_i64 dc_i0) {
   for (int dc_t = (int)threadIdx.x; dc_t < $(BM) * $(D); dc_t += $(THREADS)) {
     const int dc_r = dc_t / $(D), dc_d = dc_t % $(D);
-    dc_qs[dc_r * $(LDQ) + dc_d] = dc_i0 + dc_r < $(SQ) ? dc_q[(dc_i0 + dc_r) * $(D) + dc_d] : 0.f;
+    dc_qs[dc_r * $(LDQ) + dc_d] = dc_i0 + dc_r < $(SQ) ? $(LOAD_Q) : 0.f;
   }
   for (int dc_t = (int)threadIdx.x; dc_t < $(BM) * $(DV); dc_t += $(THREADS)) {
     const int dc_r = dc_t / $(DV), dc_e = dc_t % $(DV);
-    dc_dos[dc_r * $(LDV) + dc_e] = dc_i0 + dc_r < $(SQ) ? dc_do[(dc_i0 + dc_r) * $(DV) + dc_e] : 0.f;
+    dc_dos[dc_r * $(LDV) + dc_e] = dc_i0 + dc_r < $(SQ) ? $(LOAD_DO) : 0.f;
   }
   for (int dc_r = (int)threadIdx.x; dc_r < $(BM); dc_r += $(THREADS)) {
     float dc_sum = 0.f, dc_l = 0.f;
     if (dc_i0 + dc_r < $(SQ)) {
       for (int dc_e = 0; dc_e < $(DV); ++dc_e)
-        dc_sum = fmaf(dc_do[(dc_i0 + dc_r) * $(DV) + dc_e], dc_o[(dc_i0 + dc_r) * $(DV) + dc_e], dc_sum);
+        dc_sum = fmaf($(LOAD_DO), $(LOAD_O), dc_sum);
       dc_l = dc_lse_in[dc_i0 + dc_r];
     }
     dc_drow[dc_r] = dc_sum;
@@ -87,15 +90,15 @@ __device__ __forceinline__ void dc_attn_bwd_load_queries(const float* DC_RESTRIC
 }
 
 // Key rows [j0, j0 + BN): K (from Kt [D][SK]) and V into shared memory, zeros past the end.
-__device__ __forceinline__ void dc_attn_bwd_load_keys(const float* DC_RESTRICT dc_kt, const float* DC_RESTRICT dc_v,
+__device__ __forceinline__ void dc_attn_bwd_load_keys(const $(KTT)* DC_RESTRICT dc_kt, const $(VT)* DC_RESTRICT dc_v,
                                                       float* DC_RESTRICT dc_ks, float* DC_RESTRICT dc_vs, dc_i64 dc_j0) {
   for (int dc_t = (int)threadIdx.x; dc_t < $(BN) * $(D); dc_t += $(THREADS)) {
     const int dc_d = dc_t / $(BN), dc_c = dc_t % $(BN);  // along Kt's rows: coalesced
-    dc_ks[dc_c * $(LDQ) + dc_d] = dc_j0 + dc_c < $(SK) ? dc_kt[(dc_i64)dc_d * $(SK) + dc_j0 + dc_c] : 0.f;
+    dc_ks[dc_c * $(LDQ) + dc_d] = dc_j0 + dc_c < $(SK) ? $(LOAD_KT) : 0.f;
   }
   for (int dc_t = (int)threadIdx.x; dc_t < $(BN) * $(DV); dc_t += $(THREADS)) {
     const int dc_c = dc_t / $(DV), dc_e = dc_t % $(DV);
-    dc_vs[dc_c * $(LDV) + dc_e] = dc_j0 + dc_c < $(SK) ? dc_v[(dc_j0 + dc_c) * $(DV) + dc_e] : 0.f;
+    dc_vs[dc_c * $(LDV) + dc_e] = dc_j0 + dc_c < $(SK) ? $(LOAD_V) : 0.f;
   }
 }
 
@@ -114,13 +117,13 @@ constexpr const char* kPrologue = R"(  DC_DYNAMIC_SMEM(float, dc_smem);
   float* dc_drow = dc_dss + $(BM) * $(LDS);
   float* dc_lse = dc_drow + $(BM);
   const dc_i64 dc_b = blockIdx.y;
-  const float* dc_q = $(Q) + dc_b * $(SQ) * $(D);
-  const float* dc_kt = $(KT) + dc_b * $(D) * $(SK);
-  const float* dc_v = $(V) + dc_b * $(SK) * $(DV);
-  const float* dc_o = $(O) + dc_b * $(SQ) * $(DV);
-  const float* dc_do = $(DO) + dc_b * $(SQ) * $(DV);
+  const $(QT)* dc_q = $(Q) + dc_b * $(SQ) * $(D);
+  const $(KTT)* dc_kt = $(KT) + dc_b * $(D) * $(SK);
+  const $(VT)* dc_v = $(V) + dc_b * $(SK) * $(DV);
+  const $(OT)* dc_o = $(O) + dc_b * $(SQ) * $(DV);
+  const $(DOT)* dc_do = $(DO) + dc_b * $(SQ) * $(DV);
   const float* dc_lse_in = $(LSE) + dc_b * $(SQ);
-  const float* dc_mask = $(MASK);
+  const $(MASKT)* dc_mask = $(MASK);
   const dc_i64 dc_mbase = $(MASK_BASE);
 )";
 
@@ -227,10 +230,6 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention_backward_q(
 DC_EXPORT_KERNEL(dc_attention_backward_q)
 )";
 
-bool is_input(const Graph& g, const std::string& t) {
-  return std::find(g.inputs.begin(), g.inputs.end(), t) != g.inputs.end();
-}
-
 bool is_output(const Graph& g, const std::string& t) {
   return std::find(g.outputs.begin(), g.outputs.end(), t) != g.outputs.end();
 }
@@ -245,9 +244,8 @@ GeneratedKernel generate_attention_backward(const Workload& w, const Variant& v)
   const Node& n = g.nodes[0];
   DC_INTERNAL_CHECK(n.inputs.size() >= 6 && n.outputs.size() == 3, "attention_backward: dc.AttentionGrad with ",
                     n.inputs.size(), " inputs and ", n.outputs.size(), " outputs");
-  for (const auto& t : n.inputs)
-    DC_INTERNAL_CHECK(!t.empty() && is_input(g, t) && g.info(t).dtype == DType::f32, "attention_backward: operand '",
-                      t, "' is not an f32 workload input");
+  DC_INTERNAL_CHECK(is_attention_grad_on_template(w), "attention_backward: an operand is no workload input of ",
+                    "f32, f16 or bf16, or the log-sum-exp is not f32");
   const WorkloadShape s = analyze_workload(w);
   DC_INTERNAL_CHECK(s.attention_backward, "attention_backward: not an attention backward workload");
   const AttentionParams p = AttentionParams::of(v);
@@ -292,21 +290,37 @@ GeneratedKernel generate_attention_backward(const Workload& w, const Variant& v)
     }
     vars["MASK"] = ve.param_name(n.input(6));
     vars["MASK_BASE"] = base;
-    vars["MASK_TERM"] = fmt::format(" + dc_mask[dc_mbase + dc_gi * {} + dc_gj * {}]", stride[r - 2], stride[r - 1]);
+    vars["MASK_TERM"] = " + " + load_value(g.info(n.input(6)).dtype, fmt::format("dc_mask[dc_mbase + dc_gi * {} + dc_gj * {}]",
+                                                                                   stride[r - 2], stride[r - 1]));
+    vars["MASKT"] = cuda_type(g.info(n.input(6)).dtype);
   } else {
     vars["MASK"] = "(const float*)0";
+    vars["MASKT"] = "float";
     vars["MASK_BASE"] = "(dc_i64)0";
     vars["MASK_TERM"] = "";
   }
   const auto store = [&](size_t out, const std::string& index, const std::string& value) {
     if (!is_output(g, n.outputs[out])) return std::string();  // a gradient nothing reads
-    return fmt::format("{}[{}] = {};", ve.param_name(n.outputs[out]), index, value);
+    return fmt::format("{}[{}] = {};", ve.param_name(n.outputs[out]), index,
+                       store_value(g.info(n.outputs[out]).dtype, value));
   };
   vars["STORE_DQ"] = store(0, fmt::format("(dc_b * {} + dc_qi) * {} + dc_d", sq, d),
                            fmt::format("dc_dq[dc_i] * {}", vars["SCALE"]));
   vars["STORE_DKT"] = store(1, fmt::format("(dc_b * {} + dc_d) * {} + dc_j", d, sk),
                             fmt::format("dc_dk[dc_i] * {}", vars["SCALE"]));
   vars["STORE_DV"] = store(2, fmt::format("(dc_b * {} + dc_j) * {} + dc_e", sk, dv), "dc_dv[dc_i]");
+  // Operands of any float storage, read as float (dc_to_f32 for f16/bf16).
+  const auto operand = [&](const char* type, size_t i, const char* load, const std::string& index) {
+    const DType dt = g.info(n.input(i)).dtype;
+    vars[type] = cuda_type(dt);
+    vars[load] = load_value(dt, fmt::format("dc_{}[{}]", std::array{"q", "kt", "v", "o", "do"}[i], index));
+  };
+  operand("QT", 0, "LOAD_Q", "(dc_i0 + dc_r) * $(D) + dc_d");
+  operand("KTT", 1, "LOAD_KT", "(dc_i64)dc_d * $(SK) + dc_j0 + dc_c");
+  operand("VT", 2, "LOAD_V", "(dc_j0 + dc_c) * $(DV) + dc_e");
+  operand("OT", 3, "LOAD_O", "(dc_i0 + dc_r) * $(DV) + dc_e");
+  operand("DOT", 4, "LOAD_DO", "(dc_i0 + dc_r) * $(DV) + dc_e");
+  for (const char* load : {"LOAD_Q", "LOAD_KT", "LOAD_V", "LOAD_O", "LOAD_DO"}) vars[load] = expand_template(vars[load], vars);
   vars["PARAMS"] = kernel_params(w);
   vars["PROLOGUE"] = expand_template(kPrologue, vars);
   std::string source = source_header(w, v.template_name, v.key()) + expand_template(kDeviceFunctions, vars) +

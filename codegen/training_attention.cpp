@@ -6,14 +6,30 @@
 
 namespace dc {
 
+namespace {
+
+// One node `op` whose operands are workload inputs (read from memory) of float storage, and
+// whose log-sum-exp (`lse`: an output or an input) is f32.
+bool one_attention_node(const Graph& g, const char* op, size_t outputs, const std::string& (*lse)(const Node&)) {
+  if (g.nodes.size() != 1 || g.nodes[0].op != op || g.nodes[0].outputs.size() != outputs) return false;
+  const Node& n = g.nodes[0];
+  for (const auto& t : n.inputs) {
+    if (t.empty() || std::find(g.inputs.begin(), g.inputs.end(), t) == g.inputs.end()) return false;
+    const DType dt = g.info(t).dtype;
+    if (dt != DType::f32 && dt != DType::f16 && dt != DType::bf16) return false;
+  }
+  return g.info(lse(n)).dtype == DType::f32;
+}
+
+}  // namespace
+
 bool is_training_attention(const Workload& w) {
-  const Graph& g = w.graph;
-  if (g.nodes.size() != 1 || g.nodes[0].op != "dc.Attention" || g.nodes[0].outputs.size() != 2) return false;
-  for (const auto& t : g.nodes[0].inputs)
-    if (t.empty() || g.info(t).dtype != DType::f32 ||
-        std::find(g.inputs.begin(), g.inputs.end(), t) == g.inputs.end())
-      return false;
-  return true;
+  return one_attention_node(w.graph, "dc.Attention", 2, [](const Node& n) -> const std::string& { return n.outputs[1]; });
+}
+
+bool is_attention_grad_on_template(const Workload& w) {
+  return w.graph.nodes.size() == 1 && w.graph.nodes[0].inputs.size() >= 6 &&
+         one_attention_node(w.graph, "dc.AttentionGrad", 3, [](const Node& n) -> const std::string& { return n.inputs[5]; });
 }
 
 Workload expand_training_attention(const Workload& w) {

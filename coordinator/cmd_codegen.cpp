@@ -162,7 +162,8 @@ int cmd_codegen(const std::vector<std::string>& args) {
   ImportOptions import_opts;
   import_opts.input_shapes = parse_shape_flags(shapes);
   const LoadedModel m =
-      train ? load_training_model(load_onnx(model), import_opts, *train, opts.precision)
+      train ? load_training_model(load_onnx(model), import_opts, *train, opts.precision,
+                                  step_estimate(gpus.at(0), opts))
             : load_model(load_onnx(model), import_opts, /*simplify=*/true, opts.precision);
   const ModelPlan plan = plan_by_estimate(m.simplified, gpus, opts);
   const auto& workloads = plan.workload_set.workloads;

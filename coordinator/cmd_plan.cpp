@@ -253,7 +253,8 @@ int cmd_plan(const std::vector<std::string>& args) {
   ImportOptions import_opts;
   import_opts.input_shapes = parse_shape_flags(shapes);
   const LoadedModel m =
-      train ? load_training_model(load_onnx(model), import_opts, *train, opts.precision)
+      train ? load_training_model(load_onnx(model), import_opts, *train, opts.precision,
+                                  step_estimate(gpus.at(0), opts))
             : load_model(load_onnx(model), import_opts, /*simplify=*/true, opts.precision);
   std::vector<std::string> notes = m.precision_notes;
   notes.insert(notes.end(), m.training_notes.begin(), m.training_notes.end());

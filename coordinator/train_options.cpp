@@ -1,5 +1,6 @@
 #include "train_options.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -26,7 +27,7 @@ namespace {
 
 constexpr const char* kTrainingFlags[] = {"loss", "labels", "optimizer", "lr", "momentum",
                                           "weight-decay", "betas", "eps", "freeze", "no-recompute",
-                                          "optimizer-bucket-mib"};
+                                          "optimizer-bucket-mib", "train-attention"};
 
 std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> out;
@@ -75,7 +76,10 @@ void add_training_options(po::options_description& desc) {
        "never compute a cheap elementwise chain again to lower the peak memory")
       ("optimizer-bucket-mib", po::value<std::string>(), "with --train: MiB of weights one fused "
        "multi-tensor optimizer kernel updates at most (default 16; 0: one kernel per weight). "
-       "A bucket's gradients live until its last one is done");
+       "A bucket's gradients live until its last one is done")
+      ("train-attention", po::value<std::string>(), "with --train: fused (one FlashAttention-2 "
+       "style kernel pair per attention, no S x S tensor kept), ops (op by op, as the model "
+       "has it) or auto (default: the step with the lower estimate on the first --gpus type)");
 }
 
 std::optional<TrainingSpec> read_training_options(const po::variables_map& vm) {
@@ -117,14 +121,28 @@ std::optional<TrainingSpec> read_training_options(const po::variables_map& vm) {
                   " is outside [0, 1048576]");
     s.optimizer_bucket_bytes = static_cast<int64_t>(mib * (1 << 20));
   }
+  if (vm.count("train-attention")) {
+    const std::string a = text("train-attention");
+    DC_USER_CHECK(a == "auto" || a == "fused" || a == "ops", "--train-attention '", a,
+                  "' is not one of auto, fused, ops");
+    s.attention = a == "fused" ? AttentionFusion::fused : a == "ops" ? AttentionFusion::ops : AttentionFusion::automatic;
+  }
   DC_USER_CHECK(s.loss != LossKind::none || !vm.count("labels"), "--labels has no meaning with "
                 "--loss none");
   validate(s);
   return s;
 }
 
-LoadedModel load_training_model(OnnxModel model, const ImportOptions& opts,
-                                const TrainingSpec& spec, Precision precision) {
+namespace {
+
+bool has_fused_attention(const Graph& g) {
+  return std::any_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == "dc.Attention"; });
+}
+
+}  // namespace
+
+LoadedModel load_training_model(OnnxModel model, const ImportOptions& opts, const TrainingSpec& spec,
+                                Precision precision, const StepEstimate& estimate) {
   LoadedModel out;
   auto t0 = std::chrono::steady_clock::now();
   out.imported = import_onnx(std::move(model), opts);
@@ -137,15 +155,49 @@ LoadedModel load_training_model(OnnxModel model, const ImportOptions& opts,
   with_weights.parameters.emplace();
   for (const auto& [name, t] : out.imported.initializers)
     if (is_float(t.dtype()) && t.rank() >= 1) with_weights.parameters->insert(name);
-  out.simplified = build_training_graph(simplify_for_training(out.imported), with_weights);
+  const Graph simplified = simplify_for_training(out.imported);
+  out.simplified = build_training_graph(simplified, with_weights);
   out.simplify_seconds = seconds_since(t0);
   spdlog::info("training graph of {} nodes ({} imported) in {:.3f} s", out.simplified.nodes.size(),
                out.imported.nodes.size(), out.simplify_seconds);
-  out.simplified = apply_precision(std::move(out.simplified), precision, &out.precision_notes);
-  const std::string recompute = spec.recompute ? describe_recompute(recompute_cheap_chains(out.simplified))
-                                               : "recompute: off (--no-recompute)";
+  const auto finish = [&](Graph g, std::vector<std::string>* precision_notes, std::string* recompute) {
+    g = apply_precision(std::move(g), precision, precision_notes);
+    *recompute = spec.recompute ? describe_recompute(recompute_cheap_chains(g)) : "recompute: off (--no-recompute)";
+    return g;
+  };
+  std::string recompute;
+  out.simplified = finish(std::move(out.simplified), &out.precision_notes, &recompute);
   out.training_notes = {training_plan_note(out.simplified), recompute};
+  // --train-attention auto: the fused attention's backward runs on CUDA cores, where the
+  // op-by-op GEMMs may be faster (BERT-base at batch 32); keep the step the estimator prefers.
+  if (spec.attention == AttentionFusion::automatic && estimate && has_fused_attention(out.simplified)) {
+    TrainingSpec ops = with_weights;
+    ops.attention = AttentionFusion::ops;
+    std::vector<std::string> ops_precision_notes;
+    std::string ops_recompute;
+    Graph by_ops = finish(build_training_graph(simplified, ops), &ops_precision_notes, &ops_recompute);
+    const auto [gpu, fused_s] = estimate(out.simplified);
+    const double ops_s = estimate(by_ops).second;
+    const bool keep_fused = fused_s <= ops_s;
+    const std::string note = fmt::format(
+        "attention: {} by estimate (--train-attention auto): {} step {:.1f} us fused, {:.1f} us op by op",
+        keep_fused ? "fused" : "op by op", gpu, fused_s * 1e6, ops_s * 1e6);
+    spdlog::info("{}", note);
+    if (!keep_fused) {
+      out.simplified = std::move(by_ops);
+      out.precision_notes = std::move(ops_precision_notes);
+      out.training_notes = {training_plan_note(out.simplified), ops_recompute};
+    }
+    out.training_notes.push_back(note);
+  }
   return out;
+}
+
+StepEstimate step_estimate(const GpuSpec* gpu, const PlanOptions& opts) {
+  return [gpu, opts](const Graph& g) {
+    const ModelPlan plan = plan_by_estimate(g, {gpu}, opts);
+    return std::pair<std::string, double>{gpu->name, plan.gpus.at(0).cover.total_cost};
+  };
 }
 
 std::string training_plan_note(const Graph& g) {

@@ -15,7 +15,8 @@ LoadedGraph load(const std::string& model_path, const TuneOptions& opts, StageLo
   const double read_seconds = seconds_since(t0);
   const Precision p = opts.plan.precision;
   cli::LoadedModel m = opts.training
-                           ? cli::load_training_model(std::move(onnx), opts.import, *opts.training, p)
+                           ? cli::load_training_model(std::move(onnx), opts.import, *opts.training, p,
+                                                      cli::step_estimate(opts.gpus.at(0), opts.plan))
                            : cli::load_model(std::move(onnx), opts.import, /*simplify=*/true, p);
   log.record("import", read_seconds + m.import_seconds,
              fmt::format("{}: {} nodes", model_path, m.imported.nodes.size()));

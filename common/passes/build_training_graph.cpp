@@ -44,9 +44,9 @@ Graph build_training_graph(Graph g, const TrainingSpec& spec) {
       if (g.is_constant(f)) masters.insert(f);
     cast_weights_for_compute(g, masters);
   }
-  // Before the loss, so dc.Attention gets its rule; f32 steps only (AMP's reduced-precision
-  // attention keeps its ops, which the precision pass types).
-  if (!mixed) fuse_training_attention(g, weights);
+  // Before the loss, so dc.Attention gets its rule. Under AMP the precision pass stores its
+  // operands in the reduced type and keeps its log-sum-exp f32 (training_fp32_tensors).
+  if (spec.attention != AttentionFusion::ops) fuse_training_attention(g, weights);
   const std::string loss = add_loss(g, spec);
   const bool scaled = spec.mixed_precision == DType::f16;
   const std::string scale = scaled ? add_loss_scale(g, loss, spec) : "";

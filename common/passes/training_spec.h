@@ -19,6 +19,12 @@ enum class LossKind {
 
 enum class OptimizerKind { sgd, adamw };
 
+// Whether the step's attention runs as one dc.Attention / dc.AttentionGrad pair
+// (fuse_training_attention: FlashAttention-2 style, no S x S tensor kept) or op by op.
+// `automatic` fuses in build_training_graph; the coordinator resolves it by estimate
+// (`--train-attention`, coordinator/train_options.h).
+enum class AttentionFusion { automatic, fused, ops };
+
 struct TrainingSpec {
   LossKind loss = LossKind::cross_entropy;
   std::string labels = "labels";  // the labels (or mse target) input's name
@@ -48,6 +54,7 @@ struct TrainingSpec {
   // No flag sets them: tests shorten the growth interval or plant a huge scale.
   double loss_scale_init = 65536.0;
   int64_t loss_scale_growth_interval = 2000;
+  AttentionFusion attention = AttentionFusion::automatic;
 };
 
 std::string_view loss_name(LossKind k);

@@ -30,7 +30,7 @@ def main():
         got = {}
         for p in ("fp32", "tf32"):
             out = os.path.join(tmp, p)
-            run([coord, "plan", model, "--gpus", "h100", "--out", out, "--precision", p, *FLAGS])
+            run([coord, "plan", model, "--gpus", "h100", "--out", out, "--precision", p, "--train-attention", "fused", *FLAGS])
             plan = json.load(open(os.path.join(out, "plan.json")))
             if not os.path.isdir(data):
                 write_batch(model, data, plan)

@@ -39,11 +39,12 @@ inline Shape with_tail(Shape s, int64_t a, int64_t b) {
   return s;
 }
 
-inline Workload attention_backward_workload(const AttentionBackwardCase& c) {
+// Every tensor stored as `storage` (a mixed-precision step's: f16, bf16) but LSE, f32.
+inline Workload attention_backward_workload(const AttentionBackwardCase& c, DType storage = DType::f32) {
   Graph g;
   g.opset = 17;
   const auto add = [&](const std::string& name, Shape s, bool input) {
-    g.tensors[name] = TensorInfo{DType::f32, std::move(s)};
+    g.tensors[name] = TensorInfo{name == "lse" ? DType::f32 : storage, std::move(s)};
     if (input) g.inputs.push_back(name);
   };
   Shape lse = c.batch;

@@ -311,6 +311,8 @@ BAD_FLAGS = (  # (flags after plan MODEL --gpus h100, expected message)
     (["--optimizer-bucket-mib", "4"], "--optimizer-bucket-mib is a training option: add --train"),
     (["--train", "--optimizer-bucket-mib", "-1"], "--optimizer-bucket-mib -1 is outside [0, 1048576]"),
     (["--train", "--optimizer-bucket-mib", "x"], "--optimizer-bucket-mib 'x' is not a number"),
+    (["--train-attention", "ops"], "--train-attention is a training option: add --train"),
+    (["--train", "--train-attention", "flash"], "--train-attention 'flash' is not one of auto, fused, ops"),
 )
 
 
@@ -324,6 +326,23 @@ def check_cli(coord):
         note = re.search(r"^note +(training step of \d+ nodes.*)$", p.stdout, re.M)
         assert note and "dc.AdamWUpdate" in note.group(1), p.stdout
         print("%-32s PASS  %s" % ("plan --train " + name, note.group(1)[:100]))
+    # --train-attention: auto keeps the step with the lower estimate and says so; fused and ops
+    # force the two forms (the tiny transformer's one attention: a dc.Attention or none).
+    model = os.path.join(EXAMPLES, "tiny_transformer", "model.onnx")
+    fused = {}
+    for mode in ("auto", "fused", "ops"):
+        p = subprocess.run([coord, "plan", model, "--gpus", "h100", "--train", "--train-attention", mode],
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stdout + p.stderr
+        fused[mode] = "dc.Attention x1" in p.stdout
+        choice = re.search(r"^note +attention: (fused|op by op) by estimate \(--train-attention auto\): h100 "
+                           r"step ([\d.]+) us fused, ([\d.]+) us op by op$", p.stdout, re.M)
+        assert (choice is not None) == (mode == "auto"), (mode, p.stdout)
+        if choice:
+            assert (choice.group(1) == "fused") == (float(choice.group(2)) <= float(choice.group(3))), choice.group(0)
+            assert fused["auto"] == (choice.group(1) == "fused"), p.stdout
+    assert fused["fused"] and not fused["ops"], fused
+    print("%-32s PASS  auto chose %s" % ("--train-attention", "fused" if fused["auto"] else "op by op"))
     model = os.path.join(EXAMPLES, "tiny_cnn", "model.onnx")
     for flags, needle in BAD_FLAGS:
         p = subprocess.run([coord, "plan", model, "--gpus", "h100", *flags], capture_output=True, text=True)

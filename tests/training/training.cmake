@@ -11,8 +11,10 @@ add_test(NAME train_torch_transformers COMMAND ${DC_TRAIN_CHECK_DEVICE} steps:ti
 add_test(NAME train_torch_curve COMMAND ${DC_TRAIN_CHECK} curve)
 add_test(NAME train_torch_errors COMMAND ${DC_TRAIN_CHECK} errors cli)
 # bf16 mixed precision against PyTorch's CPU autocast (docs/precision.md "Mixed-precision
-# training"): verify --train --precision bf16 and the emulated bf16 plan.
-add_test(NAME train_torch_amp COMMAND ${DC_TRAIN_CHECK_DEVICE} amp:mlp amp:small_cnn amp:tiny_cnn)
+# training"): verify --train --precision bf16 and the emulated bf16 plan. The two encoders run
+# their attention fused (dc.Attention on bf16 tensor cores writing an f32 log-sum-exp,
+# dc.AttentionGrad on attention_backward with bf16 operands).
+add_test(NAME train_torch_amp COMMAND ${DC_TRAIN_CHECK_DEVICE} amp:mlp amp:small_cnn amp:tiny_cnn amp:small_bert amp:bert4)
 set_tests_properties(train_torch_small train_torch_transformers train_torch_curve train_torch_errors train_torch_amp
   PROPERTIES LABELS unit TIMEOUT 600)
 # dc keeps no more bytes for the backward pass than PyTorch eager saves (compare_memory_torch.py,

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "attention_backward_cases.h"
+#include "attention_testing.h"
 #include "candidates.h"
 #include "estimator.h"
 #include "estimator_testing.h"
@@ -71,6 +72,38 @@ TEST(CodegenAttentionBackward, EveryVariantOfOneShapeOnTheEmulator) {
     const GpuSpec spec = GpuCatalog::builtin().require(gpu);
     EXPECT_GE(expect_kernels_match(testing::emulator_device(), c, 1000, &spec), 10);
   }
+}
+
+TEST(CodegenAttentionBackward, HalfStorageOnTheEmulator) {
+  // A mixed-precision step's dc.AttentionGrad: Q, Kt, V, O, dO, the mask and the gradients
+  // stored as f16 or bf16 (LSE f32), read as float, fp32 math, gradients rounded once to
+  // their dtype: against the reference on the same stored values.
+  const testing::CaseDevice device = testing::emulator_device();
+  for (DType storage : {DType::f16, DType::bf16})
+    for (const auto& c : testing::attention_backward_cases()) {
+      SCOPED_TRACE(std::string(c.name) + " " + std::string(dtype_name(storage)));
+      const Workload w32 = testing::attention_backward_workload(c);
+      const Workload w = testing::attention_backward_workload(c, storage);
+      std::vector<Tensor> in = testing::attention_backward_inputs(w32, c, 2026);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = testing::attn::to_storage(in[i], w.graph.info(w.graph.inputs[i]).dtype);
+      ref::TensorMap in_map;
+      for (size_t i = 0; i < in.size(); ++i) in_map[w.graph.inputs[i]] = in[i];
+      const ref::TensorMap want = ref::run_graph(w.graph, in_map);
+      EXPECT_EQ(want.at(w.graph.outputs[0]).dtype(), storage);
+      const auto space = enumerate_variants(w, device.spec, SpaceOptions{{"fp16", "bf16", "fp32"}});
+      ASSERT_FALSE(space.empty());
+      for (size_t i : {size_t{0}, space.size() / 2, space.size() - 1}) {
+        const GeneratedKernel k = generate_kernel(w, space[i]);
+        EXPECT_EQ(k.template_name, kAttentionBackwardTemplate);
+        std::string error;
+        const std::vector<char> binary = device.compile(k, &error);
+        ASSERT_EQ(error, "");
+        EXPECT_EQ(testing::run_and_compare_outputs(device.run, w, k, binary, in, want, false,
+                                                   variant_tolerance(space[i].precision, w)),
+                  "")
+            << space[i].key();
+      }
+    }
 }
 
 TEST(CodegenAttentionBackward, SpaceKeysAndPrices) {

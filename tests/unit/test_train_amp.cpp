@@ -63,6 +63,35 @@ Tensor update_of(const Tensor& after, const Tensor& before) {
 
 float scalar(const Graph& g, std::string_view t) { return g.initializers.at(std::string(t)).to_float_vector().at(0); }
 
+TEST(TrainAmp, AttentionFusesWithItsLogSumExpInF32) {
+  // The transformer's AMP step fuses its attention as the f32 step does: dc.Attention's Q, Kt,
+  // V and O in the reduced type, its log-sum-exp f32 (training_fp32_tensors); the backward's
+  // gradients in the reduced type too.
+  for (DType mixed : {DType::bf16, DType::f16}) {
+    const Graph g = apply_precision(testing::training_step("tiny_transformer", OptimizerKind::adamw, {},
+                                                           [&](TrainingSpec& s) { s.mixed_precision = mixed; }),
+                                    precision_of(mixed));
+    int forward = 0, backward = 0;
+    for (const Node& n : g.nodes) {
+      if (n.op == "dc.Attention") {
+        ++forward;
+        EXPECT_EQ(g.info(n.input(0)).dtype, mixed);
+        EXPECT_EQ(g.info(n.outputs[0]).dtype, mixed);
+        EXPECT_EQ(g.info(n.outputs[1]).dtype, DType::f32);
+      } else if (n.op == "dc.AttentionGrad") {
+        ++backward;
+        EXPECT_EQ(g.info(n.input(5)).dtype, DType::f32);
+        for (const auto& o : n.outputs) {
+          if (o.empty()) continue;
+          EXPECT_EQ(g.info(o).dtype, mixed) << o;
+        }
+      }
+    }
+    EXPECT_EQ(forward, 1);
+    EXPECT_EQ(backward, 1);
+  }
+}
+
 TEST(TrainAmp, StepKeepsMasterWeightsAndOptimizerStateInF32) {
   for (DType mixed : {DType::f16, DType::bf16}) {
     const Graph g = amp_step(mixed);

@@ -201,6 +201,8 @@ std::set<std::string> training_fp32_tensors(const Graph& g) {
     } else if (n.op == "dc.BatchNormTrain") {
       keep.insert(n.outputs.begin() + 1, n.outputs.end());
       keep_batch_statistics(g, n, keep);
+    } else if (n.op == "dc.Attention") {
+      keep.insert(n.outputs.at(1));  // the log-sum-exp, as autocast keeps softmax's statistics
     } else if (n.op == "dc.SoftmaxCrossEntropy" || n.name.starts_with(kCrossEntropyPrefix)) {
       keep.insert(n.outputs.begin(), n.outputs.end());  // the log-probabilities and the loss
     }

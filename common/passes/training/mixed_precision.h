@@ -61,7 +61,7 @@ void gate_updates_on_overflow(Graph& g, const std::string& all_finite, const Tra
 // of rank >= 1 (frozen weights are master copies too), every float input and output
 // of the optimizer's and the bookkeeping's nodes (so the gradients reaching the optimizer),
 // and the statistics a normalisation saves for its backward pass (BatchNorm's batch mean and
-// inverse std, the softmax cross-entropy's log-probabilities).
+// inverse std, the softmax cross-entropy's log-probabilities, the fused attention's log-sum-exp).
 std::set<std::string> training_fp32_tensors(const Graph& g);
 
 }  // namespace dc
