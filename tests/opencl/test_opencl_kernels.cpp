@@ -85,13 +85,13 @@ Tensor filled(const Shape& s, uint32_t seed) { return testing::random_tensor(s, 
 
 // The gradient of x (output 0) or w (output 1) of a 3x3 Conv, stride 2, pads 1, of 2 images,
 // 5 -> 7 channels on 8x7 (the 8th row is past the last window), from graph inputs x, w, dy;
-// `dilated`: 3 images, 6 -> 5 channels on 9x11, dilation 2, pads (2, 1, 1, 0): out 7x8.
+// `dilated`: 3 images, 6 -> 5 channels on 9x11, dilation 2, pads (2, 1, 1, 0): out 8x8.
 Graph conv_gradient_graph(int output, bool dilated = false) {
   Graph g;
   g.opset = 17;
   g.tensors["x"] = TensorInfo{DType::f32, dilated ? Shape{3, 6, 9, 11} : Shape{2, 5, 8, 7}};
   g.tensors["w"] = TensorInfo{DType::f32, dilated ? Shape{5, 6, 3, 3} : Shape{7, 5, 3, 3}};
-  g.tensors["y"] = TensorInfo{DType::f32, dilated ? Shape{3, 5, 7, 8} : Shape{2, 7, 4, 4}};
+  g.tensors["y"] = TensorInfo{DType::f32, dilated ? Shape{3, 5, 8, 8} : Shape{2, 7, 4, 4}};
   g.tensors["dy"] = g.tensors["y"];
   g.inputs = {"x", "w", "dy"};
   Node conv = testing::make_node("Conv", {"x", "w"}, {"y"});
