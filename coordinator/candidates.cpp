@@ -171,7 +171,7 @@ std::vector<size_t> select_epilogue(const Context& c, size_t j, const std::strin
   return {*p, j};
 }
 
-// A Transpose that swaps dims 0 and 1 only: the convolution weight gradient's X and dY with
+// A Transpose that swaps dims 0 and 1 only: a grouped convolution weight gradient's dY with
 // batch and channels swapped (passes/gradients/grad_conv.cpp).
 bool swaps_leading_dims(const Node& n) {
   const std::vector<int64_t> perm = n.attrs.get_ints("perm", {});
