@@ -19,9 +19,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -29,6 +31,7 @@
 
 #include "candidates.h"
 #include "emulator.h"
+#include "estimator.h"
 #include "estimator_testing.h"
 #include "generate.h"
 #include "ir/tolerance.h"
@@ -421,6 +424,14 @@ TEST(CodegenConvGradients, WeightGradientModeEdgeShapes) {
       pick([](const Variant& v) { return v.param_or("vec", 1) >= 4; });
       pick([](const Variant& v) { return v.param_or("stages", 1) >= 3; });
       for (const Variant* v : picked) {
+        // The key round-trips through the space, and the estimator prices the mode.
+        const std::optional<Variant> back = Variant::from_key(v->key(), w, gpu);
+        ASSERT_TRUE(back.has_value()) << v->key();
+        EXPECT_EQ(back->regs_per_thread, v->regs_per_thread);
+        EXPECT_EQ(back->smem_bytes, v->smem_bytes);
+        const Estimate e = estimate(w, *v, gpu);
+        EXPECT_TRUE(std::isfinite(e.seconds) && e.seconds > 0 && e.bound != "unfit") << e.bound;
+        EXPECT_GT(e.dram_bytes, 0.0);
         const GeneratedKernel k = generate_kernel(w, *v);
         split += v->param_or("split_k", 1) > 1;
         vectors += k.source.find("float4 dc_q") != std::string::npos;
