@@ -451,6 +451,46 @@ TEST(CodegenConvGradients, WeightGradientModeEdgeShapes) {
   EXPECT_EQ(gathers, checked["fp32"] + checked["tf32"] + checked["fp16"] + checked["bf16"]);
 }
 
+TEST(CodegenConvGradients, WeightGradientModeTakesAnEpilogue) {
+  // A gradient sum after the weight gradient (a weight read twice): Add(dW, other) is the
+  // mode's epilogue, through the split-K scratch and epilogue kernel where split.
+  ConvCase c = cases()[4];  // long_k: split-K offered
+  ASSERT_EQ(std::string(c.name), "long_k");
+  Graph g = gradient_graph(c, {"w"});
+  const std::string dw = g.outputs[0];
+  g.tensors["other"] = g.info(dw);
+  g.inputs.push_back("other");
+  Node add;
+  add.name = "sum";
+  add.op = "Add";
+  add.inputs = {dw, "other"};
+  add.outputs = {"dw_sum"};
+  g.nodes.push_back(add);
+  g.tensors["dw_sum"] = g.info(dw);
+  g.outputs = {"dw_sum"};
+  const WorkloadSet set = dedupe_workloads(g, generate_candidates(g));
+  const Workload* fused = nullptr;
+  for (const auto& w : set.workloads)
+    if (is_weight_gradient_mode(w) && w.graph.nodes.size() == 2) fused = &w;
+  ASSERT_NE(fused, nullptr) << "no dc.ConvGradWeight + Add workload";
+  int checked = 0, split = 0;
+  for (const std::string p : {"fp32", "fp16"}) {
+    const auto space = enumerate_variants(*fused, testing::spec_a100(), SpaceOptions{{p}});
+    ASSERT_FALSE(space.empty()) << p;
+    check_variant(*fused, space.front(), false);
+    ++checked;
+    for (const auto& v : space)
+      if (v.param_or("split_k", 1) > 1) {
+        EXPECT_EQ(generate_kernel(*fused, v).launches.size(), 2u);  // scratch, then the epilogue
+        check_variant(*fused, v, false);
+        ++split;
+        break;
+      }
+  }
+  EXPECT_EQ(checked, 2);
+  EXPECT_GE(split, 1);
+}
+
 // Graph inputs a (a saved Relu output), w, dy: the gradient of Relu's input through Conv(a,
 // w) as the rules lower it, ConvTranspose(dy, w) masked by Where(a > 0, ., 0); with
 // `residual`, a (of the Conv output's shape) also feeds an Add after the Conv, whose gradient
