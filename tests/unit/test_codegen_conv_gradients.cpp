@@ -27,6 +27,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "candidates.h"
@@ -359,12 +360,12 @@ std::vector<ConvCase> weight_gradient_cases() {
   return out;
 }
 
-// The one workload of c's weight gradient as the rule emits it, X, dY and dW stored as
-// `storage`: the dc.ConvGradWeight node alone, X and dY its inputs (no Transposes).
-Workload weight_gradient_workload(const ConvCase& c, DType storage) {
+// The one workload of c's weight gradient as the rule emits it, X and dY stored as `storage`,
+// dW as `dw_storage`: the dc.ConvGradWeight node alone, X and dY its inputs (no Transposes).
+Workload weight_gradient_workload(const ConvCase& c, DType storage, DType dw_storage) {
   Graph g = gradient_graph(c, {"w"});
   for (const std::string t : {"x", "dy"}) g.tensors[t].dtype = storage;
-  g.tensors[g.outputs[0]].dtype = storage;
+  g.tensors[g.outputs[0]].dtype = dw_storage;
   const WorkloadSet set = dedupe_workloads(g, generate_candidates(g));
   for (const auto& w : set.workloads)
     if (is_weight_gradient_mode(w)) {
@@ -391,16 +392,19 @@ TEST(CodegenConvGradients, WeightGradientModeEdgeShapes) {
   std::set<std::string> compiled;
   for (const ConvCase& c : weight_gradient_cases()) {
     SCOPED_TRACE(c.name);
-    std::vector<std::pair<DType, std::string>> runs = {
-        {DType::f32, "fp32"}, {DType::f32, "tf32"}, {DType::f32, "fp16"}, {DType::f32, "bf16"}};
+    std::vector<std::tuple<DType, std::string, DType>> runs = {{DType::f32, "fp32", DType::f32},
+                                                               {DType::f32, "tf32", DType::f32},
+                                                               {DType::f32, "fp16", DType::f32},
+                                                               {DType::f32, "bf16", DType::f32}};
     if (std::string(c.name) == "strided_dropped_row" || std::string(c.name) == "pointwise_vectors" ||
         std::string(c.name) == "long_k") {
-      runs.push_back({DType::f16, "fp16"});
-      runs.push_back({DType::bf16, "bf16"});
+      runs.push_back({DType::f16, "fp16", DType::f16});
+      runs.push_back({DType::bf16, "bf16", DType::bf16});
+      runs.push_back({DType::f16, "fp16", DType::f32});  // AMP: dW for the f32 master weights
     }
-    for (const auto& [storage, path] : runs) {
-      SCOPED_TRACE(fmt::format("{} storage, {} path", dtype_name(storage), path));
-      const Workload w = weight_gradient_workload(c, storage);
+    for (const auto& [storage, path, dw_storage] : runs) {
+      SCOPED_TRACE(fmt::format("{} storage, {} path, {} dW", dtype_name(storage), path, dtype_name(dw_storage)));
+      const Workload w = weight_gradient_workload(c, storage, dw_storage);
       ASSERT_FALSE(w.graph.nodes.empty());
       const WorkloadShape s = analyze_workload(w);
       EXPECT_TRUE(s.weight_grad);
