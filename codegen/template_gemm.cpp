@@ -3,7 +3,9 @@
 //    Gemm (transA/transB, alpha, beta, C broadcast to M x N);
 //  - "conv_implicit_gemm": Conv 1-D/2-D over NCHW as an implicit GEMM (im2col gathered on the
 //    fly; any stride, padding, auto_pad, dilation; groups as the GEMM batch; 1x1 stride-1
-//    convolutions read as a plain GEMM with vector loads along the image plane).
+//    convolutions read as a plain GEMM with vector loads along the image plane), and its
+//    weight-gradient mode (dc.ConvGradWeight: dY by address times the im2col gather of X,
+//    dW written as [M, C, k...]).
 // One kernel: shared-memory tiles of A (block_m x block_k) and B (block_k x block_n), both
 // stored k-major with a 4-float row pad, a thread_m x thread_n register tile per thread,
 // vector global loads where layout and alignment allow, register-staged double buffering
