@@ -144,6 +144,40 @@ void analyze_conv(const Graph& g, const Node& n, WorkloadShape& s) {
   s.vec_align = s.gather_a ? 1 : align_of({win.out_size(), s.k});
 }
 
+// dc.ConvGradWeight(X, dY) of a group-1 Conv: dW [M, C, k...] = dY [M, N*P] . im2col(X)
+// [N*P, C*taps]; the geometry figures are the forward Conv's.
+void analyze_conv_weight_grad(const Graph& g, const Node& n, WorkloadShape& s) {
+  const Shape& x = shape_of(g, n.input(0));
+  const Shape& w = shape_of(g, n.outputs.at(0));
+  DC_INTERNAL_CHECK(x.size() >= 3 && w.size() == x.size() && n.attrs.get_int("group", 1) == 1,
+                    "dc.ConvGradWeight of a grouped or malformed convolution");
+  const ref::Window win = ref::make_window(n, {"Conv", false}, Shape(x.begin() + 2, x.end()),
+                                           Shape(w.begin() + 2, w.end()));
+  s.family = Family::conv;
+  s.weight_grad = true;
+  s.elem_bytes = elem_size_of(g, n.input(1));
+  s.images = x[0];
+  s.in_channels = x[1];
+  s.in_h = win.in[0] * win.in[1];
+  s.in_w = win.in[2];
+  s.out_channels = w[0];
+  s.out_h = win.out[0] * win.out[1];
+  s.out_w = win.out[2];
+  s.kernel_h = win.kernel[0] * win.kernel[1];
+  s.kernel_w = win.kernel[2];
+  s.stride_h = win.stride[1];
+  s.stride_w = win.stride[2];
+  s.dilation_h = win.dilation[1];
+  s.dilation_w = win.dilation[2];
+  s.m = w[0];
+  s.n = x[1] * win.kernel_size();
+  s.k = x[0] * win.out_size();
+  s.batch = 1;
+  s.a_bytes = static_cast<double>(numel_of(g, n.input(1))) * s.elem_bytes;
+  s.b_bytes = static_cast<double>(shape_numel(x)) * elem_size_of(g, n.input(0));
+  s.vec_align = align_of({win.out_size()});
+}
+
 }  // namespace
 
 std::string matmul_swapped_source(const Graph& g, const Node& matmul, size_t operand) {
@@ -181,6 +215,10 @@ void analyze_operand_layouts(const Graph& g, const Node& heavy, WorkloadShape& s
   if (heavy.op == "Conv" || heavy.op == "ConvTranspose") {
     a.along_rows = true;  // x along the output plane (or row, for a gather)
     b.along_rows = false;  // W[oc][k]
+  } else if (s.weight_grad) {
+    std::swap(a.direct, b.direct);  // A is dY (input 1), B the gather of X (input 0)
+    a.along_rows = false;  // dY[n][m][p]: along k = (n, p)
+    b.along_rows = false;  // X under the window: along the output positions
   } else if (heavy.op == "Gemm") {
     a.along_rows = heavy.attrs.get_int("transA", 0) != 0;
     b.along_rows = heavy.attrs.get_int("transB", 0) == 0;
@@ -194,10 +232,11 @@ void analyze_operand_layouts(const Graph& g, const Node& heavy, WorkloadShape& s
     a.direct = a.direct || swap_a;
     b.direct = b.direct || swap_b;
   }
-  a.dtype = g.info(heavy.input(0)).dtype;
-  b.dtype = g.info(heavy.input(1)).dtype;
+  a.dtype = g.info(heavy.input(s.weight_grad ? 1 : 0)).dtype;
+  b.dtype = g.info(heavy.input(s.weight_grad ? 0 : 1)).dtype;
   a.addressable = a.direct && !s.gather_a;
-  b.addressable = b.direct && heavy.op != "ConvTranspose";  // W[C][M/g][taps]: gathered
+  // ConvTranspose's W[C][M/g][taps] and the weight gradient's X: gathered.
+  b.addressable = b.direct && heavy.op != "ConvTranspose" && !s.weight_grad;
   a.plain = a.addressable && a.dtype == DType::f32;
   b.plain = b.addressable && b.dtype == DType::f32;
   for (const auto& [name, info] : g.tensors)
@@ -388,6 +427,8 @@ WorkloadShape analyze_workload(const Workload& w) {
                         " workload without a Conv, MatMul or Gemm node");
       if (heavy->op == "Conv" || heavy->op == "ConvTranspose") {
         analyze_conv(g, *heavy, s);
+      } else if (heavy->op == "dc.ConvGradWeight") {
+        analyze_conv_weight_grad(g, *heavy, s);
       } else {
         s.family = Family::gemm;
         analyze_matmul(g, *heavy, s);
@@ -580,7 +621,8 @@ GemmThreadLoads gemm_thread_loads(const WorkloadShape& s, int64_t block_m, int64
   t.elems = a + b;
   t.loads = a / static_cast<double>(gemm_operand_vec(s, true, vec, block_m, block_k)) +
             b / static_cast<double>(gemm_operand_vec(s, false, vec, block_n, block_k));
-  t.prologue_elems = (s.a_layout.direct ? 0 : a) + (s.b_layout.direct ? 0 : b);
+  // The weight gradient's B, the im2col gather of X, goes through ValueEmitter like a prologue.
+  t.prologue_elems = (s.a_layout.direct ? 0 : a) + (s.b_layout.direct && !s.weight_grad ? 0 : b);
   return t;
 }
 
@@ -660,6 +702,7 @@ MmaThreadLoad gemm_mma_thread_load(const WorkloadShape& s, const std::string& pr
   // addresses live across the tile's mma: 32 f16 elements a thread took 255 and spilled)
   // than as 4-byte cp.async copies.
   t.gathered = !s.gather_a ? 0 : t.a_copy > 0 ? 2 * a_elems : 4 * a_elems;
+  if (s.weight_grad) t.gathered += 4 * static_cast<double>(block_n * block_k) / th;  // X's gather
   t.moved = static_cast<double>((block_m + block_n) * block_k) / th;
   t.conv = s.family == Family::conv;
   t.plane_copies = t.conv && !s.gather_a && t.a_copy == 4

@@ -72,13 +72,18 @@ struct WorkloadShape {
   int elem_bytes = 4;  // element size of the main input as stored in DRAM
 
   // GEMM family: C[batch][m][n] = A[batch][m][k] . B[batch][k][n]. For Conv (implicit
-  // GEMM, NCHW): m = N*OH*OW, n = OC/groups, k = IC/groups*KH*KW, batch = groups. For
+  // GEMM, NCHW): m = N*OH*OW, n = OC/groups, k = IC/groups*KH*KW, batch = groups; for its
+  // weight gradient (weight_grad) m = OC, n = IC*KH*KW, k = N*OH*OW, batch 1. For
   // attention: the first GEMM, m = Sq, n = Sk, k = D, batch = batch*heads.
   int64_t m = 0, n = 0, k = 0, batch = 1;
   double a_bytes = 0;     // operand A as stored (Conv: the input tensor, not its im2col)
   double b_bytes = 0;     // operand B as stored (Conv: the weights; attention: K)
   double v_bytes = 0;     // attention: V
   bool gather_a = false;  // Conv whose A tile is an im2col gather (not 1x1/stride 1/pad 0)
+  // A Conv's weight gradient (dc.ConvGradWeight, the template's weight-gradient mode):
+  // m = filters, n = C*taps, k = N*output pixels; A is dY (contiguous along k within an
+  // image), B the im2col gather of X.
+  bool weight_grad = false;
   int64_t dv = 0;         // attention: V's head dimension
   // attention: the workload is one dc.AttentionGrad (FlashAttention-2's backward,
   // "attention_backward", template_attention_backward.cpp) rather than the forward cluster.

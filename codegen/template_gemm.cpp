@@ -3,7 +3,9 @@
 //    Gemm (transA/transB, alpha, beta, C broadcast to M x N);
 //  - "conv_implicit_gemm": Conv 1-D/2-D over NCHW as an implicit GEMM (im2col gathered on the
 //    fly; any stride, padding, auto_pad, dilation; groups as the GEMM batch; 1x1 stride-1
-//    convolutions read as a plain GEMM with vector loads along the image plane).
+//    convolutions read as a plain GEMM with vector loads along the image plane), and its
+//    weight-gradient mode (dc.ConvGradWeight: dY by address times the im2col gather of X,
+//    dW written as [M, C, k...]).
 // One kernel: shared-memory tiles of A (block_m x block_k) and B (block_k x block_n), both
 // stored k-major with a 4-float row pad, a thread_m x thread_n register tile per thread,
 // vector global loads where layout and alignment allow, register-staged double buffering
@@ -71,6 +73,7 @@ void GemmEmitter::analyze() {
   b_.dtype = g.info(b_.tensor).dtype;
   if (heavy_->op == "MatMul") analyze_matmul();
   else if (heavy_->op == "Gemm") analyze_gemm();
+  else if (heavy_->op == "dc.ConvGradWeight") analyze_conv_weight_grad();
   else analyze_conv();
   a_.rows = m_;
   b_.rows = n_;
@@ -181,6 +184,39 @@ void GemmEmitter::analyze_conv() {
   b_.along_rows = false;  // W[oc][k] (ConvTranspose: W[c][oc][taps], read through ValueEmitter)
 }
 
+// The weight gradient of a group-1 Conv, dc.ConvGradWeight(X, dY) -> dW [M, C, k...]:
+// dW[m][c * taps + t] = sum over k = (n, p) of dY[n][m][p] . X[n][c][p * stride + t * dilation
+// - pad]. A is dY (M x K, read by address along k, vectors inside an image's P positions), B
+// the forward Conv's im2col gather with rows and k in swapped roles (conv_gather_value), the
+// output dW row-major [M][C * taps]; no bias, batch 1, split-K over the long K.
+void GemmEmitter::analyze_conv_weight_grad() {
+  kind_ = HeavyKind::conv_weight_grad;
+  DC_INTERNAL_CHECK(v_.template_name == "conv_implicit_gemm", heavy_->op, " with template ",
+                    v_.template_name);
+  const Shape& x = w_.graph.info(heavy_->input(0)).shape;
+  DC_INTERNAL_CHECK(x.size() >= 3 && x.size() <= 5 && heavy_shape_.size() == x.size(),
+                    "conv_implicit_gemm: weight gradient of a ", x.size() - 2, "-D convolution");
+  DC_INTERNAL_CHECK(heavy_->attrs.get_int("group", 1) == 1, "conv_implicit_gemm: weight gradient of a grouped Conv");
+  spatial_rank_ = static_cast<int>(x.size()) - 2;
+  win_ = ref::make_window(*heavy_, {"Conv", false}, Shape(x.begin() + 2, x.end()),
+                          Shape(heavy_shape_.begin() + 2, heavy_shape_.end()));
+  channels_ = cin_group_ = x[1];
+  out_channels_ = cout_group_ = heavy_shape_[0];
+  std::swap(a_, b_);  // A is dY (input 1), B is X (input 0)
+  std::swap(a_.label, b_.label);
+  m_ = heavy_shape_[0];
+  n_ = x[1] * win_.kernel_size();
+  k_ = x[0] * win_.out_size();
+  batch_ = 1;
+  a_.along_rows = false;  // dY[n][m][p]: contiguous along k = (n, p) within an image
+  b_.along_rows = false;  // X under the window: along the output positions
+}
+
+int64_t GemmEmitter::vector_run(const Operand& o) const {
+  const bool plane = (kind_ == HeavyKind::conv || kind_ == HeavyKind::conv_weight_grad) && &o == &a_;
+  return plane ? win_.out_size() : 0;
+}
+
 std::string GemmEmitter::value(const std::string& tensor, const std::vector<std::string>& coords,
                                std::string& code) {
   return ve_.value_dedented(tensor, coords, code);
@@ -200,6 +236,7 @@ bool GemmEmitter::has_address(const Operand& o) const {
   if (!o.direct) return false;
   // The CUDA-core path reads f16/bf16 operands element by element through ValueEmitter.
   if (!mma_ && o.dtype != DType::f32) return false;
+  if (kind_ == HeavyKind::conv_weight_grad) return &o == &a_;  // B: X under the window
   if (kind_ == HeavyKind::conv && transposed_) return false;  // W is [C, M/group, taps]
   return !(kind_ == HeavyKind::conv && &o == &a_ && !win_.is_pointwise());
 }
@@ -245,9 +282,9 @@ void GemmEmitter::choose_tiles() {
     o->stage = bk_ * o->ld;
   }
   a_.vec = operand_vec(a_, true);
-  // Conv 1x1: a vector of m must stay inside one image plane.
-  if (kind_ == HeavyKind::conv)
-    while (a_.vec > 1 && win_.out_size() % a_.vec != 0) a_.vec /= 2;
+  // Conv 1x1 (m) and the weight gradient's dY (k): a vector stays inside one image plane.
+  if (vector_run(a_) > 0)
+    while (a_.vec > 1 && vector_run(a_) % a_.vec != 0) a_.vec /= 2;
   b_.vec = operand_vec(b_, true);
   // cp.async copies global memory straight into shared memory, so both operands must be
   // plain loads (an address, or the hoisted implicit-GEMM gather); an operand with a fused
@@ -303,6 +340,15 @@ std::string GemmEmitter::operand_value(const Operand& o, const std::string& row,
       if (is_a) coords = trans_a_ ? std::vector<std::string>{k, row} : std::vector<std::string>{row, k};
       else coords = trans_b_ ? std::vector<std::string>{row, k} : std::vector<std::string>{k, row};
       break;
+    case HeavyKind::conv_weight_grad: {
+      if (!is_a) return conv_gather_value(o, k, row, code);  // k = (image, position), row = (c, tap)
+      const std::string img = fmt::format("(({}) / {})", k, win_.out_size());
+      const std::string p = fmt::format("(({}) % {})", k, win_.out_size());
+      coords = {img, row};
+      const auto pos = unravel(win_.out_dims(), p, fmt::format("dc_{}p{}_", o.label, uid_++), code);
+      coords.insert(coords.end(), pos.begin(), pos.end());
+      break;
+    }
     case HeavyKind::conv: {
       if (is_a) return conv_gather_value(o, row, k, code);
       const Shape& ws = w_.graph.info(o.tensor).shape;
@@ -345,6 +391,10 @@ std::string GemmEmitter::operand_address(const Operand& o, const std::string& ro
                            channels_ * hw, cin_group_, k);
       }
       return fmt::format("(dc_bz * {} + {}) * {} + {}", cout_group_, row, k_, k);
+    case HeavyKind::conv_weight_grad:  // dY[n][m][p], k = n * P + p
+      DC_INTERNAL_CHECK(is_a, "conv_implicit_gemm: the weight gradient's X has no plain address");
+      return fmt::format("(({1}) / {2}) * {3} + ({0}) * {2} + ({1}) % {2}", row, k, win_.out_size(),
+                         m_ * win_.out_size());
   }
   return "0";
 }

@@ -24,7 +24,8 @@ constexpr int64_t kEpilogueThreads = 256;  // threads per block of the split-K e
 
 inline std::string str(int64_t v) { return std::to_string(v); }
 
-enum class HeavyKind { matmul, gemm, conv };
+// conv_weight_grad: dc.ConvGradWeight, the implicit-GEMM conv's weight-gradient mode.
+enum class HeavyKind { matmul, gemm, conv, conv_weight_grad };
 
 // How the kernel reads one operand, seen as a `rows` x K matrix: A is M x K, B is read
 // transposed (N x K), so both are staged alike, k-major in shared memory.
@@ -66,6 +67,10 @@ class GemmEmitter {
   void analyze_matmul();
   void analyze_gemm();
   void analyze_conv();
+  void analyze_conv_weight_grad();
+  // Elements a vector of operand `o` may not straddle: the image plane of Conv's A (m runs
+  // over images) and of the weight gradient's dY (k runs over images); 0 = no limit.
+  int64_t vector_run(const Operand& o) const;
   void choose_tiles();
   int64_t operand_vec(const Operand& o, bool contiguous_ok) const;
   bool has_address(const Operand& o) const;

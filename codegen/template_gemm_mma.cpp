@@ -52,7 +52,7 @@ void GemmEmitter::choose_operand_mma(Operand& o) {
     int64_t vec = 16 / elem;
     const int64_t extent = o.along_rows ? o.rows : k_;
     const int64_t along = o.along_rows ? o.tile : bk_;
-    const int64_t plane = kind_ == HeavyKind::conv && &o == &a_ ? win_.out_size() : vec;
+    const int64_t plane = vector_run(o) > 0 ? vector_run(o) : vec;
     while (vec > 1 && (extent % vec != 0 || along % vec != 0 || plane % vec != 0)) vec /= 2;
     if (vec * elem >= 4) {
       o.vec = vec;
@@ -63,8 +63,8 @@ void GemmEmitter::choose_operand_mma(Operand& o) {
   }
   // Through registers: f32 storage keeps the CUDA-core path's vector loads.
   if (o.copy_bytes == 0 && o.dtype == DType::f32) o.vec = operand_vec(o, true);
-  if (o.copy_bytes == 0 && kind_ == HeavyKind::conv && &o == &a_)
-    while (o.vec > 1 && win_.out_size() % o.vec != 0) o.vec /= 2;
+  if (o.copy_bytes == 0 && vector_run(o) > 0)
+    while (o.vec > 1 && vector_run(o) % o.vec != 0) o.vec /= 2;
 }
 
 void GemmEmitter::choose_tiles_mma() {

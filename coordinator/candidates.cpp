@@ -171,7 +171,7 @@ std::vector<size_t> select_epilogue(const Context& c, size_t j, const std::strin
   return {*p, j};
 }
 
-// A Transpose that swaps dims 0 and 1 only: the convolution weight gradient's X and dY with
+// A Transpose that swaps dims 0 and 1 only: a grouped convolution weight gradient's dY with
 // batch and channels swapped (passes/gradients/grad_conv.cpp).
 bool swaps_leading_dims(const Node& n) {
   const std::vector<int64_t> perm = n.attrs.get_ints("perm", {});
@@ -273,7 +273,9 @@ class Generator {
     // A convolution's weights are constant, but for the weight gradient's swapped Conv, whose
     // filters are dY with batch and channels swapped by a Transpose.
     const bool conv = n.op == "Conv" || n.op == "ConvTranspose";
-    for (size_t s = 0; s < 2 && s < n.inputs.size(); ++s) {
+    // The weight gradient's mode reads X and dY by address: no prologues.
+    const size_t operands = n.op == "dc.ConvGradWeight" ? 0 : 2;
+    for (size_t s = 0; s < operands && s < n.inputs.size(); ++s) {
       const auto p = c_.producer_of(n.inputs[s]);
       if (conv && s == 1 && !(p && n.op == "Conv" && c_.node(*p).op == "Transpose")) continue;
       if (p && !c_.is_constant(n.inputs[s]) && is_prologue(c_, *p, h) &&
@@ -652,6 +654,7 @@ OpClass classify_op(const Node& n) { return op_class(n.op); }
 ClusterKind heavy_kind(const Node& n) {
   DC_INTERNAL_CHECK(classify_op(n) == OpClass::heavy, "heavy_kind of ", n.op);
   if (n.op == "ConvTranspose") return ClusterKind::conv;  // groups: the GEMM batch
+  if (n.op == "dc.ConvGradWeight") return ClusterKind::conv;  // the weight-gradient mode
   if (n.op != "Conv") return ClusterKind::gemm;
   return n.attrs.get_int("group", 1) > 1 ? ClusterKind::depthwise : ClusterKind::conv;
 }

@@ -214,7 +214,8 @@ std::string training_plan_note(const Graph& g) {
   return fmt::format("training step of {} nodes; {} training op(s), each its naive kernel "
                      "(opaque_generic, one thread per output element; an optimizer update one fused "
                      "multi-tensor kernel per bucket; dc.Attention and dc.AttentionGrad the attention "
-                     "templates attention_fused and attention_backward): {}", g.nodes.size(), internal.size(),
+                     "templates attention_fused and attention_backward; dc.ConvGradWeight "
+                     "conv_implicit_gemm's weight-gradient mode): {}", g.nodes.size(), internal.size(),
                      ops.empty() ? "none" : ops);
 }
 

@@ -61,7 +61,7 @@ BlockModel gemm(const WorkloadShape& s, const Params& p, const Variant& v, const
   const double staging =
       fp32_operand_instructions(s.a_layout, a_elems, gemm_operand_vec(s, true, p.vec, p.block_m, p.block_k), false) +
       fp32_operand_instructions(s.b_layout, b_elems, gemm_operand_vec(s, false, p.vec, p.block_n, p.block_k), false) +
-      (s.gather_a ? 4 * a_elems : 0);  // im2col index arithmetic
+      (s.gather_a ? 4 * a_elems : 0) + (s.weight_grad ? 4 * b_elems : 0);  // im2col index arithmetic
   const double regions = p.stages >= 2 ? 1 : 2;
   // Stages 2 holds its share of the next tile in a private array through the tile's math
   // (codegen/template_gemm.cpp, kDoubleBuffer). Past a core's 16 vector registers, beside

@@ -116,7 +116,8 @@ BlockModel gemm_block(const WorkloadShape& s, const Params& p, const Variant& v,
   const double k = static_cast<double>(s.k), batch = static_cast<double>(s.batch);
   const double split = static_cast<double>(p.split_k);
   const double k_tiles = cdiv(cdiv(k, split), bk);
-  const double gather = s.gather_a ? 4 * bm * bk / threads : 0;  // im2col index arithmetic
+  // im2col index arithmetic: Conv's A, or the weight gradient's B.
+  const double gather = (s.gather_a ? 4 * bm * bk / threads : 0) + (s.weight_grad ? 4 * bn * bk / threads : 0);
   const bool tensor_core = v.precision != "fp32";
   const int smem_elem = v.precision == "fp16" || v.precision == "bf16" ? 2 : 4;
 

@@ -131,6 +131,9 @@ std::vector<OpTraits> rows() {
   // Heavy ops.
   for (auto op : {"Conv", "ConvTranspose", "MatMul", "Gemm"})
     add(op, P::heavy).flops(FlopsBasis::contraction, 2);
+  // A Conv's weight gradient: the implicit-GEMM template's weight-gradient mode (its FLOPs:
+  // node_flops' convolution-gradient rule).
+  add("dc.ConvGradWeight", P::heavy).flops(FlopsBasis::contraction, 2);
 
   std::vector<OpTraits> out;
   for (auto& row : r) out.push_back(row.t);

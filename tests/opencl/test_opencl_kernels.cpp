@@ -68,10 +68,12 @@ const Case kCases[] = {
     // was read 16 bytes apart (the child crashed on BERT's embedding).
     {"edge_gather_int64_relu", "", ClusterKind::elementwise, ""},
     // Convolution gradients as the training pass lowers them (docs/training.md): the data
-    // gradient's ConvTranspose and the weight gradient's swapped Conv of a stride-2 3x3 conv
-    // whose forward drops an input row.
+    // gradient's ConvTranspose and the weight gradient (conv_implicit_gemm's weight-gradient
+    // mode, dc.ConvGradWeight) of a stride-2 3x3 conv whose forward drops an input row; the
+    // weight gradient of a dilation-2 conv with uneven pads, no size a tile multiple.
     {"edge_conv_grad_data", "", ClusterKind::conv, ""},
     {"edge_conv_grad_weight", "", ClusterKind::conv, ""},
+    {"edge_conv_grad_weight_dilated", "", ClusterKind::conv, ""},
     // A batch-broadcast MatMul of two operands computed by Transposes swapping their last
     // two dims, read in place by gemm_tiled (A stored [.., K, M], B [.., N, K]).
     {"edge_matmul_swapped_operands", "", ClusterKind::gemm, ""},
@@ -82,18 +84,20 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 Tensor filled(const Shape& s, uint32_t seed) { return testing::random_tensor(s, seed); }
 
 // The gradient of x (output 0) or w (output 1) of a 3x3 Conv, stride 2, pads 1, of 2 images,
-// 5 -> 7 channels on 8x7 (the 8th row is past the last window), from graph inputs x, w, dy.
-Graph conv_gradient_graph(int output) {
+// 5 -> 7 channels on 8x7 (the 8th row is past the last window), from graph inputs x, w, dy;
+// `dilated`: 3 images, 6 -> 5 channels on 9x11, dilation 2, pads (2, 1, 1, 0): out 8x8.
+Graph conv_gradient_graph(int output, bool dilated = false) {
   Graph g;
   g.opset = 17;
-  g.tensors["x"] = TensorInfo{DType::f32, {2, 5, 8, 7}};
-  g.tensors["w"] = TensorInfo{DType::f32, {7, 5, 3, 3}};
-  g.tensors["y"] = TensorInfo{DType::f32, {2, 7, 4, 4}};
+  g.tensors["x"] = TensorInfo{DType::f32, dilated ? Shape{3, 6, 9, 11} : Shape{2, 5, 8, 7}};
+  g.tensors["w"] = TensorInfo{DType::f32, dilated ? Shape{5, 6, 3, 3} : Shape{7, 5, 3, 3}};
+  g.tensors["y"] = TensorInfo{DType::f32, dilated ? Shape{3, 5, 8, 8} : Shape{2, 7, 4, 4}};
   g.tensors["dy"] = g.tensors["y"];
   g.inputs = {"x", "w", "dy"};
   Node conv = testing::make_node("Conv", {"x", "w"}, {"y"});
-  conv.attrs.set("strides", std::vector<int64_t>{2, 2});
-  conv.attrs.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  conv.attrs.set("strides", std::vector<int64_t>{dilated ? 1 : 2, dilated ? 1 : 2});
+  conv.attrs.set("pads", dilated ? std::vector<int64_t>{2, 1, 1, 0} : std::vector<int64_t>{1, 1, 1, 1});
+  if (dilated) conv.attrs.set("dilations", std::vector<int64_t>{2, 2});
   g.nodes = {conv};
   const std::string wrt = output == 0 ? "x" : "w";
   const auto grads = add_vector_jacobian_product(g, {{"y", "dy"}}, {wrt});
@@ -109,6 +113,7 @@ Graph conv_gradient_graph(int output) {
 Graph edge_graph(const std::string& name) {
   if (name == "edge_conv_grad_data") return conv_gradient_graph(0);
   if (name == "edge_conv_grad_weight") return conv_gradient_graph(1);
+  if (name == "edge_conv_grad_weight_dilated") return conv_gradient_graph(1, true);
   Graph g;
   auto tensor = [&](const std::string& n, Shape s) { g.tensors[n] = TensorInfo{DType::f32, std::move(s)}; };
   if (name == "edge_matmul_swapped_operands") {
@@ -218,9 +223,13 @@ TEST_P(OnPocl, ReferenceAndVariantsMatchTheCpu) {
   const Workload w = find_workload(c);
   ASSERT_FALSE(w.graph.nodes.empty());
   SCOPED_TRACE(w.canonical);
-  // edge_conv_grad_weight: X's and dY's Transposes read through the gather;
-  // edge_matmul_swapped_operands: A's and B's, read in place.
-  if (std::string(c.name) == "edge_conv_grad_weight" || std::string(c.name) == "edge_matmul_swapped_operands") {
+  // edge_conv_grad_weight*: one dc.ConvGradWeight reading X and dY as stored;
+  // edge_matmul_swapped_operands: A's and B's Transposes, read in place.
+  if (std::string(c.name).starts_with("edge_conv_grad_weight")) {
+    ASSERT_EQ(w.graph.nodes.size(), 1u);
+    EXPECT_EQ(w.graph.nodes[0].op, "dc.ConvGradWeight");
+  }
+  if (std::string(c.name) == "edge_matmul_swapped_operands") {
     EXPECT_EQ(std::count_if(w.graph.nodes.begin(), w.graph.nodes.end(), [](const Node& n) { return n.op == "Transpose"; }), 2);
   }
   const std::vector<Tensor> in = random_workload_inputs(w, 2024);

@@ -1,12 +1,14 @@
 // Convolution gradients on the tuned implicit-GEMM template (common/passes/gradients/
 // grad_conv.cpp, docs/training.md "Convolution gradients"): the data gradient as
-// ConvTranspose(dY, W), the weight gradient as a Conv with batch and channels swapped.
+// ConvTranspose(dY, W); the weight gradient of a group-1 Conv as dc.ConvGradWeight (the
+// template's weight-gradient mode), of a grouped one as a Conv with batch and channels swapped.
 //  - ConvGradients.*: the lowered gradients equal the dc.ConvGradData / dc.ConvGradWeight
 //    reference ops (an independent SGEMM + col2im / im2col + SGEMM) on fresh random inputs,
 //    for strided convolutions that drop input rows, asymmetric pads, dilations, 1x1 stride 2,
 //    odd sizes, a long K, batch 1, 1-D, grouped and depthwise convolutions (batch 1 too).
-//  - CodegenConvGradients.*: every Conv / ConvTranspose workload of those gradients, on every
-//    precision path the template offers (fp32, tf32, fp16, bf16; split-K where offered), on the
+//  - CodegenConvGradients.*: every Conv / ConvTranspose / dc.ConvGradWeight workload of those
+//    gradients, on every precision path the template offers (fp32, tf32, fp16, bf16; split-K
+//    where offered), on the
 //    host emulator against the CPU reference: fresh random inputs, NaN-poisoned outputs, the
 //    error model's bound (variant_tolerance, docs/precision.md); NVRTC compiles one variant a
 //    path for sm_80. The ReLU mask Where(a > 0, dX, 0) after the data gradient (and after a
@@ -17,15 +19,20 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <random>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "candidates.h"
 #include "emulator.h"
+#include "estimator.h"
 #include "estimator_testing.h"
 #include "generate.h"
 #include "ir/tolerance.h"
@@ -88,7 +95,7 @@ std::vector<ConvCase> cases() {
 
 // Graph inputs x, w, dy; outputs dx and dw, Conv's gradients as the rule lowers them (the
 // forward Conv, which they do not read, removed).
-Graph gradient_graph(const ConvCase& c) {
+Graph gradient_graph(const ConvCase& c, const std::vector<std::string>& wrt = {"x", "w"}) {
   Graph g;
   g.opset = 17;
   g.inputs = {"x", "w"};
@@ -108,10 +115,10 @@ Graph gradient_graph(const ConvCase& c) {
   g.tensors["y"] = {DType::f32, y};
   g.tensors["dy"] = g.tensors["y"];
   g.inputs.push_back("dy");
-  const auto grads = add_vector_jacobian_product(g, {{"y", "dy"}}, {"x", "w"});
+  const auto grads = add_vector_jacobian_product(g, {{"y", "dy"}}, std::set<std::string>(wrt.begin(), wrt.end()));
   g.nodes.erase(g.nodes.begin());
   g.tensors.erase("y");
-  g.outputs = {grads.at("x"), grads.at("w")};
+  for (const auto& t : wrt) g.outputs.push_back(grads.at(t));
   return g;
 }
 
@@ -176,31 +183,39 @@ TEST(ConvGradients, UsesTheTemplateOpsOnly) {
   for (const ConvCase& c : cases()) {
     SCOPED_TRACE(c.name);
     const Graph g = gradient_graph(c);
-    int transposes = 0, conv_transposes = 0, convs = 0, naive = 0, reduce_sums = 0;
+    int transposes = 0, conv_transposes = 0, convs = 0, naive = 0, weight_grads = 0, reduce_sums = 0;
     for (const auto& n : g.nodes) {
       transposes += n.op == "Transpose";
       reduce_sums += n.op == "ReduceSum";
       conv_transposes += n.op == "ConvTranspose";
+      weight_grads += n.op == "dc.ConvGradWeight";
       if (n.op == "Conv") {
         ++convs;
         const int64_t per_image = c.w[1] == 1 ? c.x[0] : 1;  // depthwise: a group per (image, channel)
         EXPECT_EQ(n.attrs.get_int("group", 1), c.attrs.get_int("group", 1) * per_image);
       }
-      naive += n.op.starts_with("dc.");
+      naive += n.op.starts_with("dc.") && n.op != "dc.ConvGradWeight";
     }
     EXPECT_EQ(conv_transposes, 1);
-    EXPECT_EQ(convs, 1);
     EXPECT_EQ(naive, 0);
     const int64_t n = c.x[0], group = c.attrs.get_int("group", 1), cg = c.w[1], m = c.w[0];
+    if (group == 1 && cg > 1) {  // the template's weight-gradient mode: X and dY as stored
+      EXPECT_EQ(weight_grads, 1);
+      EXPECT_EQ(convs, 0);
+      EXPECT_EQ(transposes, 0);
+      EXPECT_EQ(reduce_sums, 0);
+      continue;
+    }
+    EXPECT_EQ(weight_grads, 0);
+    EXPECT_EQ(convs, 1);
     if (cg == 1) {  // depthwise: one group per (image, channel), views only, a sum over images
       EXPECT_EQ(transposes, 0);
       EXPECT_EQ(reduce_sums, n > 1 ? 1 : 0);
       continue;
     }
-    // X: [N, C] swapped (group 1) or [N, G, Cg] -> [Cg, G, N]; dY: [N, M] swapped; the
-    // [Cg, M, k...] result swapped back.
-    const int x_moves = group > 1 ? 1 : n > 1 && c.x[1] > 1 ? 1 : 0;
-    EXPECT_EQ(transposes, x_moves + (n > 1 && m > 1 ? 1 : 0) + (m > 1 ? 1 : 0));
+    // Grouped: X [N, G, Cg] -> [Cg, G, N]; dY: [N, M] swapped; the [Cg, M, k...] result
+    // swapped back.
+    EXPECT_EQ(transposes, 1 + (n > 1 && m > 1 ? 1 : 0) + (m > 1 ? 1 : 0));
     EXPECT_EQ(reduce_sums, 0);
   }
 }
@@ -248,18 +263,25 @@ void check_variant(const Workload& w, const Variant& v, bool nvrtc) {
 
 bool is_conv_workload(const Workload& w) {
   for (const auto& n : w.graph.nodes)
-    if (n.op == "Conv" || n.op == "ConvTranspose") return true;
+    if (n.op == "Conv" || n.op == "ConvTranspose" || n.op == "dc.ConvGradWeight") return true;
   return false;
+}
+
+bool is_weight_gradient_mode(const Workload& w) {
+  return std::any_of(w.graph.nodes.begin(), w.graph.nodes.end(),
+                     [](const Node& n) { return n.op == "dc.ConvGradWeight"; });
 }
 
 TEST(CodegenConvGradients, EveryPrecisionPathMatchesTheReference) {
   const GpuSpec gpu = testing::spec_a100();
   const std::vector<std::string> paths = {"fp32", "tf32", "fp16", "bf16"};
-  // Workloads checked per path, of those without a fused Transpose (the weight gradient's
-  // swapped X and dY read through the gather; those have no tf32 variant within its register
-  // bound).
+  // Workloads checked per path, of those without a fused Transpose (a grouped weight
+  // gradient's dY read through the gather) and not in the weight-gradient mode (the small
+  // filter counts here give it tf32 blocks of one or two warps, above the tf32 register
+  // bound; WeightGradientModeEdgeShapes covers its paths).
   std::map<std::string, int> covered;
-  int workloads = 0, plain = 0, fused = 0, split = 0, grouped = 0, direct_count = 0;
+  int workloads = 0, plain = 0, fused = 0, split = 0, grouped = 0, direct_count = 0, weight_mode = 0,
+      weight_mode_plain = 0;
   for (const ConvCase& c : cases()) {
     SCOPED_TRACE(c.name);
     const Graph g = gradient_graph(c);
@@ -275,7 +297,9 @@ TEST(CodegenConvGradients, EveryPrecisionPathMatchesTheReference) {
                                           [](const Node& n) { return n.op == "Transpose"; });
       const bool direct = analyze_workload(w).family == Family::depthwise;  // fp32 path only
       grouped += w.kind == ClusterKind::depthwise;
-      (direct ? direct_count : transposes ? fused : plain) += 1;
+      const bool mode = is_weight_gradient_mode(w);  // its paths: WeightGradientModeEdgeShapes
+      weight_mode += mode;
+      (direct ? direct_count : transposes ? fused : mode ? weight_mode_plain : plain) += 1;
       SCOPED_TRACE(w.canonical.substr(0, 160));
       bool nvrtc = true;  // one NVRTC compile a workload (the emulator runs them all)
       for (const std::string& p : paths) {
@@ -287,7 +311,7 @@ TEST(CodegenConvGradients, EveryPrecisionPathMatchesTheReference) {
           std::cout << c.name << ": no " << p << " variant for " << w.canonical.substr(0, 80) << "\n";
           continue;
         }
-        if (!transposes && !direct) ++covered[p];
+        if (!transposes && !direct && !mode) ++covered[p];
         // The space's first variant (its last too on the CUDA-core path), and a split-K one
         // where offered.
         std::vector<const Variant*> picked = {&space.front()};
@@ -306,12 +330,172 @@ TEST(CodegenConvGradients, EveryPrecisionPathMatchesTheReference) {
     }
     EXPECT_GE(heavy, 1);
   }
-  EXPECT_GE(plain, 16);
-  EXPECT_GE(fused, 5);  // batch > 1: the swapped Conv with its Transposes fused
+  std::cout << "plain " << plain << ", fused " << fused << ", weight-gradient mode " << weight_mode << "\n";
+  EXPECT_GE(plain, 10);
+  EXPECT_EQ(weight_mode, 7);  // the seven group-1 cases' weight gradients
+  EXPECT_EQ(weight_mode_plain, 7);
+  EXPECT_GE(fused, 1);  // grouped at batch > 1: the swapped Conv with dY's Transpose fused
   for (const std::string& p : paths) EXPECT_GE(covered[p], plain - 2) << p;
   EXPECT_GE(split, 4);  // the weight gradients' long K offers split-K
   EXPECT_GE(grouped, 4);       // the four grouped cases' weight gradients
   EXPECT_GE(direct_count, 1);  // depthwise at batch 1: one channel per group
+}
+
+// The weight-gradient mode's edge shapes: the group-1 cases above (strides that drop rows,
+// asymmetric pads with dilations, 1x1 stride 2 on an even extent, odd sizes, a long K,
+// batch 1, 1-D) and dilation 2 with pads, dY read in vectors (P = 64), a 3-D convolution.
+std::vector<ConvCase> weight_gradient_cases() {
+  std::vector<ConvCase> out;
+  for (const ConvCase& c : cases())
+    if (c.attrs.get_int("group", 1) == 1 && c.w[1] > 1) out.push_back(c);
+  out.push_back({"dilated_2_padded", {2, 6, 10, 9}, {9, 6, 3, 3}, conv_attrs({1, 1}, {2, 2, 2, 1}, {2, 2})});
+  out.push_back({"pointwise_vectors", {3, 16, 8, 8}, {12, 16, 1, 1}, conv_attrs({1, 1}, {0, 0, 0, 0}, {1, 1})});
+  out.push_back({"conv_3d_strided", {2, 3, 5, 6, 7}, {4, 3, 2, 3, 3},
+                 conv_attrs({1, 2, 2}, {0, 1, 1, 1, 1, 0}, {1, 1, 1})});
+  // 64 and more filters: blocks of 4 warps, the tf32 path's register bound (the small cases
+  // above have tf32 blocks of one or two warps only, estimated above 200 registers).
+  out.push_back({"wide_padded", {2, 8, 7, 6}, {64, 8, 3, 3}, conv_attrs({1, 1}, {1, 1, 1, 1}, {1, 1})});
+  out.push_back({"wide_strided_odd_plane", {3, 16, 9, 9}, {64, 16, 3, 3}, conv_attrs({2, 2}, {1, 1, 1, 1}, {1, 1})});
+  out.push_back({"wide_dilated_2", {2, 8, 10, 10}, {96, 8, 3, 3}, conv_attrs({1, 1}, {2, 2, 2, 2}, {2, 2})});
+  return out;
+}
+
+// The one workload of c's weight gradient as the rule emits it, X and dY stored as `storage`,
+// dW as `dw_storage`: the dc.ConvGradWeight node alone, X and dY its inputs (no Transposes).
+Workload weight_gradient_workload(const ConvCase& c, DType storage, DType dw_storage) {
+  Graph g = gradient_graph(c, {"w"});
+  for (const std::string t : {"x", "dy"}) g.tensors[t].dtype = storage;
+  g.tensors[g.outputs[0]].dtype = dw_storage;
+  const WorkloadSet set = dedupe_workloads(g, generate_candidates(g));
+  for (const auto& w : set.workloads)
+    if (is_weight_gradient_mode(w)) {
+      EXPECT_EQ(w.graph.nodes.size(), 1u);
+      EXPECT_EQ(w.kind, ClusterKind::conv);
+      return w;
+    }
+  ADD_FAILURE() << "no dc.ConvGradWeight workload";
+  return {};
+}
+
+TEST(CodegenConvGradients, WeightGradientModeEdgeShapes) {
+  // dc.ConvGradWeight on conv_implicit_gemm's weight-gradient mode: dY read by address (in
+  // vectors / 16-byte cp.async copies where P allows), X through the im2col gather, dW
+  // written as [M, C, k...]; per path the first variant, a split-K, a vector and a cp.async
+  // one where offered, on the host emulator against the CPU reference (fresh inputs, NaN-
+  // poisoned outputs, variant_tolerance); f32 storage on every path, f16 / bf16 storage on
+  // their paths.
+  const GpuSpec gpu = testing::spec_a100();
+  std::map<std::string, int> checked;
+  int split = 0, vectors = 0, copies16 = 0, gathers = 0;
+  // NVRTC (sm_80) compiles the first variant of each path and storage type, and the first
+  // split-K one of each path; the emulator runs them all.
+  std::set<std::string> compiled;
+  for (const ConvCase& c : weight_gradient_cases()) {
+    SCOPED_TRACE(c.name);
+    std::vector<std::tuple<DType, std::string, DType>> runs = {{DType::f32, "fp32", DType::f32},
+                                                               {DType::f32, "tf32", DType::f32},
+                                                               {DType::f32, "fp16", DType::f32},
+                                                               {DType::f32, "bf16", DType::f32}};
+    if (std::string(c.name) == "strided_dropped_row" || std::string(c.name) == "pointwise_vectors" ||
+        std::string(c.name) == "long_k") {
+      runs.push_back({DType::f16, "fp16", DType::f16});
+      runs.push_back({DType::bf16, "bf16", DType::bf16});
+      runs.push_back({DType::f16, "fp16", DType::f32});  // AMP: dW for the f32 master weights
+    }
+    for (const auto& [storage, path, dw_storage] : runs) {
+      SCOPED_TRACE(fmt::format("{} storage, {} path, {} dW", dtype_name(storage), path, dtype_name(dw_storage)));
+      const Workload w = weight_gradient_workload(c, storage, dw_storage);
+      ASSERT_FALSE(w.graph.nodes.empty());
+      const WorkloadShape s = analyze_workload(w);
+      EXPECT_TRUE(s.weight_grad);
+      EXPECT_EQ(s.m, c.w[0]);
+      EXPECT_EQ(s.n, shape_numel(c.w) / c.w[0]);
+      const auto space = enumerate_variants(w, gpu, SpaceOptions{{path}});
+      if (path == "fp32") {
+        ASSERT_FALSE(space.empty());
+      }
+      if (space.empty()) {
+        std::cout << c.name << ": no " << path << " variant\n";
+        continue;
+      }
+      std::vector<const Variant*> picked = {&space.front()};
+      auto pick = [&](auto pred) {
+        for (const auto& v : space)
+          if (pred(v)) {
+            if (std::find(picked.begin(), picked.end(), &v) == picked.end()) picked.push_back(&v);
+            return;
+          }
+      };
+      pick([](const Variant& v) { return v.param_or("split_k", 1) > 1; });
+      pick([](const Variant& v) { return v.param_or("vec", 1) >= 4; });
+      pick([](const Variant& v) { return v.param_or("stages", 1) >= 3; });
+      for (const Variant* v : picked) {
+        // The key round-trips through the space, and the estimator prices the mode.
+        const std::optional<Variant> back = Variant::from_key(v->key(), w, gpu);
+        ASSERT_TRUE(back.has_value()) << v->key();
+        EXPECT_EQ(back->regs_per_thread, v->regs_per_thread);
+        EXPECT_EQ(back->smem_bytes, v->smem_bytes);
+        const Estimate e = estimate(w, *v, gpu);
+        EXPECT_TRUE(std::isfinite(e.seconds) && e.seconds > 0 && e.bound != "unfit") << e.bound;
+        EXPECT_GT(e.dram_bytes, 0.0);
+        const GeneratedKernel k = generate_kernel(w, *v);
+        split += v->param_or("split_k", 1) > 1;
+        vectors += k.source.find("float4 dc_q") != std::string::npos;
+        copies16 += k.source.find("dc_cp_async_16(") != std::string::npos;
+        gathers += k.source.find("_tap = ") != std::string::npos;
+        const std::string kind = fmt::format("{} {}{}", path, dtype_name(storage), v->param_or("split_k", 1) > 1 ? " split" : "");
+        check_variant(w, *v, compiled.insert(kind).second);
+        ++checked[path];
+      }
+    }
+  }
+  for (const std::string p : {"fp32", "fp16", "bf16"}) EXPECT_GE(checked[p], 13) << p;
+  EXPECT_GE(checked["tf32"], 3);  // the wide cases
+  EXPECT_GE(split, 8);     // the long K's split-K, atomics into dW or through the epilogue
+  EXPECT_GE(vectors, 1);   // dY in float4 loads (P = 64)
+  EXPECT_GE(copies16, 1);  // f16 dY in 16-byte cp.async copies
+  EXPECT_EQ(gathers, checked["fp32"] + checked["tf32"] + checked["fp16"] + checked["bf16"]);
+  EXPECT_GE(compiled.size(), 8u);
+}
+
+TEST(CodegenConvGradients, WeightGradientModeTakesAnEpilogue) {
+  // A gradient sum after the weight gradient (a weight read twice): Add(dW, other) is the
+  // mode's epilogue, through the split-K scratch and epilogue kernel where split.
+  ConvCase c = cases()[4];  // long_k: split-K offered
+  ASSERT_EQ(std::string(c.name), "long_k");
+  Graph g = gradient_graph(c, {"w"});
+  const std::string dw = g.outputs[0];
+  g.tensors["other"] = g.info(dw);
+  g.inputs.push_back("other");
+  Node add;
+  add.name = "sum";
+  add.op = "Add";
+  add.inputs = {dw, "other"};
+  add.outputs = {"dw_sum"};
+  g.nodes.push_back(add);
+  g.tensors["dw_sum"] = g.info(dw);
+  g.outputs = {"dw_sum"};
+  const WorkloadSet set = dedupe_workloads(g, generate_candidates(g));
+  const Workload* fused = nullptr;
+  for (const auto& w : set.workloads)
+    if (is_weight_gradient_mode(w) && w.graph.nodes.size() == 2) fused = &w;
+  ASSERT_NE(fused, nullptr) << "no dc.ConvGradWeight + Add workload";
+  int checked = 0, split = 0;
+  for (const std::string p : {"fp32", "fp16"}) {
+    const auto space = enumerate_variants(*fused, testing::spec_a100(), SpaceOptions{{p}});
+    ASSERT_FALSE(space.empty()) << p;
+    check_variant(*fused, space.front(), false);
+    ++checked;
+    for (const auto& v : space)
+      if (v.param_or("split_k", 1) > 1) {
+        EXPECT_EQ(generate_kernel(*fused, v).launches.size(), 2u);  // scratch, then the epilogue
+        check_variant(*fused, v, false);
+        ++split;
+        break;
+      }
+  }
+  EXPECT_EQ(checked, 2);
+  EXPECT_GE(split, 1);
 }
 
 // Graph inputs a (a saved Relu output), w, dy: the gradient of Relu's input through Conv(a,

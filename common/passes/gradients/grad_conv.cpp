@@ -4,18 +4,17 @@
 //    [C_in, C_out / group, k...] is Conv's W [M, C / group, k...] as stored (C_in = M), so W
 //    is read in place (no transpose, no flip); output_padding gives back the input rows past
 //    the last window that a strided forward never read (their gradient is 0);
-//  - weight gradient (group 1): a Conv with the roles of batch and channels swapped,
-//    dW[m, c, k] = sum over n, o of dY[n, m, o] X[n, c, o * stride + k * dilation - pad]:
-//    X as C images of N channels, dY as M filters of N channels and the output's extents,
-//    Conv's dilation as the stride and its stride as the dilation; the result [C, M, k...]
-//    transposed to [M, C, k...]. An implicit GEMM M x N x K = C*taps x M x N*out_pixels whose
-//    long K the template splits (split-K). At batch 1 (and for one channel) the swaps are
-//    reshapes, which plans treat as views; otherwise Transposes, which the candidate
-//    generator fuses into the Conv's operand loads. Grouped convolutions: the swapped Conv
-//    with the same groups, X as C / group images of group x N channels (swapped_images), so
-//    each group's GEMM pairs only its own channels and filters. One input channel per group
-//    (depthwise): a group per (image, channel), X and dY as views, then a ReduceSum of the
-//    per-image partials over the images (no Transpose of X, which no prologue would take).
+//  - weight gradient (group 1, more than one input channel): dc.ConvGradWeight(X, dY) with
+//    Conv's attributes and weight_shape, dW[m, c, k] = sum over n, o of dY[n, m, o]
+//    X[n, c, o * stride + k * dilation - pad]: the implicit-GEMM template's weight-gradient
+//    mode (M filters x C*taps columns, K = N * output pixels, split-K over the long K) reads
+//    dY and X in their natural layouts and writes dW [M, C, k...] directly. Grouped
+//    convolutions: a Conv with batch and channels swapped and the same groups, X as
+//    C / group images of group x N channels (swapped_images), dY as M filters of N channels,
+//    Conv's dilation as the stride and its stride as the dilation, so each group's GEMM
+//    pairs only its own channels and filters; its [C / group, M, k...] result transposed.
+//    One input channel per group (depthwise): a group per (image, channel), X and dY as
+//    views, then a ReduceSum of the per-image partials over the images.
 //  - bias gradient: ReduceSum of dY over the batch and spatial axes.
 #include "ir/error.h"
 #include "passes/gradients/gradient_rules.h"
@@ -96,10 +95,20 @@ std::string data_gradient(GradBuilder& b, const GradCall& c) {
   return b.node1("ConvTranspose", {c.dy[0], in(c, 1)}, b.info(in(c, 0)), a);
 }
 
+// The ungrouped weight gradient: one node the implicit-GEMM template computes in its
+// weight-gradient mode (codegen/template_gemm.cpp), the reference op of ops_grad_conv.cpp.
+std::string weight_gradient_node(GradBuilder& b, const GradCall& c) {
+  Attributes a = c.node.attrs;
+  const Shape& w = b.shape(in(c, 1));
+  a.set("weight_shape", std::vector<int64_t>(w.begin(), w.end()));
+  return b.node1("dc.ConvGradWeight", {in(c, 0), c.dy[0]}, b.info(in(c, 1)), a);
+}
+
 std::string weight_gradient(GradBuilder& b, const GradCall& c) {
   const Shape x = b.shape(in(c, 0)), w = b.shape(in(c, 1));  // copies: nodes are added below
   const Shape dy = b.shape(c.dy[0]);
   const int64_t group = c.node.attrs.get_int("group", 1);
+  if (group == 1 && w[1] > 1) return weight_gradient_node(b, c);
   const ref::Window win = conv_window(c.node, x, w);
   const size_t r = x.size() - 2;
   // The swapped Conv's pads: Conv's at the beginning; at the end Conv's less the dropped
