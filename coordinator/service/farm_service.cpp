@@ -1,5 +1,6 @@
 #include "farm_service_impl.h"
 
+#include "job_wire.h"
 #include "ratios_codec.h"
 
 namespace dc {
@@ -279,15 +280,17 @@ void FarmService::Impl::on_ratios_request(const std::string& identity, const far
   send(identity, std::move(e));
 }
 
-// `tj` is consumed: its kernels' sources move into the job.
+// `tj` is consumed: the job's bytes move into the job. The service reads the job's names and
+// scalars only and forwards the bytes; the worker checks the kernels and answers a bad one
+// as a failed result, which is recorded (docs/farm.md, "Jobs as bytes").
 void FarmService::Impl::on_submit(Tune& t, farm::TuneJob& tj) {
-  farm::Job& wj = *tj.mutable_job();
   FarmJob job;
+  std::string_view source;
   try {
-    if (std::find(t.gpu_types.begin(), t.gpu_types.end(), wj.gpu_type()) == t.gpu_types.end())
-      throw farm::ProtocolError(str_cat("a job for GPU type '", printable(wj.gpu_type()), "', which the tune did not name"));
-    if (wj.workload().empty() || wj.job_id().empty()) throw farm::ProtocolError("a job without workload or job id");
-    static_cast<MeasureJob&>(job) = farm::job_from_proto(std::move(wj));
+    static_cast<MeasureJob&>(job) = farm::read_job_head(tj.job(), &source);
+    if (std::find(t.gpu_types.begin(), t.gpu_types.end(), job.gpu_type) == t.gpu_types.end())
+      throw farm::ProtocolError(str_cat("a job for GPU type '", printable(job.gpu_type), "', which the tune did not name"));
+    if (job.workload.empty() || job.job_id.empty()) throw farm::ProtocolError("a job without workload or job id");
     FarmJob::ServiceInfo& si = job.service;
     si.workload_kind = tj.workload().kind();
     si.workload_canonical = tj.workload().canonical();
@@ -315,7 +318,9 @@ void FarmService::Impl::on_submit(Tune& t, farm::TuneJob& tj) {
     return;
   }
   // Hashed once here: the dispatcher takes it with the job (FarmJob::variant_source_hash).
-  job.variant_source_hash = fnv1a_hex(job.variant_kernel.source);
+  hash_scratch.assign(source);  // fnv1a_hex takes a string: a buffer kept between jobs, not one per job
+  job.variant_source_hash = fnv1a_hex(hash_scratch);
+  job.wire_bytes = std::move(*tj.mutable_job());
   const std::string& hash = job.variant_source_hash;
   Waiter w{t.id, job.job_id, job.workload, job.variant_kernel.variant_key, job.service.reuse,
            key_of({job.job_id, hash, job.check_on_emulator ? "check" : "", job.service.reuse ? "" : "fresh"})};

@@ -163,6 +163,7 @@ struct FarmService::Impl {
   static constexpr size_t kRecordedCacheMax = 1 << 14;
   std::set<std::string> gpu_types_recorded, workloads_recorded, workers_recorded;
   std::set<std::pair<std::string, std::string>> variants_recorded;
+  std::string hash_scratch;  // a Submit's variant source, to hash
   std::map<std::string, WorkerTally> tally;  // by worker id (before the device suffix)
   std::map<std::string, DeviceTally> device_tally;  // by "worker id/device index"
   int64_t measured = 0, answered_from_db = 0, joined = 0, cancelled = 0;
