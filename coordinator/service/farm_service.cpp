@@ -16,15 +16,22 @@ void FarmService::Impl::take_client_messages() {
   }
 }
 
-// One turn: client messages for at most kTurnSlice, then every result, as one DB batch
-// (one commit instead of one per row); the replies go out once it is committed.
+// One turn: client messages for at most kTurnSlice, then every result, into the open DB
+// batch (one commit for many rows). The batch stays open over turns that follow each other
+// without a wait, for at most kBatchAge: one commit per kBatchAge under load instead of one per
+// turn (round 6 of docs/bench/farm-service.md). The replies wait for the commit.
 void FarmService::Impl::serve_turn(std::vector<Measurement> results) {
-  if (pending.empty() && results.empty()) return;  // a turn of heartbeats only: no transaction
-  std::unique_ptr<TuningDb::Batch> batch;
-  try {
-    batch = db.begin_batch();
-  } catch (const UserError& e) {
-    spdlog::error("service: the DB refused a batch; each row goes in its own transaction: {}", e.what());
+  if (pending.empty() && results.empty()) {
+    close_batch();  // a turn without work: what the batch holds is committed now, not later
+    return;
+  }
+  if (!batch_opened) {
+    batch_opened = Clock::now();
+    try {
+      batch = db.begin_batch();
+    } catch (const UserError& e) {
+      spdlog::error("service: the DB refused a batch; each row goes in its own transaction: {}", e.what());
+    }
   }
   const auto until = Clock::now() + kTurnSlice;
   for (size_t n = 1; !pending.empty(); ++n) {
@@ -45,6 +52,12 @@ void FarmService::Impl::serve_turn(std::vector<Measurement> results) {
       spdlog::error("service: while recording a result: {}", e.what());
     }
   }
+  if (Clock::now() - *batch_opened >= kBatchAge) close_batch();
+}
+
+// Commits the open batch, then sends the replies that waited for it.
+void FarmService::Impl::close_batch() {
+  if (!batch_opened) return;
   try {
     if (batch) batch->commit();
   } catch (const UserError& e) {
@@ -52,6 +65,7 @@ void FarmService::Impl::serve_turn(std::vector<Measurement> results) {
                   e.what());
   }
   batch.reset();
+  batch_opened.reset();
   flush();
 }
 
@@ -584,19 +598,22 @@ void FarmService::Impl::tick() {
 void FarmService::run(const std::atomic<bool>& stop) {
   Impl& im = *impl_;
   while (!stop.load()) {
-    // No wait while client messages are left from the last turn.
+    // No wait while client messages are left from the last turn, or a DB batch is open (a
+    // turn without work commits it).
+    const bool busy = !im.pending.empty() || im.batch_opened;
     std::vector<Measurement> results =
-        im.broker.collect(im.pending.empty() ? std::chrono::milliseconds(100) : std::chrono::milliseconds(0));
+        im.broker.collect(busy ? std::chrono::milliseconds(0) : std::chrono::milliseconds(100));
     im.take_client_messages();
     im.serve_turn(std::move(results));
     im.tick();
-    im.flush();
+    if (!im.batch_opened) im.flush();  // else the batch's outcomes are in the outbox: sent at its commit
     im.pump();
     if (im.options.on_view && Clock::now() >= im.next_view) {
       im.next_view = Clock::now() + im.options.view_interval;
       im.options.on_view(im.view());
     }
   }
+  im.close_batch();
   spdlog::info("service: stopping: {} tune(s) connected, {} jobs measured, {} answered from the DB, {} joined, "
                "{} cancelled", im.tunes.size(), im.measured, im.answered_from_db, im.joined, im.cancelled);
   im.broker.shutdown();
