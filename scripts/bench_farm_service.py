@@ -418,7 +418,9 @@ def main():
         a.tunes, a.jobs, a.workers, a.devices, a.outstanding = 3, 1500, 2, 2, 100
         a.sample_every, a.fair_window = 0.1, 0.5
         a.soak_minutes, a.soak_jobs, a.rss_every, a.warmup_minutes = 0.12, 200, 1, 0.03
-        a.kill_every, a.kill_after, a.kill_jobs, a.client_grace, a.timeout = 1.5, 1, 2000, 1, 120
+        # 6,000 jobs a killed tune: its queue must outlast the second before the kill and the
+        # service's 3 s to notice the silence (round 6's service measured 2,000 of them in time).
+        a.kill_every, a.kill_after, a.kill_jobs, a.client_grace, a.timeout = 1.5, 1, 6000, 1, 120
         a.flat_tolerance = 1.0  # a few seconds are no soak: the smoke run checks the plumbing
     a.bin = os.path.abspath(a.bin)
     for b in ("dc-coordinator", "bench_farm"):

@@ -17,6 +17,7 @@
 
 #include "farm/status.h"
 #include "farm_security.h"
+#include "job_wire.h"
 
 namespace dc {
 namespace {
@@ -240,6 +241,33 @@ struct FarmClient::Impl {
     lane->cv.notify_one();
   }
 
+  // A job whose bytes do not parse as a Job (version 4: the service forwards a tune's bytes
+  // unparsed): answered at once as a failed result, so the job is recorded as such, never
+  // lost; the other jobs of its batch run.
+  void refuse_job_bytes(const std::string& bytes) {
+    const std::optional<farm::JobAddress> a = farm::read_job_address(bytes);
+    if (!welcomed || !a || held.count(a->lease_id) != 0) {
+      spdlog::warn("worker: dropped a job whose bytes do not parse{}", a ? "" : " and name no lease");
+      return;
+    }
+    farm::Result r;
+    r.set_lease_id(a->lease_id);
+    r.set_job_id(a->job_id);
+    r.set_device_index(a->device_index);
+    r.set_status(std::string(job_status_name(JobStatus::unsupported)));
+    r.set_error("malformed job: its bytes do not parse as a farm Job");
+    spdlog::warn("worker: job {} (lease {}): {}", a->job_id, a->lease_id, r.error());
+    Lane* lane = lane_of(a->device_index);
+    if (lane != nullptr) {
+      r.set_emulated(lane->device.emulated());
+      r.set_driver_version(lane->device.driver_version());
+      // The job took one of the lane's credits; its answer gives it back.
+      lane->granted = std::max(0, lane->granted - 1);
+    }
+    *outgoing.add_results() = std::move(r);  // sent when read_socket is done
+    if (lane != nullptr) grant(*lane);
+  }
+
   // Returns false when the coordinator refused this worker.
   bool read_socket() {
     std::vector<zmq::message_t> parts;
@@ -271,7 +299,11 @@ struct FarmClient::Impl {
           return true;
         case farm::Envelope::kJob: on_job(e->job()); break;
         case farm::Envelope::kJobs:
-          for (const farm::Job& job : e->jobs().jobs()) on_job(job);
+          for (const std::string& bytes : e->jobs().jobs()) {
+            farm::Job job;
+            if (job.ParseFromString(bytes)) on_job(job);
+            else refuse_job_bytes(bytes);
+          }
           break;
         case farm::Envelope::kHeartbeat: break;
         default:

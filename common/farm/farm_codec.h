@@ -20,8 +20,10 @@
 namespace dc::farm {
 
 // 3: jobs and results travel in batches (JobBatch, ResultBatch), which a version 2 peer would
-// drop as bodies it does not know.
-inline constexpr uint32_t kProtocolVersion = 3;
+// drop as bodies it does not know. 4: jobs travel as bytes (TuneJob.job, JobBatch.jobs) that
+// only the worker parses and checks: a version 3 worker would drop a whole batch for one bad
+// job, where a version 4 worker answers that job alone as failed.
+inline constexpr uint32_t kProtocolVersion = 4;
 // Largest frame either side accepts (also set as ZMQ_MAXMSGSIZE, so that libzmq drops a
 // peer that sends more before it is buffered). A job is two kernel sources: tens of KiB.
 inline constexpr size_t kDefaultMaxMessageBytes = size_t{16} << 20;

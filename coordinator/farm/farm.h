@@ -33,6 +33,11 @@ struct FarmJob : MeasureJob {
   // hashes every job it is sent): the dispatcher then does not hash the source again. "" =
   // the dispatcher computes it.
   std::string variant_source_hash;
+  // The job as a serialized farm::Job, where the submitter has it so (the farm service
+  // forwards a tune's bytes: common/farm/job_wire.h): the dispatcher sends these bytes, and
+  // the kernels above stay empty (the MeasureJob's other fields are read from the bytes).
+  // "" = the dispatcher serialises the MeasureJob.
+  std::string wire_bytes;
 
   // For the farm service (`tune --farm`, coordinator/service/): what its tuning DB records
   // of the job's workload and variant, and how it may answer. Ignored by other farms.

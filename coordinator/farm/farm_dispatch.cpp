@@ -6,6 +6,7 @@
 #include <random>
 
 #include "farm_codec.h"
+#include "farm/job_wire.h"
 #include "ir/workload.h"
 
 namespace dc {
@@ -47,9 +48,17 @@ FarmDispatcher::FarmDispatcher(DispatchOptions options, Send send)
 
 FarmDispatcher::Submission FarmDispatcher::prepare(FarmJob job) {
   Submission s;
-  // The wire copy is the one kept: the sources move into it, out of the bookkeeping copy.
-  s.wire = farm::to_proto(static_cast<MeasureJob&&>(std::move(job)));
-  job.reference = GeneratedKernel{};
+  if (!job.wire_bytes.empty()) {
+    // Bytes a tune sent (the farm service): forwarded as they are.
+    s.wire = std::move(job.wire_bytes);
+    job.wire_bytes.clear();
+  } else {
+    if (job.variant_source_hash.empty()) job.variant_source_hash = fnv1a_hex(job.variant_kernel.source);
+    // The wire copy is the one kept: the sources move into it, out of the bookkeeping copy.
+    s.wire = farm::to_proto(static_cast<MeasureJob&&>(std::move(job))).SerializeAsString();
+    job.reference = GeneratedKernel{};
+    job.variant_kernel.source.clear();
+  }
   s.meta = std::move(job);
   return s;
 }
@@ -59,8 +68,8 @@ void FarmDispatcher::submit(Submission s, Clock::time_point /*now: dispatch is t
   DC_INTERNAL_CHECK(!s.meta.gpu_type.empty(), "job '", s.meta.job_id, "' was submitted without a GPU type");
   const uint64_t id = next_job_++;
   JobEntry& e = jobs_[id];
-  e.source_hash = s.meta.variant_source_hash.empty() ? fnv1a_hex(s.wire.variant().source())
-                                                      : std::move(s.meta.variant_source_hash);
+  DC_INTERNAL_CHECK(!s.meta.variant_source_hash.empty(), "job '", s.meta.job_id, "' was submitted without its source hash");
+  e.source_hash = std::move(s.meta.variant_source_hash);
   e.meta = std::move(s.meta);
   e.wire = std::move(s.wire);
   // The tune names workers as this dispatcher's Measurements do ("<worker id>/<device>"):
@@ -369,8 +378,8 @@ void FarmDispatcher::dispatch(Clock::time_point now) {
         job.lease = lease_id;
         job.last_emulated = d->emulated;
         // Jobs already waiting on this device run first: the deadline covers them too.
-        const auto work = std::chrono::milliseconds(job.wire.compile_deadline_ms()) +
-                          std::chrono::milliseconds(job.wire.run_deadline_ms());
+        const auto work = std::chrono::milliseconds(farm::wire_ms(job.meta.compile_deadline)) +
+                          std::chrono::milliseconds(farm::wire_ms(job.meta.run_deadline));
         Lease lease{job_id, s->identity, d->index, now + work * (d->held + 1) + options_.deadline_grace};
         next_due_ = std::min(next_due_, lease.deadline);
         leases_[lease_id] = lease;
@@ -380,13 +389,11 @@ void FarmDispatcher::dispatch(Clock::time_point now) {
         // The job goes into the batch for the send and comes back after (a requeue sends it
         // again): swapped, not copied with its kernels' sources (the farm service's hot path).
         OutgoingJobs& o = outgoing[s];
-        farm::Job* out = o.envelope.mutable_jobs()->add_jobs();
-        out->Swap(&job.wire);
-        o.entries.push_back(&job);
-        out->set_lease_id(lease_id);
-        out->set_attempt(static_cast<uint32_t>(job.attempts));
-        out->set_device_index(d->index);
-        o.bytes += out->variant().source().size() + out->reference().source().size() + kJobOverheadBytes;
+        std::string* out = o.envelope.mutable_jobs()->add_jobs();
+        out->swap(job.wire);
+        o.entries.emplace_back(&job, out->size());
+        farm::append_dispatch_fields(*out, lease_id, d->index, static_cast<uint32_t>(job.attempts));
+        o.bytes += out->size();
         if (o.bytes >= kMaxBatchBytes) send_jobs(s->identity, o);
         if (d->credits == 0) {
           ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(i));
@@ -404,7 +411,11 @@ void FarmDispatcher::send_jobs(const std::string& identity, OutgoingJobs& o) {
   // Each job goes back to its entry, whether the send returns or throws.
   auto restore = [&o] {
     farm::JobBatch* batch = o.envelope.mutable_jobs();
-    for (size_t i = 0; i < o.entries.size(); ++i) o.entries[i]->wire.Swap(batch->mutable_jobs(static_cast<int>(i)));
+    for (size_t i = 0; i < o.entries.size(); ++i) {
+      auto& [entry, length] = o.entries[i];
+      entry->wire.swap(*batch->mutable_jobs(static_cast<int>(i)));
+      entry->wire.resize(length);
+    }
     o.envelope.Clear();
     o.entries.clear();
     o.bytes = 0;
@@ -471,8 +482,8 @@ void FarmDispatcher::tick(Clock::time_point now) {
       JobEntry& job = jobs_.at(lease.job);
       std::string worker = lease.identity;
       if (auto sit = sessions_.find(lease.identity); sit != sessions_.end()) worker = sit->second.worker_id;
-      const std::string error = str_cat("no result within the deadline (compile ", job.wire.compile_deadline_ms(),
-                                        " ms + run ", job.wire.run_deadline_ms(), " ms) from worker ", worker);
+      const std::string error = str_cat("no result within the deadline (compile ", farm::wire_ms(job.meta.compile_deadline),
+                                        " ms + run ", farm::wire_ms(job.meta.run_deadline), " ms) from worker ", worker);
       spdlog::warn("farm: job {}: {}", job.meta.job_id, error);
       Measurement m = failure(job, JobStatus::timeout, error);
       m.worker = str_cat(worker, "/", lease.device);

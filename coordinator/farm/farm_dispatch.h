@@ -64,10 +64,11 @@ class FarmDispatcher {
 
   FarmDispatcher(DispatchOptions options, Send send);
 
-  // A job ready for the wire: `wire` holds everything but lease_id, attempt, device_index.
+  // A job ready for the wire: `wire`, a serialized farm::Job, holds everything but lease_id,
+  // attempt and device_index, which each dispatch appends (farm/job_wire.h).
   struct Submission {
-    FarmJob meta;  // the kernels are moved out into `wire`
-    farm::Job wire;
+    FarmJob meta;  // the kernels are moved out (serialised into `wire`)
+    std::string wire;
   };
   static Submission prepare(FarmJob job);
 
@@ -115,7 +116,7 @@ class FarmDispatcher {
   };
   struct JobEntry {
     FarmJob meta;
-    farm::Job wire;
+    std::string wire;  // a serialized farm::Job without the dispatch fields
     std::string source_hash;
     int attempts = 0;      // dispatches so far
     uint64_t lease = 0;    // current lease, 0 when queued
@@ -152,15 +153,15 @@ class FarmDispatcher {
                                  const std::set<std::string>& workers_of_type) const;
   void finish(uint64_t job_id, Measurement m);
   Measurement failure(const JobEntry& job, JobStatus status, const std::string& error) const;
-  // The jobs one dispatch pass sends a session, as one JobBatch (protocol version 3); each job
-  // is swapped in from its entry and back after the send.
+  // The jobs one dispatch pass sends a session, as one JobBatch (protocol version 3); each job's
+  // bytes are swapped in from its entry, the lease fields appended, and back after the send
+  // (cut to their length before).
   struct OutgoingJobs {
     farm::Envelope envelope;
-    std::vector<JobEntry*> entries;
+    std::vector<std::pair<JobEntry*, size_t>> entries;
     size_t bytes = 0;  // about what the batch weighs on the wire
   };
   static constexpr size_t kMaxBatchBytes = size_t{1} << 20;  // well below the frame limit
-  static constexpr size_t kJobOverheadBytes = 512;           // buffers, launches, names
   void send_jobs(const std::string& identity, OutgoingJobs& o);
   void send(const std::string& identity, farm::Envelope e);
   void send_envelope(const std::string& identity, farm::Envelope& e);  // e keeps what it holds

@@ -1,5 +1,6 @@
 #include "farm_service_impl.h"
 
+#include "job_wire.h"
 #include "ratios_codec.h"
 
 namespace dc {
@@ -15,15 +16,22 @@ void FarmService::Impl::take_client_messages() {
   }
 }
 
-// One turn: client messages for at most kTurnSlice, then every result, as one DB batch
-// (one commit instead of one per row); the replies go out once it is committed.
+// One turn: client messages for at most kTurnSlice, then every result, into the open DB
+// batch (one commit for many rows). The batch stays open over turns that follow each other
+// without a wait, for at most kBatchAge: one commit per kBatchAge under load instead of one per
+// turn (round 6 of docs/bench/farm-service.md). The replies wait for the commit.
 void FarmService::Impl::serve_turn(std::vector<Measurement> results) {
-  if (pending.empty() && results.empty()) return;  // a turn of heartbeats only: no transaction
-  std::unique_ptr<TuningDb::Batch> batch;
-  try {
-    batch = db.begin_batch();
-  } catch (const UserError& e) {
-    spdlog::error("service: the DB refused a batch; each row goes in its own transaction: {}", e.what());
+  if (pending.empty() && results.empty()) {
+    close_batch();  // a turn without work: what the batch holds is committed now, not later
+    return;
+  }
+  if (!batch_opened) {
+    batch_opened = Clock::now();
+    try {
+      batch = db.begin_batch();
+    } catch (const UserError& e) {
+      spdlog::error("service: the DB refused a batch; each row goes in its own transaction: {}", e.what());
+    }
   }
   const auto until = Clock::now() + kTurnSlice;
   for (size_t n = 1; !pending.empty(); ++n) {
@@ -44,6 +52,12 @@ void FarmService::Impl::serve_turn(std::vector<Measurement> results) {
       spdlog::error("service: while recording a result: {}", e.what());
     }
   }
+  if (Clock::now() - *batch_opened >= kBatchAge) close_batch();
+}
+
+// Commits the open batch, then sends the replies that waited for it.
+void FarmService::Impl::close_batch() {
+  if (!batch_opened) return;
   try {
     if (batch) batch->commit();
   } catch (const UserError& e) {
@@ -51,6 +65,7 @@ void FarmService::Impl::serve_turn(std::vector<Measurement> results) {
                   e.what());
   }
   batch.reset();
+  batch_opened.reset();
   flush();
 }
 
@@ -279,15 +294,17 @@ void FarmService::Impl::on_ratios_request(const std::string& identity, const far
   send(identity, std::move(e));
 }
 
-// `tj` is consumed: its kernels' sources move into the job.
+// `tj` is consumed: the job's bytes move into the job. The service reads the job's names and
+// scalars only and forwards the bytes; the worker checks the kernels and answers a bad one
+// as a failed result, which is recorded (docs/farm.md, "Jobs as bytes").
 void FarmService::Impl::on_submit(Tune& t, farm::TuneJob& tj) {
-  farm::Job& wj = *tj.mutable_job();
   FarmJob job;
+  std::string_view source;
   try {
-    if (std::find(t.gpu_types.begin(), t.gpu_types.end(), wj.gpu_type()) == t.gpu_types.end())
-      throw farm::ProtocolError(str_cat("a job for GPU type '", printable(wj.gpu_type()), "', which the tune did not name"));
-    if (wj.workload().empty() || wj.job_id().empty()) throw farm::ProtocolError("a job without workload or job id");
-    static_cast<MeasureJob&>(job) = farm::job_from_proto(std::move(wj));
+    static_cast<MeasureJob&>(job) = farm::read_job_head(tj.job(), &source);
+    if (std::find(t.gpu_types.begin(), t.gpu_types.end(), job.gpu_type) == t.gpu_types.end())
+      throw farm::ProtocolError(str_cat("a job for GPU type '", printable(job.gpu_type), "', which the tune did not name"));
+    if (job.workload.empty() || job.job_id.empty()) throw farm::ProtocolError("a job without workload or job id");
     FarmJob::ServiceInfo& si = job.service;
     si.workload_kind = tj.workload().kind();
     si.workload_canonical = tj.workload().canonical();
@@ -315,7 +332,9 @@ void FarmService::Impl::on_submit(Tune& t, farm::TuneJob& tj) {
     return;
   }
   // Hashed once here: the dispatcher takes it with the job (FarmJob::variant_source_hash).
-  job.variant_source_hash = fnv1a_hex(job.variant_kernel.source);
+  hash_scratch.assign(source);  // fnv1a_hex takes a string: a buffer kept between jobs, not one per job
+  job.variant_source_hash = fnv1a_hex(hash_scratch);
+  job.wire_bytes = std::move(*tj.mutable_job());
   const std::string& hash = job.variant_source_hash;
   Waiter w{t.id, job.job_id, job.workload, job.variant_kernel.variant_key, job.service.reuse,
            key_of({job.job_id, hash, job.check_on_emulator ? "check" : "", job.service.reuse ? "" : "fresh"})};
@@ -579,19 +598,22 @@ void FarmService::Impl::tick() {
 void FarmService::run(const std::atomic<bool>& stop) {
   Impl& im = *impl_;
   while (!stop.load()) {
-    // No wait while client messages are left from the last turn.
+    // No wait while client messages are left from the last turn, or a DB batch is open (a
+    // turn without work commits it).
+    const bool busy = !im.pending.empty() || im.batch_opened;
     std::vector<Measurement> results =
-        im.broker.collect(im.pending.empty() ? std::chrono::milliseconds(100) : std::chrono::milliseconds(0));
+        im.broker.collect(busy ? std::chrono::milliseconds(0) : std::chrono::milliseconds(100));
     im.take_client_messages();
     im.serve_turn(std::move(results));
     im.tick();
-    im.flush();
+    if (!im.batch_opened) im.flush();  // else the batch's outcomes are in the outbox: sent at its commit
     im.pump();
     if (im.options.on_view && Clock::now() >= im.next_view) {
       im.next_view = Clock::now() + im.options.view_interval;
       im.options.on_view(im.view());
     }
   }
+  im.close_batch();
   spdlog::info("service: stopping: {} tune(s) connected, {} jobs measured, {} answered from the DB, {} joined, "
                "{} cancelled", im.tunes.size(), im.measured, im.answered_from_db, im.joined, im.cancelled);
   im.broker.shutdown();

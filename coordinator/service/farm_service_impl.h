@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -77,6 +78,9 @@ inline double seconds(Clock::duration d) { return std::chrono::duration<double>(
 // dispatches again: a burst of Submits is served in slices, not in one block that
 // leaves every client unanswered for seconds (docs/bench/farm-service.md).
 inline constexpr auto kTurnSlice = std::chrono::milliseconds(20);
+// How long the turns that follow each other without a wait share one DB transaction: what an
+// outcome may wait for its commit beyond its own turn.
+inline constexpr auto kBatchAge = std::chrono::milliseconds(10);
 
 // Job latency buckets, seconds: emulated jobs take milliseconds, real ones seconds to minutes.
 inline const std::vector<double> kLatencyBounds = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
@@ -103,7 +107,9 @@ struct FarmService::Impl {
     // Outcomes sent lately (and all of them while it is silent), by resend_key: a client
     // that reconnects resubmits what it has no outcome for, and these are sent again. Only
     // a tune that resumed looks here (another tune's later round may reuse a job id).
-    std::map<std::string, std::pair<Clock::time_point, farm::Envelope>> recent;
+    // Hashed: a key begins with the job id, and the job ids of a tune share long prefixes
+    // (a tree's comparisons were 1 % of the service's CPU).
+    std::unordered_map<std::string, std::pair<Clock::time_point, farm::Envelope>> recent;
     // The same, oldest first: expiry looks at the front only (a walk of the whole map on
     // every turn was the loop's largest cost at thousands of jobs a second).
     std::deque<std::pair<Clock::time_point, std::string>> recent_order;
@@ -146,7 +152,7 @@ struct FarmService::Impl {
   std::map<uint64_t, Tune> tunes;
   std::map<std::string, uint64_t> tune_of_identity;
   std::map<uint64_t, Group> groups;
-  std::map<std::string, uint64_t> group_of_key;
+  std::unordered_map<std::string, uint64_t> group_of_key;  // looked up and erased per job: hashed
   std::map<std::string, int64_t> in_broker;  // per GPU type: handed over, no result yet
   std::map<std::string, int64_t> queued_groups;  // per GPU type: groups no device has yet
   // Client messages taken from the broker, not handled yet (run() handles a time slice of
@@ -154,6 +160,10 @@ struct FarmService::Impl {
   // never reaches a tune before its measurement is durable.
   std::deque<FarmBroker::ClientMessage> pending;
   std::vector<std::pair<std::string, farm::Envelope>> outbox;
+  // The DB batch of the turns since batch_opened (set while one is open, even where the DB
+  // refused the batch and each row commits by itself).
+  std::unique_ptr<TuningDb::Batch> batch;
+  std::optional<Clock::time_point> batch_opened;
   FairShare share;
   uint64_t next_tune = 1, next_group = 1;
   // What the DB already has (rows the service committed or found): caches that spare a
@@ -163,6 +173,7 @@ struct FarmService::Impl {
   static constexpr size_t kRecordedCacheMax = 1 << 14;
   std::set<std::string> gpu_types_recorded, workloads_recorded, workers_recorded;
   std::set<std::pair<std::string, std::string>> variants_recorded;
+  std::string hash_scratch;  // a Submit's variant source, to hash
   std::map<std::string, WorkerTally> tally;  // by worker id (before the device suffix)
   std::map<std::string, DeviceTally> device_tally;  // by "worker id/device index"
   int64_t measured = 0, answered_from_db = 0, joined = 0, cancelled = 0;
@@ -195,6 +206,7 @@ struct FarmService::Impl {
 
   void take_client_messages();
   void serve_turn(std::vector<Measurement> results);
+  void close_batch();
   void on_client(FarmBroker::ClientMessage& m);
   void on_hello(const std::string& identity, const std::string& peer, const farm::ClientHello& h);
   bool resume(const std::string& identity, const std::string& peer, const farm::ClientHello& h);

@@ -33,7 +33,7 @@ std::string submit_frame(FarmJob job) {
   const FarmJob::ServiceInfo si = job.service;
   const std::string canonical_signature = job.workload;
   FarmDispatcher::Submission s = FarmDispatcher::prepare(std::move(job));
-  *tj->mutable_job() = std::move(s.wire);
+  tj->set_job(std::move(s.wire));
   farm::WorkloadInfo* w = tj->mutable_workload();
   w->set_signature(canonical_signature);
   w->set_kind(si.workload_kind);

@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
     frames.push_back(dc::fuzz::pack_frame(0x80, farm::serialize(e)));
     if (e.body_case() == farm::Envelope::kJob) jobs.push_back(e.job());
     if (e.body_case() == farm::Envelope::kJobs)
-      for (const farm::Job& j : e.jobs().jobs()) jobs.push_back(j);
+      for (const std::string& bytes : e.jobs().jobs())
+        if (farm::Job j; j.ParseFromString(bytes)) jobs.push_back(std::move(j));
   });
   dc::FarmDispatcher::Clock::time_point now{};
   dispatcher.submit(dc::FarmDispatcher::prepare(dc::fuzz::small_job("a")), now);

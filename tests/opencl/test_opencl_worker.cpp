@@ -38,10 +38,12 @@ const farm::GpuInventory& pocl() {
 
 farm::Job wire_job(const FarmJob& j, uint64_t lease = 1) {
   FarmDispatcher::Submission s = FarmDispatcher::prepare(j);
-  s.wire.set_lease_id(lease);
-  s.wire.set_attempt(1);
-  s.wire.set_device_index(pocl().device_index());
-  return s.wire;
+  farm::Job wire;  // the dispatcher keeps a job as its bytes (protocol version 4)
+  if (!wire.ParseFromString(s.wire)) throw std::runtime_error("a prepared job does not parse");
+  wire.set_lease_id(lease);
+  wire.set_attempt(1);
+  wire.set_device_index(pocl().device_index());
+  return wire;
 }
 
 ExecutorConfig pocl_config() {

@@ -152,9 +152,11 @@ class InProcessFarm final : public Farm {
   Measurement run(FarmJob job, const std::string& worker, JobExecutor& executor) const {
     const std::optional<FakeOutcome> fake = opts_.timing ? std::optional(opts_.timing(job)) : std::nullopt;
     FarmDispatcher::Submission s = FarmDispatcher::prepare(std::move(job));
-    s.wire.set_lease_id(1);
-    s.wire.set_attempt(1);
-    farm::Result r = execute_wire_job(executor, s.wire, [] {});
+    farm::Job wire;  // the dispatcher keeps a job as its bytes (protocol version 4)
+    if (!wire.ParseFromString(s.wire)) throw std::runtime_error("a prepared job does not parse");
+    wire.set_lease_id(1);
+    wire.set_attempt(1);
+    farm::Result r = execute_wire_job(executor, wire, [] {});
     if (const std::string why = farm::validate_result(r); !why.empty())
       throw_internal_error("in-process farm: the executor returned an invalid result: ", why);
     Measurement m = farm::measurement_from_result(r);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "farm_client.h"
+#include "farm_codec.h"
 #include "farm_service.h"
 #include "remote_farm.h"
 #include "status_request.h"
@@ -72,6 +73,18 @@ class Workers {
       o.public_key = public_key;
       o.secret_key = secret_key;
       JobRunner run = [this, job_time](const farm::Job& job) {
+        // First, as dc-worker's executor does (execute_wire_job): the service forwards a
+        // tune's kernels unchecked (protocol version 4), and a job whose kernels do not
+        // check is answered as malformed, without a run.
+        try {
+          (void)farm::job_from_proto(farm::Job(job));
+        } catch (const farm::ProtocolError& e) {
+          farm::Result r;
+          r.set_status("unsupported");
+          r.set_error(std::string("malformed job: ") + e.what());
+          r.set_emulated(true);
+          return r;
+        }
         {
           std::lock_guard<std::mutex> lock(mutex_);
           ++runs_[job.variant().source()];

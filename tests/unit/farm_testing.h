@@ -168,10 +168,10 @@ class FakeWorker {
       if (e && e->body_case() == farm::Envelope::kJobs) {
         ++batches;
         largest_batch = std::max(largest_batch, e->jobs().jobs_size());
-        for (const farm::Job& j : e->jobs().jobs()) {
+        for (const std::string& j : e->jobs().jobs()) {
           farm::Envelope one;
           one.set_protocol_version(e->protocol_version());
-          *one.mutable_job() = j;
+          if (!one.mutable_job()->ParseFromString(j)) ADD_FAILURE() << "a JobBatch holds a job that does not parse";
           unpacked_.push_back(std::move(one));
         }
         continue;

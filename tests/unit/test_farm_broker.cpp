@@ -486,9 +486,10 @@ TEST(FarmBroker, GarbageFramesAreDroppedAndValidWorkersServed) {
   EXPECT_EQ(j->job_id(), "after");
 }
 
-// An unknown version, and version 2, whose workers would drop version 3's job batches unread.
+// An unknown version, version 2, whose workers would drop version 3's job batches unread, and
+// version 3, whose workers would drop a whole batch of version 4 for one job that does not parse.
 TEST(FarmBroker, WrongProtocolVersionIsRefused) {
-  for (int version : {7, 2}) {
+  for (int version : {7, 2, 3}) {
     SCOPED_TRACE(version);
     FarmBroker broker(fast_options());
     zmq::context_t ctx;
@@ -498,7 +499,7 @@ TEST(FarmBroker, WrongProtocolVersionIsRefused) {
     ASSERT_TRUE(e);
     ASSERT_TRUE(e->has_refused());
     EXPECT_NE(e->refused().reason().find("protocol version " + std::to_string(version) +
-                                         " is not supported (this coordinator speaks 3)"),
+                                         " is not supported (this coordinator speaks 4)"),
               std::string::npos) << e->refused().reason();
     EXPECT_TRUE(testing::eventually([&] { return broker.counters().refused_hellos == 1; }));
     // Refused workers get no jobs.

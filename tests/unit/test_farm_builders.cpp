@@ -31,10 +31,12 @@ std::string fresh_cache() {
 
 farm::Job wire_job(const FarmJob& j, uint64_t lease, int32_t device) {
   FarmDispatcher::Submission s = FarmDispatcher::prepare(j);
-  s.wire.set_lease_id(lease);
-  s.wire.set_attempt(1);
-  s.wire.set_device_index(device);
-  return s.wire;
+  farm::Job wire;  // the dispatcher keeps a job as its bytes (protocol version 4)
+  if (!wire.ParseFromString(s.wire)) throw std::runtime_error("a prepared job does not parse");
+  wire.set_lease_id(lease);
+  wire.set_attempt(1);
+  wire.set_device_index(device);
+  return wire;
 }
 
 // Device 0: a real compile child (dc-worker --compile-child) of an emulated H100; device 1:

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "farm_codec.h"
+#include "job_wire.h"
 #include "farm_security.h"
 #include "farm_testing.h"
 
@@ -84,6 +85,97 @@ TEST(FarmCodec, MeasureJobRoundTrip) {
   farm::Job bad = w;
   bad.mutable_variant()->clear_source();
   EXPECT_THROW(farm::job_from_proto(std::move(bad)), farm::ProtocolError);
+}
+
+// Version 4: the farm service reads a job's bytes without parsing its kernels. What it
+// reads must be what a parsed Job holds (the same job id, names, scalars, variant source).
+TEST(JobWire, TheHeadOfAJobsBytesIsWhatAParsedJobHolds) {
+  MeasureJob j = testing::scale_job("w/k/h100", "h100");
+  j.precision = "fp16";
+  j.tolerance = Tolerance{2e-3, 1e-5};
+  j.check_on_emulator = true;
+  j.estimate_us = 12.5;
+  j.flops = 2000;
+  j.bytes = 8000;
+  j.seed = 987654321987ull;
+  j.index_bounds = {0, 17, 300};
+  j.compile_deadline = std::chrono::milliseconds(1234);
+  j.run_deadline = std::chrono::milliseconds(5678);
+  const std::string bytes = farm::to_proto(MeasureJob(j)).SerializeAsString();
+  std::string_view source;
+  const MeasureJob head = farm::read_job_head(bytes, &source);
+  farm::Job parsed;
+  ASSERT_TRUE(parsed.ParseFromString(bytes));
+  const MeasureJob full = farm::job_from_proto(std::move(parsed));
+  EXPECT_EQ(source, full.variant_kernel.source);
+  EXPECT_FALSE(source.empty());
+  EXPECT_EQ(head.job_id, full.job_id);
+  EXPECT_EQ(head.gpu_type, full.gpu_type);
+  EXPECT_EQ(head.workload, full.workload);
+  EXPECT_EQ(head.precision, "fp16");
+  EXPECT_EQ(head.variant_kernel.template_name, full.variant_kernel.template_name);
+  EXPECT_EQ(head.variant_kernel.variant_key, full.variant_kernel.variant_key);
+  EXPECT_TRUE(head.variant_kernel.source.empty());  // a view only: not copied
+  EXPECT_EQ(head.seed, j.seed);
+  EXPECT_EQ(head.tolerance.rtol, 2e-3);
+  EXPECT_EQ(head.tolerance.atol, 1e-5);
+  EXPECT_TRUE(head.check_on_emulator);
+  EXPECT_EQ(head.estimate_us, 12.5);
+  EXPECT_EQ(head.flops, 2000);
+  EXPECT_EQ(head.bytes, 8000);
+  EXPECT_EQ(head.index_bounds, (std::vector<int64_t>{0, 17, 300}));
+  EXPECT_EQ(head.compile_deadline.count(), 1234);
+  EXPECT_EQ(head.run_deadline.count(), 5678);
+}
+
+// The dispatcher appends each dispatch's lease fields to the bytes it forwards: the worker
+// parses the last value of each, and everything else as the tune sent it.
+TEST(JobWire, AppendedDispatchFieldsAreWhatTheWorkerParses) {
+  const MeasureJob j = testing::scale_job("w/k/h100", "h100");
+  farm::Job sent = farm::to_proto(MeasureJob(j));
+  sent.set_lease_id(5);  // a client's own values are overridden
+  sent.set_attempt(9);
+  std::string bytes = sent.SerializeAsString();
+  const size_t length = bytes.size();
+  farm::append_dispatch_fields(bytes, 1234567890123ull, 3, 1);
+  farm::Job got;
+  ASSERT_TRUE(got.ParseFromString(bytes));
+  EXPECT_EQ(got.lease_id(), 1234567890123ull);
+  EXPECT_EQ(got.device_index(), 3);
+  EXPECT_EQ(got.attempt(), 1u);
+  EXPECT_EQ(got.variant().source(), j.variant_kernel.source);
+  EXPECT_EQ(got.job_id(), j.job_id);
+  bytes.resize(length);  // as the dispatcher restores them after a send; a requeue appends anew
+  farm::append_dispatch_fields(bytes, 77, 0, 2);
+  ASSERT_TRUE(got.ParseFromString(bytes));
+  EXPECT_EQ(got.lease_id(), 77u);
+  EXPECT_EQ(got.device_index(), 0);
+  EXPECT_EQ(got.attempt(), 2u);
+  const std::optional<farm::JobAddress> a = farm::read_job_address(bytes);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->lease_id, 77u);
+  EXPECT_EQ(a->job_id, j.job_id);
+}
+
+// Bytes that are not a well-formed Job are refused with a reason, never read past their end.
+TEST(JobWire, MalformedBytesAreProtocolErrors) {
+  const MeasureJob j = testing::scale_job("w/k/h100", "h100");
+  const std::string bytes = farm::to_proto(MeasureJob(j)).SerializeAsString();
+  std::string_view source;
+  for (size_t cut : {size_t{1}, size_t{5}, bytes.size() / 2, bytes.size() - 1})
+    EXPECT_THROW(farm::read_job_head(std::string_view(bytes).substr(0, cut), &source), farm::ProtocolError) << cut;
+  // Field 2 (job id) with wire type 0 (a number) instead of 2 (bytes).
+  EXPECT_THROW(farm::read_job_head(std::string("\x10\x05", 2), &source), farm::ProtocolError);
+  // Wire type 3 (a group, never used by this protocol).
+  EXPECT_THROW(farm::read_job_head(std::string("\x1b", 1), &source), farm::ProtocolError);
+  farm::Job bad_name = farm::to_proto(MeasureJob(j));
+  bad_name.set_job_id("w/\xff\xfe");
+  std::string bad_bytes;
+  ASSERT_TRUE(bad_name.SerializePartialToString(&bad_bytes));
+  EXPECT_THROW(farm::read_job_head(bad_bytes, &source), farm::ProtocolError);
+  // The worker's reading of a job it cannot parse: the lease it must answer, or nothing.
+  EXPECT_FALSE(farm::read_job_address(std::string_view(bytes).substr(0, bytes.size() / 2)).has_value());
+  EXPECT_FALSE(farm::read_job_address(bytes).has_value()) << "no lease in a job not dispatched";
 }
 
 // A JobOutcome on the wire reads back as the Measurement the coordinator records.

@@ -114,6 +114,43 @@ TEST(FarmService, ThreeTunesShareByPriorityAndMeasureIdenticalJobsOnce) {
 
 // Identical kernels under other names (another workload, another variant key) are measured
 // once, and each tune's outcome carries its own names.
+// Version 4: the service forwards a job's bytes without checking its kernels; the worker
+// checks them. A tune's malformed kernel comes back as a recorded failure (it was dropped at
+// the service's door before, and the tune never had an outcome for it), and the worker serves on.
+TEST(FarmService, AMalformedKernelIsARecordedFailureAndTheWorkerServesOn) {
+  auto db = make_memory_db();
+  Service service(*db);
+  RemoteFarm a(client(service.endpoint(), "m", 1));
+  FarmJob bad = service_job("wm", 0);
+  bad.variant_kernel.buffers[0].dtype = DType::undefined;  // code 0 on the wire: no such dtype
+  a.submit(bad);
+  for (int i = 1; i <= 3; ++i) a.submit(service_job("wm", i));
+  Workers workers(service.endpoint(), 1, 1ms);
+  const auto ms = collect_n(a, 4);
+  ASSERT_EQ(ms.size(), 4u);
+  for (const Measurement& m : ms) {
+    if (m.job_id == bad.job_id) {
+      EXPECT_EQ(m.status, JobStatus::unsupported);
+      EXPECT_NE(m.error.find("malformed job"), std::string::npos) << m.error;
+      EXPECT_NE(m.error.find("dtype"), std::string::npos) << m.error;
+    } else {
+      EXPECT_EQ(m.status, JobStatus::ok) << m.job_id;
+    }
+  }
+  EXPECT_EQ(workers.total(), 3) << "the malformed job ran nothing";
+  MeasurementQuery q;
+  q.workload = "wm";
+  const auto rows = db->query(q);
+  ASSERT_EQ(rows.size(), 4u);
+  int failed = 0;
+  for (const Measurement& r : rows)
+    if (r.variant_key == bad.variant_kernel.variant_key) {
+      EXPECT_EQ(r.status, JobStatus::unsupported);
+      ++failed;
+    }
+  EXPECT_EQ(failed, 1) << "the failure is recorded once";
+}
+
 TEST(FarmService, AJoinedOutcomeCarriesTheJoiningTunesOwnNames) {
   auto db = make_memory_db();
   Service service(*db);

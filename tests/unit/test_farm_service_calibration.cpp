@@ -173,15 +173,15 @@ TEST(FarmServiceRatios, AClientOfAnotherVersionIsRefusedWithTheReason) {
   r = answer(hello);
   ASSERT_EQ(r.body_case(), farm::Envelope::kRefused);
   EXPECT_NE(r.refused().reason().find("client protocol version 1"), std::string::npos);
-  // A client of an older transport (protocol_version 2, before the worker protocol's batches)
-  // is refused in its own version: it drops envelopes of any other, and would wait for ever.
+  // A client of an older transport (protocol_version 3, before jobs as bytes) is refused in
+  // its own version: it drops envelopes of any other, and would wait for ever.
   farm::Envelope old_hello = hello;
-  old_hello.set_protocol_version(2);
+  old_hello.set_protocol_version(3);
   old_hello.mutable_client_hello()->set_client_protocol_version(farm::kClientProtocolVersion);
   r = answer(old_hello);
   ASSERT_EQ(r.body_case(), farm::Envelope::kRefused);
-  EXPECT_EQ(r.protocol_version(), 2u);
-  EXPECT_NE(r.refused().reason().find("transport protocol version 2 is not supported (this service speaks 3)"),
+  EXPECT_EQ(r.protocol_version(), 3u);
+  EXPECT_NE(r.refused().reason().find("transport protocol version 3 is not supported (this service speaks 4)"),
             std::string::npos) << r.refused().reason();
   // The current version is answered, with the request's id.
   request.mutable_ratios_request()->set_client_protocol_version(farm::kClientProtocolVersion);

@@ -16,6 +16,7 @@
 #include "farm_broker.h"
 #include "farm_client.h"
 #include "farm_testing.h"
+#include "job_wire.h"
 #include "generate.h"
 #include "gpu/gpu_catalog.h"
 #include "ir/index_bounds.h"
@@ -47,10 +48,12 @@ std::string run_tag() {
 
 farm::Job wire_job(const FarmJob& j, uint64_t lease = 1) {
   FarmDispatcher::Submission s = FarmDispatcher::prepare(j);
-  s.wire.set_lease_id(lease);
-  s.wire.set_attempt(1);
-  s.wire.set_device_index(0);
-  return s.wire;
+  farm::Job wire;  // the dispatcher keeps a job as its bytes (protocol version 4)
+  if (!wire.ParseFromString(s.wire)) throw std::runtime_error("a prepared job does not parse");
+  wire.set_lease_id(lease);
+  wire.set_attempt(1);
+  wire.set_device_index(0);
+  return wire;
 }
 
 // ---- emulated timing ----------------------------------------------------------------------
@@ -518,6 +521,44 @@ JobRunner sleeping_runner(std::chrono::milliseconds d) {
     r.add_samples_us(static_cast<double>(d.count()));
     return r;
   };
+}
+
+// Version 4: jobs reach a worker as the bytes a tune sent, unparsed by the service. A job
+// whose bytes do not parse as a Job is answered at once as a failed result (recorded, not
+// lost), and the worker goes on: with one credit per device, a credit it failed to give back
+// would stall every later job.
+TEST(FarmClient, AJobWhoseBytesDoNotParseIsAFailedResultAndTheWorkerServesOn) {
+  FarmBroker broker(fast_broker());
+  FarmClient client(client_options(broker.endpoint(), "parser"), {fake_device("h100")}, {sleeping_runner(1ms)});
+  std::thread t([&] { EXPECT_EQ(client.run(), FarmClient::Outcome::stopped); });
+  FarmJob bad = scale_job("unparsable", "h100");
+  // A well-formed top level (the service reads it) whose reference kernel (field 7) holds a
+  // field of wire type 7, which no protobuf message parses.
+  std::string bytes = farm::to_proto(MeasureJob(bad)).SerializeAsString();
+  bytes += std::string("\x3a\x02\xff\x01", 4);
+  std::string_view source;
+  ASSERT_NO_THROW(farm::read_job_head(bytes, &source));
+  ASSERT_FALSE(farm::Job().ParseFromString(bytes));
+  bad.variant_source_hash = fnv1a_hex(bad.variant_kernel.source);
+  bad.wire_bytes = bytes;
+  broker.submit(bad);
+  for (int i = 0; i < 5; ++i) broker.submit(scale_job("good" + std::to_string(i), "h100"));
+  const auto ms = testing::collect_n(broker, 6, 5s);
+  client.stop();
+  t.join();
+  ASSERT_EQ(ms.size(), 6u);
+  int ok = 0;
+  for (const Measurement& m : ms) {
+    if (m.job_id == "unparsable") {
+      EXPECT_EQ(m.status, JobStatus::unsupported);
+      EXPECT_NE(m.error.find("do not parse"), std::string::npos) << m.error;
+      EXPECT_EQ(m.attempts, 1) << "a verdict, not a lost lease";
+    } else {
+      EXPECT_EQ(m.status, JobStatus::ok) << m.job_id;
+      ++ok;
+    }
+  }
+  EXPECT_EQ(ok, 5);
 }
 
 TEST(FarmClient, StopFinishesTheJobInHandThenSaysBye) {
