@@ -101,6 +101,21 @@ void analyze_matmul(const Graph& g, const Node& n, WorkloadShape& s) {
   s.vec_align = align_of({s.k, s.n});
 }
 
+// The estimator's 2-D window figures of a convolution: a 3-D window folds its depth into the
+// height.
+void window_figures(const ref::Window& win, WorkloadShape& s) {
+  s.in_h = win.in[0] * win.in[1];
+  s.in_w = win.in[2];
+  s.out_h = win.out[0] * win.out[1];
+  s.out_w = win.out[2];
+  s.kernel_h = win.kernel[0] * win.kernel[1];
+  s.kernel_w = win.kernel[2];
+  s.stride_h = win.stride[1];
+  s.stride_w = win.stride[2];
+  s.dilation_h = win.dilation[1];
+  s.dilation_w = win.dilation[2];
+}
+
 void analyze_conv(const Graph& g, const Node& n, WorkloadShape& s) {
   const Shape& x = shape_of(g, n.input(0));
   const Shape& w = shape_of(g, n.input(1));
@@ -114,18 +129,8 @@ void analyze_conv(const Graph& g, const Node& n, WorkloadShape& s) {
   s.elem_bytes = elem_size_of(g, n.input(0));
   s.images = x[0];
   s.in_channels = x[1];
-  // The estimator's 2-D figures: a 3-D window folds its depth into the height.
-  s.in_h = win.in[0] * win.in[1];
-  s.in_w = win.in[2];
   s.out_channels = y[1];
-  s.out_h = win.out[0] * win.out[1];
-  s.out_w = win.out[2];
-  s.kernel_h = win.kernel[0] * win.kernel[1];
-  s.kernel_w = win.kernel[2];
-  s.stride_h = win.stride[1];
-  s.stride_w = win.stride[2];
-  s.dilation_h = win.dilation[1];
-  s.dilation_w = win.dilation[2];
+  window_figures(win, s);
   s.groups = n.attrs.get_int("group", 1);
   s.a_bytes = static_cast<double>(shape_numel(x)) * s.elem_bytes;
   s.b_bytes = static_cast<double>(shape_numel(w)) * elem_size_of(g, n.input(1));
@@ -158,17 +163,8 @@ void analyze_conv_weight_grad(const Graph& g, const Node& n, WorkloadShape& s) {
   s.elem_bytes = elem_size_of(g, n.input(1));
   s.images = x[0];
   s.in_channels = x[1];
-  s.in_h = win.in[0] * win.in[1];
-  s.in_w = win.in[2];
   s.out_channels = w[0];
-  s.out_h = win.out[0] * win.out[1];
-  s.out_w = win.out[2];
-  s.kernel_h = win.kernel[0] * win.kernel[1];
-  s.kernel_w = win.kernel[2];
-  s.stride_h = win.stride[1];
-  s.stride_w = win.stride[2];
-  s.dilation_h = win.dilation[1];
-  s.dilation_w = win.dilation[2];
+  window_figures(win, s);
   s.m = w[0];
   s.n = x[1] * win.kernel_size();
   s.k = x[0] * win.out_size();
