@@ -9,7 +9,7 @@ namespace dc::grad {
 std::string GradBuilder::fresh(const std::string& what) {
   std::string name;
   do {
-    name = str_cat("grad/", context_, "/", what, counter_++);
+    name = str_cat(prefix_, context_, "/", what, counter_++);
   } while (g_.tensors.count(name) != 0);
   return name;
 }

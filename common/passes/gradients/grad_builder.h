@@ -19,7 +19,9 @@ std::vector<int64_t> batch_and_spatial_axes(size_t rank);
 
 class GradBuilder {
  public:
-  explicit GradBuilder(Graph& g) : g_(g) {}
+  // Names are "<prefix><context>/<what><n>". The backward pass's are "grad/..." (recompute
+  // and the plan's notes tell it apart by that prefix); a forward rewrite passes "".
+  explicit GradBuilder(Graph& g, std::string prefix = "grad/") : g_(g), prefix_(std::move(prefix)) {}
 
   // The forward node whose gradient is being built: names the nodes added next.
   void set_context(const std::string& node_name) { context_ = node_name; }
@@ -74,6 +76,7 @@ class GradBuilder {
   std::string fresh(const std::string& what);
 
   Graph& g_;
+  std::string prefix_;
   std::string context_;
   int64_t counter_ = 0;
 };

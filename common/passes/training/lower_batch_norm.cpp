@@ -2,42 +2,11 @@
 
 #include "ir/error.h"
 #include "ir/shape.h"
-#include "passes/match.h"
+#include "passes/gradients/grad_builder.h"
 
 namespace dc {
 
 namespace {
-
-// Appends forward nodes named "<BatchNorm>/apply/<op>" (not "grad/...": they are the
-// forward pass, which recompute and the plan's notes tell apart by that prefix).
-class ApplyBuilder {
- public:
-  ApplyBuilder(Graph& g, std::string prefix) : g_(g), prefix_(std::move(prefix)) {}
-
-  std::string node(const std::string& op, std::vector<std::string> in, TensorInfo type, std::string out = "") {
-    if (out.empty()) {
-      out = match::unique_name(g_, prefix_ + op);
-      g_.tensors[out] = std::move(type);
-    }
-    g_.nodes.push_back(Node{fresh_node(op), op, {}, std::move(in), {out}});
-    return out;
-  }
-  std::string reshape(const std::string& x, const Shape& to) {
-    const std::string shape = match::unique_name(g_, prefix_ + "shape");
-    g_.initializers[shape] = Tensor::from_vector<int64_t>({static_cast<int64_t>(to.size())}, to);
-    g_.tensors[shape] = TensorInfo{DType::i64, {static_cast<int64_t>(to.size())}};
-    return node("Reshape", {x, shape}, TensorInfo{g_.info(x).dtype, to});
-  }
-  std::string binary(const std::string& op, const std::string& a, const std::string& b, const std::string& out = "") {
-    return node(op, {a, b}, TensorInfo{g_.info(a).dtype, broadcast_shapes(g_.info(a).shape, g_.info(b).shape)}, out);
-  }
-
- private:
-  std::string fresh_node(const std::string& op) { return prefix_ + op + std::to_string(count_++); }
-  Graph& g_;
-  std::string prefix_;
-  int count_ = 0;
-};
 
 // Every input that reads `from` reads `to` instead.
 void rename_reads(Graph& g, const std::string& from, const std::string& to) {
@@ -70,11 +39,15 @@ void lower_batch_norm_apply(Graph& g) {
     if (y.empty()) continue;
     Shape per_channel(xs.size() - 1, 1);  // [C, 1, ...]: broadcasts over [N, C, ...]
     per_channel[0] = xs[1];
-    ApplyBuilder b(g, n.name + "/apply/");
+    // Forward nodes: named "<BatchNorm>/apply/...", not "grad/..." (recompute and the plan's
+    // notes tell the backward pass by that prefix).
+    grad::GradBuilder b(g, "");
+    b.set_context(n.name + "/apply");
     const auto channel = [&](const std::string& t) { return b.reshape(t, per_channel); };
-    const std::string centred = b.binary("Sub", x, channel(batch_mean));
-    const std::string normed = b.binary("Mul", centred, channel(invstd));
-    b.binary("Add", b.binary("Mul", normed, channel(scale)), channel(bias), y);  // Y keeps its name
+    const std::string normed = b.mul(b.sub(x, channel(batch_mean)), channel(invstd));
+    const std::string out = b.add(b.mul(normed, channel(scale)), channel(bias));
+    g.nodes.back().outputs[0] = y;  // Y keeps its name
+    g.tensors.erase(out);
   }
   for (const auto& [saved, batch] : saved_means) {
     rename_reads(g, saved, batch);
