@@ -176,9 +176,11 @@ void enumerate_attention_mma(const WorkloadShape& s, const GpuSpec& gpu, const s
 // FlashAttention-2's backward on CUDA cores (template_attention_backward.cpp): one launch of
 // ceil(Sk / block_n) key blocks (dKt, dV) and ceil(Sq / block_m) query blocks (dQ) per batch,
 // each streaming the other side's tiles through shared memory; its accumulators in registers.
-// Choices: block_m and block_n of 16 to 64, 64 to 256 threads.
+// Choices: block_m and block_n of 16 to 64, 64 to 256 threads, a thread's tile thread_m x
+// thread_n of 1, 2 or 4 (scores and gradients register-blocked: thread_m + thread_n shared
+// loads per thread_m x thread_n multiply-adds).
 struct AttentionBackwardChoices {
-  std::vector<int64_t> block_m, block_n, threads = {64, 128, 256};
+  std::vector<int64_t> block_m, block_n, threads = {64, 128, 256}, thread_m = {1, 2, 4}, thread_n = {1, 2, 4};
 };
 
 AttentionBackwardChoices attention_backward_choices(const WorkloadShape& s) {
@@ -191,26 +193,39 @@ AttentionBackwardChoices attention_backward_choices(const WorkloadShape& s) {
 // Accumulators a thread holds at most (ptxas keeps these arrays in registers).
 constexpr int64_t kMaxBackwardAccumulators = 64;
 
+// A thread's accumulators for an output of rows x cols in thread_m x thread_n cells
+// (template_attention_backward.cpp's kAccumulate).
+int64_t backward_accumulators(int64_t rows, int64_t cols, const AttentionParams& p) {
+  return ceil_div(ceil_div(rows, p.thread_m) * ceil_div(cols, p.thread_n), p.threads) * p.thread_m * p.thread_n;
+}
+
 std::optional<Variant> attention_backward_point(const WorkloadShape& s, const GpuSpec& gpu, const std::string& precision,
                                                 const AttentionParams& p, std::string* why) {
   if (precision != "fp32") return refuse(why, "attention_backward has only the fp32 path, not ", precision);
   const AttentionBackwardChoices c = attention_backward_choices(s);
   const int64_t bm = p.block_m, bn = p.block_n, threads = p.threads;
   if (!offered(c.block_m, bm, "block_m", why) || !offered(c.block_n, bn, "block_n", why) ||
-      !offered(c.threads, threads, "threads", why))
+      !offered(c.threads, threads, "threads", why) || !offered(c.thread_m, p.thread_m, "thread_m", why) ||
+      !offered(c.thread_n, p.thread_n, "thread_n", why))
     return std::nullopt;
-  const int64_t kv_acc = ceil_div(bn * s.k, threads) + ceil_div(bn * s.dv, threads);
-  const int64_t q_acc = ceil_div(bm * s.k, threads);
+  if (bm * bn / (p.thread_m * p.thread_n) < threads)
+    return refuse(why, "the ", bm, "x", bn, " scores in ", p.thread_m, "x", p.thread_n, " tiles leave some of ", threads,
+                  " threads idle");
+  const int64_t kv_acc = backward_accumulators(s.k, bn, p) + backward_accumulators(bn, s.dv, p);
+  const int64_t q_acc = backward_accumulators(bm, s.k, p);
   if (std::max(kv_acc, q_acc) > kMaxBackwardAccumulators)
     return refuse(why, "a thread would hold ", std::max(kv_acc, q_acc), " accumulators (at most ",
                   kMaxBackwardAccumulators, ")");
   Variant v;
   v.template_name = kAttentionBackwardTemplate;
-  write_params(p, kCudaCorePath, v);
+  write_params(p, kCudaCorePath | kAttentionBackwardPath, v);
   v.threads_per_block = static_cast<int>(threads);
   v.smem_bytes = attention_backward_smem_bytes(s, bm, bn);
+  // The accumulators, the scores' tile (S and dP) and the operands of one step.
+  const int64_t tile = 2 * p.thread_m * p.thread_n + p.thread_m + p.thread_n;
   const int bound = launch_bounds_regs(threads);
-  v.regs_per_thread = static_cast<int>(std::min<int64_t>(48 + std::max(kv_acc, q_acc), bound < 255 ? bound : 255));
+  v.regs_per_thread =
+      static_cast<int>(std::min<int64_t>(48 + std::max(kv_acc, q_acc) + tile, bound < 255 ? bound : 255));
   v.grid_blocks = (ceil_div(s.n, bn) + ceil_div(s.m, bm)) * s.batch;
   if (!fits_gpu(v, gpu, why)) return std::nullopt;
   return v;
@@ -220,11 +235,13 @@ void enumerate_attention_backward(const WorkloadShape& s, const GpuSpec& gpu, st
   const AttentionBackwardChoices c = attention_backward_choices(s);
   for (int64_t bm : c.block_m)
     for (int64_t bn : c.block_n)
-      for (int64_t threads : c.threads) {
-        AttentionParams p;
-        p.block_m = bm, p.block_n = bn, p.threads = threads;
-        if (auto v = attention_backward_point(s, gpu, "fp32", p, nullptr)) out.push_back(std::move(*v));
-      }
+      for (int64_t threads : c.threads)
+        for (int64_t tm : c.thread_m)
+          for (int64_t tn : c.thread_n) {
+            AttentionParams p;
+            p.block_m = bm, p.block_n = bn, p.threads = threads, p.thread_m = tm, p.thread_n = tn;
+            if (auto v = attention_backward_point(s, gpu, "fp32", p, nullptr)) out.push_back(std::move(*v));
+          }
 }
 
 bool attention_shape_ok(const WorkloadShape& s) {

@@ -9,7 +9,9 @@
 //  - a query block owns block_m queries (Q, dO, D and LSE in shared memory), streams the key
 //    tiles and accumulates dQ += scale dS K, recomputing the same P and dS.
 // So no S x S matrix reaches memory, and every output element is written once by one block.
-// Each block's S, P and dS tile lives in shared memory; threads walk it element by element.
+// Each block's P and dS tile lives in shared memory. Register-blocked: a thread owns
+// thread_m x thread_n cells of the scores and of each gradient, so per step of a product it
+// loads thread_m + thread_n operands from shared memory for thread_m x thread_n multiply-adds.
 // Operands are read straight from memory (the workload's inputs, row-major, f32, f16 or
 // bf16: the mixed-precision step's, read as float; outputs stored in their own dtypes; LSE
 // f32); the mask with its broadcast strides. docs/training.md, "Attention backward".
@@ -43,22 +45,49 @@ __device__ __forceinline__ void dc_attn_bwd_tile(const float* DC_RESTRICT dc_qs,
                                                  float* DC_RESTRICT dc_ps, float* DC_RESTRICT dc_dss,
                                                  const $(MASKT)* DC_RESTRICT dc_mask, dc_i64 dc_mbase,
                                                  dc_i64 dc_i0, dc_i64 dc_j0) {
-  for (int dc_t = (int)threadIdx.x; dc_t < $(BM) * $(BN); dc_t += $(THREADS)) {
-    const int dc_r = dc_t / $(BN), dc_c = dc_t % $(BN);
-    const dc_i64 dc_gi = dc_i0 + dc_r, dc_gj = dc_j0 + dc_c;
-    float dc_p = 0.f, dc_ds = 0.f;
-    if (dc_gi < $(SQ) && dc_gj < $(SK)) {
-      float dc_s = 0.f;
-      for (int dc_d = 0; dc_d < $(D); ++dc_d) dc_s = fmaf(dc_qs[dc_r * $(LDQ) + dc_d], dc_ks[dc_c * $(LDQ) + dc_d], dc_s);
-      dc_s = dc_s * $(SCALE)$(MASK_TERM);
-      const float dc_l = dc_lse[dc_r];
-      dc_p = dc_l == $(NEG_INF) ? 0.f : expf(dc_s - dc_l);
-      float dc_dp = 0.f;
-      for (int dc_e = 0; dc_e < $(DV); ++dc_e) dc_dp = fmaf(dc_dos[dc_r * $(LDV) + dc_e], dc_vs[dc_c * $(LDV) + dc_e], dc_dp);
-      dc_ds = dc_p * (dc_dp - dc_drow[dc_r]);
+  // A thread owns TM x TN scores, rows SRS apart and columns SCS apart (conflict-free shared
+  // reads): per step of the dot products TM + TN loads for TM x TN multiply-adds.
+  for (int dc_t = (int)threadIdx.x; dc_t < $(SRS) * $(SCS); dc_t += $(THREADS)) {
+    const int dc_rb = dc_t / $(SCS), dc_cb = dc_t % $(SCS);
+    float dc_sv[$(TM) * $(TN)], dc_dpv[$(TM) * $(TN)], dc_av[$(TM)], dc_bv[$(TN)];
+    DC_UNROLL
+    for (int dc_x = 0; dc_x < $(TM) * $(TN); ++dc_x) dc_sv[dc_x] = dc_dpv[dc_x] = 0.f;
+    for (int dc_d = 0; dc_d < $(D); ++dc_d) {
+      DC_UNROLL
+      for (int dc_ta = 0; dc_ta < $(TM); ++dc_ta) dc_av[dc_ta] = dc_qs[(dc_rb + dc_ta * $(SRS)) * $(LDQ) + dc_d];
+      DC_UNROLL
+      for (int dc_tb = 0; dc_tb < $(TN); ++dc_tb) dc_bv[dc_tb] = dc_ks[(dc_cb + dc_tb * $(SCS)) * $(LDQ) + dc_d];
+      DC_UNROLL
+      for (int dc_ta = 0; dc_ta < $(TM); ++dc_ta)
+        DC_UNROLL
+        for (int dc_tb = 0; dc_tb < $(TN); ++dc_tb) dc_sv[dc_ta * $(TN) + dc_tb] = fmaf(dc_av[dc_ta], dc_bv[dc_tb], dc_sv[dc_ta * $(TN) + dc_tb]);
     }
-    dc_ps[dc_r * $(LDS) + dc_c] = dc_p;
-    dc_dss[dc_r * $(LDS) + dc_c] = dc_ds;
+    for (int dc_e = 0; dc_e < $(DV); ++dc_e) {
+      DC_UNROLL
+      for (int dc_ta = 0; dc_ta < $(TM); ++dc_ta) dc_av[dc_ta] = dc_dos[(dc_rb + dc_ta * $(SRS)) * $(LDV) + dc_e];
+      DC_UNROLL
+      for (int dc_tb = 0; dc_tb < $(TN); ++dc_tb) dc_bv[dc_tb] = dc_vs[(dc_cb + dc_tb * $(SCS)) * $(LDV) + dc_e];
+      DC_UNROLL
+      for (int dc_ta = 0; dc_ta < $(TM); ++dc_ta)
+        DC_UNROLL
+        for (int dc_tb = 0; dc_tb < $(TN); ++dc_tb) dc_dpv[dc_ta * $(TN) + dc_tb] = fmaf(dc_av[dc_ta], dc_bv[dc_tb], dc_dpv[dc_ta * $(TN) + dc_tb]);
+    }
+    DC_UNROLL
+    for (int dc_ta = 0; dc_ta < $(TM); ++dc_ta)
+      DC_UNROLL
+      for (int dc_tb = 0; dc_tb < $(TN); ++dc_tb) {
+        const int dc_r = dc_rb + dc_ta * $(SRS), dc_c = dc_cb + dc_tb * $(SCS);
+        const dc_i64 dc_gi = dc_i0 + dc_r, dc_gj = dc_j0 + dc_c;
+        float dc_p = 0.f, dc_ds = 0.f;
+        if (dc_gi < $(SQ) && dc_gj < $(SK)) {
+          const float dc_s = dc_sv[dc_ta * $(TN) + dc_tb] * $(SCALE)$(MASK_TERM);
+          const float dc_l = dc_lse[dc_r];
+          dc_p = dc_l == $(NEG_INF) ? 0.f : expf(dc_s - dc_l);
+          dc_ds = dc_p * (dc_dpv[dc_ta * $(TN) + dc_tb] - dc_drow[dc_r]);
+        }
+        dc_ps[dc_r * $(LDS) + dc_c] = dc_p;
+        dc_dss[dc_r * $(LDS) + dc_c] = dc_ds;
+      }
   }
 }
 
@@ -127,67 +156,96 @@ constexpr const char* kPrologue = R"(  DC_DYNAMIC_SMEM(float, dc_smem);
   const dc_i64 dc_mbase = $(MASK_BASE);
 )";
 
-// Two launches, the key blocks then the query blocks. Each store is guarded by an early break
-// and a separate index check: with the two in one condition (t < n && j < SK) PoCL's CPU
-// device wrote past dKt's end in one tiling (block_m 32, block_n 16, 64 threads), which the
-// host emulator ran correctly.
+// A register-blocked accumulation OUT[ROWS][COLS] += sum over k < KLEN of A(row, k) B(k, col):
+// a thread owns cells of TM x TN outputs, rows RSTEP apart and columns CSTEP apart, and per k
+// loads TM + TN values from shared memory. Cells past ROWS or COLS clamp their reads (their
+// sums are never stored). The accumulators: ACC[slot][TM][TN].
+constexpr const char* kAccumulate = R"(DC_UNROLL
+for (int dc_i = 0; dc_i < $(SLOTS); ++dc_i) {
+  const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
+  if (dc_t < $(RSTEP) * $(CSTEP)) {
+    const int dc_rb = dc_t / $(CSTEP), dc_cb = dc_t % $(CSTEP);
+    int dc_rows[$(TM)], dc_cols[$(TN)];
+    DC_UNROLL
+    for (int dc_ta = 0; dc_ta < $(TM); ++dc_ta) {
+      const int dc_x = dc_rb + dc_ta * $(RSTEP);
+      dc_rows[dc_ta] = dc_x < $(ROWS) ? dc_x : $(ROWS) - 1;
+    }
+    DC_UNROLL
+    for (int dc_tb = 0; dc_tb < $(TN); ++dc_tb) {
+      const int dc_x = dc_cb + dc_tb * $(CSTEP);
+      dc_cols[dc_tb] = dc_x < $(COLS) ? dc_x : $(COLS) - 1;
+    }
+    for (int dc_k = 0; dc_k < $(KLEN); ++dc_k) {
+      float dc_av[$(TM)], dc_bv[$(TN)];
+      DC_UNROLL
+      for (int dc_ta = 0; dc_ta < $(TM); ++dc_ta) dc_av[dc_ta] = $(A);
+      DC_UNROLL
+      for (int dc_tb = 0; dc_tb < $(TN); ++dc_tb) dc_bv[dc_tb] = $(B);
+      DC_UNROLL
+      for (int dc_ta = 0; dc_ta < $(TM); ++dc_ta)
+        DC_UNROLL
+        for (int dc_tb = 0; dc_tb < $(TN); ++dc_tb) {
+          const int dc_x = (dc_i * $(TM) + dc_ta) * $(TN) + dc_tb;
+          $(ACC)[dc_x] = fmaf(dc_av[dc_ta], dc_bv[dc_tb], $(ACC)[dc_x]);
+        }
+    }
+  }
+}
+)";
+
+// Its stores: each guarded by an early break and separate index checks (with two guards in one
+// condition, t < n && j < SK, PoCL's CPU device once wrote past dKt's end in one tiling, block_m
+// 32, block_n 16, 64 threads, which the host emulator ran correctly). dc_row and dc_col name
+// the element, dc_acc its sum; LOCAL names it for the store, GUARD its global bound.
+constexpr const char* kStore = R"(DC_UNROLL
+for (int dc_i = 0; dc_i < $(SLOTS); ++dc_i) {
+  const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
+  if (dc_t >= $(RSTEP) * $(CSTEP)) break;
+  const int dc_rb = dc_t / $(CSTEP), dc_cb = dc_t % $(CSTEP);
+  DC_UNROLL
+  for (int dc_ta = 0; dc_ta < $(TM); ++dc_ta) {
+    const int dc_row = dc_rb + dc_ta * $(RSTEP);
+    if (dc_row < $(ROWS)) {
+      DC_UNROLL
+      for (int dc_tb = 0; dc_tb < $(TN); ++dc_tb) {
+        const int dc_col = dc_cb + dc_tb * $(CSTEP);
+        if (dc_col < $(COLS)) {
+          const float dc_acc = $(ACC)[(dc_i * $(TM) + dc_ta) * $(TN) + dc_tb];
+          $(LOCAL)
+          if ($(GUARD)) {
+            $(STORE)
+          }
+        }
+      }
+    }
+  }
+}
+)";
+
+// Two launches, the key blocks then the query blocks.
 constexpr const char* kKernels = R"(extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention_backward_kv($(PARAMS)) {
   $(PROLOGUE)
   // A key block: dV = P^T dO and dKt = scale Q^T dS over every query tile.
   const dc_i64 dc_j0 = (dc_i64)blockIdx.x * $(BN);
   dc_attn_bwd_load_keys(dc_kt, dc_v, dc_ks, dc_vs, dc_j0);
-  float dc_dk[$(NK)], dc_dv[$(NV)];
+  float dc_dk[$(NK) * $(TM) * $(TN)], dc_dv[$(NV) * $(TM) * $(TN)];
   DC_UNROLL
-  for (int dc_i = 0; dc_i < $(NK); ++dc_i) dc_dk[dc_i] = 0.f;
+  for (int dc_i = 0; dc_i < $(NK) * $(TM) * $(TN); ++dc_i) dc_dk[dc_i] = 0.f;
   DC_UNROLL
-  for (int dc_i = 0; dc_i < $(NV); ++dc_i) dc_dv[dc_i] = 0.f;
+  for (int dc_i = 0; dc_i < $(NV) * $(TM) * $(TN); ++dc_i) dc_dv[dc_i] = 0.f;
   for (dc_i64 dc_i0 = 0; dc_i0 < $(SQ); dc_i0 += $(BM)) {
     __syncthreads();  // the previous tile's P and dS are used up
     dc_attn_bwd_load_queries(dc_q, dc_o, dc_do, dc_lse_in, dc_qs, dc_dos, dc_drow, dc_lse, dc_i0);
     __syncthreads();
     dc_attn_bwd_tile(dc_qs, dc_dos, dc_ks, dc_vs, dc_drow, dc_lse, dc_ps, dc_dss, dc_mask, dc_mbase, dc_i0, dc_j0);
     __syncthreads();
-    DC_UNROLL
-    for (int dc_i = 0; dc_i < $(NK); ++dc_i) {
-      const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
-      if (dc_t < $(BN) * $(D)) {
-        const int dc_d = dc_t / $(BN), dc_c = dc_t % $(BN);
-        float dc_acc = dc_dk[dc_i];
-        for (int dc_r = 0; dc_r < $(BM); ++dc_r) dc_acc = fmaf(dc_dss[dc_r * $(LDS) + dc_c], dc_qs[dc_r * $(LDQ) + dc_d], dc_acc);
-        dc_dk[dc_i] = dc_acc;
-      }
-    }
-    DC_UNROLL
-    for (int dc_i = 0; dc_i < $(NV); ++dc_i) {
-      const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
-      if (dc_t < $(BN) * $(DV)) {
-        const int dc_c = dc_t / $(DV), dc_e = dc_t % $(DV);
-        float dc_acc = dc_dv[dc_i];
-        for (int dc_r = 0; dc_r < $(BM); ++dc_r) dc_acc = fmaf(dc_ps[dc_r * $(LDS) + dc_c], dc_dos[dc_r * $(LDV) + dc_e], dc_acc);
-        dc_dv[dc_i] = dc_acc;
-      }
-    }
+    // dKt[d][c] += Q[r][d] dS[r][c]; dV[c][e] += P[r][c] dO[r][e].
+    $(ACC_DK)
+    $(ACC_DV)
   }
-  DC_UNROLL
-  for (int dc_i = 0; dc_i < $(NK); ++dc_i) {
-    const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
-    if (dc_t >= $(BN) * $(D)) break;
-    const int dc_d = dc_t / $(BN), dc_c = dc_t % $(BN);
-    const dc_i64 dc_j = dc_j0 + dc_c;
-    if (dc_j < $(SK)) {
-      $(STORE_DKT)
-    }
-  }
-  DC_UNROLL
-  for (int dc_i = 0; dc_i < $(NV); ++dc_i) {
-    const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
-    if (dc_t >= $(BN) * $(DV)) break;
-    const int dc_c = dc_t / $(DV), dc_e = dc_t % $(DV);
-    const dc_i64 dc_j = dc_j0 + dc_c;
-    if (dc_j < $(SK)) {
-      $(STORE_DV)
-    }
-  }
+  $(STORE_DK)
+  $(STORE_DV)
 }
 DC_EXPORT_KERNEL(dc_attention_backward_kv)
 
@@ -196,39 +254,48 @@ extern "C" __global__ void DC_LAUNCH_BOUNDS($(THREADS)) dc_attention_backward_q(
   // A query block: dQ = scale dS K over every key tile.
   const dc_i64 dc_i0 = (dc_i64)blockIdx.x * $(BM);
   dc_attn_bwd_load_queries(dc_q, dc_o, dc_do, dc_lse_in, dc_qs, dc_dos, dc_drow, dc_lse, dc_i0);
-  float dc_dq[$(NQ)];
+  float dc_dq[$(NQ) * $(TM) * $(TN)];
   DC_UNROLL
-  for (int dc_i = 0; dc_i < $(NQ); ++dc_i) dc_dq[dc_i] = 0.f;
+  for (int dc_i = 0; dc_i < $(NQ) * $(TM) * $(TN); ++dc_i) dc_dq[dc_i] = 0.f;
   for (dc_i64 dc_j0 = 0; dc_j0 < $(SK); dc_j0 += $(BN)) {
     __syncthreads();  // the previous key tile is used up
     dc_attn_bwd_load_keys(dc_kt, dc_v, dc_ks, dc_vs, dc_j0);
     __syncthreads();
     dc_attn_bwd_tile(dc_qs, dc_dos, dc_ks, dc_vs, dc_drow, dc_lse, dc_ps, dc_dss, dc_mask, dc_mbase, dc_i0, dc_j0);
     __syncthreads();
-    DC_UNROLL
-    for (int dc_i = 0; dc_i < $(NQ); ++dc_i) {
-      const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
-      if (dc_t < $(BM) * $(D)) {
-        const int dc_r = dc_t / $(D), dc_d = dc_t % $(D);
-        float dc_acc = dc_dq[dc_i];
-        for (int dc_c = 0; dc_c < $(BN); ++dc_c) dc_acc = fmaf(dc_dss[dc_r * $(LDS) + dc_c], dc_ks[dc_c * $(LDQ) + dc_d], dc_acc);
-        dc_dq[dc_i] = dc_acc;
-      }
-    }
+    // dQ[r][d] += dS[r][c] K[c][d].
+    $(ACC_DQ)
   }
-  DC_UNROLL
-  for (int dc_i = 0; dc_i < $(NQ); ++dc_i) {
-    const int dc_t = (int)threadIdx.x + dc_i * $(THREADS);
-    if (dc_t >= $(BM) * $(D)) break;
-    const int dc_r = dc_t / $(D), dc_d = dc_t % $(D);
-    const dc_i64 dc_qi = dc_i0 + dc_r;
-    if (dc_qi < $(SQ)) {
-      $(STORE_DQ)
-    }
-  }
+  $(STORE_DQ)
 }
 DC_EXPORT_KERNEL(dc_attention_backward_q)
 )";
+
+// One output's accumulation and store blocks (kAccumulate, kStore) over rows x cols, k < klen.
+struct BlockedOutput {
+  std::string acc, klen, a, b, local, guard, store;  // a and b: the operands of row dc_rows[dc_ta], column dc_cols[dc_tb]
+};
+
+void add_blocked(TemplateVars& vars, const std::string& acc_hole, const std::string& store_hole, const BlockedOutput& o,
+                 int64_t rows, int64_t cols, int64_t tm, int64_t tn, int64_t threads, const std::string& slots_hole) {
+  TemplateVars local = vars;
+  const int64_t rstep = ceil_div(rows, tm), cstep = ceil_div(cols, tn);
+  local["SLOTS"] = str(ceil_div(rstep * cstep, threads));
+  local["RSTEP"] = str(rstep);
+  local["CSTEP"] = str(cstep);
+  local["ROWS"] = str(rows);
+  local["COLS"] = str(cols);
+  local["KLEN"] = expand_template(o.klen, vars);
+  local["ACC"] = o.acc;
+  local["A"] = expand_template(o.a, vars);
+  local["B"] = expand_template(o.b, vars);
+  local["LOCAL"] = o.local;
+  local["GUARD"] = expand_template(o.guard, vars);
+  local["STORE"] = o.store;
+  vars[slots_hole] = local["SLOTS"];
+  vars[acc_hole] = expand_template(kAccumulate, local);
+  vars[store_hole] = o.store.empty() ? std::string() : expand_template(kStore, local);
+}
 
 bool is_output(const Graph& g, const std::string& t) {
   return std::find(g.outputs.begin(), g.outputs.end(), t) != g.outputs.end();
@@ -249,9 +316,10 @@ GeneratedKernel generate_attention_backward(const Workload& w, const Variant& v)
   const WorkloadShape s = analyze_workload(w);
   DC_INTERNAL_CHECK(s.attention_backward, "attention_backward: not an attention backward workload");
   const AttentionParams p = AttentionParams::of(v);
-  const int64_t bm = p.block_m, bn = p.block_n, threads = p.threads;
-  DC_INTERNAL_CHECK(bm > 0 && bn > 0 && threads > 0 && threads % 32 == 0, "attention_backward: bad parameters in ",
-                    v.key());
+  const int64_t bm = p.block_m, bn = p.block_n, threads = p.threads, tm = p.thread_m, tn = p.thread_n;
+  DC_INTERNAL_CHECK(bm > 0 && bn > 0 && threads > 0 && threads % 32 == 0 && tm > 0 && tn > 0 && bm % tm == 0 &&
+                        bn % tn == 0,
+                    "attention_backward: bad parameters in ", v.key());
   const int64_t sq = s.m, sk = s.n, d = s.k, dv = s.dv;
   const double scale = n.attrs.get_float("scale", 1.f);
 
@@ -260,8 +328,8 @@ GeneratedKernel generate_attention_backward(const Workload& w, const Variant& v)
                        {"SQ", str(sq)},          {"SK", str(sk)},         {"D", str(d)},
                        {"DV", str(dv)},          {"LDQ", str(d + 1)},     {"LDV", str(dv + 1)},
                        {"LDS", str(bn + 1)},     {"NKB", str(ceil_div(sk, bn))},
-                       {"NK", str(ceil_div(bn * d, threads))}, {"NV", str(ceil_div(bn * dv, threads))},
-                       {"NQ", str(ceil_div(bm * d, threads))}, {"SCALE", float_literal(static_cast<float>(scale))},
+                       {"TM", str(tm)},          {"TN", str(tn)},         {"SRS", str(bm / tm)},
+                       {"SCS", str(bn / tn)},    {"SCALE", float_literal(static_cast<float>(scale))},
                        {"NEG_INF", "(-__int_as_float(0x7f800000))"},
                        {"Q", ve.param_name(n.input(0))}, {"KT", ve.param_name(n.input(1))},
                        {"V", ve.param_name(n.input(2))}, {"O", ve.param_name(n.input(3))},
@@ -304,11 +372,24 @@ GeneratedKernel generate_attention_backward(const Workload& w, const Variant& v)
     return fmt::format("{}[{}] = {};", ve.param_name(n.outputs[out]), index,
                        store_value(g.info(n.outputs[out]).dtype, value));
   };
-  vars["STORE_DQ"] = store(0, fmt::format("(dc_b * {} + dc_qi) * {} + dc_d", sq, d),
-                           fmt::format("dc_dq[dc_i] * {}", vars["SCALE"]));
-  vars["STORE_DKT"] = store(1, fmt::format("(dc_b * {} + dc_d) * {} + dc_j", d, sk),
-                            fmt::format("dc_dk[dc_i] * {}", vars["SCALE"]));
-  vars["STORE_DV"] = store(2, fmt::format("(dc_b * {} + dc_j) * {} + dc_e", sk, dv), "dc_dv[dc_i]");
+  // The register-blocked outputs (kAccumulate, kStore): dKt [D][BN] and dV [BN][DV] of a key
+  // block over its query tile's BM rows, dQ [BM][D] of a query block over the key tile's BN.
+  const std::string scaled = "dc_acc * " + vars["SCALE"];
+  add_blocked(vars, "ACC_DK", "STORE_DK",
+              {"dc_dk", "$(BM)", "dc_qs[dc_k * $(LDQ) + dc_rows[dc_ta]]", "dc_dss[dc_k * $(LDS) + dc_cols[dc_tb]]",
+               "const int dc_d = dc_row, dc_c = dc_col;\nconst dc_i64 dc_j = dc_j0 + dc_c;", "dc_j < $(SK)",
+               store(1, fmt::format("(dc_b * {} + dc_d) * {} + dc_j", d, sk), scaled)},
+              d, bn, tm, tn, threads, "NK");
+  add_blocked(vars, "ACC_DV", "STORE_DV",
+              {"dc_dv", "$(BM)", "dc_ps[dc_k * $(LDS) + dc_rows[dc_ta]]", "dc_dos[dc_k * $(LDV) + dc_cols[dc_tb]]",
+               "const int dc_c = dc_row, dc_e = dc_col;\nconst dc_i64 dc_j = dc_j0 + dc_c;", "dc_j < $(SK)",
+               store(2, fmt::format("(dc_b * {} + dc_j) * {} + dc_e", sk, dv), "dc_acc")},
+              bn, dv, tm, tn, threads, "NV");
+  add_blocked(vars, "ACC_DQ", "STORE_DQ",
+              {"dc_dq", "$(BN)", "dc_dss[dc_rows[dc_ta] * $(LDS) + dc_k]", "dc_ks[dc_k * $(LDQ) + dc_cols[dc_tb]]",
+               "const int dc_r = dc_row, dc_d = dc_col;\nconst dc_i64 dc_qi = dc_i0 + dc_r;", "dc_qi < $(SQ)",
+               store(0, fmt::format("(dc_b * {} + dc_qi) * {} + dc_d", sq, d), scaled)},
+              bm, d, tm, tn, threads, "NQ");
   // Operands of any float storage, read as float (dc_to_f32 for f16/bf16).
   const auto operand = [&](const char* type, size_t i, const char* load, const std::string& index) {
     const DType dt = g.info(n.input(i)).dtype;

@@ -76,7 +76,9 @@ std::optional<P> typed_params(const ParsedKey& k, unsigned path, std::string* wh
 std::optional<Variant> family_point(const WorkloadShape& s, const GpuSpec& gpu, const ParsedKey& k,
                                     std::string* why) {
   const bool volta = gpu.cc_major == 7 && gpu.cc_minor < 5;
-  const unsigned path = param_path(k.precision, volta);
+  // attention_backward's variants also carry their thread tile (variant_params.h).
+  const unsigned path = param_path(k.precision, volta) |
+                        (k.template_name == kAttentionBackwardTemplate ? kAttentionBackwardPath : 0u);
   if (s.family != Family::gemm && s.family != Family::conv && s.family != Family::attention &&
       k.precision != "fp32")
     return refuse(why, k.template_name, " has only the fp32 path, not ", k.precision);

@@ -42,6 +42,7 @@ const std::vector<ParamField<AttentionParams>>& AttentionParams::fields() {
       {"threads", &P::threads, kCudaCorePath}, {"vec", &P::vec, kCudaCorePath},
       {"warp_m", &P::warp_m, kMmaPaths},     {"split_kv", &P::split_kv, kMmaPaths},
       {"stages", &P::stages, kEveryPath},    {"m8n8k4", &P::m8n8k4, kVoltaPath},
+      {"thread_m", &P::thread_m, kAttentionBackwardPath}, {"thread_n", &P::thread_n, kAttentionBackwardPath},
   };
   return f;
 }

@@ -18,6 +18,7 @@ enum ParamPath : unsigned {
   kCudaCorePath = 1,    // fp32 on CUDA cores
   kTensorCorePath = 2,  // tf32/fp16/bf16 mma.sync (sm_80+)
   kVoltaPath = 4,       // fp16 mma.sync m8n8k4 (sm_70/72)
+  kAttentionBackwardPath = 8,  // attention_backward (fp32, with kCudaCorePath's fields)
 };
 constexpr unsigned kEveryPath = kCudaCorePath | kTensorCorePath | kVoltaPath;
 constexpr unsigned kMmaPaths = kTensorCorePath | kVoltaPath;
@@ -64,6 +65,7 @@ struct AttentionParams {
   int64_t split_kv = 1;
   int64_t stages = 1;   // of() makes it 2 for the tensor-core paths when absent
   int64_t m8n8k4 = 0;
+  int64_t thread_m = 1, thread_n = 1;  // attention_backward: a thread's tile
   static const std::vector<ParamField<AttentionParams>>& fields();
   static AttentionParams of(const Variant& v);
 };

@@ -272,33 +272,48 @@ BlockModel attention_block(const WorkloadShape& s, const Params& p, const Varian
 
 // FlashAttention-2's backward on CUDA cores (template_attention_backward.cpp): a launch of
 // key blocks (per query tile: S and dP recomputed, dV and dKt accumulated), then one of query
-// blocks (per key tile: S and dP recomputed, dQ accumulated), priced as their average block. Each
-// multiply-add reads both operands from shared memory (no register blocking: three issue
-// slots); one exp per score on the SFU; per tile two barriers around an unpipelined load, so
-// a tile pays the L2 latency. Every key block re-reads Q, dO and O, every query block K and V.
+// blocks (per key tile: S and dP recomputed, dQ accumulated), priced as their average block.
+// Every product is register-blocked: a thread's thread_m x thread_n cell loads thread_m +
+// thread_n operands from shared memory per step (scalar loads) for thread_m x thread_n
+// multiply-adds; cells are dealt to the threads in rounds (the last one partly idle, cells
+// past an edge computed and dropped). One exp per score on the SFU; per tile two barriers
+// around an unpipelined load, so a tile pays the L2 latency. Every key block re-reads Q, dO
+// and O, every query block K and V.
 BlockModel attention_backward_block(const WorkloadShape& s, const Params& p, const Variant& v, const GpuSpec& g) {
   BlockModel b;
   const double bm = static_cast<double>(p.block_m), bn = static_cast<double>(p.block_n);
   const double d = static_cast<double>(s.k), dv = static_cast<double>(s.dv);
   const double sq = static_cast<double>(s.m), sk = static_cast<double>(s.n);
+  const double tm = static_cast<double>(std::max<int64_t>(1, p.thread_m));
+  const double tn = static_cast<double>(std::max<int64_t>(1, p.thread_n));
   const double threads = v.threads_per_block, warps = cdiv(threads, 32);
   const double key_blocks = cdiv(sk, bn), query_blocks = cdiv(sq, bm);
   const double blocks = key_blocks + query_blocks;
   const double q_tiles = cdiv(sq, bm), k_tiles = cdiv(sk, bn);
-  const double key_fma = q_tiles * bm * bn * (2 * d + 2 * dv);    // S, dP, dKt, dV per query tile
-  const double query_fma = k_tiles * bm * bn * (2 * d + dv);      // S, dP, dQ per key tile
-  const double fma = (key_blocks * key_fma + query_blocks * query_fma) / blocks / 32;  // warp instructions
+  // Warp steps of one blocked product rows x cols over klen: rounds of cells x warps x klen;
+  // each step thread_m x thread_n FMAs and thread_m + thread_n shared loads.
+  const auto steps = [&](double rows, double cols, double klen) {
+    return cdiv(cdiv(rows, tm) * cdiv(cols, tn), threads) * warps * klen;
+  };
+  const double scores = steps(bm, bn, d + dv);                                    // S and dP
+  const double key_steps = scores + steps(d, bn, bm) + steps(bn, dv, bm);          // + dKt, dV
+  const double query_steps = scores + steps(bm, d, bn);                            // + dQ
+  const double step_count = (key_blocks * q_tiles * key_steps + query_blocks * k_tiles * query_steps) / blocks;
+  const double fma = step_count * tm * tn;  // warp instructions
+  const double lds = step_count * (tm + tn);
   const double tiles = (key_blocks * q_tiles + query_blocks * k_tiles) / blocks;
   const double exps = tiles * bm * bn / kSfuPerClk;
   const double loads = tiles * (bm * (d + 2 * dv) + bn * (d + dv)) / 32;
-  const double issue = (3 * fma + loads + tiles * bm * bn * 6 / 32) / g.issue_per_clk;
-  b.pipe_cycles = std::max({issue, fma / fp32_warp_fma_per_clk(g), exps});
-  b.warps_needed = 8;
+  const double issue = (fma + lds + loads + tiles * bm * bn * 6 / 32) / g.issue_per_clk;
+  b.pipe_cycles = std::max({issue, fma / fp32_warp_fma_per_clk(g), lds / g.lsu_per_clk, exps});
+  // Independent multiply-adds per thread hide latency with fewer warps.
+  b.warps_needed = std::clamp(16.0 / (tm * tn), 4.0, 8.0);
   // The two launches run one after the other: a key block's tile path, then a query
   // block's, and the second launch's overhead.
   const double per_tile = b.pipe_cycles / std::max(1.0, tiles) / std::min(1.0, warps / b.warps_needed);
   b.critical_cycles = (q_tiles + k_tiles) * (kL2LatencyCycles + per_tile) + g.launch_overhead_us * 1e-6 * g.clock_hz();
-  b.smem_bytes = (3 * fma * 32 + loads * 32) * 4;
+  // Bank traffic: a wavefront per warp operand load and per tile store, P and dS written once.
+  b.smem_bytes = (lds + loads) * 128 + tiles * bm * bn * 2 * 4;
   b.l2_bytes = tiles * (bm * (d + 2 * dv) + bn * (d + dv)) * s.elem_bytes;
   const double q_side = s.a_bytes + 2 * static_cast<double>(s.batch) * sq * dv * s.elem_bytes;  // Q, O, dO
   b.dram_bytes = s.bytes + reread_bytes(q_side, key_blocks, g) + reread_bytes(s.b_bytes + s.v_bytes, query_blocks, g);

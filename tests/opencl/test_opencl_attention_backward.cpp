@@ -4,6 +4,9 @@
 // runner) against the CPU reference executor, edge shapes of attention_backward_cases.h.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <utility>
+
 #include "attention_backward_cases.h"
 #include "generate.h"
 #include "param_space.h"
@@ -30,6 +33,12 @@ TEST(OpenClAttentionBackward, EdgeShapesMatchTheCpu) {
     ASSERT_FALSE(all.empty()) << c.name << ": no attention_backward variant fits pocl-cpu";
     std::vector<GeneratedKernel> kernels = {generate_reference(w)};
     for (size_t i = 0; i < 3 && i < all.size(); ++i) kernels.push_back(generate_kernel(w, all[i * all.size() / 3]));
+    // And the first variant of each thread tile: every register-blocked cell layout through
+    // the OpenCL dialect.
+    std::set<std::pair<int64_t, int64_t>> tiles;
+    for (const auto& v : all)
+      if (tiles.insert({v.param("thread_m"), v.param("thread_n")}).second) kernels.push_back(generate_kernel(w, v));
+    EXPECT_EQ(tiles.size(), 9u) << c.name;
     for (const auto& k : kernels) {
       SCOPED_TRACE(std::string(c.name) + " " + k.template_name + " " + k.variant_key);
       std::string error;
@@ -39,7 +48,7 @@ TEST(OpenClAttentionBackward, EdgeShapesMatchTheCpu) {
       ++compared;
     }
   }
-  EXPECT_EQ(compared, 12);
+  EXPECT_EQ(compared, 3 * (1 + 3 + 9));
 }
 
 }  // namespace
