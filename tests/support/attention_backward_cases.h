@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,69 +40,45 @@ inline Shape with_tail(Shape s, int64_t a, int64_t b) {
   return s;
 }
 
-// Every tensor stored as `storage` (a mixed-precision step's: f16, bf16) but LSE, f32.
-inline Workload attention_backward_workload(const AttentionBackwardCase& c, DType storage = DType::f32) {
-  Graph g;
-  g.opset = 17;
-  const auto add = [&](const std::string& name, Shape s, bool input) {
-    g.tensors[name] = TensorInfo{name == "lse" ? DType::f32 : storage, std::move(s)};
-    if (input) g.inputs.push_back(name);
-  };
+// One `op` node of the case reading `inputs` (then the mask, if any) and writing `outputs`,
+// every tensor stored as `storage` (a mixed-precision step's: f16, bf16) but LSE, f32.
+inline Workload attention_case_workload(const AttentionBackwardCase& c, const char* op,
+                                        const std::vector<std::string>& inputs,
+                                        const std::vector<std::string>& outputs, DType storage) {
   Shape lse = c.batch;
   lse.push_back(c.sq);
-  add("q", with_tail(c.batch, c.sq, c.d), true);
-  add("kt", with_tail(c.batch, c.d, c.sk), true);
-  add("v", with_tail(c.batch, c.sk, c.dv), true);
-  add("o", with_tail(c.batch, c.sq, c.dv), true);
-  add("do", with_tail(c.batch, c.sq, c.dv), true);
-  add("lse", lse, true);
+  const std::map<std::string, Shape> shapes = {
+      {"q", with_tail(c.batch, c.sq, c.d)},   {"kt", with_tail(c.batch, c.d, c.sk)},
+      {"v", with_tail(c.batch, c.sk, c.dv)},  {"o", with_tail(c.batch, c.sq, c.dv)},
+      {"do", with_tail(c.batch, c.sq, c.dv)}, {"lse", lse},
+      {"dq", with_tail(c.batch, c.sq, c.d)},  {"dkt", with_tail(c.batch, c.d, c.sk)},
+      {"dv", with_tail(c.batch, c.sk, c.dv)}, {"mask", c.mask}};
+  Graph g;
+  g.opset = 17;
   Node n;
-  n.name = "attention_grad";
-  n.op = "dc.AttentionGrad";
-  n.inputs = {"q", "kt", "v", "o", "do", "lse"};
-  if (!c.mask.empty()) {
-    add("mask", c.mask, true);
-    n.inputs.push_back("mask");
-  }
+  n.name = op;
+  n.op = op;
+  n.inputs = inputs;
+  if (!c.mask.empty()) n.inputs.push_back("mask");
+  n.outputs = outputs;
   n.attrs.set("scale", c.scale);
-  n.outputs = {"dq", "dkt", "dv"};
-  add("dq", with_tail(c.batch, c.sq, c.d), false);
-  add("dkt", with_tail(c.batch, c.d, c.sk), false);
-  add("dv", with_tail(c.batch, c.sk, c.dv), false);
+  for (const auto& names : {n.inputs, n.outputs})
+    for (const auto& t : names) g.tensors[t] = TensorInfo{t == "lse" ? DType::f32 : storage, shapes.at(t)};
+  g.inputs = n.inputs;
   g.outputs = n.outputs;
   g.nodes.push_back(n);
   return make_workload(g, {0}, ClusterKind::opaque);
 }
 
+inline Workload attention_backward_workload(const AttentionBackwardCase& c, DType storage = DType::f32) {
+  return attention_case_workload(c, "dc.AttentionGrad", {"q", "kt", "v", "o", "do", "lse"}, {"dq", "dkt", "dv"},
+                                 storage);
+}
+
 // The case's forward: one dc.Attention(Q, Kt, V[, mask]) -> (O, LSE), as a training step's
 // fused forward (codegen/training_attention.cpp) sees it.
 inline Workload attention_forward_workload(const AttentionBackwardCase& c) {
-  Graph g;
-  g.opset = 17;
-  const auto add = [&](const std::string& name, Shape s, bool input) {
-    g.tensors[name] = TensorInfo{DType::f32, std::move(s)};
-    if (input) g.inputs.push_back(name);
-  };
-  Shape lse = c.batch;
-  lse.push_back(c.sq);
-  add("q", with_tail(c.batch, c.sq, c.d), true);
-  add("kt", with_tail(c.batch, c.d, c.sk), true);
-  add("v", with_tail(c.batch, c.sk, c.dv), true);
-  Node n;
-  n.name = "attention";
-  n.op = "dc.Attention";
-  n.inputs = {"q", "kt", "v"};
-  if (!c.mask.empty()) {
-    add("mask", c.mask, true);
-    n.inputs.push_back("mask");
-  }
-  n.attrs.set("scale", c.scale);
-  n.outputs = {"o", "lse"};
-  add("o", with_tail(c.batch, c.sq, c.dv), false);
-  add("lse", lse, false);
-  g.outputs = n.outputs;
-  g.nodes.push_back(n);
-  return make_workload(g, {0}, ClusterKind::opaque);
+  return attention_case_workload(c, "dc.Attention", {"q", "kt", "v"}, {"o", "lse"}, DType::f32);
 }
 
 // The workload's inputs in graph order: seeded Q, Kt, V, dO and mask, O and LSE their forward.
