@@ -84,6 +84,10 @@ struct TimingOptions {
   // second of work (docs/bench/opencl.md, "Warm-up of the CPU device"), so a count alone
   // times a kernel after an idle spell (its compile) cold.
   double cpu_warmup_seconds = 0.5;
+  // ... and each variant timed in turns with its workload's anchor (opencl_runner.h,
+  // OpenClAnchor); false: alone, as on a GPU. The measurement child reads
+  // DC_WORKER_CPU_TIMING (paired, the default, or alone).
+  bool pair_cpu_timings = true;
   int min_samples = 10;         // at least this many samples ...
   double min_total_ms = 50.0;   // ... adding up to at least this much kernel time
   // A safety cap, high enough that min_total_ms holds for any real kernel: 50 ms of
@@ -103,6 +107,12 @@ struct TimingResult {
   bool context_lost = false;
   std::vector<double> samples_us;  // every sample, in order: one pass over all launches
   std::string l2_method;           // "flush 100 MiB", "rotate 4 copies", "none"
+  // Paired timing (opencl_runner.h, OpenClAnchor): the anchor's variant key ("" when the
+  // kernel was timed alone), the median of the raw samples, and the median of the factors
+  // (the anchor's first median over its sample beside each) that scaled them.
+  std::string paired_with;
+  double raw_median_us = 0;
+  double pairing_factor = 1;
   bool ok() const { return status == JobStatus::ok; }
 };
 

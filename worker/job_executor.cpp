@@ -1,5 +1,7 @@
 #include "job_executor.h"
 
+#include <fmt/format.h>
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -316,10 +318,21 @@ JobOutcome JobExecutor::execute_opencl(const MeasureJob& job, const std::functio
   std::vector<Tensor> inputs;
   if (std::string e = bind_inputs(w, variant, job_values, &inputs); !e.empty())
     return failed(JobStatus::unsupported, e);
-  const TimingResult timing = time_on_opencl(*ocl_, variant, vc.binary, inputs, config_.timing);
+  // Paired timing on a CPU device (opencl_runner.h, OpenClAnchor), except for the reference
+  // kernel (the drift check's sentinel among them): a probe of the worker must see its drift.
+  const bool paired = config_.timing.pair_cpu_timings && ocl_->info().is_cpu && variant.source != reference.source;
+  const TimingResult timing = time_on_opencl(*ocl_, variant, vc.binary, inputs, config_.timing,
+                                             paired ? &anchor_ : nullptr, job.workload + "/" + job.precision);
   if (!timing.ok()) return failed(timing.status, head(timing.error));
   out.samples_us = timing.samples_us;
-  out.health = health_figures(no_health_data("OpenCL device: NVML covers NVIDIA GPUs only"));
+  std::string note = "OpenCL device: NVML covers NVIDIA GPUs only";
+  if (!timing.paired_with.empty())
+    note += fmt::format("; timed in turns with the workload's anchor {}, samples scaled by its first median over "
+                        "its sample beside each (median factor {:.3f}, raw median {:.4g} us)",
+                        timing.paired_with, timing.pairing_factor, timing.raw_median_us);
+  else if (paired)
+    note += "; timed alone: the workload's anchor for paired timing";
+  out.health = health_figures(no_health_data(note));
   return out;
 }
 

@@ -29,6 +29,7 @@
 #include "gpu_runner.h"
 #include "nvml.h"
 #include "opencl_device.h"
+#include "opencl_runner.h"
 
 namespace dc {
 
@@ -98,6 +99,7 @@ class JobExecutor {
   ExecutorConfig config_;
   std::unique_ptr<GpuDevice> gpu_;  // opened on the first real job
   std::unique_ptr<ocl::Device> ocl_;  // OpenCL devices: opened on the first job
+  OpenClAnchor anchor_;               // paired timing on a CPU device; declared after ocl_, whose buffers it holds
   bool must_restart_ = false;
   int64_t emulated_jobs_timed_ = 0;  // EmulatedFaults::factor's n
 };

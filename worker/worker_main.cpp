@@ -84,10 +84,11 @@ struct Settings {
   std::string key;         // file with this worker's key pair
   std::string log_level = "info";
   std::string worker_id;
+  std::string cpu_timing;  // "" = $DC_WORKER_CPU_TIMING, else paired
 };
 
 // The config file: the same names as the flags (connect, device, emulate, cache, credits,
-// builders, heartbeat_ms, server_key, key, log_level, worker_id); flags given on the command line win.
+// builders, heartbeat_ms, server_key, key, log_level, worker_id, cpu_timing); flags given on the command line win.
 void load_config(const std::string& path, const po::variables_map& given, Settings* s) {
   YAML::Node root;
   try {
@@ -103,6 +104,7 @@ void load_config(const std::string& path, const po::variables_map& given, Settin
                              : key == "server_key" ? "server-key"
                              : key == "log_level"  ? "log-level"
                              : key == "worker_id"  ? "worker-id"
+                             : key == "cpu_timing" ? "cpu-timing"
                                                    : key;
     if (given.count(flag) && !given[flag].defaulted()) continue;
     try {
@@ -118,10 +120,11 @@ void load_config(const std::string& path, const po::variables_map& given, Settin
       else if (key == "key") s->key = v.as<std::string>();
       else if (key == "log_level") s->log_level = v.as<std::string>();
       else if (key == "worker_id") s->worker_id = v.as<std::string>();
+      else if (key == "cpu_timing") s->cpu_timing = v.as<std::string>();
       else
         throw_user_error("--config ", path, ": unknown key '", key,
                          "' (connect, device, emulate, cache, credits, builders, heartbeat_ms, server_key, key, log_level, "
-                         "worker_id)");
+                         "worker_id, cpu_timing)");
     } catch (const YAML::Exception& e) {
       throw_user_error("--config ", path, ": bad value for '", key, "': ", e.what());
     }
@@ -167,6 +170,15 @@ int list_real_devices(const GpuCatalog& catalog) {
   return std::any_of(found.begin(), found.end(), [](const DiscoveredDevice& d) { return d.usable(); }) ? 0 : 2;
 }
 
+// Paired timing on a CPU device (TimingOptions::pair_cpu_timings) unless DC_WORKER_CPU_TIMING
+// says alone; the worker checked --cpu-timing, and an unknown value here is a user error too.
+bool cpu_timing_paired() {
+  const char* v = std::getenv("DC_WORKER_CPU_TIMING");
+  const std::string mode = v && *v ? v : "paired";
+  DC_USER_CHECK(mode == "paired" || mode == "alone", "DC_WORKER_CPU_TIMING must be paired or alone, not '", mode, "'");
+  return mode == "paired";
+}
+
 // A measurement child (--measure-child: compile, check, time) or a builder's compile child
 // (--compile-child: the compile phase only), serving one device's jobs on fd 3.
 int measure_child_main(const std::string& device_hex, const std::string& cache, const std::string& log_level,
@@ -180,6 +192,7 @@ int measure_child_main(const std::string& device_hex, const std::string& cache, 
   if (const GpuSpec* spec = catalog.find(config.device.gpu_type())) config.spec = *spec;
   else DC_USER_CHECK(!config.device.emulated(), "unknown GPU type ", config.device.gpu_type());
   if (config.device.emulated()) config.faults = test_faults_from_environment();
+  config.timing.pair_cpu_timings = cpu_timing_paired();
   if (!config.device.emulated() && config.device.api() != "opencl" && !compile_only) {
     // DC_NVML_LIBRARY: another NVML (the tests' fake); by default the driver's.
     const char* lib = std::getenv("DC_NVML_LIBRARY");
@@ -223,6 +236,10 @@ int worker_main(int argc, char** argv) {
       ("server-key", po::value(&s.server_key), "CURVE: file with the coordinator's public key (pinned)")
       ("key", po::value(&s.key), "CURVE: file with this worker's key pair")
       ("worker-id", po::value(&s.worker_id), "name in the coordinator's logs (default host/pid)")
+      ("cpu-timing", po::value(&s.cpu_timing),
+       "paired or alone: on a CPU device (pocl-cpu), time each variant in turns with the first one timed for "
+       "its workload and scale its samples by that anchor's drift (default: $DC_WORKER_CPU_TIMING, else "
+       "paired; docs/opencl.md, \"Paired timing\")")
       ("log-level", po::value(&s.log_level)->default_value("info"), "trace, debug, info, warn, error, off");
   po::options_description hidden;
   hidden.add_options()("measure-child", "internal: serve one device's jobs on fd 3")(
@@ -250,6 +267,12 @@ int worker_main(int argc, char** argv) {
   DC_USER_CHECK(s.devices.empty() || s.emulate.empty(), "--device and --emulate exclude each other");
   DC_USER_CHECK(s.opencl.empty() || s.emulate.empty(), "--opencl and --emulate exclude each other");
   if (s.cache.empty()) s.cache = default_cache_dir();
+  if (!s.cpu_timing.empty()) {
+    DC_USER_CHECK(s.cpu_timing == "paired" || s.cpu_timing == "alone", "--cpu-timing must be paired or alone, not '",
+                  s.cpu_timing, "'");
+    setenv("DC_WORKER_CPU_TIMING", s.cpu_timing.c_str(), 1);  // read by the measurement children
+  }
+  (void)cpu_timing_paired();  // a bad $DC_WORKER_CPU_TIMING is an error here, not in every child
 
   // ---- devices ----
   const GpuCatalog catalog = GpuCatalog::builtin();

@@ -106,6 +106,29 @@ TEST(OpenClExecutor, FailuresAreResultsAndTheExecutorServesOn) {
   EXPECT_EQ(status_of(scale_job("fine", "pocl-cpu")).rfind("ok", 0), 0u);
 }
 
+// Paired timing through the executor (docs/opencl.md, "Paired timing"): the first variant of
+// a workload is timed alone and anchors the next ones, whose results say with which kernel
+// they were timed in turns; with pairing off, every variant is timed alone.
+TEST(OpenClExecutor, TheNextVariantOfAWorkloadIsTimedInTurnsWithTheFirst) {
+  DC_REQUIRE_POCL();
+  auto note_of = [](JobExecutor& ex, const FarmJob& j) {
+    const farm::Result r = execute_wire_job(ex, wire_job(j), [] {});
+    EXPECT_EQ(r.status(), "ok") << r.error();
+    return r.health().note();
+  };
+  JobExecutor ex(pocl_config());
+  EXPECT_NE(note_of(ex, scale_job("first", "pocl-cpu")).find("timed alone: the workload's anchor"), std::string::npos);
+  const std::string second = note_of(ex, scale_job("second", "pocl-cpu", "", "a distinct source"));
+  EXPECT_NE(second.find("timed in turns with the workload's anchor var-first"), std::string::npos) << second;
+
+  ExecutorConfig alone = pocl_config();
+  alone.timing.pair_cpu_timings = false;
+  JobExecutor ex_alone(alone);
+  note_of(ex_alone, scale_job("first", "pocl-cpu"));
+  EXPECT_EQ(note_of(ex_alone, scale_job("second", "pocl-cpu", "", "a distinct source")).find("anchor"),
+            std::string::npos);
+}
+
 TEST(OpenClMeasureChild, HungKernelTimesOutAndTheNextChildServes) {
   DC_REQUIRE_POCL();
   MeasureChild child(measure_child_argv(kWorker, pocl(), testing::shared_compile_cache(), "warn"));
