@@ -580,7 +580,7 @@ __device__ __forceinline__ void dc_mma_tile_fp32(const float* DC_RESTRICT dc_as,
                                                  const float* DC_RESTRICT dc_bs,
                                                  float (&dc_accum)[dc_TM][dc_TN], int dc_row0,
                                                  int dc_col0) {
-  DC_UNROLL
+  DC_UNROLL_K
   for (int dc_kk = 0; dc_kk < dc_BK; ++dc_kk) {
     float dc_fa[dc_TM], dc_fb[dc_TN];
     DC_UNROLL

@@ -85,12 +85,21 @@ inline std::string expand_template(const std::string& text, const TemplateVars& 
 }
 
 // Macros the templates use; guarded so that a prelude defining them wins.
+// DC_UNROLL_K: the K loop around a register tile whose own loops unroll in full; in full on
+// CUDA too, by 4 in the OpenCL dialect (opencl_dialect.cpp says why).
 inline const char* template_macros() {
   return R"(#ifndef DC_UNROLL
 #ifdef DC_HOST_EMULATION
 #define DC_UNROLL
 #else
 #define DC_UNROLL _Pragma("unroll")
+#endif
+#endif
+#ifndef DC_UNROLL_K
+#ifdef DC_HOST_EMULATION
+#define DC_UNROLL_K
+#else
+#define DC_UNROLL_K _Pragma("unroll")
 #endif
 #endif
 #ifndef DC_LAUNCH_BOUNDS
