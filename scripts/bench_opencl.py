@@ -24,7 +24,7 @@ the same DB (exp of the median log measured/estimated, as estimator/calibration_
 
 --accuracy-db DB: no layers and no tunes; the accuracy table from DB's rows (a DB an accuracy
 tune wrote earlier, e.g. WORK/accuracy.db), with --accuracy-models and --accuracy-top-k saying
-what it holds. With --re-estimate, the estimates are today's estimator's, not those recorded
+what it holds, printed (and written to --accuracy-md only when that is given). With --re-estimate, the estimates are today's estimator's, not those recorded
 with the measurements: `dc-coordinator plan MODEL --gpus pocl-cpu --json` over every variant of
 each --accuracy-models model (nothing compiled or run), so that a change to the estimator or
 to gpus.yaml is scored against the same measured times in seconds.
@@ -267,7 +267,10 @@ def parse_args():
                    help="comma-separated ONNX models for the accuracy table (default: the tiny examples, and "
                         "models/mobilenet_v2/model.onnx where it exists)")
     p.add_argument("--out-md", default=os.path.join(ROOT, "docs", "bench", "opencl.md"))
-    p.add_argument("--accuracy-md", default=os.path.join(ROOT, "docs", "bench", "estimator-accuracy.md"))
+    p.add_argument("--accuracy-md", default=None,
+                   help="where the accuracy table goes (default: docs/bench/estimator-accuracy.md after the "
+                        "accuracy tunes; with --accuracy-db, standard output only, so that scoring a DB never "
+                        "overwrites the written-up page)")
     p.add_argument("--accuracy-top-k", type=int, default=None,
                    help="top_k of the accuracy tunes (default 16, 4 with --smoke): fewer PoCL builds")
     p.add_argument("--layers-only", action="store_true", help="the layer table only, no accuracy tunes")
@@ -287,7 +290,9 @@ def parse_args():
         f.write("prune:\n  within: 1.5\n  top_k: %d\nprecision: fp32\n" % (2 if a.smoke else 8))
     if a.smoke:
         a.out_md = os.path.join(a.work, "opencl.md")
-        a.accuracy_md = os.path.join(a.work, "estimator-accuracy.md")
+        a.accuracy_md = a.accuracy_md or os.path.join(a.work, "estimator-accuracy.md")
+    if a.accuracy_md is None and a.accuracy_db is None:
+        a.accuracy_md = os.path.join(ROOT, "docs", "bench", "estimator-accuracy.md")
     return a
 
 
@@ -301,8 +306,9 @@ def main():
             sys.exit("error: --re-estimate needs --accuracy-models (the models the DB's tunes measured)")
         acc, factor = accuracy(a.accuracy_db, current_estimates(a, models) if a.re_estimate else None)
         text = render_accuracy(acc, factor, models, False, a.accuracy_top_k or 0, a.re_estimate)
-        with open(a.accuracy_md, "w") as f:
-            f.write(text)
+        if a.accuracy_md:
+            with open(a.accuracy_md, "w") as f:
+                f.write(text)
         print(text)
         return
     device, peak, bandwidth = device_figures(a)
