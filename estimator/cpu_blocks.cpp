@@ -14,6 +14,16 @@ namespace {
 // A value held in a work-item's private array through a region costs a store and a load.
 constexpr double kHeldCost = 2;
 
+// Instructions of one element of depthwise_direct's input staging loop, counted from its
+// source (codegen/template_depthwise.cpp): the element's channel, row and column (three
+// divisions or remainders by constants, a multiply-high and shifts each: 12), the tile's
+// origin in 64 bits (4), the halo bounds (5 compares and branches), the NCHW address (4),
+// the load, the local store and the loop's step (3: PoCL runs the loop per work-item).
+constexpr double kDepthwiseStagedInstructions = 30;
+// ... and of one weight: its channel, row and column (12), the bound (2), the address (3),
+// the load, the store and the loop's step (5).
+constexpr double kDepthwiseWeightInstructions = 22;
+
 // A core's figures in its own units: vector instructions of `lanes` fp32 lanes.
 struct Core {
   double lanes = 8;
@@ -105,7 +115,9 @@ BlockModel depthwise(const WorkloadShape& s, const Params& p, const Variant& v, 
   const double epi = epilogue_flops_per_output(s, 2 * total_out * taps, total_out);
   // Its share of staging the tile (load, store, halo bounds, index arithmetic) and the
   // weights, its outputs, and the two regions (staging, compute).
-  const double other = (tile_elems * 6 + bc * taps * 2) / threads + ppt * (2 + epi) + 2 * kWorkItemLoopInstructions;
+  const double other =
+      (tile_elems * kDepthwiseStagedInstructions + bc * taps * kDepthwiseWeightInstructions) / threads +
+      ppt * (2 + epi) + 2 * kWorkItemLoopInstructions;
   BlockModel b = serial_block(threads * (math + other / c.issue), g);
   b.l2_bytes = (tile_elems + bc * taps) * s.elem_bytes;
   b.dram_bytes = s.bytes;
