@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
+
+#include <unistd.h>
 
 #include <zmq.hpp>
 
@@ -421,6 +424,47 @@ TEST(FarmService, AClientResubmitsToARestartedServiceAndNothingIsRecordedTwice) 
   std::set<std::string> keys;
   for (const Measurement& m : rows) EXPECT_TRUE(keys.insert(m.variant_key).second) << "recorded twice: " << m.variant_key;
   EXPECT_EQ(rows.size(), size_t{kJobs});
+}
+
+// The DB batch over turns (farm_service.cpp, serve_turn): an outcome never reaches a tune
+// before the batch holding its measurement is committed, whatever the batch spans. Checked
+// from the tune's side through a second connection to the service's DB file, which sees
+// committed rows only (WAL): every outcome's row must be there when the outcome arrives.
+TEST(FarmService, NoOutcomeReachesATuneBeforeItsRowIsCommitted) {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("dc_farm_service_batch_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/service.db";
+  {
+    auto db = open_tuning_db(path);
+    auto committed = open_tuning_db(path, /*read_only=*/true);
+    Service service(*db);
+    RemoteFarm tune(client(service.endpoint(), "x", 1));
+    Workers workers(service.endpoint(), 4, 0ms);  // results as fast as they come: batches of many rows
+    constexpr int kJobs = 400;
+    for (int i = 0; i < kJobs; ++i) tune.submit(service_job("wb", i));
+    int seen = 0, early = 0;
+    std::string first_early;
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (seen < kJobs && std::chrono::steady_clock::now() < deadline) {
+      for (const Measurement& m : tune.collect(200ms)) {
+        ++seen;
+        MeasurementQuery q;
+        q.workload = m.workload;
+        q.variant_key = m.variant_key;
+        if (committed->query(q).size() != 1) {
+          ++early;
+          if (first_early.empty()) first_early = m.job_id;
+        }
+      }
+    }
+    EXPECT_EQ(seen, kJobs);
+    EXPECT_EQ(early, 0) << "outcomes that reached the tune before their row was committed, the first "
+                        << first_early;
+    EXPECT_EQ(committed->query({}).size(), size_t{kJobs});
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // tune --farm's quarantine reaches the service: a job's avoid_workers go to the service's

@@ -289,6 +289,97 @@ TEST(SqliteTuningDb, Migration8StoresHealthFiguresAndOldRowsHaveNone) {
   EXPECT_TRUE(seen);
 }
 
+// Whether SQLite's program for the measurement insert builds an ephemeral b-tree (what a
+// CHECK of a constant IN list of more than two values costs, per row).
+bool measurement_insert_builds_a_btree(sqlite::Connection& conn) {
+  sqlite::Query q = conn.query(
+      "EXPLAIN INSERT INTO measurements(variant_id, gpu_type, worker_id, status, error, samples_json, n_samples, "
+      "median_us, min_us, spread, max_rel_error, registers, spill_bytes, smem_bytes, compile_seconds, estimate_us, "
+      "source_hash, nvrtc_version, nvrtc_major, driver_version, emulated, attempts, finished_ms, recorded_ms, "
+      "p10_us, p90_us, mean_us, mad_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+      "?, ?, ?, ?, ?, ?)");
+  bool ephemeral = false;
+  while (q.step()) ephemeral = ephemeral || q.text(1) == "OpenEphemeral";
+  return ephemeral;
+}
+
+// Every measurement row, column by column, in id order: what a migration must keep.
+std::vector<std::string> measurement_rows(sqlite::Connection& conn) {
+  std::string columns;
+  {
+    sqlite::Query c = conn.query("SELECT name FROM pragma_table_info('measurements')");
+    while (c.step()) columns += (columns.empty() ? "quote(" : " || '|' || quote(") + c.text(0) + ")";
+  }
+  sqlite::Query q = conn.query("SELECT " + columns + " FROM measurements ORDER BY id");
+  std::vector<std::string> out;
+  while (q.step()) out.push_back(q.text(0));
+  return out;
+}
+
+// Migration 0009 on a DB of schema version 8: the status CHECK becomes equalities joined by
+// OR (no ephemeral b-tree per insert, round 7 of docs/bench/farm-service.md) with the same
+// allowed values; every row, id and index stays, and the views read the new table.
+TEST(SqliteTuningDb, Migration9KeepsEveryRowAndTheStatusesTheCheckAllows) {
+  testing::TempDir dir;
+  const std::string path = dir.file("v8.db");
+  const std::vector<JobStatus> recorded = {JobStatus::ok, JobStatus::compile_error, JobStatus::launch_error,
+                                           JobStatus::runtime_fault, JobStatus::wrong_result, JobStatus::timeout,
+                                           JobStatus::worker_lost, JobStatus::unsupported, JobStatus::implausible};
+  {
+    auto db = open_tuning_db(path);
+    fill(*db, 3);
+    for (size_t i = 0; i < recorded.size(); ++i)
+      ASSERT_TRUE(db->commit_measurement(test_measurement("w1", test_variant(32), test_worker("node1", "h100", false),
+                                                          2, 100 + static_cast<int64_t>(i), recorded[i])));
+  }
+  std::vector<std::string> before;
+  {  // back to version 8: the table as 0001-0008 define it (its CHECK an IN list), same rows
+    const std::string v8 = dir.file("v8-schema.db");
+    std::string ddl;
+    {
+      sqlite::Connection conn(v8, false);
+      migrate(conn, builtin_migrations().first(8));
+      sqlite::Query q = conn.query("SELECT sql FROM sqlite_schema WHERE name = 'measurements'");
+      ASSERT_TRUE(q.step());
+      ddl = q.text(0);
+      ASSERT_TRUE(measurement_insert_builds_a_btree(conn)) << "version 8's CHECK is an IN list";
+    }
+    sqlite::Connection conn(path, false);
+    conn.exec("PRAGMA foreign_keys = OFF; PRAGMA legacy_alter_table = ON; BEGIN");
+    conn.exec("ALTER TABLE measurements RENAME TO m9; DROP INDEX measurements_lookup");
+    conn.exec(ddl);
+    conn.exec("INSERT INTO measurements SELECT * FROM m9; DROP TABLE m9; "
+              "CREATE INDEX measurements_lookup ON measurements(variant_id, gpu_type, emulated, status); "
+              "PRAGMA user_version = 8; COMMIT; PRAGMA legacy_alter_table = OFF");
+    ASSERT_TRUE(measurement_insert_builds_a_btree(conn));
+    before = measurement_rows(conn);
+  }
+  ASSERT_EQ(before.size(), 3 + recorded.size());
+  auto db = open_tuning_db(path);
+  sqlite::Connection conn(path, false);
+  EXPECT_EQ(conn.scalar_int("PRAGMA user_version"), schema_version());
+  EXPECT_EQ(integrity(conn), "ok");
+  EXPECT_FALSE(conn.query("PRAGMA foreign_key_check").step());
+  EXPECT_EQ(measurement_rows(conn), before);
+  EXPECT_FALSE(measurement_insert_builds_a_btree(conn));
+  EXPECT_EQ(conn.scalar_int("SELECT count(*) FROM sqlite_schema WHERE name = 'measurements_lookup'"), 1);
+  EXPECT_EQ(conn.scalar_int("SELECT count(*) FROM ok_measurements"), 4);  // the views read the new table
+  // The CHECK allows what it allowed: each recorded status once more, and no other.
+  for (size_t i = 0; i < recorded.size(); ++i)
+    EXPECT_TRUE(db->commit_measurement(test_measurement("w1", test_variant(64), test_worker("node1", "h100", false), 2,
+                                                        200 + static_cast<int64_t>(i), recorded[i])))
+        << job_status_name(recorded[i]);
+  for (const char* bad : {"internal_error", "unhealthy", "OK", ""}) {
+    std::string refused;
+    try {
+      conn.query("UPDATE measurements SET status = ? WHERE id = 1").bind(1, bad).run();
+    } catch (const InternalError& e) {
+      refused = e.what();
+    }
+    EXPECT_NE(refused.find("CHECK constraint failed"), std::string::npos) << "status '" << bad << "': " << refused;
+  }
+}
+
 TEST(SqliteTuningDb, MigrationsKeepDataAndRollBackWhenOneFails) {
   testing::TempDir dir;
   sqlite::Connection conn(dir.file("m.db"), false);
