@@ -50,6 +50,12 @@ std::vector<char> spir_of(const GeneratedKernel& k) {
   return r.binary;
 }
 
+// The anchor's kernel and one of twice its work, compiled.
+struct Pair {
+  GeneratedKernel a = fma_kernel("anchor", 400), b = fma_kernel("twice", 800);
+  std::vector<char> sa = spir_of(a), sb = spir_of(b);
+};
+
 TimingOptions quick() {
   TimingOptions o;
   o.cpu_warmup_seconds = 0.2;
@@ -96,18 +102,17 @@ TEST(OpenClPairedTiming, ASampleIsScaledByTheAnchorsFirstMedianOverItsSampleBesi
 // becomes that workload's anchor.
 TEST(OpenClPairedTiming, TheFirstKernelOfAWorkloadAnchorsTheNextOnes) {
   DC_REQUIRE_POCL();
-  const GeneratedKernel a = fma_kernel("anchor", 400), b = fma_kernel("twice", 800);
-  const std::vector<char> sa = spir_of(a), sb = spir_of(b);
-  ASSERT_FALSE(sa.empty() || sb.empty());
+  const Pair k;
+  ASSERT_FALSE(k.sa.empty() || k.sb.empty());
   OpenClAnchor anchor;
   EXPECT_FALSE(anchor.holds("w"));
-  const TimingResult ta = time_on_opencl(*cl().device, a, sa, {}, quick(), &anchor, "w");
+  const TimingResult ta = time_on_opencl(*cl().device, k.a, k.sa, {}, quick(), &anchor, "w");
   ASSERT_TRUE(ta.ok()) << ta.error;
   EXPECT_EQ(ta.paired_with, "");
   EXPECT_TRUE(anchor.holds("w"));
   EXPECT_DOUBLE_EQ(median(ta.samples_us), ta.raw_median_us);
 
-  const TimingResult tb = time_on_opencl(*cl().device, b, sb, {}, quick(), &anchor, "w");
+  const TimingResult tb = time_on_opencl(*cl().device, k.b, k.sb, {}, quick(), &anchor, "w");
   ASSERT_TRUE(tb.ok()) << tb.error;
   EXPECT_EQ(tb.paired_with, "anchor");
   EXPECT_GE(tb.samples_us.size(), 21u);
@@ -115,11 +120,11 @@ TEST(OpenClPairedTiming, TheFirstKernelOfAWorkloadAnchorsTheNextOnes) {
   // Twice the anchor's work: about twice its first median, whatever the device did since.
   EXPECT_NEAR(median(tb.samples_us) / ta.raw_median_us, 2.0, 0.5);
 
-  const TimingResult again = time_on_opencl(*cl().device, a, sa, {}, quick(), &anchor, "w");
+  const TimingResult again = time_on_opencl(*cl().device, k.a, k.sa, {}, quick(), &anchor, "w");
   ASSERT_TRUE(again.ok()) << again.error;
   EXPECT_EQ(again.paired_with, "");
 
-  const TimingResult other = time_on_opencl(*cl().device, b, sb, {}, quick(), &anchor, "w2");
+  const TimingResult other = time_on_opencl(*cl().device, k.b, k.sb, {}, quick(), &anchor, "w2");
   ASSERT_TRUE(other.ok()) << other.error;
   EXPECT_EQ(other.paired_with, "");
   EXPECT_TRUE(anchor.holds("w2"));
@@ -132,17 +137,16 @@ TEST(OpenClPairedTiming, TheFirstKernelOfAWorkloadAnchorsTheNextOnes) {
 // raw one and the test fails (4x).
 TEST(OpenClPairedTiming, ADeviceSlowedBetweenTwoJobsRanksThemAsBefore) {
   DC_REQUIRE_POCL();
-  const GeneratedKernel a = fma_kernel("anchor", 400), b = fma_kernel("twice", 800);
-  const std::vector<char> sa = spir_of(a), sb = spir_of(b);
-  ASSERT_FALSE(sa.empty() || sb.empty());
+  const Pair k;
+  ASSERT_FALSE(k.sa.empty() || k.sb.empty());
   OpenClAnchor anchor;
-  const TimingResult ta = time_on_opencl(*cl().device, a, sa, {}, quick(), &anchor, "w");
-  const TimingResult before = time_on_opencl(*cl().device, b, sb, {}, quick(), &anchor, "w");
+  const TimingResult ta = time_on_opencl(*cl().device, k.a, k.sa, {}, quick(), &anchor, "w");
+  const TimingResult before = time_on_opencl(*cl().device, k.b, k.sb, {}, quick(), &anchor, "w");
   ASSERT_TRUE(ta.ok() && before.ok()) << ta.error << before.error;
   TimingResult slowed;
   {
     const CoreHogs hogs;
-    slowed = time_on_opencl(*cl().device, b, sb, {}, quick(), &anchor, "w");
+    slowed = time_on_opencl(*cl().device, k.b, k.sb, {}, quick(), &anchor, "w");
   }
   ASSERT_TRUE(slowed.ok()) << slowed.error;
   ASSERT_EQ(slowed.paired_with, "anchor");
