@@ -129,6 +129,92 @@ TEST(CodegenAttentionBackward, HalfStorageOnTheEmulator) {
     }
 }
 
+// The tensor-core path (template_attention_backward_mma.cpp): the tilings of each edge case
+// for tf32, fp16 and bf16, on f32 storage and (fp16, bf16) on the mixed-precision step's own
+// storage, against the CPU reference on the same stored values, within variant_tolerance of
+// the precision (docs/precision.md: the math type's unit roundoff over the longest sum,
+// max(Sq, Sk) + max(D, Dv)). One lane's fragment element in the wrong place moves whole
+// products, far beyond it.
+TEST(CodegenAttentionBackward, TensorCoresMatchTheReferenceOnTheEmulator) {
+  const testing::CaseDevice device = testing::emulator_device();
+  int compared = 0;
+  const std::vector<std::pair<const char*, DType>> paths = {{"tf32", DType::f32}, {"fp16", DType::f32},
+                                                            {"bf16", DType::f32}, {"fp16", DType::f16},
+                                                            {"bf16", DType::bf16}};
+  for (const auto& [precision, storage] : paths) {
+    for (const auto& c : testing::attention_backward_cases()) {
+      SCOPED_TRACE(std::string(c.name) + " " + precision + " on " + std::string(dtype_name(storage)));
+      const Workload w32 = testing::attention_backward_workload(c);
+      const Workload w = testing::attention_backward_workload(c, storage);
+      std::vector<Tensor> in = testing::attention_backward_inputs(w32, c, 2027);
+      for (size_t i = 0; i < in.size(); ++i)
+        in[i] = testing::attn::to_storage(in[i], w.graph.info(w.graph.inputs[i]).dtype);
+      ref::TensorMap in_map;
+      for (size_t i = 0; i < in.size(); ++i) in_map[w.graph.inputs[i]] = in[i];
+      const ref::TensorMap want = ref::run_graph(w.graph, in_map);
+      const auto space = enumerate_variants(w, device.spec, SpaceOptions{{precision}});
+      ASSERT_FALSE(space.empty());
+      // Every tiling of the first case, every fourth of the others (1, 2 and 4 warps in
+      // either launch).
+      const size_t step = std::string(c.name) == testing::attention_backward_cases()[0].name ? 1 : 4;
+      for (size_t i = 0; i < space.size(); i += step) {
+        const Variant& v = space[i];
+        ASSERT_EQ(v.precision, precision);
+        const GeneratedKernel k = generate_kernel(w, v);
+        ASSERT_EQ(k.launches.size(), 2u);
+        EXPECT_EQ(k.launches[0].block[0], v.param("block_n") / 16 * 32) << "a warp per 16 keys";
+        EXPECT_EQ(k.launches[1].block[0], v.param("block_m") / 16 * 32) << "a warp per 16 queries";
+        std::string error;
+        const std::vector<char> binary = device.compile(k, &error);
+        ASSERT_EQ(error, "") << v.key();
+        EXPECT_EQ(testing::run_and_compare_outputs(device.run, w, k, binary, in, want, false,
+                                                   variant_tolerance(precision, w)),
+                  "")
+            << v.key();
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 5 * (9 + 2 + 3)) << "5 paths x the tilings of the three cases";
+}
+
+TEST(CodegenAttentionBackward, TensorCoreSpaceKeys) {
+  const auto c = testing::attention_backward_cases()[0];
+  const Workload w = testing::attention_backward_workload(c);
+  const GpuSpec gpu = testing::spec_a100();
+  for (const char* precision : {"tf32", "fp16", "bf16"}) {
+    SCOPED_TRACE(precision);
+    const auto space = enumerate_variants(w, gpu, SpaceOptions{{precision}});
+    ASSERT_EQ(space.size(), 9u) << "block_m, block_n of 16, 32, 64";
+    for (const auto& v : space) {
+      EXPECT_EQ(v.params.size(), 2u) << v.key() << ": block_m and block_n only";
+      std::string why;
+      const auto back = Variant::from_key(v.key(), w, gpu, &why);
+      ASSERT_TRUE(back.has_value()) << v.key() << ": " << why;
+      EXPECT_EQ(back->key(), v.key());
+      const Estimate e = estimate(w, v, gpu);
+      EXPECT_TRUE(std::isfinite(e.seconds) && e.seconds > 0) << v.key();
+      // A key of the other path's parameters is refused, as is the path on sm_75.
+      Variant cuda = v;
+      cuda.params["thread_m"] = 1;
+      cuda.params["thread_n"] = 1;
+      EXPECT_FALSE(Variant::from_key(cuda.key(), w, gpu, &why).has_value()) << cuda.key();
+      EXPECT_NE(why.find("thread_m"), std::string::npos) << why;
+      EXPECT_FALSE(Variant::from_key(v.key(), w, testing::spec_t4(), &why).has_value());
+      EXPECT_NE(why.find("sm_75"), std::string::npos) << why;
+    }
+    EXPECT_TRUE(enumerate_variants(w, testing::spec_t4(), SpaceOptions{{precision}}).empty());
+  }
+  // An fp32 key without its thread tile is refused.
+  const auto fp32 = enumerate_variants(w, gpu, SpaceOptions{{"fp32"}});
+  ASSERT_FALSE(fp32.empty());
+  Variant old = fp32.front();
+  old.params.erase("thread_m");
+  std::string why;
+  EXPECT_FALSE(Variant::from_key(old.key(), w, gpu, &why).has_value());
+  EXPECT_NE(why.find("missing parameter 'thread_m'"), std::string::npos) << why;
+}
+
 TEST(CodegenAttentionBackward, SpaceKeysAndPrices) {
   const auto c = testing::attention_backward_cases()[0];
   const Workload w = testing::attention_backward_workload(c);
@@ -143,7 +229,6 @@ TEST(CodegenAttentionBackward, SpaceKeysAndPrices) {
   const GpuSpec gpu = testing::spec_a100();
   const auto space = enumerate_variants(w, gpu, SpaceOptions{{"fp32"}});
   ASSERT_GE(space.size(), 10u);
-  EXPECT_TRUE(enumerate_variants(w, gpu, SpaceOptions{{"fp16"}}).empty()) << "fp32 only";
   for (const auto& v : space) {
     std::string why;
     const auto back = Variant::from_key(v.key(), w, gpu, &why);
