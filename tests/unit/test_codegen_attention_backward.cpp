@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <set>
@@ -19,6 +21,7 @@
 #include "estimator_testing.h"
 #include "generate.h"
 #include "gpu/gpu_catalog.h"
+#include "nvrtc.h"
 #include "op_case_harness.h"
 #include "param_space.h"
 #include "random_inputs.h"
@@ -293,6 +296,42 @@ TEST(CodegenAttentionBackward, TensorCoresPriceLowerAtBertBase) {
     const double rate = std::string(precision) == "tf32" ? gpu.tc_tf32_flops_per_sm_clk : gpu.tc_bf16_flops_per_sm_clk;
     const double products = 2.0 * 32 * 12 * 128 * 128 * 64 * 7;  // S twice, dP twice, dV, dK, dQ
     EXPECT_GT(tc, products / (rate * gpu.sm_count * gpu.clock_hz()));
+  }
+}
+
+TEST(CodegenAttentionBackward, TensorCoreVariantsOfBertBaseCompileForTheGpu) {
+  // NVRTC (the GPU's compiler) accepts what the host emulator ran, for sm_80 and sm_90:
+  // BERT-base's dc.AttentionGrad, each precision's first choice on the h100 and the largest
+  // tiling, without spills and within 10 registers of the space's estimate (the fit above
+  // it: param_space_attention.cpp). All 27 tilings, printed: DC_ALL_TILINGS=1.
+  const testing::AttentionBackwardCase c{"bert_base", {32, 12}, 128, 128, 64, 64, {32, 1, 1, 128}, 0.125f};
+  const GpuSpec h100 = testing::spec_h100();
+  const bool all = std::getenv("DC_ALL_TILINGS") != nullptr;
+  for (const auto& [precision, storage] : std::vector<std::pair<const char*, DType>>{
+           {"tf32", DType::f32}, {"fp16", DType::f16}, {"bf16", DType::bf16}}) {
+    const Workload w = testing::attention_backward_workload(c, storage);
+    const auto space = enumerate_variants(w, h100, SpaceOptions{{precision}});
+    ASSERT_EQ(space.size(), 9u);
+    std::vector<Variant> chosen = {space.back()};  // block_m = block_n = 64
+    for (const auto& v : space)
+      if (estimate(w, v, h100).seconds < estimate(w, chosen.front(), h100).seconds) chosen.front() = v;
+    chosen.push_back(space.back());
+    if (all) chosen = space;
+    for (const auto& v : chosen) {
+      SCOPED_TRACE(v.key());
+      const GeneratedKernel k = generate_kernel(w, v);
+      for (const auto& r : compile_for_archs(k.source, {"sm_80", "sm_90"}, 2)) {
+        ASSERT_TRUE(r.ok) << r.arch << ": " << r.error;
+        ASSERT_EQ(r.kernels.size(), 2u);
+        for (const auto& kr : r.kernels) {
+          EXPECT_EQ(kr.spill_stores_bytes + kr.spill_loads_bytes, 0) << r.arch << " " << kr.kernel;
+          EXPECT_LE(kr.registers, v.regs_per_thread + 10) << r.arch << " " << kr.kernel;
+          if (all)
+            std::printf("nvrtc %s %s %s: %d registers (estimated %d)\n", v.key().c_str(), r.arch.c_str(),
+                        kr.kernel.c_str(), kr.registers, v.regs_per_thread);
+        }
+      }
+    }
   }
 }
 
