@@ -15,6 +15,8 @@
 // Operands are read straight from memory (the workload's inputs, row-major, f32, f16 or
 // bf16: the mixed-precision step's, read as float; outputs stored in their own dtypes; LSE
 // f32); the mask with its broadcast strides. docs/training.md, "Attention backward".
+// Variants of tf32, fp16 and bf16 go to the tensor-core path (template_attention_backward_mma.cpp),
+// which shares the operands' loads, the mask and the stores (attention_backward_vars).
 #include <algorithm>
 #include <array>
 
