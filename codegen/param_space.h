@@ -253,6 +253,15 @@ int attention_mma_regs(const WorkloadShape& s, const std::string& precision, int
 // attention_backward's dynamic shared memory (template_attention_backward.cpp's layout).
 int64_t attention_backward_smem_bytes(const WorkloadShape& s, int64_t block_m, int64_t block_n);
 
+// attention_backward on tensor cores (template_attention_backward_mma.cpp): head dims padded to
+// the mma's k step, row pitches (float, 16 bytes of pad), one warp per 16 keys of a key block
+// and per 16 queries of a query block, and the dynamic shared memory of either launch.
+struct AttentionBackwardMmaLayout {
+  int64_t dp = 0, dvp = 0, ldq = 0, ldk = 0, ldv = 0, kv_threads = 0, q_threads = 0, smem_bytes = 0;
+};
+AttentionBackwardMmaLayout attention_backward_mma_layout(const WorkloadShape& s, const std::string& precision,
+                                                         int64_t block_m, int64_t block_n);
+
 // --- Per-family enumerators (param_space_gemm.cpp, _attention.cpp, _reduction.cpp,
 // _elementwise.cpp) ----
 // Each emits only variants that pass fits_gpu, in a deterministic order.

@@ -199,9 +199,61 @@ int64_t backward_accumulators(int64_t rows, int64_t cols, const AttentionParams&
   return ceil_div(ceil_div(rows, p.thread_m) * ceil_div(cols, p.thread_n), p.threads) * p.thread_m * p.thread_n;
 }
 
+// attention_backward on tensor cores (template_attention_backward_mma.cpp): block_m and
+// block_n of 16 to 64, one warp per 16 keys of a key block and per 16 queries of a query
+// block; mma.sync m16n8k8 (tf32) and m16n8k16 (fp16, bf16) need sm_80.
+std::optional<Variant> attention_backward_mma_point(const WorkloadShape& s, const GpuSpec& gpu,
+                                                    const std::string& precision, const AttentionParams& p,
+                                                    std::string* why) {
+  if (precision != "tf32" && precision != "fp16" && precision != "bf16")
+    return refuse(why, "attention_backward has no '", precision, "' path");
+  if (gpu.cc_major < 8)
+    return refuse(why, "no ", precision, " tensor-core attention_backward on ", gpu.sm_arch(), " (mma.sync needs sm_80)");
+  const AttentionBackwardChoices c = attention_backward_choices(s);
+  const int64_t bm = p.block_m, bn = p.block_n;
+  if (!offered(c.block_m, bm, "block_m", why) || !offered(c.block_n, bn, "block_n", why)) return std::nullopt;
+  const AttentionBackwardMmaLayout L = attention_backward_mma_layout(s, precision, bm, bn);
+  Variant v;
+  v.template_name = kAttentionBackwardTemplate;
+  v.precision = precision;
+  write_params(p, kAttentionBackwardMmaPath, v);
+  // The larger of the two launches' blocks (the key launch's block_n / 16 warps, the query
+  // launch's block_m / 16).
+  v.threads_per_block = static_cast<int>(std::max(L.kv_threads, L.q_threads));
+  v.smem_bytes = L.smem_bytes;
+  // Registers of the larger launch: a lane's gradient accumulators (dK^T and dV: (dp + dvp)
+  // / 2; dQ: dp / 2) held all along, plus per query (key launch: 1.9) or key (query launch:
+  // 1.4) of the tile its S and dP accumulators and their fragments, plus 40. Fitted to ptxas
+  // (NVRTC 13, sm_80 and sm_90) on BERT-base's 27 tensor-core variants: the larger launch
+  // at most 3 registers above the estimate, at most 34 below
+  // (CodegenAttentionBackward.TensorCoreVariantsOfBertBaseCompileForTheGpu).
+  const double kv_demand = 40 + static_cast<double>(L.dp + L.dvp) / 2 + 1.9 * static_cast<double>(bm);
+  const double q_demand = 40 + static_cast<double>(L.dp) / 2 + 1.4 * static_cast<double>(bn);
+  const int bound = launch_bounds_regs(std::min(L.kv_threads, L.q_threads));
+  const auto demand = static_cast<int64_t>(std::ceil(std::max(kv_demand, q_demand)));
+  v.regs_per_thread = static_cast<int>(bound < 255 ? std::min<int64_t>(demand, bound) : demand);
+  if (v.regs_per_thread > kMaxMmaAttentionRegs)
+    return refuse(why, "estimated ", v.regs_per_thread, " registers, above the ", kMaxMmaAttentionRegs,
+                  " tensor-core attention variants may take");
+  v.grid_blocks = (ceil_div(s.n, bn) + ceil_div(s.m, bm)) * s.batch;
+  if (!fits_gpu(v, gpu, why)) return std::nullopt;
+  return v;
+}
+
+void enumerate_attention_backward_mma(const WorkloadShape& s, const GpuSpec& gpu, const std::string& precision,
+                                      std::vector<Variant>& out) {
+  const AttentionBackwardChoices c = attention_backward_choices(s);
+  for (int64_t bm : c.block_m)
+    for (int64_t bn : c.block_n) {
+      AttentionParams p;
+      p.block_m = bm, p.block_n = bn;
+      if (auto v = attention_backward_mma_point(s, gpu, precision, p, nullptr)) out.push_back(std::move(*v));
+    }
+}
+
 std::optional<Variant> attention_backward_point(const WorkloadShape& s, const GpuSpec& gpu, const std::string& precision,
                                                 const AttentionParams& p, std::string* why) {
-  if (precision != "fp32") return refuse(why, "attention_backward has only the fp32 path, not ", precision);
+  if (precision != "fp32") return attention_backward_mma_point(s, gpu, precision, p, why);
   const AttentionBackwardChoices c = attention_backward_choices(s);
   const int64_t bm = p.block_m, bn = p.block_n, threads = p.threads;
   if (!offered(c.block_m, bm, "block_m", why) || !offered(c.block_n, bn, "block_n", why) ||
@@ -281,17 +333,32 @@ int64_t attention_backward_smem_bytes(const WorkloadShape& s, int64_t block_m, i
   return ((block_m + block_n) * (s.k + 1 + s.dv + 1) + 2 * block_m * (block_n + 1) + 2 * block_m) * 4;
 }
 
+AttentionBackwardMmaLayout attention_backward_mma_layout(const WorkloadShape& s, const std::string& precision,
+                                                         int64_t block_m, int64_t block_n) {
+  const int64_t k_step = precision == "tf32" ? 8 : 16;
+  AttentionBackwardMmaLayout L;
+  L.dp = ceil_div(s.k, k_step) * k_step;
+  L.dvp = ceil_div(s.dv, k_step) * k_step;  // dV's n8 tiles and dP's k steps
+  L.ldq = L.ldk = L.dp + 4;
+  L.ldv = L.dvp + 4;
+  L.kv_threads = block_n / 16 * 32;
+  L.q_threads = block_m / 16 * 32;
+  L.smem_bytes = (block_n * (L.ldk + L.ldv) + block_m * (L.ldq + L.ldv) + 2 * block_m) * 4;
+  return L;
+}
+
 std::vector<Variant> enumerate_attention(const WorkloadShape& s, const GpuSpec& gpu,
                                          const std::vector<std::string>& precisions) {
   std::vector<Variant> out;
   if (!attention_shape_ok(s)) return out;
-  const bool fp32 = std::find(precisions.begin(), precisions.end(), "fp32") != precisions.end();
-  if (s.attention_backward) {
-    if (fp32) enumerate_attention_backward(s, gpu, out);
-    return out;
-  }
   for (const auto& p : precisions) {
-    if (p == "fp32") {
+    if (s.attention_backward) {
+      if (p == "fp32") {
+        enumerate_attention_backward(s, gpu, out);
+      } else {
+        enumerate_attention_backward_mma(s, gpu, p, out);
+      }
+    } else if (p == "fp32") {
       enumerate_attention_fp32(s, gpu, out);
     } else {
       enumerate_attention_mma(s, gpu, p, out);

@@ -15,6 +15,8 @@
 // Operands are read straight from memory (the workload's inputs, row-major, f32, f16 or
 // bf16: the mixed-precision step's, read as float; outputs stored in their own dtypes; LSE
 // f32); the mask with its broadcast strides. docs/training.md, "Attention backward".
+// Variants of tf32, fp16 and bf16 go to the tensor-core path (template_attention_backward_mma.cpp),
+// which shares the operands' loads, the mask and the stores (attention_backward_vars).
 #include <algorithm>
 #include <array>
 
@@ -23,6 +25,7 @@
 #include "generate.h"
 #include "ir/error.h"
 #include "param_space.h"
+#include "template_attention_backward.h"
 #include "template_text.h"
 #include "template_util.h"
 #include "training_attention.h"
@@ -303,8 +306,7 @@ bool is_output(const Graph& g, const std::string& t) {
 
 }  // namespace
 
-GeneratedKernel generate_attention_backward(const Workload& w, const Variant& v) {
-  check_variant(v, kAttentionBackwardTemplate, true);
+TemplateVars attention_backward_vars(const Workload& w, ValueEmitter& ve) {
   const Graph& g = w.graph;
   DC_INTERNAL_CHECK(g.nodes.size() == 1 && g.nodes[0].op == "dc.AttentionGrad",
                     "attention_backward: the workload is not one dc.AttentionGrad");
@@ -315,21 +317,11 @@ GeneratedKernel generate_attention_backward(const Workload& w, const Variant& v)
                     "f32, f16 or bf16, or the log-sum-exp is not f32");
   const WorkloadShape s = analyze_workload(w);
   DC_INTERNAL_CHECK(s.attention_backward, "attention_backward: not an attention backward workload");
-  const AttentionParams p = AttentionParams::of(v);
-  const int64_t bm = p.block_m, bn = p.block_n, threads = p.threads, tm = p.thread_m, tn = p.thread_n;
-  DC_INTERNAL_CHECK(bm > 0 && bn > 0 && threads > 0 && threads % 32 == 0 && tm > 0 && tn > 0 && bm % tm == 0 &&
-                        bn % tn == 0,
-                    "attention_backward: bad parameters in ", v.key());
+  DC_INTERNAL_CHECK(s.batch <= 65535, "attention_backward: ", s.batch, " batch*heads exceed grid.y");
   const int64_t sq = s.m, sk = s.n, d = s.k, dv = s.dv;
   const double scale = n.attrs.get_float("scale", 1.f);
-
-  ValueEmitter ve(g);
-  TemplateVars vars = {{"BM", str(bm)},          {"BN", str(bn)},         {"THREADS", str(threads)},
-                       {"SQ", str(sq)},          {"SK", str(sk)},         {"D", str(d)},
-                       {"DV", str(dv)},          {"LDQ", str(d + 1)},     {"LDV", str(dv + 1)},
-                       {"LDS", str(bn + 1)},     {"NKB", str(ceil_div(sk, bn))},
-                       {"TM", str(tm)},          {"TN", str(tn)},         {"SRS", str(bm / tm)},
-                       {"SCS", str(bn / tn)},    {"SCALE", float_literal(static_cast<float>(scale))},
+  TemplateVars vars = {{"SQ", str(sq)},          {"SK", str(sk)},         {"D", str(d)},
+                       {"DV", str(dv)},          {"SCALE", float_literal(static_cast<float>(scale))},
                        {"NEG_INF", "(-__int_as_float(0x7f800000))"},
                        {"Q", ve.param_name(n.input(0))}, {"KT", ve.param_name(n.input(1))},
                        {"V", ve.param_name(n.input(2))}, {"O", ve.param_name(n.input(3))},
@@ -367,10 +359,49 @@ GeneratedKernel generate_attention_backward(const Workload& w, const Variant& v)
     vars["MASK_BASE"] = "(dc_i64)0";
     vars["MASK_TERM"] = "";
   }
+  // Operands of any float storage, read as float (dc_to_f32 for f16/bf16).
+  const auto operand = [&](const char* type, size_t i, const char* load, const std::string& index) {
+    const DType dt = g.info(n.input(i)).dtype;
+    vars[type] = cuda_type(dt);
+    vars[load] = load_value(dt, fmt::format("dc_{}[{}]", std::array{"q", "kt", "v", "o", "do"}[i], index));
+  };
+  operand("QT", 0, "LOAD_Q", "(dc_i0 + dc_r) * $(D) + dc_d");
+  operand("KTT", 1, "LOAD_KT", "(dc_i64)dc_d * $(SK) + dc_j0 + dc_c");
+  operand("VT", 2, "LOAD_V", "(dc_j0 + dc_c) * $(DV) + dc_e");
+  operand("OT", 3, "LOAD_O", "(dc_i0 + dc_r) * $(DV) + dc_e");
+  operand("DOT", 4, "LOAD_DO", "(dc_i0 + dc_r) * $(DV) + dc_e");
+  for (const char* load : {"LOAD_Q", "LOAD_KT", "LOAD_V", "LOAD_O", "LOAD_DO"}) vars[load] = expand_template(vars[load], vars);
+  vars["PARAMS"] = kernel_params(w);
+  return vars;
+}
+
+std::string attention_backward_store(const Workload& w, const ValueEmitter& ve, size_t out, const std::string& index,
+                                     const std::string& value) {
+  const Graph& g = w.graph;
+  const Node& n = g.nodes[0];
+  if (!is_output(g, n.outputs[out])) return std::string();  // a gradient nothing reads
+  return fmt::format("{}[{}] = {};", ve.param_name(n.outputs[out]), index, store_value(g.info(n.outputs[out]).dtype, value));
+}
+
+GeneratedKernel generate_attention_backward(const Workload& w, const Variant& v) {
+  if (v.precision != "fp32") return generate_attention_backward_mma(w, v);
+  check_variant(v, kAttentionBackwardTemplate, true);
+  ValueEmitter ve(w.graph);
+  TemplateVars vars = attention_backward_vars(w, ve);
+  const WorkloadShape s = analyze_workload(w);
+  const AttentionParams p = AttentionParams::of(v);
+  const int64_t bm = p.block_m, bn = p.block_n, threads = p.threads, tm = p.thread_m, tn = p.thread_n;
+  DC_INTERNAL_CHECK(bm > 0 && bn > 0 && threads > 0 && threads % 32 == 0 && tm > 0 && tn > 0 && bm % tm == 0 &&
+                        bn % tn == 0,
+                    "attention_backward: bad parameters in ", v.key());
+  const int64_t sq = s.m, sk = s.n, d = s.k, dv = s.dv;
+  for (const auto& [name, value] :
+       std::vector<std::pair<const char*, int64_t>>{{"BM", bm}, {"BN", bn}, {"THREADS", threads}, {"LDQ", d + 1},
+                                                   {"LDV", dv + 1}, {"LDS", bn + 1}, {"NKB", ceil_div(sk, bn)},
+                                                   {"TM", tm}, {"TN", tn}, {"SRS", bm / tm}, {"SCS", bn / tn}})
+    vars[name] = str(value);
   const auto store = [&](size_t out, const std::string& index, const std::string& value) {
-    if (!is_output(g, n.outputs[out])) return std::string();  // a gradient nothing reads
-    return fmt::format("{}[{}] = {};", ve.param_name(n.outputs[out]), index,
-                       store_value(g.info(n.outputs[out]).dtype, value));
+    return attention_backward_store(w, ve, out, index, value);
   };
   // The register-blocked outputs (kAccumulate, kStore): dKt [D][BN] and dV [BN][DV] of a key
   // block over its query tile's BM rows, dQ [BM][D] of a query block over the key tile's BN.
@@ -390,23 +421,9 @@ GeneratedKernel generate_attention_backward(const Workload& w, const Variant& v)
                "const int dc_r = dc_row, dc_d = dc_col;\nconst dc_i64 dc_qi = dc_i0 + dc_r;", "dc_qi < $(SQ)",
                store(0, fmt::format("(dc_b * {} + dc_qi) * {} + dc_d", sq, d), scaled)},
               bm, d, tm, tn, threads, "NQ");
-  // Operands of any float storage, read as float (dc_to_f32 for f16/bf16).
-  const auto operand = [&](const char* type, size_t i, const char* load, const std::string& index) {
-    const DType dt = g.info(n.input(i)).dtype;
-    vars[type] = cuda_type(dt);
-    vars[load] = load_value(dt, fmt::format("dc_{}[{}]", std::array{"q", "kt", "v", "o", "do"}[i], index));
-  };
-  operand("QT", 0, "LOAD_Q", "(dc_i0 + dc_r) * $(D) + dc_d");
-  operand("KTT", 1, "LOAD_KT", "(dc_i64)dc_d * $(SK) + dc_j0 + dc_c");
-  operand("VT", 2, "LOAD_V", "(dc_j0 + dc_c) * $(DV) + dc_e");
-  operand("OT", 3, "LOAD_O", "(dc_i0 + dc_r) * $(DV) + dc_e");
-  operand("DOT", 4, "LOAD_DO", "(dc_i0 + dc_r) * $(DV) + dc_e");
-  for (const char* load : {"LOAD_Q", "LOAD_KT", "LOAD_V", "LOAD_O", "LOAD_DO"}) vars[load] = expand_template(vars[load], vars);
-  vars["PARAMS"] = kernel_params(w);
   vars["PROLOGUE"] = expand_template(kPrologue, vars);
   std::string source = source_header(w, v.template_name, v.key()) + expand_template(kDeviceFunctions, vars) +
                        expand_template(kKernels, vars);
-  DC_INTERNAL_CHECK(s.batch <= 65535, "attention_backward: ", s.batch, " batch*heads exceed grid.y");
   const int64_t smem = attention_backward_smem_bytes(s, bm, bn);
   GeneratedKernel k = one_launch_kernel(w, v, std::move(source), "dc_attention_backward_kv",
                                         {ceil_div(sk, bn), s.batch, 1}, threads, smem);

@@ -76,9 +76,12 @@ std::optional<P> typed_params(const ParsedKey& k, unsigned path, std::string* wh
 std::optional<Variant> family_point(const WorkloadShape& s, const GpuSpec& gpu, const ParsedKey& k,
                                     std::string* why) {
   const bool volta = gpu.cc_major == 7 && gpu.cc_minor < 5;
-  // attention_backward's variants also carry their thread tile (variant_params.h).
-  const unsigned path = param_path(k.precision, volta) |
-                        (k.template_name == kAttentionBackwardTemplate ? kAttentionBackwardPath : 0u);
+  // attention_backward's fp32 variants also carry their thread tile, its tensor-core ones
+  // only their tiles (variant_params.h).
+  const bool backward = k.template_name == kAttentionBackwardTemplate;
+  const unsigned path = !backward              ? param_path(k.precision, volta)
+                        : k.precision == "fp32" ? kCudaCorePath | kAttentionBackwardPath
+                                                : kAttentionBackwardMmaPath;
   if (s.family != Family::gemm && s.family != Family::conv && s.family != Family::attention &&
       k.precision != "fp32")
     return refuse(why, k.template_name, " has only the fp32 path, not ", k.precision);

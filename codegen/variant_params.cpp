@@ -38,7 +38,8 @@ DepthwiseParams DepthwiseParams::of(const Variant& v) { return read_params(v, De
 const std::vector<ParamField<AttentionParams>>& AttentionParams::fields() {
   using P = AttentionParams;
   static const std::vector<ParamField<P>> f = {
-      {"block_m", &P::block_m, kEveryPath},  {"block_n", &P::block_n, kEveryPath},
+      {"block_m", &P::block_m, kEveryPath | kAttentionBackwardMmaPath},
+      {"block_n", &P::block_n, kEveryPath | kAttentionBackwardMmaPath},
       {"threads", &P::threads, kCudaCorePath}, {"vec", &P::vec, kCudaCorePath},
       {"warp_m", &P::warp_m, kMmaPaths},     {"split_kv", &P::split_kv, kMmaPaths},
       {"stages", &P::stages, kEveryPath},    {"m8n8k4", &P::m8n8k4, kVoltaPath},

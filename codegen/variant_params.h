@@ -19,6 +19,7 @@ enum ParamPath : unsigned {
   kTensorCorePath = 2,  // tf32/fp16/bf16 mma.sync (sm_80+)
   kVoltaPath = 4,       // fp16 mma.sync m8n8k4 (sm_70/72)
   kAttentionBackwardPath = 8,  // attention_backward (fp32, with kCudaCorePath's fields)
+  kAttentionBackwardMmaPath = 16,  // attention_backward on tensor cores (tf32/fp16/bf16): its tiles only
 };
 constexpr unsigned kEveryPath = kCudaCorePath | kTensorCorePath | kVoltaPath;
 constexpr unsigned kMmaPaths = kTensorCorePath | kVoltaPath;

@@ -321,6 +321,63 @@ BlockModel attention_backward_block(const WorkloadShape& s, const Params& p, con
   return b;
 }
 
+// attention_backward on tensor cores (template_attention_backward_mma.cpp): the CUDA-core
+// path's two launches, a warp per 16 keys of a key block or 16 queries of a query block. Per
+// tile the products run on mma.sync at the precision's tensor-core rate (key blocks: S^T,
+// dP^T, dV and dK^T; query blocks: S, dP and dQ); their fragments are gathered element by
+// element from shared memory (a 32-bit load and a cvt.rna per tf32 element; a load per
+// element and a pack per pair for fp16/bf16; the K/V or Q/dO rows of the warp's own A
+// fragments re-read every tile), P and dS go to the next products straight from the
+// accumulators; per score about 10 instructions (scale, mask, LSE, exp, dS) and one exp on
+// the SFU. Loads and barriers as the CUDA-core path (each tile pays the L2 latency); priced
+// as the launches' average block.
+BlockModel attention_backward_mma_block(const WorkloadShape& s, const Params& p, const Variant& v, const GpuSpec& g) {
+  BlockModel b;
+  const bool tf32 = v.precision == "tf32";
+  const double k_step = tf32 ? 8 : 16;
+  const double rate = tf32                    ? g.tc_tf32_flops_per_sm_clk
+                      : v.precision == "bf16" ? g.tc_bf16_flops_per_sm_clk
+                                              : g.tc_fp16_flops_per_sm_clk;
+  const double bm = static_cast<double>(p.block_m), bn = static_cast<double>(p.block_n);
+  const double dp = cdiv(static_cast<double>(s.k), k_step) * k_step;
+  const double dvp = cdiv(static_cast<double>(s.dv), k_step) * k_step;
+  const double d = static_cast<double>(s.k), dv = static_cast<double>(s.dv);
+  const double sq = static_cast<double>(s.m), sk = static_cast<double>(s.n);
+  const double key_blocks = cdiv(sk, bn), query_blocks = cdiv(sq, bm);
+  const double blocks = key_blocks + query_blocks;
+  const double q_tiles = cdiv(sq, bm), k_tiles = cdiv(sk, bn);
+  const double kv_warps = bn / 16, q_warps = bm / 16;
+  // Per tile: flops, fragment elements gathered, operand elements loaded from memory.
+  const double kv_flops = 2 * bn * bm * 2 * (dp + dvp);  // S^T, dP^T over dp, dvp; dK^T, dV of dp, dvp
+  const double q_flops = 2 * bm * bn * (2 * dp + dvp);    // S, dP, dQ
+  const double kv_frag = bn * (dp + dvp) + kv_warps * 2 * bm * (dp + dvp);
+  const double q_frag = bm * (dp + dvp) + q_warps * bn * (2 * dp + dvp);
+  const double kv_loads = bm * (dp + 2 * dvp), q_loads = bn * (dp + dvp);
+  const double per_frag = tf32 ? 2 : 1.5;  // load + cvt, or load + half a pack
+  const auto tile_instructions = [&](double flops, double frag, double loads) {
+    return flops / (2 * 16 * 8 * k_step) + frag * per_frag / 32 + bm * bn * 10 / 32 + loads * 2 / 32;
+  };
+  const double kv_tile = tile_instructions(kv_flops, kv_frag, kv_loads);
+  const double q_tile = tile_instructions(q_flops, q_frag, q_loads);
+  const double kv_n = key_blocks * q_tiles, q_n = query_blocks * k_tiles;  // tiles of each launch
+  const double issue = (kv_n * kv_tile + q_n * q_tile) / blocks;
+  const double flops = (kv_n * kv_flops + q_n * q_flops) / blocks;
+  const double lds = (kv_n * (kv_frag + kv_loads) + q_n * (q_frag + q_loads)) / 32 / blocks;
+  const double tiles = (kv_n + q_n) / blocks;
+  const double exps = tiles * bm * bn / kSfuPerClk;
+  b.pipe_cycles = std::max({issue / g.issue_per_clk, flops / rate, lds / g.lsu_per_clk, exps});
+  b.warps_needed = 4;
+  const double warps = cdiv(v.threads_per_block, 32);
+  const double per_tile = b.pipe_cycles / std::max(1.0, tiles) / std::min(1.0, warps / b.warps_needed);
+  b.critical_cycles = (q_tiles + k_tiles) * (kL2LatencyCycles + per_tile) + g.launch_overhead_us * 1e-6 * g.clock_hz();
+  b.smem_bytes = lds * 128;
+  b.l2_bytes = tiles * (bm * (d + 2 * dv) + bn * (d + dv)) * s.elem_bytes;
+  const double q_side = s.a_bytes + 2 * static_cast<double>(s.batch) * sq * dv * s.elem_bytes;  // Q, O, dO
+  b.dram_bytes = s.bytes + reread_bytes(q_side, key_blocks, g) + reread_bytes(s.b_bytes + s.v_bytes, query_blocks, g);
+  b.inflight_per_warp = (bm * (d + 2 * dv) + bn * (d + dv)) * s.elem_bytes / warps;
+  return b;
+}
+
 // Tensor-core attention (template_attention_mma.cpp): per key tile a warp runs the QK^T
 // and P V mma.sync of its rows, reads K/V fragments from shared memory (ldmatrix.x4 for
 // fp16/bf16, one 32-bit load + cvt per element for tf32), and the block copies the K/V tile
@@ -507,7 +564,8 @@ Estimate estimate_kernel(const WorkloadShape& s, const Variant& v, const GpuSpec
       b = depthwise_block(s, p, v, g);
       break;
     case Family::attention:
-      if (s.attention_backward) b = attention_backward_block(s, p, v, g);
+      if (s.attention_backward)
+        b = v.precision == "fp32" ? attention_backward_block(s, p, v, g) : attention_backward_mma_block(s, p, v, g);
       else b = v.precision == "fp32" ? attention_block(s, p, v, g) : attention_mma_block(s, p, v, g);
       break;
     case Family::reduction:

@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
 #include <map>
 #include <set>
 #include <tuple>
@@ -18,6 +21,7 @@
 #include "estimator_testing.h"
 #include "generate.h"
 #include "gpu/gpu_catalog.h"
+#include "nvrtc.h"
 #include "op_case_harness.h"
 #include "param_space.h"
 #include "random_inputs.h"
@@ -129,6 +133,92 @@ TEST(CodegenAttentionBackward, HalfStorageOnTheEmulator) {
     }
 }
 
+// The tensor-core path (template_attention_backward_mma.cpp): the tilings of each edge case
+// for tf32, fp16 and bf16, on f32 storage and (fp16, bf16) on the mixed-precision step's own
+// storage, against the CPU reference on the same stored values, within variant_tolerance of
+// the precision (docs/precision.md: the math type's unit roundoff over the longest sum,
+// max(Sq, Sk) + max(D, Dv)). One lane's fragment element in the wrong place moves whole
+// products, far beyond it.
+TEST(CodegenAttentionBackward, TensorCoresMatchTheReferenceOnTheEmulator) {
+  const testing::CaseDevice device = testing::emulator_device();
+  int compared = 0;
+  const std::vector<std::pair<const char*, DType>> paths = {{"tf32", DType::f32}, {"fp16", DType::f32},
+                                                            {"bf16", DType::f32}, {"fp16", DType::f16},
+                                                            {"bf16", DType::bf16}};
+  for (const auto& [precision, storage] : paths) {
+    for (const auto& c : testing::attention_backward_cases()) {
+      SCOPED_TRACE(std::string(c.name) + " " + precision + " on " + std::string(dtype_name(storage)));
+      const Workload w32 = testing::attention_backward_workload(c);
+      const Workload w = testing::attention_backward_workload(c, storage);
+      std::vector<Tensor> in = testing::attention_backward_inputs(w32, c, 2027);
+      for (size_t i = 0; i < in.size(); ++i)
+        in[i] = testing::attn::to_storage(in[i], w.graph.info(w.graph.inputs[i]).dtype);
+      ref::TensorMap in_map;
+      for (size_t i = 0; i < in.size(); ++i) in_map[w.graph.inputs[i]] = in[i];
+      const ref::TensorMap want = ref::run_graph(w.graph, in_map);
+      const auto space = enumerate_variants(w, device.spec, SpaceOptions{{precision}});
+      ASSERT_FALSE(space.empty());
+      // Every tiling of the first case, every fourth of the others (1, 2 and 4 warps in
+      // either launch).
+      const size_t step = std::string(c.name) == testing::attention_backward_cases()[0].name ? 1 : 4;
+      for (size_t i = 0; i < space.size(); i += step) {
+        const Variant& v = space[i];
+        ASSERT_EQ(v.precision, precision);
+        const GeneratedKernel k = generate_kernel(w, v);
+        ASSERT_EQ(k.launches.size(), 2u);
+        EXPECT_EQ(k.launches[0].block[0], v.param("block_n") / 16 * 32) << "a warp per 16 keys";
+        EXPECT_EQ(k.launches[1].block[0], v.param("block_m") / 16 * 32) << "a warp per 16 queries";
+        std::string error;
+        const std::vector<char> binary = device.compile(k, &error);
+        ASSERT_EQ(error, "") << v.key();
+        EXPECT_EQ(testing::run_and_compare_outputs(device.run, w, k, binary, in, want, false,
+                                                   variant_tolerance(precision, w)),
+                  "")
+            << v.key();
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 5 * (9 + 2 + 3)) << "5 paths x the tilings of the three cases";
+}
+
+TEST(CodegenAttentionBackward, TensorCoreSpaceKeys) {
+  const auto c = testing::attention_backward_cases()[0];
+  const Workload w = testing::attention_backward_workload(c);
+  const GpuSpec gpu = testing::spec_a100();
+  for (const char* precision : {"tf32", "fp16", "bf16"}) {
+    SCOPED_TRACE(precision);
+    const auto space = enumerate_variants(w, gpu, SpaceOptions{{precision}});
+    ASSERT_EQ(space.size(), 9u) << "block_m, block_n of 16, 32, 64";
+    for (const auto& v : space) {
+      EXPECT_EQ(v.params.size(), 2u) << v.key() << ": block_m and block_n only";
+      std::string why;
+      const auto back = Variant::from_key(v.key(), w, gpu, &why);
+      ASSERT_TRUE(back.has_value()) << v.key() << ": " << why;
+      EXPECT_EQ(back->key(), v.key());
+      const Estimate e = estimate(w, v, gpu);
+      EXPECT_TRUE(std::isfinite(e.seconds) && e.seconds > 0) << v.key();
+      // A key of the other path's parameters is refused, as is the path on sm_75.
+      Variant cuda = v;
+      cuda.params["thread_m"] = 1;
+      cuda.params["thread_n"] = 1;
+      EXPECT_FALSE(Variant::from_key(cuda.key(), w, gpu, &why).has_value()) << cuda.key();
+      EXPECT_NE(why.find("thread_m"), std::string::npos) << why;
+      EXPECT_FALSE(Variant::from_key(v.key(), w, testing::spec_t4(), &why).has_value());
+      EXPECT_NE(why.find("sm_75"), std::string::npos) << why;
+    }
+    EXPECT_TRUE(enumerate_variants(w, testing::spec_t4(), SpaceOptions{{precision}}).empty());
+  }
+  // An fp32 key without its thread tile is refused.
+  const auto fp32 = enumerate_variants(w, gpu, SpaceOptions{{"fp32"}});
+  ASSERT_FALSE(fp32.empty());
+  Variant old = fp32.front();
+  old.params.erase("thread_m");
+  std::string why;
+  EXPECT_FALSE(Variant::from_key(old.key(), w, gpu, &why).has_value());
+  EXPECT_NE(why.find("missing parameter 'thread_m'"), std::string::npos) << why;
+}
+
 TEST(CodegenAttentionBackward, SpaceKeysAndPrices) {
   const auto c = testing::attention_backward_cases()[0];
   const Workload w = testing::attention_backward_workload(c);
@@ -143,7 +233,6 @@ TEST(CodegenAttentionBackward, SpaceKeysAndPrices) {
   const GpuSpec gpu = testing::spec_a100();
   const auto space = enumerate_variants(w, gpu, SpaceOptions{{"fp32"}});
   ASSERT_GE(space.size(), 10u);
-  EXPECT_TRUE(enumerate_variants(w, gpu, SpaceOptions{{"fp16"}}).empty()) << "fp32 only";
   for (const auto& v : space) {
     std::string why;
     const auto back = Variant::from_key(v.key(), w, gpu, &why);
@@ -184,6 +273,66 @@ TEST(CodegenAttentionBackward, BlockedTilesPriceLowerAtBertBase) {
     ++compared;
   }
   EXPECT_GE(compared, 5);
+}
+
+TEST(CodegenAttentionBackward, TensorCoresPriceLowerAtBertBase) {
+  // BERT-base's dc.AttentionGrad on the h100: the best tensor-core variant (tf32 on f32
+  // storage, bf16 on AMP's bf16) is estimated over 3x faster than the best fp32 CUDA-core one
+  // (3.6x, 4.4x; pricing its products at the CUDA cores' FMA rate instead gives 2.1x), and no
+  // estimate is below the seven products' tensor-core floor.
+  const testing::AttentionBackwardCase c{"bert_base", {32, 12}, 128, 128, 64, 64, {32, 1, 1, 128}, 0.125f};
+  const GpuSpec gpu = testing::spec_h100();
+  for (const auto& [precision, storage] :
+       std::vector<std::pair<const char*, DType>>{{"tf32", DType::f32}, {"bf16", DType::bf16}}) {
+    SCOPED_TRACE(precision);
+    const Workload w = testing::attention_backward_workload(c, storage);
+    const auto best = [&](const char* p) {
+      double b = std::numeric_limits<double>::infinity();
+      for (const auto& v : enumerate_variants(w, gpu, SpaceOptions{{p}})) b = std::min(b, estimate(w, v, gpu).seconds);
+      return b;
+    };
+    const double tc = best(precision), cuda = best("fp32");
+    EXPECT_LT(tc, cuda / 3) << "tensor cores " << tc * 1e6 << " us, CUDA cores " << cuda * 1e6 << " us";
+    const double rate = std::string(precision) == "tf32" ? gpu.tc_tf32_flops_per_sm_clk : gpu.tc_bf16_flops_per_sm_clk;
+    const double products = 2.0 * 32 * 12 * 128 * 128 * 64 * 7;  // S twice, dP twice, dV, dK, dQ
+    EXPECT_GT(tc, products / (rate * gpu.sm_count * gpu.clock_hz()));
+  }
+}
+
+TEST(CodegenAttentionBackward, TensorCoreVariantsOfBertBaseCompileForTheGpu) {
+  // NVRTC (the GPU's compiler) accepts what the host emulator ran, for sm_80 and sm_90:
+  // BERT-base's dc.AttentionGrad, each precision's first choice on the h100 and the largest
+  // tiling, without spills and within 10 registers of the space's estimate (the fit above
+  // it: param_space_attention.cpp). All 27 tilings, printed: DC_ALL_TILINGS=1.
+  const testing::AttentionBackwardCase c{"bert_base", {32, 12}, 128, 128, 64, 64, {32, 1, 1, 128}, 0.125f};
+  const GpuSpec h100 = testing::spec_h100();
+  const bool all = std::getenv("DC_ALL_TILINGS") != nullptr;
+  for (const auto& [precision, storage] : std::vector<std::pair<const char*, DType>>{
+           {"tf32", DType::f32}, {"fp16", DType::f16}, {"bf16", DType::bf16}}) {
+    const Workload w = testing::attention_backward_workload(c, storage);
+    const auto space = enumerate_variants(w, h100, SpaceOptions{{precision}});
+    ASSERT_EQ(space.size(), 9u);
+    std::vector<Variant> chosen = {space.back()};  // block_m = block_n = 64
+    for (const auto& v : space)
+      if (estimate(w, v, h100).seconds < estimate(w, chosen.front(), h100).seconds) chosen.front() = v;
+    chosen.push_back(space.back());
+    if (all) chosen = space;
+    for (const auto& v : chosen) {
+      SCOPED_TRACE(v.key());
+      const GeneratedKernel k = generate_kernel(w, v);
+      for (const auto& r : compile_for_archs(k.source, {"sm_80", "sm_90"}, 2)) {
+        ASSERT_TRUE(r.ok) << r.arch << ": " << r.error;
+        ASSERT_EQ(r.kernels.size(), 2u);
+        for (const auto& kr : r.kernels) {
+          EXPECT_EQ(kr.spill_stores_bytes + kr.spill_loads_bytes, 0) << r.arch << " " << kr.kernel;
+          EXPECT_LE(kr.registers, v.regs_per_thread + 10) << r.arch << " " << kr.kernel;
+          if (all)
+            std::printf("nvrtc %s %s %s: %d registers (estimated %d)\n", v.key().c_str(), r.arch.c_str(),
+                        kr.kernel.c_str(), kr.registers, v.regs_per_thread);
+        }
+      }
+    }
+  }
 }
 
 TEST(CodegenAttentionBackward, TrainingStepWorkloadsReachTheTemplate) {
