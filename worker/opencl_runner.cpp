@@ -218,7 +218,6 @@ TimingResult time_on_opencl(ocl::Device& device, const GeneratedKernel& kernel, 
     if (!load(device, kernel, spir, &L, &failure)) {
       r.status = failure.status;
       r.error = failure.error;
-      if (anchor) anchor->clear();
       return r;
     }
     std::vector<Tensor> buffers(kernel.buffers.size());

@@ -61,7 +61,8 @@ double paired_sample_us(double sample_us, double anchor_first_us, double anchor_
 // writes a 64 MiB buffer between samples (outside the timing).
 // With an `anchor` (paired timing, above): a kernel of `workload` other than the anchor's own
 // is timed in turns with it (TimingResult::paired_with says so); any other is timed alone
-// and, when it times ok, becomes the anchor of `workload`. A failure clears the anchor.
+// and, when it times ok, becomes the anchor of `workload`. A kernel that ran and failed (a fault,
+// an out-of-bounds write) clears the anchor; one that did not build leaves it.
 TimingResult time_on_opencl(ocl::Device& device, const GeneratedKernel& kernel, const std::vector<char>& spir,
                             const std::vector<Tensor>& inputs, const TimingOptions& options = {},
                             OpenClAnchor* anchor = nullptr, const std::string& workload = {});
