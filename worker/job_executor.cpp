@@ -1,7 +1,5 @@
 #include "job_executor.h"
 
-#include <fmt/format.h>
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -325,13 +323,16 @@ JobOutcome JobExecutor::execute_opencl(const MeasureJob& job, const std::functio
                                              paired ? &anchor_ : nullptr, job.workload + "/" + job.precision);
   if (!timing.ok()) return failed(timing.status, head(timing.error));
   out.samples_us = timing.samples_us;
+  // The note is the same for every result of its kind (`dc-db health` counts results by
+  // note); the anchor, the factor and the raw median go to the log.
   std::string note = "OpenCL device: NVML covers NVIDIA GPUs only";
-  if (!timing.paired_with.empty())
-    note += fmt::format("; timed in turns with the workload's anchor {}, samples scaled by its first median over "
-                        "its sample beside each (median factor {:.3f}, raw median {:.4g} us)",
-                        timing.paired_with, timing.pairing_factor, timing.raw_median_us);
-  else if (paired)
-    note += "; timed alone: the workload's anchor for paired timing";
+  if (!timing.paired_with.empty()) {
+    note += "; paired timing: samples scaled to the workload's anchor";
+    spdlog::debug("{}: timed in turns with the anchor {}: median factor {:.3f}, raw median {:.4g} us",
+                  variant.variant_key, timing.paired_with, timing.pairing_factor, timing.raw_median_us);
+  } else if (paired) {
+    note += "; paired timing: the workload's anchor, timed alone";
+  }
   out.health = health_figures(no_health_data(note));
   return out;
 }
