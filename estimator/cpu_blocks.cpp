@@ -11,8 +11,30 @@ namespace dc::estimator_detail {
 
 namespace {
 
-// A value held in a work-item's private array through a region costs a store and a load.
-constexpr double kHeldCost = 2;
+// The GEMM tile's costs on PoCL, in a core's cycles, measured (docs/estimator.md, "The CPU
+// GEMM model"): paired timings of 303 variants of three 1x1 convolutions and of 8 variants
+// of each of MobileNetV2's 33 convolutions, fitted by non-negative least squares. Counting
+// instructions, as before, ranked these variants at a median rho of 0.14; these constants
+// rank each held-out workload at 0.71.
+// The bk products of the step run 2.6x the vector model's cycles (PoCL's code for the
+// thread tile is not the ideal one FMA per row vector) ...
+constexpr double kCpuGemmStepStretch = 2.6;
+// ... and 1.7x that again when the work-group's tiles outgrow L1 (its loads come from L2).
+constexpr double kCpuL1SpillStretch = 1.7;
+// Staging: a vector of an operand contiguous along the tile's rows (a load, its index and
+// guard, a vector store) ...
+constexpr double kCpuRowVectorStageCycles = 3.7;
+// ... an element of an operand contiguous along k, stored k-major one at a time ...
+constexpr double kCpuScatteredElementStageCycles = 8.9;
+// ... and an im2col element's decode (position and tap) where Conv's A is gathered.
+constexpr double kCpuGatherCycles = 17;
+// Stages 2: an element held in a private array through the tile's math (in memory past the
+// core's 16 vector registers: a store and a load).
+constexpr double kCpuHeldCycles = 4.4;
+// The scalar epilogue: an output's index, guard, loads and store ...
+constexpr double kCpuOutputCycles = 7;
+// ... and a work-item's own setup (its indices, its accumulators).
+constexpr double kCpuWorkItemCycles = 80;
 
 // Instructions of one element of depthwise_direct's input staging loop, counted from its
 // source (codegen/template_depthwise.cpp): the element's channel, row and column (three
@@ -63,30 +85,30 @@ BlockModel gemm(const WorkloadShape& s, const Params& p, const Variant& v, const
   const double bm = static_cast<double>(p.block_m), bn = static_cast<double>(p.block_n);
   const double bk = static_cast<double>(p.block_k);
   const double k_tiles = cdiv(cdiv(static_cast<double>(s.k), static_cast<double>(p.split_k)), bk);
-  const double accumulators = static_cast<double>(p.thread_m) * cdiv(static_cast<double>(p.thread_n), c.lanes);
-  // Per K tile a work-item stages its share of both tiles (global loads, local stores;
-  // stages 1 in a region of its own) and saves and restores its accumulators around each
-  // region (PoCL's context arrays).
+  const double outputs = static_cast<double>(p.thread_m * p.thread_n);
+  // Per K tile a work-item stages its share of both tiles, then steps through bk products.
   const double a_elems = bm * bk / threads, b_elems = bn * bk / threads;
-  const double staging =
-      fp32_operand_instructions(s.a_layout, a_elems, gemm_operand_vec(s, true, p.vec, p.block_m, p.block_k), false) +
-      fp32_operand_instructions(s.b_layout, b_elems, gemm_operand_vec(s, false, p.vec, p.block_n, p.block_k), false) +
-      (s.gather_a ? 4 * a_elems : 0) + (s.weight_grad ? 4 * b_elems : 0);  // im2col index arithmetic
-  const double regions = p.stages >= 2 ? 1 : 2;
-  // Stages 2 holds its share of the next tile in a private array through the tile's math
-  // (codegen/template_gemm.cpp, kDoubleBuffer). Past a core's 16 vector registers, beside
-  // the accumulators, that array lives in memory, so each staged element is stored into it
-  // and loaded back once more (measured on PoCL: stages 2 is 1.5x slower than stages 1 at
-  // the median of 80 pairs, up to 3.9x with scalar gathered loads; docs/estimator.md).
-  const double held = p.stages >= 2 ? kHeldCost * (a_elems + b_elems) : 0;
-  const double tile = bk * cpu_gemm_step_cycles(p.thread_m, p.thread_n, g) +
-                      (staging + held + regions * (2 * accumulators + kWorkItemLoopInstructions)) / c.issue;
+  auto staging = [&](const GemmOperandLayout& o, double elems, int64_t vec, bool gathered) {
+    return (o.along_rows ? elems / static_cast<double>(vec) * kCpuRowVectorStageCycles
+                         : elems * kCpuScatteredElementStageCycles) +
+           (gathered ? elems * kCpuGatherCycles : 0);
+  };
+  const double stage =
+      staging(s.a_layout, a_elems, gemm_operand_vec(s, true, p.vec, p.block_m, p.block_k), s.gather_a) +
+      staging(s.b_layout, b_elems, gemm_operand_vec(s, false, p.vec, p.block_n, p.block_k), s.weight_grad);
+  const double held = p.stages >= 2 ? kCpuHeldCycles * (a_elems + b_elems) : 0;
+  // The step's loads come from L1 while the work-group's tiles fit there.
+  const bool spills_l1 = g.l1_bytes > 0 && static_cast<double>(v.smem_bytes) > static_cast<double>(g.l1_bytes);
+  const double step = cpu_gemm_step_cycles(p.thread_m, p.thread_n, g) * kCpuGemmStepStretch *
+                      (spills_l1 ? kCpuL1SpillStretch : 1.0);
   const double m = static_cast<double>(s.m), n = static_cast<double>(s.n);
   const double batch = static_cast<double>(s.batch), k = static_cast<double>(s.k);
   const double epi = epilogue_flops_per_output(s, 2 * m * n * k * batch, m * n * batch);
-  double tail = accumulators * (2 + epi) / c.issue;           // loads, math and stores per vector
-  if (p.split_k > 1) tail += accumulators * 3 / c.issue;     // partial sums in and out
-  BlockModel b = serial_block(threads * (k_tiles * tile + tail), g);
+  // The epilogue is scalar: each output's index, guard, loads and store, and its math.
+  double tail = outputs * (kCpuOutputCycles + epi / c.issue) + kCpuWorkItemCycles;
+  const double accumulators = static_cast<double>(p.thread_m) * cdiv(static_cast<double>(p.thread_n), c.lanes);
+  if (p.split_k > 1) tail += accumulators * 3 / c.issue;  // partial sums in and out
+  BlockModel b = serial_block(threads * (k_tiles * (bk * step + stage + held) + tail), g);
   b.l2_bytes = k_tiles * (bm * bk + bk * bn) * s.elem_bytes;
   b.dram_bytes = s.bytes + reread_bytes(s.a_bytes, cdiv(n, bn), g) + reread_bytes(s.b_bytes, cdiv(m, bm), g) +
                  (p.split_k > 1 ? 2 * static_cast<double>(p.split_k) * m * n * batch * 4 : 0);

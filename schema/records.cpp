@@ -140,6 +140,7 @@ std::string gpu_spec_to_json(const GpuSpec& s) {
       .field("lsu_per_clk", s.lsu_per_clk)
       .field("simd_lanes", s.simd_lanes)
       .field("fma_latency_cycles", s.fma_latency_cycles)
+      .field("l1_bytes", s.l1_bytes)
       .field("generic", s.generic)
       .end_object();
   return os.str();

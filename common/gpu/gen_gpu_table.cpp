@@ -68,6 +68,7 @@ std::string spec_code(const dc::GpuSpec& g) {
   set("lsu_per_clk", num(g.lsu_per_clk));
   set("simd_lanes", num(g.simd_lanes));
   set("fma_latency_cycles", num(g.fma_latency_cycles));
+  set("l1_bytes", fmt::format("{}", g.l1_bytes));
   set("generic", g.generic ? "true" : "false");
   return c + "    specs.push_back(std::move(g));\n  }\n";
 }

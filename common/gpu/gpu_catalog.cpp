@@ -212,6 +212,7 @@ GpuSpec GpuCatalog::match_device(const DeviceReport& report) const {
   g.lsu_per_clk = ref.lsu_per_clk;
   g.simd_lanes = ref.simd_lanes;
   g.fma_latency_cycles = ref.fma_latency_cycles;
+  g.l1_bytes = ref.l1_bytes;
   g.generic = true;
   spdlog::warn(
       "GPU '{}': {}; using a generic spec '{}' from its reported properties with the per-SM "

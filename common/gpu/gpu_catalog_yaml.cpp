@@ -138,7 +138,7 @@ const std::vector<std::string>& entry_fields() {
       "regs_per_thread", "max_threads_per_sm", "max_threads_per_block", "max_blocks_per_sm",
       "warp_size", "regs_per_block", "reg_alloc_unit", "sm_sub_partitions", "smem_alloc_unit",
       "smem_reserved_per_block", "launch_overhead_us", "issue_per_clk", "lsu_per_clk",
-      "simd_lanes", "fma_latency_cycles"};
+      "simd_lanes", "fma_latency_cycles", "l1_bytes"};
   return fields;
 }
 
@@ -234,6 +234,7 @@ GpuSpec read_entry(const YAML::Node& node, const std::string& origin, int index)
   if (r.has("lsu_per_clk")) g.lsu_per_clk = r.number("lsu_per_clk", 0.01, 64);
   if (r.has("simd_lanes")) g.simd_lanes = static_cast<int>(r.integer("simd_lanes", 1, 64));
   if (r.has("fma_latency_cycles")) g.fma_latency_cycles = r.number("fma_latency_cycles", 1, 64);
+  if (r.has("l1_bytes")) g.l1_bytes = r.integer("l1_bytes", int64_t{4} << 10, int64_t{16} << 20);
   r.reject_unknown_keys(entry_fields());
   return g;
 }

@@ -60,6 +60,9 @@ struct GpuSpec {
   // 0 for GPUs, which never read them.
   int simd_lanes = 0;
   double fma_latency_cycles = 4.0;
+  // A CPU device: one core's L1 data cache. A GEMM tile that outgrows it reads its operands
+  // from L2 in every step (estimator/cpu_blocks.cpp); 0: unknown, never assumed.
+  int64_t l1_bytes = 0;
   bool generic = false;                  // built from a device's report, not from the table
 
   // Every field equal: the generated table against gpus.yaml (test_gpu_catalog.cpp).

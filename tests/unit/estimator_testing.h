@@ -110,6 +110,7 @@ inline GpuSpec spec_cpu() {
   g.lsu_per_clk = 0.5;
   g.simd_lanes = 8;
   g.fma_latency_cycles = 4;
+  g.l1_bytes = 32768;
   return g;
 }
 

@@ -80,6 +80,41 @@ TEST(EstimatorCpu, GemmStagesTwoPaysForTheTileItHoldsInMemory) {
   EXPECT_LT(seconds(w, gpu_model, with(2)), seconds(w, gpu_model, with(1)));
 }
 
+// MobileNetV2's 1x1 convolution of 96 to 576 channels at 14x14 (196 pixels x 576 filters x
+// 96), block 128x128, thread tile 8x8, float4 loads: block_k 32 against 16. Every cost of a K
+// tile grows with block_k (its products, its staging), so the two differ by their tiles
+// alone: 33.8 KB of local memory with block_k 32, past the core's 32 KB L1, against 16.9 KB.
+// Measured on PoCL (the paired sweep of 2026-11-30, this 2-core Zen 3 host): 2,020 against
+// 1,715 us, 1.18x; the model: 1.36x. Without the L1 term they tie; the instruction count
+// before put block_k 32 7 % ahead, fewer K tiles amortising each tile's fixed costs.
+TEST(EstimatorCpu, GemmTilesPastL1SlowEveryStep) {
+  const Workload w = conv2d(1, 96, 14, 14, 576, 1, 1, 0);
+  auto with = [](int64_t bk) {
+    return std::map<std::string, int64_t>{{"block_m", 128}, {"block_n", 128}, {"block_k", bk},
+                                          {"thread_m", 8}, {"thread_n", 8}, {"vec", 4},
+                                          {"split_k", 1}, {"stages", 1}};
+  };
+  EXPECT_GT(seconds(w, spec_cpu(), with(32)), 1.15 * seconds(w, spec_cpu(), with(16)));
+  GpuSpec no_l1 = spec_cpu();
+  no_l1.l1_bytes = 0;  // unknown: no tile is assumed to spill
+  EXPECT_LT(seconds(w, no_l1, with(32)), 1.05 * seconds(w, no_l1, with(16)));
+}
+
+// The same convolution, block_k 16: blocks of 32 pixels against 128, 64 filters each. Every
+// work-group stages its 64 filters' weights (contiguous along k, so stored k-major one
+// element at a time, about 9 cycles each on PoCL) for its own pixels: 7 groups of pixels
+// stage the weights 7 times, 2 groups twice. Measured (the paired sweep): 1,956 against
+// 1,537 us, 1.27x; the model: 1.40x; the instruction count before: 0.97x, the wrong way.
+TEST(EstimatorCpu, GemmSmallBlocksRestageTheScatteredOperand) {
+  const Workload w = conv2d(1, 96, 14, 14, 576, 1, 1, 0);
+  auto with = [](int64_t bm) {
+    return std::map<std::string, int64_t>{{"block_m", bm}, {"block_n", 64}, {"block_k", 16},
+                                          {"thread_m", 8}, {"thread_n", 8}, {"vec", 4},
+                                          {"split_k", 1}, {"stages", 1}};
+  };
+  EXPECT_GT(seconds(w, spec_cpu(), with(32)), 1.2 * seconds(w, spec_cpu(), with(128)));
+}
+
 // MobileNetV2's 3x3 depthwise convolution of 144 channels at 56x56: a 4x4 output tile
 // against 16x16. Each stages its input tile with the halo, one element per pass of a staging
 // loop of about 30 instructions (channel, row and column by division, halo bounds, address),

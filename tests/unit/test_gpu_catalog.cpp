@@ -150,6 +150,7 @@ TEST(GpuCatalog, OpenClEntriesAreMarked) {
   EXPECT_DOUBLE_EQ(table().require("pocl-cpu").issue_per_clk, 1.0);
   EXPECT_EQ(table().require("pocl-cpu").simd_lanes, 8);
   EXPECT_DOUBLE_EQ(table().require("pocl-cpu").fma_latency_cycles, 4.0);
+  EXPECT_EQ(table().require("pocl-cpu").l1_bytes, 32768);
   EXPECT_TRUE(table().require("pocl-cpu").runs_work_items_serially());
   EXPECT_DOUBLE_EQ(table().require("h100").issue_per_clk, 4.0);
   for (const GpuSpec& g : table().all()) {
@@ -418,6 +419,10 @@ TEST(GpuCatalog, GoodEntryLoads) {
   EXPECT_DOUBLE_EQ(with_simd.all()[0].fma_latency_cycles, 5.0);
   EXPECT_NE(load_error(std::string("gpus:") + kGoodEntry + "    simd_lanes: 0\n").find("simd_lanes"),
             std::string::npos);
+  EXPECT_EQ(g.l1_bytes, 0);  // unknown unless an entry says
+  const GpuCatalog with_l1 = gpu_catalog_from_yaml(std::string("gpus:") + kGoodEntry + "    l1_bytes: 49152\n", "t");
+  EXPECT_EQ(with_l1.all()[0].l1_bytes, 49152);
+  EXPECT_NE(load_error(std::string("gpus:") + kGoodEntry + "    l1_bytes: 100\n").find("l1_bytes"), std::string::npos);
 }
 
 TEST(GpuCatalog, MalformedTablesAreUserErrors) {
