@@ -177,7 +177,7 @@ void analyze_conv_weight_grad(const Graph& g, const Node& n, WorkloadShape& s) {
 }  // namespace
 
 std::string matmul_swapped_source(const Graph& g, const Node& matmul, size_t operand) {
-  if (matmul.op != "MatMul") return "";
+  if (matmul.op != "MatMul" && matmul.op != "Gemm") return "";
   const std::string& t = matmul.input(operand);
   const auto p = g.producer(t);
   if (!p) return "";
@@ -216,8 +216,14 @@ void analyze_operand_layouts(const Graph& g, const Node& heavy, WorkloadShape& s
     a.along_rows = false;  // dY[n][m][p]: along k = (n, p)
     b.along_rows = false;  // X under the window: along the output positions
   } else if (heavy.op == "Gemm") {
-    a.along_rows = heavy.attrs.get_int("transA", 0) != 0;
-    b.along_rows = heavy.attrs.get_int("transB", 0) == 0;
+    // A stored [K, M] when transposed, B [K, N] unless transposed; an operand's swapped
+    // Transpose read in place flips its flag.
+    const bool swap_a = !matmul_swapped_source(g, heavy, 0).empty();
+    const bool swap_b = !matmul_swapped_source(g, heavy, 1).empty();
+    a.along_rows = (heavy.attrs.get_int("transA", 0) != 0) != swap_a;
+    b.along_rows = (heavy.attrs.get_int("transB", 0) == 0) != swap_b;
+    a.direct = a.direct || swap_a;
+    b.direct = b.direct || swap_b;
   } else {
     // A(m, k) at m*K + k, B(k, n) at k*N + n; a swapped Transpose's input read in place has
     // the other layout.

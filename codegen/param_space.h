@@ -56,12 +56,13 @@ struct GemmOperandLayout {
   DType dtype = DType::f32;  // storage type
 };
 
-// The cluster input that operand `operand` (0: A, 1: B) of a MatMul is read from in place:
-// the input of the Transpose that computes the operand by swapping its last two dims
-// (the MatMul gradient's dY x B^T and A^T x dY), which gemm_tiled reads with the other
-// layout (A stored [.., K, M], B stored [.., N, K]). "" otherwise, and for A when B has no
-// batch dims (M then folds A's batch dims, whose rows a transposed A does not keep
-// contiguous).
+// The cluster input that operand `operand` (0: A, 1: B) of a MatMul or a Gemm is read from
+// in place: the input of the Transpose that computes the operand by swapping its last two
+// dims (the MatMul gradient's dY x B^T and A^T x dY; a Gemm's 2-D operand transposed by the
+// model or by a gradient rule), which gemm_tiled reads with the other layout (a MatMul's A
+// stored [.., K, M], B stored [.., N, K]; a Gemm's transA or transB flipped). "" otherwise,
+// and for a MatMul's A when B has no batch dims (M then folds A's batch dims, whose rows a
+// transposed A does not keep contiguous).
 std::string matmul_swapped_source(const Graph& g, const Node& matmul, size_t operand);
 
 struct WorkloadShape {

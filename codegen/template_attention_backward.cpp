@@ -136,6 +136,19 @@ __device__ __forceinline__ void dc_attn_bwd_load_keys(const $(KTT)* DC_RESTRICT 
 
 )";
 
+// The batch's operands (block y is the batch): the pointers both paths' kernels start from,
+// the hole BATCH_OPERANDS of attention_backward_vars.
+constexpr const char* kBatchOperands = R"(const dc_i64 dc_b = blockIdx.y;
+const $(QT)* dc_q = $(Q) + dc_b * $(SQ) * $(D);
+const $(KTT)* dc_kt = $(KT) + dc_b * $(D) * $(SK);
+const $(VT)* dc_v = $(V) + dc_b * $(SK) * $(DV);
+const $(OT)* dc_o = $(O) + dc_b * $(SQ) * $(DV);
+const $(DOT)* dc_do = $(DO) + dc_b * $(SQ) * $(DV);
+const float* dc_lse_in = $(LSE) + dc_b * $(SQ);
+const $(MASKT)* dc_mask = $(MASK);
+const dc_i64 dc_mbase = $(MASK_BASE);
+)";
+
 // Both kernels start alike: shared memory and the batch's operands.
 constexpr const char* kPrologue = R"(  DC_DYNAMIC_SMEM(float, dc_smem);
   // Shared memory: Q [BM][LDQ], dO [BM][LDV], K [BN][LDQ], V [BN][LDV], P and dS [BM][LDS],
@@ -148,15 +161,7 @@ constexpr const char* kPrologue = R"(  DC_DYNAMIC_SMEM(float, dc_smem);
   float* dc_dss = dc_ps + $(BM) * $(LDS);
   float* dc_drow = dc_dss + $(BM) * $(LDS);
   float* dc_lse = dc_drow + $(BM);
-  const dc_i64 dc_b = blockIdx.y;
-  const $(QT)* dc_q = $(Q) + dc_b * $(SQ) * $(D);
-  const $(KTT)* dc_kt = $(KT) + dc_b * $(D) * $(SK);
-  const $(VT)* dc_v = $(V) + dc_b * $(SK) * $(DV);
-  const $(OT)* dc_o = $(O) + dc_b * $(SQ) * $(DV);
-  const $(DOT)* dc_do = $(DO) + dc_b * $(SQ) * $(DV);
-  const float* dc_lse_in = $(LSE) + dc_b * $(SQ);
-  const $(MASKT)* dc_mask = $(MASK);
-  const dc_i64 dc_mbase = $(MASK_BASE);
+  $(BATCH_OPERANDS)
 )";
 
 // A register-blocked accumulation OUT[ROWS][COLS] += sum over k < KLEN of A(row, k) B(k, col):
@@ -372,6 +377,7 @@ TemplateVars attention_backward_vars(const Workload& w, ValueEmitter& ve) {
   operand("DOT", 4, "LOAD_DO", "(dc_i0 + dc_r) * $(DV) + dc_e");
   for (const char* load : {"LOAD_Q", "LOAD_KT", "LOAD_V", "LOAD_O", "LOAD_DO"}) vars[load] = expand_template(vars[load], vars);
   vars["PARAMS"] = kernel_params(w);
+  vars["BATCH_OPERANDS"] = expand_template(kBatchOperands, vars);
   return vars;
 }
 

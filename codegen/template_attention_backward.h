@@ -17,7 +17,9 @@ namespace dc {
 // the template: SQ, SK, D, DV, SCALE, NEG_INF, the operands' pointers (Q, KT, V, O, DO, LSE),
 // storage types (QT, KTT, VT, OT, DOT) and loads as float (LOAD_Q of dc_i0, dc_r, dc_d;
 // LOAD_KT of dc_d, dc_j0, dc_c; LOAD_V of dc_j0, dc_c, dc_e; LOAD_O and LOAD_DO of dc_i0,
-// dc_r, dc_e), the mask (MASK, MASKT, MASK_BASE of dc_b; MASK_TERM of dc_gi, dc_gj), PARAMS.
+// dc_r, dc_e), the mask (MASK, MASKT, MASK_BASE of dc_b; MASK_TERM of dc_gi, dc_gj), PARAMS, and
+// BATCH_OPERANDS: the statements that start both paths' kernels, the batch dc_b (block y) and
+// its operands' pointers (dc_q, dc_kt, dc_v, dc_o, dc_do, dc_lse_in; dc_mask, dc_mbase).
 TemplateVars attention_backward_vars(const Workload& w, ValueEmitter& ve);
 
 // Gradient `out` (0 dQ, 1 dKt, 2 dV) stored at `index` as its dtype; "" when nothing reads it.

@@ -147,15 +147,7 @@ constexpr const char* kPrologue = R"(DC_DYNAMIC_SMEM(float, dc_smem);
   float* dc_dos = dc_qs + $(BM) * $(LDQ);
   float* dc_drow = dc_dos + $(BM) * $(LDV);
   float* dc_lse = dc_drow + $(BM);
-  const dc_i64 dc_b = blockIdx.y;
-  const $(QT)* dc_q = $(Q) + dc_b * $(SQ) * $(D);
-  const $(KTT)* dc_kt = $(KT) + dc_b * $(D) * $(SK);
-  const $(VT)* dc_v = $(V) + dc_b * $(SK) * $(DV);
-  const $(OT)* dc_o = $(O) + dc_b * $(SQ) * $(DV);
-  const $(DOT)* dc_do = $(DO) + dc_b * $(SQ) * $(DV);
-  const float* dc_lse_in = $(LSE) + dc_b * $(SQ);
-  const $(MASKT)* dc_mask = $(MASK);
-  const dc_i64 dc_mbase = $(MASK_BASE);
+  $(BATCH_OPERANDS)
   (void)dc_mask;
   (void)dc_mbase;
   const int dc_lane = (int)threadIdx.x & 31, dc_warp = (int)threadIdx.x >> 5;

@@ -91,8 +91,8 @@ bool GemmEmitter::is_input(const std::string& t) const {
   return std::find(in.begin(), in.end(), t) != in.end();
 }
 
-// A MatMul operand computed by a Transpose that swaps the last two dims of a cluster input
-// is read from that input in place, with the other layout (matmul_swapped_source).
+// A MatMul or Gemm operand computed by a Transpose that swaps the last two dims of a cluster
+// input is read from that input in place, with the other layout (matmul_swapped_source).
 void GemmEmitter::choose_memory(Operand& o) const {
   const std::string source = matmul_swapped_source(w_.graph, *heavy_, &o == &a_ ? 0 : 1);
   if (source.empty()) return;
@@ -143,8 +143,12 @@ void GemmEmitter::analyze_gemm() {
   k_ = trans_a_ ? a[0] : a[1];
   n_ = trans_b_ ? b[0] : b[1];
   batch_ = 1;
-  a_.along_rows = trans_a_;   // A stored [K, M] when transposed
-  b_.along_rows = !trans_b_;  // B stored [K, N] unless transposed
+  choose_memory(a_);
+  choose_memory(b_);
+  // A stored [K, M] when transposed, B [K, N] unless transposed; read in place from its
+  // Transpose's input, an operand has the other layout.
+  a_.along_rows = trans_a_ != a_.swapped;
+  b_.along_rows = trans_b_ == b_.swapped;
 }
 
 void GemmEmitter::analyze_conv() {
@@ -380,10 +384,10 @@ std::string GemmEmitter::operand_address(const Operand& o, const std::string& ro
       return o.swapped ? fmt::format("dc_b_base + {} * {} + {}", row, k_, k)
                        : fmt::format("dc_b_base + {} * {} + {}", k, n_, row);
     case HeavyKind::gemm:
-      if (is_a) return trans_a_ ? fmt::format("{} * {} + {}", k, m_, row)
-                                : fmt::format("{} * {} + {}", row, k_, k);
-      return trans_b_ ? fmt::format("{} * {} + {}", row, k_, k)
-                      : fmt::format("{} * {} + {}", k, n_, row);
+      if (is_a) return trans_a_ != o.swapped ? fmt::format("{} * {} + {}", k, m_, row)
+                                             : fmt::format("{} * {} + {}", row, k_, k);
+      return trans_b_ != o.swapped ? fmt::format("{} * {} + {}", row, k_, k)
+                                   : fmt::format("{} * {} + {}", k, n_, row);
     case HeavyKind::conv:
       if (is_a) {  // 1x1 stride 1: x[img][g*Cg + k][p], m = img * HW + p
         const int64_t hw = win_.out_size();

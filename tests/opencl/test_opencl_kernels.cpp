@@ -77,6 +77,9 @@ const Case kCases[] = {
     // A batch-broadcast MatMul of two operands computed by Transposes swapping their last
     // two dims, read in place by gemm_tiled (A stored [.., K, M], B [.., N, K]).
     {"edge_matmul_swapped_operands", "", ClusterKind::gemm, ""},
+    // A Gemm (transB = 1, alpha, beta, C) whose A and B 2-D Transposes compute: read in
+    // place with transA and transB flipped.
+    {"edge_gemm_swapped_operands", "", ClusterKind::gemm, ""},
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -116,7 +119,20 @@ Graph edge_graph(const std::string& name) {
   if (name == "edge_conv_grad_weight_dilated") return conv_gradient_graph(1, true);
   Graph g;
   auto tensor = [&](const std::string& n, Shape s) { g.tensors[n] = TensorInfo{DType::f32, std::move(s)}; };
-  if (name == "edge_matmul_swapped_operands") {
+  if (name == "edge_gemm_swapped_operands") {
+    tensor("at", {32, 36});  // A [36, 32] stored transposed
+    tensor("bt", {32, 20});  // B [20, 32] (transB) stored transposed
+    tensor("a", {36, 32});
+    tensor("b", {20, 32});
+    tensor("c", {20});
+    tensor("y", {36, 20});
+    g.inputs = {"at", "bt", "c"};
+    Node gemm = testing::make_node("Gemm", {"a", "b", "c"}, {"y"});
+    gemm.attrs.set("transB", int64_t{1});
+    gemm.attrs.set("alpha", 0.5f);
+    gemm.attrs.set("beta", 2.f);
+    g.nodes = {testing::make_node("Transpose", {"at"}, {"a"}), testing::make_node("Transpose", {"bt"}, {"b"}), gemm};
+  } else if (name == "edge_matmul_swapped_operands") {
     tensor("at", {2, 1, 32, 36});  // A [2, 1, 36, 32] stored transposed
     tensor("bt", {3, 20, 32});     // B [3, 32, 20] stored transposed
     tensor("a", {2, 1, 36, 32});
@@ -224,12 +240,12 @@ TEST_P(OnPocl, ReferenceAndVariantsMatchTheCpu) {
   ASSERT_FALSE(w.graph.nodes.empty());
   SCOPED_TRACE(w.canonical);
   // edge_conv_grad_weight*: one dc.ConvGradWeight reading X and dY as stored;
-  // edge_matmul_swapped_operands: A's and B's Transposes, read in place.
+  // edge_matmul_swapped_operands, edge_gemm_swapped_operands: A's and B's Transposes, read in place.
   if (std::string(c.name).starts_with("edge_conv_grad_weight")) {
     ASSERT_EQ(w.graph.nodes.size(), 1u);
     EXPECT_EQ(w.graph.nodes[0].op, "dc.ConvGradWeight");
   }
-  if (std::string(c.name) == "edge_matmul_swapped_operands") {
+  if (std::string(c.name) == "edge_matmul_swapped_operands" || std::string(c.name) == "edge_gemm_swapped_operands") {
     EXPECT_EQ(std::count_if(w.graph.nodes.begin(), w.graph.nodes.end(), [](const Node& n) { return n.op == "Transpose"; }), 2);
   }
   const std::vector<Tensor> in = random_workload_inputs(w, 2024);

@@ -2,18 +2,29 @@
 // shapes, and consistent inputs for them: O and LSE from dc.Attention's CPU reference on the
 // same seeded Q, Kt, V and mask, so P = exp(S - LSE) are real probabilities. Shared by the
 // emulator test (tests/unit/test_codegen_attention_backward.cpp) and the PoCL one
-// (tests/opencl/test_opencl_attention_backward.cpp).
+// (tests/opencl/test_opencl_attention_backward.cpp); the loop over the template's precision
+// paths (expect_attention_backward_paths_match) by the emulator test and the GPU one
+// (tests/gpu/test_gpu_attention_backward.cpp).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "../unit/attention_testing.h"
+#include "generate.h"
 #include "ir/workload.h"
+#include "op_case_harness.h"
+#include "param_space.h"
 #include "ref/executor.h"
 #include "testing.h"
+#include "variant_tolerance.h"
 
 namespace dc::testing {
 
@@ -125,6 +136,65 @@ inline std::vector<Tensor> attention_backward_inputs(const Workload& w, const At
   std::vector<Tensor> in;
   for (const auto& name : w.graph.inputs) in.push_back(t.at(name));
   return in;
+}
+
+// The case with its operands stored as `storage`: the workload, the f32 case's seeded inputs
+// rounded to their storage, and the CPU reference's outputs on those stored values.
+struct AttentionBackwardRun {
+  Workload w;
+  std::vector<Tensor> in;
+  ref::TensorMap want;
+};
+
+inline AttentionBackwardRun attention_backward_run(const AttentionBackwardCase& c, DType storage, uint32_t seed) {
+  AttentionBackwardRun r{attention_backward_workload(c, storage), {}, {}};
+  r.in = attention_backward_inputs(attention_backward_workload(c), c, seed);
+  ref::TensorMap in_map;
+  for (size_t i = 0; i < r.in.size(); ++i) {
+    r.in[i] = attn::to_storage(r.in[i], r.w.graph.info(r.w.graph.inputs[i]).dtype);
+    in_map[r.w.graph.inputs[i]] = r.in[i];
+  }
+  r.want = ref::run_graph(r.w.graph, in_map);
+  return r;
+}
+
+// Each path (Variant::precision, operands' storage) on `device`, every case: the variants of
+// the path's precision in the device's space, every tiling of the first case and every fourth
+// of the others, generated, compiled for the device, run on the case's seeded inputs (outputs
+// poisoned) and compared with the CPU reference within variant_tolerance (docs/precision.md).
+// `check_kernel`, if set, asserts on each generated kernel. Returns how many kernels were
+// compared: a variant of another precision or one that did not compile is not counted, so
+// callers assert the count.
+inline int expect_attention_backward_paths_match(
+    const CaseDevice& device, const std::vector<std::pair<const char*, DType>>& paths, uint32_t seed,
+    const std::function<void(const Variant&, const GeneratedKernel&)>& check_kernel = {}) {
+  int compared = 0;
+  for (const auto& [precision, storage] : paths) {
+    for (const auto& c : attention_backward_cases()) {
+      SCOPED_TRACE(std::string(c.name) + " " + precision + " on " + std::string(dtype_name(storage)) + ", " +
+                   device.name);
+      const AttentionBackwardRun r = attention_backward_run(c, storage, seed);
+      const auto space = enumerate_variants(r.w, device.spec, SpaceOptions{{precision}});
+      EXPECT_FALSE(space.empty());
+      const size_t step = std::string(c.name) == attention_backward_cases()[0].name ? 1 : 4;
+      for (size_t i = 0; i < space.size(); i += step) {
+        const Variant& v = space[i];
+        EXPECT_EQ(v.precision, precision) << v.key();
+        if (v.precision != precision) continue;
+        const GeneratedKernel k = generate_kernel(r.w, v);
+        if (check_kernel) check_kernel(v, k);
+        std::string error;
+        const std::vector<char> binary = device.compile(k, &error);
+        EXPECT_EQ(error, "") << v.key();
+        if (!error.empty()) continue;
+        EXPECT_EQ(run_and_compare_outputs(device.run, r.w, k, binary, r.in, r.want, false, variant_tolerance(precision, r.w)),
+                  "")
+            << v.key();
+        ++compared;
+      }
+    }
+  }
+  return compared;
 }
 
 }  // namespace dc::testing

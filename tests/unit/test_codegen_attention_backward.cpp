@@ -109,13 +109,7 @@ TEST(CodegenAttentionBackward, HalfStorageOnTheEmulator) {
   for (DType storage : {DType::f16, DType::bf16})
     for (const auto& c : testing::attention_backward_cases()) {
       SCOPED_TRACE(std::string(c.name) + " " + std::string(dtype_name(storage)));
-      const Workload w32 = testing::attention_backward_workload(c);
-      const Workload w = testing::attention_backward_workload(c, storage);
-      std::vector<Tensor> in = testing::attention_backward_inputs(w32, c, 2026);
-      for (size_t i = 0; i < in.size(); ++i) in[i] = testing::attn::to_storage(in[i], w.graph.info(w.graph.inputs[i]).dtype);
-      ref::TensorMap in_map;
-      for (size_t i = 0; i < in.size(); ++i) in_map[w.graph.inputs[i]] = in[i];
-      const ref::TensorMap want = ref::run_graph(w.graph, in_map);
+      const auto [w, in, want] = testing::attention_backward_run(c, storage, 2026);
       EXPECT_EQ(want.at(w.graph.outputs[0]).dtype(), storage);
       const auto space = enumerate_variants(w, device.spec, SpaceOptions{{"fp16", "bf16", "fp32"}});
       ASSERT_FALSE(space.empty());
@@ -140,45 +134,16 @@ TEST(CodegenAttentionBackward, HalfStorageOnTheEmulator) {
 // max(Sq, Sk) + max(D, Dv)). One lane's fragment element in the wrong place moves whole
 // products, far beyond it.
 TEST(CodegenAttentionBackward, TensorCoresMatchTheReferenceOnTheEmulator) {
-  const testing::CaseDevice device = testing::emulator_device();
-  int compared = 0;
-  const std::vector<std::pair<const char*, DType>> paths = {{"tf32", DType::f32}, {"fp16", DType::f32},
-                                                            {"bf16", DType::f32}, {"fp16", DType::f16},
-                                                            {"bf16", DType::bf16}};
-  for (const auto& [precision, storage] : paths) {
-    for (const auto& c : testing::attention_backward_cases()) {
-      SCOPED_TRACE(std::string(c.name) + " " + precision + " on " + std::string(dtype_name(storage)));
-      const Workload w32 = testing::attention_backward_workload(c);
-      const Workload w = testing::attention_backward_workload(c, storage);
-      std::vector<Tensor> in = testing::attention_backward_inputs(w32, c, 2027);
-      for (size_t i = 0; i < in.size(); ++i)
-        in[i] = testing::attn::to_storage(in[i], w.graph.info(w.graph.inputs[i]).dtype);
-      ref::TensorMap in_map;
-      for (size_t i = 0; i < in.size(); ++i) in_map[w.graph.inputs[i]] = in[i];
-      const ref::TensorMap want = ref::run_graph(w.graph, in_map);
-      const auto space = enumerate_variants(w, device.spec, SpaceOptions{{precision}});
-      ASSERT_FALSE(space.empty());
-      // Every tiling of the first case, every fourth of the others (1, 2 and 4 warps in
-      // either launch).
-      const size_t step = std::string(c.name) == testing::attention_backward_cases()[0].name ? 1 : 4;
-      for (size_t i = 0; i < space.size(); i += step) {
-        const Variant& v = space[i];
-        ASSERT_EQ(v.precision, precision);
-        const GeneratedKernel k = generate_kernel(w, v);
+  // Every tiling of the first case, every fourth of the others (1, 2 and 4 warps in either
+  // launch).
+  const int compared = testing::expect_attention_backward_paths_match(
+      testing::emulator_device(),
+      {{"tf32", DType::f32}, {"fp16", DType::f32}, {"bf16", DType::f32}, {"fp16", DType::f16}, {"bf16", DType::bf16}},
+      2027, [](const Variant& v, const GeneratedKernel& k) {
         ASSERT_EQ(k.launches.size(), 2u);
         EXPECT_EQ(k.launches[0].block[0], v.param("block_n") / 16 * 32) << "a warp per 16 keys";
         EXPECT_EQ(k.launches[1].block[0], v.param("block_m") / 16 * 32) << "a warp per 16 queries";
-        std::string error;
-        const std::vector<char> binary = device.compile(k, &error);
-        ASSERT_EQ(error, "") << v.key();
-        EXPECT_EQ(testing::run_and_compare_outputs(device.run, w, k, binary, in, want, false,
-                                                   variant_tolerance(precision, w)),
-                  "")
-            << v.key();
-        ++compared;
-      }
-    }
-  }
+      });
   EXPECT_EQ(compared, 5 * (9 + 2 + 3)) << "5 paths x the tilings of the three cases";
 }
 

@@ -36,6 +36,11 @@ using testing::random_tensor;
 using testing::RunOptions;
 using testing::kSwappedCases;
 using testing::swapped_matmul;
+using testing::kSwappedGemmK;
+using testing::kSwappedGemmM;
+using testing::kSwappedGemmN;
+using testing::swapped_gemm;
+using testing::swapped_gemm_cases;
 
 int64_t area(const Variant& v) { return v.param("block_m") * v.param("block_n"); }
 
@@ -270,6 +275,32 @@ TEST(CodegenGemm, SwappedTransposeOperands) {
       EXPECT_EQ(body.find(fmt::format("float4*>({} +", param)) != std::string::npos, vec4) << label;
       EXPECT_EQ(body.find(param + "[dc_" + label + "_base") != std::string::npos, in_place && !vec4)
           << label;
+    }
+    check_all(w, gemm_picks(w));
+  }
+}
+
+// Gemm operands computed by a 2-D Transpose of a cluster input (a model's W^T, an
+// activation's X^T), read from that input in place with transA or transB flipped
+// (swapped_matmul_testing.h): every flag pair with A, B and both transposed.
+TEST(CodegenGemm, SwappedTransposeGemmOperands) {
+  for (const auto& c : swapped_gemm_cases()) {
+    SCOPED_TRACE(c.name());
+    const Workload w = swapped_gemm(c);
+    const auto k = generate_kernel(w, gemm_variant("gemm_tiled", 16, 16, 8, 2, 2, 1, 2, 1));
+    const std::string body = k.source.substr(k.source.find("end of prelude"));
+    // By address in the stored layout: A^T of a Gemm without transA is stored [K, M], read at
+    // k * M + m; B^T without transB is stored [N, K], read at n * K + k.
+    for (const auto& [label, swapped, along_m_or_n] :
+         {std::tuple{"a", c.swap_a, c.trans_a == c.swap_a}, {"b", c.swap_b, c.trans_b != c.swap_b}}) {
+      if (!swapped) continue;
+      const auto& src = w.source_inputs;
+      const auto pos = std::find(src.begin(), src.end(), std::string(label) + "_stored") - src.begin();
+      const std::string address =
+          std::string(label) == "a"
+              ? (along_m_or_n ? fmt::format("dc_row * {} + dc_k", kSwappedGemmK) : fmt::format("dc_k * {} + dc_row", kSwappedGemmM))
+              : (along_m_or_n ? fmt::format("dc_row * {} + dc_k", kSwappedGemmK) : fmt::format("dc_k * {} + dc_row", kSwappedGemmN));
+      EXPECT_NE(body.find(fmt::format("in{}[{}]", pos, address)), std::string::npos) << label << "\n" << body;
     }
     check_all(w, gemm_picks(w));
   }

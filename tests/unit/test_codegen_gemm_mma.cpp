@@ -231,6 +231,15 @@ TEST(CodegenGemmMma, SwappedTransposeOperands) {
   }
 }
 
+TEST(CodegenGemmMma, SwappedTransposeGemmOperands) {
+  // Gemm operands computed by a 2-D Transpose of a cluster input, read from it in place with
+  // transA or transB flipped (swapped_matmul_testing.h), every flag pair, on every path.
+  for (const auto& c : testing::swapped_gemm_cases()) {
+    SCOPED_TRACE(c.name());
+    check_paths(testing::swapped_gemm(c), testing::kSwappedGemmK);
+  }
+}
+
 TEST(CodegenGemmMma, GemmTransposes) {
   // Every transA/transB: A and B each as rows of k or rows of m/n in shared memory
   // (ldmatrix plain and .trans), with alpha, beta and C broadcast along M.

@@ -1,4 +1,5 @@
-// Gradients of the GEMM ops (Conv's: grad_conv.cpp): Gemm (Gemms with the transposes swapped) and MatMul
+// Gradients of the GEMM ops (Conv's: grad_conv.cpp): Gemm (Gemms with the transposes swapped, reading
+// a transposed operand's source in place) and MatMul
 // (batched and broadcast: MatMuls against transposed operands, summed over broadcast
 // batch dims; a weight without batch dims gets one 2-D GEMM over all of A's rows).
 #include <algorithm>
@@ -23,18 +24,51 @@ Attributes gemm_attrs(double alpha, bool trans_a, bool trans_b) {
   return a;
 }
 
-// Y = alpha op(A) op(B) + beta C.
+// The input of the 2-D Transpose (perm [1, 0]) that computes `t`; "" if none does.
+std::string transposed_2d_source(GradBuilder& b, const std::string& t) {
+  const auto p = b.graph().producer(t);
+  if (!p || b.shape(t).size() != 2) return "";
+  const Node& n = b.graph().nodes[*p];
+  if (n.op != "Transpose") return "";
+  const std::vector<int64_t> perm = n.attrs.get_ints("perm", {});
+  return perm.empty() || perm == std::vector<int64_t>{1, 0} ? n.input(0) : "";
+}
+
+bool read_once(GradBuilder& b, const std::string& t) {
+  const auto readers = b.graph().consumers();
+  const auto it = readers.find(t);
+  return it != readers.end() && it->second.size() == 1;
+}
+
+// Y = alpha op(A) op(B) + beta C. An operand that a 2-D Transpose computes (X^T) is read
+// as that Transpose's input with its flag flipped, the same op(): no gradient GEMM reads the
+// Transpose, so the forward Gemm alone does, in place (gemm_tiled, matmul_swapped_source).
+// When only the Gemm reads X^T, its gradient is the GEMM of dX (X's own shape) transposed,
+// which the Transpose rule's inverse cancels (GradBuilder::transpose): dX is that GEMM's
+// output, with no Transpose kernel after it.
 Grads gemm_rule(GradBuilder& b, const GradCall& c) {
   const double alpha = c.node.attrs.get_float("alpha", 1.f), beta = c.node.attrs.get_float("beta", 1.f);
   const bool ta = c.node.attrs.get_int("transA", 0) != 0, tb = c.node.attrs.get_int("transB", 0) != 0;
   const std::string &a = in(c, 0), &bm = in(c, 1), &dy = c.dy[0];
+  const std::string xa = transposed_2d_source(b, a), xb = transposed_2d_source(b, bm);
+  // What the gradient GEMMs read for A and B, and their flags.
+  const std::string& ra = xa.empty() ? a : xa;
+  const std::string& rb = xb.empty() ? bm : xb;
+  const bool fa = xa.empty() ? ta : !ta, fb = xb.empty() ? tb : !tb;
+  // The gradient of A read with flag `t` (of B: `u`), stored as `out`.
+  const auto grad_a = [&](bool t, const TensorInfo& out) {
+    return t ? b.node1("Gemm", {rb, dy}, out, gemm_attrs(alpha, fb, true))
+             : b.node1("Gemm", {dy, rb}, out, gemm_attrs(alpha, false, !fb));
+  };
+  const auto grad_b = [&](bool u, const TensorInfo& out) {
+    return u ? b.node1("Gemm", {dy, ra}, out, gemm_attrs(alpha, true, fa))
+             : b.node1("Gemm", {ra, dy}, out, gemm_attrs(alpha, !fa, false));
+  };
   Grads g(c.node.inputs.size());
   if (c.want(0))
-    g[0] = ta ? b.node1("Gemm", {bm, dy}, b.info(a), gemm_attrs(alpha, tb, true))
-              : b.node1("Gemm", {dy, bm}, b.info(a), gemm_attrs(alpha, false, !tb));
+    g[0] = !xa.empty() && read_once(b, a) ? b.transpose(grad_a(!ta, b.info(xa)), {1, 0}) : grad_a(ta, b.info(a));
   if (c.want(1))
-    g[1] = tb ? b.node1("Gemm", {dy, a}, b.info(bm), gemm_attrs(alpha, true, ta))
-              : b.node1("Gemm", {a, dy}, b.info(bm), gemm_attrs(alpha, !ta, false));
+    g[1] = !xb.empty() && read_once(b, bm) ? b.transpose(grad_b(!tb, b.info(xb)), {1, 0}) : grad_b(tb, b.info(bm));
   if (c.want(2)) {
     const std::string scaled = beta == 1.0 ? dy : b.scale(dy, beta);
     g[2] = b.sum_to(scaled, b.shape(in(c, 2)));
@@ -57,10 +91,7 @@ std::string swap_last(GradBuilder& b, const std::string& x) {
 // gradient goes to the Transpose's rule alone, which transposes it back.
 bool transposed_weight(GradBuilder& b, const std::string& bm) {
   const auto p = b.graph().producer(bm);
-  if (!p || b.graph().nodes[*p].op != "Transpose" || b.shape(bm).size() != 2) return false;
-  const auto readers = b.graph().consumers();
-  const auto it = readers.find(bm);
-  return it != readers.end() && it->second.size() == 1;
+  return p && b.graph().nodes[*p].op == "Transpose" && b.shape(bm).size() == 2 && read_once(b, bm);
 }
 
 Shape matmul_shape(const Shape& a, const Shape& bs) {
