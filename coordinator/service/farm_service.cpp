@@ -406,7 +406,7 @@ void FarmService::Impl::on_submit(Tune& t, farm::TuneJob& tj) {
     ++queued_groups[g.gpu_type];
     ++t.queued;
     g.job = std::move(job);
-    g.job.job_id = str_cat("g", gid);  // the broker's name for it; results come back by it
+    g.job.job_id = "g" + std::to_string(gid);  // the broker's name for it; results come back by it
     g.waiters.push_back(w);
     group_of_key[key] = gid;
     groups.emplace(gid, std::move(g));
