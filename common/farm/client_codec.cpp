@@ -1,6 +1,7 @@
 #include "client_codec.h"
 
 #include <cmath>
+#include <unordered_map>
 
 #include "device_health.h"
 #include "farm_codec.h"
@@ -21,10 +22,34 @@ bool is_client_body(const Envelope& e) {
     case Envelope::kMarkImplausible:
     case Envelope::kRatiosRequest:
     case Envelope::kRatiosReply:
+    case Envelope::kSubmits:
+    case Envelope::kOutcomes:
       return true;
     default:
       return false;
   }
+}
+
+std::vector<std::pair<std::string, Envelope>> batch_outcomes(std::vector<std::pair<std::string, Envelope>> messages) {
+  std::vector<std::pair<std::string, Envelope>> out;
+  out.reserve(messages.size());
+  std::unordered_map<std::string, std::pair<size_t, size_t>> open;  // identity: its batch in `out`, bytes
+  for (auto& [identity, e] : messages) {
+    if (e.body_case() != Envelope::kOutcome) {
+      out.emplace_back(std::move(identity), std::move(e));
+      continue;
+    }
+    const size_t bytes = e.outcome().ByteSizeLong();
+    auto it = open.find(identity);
+    if (it == open.end() || it->second.second + bytes > kMaxClientBatchBytes) {
+      out.emplace_back(identity, make_envelope());
+      out.back().second.mutable_outcomes();
+      it = open.insert_or_assign(identity, std::pair<size_t, size_t>{out.size() - 1, 0}).first;
+    }
+    out[it->second.first].second.mutable_outcomes()->add_outcomes()->Swap(e.mutable_outcome());
+    it->second.second += bytes;
+  }
+  return out;
 }
 
 Record to_record(const Measurement& m) {

@@ -105,6 +105,8 @@ const char* body_name(const Envelope& e) {
     case Envelope::kMarkImplausible: return "mark_implausible";
     case Envelope::kRatiosRequest: return "ratios_request";
     case Envelope::kRatiosReply: return "ratios_reply";
+    case Envelope::kSubmits: return "submits";
+    case Envelope::kOutcomes: return "outcomes";
     case Envelope::BODY_NOT_SET: break;
   }
   return "none";

@@ -257,7 +257,7 @@ void FarmDispatcher::on_result(Session& s, const farm::Result& r) {
   m.source_hash = job.source_hash;
   m.gpu_type = job.meta.gpu_type;
   m.job_id = job.meta.job_id;
-  m.worker = str_cat(s.worker_id, "/", lease.device);
+  m.worker = s.worker_id + '/' + std::to_string(lease.device);  // per result: no stream
   m.host = s.host;
   if (d != nullptr) m.device = d->name;
   m.estimate_us = job.meta.estimate_us;

@@ -35,13 +35,20 @@ void FarmService::Impl::serve_turn(std::vector<Measurement> results) {
   }
   const auto until = Clock::now() + kTurnSlice;
   for (size_t n = 1; !pending.empty(); ++n) {
-    FarmBroker::ClientMessage m = std::move(pending.front());
-    pending.pop_front();
+    FarmBroker::ClientMessage& m = pending.front();
+    bool done = true;
     try {
-      on_client(m);
+      done = on_client(m);
     } catch (const UserError& e) {
-      // The DB refused (busy past its timeout, disk full): logged, the service goes on.
+      // The DB refused (busy past its timeout, disk full): logged, the service goes on (with
+      // the batch's next job, if it was one).
       spdlog::error("service: while handling a {}: {}", farm::body_name(m.envelope), e.what());
+      if (m.envelope.body_case() == farm::Envelope::kSubmits)
+        done = front_jobs_done >= m.envelope.submits().jobs_size();
+    }
+    if (done) {
+      pending.pop_front();
+      front_jobs_done = 0;
     }
     if (n % 16 == 0 && Clock::now() >= until) break;
   }
@@ -69,7 +76,13 @@ void FarmService::Impl::close_batch() {
   flush();
 }
 
-void FarmService::Impl::on_client(FarmBroker::ClientMessage& m) {
+// The replies, each tune's outcomes in batches (client protocol 3): one message per tune and
+// commit, not one per job.
+void FarmService::Impl::flush() {
+  if (!outbox.empty()) broker.send_to_clients(farm::batch_outcomes(std::exchange(outbox, {})));
+}
+
+bool FarmService::Impl::on_client(FarmBroker::ClientMessage& m) {
   farm::Envelope& e = m.envelope;
   if (!farm::version_ok(e)) {
     spdlog::warn("service: dropped a {} of transport version {} (this service speaks {})", farm::body_name(e),
@@ -84,12 +97,12 @@ void FarmService::Impl::on_client(FarmBroker::ClientMessage& m) {
                                               " is not supported (this service speaks ", farm::kProtocolVersion, ")"));
       send(m.identity, std::move(r));
     }
-    return;
+    return true;
   }
   switch (e.body_case()) {
-    case farm::Envelope::kClientHello: return on_hello(m.identity, m.peer, e.client_hello());
-    case farm::Envelope::kStatusRequest: return on_status_request(m.identity, e.status_request());
-    case farm::Envelope::kRatiosRequest: return on_ratios_request(m.identity, e.ratios_request());
+    case farm::Envelope::kClientHello: on_hello(m.identity, m.peer, e.client_hello()); return true;
+    case farm::Envelope::kStatusRequest: on_status_request(m.identity, e.status_request()); return true;
+    case farm::Envelope::kRatiosRequest: on_ratios_request(m.identity, e.ratios_request()); return true;
     default: break;
   }
   const auto it = tune_of_identity.find(m.identity);
@@ -101,7 +114,7 @@ void FarmService::Impl::on_client(FarmBroker::ClientMessage& m) {
       r.mutable_refused()->set_unknown_client(true);
       send(m.identity, std::move(r));
     }
-    return;
+    return true;
   }
   Tune& t = tunes.at(it->second);
   t.last_seen = Clock::now();
@@ -111,6 +124,12 @@ void FarmService::Impl::on_client(FarmBroker::ClientMessage& m) {
     spdlog::info("service: tune {} is heard again", t.id);
   }
   switch (e.body_case()) {
+    case farm::Envelope::kSubmits: {
+      // One job per call: a turn's time slice may end inside a batch.
+      farm::SubmitBatch& b = *e.mutable_submits();
+      if (front_jobs_done < b.jobs_size()) on_submit(t, *b.mutable_jobs(front_jobs_done++));
+      return front_jobs_done >= b.jobs_size();
+    }
     case farm::Envelope::kSubmit: on_submit(t, *e.mutable_submit()->mutable_job()); break;
     case farm::Envelope::kClientHeartbeat: break;
     case farm::Envelope::kMarkImplausible: on_mark_implausible(t, e.mark_implausible()); break;
@@ -118,6 +137,7 @@ void FarmService::Impl::on_client(FarmBroker::ClientMessage& m) {
     default:
       spdlog::warn("service: tune {} sent a {}, which clients do not send; dropped", t.id, farm::body_name(e));
   }
+  return true;
 }
 
 // A tune whose client fell silent: kept, but its share serves nothing until it is back (a
@@ -386,7 +406,7 @@ void FarmService::Impl::on_submit(Tune& t, farm::TuneJob& tj) {
     ++queued_groups[g.gpu_type];
     ++t.queued;
     g.job = std::move(job);
-    g.job.job_id = str_cat("g", gid);  // the broker's name for it; results come back by it
+    g.job.job_id = "g" + std::to_string(gid);  // the broker's name for it; results come back by it
     g.waiters.push_back(w);
     group_of_key[key] = gid;
     groups.emplace(gid, std::move(g));

@@ -159,6 +159,7 @@ struct FarmService::Impl {
   // them per turn), and replies held until the turn's DB batch is committed: an outcome
   // never reaches a tune before its measurement is durable.
   std::deque<FarmBroker::ClientMessage> pending;
+  int front_jobs_done = 0;  // of pending.front() when it is a SubmitBatch: a turn may end inside one
   std::vector<std::pair<std::string, farm::Envelope>> outbox;
   // The DB batch of the turns since batch_opened (set while one is open, even where the DB
   // refused the batch and each row commits by itself).
@@ -196,7 +197,7 @@ struct FarmService::Impl {
         }()) {}
 
   void send(const std::string& identity, farm::Envelope e) { outbox.emplace_back(identity, std::move(e)); }
-  void flush() { broker.send_to_clients(std::exchange(outbox, {})); }
+  void flush();
   void refuse(const std::string& identity, const std::string& reason) {
     spdlog::warn("service: refused a client: {}", reason);
     farm::Envelope e = farm::make_envelope();
@@ -207,7 +208,8 @@ struct FarmService::Impl {
   void take_client_messages();
   void serve_turn(std::vector<Measurement> results);
   void close_batch();
-  void on_client(FarmBroker::ClientMessage& m);
+  // Handles the message, or the next job of a SubmitBatch; true when the message is done.
+  bool on_client(FarmBroker::ClientMessage& m);
   void on_hello(const std::string& identity, const std::string& peer, const farm::ClientHello& h);
   bool resume(const std::string& identity, const std::string& peer, const farm::ClientHello& h);
   void detach(Tune& t);

@@ -7,18 +7,22 @@ namespace dc {
 
 // Devices as the broker has them now: a new one starts its busy tally, one that left loses
 // it (a long-lived service sees workers come and go; its memory stays flat).
+// Called on every pass of the loop: keys without a stream, and the set of present devices
+// built only when a device left (the tally then holds more than are present).
 void FarmService::Impl::observe_devices(const FarmStatus& st) {
   const auto now = Clock::now();
-  std::set<std::string> present;
+  size_t present = 0;
   for (const FarmWorkerState& w : st.workers)
     for (int32_t index : w.device_indexes) {
-      const std::string key = str_cat(w.worker_id, "/", index);
-      device_tally.try_emplace(key, DeviceTally{now, 0});
-      present.insert(key);
+      device_tally.try_emplace(w.worker_id + '/' + std::to_string(index), DeviceTally{now, 0});
+      ++present;
     }
-  if (present.size() == device_tally.size()) return;
+  if (present == device_tally.size()) return;
+  std::set<std::string> keys;
+  for (const FarmWorkerState& w : st.workers)
+    for (int32_t index : w.device_indexes) keys.insert(w.worker_id + '/' + std::to_string(index));
   for (auto it = device_tally.begin(); it != device_tally.end();)
-    it = present.count(it->first) ? std::next(it) : device_tally.erase(it);
+    it = keys.count(it->first) ? std::next(it) : device_tally.erase(it);
 }
 
 ServiceView FarmService::Impl::view() {

@@ -26,10 +26,11 @@ using Clock = std::chrono::steady_clock;
 
 std::string default_client_id() { return host_and_pid(); }
 
-// The Submit of a job: the wire Job and what the service's DB records of it.
+// A job's frame: a SubmitBatch of this one job (the wire Job and what the service's DB records
+// of it). Frames of one-job batches, concatenated, are one batch of all their jobs (below).
 std::string submit_frame(FarmJob job) {
   farm::Envelope e = farm::make_envelope();
-  farm::TuneJob* tj = e.mutable_submit()->mutable_job();
+  farm::TuneJob* tj = e.mutable_submits()->add_jobs();
   const FarmJob::ServiceInfo si = job.service;
   const std::string canonical_signature = job.workload;
   FarmDispatcher::Submission s = FarmDispatcher::prepare(std::move(job));
@@ -52,6 +53,12 @@ std::string submit_frame(FarmJob job) {
   return farm::serialize(e);
 }
 
+// A frame to send, and whether it is a job's (submit_frame).
+struct Outgoing {
+  std::string frame;
+  bool job = false;
+};
+
 }  // namespace
 
 struct RemoteFarm::Impl {
@@ -67,7 +74,7 @@ struct RemoteFarm::Impl {
 
   mutable std::mutex mutex;
   std::condition_variable results_ready;
-  std::vector<std::string> outbox;  // serialized Submits
+  std::vector<Outgoing> outbox;
   // Every Submit without an Outcome yet, by job id, in submission order (seq): sent again
   // after a reconnect.
   std::map<std::string, std::pair<uint64_t, std::string>> outstanding;
@@ -88,6 +95,8 @@ struct RemoteFarm::Impl {
   explicit Impl(RemoteFarmOptions o) : options(std::move(o)) {}
 
   void send(const std::string& frame) { socket.send(zmq::buffer(frame), zmq::send_flags::dontwait); }
+  void send_all(const std::vector<Outgoing>& frames);
+  void take_outcome(const farm::Outcome& o);
   std::optional<farm::Envelope> receive(std::string* why) {
     zmq::message_t msg;
     if (!socket.recv(msg, zmq::recv_flags::dontwait)) return std::nullopt;
@@ -184,6 +193,29 @@ void RemoteFarm::Impl::connect() {
                    "?)");
 }
 
+// In order, with each run of jobs' frames sent as SubmitBatches of up to kMaxClientBatchBytes
+// (client protocol 3): one frame instead of one per job. A job's frame is an Envelope whose
+// SubmitBatch holds that job; protobuf parses concatenated messages as one, merging a message
+// field that appears twice and appending its repeated fields, so the frames of a run joined
+// are an Envelope whose batch holds every job of the run, in order.
+void RemoteFarm::Impl::send_all(const std::vector<Outgoing>& frames) {
+  std::string batch;
+  const auto send_batch = [&] {
+    if (!batch.empty()) send(batch);
+    batch.clear();
+  };
+  for (const Outgoing& o : frames) {
+    if (!o.job) {
+      send_batch();
+      send(o.frame);
+      continue;
+    }
+    if (!batch.empty() && batch.size() + o.frame.size() > farm::kMaxClientBatchBytes) send_batch();
+    batch += o.frame;
+  }
+  send_batch();
+}
+
 // The service was lost: Hello again on fresh sockets (a fresh identity each: the old one
 // may be a connection the service no longer has) until one is welcomed, then every job
 // without an outcome again.
@@ -215,45 +247,48 @@ bool RemoteFarm::Impl::reconnect(const std::string& why) {
     return false;
   }
   std::vector<std::pair<uint64_t, std::string>> again;
-  std::vector<std::string> requests;
+  std::vector<Outgoing> frames;
   {
     std::lock_guard<std::mutex> lock(mutex);
     for (const auto& [job, sf] : outstanding) again.push_back(sf);
-    for (const auto& [id, frame] : ratio_requests) requests.push_back(frame);
+    for (const auto& [id, frame] : ratio_requests) frames.push_back({frame, false});
     outbox.clear();  // all of them are outstanding or requests without a reply
     ++counts.reconnects;
     counts.resubmitted += static_cast<int64_t>(again.size());
   }
   std::sort(again.begin(), again.end());
-  for (const std::string& frame : requests) send(frame);
-  for (const auto& [seq, frame] : again) send(frame);
+  for (auto& [seq, frame] : again) frames.push_back({std::move(frame), true});
+  send_all(frames);
   spdlog::warn("tune: {} job(s) without an outcome submitted again", again.size());
   return true;
 }
 
+void RemoteFarm::Impl::take_outcome(const farm::Outcome& o) {
+  Measurement m;
+  try {
+    m = farm::from_record(o.record());
+  } catch (const farm::ProtocolError& ex) {
+    spdlog::warn("tune: dropped an invalid outcome from the farm service: {}", ex.what());
+    return;
+  }
+  m.job_id = o.job_id();
+  std::lock_guard<std::mutex> lock(mutex);
+  // One outcome per job: a second one (sent again after a reconnect) is dropped.
+  if (outstanding.erase(m.job_id) == 0) return;
+  switch (o.origin()) {
+    case farm::JOINED: ++counts.joined; break;
+    case farm::DATABASE: ++counts.from_db; break;
+    default: ++counts.measured;
+  }
+  results.push_back(std::move(m));
+  results_ready.notify_all();
+}
+
 bool RemoteFarm::Impl::handle(const farm::Envelope& e) {
   switch (e.body_case()) {
-    case farm::Envelope::kOutcome: {
-      Measurement m;
-      try {
-        m = farm::from_record(e.outcome().record());
-      } catch (const farm::ProtocolError& ex) {
-        spdlog::warn("tune: dropped an invalid outcome from the farm service: {}", ex.what());
-        return true;
-      }
-      m.job_id = e.outcome().job_id();
-      std::lock_guard<std::mutex> lock(mutex);
-      // One outcome per job: a second one (sent again after a reconnect) is dropped.
-      if (outstanding.erase(m.job_id) == 0) return true;
-      switch (e.outcome().origin()) {
-        case farm::JOINED: ++counts.joined; break;
-        case farm::DATABASE: ++counts.from_db; break;
-        default: ++counts.measured;
-      }
-      results.push_back(std::move(m));
-      results_ready.notify_all();
+    case farm::Envelope::kOutcomes:
+      for (const farm::Outcome& o : e.outcomes().outcomes()) take_outcome(o);
       return true;
-    }
     case farm::Envelope::kRatiosReply: {
       std::lock_guard<std::mutex> lock(mutex);
       // A reply to a request nobody waits for any more (answered twice after a reconnect,
@@ -293,14 +328,14 @@ void RemoteFarm::Impl::loop() {
     while (true) {
       zmq::poll(items, heartbeat / 2);
       if (items[1].revents & ZMQ_POLLIN) wake.drain();
-      std::vector<std::string> out;
+      std::vector<Outgoing> out;
       bool stop = false;
       {
         std::lock_guard<std::mutex> lock(mutex);
         out.swap(outbox);
         stop = stopping;
       }
-      for (const std::string& frame : out) send(frame);
+      send_all(out);
       if (!out.empty()) last_sent = Clock::now();
       if (stop) {
         farm::Envelope bye = farm::make_envelope();
@@ -351,13 +386,16 @@ uint64_t RemoteFarm::tune_id() const { return impl_->tune_id; }
 void RemoteFarm::submit(FarmJob job) {
   const std::string job_id = job.job_id;
   std::string frame = submit_frame(std::move(job));
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     if (impl_->stopping) return;
     impl_->outstanding[job_id] = {impl_->next_seq++, frame};
-    impl_->outbox.push_back(std::move(frame));
+    // A non-empty outbox has a wake pending: the loop takes this job with the others, in one batch.
+    wake = impl_->outbox.empty();
+    impl_->outbox.push_back({std::move(frame), true});
   }
-  impl_->wake.wake();
+  if (wake) impl_->wake.wake();
 }
 
 // Sent once, not again after a reconnect: a mark lost with the connection leaves the
@@ -374,7 +412,7 @@ void RemoteFarm::mark_implausible(const Measurement& m, const std::string& why) 
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     if (impl_->stopping) return;
-    impl_->outbox.push_back(farm::serialize(e));
+    impl_->outbox.push_back({farm::serialize(e), false});
   }
   impl_->wake.wake();
 }
@@ -396,7 +434,7 @@ std::optional<std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>>> R
     r->set_storage(storage);
     std::string frame = farm::serialize(e);
     im.ratio_requests[id] = frame;
-    im.outbox.push_back(std::move(frame));
+    im.outbox.push_back({std::move(frame), false});
   }
   im.wake.wake();
   const auto wait = im.options.connect_timeout + im.options.reconnect_timeout;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -22,6 +23,7 @@
 #include "farm_security.h"
 #include "farm_service.h"
 #include "farm_service_testing.h"
+#include "job_wire.h"
 #include "remote_farm.h"
 #include "status_request.h"
 #include "variant.h"
@@ -53,6 +55,89 @@ void wait_submitted(const Service& s, int64_t n) {
     std::this_thread::sleep_for(20ms);
   }
   FAIL() << "the service did not receive " << n << " jobs";
+}
+
+farm::Envelope outcome_of(const std::string& job_id, const std::string& error = "") {
+  farm::Envelope e = farm::make_envelope();
+  e.mutable_outcome()->set_job_id(job_id);
+  e.mutable_outcome()->mutable_record()->set_error(error);
+  return e;
+}
+
+std::vector<std::string> job_ids(const farm::Envelope& batch) {
+  std::vector<std::string> ids;
+  for (const farm::Outcome& o : batch.outcomes().outcomes()) ids.push_back(o.job_id());
+  return ids;
+}
+
+// Client protocol 3: each client's outcomes in one OutcomeBatch, in order, at the place of its
+// first outcome (after a Welcome sent before them); other messages as they were.
+TEST(FarmClientProtocol, OutcomesGoInOneBatchPerClientAtTheirFirstPlace) {
+  std::vector<std::pair<std::string, farm::Envelope>> in;
+  farm::Envelope welcome = farm::make_envelope();
+  welcome.mutable_client_welcome()->set_tune_id(7);
+  farm::Envelope status = farm::make_envelope();
+  status.mutable_client_status();
+  in.emplace_back("a", welcome);
+  in.emplace_back("b", outcome_of("b1"));
+  in.emplace_back("a", outcome_of("a1"));
+  in.emplace_back("b", status);
+  in.emplace_back("a", outcome_of("a2"));
+  in.emplace_back("b", outcome_of("b2"));
+  in.emplace_back("a", outcome_of("a3"));
+  const auto out = farm::batch_outcomes(in);
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0].first, "a");
+  EXPECT_EQ(out[0].second.body_case(), farm::Envelope::kClientWelcome);
+  EXPECT_EQ(out[1].first, "b");
+  ASSERT_EQ(out[1].second.body_case(), farm::Envelope::kOutcomes);
+  EXPECT_EQ(job_ids(out[1].second), (std::vector<std::string>{"b1", "b2"}));
+  EXPECT_EQ(out[2].first, "a");
+  ASSERT_EQ(out[2].second.body_case(), farm::Envelope::kOutcomes);
+  EXPECT_EQ(job_ids(out[2].second), (std::vector<std::string>{"a1", "a2", "a3"}));
+  EXPECT_EQ(out[3].first, "b");
+  EXPECT_EQ(out[3].second.body_case(), farm::Envelope::kClientStatus);
+  EXPECT_EQ(out[2].second.protocol_version(), farm::kProtocolVersion);
+}
+
+// A batch is closed past kMaxClientBatchBytes, well below the frame limit; the next one follows.
+TEST(FarmClientProtocol, AnOutcomeBatchIsSplitPastItsBound) {
+  std::vector<std::pair<std::string, farm::Envelope>> in;
+  const std::string error(200000, 'e');  // a long compile log
+  for (int i = 0; i < 12; ++i) in.emplace_back("a", outcome_of("a" + std::to_string(i), error));
+  const auto out = farm::batch_outcomes(in);
+  ASSERT_EQ(out.size(), 3u);  // 5 + 5 + 2 outcomes of about 200 KB
+  std::vector<std::string> ids;
+  for (const auto& [identity, e] : out) {
+    EXPECT_LE(e.ByteSizeLong(), farm::kMaxClientBatchBytes + 100);
+    for (const std::string& id : job_ids(e)) ids.push_back(id);
+  }
+  ASSERT_EQ(ids.size(), 12u);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(ids[i], "a" + std::to_string(i));
+}
+
+// RemoteFarm sends a run of jobs as the concatenation of one-job SubmitBatch frames: protobuf
+// parses it as one Envelope whose batch holds every job, in order.
+TEST(FarmClientProtocol, OneJobSubmitFramesJoinedAreOneBatchInOrder) {
+  std::string joined;
+  for (int i = 0; i < 3; ++i) {
+    farm::Envelope e = farm::make_envelope();
+    farm::TuneJob* tj = e.mutable_submits()->add_jobs();
+    tj->set_job(FarmDispatcher::prepare(service_job("wj", i)).wire);
+    tj->mutable_workload()->set_signature("wj");
+    joined += farm::serialize(e);
+  }
+  std::string why;
+  const auto e = farm::parse_envelope(joined.data(), joined.size(), farm::kDefaultMaxMessageBytes, &why);
+  ASSERT_TRUE(e) << why;
+  EXPECT_EQ(e->protocol_version(), farm::kProtocolVersion);
+  ASSERT_EQ(e->body_case(), farm::Envelope::kSubmits);
+  ASSERT_EQ(e->submits().jobs_size(), 3);
+  for (int i = 0; i < 3; ++i) {
+    std::string_view source;
+    const MeasureJob head = farm::read_job_head(e->submits().jobs(i).job(), &source);
+    EXPECT_EQ(head.job_id, service_job("wj", i).job_id);
+  }
 }
 
 TEST(FarmService, ThreeTunesShareByPriorityAndMeasureIdenticalJobsOnce) {
@@ -279,30 +364,54 @@ class RawClient {
     ADD_FAILURE() << "no Welcome";
     return {};
   }
+  static farm::TuneJob tune_job(int i, const std::string& workload) {
+    farm::TuneJob tj;
+    *tj.mutable_job() = FarmDispatcher::prepare(service_job(workload, i)).wire;
+    tj.mutable_workload()->set_signature(workload);
+    tj.mutable_variant()->set_template_name("bench");
+    tj.mutable_variant()->set_precision("fp32");
+    (*tj.mutable_variant()->mutable_params())["i"] = i;
+    tj.set_emulated(true);
+    tj.set_nvrtc_major("13");
+    tj.set_reuse(true);
+    return tj;
+  }
+  // A lone Submit (still understood in client protocol 3).
   void submit(int i, const std::string& workload = "wz") {
     farm::Envelope e = farm::make_envelope();
-    FarmJob j = service_job(workload, i);
-    farm::TuneJob* tj = e.mutable_submit()->mutable_job();
-    *tj->mutable_job() = FarmDispatcher::prepare(j).wire;
-    tj->mutable_workload()->set_signature(workload);
-    tj->mutable_variant()->set_template_name("bench");
-    tj->mutable_variant()->set_precision("fp32");
-    (*tj->mutable_variant()->mutable_params())["i"] = i;
-    tj->set_emulated(true);
-    tj->set_nvrtc_major("13");
-    tj->set_reuse(true);
+    *e.mutable_submit()->mutable_job() = tune_job(i, workload);
     socket_.send(zmq::buffer(farm::serialize(e)), zmq::send_flags::none);
+  }
+  // Jobs first..first+n-1 in one SubmitBatch.
+  void submit_batch(int first, int n, const std::string& workload = "wz") {
+    farm::Envelope e = farm::make_envelope();
+    for (int i = first; i < first + n; ++i) *e.mutable_submits()->add_jobs() = tune_job(i, workload);
+    socket_.send(zmq::buffer(farm::serialize(e)), zmq::send_flags::none);
+  }
+  // The outcomes of OutcomeBatches until `n` came or `timeout` passed; `batches` counts the messages.
+  std::vector<farm::Outcome> outcomes(std::chrono::milliseconds timeout, size_t n, size_t* batches = nullptr) {
+    std::vector<farm::Outcome> out;
+    for (const farm::Envelope& e : receive(timeout, n, farm::Envelope::kOutcomes, [](const farm::Envelope& b) {
+           return static_cast<size_t>(b.outcomes().outcomes_size());
+         })) {
+      for (const farm::Outcome& o : e.outcomes().outcomes()) out.push_back(o);
+      if (batches) ++*batches;
+    }
+    return out;
   }
   void heartbeat() {
     farm::Envelope e = farm::make_envelope();
     e.mutable_client_heartbeat();
     socket_.send(zmq::buffer(farm::serialize(e)), zmq::send_flags::none);
   }
-  // Messages of kind `body` until `n` came or `timeout` passed (heartbeating meanwhile).
-  std::vector<farm::Envelope> receive(std::chrono::milliseconds timeout, size_t n, farm::Envelope::BodyCase body) {
+  // Messages of kind `body` until `n` came or `timeout` passed (heartbeating meanwhile); `count`
+  // says how many a message brings (default: one each).
+  std::vector<farm::Envelope> receive(std::chrono::milliseconds timeout, size_t n, farm::Envelope::BodyCase body,
+                                      std::function<size_t(const farm::Envelope&)> count = {}) {
     std::vector<farm::Envelope> out;
+    size_t got = 0;
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (out.size() < n && std::chrono::steady_clock::now() < deadline) {
+    while (got < n && std::chrono::steady_clock::now() < deadline) {
       zmq::message_t m;
       if (!socket_.recv(m, zmq::recv_flags::dontwait)) {
         std::this_thread::sleep_for(10ms);
@@ -311,7 +420,10 @@ class RawClient {
       }
       std::string why;
       auto e = farm::parse_envelope(m.data(), m.size(), farm::kDefaultMaxMessageBytes, &why);
-      if (e && e->body_case() == body) out.push_back(std::move(*e));
+      if (e && e->body_case() == body) {
+        got += count ? count(*e) : 1;
+        out.push_back(std::move(*e));
+      }
     }
     return out;
   }
@@ -357,16 +469,47 @@ TEST(FarmService, AClientBackWithinTheGraceResumesItsTune) {
   EXPECT_EQ(again.tune_id(), first.tune_id());
   t = only_tune(service.status());
   EXPECT_TRUE(t.connected());  // and served again: the worker that waited gets its jobs
-  const auto outcomes = back.receive(10s, 5, farm::Envelope::kOutcome);
+  const auto outcomes = back.outcomes(10s, 5);
   ASSERT_EQ(outcomes.size(), 5u);
   // Resubmitted after an outcome (as a client that lost it does): sent again, not measured.
   back.submit(0);
-  EXPECT_EQ(back.receive(3s, 1, farm::Envelope::kOutcome).size(), 1u);
+  EXPECT_EQ(back.outcomes(3s, 1).size(), 1u);
   EXPECT_EQ(workers.total(), 5);
   EXPECT_EQ(service.status().jobs_cancelled(), 0);
   // Another service id (a restarted service's) or an unknown tune: a new tune, not this one.
   RawClient other(service.endpoint());
   EXPECT_FALSE(other.hello(first.tune_id(), "another/service").resumed());
+}
+
+// Client protocol 3: a SubmitBatch is served job by job (a turn may end inside it), and
+// outcomes come back in OutcomeBatches, each job's exactly once.
+TEST(FarmService, SubmitsAndOutcomesTravelInBatchesAndEachJobIsAnsweredOnce) {
+  auto db = make_memory_db();
+  Service service(*db);
+  RawClient c(service.endpoint());
+  c.hello();
+  constexpr int kJobs = 600;
+  c.submit_batch(0, 400);
+  c.submit_batch(400, kJobs - 400);
+  wait_submitted(service, kJobs);
+  EXPECT_EQ(service.status().queues(0).queued(), kJobs);
+  Workers workers(service.endpoint(), 4, 0ms);
+  size_t batches = 0;
+  const auto got = c.outcomes(30s, kJobs, &batches);
+  ASSERT_EQ(got.size(), size_t{kJobs});
+  std::set<std::string> ids;
+  for (const farm::Outcome& o : got) {
+    EXPECT_TRUE(ids.insert(o.job_id()).second) << "two outcomes for " << o.job_id();
+    EXPECT_EQ(o.record().status(), "ok");
+  }
+  EXPECT_EQ(ids.size(), size_t{kJobs});
+  EXPECT_EQ(workers.total(), kJobs);
+  // Outcomes of one commit share a message: far fewer messages than jobs.
+  EXPECT_LT(batches, size_t{kJobs} / 2) << batches << " OutcomeBatches for " << kJobs << " outcomes";
+  // Answered again from the DB, in one SubmitBatch: the same jobs, no run.
+  c.submit_batch(0, 50);
+  EXPECT_EQ(c.outcomes(10s, 50).size(), 50u);
+  EXPECT_EQ(workers.total(), kJobs);
 }
 
 TEST(FarmService, AClientNotBackWithinTheGraceIsEndedAndItsQueueCancelled) {

@@ -164,7 +164,7 @@ TEST(FarmServiceRatios, AClientOfAnotherVersionIsRefusedWithTheReason) {
   request.mutable_ratios_request()->set_gpu_type("h100");
   farm::Envelope r = answer(request);
   ASSERT_EQ(r.body_case(), farm::Envelope::kRefused);
-  EXPECT_NE(r.refused().reason().find("client protocol version 1 is not supported (this service speaks 2)"),
+  EXPECT_NE(r.refused().reason().find("client protocol version 1 is not supported (this service speaks 3)"),
             std::string::npos) << r.refused().reason();
   farm::Envelope hello = farm::make_envelope();
   hello.mutable_client_hello()->set_client_protocol_version(1);
@@ -173,6 +173,13 @@ TEST(FarmServiceRatios, AClientOfAnotherVersionIsRefusedWithTheReason) {
   r = answer(hello);
   ASSERT_EQ(r.body_case(), farm::Envelope::kRefused);
   EXPECT_NE(r.refused().reason().find("client protocol version 1"), std::string::npos);
+  // Version 2 (outcomes one per message): it would drop every OutcomeBatch and wait for ever.
+  hello.mutable_client_hello()->set_client_protocol_version(2);
+  r = answer(hello);
+  ASSERT_EQ(r.body_case(), farm::Envelope::kRefused);
+  EXPECT_NE(r.refused().reason().find("client protocol version 2 is not supported (this service speaks 3)"),
+            std::string::npos) << r.refused().reason();
+  EXPECT_FALSE(r.refused().unknown_client()) << "final: the client stops";
   // A client of an older transport (protocol_version 3, before jobs as bytes) is refused in
   // its own version: it drops envelopes of any other, and would wait for ever.
   farm::Envelope old_hello = hello;

@@ -12,6 +12,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <signal.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "ir/error.h"
+#include "ir/json_writer.h"
 #include "migrate.h"
 #include "records.h"
 #include "reuse.h"
@@ -814,6 +816,22 @@ TEST(SqliteTuningDb, KilledWriterLosesNothingCommittedAndResumesWithoutDuplicate
 }
 
 // ---------------------------------------------------------------- records
+
+// samples_json is written without a stream (round 8 of docs/bench/farm-service.md): the same
+// text as JsonWriter's (the shortest that round-trips, null for what is not finite), read back exactly.
+TEST(TuningDbRecords, SamplesJsonIsJsonWritersTextAndRoundTrips) {
+  const std::vector<double> samples = {1, 0, 0.1, 12345.678, 1e-300, 1e21, 3.0000000000000004, 2.5e-7};
+  std::ostringstream os;
+  JsonWriter j(os);
+  j.begin_array();
+  for (double v : samples) j.value(v);
+  j.end_array();
+  EXPECT_EQ(samples_to_json(samples), os.str());
+  EXPECT_EQ(samples_to_json(samples), "[1,0,0.1,12345.678,1e-300,1e+21,3.0000000000000004,2.5e-07]");
+  EXPECT_EQ(samples_from_json(samples_to_json(samples)), samples);
+  EXPECT_EQ(samples_to_json({}), "[]");
+  EXPECT_EQ(samples_to_json({std::nan(""), 2, std::numeric_limits<double>::infinity()}), "[null,2,null]");
+}
 
 TEST(TuningDbRecords, ToolchainMajor) {
   EXPECT_EQ(toolchain_major("12.4.131"), "12");
