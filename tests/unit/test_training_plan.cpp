@@ -22,6 +22,7 @@
 #include "ref/train_step.h"
 #include "runtime.h"
 #include "template_optimizer.h"
+#include "emulated_steps_testing.h"
 #include "testing.h"
 #include "training_testing.h"
 
@@ -212,33 +213,8 @@ TEST(TrainingPlan, StepsOnTheEmulatorFollowTheReferenceSteps) {
   Graph g = testing::training_step("tiny_cnn", OptimizerKind::adamw, {"stem.0.bias"});
   const ExecPlan p = estimated_training_plan(g);
   rt::Runtime r(p, rt::make_emulator_backend(rt::EmulatorBackendOptions{::testing::TempDir() + "dc-emulator-test-cache"}));
-  const Tensor x = testing::random_tensor(r.input_info(0).shape, 21);
-  Tensor labels(DType::i64, r.input_info(1).shape);
-  for (int64_t i = 0; i < labels.numel(); ++i) labels.mutable_data<int64_t>()[i] = (7 * i + 3) % 10;
-  r.set_input(0, x);
-  r.set_input(1, labels);
-  const ref::TensorMap inputs = {{g.inputs[0], x}, {g.inputs[1], labels}};
-  const std::map<std::string, Tensor> before = g.initializers;
-  for (int k = 0; k < 3; ++k) {
-    r.train_step();
-    const ref::TensorMap want = ref::run_training_step(g, inputs);
-    const double loss = r.output(0).to_float_vector()[0], ref_loss = ref::loss_value(g, want);
-    EXPECT_NEAR(loss, ref_loss, 1e-5 * std::abs(ref_loss)) << "step " << k + 1;
-  }
+  EXPECT_GT(testing::expect_emulator_steps_follow_reference(r, g, 21, 7, 3), 0);
   EXPECT_EQ(r.weight(std::string(kStepTensor)).to_int64_vector(), std::vector<int64_t>{3});
-  for (const StateUpdate& u : training_state_updates(g)) {
-    const Tensor& old = before.at(u.state);
-    if (old.dtype() != DType::f32) continue;
-    const auto got = r.weight(u.state).to_float_vector(), want = g.initializers.at(u.state).to_float_vector();
-    const auto o = old.to_float_vector();
-    Tensor dg(DType::f32, old.shape()), dw(DType::f32, old.shape());
-    for (size_t i = 0; i < o.size(); ++i) {
-      dg.mutable_data<float>()[i] = got[i] - o[i];
-      dw.mutable_data<float>()[i] = want[i] - o[i];
-    }
-    const ref::Comparison c = ref::compare_tensors(dg, dw, 1e-3, 1e-7);  // verify --train's bound
-    EXPECT_TRUE(c.pass) << u.state << ": update rel L2 " << c.rel_l2_error << " " << c.problem;
-  }
   // An inference plan of the same step graph (no "training", so nothing aliased): no training
   // step. The training plan without its "training" writes weights: refused.
   ExecPlan stripped = p;
