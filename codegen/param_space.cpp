@@ -478,7 +478,10 @@ WorkloadShape analyze_workload(const Workload& w) {
   if (s.family == Family::opaque && s.elements == 0) analyze_output_parallel(g, s);
   // A multi-tensor optimizer update's loop covers every tensor of its bucket.
   for (const Node& n : g.nodes)
-    if (is_optimizer_update(n.op)) s.elements = std::max(s.elements, updated_elements(g, n));
+    if (is_optimizer_update(n.op)) {
+      s.elements = std::max(s.elements, updated_elements(g, n));
+      s.optimizer_update = true;
+    }
   return s;
 }
 

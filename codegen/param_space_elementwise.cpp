@@ -1,7 +1,8 @@
 // Parameter space of the output-parallel templates: elementwise/injective chains, pooling
 // windows and the generic kernel. A thread computes elems_per_thread vectors of vec
 // adjacent outputs (independent loads in flight: what hides DRAM latency), in blocks of
-// `threads`. The generic kernel has one point: 256 threads, one element each.
+// `threads`. The generic kernel has one point, 256 threads of one element each, and a
+// multi-tensor optimizer update a second: float4s (template_optimizer.h).
 #include <algorithm>
 
 #include "param_space.h"
@@ -24,10 +25,14 @@ std::optional<Variant> output_parallel_point(const WorkloadShape& s, const GpuSp
   if (!offered(kThreads, threads, "threads", why) || !offered(kElemsPerThread, ept, "elems_per_thread", why) ||
       !offered(kVecs, vec, "vec", why))
     return std::nullopt;
-  if (vec > s.vec_align) return refuse(why, "vec=", vec, ", but the outputs align to ", s.vec_align);
   const bool generic = s.family == Family::opaque;
-  if (generic && (threads != 256 || ept != 1 || vec != 1))
-    return refuse(why, "the generic kernel runs 256 threads of one element");
+  if (generic && s.optimizer_update && threads == 256 && ept == 1 && vec == 4) {
+    // The update's tensors each end with their own scalar tail: no alignment needed.
+  } else if (vec > s.vec_align) {
+    return refuse(why, "vec=", vec, ", but the outputs align to ", s.vec_align);
+  }
+  if (generic && (threads != 256 || ept != 1 || (vec != 1 && !(vec == 4 && s.optimizer_update))))
+    return refuse(why, "the generic kernel runs 256 threads of one element (an optimizer update's of a float4)");
   const int64_t cap = std::max<int64_t>(128, pow2_ceil(s.elements));
   if (!generic && threads * ept * vec > cap)
     return refuse(why, "a block of ", threads * ept * vec, " elements for ", s.elements, " outputs");

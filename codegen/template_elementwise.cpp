@@ -24,7 +24,7 @@ namespace dc {
 
 // template_reference.cpp: the naive kernels of every node of `w`.
 GeneratedKernel generate_naive(const Workload& w, const std::string& template_name,
-                               const std::string& variant_key, int threads);
+                               const std::string& variant_key, int threads, int64_t vec);
 
 namespace {
 
@@ -88,7 +88,7 @@ GeneratedKernel generate_elementwise(const Workload& w, const Variant& v) {
   const OutputParams p = OutputParams::of(v);
   const int64_t threads = p.threads;
   if (v.template_name == "opaque_generic")
-    return generate_naive(w, "opaque_generic", v.key(), static_cast<int>(threads));
+    return generate_naive(w, "opaque_generic", v.key(), static_cast<int>(threads), p.vec);
   check_variant(v, "elementwise");
   const Graph& g = w.graph;
   for (const auto& n : g.nodes)

@@ -542,10 +542,14 @@ bool reference_supports(const Node& n) {
 }  // namespace
 
 // Shared with template_elementwise.cpp ("opaque_generic" is this kernel with the variant's
-// block size): the naive kernels of every node of `w`.
+// block size, and an optimizer update's float4s with vec 4): the naive kernels of every node
+// of `w`.
 GeneratedKernel generate_naive(const Workload& w, const std::string& template_name,
-                               const std::string& variant_key, int threads) {
+                               const std::string& variant_key, int threads, int64_t vec) {
   const Graph g = split_training_ops(w.graph);
+  DC_INTERNAL_CHECK(vec == 1 || (vec == 4 && std::any_of(g.nodes.begin(), g.nodes.end(),
+                                                         [](const Node& n) { return is_optimizer_update(n.op); })),
+                    "naive kernel: vec ", vec, " (only an optimizer update reads float4s)");
   std::vector<std::string> missing;
   for (const auto& n : g.nodes)
     if (!reference_supports(n) && std::find(missing.begin(), missing.end(), n.op) == missing.end())
@@ -595,8 +599,9 @@ GeneratedKernel generate_naive(const Workload& w, const std::string& template_na
         "// node n{}: {} -> {}\nextern \"C\" __global__ void DC_LAUNCH_BOUNDS({}) {}({}) {{\n", ni,
         n.op, join(sub.outputs, ", "), threads, name, join(params, ", "));
     if (is_optimizer_update(n.op)) {  // one fused loop over the bucket's tensors
-      most = updated_elements(sub, n);
-      src += optimizer_update_body(sub, n);
+      const bool vectorised = vec == 4;  // the reference's is 1: the plain loop
+      most = optimizer_update_threads_wanted(sub, n, vectorised);
+      src += optimizer_update_body(sub, n, vectorised);
     }
     NodeEmitter ne(sub, sub.nodes[0]);
     for (size_t oi = 0; oi < sub.outputs.size() && !is_optimizer_update(n.op); ++oi) {
@@ -622,7 +627,7 @@ GeneratedKernel generate_naive(const Workload& w, const std::string& template_na
 }
 
 GeneratedKernel generate_reference(const Workload& w) {
-  return generate_naive(w, "reference", "reference", kThreads);
+  return generate_naive(w, "reference", "reference", kThreads, 1);
 }
 
 }  // namespace dc

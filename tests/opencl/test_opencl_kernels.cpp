@@ -13,6 +13,8 @@
 #include <iostream>
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "candidates.h"
 #include "generate.h"
 #include "gpu/gpu_catalog.h"
@@ -80,6 +82,9 @@ const Case kCases[] = {
     // A Gemm (transB = 1, alpha, beta, C) whose A and B 2-D Transposes compute: read in
     // place with transA and transB flipped.
     {"edge_gemm_swapped_operands", "", ClusterKind::gemm, ""},
+    // The fused multi-tensor optimizer update (SGD with momentum and weight decay) over a
+    // bucket of three tensors whose extents leave float4 tails of 3, 3 and 0.
+    {"edge_sgd_momentum_bucket", "", ClusterKind::opaque, ""},
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -119,6 +124,27 @@ Graph edge_graph(const std::string& name) {
   if (name == "edge_conv_grad_weight_dilated") return conv_gradient_graph(1, true);
   Graph g;
   auto tensor = [&](const std::string& n, Shape s) { g.tensors[n] = TensorInfo{DType::f32, std::move(s)}; };
+  if (name == "edge_sgd_momentum_bucket") {
+    Node update = testing::make_node("dc.SgdUpdate", {}, {});
+    update.attrs.set("lr", 0.05f);
+    update.attrs.set("momentum", 0.9f);
+    update.attrs.set("weight_decay", 0.01f);
+    const std::vector<Shape> shapes = {{3, 5}, {7}, {2, 2, 67}};
+    for (size_t t = 0; t < shapes.size(); ++t) {
+      for (const char* i : {"w", "g", "m"}) {
+        tensor(fmt::format("{}{}", i, t), shapes[t]);
+        g.inputs.push_back(fmt::format("{}{}", i, t));
+        update.inputs.push_back(g.inputs.back());
+      }
+      for (const char* o : {"w_next", "m_next"}) {
+        tensor(fmt::format("{}{}", o, t), shapes[t]);
+        g.outputs.push_back(fmt::format("{}{}", o, t));
+        update.outputs.push_back(g.outputs.back());
+      }
+    }
+    g.nodes = {update};
+    return g;
+  }
   if (name == "edge_gemm_swapped_operands") {
     tensor("at", {32, 36});  // A [36, 32] stored transposed
     tensor("bt", {32, 20});  // B [20, 32] (transB) stored transposed
