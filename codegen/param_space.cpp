@@ -481,6 +481,8 @@ WorkloadShape analyze_workload(const Workload& w) {
     if (is_optimizer_update(n.op)) {
       s.elements = std::max(s.elements, updated_elements(g, n));
       s.optimizer_update = true;
+      // An element reads its own tensor's group (W, G and the state), not the bucket.
+      s.inputs = static_cast<int>(optimizer_update_layout(n).inputs_per_tensor);
     }
   return s;
 }
