@@ -194,8 +194,9 @@ class SqliteDb final : public TuningDb {
         .run();
     if (conn_.changes() == 1) {
       // Its id for the measurement to come (variant_id_of), read from the insert.
-      ids_.forget_if_rolled_back(conn_.rollbacks());
+      ids_.forget_if_stale(conn_);
       ids_.variants.insert_or_assign(workload + '\n' + key, conn_.last_insert_rowid());
+      ids_.unmeasured.insert(conn_.last_insert_rowid());  // new: no measurement refers to it
       tx.commit();
       return true;
     }
@@ -221,7 +222,7 @@ class SqliteDb final : public TuningDb {
     const Measurement m = checked_measurement(in);
     // Look-ups, then one insert: in a batch, no savepoint of its own.
     auto tx = write("record a measurement of " + m.variant_key, sqlite::Transaction::Nested::plain);
-    ids_.forget_if_rolled_back(conn_.rollbacks());
+    ids_.forget_if_stale(conn_);
     const int64_t variant_id = variant_id_of(m.workload, m.variant_key);
     if (!ids_.gpu_types.count(m.gpu_type)) {
       require_gpu(m.gpu_type);
@@ -238,10 +239,13 @@ class SqliteDb final : public TuningDb {
     DC_INTERNAL_CHECK(wit->second.second == m.emulated, "measurement from worker '", m.worker,
                       "' disagrees with it on being emulated");
     worker_id = wit->second.first;
-    if (first_only && is_final_status(m.status)) {
-      sqlite::Query q = conn_.query(
+    // A variant this connection inserted and nobody measured since needs no look-up for a
+    // result that came first (the farm service's every job: IdCache::unmeasured).
+    if (first_only && is_final_status(m.status) && !ids_.unmeasured.count(variant_id)) {
+      static const std::string kFirstResult =
           "SELECT 1 FROM measurements WHERE variant_id = ? AND gpu_type = ? AND emulated = ? "
-          "AND status NOT IN " + not_final_statuses_sql() + " AND nvrtc_major = ? AND source_hash = ? LIMIT 1");
+          "AND status NOT IN " + not_final_statuses_sql() + " AND nvrtc_major = ? AND source_hash = ? LIMIT 1";
+      sqlite::Query q = conn_.query(kFirstResult);
       if (q.bind_all(variant_id, m.gpu_type, m.emulated, toolchain_major(m.nvrtc_version), m.source_hash).step())
         return false;  // another tune's result came first; the transaction rolls back
     }
@@ -264,6 +268,7 @@ class SqliteDb final : public TuningDb {
                  h.max_sm_clock_mhz, h.temperature_c, h.clock_event_reasons, h.ecc_uncorrected, h.note);
     ins.run();
     const bool added = conn_.changes() == 1;
+    ids_.unmeasured.erase(variant_id);
     tx.commit();
     return added;
   }
@@ -600,12 +605,25 @@ class SqliteDb final : public TuningDb {
     std::unordered_map<std::string, int64_t> variants;  // workload + '\n' + key
     std::unordered_map<std::string, std::pair<int64_t, bool>> workers;  // id, emulated
     std::unordered_set<std::string> gpu_types;
-    void forget_if_rolled_back(uint64_t now) {
-      if (now == rollbacks && variants.size() < kMaxIds && workers.size() < kMaxIds) return;
+    // Ids of variants this connection inserted that have no measurement yet: this connection
+    // wrote none, and no other connection (a second tune, dc-db merge) has committed since
+    // (Connection::commits_by_others). A first-only measurement of one skips its look-up.
+    std::unordered_set<int64_t> unmeasured;
+    uint64_t commits_by_others = 0;  // the connection's count when `unmeasured` was true
+    void forget_if_stale(const sqlite::Connection& conn) {
+      if (conn.commits_by_others() != commits_by_others) {
+        commits_by_others = conn.commits_by_others();
+        unmeasured.clear();
+      }
+      const uint64_t now = conn.rollbacks();
+      if (now == rollbacks && variants.size() < kMaxIds && workers.size() < kMaxIds &&
+          unmeasured.size() < kMaxIds)
+        return;
       rollbacks = now;
       variants.clear();
       workers.clear();
       gpu_types.clear();
+      unmeasured.clear();
     }
   };
 
