@@ -193,7 +193,7 @@ class SqliteDb final : public TuningDb {
                   now_unix_ms())
         .run();
     if (conn_.changes() == 1) {
-      // Its id for the measurement to come (variant_id_of), read from the insert.
+      // Its id for the measurement to come (take_variant_id), read from the insert.
       ids_.forget_if_stale(conn_);
       ids_.variants.insert_or_assign(workload + '\n' + key, conn_.last_insert_rowid());
       ids_.unmeasured.insert(conn_.last_insert_rowid());  // new: no measurement refers to it
@@ -223,7 +223,7 @@ class SqliteDb final : public TuningDb {
     // Look-ups, then one insert: in a batch, no savepoint of its own.
     auto tx = write("record a measurement of " + m.variant_key, sqlite::Transaction::Nested::plain);
     ids_.forget_if_stale(conn_);
-    const int64_t variant_id = variant_id_of(m.workload, m.variant_key);
+    const int64_t variant_id = take_variant_id(m.workload, m.variant_key);
     if (!ids_.gpu_types.count(m.gpu_type)) {
       require_gpu(m.gpu_type);
       ids_.gpu_types.insert(m.gpu_type);
@@ -627,18 +627,25 @@ class SqliteDb final : public TuningDb {
     }
   };
 
-  int64_t variant_id_of(const std::string& workload, const std::string& key) {
+  // A variant's id for a measurement of it: kept from commit_variant's insert until the first
+  // measurement takes it, else looked up. Taken, not kept: the cache holds the variants that
+  // wait for a result (a farm service's jobs in flight), not every variant inserted, and is
+  // not emptied at kMaxIds under the service's load (a look-up for every job then in flight).
+  int64_t take_variant_id(const std::string& workload, const std::string& key) {
     std::string name;
     name.reserve(workload.size() + key.size() + 1);
     name.append(workload).append(1, '\n').append(key);
-    if (const auto it = ids_.variants.find(name); it != ids_.variants.end()) return it->second;
+    if (const auto it = ids_.variants.find(name); it != ids_.variants.end()) {
+      const int64_t id = it->second;
+      ids_.variants.erase(it);
+      return id;
+    }
     sqlite::Query q = conn_.query("SELECT id FROM variants WHERE workload = ? AND key = ?");
     DC_INTERNAL_CHECK(q.bind_all(workload, key).step(), "measurement of unknown variant ", key,
                       " of workload ", workload, ": commit the variant first");
-    const int64_t id = q.int64(0);
-    ids_.variants.emplace(std::move(name), id);
-    return id;
+    return q.int64(0);
   }
+
 
   void require_gpu(const std::string& name) {
     sqlite::Query q = conn_.query("SELECT 1 FROM gpu_types WHERE name = ?");
