@@ -105,7 +105,14 @@ void Connection::exec_waiting_for_locks(const std::string& script) {
   }
 }
 
-Query Connection::query(std::string_view sql) {
+Query Connection::query(std::string_view sql) { return Query(*this, prepared(sql)); }
+
+Query Connection::query(std::string_view sql, sqlite3_stmt** kept) {
+  if (*kept == nullptr) *kept = prepared(sql);
+  return Query(*this, *kept);
+}
+
+sqlite3_stmt* Connection::prepared(std::string_view sql) {
   auto it = cache_.find(sql);
   if (it == cache_.end()) {
     sqlite3_stmt* raw = nullptr;
@@ -115,7 +122,7 @@ Query Connection::query(std::string_view sql) {
     if (rc != SQLITE_OK) fail(rc, "preparing '" + std::string(sql.substr(0, 60)) + "'");
     it = cache_.emplace(std::string(sql), std::move(stmt)).first;
   }
-  return Query(*this, it->second.get());
+  return it->second.get();
 }
 
 int64_t Connection::scalar_int(const std::string& sql) {

@@ -188,7 +188,8 @@ class SqliteDb final : public TuningDb {
     // The workload's foreign key refuses a variant of a workload not committed.
     conn_.query(
              "INSERT INTO variants(workload, key, template, precision, params_json, source_hash, "
-             "first_seen_ms) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(workload, key) DO NOTHING")
+             "first_seen_ms) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(workload, key) DO NOTHING",
+             &kept_.insert_variant)
         .bind_all(workload, key, v.template_name, v.precision, params_to_json(v), source_hash,
                   now_unix_ms())
         .run();
@@ -258,7 +259,8 @@ class SqliteDb final : public TuningDb {
         "health_max_sm_clock_mhz, health_temperature_c, health_clock_event_reasons, health_ecc_uncorrected, "
         "health_note) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT(variant_id, gpu_type, worker_id, finished_ms) DO NOTHING");
+        "ON CONFLICT(variant_id, gpu_type, worker_id, finished_ms) DO NOTHING",
+        &kept_.insert_measurement);
     ins.bind_all(variant_id, m.gpu_type, worker_id, job_status_name(m.status), m.error,
                  samples_to_json(m.samples_us), m.n_samples,
                  m.median_us, m.min_us, m.spread, m.max_rel_error, m.registers, m.spill_bytes,
@@ -657,6 +659,11 @@ class SqliteDb final : public TuningDb {
   mutable sqlite::Connection conn_;
   bool read_only_;
   IdCache ids_;  // under mu_
+  // The statements of a farm service's every job, kept (sqlite::Connection::query); conn_'s.
+  struct Kept {
+    sqlite3_stmt* insert_variant = nullptr;
+    sqlite3_stmt* insert_measurement = nullptr;
+  } kept_;  // under mu_
 };
 
 }  // namespace
