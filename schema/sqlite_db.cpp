@@ -648,7 +648,6 @@ class SqliteDb final : public TuningDb {
     return q.int64(0);
   }
 
-
   void require_gpu(const std::string& name) {
     sqlite::Query q = conn_.query("SELECT 1 FROM gpu_types WHERE name = ?");
     DC_INTERNAL_CHECK(q.bind(1, name).step(), "unknown GPU type '", name,
