@@ -105,17 +105,24 @@ void Connection::exec_waiting_for_locks(const std::string& script) {
   }
 }
 
-Query Connection::query(const std::string& sql) {
+Query Connection::query(std::string_view sql) { return Query(*this, prepared(sql)); }
+
+Query Connection::query(std::string_view sql, sqlite3_stmt** kept) {
+  if (*kept == nullptr) *kept = prepared(sql);
+  return Query(*this, *kept);
+}
+
+sqlite3_stmt* Connection::prepared(std::string_view sql) {
   auto it = cache_.find(sql);
   if (it == cache_.end()) {
     sqlite3_stmt* raw = nullptr;
-    const int rc = sqlite3_prepare_v3(db_.get(), sql.c_str(), static_cast<int>(sql.size()),
+    const int rc = sqlite3_prepare_v3(db_.get(), sql.data(), static_cast<int>(sql.size()),
                                       SQLITE_PREPARE_PERSISTENT, &raw, nullptr);
     std::unique_ptr<sqlite3_stmt, StmtFinalizer> stmt(raw);
-    if (rc != SQLITE_OK) fail(rc, "preparing '" + sql.substr(0, 60) + "'");
-    it = cache_.emplace(sql, std::move(stmt)).first;
+    if (rc != SQLITE_OK) fail(rc, "preparing '" + std::string(sql.substr(0, 60)) + "'");
+    it = cache_.emplace(std::string(sql), std::move(stmt)).first;
   }
-  return Query(*this, it->second.get());
+  return it->second.get();
 }
 
 int64_t Connection::scalar_int(const std::string& sql) {
@@ -186,6 +193,17 @@ Transaction::Transaction(Connection& conn, Nested nested)
   plain_ = nested_ && nested == Nested::plain;
   if (plain_) return;
   conn_.query(nested_ ? "SAVEPOINT dc_nested" : "BEGIN IMMEDIATE").run();
+  if (nested_) return;
+  // Read under the write lock: the count is true for the whole transaction.
+  try {
+    const int64_t version = conn_.scalar_int("PRAGMA data_version");
+    if (version != conn_.data_version_) ++conn_.commits_by_others_;
+    conn_.data_version_ = version;
+  } catch (...) {
+    // No destructor runs for a constructor that throws: the transaction ends here.
+    sqlite3_exec(conn_.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
 }
 
 void Transaction::commit() {

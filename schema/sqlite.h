@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -88,8 +89,14 @@ class Connection {
   // (it does so where waiting could deadlock, e.g. a journal-mode change while another
   // connection migrates): retried every few milliseconds until the busy timeout has passed.
   void exec_waiting_for_locks(const std::string& script);
-  // A statement prepared once per connection and reused ever after.
-  Query query(const std::string& sql);
+  // A statement prepared once per connection and reused ever after. Found by its text
+  // without a copy of it: a farm service runs a few of these a job (docs/bench/farm-service.md,
+  // round 9).
+  Query query(std::string_view sql);
+  // The same for a statement on a hot path: `*kept` (the caller's, null at first) remembers it
+  // after its first use, so later uses skip the look-up by its text (hashing the measurement
+  // insert's 800 characters was 1 % of a farm service's CPU, round 9).
+  Query query(std::string_view sql, sqlite3_stmt** kept);
   // First column of the first row as an integer (PRAGMA user_version and the like).
   int64_t scalar_int(const std::string& sql);
 
@@ -98,6 +105,11 @@ class Connection {
   // Transactions and savepoints rolled back on this connection so far: a cache of row ids
   // read inside one that was undone may name rows that are gone (SqliteDb's id caches).
   uint64_t rollbacks() const { return rollbacks_; }
+  // Outer transactions (Transaction) that began after another connection, in this process or
+  // another, had committed since this one last looked (PRAGMA data_version): what a cache
+  // knows of the file's rows may be out of date since. An outer write transaction holds the
+  // write lock (BEGIN IMMEDIATE): nobody else commits until it ends.
+  uint64_t commits_by_others() const { return commits_by_others_; }
   bool read_only() const;   // as SQLite sees it: a write-protected file opens read-only
   const std::string& path() const { return path_; }
   sqlite3* handle() const { return db_.get(); }
@@ -106,11 +118,20 @@ class Connection {
   [[noreturn]] void fail(int rc, std::string_view doing) const;
 
  private:
+  sqlite3_stmt* prepared(std::string_view sql);  // from the cache, or prepared into it
+
   std::string path_;
   std::chrono::milliseconds busy_timeout_;
   std::unique_ptr<sqlite3, DbCloser> db_;
-  std::unordered_map<std::string, std::unique_ptr<sqlite3_stmt, StmtFinalizer>> cache_;
+  // Looked up by string_view (transparent hash and equality): no std::string per query.
+  struct TextHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, std::unique_ptr<sqlite3_stmt, StmtFinalizer>, TextHash, std::equal_to<>> cache_;
   uint64_t rollbacks_ = 0;
+  uint64_t commits_by_others_ = 0;
+  int64_t data_version_ = -1;  // PRAGMA data_version at the last outer transaction's start
   friend class Transaction;
 };
 

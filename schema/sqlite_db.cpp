@@ -188,14 +188,16 @@ class SqliteDb final : public TuningDb {
     // The workload's foreign key refuses a variant of a workload not committed.
     conn_.query(
              "INSERT INTO variants(workload, key, template, precision, params_json, source_hash, "
-             "first_seen_ms) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(workload, key) DO NOTHING")
+             "first_seen_ms) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(workload, key) DO NOTHING",
+             &kept_.insert_variant)
         .bind_all(workload, key, v.template_name, v.precision, params_to_json(v), source_hash,
                   now_unix_ms())
         .run();
     if (conn_.changes() == 1) {
-      // Its id for the measurement to come (variant_id_of), read from the insert.
-      ids_.forget_if_rolled_back(conn_.rollbacks());
+      // Its id for the measurement to come (take_variant_id), read from the insert.
+      ids_.forget_if_stale(conn_);
       ids_.variants.insert_or_assign(workload + '\n' + key, conn_.last_insert_rowid());
+      ids_.unmeasured.insert(conn_.last_insert_rowid());  // new: no measurement refers to it
       tx.commit();
       return true;
     }
@@ -221,8 +223,8 @@ class SqliteDb final : public TuningDb {
     const Measurement m = checked_measurement(in);
     // Look-ups, then one insert: in a batch, no savepoint of its own.
     auto tx = write("record a measurement of " + m.variant_key, sqlite::Transaction::Nested::plain);
-    ids_.forget_if_rolled_back(conn_.rollbacks());
-    const int64_t variant_id = variant_id_of(m.workload, m.variant_key);
+    ids_.forget_if_stale(conn_);
+    const int64_t variant_id = take_variant_id(m.workload, m.variant_key);
     if (!ids_.gpu_types.count(m.gpu_type)) {
       require_gpu(m.gpu_type);
       ids_.gpu_types.insert(m.gpu_type);
@@ -238,10 +240,13 @@ class SqliteDb final : public TuningDb {
     DC_INTERNAL_CHECK(wit->second.second == m.emulated, "measurement from worker '", m.worker,
                       "' disagrees with it on being emulated");
     worker_id = wit->second.first;
-    if (first_only && is_final_status(m.status)) {
-      sqlite::Query q = conn_.query(
+    // A variant this connection inserted and nobody measured since needs no look-up for a
+    // result that came first (the farm service's every job: IdCache::unmeasured).
+    if (first_only && is_final_status(m.status) && !ids_.unmeasured.count(variant_id)) {
+      static const std::string kFirstResult =
           "SELECT 1 FROM measurements WHERE variant_id = ? AND gpu_type = ? AND emulated = ? "
-          "AND status NOT IN " + not_final_statuses_sql() + " AND nvrtc_major = ? AND source_hash = ? LIMIT 1");
+          "AND status NOT IN " + not_final_statuses_sql() + " AND nvrtc_major = ? AND source_hash = ? LIMIT 1";
+      sqlite::Query q = conn_.query(kFirstResult);
       if (q.bind_all(variant_id, m.gpu_type, m.emulated, toolchain_major(m.nvrtc_version), m.source_hash).step())
         return false;  // another tune's result came first; the transaction rolls back
     }
@@ -254,7 +259,8 @@ class SqliteDb final : public TuningDb {
         "health_max_sm_clock_mhz, health_temperature_c, health_clock_event_reasons, health_ecc_uncorrected, "
         "health_note) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT(variant_id, gpu_type, worker_id, finished_ms) DO NOTHING");
+        "ON CONFLICT(variant_id, gpu_type, worker_id, finished_ms) DO NOTHING",
+        &kept_.insert_measurement);
     ins.bind_all(variant_id, m.gpu_type, worker_id, job_status_name(m.status), m.error,
                  samples_to_json(m.samples_us), m.n_samples,
                  m.median_us, m.min_us, m.spread, m.max_rel_error, m.registers, m.spill_bytes,
@@ -264,6 +270,7 @@ class SqliteDb final : public TuningDb {
                  h.max_sm_clock_mhz, h.temperature_c, h.clock_event_reasons, h.ecc_uncorrected, h.note);
     ins.run();
     const bool added = conn_.changes() == 1;
+    ids_.unmeasured.erase(variant_id);
     tx.commit();
     return added;
   }
@@ -600,26 +607,45 @@ class SqliteDb final : public TuningDb {
     std::unordered_map<std::string, int64_t> variants;  // workload + '\n' + key
     std::unordered_map<std::string, std::pair<int64_t, bool>> workers;  // id, emulated
     std::unordered_set<std::string> gpu_types;
-    void forget_if_rolled_back(uint64_t now) {
-      if (now == rollbacks && variants.size() < kMaxIds && workers.size() < kMaxIds) return;
+    // Ids of variants this connection inserted that have no measurement yet: this connection
+    // wrote none, and no other connection (a second tune, dc-db merge) has committed since
+    // (Connection::commits_by_others). A first-only measurement of one skips its look-up.
+    std::unordered_set<int64_t> unmeasured;
+    uint64_t commits_by_others = 0;  // the connection's count when `unmeasured` was true
+    void forget_if_stale(const sqlite::Connection& conn) {
+      if (conn.commits_by_others() != commits_by_others) {
+        commits_by_others = conn.commits_by_others();
+        unmeasured.clear();
+      }
+      const uint64_t now = conn.rollbacks();
+      if (now == rollbacks && variants.size() < kMaxIds && workers.size() < kMaxIds &&
+          unmeasured.size() < kMaxIds)
+        return;
       rollbacks = now;
       variants.clear();
       workers.clear();
       gpu_types.clear();
+      unmeasured.clear();
     }
   };
 
-  int64_t variant_id_of(const std::string& workload, const std::string& key) {
+  // A variant's id for a measurement of it: kept from commit_variant's insert until the first
+  // measurement takes it, else looked up. Taken, not kept: the cache holds the variants that
+  // wait for a result (a farm service's jobs in flight), not every variant inserted, and is
+  // not emptied at kMaxIds under the service's load (a look-up for every job then in flight).
+  int64_t take_variant_id(const std::string& workload, const std::string& key) {
     std::string name;
     name.reserve(workload.size() + key.size() + 1);
     name.append(workload).append(1, '\n').append(key);
-    if (const auto it = ids_.variants.find(name); it != ids_.variants.end()) return it->second;
+    if (const auto it = ids_.variants.find(name); it != ids_.variants.end()) {
+      const int64_t id = it->second;
+      ids_.variants.erase(it);
+      return id;
+    }
     sqlite::Query q = conn_.query("SELECT id FROM variants WHERE workload = ? AND key = ?");
     DC_INTERNAL_CHECK(q.bind_all(workload, key).step(), "measurement of unknown variant ", key,
                       " of workload ", workload, ": commit the variant first");
-    const int64_t id = q.int64(0);
-    ids_.variants.emplace(std::move(name), id);
-    return id;
+    return q.int64(0);
   }
 
   void require_gpu(const std::string& name) {
@@ -632,6 +658,11 @@ class SqliteDb final : public TuningDb {
   mutable sqlite::Connection conn_;
   bool read_only_;
   IdCache ids_;  // under mu_
+  // The statements of a farm service's every job, kept (sqlite::Connection::query); conn_'s.
+  struct Kept {
+    sqlite3_stmt* insert_variant = nullptr;
+    sqlite3_stmt* insert_measurement = nullptr;
+  } kept_;  // under mu_
 };
 
 }  // namespace

@@ -19,16 +19,13 @@
 
 #include "client_codec.h"
 #include "farm_security.h"
+#include "read_budget.h"
 #include "wake_fd.h"
 
 namespace dc {
 namespace {
 
 constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
-constexpr int kMaxFramesPerWake = 512;  // then timers and dispatch get a turn
-// The same in bytes: a tune's SubmitBatch is up to 1 MiB, and 512 of them read in one wake held
-// the replies (the tunes' heartbeats) for seconds.
-constexpr size_t kMaxBytesPerWake = size_t{4} << 20;
 
 // Logs the first few drops of each kind, then one line per 1000: a flood of garbage must not
 // become a flood of log lines.
@@ -202,12 +199,13 @@ void FarmBroker::Impl::serve_zap() {
 
 void FarmBroker::Impl::read_router(FarmDispatcher& dispatcher) {
   std::vector<zmq::message_t> parts;
-  size_t bytes = 0;
-  for (int i = 0; i < kMaxFramesPerWake && bytes < kMaxBytesPerWake; ++i) {
+  for (ReadBudget budget; budget.more();) {
     parts.clear();
     const auto n = zmq::recv_multipart(router, std::back_inserter(parts), zmq::recv_flags::dontwait);
     if (!n) return;
+    size_t bytes = 0;
     for (const zmq::message_t& part : parts) bytes += part.size();
+    budget.took(bytes);
     if (parts.size() != 2) {
       drops.note("malformed message", str_cat(parts.size(), " frames (expected routing id + 1)"));
       ++transport_drops;

@@ -8,6 +8,7 @@
 #include "farm_broker.h"
 #include "farm_security.h"
 #include "farm_testing.h"
+#include "read_budget.h"
 
 namespace dc {
 namespace {
@@ -24,6 +25,28 @@ FarmBrokerOptions fast_options(std::chrono::milliseconds heartbeat = 1000ms) {
   o.heartbeat = heartbeat;
   o.deadline_grace = 200ms;
   return o;
+}
+
+// The frames the broker reads in one wake (read_router's loop over a ReadBudget) when
+// `waiting` frames of `bytes` each are queued on its socket.
+int frames_read_in_one_wake(size_t bytes, int waiting) {
+  int n = 0;
+  for (ReadBudget budget; n < waiting && budget.more(); ++n) budget.took(bytes);
+  return n;
+}
+
+// 4 MiB a wake, then the timers, the dispatch and the replies (the tunes' heartbeats) get
+// their turn: tunes bursting 1 MiB SubmitBatches were taken for gone without it (round 8 of
+// docs/bench/farm-service.md). And 512 messages at most, whatever their size.
+TEST(FarmBrokerReadBudget, AWakeReadsFourMiBOr512Messages) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  EXPECT_EQ(frames_read_in_one_wake(kMiB, 100), 4);
+  EXPECT_EQ(frames_read_in_one_wake(kMiB - 1, 100), 5);  // 4 MiB less 4 bytes after four: one more
+  EXPECT_EQ(frames_read_in_one_wake(3 * kMiB, 100), 2);  // the frame that crosses it is read whole
+  EXPECT_EQ(frames_read_in_one_wake(16 * kMiB, 100), 1);
+  EXPECT_EQ(frames_read_in_one_wake(4096, 10000), 512);  // 2 MiB of small frames: the message bound
+  EXPECT_EQ(frames_read_in_one_wake(0, 10000), 512);
+  EXPECT_EQ(frames_read_in_one_wake(kMiB, 3), 3);  // fewer waiting: all of them
 }
 
 TEST(FarmBroker, BindsAFreeLoopbackPort) {

@@ -664,6 +664,38 @@ TEST(SqliteTuningDb, RowIdsKeptByTheInsertDoNotOutliveARollback) {
   EXPECT_TRUE(db->query(q).empty()) << "a measurement filed under the variant that took the old id";
 }
 
+// A variant this connection inserted needs no look-up before its first result (the farm
+// service's every job, IdCache::unmeasured), as long as nobody measured it since: this
+// connection's own result, or another connection's commit (PRAGMA data_version), whether
+// before a single write or before a batch.
+TEST(SqliteTuningDb, AFirstResultIsRefusedAfterAnyConnectionsResultOfAVariantInsertedHere) {
+  testing::TempDir dir;
+  const std::string path = dir.file("first.db");
+  auto a = open_tuning_db(path);
+  fill(*a, 0);  // a inserts variants 16 to 256
+  const WorkerInfo node1 = test_worker("node1", "h100", false);
+  EXPECT_TRUE(a->commit_first_measurement(test_measurement("w1", test_variant(32), node1, 4, 12)));
+  EXPECT_FALSE(a->commit_first_measurement(test_measurement("w1", test_variant(32), node1, 5, 13)))
+      << "this connection's own result came first";
+  auto b = open_tuning_db(path);
+  EXPECT_TRUE(b->commit_first_measurement(test_measurement("w1", test_variant(16), node1, 2, 10)));
+  EXPECT_FALSE(a->commit_first_measurement(test_measurement("w1", test_variant(16), node1, 3, 11)))
+      << "another connection's result came first";
+  EXPECT_TRUE(a->commit_variant("w1", test_variant(512), "h"));
+  EXPECT_TRUE(b->commit_first_measurement(test_measurement("w1", test_variant(512), node1, 6, 14)));
+  {
+    auto batch = a->begin_batch();
+    EXPECT_FALSE(a->commit_first_measurement(test_measurement("w1", test_variant(512), node1, 7, 15)))
+        << "another connection's result came first, before the batch";
+    EXPECT_TRUE(a->commit_first_measurement(test_measurement("w1", test_variant(64), node1, 8, 16)));
+    batch->commit();
+  }
+  std::map<std::string, double> medians;
+  for (const Measurement& m : open_tuning_db(path, true)->query({})) medians[m.variant_key] += m.median_us;
+  EXPECT_EQ(medians, (std::map<std::string, double>{{test_variant(16).key(), 2}, {test_variant(32).key(), 4},
+                                                    {test_variant(512).key(), 6}, {test_variant(64).key(), 8}}));
+}
+
 // A worker's row may change (commit_worker updates it): the insert reads it again.
 TEST(SqliteTuningDb, AWorkerRecordedAgainIsReadAgainByTheInsert) {
   testing::TempDir dir;
