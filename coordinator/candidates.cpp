@@ -561,8 +561,13 @@ class Generator {
     // The residual Add entering a norm whose sum the next residual also reads: fused, with
     // the sum written as a second output during the norm's first pass over the row.
     const std::string& op = c_.node(r).op;
-    if (op != "LayerNormalization" && op != "RMSNormalization") return;
-    norm_input_cone(r, after);
+    const bool norm = op == "LayerNormalization" || op == "RMSNormalization";
+    if (!norm) {
+      // row_reduce writes an input that others read during its pass (pools have no such output).
+      if (op_traits(op).pattern == OpPattern::reduce) input_cone(r, after, false);
+      return;
+    }
+    input_cone(r, after, true);
     const auto p = c_.producer_of(c_.node(r).input(0));
     if (!p || c_.sole_next(*p) || c_.node(*p).op != "Add" || c_.node(*p).inputs.size() != 2) return;
     const std::string& sum = c_.node(r).input(0);
@@ -575,22 +580,26 @@ class Generator {
     }
   }
 
-  // The embedding in front of the first norm: the injective nodes computing the norm's
-  // input when one of them is a Gather (the token lookup, with position or token-type Adds
-  // and index Reshapes around it), grown backwards like attention's operand cones. The
-  // norm computes its input as it loads the row; when others read that input too (the
-  // residual stream of a pre-norm model), the kernel writes it as a second output during
-  // its first pass, as for the residual Add above. No copy kernel for the lookup remains.
-  void norm_input_cone(size_t r, const std::vector<size_t>& after) {
+  // The injective nodes computing reduction r's input, grown backwards like attention's
+  // operand cones; the reduction computes its input as it loads the row, and when others read
+  // that input too, the kernel writes it as a second output during its first pass, as for
+  // the residual Add above. For a norm (`norm`): when one of them is a Gather (the embedding
+  // in front of the first norm: the token lookup, with position or token-type Adds and index
+  // Reshapes around it; no copy kernel for the lookup remains). For other row reductions:
+  // when others read the input (a bias or BatchNorm gradient's ReduceSum of a dY that the
+  // data and weight gradients read too, computed by the ReLU's mask or BatchNorm's dX: the
+  // chain runs in the reduction's kernel, which writes dY, instead of a kernel of its own).
+  void input_cone(size_t r, const std::vector<size_t>& after, bool norm) {
     const std::string& x = c_.node(r).input(0);
     const auto p = c_.producer_of(x);
     if (!p || classify_op(c_.node(*p)) != OpClass::injective || c_.single_output(*p) != x) return;
+    if (!norm && (c_.sole_next(*p) == r || !is_elementwise_math(c_.node(*p)))) return;
     std::vector<std::string> operands;
     for (const auto& in : c_.node(*p).inputs)
       if (!in.empty() && !c_.is_constant(in)) operands.push_back(in);
     std::vector<size_t> cone = operand_cones({r, *p}, operands);
     cone.push_back(*p);
-    if (std::none_of(cone.begin(), cone.end(), [&](size_t i) { return c_.node(i).op == "Gather"; })) return;
+    if (norm && std::none_of(cone.begin(), cone.end(), [&](size_t i) { return c_.node(i).op == "Gather"; })) return;
     std::set<std::string> exposed;
     if (c_.sole_next(*p) != r) exposed.insert(x);
     for (size_t b = 0; b <= after.size(); ++b) {
@@ -604,7 +613,10 @@ class Generator {
   // Chains of injective ops linked by single-reader outputs (a node with several linked
   // producers continues the chain of the first, by input slot). Every contiguous sub-chain
   // of a chain up to kMaxAllSubchainsLength long; of a longer chain, its prefixes and
-  // suffixes only (about 2L instead of L^2/2).
+  // suffixes only (about 2L instead of L^2/2). Then each maximal chain with its operand
+  // cone: the injective nodes computing its operands that only it reads, the branches the
+  // linear chain left out (BatchNorm's dX: the x_hat branch and the per-channel scalars
+  // beside the dY chain), so a DAG of elementwise ops is one kernel, not one per branch.
   void elementwise_chains() {
     const size_t n = c_.g.nodes.size();
     std::vector<std::optional<size_t>> pred(n), succ(n);
@@ -636,6 +648,15 @@ class Generator {
         for (size_t b = 2; b <= len; ++b) sub(0, b);
         for (size_t a = 1; a + 2 <= len; ++a) sub(a, len);
       }
+      std::vector<std::string> operands;
+      for (size_t i : chain)
+        for (const auto& in : c_.node(i).inputs)
+          if (!in.empty() && !c_.is_constant(in)) operands.push_back(in);
+      const std::vector<size_t> cone = operand_cones(chain, operands);
+      if (cone.empty()) continue;
+      std::vector<size_t> nodes = chain;
+      nodes.insert(nodes.end(), cone.begin(), cone.end());
+      add(nodes, ClusterKind::elementwise);
     }
   }
 

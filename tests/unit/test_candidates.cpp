@@ -420,6 +420,73 @@ TEST(Candidates, AddLayerNorm) {
   EXPECT_EQ(find(cands, {0, 1, 2})->pattern, "matmul+add+add");
 }
 
+// A DAG of elementwise ops (BatchNorm's dX in a training step has this form): the chain
+// through the first linked producer by input slot is [2, 3, 4]; its operand cone adds the
+// branch [0, 1] that only it reads, so the whole DAG is one candidate.
+TEST(Candidates, ElementwiseChainWithItsOperandCone) {
+  Graph g;
+  add_input(g, "x", {2, 4});
+  add_input(g, "a", {2, 4});
+  add_input(g, "d", {2, 4});
+  add_input(g, "s", {4});
+  add_input(g, "s2", {4});
+  add_input(g, "k", {4});
+  add_node(g, "Mul", {"x", "a"}, {"xh"});   // 0
+  add_node(g, "Mul", {"xh", "s"}, {"xs"});  // 1
+  add_node(g, "Mul", {"s2", "k"}, {"sk"});  // 2: per-channel
+  add_node(g, "Add", {"sk", "xs"}, {"t"});  // 3: continues 2's chain (first slot)
+  add_node(g, "Sub", {"d", "t"}, {"y"});    // 4
+  g.outputs = {"y"};
+  g = testing::with_types(g);
+  const auto cands = generate_candidates(g);
+  expect_well_formed(g, cands);
+  EXPECT_NE(find(cands, {0, 1}), nullptr);
+  EXPECT_NE(find(cands, {2, 3, 4}), nullptr);
+  const Candidate* all = find(cands, {0, 1, 2, 3, 4});
+  ASSERT_NE(all, nullptr);
+  EXPECT_EQ(all->kind, ClusterKind::elementwise);
+  EXPECT_EQ(all->pattern, "mul+mul+mul+add+sub");
+  // A branch read outside too (here a graph output) stays out of the cone.
+  g.outputs.push_back("xs");
+  for (const auto& c : generate_candidates(g)) {
+    const bool branch = std::count(c.nodes.begin(), c.nodes.end(), size_t{1}) != 0;
+    const bool join = std::count(c.nodes.begin(), c.nodes.end(), size_t{3}) != 0;
+    EXPECT_FALSE(branch && join) << c.pattern;
+  }
+}
+
+// A row reduction whose input others read too computes that input (and its cone) itself and
+// writes it: a bias gradient's ReduceSum of a ReLU mask that a data gradient also reads. A
+// pool takes no such input (its template writes no second output).
+TEST(Candidates, ReductionComputesAnInputOthersRead) {
+  for (const char* reduction : {"ReduceSum", "MaxPool"}) {
+    SCOPED_TRACE(reduction);
+    Graph g;
+    add_input(g, "y", {2, 3, 4, 4});
+    add_input(g, "dy", {2, 3, 4, 4});
+    add_initializer(g, "zero", Tensor::scalar(0.0f));
+    add_node(g, "Greater", {"y", "zero"}, {"c"});       // 0
+    add_node(g, "Where", {"c", "dy", "zero"}, {"m"});   // 1
+    if (std::string(reduction) == "MaxPool")
+      add_node(g, "MaxPool", {"m"}, {"r"}, attrs({{"kernel_shape", std::vector<int64_t>{2, 2}}}));  // 2
+    else
+      add_node(g, "ReduceSum", {"m"}, {"r"});            // 2
+    add_node(g, "Relu", {"m"}, {"o"});                  // 3: another reader of m
+    g.outputs = {"r", "o"};
+    g = testing::with_types(g);
+    const auto cands = generate_candidates(g);
+    const Candidate* fused = find(cands, {0, 1, 2});
+    if (std::string(reduction) == "MaxPool") {
+      EXPECT_EQ(fused, nullptr);
+      continue;
+    }
+    ASSERT_NE(fused, nullptr);
+    EXPECT_EQ(fused->kind, ClusterKind::reduction);
+    EXPECT_EQ(fused->pattern, "greater+where+reducesum");
+    EXPECT_FALSE(is_legal(g, {0, 1, 2})) << "m is exposed: legal only because the kernel writes it";
+  }
+}
+
 std::string tensor_name(size_t i) {
   std::string s = "t";
   s.append(std::to_string(i));
