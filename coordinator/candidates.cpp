@@ -291,7 +291,10 @@ class Generator {
     }
     // MatMul's or Gemm's A computed by injective ops only it reads (SwiGLU's silu(gate) * up
     // over the gate/up GEMM's split output, a GELU, views): the kernel computes A as it loads it.
-    if ((n.op == "MatMul" || n.op == "Gemm") && !c_.is_constant(n.input(0))) {
+    // Likewise a Conv's X (a training step's BatchNorm-apply + ReLU): the im2col gather and the
+    // depthwise staging compute X only at taps inside the input and write 0 at padded ones
+    // (f(0), ReLU(BN(0)), would be wrong; conv_gather_value, template_depthwise.cpp).
+    if ((n.op == "MatMul" || n.op == "Gemm" || n.op == "Conv") && !c_.is_constant(n.input(0))) {
       auto cone = operand_cones({h}, {n.input(0)});
       if (cone.size() > 1) prologue_sets.push_back(std::move(cone));
     }

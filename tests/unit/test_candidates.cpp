@@ -209,6 +209,45 @@ TEST(Candidates, ResampledInputIsAConvTransposePrologue) {
   EXPECT_EQ(find(cands, {0, 1, 2})->kind, ClusterKind::conv);
 }
 
+// A training step's forward BatchNorm-apply + ReLU before the next Conv: (x - mean) * invstd
+// * scale + bias, ReLU (mean and invstd computed by the step, not constants), then a 3x3 Conv
+// with padding 1. The Conv's X cone (rule 3) is one more prologue set, with the epilogue
+// prefix; a cone whose ReLU output is read outside too is not offered.
+Graph batch_norm_relu_conv(bool relu_read_outside) {
+  Graph g;
+  add_input(g, "x", {2, 4, 6, 6});
+  for (const char* p : {"mean", "invstd", "scale", "bias"}) add_input(g, p, {1, 4, 1, 1});
+  add_initializer(g, "w", testing::random_tensor({5, 4, 3, 3}, 7));
+  add_node(g, "Sub", {"x", "mean"}, {"xc"});
+  add_node(g, "Mul", {"xc", "invstd"}, {"xh"});
+  add_node(g, "Mul", {"xh", "scale"}, {"xs"});
+  add_node(g, "Add", {"xs", "bias"}, {"bn"});
+  add_node(g, "Relu", {"bn"}, {"r"});
+  add_node(g, "Conv", {"r", "w"}, {"y"}, attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}}));
+  add_node(g, "Relu", {"y"}, {"yr"});
+  g.outputs = {"yr"};
+  if (relu_read_outside) g.outputs.push_back("r");
+  return testing::with_types(g);
+}
+
+TEST(Candidates, ConvComputesItsInputCone) {
+  const Graph g = batch_norm_relu_conv(false);
+  const auto cands = generate_candidates(g);
+  expect_well_formed(g, cands);
+  const Candidate* cone = find(cands, {0, 1, 2, 3, 4, 5});
+  ASSERT_NE(cone, nullptr);
+  EXPECT_EQ(cone->pattern, "sub+mul+mul+add+relu+conv");
+  EXPECT_EQ(cone->kind, ClusterKind::conv);
+  ASSERT_NE(find(cands, {0, 1, 2, 3, 4, 5, 6}), nullptr);
+  EXPECT_EQ(find(cands, {0, 1, 2, 3, 4, 5, 6})->kind, ClusterKind::conv);
+
+  const Graph shared = batch_norm_relu_conv(true);
+  const auto shared_cands = generate_candidates(shared);
+  expect_well_formed(shared, shared_cands);
+  for (const auto& c : containing(shared_cands, 5))
+    EXPECT_EQ(std::count(c.nodes.begin(), c.nodes.end(), size_t{4}), 0) << c.pattern;
+}
+
 // The ReLU gradient after a convolution's data gradient: ConvTranspose(dy, w) -> dx,
 // Greater(a, 0) -> m, Where(m, dx, other) -> g (nodes 0, 1, 2). `mask_reader`: a Cast also
 // reads m (node 3); `other`: the Where's second value, "zero" (a constant) or "b" (an input).
@@ -540,8 +579,11 @@ TEST(Candidates, TinyCnn) {
   const auto cands = generate_candidates(g);
   expect_well_formed(g, cands);
   // 16 singletons; conv+relu x3, conv+add, conv+add+relu, dwconv+relu; relu+maxpool,
-  // relu+avgpool; the elementwise chain add+relu (counted by hand, docs/candidates.md).
-  EXPECT_EQ(cands.size(), 25u);
+  // relu+avgpool; the elementwise chain add+relu; the depthwise conv computing its X,
+  // add+relu+dwconv, alone and with its relu (counted by hand, docs/candidates.md).
+  EXPECT_EQ(cands.size(), 27u);
+  ASSERT_NE(find(cands, {5, 6, 7}), nullptr);
+  EXPECT_EQ(find(cands, {5, 6, 7})->kind, ClusterKind::depthwise);
   ASSERT_NE(find(cands, {4, 5, 6}), nullptr);
   EXPECT_EQ(find(cands, {4, 5, 6})->pattern, "conv+add+relu");
   EXPECT_EQ(find(cands, {4, 5, 6})->kind, ClusterKind::conv);

@@ -15,6 +15,7 @@
 #include "emulated_steps_testing.h"
 #include "testing.h"
 #include "train_options.h"
+#include "train_recompute.h"
 #include "training_testing.h"
 
 namespace dc {
@@ -36,9 +37,13 @@ struct StepPlan {
   ModelPlan plan;
 };
 
-StepPlan sgd_step() {
+// `recompute`: the cheap forward chains computed again in the backward pass, as `plan
+// --train` does (coordinator/train_recompute.h), so that the next Conv is the only reader
+// of a forward BatchNorm-apply + ReLU.
+StepPlan sgd_step(bool recompute = false) {
   static const GpuCatalog catalog = GpuCatalog::builtin();
   StepPlan s{testing::training_step("tiny_cnn", OptimizerKind::sgd), {}};
+  if (recompute) cli::recompute_cheap_chains(s.step);
   s.plan = plan_by_estimate(s.step, {&catalog.require("h100")}, PlanOptions{});
   return s;
 }
@@ -111,11 +116,51 @@ TEST(TrainFusedBackward, ReduceSumComputesTheGradientItSums) {
   EXPECT_EQ(dx_in_reductions, 1);
 }
 
+// The forward BatchNorm-apply + ReLU before a convolution is that Conv's computed X (rule 3's
+// cone, docs/candidates.md) once recompute leaves the Conv its only reader: in tiny_cnn the
+// second 3x3 conv's (conv_implicit_gemm) and the depthwise conv's, after the residual Add
+// (depthwise_direct); both pad 1, so the emulated steps below check that padded taps read 0.
+// Before: a kernel of their own each.
+TEST(TrainFusedBackward, ForwardBatchNormReluIsTheNextConvsInput) {
+  const StepPlan s = sgd_step(true);
+  const Graph& g = s.step;
+  std::map<ClusterKind, int> computed_inputs;
+  for (size_t c : s.plan.gpus.at(0).cover.chosen) {
+    const Candidate& cand = s.plan.candidates[c];
+    int convs = 0, relus = 0, subs = 0;
+    for (size_t i : cand.nodes) {
+      const Node& n = g.nodes[i];
+      if (starts_with(n.name, "grad/")) continue;
+      convs += n.op == "Conv";
+      relus += n.op == "Relu";
+      subs += n.op == "Sub";
+    }
+    if (convs == 1 && relus == 1 && subs == 1) ++computed_inputs[cand.kind];
+  }
+  EXPECT_EQ(computed_inputs[ClusterKind::conv], 1);
+  EXPECT_EQ(computed_inputs[ClusterKind::depthwise], 1);
+}
+
 // Three SGD steps of the plan on the host emulator against the CPU reference's steps: a
 // wrong value in the fused dX (a branch read at the wrong coordinates, a per-channel scalar
 // broadcast wrongly) changes the losses after the first step and the updates.
 TEST(TrainFusedBackward, StepsOnTheEmulatorFollowTheReferenceSteps) {
   StepPlan s = sgd_step();
+  TrainingSpec spec;
+  spec.optimizer = OptimizerKind::sgd;
+  spec.momentum = 0.9;
+  spec.weight_decay = 0.01;
+  const PlanTraining t = cli::plan_training(spec, "tiny_cnn.onnx", Precision::fp32);
+  const ExecPlan p = build_estimated_plan(s.step, s.plan, 0, PlanOptions{}, &t);
+  rt::Runtime r(p, rt::make_emulator_backend(rt::EmulatorBackendOptions{::testing::TempDir() + "dc-emulator-test-cache"}));
+  EXPECT_EQ(testing::expect_emulator_steps_follow_reference(r, s.step, 23, 3, 1), 42)
+      << "17 weights and their momenta, 4 BatchNorms' running means and variances";
+}
+
+// The same with recompute, whose plan has the two Convs computing their X (above): a padded
+// tap reading relu(BN(0)) instead of 0 changes the conv outputs, the loss and the updates.
+TEST(TrainFusedBackward, StepsWithRecomputeOnTheEmulatorFollowTheReferenceSteps) {
+  StepPlan s = sgd_step(true);
   TrainingSpec spec;
   spec.optimizer = OptimizerKind::sgd;
   spec.momentum = 0.9;
