@@ -85,6 +85,9 @@ const Case kCases[] = {
     // The fused multi-tensor optimizer update (SGD with momentum and weight decay) over a
     // bucket of three tensors whose extents leave float4 tails of 3, 3 and 0.
     {"edge_sgd_momentum_bucket", "", ClusterKind::opaque, ""},
+    // A training step's forward BatchNorm-apply + ReLU computed by the next Conv's im2col
+    // gather (pads 1): padded taps must read 0, not relu(BN(0)) (>= 1 here: bias in [2, 3)).
+    {"edge_bn_relu_conv", "", ClusterKind::conv, ""},
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -195,6 +198,22 @@ Graph edge_graph(const std::string& name) {
     conv.attrs.set("pads", std::vector<int64_t>{1, 1, 1, 1});
     conv.attrs.set("kernel_shape", std::vector<int64_t>{3, 3});
     g.nodes = {conv, testing::make_node("Relu", {"c"}, {"y"})};
+  } else if (name == "edge_bn_relu_conv") {
+    for (const char* t : {"x", "xc", "xh", "xs", "bn", "r"}) tensor(t, {2, 5, 9, 7});
+    for (const char* t : {"mean", "invstd", "scale", "bias"}) tensor(t, {1, 5, 1, 1});
+    tensor("w", {6, 5, 3, 3});
+    tensor("y", {2, 6, 9, 7});
+    g.initializers["w"] = filled({6, 5, 3, 3}, 51);
+    Tensor bias = filled({1, 5, 1, 1}, 52);
+    for (int64_t i = 0; i < bias.numel(); ++i) bias.mutable_data<float>()[i] = 2.5f + 0.5f * bias.data<float>()[i];
+    g.initializers["bias"] = bias;
+    g.inputs = {"x", "mean", "invstd", "scale"};
+    Node conv = testing::make_node("Conv", {"r", "w"}, {"y"});
+    conv.attrs.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+    conv.attrs.set("kernel_shape", std::vector<int64_t>{3, 3});
+    g.nodes = {testing::make_node("Sub", {"x", "mean"}, {"xc"}), testing::make_node("Mul", {"xc", "invstd"}, {"xh"}),
+               testing::make_node("Mul", {"xh", "scale"}, {"xs"}), testing::make_node("Add", {"xs", "bias"}, {"bn"}),
+               testing::make_node("Relu", {"bn"}, {"r"}), conv};
   } else if (name == "edge_gather_int64_relu") {
     tensor("table", {97, 33});
     g.tensors["ids"] = TensorInfo{DType::i64, {3, 5}};
@@ -270,6 +289,9 @@ TEST_P(OnPocl, ReferenceAndVariantsMatchTheCpu) {
   if (std::string(c.name).starts_with("edge_conv_grad_weight")) {
     ASSERT_EQ(w.graph.nodes.size(), 1u);
     EXPECT_EQ(w.graph.nodes[0].op, "dc.ConvGradWeight");
+  }
+  if (std::string(c.name) == "edge_bn_relu_conv") {
+    EXPECT_EQ(w.graph.nodes.size(), 6u) << "the Conv with its X cone";
   }
   if (std::string(c.name) == "edge_matmul_swapped_operands" || std::string(c.name) == "edge_gemm_swapped_operands") {
     EXPECT_EQ(std::count_if(w.graph.nodes.begin(), w.graph.nodes.end(), [](const Node& n) { return n.op == "Transpose"; }), 2);
