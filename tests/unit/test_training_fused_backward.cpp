@@ -141,11 +141,10 @@ TEST(TrainFusedBackward, ForwardBatchNormReluIsTheNextConvsInput) {
   EXPECT_EQ(computed_inputs[ClusterKind::depthwise], 1);
 }
 
-// Three SGD steps of the plan on the host emulator against the CPU reference's steps: a
-// wrong value in the fused dX (a branch read at the wrong coordinates, a per-channel scalar
-// broadcast wrongly) changes the losses after the first step and the updates.
-TEST(TrainFusedBackward, StepsOnTheEmulatorFollowTheReferenceSteps) {
-  StepPlan s = sgd_step();
+// Three SGD steps (momentum 0.9, weight decay 0.01) of tiny_cnn's estimated plan on the host
+// emulator against the CPU reference's steps.
+void expect_sgd_steps_follow_reference(bool recompute) {
+  StepPlan s = sgd_step(recompute);
   TrainingSpec spec;
   spec.optimizer = OptimizerKind::sgd;
   spec.momentum = 0.9;
@@ -157,19 +156,14 @@ TEST(TrainFusedBackward, StepsOnTheEmulatorFollowTheReferenceSteps) {
       << "17 weights and their momenta, 4 BatchNorms' running means and variances";
 }
 
-// The same with recompute, whose plan has the two Convs computing their X (above): a padded
-// tap reading relu(BN(0)) instead of 0 changes the conv outputs, the loss and the updates.
+// A wrong value in the fused dX (a branch read at the wrong coordinates, a per-channel scalar
+// broadcast wrongly) changes the losses after the first step and the updates.
+TEST(TrainFusedBackward, StepsOnTheEmulatorFollowTheReferenceSteps) { expect_sgd_steps_follow_reference(false); }
+
+// With recompute the plan has the two Convs computing their X (above): a padded tap reading
+// relu(BN(0)) instead of 0 changes the conv outputs, the loss and the updates.
 TEST(TrainFusedBackward, StepsWithRecomputeOnTheEmulatorFollowTheReferenceSteps) {
-  StepPlan s = sgd_step(true);
-  TrainingSpec spec;
-  spec.optimizer = OptimizerKind::sgd;
-  spec.momentum = 0.9;
-  spec.weight_decay = 0.01;
-  const PlanTraining t = cli::plan_training(spec, "tiny_cnn.onnx", Precision::fp32);
-  const ExecPlan p = build_estimated_plan(s.step, s.plan, 0, PlanOptions{}, &t);
-  rt::Runtime r(p, rt::make_emulator_backend(rt::EmulatorBackendOptions{::testing::TempDir() + "dc-emulator-test-cache"}));
-  EXPECT_EQ(testing::expect_emulator_steps_follow_reference(r, s.step, 23, 3, 1), 42)
-      << "17 weights and their momenta, 4 BatchNorms' running means and variances";
+  expect_sgd_steps_follow_reference(true);
 }
 
 }  // namespace
