@@ -62,6 +62,15 @@ Variant reference_variant();
 bool is_reference_key(const std::string& variant_key);
 bool is_reference(const Variant& v);  // is_reference_key(v.key())
 
+// A variant key's parts, "TEMPLATE/PRECISION/NAME=VALUE,...", parsed without a workload:
+// what the key says, not whether it is a point of any space (Variant::from_key checks that).
+struct VariantKeyParts {
+  std::string template_name, precision;
+  std::map<std::string, int64_t> params;
+};
+// nullopt for a malformed key, with the reason in *why.
+std::optional<VariantKeyParts> parse_variant_key(const std::string& key, std::string* why = nullptr);
+
 // "fp16" from "gemm_mma/fp16/block_k=32,...": a variant key's math path ("" if malformed).
 std::string variant_key_precision(const std::string& variant_key);
 

@@ -15,48 +15,12 @@ namespace dc {
 
 namespace {
 
-struct ParsedKey {
-  std::string template_name, precision;
-  std::map<std::string, int64_t> params;
-};
-
 bool is_name_char(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; }
-
-std::optional<ParsedKey> parse_key(const std::string& key, std::string* why) {
-  const auto malformed = [&](const std::string& what) {
-    return refuse(why, "malformed variant key '", key, "' (", what, "; expected TEMPLATE/PRECISION/NAME=VALUE,...)");
-  };
-  const size_t a = key.find('/');
-  const size_t b = a == std::string::npos ? a : key.find('/', a + 1);
-  if (b == std::string::npos) return malformed("fewer than two '/'");
-  ParsedKey out;
-  out.template_name = key.substr(0, a);
-  out.precision = key.substr(a + 1, b - a - 1);
-  if (out.template_name.empty() || out.precision.empty()) return malformed("empty template or precision");
-  const std::string rest = key.substr(b + 1);
-  for (size_t at = 0; !rest.empty();) {
-    const size_t end = rest.find(',', at);
-    const std::string item = rest.substr(at, end == std::string::npos ? end : end - at);
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) return malformed("parameter '" + item + "' is not NAME=VALUE");
-    const std::string name = item.substr(0, eq);
-    if (!std::all_of(name.begin(), name.end(), is_name_char)) return malformed("parameter name '" + name + "'");
-    int64_t value = 0;
-    const char* first = item.data() + eq + 1;
-    const char* last = item.data() + item.size();
-    const auto [ptr, ec] = std::from_chars(first, last, value);
-    if (ec != std::errc() || ptr != last || first == last) return malformed("value of '" + name + "' is not an integer");
-    if (!out.params.emplace(name, value).second) return malformed("parameter '" + name + "' twice");
-    if (end == std::string::npos) break;
-    at = end + 1;
-  }
-  return out;
-}
 
 // The family's typed parameters from the key's: every name the family's, carried by the
 // variants of `path`, and none of the path's missing.
 template <class P>
-std::optional<P> typed_params(const ParsedKey& k, unsigned path, std::string* why) {
+std::optional<P> typed_params(const VariantKeyParts& k, unsigned path, std::string* why) {
   P p;
   for (const auto& [name, value] : k.params) {
     const ParamField<P>* field = nullptr;
@@ -73,7 +37,7 @@ std::optional<P> typed_params(const ParsedKey& k, unsigned path, std::string* wh
   return p;
 }
 
-std::optional<Variant> family_point(const WorkloadShape& s, const GpuSpec& gpu, const ParsedKey& k,
+std::optional<Variant> family_point(const WorkloadShape& s, const GpuSpec& gpu, const VariantKeyParts& k,
                                     std::string* why) {
   const bool volta = gpu.cc_major == 7 && gpu.cc_minor < 5;
   // attention_backward's fp32 variants also carry their thread tile, its tensor-core ones
@@ -110,9 +74,40 @@ std::optional<Variant> family_point(const WorkloadShape& s, const GpuSpec& gpu, 
 
 }  // namespace
 
+std::optional<VariantKeyParts> parse_variant_key(const std::string& key, std::string* why) {
+  const auto malformed = [&](const std::string& what) {
+    return refuse(why, "malformed variant key '", key, "' (", what, "; expected TEMPLATE/PRECISION/NAME=VALUE,...)");
+  };
+  const size_t a = key.find('/');
+  const size_t b = a == std::string::npos ? a : key.find('/', a + 1);
+  if (b == std::string::npos) return malformed("fewer than two '/'");
+  VariantKeyParts out;
+  out.template_name = key.substr(0, a);
+  out.precision = key.substr(a + 1, b - a - 1);
+  if (out.template_name.empty() || out.precision.empty()) return malformed("empty template or precision");
+  const std::string rest = key.substr(b + 1);
+  for (size_t at = 0; !rest.empty();) {
+    const size_t end = rest.find(',', at);
+    const std::string item = rest.substr(at, end == std::string::npos ? end : end - at);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) return malformed("parameter '" + item + "' is not NAME=VALUE");
+    const std::string name = item.substr(0, eq);
+    if (!std::all_of(name.begin(), name.end(), is_name_char)) return malformed("parameter name '" + name + "'");
+    int64_t value = 0;
+    const char* first = item.data() + eq + 1;
+    const char* last = item.data() + item.size();
+    const auto [ptr, ec] = std::from_chars(first, last, value);
+    if (ec != std::errc() || ptr != last || first == last) return malformed("value of '" + name + "' is not an integer");
+    if (!out.params.emplace(name, value).second) return malformed("parameter '" + name + "' twice");
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  return out;
+}
+
 std::optional<Variant> Variant::from_key(const std::string& key, const Workload& w, const GpuSpec& gpu,
                                          std::string* why) {
-  const std::optional<ParsedKey> k = parse_key(key, why);
+  const std::optional<VariantKeyParts> k = parse_variant_key(key, why);
   if (!k) return std::nullopt;
   if (!template_param_names(k->template_name))
     return refuse(why, "unknown template '", k->template_name, "' in variant key '", key, "'");

@@ -215,7 +215,8 @@ int cmd_tune(const std::vector<std::string>& args) {
   std::string model, gpu_list, db_path = "dc-tuning.db", out_dir, config;
   std::vector<std::string> shapes;
   FarmFlags farm_flags;
-  bool retune = false, no_check = false, no_cross_check = false, quiet = false, no_db_calibration = false, no_reference = false;
+  bool retune = false, no_check = false, no_cross_check = false, quiet = false, no_db_calibration = false, no_reference = false,
+       no_param_calibration = false;
   double wait_s = -1, db_timeout_s = 5, compile_deadline_s = 60, run_deadline_s = 30;
   int seed_k = 4;
   po::options_description desc(
@@ -257,6 +258,8 @@ int cmd_tune(const std::vector<std::string>& args) {
       ("retune", po::bool_switch(&retune), "measure again what the DB already holds")
       ("no-db-calibration", po::bool_switch(&no_db_calibration), "estimate with the config's "
        "calibration factors only, not factors fitted from the DB's results")
+      ("no-param-calibration", po::bool_switch(&no_param_calibration), "fit only the per-kind factors from "
+       "the DB, not the per-parameter ones that reorder a workload's variants (real results only)")
       ("top-k", po::value<int>(), "pruning: at most this many variants per workload")
       ("within", po::value<double>(), "pruning: keep variants within this factor of the best estimate")
       ("shape", po::value(&shapes)->composing(), "NAME=DIMS: fix an input's shape (repeatable)")
@@ -296,6 +299,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   opts.gpus = parse_gpu_list(catalog, gpu_list);
   if (!config.empty()) load_tune_config(config, &opts.plan, &opts.calibration_from_db);
   if (no_db_calibration) opts.calibration_from_db = false;
+  if (no_param_calibration) opts.calibration_params = false;
   if (vm.count("within")) opts.plan.prune.within_factor = vm["within"].as<double>();
   if (vm.count("top-k")) opts.plan.prune.top_k = vm["top-k"].as<int>();
   read_precision_options(vm, &opts.plan, opts.gpus);

@@ -50,6 +50,9 @@ struct TuneOptions {
   // Fit calibration factors per requested GPU type and kind from the DB's results of this
   // tune's source (real, or emulated for an emulated tune); plan.calibration's entries win.
   bool calibration_from_db = true;
+  // With it, also fit per-parameter factors from the DB's real results (calibration_fit.h:
+  // fit_param_factors; docs/estimator.md, "Per-parameter calibration").
+  bool calibration_params = true;
   ImportOptions import;
   // --train: tune the model's training step (docs/training.md) instead of its inference.
   std::optional<TrainingSpec> training;

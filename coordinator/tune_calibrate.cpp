@@ -26,6 +26,17 @@ int count_used(const std::vector<FittedFactor>& fit) {
   return n;
 }
 
+// The per-parameter factors (calibration_fit.h), of real results only: an emulated device's
+// times come from this model, so their differences between variants are the emulator's noise,
+// not a cost the model lacks.
+void apply_params(const std::string& gpu, const std::vector<FittedParamFactor>& fit, const StageLog& log,
+                  Calibrated& c) {
+  c.param_fitted += apply_param_fit(fit, c.calibration);
+  if (!fit.empty())
+    log.notice(fmt::format("calibration {}: {} per-parameter factor(s) within workloads: {}", gpu, fit.size(),
+                           describe_param_fit(fit)));
+}
+
 }  // namespace
 
 Calibrated calibrate(const TuningDb& db, Farm& farm, const TuneOptions& opts, const StageLog& log) {
@@ -40,10 +51,11 @@ Calibrated calibrate(const TuningDb& db, Farm& farm, const TuneOptions& opts, co
     // Only results of this plan's storage: an fp16 plan's factors never come from fp32
     // results, whatever the math unit (docs/estimator.md, Calibration).
     const std::string storage(dtype_name(storage_dtype(opts.plan.precision)));
-    std::optional<CalibrationRatios> ratios = farm.estimator_ratios(gpu, c.source == TimingSource::emulated, storage);
-    const bool farms_db = ratios.has_value();
-    if (!farms_db) ratios = db.estimator_ratios(gpu, c.source, storage);
-    c.fits[gi] = fit_calibration(*ratios);
+    std::optional<Farm::Ratios> farms = farm.estimator_ratios(gpu, c.source == TimingSource::emulated, storage);
+    const bool farms_db = farms.has_value();
+    std::vector<EstimatorSample> samples;
+    if (!farms_db) samples = db.estimator_samples(gpu, c.source, storage);
+    c.fits[gi] = fit_calibration(farms_db ? farms->by_unit : ratios_of(samples));
     c.fitted += apply_fit(gpu, c.fits[gi], opts.plan.calibration, c.calibration);
     int results = 0;
     for (const FittedFactor& f : c.fits[gi]) results += f.samples;
@@ -53,13 +65,18 @@ Calibrated calibrate(const TuningDb& db, Farm& farm, const TuneOptions& opts, co
                            count_used(c.fits[gi]), describe_fit(c.fits[gi]),
                            config.empty() ? "" : "; the config sets " + config,
                            farms_db ? "; the DB is the farm service's" : ""));
+    if (opts.calibration_params && c.source == TimingSource::real)
+      apply_params(gpu, farms_db ? farms->param_fit : fit_param_factors(gpu, samples), log, c);
   }
   return c;
 }
 
 std::string describe(const Calibrated& c) {
   if (!c.from_db) return "factors from the DB: off (config factors only)";
-  return fmt::format("{} factor(s) fitted from {} DB results", c.fitted, source_name(c.source));
+  if (c.param_fitted == 0)
+    return fmt::format("{} factor(s) fitted from {} DB results", c.fitted, source_name(c.source));
+  return fmt::format("{} factor(s) and {} per-parameter factor(s) fitted from {} DB results", c.fitted,
+                     c.param_fitted, source_name(c.source));
 }
 
 }  // namespace dc::tune_stage

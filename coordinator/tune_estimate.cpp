@@ -23,7 +23,7 @@ std::string describe(const ModelPlan& plan) {
 
 double uncalibrated_us(const Calibration& c, const GpuSpec& gpu, const Workload& w,
                        const std::string& variant_key, double calibrated_us) {
-  return calibrated_us / c.factor(gpu.name, w.kind, math_unit_of_key(variant_key));
+  return calibrated_us / c.variant_factor(gpu.name, w.kind, variant_key);
 }
 
 }  // namespace dc::tune_stage

@@ -12,7 +12,8 @@ namespace dc::tune_stage {
 
 namespace {
 
-// The run's options as given, plus the calibration factors its estimates used.
+// The run's options as given, plus the calibration factors its estimates used (per kind and
+// unit, and per parameter value: "conv fp32 conv_implicit_gemm block_k=32").
 std::string options_json(const TuneOptions& opts, const Calibration& calibration) {
   std::ostringstream os;
   JsonWriter j(os);
@@ -26,6 +27,13 @@ std::string options_json(const TuneOptions& opts, const Calibration& calibration
         j.field(std::string(cluster_kind_name(std::get<1>(key))) + " " +
                     std::string(math_unit_name(std::get<2>(key))),
                 factor);
+    for (const auto& [group, params] : calibration.param_factors)
+      if (std::get<0>(group) == gpu->name)
+        for (const auto& [param, values] : params)
+          for (const auto& [value, factor] : values)
+            j.field(fmt::format("{} {} {} {}={}", cluster_kind_name(std::get<1>(group)),
+                                math_unit_name(std::get<2>(group)), std::get<3>(group), param, value),
+                    factor);
     j.end_object();
   }
   j.end_object();

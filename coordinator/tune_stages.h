@@ -59,6 +59,7 @@ struct Calibrated {
   std::vector<std::vector<FittedFactor>> fits;       // per requested GPU type
   bool from_db = false;
   int fitted = 0;                                    // factors taken from the fit
+  int param_fitted = 0;                              // per-parameter factors taken (real results)
   TimingSource source = TimingSource::real;
 };
 // The ratios come from the farm's DB where it has one (Farm::estimator_ratios), else from db.
@@ -100,7 +101,7 @@ struct PlannedJob {
 };
 
 // What a result stores as its estimate: the model's figure without calibration (the
-// factor of the variant's kind and math unit divided out), so that
+// factor of the variant's kind and math unit, and of its parameter values, divided out), so that
 // measured / estimated fits the factor itself (the calibrate stage).
 double uncalibrated_us(const Calibration& c, const GpuSpec& gpu, const Workload& w,
                        const std::string& variant_key, double calibrated_us);

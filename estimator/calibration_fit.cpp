@@ -36,6 +36,12 @@ FittedFactor fit_one(ClusterKind kind, MathUnit unit, const std::vector<double>&
 
 }  // namespace
 
+CalibrationRatios ratios_of(const std::vector<EstimatorSample>& samples) {
+  CalibrationRatios out;
+  for (const EstimatorSample& s : samples) out[{s.kind, math_unit_of_key(s.variant_key)}].push_back(s.ratio);
+  return out;
+}
+
 std::vector<FittedFactor> fit_calibration(const CalibrationRatios& ratios,
                                           const CalibrationFitOptions& options) {
   DC_USER_CHECK(options.min_samples >= 1, "calibration fit: min_samples must be >= 1");

@@ -6,6 +6,11 @@
 // noise) do not move it. A unit with too few results of its own gets no factor: its
 // estimates run uncalibrated (never another unit's factor), and describe_fit says so.
 // docs/estimator.md, "Calibration".
+//
+// The per-parameter fit (fit_param_factors) reorders a workload's variants: from real
+// measurements only, per (kind, math unit, template), the cost of each parameter value
+// relative to the template's other values, within workloads. docs/estimator.md,
+// "Per-parameter calibration".
 #pragma once
 
 #include <map>
@@ -34,6 +39,57 @@ struct FittedFactor {
 
 // measured / estimated per (kind, math unit), as TuningDb::estimator_ratios answers.
 using CalibrationRatios = std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>>;
+
+// One ok result with an estimate, as the per-parameter fit reads it
+// (TuningDb::estimator_samples).
+struct EstimatorSample {
+  std::string workload;  // its signature
+  ClusterKind kind = ClusterKind::opaque;
+  std::string variant_key;
+  double ratio = 0;  // measured / estimated (uncalibrated)
+};
+
+struct ParamFitOptions {
+  // Results with the value, in workloads whose results differ in that parameter, or no
+  // factor for the value; and at least this many such workloads.
+  int min_samples = 8;
+  int min_workloads = 3;
+  // Ridge shrinkage: a value's log factor is its residuals' sum over (results + this), so a
+  // few results pull it little towards their mean.
+  double shrinkage = 4;
+  double max_factor = 2;  // factors are clamped to [1 / max_factor, max_factor]
+  int iterations = 500;   // backfitting sweeps at most (it stops when no effect moves by 1e-12)
+};
+
+struct FittedParamFactor {
+  Calibration::ParamGroup group;  // gpu, kind, unit, template
+  std::string param;
+  int64_t value = 0;
+  int samples = 0;      // results with the value in workloads that vary the parameter
+  double factor = 1;    // clamped
+  bool clamped = false;
+};
+
+// Per (kind, math unit, template) of `gpu`'s samples: log(ratio) = the workload's own
+// level + the sum over the variant's parameters of its value's effect, fitted by
+// backfitting with ridge shrinkage; the workload levels absorb whatever the variants of a
+// workload share (the per-kind factor does that part), so only differences between a
+// workload's variants inform an effect. Each parameter's effects are centred (mean 0 over
+// its results). Returns the values that pass the options' thresholds, in group order.
+std::vector<FittedParamFactor> fit_param_factors(const std::string& gpu,
+                                                 const std::vector<EstimatorSample>& samples,
+                                                 const ParamFitOptions& options = {});
+
+// Sets every fitted value's factor into `calibration`; returns how many.
+int apply_param_fit(const std::vector<FittedParamFactor>& fit, Calibration& calibration);
+
+// "conv_implicit_gemm block_k=32 x1.12 (64), block_k=8 x0.97 (40), ...": the factors off 1
+// by at least 2 %, largest first, at most `max_shown`, and how many are not shown.
+std::string describe_param_fit(const std::vector<FittedParamFactor>& fit, size_t max_shown = 6);
+
+// The samples' ratios by kind and the math unit of the variant's path (math_unit_of_key):
+// what fit_calibration reads.
+CalibrationRatios ratios_of(const std::vector<EstimatorSample>& samples);
 
 // One entry per (kind, unit) that has any usable ratio, in (kind, unit) order. Each unit's
 // factor comes from its own ratios only.

@@ -503,6 +503,46 @@ double Calibration::factor(const std::string& gpu, ClusterKind kind, MathUnit un
   return it == factors.end() ? 1.0 : it->second;
 }
 
+namespace {
+
+double param_product(const Calibration& c, const Calibration::ParamGroup& group,
+                     const std::map<std::string, int64_t>& params) {
+  auto g = c.param_factors.find(group);
+  if (g == c.param_factors.end()) return 1.0;
+  double product = 1.0;
+  for (const auto& [name, values] : g->second) {
+    auto p = params.find(name);
+    if (p == params.end()) continue;
+    auto f = values.find(p->second);
+    if (f != values.end()) product *= f->second;
+  }
+  return product;
+}
+
+}  // namespace
+
+double Calibration::variant_factor(const std::string& gpu, ClusterKind kind, const Variant& v) const {
+  const MathUnit unit = math_unit_of_path(v.precision);
+  const double base = factor(gpu, kind, unit);
+  if (param_factors.empty()) return base;
+  return base * param_product(*this, {gpu, kind, unit, v.template_name}, v.params);
+}
+
+double Calibration::variant_factor(const std::string& gpu, ClusterKind kind, const std::string& variant_key) const {
+  const MathUnit unit = math_unit_of_key(variant_key);
+  const double base = factor(gpu, kind, unit);
+  if (param_factors.empty()) return base;
+  const std::optional<VariantKeyParts> k = parse_variant_key(variant_key);
+  return k ? base * param_product(*this, {gpu, kind, unit, k->template_name}, k->params) : base;
+}
+
+void Calibration::set_param(const ParamGroup& group, const std::string& param, int64_t value, double f) {
+  DC_USER_CHECK(std::isfinite(f) && f > 0, "calibration factor for ", std::get<0>(group), "/",
+                cluster_kind_name(std::get<1>(group)), "/", std::get<3>(group), " ", param, "=", value,
+                " must be a positive finite number, got ", f);
+  param_factors[group][param][value] = f;
+}
+
 void Calibration::set(const std::string& gpu, ClusterKind kind, double f, MathUnit unit) {
   DC_USER_CHECK(std::isfinite(f) && f > 0, "calibration factor for ", gpu, "/",
                 cluster_kind_name(kind), "/", math_unit_name(unit),
@@ -640,7 +680,7 @@ Estimate estimate_kernel(const WorkloadShape& s, const Variant& v, const GpuSpec
   } else {
     e.bound = "smem";
   }
-  e.seconds = (body + e.launch_s) * calibration.factor(g.name, s.kind, math_unit_of_path(v.precision));
+  e.seconds = (body + e.launch_s) * calibration.variant_factor(g.name, s.kind, v);
   return e;
 }
 

@@ -25,18 +25,34 @@ namespace dc {
 // config. `factors` holds the CUDA-core (fp32) factor of a kind, `unit_factors` a tensor-core
 // unit's own. A factor never crosses units: a unit without its own (too few results of its
 // own: the fit says so in its log line) runs uncalibrated, factor 1.
+//
+// `param_factors` reorder a workload's variants: per (GPU type, kind, math unit, template),
+// the factor of a parameter's value relative to the template's other values of it, fitted
+// from measurements within workloads (calibration_fit.h, fit_param_factors): a cost of the
+// device that the model lacks, e.g. block_k 32 on PoCL's CPU device (docs/estimator.md,
+// "Per-parameter calibration"). A value without a factor counts 1.
 struct Calibration {
+  using ParamGroup = std::tuple<std::string, ClusterKind, MathUnit, std::string>;  // gpu, kind, unit, template
+  using ValueFactors = std::map<std::string, std::map<int64_t, double>>;          // param -> value -> factor
+
   std::map<std::pair<std::string, ClusterKind>, double> factors;
   std::map<std::tuple<std::string, ClusterKind, MathUnit>, double> unit_factors;
+  std::map<ParamGroup, ValueFactors> param_factors;
 
   double factor(const std::string& gpu, ClusterKind kind, MathUnit unit = MathUnit::fp32) const;
+  // factor(gpu, kind, the path's unit) times the factor of each parameter value that has one.
+  double variant_factor(const std::string& gpu, ClusterKind kind, const Variant& v) const;
+  // The same of a variant key; a key that does not parse: the kind's factor alone.
+  double variant_factor(const std::string& gpu, ClusterKind kind, const std::string& variant_key) const;
   // UserError unless 0 < factor < infinity. Unit fp32 sets `factors`, the others
   // `unit_factors`.
   void set(const std::string& gpu, ClusterKind kind, double factor, MathUnit unit = MathUnit::fp32);
+  // UserError unless 0 < factor < infinity.
+  void set_param(const ParamGroup& group, const std::string& param, int64_t value, double factor);
 };
 
 struct Estimate {
-  double seconds = 0;          // (max(compute, dram, smem, l2) + launch) x calibration factor
+  double seconds = 0;          // (max(compute, dram, smem, l2) + launch) x the variant's calibration factor
   double compute_s = 0;        // arithmetic pipes, with occupancy, latency hiding and waves
   double dram_s = 0;           // DRAM traffic after tile reuse and L2, with bytes in flight
   double smem_s = 0;           // shared-memory bank traffic

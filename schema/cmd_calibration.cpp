@@ -33,14 +33,32 @@ std::string note(const FittedFactor& f, const CalibrationFitOptions& o) {
   return "";
 }
 
+// The per-parameter factors (real results only, as a tune fits them).
+void print_param_fit(const std::vector<FittedParamFactor>& fit) {
+  const ParamFitOptions o;
+  if (fit.empty()) {
+    std::cout << fmt::format("\nper-parameter factors: none (a value needs {} results in {} workloads that vary "
+                             "its parameter)\n", o.min_samples, o.min_workloads);
+    return;
+  }
+  std::cout << "\nper-parameter factors (within workloads; a tune multiplies a variant's estimate by its values'):\n";
+  Table t({"kind", "unit", "template", "parameter", ">value", ">results", ">factor"});
+  for (const FittedParamFactor& f : fit)
+    t.add({cluster_kind_name(std::get<1>(f.group)), std::string(math_unit_name(std::get<2>(f.group))),
+           std::get<3>(f.group), f.param, std::to_string(f.value), std::to_string(f.samples),
+           fmt::format("{:.3f}{}", f.factor, f.clamped ? " (clamped)" : "")});
+  t.print(std::cout);
+}
+
 }  // namespace
 
 int cmd_calibration(const std::string& db, const std::vector<std::string>& args) {
   po::options_description desc(
       "dc-db calibration: the estimator's calibration factors a tune fits from this DB\n"
       "(per cluster kind and math unit: the median of measured / estimated over the ok\n"
-      "results with an estimate; a tensor-core unit with too few results takes the kind's\n"
-      "fp32 factor; a factor the tune config sets for the kind wins over it)");
+      "results with an estimate; a unit with too few results of its own runs uncalibrated;\n"
+      "a factor the tune config sets for the kind wins over it), and from real\n"
+      "results the per-parameter factors that reorder a workload's variants");
   desc.add_options()("help,h", "this text")("gpu", po::value<std::string>()->required(),
                                             "GPU type, e.g. h100")(
       "emulated", po::bool_switch(), "emulated results instead of real ones");
@@ -72,6 +90,7 @@ int cmd_calibration(const std::string& db, const std::vector<std::string>& args)
     t.add(std::move(row));
   }
   t.print(std::cout);
+  if (!emulated) print_param_fit(fit_param_factors(gpu, tuning_db->estimator_samples(gpu, TimingSource::real, "")));
   return kExitOk;
 }
 

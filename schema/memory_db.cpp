@@ -194,17 +194,16 @@ class MemoryDb final : public TuningDb {
     return out;
   }
 
-  std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> estimator_ratios(
-      const std::string& gpu_type, TimingSource source, const std::string& storage) const override {
+  std::vector<EstimatorSample> estimator_samples(const std::string& gpu_type, TimingSource source,
+                                                 const std::string& storage) const override {
     std::lock_guard lock(mu_);
-    std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> out;
+    std::vector<EstimatorSample> out;
     for (const Measurement& m : measurements_) {
       if (m.gpu_type != gpu_type || source_of(m.emulated) != source ||
           m.status != JobStatus::ok || !(m.estimate_us > 0) || !(m.median_us > 0) ||
           (!storage.empty() && workload_storage(workloads_.at(m.workload).canonical) != storage))
         continue;
-      out[{workloads_.at(m.workload).kind, math_unit_of_key(m.variant_key)}].push_back(
-          m.median_us / m.estimate_us);
+      out.push_back({m.workload, workloads_.at(m.workload).kind, m.variant_key, m.median_us / m.estimate_us});
     }
     return out;
   }

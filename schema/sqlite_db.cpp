@@ -431,19 +431,19 @@ class SqliteDb final : public TuningDb {
     return out;
   }
 
-  std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> estimator_ratios(
-      const std::string& gpu_type, TimingSource source, const std::string& storage) const override {
+  std::vector<EstimatorSample> estimator_samples(const std::string& gpu_type, TimingSource source,
+                                                 const std::string& storage) const override {
     std::lock_guard lock(mu_);
     sqlite::Query q = conn_.query(
-        "SELECT e.kind, e.variant_key, e.ratio FROM estimator_error e "
+        "SELECT e.workload, e.kind, e.variant_key, e.ratio FROM estimator_error e "
         "JOIN workload_storage s ON s.signature = e.workload "
         "WHERE e.gpu_type = ?1 AND e.source = ?2 AND (?3 = '' OR s.storage = ?3)");
     q.bind_all(gpu_type, std::string(source_name(source)), storage);
-    std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> out;
+    std::vector<EstimatorSample> out;
     while (q.step()) {
-      const auto kind = parse_cluster_kind(q.text(0));
-      DC_USER_CHECK(kind, "tuning DB holds an unknown workload kind '", q.text(0), "'");
-      out[{*kind, math_unit_of_key(q.text(1))}].push_back(q.real(2));
+      const auto kind = parse_cluster_kind(q.text(1));
+      DC_USER_CHECK(kind, "tuning DB holds an unknown workload kind '", q.text(1), "'");
+      out.push_back({q.text(0), *kind, q.text(2), q.real(3)});
     }
     return out;
   }

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "calibration_fit.h"
 #include "farm/measurement.h"
 #include "gpu/gpu_spec.h"
 #include "ir/precision.h"
@@ -258,18 +259,20 @@ class TuningDb {
   std::vector<Measurement> top_k(const std::string& workload, const std::string& gpu_type, TimingSource source,
                                  int k) const;
   virtual std::vector<Measurement> query(const MeasurementQuery& q) const = 0;
-  // median / estimate of every ok result of the GPU type and source that had an estimate
-  // (the estimator_error view), by the workload's cluster kind and the math unit of the
-  // variant's path (math_unit_of_key): what the estimator's calibration is fitted from
-  // (estimator/calibration_fit.h). Estimates are stored uncalibrated, so the ratios do not
-  // depend on the factors earlier tunes used.
-  // `storage` ("f32", "f16", "bf16"; "" = any): results of workloads of that storage only
-  // (workload_storage), so that a plan's factors come from its own precision's results.
-  virtual std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> estimator_ratios(
-      const std::string& gpu_type, TimingSource source, const std::string& storage) const = 0;
+  // Every ok result of the GPU type and source that had an estimate (the estimator_error
+  // view): its workload, the workload's cluster kind, the variant key and median / estimate,
+  // what the estimator's calibration is fitted from (estimator/calibration_fit.h).
+  // Estimates are stored uncalibrated, so the ratios do not depend on the factors earlier
+  // tunes used. `storage` ("f32", "f16", "bf16"; "" = any): results of workloads of that
+  // storage only (workload_storage), so that a plan's factors come from its own precision's
+  // results.
+  virtual std::vector<EstimatorSample> estimator_samples(const std::string& gpu_type, TimingSource source,
+                                                         const std::string& storage) const = 0;
+  // Their ratios by the workload's cluster kind and the math unit of the variant's path
+  // (math_unit_of_key): what the per-kind factors are fitted from.
   std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> estimator_ratios(
-      const std::string& gpu_type, TimingSource source) const {
-    return estimator_ratios(gpu_type, source, "");
+      const std::string& gpu_type, TimingSource source, const std::string& storage = "") const {
+    return ratios_of(estimator_samples(gpu_type, source, storage));
   }
   virtual std::optional<WorkloadRecord> find_workload(const std::string& signature) const = 0;
   // (signature, count) by signature.

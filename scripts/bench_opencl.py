@@ -27,7 +27,10 @@ tune wrote earlier, e.g. WORK/accuracy.db), with --accuracy-models and --accurac
 what it holds, printed (and written to --accuracy-md only when that is given). With --re-estimate, the estimates are today's estimator's, not those recorded
 with the measurements: `dc-coordinator plan MODEL --gpus pocl-cpu --json` over every variant of
 each --accuracy-models model (nothing compiled or run), so that a change to the estimator or
-to gpus.yaml is scored against the same measured times in seconds.
+to gpus.yaml is scored against the same measured times in seconds. With --param-calibration-from
+DB2, each estimate is multiplied by the per-parameter factors a tune would fit from DB2's real
+results (docs/estimator.md, "Per-parameter calibration"): DB2 another run's or another model's DB
+scores the calibration out of sample.
 
 --smoke: small shapes, the tiny example model, short timing, tables printed and written
 into WORK only (the CPU plumbing test, ctest bench_opencl_smoke).
@@ -182,20 +185,59 @@ def current_estimates(a, models):
     return out
 
 
-def accuracy(db_path, estimates=None):
+def param_factors(a, db_path):
+    """{(kind, unit, template): {param: {value: factor}}}: the per-parameter calibration a tune
+    would fit from DB_PATH's real pocl-cpu results (`dc-db calibration`'s second table)."""
+    p = subprocess.run([os.path.join(a.dc_bin, "dc-db"), "--db", db_path, "calibration", "--gpu", GPU],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit("error: dc-db calibration of %s: %s" % (db_path, p.stderr.strip()))
+    out, table = {}, False
+    for line in p.stdout.splitlines():
+        if line.startswith("per-parameter factors ("):
+            table = True
+            continue
+        cols = line.split()
+        if not table or len(cols) < 7 or cols[0] == "kind" or set(cols[0]) <= set("-"):
+            continue
+        kind, unit, template, param, value, _, factor = cols[:7]
+        out.setdefault((kind, unit, template), {}).setdefault(param, {})[int(value)] = float(factor)
+    return out
+
+
+def key_factor(factors, kind, key):
+    """The product of a variant key's parameter factors (Calibration::variant_factor without the
+    per-kind factor, which reorders nothing)."""
+    parts = key.split("/")
+    if len(parts) < 3 or not parts[2]:
+        return 1.0
+    unit = {"tf32": "tf32", "fp16": "fp16/bf16", "bf16": "fp16/bf16"}.get(parts[1], "fp32")
+    group = factors.get((kind, unit, parts[0]), {})
+    f = 1.0
+    for item in parts[2].split(","):
+        name, value = item.split("=")
+        f *= group.get(name, {}).get(int(value), 1.0)
+    return f
+
+
+def accuracy(db_path, estimates=None, factors=None, since_ms=0):
     """Per workload: (kind, n, spearman, best in top-4, best in top-8, |log est/meas| median) before
     and after the per-kind calibration fitted from the same rows. `estimates` (current_estimates)
-    replaces the estimates recorded with the measurements; rows it lacks are left out."""
+    replaces the estimates recorded with the measurements; rows it lacks are left out. `factors`
+    (param_factors) multiply each estimate by its parameter values' factors. Only results
+    recorded at or after `since_ms` count (one run of a DB that holds several)."""
     db = sqlite3.connect("file:%s?mode=ro" % db_path, uri=True)
     rows = db.execute(
         "SELECT v.workload, w.kind, v.key, m.estimate_us, m.median_us FROM measurements m "
         "JOIN variants v ON v.id = m.variant_id JOIN workloads w ON w.signature = v.workload "
         "WHERE m.gpu_type = ? AND m.status = 'ok' AND m.emulated = 0 AND m.estimate_us > 0 "
-        "AND v.template != 'reference'", (GPU,)).fetchall()
+        "AND v.template != 'reference' AND m.recorded_ms >= ?", (GPU, since_ms)).fetchall()
     db.close()
     if estimates is not None:
         rows = [(wl, kind, key, estimates[(wl, key)], meas) for wl, kind, key, _, meas in rows
                 if (wl, key) in estimates]
+    if factors is not None:
+        rows = [(wl, kind, key, est * key_factor(factors, kind, key), meas) for wl, kind, key, est, meas in rows]
     by_kind = {}
     for _, kind, _, est, meas in rows:
         by_kind.setdefault(kind, []).append(math.log(meas / est))
@@ -278,6 +320,12 @@ def parse_args():
     p.add_argument("--re-estimate", action="store_true",
                    help="with --accuracy-db: score today's estimator (plan --json over --accuracy-models) "
                         "against the DB's measured times instead of the estimates recorded with them")
+    p.add_argument("--param-calibration-from", default=None, metavar="DB",
+                   help="with --accuracy-db: multiply the estimates by the per-parameter calibration a tune "
+                        "would fit from DB (`dc-db calibration`), e.g. another run's or another model's DB")
+    p.add_argument("--accuracy-since-ms", type=int, default=0, metavar="UNIX_MS",
+                   help="with --accuracy-db: only results recorded at or after this time (one tune of a DB "
+                        "that holds several, e.g. a --retune on a copy of another run's DB)")
     p.add_argument("--smoke", action="store_true")
     a = p.parse_args()
     a.batch, a.precision, a.device = 1, "fp32", "opencl"
@@ -304,8 +352,14 @@ def main():
         models = (a.accuracy_models or "?").split(",")
         if a.re_estimate and not a.accuracy_models:
             sys.exit("error: --re-estimate needs --accuracy-models (the models the DB's tunes measured)")
-        acc, factor = accuracy(a.accuracy_db, current_estimates(a, models) if a.re_estimate else None)
+        factors = param_factors(a, a.param_calibration_from) if a.param_calibration_from else None
+        acc, factor = accuracy(a.accuracy_db, current_estimates(a, models) if a.re_estimate else None, factors,
+                               a.accuracy_since_ms)
         text = render_accuracy(acc, factor, models, False, a.accuracy_top_k or 0, a.re_estimate)
+        if factors is not None:
+            text = text.replace("\n\n", "\n\nEstimates times the **per-parameter factors fitted from %s** "
+                                "(`--param-calibration-from`, %d values).\n\n"
+                                % (a.param_calibration_from, sum(len(v) for g in factors.values() for v in g.values())), 1)
         if a.accuracy_md:
             with open(a.accuracy_md, "w") as f:
                 f.write(text)

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "calibration_fit.h"
 #include "farm/measure_job.h"
 #include "farm/measurement.h"
 #include "ir/tolerance.h"
@@ -92,10 +93,15 @@ class Farm {
   virtual void mark_implausible(const Measurement& /*m*/, const std::string& /*why*/) {}
   // A farm that keeps a DB of its own (the farm service) answers the estimator's ratios from
   // it, as TuningDb::estimator_ratios does (measured / estimate per cluster kind and math
-  // unit, of the GPU type's results of that source and storage): the calibrate stage of a
-  // `tune --farm` fits its factors from them. nullopt: no DB of its own; the tune's DB answers.
-  virtual std::optional<std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>>> estimator_ratios(
-      const std::string& /*gpu_type*/, bool /*emulated*/, const std::string& /*storage*/) {
+  // unit, of the GPU type's results of that source and storage), with the per-parameter
+  // factors it fitted from them (real results only): the calibrate stage of a `tune --farm`
+  // fits and applies them. nullopt: no DB of its own; the tune's DB answers.
+  struct Ratios {
+    std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> by_unit;
+    std::vector<FittedParamFactor> param_fit;
+  };
+  virtual std::optional<Ratios> estimator_ratios(const std::string& /*gpu_type*/, bool /*emulated*/,
+                                                 const std::string& /*storage*/) {
     return std::nullopt;
   }
 };

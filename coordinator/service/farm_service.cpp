@@ -291,8 +291,9 @@ void FarmService::Impl::on_mark_implausible(const Tune& t, const farm::MarkImpla
 }
 
 // The calibrate stage of a `tune --farm`: the estimator's ratios of this service's DB, as a
-// local tune reads them from its own (bounded per kind and unit: ratios_codec.h). An unknown
-// GPU type has none.
+// local tune reads them from its own (bounded per kind and unit: ratios_codec.h), and of real
+// results the per-parameter factors, fitted here as a local tune fits them. An unknown GPU
+// type has none.
 void FarmService::Impl::on_ratios_request(const std::string& identity, const farm::RatiosRequest& r) {
   if (r.client_protocol_version() != farm::kClientProtocolVersion)
     return refuse(identity, str_cat("client protocol version ", r.client_protocol_version(),
@@ -304,10 +305,14 @@ void FarmService::Impl::on_ratios_request(const std::string& identity, const far
     spdlog::warn("service: ratios asked for an unknown GPU type '{}': none", printable(r.gpu_type()));
   } else {
     try {
-      to_proto(db.estimator_ratios(r.gpu_type(), source_of(r.emulated()), r.storage()), reply);
+      const TimingSource source = source_of(r.emulated());
+      const std::vector<EstimatorSample> samples = db.estimator_samples(r.gpu_type(), source, r.storage());
+      to_proto(ratios_of(samples), reply);
+      if (source == TimingSource::real) to_proto(fit_param_factors(r.gpu_type(), samples), reply);
     } catch (const UserError& ex) {
       spdlog::error("service: could not read the estimator's ratios of {}: {}", r.gpu_type(), ex.what());
       reply->clear_units();
+      reply->clear_param_factors();
       reply->set_error(printable(ex.what()));
     }
   }

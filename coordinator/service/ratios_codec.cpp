@@ -73,4 +73,39 @@ KindUnitRatios ratios_from_proto(const farm::RatiosReply& reply) {
   return out;
 }
 
+void to_proto(const std::vector<FittedParamFactor>& fit, farm::RatiosReply* reply) {
+  for (size_t i = 0; i < fit.size() && i < kMaxParamFactors; ++i) {
+    const FittedParamFactor& f = fit[i];
+    farm::ParamFactor* p = reply->add_param_factors();
+    p->set_kind(cluster_kind_name(std::get<1>(f.group)));
+    p->set_unit(unit_code(std::get<2>(f.group)));
+    p->set_template_name(std::get<3>(f.group));
+    p->set_param(f.param);
+    p->set_value(f.value);
+    p->set_factor(f.factor);
+    p->set_samples(f.samples);
+  }
+}
+
+std::vector<FittedParamFactor> param_factors_from_proto(const farm::RatiosReply& reply, const std::string& gpu_type) {
+  if (static_cast<size_t>(reply.param_factors_size()) > kMaxParamFactors)
+    throw farm::ProtocolError(str_cat(reply.param_factors_size(), " per-parameter factors (at most ", kMaxParamFactors, ")"));
+  std::vector<FittedParamFactor> out;
+  for (const farm::ParamFactor& p : reply.param_factors()) {
+    const std::optional<ClusterKind> kind = parse_cluster_kind(p.kind());
+    if (!kind) throw farm::ProtocolError(str_cat("unknown cluster kind '", p.kind().substr(0, 40), "'"));
+    if (p.template_name().empty() || p.param().empty())
+      throw farm::ProtocolError("a per-parameter factor without its template or parameter name");
+    if (!usable(p.factor())) throw farm::ProtocolError("a per-parameter factor that is not finite and positive");
+    FittedParamFactor f;
+    f.group = {gpu_type, *kind, unit_of_code(p.unit()), p.template_name()};
+    f.param = p.param();
+    f.value = p.value();
+    f.factor = p.factor();
+    f.samples = p.samples();
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 }  // namespace dc

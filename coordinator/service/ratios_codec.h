@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "calibration_fit.h"
 #include "farm.pb.h"
 #include "ir/precision.h"
 #include "ir/workload.h"
@@ -33,5 +34,15 @@ void to_proto(const KindUnitRatios& ratios, farm::RatiosReply* reply);
 // The ratios of a reply; farm::ProtocolError for an unknown kind or unit, a unit twice, a
 // ratio that is not finite and positive, or more than kMaxRatiosPerUnit of one unit.
 KindUnitRatios ratios_from_proto(const farm::RatiosReply& reply);
+
+// Per-parameter factors in a reply: at most this many (a template has a dozen parameters of a
+// few values each; a service with every template of every kind and unit stays far below).
+inline constexpr size_t kMaxParamFactors = 4096;
+// The service's fit into the reply (the first kMaxParamFactors).
+void to_proto(const std::vector<FittedParamFactor>& fit, farm::RatiosReply* reply);
+// The reply's factors as a fit of `gpu_type`; farm::ProtocolError for an unknown kind or unit,
+// an empty template or parameter name, a factor that is not finite and positive, or more
+// than kMaxParamFactors.
+std::vector<FittedParamFactor> param_factors_from_proto(const farm::RatiosReply& reply, const std::string& gpu_type);
 
 }  // namespace dc

@@ -417,8 +417,8 @@ void RemoteFarm::mark_implausible(const Measurement& m, const std::string& why) 
   impl_->wake.wake();
 }
 
-std::optional<std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>>> RemoteFarm::estimator_ratios(
-    const std::string& gpu_type, bool emulated, const std::string& storage) {
+std::optional<Farm::Ratios> RemoteFarm::estimator_ratios(const std::string& gpu_type, bool emulated,
+                                                         const std::string& storage) {
   Impl& im = *impl_;
   uint64_t id = 0;
   {
@@ -455,9 +455,10 @@ std::optional<std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>>> R
   if (!reply.error().empty())
     throw_user_error("the farm service at ", im.options.endpoint, " could not read its DB for the calibration of ",
                      gpu_type, ": ", reply.error());
-  std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> ratios;
+  Ratios ratios;
   try {
-    ratios = ratios_from_proto(reply);
+    ratios.by_unit = ratios_from_proto(reply);
+    ratios.param_fit = param_factors_from_proto(reply, gpu_type);
   } catch (const farm::ProtocolError& ex) {
     throw_user_error("the farm service at ", im.options.endpoint, " answered the calibration request for ", gpu_type,
                      " with invalid ratios: ", ex.what());

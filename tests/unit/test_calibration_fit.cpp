@@ -351,6 +351,8 @@ TEST(DcDbCalibration, PrintsTheFittedFactorPerKindWithItsCount) {
   EXPECT_NE(text.find("gemm  fp32             1       -  too few (a tune needs 8): uncalibrated\n"), std::string::npos) << text;
   EXPECT_NE(text.find("gemm  tf32             2       -  too few (a tune needs 8): uncalibrated"),
             std::string::npos) << text;
+  // One result per block_m value: too few for a per-parameter factor.
+  EXPECT_NE(text.find("per-parameter factors: none (a value needs 8 results in 3 workloads"), std::string::npos) << text;
   std::tie(rc, text) = run_dc_db("--db " + path + " calibration --gpu h100 --emulated");
   EXPECT_NE(text.find("conv  fp32        9   0.500"), std::string::npos) << text;
   EXPECT_EQ(text.find("gemm"), std::string::npos) << text;
@@ -526,6 +528,55 @@ TEST(TuneCalibration, RealAndEmulatedResultsAreNeverMixed) {
     EXPECT_NEAR(emulated.calibration.factor("h100", kind), k, 1e-9) << cluster_kind_name(kind);
     EXPECT_NEAR(real_tune.calibration.factor("h100", kind), 4.0, 1e-9) << cluster_kind_name(kind);
   }
+}
+
+
+// Real results whose block_k 8 variants ran 1.6x their estimate (the others at it): a real
+// tune fits per-parameter factors that price block_k 8 up, an emulated tune of the same DB
+// fits none (its own results are emulated), and --no-param-calibration turns them off.
+TEST(TuneCalibration, RealResultsFitPerParameterFactorsThatPriceTheSlowValueUp) {
+  auto db = make_memory_db();
+  TuneOptions o = options();
+  const TuneResult first = tune(kModel, *gpu_slower_by(1.0), *db, o);
+  const WorkerInfo real = test_worker("node1", "h100", false);
+  db->commit_worker(real);
+  std::map<std::string, std::set<int64_t>> block_ks;  // template -> values measured
+  for (Measurement m : db->query({})) {
+    const std::optional<VariantKeyParts> k = parse_variant_key(m.variant_key);
+    ASSERT_TRUE(k) << m.variant_key;
+    const auto bk = k->params.find("block_k");
+    if (bk != k->params.end()) block_ks[k->template_name].insert(bk->second);
+    m.worker = real.name;
+    m.emulated = false;
+    m.samples_us = {m.estimate_us * (bk != k->params.end() && bk->second == 8 ? 1.6 : 1.0)};
+    summarize_samples(m);
+    ASSERT_TRUE(db->commit_measurement(m));
+  }
+  ASSERT_TRUE(block_ks.count("conv_implicit_gemm") && block_ks["conv_implicit_gemm"].count(8) &&
+              block_ks["conv_implicit_gemm"].size() >= 2);
+
+  const TuneResult emulated = tune(kModel, *gpu_slower_by(1.0), *db, o);
+  EXPECT_TRUE(emulated.calibration.param_factors.empty());
+  o.emulated = false;  // a real tune (its in-process workers turn out emulated: no matter)
+  const TuneResult real_tune = tune(kModel, *gpu_slower_by(1.0), *db, o);
+  const Calibration& c = real_tune.calibration;
+  int compared = 0;
+  for (const auto& [group, params] : c.param_factors) {
+    const auto bk = params.find("block_k");
+    if (std::get<3>(group) != "conv_implicit_gemm" || bk == params.end() || !bk->second.count(8)) continue;
+    for (const auto& [value, factor] : bk->second) {
+      if (value == 8) continue;
+      // 1.6 shrunk by the ridge term: at least half of its log, never beyond it
+      EXPECT_GT(bk->second.at(8) / factor, std::sqrt(1.6)) << value;
+      EXPECT_LE(bk->second.at(8) / factor, 1.6 + 1e-9) << value;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 0);
+  EXPECT_NE(db->runs().back().info.options_json.find(" conv_implicit_gemm block_k=8\":"), std::string::npos)
+      << db->runs().back().info.options_json;
+  o.calibration_params = false;
+  EXPECT_TRUE(tune(kModel, *gpu_slower_by(1.0), *db, o).calibration.param_factors.empty());
 }
 
 }  // namespace

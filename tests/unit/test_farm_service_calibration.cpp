@@ -128,19 +128,94 @@ TEST(FarmServiceRatios, ATuneGetsTheRatiosOfTheServicesDbForItsGpuTypeSourceAndS
   auto db = db_with_ratios();
   Service service(*db);
   RemoteFarm client_farm(client(service.endpoint(), "m", 1));
-  const auto real = client_farm.estimator_ratios("h100", /*emulated=*/false, "");
-  ASSERT_TRUE(real.has_value());
-  EXPECT_EQ(*real, sorted(db->estimator_ratios("h100", TimingSource::real)));
-  EXPECT_EQ(real->at({ClusterKind::gemm, MathUnit::fp32}), (std::vector<double>{0.5, 1.5}));
-  EXPECT_EQ(client_farm.estimator_ratios("h100", true, "")->at({ClusterKind::gemm, MathUnit::fp32}),
-            std::vector<double>{10.0});
-  EXPECT_EQ(client_farm.estimator_ratios("a100", false, "")->at({ClusterKind::conv, MathUnit::fp32}),
-            std::vector<double>{3.0});
+  const auto ratios = [&](const std::string& gpu, bool emulated, const std::string& storage) {
+    const auto r = client_farm.estimator_ratios(gpu, emulated, storage);
+    EXPECT_TRUE(r.has_value());
+    return r ? r->by_unit : KindUnitRatios{};
+  };
+  const KindUnitRatios real = ratios("h100", /*emulated=*/false, "");
+  EXPECT_EQ(real, sorted(db->estimator_ratios("h100", TimingSource::real)));
+  EXPECT_EQ(real.at({ClusterKind::gemm, MathUnit::fp32}), (std::vector<double>{0.5, 1.5}));
+  EXPECT_EQ(ratios("h100", true, "").at({ClusterKind::gemm, MathUnit::fp32}), std::vector<double>{10.0});
+  EXPECT_EQ(ratios("a100", false, "").at({ClusterKind::conv, MathUnit::fp32}), std::vector<double>{3.0});
   // Storage: the test workloads are f32.
-  EXPECT_EQ(client_farm.estimator_ratios("h100", false, "f32"), real);
-  EXPECT_TRUE(client_farm.estimator_ratios("h100", false, "f16")->empty());
+  EXPECT_EQ(ratios("h100", false, "f32"), real);
+  EXPECT_TRUE(ratios("h100", false, "f16").empty());
   // A GPU type the service does not know has none (no refusal: the tune goes on).
-  EXPECT_TRUE(client_farm.estimator_ratios("no-such-gpu", false, "")->empty());
+  EXPECT_TRUE(ratios("no-such-gpu", false, "").empty());
+}
+
+TEST(FarmServiceRatios, ThePerParameterFactorsOfRealResultsComeWithTheRatios) {
+  // Four workloads of real results where block_m 64 ran 1.5x block_m 32 (the estimates alike),
+  // and emulated results of the same variants at random.
+  auto db = make_memory_db();
+  db->commit_gpu_type(test_gpu("h100", "hopper", 9, 0));
+  const WorkerInfo real = test_worker("node1", "h100", false), emulated = test_worker("laptop", "h100", true);
+  db->commit_worker(real);
+  db->commit_worker(emulated);
+  int64_t finished = 1000;
+  for (int w = 0; w < 4; ++w) {
+    const std::string sig = "w" + std::to_string(w);
+    db->commit_workload(test_workload(sig, ClusterKind::gemm));
+    for (int64_t bm : {32, 64})
+      for (int rep = 0; rep < 2; ++rep) {
+        db->commit_variant(sig, test_variant(bm), "hash");
+        EXPECT_TRUE(db->commit_measurement(test_measurement(sig, test_variant(bm), real, (w + 1) * (bm == 64 ? 6.0 : 4.0), ++finished)));
+        const double noise = 1.0 + static_cast<double>(finished % 7);
+        EXPECT_TRUE(db->commit_measurement(test_measurement(sig, test_variant(bm), emulated, noise, ++finished)));
+      }
+  }
+  const std::vector<FittedParamFactor> want = fit_param_factors("h100", db->estimator_samples("h100", TimingSource::real, ""));
+  ASSERT_FALSE(want.empty());
+  Service service(*db);
+  RemoteFarm client_farm(client(service.endpoint(), "m", 1));
+  const auto got = client_farm.estimator_ratios("h100", false, "");
+  ASSERT_TRUE(got.has_value());
+  ASSERT_EQ(got->param_fit.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got->param_fit[i].group, want[i].group);
+    EXPECT_EQ(got->param_fit[i].param, want[i].param);
+    EXPECT_EQ(got->param_fit[i].value, want[i].value);
+    EXPECT_DOUBLE_EQ(got->param_fit[i].factor, want[i].factor);
+    EXPECT_EQ(got->param_fit[i].samples, want[i].samples);
+  }
+  Calibration c;
+  apply_param_fit(got->param_fit, c);
+  EXPECT_GT(c.variant_factor("h100", ClusterKind::gemm, test_variant(64).key()) /
+                c.variant_factor("h100", ClusterKind::gemm, test_variant(32).key()), 1.3);
+  EXPECT_TRUE(client_farm.estimator_ratios("h100", true, "")->param_fit.empty());  // emulated: none
+}
+
+TEST(FarmServiceRatios, AnInvalidPerParameterFactorIsAProtocolError) {
+  FittedParamFactor f;
+  f.group = {"h100", ClusterKind::conv, MathUnit::tf32, "conv_implicit_gemm"};
+  f.param = "block_k";
+  f.value = 32;
+  f.factor = 1.25;
+  f.samples = 40;
+  farm::RatiosReply reply;
+  to_proto(std::vector<FittedParamFactor>{f}, &reply);
+  const std::vector<FittedParamFactor> back = param_factors_from_proto(reply, "h100");
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].group, f.group);
+  EXPECT_EQ(back[0].param, "block_k");
+  EXPECT_EQ(back[0].value, 32);
+  EXPECT_DOUBLE_EQ(back[0].factor, 1.25);
+  EXPECT_EQ(back[0].samples, 40);
+  const auto invalid = [&](const std::function<void(farm::RatiosReply&)>& spoil) {
+    farm::RatiosReply r = reply;
+    spoil(r);
+    EXPECT_THROW(param_factors_from_proto(r, "h100"), farm::ProtocolError);
+  };
+  invalid([](farm::RatiosReply& r) { r.mutable_param_factors(0)->set_kind("convolution"); });
+  invalid([](farm::RatiosReply& r) { r.mutable_param_factors(0)->set_unit(static_cast<farm::MathUnitCode>(7)); });
+  invalid([](farm::RatiosReply& r) { r.mutable_param_factors(0)->set_template_name(""); });
+  invalid([](farm::RatiosReply& r) { r.mutable_param_factors(0)->set_param(""); });
+  invalid([](farm::RatiosReply& r) { r.mutable_param_factors(0)->set_factor(NAN); });
+  invalid([](farm::RatiosReply& r) { r.mutable_param_factors(0)->set_factor(0); });
+  invalid([](farm::RatiosReply& r) {
+    for (size_t i = 0; i < kMaxParamFactors; ++i) *r.add_param_factors() = r.param_factors(0);
+  });
 }
 
 TEST(FarmServiceRatios, AClientOfAnotherVersionIsRefusedWithTheReason) {
