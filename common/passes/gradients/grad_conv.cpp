@@ -127,6 +127,9 @@ std::string depthwise_weight_gradient(GradBuilder& b, const GradCall& c) {
   return b.reshape(g, w);
 }
 
+// Depthwise keeps its per-image form: in the weight-gradient mode each group would be a
+// multiplier x taps GEMM padded to 16 x 16 tiles, several times slower at 224x224 by the
+// estimates (docs/training.md "Grouped and depthwise").
 std::string weight_gradient(GradBuilder& b, const GradCall& c) {
   return b.shape(in(c, 1))[1] > 1 ? weight_gradient_node(b, c) : depthwise_weight_gradient(b, c);
 }
