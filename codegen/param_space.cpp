@@ -149,13 +149,16 @@ void analyze_conv(const Graph& g, const Node& n, WorkloadShape& s) {
   s.vec_align = s.gather_a ? 1 : align_of({win.out_size(), s.k});
 }
 
-// dc.ConvGradWeight(X, dY) of a group-1 Conv: dW [M, C, k...] = dY [M, N*P] . im2col(X)
-// [N*P, C*taps]; the geometry figures are the forward Conv's.
+// dc.ConvGradWeight(X, dY): per group g, dW[g] [M / group, C / group * taps] = dY[:, g]
+// [M / group, N*P] . im2col(X[:, g]) [N*P, C / group * taps], the groups as the batch; the
+// geometry figures are the forward Conv's.
 void analyze_conv_weight_grad(const Graph& g, const Node& n, WorkloadShape& s) {
   const Shape& x = shape_of(g, n.input(0));
   const Shape& w = shape_of(g, n.outputs.at(0));
-  DC_INTERNAL_CHECK(x.size() >= 3 && w.size() == x.size() && n.attrs.get_int("group", 1) == 1,
-                    "dc.ConvGradWeight of a grouped or malformed convolution");
+  const int64_t group = n.attrs.get_int("group", 1);
+  DC_INTERNAL_CHECK(x.size() >= 3 && w.size() == x.size() && group >= 1 && w[1] * group == x[1] &&
+                        w[0] % group == 0,
+                    "dc.ConvGradWeight of a malformed convolution");
   const ref::Window win = ref::make_window(n, {"Conv", false}, Shape(x.begin() + 2, x.end()),
                                            Shape(w.begin() + 2, w.end()));
   s.family = Family::conv;
@@ -164,11 +167,12 @@ void analyze_conv_weight_grad(const Graph& g, const Node& n, WorkloadShape& s) {
   s.images = x[0];
   s.in_channels = x[1];
   s.out_channels = w[0];
+  s.groups = group;
   window_figures(win, s);
-  s.m = w[0];
-  s.n = x[1] * win.kernel_size();
+  s.m = w[0] / group;
+  s.n = w[1] * win.kernel_size();
   s.k = x[0] * win.out_size();
-  s.batch = 1;
+  s.batch = group;
   s.a_bytes = static_cast<double>(numel_of(g, n.input(1))) * s.elem_bytes;
   s.b_bytes = static_cast<double>(shape_numel(x)) * elem_size_of(g, n.input(0));
   s.vec_align = align_of({win.out_size()});

@@ -5,7 +5,7 @@
 //    fly; any stride, padding, auto_pad, dilation; groups as the GEMM batch; 1x1 stride-1
 //    convolutions read as a plain GEMM with vector loads along the image plane), and its
 //    weight-gradient mode (dc.ConvGradWeight: dY by address times the im2col gather of X,
-//    dW written as [M, C, k...]).
+//    dW written as [M, C / group, k...], groups as the batch).
 // One kernel: shared-memory tiles of A (block_m x block_k) and B (block_k x block_n), both
 // stored k-major with a 4-float row pad, a thread_m x thread_n register tile per thread,
 // vector global loads where layout and alignment allow, register-staged double buffering
@@ -188,11 +188,12 @@ void GemmEmitter::analyze_conv() {
   b_.along_rows = false;  // W[oc][k] (ConvTranspose: W[c][oc][taps], read through ValueEmitter)
 }
 
-// The weight gradient of a group-1 Conv, dc.ConvGradWeight(X, dY) -> dW [M, C, k...]:
-// dW[m][c * taps + t] = sum over k = (n, p) of dY[n][m][p] . X[n][c][p * stride + t * dilation
-// - pad]. A is dY (M x K, read by address along k, vectors inside an image's P positions), B
-// the forward Conv's im2col gather with rows and k in swapped roles (conv_gather_value), the
-// output dW row-major [M][C * taps]; no bias, batch 1, split-K over the long K.
+// The weight gradient of a Conv, dc.ConvGradWeight(X, dY) -> dW [M, C / group, k...], groups
+// as the GEMM's batch: for group g, dW[g Mg + m][c * taps + t] = sum over k = (n, p) of
+// dY[n][g Mg + m][p] . X[n][g Cg + c][p * stride + t * dilation - pad]. A is dY (Mg x K, read
+// by address along k, vectors inside an image's P positions), B the forward Conv's im2col
+// gather with rows and k in swapped roles (conv_gather_value), the output dW row-major
+// [group][Mg][Cg * taps]; no bias, split-K over the long K.
 void GemmEmitter::analyze_conv_weight_grad() {
   kind_ = HeavyKind::conv_weight_grad;
   DC_INTERNAL_CHECK(v_.template_name == "conv_implicit_gemm", heavy_->op, " with template ",
@@ -200,18 +201,23 @@ void GemmEmitter::analyze_conv_weight_grad() {
   const Shape& x = w_.graph.info(heavy_->input(0)).shape;
   DC_INTERNAL_CHECK(x.size() >= 3 && x.size() <= 5 && heavy_shape_.size() == x.size(),
                     "conv_implicit_gemm: weight gradient of a ", x.size() - 2, "-D convolution");
-  DC_INTERNAL_CHECK(heavy_->attrs.get_int("group", 1) == 1, "conv_implicit_gemm: weight gradient of a grouped Conv");
   spatial_rank_ = static_cast<int>(x.size()) - 2;
   win_ = ref::make_window(*heavy_, {"Conv", false}, Shape(x.begin() + 2, x.end()),
                           Shape(heavy_shape_.begin() + 2, heavy_shape_.end()));
-  channels_ = cin_group_ = x[1];
-  out_channels_ = cout_group_ = heavy_shape_[0];
+  groups_ = heavy_->attrs.get_int("group", 1);
+  channels_ = x[1];
+  out_channels_ = heavy_shape_[0];
+  cin_group_ = heavy_shape_[1];
+  cout_group_ = out_channels_ / groups_;
+  DC_INTERNAL_CHECK(cin_group_ * groups_ == channels_ && cout_group_ * groups_ == out_channels_,
+                    "conv_implicit_gemm: weight gradient of ", groups_, " groups, X ", shape_str(x), ", dW ",
+                    shape_str(heavy_shape_));
   std::swap(a_, b_);  // A is dY (input 1), B is X (input 0)
   std::swap(a_.label, b_.label);
-  m_ = heavy_shape_[0];
-  n_ = x[1] * win_.kernel_size();
+  m_ = cout_group_;
+  n_ = cin_group_ * win_.kernel_size();
   k_ = x[0] * win_.out_size();
-  batch_ = 1;
+  batch_ = groups_;
   a_.along_rows = false;  // dY[n][m][p]: contiguous along k = (n, p) within an image
   b_.along_rows = false;  // X under the window: along the output positions
 }
@@ -348,7 +354,7 @@ std::string GemmEmitter::operand_value(const Operand& o, const std::string& row,
       if (!is_a) return conv_gather_value(o, k, row, code);  // k = (image, position), row = (c, tap)
       const std::string img = fmt::format("(({}) / {})", k, win_.out_size());
       const std::string p = fmt::format("(({}) % {})", k, win_.out_size());
-      coords = {img, row};
+      coords = {img, fmt::format("(dc_bz * {} + {})", cout_group_, row)};
       const auto pos = unravel(win_.out_dims(), p, fmt::format("dc_{}p{}_", o.label, uid_++), code);
       coords.insert(coords.end(), pos.begin(), pos.end());
       break;
@@ -395,10 +401,10 @@ std::string GemmEmitter::operand_address(const Operand& o, const std::string& ro
                            channels_ * hw, cin_group_, k);
       }
       return fmt::format("(dc_bz * {} + {}) * {} + {}", cout_group_, row, k_, k);
-    case HeavyKind::conv_weight_grad:  // dY[n][m][p], k = n * P + p
+    case HeavyKind::conv_weight_grad:  // dY[n][g Mg + m][p], k = n * P + p
       DC_INTERNAL_CHECK(is_a, "conv_implicit_gemm: the weight gradient's X has no plain address");
-      return fmt::format("(({1}) / {2}) * {3} + ({0}) * {2} + ({1}) % {2}", row, k, win_.out_size(),
-                         m_ * win_.out_size());
+      return fmt::format("(({1}) / {2}) * {3} + (dc_bz * {4} + {0}) * {2} + ({1}) % {2}", row, k,
+                         win_.out_size(), out_channels_ * win_.out_size(), cout_group_);
   }
   return "0";
 }

@@ -21,8 +21,9 @@ const Shape* shape_of(const Graph& g, const std::string& t) {
 }  // namespace
 
 int64_t node_flops(const Graph& g, const Node& n) {
-  // The naive convolution gradients (grouped convolutions' dc.ConvGradWeight; the reference
-  // op dc.ConvGradData): the forward convolution's multiply-adds, 2 x dY x (W / filters).
+  // The convolution gradients (dc.ConvGradWeight, the implicit-GEMM template's weight-gradient
+  // mode; the reference op dc.ConvGradData): the forward convolution's multiply-adds, 2 x dY x
+  // (W / filters).
   if ((n.op == "dc.ConvGradData" || n.op == "dc.ConvGradWeight") && n.inputs.size() == 2 && !n.outputs.empty()) {
     const Shape* dy = shape_of(g, n.input(n.op == "dc.ConvGradData" ? 0 : 1));
     const Shape* w = shape_of(g, n.op == "dc.ConvGradData" ? n.input(1) : n.outputs[0]);

@@ -76,6 +76,9 @@ const Case kCases[] = {
     {"edge_conv_grad_data", "", ClusterKind::conv, ""},
     {"edge_conv_grad_weight", "", ClusterKind::conv, ""},
     {"edge_conv_grad_weight_dilated", "", ClusterKind::conv, ""},
+    // The weight gradient of a grouped conv (2 groups of 4 -> 5 channels), the groups as the
+    // mode's batch: dY's filters and X's channels of each group read in place.
+    {"edge_conv_grad_weight_grouped", "", ClusterKind::conv, ""},
     // A batch-broadcast MatMul of two operands computed by Transposes swapping their last
     // two dims, read in place by gemm_tiled (A stored [.., K, M], B [.., N, K]).
     {"edge_matmul_swapped_operands", "", ClusterKind::gemm, ""},
@@ -118,6 +121,28 @@ Graph conv_gradient_graph(int output, bool dilated = false) {
   return g;
 }
 
+// The weight gradient of a 3x3 Conv of 2 groups (4 -> 5 channels each), stride 2, pads
+// (1, 0, 0, 1), of 3 images on 9x7 (the 9th row is past the last window): out 4x3.
+Graph grouped_weight_gradient_graph() {
+  Graph g;
+  g.opset = 17;
+  g.tensors["x"] = TensorInfo{DType::f32, Shape{3, 8, 9, 7}};
+  g.tensors["w"] = TensorInfo{DType::f32, Shape{10, 4, 3, 3}};
+  g.tensors["y"] = TensorInfo{DType::f32, Shape{3, 10, 4, 3}};
+  g.tensors["dy"] = g.tensors["y"];
+  g.inputs = {"x", "w", "dy"};
+  Node conv = testing::make_node("Conv", {"x", "w"}, {"y"});
+  conv.attrs.set("strides", std::vector<int64_t>{2, 2});
+  conv.attrs.set("pads", std::vector<int64_t>{1, 0, 0, 1});
+  conv.attrs.set("group", int64_t{2});
+  g.nodes = {conv};
+  const auto grads = add_vector_jacobian_product(g, {{"y", "dy"}}, {"w"});
+  g.nodes.erase(g.nodes.begin());
+  g.tensors.erase("y");
+  g.outputs = {grads.at("w")};
+  return g;
+}
+
 // Graphs with edge shapes: batch 3 of 37x53 by 53x29 (no tile multiple) with a bias that
 // broadcasts over rows and a ReLU; a 3x3 conv of 2 images, 13 -> 19
 // channels on 11x9 with a per-channel bias; a residual Add before LayerNorm over 75.
@@ -125,6 +150,7 @@ Graph edge_graph(const std::string& name) {
   if (name == "edge_conv_grad_data") return conv_gradient_graph(0);
   if (name == "edge_conv_grad_weight") return conv_gradient_graph(1);
   if (name == "edge_conv_grad_weight_dilated") return conv_gradient_graph(1, true);
+  if (name == "edge_conv_grad_weight_grouped") return grouped_weight_gradient_graph();
   Graph g;
   auto tensor = [&](const std::string& n, Shape s) { g.tensors[n] = TensorInfo{DType::f32, std::move(s)}; };
   if (name == "edge_sgd_momentum_bucket") {

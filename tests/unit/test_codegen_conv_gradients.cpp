@@ -1,7 +1,7 @@
 // Convolution gradients on the tuned implicit-GEMM template (common/passes/gradients/
 // grad_conv.cpp, docs/training.md "Convolution gradients"): the data gradient as
-// ConvTranspose(dY, W); the weight gradient of a group-1 Conv as dc.ConvGradWeight (the
-// template's weight-gradient mode), of a grouped one as a Conv with batch and channels swapped.
+// ConvTranspose(dY, W); the weight gradient as dc.ConvGradWeight (the template's
+// weight-gradient mode, groups as its batch), of a depthwise one as a Conv per image.
 //  - ConvGradients.*: the lowered gradients equal the dc.ConvGradData / dc.ConvGradWeight
 //    reference ops (an independent SGEMM + col2im / im2col + SGEMM) on fresh random inputs,
 //    for strided convolutions that drop input rows, asymmetric pads, dilations, 1x1 stride 2,
@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "candidates.h"
+#include "conv_gradient_testing.h"
 #include "emulator.h"
 #include "estimator.h"
 #include "estimator_testing.h"
@@ -83,9 +84,9 @@ std::vector<ConvCase> cases() {
       // Batch 1: the swaps of batch and channels are reshapes.
       {"batch_1_strided", {1, 6, 10, 10}, {10, 6, 3, 3}, conv_attrs({2, 2}, {1, 1, 1, 1}, {1, 1})},
       {"conv_1d", {2, 4, 15}, {6, 4, 5}, conv_attrs({3}, {2, 2}, {1})},
-      // Grouped and depthwise: ConvTranspose and the swapped Conv with groups (X as C / group
-      // images of group x N channels); at batch 1 those are reshapes, and a depthwise
-      // weight gradient is itself depthwise (one channel per group: the direct template).
+      // Grouped and depthwise: ConvTranspose with groups; the grouped weight gradient in the
+      // weight-gradient mode, the depthwise one a Conv with a group per (image, channel) (the
+      // direct template).
       {"grouped", {2, 4, 7, 6}, {6, 2, 3, 3}, conv_attrs({2, 1}, {1, 0, 1, 2}, {1, 2}, 2)},
       {"grouped_batch_1_multiplier_2", {1, 6, 7, 7}, {12, 2, 3, 3}, conv_attrs({1, 1}, {1, 1, 1, 1}, {1, 1}, 3)},
       {"depthwise_same", {2, 4, 6, 6}, {4, 1, 3, 3}, same},
@@ -129,10 +130,7 @@ Tensor random_f32(const Shape& s, std::mt19937& rng) {
   return t;
 }
 
-uint32_t fresh_seed() {
-  static uint32_t seed = static_cast<uint32_t>(std::random_device{}());
-  return seed++;
-}
+using testing::fresh_seed;
 
 TEST(ConvGradients, LoweringEqualsTheReferenceGradientOps) {
   for (const ConvCase& c : cases()) {
@@ -178,8 +176,9 @@ TEST(ConvGradients, LoweringEqualsTheReferenceGradientOps) {
 }
 
 TEST(ConvGradients, UsesTheTemplateOpsOnly) {
-  // Which ops the lowering emits: no dc.* op, grouped or not; one ConvTranspose and one Conv
-  // with the forward's groups; a Transpose only where a reshape cannot reorder.
+  // Which ops the lowering emits: no naive dc.* op, grouped or not; one ConvTranspose; the
+  // weight gradient one dc.ConvGradWeight, or (depthwise) one Conv of a group per (image,
+  // channel); never a Transpose.
   for (const ConvCase& c : cases()) {
     SCOPED_TRACE(c.name);
     const Graph g = gradient_graph(c);
@@ -198,67 +197,23 @@ TEST(ConvGradients, UsesTheTemplateOpsOnly) {
     }
     EXPECT_EQ(conv_transposes, 1);
     EXPECT_EQ(naive, 0);
-    const int64_t n = c.x[0], group = c.attrs.get_int("group", 1), cg = c.w[1], m = c.w[0];
-    if (group == 1 && cg > 1) {  // the template's weight-gradient mode: X and dY as stored
+    EXPECT_EQ(transposes, 0);
+    const int64_t n = c.x[0], cg = c.w[1];
+    if (cg > 1) {  // the template's weight-gradient mode: X and dY as stored
       EXPECT_EQ(weight_grads, 1);
       EXPECT_EQ(convs, 0);
-      EXPECT_EQ(transposes, 0);
       EXPECT_EQ(reduce_sums, 0);
       continue;
     }
+    // Depthwise: one group per (image, channel), views only, a sum over images.
     EXPECT_EQ(weight_grads, 0);
     EXPECT_EQ(convs, 1);
-    if (cg == 1) {  // depthwise: one group per (image, channel), views only, a sum over images
-      EXPECT_EQ(transposes, 0);
-      EXPECT_EQ(reduce_sums, n > 1 ? 1 : 0);
-      continue;
-    }
-    // Grouped: X [N, G, Cg] -> [Cg, G, N]; dY: [N, M] swapped; the [Cg, M, k...] result
-    // swapped back.
-    EXPECT_EQ(transposes, 1 + (n > 1 && m > 1 ? 1 : 0) + (m > 1 ? 1 : 0));
-    EXPECT_EQ(reduce_sums, 0);
+    EXPECT_EQ(reduce_sums, n > 1 ? 1 : 0);
   }
 }
 
-// Emulates variant v of w on fresh random inputs with NaN-poisoned outputs and compares each
-// output with the CPU reference within variant_tolerance.
 void check_variant(const Workload& w, const Variant& v, bool nvrtc) {
-  const uint32_t seed = fresh_seed();
-  SCOPED_TRACE(fmt::format("{} (seed {})", v.key(), seed));
-  GeneratedKernel k;
-  ASSERT_NO_THROW(k = generate_kernel(w, v));
-  const std::vector<Tensor> in = random_workload_inputs(w, seed);
-  ref::TensorMap inputs;
-  for (size_t i = 0; i < w.graph.inputs.size(); ++i) inputs[w.graph.inputs[i]] = in[i];
-  std::vector<Tensor> buffers(k.buffers.size());
-  for (size_t i = 0; i < k.buffers.size(); ++i) {
-    const KernelBuffer& b = k.buffers[i];
-    if (b.role == BufferRole::input) {
-      buffers[i] = inputs.at(b.name);
-    } else {
-      Tensor t(b.dtype, b.shape);
-      ASSERT_TRUE(b.dtype == DType::f32 || b.dtype == DType::f16 || b.dtype == DType::bf16);
-      if (b.dtype == DType::f32)
-        std::fill_n(t.mutable_data<float>(), t.numel(), std::numeric_limits<float>::quiet_NaN());
-      else  // all ones: a NaN in f16 and in bf16
-        std::fill_n(t.raw_mutable(), t.nbytes(), std::byte{0xff});
-      buffers[i] = t;
-    }
-  }
-  if (nvrtc) {
-    const CompileResult cr = compile_cuda(k.source, "sm_80");
-    EXPECT_TRUE(cr.ok) << cr.error << "\n" << cr.log;
-  }
-  const EmulatorResult r = emulate(k, buffers);
-  ASSERT_TRUE(r.ok) << r.error;
-  const auto expected = ref::run_graph(w.graph, inputs);
-  const Tolerance tol = variant_tolerance(v.precision, w);
-  for (size_t i = 0; i < k.buffers.size(); ++i) {
-    if (k.buffers[i].role != BufferRole::output) continue;
-    const ref::Comparison c = ref::compare_tensors(buffers[i], expected.at(k.buffers[i].name), tol.rtol, tol.atol);
-    EXPECT_TRUE(c.pass) << k.buffers[i].name << ": rel L2 " << c.rel_l2_error << ", max abs " << c.max_abs_error
-                        << " " << c.problem;
-  }
+  testing::check_variant_on_emulator(w, v, nvrtc);
 }
 
 bool is_conv_workload(const Workload& w) {
@@ -275,10 +230,9 @@ bool is_weight_gradient_mode(const Workload& w) {
 TEST(CodegenConvGradients, EveryPrecisionPathMatchesTheReference) {
   const GpuSpec gpu = testing::spec_a100();
   const std::vector<std::string> paths = {"fp32", "tf32", "fp16", "bf16"};
-  // Workloads checked per path, of those without a fused Transpose (a grouped weight
-  // gradient's dY read through the gather) and not in the weight-gradient mode (the small
-  // filter counts here give it tf32 blocks of one or two warps, above the tf32 register
-  // bound; WeightGradientModeEdgeShapes covers its paths).
+  // Workloads checked per path, of those not in the weight-gradient mode (the small filter
+  // counts here give it tf32 blocks of one or two warps, above the tf32 register bound;
+  // WeightGradientModeEdgeShapes and the grouped tests cover its paths).
   std::map<std::string, int> covered;
   int workloads = 0, plain = 0, fused = 0, split = 0, grouped = 0, direct_count = 0, weight_mode = 0,
       weight_mode_plain = 0;
@@ -332,12 +286,12 @@ TEST(CodegenConvGradients, EveryPrecisionPathMatchesTheReference) {
   }
   std::cout << "plain " << plain << ", fused " << fused << ", weight-gradient mode " << weight_mode << "\n";
   EXPECT_GE(plain, 10);
-  EXPECT_EQ(weight_mode, 7);  // the seven group-1 cases' weight gradients
-  EXPECT_EQ(weight_mode_plain, 7);
-  EXPECT_GE(fused, 1);  // grouped at batch > 1: the swapped Conv with dY's Transpose fused
+  EXPECT_EQ(weight_mode, 9);  // the seven group-1 and two grouped cases' weight gradients
+  EXPECT_EQ(weight_mode_plain, 9);
+  EXPECT_EQ(fused, 0);  // no Transpose left in any convolution gradient
   for (const std::string& p : paths) EXPECT_GE(covered[p], plain - 2) << p;
   EXPECT_GE(split, 4);  // the weight gradients' long K offers split-K
-  EXPECT_GE(grouped, 4);       // the four grouped cases' weight gradients
+  EXPECT_GE(grouped, 2);       // the two depthwise cases' weight gradients
   EXPECT_GE(direct_count, 1);  // depthwise at batch 1: one channel per group
 }
 

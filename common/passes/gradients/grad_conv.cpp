@@ -4,17 +4,15 @@
 //    [C_in, C_out / group, k...] is Conv's W [M, C / group, k...] as stored (C_in = M), so W
 //    is read in place (no transpose, no flip); output_padding gives back the input rows past
 //    the last window that a strided forward never read (their gradient is 0);
-//  - weight gradient (group 1, more than one input channel): dc.ConvGradWeight(X, dY) with
+//  - weight gradient (more than one input channel per group): dc.ConvGradWeight(X, dY) with
 //    Conv's attributes and weight_shape, dW[m, c, k] = sum over n, o of dY[n, m, o]
-//    X[n, c, o * stride + k * dilation - pad]: the implicit-GEMM template's weight-gradient
-//    mode (M filters x C*taps columns, K = N * output pixels, split-K over the long K) reads
-//    dY and X in their natural layouts and writes dW [M, C, k...] directly. Grouped
-//    convolutions: a Conv with batch and channels swapped and the same groups, X as
-//    C / group images of group x N channels (swapped_images), dY as M filters of N channels,
-//    Conv's dilation as the stride and its stride as the dilation, so each group's GEMM
-//    pairs only its own channels and filters; its [C / group, M, k...] result transposed.
-//    One input channel per group (depthwise): a group per (image, channel), X and dY as
-//    views, then a ReduceSum of the per-image partials over the images.
+//    X[n, g C / group + c, o * stride + k * dilation - pad] for m in group g: the
+//    implicit-GEMM template's weight-gradient mode (per group M / group filters x C / group *
+//    taps columns, K = N * output pixels, the groups as the GEMM's batch, split-K over the
+//    long K) reads dY and X in their natural layouts and writes dW [M, C / group, k...]
+//    directly. One input channel per group (depthwise): a Conv with a group per (image,
+//    channel), X and dY as views, Conv's dilation as the stride and its stride as the
+//    dilation, then a ReduceSum of the per-image partials over the images.
 //  - bias gradient: ReduceSum of dY over the batch and spatial axes.
 #include "ir/error.h"
 #include "passes/gradients/gradient_rules.h"
@@ -42,36 +40,6 @@ int64_t dropped_rows(const ref::Window& win, size_t d) {
   return win.in[d] - reach;  // in [0, stride): the forward's floor division dropped them
 }
 
-// x with dims 0 and 1 swapped: a reshape when either is 1, else a Transpose.
-std::string swap_leading(GradBuilder& b, const std::string& x) {
-  Shape to = b.shape(x);
-  std::swap(to[0], to[1]);
-  if (b.shape(x)[0] == 1 || b.shape(x)[1] == 1) return b.reshape(x, to);
-  std::vector<int64_t> perm;
-  for (size_t d = 0; d < to.size(); ++d) perm.push_back(static_cast<int64_t>(d));
-  std::swap(perm[0], perm[1]);
-  return b.transpose(x, perm);
-}
-
-// The weight gradient's input: X [N, C, ...] as C / group images of group x N channels,
-// channel g N + n of image c holding X[n, g C / group + c], so that the swapped Conv's group g
-// (M / group filters of N channels: dY's of that group) reads exactly its group's channels.
-// group 1: X with dims 0 and 1 swapped. (One channel per group takes weight_gradient's
-// depthwise form instead.)
-std::string swapped_images(GradBuilder& b, const std::string& x, int64_t group) {
-  if (group == 1) return swap_leading(b, x);
-  const Shape s = b.shape(x);  // a copy: nodes are added below
-  const int64_t n = s[0], cg = s[1] / group;
-  const Shape spatial(s.begin() + 2, s.end());
-  auto with_spatial = [&](Shape lead) {
-    lead.insert(lead.end(), spatial.begin(), spatial.end());
-    return lead;
-  };
-  std::vector<int64_t> perm{2, 1, 0};  // [N, G, Cg, ...] -> [Cg, G, N, ...]
-  for (size_t d = 0; d < spatial.size(); ++d) perm.push_back(static_cast<int64_t>(3 + d));
-  return b.reshape(b.transpose(b.reshape(x, with_spatial({n, group, cg})), perm), with_spatial({cg, group * n}));
-}
-
 std::string data_gradient(GradBuilder& b, const GradCall& c) {
   const Shape x = b.shape(in(c, 0)), w = b.shape(in(c, 1));  // copies: nodes are added below
   const ref::Window win = conv_window(c.node, x, w);
@@ -95,8 +63,9 @@ std::string data_gradient(GradBuilder& b, const GradCall& c) {
   return b.node1("ConvTranspose", {c.dy[0], in(c, 1)}, b.info(in(c, 0)), a);
 }
 
-// The ungrouped weight gradient: one node the implicit-GEMM template computes in its
-// weight-gradient mode (codegen/template_gemm.cpp), the reference op of ops_grad_conv.cpp.
+// The weight gradient of a Conv with more than one input channel per group: one node the
+// implicit-GEMM template computes in its weight-gradient mode (codegen/template_gemm.cpp),
+// the reference op of ops_grad_conv.cpp.
 std::string weight_gradient_node(GradBuilder& b, const GradCall& c) {
   Attributes a = c.node.attrs;
   const Shape& w = b.shape(in(c, 1));
@@ -104,19 +73,20 @@ std::string weight_gradient_node(GradBuilder& b, const GradCall& c) {
   return b.node1("dc.ConvGradWeight", {in(c, 0), c.dy[0]}, b.info(in(c, 1)), a);
 }
 
-std::string weight_gradient(GradBuilder& b, const GradCall& c) {
+// One input channel per group: per (image, channel) a Conv of the image's channel with its
+// dY plane as the filter (both operands views: X as 1 image of N C channels, dY as N M
+// filters of one channel), the [1, N M, k...] per-image partial sums summed over the images.
+std::string depthwise_weight_gradient(GradBuilder& b, const GradCall& c) {
   const Shape x = b.shape(in(c, 0)), w = b.shape(in(c, 1));  // copies: nodes are added below
   const Shape dy = b.shape(c.dy[0]);
-  const int64_t group = c.node.attrs.get_int("group", 1);
-  if (group == 1 && w[1] > 1) return weight_gradient_node(b, c);
   const ref::Window win = conv_window(c.node, x, w);
   const size_t r = x.size() - 2;
-  // The swapped Conv's pads: Conv's at the beginning; at the end Conv's less the dropped
+  // The per-image Conv's pads: Conv's at the beginning; at the end Conv's less the dropped
   // rows, which makes its output extent exactly the kernel's. Where that is negative, no
   // end pad, and the few extra output rows are sliced off.
   std::vector<int64_t> strides, dilations, pads(2 * r), filter(dy.begin() + 2, dy.end());
   std::vector<int64_t> starts, ends, axes;
-  Shape swapped_out{w[1], w[0]};
+  Shape partial_out{1, x[0] * w[0]};
   bool slice = false;
   for (size_t i = 0; i < r; ++i) {
     const size_t d = slot(i, r);
@@ -128,7 +98,7 @@ std::string weight_gradient(GradBuilder& b, const GradCall& c) {
                                win.dilation[d] + 1;
     DC_INTERNAL_CHECK(extent >= w[2 + i], "weight gradient's Conv extent ", extent, " < kernel ", w[2 + i]);
     slice = slice || extent != w[2 + i];
-    swapped_out.push_back(extent);
+    partial_out.push_back(extent);
     starts.push_back(0);
     ends.push_back(w[2 + i]);
     axes.push_back(static_cast<int64_t>(2 + i));
@@ -138,36 +108,30 @@ std::string weight_gradient(GradBuilder& b, const GradCall& c) {
   a.set("strides", strides);
   a.set("dilations", dilations);
   a.set("pads", pads);
+  a.set("group", x[0] * x[1]);
   const DType dt = b.info(in(c, 1)).dtype;
-  const bool depthwise = w[1] == 1;
-  std::string g;
-  if (depthwise) {
-    // One group per (image, channel), both operands views: X as 1 image of N C channels, dY
-    // as N M filters of one channel; the [1, N M, k...] per-image partial sums are summed over
-    // the images below.
-    swapped_out[0] = 1;
-    swapped_out[1] = x[0] * w[0];
-    a.set("group", x[0] * x[1]);
-    Shape xs = x, ys = dy;
-    xs[1] *= xs[0];
-    xs[0] = 1;
-    ys[0] *= ys[1];
-    ys[1] = 1;
-    g = b.node1("Conv", {b.reshape(in(c, 0), xs), b.reshape(c.dy[0], ys)}, TensorInfo{dt, swapped_out}, a);
-  } else {
-    a.set("group", group);
-    g = b.node1("Conv", {swapped_images(b, in(c, 0), group), swap_leading(b, c.dy[0])},
-                TensorInfo{dt, swapped_out}, a);
-  }
-  Shape cut = swapped_out;
+  Shape xs = x, ys = dy;
+  xs[1] *= xs[0];
+  xs[0] = 1;
+  ys[0] *= ys[1];
+  ys[1] = 1;
+  std::string g =
+      b.node1("Conv", {b.reshape(in(c, 0), xs), b.reshape(c.dy[0], ys)}, TensorInfo{dt, partial_out}, a);
+  Shape cut = partial_out;
   for (size_t i = 0; i < r; ++i) cut[2 + i] = w[2 + i];
   if (slice) g = b.node1("Slice", {g, b.ints(starts), b.ints(ends), b.ints(axes)}, TensorInfo{dt, cut});
-  if (!depthwise) return swap_leading(b, g);
   Shape per_image = cut;  // [N, M, k...]
   per_image[0] = x[0];
   per_image[1] = w[0];
   if (x[0] > 1) g = b.reduce_sum(b.reshape(g, per_image), {0}, false);
   return b.reshape(g, w);
+}
+
+// Depthwise keeps its per-image form: in the weight-gradient mode each group would be a
+// multiplier x taps GEMM padded to 16 x 16 tiles, several times slower at 224x224 by the
+// estimates (docs/training.md "Grouped and depthwise").
+std::string weight_gradient(GradBuilder& b, const GradCall& c) {
+  return b.shape(in(c, 1))[1] > 1 ? weight_gradient_node(b, c) : depthwise_weight_gradient(b, c);
 }
 
 Grads conv_rule(GradBuilder& b, const GradCall& c) {
