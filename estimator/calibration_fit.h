@@ -54,9 +54,12 @@ struct ParamFitOptions {
   // factor for the value; and at least this many such workloads.
   int min_samples = 8;
   int min_workloads = 3;
-  // Ridge shrinkage: a value's log factor is its residuals' sum over (results + this), so a
-  // few results pull it little towards their mean.
-  double shrinkage = 4;
+  // Ridge shrinkage: a value's log factor is its residuals' sum over (results + this), so
+  // only a value with hundreds of results moves far from 1. Chosen on PoCL's paired
+  // MobileNetV2 tunes, each run's fit scored on the other's results: 4 and 16 overfit (worse
+  // than no factors out of sample), 64 to 256 rank better in both directions, 128 best
+  // (docs/bench/estimator-accuracy.md, "Per-parameter calibration").
+  double shrinkage = 128;
   double max_factor = 2;  // factors are clamped to [1 / max_factor, max_factor]
   int iterations = 500;   // backfitting sweeps at most (it stops when no effect moves by 1e-12)
 };

@@ -220,18 +220,19 @@ def key_factor(factors, kind, key):
     return f
 
 
-def accuracy(db_path, estimates=None, factors=None, since_ms=0):
+def accuracy(db_path, estimates=None, factors=None, since_ms=0, statuses=("ok",)):
     """Per workload: (kind, n, spearman, best in top-4, best in top-8, |log est/meas| median) before
     and after the per-kind calibration fitted from the same rows. `estimates` (current_estimates)
     replaces the estimates recorded with the measurements; rows it lacks are left out. `factors`
     (param_factors) multiply each estimate by its parameter values' factors. Only results
-    recorded at or after `since_ms` count (one run of a DB that holds several)."""
+    recorded at or after `since_ms` count (one run of a DB that holds several), of `statuses`."""
     db = sqlite3.connect("file:%s?mode=ro" % db_path, uri=True)
     rows = db.execute(
         "SELECT v.workload, w.kind, v.key, m.estimate_us, m.median_us FROM measurements m "
         "JOIN variants v ON v.id = m.variant_id JOIN workloads w ON w.signature = v.workload "
-        "WHERE m.gpu_type = ? AND m.status = 'ok' AND m.emulated = 0 AND m.estimate_us > 0 "
-        "AND v.template != 'reference' AND m.recorded_ms >= ?", (GPU, since_ms)).fetchall()
+        "WHERE m.gpu_type = ? AND m.status IN (%s) AND m.emulated = 0 AND m.estimate_us > 0 "
+        "AND v.template != 'reference' AND m.recorded_ms >= ?" % ",".join("?" * len(statuses)),
+        (GPU,) + tuple(statuses) + (since_ms,)).fetchall()
     db.close()
     if estimates is not None:
         rows = [(wl, kind, key, estimates[(wl, key)], meas) for wl, kind, key, _, meas in rows
@@ -326,6 +327,9 @@ def parse_args():
     p.add_argument("--accuracy-since-ms", type=int, default=0, metavar="UNIX_MS",
                    help="with --accuracy-db: only results recorded at or after this time (one tune of a DB "
                         "that holds several, e.g. a --retune on a copy of another run's DB)")
+    p.add_argument("--include-implausible", action="store_true",
+                   help="with --accuracy-db: score results a tune marked implausible too (e.g. a worker's "
+                        "drift sentinel moved with the machine's load; paired timing keeps a workload's ratios)")
     p.add_argument("--smoke", action="store_true")
     a = p.parse_args()
     a.batch, a.precision, a.device = 1, "fp32", "opencl"
@@ -354,7 +358,7 @@ def main():
             sys.exit("error: --re-estimate needs --accuracy-models (the models the DB's tunes measured)")
         factors = param_factors(a, a.param_calibration_from) if a.param_calibration_from else None
         acc, factor = accuracy(a.accuracy_db, current_estimates(a, models) if a.re_estimate else None, factors,
-                               a.accuracy_since_ms)
+                               a.accuracy_since_ms, ("ok", "implausible") if a.include_implausible else ("ok",))
         text = render_accuracy(acc, factor, models, False, a.accuracy_top_k or 0, a.re_estimate)
         if factors is not None:
             text = text.replace("\n\n", "\n\nEstimates times the **per-parameter factors fitted from %s** "
