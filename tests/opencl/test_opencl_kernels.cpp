@@ -88,6 +88,9 @@ const Case kCases[] = {
     // A training step's forward BatchNorm-apply + ReLU computed by the next Conv's im2col
     // gather (pads 1): padded taps must read 0, not relu(BN(0)) (>= 1 here: bias in [2, 3)).
     {"edge_bn_relu_conv", "", ClusterKind::conv, ""},
+    // A Linear layer's weight gradient dY^T x (dY read through its Transpose) with the bias
+    // gradient, ReduceSum(dY) over the rows, as its second output: a column of ones in B.
+    {"edge_linear_bias_grad", "", ClusterKind::gemm, ""},
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -146,6 +149,22 @@ Graph edge_graph(const std::string& name) {
       }
     }
     g.nodes = {update};
+    return g;
+  }
+  if (name == "edge_linear_bias_grad") {
+    g.opset = 17;
+    tensor("dy", {37, 29});
+    tensor("x", {37, 45});
+    tensor("dyt", {29, 37});
+    tensor("y", {29, 45});
+    tensor("db", {29});
+    g.initializers["axes"] = Tensor::from_vector<int64_t>({1}, {0});
+    g.tensors["axes"] = TensorInfo{DType::i64, {1}};
+    g.inputs = {"dy", "x"};
+    Node keep = testing::make_node("ReduceSum", {"dy", "axes"}, {"db"});
+    keep.attrs.set("keepdims", int64_t{0});
+    g.nodes = {testing::make_node("Transpose", {"dy"}, {"dyt"}), testing::make_node("MatMul", {"dyt", "x"}, {"y"}), keep};
+    g.outputs = {"y", "db"};
     return g;
   }
   if (name == "edge_gemm_swapped_operands") {
@@ -289,6 +308,9 @@ TEST_P(OnPocl, ReferenceAndVariantsMatchTheCpu) {
   if (std::string(c.name).starts_with("edge_conv_grad_weight")) {
     ASSERT_EQ(w.graph.nodes.size(), 1u);
     EXPECT_EQ(w.graph.nodes[0].op, "dc.ConvGradWeight");
+  }
+  if (std::string(c.name) == "edge_linear_bias_grad") {
+    EXPECT_EQ(w.graph.outputs.size(), 2u) << "dW and db";
   }
   if (std::string(c.name) == "edge_bn_relu_conv") {
     EXPECT_EQ(w.graph.nodes.size(), 6u) << "the Conv with its X cone";
