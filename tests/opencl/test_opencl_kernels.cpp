@@ -121,6 +121,24 @@ Graph conv_gradient_graph(int output, bool dilated = false) {
   return g;
 }
 
+// dW = dY^T x (dY [37, 29] read through its Transpose, x [37, 45]) and db = ReduceSum(dY)
+// over the rows, the two outputs of one cluster.
+Graph linear_bias_grad_graph() {
+  Graph g;
+  g.opset = 17;
+  for (const auto& [name, shape] : {std::pair<const char*, Shape>{"dy", {37, 29}}, {"x", {37, 45}},
+                                    {"dyt", {29, 37}}, {"y", {29, 45}}, {"db", {29}}})
+    g.tensors[name] = TensorInfo{DType::f32, shape};
+  g.initializers["axes"] = Tensor::from_vector<int64_t>({1}, {0});
+  g.tensors["axes"] = TensorInfo{DType::i64, {1}};
+  g.inputs = {"dy", "x"};
+  Node sum = testing::make_node("ReduceSum", {"dy", "axes"}, {"db"});
+  sum.attrs.set("keepdims", int64_t{0});
+  g.nodes = {testing::make_node("Transpose", {"dy"}, {"dyt"}), testing::make_node("MatMul", {"dyt", "x"}, {"y"}), sum};
+  g.outputs = {"y", "db"};
+  return g;
+}
+
 // Graphs with edge shapes: batch 3 of 37x53 by 53x29 (no tile multiple) with a bias that
 // broadcasts over rows and a ReLU; a 3x3 conv of 2 images, 13 -> 19
 // channels on 11x9 with a per-channel bias; a residual Add before LayerNorm over 75.
@@ -128,6 +146,7 @@ Graph edge_graph(const std::string& name) {
   if (name == "edge_conv_grad_data") return conv_gradient_graph(0);
   if (name == "edge_conv_grad_weight") return conv_gradient_graph(1);
   if (name == "edge_conv_grad_weight_dilated") return conv_gradient_graph(1, true);
+  if (name == "edge_linear_bias_grad") return linear_bias_grad_graph();
   Graph g;
   auto tensor = [&](const std::string& n, Shape s) { g.tensors[n] = TensorInfo{DType::f32, std::move(s)}; };
   if (name == "edge_sgd_momentum_bucket") {
@@ -149,22 +168,6 @@ Graph edge_graph(const std::string& name) {
       }
     }
     g.nodes = {update};
-    return g;
-  }
-  if (name == "edge_linear_bias_grad") {
-    g.opset = 17;
-    tensor("dy", {37, 29});
-    tensor("x", {37, 45});
-    tensor("dyt", {29, 37});
-    tensor("y", {29, 45});
-    tensor("db", {29});
-    g.initializers["axes"] = Tensor::from_vector<int64_t>({1}, {0});
-    g.tensors["axes"] = TensorInfo{DType::i64, {1}};
-    g.inputs = {"dy", "x"};
-    Node keep = testing::make_node("ReduceSum", {"dy", "axes"}, {"db"});
-    keep.attrs.set("keepdims", int64_t{0});
-    g.nodes = {testing::make_node("Transpose", {"dy"}, {"dyt"}), testing::make_node("MatMul", {"dyt", "x"}, {"y"}), keep};
-    g.outputs = {"y", "db"};
     return g;
   }
   if (name == "edge_gemm_swapped_operands") {
