@@ -19,6 +19,7 @@
 
 #include "generate.h"
 #include "ir/error.h"
+#include "ir/gemm_operand_sum.h"
 #include "param_space.h"
 #include "template_gemm_emitter.h"
 #include "template_util.h"
@@ -32,10 +33,13 @@ void GemmEmitter::analyze() {
   for (const auto& [name, info] : g.tensors)
     if (shape_numel(info.shape) >= (int64_t{1} << 31) - 1) idx_ = "dc_i64";
   int heavy_count = 0;
+  const Node* sum = nullptr;  // an operand sum (analyze_operand_sum)
   for (const auto& n : g.nodes) {
     if (op_traits(n.op).pattern == OpPattern::heavy) {  // Conv, ConvTranspose, MatMul, Gemm
       heavy_ = &n;
       ++heavy_count;
+    } else if (n.op == "ReduceSum" && !sum) {
+      sum = &n;
     } else {
       DC_INTERNAL_CHECK(ValueEmitter::supports(n), v_.template_name, ": cannot fuse ", n.op);
     }
@@ -56,9 +60,10 @@ void GemmEmitter::analyze() {
     glu_even_ = g.nodes[glu->even].outputs[0];
     glu_odd_ = g.nodes[glu->odd].outputs[0];
   }
+  if (sum) sum_out_ = sum->outputs.at(0);
   const Shape out_shape = glu_ ? g.info(glu_even_).shape : heavy_shape_;
   for (const auto& o : g.outputs)
-    DC_INTERNAL_CHECK(g.info(o).shape == out_shape, v_.template_name, ": output '", o,
+    DC_INTERNAL_CHECK(o == sum_out_ || g.info(o).shape == out_shape, v_.template_name, ": output '", o,
                       "' of shape ", shape_str(g.info(o).shape), " is not elementwise with the ",
                       heavy_->op, " output ", shape_str(out_shape));
   a_.label = "a";
@@ -77,6 +82,7 @@ void GemmEmitter::analyze() {
   else analyze_conv();
   a_.rows = m_;
   b_.rows = n_;
+  if (sum) analyze_operand_sum(*sum);
 
   // The parameter space derived its figures the same way; disagreeing is a generator bug.
   const WorkloadShape s = analyze_workload(w_);
@@ -220,6 +226,17 @@ void GemmEmitter::analyze_conv_weight_grad() {
   batch_ = groups_;
   a_.along_rows = false;  // dY[n][m][p]: contiguous along k = (n, p) within an image
   b_.along_rows = false;  // X under the window: along the output positions
+}
+
+// sum = A or B summed over k: B (for sum(A), indexed by m) or A (sum(B), by n) gets a row of
+// ones, so the sum is one more column or row of the product, accumulated beside the heavy
+// output's on every path (split-K slices included) from the same loads.
+void GemmEmitter::analyze_operand_sum(const Node& sum) {
+  const auto form = gemm_operand_sum(w_.graph, *heavy_, sum);
+  DC_INTERNAL_CHECK(form && !glu_ && kind_ != HeavyKind::conv,
+                    v_.template_name, ": ReduceSum '", sum.name, "' is no sum of a ", heavy_->op,
+                    " operand over k");
+  (form->operand == 0 ? b_ : a_).ones_row = true;
 }
 
 int64_t GemmEmitter::vector_run(const Operand& o) const {
@@ -463,6 +480,7 @@ void GemmEmitter::heavy_value(const std::string& acc, const std::vector<std::str
 void GemmEmitter::store_outputs(const std::vector<std::string>& coords, std::string& code) {
   if (!glu_) ve_.bind(heavy_out_, "dc_h");
   for (const auto& o : w_.graph.outputs) {
+    if (o == sum_out_) continue;  // operand_sum_code
     const std::string val = value(o, coords, code);
     const DType t = w_.graph.info(o).dtype;
     // f16/bf16 outputs: rounded once, to nearest even, from the fp32 value.
@@ -501,6 +519,23 @@ std::string GemmEmitter::setup_code() {
 
 std::string GemmEmitter::epilogue_code() {
   if (glu_) return glu_epilogue_code();
+  if (sum_out_.empty()) return heavy_epilogue_code();
+  const std::string ones = a_.ones_row ? fmt::format("dc_gm == {}", m_) : fmt::format("dc_gn == {}", n_);
+  return fmt::format("if ({}) {{\n{}}} else {{\n{}}}\n", ones, operand_sum_code(), heavy_epilogue_code());
+}
+
+// The ones row's accumulator (dc_acc) is element dc_gn (A's ones: a sum of B) or dc_gm of the
+// sum; split-K adds it to scratch0 past the heavy output.
+std::string GemmEmitter::operand_sum_code() {
+  const std::string i = a_.ones_row ? "dc_gn" : "dc_gm";
+  if (split_ > 1)
+    return fmt::format("atomicAdd(&scratch0[{} + {}], dc_acc);\n", shape_numel(heavy_shape_), i);
+  const DType t = w_.graph.info(sum_out_).dtype;
+  const std::string v = t == DType::f32 ? "dc_acc" : fmt::format("dc_from_f32<{}>(dc_acc)", float_storage_type(t));
+  return fmt::format("{}[{}] = {};\n", ve_.param_name(sum_out_), i, v);
+}
+
+std::string GemmEmitter::heavy_epilogue_code() {
   std::string epi;
   ve_.reset_locals();
   const auto coords = heavy_coords(epi);
@@ -568,7 +603,10 @@ for (int dc_i = 0; dc_i < dc_TM; ++dc_i) {
   }
 })";
   DC_INTERNAL_CHECK(!glu_ || tn_ % 2 == 0, v_.template_name, ": GLU epilogue with an odd thread_n");
-  return expand_template(loop, {{"IDX", idx_}, {"M", str(m_)}, {"N", str(n_)}, {"EPILOGUE", epilogue_code()}});
+  return expand_template(loop, {{"IDX", idx_},
+                                {"M", str(a_.rows_with_ones())},
+                                {"N", str(b_.rows_with_ones())},
+                                {"EPILOGUE", epilogue_code()}});
 }
 
 // Implicit-GEMM A gathers: the rows a thread loads are the same for every K tile when the
@@ -762,6 +800,11 @@ std::string GemmEmitter::main_kernel() {
   return expand_template(kFp32Tile, vars) + expand_template(kFp32Kernel, vars);
 }
 
+int64_t GemmEmitter::scratch_numel() const {
+  const int64_t sum = sum_out_.empty() ? 0 : shape_numel(w_.graph.info(sum_out_).shape);
+  return shape_numel(heavy_shape_) + sum;
+}
+
 // Split-K with an epilogue: the slices summed into scratch0 (laid out as the heavy op's
 // output); this kernel applies bias/alpha/beta*C and the fused epilogue per element.
 std::string GemmEmitter::epilogue_kernel() {
@@ -772,6 +815,14 @@ std::string GemmEmitter::epilogue_kernel() {
   heavy_value("dc_acc", coords, body);
   store_outputs(coords, body);
   ve_.reset_locals();
+  const int64_t heavy_numel = shape_numel(heavy_shape_);
+  if (!sum_out_.empty()) {  // the operand sum follows the heavy output in scratch0
+    const DType t = w_.graph.info(sum_out_).dtype;
+    const std::string v = t == DType::f32 ? "scratch0[dc_lin]"
+                                          : fmt::format("dc_from_f32<{}>(scratch0[dc_lin])", float_storage_type(t));
+    body = fmt::format("if (dc_lin >= {0}) {{\n{1}[dc_lin - {0}] = {2};\n}} else {{\n{3}}}\n", heavy_numel,
+                       ve_.param_name(sum_out_), v, body);
+  }
   return expand_template(R"(
 // Split-K epilogue: the summed slices (scratch0) through bias/alpha/beta*C and the cluster's
 // epilogue, one thread per element.
@@ -785,7 +836,7 @@ DC_EXPORT_KERNEL(dc_gemm_epilogue)
 )",
                          {{"PARAMS", kernel_params(w_, {"float* DC_RESTRICT scratch0"})},
                           {"T", str(kEpilogueThreads)},
-                          {"NUMEL", str(shape_numel(heavy_shape_))},
+                          {"NUMEL", str(scratch_numel())},
                           {"IDX", idx_},
                           {"BODY", body}});
 }
@@ -794,7 +845,8 @@ GeneratedKernel GemmEmitter::emit() {
   analyze();
   if (mma_) choose_tiles_mma();
   else choose_tiles();
-  const int64_t grid_x = ceil_div(m_, bm_), grid_y = ceil_div(n_, bn_), grid_z = batch_ * split_;
+  const int64_t grid_x = ceil_div(a_.rows_with_ones(), bm_), grid_y = ceil_div(b_.rows_with_ones(), bn_),
+                grid_z = batch_ * split_;
   DC_INTERNAL_CHECK(grid_y <= 65535 && grid_z <= 65535 && grid_x < (int64_t{1} << 31),
                     v_.template_name, ": grid ", grid_x, "x", grid_y, "x", grid_z,
                     " exceeds CUDA's limits");
@@ -814,7 +866,8 @@ GeneratedKernel GemmEmitter::emit() {
     for (auto& b : k.buffers)
       if (b.role == BufferRole::output) b.zero_init = true;
   } else if (split_ > 1) {
-    k.buffers.push_back({"scratch0", BufferRole::scratch, DType::f32, heavy_shape_, true});
+    const Shape scratch = sum_out_.empty() ? heavy_shape_ : Shape{scratch_numel()};
+    k.buffers.push_back({"scratch0", BufferRole::scratch, DType::f32, scratch, true});
     main.args.push_back(static_cast<int>(k.buffers.size()) - 1);
     src += epilogue_kernel();
   }
@@ -822,7 +875,7 @@ GeneratedKernel GemmEmitter::emit() {
   if (split_ > 1 && !split_direct_) {
     Launch epi;
     epi.kernel = "dc_gemm_epilogue";
-    epi.grid = {ceil_div(shape_numel(heavy_shape_), kEpilogueThreads), 1, 1};
+    epi.grid = {ceil_div(scratch_numel(), kEpilogueThreads), 1, 1};
     epi.block = {kEpilogueThreads, 1, 1};
     epi.args = main.args;
     k.launches.push_back(epi);

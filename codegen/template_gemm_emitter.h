@@ -52,6 +52,10 @@ struct Operand {
   // 4: one f32 element of the im2col gather); 0 = through registers (loaded as float,
   // converted to the shared type, stored).
   int copy_bytes = 0;
+  // One more row past `rows` whose elements are all 1 (k < K): its accumulators are the sum
+  // of the other operand over k, the workload's operand sum (ir/gemm_operand_sum.h).
+  bool ones_row = false;
+  int64_t rows_with_ones() const { return rows + (ones_row ? 1 : 0); }
 };
 
 class GemmEmitter {
@@ -68,6 +72,8 @@ class GemmEmitter {
   void analyze_gemm();
   void analyze_conv();
   void analyze_conv_weight_grad();
+  // The workload's ReduceSum of an operand over k: the other operand's ones row.
+  void analyze_operand_sum(const Node& sum);
   // Elements a vector of operand `o` may not straddle: the image plane of Conv's A (m runs
   // over images) and of the weight gradient's dY (k runs over images); 0 = no limit.
   int64_t vector_run(const Operand& o) const;
@@ -112,9 +118,17 @@ class GemmEmitter {
   TemplateVars fp32_vars() const;
   std::string main_kernel();
   std::string epilogue_kernel();
+  // Elements of split-K's scratch: the heavy output's, then the operand sum's.
+  int64_t scratch_numel() const;
   // The per-accumulator epilogue (dc_gm, dc_gn, dc_acc in scope): split-K partial sums, or
   // the heavy value and the cluster outputs.
   std::string epilogue_code();
+  // The heavy output's part of epilogue_code; the operand sum's (the ones row's accumulators:
+  // the split-K partial sums, or the sum stored).
+  std::string heavy_epilogue_code();
+  std::string operand_sum_code();
+  // Shared-memory stores of the ones row's elements of a load slot (dc_r, dc_c in scope).
+  std::string ones_smem_code(const Operand& o) const;
   // The GLU epilogue (glu_): the accumulators of columns dc_gn (even) and dc_gn + 1 in
   // dc_acc0 and dc_acc1 (with dc_gm) are the heavy values of the two halves' element
   // (dc_gm, dc_gn / 2); every output is stored there.
@@ -152,6 +166,8 @@ class GemmEmitter {
   // bound to the two accumulators of a pair; outputs have n / 2 columns.
   bool glu_ = false;
   std::string glu_even_, glu_odd_;
+  // The operand sum's output (a ReduceSum of A or B over k): "" if none.
+  std::string sum_out_;
   std::string idx_ = "int";  // C type of index math: int while every tensor fits
 
   // MatMul

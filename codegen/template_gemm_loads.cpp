@@ -189,6 +189,17 @@ std::string GemmEmitter::load_code(const Operand& o) {
     body += fmt::format("dc_r{}[dc_l] = {};\n", o.label, val);
   }
   vars["BODY"] = body;
+  // The ones row (Operand::ones_row): a vector along k is all ones (K divides by it), one
+  // along the rows has the ones row first (the rows divide by it) and zeros past it.
+  std::string ones;
+  if (o.ones_row) {
+    ones = fmt::format(" else if ({}dc_row == {} && dc_k < {}) {{\n",
+                       total % threads_ == 0 ? "" : fmt::format("dc_i < {} && ", total), o.rows, k_);
+    for (int64_t j = 0; j < (o.along_rows ? 1 : o.vec); ++j)
+      ones += fmt::format("  dc_r{}[dc_l * {} + {}] = 1.f;\n", o.label, o.vec, j);
+    ones += "}";
+  }
+  vars["ONES"] = ones;
   return expand_template(R"(// operand $(L): $(TOTAL) loads of $(VEC) per K tile
 DC_UNROLL
 for (int dc_l = 0; dc_l < $(LOADS); ++dc_l) {
@@ -198,7 +209,7 @@ for (int dc_l = 0; dc_l < $(LOADS); ++dc_l) {
   const $(IDX) dc_k = dc_k0 + $(C);
   if ($(COND)) {
     $(BODY)
-  }
+  }$(ONES)
 }
 )",
                          vars);
@@ -237,6 +248,17 @@ for (int dc_l = 0; dc_l < $(LOADS); ++dc_l) {
 }
 )",
                          vars);
+}
+
+std::string GemmEmitter::ones_smem_code(const Operand& o) const {
+  const bool convert = mma_ && v_.precision != "tf32";
+  std::string code;
+  for (int64_t j = 0; j < o.vec; ++j) {
+    const char* v = o.along_rows && j > 0 ? "0.f" : "1.f";  // rows past the ones row: zeros
+    code += fmt::format("dc_{}s[{}] = {};\n", o.label, smem_index(o, j),
+                        convert ? fmt::format("dc_from_f32<{}>({})", smem_type(), v) : v);
+  }
+  return code;
 }
 
 bool GemmEmitter::async_ok(const Operand& o) const {
@@ -323,6 +345,11 @@ dc_cp_async_f32(&dc_as[$(DST)], dc_src, dc_ok);
                           vars.at("X"));
     }
   }
+  // The ones row is stored, not copied: a zero-filling copy to the same place could land
+  // after the store.
+  if (o.ones_row)
+    body = fmt::format("if (dc_row == {} && dc_k < {}) {{\n{}}} else {{\n{}}}\n", o.rows, k_,
+                       ones_smem_code(o), body);
   vars["BODY"] = body;
   return expand_template(R"(// operand $(L): $(TOTAL) cp.async copies of $(VEC) per K tile
 DC_UNROLL

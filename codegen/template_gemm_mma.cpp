@@ -187,7 +187,7 @@ std::string GemmEmitter::mma884_fragment_code() const {
 // Accumulators 0,1 (and 2,3) of a lane are adjacent columns of one row: stored as one
 // 8-byte float2 or one 4-byte f16/bf16 pair where every output is laid out as the heavy
 // output with n innermost (MatMul, Gemm), N is even (the pair is in bounds and aligned
-// together) and no split-K atomics. Empty when that does not hold. In the GLU epilogue the
+// together), no split-K atomics and no operand sum. Empty when that does not hold. In the GLU epilogue the
 // pair is always taken: accumulator dc_i is an even column (the first half), dc_i + 1 the
 // odd one (the second half).
 std::string GemmEmitter::epilogue_pair_code() {
@@ -197,7 +197,7 @@ std::string GemmEmitter::epilogue_pair_code() {
                        "dc_accum[dc_mi][dc_ni][dc_i + 1];\n",
                        idx_) +
            glu_epilogue_code();
-  if (split_ > 1 || kind_ == HeavyKind::conv || n_ % 2 != 0) return "";
+  if (split_ > 1 || kind_ == HeavyKind::conv || n_ % 2 != 0 || !sum_out_.empty()) return "";
   std::string scratch;
   ve_.reset_locals();
   const auto coords = heavy_coords(scratch);
@@ -378,8 +378,8 @@ TemplateVars GemmEmitter::mma_vars() const {
                        {"A_STAGE", str(a_.stage)},
                        {"B_STAGE", str(b_.stage)},
                        {"A_SMEM", str(stages_ * a_.stage)},
-                       {"M", str(m_)},
-                       {"N", str(n_)},
+                       {"M", str(a_.rows_with_ones())},
+                       {"N", str(b_.rows_with_ones())},
                        {"KT", str(ceil_div(k_, bk_))},
                        {"KT_PER", str(ceil_div(ceil_div(k_, bk_), split_))},
                        {"STAGES", str(stages_)},

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "ir/error.h"
+#include "ir/gemm_operand_sum.h"
 #include "ir/glu.h"
 #include "passes/match.h"
 
@@ -298,13 +299,16 @@ class Generator {
       auto cone = operand_cones({h}, {n.input(0)});
       if (cone.size() > 1) prologue_sets.push_back(std::move(cone));
     }
+    const auto sums = operand_sums(h);
     for (const auto& set : prologue_sets) {
       std::vector<size_t> nodes = {h};
       nodes.insert(nodes.end(), set.begin(), set.end());
       add(nodes, kind);
+      add_with_sums(nodes, set, sums, kind);
       for (const auto& step : chain) {
         nodes.insert(nodes.end(), step.begin(), step.end());
         add(nodes, kind);
+        add_with_sums(nodes, set, sums, kind);
       }
     }
     // GLU epilogue: the interleaved gate/up halves of this MatMul's output and act(gate) * up
@@ -321,6 +325,48 @@ class Generator {
         nodes.insert(nodes.end(), step.begin(), step.end());
         add(nodes, kind);
       }
+    }
+  }
+
+  // A ReduceSum of GEMM h's operand over its k (a Linear layer's or a convolution's bias
+  // gradient beside the weight gradient, ir/gemm_operand_sum.h), with the 2-D Transpose it
+  // reads through (the operand's prologue), if any. The GEMM computes the sum as a row or
+  // column of ones.
+  struct OperandSum {
+    size_t sum;
+    std::optional<size_t> transpose;
+  };
+  std::vector<OperandSum> operand_sums(size_t h) const {
+    std::vector<OperandSum> sums;
+    const Node& n = c_.node(h);
+    const bool gemm = n.op == "MatMul" || n.op == "Gemm";
+    if ((!gemm && n.op != "dc.ConvGradWeight") || !glu_epilogue(h).empty()) return sums;
+    std::set<size_t> readers;
+    for (size_t s = 0; s < 2; ++s) {
+      const std::string& t = n.input(s);
+      for (size_t u : c_.uses.of(t)) readers.insert(u);
+      if (const auto p = c_.producer_of(t); p && c_.node(*p).op == "Transpose")
+        for (size_t u : c_.uses.of(c_.node(*p).input(0))) readers.insert(u);
+    }
+    for (size_t r : readers) {
+      const auto form = gemm_operand_sum(c_.g, n, c_.node(r));
+      if (!form) continue;
+      std::optional<size_t> transpose;
+      if (form->through_transpose) transpose = c_.producer_of(n.input(form->operand));
+      sums.push_back({r, transpose});
+    }
+    return sums;
+  }
+
+  // `nodes` (heavy op, prologue `set`, epilogue steps) with each operand sum whose Transpose,
+  // if it reads through one, the set holds: the kernel's second output.
+  void add_with_sums(const std::vector<size_t>& nodes, const std::vector<size_t>& set,
+                     const std::vector<OperandSum>& sums, ClusterKind kind) {
+    for (const auto& s : sums) {
+      if (s.transpose && std::find(set.begin(), set.end(), *s.transpose) == set.end()) continue;
+      std::vector<size_t> with = nodes;
+      with.push_back(s.sum);
+      add(with, kind);
     }
   }
 

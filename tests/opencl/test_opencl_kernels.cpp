@@ -91,6 +91,9 @@ const Case kCases[] = {
     // A training step's forward BatchNorm-apply + ReLU computed by the next Conv's im2col
     // gather (pads 1): padded taps must read 0, not relu(BN(0)) (>= 1 here: bias in [2, 3)).
     {"edge_bn_relu_conv", "", ClusterKind::conv, ""},
+    // A Linear layer's weight gradient dY^T x (dY read through its Transpose) with the bias
+    // gradient, ReduceSum(dY) over the rows, as its second output: a column of ones in B.
+    {"edge_linear_bias_grad", "", ClusterKind::gemm, ""},
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -143,6 +146,24 @@ Graph grouped_weight_gradient_graph() {
   return g;
 }
 
+// dW = dY^T x (dY [37, 29] read through its Transpose, x [37, 45]) and db = ReduceSum(dY)
+// over the rows, the two outputs of one cluster.
+Graph linear_bias_grad_graph() {
+  Graph g;
+  g.opset = 17;
+  for (const auto& [name, shape] : {std::pair<const char*, Shape>{"dy", {37, 29}}, {"x", {37, 45}},
+                                    {"dyt", {29, 37}}, {"y", {29, 45}}, {"db", {29}}})
+    g.tensors[name] = TensorInfo{DType::f32, shape};
+  g.initializers["axes"] = Tensor::from_vector<int64_t>({1}, {0});
+  g.tensors["axes"] = TensorInfo{DType::i64, {1}};
+  g.inputs = {"dy", "x"};
+  Node sum = testing::make_node("ReduceSum", {"dy", "axes"}, {"db"});
+  sum.attrs.set("keepdims", int64_t{0});
+  g.nodes = {testing::make_node("Transpose", {"dy"}, {"dyt"}), testing::make_node("MatMul", {"dyt", "x"}, {"y"}), sum};
+  g.outputs = {"y", "db"};
+  return g;
+}
+
 // Graphs with edge shapes: batch 3 of 37x53 by 53x29 (no tile multiple) with a bias that
 // broadcasts over rows and a ReLU; a 3x3 conv of 2 images, 13 -> 19
 // channels on 11x9 with a per-channel bias; a residual Add before LayerNorm over 75.
@@ -151,6 +172,7 @@ Graph edge_graph(const std::string& name) {
   if (name == "edge_conv_grad_weight") return conv_gradient_graph(1);
   if (name == "edge_conv_grad_weight_dilated") return conv_gradient_graph(1, true);
   if (name == "edge_conv_grad_weight_grouped") return grouped_weight_gradient_graph();
+  if (name == "edge_linear_bias_grad") return linear_bias_grad_graph();
   Graph g;
   auto tensor = [&](const std::string& n, Shape s) { g.tensors[n] = TensorInfo{DType::f32, std::move(s)}; };
   if (name == "edge_sgd_momentum_bucket") {
@@ -315,6 +337,9 @@ TEST_P(OnPocl, ReferenceAndVariantsMatchTheCpu) {
   if (std::string(c.name).starts_with("edge_conv_grad_weight")) {
     ASSERT_EQ(w.graph.nodes.size(), 1u);
     EXPECT_EQ(w.graph.nodes[0].op, "dc.ConvGradWeight");
+  }
+  if (std::string(c.name) == "edge_linear_bias_grad") {
+    EXPECT_EQ(w.graph.outputs.size(), 2u) << "dW and db";
   }
   if (std::string(c.name) == "edge_bn_relu_conv") {
     EXPECT_EQ(w.graph.nodes.size(), 6u) << "the Conv with its X cone";

@@ -17,6 +17,7 @@
 
 #include "candidates.h"
 #include "codegen_testing.h"
+#include "operand_sum_testing.h"
 #include "swapped_matmul_testing.h"
 #include "ir/error.h"
 #include "onnx/import.h"
@@ -303,6 +304,23 @@ TEST(CodegenGemm, SwappedTransposeGemmOperands) {
       EXPECT_NE(body.find(fmt::format("in{}[{}]", pos, address)), std::string::npos) << label << "\n" << body;
     }
     check_all(w, gemm_picks(w));
+  }
+}
+
+// A Linear layer's weight gradient with its bias gradient beside it: the ReduceSum of dY over
+// the rows is one more row of A (or column of B) of ones, whose accumulators are stored as
+// the second output. Every form, odd and aligned sizes, the ones row alone in the last block
+// row (M a multiple of block_m), vector loads, cp.async, split-K through the scratch.
+TEST(CodegenGemm, OperandSumIsTheBiasGradient) {
+  for (const auto& c : testing::kOperandSumCases) {
+    SCOPED_TRACE(c.name);
+    const Workload w = testing::operand_sum_workload(c);
+    ASSERT_EQ(w.graph.outputs.size(), 2u);
+    auto vs = gemm_picks(w);
+    vs.push_back(gemm_variant("gemm_tiled", 16, 16, 8, 2, 2, 1, 1, 1));
+    vs.push_back(gemm_variant("gemm_tiled", 16, 16, 16, 2, 2, 4, 3, 1));
+    vs.push_back(gemm_variant("gemm_tiled", 16, 32, 16, 2, 4, 2, 2, 3));
+    check_all(w, vs);
   }
 }
 

@@ -29,6 +29,7 @@
 #include "ref/compare.h"
 #include "ref/executor.h"
 #include "ref/storage_dtypes.h"
+#include "operand_sum_testing.h"
 #include "swapped_matmul_testing.h"
 #include "testing.h"
 
@@ -281,6 +282,26 @@ TEST(CodegenGemmMma, SplitK) {
       check_mma(w, mma_variant(w, p, 32, 32, 32, 16, 16, 3, 4), 512);
       check_mma(w, mma_variant(w, p, 16, 32, 16, 16, 16, 2, 3), 512);
     }
+  }
+}
+
+// A Linear layer's weight gradient with its bias gradient (the ones row or column, see
+// CodegenGemm.OperandSumIsTheBiasGradient) on every tensor-core path, split-K included, and
+// stored f16/bf16 (dY, x, dW and db).
+TEST(CodegenGemmMma, OperandSumIsTheBiasGradient) {
+  for (const auto& c : testing::kOperandSumCases) {
+    SCOPED_TRACE(c.name);
+    const Workload w = testing::operand_sum_workload(c);
+    for (const char* p : kPaths) {
+      for (const auto& v : hand_variants(w, p)) check_mma(w, v, c.r, false);
+      check_mma(w, mma_variant(w, p, 32, 32, 32, 16, 16, 3, 3), c.r);  // split-K
+    }
+  }
+  for (DType t : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(t));
+    const auto& c = testing::kOperandSumCases[2];  // aligned: 16-byte copies of the halves
+    const Workload w = retyped(testing::operand_sum_workload(c), {t, t, t});
+    for (const char* p : kPaths) check_mma(w, hand_variants(w, p)[1], c.r);
   }
 }
 

@@ -24,6 +24,7 @@
 #include "ref/compare.h"
 #include "ref/executor.h"
 #include "ref/storage_dtypes.h"
+#include "operand_sum_testing.h"
 #include "swapped_matmul_testing.h"
 #include "testing.h"
 
@@ -185,6 +186,17 @@ TEST(CodegenGemmMma884, EpilogueAndSplitK) {
   const Workload w = m.workload(ClusterKind::gemm);
   check(w, volta_variant(w, 32, 32, 32, 16, 16, 4), 512);
   check(w, volta_variant(w, 16, 32, 16, 16, 16, 3), 512);
+}
+
+// A Linear layer's weight gradient with its bias gradient (the ones row or column,
+// CodegenGemm.OperandSumIsTheBiasGradient) through sm_70's m8n8k4, split-K included.
+TEST(CodegenGemmMma884, OperandSumIsTheBiasGradient) {
+  for (const auto& c : testing::kOperandSumCases) {
+    SCOPED_TRACE(c.name);
+    const Workload w = testing::operand_sum_workload(c);
+    for (const auto& v : hand_variants(w)) check(w, v, c.r, false);
+    check(w, volta_variant(w, 32, 32, 32, 16, 16, 3), c.r);
+  }
 }
 
 TEST(CodegenGemmMma884, HalfStorageMatMulAndConv) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "ir/error.h"
+#include "passes/gradients/bias_sums.h"
 #include "passes/gradients/gradient_rules.h"
 
 namespace dc {
@@ -105,6 +106,7 @@ std::map<std::string, std::string> add_vector_jacobian_product(
   b.set_context("sum");
   for (const auto& t : wrt)
     if (auto it = parts.find(t); it != parts.end()) out[t] = total(b, it->second);
+  grad::sum_biases_over_gemm_views(g, forward_nodes);
   drop_unread_backward_nodes(g, forward_nodes, out);
   return out;
 }
