@@ -525,9 +525,12 @@ std::string GemmEmitter::epilogue_code() {
 }
 
 // The ones row's accumulator (dc_acc) is element dc_gn (A's ones: a sum of B) or dc_gm of the
-// sum; split-K adds it to scratch0 past the heavy output.
+// sum, past the filters of the groups before (a grouped weight gradient: the groups are the
+// batch); split-K adds it to scratch0 past the heavy output.
 std::string GemmEmitter::operand_sum_code() {
-  const std::string i = a_.ones_row ? "dc_gn" : "dc_gm";
+  const std::string i = a_.ones_row                           ? "dc_gn"
+                        : kind_ == HeavyKind::conv_weight_grad ? fmt::format("(dc_bz * {} + dc_gm)", m_)
+                                                               : "dc_gm";
   if (split_ > 1)
     return fmt::format("atomicAdd(&scratch0[{} + {}], dc_acc);\n", shape_numel(heavy_shape_), i);
   const DType t = w_.graph.info(sum_out_).dtype;

@@ -104,21 +104,17 @@ void count_informative(Group& g) {
   }
 }
 
-double row_effects(const Group& g, const Row& r, size_t except) {
-  double sum = 0;
-  for (size_t pi = 0; pi < g.params.size(); ++pi)
-    if (pi != except) sum += g.params[pi].effect[r.value_of[pi]];
-  return sum;
-}
-
+// Gauss-Seidel over the effects. Each row keeps the running sum of its values' effects, so a
+// sweep is O(rows x params): a farm service fits a shared DB of 10^5 results on request.
 void backfit(Group& g, const ParamFitOptions& o) {
   std::vector<double> level(g.workloads, 0.0);
+  std::vector<double> effects(g.rows.size(), 0.0);  // per row: the sum of its values' effects
   const auto update_levels = [&] {
     std::vector<double> sum(g.workloads, 0.0);
     std::vector<int> n(g.workloads, 0);
-    for (const Row& r : g.rows) {
-      sum[r.workload] += r.y - row_effects(g, r, g.params.size());
-      ++n[r.workload];
+    for (size_t i = 0; i < g.rows.size(); ++i) {
+      sum[g.rows[i].workload] += g.rows[i].y - effects[i];
+      ++n[g.rows[i].workload];
     }
     for (size_t w = 0; w < g.workloads; ++w) level[w] = sum[w] / n[w];
   };
@@ -129,9 +125,11 @@ void backfit(Group& g, const ParamFitOptions& o) {
       Param& p = g.params[pi];
       std::vector<double> sum(p.values.size(), 0.0);
       std::vector<int> n(p.values.size(), 0);
-      for (const Row& r : g.rows) {
-        sum[r.value_of[pi]] += r.y - level[r.workload] - row_effects(g, r, pi);
-        ++n[r.value_of[pi]];
+      for (size_t i = 0; i < g.rows.size(); ++i) {
+        const Row& r = g.rows[i];
+        const size_t v = r.value_of[pi];
+        sum[v] += r.y - level[r.workload] - (effects[i] - p.effect[v]);
+        ++n[v];
       }
       std::vector<double> effect(p.values.size());
       double mean = 0;
@@ -143,6 +141,10 @@ void backfit(Group& g, const ParamFitOptions& o) {
       for (size_t v = 0; v < p.values.size(); ++v) {
         effect[v] -= mean;  // the levels carry what all values share
         moved = std::max(moved, std::fabs(effect[v] - p.effect[v]));
+      }
+      for (size_t i = 0; i < g.rows.size(); ++i) {
+        const size_t v = g.rows[i].value_of[pi];
+        effects[i] += effect[v] - p.effect[v];
       }
       p.effect = std::move(effect);
     }

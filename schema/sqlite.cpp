@@ -133,6 +133,7 @@ int64_t Connection::scalar_int(const std::string& sql) {
 
 int64_t Connection::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_.get()); }
 int64_t Connection::changes() const { return sqlite3_changes64(db_.get()); }
+int64_t Connection::total_changes() const { return sqlite3_total_changes64(db_.get()); }
 bool Connection::read_only() const { return sqlite3_db_readonly(db_.get(), "main") == 1; }
 
 Query::~Query() {

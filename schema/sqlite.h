@@ -102,6 +102,7 @@ class Connection {
 
   int64_t last_insert_rowid() const;
   int64_t changes() const;  // rows changed by the last statement
+  int64_t total_changes() const;  // rows changed by this connection's statements so far
   // Transactions and savepoints rolled back on this connection so far: a cache of row ids
   // read inside one that was undone may name rows that are gone (SqliteDb's id caches).
   uint64_t rollbacks() const { return rollbacks_; }

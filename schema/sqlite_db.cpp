@@ -431,6 +431,11 @@ class SqliteDb final : public TuningDb {
     return out;
   }
 
+  std::optional<DbContentStamp> content_stamp() const override {
+    std::lock_guard lock(mu_);
+    return DbContentStamp{conn_.total_changes(), conn_.scalar_int("PRAGMA data_version"), conn_.rollbacks()};
+  }
+
   std::vector<EstimatorSample> estimator_samples(const std::string& gpu_type, TimingSource source,
                                                  const std::string& storage) const override {
     std::lock_guard lock(mu_);

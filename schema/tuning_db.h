@@ -177,9 +177,21 @@ struct WorkloadBest {
   bool has_best() const { return !variant_key.empty(); }
 };
 
+// Equal twice over a DB's life only if no row can have changed in between: a cache of what
+// was read from it (the farm service's fitted calibration) is current while it is.
+struct DbContentStamp {
+  int64_t own_changes = 0;    // rows this connection's statements changed
+  int64_t others_version = 0;  // PRAGMA data_version: moves when another connection commits
+  uint64_t rollbacks = 0;      // a rollback undoes own changes without lowering their count
+  bool operator==(const DbContentStamp&) const = default;
+};
+
 class TuningDb {
  public:
   virtual ~TuningDb() = default;
+
+  // None where the implementation cannot tell (then nothing read from it may be cached).
+  virtual std::optional<DbContentStamp> content_stamp() const { return std::nullopt; }
 
   // A batch: the writes of this thread until it ends are one transaction (the farm service
   // commits a loop's rows at once instead of one transaction per row); other threads' calls

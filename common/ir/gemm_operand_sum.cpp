@@ -28,9 +28,6 @@ int64_t reduction_axis(const Node& gemm, size_t s) {
 // dc.ConvGradWeight(X, dY) and ReduceSum(dY) over axes 0, 2, 3, ...: the sum of its A.
 std::optional<GemmOperandSum> conv_weight_grad_sum(const Graph& g, const Node& wgrad, const Node& sum) {
   if (sum.input(0) != wgrad.input(1)) return std::nullopt;
-  // Group 1 only: the grouped mode (groups as the GEMM batch) would need each group's filter
-  // offset in the sum's store; a grouped Conv's bias sum stays a ReduceSum.
-  if (wgrad.attrs.get_int("group", 1) != 1) return std::nullopt;
   const ReducedAxes ra = reduced_axes(g, sum);
   std::vector<int64_t> batch_and_spatial = {0};
   for (size_t d = 2; d < g.info(sum.input(0)).shape.size(); ++d) batch_and_spatial.push_back(static_cast<int64_t>(d));

@@ -300,23 +300,36 @@ void FarmService::Impl::on_ratios_request(const std::string& identity, const far
                                     " is not supported (this service speaks ", farm::kClientProtocolVersion, ")"));
   farm::Envelope e = farm::make_envelope();
   farm::RatiosReply* reply = e.mutable_ratios_reply();
-  reply->set_request_id(r.request_id());
   if (catalog.find(r.gpu_type()) == nullptr) {
     spdlog::warn("service: ratios asked for an unknown GPU type '{}': none", printable(r.gpu_type()));
   } else {
     try {
-      const TimingSource source = source_of(r.emulated());
-      const std::vector<EstimatorSample> samples = db.estimator_samples(r.gpu_type(), source, r.storage());
-      to_proto(ratios_of(samples), reply);
-      if (source == TimingSource::real) to_proto(fit_param_factors(r.gpu_type(), samples), reply);
+      const std::optional<DbContentStamp> stamp = db.content_stamp();
+      auto key = std::make_tuple(r.gpu_type(), r.emulated(), r.storage());
+      const auto cached = ratios_cache.find(key);
+      if (stamp && cached != ratios_cache.end() && cached->second.stamp == *stamp) {
+        *reply = cached->second.reply;
+      } else {
+        fill_ratios(r, reply);
+        if (ratios_cache.size() >= kRatiosCacheMax) ratios_cache.clear();
+        if (stamp) ratios_cache[std::move(key)] = {*stamp, *reply};
+      }
     } catch (const UserError& ex) {
       spdlog::error("service: could not read the estimator's ratios of {}: {}", r.gpu_type(), ex.what());
-      reply->clear_units();
-      reply->clear_param_factors();
+      reply->Clear();
       reply->set_error(printable(ex.what()));
     }
   }
+  reply->set_request_id(r.request_id());
   send(identity, std::move(e));
+}
+
+void FarmService::Impl::fill_ratios(const farm::RatiosRequest& r, farm::RatiosReply* reply) {
+  ++ratios_fitted;
+  const TimingSource source = source_of(r.emulated());
+  const std::vector<EstimatorSample> samples = db.estimator_samples(r.gpu_type(), source, r.storage());
+  to_proto(ratios_of(samples), reply);
+  if (source == TimingSource::real) to_proto(fit_param_factors(r.gpu_type(), samples), reply);
 }
 
 // `tj` is consumed: the job's bytes move into the job. The service reads the job's names and

@@ -175,6 +175,16 @@ struct FarmService::Impl {
   std::set<std::string> gpu_types_recorded, workloads_recorded, workers_recorded;
   std::set<std::pair<std::string, std::string>> variants_recorded;
   std::string hash_scratch;  // a Submit's variant source, to hash
+  // The calibrate stage's answers by (GPU type, emulated, storage) while the DB's rows stay
+  // as they were: the per-parameter fit reads every result of the GPU type, and each tune
+  // asks once per GPU type. Emptied past kRatiosCacheMax keys (storage is the client's).
+  struct CachedRatios {
+    DbContentStamp stamp;
+    farm::RatiosReply reply;
+  };
+  static constexpr size_t kRatiosCacheMax = 64;
+  std::map<std::tuple<std::string, bool, std::string>, CachedRatios> ratios_cache;
+  int64_t ratios_fitted = 0;  // answers computed, not taken from ratios_cache (tests read it)
   std::map<std::string, WorkerTally> tally;  // by worker id (before the device suffix)
   std::map<std::string, DeviceTally> device_tally;  // by "worker id/device index"
   int64_t measured = 0, answered_from_db = 0, joined = 0, cancelled = 0;
@@ -218,6 +228,8 @@ struct FarmService::Impl {
   void on_mark_implausible(const Tune& t, const farm::MarkImplausible& mk);
   void on_status_request(const std::string& identity, const farm::StatusRequest& r);
   void on_ratios_request(const std::string& identity, const farm::RatiosRequest& r);
+  // The ratios and the per-parameter fit of the request's GPU type, source and storage, from the DB.
+  void fill_ratios(const farm::RatiosRequest& r, farm::RatiosReply* reply);
   void end_tune(uint64_t id, const std::string& why);
   void on_result(Measurement m);
   void record_result(const Group& g, const Measurement& m, const std::string& worker_id);

@@ -76,8 +76,10 @@ const Case kCases[] = {
     {"edge_conv_grad_data", "", ClusterKind::conv, ""},
     {"edge_conv_grad_weight", "", ClusterKind::conv, ""},
     {"edge_conv_grad_weight_dilated", "", ClusterKind::conv, ""},
-    // The weight gradient of a grouped conv (2 groups of 4 -> 5 channels), the groups as the
-    // mode's batch: dY's filters and X's channels of each group read in place.
+    // The weight and bias gradients of a grouped conv (2 groups of 4 -> 5 channels), the
+    // groups as the mode's batch: dY's filters and X's channels of each group read in place,
+    // the bias gradient a column of ones past each group's taps, stored after the filters of
+    // the groups before.
     {"edge_conv_grad_weight_grouped", "", ClusterKind::conv, ""},
     // A batch-broadcast MatMul of two operands computed by Transposes swapping their last
     // two dims, read in place by gemm_tiled (A stored [.., K, M], B [.., N, K]).
@@ -124,25 +126,27 @@ Graph conv_gradient_graph(int output, bool dilated = false) {
   return g;
 }
 
-// The weight gradient of a 3x3 Conv of 2 groups (4 -> 5 channels each), stride 2, pads
-// (1, 0, 0, 1), of 3 images on 9x7 (the 9th row is past the last window): out 4x3.
+// The weight and bias gradients of a 3x3 Conv of 2 groups (4 -> 5 channels each) with a
+// bias, stride 2, pads (1, 0, 0, 1), of 3 images on 9x7 (the 9th row is past the last
+// window): out 4x3.
 Graph grouped_weight_gradient_graph() {
   Graph g;
   g.opset = 17;
   g.tensors["x"] = TensorInfo{DType::f32, Shape{3, 8, 9, 7}};
   g.tensors["w"] = TensorInfo{DType::f32, Shape{10, 4, 3, 3}};
+  g.tensors["b"] = TensorInfo{DType::f32, Shape{10}};
   g.tensors["y"] = TensorInfo{DType::f32, Shape{3, 10, 4, 3}};
   g.tensors["dy"] = g.tensors["y"];
-  g.inputs = {"x", "w", "dy"};
-  Node conv = testing::make_node("Conv", {"x", "w"}, {"y"});
+  g.inputs = {"x", "w", "b", "dy"};
+  Node conv = testing::make_node("Conv", {"x", "w", "b"}, {"y"});
   conv.attrs.set("strides", std::vector<int64_t>{2, 2});
   conv.attrs.set("pads", std::vector<int64_t>{1, 0, 0, 1});
   conv.attrs.set("group", int64_t{2});
   g.nodes = {conv};
-  const auto grads = add_vector_jacobian_product(g, {{"y", "dy"}}, {"w"});
+  const auto grads = add_vector_jacobian_product(g, {{"y", "dy"}}, {"w", "b"});
   g.nodes.erase(g.nodes.begin());
   g.tensors.erase("y");
-  g.outputs = {grads.at("w")};
+  g.outputs = {grads.at("w"), grads.at("b")};
   return g;
 }
 
@@ -335,8 +339,11 @@ TEST_P(OnPocl, ReferenceAndVariantsMatchTheCpu) {
   // edge_conv_grad_weight*: one dc.ConvGradWeight reading X and dY as stored;
   // edge_matmul_swapped_operands, edge_gemm_swapped_operands: A's and B's Transposes, read in place.
   if (std::string(c.name).starts_with("edge_conv_grad_weight")) {
-    ASSERT_EQ(w.graph.nodes.size(), 1u);
-    EXPECT_EQ(w.graph.nodes[0].op, "dc.ConvGradWeight");
+    const bool bias = std::string(c.name) == "edge_conv_grad_weight_grouped";  // db beside dW
+    ASSERT_EQ(w.graph.nodes.size(), bias ? 2u : 1u);
+    EXPECT_EQ(std::count_if(w.graph.nodes.begin(), w.graph.nodes.end(),
+                            [](const Node& n) { return n.op == "dc.ConvGradWeight"; }), 1);
+    EXPECT_EQ(w.graph.outputs.size(), bias ? 2u : 1u);
   }
   if (std::string(c.name) == "edge_linear_bias_grad") {
     EXPECT_EQ(w.graph.outputs.size(), 2u) << "dW and db";

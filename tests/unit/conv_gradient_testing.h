@@ -1,5 +1,5 @@
 // Shared by the convolution-gradient template tests (test_codegen_conv_gradients.cpp,
-// test_codegen_conv_grad_weight_grouped.cpp): a variant of a workload on the host emulator
+// test_codegen_conv_grad_weight_grouped.cpp, test_codegen_conv_bias_gradient.cpp): a variant of a workload on the host emulator
 // against the CPU reference, on every precision path and storage type.
 #pragma once
 

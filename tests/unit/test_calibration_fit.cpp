@@ -15,9 +15,9 @@
 #include "estimator.h"
 #include "farm_inprocess.h"
 #include "farm_testing.h"
+#include "estimator_testing.h"
 #include "gpu/gpu_catalog.h"
 #include "ir/error.h"
-#include "model_builder.h"
 #include "model_loader.h"
 #include "tune.h"
 #include "tune_config.h"
@@ -192,10 +192,7 @@ TEST(CalibrationFit, ConfigFactorsWinPerKindAndPerUnit) {
 TEST(CalibrationFit, EstimatesTakeTheFactorOfTheirMathUnit) {
   const GpuCatalog catalog = GpuCatalog::builtin();
   const GpuSpec& h100 = catalog.require("h100");
-  testing::ModelBuilder m;
-  m.input("a", {1024, 1024}).input("b", {1024, 1024});
-  m.node("MatMul", {"a", "b"}, "c", {1024, 1024});
-  const WorkloadShape s = analyze_workload(m.workload(ClusterKind::gemm));
+  const WorkloadShape s = analyze_workload(testing::matmul_2d(1024, 1024, 1024));
   Calibration c;
   c.set("h100", ClusterKind::gemm, 2.0);
   c.set("h100", ClusterKind::gemm, 0.5, MathUnit::fp16_bf16);

@@ -10,8 +10,8 @@
 
 #include "calibration_fit.h"
 #include "estimator.h"
+#include "estimator_testing.h"
 #include "gpu/gpu_catalog.h"
-#include "model_builder.h"
 #include "tuning_db_testing.h"
 
 namespace dc {
@@ -156,10 +156,7 @@ TEST(CalibrationParamFit, FactorsAreClampedAndTheLineNamesTheLargest) {
 TEST(CalibrationParamFit, EstimatesOfAWorkloadAreReorderedByTheirValuesFactors) {
   const GpuCatalog catalog = GpuCatalog::builtin();
   const GpuSpec& h100 = catalog.require("h100");
-  testing::ModelBuilder m;
-  m.input("a", {1024, 1024}).input("b", {1024, 1024});
-  m.node("MatMul", {"a", "b"}, "c", {1024, 1024});
-  const WorkloadShape s = analyze_workload(m.workload(ClusterKind::gemm));
+  const WorkloadShape s = analyze_workload(testing::matmul_2d(1024, 1024, 1024));
   const std::vector<Variant> variants = enumerate_variants(s, h100, SpaceOptions{{"fp32"}});
   ASSERT_FALSE(variants.empty());
   Calibration c;

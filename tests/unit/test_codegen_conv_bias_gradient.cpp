@@ -2,7 +2,8 @@
 // "Convolution gradients"): ReduceSum(dY) over the batch and spatial axes and
 // dc.ConvGradWeight(X, dY) read the same dY, so the candidate generator offers them as one
 // conv-kind cluster (ir/gemm_operand_sum.h) and conv_implicit_gemm's weight-gradient mode
-// computes db as one more column of the im2col operand whose elements are all 1. Filter
+// computes db as one more column of the im2col operand whose elements are all 1 (grouped:
+// each group's sums after the filters of the groups before). Filter
 // counts and C x taps no tile multiple, batch > 1, split-K where offered, every precision
 // path, on the host emulator against the CPU reference (fresh random inputs, NaN-poisoned
 // outputs, variant_tolerance); NVRTC compiles one variant a path for sm_80.
@@ -11,25 +12,18 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <limits>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "candidates.h"
-#include "emulator.h"
+#include "conv_gradient_testing.h"
 #include "estimator_testing.h"
 #include "generate.h"
 #include "ir/workload.h"
-#include "nvrtc.h"
 #include "param_space.h"
 #include "passes/training/add_gradients.h"
-#include "random_inputs.h"
-#include "ref/compare.h"
-#include "ref/executor.h"
 #include "testing.h"
-#include "variant_tolerance.h"
 
 namespace dc {
 namespace {
@@ -38,6 +32,7 @@ struct BiasCase {
   const char* name;
   Shape x, w;
   std::vector<int64_t> strides, pads;
+  int64_t group = 1;  // grouped: the groups are the GEMM's batch, db each group's filters'
 };
 
 // Odd filter counts and C x taps; a long K (split-K offered); 64 filters (4-warp tf32 blocks).
@@ -45,6 +40,8 @@ const BiasCase kCases[] = {
     {"odd_strided", {3, 5, 11, 9}, {7, 5, 3, 3}, {2, 2}, {1, 1, 1, 1}},
     {"long_k", {4, 6, 16, 16}, {9, 6, 3, 3}, {1, 1}, {1, 1, 1, 1}},
     {"wide", {2, 8, 7, 6}, {64, 8, 3, 3}, {1, 1}, {1, 0, 1, 0}},
+    {"grouped", {2, 8, 9, 7}, {6, 4, 3, 3}, {1, 1}, {1, 1, 1, 1}, 2},
+    {"grouped_long_k", {4, 6, 16, 16}, {9, 2, 3, 3}, {1, 1}, {1, 1, 1, 1}, 3},
 };
 
 // The workload of dW and db of Conv(x, w, b) with graph input dy: one conv-kind cluster,
@@ -60,6 +57,7 @@ Workload bias_gradient_workload(const BiasCase& c) {
   conv.name = "conv";
   conv.attrs.set("strides", c.strides);
   conv.attrs.set("pads", c.pads);
+  conv.attrs.set("group", c.group);
   g.nodes.push_back(conv);
   Shape y{c.x[0], c.w[0]};
   for (size_t d = 0; d < 2; ++d) {
@@ -81,46 +79,6 @@ Workload bias_gradient_workload(const BiasCase& c) {
   }
   ADD_FAILURE() << "no workload of dc.ConvGradWeight with the bias's ReduceSum";
   return {};
-}
-
-uint32_t fresh_seed() {
-  static uint32_t seed = static_cast<uint32_t>(std::random_device{}());
-  return seed++;
-}
-
-void check_variant(const Workload& w, const Variant& v, bool nvrtc) {
-  const uint32_t seed = fresh_seed();
-  SCOPED_TRACE(fmt::format("{} (seed {})", v.key(), seed));
-  GeneratedKernel k;
-  ASSERT_NO_THROW(k = generate_kernel(w, v));
-  const std::vector<Tensor> in = random_workload_inputs(w, seed);
-  ref::TensorMap inputs;
-  for (size_t i = 0; i < w.graph.inputs.size(); ++i) inputs[w.graph.inputs[i]] = in[i];
-  std::vector<Tensor> buffers(k.buffers.size());
-  for (size_t i = 0; i < k.buffers.size(); ++i) {
-    const KernelBuffer& b = k.buffers[i];
-    if (b.role == BufferRole::input) {
-      buffers[i] = inputs.at(b.name);
-      continue;
-    }
-    Tensor t(b.dtype, b.shape);  // poisoned: an element not written fails the comparison
-    std::fill_n(t.mutable_data<float>(), t.numel(), std::numeric_limits<float>::quiet_NaN());
-    buffers[i] = t;
-  }
-  if (nvrtc) {
-    const CompileResult cr = compile_cuda(k.source, "sm_80");
-    EXPECT_TRUE(cr.ok) << cr.error << "\n" << cr.log;
-  }
-  const EmulatorResult r = emulate(k, buffers);
-  ASSERT_TRUE(r.ok) << r.error;
-  const auto expected = ref::run_graph(w.graph, inputs);
-  const Tolerance tol = variant_tolerance(v.precision, w);
-  for (size_t i = 0; i < k.buffers.size(); ++i) {
-    if (k.buffers[i].role != BufferRole::output) continue;
-    const ref::Comparison c = ref::compare_tensors(buffers[i], expected.at(k.buffers[i].name), tol.rtol, tol.atol);
-    EXPECT_TRUE(c.pass) << k.buffers[i].name << ": rel L2 " << c.rel_l2_error << ", max abs " << c.max_abs_error
-                        << " " << c.problem;
-  }
 }
 
 TEST(CodegenConvBiasGradient, WeightGradientModeWritesTheBiasGradient) {
@@ -145,15 +103,15 @@ TEST(CodegenConvBiasGradient, WeightGradientModeWritesTheBiasGradient) {
         }
       bool nvrtc = true;
       for (const Variant* v : picked) {
-        check_variant(w, *v, nvrtc);
+        testing::check_variant_on_emulator(w, *v, nvrtc);
         nvrtc = false;
         ++checked;
         split += v->param_or("split_k", 1) > 1;
       }
     }
   }
-  EXPECT_GE(checked, 8);
-  EXPECT_GE(split, 2);  // long_k's split-K: the bias column's partial sums in the scratch
+  EXPECT_GE(checked, 14);
+  EXPECT_GE(split, 4);  // long_k's split-K: the bias column's partial sums in the scratch
 }
 
 }  // namespace

@@ -145,6 +145,38 @@ TEST(FarmServiceRatios, ATuneGetsTheRatiosOfTheServicesDbForItsGpuTypeSourceAndS
   EXPECT_TRUE(ratios("no-such-gpu", false, "").empty());
 }
 
+// The service keeps its answer while the DB's rows stay as they were: a result it records, or
+// one another connection commits to the file, is in the next answer.
+TEST(FarmServiceRatios, AnAnswerKeptByTheServiceFollowsEveryNewResult) {
+  testing::TempDir dir;
+  const std::string path = dir.file("service.db");
+  auto db = open_tuning_db(path);
+  db->commit_gpu_type(test_gpu("h100", "hopper", 9, 0));
+  const WorkerInfo real = test_worker("node1", "h100", false);
+  db->commit_worker(real);
+  db->commit_workload(test_workload("w1", ClusterKind::gemm));
+  for (int64_t bm : {32, 64, 128}) db->commit_variant("w1", test_variant(bm), "hash");
+  const auto add = [&](TuningDb& to, int64_t bm, double median, int64_t finished) {
+    Measurement m = test_measurement("w1", test_variant(bm), real, median, finished);
+    m.estimate_us = 4;
+    EXPECT_TRUE(to.commit_measurement(m));
+  };
+  add(*db, 32, 2, 1001);
+  Service service(*db);
+  RemoteFarm client_farm(client(service.endpoint(), "m", 1));
+  const auto gemm = [&] {
+    const auto r = client_farm.estimator_ratios("h100", false, "");
+    EXPECT_TRUE(r.has_value());
+    return r ? r->by_unit.at({ClusterKind::gemm, MathUnit::fp32}) : std::vector<double>{};
+  };
+  EXPECT_EQ(gemm(), std::vector<double>{0.5});
+  EXPECT_EQ(gemm(), std::vector<double>{0.5});  // asked again: the same
+  add(*db, 64, 6, 1002);  // through the service's own connection
+  EXPECT_EQ(gemm(), (std::vector<double>{0.5, 1.5}));
+  add(*open_tuning_db(path), 128, 8, 1003);  // another connection to the file
+  EXPECT_EQ(gemm(), (std::vector<double>{0.5, 1.5, 2.0}));
+}
+
 TEST(FarmServiceRatios, ThePerParameterFactorsOfRealResultsComeWithTheRatios) {
   // Four workloads of real results where block_m 64 ran 1.5x block_m 32 (the estimates alike),
   // and emulated results of the same variants at random.

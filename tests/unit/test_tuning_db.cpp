@@ -557,6 +557,44 @@ TEST(SqliteTuningDb, ManyCommitsPersistAndPassIntegrityCheck) {
   EXPECT_FALSE(conn.query("PRAGMA foreign_key_check").step());
 }
 
+// The stamp a cache of the DB's rows is kept by (the farm service's fitted calibration): the
+// same while nothing changes, and new after a write of this connection, a commit of another
+// connection to the same file, and a rolled-back batch.
+TEST(SqliteTuningDb, TheContentStampMovesWithEveryChangeOfTheRows) {
+  EXPECT_FALSE(make_memory_db()->content_stamp().has_value());  // cannot tell: never cached
+  testing::TempDir dir;
+  const std::string path = dir.file("stamp.db");
+  auto db = open_tuning_db(path);
+  fill(*db, 3);
+  const auto first = db->content_stamp();
+  ASSERT_TRUE(first.has_value());
+  db->query({});
+  db->estimator_samples("h100", TimingSource::real, "");
+  EXPECT_EQ(db->content_stamp(), first);  // reads change nothing
+
+  const WorkerInfo w = test_worker("node1", "h100", false);
+  EXPECT_TRUE(db->commit_measurement(test_measurement("w1", test_variant(16), w, 5, 100)));
+  const auto own = db->content_stamp();
+  EXPECT_NE(own, first);
+
+  {
+    auto other = open_tuning_db(path);
+    EXPECT_TRUE(other->commit_measurement(test_measurement("w1", test_variant(32), w, 6, 101)));
+  }
+  const auto others = db->content_stamp();
+  EXPECT_NE(others, own);
+
+  std::optional<DbContentStamp> inside;
+  {
+    auto undone = db->begin_batch();
+    EXPECT_TRUE(db->commit_measurement(test_measurement("w1", test_variant(64), w, 7, 102)));
+    inside = db->content_stamp();  // the batch's own row, visible to this connection
+    EXPECT_NE(inside, others);
+  }
+  EXPECT_EQ(db->query({}).size(), 5u);
+  EXPECT_NE(db->content_stamp(), inside);  // the row is gone again: a cache made inside is stale
+}
+
 // The farm service's batch (one transaction a loop turn): other connections see its rows
 // only once it commits, and a batch dropped uncommitted leaves nothing behind.
 TEST(SqliteTuningDb, ABatchIsOneTransactionOthersSeeOnlyOnCommit) {
