@@ -9,15 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "emulated_steps_testing.h"
-#include "gpu/gpu_catalog.h"
-#include "passes/build_training_graph.h"
-#include "passes/simplify_for_training.h"
-#include "plan_build.h"
-#include "plan_estimate.h"
-#include "runtime.h"
 #include "testing.h"
-#include "train_options.h"
+#include "training_step_testing.h"
 
 namespace dc {
 namespace {
@@ -65,29 +58,8 @@ Graph linear_model() {
   return g;
 }
 
-TrainingSpec sgd_spec() {
-  TrainingSpec spec;
-  spec.optimizer = OptimizerKind::sgd;
-  spec.lr = 0.1;
-  spec.momentum = 0.9;
-  spec.weight_decay = 0.01;
-  return spec;
-}
-
-struct StepPlan {
-  Graph step;
-  ModelPlan plan;
-};
-
-StepPlan estimated_step() {
-  static const GpuCatalog catalog = GpuCatalog::builtin();
-  StepPlan s{build_training_graph(simplify_for_training(linear_model()), sgd_spec()), {}};
-  s.plan = plan_by_estimate(s.step, {&catalog.require("h100")}, PlanOptions{});
-  return s;
-}
-
 TEST(TrainBiasGradient, EachBiasGradientIsItsWeightGradientsSecondOutput) {
-  const StepPlan s = estimated_step();
+  const testing::EstimatedStep s = testing::estimated_step(linear_model(), testing::sgd_momentum_spec());
   const Graph& g = s.step;
   int kernels = 0, gemms_with_sums = 0, sums_alone = 0;
   for (size_t c : s.plan.gpus.at(0).cover.chosen) {
@@ -118,12 +90,9 @@ TEST(TrainBiasGradient, EachBiasGradientIsItsWeightGradientsSecondOutput) {
 // Three SGD steps of the plan on the host emulator against the CPU reference's: a wrong sum
 // (the ones row at the wrong place, a split-K slice lost) changes b1, b2 and b3's updates.
 TEST(TrainBiasGradient, StepsOnTheEmulatorFollowTheReferenceSteps) {
-  StepPlan s = estimated_step();
-  Graph& g = s.step;
-  const PlanTraining t = cli::plan_training(sgd_spec(), "linear_model.onnx", Precision::fp32);
-  const ExecPlan p = build_estimated_plan(g, s.plan, 0, PlanOptions{}, &t);
-  rt::Runtime r(p, rt::make_emulator_backend(rt::EmulatorBackendOptions{::testing::TempDir() + "dc-emulator-test-cache"}));
-  const int compared = testing::expect_emulator_steps_follow_reference(r, g, 37, 3, 1);
+  const TrainingSpec spec = testing::sgd_momentum_spec();
+  testing::EstimatedStep s = testing::estimated_step(linear_model(), spec);
+  const int compared = testing::expect_plan_steps_follow_reference(s, spec, "linear_model.onnx", 37, 3, 1);
   EXPECT_EQ(compared, 12) << "6 weights and their momenta";
 }
 

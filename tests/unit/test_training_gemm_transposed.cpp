@@ -10,18 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "gpu/gpu_catalog.h"
-#include "passes/build_training_graph.h"
-#include "passes/simplify_for_training.h"
-#include "passes/training_state.h"
-#include "plan_build.h"
-#include "plan_estimate.h"
-#include "ref/compare.h"
-#include "ref/train_step.h"
-#include "runtime.h"
-#include "emulated_steps_testing.h"
 #include "testing.h"
-#include "train_options.h"
+#include "training_step_testing.h"
 
 namespace dc {
 namespace {
@@ -64,29 +54,8 @@ Graph gemm_model() {
   return g;
 }
 
-TrainingSpec sgd_spec() {
-  TrainingSpec spec;
-  spec.optimizer = OptimizerKind::sgd;
-  spec.lr = 0.1;
-  spec.momentum = 0.9;
-  spec.weight_decay = 0.01;
-  return spec;
-}
-
-struct StepPlan {
-  Graph step;
-  ModelPlan plan;
-};
-
-StepPlan estimated_step() {
-  static const GpuCatalog catalog = GpuCatalog::builtin();
-  StepPlan s{build_training_graph(simplify_for_training(gemm_model()), sgd_spec()), {}};
-  s.plan = plan_by_estimate(s.step, {&catalog.require("h100")}, PlanOptions{});
-  return s;
-}
-
 TEST(TrainGemmTransposed, NoTransposeKernelInTheStep) {
-  const StepPlan s = estimated_step();
+  const testing::EstimatedStep s = testing::estimated_step(gemm_model(), testing::sgd_momentum_spec());
   const Graph& g = s.step;
   int gemm_kernels = 0, transpose_kernels = 0, transposes_in_place = 0;
   for (size_t c : s.plan.gpus.at(0).cover.chosen) {
@@ -130,12 +99,9 @@ TEST(TrainGemmTransposed, NoTransposeKernelInTheStep) {
 // momenta, against the CPU reference's steps: the in-place reads with the flipped flags
 // change every loss and update if a layout were wrong.
 TEST(TrainGemmTransposed, StepsOnTheEmulatorFollowTheReferenceSteps) {
-  StepPlan s = estimated_step();
-  Graph& g = s.step;
-  const PlanTraining t = cli::plan_training(sgd_spec(), "gemm_model.onnx", Precision::fp32);
-  const ExecPlan p = build_estimated_plan(g, s.plan, 0, PlanOptions{}, &t);
-  rt::Runtime r(p, rt::make_emulator_backend(rt::EmulatorBackendOptions{::testing::TempDir() + "dc-emulator-test-cache"}));
-  const int compared = testing::expect_emulator_steps_follow_reference(r, g, 31, 3, 1);
+  const TrainingSpec spec = testing::sgd_momentum_spec();
+  testing::EstimatedStep s = testing::estimated_step(gemm_model(), spec);
+  const int compared = testing::expect_plan_steps_follow_reference(s, spec, "gemm_model.onnx", 31, 3, 1);
   EXPECT_EQ(compared, 8) << "4 weights and their momenta";
 }
 

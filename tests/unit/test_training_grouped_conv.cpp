@@ -7,16 +7,9 @@
 
 #include <string>
 
-#include "gpu/gpu_catalog.h"
 #include "model_builder.h"
-#include "passes/build_training_graph.h"
-#include "passes/simplify_for_training.h"
-#include "plan_build.h"
-#include "plan_estimate.h"
-#include "runtime.h"
-#include "emulated_steps_testing.h"
 #include "testing.h"
-#include "train_options.h"
+#include "training_step_testing.h"
 
 namespace dc {
 namespace {
@@ -60,42 +53,36 @@ Graph grouped_cnn() {
   return m.g;
 }
 
-TrainingSpec sgd() {
-  TrainingSpec spec;
-  spec.optimizer = OptimizerKind::sgd;
-  spec.lr = 0.1;
-  spec.momentum = 0.9;
-  spec.weight_decay = 0.01;
-  return spec;
-}
-
 TEST(TrainGroupedConv, WeightGradientsInTheModeWithoutTransposes) {
-  static const GpuCatalog catalog = GpuCatalog::builtin();
-  Graph step = build_training_graph(simplify_for_training(grouped_cnn()), sgd());
+  const TrainingSpec spec = testing::sgd_momentum_spec();
+  testing::EstimatedStep s = testing::estimated_step(grouped_cnn(), spec);
+  const Graph& step = s.step;
   int grouped_modes = 0;
   for (const Node& n : step.nodes) {
     EXPECT_NE(n.op, "Transpose") << n.name;
     if (n.op == "dc.ConvGradWeight" && n.attrs.get_int("group", 1) > 1) ++grouped_modes;
   }
   EXPECT_EQ(grouped_modes, 2);  // w2's (4 groups) and w3's (2 groups)
-  const ModelPlan plan = plan_by_estimate(step, {&catalog.require("h100")}, PlanOptions{});
-  int chosen_modes = 0;
+  const ModelPlan& plan = s.plan;
+  int chosen_modes = 0, with_bias_sum = 0;
   for (size_t c : plan.gpus.at(0).cover.chosen) {
     const Candidate& cand = plan.candidates[c];
+    int modes = 0, sums = 0;
     for (size_t i : cand.nodes) {
       EXPECT_NE(step.nodes[i].op, "Transpose") << cand.pattern;
-      chosen_modes += step.nodes[i].op == "dc.ConvGradWeight" && step.nodes[i].attrs.get_int("group", 1) > 1;
+      modes += step.nodes[i].op == "dc.ConvGradWeight" && step.nodes[i].attrs.get_int("group", 1) > 1;
+      sums += step.nodes[i].op == "ReduceSum";
     }
+    chosen_modes += modes;
+    with_bias_sum += modes == 1 && sums == 1;
   }
   EXPECT_EQ(chosen_modes, 2);
+  EXPECT_EQ(with_bias_sum, 1) << "b3's gradient beside w3's (2 groups); w2 has no bias";
 
   // Three SGD steps of the plan on the host emulator: a group's dW computed from another
   // group's channels or filters changes the updates of w2 and w3, the losses after the first
   // step and every weight upstream.
-  const PlanTraining t = cli::plan_training(sgd(), "grouped_cnn.onnx", Precision::fp32);
-  const ExecPlan p = build_estimated_plan(step, plan, 0, PlanOptions{}, &t);
-  rt::Runtime r(p, rt::make_emulator_backend(rt::EmulatorBackendOptions{::testing::TempDir() + "dc-emulator-test-cache"}));
-  EXPECT_EQ(testing::expect_emulator_steps_follow_reference(r, step, 31, 3, 2), 14)
+  EXPECT_EQ(testing::expect_plan_steps_follow_reference(s, spec, "grouped_cnn.onnx", 31, 3, 2), 14)
       << "7 weights and their momenta";
 }
 
