@@ -1,5 +1,7 @@
 #include "passes/training/mixed_precision.h"
 
+#include <algorithm>
+#include <iterator>
 #include <vector>
 
 #include "ir/error.h"
@@ -72,7 +74,7 @@ const TensorInfo kF32{DType::f32, {}};
 
 void cast_weights_for_compute(Graph& g, const std::set<std::string>& weights) {
   const auto uses = g.consumers();
-  std::vector<Node> casts;
+  std::map<size_t, std::vector<Node>> before;  // first reader -> the casts it reads
   for (const auto& w : weights) {
     if (!reaches_gemm(g, uses, w)) continue;
     const std::string copy = w + std::string(kComputeSuffix);
@@ -87,9 +89,15 @@ void cast_weights_for_compute(Graph& g, const std::set<std::string>& weights) {
     n.inputs = {w};
     n.outputs = {copy};
     n.attrs.set("to", static_cast<int64_t>(DType::f32));
-    casts.push_back(std::move(n));
+    before[*std::min_element(uses.at(w).begin(), uses.at(w).end())].push_back(std::move(n));
   }
-  g.nodes.insert(g.nodes.begin(), casts.begin(), casts.end());
+  std::vector<Node> nodes;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (auto it = before.find(i); it != before.end())
+      nodes.insert(nodes.end(), std::make_move_iterator(it->second.begin()), std::make_move_iterator(it->second.end()));
+    nodes.push_back(std::move(g.nodes[i]));
+  }
+  g.nodes = std::move(nodes);
 }
 
 std::string add_loss_scale(Graph& g, const std::string& loss, const TrainingSpec& spec) {
