@@ -55,9 +55,8 @@ Graph build_training_graph(Graph g, const TrainingSpec& spec) {
   DC_USER_CHECK(!gradients.empty(), "no trainable weight reaches the loss (", weights.size(),
                 " candidate(s), ", spec.freeze.size(), " frozen)");
   lower_cross_entropy(g);  // its gradient is built: the loss itself on the templates
-  // Mixed precision keeps dc.BatchNormTrain whole: its Y is reduced-precision while its
-  // statistics stay f32 (training_fp32_tensors), a mix that one elementwise chain cannot hold.
-  if (!mixed) lower_batch_norm_apply(g);
+  // Under AMP the chain computes in f32 and only Y is stored reduced (training_fp32_tensors).
+  lower_batch_norm_apply(g);
   if (scaled) {
     const UnscaledGradients u = unscale_gradients(g, gradients, scale);
     add_optimizer(g, spec, u.gradients);

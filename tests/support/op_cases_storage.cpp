@@ -163,6 +163,35 @@ void add_exact_cases(std::vector<OpCase>* t) {
   }));
 }
 
+// An AMP step's BatchNorm normalisation: f32 between reduced X and Y, bitwise equal too.
+void add_batch_norm_apply_case(std::vector<OpCase>* t) {
+  t->push_back(reduced("batch_norm_apply_f32_chain_add_relu_2x6x5x7", [](DType s) {
+    // BatchNorm's normalisation in an AMP step (lower_batch_norm.h, training_fp32_tensors):
+    // X (s) widened, the per-channel mean, inverse std, scale and B f32, the chain's
+    // intermediates f32 (never rounded), Y rounded once to s; then the residual Add and ReLU.
+    Graph g;
+    add_input(g, "x", {2, 6, 5, 7});
+    add_input(g, "r", {2, 6, 5, 7});
+    add_initializer(g, "mean", random_tensor({6, 1, 1}, 51));
+    add_initializer(g, "invstd", random_tensor({6, 1, 1}, 52, 0.5f, 3.f));
+    add_initializer(g, "scale", random_tensor({6, 1, 1}, 53, 0.5f, 2.f));
+    add_initializer(g, "bias", random_tensor({6, 1, 1}, 54));
+    add_node(g, "Sub", {"x", "mean"}, {"centred"});
+    add_node(g, "Mul", {"centred", "invstd"}, {"normed"});
+    add_node(g, "Mul", {"normed", "scale"}, {"scaled"});
+    add_node(g, "Add", {"scaled", "bias"}, {"y"});
+    add_node(g, "Add", {"y", "r"}, {"sum"});
+    add_node(g, "Relu", {"sum"}, {"o"});
+    g.outputs = {"o"};
+    const DType f32 = DType::f32;
+    const Graph typed = retyped(g, {{"x", s}, {"r", s}, {"centred", f32}, {"normed", f32}, {"scaled", f32},
+                                    {"y", s}, {"sum", s}, {"o", s}});
+    ref::TensorMap in;
+    Workload w = whole(typed, ClusterKind::elementwise, 55, &in, -3.f, 3.f);
+    return one(space("", std::move(w), std::move(in), 1, true, {"elementwise"}));
+  }));
+}
+
 // ---- reductions, pools, depthwise, resize: at the error model's tolerance ------------------
 
 void add_reduction_cases(std::vector<OpCase>* t) {
@@ -307,6 +336,7 @@ void add_window_cases(std::vector<OpCase>* t) {
 
 void add_storage_cases(std::vector<OpCase>* table) {
   add_exact_cases(table);
+  add_batch_norm_apply_case(table);
   add_reduction_cases(table);
   add_window_cases(table);
 }

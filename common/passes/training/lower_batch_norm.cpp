@@ -39,10 +39,10 @@ void lower_batch_norm_apply(Graph& g) {
     if (y.empty()) continue;
     Shape per_channel(xs.size() - 1, 1);  // [C, 1, ...]: broadcasts over [N, C, ...]
     per_channel[0] = xs[1];
-    // Forward nodes: named "<BatchNorm>/apply/...", not "grad/..." (recompute and the plan's
-    // notes tell the backward pass by that prefix).
+    // Forward nodes: named batch_norm_apply_prefix, not "grad/...".
     grad::GradBuilder b(g, "");
-    b.set_context(n.name + "/apply");
+    const std::string prefix = batch_norm_apply_prefix(n.name);
+    b.set_context(prefix.substr(0, prefix.size() - 1));
     const auto channel = [&](const std::string& t) { return b.reshape(t, per_channel); };
     const std::string normed = b.mul(b.sub(x, channel(batch_mean)), channel(invstd));
     const std::string out = b.add(b.mul(normed, channel(scale)), channel(bias));

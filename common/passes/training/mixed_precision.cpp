@@ -1,10 +1,14 @@
 #include "passes/training/mixed_precision.h"
 
+#include <algorithm>
+#include <iterator>
+#include <map>
 #include <vector>
 
 #include "ir/error.h"
 #include "ir/optimizer_update.h"
 #include "passes/training/add_loss.h"
+#include "passes/training/lower_batch_norm.h"
 #include "passes/training_state.h"
 
 namespace dc {
@@ -71,7 +75,7 @@ const TensorInfo kF32{DType::f32, {}};
 
 void cast_weights_for_compute(Graph& g, const std::set<std::string>& weights) {
   const auto uses = g.consumers();
-  std::vector<Node> casts;
+  std::map<size_t, std::vector<Node>> before;  // first reader -> the casts it reads
   for (const auto& w : weights) {
     if (!reaches_gemm(g, uses, w)) continue;
     const std::string copy = w + std::string(kComputeSuffix);
@@ -86,9 +90,15 @@ void cast_weights_for_compute(Graph& g, const std::set<std::string>& weights) {
     n.inputs = {w};
     n.outputs = {copy};
     n.attrs.set("to", static_cast<int64_t>(DType::f32));
-    casts.push_back(std::move(n));
+    before[*std::min_element(uses.at(w).begin(), uses.at(w).end())].push_back(std::move(n));
   }
-  g.nodes.insert(g.nodes.begin(), casts.begin(), casts.end());
+  std::vector<Node> nodes;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (auto it = before.find(i); it != before.end())
+      nodes.insert(nodes.end(), std::make_move_iterator(it->second.begin()), std::make_move_iterator(it->second.end()));
+    nodes.push_back(std::move(g.nodes[i]));
+  }
+  g.nodes = std::move(nodes);
 }
 
 std::string add_loss_scale(Graph& g, const std::string& loss, const TrainingSpec& spec) {
@@ -174,17 +184,34 @@ void gate_updates_on_overflow(Graph& g, const std::string& all_finite, const Tra
 
 namespace {
 
-// The batch statistics' chain of a dc.BatchNormTrain (training_forward.h: ReduceMeans of X
-// and of its centred squares, through a per-channel Reshape), as PyTorch's autocast runs
-// batch_norm in fp32: every tensor between X and the node's statistics inputs.
-void keep_batch_statistics(const Graph& g, const Node& bn, std::set<std::string>& keep) {
-  std::vector<std::string> todo{bn.inputs.at(5), bn.inputs.at(6)};
+// The batch statistics' chain of a BatchNorm (training_forward.h: ReduceMeans of X and of
+// its centred squares, through a per-channel Reshape), as PyTorch's autocast runs batch_norm
+// in fp32: every tensor between X and the batch mean and variance.
+void keep_batch_statistics(const Graph& g, const std::string& x, std::vector<std::string> todo,
+                           std::set<std::string>& keep) {
   while (!todo.empty()) {
     const std::string t = todo.back();
     todo.pop_back();
-    if (t.empty() || t == bn.inputs[0] || g.is_constant(t) || !keep.insert(t).second) continue;
+    if (t.empty() || t == x || g.is_constant(t) || !keep.insert(t).second) continue;
     if (const auto p = g.producer(t)) todo.insert(todo.end(), g.nodes[*p].inputs.begin(), g.nodes[*p].inputs.end());
   }
+}
+
+// A lowered BatchNorm (lower_batch_norm.h): its per-channel outputs and statistics, and the
+// intermediates of its chain Y = ((X - mean) * invstd) * scale + B, which is fp32 from the
+// reduced X to the store of Y (Y keeps the model's name; the intermediates carry the
+// chain's prefix), so the fused kernel rounds once, as autocast's fp32 batch_norm.
+void keep_lowered_batch_norm(const Graph& g, const Node& stats, std::set<std::string>& keep) {
+  keep.insert(stats.outputs.begin(), stats.outputs.end());
+  const std::string& batch_mean = stats.inputs.at(2);
+  const auto mean_producer = g.producer(batch_mean);
+  DC_INTERNAL_CHECK(mean_producer.has_value(), "the batch mean of '", stats.name, "' has no producer");
+  keep_batch_statistics(g, g.nodes[*mean_producer].input(0), {batch_mean, stats.inputs.at(3)}, keep);
+  const std::string chain = batch_norm_apply_prefix(stats.name);
+  for (const Node& n : g.nodes)
+    if (n.name.starts_with(chain))
+      for (const auto& o : n.outputs)
+        if (o.starts_with(chain)) keep.insert(o);
 }
 
 }  // namespace
@@ -200,7 +227,9 @@ std::set<std::string> training_fp32_tensors(const Graph& g) {
       keep.insert(n.outputs.begin(), n.outputs.end());
     } else if (n.op == "dc.BatchNormTrain") {
       keep.insert(n.outputs.begin() + 1, n.outputs.end());
-      keep_batch_statistics(g, n, keep);
+      keep_batch_statistics(g, n.inputs.at(0), {n.inputs.at(5), n.inputs.at(6)}, keep);
+    } else if (n.op == "dc.BatchNormStats") {
+      keep_lowered_batch_norm(g, n, keep);
     } else if (n.op == "dc.Attention") {
       keep.insert(n.outputs.at(1));  // the log-sum-exp, as autocast keeps softmax's statistics
     } else if (n.op == "dc.SoftmaxCrossEntropy" || n.name.starts_with(kCrossEntropyPrefix)) {

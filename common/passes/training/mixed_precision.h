@@ -31,9 +31,11 @@ inline constexpr std::string_view kLossScaleGrowth = "train.loss_scale_growth";
 inline constexpr std::string_view kComputeSuffix = "@compute";
 
 // Each weight in `weights` (trained or frozen) that a Conv, ConvTranspose, Gemm or MatMul reads (directly or
-// through Reshape/Transpose/Flatten/Squeeze/Unsqueeze) gets a Cast at the front of the graph
-// to WEIGHT@compute, which all its consumers read instead: the GEMM operand is rounded to the
-// reduced type once per step, as autocast does. Other weights (normalisation parameters,
+// through Reshape/Transpose/Flatten/Squeeze/Unsqueeze) gets a Cast to WEIGHT@compute, which
+// all its consumers read instead: the GEMM operand is rounded to the reduced type once per
+// step, as autocast does. Each Cast sits just before its first reader, so the gradient pass
+// puts its gradient's Cast back to f32 beside the weight gradient: the plan's cover (a search
+// in node order) then meets no candidate that spans the whole backward pass. Other weights (normalisation parameters,
 // embedding tables, biases added on their own) are read as f32.
 void cast_weights_for_compute(Graph& g, const std::set<std::string>& weights);
 
