@@ -62,6 +62,25 @@ class SmallCnn(nn.Module):
         return self.fc(torch.flatten(torch.mean(x, dim=(2, 3), keepdim=True), 1))
 
 
+class NormsCnn(nn.Module):
+    """GroupNorm and InstanceNorm (affine): torch exports each as InstanceNormalization
+    (GroupNorm's over a reshape of its groups, then its per-channel affine), which dc lowers to
+    LayerNormalization and the affine ops (lower_norms)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.gn = nn.GroupNorm(4, 8)
+        self.conv2 = nn.Conv2d(8, 6, 3, stride=2, padding=1)
+        self.inorm = nn.InstanceNorm2d(6, affine=True)
+        self.fc = nn.Linear(6, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.gn(self.conv1(x)))
+        x = torch.relu(self.inorm(self.conv2(x)))
+        return self.fc(torch.flatten(torch.mean(x, dim=(2, 3), keepdim=True), 1))
+
+
 class SinNet(nn.Module):
     """Sin between two layers: dc has no gradient rule for it."""
 
@@ -134,11 +153,12 @@ def _float(shape, gen):
 
 
 def distinct_norms(model, gen):
-    """Random BatchNorm and LayerNorm scale, shift and running statistics. With PyTorch's
-    defaults (1, 0, 0, 1) torch.onnx.export deduplicates equal initializers: a running
-    variance becomes an Identity of the scale, one LayerNorm's weight another's."""
+    """Random BatchNorm, LayerNorm, GroupNorm and InstanceNorm scale, shift and running
+    statistics. With PyTorch's defaults (1, 0, 0, 1) torch.onnx.export deduplicates equal
+    initializers: a running variance becomes an Identity of the scale, one LayerNorm's weight
+    another's."""
     for m in model.modules():
-        if isinstance(m, nn.LayerNorm):
+        if isinstance(m, (nn.LayerNorm, nn.GroupNorm, nn.InstanceNorm2d)):
             with torch.no_grad():
                 m.weight.uniform_(0.5, 1.5, generator=gen)
                 m.bias.normal_(0.0, 0.1, generator=gen)
@@ -165,6 +185,8 @@ def _case(name):
     if name == "small_cnn":
         return (SmallCnn(), (_float((4, 3, 16, 16), gen),), ["image"], "cross_entropy",
                 torch.tensor([1, 7, 3, 9]))
+    if name == "norms_cnn":
+        return NormsCnn(), (_float((4, 3, 12, 12), gen),), ["image"], "cross_entropy", torch.tensor([2, 5, 5, 8])
     if name == "tiny_unet":
         return TinyUnet(), (_float((2, 3, 16, 16), gen),), ["image"], "mse", _float((2, 4, 16, 16), gen)
     if name == "tiny_cnn":

@@ -8,6 +8,9 @@ set(DC_TRAIN_CHECK_DEVICE /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/check_train
     $<TARGET_FILE:dc-coordinator>)
 add_test(NAME train_torch_small COMMAND ${DC_TRAIN_CHECK_DEVICE} steps:mlp steps:small_cnn steps:tiny_cnn steps:tiny_unet)
 add_test(NAME train_torch_transformers COMMAND ${DC_TRAIN_CHECK_DEVICE} steps:tiny_transformer steps:small_bert steps:bert4)
+# GroupNorm and InstanceNorm (torch exports both as InstanceNormalization), trained through
+# lower_norms's LayerNormalization and per-channel affine.
+add_test(NAME train_torch_norms COMMAND ${DC_TRAIN_CHECK_DEVICE} steps:norms_cnn)
 add_test(NAME train_torch_curve COMMAND ${DC_TRAIN_CHECK} curve)
 add_test(NAME train_torch_errors COMMAND ${DC_TRAIN_CHECK} errors cli)
 # bf16 mixed precision against PyTorch's CPU autocast (docs/precision.md "Mixed-precision
@@ -15,7 +18,7 @@ add_test(NAME train_torch_errors COMMAND ${DC_TRAIN_CHECK} errors cli)
 # their attention fused (dc.Attention on bf16 tensor cores writing an f32 log-sum-exp,
 # dc.AttentionGrad on attention_backward with bf16 operands).
 add_test(NAME train_torch_amp COMMAND ${DC_TRAIN_CHECK_DEVICE} amp:mlp amp:small_cnn amp:tiny_cnn amp:small_bert amp:bert4)
-set_tests_properties(train_torch_small train_torch_transformers train_torch_curve train_torch_errors train_torch_amp
+set_tests_properties(train_torch_small train_torch_transformers train_torch_norms train_torch_curve train_torch_errors train_torch_amp
   PROPERTIES LABELS unit TIMEOUT 600)
 # dc keeps no more bytes for the backward pass than PyTorch eager saves (compare_memory_torch.py,
 # docs/bench/training.md): byte counts of plan.json's memory report against saved-tensor hooks.
