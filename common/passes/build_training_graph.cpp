@@ -59,9 +59,8 @@ Graph build_training_graph(Graph g, const TrainingSpec& spec) {
   // statistics stay f32 (training_fp32_tensors), a mix that one elementwise chain cannot hold.
   if (!mixed) lower_batch_norm_apply(g);
   if (scaled) {
-    const UnscaledGradients u = unscale_gradients(g, gradients, scale);
-    add_optimizer(g, spec, u.gradients);
-    gate_updates_on_overflow(g, u.all_finite, spec);
+    add_optimizer(g, spec, gradients);
+    gate_updates_on_overflow(g, check_gradients_finite(g, gradients), spec);
   } else {
     add_optimizer(g, spec, gradients);
   }

@@ -88,6 +88,9 @@ const Case kCases[] = {
     // The fused multi-tensor optimizer update (SGD with momentum and weight decay) over a
     // bucket of three tensors whose extents leave float4 tails of 3, 3 and 0.
     {"edge_sgd_momentum_bucket", "", ClusterKind::opaque, ""},
+    // fp16's overflow check over four gradients (extents 15, 7, 268, 1999; 700 lanes, the
+    // last tensor wrapping around them): every flag written, 0 for the finite random inputs.
+    {"edge_nonfinite_check", "", ClusterKind::opaque, ""},
     // A training step's forward BatchNorm-apply + ReLU computed by the next Conv's im2col
     // gather (pads 1): padded taps must read 0, not relu(BN(0)) (>= 1 here: bias in [2, 3)).
     {"edge_bn_relu_conv", "", ClusterKind::conv, ""},
@@ -194,6 +197,20 @@ Graph edge_graph(const std::string& name) {
       }
     }
     g.nodes = {update};
+    return g;
+  }
+  if (name == "edge_nonfinite_check") {
+    Node check = testing::make_node("dc.NonFiniteCheck", {}, {"y"});
+    check.attrs.set("lanes", int64_t{700});
+    const std::vector<Shape> shapes = {{3, 5}, {7}, {2, 2, 67}, {1999}};
+    for (size_t t = 0; t < shapes.size(); ++t) {
+      tensor(fmt::format("g{}", t), shapes[t]);
+      g.inputs.push_back(fmt::format("g{}", t));
+      check.inputs.push_back(g.inputs.back());
+    }
+    tensor("y", {700});
+    g.outputs = {"y"};
+    g.nodes = {check};
     return g;
   }
   if (name == "edge_gemm_swapped_operands") {

@@ -1,8 +1,10 @@
 #include "passes/training/mixed_precision.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "ir/error.h"
+#include "ir/nonfinite_check.h"
 #include "ir/optimizer_update.h"
 #include "passes/training/add_loss.h"
 #include "passes/training_state.h"
@@ -98,24 +100,29 @@ std::string add_loss_scale(Graph& g, const std::string& loss, const TrainingSpec
   return state(g, kLossScale, Tensor::from_vector<float>(lt.shape, {static_cast<float>(spec.loss_scale_init)}));
 }
 
-UnscaledGradients unscale_gradients(Graph& g, const std::map<std::string, std::string>& gradients,
-                                    const std::string& scale) {
+std::string check_gradients_finite(Graph& g, const std::map<std::string, std::string>& gradients) {
   const std::string p(kAmpPrefix);
-  // 1/S as PyTorch's unscale_ computes it (exact: S is a power of two).
-  const std::string inv = add(g, p + "inv_scale", "Reciprocal", {scale}, g.info(scale));
   const std::string zero = f32_constant(g, p + "zero", 0.f);
-  UnscaledGradients out;
-  std::string nonfinite;  // sum over every gradient of g * 0: 0, or NaN when one is inf/NaN
+  std::vector<std::string> grads;
+  for (const auto& [w, grad] : gradients) grads.push_back(grad);
+  // One dc.NonFiniteCheck per kNonFiniteCheckMaxInputs gradients (one for every model
+  // tested), then the count of lanes that saw an inf or NaN.
   Attributes all;
   all.set("keepdims", int64_t{0});
-  for (const auto& [w, grad] : gradients) {
-    out.gradients[w] = add(g, p + "unscaled/" + w, "Mul", {grad, inv}, g.info(grad));
-    const std::string zeros = add(g, p + "zeroed/" + w, "Mul", {grad, zero}, g.info(grad));
-    const std::string sum = add(g, p + "zeroed_sum/" + w, "ReduceSum", {zeros}, kF32, all);
-    nonfinite = nonfinite.empty() ? sum : add(g, p + "nonfinite/" + w, "Add", {nonfinite, sum}, kF32);
+  std::string nonfinite;
+  for (size_t first = 0, k = 0; first < grads.size(); first += kNonFiniteCheckMaxInputs, ++k) {
+    const std::vector<std::string> part(grads.begin() + static_cast<long>(first),
+                                        grads.begin() + static_cast<long>(std::min(grads.size(), first + kNonFiniteCheckMaxInputs)));
+    int64_t largest = 1;
+    for (const auto& grad : part) largest = std::max(largest, shape_numel(g.info(grad).shape));
+    Attributes a;
+    a.set("lanes", nonfinite_check_lanes(largest));
+    const std::string flags = add(g, p + "nonfinite_check" + std::to_string(k), kNonFiniteCheck, part,
+                                  TensorInfo{DType::f32, {a.get_int("lanes")}}, a);
+    const std::string count = add(g, p + "nonfinite_count" + std::to_string(k), "ReduceSum", {flags}, kF32, all);
+    nonfinite = nonfinite.empty() ? count : add(g, p + "nonfinite_total" + std::to_string(k), "Add", {nonfinite, count}, kF32);
   }
-  out.all_finite = add(g, p + "all_finite", "Equal", {nonfinite, zero}, kBool);
-  return out;
+  return add(g, p + "all_finite", "Equal", {nonfinite, zero}, kBool);
 }
 
 void gate_updates_on_overflow(Graph& g, const std::string& all_finite, const TrainingSpec& spec) {
@@ -128,7 +135,9 @@ void gate_updates_on_overflow(Graph& g, const std::string& all_finite, const Tra
       others.push_back(std::move(n));
       continue;
     }
+    n.attrs.set("scaled", int64_t{1});  // G / S in the kernel: no unscaled copy of a gradient
     n.attrs.set("gated", int64_t{1});
+    n.inputs.push_back(std::string(kLossScale));
     n.inputs.push_back(all_finite);
     updates.push_back(std::move(n));
   }
