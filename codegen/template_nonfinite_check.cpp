@@ -18,14 +18,15 @@ std::string nonfinite_check_body(const Graph& sub, const Node& n) {
   std::string code = fmt::format(
       "  for (dc_i64 f = (dc_i64)blockIdx.x * blockDim.x + threadIdx.x; f < {}; "
       "f += (dc_i64)gridDim.x * blockDim.x) {{\n"
-      "    bool bad = false;\n",
+      "    int bad = 0;\n",
       lanes);
+  // bad |= ..., not bad = bad || ...: no branch between the loads, which the compiler may batch.
   for (size_t t = 0; t < sub.inputs.size(); ++t) {
     const int64_t elements = shape_numel(sub.info(sub.inputs[t]).shape);
-    code += fmt::format("    for (dc_i64 e = f; e < {}; e += {}) bad = bad || !isfinite(in{}[e]);\n", elements,
+    code += fmt::format("    for (dc_i64 e = f; e < {}; e += {}) bad |= !isfinite(in{}[e]);\n", elements,
                         lanes, t);
   }
-  return code + "    out0[f] = bad ? 1.f : 0.f;\n  }\n";
+  return code + "    out0[f] = bad != 0 ? 1.f : 0.f;\n  }\n";
 }
 
 }  // namespace dc
