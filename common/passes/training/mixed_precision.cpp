@@ -100,27 +100,37 @@ std::string add_loss_scale(Graph& g, const std::string& loss, const TrainingSpec
   return state(g, kLossScale, Tensor::from_vector<float>(lt.shape, {static_cast<float>(spec.loss_scale_init)}));
 }
 
+namespace {
+
+// dc.NonFiniteCheck number k over `grads`, then the count of its lanes that saw an inf or NaN.
+std::string add_nonfinite_count(Graph& g, const std::vector<std::string>& grads, size_t k) {
+  const std::string p = std::string(kAmpPrefix), id = std::to_string(k);
+  int64_t largest = 1;
+  for (const auto& grad : grads) largest = std::max(largest, shape_numel(g.info(grad).shape));
+  Attributes lanes;
+  lanes.set("lanes", nonfinite_check_lanes(largest));
+  const TensorInfo flags_info{DType::f32, {lanes.get_int("lanes")}};
+  const std::string flags = add(g, p + "nonfinite_check" + id, kNonFiniteCheck, grads, flags_info, lanes);
+  Attributes all;
+  all.set("keepdims", int64_t{0});
+  return add(g, p + "nonfinite_count" + id, "ReduceSum", {flags}, kF32, all);
+}
+
+}  // namespace
+
 std::string check_gradients_finite(Graph& g, const std::map<std::string, std::string>& gradients) {
   const std::string p(kAmpPrefix);
   const std::string zero = f32_constant(g, p + "zero", 0.f);
-  std::vector<std::string> grads;
-  for (const auto& [w, grad] : gradients) grads.push_back(grad);
-  // One dc.NonFiniteCheck per kNonFiniteCheckMaxInputs gradients (one for every model
-  // tested), then the count of lanes that saw an inf or NaN.
-  Attributes all;
-  all.set("keepdims", int64_t{0});
+  // A check per kNonFiniteCheckMaxInputs gradients (one for every model tested), their counts summed.
+  std::vector<std::vector<std::string>> parts(1);
+  for (const auto& [w, grad] : gradients) {
+    if (parts.back().size() == kNonFiniteCheckMaxInputs) parts.emplace_back();
+    parts.back().push_back(grad);
+  }
   std::string nonfinite;
-  for (size_t first = 0, k = 0; first < grads.size(); first += kNonFiniteCheckMaxInputs, ++k) {
-    const std::vector<std::string> part(grads.begin() + static_cast<long>(first),
-                                        grads.begin() + static_cast<long>(std::min(grads.size(), first + kNonFiniteCheckMaxInputs)));
-    int64_t largest = 1;
-    for (const auto& grad : part) largest = std::max(largest, shape_numel(g.info(grad).shape));
-    Attributes a;
-    a.set("lanes", nonfinite_check_lanes(largest));
-    const std::string flags = add(g, p + "nonfinite_check" + std::to_string(k), kNonFiniteCheck, part,
-                                  TensorInfo{DType::f32, {a.get_int("lanes")}}, a);
-    const std::string count = add(g, p + "nonfinite_count" + std::to_string(k), "ReduceSum", {flags}, kF32, all);
-    nonfinite = nonfinite.empty() ? count : add(g, p + "nonfinite_total" + std::to_string(k), "Add", {nonfinite, count}, kF32);
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const std::string count = add_nonfinite_count(g, parts[k], k);
+    nonfinite = k == 0 ? count : add(g, p + "nonfinite_total" + std::to_string(k), "Add", {nonfinite, count}, kF32);
   }
   return add(g, p + "all_finite", "Equal", {nonfinite, zero}, kBool);
 }
