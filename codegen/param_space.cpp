@@ -12,6 +12,7 @@
 
 #include "ir/error.h"
 #include "ir/op_traits.h"
+#include "ir/nonfinite_check.h"
 #include "ir/optimizer_update.h"
 #include "ir/reduced_axes.h"
 #include "ref/conv_transpose.h"
@@ -487,6 +488,11 @@ WorkloadShape analyze_workload(const Workload& w) {
       s.optimizer_update = true;
       // An element reads its own tensor's group (W, G and the state), not the bucket.
       s.inputs = static_cast<int>(optimizer_update_layout(n).inputs_per_tensor);
+    } else if (n.op == kNonFiniteCheck) {  // a lane reads one tensor after another
+      int64_t checked = 0;
+      for (const auto& in : n.inputs) checked += shape_numel(g.info(in).shape);
+      s.inputs = 1;
+      s.window = ceil_div(checked, std::max<int64_t>(s.elements, 1));
     }
   return s;
 }

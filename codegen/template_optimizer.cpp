@@ -39,13 +39,18 @@ std::string store(const OptimizerUpdateLayout& l, const ElementAccess& a, size_t
   return fmt::format("      {}\n", a.output(k, fmt::format("finite ? {} : {}", value, a.input(state_input))));
 }
 
+// The gradient G, or G * (1/S) rounded to float for a scaled update (unscale_'s f32 tensor).
+std::string gradient(const OptimizerUpdateLayout& l, const ElementAccess& a) {
+  return l.scaled ? fmt::format("({} * inv_scale)", a.input(1)) : a.input(1);
+}
+
 // PyTorch's SGD (dampening 0, no Nesterov), in float as the reference.
 std::string sgd_element(const Node& n, const OptimizerUpdateLayout& l, const ElementAccess& a) {
   const std::string lr = float_literal(n.attrs.get_float("lr"));
   const std::string mu = float_literal(n.attrs.get_float("momentum", 0.f));
   const std::string wd = float_literal(n.attrs.get_float("weight_decay", 0.f));
   std::string c = fmt::format("      const float w = {};\n      const float g = {} + {} * w;\n", a.input(0),
-                              a.input(1), wd);
+                              gradient(l, a), wd);
   if (l.inputs_per_tensor == 3) {
     c += fmt::format("      const float m = {} * {} + g;\n", mu, a.input(2));
     return c + store(l, a, 1, "m") + store(l, a, 0, fmt::format("w - {} * m", lr));
@@ -62,7 +67,7 @@ std::string adamw_element(const Node& n, const OptimizerUpdateLayout& l, const E
       "      const double m = {b1} * {m} + {c1} * g;\n"
       "      const double v = {b2} * {v} + {c2} * g * g;\n"
       "      const double denom = sqrt(v) / bc2_sqrt + {eps};\n",
-      fmt::arg("g", a.input(1)), fmt::arg("b1", double_literal(b1)), fmt::arg("m", a.input(2)),
+      fmt::arg("g", gradient(l, a)), fmt::arg("b1", double_literal(b1)), fmt::arg("m", a.input(2)),
       fmt::arg("c1", double_literal(1 - b1)), fmt::arg("b2", double_literal(b2)), fmt::arg("v", a.input(3)),
       fmt::arg("c2", double_literal(1 - b2)), fmt::arg("eps", double_literal(eps)));
   c += store(l, a, 0, fmt::format("(float)({} * {} - {} / bc1 * m / denom)", a.input(0), double_literal(1 - lr * wd),
@@ -160,6 +165,7 @@ std::string optimizer_update_body(const Graph& sub, const Node& n, bool vectoris
   DC_INTERNAL_CHECK(sub.inputs.size() == n.inputs.size() && sub.outputs.size() == n.outputs.size(),
                     n.op, " node '", n.name, "': every input and output must be a distinct buffer");
   std::string code;
+  if (l.scaled) code += fmt::format("  const float inv_scale = 1.f / in{}[0];\n", l.scale());
   if (l.gated) code += fmt::format("  const bool finite = in{}[0] != 0;\n", l.finite());
   if (n.op == "dc.AdamWUpdate") {
     const double b1 = n.attrs.get_float("beta1"), b2 = n.attrs.get_float("beta2");

@@ -23,10 +23,12 @@
 #include "ir/error.h"
 #include "ir/join.h"
 #include "ir/op_traits.h"
+#include "ir/nonfinite_check.h"
 #include "ir/optimizer_update.h"
 #include "ir/reduced_axes.h"
 #include "ref/conv_transpose.h"
 #include "ref/im2col.h"
+#include "template_nonfinite_check.h"
 #include "template_optimizer.h"
 #include "template_reference_training.h"
 #include "template_util.h"
@@ -598,13 +600,17 @@ GeneratedKernel generate_naive(const Workload& w, const std::string& template_na
     src += fmt::format(
         "// node n{}: {} -> {}\nextern \"C\" __global__ void DC_LAUNCH_BOUNDS({}) {}({}) {{\n", ni,
         n.op, join(sub.outputs, ", "), threads, name, join(params, ", "));
+    const bool multi_tensor = is_optimizer_update(n.op) || n.op == kNonFiniteCheck;
     if (is_optimizer_update(n.op)) {  // one fused loop over the bucket's tensors
       const bool vectorised = vec == 4;  // the reference's is 1: the plain loop
       most = optimizer_update_threads_wanted(sub, n, vectorised);
       src += optimizer_update_body(sub, n, vectorised);
+    } else if (n.op == kNonFiniteCheck) {  // one loop over the lanes, each over every tensor
+      most = nonfinite_check_threads_wanted(n);
+      src += nonfinite_check_body(sub, n);
     }
     NodeEmitter ne(sub, sub.nodes[0]);
-    for (size_t oi = 0; oi < sub.outputs.size() && !is_optimizer_update(n.op); ++oi) {
+    for (size_t oi = 0; oi < sub.outputs.size() && !multi_tensor; ++oi) {
       const TensorInfo& info = sub.info(sub.outputs[oi]);
       size_t out_index = 0;
       while (n.outputs[out_index] != sub.outputs[oi]) ++out_index;

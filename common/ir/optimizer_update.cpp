@@ -18,8 +18,9 @@ OptimizerUpdateLayout optimizer_update_layout(const Node& n) {
     l.outputs_per_tensor = 3;
     l.step_input = true;
   }
+  l.scaled = n.attrs.get_int("scaled", 0) != 0;
   l.gated = n.attrs.get_int("gated", 0) != 0;
-  const size_t extra = (l.step_input ? 1 : 0) + (l.gated ? 1 : 0);
+  const size_t extra = (l.step_input ? 1 : 0) + (l.scaled ? 1 : 0) + (l.gated ? 1 : 0);
   DC_INTERNAL_CHECK(n.inputs.size() > extra, n.op, " node '", n.name, "' has no tensor to update");
   const size_t groups = n.inputs.size() - extra;
   l.tensors = groups / l.inputs_per_tensor;

@@ -57,13 +57,8 @@ Graph build_training_graph(Graph g, const TrainingSpec& spec) {
   lower_cross_entropy(g);  // its gradient is built: the loss itself on the templates
   // Under AMP the chain computes in f32 and only Y is stored reduced (training_fp32_tensors).
   lower_batch_norm_apply(g);
-  if (scaled) {
-    const UnscaledGradients u = unscale_gradients(g, gradients, scale);
-    add_optimizer(g, spec, u.gradients);
-    gate_updates_on_overflow(g, u.all_finite, spec);
-  } else {
-    add_optimizer(g, spec, gradients);
-  }
+  add_optimizer(g, spec, gradients);  // under fp16 on the scaled gradients: G / S in the update
+  if (scaled) gate_updates_on_overflow(g, check_gradients_finite(g, gradients), spec);
   g.outputs = step_outputs(g, loss, model_outputs);
   spdlog::info("training graph: {} nodes, {} trained weights, loss {}, optimizer {}{}",
                g.nodes.size(), gradients.size(), loss_name(spec.loss), optimizer_name(spec.optimizer),

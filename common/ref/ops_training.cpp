@@ -1,11 +1,14 @@
 // dc-internal ops of training graphs (passes/build_training_graph.h) that ONNX lacks: the
 // step-seeded Dropout, BatchNormalization in training mode, the softmax cross-entropy loss
-// and its gradient, and the SGD and AdamW updates of a bucket of tensors. Their gradients are in
+// and its gradient, the SGD and AdamW updates of a bucket of tensors and fp16's overflow check
+// over many gradients. Their gradients are in
 // ops_grad.cpp; their semantics are PyTorch's (docs/training.md).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "ir/error.h"
+#include "ir/nonfinite_check.h"
 #include "ir/optimizer_update.h"
 #include "ir/parallel.h"
 #include "ref/kernel.h"
@@ -215,6 +218,16 @@ bool skipped(const Node& node, const OptimizerUpdateLayout& l, const Inputs& in)
   return !f.data<bool>()[0];
 }
 
+// 1/S for a scaled update (the gradients it reads are S times the loss's), else 1: exact, S
+// being a power of two, and G * (1/S) is rounded to f32 as PyTorch's unscale_ stores it.
+float inverse_scale(const Node& node, const OptimizerUpdateLayout& l, const Inputs& in) {
+  if (!l.scaled) return 1.f;
+  const Tensor& s = in.at(l.scale());
+  DC_USER_CHECK(s.defined() && s.dtype() == DType::f32 && s.numel() == 1, node.op,
+                ": the loss scale must be an f32 scalar");
+  return 1.f / s.data<float>()[0];
+}
+
 // The state inputs of every tensor (W and the optimizer's state, not G), in output order.
 std::vector<Tensor> state_inputs(const OptimizerUpdateLayout& l, const Inputs& in) {
   std::vector<Tensor> out;
@@ -233,6 +246,7 @@ std::vector<Tensor> run_sgd_update(const Node& node, const Inputs& in) {
   const bool has_m = l.inputs_per_tensor == 3;
   const float lr = node.attrs.get_float("lr"), mu = node.attrs.get_float("momentum", 0.f);
   const float wd = node.attrs.get_float("weight_decay", 0.f);
+  const float inv_scale = inverse_scale(node, l, in);
   std::vector<Tensor> out;
   for (size_t t = 0; t < l.tensors; ++t) {
     const Inputs group(in.begin() + static_cast<long>(l.input(t, 0)), in.begin() + static_cast<long>(l.input(t + 1, 0)));
@@ -242,7 +256,7 @@ std::vector<Tensor> run_sgd_update(const Node& node, const Inputs& in) {
     const float* mp = has_m ? group[2].data<float>() : nullptr;
     float *wo = w.mutable_data<float>(), *mo = m.mutable_data<float>();
     for (int64_t i = 0; i < w.numel(); ++i) {
-      const float g = gp[i] + wd * wp[i];
+      const float g = gp[i] * inv_scale + wd * wp[i];
       mo[i] = has_m ? mu * mp[i] + g : g;
       wo[i] = wp[i] - lr * mo[i];
     }
@@ -264,6 +278,7 @@ std::vector<Tensor> run_adamw_update(const Node& node, const Inputs& in) {
   const double wd = node.attrs.get_float("weight_decay", 0.f);
   const double bc1 = 1 - std::pow(b1, static_cast<double>(t));
   const double bc2_sqrt = std::sqrt(1 - std::pow(b2, static_cast<double>(t)));
+  const float inv_scale = inverse_scale(node, l, in);
   std::vector<Tensor> out;
   for (size_t k = 0; k < l.tensors; ++k) {
     const Inputs group(in.begin() + static_cast<long>(l.input(k, 0)), in.begin() + static_cast<long>(l.input(k + 1, 0)));
@@ -273,7 +288,7 @@ std::vector<Tensor> run_adamw_update(const Node& node, const Inputs& in) {
     const float *mp = group[2].data<float>(), *vp = group[3].data<float>();
     float *wo = w.mutable_data<float>(), *mo = m.mutable_data<float>(), *vo = v.mutable_data<float>();
     for (int64_t i = 0; i < w.numel(); ++i) {
-      const double g = gp[i];
+      const double g = gp[i] * inv_scale;
       const double mi = b1 * mp[i] + (1 - b1) * g, vi = b2 * vp[i] + (1 - b2) * g * g;
       const double denom = std::sqrt(vi) / bc2_sqrt + eps;
       wo[i] = static_cast<float>(wp[i] * (1 - lr * wd) - lr / bc1 * mi / denom);
@@ -287,6 +302,23 @@ std::vector<Tensor> run_adamw_update(const Node& node, const Inputs& in) {
   return skipped(node, l, in) ? state_inputs(l, in) : out;
 }
 
+// dc.NonFiniteCheck(G1, ..., Gn) -> flags [F]: flags[f] = 1 when an element e of any G with
+// e % F == f is inf or NaN, else 0 (ir/nonfinite_check.h).
+std::vector<Tensor> run_nonfinite_check(const Node& node, const Inputs& in) {
+  const int64_t lanes = node.attrs.get_int("lanes", 0);
+  DC_USER_CHECK(lanes >= 1, node.op, ": attribute lanes must be at least 1");
+  Tensor flags(DType::f32, {lanes});
+  float* f = flags.mutable_data<float>();
+  std::fill(f, f + lanes, 0.f);
+  for (const Tensor& g : in) {
+    require_f32(node, g, "every gradient");
+    const float* gp = g.data<float>();
+    for (int64_t e = 0; e < g.numel(); ++e)
+      if (!std::isfinite(gp[e])) f[e % lanes] = 1.f;
+  }
+  return {flags};
+}
+
 const OpDef kOps[] = {
     {"dc.Dropout", run_dropout, nullptr},
     {"dc.BatchNormTrain", run_batch_norm_train, nullptr},
@@ -295,6 +327,7 @@ const OpDef kOps[] = {
     {"dc.SoftmaxCrossEntropyGrad", run_softmax_cross_entropy_grad, nullptr},
     {"dc.SgdUpdate", run_sgd_update, nullptr},
     {"dc.AdamWUpdate", run_adamw_update, nullptr},
+    {kNonFiniteCheck, run_nonfinite_check, nullptr},
 };
 
 }  // namespace

@@ -90,6 +90,9 @@ const Case kCases[] = {
     // The fused multi-tensor optimizer update (SGD with momentum and weight decay) over a
     // bucket of three tensors whose extents leave float4 tails of 3, 3 and 0.
     {"edge_sgd_momentum_bucket", "", ClusterKind::opaque, ""},
+    // fp16's overflow check over four gradients (extents 15, 7, 268, 1999; 700 lanes, the
+    // last tensor wrapping around them): every flag written, 0 for the finite random inputs.
+    {"edge_nonfinite_check", "", ClusterKind::opaque, ""},
     // A training step's forward BatchNorm-apply + ReLU computed by the next Conv's im2col
     // gather (pads 1): padded taps must read 0, not relu(BN(0)) (>= 1 here: bias in [2, 3)).
     {"edge_bn_relu_conv", "", ClusterKind::conv, ""},
@@ -171,35 +174,57 @@ Graph linear_bias_grad_graph() {
 // Graphs with edge shapes: batch 3 of 37x53 by 53x29 (no tile multiple) with a bias that
 // broadcasts over rows and a ReLU; a 3x3 conv of 2 images, 13 -> 19
 // channels on 11x9 with a per-channel bias; a residual Add before LayerNorm over 75.
+// A dc.SgdUpdate (momentum 0.9, weight decay 0.01) over three tensors, outputs w_next<t>, m_next<t>.
+Graph sgd_momentum_bucket_graph() {
+  Graph g;
+  Node update = testing::make_node("dc.SgdUpdate", {}, {});
+  update.attrs.set("lr", 0.05f);
+  update.attrs.set("momentum", 0.9f);
+  update.attrs.set("weight_decay", 0.01f);
+  const std::vector<Shape> shapes = {{3, 5}, {7}, {2, 2, 67}};
+  for (size_t t = 0; t < shapes.size(); ++t) {
+    for (const char* i : {"w", "g", "m"}) {
+      g.inputs.push_back(fmt::format("{}{}", i, t));
+      g.tensors[g.inputs.back()] = TensorInfo{DType::f32, shapes[t]};
+      update.inputs.push_back(g.inputs.back());
+    }
+    for (const char* o : {"w_next", "m_next"}) {
+      g.outputs.push_back(fmt::format("{}{}", o, t));
+      g.tensors[g.outputs.back()] = TensorInfo{DType::f32, shapes[t]};
+      update.outputs.push_back(g.outputs.back());
+    }
+  }
+  g.nodes = {update};
+  return g;
+}
+
+// A dc.NonFiniteCheck of 700 lanes over four gradients, the last wrapping around them.
+Graph nonfinite_check_graph() {
+  Graph g;
+  Node check = testing::make_node("dc.NonFiniteCheck", {}, {"y"});
+  check.attrs.set("lanes", int64_t{700});
+  const std::vector<Shape> shapes = {{3, 5}, {7}, {2, 2, 67}, {1999}};
+  for (size_t t = 0; t < shapes.size(); ++t) {
+    g.inputs.push_back(fmt::format("g{}", t));
+    g.tensors[g.inputs.back()] = TensorInfo{DType::f32, shapes[t]};
+    check.inputs.push_back(g.inputs.back());
+  }
+  g.tensors["y"] = TensorInfo{DType::f32, {700}};
+  g.outputs = {"y"};
+  g.nodes = {check};
+  return g;
+}
+
 Graph edge_graph(const std::string& name) {
   if (name == "edge_conv_grad_data") return conv_gradient_graph(0);
   if (name == "edge_conv_grad_weight") return conv_gradient_graph(1);
   if (name == "edge_conv_grad_weight_dilated") return conv_gradient_graph(1, true);
   if (name == "edge_conv_grad_weight_grouped") return grouped_weight_gradient_graph();
   if (name == "edge_linear_bias_grad") return linear_bias_grad_graph();
+  if (name == "edge_sgd_momentum_bucket") return sgd_momentum_bucket_graph();
+  if (name == "edge_nonfinite_check") return nonfinite_check_graph();
   Graph g;
   auto tensor = [&](const std::string& n, Shape s) { g.tensors[n] = TensorInfo{DType::f32, std::move(s)}; };
-  if (name == "edge_sgd_momentum_bucket") {
-    Node update = testing::make_node("dc.SgdUpdate", {}, {});
-    update.attrs.set("lr", 0.05f);
-    update.attrs.set("momentum", 0.9f);
-    update.attrs.set("weight_decay", 0.01f);
-    const std::vector<Shape> shapes = {{3, 5}, {7}, {2, 2, 67}};
-    for (size_t t = 0; t < shapes.size(); ++t) {
-      for (const char* i : {"w", "g", "m"}) {
-        tensor(fmt::format("{}{}", i, t), shapes[t]);
-        g.inputs.push_back(fmt::format("{}{}", i, t));
-        update.inputs.push_back(g.inputs.back());
-      }
-      for (const char* o : {"w_next", "m_next"}) {
-        tensor(fmt::format("{}{}", o, t), shapes[t]);
-        g.outputs.push_back(fmt::format("{}{}", o, t));
-        update.outputs.push_back(g.outputs.back());
-      }
-    }
-    g.nodes = {update};
-    return g;
-  }
   if (name == "edge_gemm_swapped_operands") {
     tensor("at", {32, 36});  // A [36, 32] stored transposed
     tensor("bt", {32, 20});  // B [20, 32] (transB) stored transposed

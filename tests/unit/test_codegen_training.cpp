@@ -145,8 +145,9 @@ TEST(CodegenTraining, DropoutDrawsTheReferenceMaskOnTheDevice) {
 
 // The fused multi-tensor optimizer kernel: one launch over a bucket of tensors of odd
 // extents (segment boundaries inside warps and blocks), every output of every tensor against
-// the reference, for SGD with and without momentum and for AdamW, and gated (mixed
-// precision's overflow flag) with the step taken and skipped.
+// the reference, for SGD with and without momentum and for AdamW, and scaled and gated (fp16's
+// loss scale S, the gradients read as G / S, and its overflow flag) with the step taken and
+// skipped.
 TEST(CodegenTraining, MultiTensorUpdateCoversEveryTensorOfTheBucket) {
   const std::vector<Shape> shapes = {{3, 5}, {7}, {1}, {2, 2, 67}, {300}};
   struct Case {
@@ -165,8 +166,10 @@ TEST(CodegenTraining, MultiTensorUpdateCoversEveryTensorOfTheBucket) {
       for (const char* o : c.out) outs.emplace_back(fmt::format("{}{}", o, t), f32(shapes[t]));
     }
     if (c.step) ins.emplace_back("step", TensorInfo{DType::i64, {}});
+    if (gate >= 0) ins.emplace_back("scale", f32({1}));
     if (gate >= 0) ins.emplace_back("finite", TensorInfo{DType::boolean, {}});
     Attributes a;
+    if (gate >= 0) a.set("scaled", int64_t{1});  // as fp16 steps build them: G / S in the kernel
     if (gate >= 0) a.set("gated", int64_t{1});
     a.set("lr", 0.05f);
     a.set("weight_decay", 0.01f);
@@ -175,8 +178,9 @@ TEST(CodegenTraining, MultiTensorUpdateCoversEveryTensorOfTheBucket) {
     a.set("beta2", 0.999f);
     a.set("epsilon", 1e-8f);
     const Workload w = single_node(c.op, ins, outs, a);
-    ref::TensorMap fixed;  // the flag is the last input (the workload renames its tensors)
+    ref::TensorMap fixed;  // the scale and the flag are the last inputs (the workload renames its tensors)
     if (gate >= 0) fixed[w.graph.inputs.back()] = Tensor::scalar<bool>(gate == 1);
+    if (gate >= 0) fixed[w.graph.inputs[w.graph.inputs.size() - 2]] = Tensor::from_vector<float>({1}, {4096.f});
     const GeneratedKernel k = generate_reference(w);
     EXPECT_EQ(k.launches.size(), 1u) << "one launch for the whole bucket";
     EXPECT_EQ(expect_matches_reference(w, k, 21, fixed), static_cast<int>(outs.size())) << c.op << " gate " << gate;
@@ -191,6 +195,47 @@ TEST(CodegenTraining, MultiTensorUpdateCoversEveryTensorOfTheBucket) {
           << v.key();
       EXPECT_EQ(expect_matches_reference(w, tuned, 22, fixed), static_cast<int>(outs.size())) << v.key();
     }
+  }
+}
+
+// fp16's overflow check (ir/nonfinite_check.h): one launch over every gradient, the lanes
+// spread over several blocks (700 lanes; 256 threads a block in the reference), an inf or
+// NaN planted in one element of one tensor per case (each tensor once: extents not multiples
+// of the lanes, the last element of the last tensor, and a tensor that wraps around the
+// lanes twice), and every gradient finite. The flags against the reference, outputs
+// poisoned, for the reference kernel and every opaque_generic variant (other block sizes);
+// the reference's own flags against the definition (one lane set, the planted element's).
+TEST(CodegenTraining, NonFiniteCheckFlagsTheLaneOfThePlantedInfOrNan) {
+  const std::vector<Shape> shapes = {{3, 5}, {7}, {1}, {2, 2, 67}, {300}, {1999}};
+  constexpr int64_t kLanes = 700;
+  std::vector<std::pair<std::string, TensorInfo>> ins;
+  for (size_t t = 0; t < shapes.size(); ++t) ins.emplace_back(fmt::format("g{}", t), f32(shapes[t]));
+  Attributes a;
+  a.set("lanes", kLanes);
+  const Workload w = single_node("dc.NonFiniteCheck", ins, {{"flags", f32({kLanes})}}, a);
+  const auto space = enumerate_variants(w, testing::spec_a100(), SpaceOptions{{"fp32"}});
+  ASSERT_FALSE(space.empty());
+  const float poison[] = {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                          -std::numeric_limits<float>::infinity()};
+  // (tensor, element) planted; tensor -1: none.
+  const std::vector<std::pair<int, int64_t>> cases = {{-1, 0}, {0, 14}, {1, 3},   {2, 0},
+                                                      {3, 201}, {4, 299}, {5, 1998}, {5, 1401}};
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const auto [tensor, element] = cases[c];
+    SCOPED_TRACE(fmt::format("case {}: tensor {} element {}", c, tensor, element));
+    ref::TensorMap grads;
+    for (size_t t = 0; t < shapes.size(); ++t)
+      grads[w.graph.inputs[t]] = testing::random_tensor(shapes[t], static_cast<uint32_t>(40 + 7 * c + t), -3e4f, 3e4f);
+    if (tensor >= 0) grads.at(w.graph.inputs[static_cast<size_t>(tensor)]).mutable_data<float>()[element] = poison[c % 3];
+    const Tensor flags = ref::run_graph(w.graph, grads).at(w.graph.outputs[0]);
+    const std::vector<float> f = flags.to_float_vector();
+    for (int64_t lane = 0; lane < kLanes; ++lane)
+      EXPECT_EQ(f[static_cast<size_t>(lane)], tensor >= 0 && lane == element % kLanes ? 1.f : 0.f) << "lane " << lane;
+    const GeneratedKernel k = generate_reference(w);
+    EXPECT_EQ(k.launches.size(), 1u) << "one launch for every gradient";
+    EXPECT_GE(k.launches[0].grid[0], 3) << "the lanes span several blocks";
+    EXPECT_EQ(expect_matches_reference(w, k, 23, grads), 1);
+    for (const Variant& v : space) EXPECT_EQ(expect_matches_reference(w, generate_kernel(w, v), 24, grads), 1) << v.key();
   }
 }
 

@@ -4,6 +4,8 @@
 // halves the scale; growth after the interval), and the emulated plan against the reference.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -11,6 +13,7 @@
 #include <string>
 
 #include "gpu/gpu_catalog.h"
+#include "ir/nonfinite_check.h"
 #include "ir/optimizer_update.h"
 #include "ir/precision.h"
 #include "ir/training_tolerance.h"
@@ -20,6 +23,7 @@
 #include "plan_build.h"
 #include "plan_estimate.h"
 #include "ref/compare.h"
+#include "ref/executor.h"
 #include "ref/train_step.h"
 #include "runtime.h"
 #include "testing.h"
@@ -227,6 +231,79 @@ TEST(TrainAmp, ScaleGrowsAfterTheIntervalOfFiniteSteps) {
     EXPECT_EQ(scalar(g, kLossScaleGrowth), want_growth[k]) << "after step " << k + 1;
   }
   EXPECT_EQ(g.initializers.at("train.step").to_int64_vector().at(0), 6);
+}
+
+// The fp16 step's overflow check and unscaling (ir/nonfinite_check.h, ir/optimizer_update.h):
+// one dc.NonFiniteCheck over every gradient the updates read, no node per gradient, and the
+// updates reading the scaled gradients and S themselves; the planned step (h100 estimates)
+// has a fixed few kernels more than the bf16 step (which has no loss scaling), not a few
+// per trained tensor (`plan --train` of tiny_cnn, 2026-11-30: 110 kernels before, 77 now; bf16 71).
+TEST(TrainAmp, Fp16StepChecksEveryGradientInOneKernelAndUnscalesInTheUpdates) {
+  const Graph g = amp_step(DType::f16);
+  std::set<std::string> updated_gradients, checked;
+  int checks = 0;
+  for (const Node& n : g.nodes) {
+    EXPECT_NE(n.op, "Reciprocal") << n.name;
+    for (const char* per_tensor : {"amp/unscaled/", "amp/zeroed", "amp/nonfinite/"})
+      EXPECT_FALSE(n.name.starts_with(per_tensor)) << n.name;
+    if (n.op == "dc.NonFiniteCheck") {
+      ++checks;
+      checked.insert(n.inputs.begin(), n.inputs.end());
+    }
+    if (!is_optimizer_update(n.op)) continue;
+    const OptimizerUpdateLayout l = optimizer_update_layout(n);
+    EXPECT_TRUE(l.scaled && l.gated) << n.name;
+    EXPECT_EQ(n.input(l.scale()), kLossScale) << n.name;
+    for (size_t t = 0; t < l.tensors; ++t) updated_gradients.insert(n.input(l.input(t, 1)));
+  }
+  EXPECT_EQ(checks, 1);
+  EXPECT_EQ(checked, updated_gradients) << "the check reads exactly the gradients the updates read";
+  EXPECT_GE(checked.size(), 17u);
+  static const GpuCatalog catalog = GpuCatalog::builtin();
+  const GpuSpec& gpu = catalog.require("h100");
+  std::map<DType, size_t> kernels;
+  for (DType mixed : {DType::f16, DType::bf16}) {
+    const Graph step = amp_step(mixed);
+    PlanOptions opts;
+    set_plan_precision(&opts, precision_of(mixed));
+    kernels[mixed] = plan_by_estimate(step, {&gpu}, opts).gpus.at(0).cover.chosen.size();
+  }
+  std::printf("tiny_cnn step kernels: fp16 %zu, bf16 %zu\n", kernels[DType::f16], kernels[DType::bf16]);
+  // The check and its count, and GradScaler's bookkeeping (the step counter's gate, the
+  // growth count, its test, the scale's and the count's next values), scalar kernels.
+  EXPECT_LE(kernels[DType::f16], kernels[DType::bf16] + 2 + 4);
+}
+
+// A model with more gradients than one check's kernel arguments allow gets a check per
+// kNonFiniteCheckMaxInputs of them; an inf in the last gradient of the last check, or a NaN
+// in the first, still clears all_finite.
+TEST(TrainAmp, OverflowCheckSplitsAtTheKernelArgumentLimit) {
+  Graph g;
+  g.opset = 17;
+  std::map<std::string, std::string> gradients;
+  for (int i = 0; i < 130; ++i) {
+    const std::string grad = fmt::format("grad{:03}", i);
+    g.inputs.push_back(grad);
+    g.tensors[grad] = TensorInfo{DType::f32, {i % 5 + 1, 3}};
+    gradients[fmt::format("w{:03}", i)] = grad;
+  }
+  g.outputs = {check_gradients_finite(g, gradients)};
+  int checks = 0;
+  for (const Node& n : g.nodes)
+    if (n.op == "dc.NonFiniteCheck") {
+      ++checks;
+      EXPECT_LE(n.inputs.size(), kNonFiniteCheckMaxInputs);
+    }
+  EXPECT_EQ(checks, 2);
+  for (int planted : {-1, 0, 129}) {
+    ref::TensorMap in;
+    for (size_t i = 0; i < g.inputs.size(); ++i)
+      in[g.inputs[i]] = testing::random_tensor(g.info(g.inputs[i]).shape, static_cast<uint32_t>(i + 1));
+    if (planted == 0) in.at(g.inputs.front()).mutable_data<float>()[0] = std::nanf("");
+    if (planted == 129) in.at(g.inputs.back()).mutable_data<float>()[14] = INFINITY;
+    const Tensor finite = ref::run_graph(g, in).at(g.outputs[0]);
+    EXPECT_EQ(finite.data<bool>()[0], planted < 0) << "planted in gradient " << planted;
+  }
 }
 
 TEST(TrainAmp, EmulatedPlanMatchesTheReferenceStep) {

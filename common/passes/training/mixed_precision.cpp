@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ir/error.h"
+#include "ir/nonfinite_check.h"
 #include "ir/optimizer_update.h"
 #include "passes/training/add_loss.h"
 #include "passes/training/lower_batch_norm.h"
@@ -108,24 +109,39 @@ std::string add_loss_scale(Graph& g, const std::string& loss, const TrainingSpec
   return state(g, kLossScale, Tensor::from_vector<float>(lt.shape, {static_cast<float>(spec.loss_scale_init)}));
 }
 
-UnscaledGradients unscale_gradients(Graph& g, const std::map<std::string, std::string>& gradients,
-                                    const std::string& scale) {
-  const std::string p(kAmpPrefix);
-  // 1/S as PyTorch's unscale_ computes it (exact: S is a power of two).
-  const std::string inv = add(g, p + "inv_scale", "Reciprocal", {scale}, g.info(scale));
-  const std::string zero = f32_constant(g, p + "zero", 0.f);
-  UnscaledGradients out;
-  std::string nonfinite;  // sum over every gradient of g * 0: 0, or NaN when one is inf/NaN
+namespace {
+
+// dc.NonFiniteCheck number k over `grads`, then the count of its lanes that saw an inf or NaN.
+std::string add_nonfinite_count(Graph& g, const std::vector<std::string>& grads, size_t k) {
+  const std::string p = std::string(kAmpPrefix), id = std::to_string(k);
+  int64_t largest = 1;
+  for (const auto& grad : grads) largest = std::max(largest, shape_numel(g.info(grad).shape));
+  Attributes lanes;
+  lanes.set("lanes", nonfinite_check_lanes(largest));
+  const TensorInfo flags_info{DType::f32, {lanes.get_int("lanes")}};
+  const std::string flags = add(g, p + "nonfinite_check" + id, kNonFiniteCheck, grads, flags_info, lanes);
   Attributes all;
   all.set("keepdims", int64_t{0});
+  return add(g, p + "nonfinite_count" + id, "ReduceSum", {flags}, kF32, all);
+}
+
+}  // namespace
+
+std::string check_gradients_finite(Graph& g, const std::map<std::string, std::string>& gradients) {
+  const std::string p(kAmpPrefix);
+  const std::string zero = f32_constant(g, p + "zero", 0.f);
+  // A check per kNonFiniteCheckMaxInputs gradients (one for every model tested), their counts summed.
+  std::vector<std::vector<std::string>> parts(1);
   for (const auto& [w, grad] : gradients) {
-    out.gradients[w] = add(g, p + "unscaled/" + w, "Mul", {grad, inv}, g.info(grad));
-    const std::string zeros = add(g, p + "zeroed/" + w, "Mul", {grad, zero}, g.info(grad));
-    const std::string sum = add(g, p + "zeroed_sum/" + w, "ReduceSum", {zeros}, kF32, all);
-    nonfinite = nonfinite.empty() ? sum : add(g, p + "nonfinite/" + w, "Add", {nonfinite, sum}, kF32);
+    if (parts.back().size() == kNonFiniteCheckMaxInputs) parts.emplace_back();
+    parts.back().push_back(grad);
   }
-  out.all_finite = add(g, p + "all_finite", "Equal", {nonfinite, zero}, kBool);
-  return out;
+  std::string nonfinite;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const std::string count = add_nonfinite_count(g, parts[k], k);
+    nonfinite = k == 0 ? count : add(g, p + "nonfinite_total" + std::to_string(k), "Add", {nonfinite, count}, kF32);
+  }
+  return add(g, p + "all_finite", "Equal", {nonfinite, zero}, kBool);
 }
 
 void gate_updates_on_overflow(Graph& g, const std::string& all_finite, const TrainingSpec& spec) {
@@ -138,7 +154,9 @@ void gate_updates_on_overflow(Graph& g, const std::string& all_finite, const Tra
       others.push_back(std::move(n));
       continue;
     }
+    n.attrs.set("scaled", int64_t{1});  // G / S in the kernel: no unscaled copy of a gradient
     n.attrs.set("gated", int64_t{1});
+    n.inputs.push_back(std::string(kLossScale));
     n.inputs.push_back(all_finite);
     updates.push_back(std::move(n));
   }

@@ -5,9 +5,9 @@
 // backward) in the reduced type, while weights (the master copies), the gradients reaching
 // the optimizer, optimizer state and the loss-scaling bookkeeping stay f32
 // (training_fp32_tensors). For f16 the loss is scaled dynamically, GradScaler's rules: the
-// backward pass is seeded with the scale S instead of 1, gradients are multiplied by 1/S
-// before the update, and a step with an inf/NaN gradient leaves every weight and optimizer
-// state as it was and halves S; after `growth_interval` finite steps in a row S doubles.
+// backward pass is seeded with the scale S instead of 1, the optimizer updates multiply
+// each gradient by 1/S themselves, and a step with an inf/NaN gradient (one multi-tensor
+// check) leaves every weight and optimizer state as it was and halves S; after `growth_interval` finite steps in a row S doubles.
 #pragma once
 
 #include <map>
@@ -43,15 +43,13 @@ void cast_weights_for_compute(Graph& g, const std::set<std::string>& weights);
 // returns the scale, the backward pass's seed.
 std::string add_loss_scale(Graph& g, const std::string& loss, const TrainingSpec& spec);
 
-struct UnscaledGradients {
-  std::map<std::string, std::string> gradients;  // weight -> its gradient times 1/S
-  std::string all_finite;                        // bool scalar: no gradient has inf or NaN
-};
-// The gradients the optimizer reads: each scaled gradient times 1/S, and the flag.
-UnscaledGradients unscale_gradients(Graph& g, const std::map<std::string, std::string>& gradients,
-                                    const std::string& scale);
+// The overflow check: dc.NonFiniteCheck over the gradients (ir/nonfinite_check.h, one node per
+// kNonFiniteCheckMaxInputs of them), the count of lanes that saw an inf or NaN, and its
+// test against 0; returns that bool scalar (true: every gradient is finite).
+std::string check_gradients_finite(Graph& g, const std::map<std::string, std::string>& gradients);
 
-// After add_optimizer: every update node reads all_finite (gated = 1: a skipped step writes
+// After add_optimizer: every update node reads the scaled gradients and the loss scale
+// (scaled = 1: G / S in its kernel) and all_finite (gated = 1: a skipped step writes
 // each STATE@next as STATE, in the update's own kernel) and moves to the end of the step,
 // after the last gradient; the step counter's next value becomes Where(all_finite, its
 // increment, STATE); and the loss scale and its counter get their next values (GradScaler's
