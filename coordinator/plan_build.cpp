@@ -10,6 +10,7 @@
 
 #include "generate.h"
 #include "ir/error.h"
+#include "ir/optimizer_update.h"
 #include "nvrtc.h"
 #include "passes/training_state.h"
 #include "plan/memory_plan.h"
@@ -24,8 +25,12 @@ namespace {
 int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
 // The chosen clusters in an order that respects their data dependencies: a cluster runs
-// after every cluster producing one of its inputs. Ordering by first node is not enough
-// (a cluster {1, 5} may need a cluster {2}); Kahn's algorithm, earliest first node first.
+// after every cluster producing one of its inputs, and an optimizer update's cluster after
+// every other cluster reading one of its inputs (the plan writes a weight and its state in
+// place: docs/training.md "State between steps"; a data gradient fused with a later node
+// would otherwise read a weight its update had written). Ordering by first node is not
+// enough (a cluster {1, 5} may need a cluster {2}); Kahn's algorithm, earliest first node
+// first.
 std::vector<size_t> cluster_order(const Graph& g, const std::vector<Candidate>& candidates,
                                   const std::vector<StepChoice>& choices) {
   std::vector<int> cluster_of(g.nodes.size(), -1);
@@ -40,14 +45,21 @@ std::vector<size_t> cluster_order(const Graph& g, const std::vector<Candidate>& 
 
   std::vector<std::set<size_t>> succ(choices.size());
   std::vector<int> pending(choices.size(), 0);
+  const auto before = [&](size_t first_node, size_t then_node) {
+    const size_t from = static_cast<size_t>(cluster_of[first_node]), to = static_cast<size_t>(cluster_of[then_node]);
+    if (from != to && succ[from].insert(to).second) ++pending[to];
+  };
+  std::map<std::string, std::vector<size_t>> readers;
   for (size_t n = 0; n < g.nodes.size(); ++n)
     for (const auto& in : g.nodes[n].inputs) {
       if (in.empty()) continue;
-      const auto p = g.producer(in);
-      if (!p) continue;
-      const size_t from = static_cast<size_t>(cluster_of[*p]), to = static_cast<size_t>(cluster_of[n]);
-      if (from != to && succ[from].insert(to).second) ++pending[to];
+      readers[in].push_back(n);
+      if (const auto p = g.producer(in)) before(*p, n);
     }
+  for (size_t u = 0; u < g.nodes.size(); ++u)
+    if (is_optimizer_update(g.nodes[u].op))
+      for (const auto& in : g.nodes[u].inputs)
+        for (size_t n : readers[in]) before(n, u);
   auto first_node = [&](size_t c) { return candidates[choices[c].candidate].nodes.front(); };
   auto later = [&](size_t a, size_t b) { return first_node(a) > first_node(b); };
   std::priority_queue<size_t, std::vector<size_t>, decltype(later)> ready(later);

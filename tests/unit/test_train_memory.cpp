@@ -4,6 +4,8 @@
 // lower the peak and leave the step's loss and updates as they were.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -126,8 +128,23 @@ void expect_updates_follow_their_gradients(const Graph& g, size_t want_updates, 
     const OptimizerUpdateLayout l = optimizer_update_layout(g.nodes[k]);
     tensors += l.tensors;
     std::set<size_t> gradients;
-    for (size_t t = 0; t < l.tensors; ++t) gradients.insert(producer.at(g.nodes[k].input(l.input(t, 1))));
-    for (size_t i = *gradients.rbegin() + 1; i < k; ++i)
+    std::set<std::string> weights;
+    for (size_t t = 0; t < l.tensors; ++t) {
+      gradients.insert(producer.at(g.nodes[k].input(l.input(t, 1))));
+      weights.insert(g.nodes[k].input(l.input(t, 0)));
+    }
+    // Ready when its gradients are done and nothing else reads its weights any more (so the
+    // plan updates them in place): no node after it reads one, and only updates wait between.
+    size_t ready = *gradients.rbegin();
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (i == k) continue;
+      for (const auto& in : g.nodes[i].inputs) {
+        if (!weights.count(in)) continue;
+        EXPECT_LT(i, k) << g.nodes[i].name << " reads " << in << " after " << g.nodes[k].name << " updated it";
+        if (i < k) ready = std::max(ready, i);
+      }
+    }
+    for (size_t i = ready + 1; i < k; ++i)
       EXPECT_EQ(g.nodes[i].op, "dc.AdamWUpdate") << g.nodes[k].name << " waits for " << g.nodes[i].name;
     // No gradient of another bucket finishes between this bucket's first and last one.
     for (size_t i = *gradients.begin(); i < *gradients.rbegin(); ++i)
@@ -144,7 +161,7 @@ void expect_updates_follow_their_gradients(const Graph& g, size_t want_updates, 
   EXPECT_EQ(g.nodes.back().name, "optimizer/step");
 }
 
-TEST(TrainMemory, UpdatesRunRightAfterTheirGradient) {
+TEST(TrainMemory, UpdatesRunRightAfterTheirGradientAndTheLastReadOfTheirWeight) {
   const Graph single = testing::training_step("tiny_cnn", OptimizerKind::adamw, {},
                                               [](TrainingSpec& s) { s.optimizer_bucket_bytes = 0; });
   size_t weights = 0;

@@ -91,17 +91,24 @@ void add_optimizer(Graph& g, const TrainingSpec& spec,
   // nodes after it still read the old W). Consecutive updates share one node, a bucket
   // updated by one multi-tensor kernel, while the bucket's weights stay within
   // spec.optimizer_bucket_bytes and its kernel within kMaxUpdateBuffers arguments; the bucket
-  // runs after the node that finishes its last gradient.
-  std::map<std::string, size_t> producer;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
+  // runs after the node that finishes its last gradient, and after the last node that reads
+  // one of its weights (a data gradient after its weight gradient, BatchNorm's dX after its
+  // scale's gradient), so that the plan can update each weight in place (docs/training.md,
+  // "State between steps"; before, ResNet-50 copied 7 weights a step).
+  std::map<std::string, size_t> producer, last_reader;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
     for (const auto& o : g.nodes[i].outputs) producer[o] = i;
+    for (const auto& in : g.nodes[i].inputs) last_reader[in] = i;
+  }
   std::vector<TensorUpdate> updates;
   for (const auto& [w, grad] : gradients) {
     DC_USER_CHECK(g.info(w).dtype == DType::f32, "weight '", w, "' has dtype ",
                   dtype_name(g.info(w).dtype), "; dc trains f32 weights");
     updates.push_back(tensor_update(g, spec, w, grad));
     const auto p = producer.find(grad);
-    updates.back().after = p == producer.end() ? g.nodes.size() - 1 : p->second;
+    size_t& after = updates.back().after;
+    after = p == producer.end() ? g.nodes.size() - 1 : p->second;
+    if (const auto r = last_reader.find(w); r != last_reader.end()) after = std::max(after, r->second);
   }
   std::stable_sort(updates.begin(), updates.end(),
                    [](const TensorUpdate& a, const TensorUpdate& b) { return a.after < b.after; });
