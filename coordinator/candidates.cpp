@@ -653,7 +653,11 @@ class Generator {
       std::vector<size_t> theirs = reduction_prologue(s);
       theirs.push_back(s);
       const std::set<std::string> other = tensors_read(theirs);
-      if (std::none_of(reads.begin(), reads.end(), [&](const std::string& t) { return other.count(t) != 0; }))
+      // Not a statistic of r's (a decomposed LayerNorm's variance reads its mean): one pass
+      // computes no value from another reduction of the same pass.
+      if (std::any_of(c_.node(r).outputs.begin(), c_.node(r).outputs.end(),
+                      [&](const std::string& o) { return other.count(o) != 0; }) ||
+          std::none_of(reads.begin(), reads.end(), [&](const std::string& t) { return other.count(t) != 0; }))
         continue;
       std::vector<size_t> nodes = mine;
       nodes.insert(nodes.end(), theirs.begin(), theirs.end());

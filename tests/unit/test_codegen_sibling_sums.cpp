@@ -148,5 +148,39 @@ TEST(CodegenSiblingSums, TheWorkloadCountsOneTreeReductionPerSum) {
   EXPECT_EQ(s.rows, 5);
 }
 
+// Refused pairs: a Max beside a Sum, sums over other axes, a mean of the deviations from
+// the other's mean (a decomposed LayerNorm: the second reads the first's result).
+TEST(CodegenSiblingSums, OtherReductionsStayApart) {
+  const auto pairs = [](const Graph& g) {
+    int n = 0;
+    for (const auto& c : generate_candidates(g)) {
+      int reductions = 0;
+      for (size_t i : c.nodes) reductions += classify_op(g.nodes[i]) == OpClass::reduction;
+      n += reductions > 1;
+    }
+    return n;
+  };
+  EXPECT_EQ(pairs(batch_norm_sums({3, 5, 7, 9})), 1) << "the sums themselves";
+  for (const char* op : {"ReduceMax", "ReduceL2"}) {
+    Graph g = batch_norm_sums({3, 5, 7, 9});
+    g.nodes.back().op = op;
+    EXPECT_EQ(pairs(g), 0) << op;
+  }
+  Graph other_axes = batch_norm_sums({3, 5, 7, 9});
+  testing::add_initializer(other_axes, "axes23", Tensor::from_vector<int64_t>({2}, {2, 3}));
+  other_axes.nodes.back().inputs[1] = "axes23";
+  EXPECT_EQ(pairs(testing::with_types(other_axes)), 0) << "axes 2, 3 beside 0, 2, 3";
+  Graph ln;
+  ln.opset = 17;
+  add_input(ln, "x", {3, 7, 37});
+  add_axes(ln, {-1});
+  add_node(ln, "ReduceMean", {"x", "axes"}, {"mean"});
+  add_node(ln, "Sub", {"x", "mean"}, {"d"});
+  add_node(ln, "Mul", {"d", "d"}, {"d2"});
+  add_node(ln, "ReduceMean", {"d2", "axes"}, {"var"});
+  ln.outputs = {"var"};
+  EXPECT_EQ(pairs(testing::with_types(ln)), 0) << "the variance reads the mean";
+}
+
 }  // namespace
 }  // namespace dc
