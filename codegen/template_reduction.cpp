@@ -169,22 +169,24 @@ class RowReduceEmitter {
     if (cache_ == 1) b += fmt::format("  float dcr_x[{}];\n", nit_ * vec_);
     if (reds_.size() > 1) {
       emit_sibling_sums(b);
-    } else switch (r_.kind) {
-      case Kind::sum: case Kind::max: case Kind::min: case Kind::prod: case Kind::identity:
-        emit_single_pass(b);
-        break;
-      case Kind::log_sum_exp:
-        emit_log_sum_exp(b);
-        break;
-      case Kind::softmax: case Kind::log_softmax:
-        emit_softmax(b);
-        break;
-      case Kind::layer_norm:
-        emit_layer_norm(b);
-        break;
-      case Kind::rms_norm:
-        emit_rms_norm(b);
-        break;
+    } else {
+      switch (r_.kind) {
+        case Kind::sum: case Kind::max: case Kind::min: case Kind::prod: case Kind::identity:
+          emit_single_pass(b);
+          break;
+        case Kind::log_sum_exp:
+          emit_log_sum_exp(b);
+          break;
+        case Kind::softmax: case Kind::log_softmax:
+          emit_softmax(b);
+          break;
+        case Kind::layer_norm:
+          emit_layer_norm(b);
+          break;
+        case Kind::rms_norm:
+          emit_rms_norm(b);
+          break;
+      }
     }
     std::string source =
         source_header(w_, v.template_name, v.key()) +
