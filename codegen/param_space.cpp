@@ -455,6 +455,9 @@ WorkloadShape analyze_workload(const Workload& w) {
       if (const Node* red = first_with(g, OpPattern::reduce)) {
         s.family = Family::reduction;
         analyze_reduction(g, *red, s);
+        // Sibling sums (template_reduction.cpp): one tree reduction per reduction node.
+        s.reductions_per_row *= static_cast<int>(std::count_if(
+            g.nodes.begin(), g.nodes.end(), [](const Node& n) { return op_traits(n.op).pattern == OpPattern::reduce; }));
         break;
       }
       DC_INTERNAL_CHECK(first_with(g, OpPattern::window) != nullptr, "reduction workload without a reduction node");

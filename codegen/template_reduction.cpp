@@ -21,6 +21,13 @@
 // scalar (the parameter space gives them vec 1). Storage may be f32, f16 or bf16: the row
 // is read as float (f16/bf16 element by element), every statistic is fp32, and the
 // reduction's outputs are rounded to their dtype before the epilogue reads them.
+//
+// Sibling sums: a workload of several ReduceSum/ReduceMean nodes over inputs of one shape
+// and the same reduced axes (BatchNorm's backward: sum dY and sum dY x_hat; LayerNorm's: the
+// means of dY scale and dY scale x_hat) is one kernel: one pass over the row with one
+// accumulator per reduction, each from its own prologue value (the ValueEmitter loads a
+// tensor that several prologues read once per element), each reduced and written to its
+// own outputs.
 #include <cmath>
 #include <functional>
 #include <set>
@@ -117,10 +124,17 @@ int source_output(const Graph& g, const Node& red, const std::string& tensor) {
   return found;
 }
 
+struct RowOutput {
+  std::string tensor;
+  int output = 0;    // of the reduction it is computed from
+  size_t red = 0;    // that reduction, an index into the emitter's reductions
+};
+
 class RowReduceEmitter {
  public:
-  RowReduceEmitter(const Workload& w, const Variant& v, const ReductionInfo& r)
-      : w_(w), g_(w.graph), r_(r), n_(*r.node), em_(g_) {
+  // `reds`: the workload's reductions, r's node first (several only for sibling sums).
+  RowReduceEmitter(const Workload& w, const Variant& v, const ReductionInfo& r, std::vector<const Node*> reds)
+      : w_(w), g_(w.graph), r_(r), n_(*r.node), reds_(std::move(reds)), em_(g_) {
     const ReductionParams p = ReductionParams::of(v);
     tpr_ = p.threads_per_row;
     rpb_ = p.rows_per_block;
@@ -153,22 +167,26 @@ class RowReduceEmitter {
     if (cache_ == 2) b += fmt::format("  float* const dcr_row = dcr_rows + rloc * {};\n", r_.row_len);
     kept_ = emit_unravel(r_.kept_shape, "row", "r", b);
     if (cache_ == 1) b += fmt::format("  float dcr_x[{}];\n", nit_ * vec_);
-    switch (r_.kind) {
-      case Kind::sum: case Kind::max: case Kind::min: case Kind::prod: case Kind::identity:
-        emit_single_pass(b);
-        break;
-      case Kind::log_sum_exp:
-        emit_log_sum_exp(b);
-        break;
-      case Kind::softmax: case Kind::log_softmax:
-        emit_softmax(b);
-        break;
-      case Kind::layer_norm:
-        emit_layer_norm(b);
-        break;
-      case Kind::rms_norm:
-        emit_rms_norm(b);
-        break;
+    if (reds_.size() > 1) {
+      emit_sibling_sums(b);
+    } else {
+      switch (r_.kind) {
+        case Kind::sum: case Kind::max: case Kind::min: case Kind::prod: case Kind::identity:
+          emit_single_pass(b);
+          break;
+        case Kind::log_sum_exp:
+          emit_log_sum_exp(b);
+          break;
+        case Kind::softmax: case Kind::log_softmax:
+          emit_softmax(b);
+          break;
+        case Kind::layer_norm:
+          emit_layer_norm(b);
+          break;
+        case Kind::rms_norm:
+          emit_rms_norm(b);
+          break;
+      }
     }
     std::string source =
         source_header(w_, v.template_name, v.key()) +
@@ -193,7 +211,12 @@ class RowReduceEmitter {
 
   void classify_outputs() {
     for (const auto& o : g_.outputs) {
-      const int s = source_output(g_, n_, o);
+      int s = -1;
+      size_t red = 0;
+      for (size_t i = 0; i < reds_.size() && s < 0; ++i) {
+        s = source_output(g_, *reds_[i], o);
+        red = i;
+      }
       if (s < 0 && g_.info(o).shape == g_.info(x()).shape) {
         // Computed before the reduction (the residual sum entering a norm, also read
         // elsewhere): written during the first pass over the row.
@@ -208,7 +231,7 @@ class RowReduceEmitter {
       if (row_space) {
         DC_INTERNAL_CHECK(numel == r_.rows, "row_reduce: output ", o, " has ", numel,
                           " elements, expected one per row (", r_.rows, ")");
-        row_outputs_.push_back({o, s});
+        row_outputs_.push_back({o, s, red});
       } else {
         DC_INTERNAL_CHECK(g_.info(o).shape == g_.info(x()).shape, "row_reduce: output ", o,
                           " does not have the shape of the reduced input");
@@ -274,7 +297,19 @@ class RowReduceEmitter {
   std::set<std::string> prologue_vector_inputs() const {
     const Shape& xs = g_.info(x()).shape;
     if (vec_ == 1 || !lane_step_) return {};
-    return vector_loadable_inputs(g_, {x()}, xs.back());
+    std::vector<std::string> roots;
+    for (const Node* r : reds_) roots.push_back(r->input(0));
+    return vector_loadable_inputs(g_, roots, xs.back());
+  }
+
+  // Element-space outputs computed before the reduction, written in the first pass.
+  void store_prologue_outputs(const std::vector<std::vector<std::string>>& lanes, std::string& b) {
+    for (const auto& o : prologue_outputs_)
+      for (int64_t k = 0; k < vec_; ++k) {
+        const auto& c = lanes[static_cast<size_t>(k)];
+        b += fmt::format("  {}[{}] = {};\n", em_.param_name(o), em_.offset(o, c),
+                         store_value(g_.info(o).dtype, em_.value(o, c, b)));
+      }
   }
 
   // The row's values for each lane of the current chunk: from the cache after the first
@@ -296,13 +331,7 @@ class RowReduceEmitter {
       vals.push_back(em_.value(x(), lanes[static_cast<size_t>(k)], b));
     }
     unbind(loaded);
-    if (first_pass)
-      for (const auto& o : prologue_outputs_)
-        for (int64_t k = 0; k < vec_; ++k) {
-          const auto& c = lanes[static_cast<size_t>(k)];
-          b += fmt::format("  {}[{}] = {};\n", em_.param_name(o), em_.offset(o, c),
-                           store_value(g_.info(o).dtype, em_.value(o, c, b)));
-        }
+    if (first_pass) store_prologue_outputs(lanes, b);
     if (first_pass && cache_ == 1)
       for (int64_t k = 0; k < vec_; ++k)
         b += fmt::format("  dcr_x[it * {} + {}] = {};\n", vec_, k, vals[static_cast<size_t>(k)]);
@@ -371,15 +400,18 @@ class RowReduceEmitter {
     return r;
   }
 
-  // Row-space outputs, written by the row's first thread: `values[i]` is the value of the
-  // reduction's output i.
-  void store_rows(const std::map<int, std::string>& values, std::string& b) {
-    if (row_outputs_.empty()) return;
+  // Row-space outputs of reduction `red`, written by the row's first thread: `values[i]` is
+  // the value of the reduction's output i.
+  void store_rows(const std::map<int, std::string>& values, std::string& b, size_t red = 0) {
+    if (std::none_of(row_outputs_.begin(), row_outputs_.end(), [&](const RowOutput& o) { return o.red == red; }))
+      return;
     b += "  if (active && lane == 0) {\n";
     em_.reset_locals();
-    for (const auto& [o, s] : row_outputs_) {
-      const std::string& src = n_.outputs[static_cast<size_t>(s)];
-      DC_INTERNAL_CHECK(values.count(s), "row_reduce: output ", s, " of ", n_.op, " is not computed");
+    for (const auto& [o, s, from] : row_outputs_) {
+      if (from != red) continue;
+      const Node& rn = *reds_[red];
+      const std::string& src = rn.outputs[static_cast<size_t>(s)];
+      DC_INTERNAL_CHECK(values.count(s), "row_reduce: output ", s, " of ", rn.op, " is not computed");
       em_.bind(src, rounded(src, values.at(s), b));
       const auto c = emit_unravel(g_.info(o).shape, "row", fmt::format("q{}_", counter_++), b);
       const std::string v = em_.value(o, c, b);
@@ -416,6 +448,31 @@ class RowReduceEmitter {
     else if (op == "ReduceLogSum") result = "logf(acc)";
     b += fmt::format("  const float result = {};\n", result);
     store_rows({{0, "result"}}, b);
+  }
+
+  // Sibling sums: one pass, accumulator i from reduction i's input; each reduced (the
+  // shared-memory stages alternate between the two scratch arrays: a stage's writes come
+  // after every read of the stage two before it) and stored.
+  void emit_sibling_sums(std::string& b) {
+    const size_t n = reds_.size();
+    for (size_t i = 0; i < n; ++i) b += fmt::format("  float acc{} = 0.f;\n", i);
+    const auto lanes = open_chunks(b, false);
+    const auto loaded = vector_loads(prologue_vector_inputs(), lanes[0], b);
+    for (int64_t k = 0; k < vec_; ++k) {
+      bind_lane(loaded, k);
+      for (size_t i = 0; i < n; ++i)
+        b += fmt::format("  acc{} += {};\n", i, em_.value(reds_[i]->input(0), lanes[static_cast<size_t>(k)], b));
+    }
+    unbind(loaded);
+    store_prologue_outputs(lanes, b);
+    close_chunks(b);
+    const std::string len = float_literal(static_cast<double>(r_.row_len));
+    for (size_t i = 0; i < n; ++i) {
+      const std::string acc = fmt::format("acc{}", i);
+      reduce(acc, "{} + {}", static_cast<int>(i % 2), b);
+      const std::string result = reds_[i]->op == "ReduceMean" ? fmt::format("{} / {}", acc, len) : acc;
+      store_rows({{0, result}}, b, i);
+    }
   }
 
   // The row's max `mx`, then `sum` of exp(x - mx): the two passes that LogSumExp and
@@ -534,28 +591,52 @@ class RowReduceEmitter {
   const Graph& g_;
   const ReductionInfo& r_;
   const Node& n_;
+  std::vector<const Node*> reds_;
   ValueEmitter em_;
   int64_t tpr_ = 32, rpb_ = 1, vec_ = 1, cache_ = 0, nch_ = 0, nit_ = 0;
   bool lane_step_ = false;  // lane k's coordinates: lane 0's with the last one + k
   std::vector<std::string> kept_;
   std::vector<std::string> elem_outputs_;
   std::vector<std::string> prologue_outputs_;  // element-space outputs computed before the reduction
-  std::vector<std::pair<std::string, int>> row_outputs_;
+  std::vector<RowOutput> row_outputs_;
   int counter_ = 0;
 };
+
+
+std::vector<const Node*> workload_reductions(const Workload& w) {
+  std::vector<const Node*> reds;
+  for (const auto& n : w.graph.nodes) {
+    if (op_traits(n.op).row_template) reds.push_back(&n);
+    else DC_INTERNAL_CHECK(ValueEmitter::supports(n), "row_reduce: op ", n.op, " is neither a supported reduction",
+                           " nor injective (workload ", w.signature, ")");
+  }
+  return reds;
+}
+
+// Several reductions: sibling sums over one input shape and the same reduced axes, or an
+// internal error (the candidate generator offers no other combination).
+void check_siblings(const Workload& w, const std::vector<const Node*>& reds) {
+  const Graph& g = w.graph;
+  for (const Node* r : reds) {
+    DC_INTERNAL_CHECK(are_sibling_sums(g, *reds[0], *r), "row_reduce: ", r->op, " beside ", reds[0]->op,
+                      " (only ReduceSum/ReduceMean over the same rows), workload ", w.signature);
+  }
+}
 
 }  // namespace
 
 GeneratedKernel generate_reduction(const Workload& w, const Variant& v) {
   check_variant(v, "row_reduce");
   const Graph& g = w.graph;
-  const Node* red = &single_main_node(w, "row_reduce", "supported reduction",
-                                      [](const Node& n) { return op_traits(n.op).row_template; });
+  const std::vector<const Node*> reds = workload_reductions(w);
+  DC_INTERNAL_CHECK(!reds.empty(), "row_reduce: no supported reduction in workload ", w.signature);
+  if (reds.size() > 1) check_siblings(w, reds);
+  const Node* red = reds[0];
   const DType xt = g.info(red->input(0)).dtype;
   DC_INTERNAL_CHECK(xt == DType::f32 || xt == DType::f16 || xt == DType::bf16, "row_reduce: ",
                     red->op, " on ", dtype_name(xt), " (f32, f16 and bf16 are emitted)");
   const ReductionInfo info = analyze(g, *red);
-  RowReduceEmitter e(w, v, info);
+  RowReduceEmitter e(w, v, info, reds);
   return e.emit(v);
 }
 

@@ -11,6 +11,7 @@
 #include "ir/error.h"
 #include "ir/gemm_operand_sum.h"
 #include "ir/glu.h"
+#include "ir/reduced_axes.h"
 #include "passes/match.h"
 
 namespace dc {
@@ -216,6 +217,8 @@ class Generator {
       if (c_.node(i).op == "MatMul") attention(i);
     for (size_t i = 0; i < c_.g.nodes.size(); ++i)
       if (classify_op(c_.node(i)) == OpClass::reduction) reduction(i);
+    for (size_t i = 0; i < c_.g.nodes.size(); ++i)
+      if (classify_op(c_.node(i)) == OpClass::reduction) sibling_sums(i);
     elementwise_chains();
     return std::move(out_);
   }
@@ -575,23 +578,9 @@ class Generator {
   // A reduction with up to kMaxReductionPrologue elementwise producers before it (following
   // the first input that has one) and kMaxReductionEpilogue elementwise consumers after it.
   void reduction(size_t r) {
-    std::vector<size_t> before;
-    size_t cur = r;
-    while (before.size() < kMaxReductionPrologue) {
-      std::optional<size_t> next;
-      const Node& n = c_.node(cur);
-      const size_t slots = cur == r ? 1 : n.inputs.size();  // a reduction's data input only
-      for (size_t s = 0; s < slots && s < n.inputs.size() && !next; ++s) {
-        const auto p = c_.producer_of(n.inputs[s]);
-        // Broadcasting inside the prologue is fine: the reduction reads p's output.
-        if (p && is_elementwise_math(c_.node(*p)) && c_.sole_next(*p) == cur) next = p;
-      }
-      if (!next) break;
-      before.push_back(*next);
-      cur = *next;
-    }
+    const std::vector<size_t> before = reduction_prologue(r);
     std::vector<size_t> after;
-    cur = r;
+    size_t cur = r;
     while (after.size() < kMaxReductionEpilogue) {
       const auto next = c_.sole_next(cur);
       if (!next || !is_elementwise_math(c_.node(*next)) ||
@@ -629,6 +618,71 @@ class Generator {
     }
   }
 
+  // Up to kMaxReductionPrologue elementwise producers of reduction r's data input, each read
+  // by the next alone (following the first input that has one), nearest first.
+  std::vector<size_t> reduction_prologue(size_t r) const {
+    std::vector<size_t> before;
+    size_t cur = r;
+    while (before.size() < kMaxReductionPrologue) {
+      std::optional<size_t> next;
+      const Node& n = c_.node(cur);
+      const size_t slots = cur == r ? 1 : n.inputs.size();  // a reduction's data input only
+      for (size_t s = 0; s < slots && s < n.inputs.size() && !next; ++s) {
+        const auto p = c_.producer_of(n.inputs[s]);
+        // Broadcasting inside the prologue is fine: the reduction reads p's output.
+        if (p && is_elementwise_math(c_.node(*p)) && c_.sole_next(*p) == cur) next = p;
+      }
+      if (!next) break;
+      before.push_back(*next);
+      cur = *next;
+    }
+    return before;
+  }
+
+  // Sibling sums: reduction r and a later ReduceSum/ReduceMean over the same rows
+  // (are_sibling_sums) whose prologue reads a tensor that r's reads too, each with its whole
+  // prologue, as one row_reduce kernel that reads the shared tensor once (BatchNorm's
+  // backward: sum dY and sum dY x_hat; LayerNorm's: the two row means). Offered beside each
+  // reduction's own candidates; the cover chooses.
+  void sibling_sums(size_t r) {
+    std::vector<size_t> mine = reduction_prologue(r);
+    mine.push_back(r);
+    const std::set<std::string> reads = tensors_read(mine);
+    for (size_t s = r + 1; s < c_.g.nodes.size(); ++s) {
+      if (classify_op(c_.node(s)) != OpClass::reduction || !are_sibling_sums(c_.g, c_.node(r), c_.node(s))) continue;
+      std::vector<size_t> theirs = reduction_prologue(s);
+      theirs.push_back(s);
+      const std::set<std::string> other = tensors_read(theirs);
+      // Not a statistic of r's (a decomposed LayerNorm's variance reads its mean): one pass
+      // computes no value from another reduction of the same pass.
+      if (std::any_of(c_.node(r).outputs.begin(), c_.node(r).outputs.end(),
+                      [&](const std::string& o) { return other.count(o) != 0; }) ||
+          std::none_of(reads.begin(), reads.end(), [&](const std::string& t) { return other.count(t) != 0; }))
+        continue;
+      std::vector<size_t> nodes = mine;
+      nodes.insert(nodes.end(), theirs.begin(), theirs.end());
+      add(nodes, ClusterKind::reduction);
+      // With the chain computing r's input (the ReLU mask or BatchNorm's dX making dY, as
+      // rule 5 offers it for r alone), which the kernel writes in its pass.
+      const std::vector<size_t> cone = input_cone_nodes(r, false);
+      if (cone.empty()) continue;
+      nodes.insert(nodes.end(), cone.begin(), cone.end());
+      add(nodes, ClusterKind::reduction, {c_.node(r).input(0)});
+    }
+  }
+
+  // The non-constant tensors that `nodes` read from outside themselves.
+  std::set<std::string> tensors_read(const std::vector<size_t>& nodes) const {
+    const std::set<size_t> inside(nodes.begin(), nodes.end());
+    std::set<std::string> reads;
+    for (size_t i : nodes)
+      for (const auto& in : c_.node(i).inputs) {
+        const auto p = c_.producer_of(in);
+        if (!in.empty() && !c_.is_constant(in) && !(p && inside.count(*p))) reads.insert(in);
+      }
+    return reads;
+  }
+
   // The injective nodes computing reduction r's input, grown backwards like attention's
   // operand cones; the reduction computes its input as it loads the row, and when others read
   // that input too, the kernel writes it as a second output during its first pass, as for
@@ -640,15 +694,10 @@ class Generator {
   // chain runs in the reduction's kernel, which writes dY, instead of a kernel of its own).
   void input_cone(size_t r, const std::vector<size_t>& after, bool norm) {
     const std::string& x = c_.node(r).input(0);
-    const auto p = c_.producer_of(x);
-    if (!p || classify_op(c_.node(*p)) != OpClass::injective || c_.single_output(*p) != x) return;
-    if (!norm && (c_.sole_next(*p) == r || !is_elementwise_math(c_.node(*p)))) return;
-    std::vector<std::string> operands;
-    for (const auto& in : c_.node(*p).inputs)
-      if (!in.empty() && !c_.is_constant(in)) operands.push_back(in);
-    std::vector<size_t> cone = operand_cones({r, *p}, operands);
-    cone.push_back(*p);
+    const std::vector<size_t> cone = input_cone_nodes(r, norm);
+    if (cone.empty()) return;
     if (norm && std::none_of(cone.begin(), cone.end(), [&](size_t i) { return c_.node(i).op == "Gather"; })) return;
+    const auto p = c_.producer_of(x);
     std::set<std::string> exposed;
     if (c_.sole_next(*p) != r) exposed.insert(x);
     for (size_t b = 0; b <= after.size(); ++b) {
@@ -657,6 +706,20 @@ class Generator {
       nodes.insert(nodes.end(), after.begin(), after.begin() + static_cast<long>(b));
       add(nodes, ClusterKind::reduction, exposed);
     }
+  }
+
+  // input_cone's nodes (its producer last), or none.
+  std::vector<size_t> input_cone_nodes(size_t r, bool norm) const {
+    const std::string& x = c_.node(r).input(0);
+    const auto p = c_.producer_of(x);
+    if (!p || classify_op(c_.node(*p)) != OpClass::injective || c_.single_output(*p) != x) return {};
+    if (!norm && (c_.sole_next(*p) == r || !is_elementwise_math(c_.node(*p)))) return {};
+    std::vector<std::string> operands;
+    for (const auto& in : c_.node(*p).inputs)
+      if (!in.empty() && !c_.is_constant(in)) operands.push_back(in);
+    std::vector<size_t> cone = operand_cones({r, *p}, operands);
+    cone.push_back(*p);
+    return cone;
   }
 
   // Chains of injective ops linked by single-reader outputs (a node with several linked

@@ -60,4 +60,13 @@ ReducedAxes reduced_axes(const Graph& g, const Node& n) {
   return r;
 }
 
+bool are_sibling_sums(const Graph& g, const Node& a, const Node& b) {
+  const auto is_sum = [](const std::string& op) { return op == "ReduceSum" || op == "ReduceMean"; };
+  if (!is_sum(a.op) || !is_sum(b.op)) return false;
+  const ReducedAxes ra = reduced_axes(g, a), rb = reduced_axes(g, b);
+  return !ra.noop && !rb.noop && !ra.runtime_axes && !rb.runtime_axes && ra.axes == rb.axes &&
+         g.info(a.input(0)).shape == g.info(b.input(0)).shape &&
+         a.attrs.get_int("keepdims", 1) == b.attrs.get_int("keepdims", 1);
+}
+
 }  // namespace dc

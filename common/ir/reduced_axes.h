@@ -24,4 +24,9 @@ struct ReducedAxes {
 // is no reduction.
 ReducedAxes reduced_axes(const Graph& g, const Node& n);
 
+// ReduceSum/ReduceMean nodes a and b reduce the same axes of inputs of one shape (keepdims
+// alike): sibling sums, which one row_reduce kernel computes in one pass over the rows
+// (BatchNorm's and LayerNorm's backward sums).
+bool are_sibling_sums(const Graph& g, const Node& a, const Node& b);
+
 }  // namespace dc

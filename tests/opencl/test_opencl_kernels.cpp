@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include <fmt/format.h>
@@ -99,6 +101,9 @@ const Case kCases[] = {
     // A Linear layer's weight gradient dY^T x (dY read through its Transpose) with the bias
     // gradient, ReduceSum(dY) over the rows, as its second output: a column of ones in B.
     {"edge_linear_bias_grad", "", ClusterKind::gemm, ""},
+    // BatchNorm's backward sums over axes 0, 2, 3 as one row_reduce kernel with two
+    // accumulators, dY computed in it and written (docs/codegen.md "Sibling sums").
+    {"edge_batch_norm_backward_sums", "", ClusterKind::reduction, ""},
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -171,6 +176,24 @@ Graph linear_bias_grad_graph() {
   return g;
 }
 
+// dY = g s, then BatchNorm's dB = ReduceSum(dY) and dscale = ReduceSum(dY (x - mean) invstd)
+// over axes 0, 2, 3 of 3 images of 5 channels on 7x9.
+Graph batch_norm_backward_sums_graph() {
+  Graph g;
+  g.opset = 17;
+  const Shape x{3, 5, 7, 9}, channel{1, 5, 1, 1};
+  for (const char* t : {"g", "s", "dy", "x", "xc", "xh", "dyxh"}) g.tensors[t] = TensorInfo{DType::f32, x};
+  for (const char* t : {"mean", "invstd", "db", "dscale"}) g.tensors[t] = TensorInfo{DType::f32, channel};
+  g.initializers["axes"] = Tensor::from_vector<int64_t>({3}, {0, 2, 3});
+  g.tensors["axes"] = TensorInfo{DType::i64, {3}};
+  g.inputs = {"g", "s", "x", "mean", "invstd"};
+  g.nodes = {testing::make_node("Mul", {"g", "s"}, {"dy"}), testing::make_node("ReduceSum", {"dy", "axes"}, {"db"}),
+             testing::make_node("Sub", {"x", "mean"}, {"xc"}), testing::make_node("Mul", {"xc", "invstd"}, {"xh"}),
+             testing::make_node("Mul", {"dy", "xh"}, {"dyxh"}), testing::make_node("ReduceSum", {"dyxh", "axes"}, {"dscale"})};
+  g.outputs = {"db", "dscale", "dy"};
+  return g;
+}
+
 // Graphs with edge shapes: batch 3 of 37x53 by 53x29 (no tile multiple) with a bias that
 // broadcasts over rows and a ReLU; a 3x3 conv of 2 images, 13 -> 19
 // channels on 11x9 with a per-channel bias; a residual Add before LayerNorm over 75.
@@ -216,13 +239,6 @@ Graph nonfinite_check_graph() {
 }
 
 Graph edge_graph(const std::string& name) {
-  if (name == "edge_conv_grad_data") return conv_gradient_graph(0);
-  if (name == "edge_conv_grad_weight") return conv_gradient_graph(1);
-  if (name == "edge_conv_grad_weight_dilated") return conv_gradient_graph(1, true);
-  if (name == "edge_conv_grad_weight_grouped") return grouped_weight_gradient_graph();
-  if (name == "edge_linear_bias_grad") return linear_bias_grad_graph();
-  if (name == "edge_sgd_momentum_bucket") return sgd_momentum_bucket_graph();
-  if (name == "edge_nonfinite_check") return nonfinite_check_graph();
   Graph g;
   auto tensor = [&](const std::string& n, Shape s) { g.tensors[n] = TensorInfo{DType::f32, std::move(s)}; };
   if (name == "edge_gemm_swapped_operands") {
@@ -318,9 +334,24 @@ Graph edge_graph(const std::string& name) {
   return g;
 }
 
+// An edge graph by name: those with a builder of their own, else edge_graph's.
+Graph named_edge_graph(const std::string& name) {
+  const std::map<std::string, std::function<Graph()>> built = {
+      {"edge_conv_grad_data", [] { return conv_gradient_graph(0); }},
+      {"edge_conv_grad_weight", [] { return conv_gradient_graph(1); }},
+      {"edge_conv_grad_weight_dilated", [] { return conv_gradient_graph(1, true); }},
+      {"edge_conv_grad_weight_grouped", grouped_weight_gradient_graph},
+      {"edge_linear_bias_grad", linear_bias_grad_graph},
+      {"edge_batch_norm_backward_sums", batch_norm_backward_sums_graph},
+      {"edge_sgd_momentum_bucket", sgd_momentum_bucket_graph},
+      {"edge_nonfinite_check", nonfinite_check_graph}};
+  if (auto b = built.find(name); b != built.end()) return b->second();
+  return edge_graph(name);
+}
+
 Workload find_workload(const Case& c) {
   const Graph g = *c.model ? simplify(import_onnx_file(testing::source_dir() + "/examples/" + c.model + "/model.onnx"))
-                           : edge_graph(c.name);
+                           : named_edge_graph(c.name);
   const auto candidates = generate_candidates(g);
   const WorkloadSet set = dedupe_workloads(g, candidates);
   // A model case: the first candidate of the kind and pattern; an edge graph: the largest
@@ -372,6 +403,10 @@ TEST_P(OnPocl, ReferenceAndVariantsMatchTheCpu) {
   }
   if (std::string(c.name) == "edge_linear_bias_grad") {
     EXPECT_EQ(w.graph.outputs.size(), 2u) << "dW and db";
+  }
+  if (std::string(c.name) == "edge_batch_norm_backward_sums") {
+    EXPECT_EQ(w.graph.nodes.size(), 6u) << "both sums, dY's Mul and x_hat's chain";
+    EXPECT_EQ(w.graph.outputs.size(), 3u) << "db, dscale and dY";
   }
   if (std::string(c.name) == "edge_bn_relu_conv") {
     EXPECT_EQ(w.graph.nodes.size(), 6u) << "the Conv with its X cone";
