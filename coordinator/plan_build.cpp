@@ -26,7 +26,7 @@ int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
 // The chosen clusters in an order that respects their data dependencies: a cluster runs
 // after every cluster producing one of its inputs, and an optimizer update's cluster after
-// every other cluster reading one of its inputs (the plan writes a weight and its state in
+// every other cluster reading one of its tensors' inputs (the plan writes a weight and its state in
 // place: docs/training.md "State between steps"; a data gradient fused with a later node
 // would otherwise read a weight its update had written). Ordering by first node is not
 // enough (a cluster {1, 5} may need a cluster {2}); Kahn's algorithm, earliest first node
@@ -56,10 +56,14 @@ std::vector<size_t> cluster_order(const Graph& g, const std::vector<Candidate>& 
       readers[in].push_back(n);
       if (const auto p = g.producer(in)) before(*p, n);
     }
-  for (size_t u = 0; u < g.nodes.size(); ++u)
-    if (is_optimizer_update(g.nodes[u].op))
-      for (const auto& in : g.nodes[u].inputs)
-        for (size_t n : readers[in]) before(n, u);
+  // The tensors' own inputs (W, G, the moments), not those every bucket shares (the step,
+  // fp16's scale and flag), which no update writes.
+  for (size_t u = 0; u < g.nodes.size(); ++u) {
+    if (!is_optimizer_update(g.nodes[u].op)) continue;
+    const OptimizerUpdateLayout l = optimizer_update_layout(g.nodes[u]);
+    for (size_t i = 0; i < l.tensors * l.inputs_per_tensor; ++i)
+      for (size_t n : readers[g.nodes[u].inputs[i]]) before(n, u);
+  }
   auto first_node = [&](size_t c) { return candidates[choices[c].candidate].nodes.front(); };
   auto later = [&](size_t a, size_t b) { return first_node(a) > first_node(b); };
   std::priority_queue<size_t, std::vector<size_t>, decltype(later)> ready(later);

@@ -22,6 +22,7 @@
 #include "passes/training_state.h"
 #include "plan_build.h"
 #include "plan_estimate.h"
+#include "plan/state_alias.h"
 #include "ref/compare.h"
 #include "ref/executor.h"
 #include "ref/train_step.h"
@@ -344,6 +345,40 @@ TEST(TrainAmp, EmulatedPlanMatchesTheReferenceStep) {
       EXPECT_EQ(run.weight(std::string(kLossScale)).to_float_vector().at(0), scalar(g, kLossScale));
     }
   }
+}
+
+}  // namespace
+}  // namespace dc
+
+namespace dc {
+namespace {
+
+// fp16's updates all read the loss scale and the overflow flag, which none of them writes:
+// with one update per tensor the plan orders them (each after every other reader of its
+// tensors' own inputs, for the in-place writes) without waiting on each other, and every
+// weight and momentum is updated in place. An order that made the updates wait on each
+// other's shared inputs is a cycle: the plan could not be built.
+TEST(TrainAmp, Fp16PlanOfOneUpdatePerTensorUpdatesEveryWeightInPlace) {
+  static const GpuCatalog catalog = GpuCatalog::builtin();
+  Graph g = apply_precision(testing::training_step("tiny_cnn", OptimizerKind::sgd, {}, [](TrainingSpec& s) {
+                              s.mixed_precision = DType::f16;
+                              s.optimizer_bucket_bytes = 0;
+                            }),
+                            Precision::fp16);
+  int updates = 0;
+  for (const Node& n : g.nodes) updates += is_optimizer_update(n.op);
+  ASSERT_EQ(updates, 17);
+  PlanOptions opts;
+  set_plan_precision(&opts, Precision::fp16);
+  TrainingSpec spec;
+  spec.momentum = 0.9;
+  const PlanTraining t = cli::plan_training(spec, std::string(DC_SOURCE_DIR) + "/examples/tiny_cnn/model.onnx",
+                                            Precision::fp16);
+  ExecPlan p;
+  ASSERT_NO_THROW(p = build_estimated_plan(g, plan_by_estimate(g, {&catalog.require("h100")}, opts), 0, opts, &t));
+  int in_place = 0;
+  for (const PlanStateUpdate& u : p.training->state) in_place += is_in_place(p, u);
+  EXPECT_EQ(in_place, 34) << "17 weights and their momenta";
 }
 
 }  // namespace
