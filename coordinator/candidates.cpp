@@ -642,9 +642,10 @@ class Generator {
   // another node of the DAG, their other operands constants or free of computed inputs (a
   // running statistic times the momentum, fused as an operand cone when only the DAG reads
   // it). BatchNorm's running statistics and inverse std from the batch mean and variance
-  // (lower_batch_norm.h): no kernel of their own. One candidate per depth of the DAG, so the
-  // cover may leave the deeper nodes (the backward pass's per-channel scalars from invstd) to
-  // the kernels that read them. `exposed`: the tensors others read too.
+  // (lower_batch_norm.h): no kernel of their own. Nodes within kMaxRowEpilogueSpan of r in
+  // topological order only: the backward pass's per-channel scalars from invstd belong to the
+  // kernels that read them, and a cluster that spans far ties distant parts of the cover
+  // together. One candidate per depth of the DAG. `exposed`: the tensors others read too.
   struct RowEpilogue {
     std::vector<size_t> nodes;
     std::set<std::string> exposed;
@@ -660,7 +661,9 @@ class Generator {
       todo.pop_front();
       for (size_t u : c_.uses.of(t)) {
         const auto o = c_.single_output(u);
-        if (!o || depth.count(*o) || !is_elementwise_math(c_.node(u)) || !c_.preserves_shape(u, *out)) continue;
+        if (!o || depth.count(*o) || u > r + kMaxRowEpilogueSpan || !is_elementwise_math(c_.node(u)) ||
+            !c_.preserves_shape(u, *out))
+          continue;
         int d = 0;
         bool ready = true;
         for (const auto& in : c_.node(u).inputs) {
