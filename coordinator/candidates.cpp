@@ -652,7 +652,8 @@ class Generator {
   };
   std::vector<RowEpilogue> row_epilogues(size_t r) const {
     const auto out = c_.single_output(r);
-    if (!out) return {};
+    // Row-space results only: a reduction's, not a norm's or a Softmax's (the input's shape).
+    if (!out || c_.shape(*out) == c_.shape(c_.node(r).input(0))) return {};
     std::map<std::string, int> depth = {{*out, 0}};
     std::deque<std::string> todo = {*out};
     std::vector<std::pair<size_t, int>> dag;  // node, depth
