@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -589,13 +590,20 @@ class Generator {
       after.push_back(*next);
       cur = *next;
     }
-    for (size_t a = 0; a <= before.size(); ++a)
+    const std::vector<RowEpilogue> dags = row_epilogues(r);
+    for (size_t a = 0; a <= before.size(); ++a) {
       for (size_t b = 0; b <= after.size(); ++b) {
         std::vector<size_t> nodes = {r};
         nodes.insert(nodes.end(), before.begin(), before.begin() + static_cast<long>(a));
         nodes.insert(nodes.end(), after.begin(), after.begin() + static_cast<long>(b));
         add(nodes, ClusterKind::reduction);
       }
+      for (const RowEpilogue& dag : dags) {
+        std::vector<size_t> nodes = dag.nodes;
+        nodes.insert(nodes.end(), before.begin(), before.begin() + static_cast<long>(a));
+        add(nodes, ClusterKind::reduction, dag.exposed);
+      }
+    }
     // The residual Add entering a norm whose sum the next residual also reads: fused, with
     // the sum written as a second output during the norm's first pass over the row.
     const std::string& op = c_.node(r).op;
@@ -681,6 +689,87 @@ class Generator {
         if (!in.empty() && !c_.is_constant(in) && !(p && inside.count(*p))) reads.insert(in);
       }
     return reads;
+  }
+
+  // Reduction r with the elementwise DAG over its result that row_reduce writes as row-space
+  // outputs (codegen/template_reduction.cpp): the nodes of the result's shape that read it or
+  // another node of the DAG, their other operands constants or free of computed inputs (a
+  // running statistic times the momentum, fused as an operand cone when only the DAG reads
+  // it). BatchNorm's running statistics and inverse std from the batch mean and variance
+  // (lower_batch_norm.h): no kernel of their own. Nodes within kMaxRowEpilogueSpan of r in
+  // topological order only: the backward pass's per-channel scalars from invstd belong to the
+  // kernels that read them, and a cluster that spans far ties distant parts of the cover
+  // together. One candidate per depth of the DAG. `exposed`: the tensors others read too.
+  struct RowEpilogue {
+    std::vector<size_t> nodes;
+    std::set<std::string> exposed;
+  };
+  std::vector<RowEpilogue> row_epilogues(size_t r) const {
+    const auto out = c_.single_output(r);
+    // Row-space results only: a reduction's, not a norm's or a Softmax's (the input's shape).
+    if (!out || c_.shape(*out) == c_.shape(c_.node(r).input(0))) return {};
+    std::map<std::string, int> depth = {{*out, 0}};
+    std::deque<std::string> todo = {*out};
+    std::vector<std::pair<size_t, int>> dag;  // node, depth
+    while (!todo.empty() && dag.size() < kMaxRowEpilogue) {
+      const std::string t = todo.front();
+      todo.pop_front();
+      for (size_t u : c_.uses.of(t)) {
+        const auto o = c_.single_output(u);
+        if (!o || depth.count(*o) || u > r + kMaxRowEpilogueSpan || !is_elementwise_math(c_.node(u)) ||
+            !c_.preserves_shape(u, *out))
+          continue;
+        int d = 0;
+        bool ready = true;
+        for (const auto& in : c_.node(u).inputs) {
+          if (depth.count(in)) d = std::max(d, depth.at(in) + 1);
+          else ready = ready && free_operand(in);
+        }
+        if (!ready) continue;
+        dag.emplace_back(u, d);
+        depth[*o] = d;
+        todo.push_back(*o);
+      }
+    }
+    std::vector<RowEpilogue> out_dags;
+    const int deepest = dag.empty() ? 0 : std::max_element(dag.begin(), dag.end(), [](auto& x, auto& y) { return x.second < y.second; })->second;
+    for (int k = 1; k <= deepest; ++k) {
+      std::vector<size_t> nodes = {r};
+      for (const auto& [u, d] : dag)
+        if (d <= k) nodes.push_back(u);
+      out_dags.push_back(row_epilogue(nodes));
+    }
+    return out_dags;
+  }
+
+  // Reduction `nodes[0]` with DAG nodes[1..] and the operand cones only they read.
+  RowEpilogue row_epilogue(std::vector<size_t> nodes) const {
+    std::set<std::string> made;
+    for (size_t u : nodes) made.insert(c_.node(u).outputs.begin(), c_.node(u).outputs.end());
+    std::vector<std::string> operands;
+    for (size_t u : nodes)
+      for (const auto& in : c_.node(u).inputs)
+        if (!in.empty() && !made.count(in) && !c_.is_constant(in)) operands.push_back(in);
+    const std::vector<size_t> cones = operand_cones(nodes, operands);
+    nodes.insert(nodes.end(), cones.begin(), cones.end());
+    RowEpilogue e{nodes, {}};
+    const std::set<size_t> inside(nodes.begin(), nodes.end());
+    for (const auto& t : made) {
+      const auto& readers = c_.uses.of(t);
+      if (c_.uses.outputs.count(t) || std::any_of(readers.begin(), readers.end(), [&](size_t u) { return !inside.count(u); }))
+        e.exposed.insert(t);
+    }
+    return e;
+  }
+
+  // A constant, a graph input, or computed by an elementwise node from those alone.
+  bool free_operand(const std::string& t) const {
+    if (t.empty() || c_.is_constant(t)) return true;
+    const auto p = c_.producer_of(t);
+    if (!p) return true;
+    const auto& ins = c_.node(*p).inputs;
+    return is_elementwise_math(c_.node(*p)) &&
+           std::all_of(ins.begin(), ins.end(), [&](const std::string& in) { return in.empty() || c_.is_constant(in) || !c_.producer_of(in); });
   }
 
   // The injective nodes computing reduction r's input, grown backwards like attention's

@@ -32,6 +32,8 @@ struct Candidate {
 inline constexpr size_t kMaxEpilogue = 6;             // ops after a heavy op
 inline constexpr size_t kMaxReductionPrologue = 3;    // elementwise ops before a reduction
 inline constexpr size_t kMaxReductionEpilogue = 2;    // elementwise ops after a reduction
+inline constexpr size_t kMaxRowEpilogue = 8;          // ops of the DAG over a reduction's result
+inline constexpr size_t kMaxRowEpilogueSpan = 16;     // ... that many nodes after it at most
 inline constexpr size_t kMaxAllSubchainsLength = 8;   // longer chains: prefixes and suffixes only
 inline constexpr size_t kMaxOperandCone = 48;         // injective nodes computing attention's Q, K, V
 

@@ -183,7 +183,7 @@ TEST(TrainingGraph, BatchNormUsesBatchStatisticsAndUpdatesRunningOnes) {
   Graph t = build_training_graph(g, spec);
   // f32 steps normalise by elementwise ops after the gradient (lower_batch_norm.h).
   EXPECT_EQ(op_count(t, "dc.BatchNormTrain"), 0);
-  EXPECT_EQ(op_count(t, "dc.BatchNormStats"), 1);
+  EXPECT_EQ(op_count(t, "dc.BatchNormStats"), 0);
   EXPECT_EQ(op_count(t, "BatchNormalization"), 0);
   const ref::TensorMap in{{"x", random_tensor({4, 2, 3, 3}, 8)},
                           {"labels", Tensor::from_vector<int64_t>({4}, {0, 1, 1, 0})}};
@@ -210,12 +210,15 @@ TEST(TrainingGraph, BatchNormUsesBatchStatisticsAndUpdatesRunningOnes) {
   EXPECT_FALSE(states.count("shape"));
 }
 
-// lower_batch_norm_apply: dc.BatchNormTrain against its lowering, dc.BatchNormStats and the
-// chain ((X - mean) * invstd) * scale + B, on the reference. The per-channel outputs come from
-// the same formulas (equal bits) and the saved mean's reader reads the batch mean; Y is four
-// f32 operations against one rounding of the double result: within 5 ulp of (X - mean)
-// invstd scale (the product's three roundings, the f32 inverse std, the subtraction) plus
-// 2 ulp of |Y| (the Add, the reference's own rounding).
+// lower_batch_norm_apply: dc.BatchNormTrain against its lowering, the per-channel statistics
+// and the chain ((X - mean) * invstd) * scale + B as elementwise ops, on the reference. The
+// statistics are f32 ops against one rounding of channel_stats' double: the running ones two
+// products and a sum (each rounded, the constants 1 - momentum and the unbiasing folded in
+// f32, the reference's own rounding) within 6 ulp of their terms, invstd within 4 ulp; the saved
+// mean's reader reads the batch mean. Y is four f32 operations against one rounding of the
+// double result: within 5 ulp of (X - mean) invstd scale (the product's three roundings,
+// the f32 inverse std, the subtraction) plus 2 ulp of |Y| (the Add, the reference's own
+// rounding).
 TEST(TrainingGraph, LoweredBatchNormEqualsTheNodeItReplaces) {
   Graph g;
   g.opset = 17;
@@ -237,17 +240,28 @@ TEST(TrainingGraph, LoweredBatchNormEqualsTheNodeItReplaces) {
   Graph lowered = g;
   lower_batch_norm_apply(lowered);
   EXPECT_EQ(op_count(lowered, "dc.BatchNormTrain"), 0);
-  EXPECT_EQ(op_count(lowered, "dc.BatchNormStats"), 1);
+  EXPECT_EQ(op_count(lowered, "dc.BatchNormStats"), 0);
   EXPECT_FALSE(lowered.tensors.count("saved_mean"));
   const auto want = ref::run_graph(g, in), got = ref::run_graph(lowered, in);
-  for (const char* exact : {"rm@next", "rv@next", "saved_invstd", "per_channel"}) {
-    SCOPED_TRACE(exact);
-    ASSERT_EQ(got.at(exact).shape(), want.at(exact).shape());
-    EXPECT_EQ(std::memcmp(got.at(exact).raw(), want.at(exact).raw(), want.at(exact).nbytes()), 0);
+  const double ulp = std::ldexp(1.0, -24);
+  const auto value = [](const ref::TensorMap& m, const std::string& t, int64_t c) {
+    return static_cast<double>(m.at(t).data<float>()[c]);
+  };
+  for (int64_t c = 0; c < 4; ++c) {
+    SCOPED_TRACE("channel " + std::to_string(c));
+    const double unbiased = value(in, "bv", c) * 30 / 29;  // count: 3 x 5 x 2 values a channel
+    const double running_mean = g.initializers.at("rm").data<float>()[c], running_var = g.initializers.at("rv").data<float>()[c];
+    const double mean_terms = std::abs(0.8 * running_mean) + std::abs(0.2 * value(in, "bm", c));
+    const double var_terms = std::abs(0.8 * running_var) + std::abs(0.2 * unbiased);
+    const double inv = value(want, "saved_invstd", c);
+    EXPECT_NEAR(value(got, "rm@next", c), value(want, "rm@next", c), 6 * ulp * mean_terms);
+    EXPECT_NEAR(value(got, "rv@next", c), value(want, "rv@next", c), 6 * ulp * var_terms);
+    EXPECT_NEAR(value(got, "saved_invstd", c), inv, 4 * ulp * inv);
+    EXPECT_NEAR(value(got, "per_channel", c), value(want, "per_channel", c),
+                4 * ulp * inv + ulp * std::abs(value(want, "per_channel", c)));
   }
   const Tensor &y = got.at("y"), &y_ref = want.at("y"), &x = in.at("x");
   ASSERT_EQ(y.shape(), y_ref.shape());
-  const double ulp = std::ldexp(1.0, -24);
   for (int64_t i = 0; i < y.numel(); ++i) {
     const int64_t c = (i / 10) % 4;
     const double inv = 1.0 / std::sqrt(in.at("bv").data<float>()[c] + 1e-3);

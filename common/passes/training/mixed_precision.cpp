@@ -215,21 +215,36 @@ void keep_batch_statistics(const Graph& g, const std::string& x, std::vector<std
   }
 }
 
-// A lowered BatchNorm (lower_batch_norm.h): its per-channel outputs and statistics, and the
-// intermediates of its chain Y = ((X - mean) * invstd) * scale + B, which is fp32 from the
-// reduced X to the store of Y (Y keeps the model's name; the intermediates carry the
-// chain's prefix), so the fused kernel rounds once, as autocast's fp32 batch_norm.
-void keep_lowered_batch_norm(const Graph& g, const Node& stats, std::set<std::string>& keep) {
-  keep.insert(stats.outputs.begin(), stats.outputs.end());
-  const std::string& batch_mean = stats.inputs.at(2);
-  const auto mean_producer = g.producer(batch_mean);
-  DC_INTERNAL_CHECK(mean_producer.has_value(), "the batch mean of '", stats.name, "' has no producer");
-  keep_batch_statistics(g, g.nodes[*mean_producer].input(0), {batch_mean, stats.inputs.at(3)}, keep);
-  const std::string chain = batch_norm_apply_prefix(stats.name);
+// The node named `name` (training_forward.cpp names the batch statistics' ReduceMeans).
+const Node& node_named(const Graph& g, const std::string& name) {
   for (const Node& n : g.nodes)
+    if (n.name == name) return n;
+  DC_INTERNAL_CHECK(false, "no node '", name, "'");
+  return g.nodes.front();
+}
+
+// BatchNorm `bn` once lowered (lower_batch_norm.h): its per-channel outputs, its statistics
+// and the intermediates computing them, and those of its chain Y = ((X - mean) * invstd) *
+// scale + B, which is fp32 from the reduced X to the store of Y (Y keeps the model's name;
+// the intermediates carry the chain's prefix), so the fused kernel rounds once, as
+// autocast's fp32 batch_norm.
+void keep_lowered_batch_norm(const Graph& g, const std::string& bn, std::set<std::string>& keep) {
+  const Node& mean = node_named(g, bn + "/batch_mean");
+  keep_batch_statistics(g, mean.input(0), {mean.outputs.at(0), node_named(g, bn + "/batch_var").outputs.at(0)}, keep);
+  const std::string stats = batch_norm_stats_prefix(bn), chain = batch_norm_apply_prefix(bn);
+  for (const Node& n : g.nodes) {
+    if (n.name.starts_with(stats)) keep.insert(n.outputs.begin(), n.outputs.end());
     if (n.name.starts_with(chain))
       for (const auto& o : n.outputs)
         if (o.starts_with(chain)) keep.insert(o);
+  }
+}
+
+// The BatchNorm whose lowered inverse std node `n` writes, or "" if none.
+std::string lowered_batch_norm(const Node& n) {
+  const std::string suffix = batch_norm_invstd_node("");
+  if (n.op != "Reciprocal" || !n.name.ends_with(suffix)) return "";
+  return n.name.substr(0, n.name.size() - suffix.size());
 }
 
 }  // namespace
@@ -246,8 +261,8 @@ std::set<std::string> training_fp32_tensors(const Graph& g) {
     } else if (n.op == "dc.BatchNormTrain") {
       keep.insert(n.outputs.begin() + 1, n.outputs.end());
       keep_batch_statistics(g, n.inputs.at(0), {n.inputs.at(5), n.inputs.at(6)}, keep);
-    } else if (n.op == "dc.BatchNormStats") {
-      keep_lowered_batch_norm(g, n, keep);
+    } else if (const std::string bn = lowered_batch_norm(n); !bn.empty()) {
+      keep_lowered_batch_norm(g, bn, keep);
     } else if (n.op == "dc.Attention") {
       keep.insert(n.outputs.at(1));  // the log-sum-exp, as autocast keeps softmax's statistics
     } else if (n.op == "dc.SoftmaxCrossEntropy" || n.name.starts_with(kCrossEntropyPrefix)) {
