@@ -80,25 +80,14 @@ std::vector<size_t> select_epilogue(const Context& c, size_t j, const std::strin
   return {*p, j};
 }
 
-// A Transpose that swaps dims 0 and 1 only: a grouped convolution weight gradient's dY with
-// batch and channels swapped (passes/gradients/grad_conv.cpp).
-bool swaps_leading_dims(const Node& n) {
-  const std::vector<int64_t> perm = n.attrs.get_ints("perm", {});
-  if (perm.size() < 3 || perm[0] != 1 || perm[1] != 0) return false;
-  for (size_t d = 2; d < perm.size(); ++d)
-    if (perm[d] != static_cast<int64_t>(d)) return false;
-  return true;
-}
-
 // Node p may be computed inside heavy op h's operand load: a Transpose (MatMul/Gemm
-// operands; a Conv's when it swaps dims 0 and 1, read through the gather), a scale by a
-// constant, a Cast. Its output must be read by h alone.
+// operands), a scale by a constant, a Cast. Its output must be read by h alone.
 bool is_prologue(const Context& c, size_t p, size_t h) {
   if (c.sole_next(p) != h) return false;
   const Node& n = c.node(p);
   if (!op_traits(n.op).prologue) return false;
   if (n.op == "Transpose")
-    return c.node(h).op == "Conv" ? swaps_leading_dims(n) : c.node(h).op != "ConvTranspose";
+    return c.node(h).op != "Conv" && c.node(h).op != "ConvTranspose";
   if (n.op == "Cast") return true;
   // Padding and resampling in front of a convolution: read through in its gather.
   if (n.op == "Pad" || n.op == "Resize" || n.op == "Upsample")
