@@ -111,6 +111,45 @@ TEST(AssemblePlan, OrdersClustersByDataDependenciesAndBindsTensors) {
   EXPECT_EQ(p.tensors[static_cast<size_t>(p.inputs[0])].kind, PlanTensorKind::input);
 }
 
+// x -> Y = MatMul(x, w); w@next = dc.SgdUpdate(w, g); Z = MatMul(x, w), the last node in
+// node order but reading w, which the update writes in place (docs/training.md "State between
+// steps"): no data edge orders Z before the update, so the plan must add one.
+Graph update_before_a_later_reader() {
+  Graph g;
+  g.name = "update_order";
+  g.opset = 17;
+  g.inputs = {"x", "g"};
+  g.outputs = {"y", "w@next", "z"};
+  g.tensors["x"] = {DType::f32, {2, 4}};
+  for (const char* t : {"w", "g", "w@next"}) g.tensors[t] = {DType::f32, {4, 4}};
+  for (const char* t : {"y", "z"}) g.tensors[t] = {DType::f32, {2, 4}};
+  g.initializers["w"] = testing::random_tensor({4, 4}, 7);
+  Attributes a;
+  a.set("lr", 0.1f);
+  a.set("momentum", 0.0f);
+  a.set("weight_decay", 0.0f);
+  g.nodes.push_back(make_node("MatMul", {"x", "w"}, {"y"}));
+  g.nodes.push_back(make_node("dc.SgdUpdate", {"w", "g"}, {"w@next"}, a));
+  g.nodes.push_back(make_node("MatMul", {"x", "w"}, {"z"}));
+  return g;
+}
+
+TEST(AssemblePlan, AnOptimizerUpdateRunsAfterEveryReaderOfTheTensorItWrites) {
+  const Graph g = update_before_a_later_reader();
+  std::vector<Candidate> cands = {{{0}, ClusterKind::gemm, "matmul"},
+                                  {{1}, ClusterKind::opaque, "dc.sgdupdate"},
+                                  {{2}, ClusterKind::gemm, "matmul"}};
+  PlanOrigin origin;
+  origin.gpu = &gpu("a100");
+  const ExecPlan p =
+      assemble_plan(g, cands, {{0, std::nullopt, 0, 0}, {1, std::nullopt, 0, 0}, {2, std::nullopt, 0, 0}}, origin);
+  ASSERT_EQ(p.steps.size(), 3u);
+  // By first node alone the update would run second, before Z's MatMul reads w.
+  EXPECT_EQ(p.steps[0].nodes, (std::vector<std::string>{g.nodes[0].name}));
+  EXPECT_EQ(p.steps[1].nodes, (std::vector<std::string>{g.nodes[2].name}));
+  EXPECT_EQ(p.steps[2].nodes, (std::vector<std::string>{g.nodes[1].name}));
+}
+
 TEST(AssemblePlan, OutputThatIsAModelInputIsRefused) {
   Graph g = diamond();
   g.outputs.push_back("x");
