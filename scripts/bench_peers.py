@@ -30,6 +30,9 @@ Results accumulate in WORK/results-<gpu>[-<precision>].json, so the runners can 
 (each within a time limit); every call rewrites the Markdown table from all of them.
 --device cpu is a plumbing smoke test for machines without a GPU (tiny models, emulated
 dc): its table says so and is refused for docs/bench/peers.md. docs/bench/peers-method.md.
+
+--train benchmarks a whole training step instead (dc's training plan against PyTorch eager
+and torch.compile max-autotune, time and peak memory): scripts/bench_peers.py --train --help.
 """
 import argparse
 import datetime
@@ -742,6 +745,9 @@ def write_md(path, env, store):
 
 
 def main():
+    if "--train" in sys.argv[1:]:  # a training step instead of inference: its own script
+        import bench_peers_train
+        return bench_peers_train.main([x for x in sys.argv[1:]])
     a = parse_args()
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX shares the GPU with torch
     require_torch(a.device)

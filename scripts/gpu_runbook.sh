@@ -27,11 +27,14 @@
 #   templates PRECISION [SHAPES]   scripts/bench_templates.py (fp32|tf32|fp16|bf16; SHAPES a
 #                              comma list, default gemm_4096,bert_ffn1,r50_3x3_64)
 #   peers [MODELS [PRECISION]] scripts/bench_peers.py (default resnet50, fp32), batch 1
+#   train [MODEL [BATCHES [PRECISIONS]]]   scripts/bench_peers.py --train: a training step of
+#                              dc's tuned plan against PyTorch eager and torch.compile
+#                              max-autotune (default resnet50, batch 32, fp32,bf16)
 #
 # Binaries: $DC_BIN, else dist/bin from scripts/make_dist.sh --with-tests (carried beside
 # this checkout), else build/bin. Python: $DC_PY, else the first of python3 and /usr/bin/python3 that imports
 # torch (the GPU image's python3 has torch 2.11; Debian's /usr/bin/python3 here has 1.13).
-# DC_RUNBOOK_DEVICE=cpu runs `templates` and `peers` as the scripts' CPU smoke tests (the
+# DC_RUNBOOK_DEVICE=cpu runs `templates`, `peers` and `train` as the scripts' CPU smoke tests (the
 # plumbing, on machines without a GPU); DC_STEP_SECONDS bounds a step (default 540).
 set -uo pipefail
 
@@ -40,13 +43,13 @@ OUT="${OUT:-$ROOT/gpu-out}"
 STEP_SECONDS="${DC_STEP_SECONDS:-540}"
 DEVICE="${DC_RUNBOOK_DEVICE:-cuda}"
 
-usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; }
 [ $# -ge 1 ] || { usage >&2; exit 2; }
 step="$1"; shift
 case "$step" in
-  all|check|tune|profile|templates|peers) ;;
+  all|check|tune|profile|templates|peers|train) ;;
   -h|--help) usage; exit 0 ;;
-  *) echo "gpu_runbook: unknown step '$step' (all, check, tune, profile, templates, peers)" >&2; exit 2 ;;
+  *) echo "gpu_runbook: unknown step '$step' (all, check, tune, profile, templates, peers, train)" >&2; exit 2 ;;
 esac
 
 BIN="${DC_BIN:-$ROOT/dist/bin}"
@@ -86,15 +89,17 @@ gpu_type() {
 }
 
 # Runs scripts/bench_NAME.py with ARGS, its work folder in WORK/NAME and its table as
-# OUT/NAME.md; in the CPU smoke mode with the scripts' short smoke settings.
+# OUT/NAME.md (OUT/LABEL.md and WORK/LABEL with DC_BENCH_LABEL=LABEL); in the CPU smoke
+# mode with the scripts' short smoke settings.
 bench() {
   local name="$1"; shift
+  local label="${DC_BENCH_LABEL:-$name}"
   local py
   py="$(find_python)" || { say "no python with torch for bench_$name.py (set DC_PY)"; exit 2; }
   local extra=()
   [ "$DEVICE" = cpu ] && extra=(--device cpu --runs 5 --min-seconds 0.1 --warmup-seconds 0.1)
-  run "$py" "$ROOT/scripts/bench_$name.py" --dc-bin "$BIN" "$@" --fresh --work "$WORK/$name" \
-    --out-md "$OUT/$name.md" "${extra[@]}" || status=$?
+  run "$py" "$ROOT/scripts/bench_$name.py" --dc-bin "$BIN" "$@" --fresh --work "$WORK/$label" \
+    --out-md "$OUT/$label.md" "${extra[@]}" || status=$?
 }
 
 # dc_gpu_tests on the GPU. A test that crashes the process (a signal) must not cost the
@@ -208,6 +213,12 @@ case "$step" in
   peers)
     bench peers --models "${1:-resnet50}" --batches 1 --precision "${2:-fp32}"
     tar -czf "$OUT/peers.tar.gz" -C "$WORK" --exclude='*.onnx' --exclude='*.pb' --exclude=weights.bin peers 2>/dev/null
+    ;;
+  train)
+    if [ "$DEVICE" = cpu ]; then set -- "${1:-tiny_cnn}" "${2:-2}" "${3:-fp32}"; fi
+    DC_BENCH_LABEL=train bench peers --train --models "${1:-resnet50}" --batches "${2:-32}" --precisions "${3:-fp32,bf16}" \
+      --config "$ROOT/examples/tune-quick.yaml"
+    tar -czf "$OUT/train.tar.gz" -C "$WORK" --exclude='*.onnx' --exclude='*.pb' --exclude=weights.bin train 2>/dev/null
     ;;
 esac
 rm -rf "$WORK"

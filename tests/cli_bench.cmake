@@ -24,6 +24,18 @@ add_test(NAME bench_peers_smoke_fp16 COMMAND sh -c
    && grep -q 'CPU SMOKE RUN' '${DC_BENCH_WORK}/peers-fp16.md' \
    && grep -q 'everywhere: PyTorch on module.half' '${DC_BENCH_WORK}/peers-fp16.md' \
    && ! grep -q FAILED '${DC_BENCH_WORK}/peers-fp16.md'")
+# The training step's peer benchmark (bench_peers.py --train): the tiny CNN's fp32 step,
+# PyTorch eager on the CPU against dc's training plan tuned on emulated workers and run once
+# on the host emulator (about 13 minutes here under load, most of it the tune); every cell
+# ran (no FAILED, dc's step ran).
+add_test(NAME bench_peers_train_smoke COMMAND sh -c
+  "/usr/bin/python3 '${PROJECT_SOURCE_DIR}/scripts/bench_peers.py' --train --device cpu --fresh \
+   --precisions fp32 --runs 5 --min-seconds 0.1 --warmup-seconds 0.1 --dc-bin '${CMAKE_BINARY_DIR}/bin' \
+   --work '${DC_BENCH_WORK}/peers-train' --out-md '${DC_BENCH_WORK}/peers-train.md' \
+   && grep -q 'CPU SMOKE RUN' '${DC_BENCH_WORK}/peers-train.md' \
+   && ! grep -q FAILED '${DC_BENCH_WORK}/peers-train.md' \
+   && grep -q 'ran (emulated step, not timed)' '${DC_BENCH_WORK}/peers-train.md'")
+set_tests_properties(bench_peers_train_smoke PROPERTIES LABELS long TIMEOUT 1800)
 # scripts/gpu_runbook.sh, the one-step-per-call driver of docs/bench/gpu-runbook.md: its
 # templates step in CPU smoke mode leaves the table, log and archive in OUT; an unknown step
 # is refused with status 2.
