@@ -54,7 +54,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from bench_util import cpu_name, finish_common_args, require_torch  # noqa: E402 (after the path is set)
+from bench_util import add_dc_peer_args, cpu_name, finish_common_args, require_torch  # noqa: E402 (after the path is set)
 
 ALL_RUNNERS = ("eager", "compile", "compile-max", "jax", "dc")
 RUNNER_LABELS = {
@@ -690,17 +690,7 @@ def parse_args():
         ", ".join(REAL_MODELS + TINY_MODELS), ",".join(TINY_MODELS)))
     ap.add_argument("--batches", default="1,32")
     ap.add_argument("--runners", default=",".join(ALL_RUNNERS))
-    ap.add_argument("--runs", type=int, default=200, help="at least this many timed runs (>= 50 on a GPU)")
-    ap.add_argument("--min-seconds", type=float, default=2.0, help="and at least this long")
-    ap.add_argument("--warmup-seconds", type=float, default=1.0)
-    ap.add_argument("--dc-bin", help="folder with dc-coordinator, dc-worker, dc-run (default: dist/bin, else build/bin)")
-    ap.add_argument("--gpu-type", help="dc's GPU type for --gpus (default: matched from the device name)")
-    ap.add_argument("--config", help="tune configuration (default examples/tune.yaml; cpu: tune-quick.yaml)")
-    ap.add_argument("--skip-tune", action="store_true", help="use the plans of an earlier tune in WORK")
-    ap.add_argument("--work", default=os.path.join(ROOT, "build-bench"), help="exports, DBs, plans, results")
-    ap.add_argument("--out-md", help="default docs/bench/peers.md (cuda), /tmp/peers-smoke.md (cpu)")
-    ap.add_argument("--fresh", action="store_true", help="forget the results of earlier calls")
-    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    add_dc_peer_args(ap, ROOT, 200, "runs", os.path.join(ROOT, "docs", "bench", "peers.md"), "/tmp/peers-smoke.md")
     ap.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default="fp32",
                     help="every runner in this precision; errors against the fp32 test data")
     a = ap.parse_args()

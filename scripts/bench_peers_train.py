@@ -47,7 +47,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import bench_peers as peers  # noqa: E402 (after the path is set)
-from bench_util import finish_common_args, require_torch  # noqa: E402
+from bench_util import add_dc_peer_args, finish_common_args, require_torch  # noqa: E402
 from train_batch import write_batch  # noqa: E402
 
 RUNNERS = ("eager", "compile-max", "dc")
@@ -317,17 +317,8 @@ def parse_args(argv):
     ap.add_argument("--precisions", help="comma list of %s (cuda default: all; cpu: fp32)" % ", ".join(PRECISIONS))
     ap.add_argument("--runners", default="eager,dc,compile-max",
                     help="in this order (max-autotune's compile, the slowest, last)")
-    ap.add_argument("--runs", type=int, default=50, help="at least this many timed steps (>= 50 on a GPU)")
-    ap.add_argument("--min-seconds", type=float, default=2.0, help="and at least this long")
-    ap.add_argument("--warmup-seconds", type=float, default=1.0)
-    ap.add_argument("--dc-bin", help="folder with dc-coordinator, dc-worker, dc-run (default: dist/bin, else build/bin)")
-    ap.add_argument("--gpu-type", help="dc's GPU type for --gpus (default: matched from the device name)")
-    ap.add_argument("--config", help="tune configuration (default examples/tune.yaml; cpu: tune-quick.yaml)")
-    ap.add_argument("--skip-tune", action="store_true", help="use the plans of an earlier tune in WORK")
-    ap.add_argument("--work", default=os.path.join(ROOT, "build-bench"), help="exports, DBs, plans, results")
-    ap.add_argument("--out-md", help="default docs/bench/training-peers.md (cuda), /tmp/training-peers-smoke.md (cpu)")
-    ap.add_argument("--fresh", action="store_true", help="forget the results of earlier calls")
-    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    add_dc_peer_args(ap, ROOT, 50, "steps", os.path.join(ROOT, "docs", "bench", "training-peers.md"),
+                     "/tmp/training-peers-smoke.md")
     a = ap.parse_args(argv)
     cpu = a.device == "cpu"
     a.models = [m.strip() for m in (a.models or ("tiny_cnn" if cpu else "resnet50,bert_base")).split(",")]

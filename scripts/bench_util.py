@@ -32,6 +32,22 @@ def require_torch(device):
         sys.exit(2)
 
 
+def add_dc_peer_args(ap, root, runs, what, docs_md, smoke_md):
+    """The options of the scripts that tune dc and time it beside its peers (bench_peers.py,
+    its --train mode): timing, dc's binaries and tune, the work folder and the table."""
+    ap.add_argument("--runs", type=int, default=runs, help="at least this many timed %s (>= 50 on a GPU)" % what)
+    ap.add_argument("--min-seconds", type=float, default=2.0, help="and at least this long")
+    ap.add_argument("--warmup-seconds", type=float, default=1.0)
+    ap.add_argument("--dc-bin", help="folder with dc-coordinator, dc-worker, dc-run (default: dist/bin, else build/bin)")
+    ap.add_argument("--gpu-type", help="dc's GPU type for --gpus (default: matched from the device name)")
+    ap.add_argument("--config", help="tune configuration (default examples/tune.yaml; cpu: tune-quick.yaml)")
+    ap.add_argument("--skip-tune", action="store_true", help="use the plans of an earlier tune in WORK")
+    ap.add_argument("--work", default=os.path.join(root, "build-bench"), help="exports, DBs, plans, results")
+    ap.add_argument("--out-md", help="default %s (cuda), %s (cpu)" % (os.path.relpath(docs_md, root), smoke_md))
+    ap.add_argument("--fresh", action="store_true", help="forget the results of earlier calls")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+
+
 def finish_common_args(ap, a, root, docs_md, smoke_md):
     """The checks and defaults both benchmark scripts share: enough runs on a GPU, absolute
     work and config paths (tune.yaml on a GPU, tune-quick.yaml for the CPU smoke run), and
