@@ -20,7 +20,7 @@ void FarmService::Impl::take_client_messages() {
 // the writer (db_writer.h), in order; the replies wait for its commits (flush).
 void FarmService::Impl::serve_turn(std::vector<Measurement> results) {
   const auto until = Clock::now() + kTurnSlice;
-  for (size_t n = 1; !pending.empty(); ++n) {
+  for (size_t n = 1; !pending.empty() && !writer_behind(); ++n) {
     FarmBroker::ClientMessage& m = pending.front();
     bool done = true;
     try {
@@ -696,11 +696,12 @@ void FarmService::Impl::tick() {
 void FarmService::run(const std::atomic<bool>& stop) {
   Impl& im = *impl_;
   while (!stop.load()) {
-    // No wait while client messages are left from the last turn; a short one while the
-    // writer owes answers (jobs to place, commits that release outcomes).
-    const auto wait = !im.pending.empty()                     ? std::chrono::milliseconds(0)
-                      : im.writer.posted() > im.db_committed ? kWriterPoll
-                                                             : std::chrono::milliseconds(100);
+    // No wait while client messages are left from the last turn (unless the writer is too far
+    // behind to take them); a short one while the writer owes answers (jobs to place, commits
+    // that release outcomes).
+    const auto wait = !im.pending.empty() && !im.writer_behind() ? std::chrono::milliseconds(0)
+                      : im.writer.posted() > im.db_committed     ? kWriterPoll
+                                                                 : std::chrono::milliseconds(100);
     std::vector<Measurement> results = im.broker.collect(wait);
     im.take_client_messages();
     im.serve_turn(std::move(results));

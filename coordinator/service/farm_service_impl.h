@@ -85,6 +85,11 @@ inline constexpr auto kBatchAge = std::chrono::milliseconds(10);
 inline constexpr auto kWriterIdle = std::chrono::microseconds(500);
 // How often the loop looks for the writer's answers while it owes some and nothing else comes.
 inline constexpr auto kWriterPoll = std::chrono::milliseconds(1);
+// The DB works the writer may owe before the loop takes no more client messages (results it
+// still takes): every reply, heartbeats too, waits for the works posted before it, so a burst
+// of Submits faster than the writer must not put seconds of work ahead of them (about 40 µs a
+// work: some 160 ms).
+inline constexpr uint64_t kMaxWriterBacklog = 4096;
 
 // Job latency buckets, seconds: emulated jobs take milliseconds, real ones seconds to minutes.
 inline const std::vector<double> kLatencyBounds = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
@@ -240,6 +245,7 @@ struct FarmService::Impl {
   void serve_turn(std::vector<Measurement> results);
   // What the writer finished: the rest of each work's job on this thread, then what is committed.
   void take_db_done();
+  bool writer_behind() const { return writer.posted() - db_committed >= kMaxWriterBacklog; }
   // Handles the message, or the next job of a SubmitBatch; true when the message is done.
   bool on_client(FarmBroker::ClientMessage& m);
   void on_hello(const std::string& identity, const std::string& peer, const farm::ClientHello& h);
