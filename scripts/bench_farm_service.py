@@ -83,6 +83,35 @@ def cpu_seconds(pid):
         return None
 
 
+def thread_cpu_seconds(pid):
+    """CPU seconds (user + system) by thread of a running process: {tid: (name, seconds)}."""
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                head, tail = f.read().rsplit(")", 1)
+            fields = tail.split()
+            out[int(tid)] = (head.split("(", 1)[1], (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+def thread_cpu_delta(pid, before, after):
+    """CPU seconds by role over a run: the main thread (tid == pid, the service's loop), the
+    others by thread name (the broker's and the DB writer's threads are named; ZeroMQ's are
+    ZMQbg/...), threads of the same name summed."""
+    roles = {}
+    for tid, (name, sec) in after.items():
+        role = "main" if tid == pid else name
+        roles[role] = roles.get(role, 0.0) + sec - before.get(tid, (name, 0.0))[1]
+    return roles
+
+
 def run_measuring_cpu(cmd, timeout):
     """Runs cmd to its end: (returncode, stdout + stderr, CPU seconds of it and its children)."""
     with tempfile.TemporaryFile("w+") as out:
@@ -220,6 +249,7 @@ def run_scenario(a, tmp, report):
         sampler = farm.sample_every(a.sample_every)
         load0 = loadavg()
         cpu0 = {"service": cpu_seconds(farm.serve.pid), "workers": cpu_seconds(farm.workers.pid)}
+        threads0 = thread_cpu_seconds(farm.serve.pid)
         t0 = time.time()
         rc, output, tunes_cpu = run_measuring_cpu(tunes_cmd(farm, a, a.tunes, a.jobs, "scenario"), a.timeout)
         wall = time.time() - t0
@@ -227,6 +257,7 @@ def run_scenario(a, tmp, report):
         cpu = {k: (cpu_seconds(p.pid) or 0) - (cpu0[k] or 0) for k, p in (("service", farm.serve),
                                                                        ("workers", farm.workers))}
         cpu["tunes"] = tunes_cpu
+        service_threads = thread_cpu_delta(farm.serve.pid, threads0, thread_cpu_seconds(farm.serve.pid))
         farm.stop_sampling.set()
         sampler.join()
         end = farm.sample()
@@ -257,6 +288,7 @@ def run_scenario(a, tmp, report):
         "rss_kib_max": max(rss) if rss else None, "load_start": load0, "load_end": load1,
         "samples": len(farm.samples),
         "cpu_seconds": cpu, "cpu_us_per_job": {k: 1e6 * v / total for k, v in cpu.items()},
+        "service_threads_us_per_job": {k: 1e6 * v / total for k, v in sorted(service_threads.items())},
     }
     report["scenario"] = res
     if fair is None:
@@ -365,6 +397,11 @@ def markdown(a, report):
                       f"they allow at most {report['cores'] * 1e6 / per_job:,.0f} jobs/s here, with every core "
                       f"theirs; 20,000 jobs/s at these costs needs {20000 * per_job / 1e6:.1f} cores "
                       f"({20000 * c['service'] / 1e6:.1f} of them for the service).", ""]
+        t = s.get("service_threads_us_per_job")
+        if t:
+            lines += ["| the service's CPU per job by thread (main: its loop, on which the rate waits) | µs |",
+                      "| --- | ---: |"] + [f"| {k} | {v:,.1f} |" for k, v in t.items()] + \
+                     [f"| main thread alone allows at most | {1e6 / t['main']:,.0f} jobs/s |" if t.get("main") else "", ""]
     k = report.get("soak")
     if k:
         lines += ["| soak | figure | goal | load avg |", "| --- | ---: | --- | --- |",

@@ -16,32 +16,16 @@ void FarmService::Impl::take_client_messages() {
   }
 }
 
-// One turn: client messages for at most kTurnSlice, then every result, into the open DB
-// batch (one commit for many rows). The batch stays open over turns that follow each other
-// without a wait, for at most kBatchAge: one commit per kBatchAge under load instead of one per
-// turn (round 6 of docs/bench/farm-service.md). The replies wait for the commit.
+// One turn: client messages for at most kTurnSlice, then every result. Their DB work goes to
+// the writer (db_writer.h), in order; the replies wait for its commits (flush).
 void FarmService::Impl::serve_turn(std::vector<Measurement> results) {
-  if (pending.empty() && results.empty()) {
-    close_batch();  // a turn without work: what the batch holds is committed now, not later
-    return;
-  }
-  if (!batch_opened) {
-    batch_opened = Clock::now();
-    try {
-      batch = db.begin_batch();
-    } catch (const UserError& e) {
-      spdlog::error("service: the DB refused a batch; each row goes in its own transaction: {}", e.what());
-    }
-  }
   const auto until = Clock::now() + kTurnSlice;
-  for (size_t n = 1; !pending.empty(); ++n) {
+  for (size_t n = 1; !pending.empty() && !writer_behind(); ++n) {
     FarmBroker::ClientMessage& m = pending.front();
     bool done = true;
     try {
       done = on_client(m);
     } catch (const UserError& e) {
-      // The DB refused (busy past its timeout, disk full): logged, the service goes on (with
-      // the batch's next job, if it was one).
       spdlog::error("service: while handling a {}: {}", farm::body_name(m.envelope), e.what());
       if (m.envelope.body_case() == farm::Envelope::kSubmits)
         done = front_jobs_done >= m.envelope.submits().jobs_size();
@@ -59,27 +43,37 @@ void FarmService::Impl::serve_turn(std::vector<Measurement> results) {
       spdlog::error("service: while recording a result: {}", e.what());
     }
   }
-  if (Clock::now() - *batch_opened >= kBatchAge) close_batch();
 }
 
-// Commits the open batch, then sends the replies that waited for it.
-void FarmService::Impl::close_batch() {
-  if (!batch_opened) return;
-  try {
-    if (batch) batch->commit();
-  } catch (const UserError& e) {
-    spdlog::error("service: the DB could not commit this turn's rows (the tunes still get their outcomes): {}",
-                  e.what());
+// The rest of each finished DB work's job first (a job placed, a ratios reply), then what the
+// writer has committed: the results being written that no job posted before them can still
+// join are forgotten.
+void FarmService::Impl::take_db_done() {
+  DbWriter::Done done = writer.take();
+  for (DbWriter::Then& then : done.then) {
+    try {
+      then();
+    } catch (const UserError& e) {
+      spdlog::error("service: after a DB work: {}", e.what());
+    }
   }
-  batch.reset();
-  batch_opened.reset();
-  flush();
+  db_committed = done.committed;
+  while (!being_written_order.empty() && being_written_order.front().first <= db_committed) {
+    const auto it = being_written.find(being_written_order.front().second);
+    if (it != being_written.end() && it->second.first == being_written_order.front().first) being_written.erase(it);
+    being_written_order.pop_front();
+  }
 }
 
-// The replies, each tune's outcomes in batches (client protocol 3): one message per tune and
-// commit, not one per job.
+// The replies whose DB work is committed, each tune's outcomes in batches (client protocol 3):
+// one message per tune and commit, not one per job.
 void FarmService::Impl::flush() {
-  if (!outbox.empty()) broker.send_to_clients(farm::batch_outcomes(std::exchange(outbox, {})));
+  std::vector<std::pair<std::string, farm::Envelope>> ready;
+  while (!outbox.empty() && outbox.front().after <= db_committed) {
+    ready.emplace_back(std::move(outbox.front().identity), std::move(outbox.front().envelope));
+    outbox.pop_front();
+  }
+  if (!ready.empty()) broker.send_to_clients(farm::batch_outcomes(std::move(ready)));
 }
 
 bool FarmService::Impl::on_client(FarmBroker::ClientMessage& m) {
@@ -280,14 +274,16 @@ void FarmService::Impl::on_mark_implausible(const Tune& t, const farm::MarkImpla
   m.gpu_type = mk.gpu_type();
   m.worker = mk.worker();
   m.finished_unix_ms = mk.finished_unix_ms();
-  const std::string why = printable(mk.why());
-  try {
-    if (db.mark_implausible(m, why))
-      spdlog::warn("service: tune {} marked {}'s result of {} implausible: {}", t.id, printable(m.worker),
-                   printable(m.variant_key), why);
-  } catch (const UserError& e) {
-    spdlog::error("service: could not mark a result of {} implausible: {}", printable(m.variant_key), e.what());
-  }
+  writer.post([m, why = printable(mk.why()), tune = t.id](TuningDb& tuning_db) -> DbWriter::Then {
+    try {
+      if (tuning_db.mark_implausible(m, why))
+        spdlog::warn("service: tune {} marked {}'s result of {} implausible: {}", tune, printable(m.worker),
+                     printable(m.variant_key), why);
+    } catch (const UserError& e) {
+      spdlog::error("service: could not mark a result of {} implausible: {}", printable(m.variant_key), e.what());
+    }
+    return {};
+  });
 }
 
 // The calibrate stage of a `tune --farm`: the estimator's ratios of this service's DB, as a
@@ -298,6 +294,12 @@ void FarmService::Impl::on_ratios_request(const std::string& identity, const far
   if (r.client_protocol_version() != farm::kClientProtocolVersion)
     return refuse(identity, str_cat("client protocol version ", r.client_protocol_version(),
                                     " is not supported (this service speaks ", farm::kClientProtocolVersion, ")"));
+  writer.post([this, identity, r](TuningDb&) -> DbWriter::Then {
+    return [this, identity, e = ratios_reply(r)]() mutable { send(identity, std::move(e)); };
+  });
+}
+
+farm::Envelope FarmService::Impl::ratios_reply(const farm::RatiosRequest& r) {
   farm::Envelope e = farm::make_envelope();
   farm::RatiosReply* reply = e.mutable_ratios_reply();
   if (catalog.find(r.gpu_type()) == nullptr) {
@@ -321,7 +323,7 @@ void FarmService::Impl::on_ratios_request(const std::string& identity, const far
     }
   }
   reply->set_request_id(r.request_id());
-  send(identity, std::move(e));
+  return e;
 }
 
 void FarmService::Impl::fill_ratios(const farm::RatiosRequest& r, farm::RatiosReply* reply) {
@@ -385,21 +387,39 @@ void FarmService::Impl::on_submit(Tune& t, farm::TuneJob& tj) {
   }
   ++t.submitted;
   spdlog::debug("service: tune {} submitted {}", t.id, job.job_id);
-  std::optional<Measurement> known;
+  const uint64_t tune = t.id, number = writer.posted() + 1;
+  writer.post([this, tune, number, w = std::move(w), job = std::move(job)](TuningDb&) mutable -> DbWriter::Then {
+    std::optional<Measurement> known = look_up(job);
+    return [this, tune, number, w = std::move(w), job = std::move(job), known = std::move(known)]() mutable {
+      place(tune, w, std::move(job), std::move(known), number);
+    };
+  });
+}
+
+std::optional<Measurement> FarmService::Impl::look_up(const FarmJob& job) {
   try {
     // A variant new to the DB has no measurement yet: no lookup.
-    const bool new_variant = record_rows(job, hash);
-    if (job.service.reuse && !new_variant) known = from_db(job, hash);
+    const bool new_variant = record_rows(job, job.variant_source_hash);
+    if (job.service.reuse && !new_variant) return from_db(job, job.variant_source_hash);
   } catch (const UserError& e) {
     // The DB refused (busy past its timeout): measured instead of answered.
     spdlog::error("service: DB lookup for {} failed; it is measured: {}", job.variant_kernel.variant_key, e.what());
   }
+  return std::nullopt;
+}
+
+void FarmService::Impl::place(uint64_t tune, const Waiter& w, FarmJob job, std::optional<Measurement> known,
+                              uint64_t number) {
+  const auto found = tunes.find(tune);
+  if (found == tunes.end()) return;  // it ended while the job's rows were written
+  Tune& t = found->second;
   if (known) {
     ++answered_from_db;
     ++t.from_db;
     deliver(t, w, *known, farm::DATABASE);
     return;
   }
+  const std::string& hash = job.variant_source_hash;
   std::string key = key_of({hash, job.gpu_type, job.service.nvrtc_major, job.service.emulated ? "emulated" : "real",
                             job.check_on_emulator ? "check" : "", avoid_key(job.avoid_workers)});
   uint64_t gid = 0;
@@ -415,6 +435,7 @@ void FarmService::Impl::on_submit(Tune& t, farm::TuneJob& tj) {
     g.waiters.push_back(w);
     if (!g.dispatched && t.groups.count(gid) == 0) ++t.queued;
   } else {
+    if (join_written(t, w, key, number)) return;
     gid = next_group++;
     Group g;
     g.key = key;
@@ -430,8 +451,25 @@ void FarmService::Impl::on_submit(Tune& t, farm::TuneJob& tj) {
     groups.emplace(gid, std::move(g));
   }
   t.groups.insert(gid);
-  // Still waiting for a device: this tune's share may also pick it.
-  if (!groups.at(gid).dispatched) share.push(groups.at(gid).gpu_type, t.id, gid);
+  // Still waiting for a device: this tune's share may also pick it (a silent tune's when it is back).
+  if (!groups.at(gid).dispatched && t.connected) share.push(groups.at(gid).gpu_type, t.id, gid);
+}
+
+// The group the job would have joined when it was posted (number) finished since: the job
+// joins its result as it would have joined the group. Its own names are recorded if the
+// group's are others (as a first result: a fresh group's row is under the group's names).
+bool FarmService::Impl::join_written(Tune& t, const Waiter& w, const std::string& key, uint64_t number) {
+  const auto it = being_written.find(key);
+  if (it == being_written.end() || it->second.first < number) return false;
+  const Measurement& m = it->second.second;
+  if (is_recorded_status(m.status) && (w.workload != m.workload || w.variant_key != m.variant_key)) {
+    std::set<std::pair<std::string, std::string>> names = {{w.workload, w.variant_key}};
+    post_record_rows(std::move(names), false, m, m.worker.substr(0, m.worker.rfind('/')));
+  }
+  ++joined;
+  ++t.joined;
+  deliver(t, w, m, farm::JOINED);
+  return true;
 }
 
 void FarmService::Impl::deliver(Tune& t, const Waiter& w, const Measurement& m, farm::Origin origin) {
@@ -453,31 +491,52 @@ void FarmService::Impl::deliver(Tune& t, const Waiter& w, const Measurement& m, 
   t.recent_order.emplace_back(now, w.resend_key);
 }
 
-void FarmService::Impl::record_result(const Group& g, const Measurement& m, const std::string& worker_id) {
-  if (workers_recorded.insert(m.worker).second) {
-    WorkerInfo wi;
-    wi.name = m.worker;
-    wi.host = m.host.empty() ? worker_id : m.host;
-    wi.device = !m.device.empty() ? m.device : (m.emulated ? "emulated " + m.gpu_type : m.gpu_type);
-    wi.gpu_type = m.gpu_type;
-    wi.driver_version = m.driver_version;
-    wi.nvrtc_version = m.nvrtc_version;
-    wi.emulated = m.emulated;
-    db.commit_worker(wi);
-  }
+void FarmService::Impl::post_record(const Group& g, const Measurement& m, const std::string& worker_id) {
   const bool fresh = std::any_of(g.waiters.begin(), g.waiters.end(), [](const Waiter& w) { return !w.reuse; });
   std::set<std::pair<std::string, std::string>> names;
   names.insert({g.workload, g.variant_key});
   for (const Waiter& w : g.waiters) names.insert({w.workload, w.variant_key});
-  for (const auto& [workload, key] : names) {
-    Measurement r = m;
-    r.workload = workload;
-    r.variant_key = key;
-    if (fresh ? db.commit_measurement(r) : db.commit_first_measurement(r))
-      ++recorded_by_status[std::string(job_status_name(m.status))];
-    else
-      spdlog::info("service: {} {} on {}: already recorded; not added again", workload, key, m.gpu_type);
+  post_record_rows(std::move(names), fresh, m, worker_id);
+}
+
+void FarmService::Impl::post_record_rows(std::set<std::pair<std::string, std::string>> names, bool fresh,
+                                         const Measurement& m, const std::string& worker_id) {
+  writer.post([this, names = std::move(names), fresh, m, worker_id](TuningDb&) -> DbWriter::Then {
+    const int added = record_result(names, fresh, m, worker_id);
+    if (added == 0) return {};
+    return [this, added, status = m.status] { recorded_by_status[std::string(job_status_name(status))] += added; };
+  });
+}
+
+int FarmService::Impl::record_result(const std::set<std::pair<std::string, std::string>>& names, bool fresh,
+                                     const Measurement& m, const std::string& worker_id) {
+  int added = 0;
+  try {
+    if (workers_recorded.insert(m.worker).second) {
+      WorkerInfo wi;
+      wi.name = m.worker;
+      wi.host = m.host.empty() ? worker_id : m.host;
+      wi.device = !m.device.empty() ? m.device : (m.emulated ? "emulated " + m.gpu_type : m.gpu_type);
+      wi.gpu_type = m.gpu_type;
+      wi.driver_version = m.driver_version;
+      wi.nvrtc_version = m.nvrtc_version;
+      wi.emulated = m.emulated;
+      db.commit_worker(wi);
+    }
+    for (const auto& [workload, key] : names) {
+      Measurement r = m;
+      r.workload = workload;
+      r.variant_key = key;
+      if (fresh ? db.commit_measurement(r) : db.commit_first_measurement(r))
+        ++added;
+      else
+        spdlog::info("service: {} {} on {}: already recorded; not added again", workload, key, m.gpu_type);
+    }
+  } catch (const UserError& e) {
+    // The DB refused (busy past its timeout, disk full): logged; the tunes still get it.
+    spdlog::error("service: could not record the result of {}: {}", m.variant_key, e.what());
   }
+  return added;
 }
 
 void FarmService::Impl::on_result(Measurement m) {
@@ -504,12 +563,8 @@ void FarmService::Impl::on_result(Measurement m) {
   // Recorded once per (workload, variant) it answers for, whoever still waits: measured work
   // is never thrown away. internal_error (a dc bug) and unhealthy (the device refused to time)
   // measured nothing.
-  try {
-    if (is_recorded_status(m.status)) record_result(g, m, worker_id);
-  } catch (const UserError& e) {
-    // The DB refused (busy past its timeout, disk full): logged; the tunes still get it.
-    spdlog::error("service: could not record the result of {}: {}", g.variant_key, e.what());
-  }
+  // Posted before the outcomes: they wait for its commit.
+  if (is_recorded_status(m.status)) post_record(g, m, worker_id);
   for (const Waiter& w : g.waiters) {
     const auto t = tunes.find(w.tune);
     if (t == tunes.end()) continue;
@@ -522,6 +577,11 @@ void FarmService::Impl::on_result(Measurement m) {
     }
     deliver(t->second, w, m, own ? farm::MEASURED : farm::JOINED);
   }
+  // A job posted while the group was in flight may still join it (join_written).
+  m.workload = g.workload;
+  m.variant_key = g.variant_key;
+  being_written[g.key] = {writer.posted(), std::move(m)};
+  being_written_order.emplace_back(writer.posted(), std::move(g.key));
 }
 
 void FarmService::Impl::end_tune(uint64_t id, const std::string& why) {
@@ -636,22 +696,28 @@ void FarmService::Impl::tick() {
 void FarmService::run(const std::atomic<bool>& stop) {
   Impl& im = *impl_;
   while (!stop.load()) {
-    // No wait while client messages are left from the last turn, or a DB batch is open (a
-    // turn without work commits it).
-    const bool busy = !im.pending.empty() || im.batch_opened;
-    std::vector<Measurement> results =
-        im.broker.collect(busy ? std::chrono::milliseconds(0) : std::chrono::milliseconds(100));
+    // No wait while client messages are left from the last turn (unless the writer is too far
+    // behind to take them); a short one while the writer owes answers (jobs to place, commits
+    // that release outcomes).
+    const auto wait = !im.pending.empty() && !im.writer_behind() ? std::chrono::milliseconds(0)
+                      : im.writer.posted() > im.db_committed     ? kWriterPoll
+                                                                 : std::chrono::milliseconds(100);
+    std::vector<Measurement> results = im.broker.collect(wait);
     im.take_client_messages();
     im.serve_turn(std::move(results));
+    im.writer.hand_over();
+    im.take_db_done();
     im.tick();
-    if (!im.batch_opened) im.flush();  // else the batch's outcomes are in the outbox: sent at its commit
+    im.flush();
     im.pump();
     if (im.options.on_view && Clock::now() >= im.next_view) {
       im.next_view = Clock::now() + im.options.view_interval;
       im.options.on_view(im.view());
     }
   }
-  im.close_batch();
+  im.writer.finish();
+  im.take_db_done();
+  im.flush();
   spdlog::info("service: stopping: {} tune(s) connected, {} jobs measured, {} answered from the DB, {} joined, "
                "{} cancelled", im.tunes.size(), im.measured, im.answered_from_db, im.joined, im.cancelled);
   im.broker.shutdown();

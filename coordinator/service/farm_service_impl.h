@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "client_codec.h"
+#include "db_writer.h"
 #include "fair_share.h"
 #include "farm_codec.h"
 #include "gpu/gpu_catalog.h"
@@ -78,9 +79,17 @@ inline double seconds(Clock::duration d) { return std::chrono::duration<double>(
 // dispatches again: a burst of Submits is served in slices, not in one block that
 // leaves every client unanswered for seconds (docs/bench/farm-service.md).
 inline constexpr auto kTurnSlice = std::chrono::milliseconds(20);
-// How long the turns that follow each other without a wait share one DB transaction: what an
-// outcome may wait for its commit beyond its own turn.
+// How long the DB writer keeps a transaction open while rows keep coming (one commit per
+// kBatchAge under load), and how long it waits for more once none comes before it commits.
 inline constexpr auto kBatchAge = std::chrono::milliseconds(10);
+inline constexpr auto kWriterIdle = std::chrono::microseconds(500);
+// How often the loop looks for the writer's answers while it owes some and nothing else comes.
+inline constexpr auto kWriterPoll = std::chrono::milliseconds(1);
+// The DB works the writer may owe before the loop takes no more client messages (results it
+// still takes): every reply, heartbeats too, waits for the works posted before it, so a burst
+// of Submits faster than the writer must not put seconds of work ahead of them (about 40 µs a
+// work: some 160 ms).
+inline constexpr uint64_t kMaxWriterBacklog = 4096;
 
 // Job latency buckets, seconds: emulated jobs take milliseconds, real ones seconds to minutes.
 inline const std::vector<double> kLatencyBounds = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
@@ -156,17 +165,27 @@ struct FarmService::Impl {
   std::map<std::string, int64_t> in_broker;  // per GPU type: handed over, no result yet
   std::map<std::string, int64_t> queued_groups;  // per GPU type: groups no device has yet
   // Client messages taken from the broker, not handled yet (run() handles a time slice of
-  // them per turn), and replies held until the turn's DB batch is committed: an outcome
-  // never reaches a tune before its measurement is durable.
+  // them per turn).
   std::deque<FarmBroker::ClientMessage> pending;
   int front_jobs_done = 0;  // of pending.front() when it is a SubmitBatch: a turn may end inside one
-  std::vector<std::pair<std::string, farm::Envelope>> outbox;
-  // The DB batch of the turns since batch_opened (set while one is open, even where the DB
-  // refused the batch and each row commits by itself).
-  std::unique_ptr<TuningDb::Batch> batch;
-  std::optional<Clock::time_point> batch_opened;
+  // Replies, each held until the DB work posted before it is committed: an outcome never
+  // reaches a tune before its measurement (or the row it was read from) is durable.
+  struct Reply {
+    uint64_t after = 0;  // the number of the last DB work posted before it
+    std::string identity;
+    farm::Envelope envelope;
+  };
+  std::deque<Reply> outbox;
+  uint64_t db_committed = 0;  // DB works committed, as the writer last said
+  // The results of groups whose rows the writer may not have committed yet, by group key,
+  // with the number of their DB work: a job posted for its DB look-up while its group was
+  // in flight joins the group's result here if the group finished meanwhile (join_written).
+  // Forgotten once committed, oldest first.
+  std::unordered_map<std::string, std::pair<uint64_t, Measurement>> being_written;
+  std::deque<std::pair<uint64_t, std::string>> being_written_order;
   FairShare share;
   uint64_t next_tune = 1, next_group = 1;
+  // The DB writer's thread alone, from here to ratios_fitted (the works of `writer` use them).
   // What the DB already has (rows the service committed or found): caches that spare a
   // repeated upsert. Workloads and variants come with every job, so those two are emptied
   // when they reach kRecordedCacheMax: a long-lived service's memory stays flat (it grew by
@@ -174,7 +193,6 @@ struct FarmService::Impl {
   static constexpr size_t kRecordedCacheMax = 1 << 14;
   std::set<std::string> gpu_types_recorded, workloads_recorded, workers_recorded;
   std::set<std::pair<std::string, std::string>> variants_recorded;
-  std::string hash_scratch;  // a Submit's variant source, to hash
   // The calibrate stage's answers by (GPU type, emulated, storage) while the DB's rows stay
   // as they were: the per-parameter fit reads every result of the GPU type, and each tune
   // asks once per GPU type. Emptied past kRatiosCacheMax keys (storage is the client's).
@@ -185,6 +203,8 @@ struct FarmService::Impl {
   static constexpr size_t kRatiosCacheMax = 64;
   std::map<std::tuple<std::string, bool, std::string>, CachedRatios> ratios_cache;
   int64_t ratios_fitted = 0;  // answers computed, not taken from ratios_cache (tests read it)
+  // The loop's thread from here on.
+  std::string hash_scratch;  // a Submit's variant source, to hash
   std::map<std::string, WorkerTally> tally;  // by worker id (before the device suffix)
   std::map<std::string, DeviceTally> device_tally;  // by "worker id/device index"
   int64_t measured = 0, answered_from_db = 0, joined = 0, cancelled = 0;
@@ -199,6 +219,9 @@ struct FarmService::Impl {
   }();
   const Clock::time_point started = Clock::now();
   Clock::time_point next_view = Clock::now();
+  // Last: destroyed first, after it has run and committed everything posted (its works use
+  // the members above).
+  DbWriter writer{db, kBatchAge, kWriterIdle};
 
   Impl(FarmServiceOptions o, TuningDb& d)
       : options(std::move(o)), db(d), broker([&] {
@@ -206,7 +229,10 @@ struct FarmService::Impl {
           return options.broker;
         }()) {}
 
-  void send(const std::string& identity, farm::Envelope e) { outbox.emplace_back(identity, std::move(e)); }
+  void send(const std::string& identity, farm::Envelope e) {
+    outbox.push_back({writer.posted(), identity, std::move(e)});
+  }
+  // Sends the replies whose DB work is committed.
   void flush();
   void refuse(const std::string& identity, const std::string& reason) {
     spdlog::warn("service: refused a client: {}", reason);
@@ -217,7 +243,9 @@ struct FarmService::Impl {
 
   void take_client_messages();
   void serve_turn(std::vector<Measurement> results);
-  void close_batch();
+  // What the writer finished: the rest of each work's job on this thread, then what is committed.
+  void take_db_done();
+  bool writer_behind() const { return writer.posted() - db_committed >= kMaxWriterBacklog; }
   // Handles the message, or the next job of a SubmitBatch; true when the message is done.
   bool on_client(FarmBroker::ClientMessage& m);
   void on_hello(const std::string& identity, const std::string& peer, const farm::ClientHello& h);
@@ -225,6 +253,12 @@ struct FarmService::Impl {
   void detach(Tune& t);
   void reattach(Tune& t);
   void on_submit(Tune& t, farm::TuneJob& j);
+  // The job once its rows are written and looked up (`known`: the DB's answer): answered,
+  // joined or queued. `number`: its DB work's.
+  void place(uint64_t tune, const Waiter& w, FarmJob job, std::optional<Measurement> known, uint64_t number);
+  bool join_written(Tune& t, const Waiter& w, const std::string& key, uint64_t number);
+  // The ratios reply of a request, from the DB (the writer's thread).
+  farm::Envelope ratios_reply(const farm::RatiosRequest& r);
   void on_mark_implausible(const Tune& t, const farm::MarkImplausible& mk);
   void on_status_request(const std::string& identity, const farm::StatusRequest& r);
   void on_ratios_request(const std::string& identity, const farm::RatiosRequest& r);
@@ -232,8 +266,16 @@ struct FarmService::Impl {
   void fill_ratios(const farm::RatiosRequest& r, farm::RatiosReply* reply);
   void end_tune(uint64_t id, const std::string& why);
   void on_result(Measurement m);
-  void record_result(const Group& g, const Measurement& m, const std::string& worker_id);
+  // Posts the rows of a group's result, under every name it answers for.
+  void post_record(const Group& g, const Measurement& m, const std::string& worker_id);
+  void post_record_rows(std::set<std::pair<std::string, std::string>> names, bool fresh, const Measurement& m,
+                        const std::string& worker_id);
+  // The writer's thread: the result's rows; how many were added.
+  int record_result(const std::set<std::pair<std::string, std::string>>& names, bool fresh, const Measurement& m,
+                    const std::string& worker_id);
   void deliver(Tune& t, const Waiter& w, const Measurement& m, farm::Origin origin);
+  // The writer's thread: the job's rows, then, unless the variant is new, the DB's answer.
+  std::optional<Measurement> look_up(const FarmJob& job);
   // Records the job's GPU type, workload and variant rows; true when the variant is new to the DB.
   bool record_rows(const FarmJob& job, const std::string& source_hash);
   std::optional<Measurement> from_db(const FarmJob& job, const std::string& source_hash);

@@ -610,6 +610,43 @@ TEST(FarmService, NoOutcomeReachesATuneBeforeItsRowIsCommitted) {
   std::filesystem::remove_all(dir);
 }
 
+// A job is placed in a group only once the DB writer has looked it up, so the group it would
+// join may finish in between. The test holds the DB (a batch of its own, which the writer
+// waits for) while tune b submits the job that tune a's worker is running, until the result
+// is in: b's look-up then finds no row, and b joins the result kept in memory until it is
+// committed. Measured once, both answered.
+TEST(FarmService, AJobLookedUpWhileItsGroupFinishesJoinsTheResultBeingWritten) {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("dc_farm_service_written_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {
+    auto db = open_tuning_db(dir + "/service.db");
+    Service service(*db);
+    Workers workers(service.endpoint(), 1, 500ms);
+    RemoteFarm a(client(service.endpoint(), "x", 1));
+    RemoteFarm b(client(service.endpoint(), "x", 1));
+    a.submit(service_job("wj", 0));
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (workers.total() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+    ASSERT_EQ(workers.total(), 1) << "a's job never reached the worker";
+    {
+      auto hold = db->begin_batch();  // the writer waits from here
+      b.submit(service_job("wj", 0));
+      std::this_thread::sleep_for(900ms);  // b's Submit in, the 500 ms job done, its result in the service
+      hold->commit();
+    }
+    const auto ma = collect_n(a, 1), mb = collect_n(b, 1);
+    ASSERT_EQ(ma.size(), 1u);
+    ASSERT_EQ(mb.size(), 1u);
+    EXPECT_EQ(mb[0].status, JobStatus::ok);
+    EXPECT_EQ(mb[0].worker, ma[0].worker);
+    EXPECT_EQ(workers.total(), 1) << "the job was measured again for the tune that looked it up meanwhile";
+    EXPECT_EQ(db->query({}).size(), 1u);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // tune --farm's quarantine reaches the service: a job's avoid_workers go to the service's
 // broker (the job goes to another worker while one serves the type), and a result the
 // client's tune marks implausible is marked in the service's DB too.
