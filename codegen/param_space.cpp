@@ -12,6 +12,7 @@
 
 #include "ir/error.h"
 #include "ir/op_traits.h"
+#include "ir/multi_cast.h"
 #include "ir/nonfinite_check.h"
 #include "ir/optimizer_update.h"
 #include "ir/reduced_axes.h"
@@ -496,6 +497,11 @@ WorkloadShape analyze_workload(const Workload& w) {
       for (const auto& in : n.inputs) checked += shape_numel(g.info(in).shape);
       s.inputs = 1;
       s.window = ceil_div(checked, std::max<int64_t>(s.elements, 1));
+    } else if (n.op == kMultiCast) {  // the optimizer's loops over a bucket: each output element reads one
+      s.elements = 0;
+      for (const auto& out : n.outputs) s.elements += shape_numel(g.info(out).shape);
+      s.inputs = 1;
+      s.optimizer_update = true;  // its float4 variant (vec 4: per-tensor loops, scalar tails)
     }
   return s;
 }

@@ -112,8 +112,9 @@ struct WorkloadShape {
   // `serial_loop` elements (dc.SoftmaxCrossEntropy's loss: one thread over every row).
   // 0 when the kernel has none.
   int64_t serial_threads = 0, serial_loop = 0;
-  // opaque: a multi-tensor optimizer update (template_optimizer.h), whose kernel may read
-  // float4s whatever its tensors' extents (each tensor's last elements one at a time).
+  // opaque: a multi-tensor optimizer update (template_optimizer.h) or dc.MultiCast
+  // (template_multi_cast.h), whose kernel may read float4s whatever its tensors' extents (each
+  // tensor's last elements one at a time).
   bool optimizer_update = false;
 
   // Output-parallel families (elementwise, pool_window, opaque) and the row reductions:

@@ -23,11 +23,13 @@
 #include "ir/error.h"
 #include "ir/join.h"
 #include "ir/op_traits.h"
+#include "ir/multi_cast.h"
 #include "ir/nonfinite_check.h"
 #include "ir/optimizer_update.h"
 #include "ir/reduced_axes.h"
 #include "ref/conv_transpose.h"
 #include "ref/im2col.h"
+#include "template_multi_cast.h"
 #include "template_nonfinite_check.h"
 #include "template_optimizer.h"
 #include "template_reference_training.h"
@@ -549,9 +551,10 @@ bool reference_supports(const Node& n) {
 GeneratedKernel generate_naive(const Workload& w, const std::string& template_name,
                                const std::string& variant_key, int threads, int64_t vec) {
   const Graph g = split_training_ops(w.graph);
-  DC_INTERNAL_CHECK(vec == 1 || (vec == 4 && std::any_of(g.nodes.begin(), g.nodes.end(),
-                                                         [](const Node& n) { return is_optimizer_update(n.op); })),
-                    "naive kernel: vec ", vec, " (only an optimizer update reads float4s)");
+  DC_INTERNAL_CHECK(vec == 1 || (vec == 4 && std::any_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) {
+                                   return is_optimizer_update(n.op) || n.op == kMultiCast;
+                                 })),
+                    "naive kernel: vec ", vec, " (only an optimizer update and a dc.MultiCast read float4s)");
   std::vector<std::string> missing;
   for (const auto& n : g.nodes)
     if (!reference_supports(n) && std::find(missing.begin(), missing.end(), n.op) == missing.end())
@@ -600,7 +603,7 @@ GeneratedKernel generate_naive(const Workload& w, const std::string& template_na
     src += fmt::format(
         "// node n{}: {} -> {}\nextern \"C\" __global__ void DC_LAUNCH_BOUNDS({}) {}({}) {{\n", ni,
         n.op, join(sub.outputs, ", "), threads, name, join(params, ", "));
-    const bool multi_tensor = is_optimizer_update(n.op) || n.op == kNonFiniteCheck;
+    const bool multi_tensor = is_optimizer_update(n.op) || n.op == kNonFiniteCheck || n.op == kMultiCast;
     if (is_optimizer_update(n.op)) {  // one fused loop over the bucket's tensors
       const bool vectorised = vec == 4;  // the reference's is 1: the plain loop
       most = optimizer_update_threads_wanted(sub, n, vectorised);
@@ -608,6 +611,9 @@ GeneratedKernel generate_naive(const Workload& w, const std::string& template_na
     } else if (n.op == kNonFiniteCheck) {  // one loop over the lanes, each over every tensor
       most = nonfinite_check_threads_wanted(n);
       src += nonfinite_check_body(sub, n);
+    } else if (n.op == kMultiCast) {  // one loop per weight, a float4 a thread with vec 4
+      most = multi_cast_threads_wanted(sub, n, vec == 4);
+      src += multi_cast_body(sub, n, vec == 4);
     }
     NodeEmitter ne(sub, sub.nodes[0]);
     for (size_t oi = 0; oi < sub.outputs.size() && !multi_tensor; ++oi) {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "ir/error.h"
+#include "ir/multi_cast.h"
 #include "ir/nonfinite_check.h"
 #include "ref/im2col.h"
 #include "template_util.h"
@@ -464,7 +465,7 @@ bool naive_training_supports(const Node& n) {
       "dc.Dropout",     "dc.BatchNormTrain",  "dc.BatchNormStats", "dc.GeluGrad",       "dc.GatherGrad",
       "dc.SoftmaxCrossEntropy", "dc.SoftmaxCrossEntropyGrad", "dc.SgdUpdate", "dc.AdamWUpdate",
       "dc.ConvGradData", "dc.ConvGradWeight", "dc.MaxPoolGrad",  "dc.AveragePoolGrad", kBatchNormApply,
-      "dc.Attention",   "dc.AttentionGrad", kNonFiniteCheck};
+      "dc.Attention",   "dc.AttentionGrad", kNonFiniteCheck, kMultiCast};
   for (const char* op : kOps)
     if (n.op == op) return true;
   return false;

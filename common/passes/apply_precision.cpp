@@ -8,6 +8,7 @@
 
 #include "ir/converted_bytes.h"
 #include "ir/error.h"
+#include "ir/multi_cast.h"
 #include "ir/op_traits.h"
 #include "passes/training/mixed_precision.h"
 #include "passes/training_state.h"
@@ -207,7 +208,7 @@ Graph apply_precision(Graph g, Precision p, std::vector<std::string>* notes) {
         it->second.dtype = storage;
       }
     }
-    if (n.op == "Cast" && !n.outputs.empty())
+    if ((n.op == "Cast" || n.op == kMultiCast) && !n.outputs.empty())  // a dc.MultiCast's outputs: one dtype
       n.attrs.set("to", static_cast<int64_t>(g.tensors.at(n.outputs[0]).dtype));
   }
   int64_t reduced = 0;

@@ -57,6 +57,7 @@ Graph build_training_graph(Graph g, const TrainingSpec& spec) {
   lower_cross_entropy(g);  // its gradient is built: the loss itself on the templates
   // Under AMP the chain computes in f32 and only Y is stored reduced (training_fp32_tensors).
   lower_batch_norm_apply(g);
+  if (mixed) merge_compute_casts(g);  // the weights' Casts as one kernel, their gradients' Casts built
   add_optimizer(g, spec, gradients);  // under fp16 on the scaled gradients: G / S in the update
   if (scaled) gate_updates_on_overflow(g, check_gradients_finite(g, gradients), spec);
   g.outputs = step_outputs(g, loss, model_outputs);

@@ -1,19 +1,21 @@
 // dc-internal ops of training graphs (passes/build_training_graph.h) that ONNX lacks: the
 // step-seeded Dropout, BatchNormalization in training mode, the softmax cross-entropy loss
-// and its gradient, the SGD and AdamW updates of a bucket of tensors and fp16's overflow check
-// over many gradients. Their gradients are in
+// and its gradient, the SGD and AdamW updates of a bucket of tensors, fp16's overflow check
+// over many gradients and the AMP step's weight Casts as one node. Their gradients are in
 // ops_grad.cpp; their semantics are PyTorch's (docs/training.md).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "ir/error.h"
+#include "ir/multi_cast.h"
 #include "ir/nonfinite_check.h"
 #include "ir/optimizer_update.h"
 #include "ir/parallel.h"
 #include "ref/kernel.h"
 #include "ref/training_ops.h"
 #include "ref/philox.h"
+#include "ref/storage_dtypes.h"
 
 namespace dc::ref {
 
@@ -319,6 +321,21 @@ std::vector<Tensor> run_nonfinite_check(const Node& node, const Inputs& in) {
   return {flags};
 }
 
+// dc.MultiCast(W1, ..., Wn) -> (w1, ..., wn): each wi = Cast(Wi, to), the Cast's rounding
+// (ir/multi_cast.h).
+std::vector<Tensor> run_multi_cast(const Node& node, const Inputs& in) {
+  const auto to = dtype_from_onnx(static_cast<int32_t>(node.attrs.get_int("to")));
+  DC_USER_CHECK(to && is_float(*to), node.op, ": attribute 'to' must be a float dtype");
+  DC_USER_CHECK(in.size() == node.outputs.size(), node.op, ": ", in.size(), " inputs but ", node.outputs.size(),
+                " outputs");
+  std::vector<Tensor> out;
+  for (const Tensor& w : in) {
+    require_f32(node, w, "every weight");
+    out.push_back(convert_float(w, *to));
+  }
+  return out;
+}
+
 const OpDef kOps[] = {
     {"dc.Dropout", run_dropout, nullptr},
     {"dc.BatchNormTrain", run_batch_norm_train, nullptr},
@@ -328,6 +345,7 @@ const OpDef kOps[] = {
     {"dc.SgdUpdate", run_sgd_update, nullptr},
     {"dc.AdamWUpdate", run_adamw_update, nullptr},
     {kNonFiniteCheck, run_nonfinite_check, nullptr},
+    {kMultiCast, run_multi_cast, nullptr},
 };
 
 }  // namespace

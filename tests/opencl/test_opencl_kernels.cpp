@@ -95,6 +95,10 @@ const Case kCases[] = {
     // fp16's overflow check over four gradients (extents 15, 7, 268, 1999; 700 lanes, the
     // last tensor wrapping around them): every flag written, 0 for the finite random inputs.
     {"edge_nonfinite_check", "", ClusterKind::opaque, ""},
+    // The AMP step's weight Casts as one dc.MultiCast over four weights (extents 15, 7, 268,
+    // 1999: float4 tails of 3, 3, 0 and 3), to f16 and to bf16: every copy written, exactly.
+    {"edge_multi_cast_f16", "", ClusterKind::opaque, ""},
+    {"edge_multi_cast_bf16", "", ClusterKind::opaque, ""},
     // A training step's forward BatchNorm-apply + ReLU computed by the next Conv's im2col
     // gather (pads 1): padded taps must read 0, not relu(BN(0)) (>= 1 here: bias in [2, 3)).
     {"edge_bn_relu_conv", "", ClusterKind::conv, ""},
@@ -238,6 +242,25 @@ Graph nonfinite_check_graph() {
   return g;
 }
 
+// A dc.MultiCast of four f32 weights to `to`, outputs c0..c3.
+Graph multi_cast_graph(DType to) {
+  Graph g;
+  Attributes a;
+  a.set("to", static_cast<int64_t>(to));
+  Node cast = testing::make_node("dc.MultiCast", {}, {}, a);
+  const std::vector<Shape> shapes = {{3, 5}, {7}, {2, 2, 67}, {1999}};
+  for (size_t t = 0; t < shapes.size(); ++t) {
+    g.inputs.push_back(fmt::format("w{}", t));
+    g.tensors[g.inputs.back()] = TensorInfo{DType::f32, shapes[t]};
+    cast.inputs.push_back(g.inputs.back());
+    g.outputs.push_back(fmt::format("c{}", t));
+    g.tensors[g.outputs.back()] = TensorInfo{to, shapes[t]};
+    cast.outputs.push_back(g.outputs.back());
+  }
+  g.nodes = {cast};
+  return g;
+}
+
 Graph edge_graph(const std::string& name) {
   Graph g;
   auto tensor = [&](const std::string& n, Shape s) { g.tensors[n] = TensorInfo{DType::f32, std::move(s)}; };
@@ -344,7 +367,9 @@ Graph named_edge_graph(const std::string& name) {
       {"edge_linear_bias_grad", linear_bias_grad_graph},
       {"edge_batch_norm_backward_sums", batch_norm_backward_sums_graph},
       {"edge_sgd_momentum_bucket", sgd_momentum_bucket_graph},
-      {"edge_nonfinite_check", nonfinite_check_graph}};
+      {"edge_nonfinite_check", nonfinite_check_graph},
+      {"edge_multi_cast_f16", [] { return multi_cast_graph(DType::f16); }},
+      {"edge_multi_cast_bf16", [] { return multi_cast_graph(DType::bf16); }}};
   if (auto b = built.find(name); b != built.end()) return b->second();
   return edge_graph(name);
 }

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <limits>
 #include <set>
 #include <string>
@@ -17,7 +18,9 @@
 #include "emulator.h"
 #include "estimator_testing.h"
 #include "generate.h"
+#include "ir/multi_cast.h"
 #include "ir/workload.h"
+#include "multi_cast_testing.h"
 #include "nvrtc.h"
 #include "param_space.h"
 #include "random_inputs.h"
@@ -237,6 +240,87 @@ TEST(CodegenTraining, NonFiniteCheckFlagsTheLaneOfThePlantedInfOrNan) {
     EXPECT_GE(k.launches[0].grid[0], 3) << "the lanes span several blocks";
     EXPECT_EQ(expect_matches_reference(w, k, 23, grads), 1);
     for (const Variant& v : space) EXPECT_EQ(expect_matches_reference(w, generate_kernel(w, v), 24, grads), 1) << v.key();
+  }
+}
+
+// Emulates `k` with `in` bound to its inputs and every output's bytes poisoned (0xFF: an
+// unwritten f16/bf16 element reads as a NaN whose bits no Cast writes); returns the buffers.
+std::vector<Tensor> emulate_poisoned(const GeneratedKernel& k, const ref::TensorMap& in) {
+  std::vector<Tensor> buffers(k.buffers.size());
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    const KernelBuffer& b = k.buffers[i];
+    if (b.role == BufferRole::input) {
+      buffers[i] = in.at(b.name);
+      continue;
+    }
+    buffers[i] = Tensor(b.dtype, b.shape);
+    std::memset(buffers[i].raw_mutable(), 0xFF, buffers[i].nbytes());
+  }
+  const CompileResult cr = compile_cuda(k.source, "sm_80");
+  EXPECT_TRUE(cr.ok) << cr.error << "\n" << cr.log;
+  const EmulatorResult r = emulate(k, buffers);
+  EXPECT_TRUE(r.ok) << r.error;
+  return buffers;
+}
+
+// Two NaNs of f16/bf16 `t`, the device's not the poison: the device writes the PTX canonical
+// NaN 0x7FFF, the reference float_to_half's 0x7E00 (any NaN is a NaN to every reader).
+bool both_nan_written(DType t, uint16_t got, uint16_t want) {
+  const uint16_t exponent = t == DType::f16 ? 0x7C00 : 0x7F80;
+  auto nan = [&](uint16_t b) { return (b & exponent) == exponent && (b & ~exponent & 0x7FFF) != 0; };
+  return got != 0xFFFF && nan(got) && nan(want);
+}
+
+// The AMP step's weight Casts as one kernel (ir/multi_cast.h): tensors of extents no
+// multiple of 4 (float4 tails of 1 to 3, a tensor of one element), values whose rounding is
+// delicate (ties, subnormals, past fp16's range, inf, NaN), f16 and bf16 copies. The
+// reference kernel and every opaque_generic variant (one float a thread and a float4 a
+// thread) on the host emulator, outputs poisoned, bit for bit against the CPU reference
+// (a NaN as any NaN but the poison).
+TEST(CodegenTraining, MultiCastMatchesTheReferenceBitForBit) {
+  const std::vector<Shape> shapes = {{3, 5}, {7}, {1}, {2, 2, 67}, {300}, {1999}};
+  for (DType to : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(to));
+    std::vector<std::pair<std::string, TensorInfo>> ins, outs;
+    for (size_t t = 0; t < shapes.size(); ++t) {
+      ins.emplace_back(fmt::format("w{}", t), f32(shapes[t]));
+      outs.emplace_back(fmt::format("c{}", t), TensorInfo{to, shapes[t]});
+    }
+    Attributes a;
+    a.set("to", static_cast<int64_t>(to));
+    const Workload w = single_node(kMultiCast, ins, outs, a);
+    ref::TensorMap in;
+    for (size_t t = 0; t < shapes.size(); ++t)
+      in[w.graph.inputs[t]] = testing::cast_test_values(shapes[t], static_cast<uint32_t>(50 + t));
+    const ref::TensorMap want = ref::run_graph(w.graph, in);
+    std::vector<GeneratedKernel> kernels = {generate_reference(w)};
+    bool float4s = false;
+    for (const Variant& v : enumerate_variants(w, testing::spec_a100(), SpaceOptions{{"fp32"}})) {
+      kernels.push_back(generate_kernel(w, v));
+      float4s = float4s || v.params.at("vec") == 4;
+    }
+    EXPECT_TRUE(float4s) << "a variant reads float4s";
+    EXPECT_GE(kernels.size(), 3u);
+    for (const GeneratedKernel& k : kernels) {
+      SCOPED_TRACE(k.variant_key);
+      EXPECT_EQ(k.launches.size(), 1u) << "one launch for every weight";
+      const std::vector<Tensor> got = emulate_poisoned(k, in);
+      int compared = 0;
+      for (size_t i = 0; i < k.buffers.size(); ++i) {
+        if (k.buffers[i].role != BufferRole::output) continue;
+        const Tensor& ref_copy = want.at(k.buffers[i].name);
+        ASSERT_EQ(got[i].nbytes(), ref_copy.nbytes());
+        const auto* g16 = reinterpret_cast<const uint16_t*>(got[i].raw());
+        const auto* r16 = reinterpret_cast<const uint16_t*>(ref_copy.raw());
+        int wrong = 0;
+        for (int64_t e = 0; e < ref_copy.numel(); ++e)
+          if (g16[e] != r16[e] && !both_nan_written(got[i].dtype(), g16[e], r16[e]) && ++wrong <= 2)
+            ADD_FAILURE() << k.buffers[i].name << " element " << e << ": bits " << std::hex << g16[e] << ", want " << r16[e];
+        EXPECT_EQ(wrong, 0) << k.buffers[i].name;
+        ++compared;
+      }
+      EXPECT_EQ(compared, static_cast<int>(shapes.size()));
+    }
   }
 }
 

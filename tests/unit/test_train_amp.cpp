@@ -13,10 +13,13 @@
 #include <string>
 
 #include "gpu/gpu_catalog.h"
+#include "ir/multi_cast.h"
 #include "ir/nonfinite_check.h"
 #include "ir/optimizer_update.h"
 #include "ir/precision.h"
 #include "ir/training_tolerance.h"
+#include "multi_cast_testing.h"
+#include "pass_testing.h"
 #include "passes/apply_precision.h"
 #include "passes/training/mixed_precision.h"
 #include "passes/training_state.h"
@@ -106,9 +109,11 @@ TEST(TrainAmp, StepKeepsMasterWeightsAndOptimizerStateInF32) {
         EXPECT_EQ(g.info(u.state).dtype, DType::f32) << u.state;
       }
     for (const Node& n : g.nodes) {
-      if (n.name.starts_with("compute_cast/")) {
-        ++casts;
-        EXPECT_EQ(g.info(n.outputs[0]).dtype, mixed) << n.name;
+      if (n.op == kMultiCast) {  // the weights' copies (merge_compute_casts)
+        for (const auto& copy : n.outputs) {
+          ++casts;
+          EXPECT_EQ(g.info(copy).dtype, mixed) << copy;
+        }
       }
       if (n.op == "dc.SgdUpdate") {
         const OptimizerUpdateLayout l = optimizer_update_layout(n);
@@ -381,6 +386,138 @@ TEST(TrainAmp, Fp16PlanOfOneUpdatePerTensorUpdatesEveryWeightInPlace) {
   int in_place = 0;
   for (const PlanStateUpdate& u : p.training->state) in_place += is_in_place(p, u);
   EXPECT_EQ(in_place, 34) << "17 weights and their momenta";
+}
+
+}  // namespace
+}  // namespace dc
+
+namespace dc {
+namespace {
+
+// The reduced copy's dtype as a dc.MultiCast's or a Cast's attribute `to`.
+Attributes cast_to(DType to) {
+  Attributes a;
+  a.set("to", static_cast<int64_t>(to));
+  return a;
+}
+
+// dc.MultiCast on the CPU reference (ir/multi_cast.h): every element of every weight rounded
+// to nearest even as written out in double arithmetic (ties both ways, f16's and bf16's
+// subnormals, f32 subnormals, past fp16's range to inf, inf and NaN kept, signed zeros),
+// and each copy the same values as the Cast of its weight.
+TEST(TrainAmp, MultiCastRoundsEachWeightAsItsCast) {
+  const std::vector<Shape> shapes = {{37}, {3, 5}, {2, 2, 67}};
+  for (DType to : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(to));
+    Graph g;
+    g.opset = 17;
+    Node multi = testing::make_node(kMultiCast, {}, {}, cast_to(to));
+    ref::TensorMap in;
+    for (size_t t = 0; t < shapes.size(); ++t) {
+      const std::string w = fmt::format("w{}", t), c = fmt::format("c{}", t), k = fmt::format("k{}", t);
+      g.inputs.push_back(w);
+      g.tensors[w] = TensorInfo{DType::f32, shapes[t]};
+      g.tensors[c] = g.tensors[k] = TensorInfo{to, shapes[t]};
+      multi.inputs.push_back(w);
+      multi.outputs.push_back(c);
+      g.nodes.push_back(testing::make_node("Cast", {w}, {k}, cast_to(to)));
+      g.outputs.insert(g.outputs.end(), {c, k});
+      in[w] = testing::cast_test_values(shapes[t], static_cast<uint32_t>(70 + t));
+    }
+    g.nodes.push_back(multi);
+    const ref::TensorMap out = ref::run_graph(g, in);
+    for (size_t t = 0; t < shapes.size(); ++t) {
+      const Tensor& copy = out.at(fmt::format("c{}", t));
+      ASSERT_EQ(copy.dtype(), to);
+      const float* w = in.at(fmt::format("w{}", t)).data<float>();
+      int wrong = 0;
+      for (int64_t e = 0; e < copy.numel(); ++e) {
+        const double want = testing::hand_round(w[e], to), got = testing::reduced_value(copy, e);
+        const bool same = std::isnan(want) ? std::isnan(got) : got == want && std::signbit(got) == std::signbit(want);
+        if (!same && ++wrong <= 3) ADD_FAILURE() << "tensor " << t << " element " << e << ": " << w[e] << " -> " << got << ", want " << want;
+      }
+      EXPECT_EQ(wrong, 0) << "tensor " << t;
+      EXPECT_TRUE(testing::same_values(copy, out.at(fmt::format("k{}", t)))) << "tensor " << t << " against its Cast";
+    }
+  }
+}
+
+// The AMP steps of tiny_cnn cast their weights in one dc.MultiCast (to the reduced type, the
+// copies stored in it) and in no Cast of their own; it comes before every reader of a copy and
+// before the optimizer's update, which writes the weights in place.
+TEST(TrainAmp, StepCastsEveryWeightInOneMultiCast) {
+  for (DType mixed : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(mixed));
+    const Graph g = amp_step(mixed);
+    std::vector<size_t> multi;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const Node& n = g.nodes[i];
+      if (n.op == kMultiCast) multi.push_back(i);
+      if (n.op == "Cast" && g.initializers.count(n.input(0)))
+        ADD_FAILURE() << n.name << " casts weight " << n.input(0) << " on its own";
+    }
+    ASSERT_EQ(multi.size(), 1u);
+    const Node& m = g.nodes[multi[0]];
+    EXPECT_EQ(m.attrs.get_int("to"), static_cast<int64_t>(mixed));
+    EXPECT_EQ(m.inputs.size(), 9u) << "tiny_cnn's weights and biases that a Conv or the Gemm reads";
+    ASSERT_EQ(m.inputs.size(), m.outputs.size());
+    for (size_t t = 0; t < m.inputs.size(); ++t) {
+      EXPECT_EQ(g.info(m.input(t)).dtype, DType::f32) << m.input(t);
+      EXPECT_TRUE(g.initializers.count(m.input(t))) << m.input(t) << " is a weight";
+      EXPECT_EQ(m.outputs[t], m.input(t) + std::string(kComputeSuffix));
+      EXPECT_EQ(g.info(m.outputs[t]).dtype, mixed) << m.outputs[t];
+    }
+    const auto uses = g.consumers();
+    for (const auto& copy : m.outputs)
+      for (size_t reader : uses.at(copy)) {
+        EXPECT_GT(reader, multi[0]) << g.nodes[reader].name << " reads " << copy;
+      }
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (is_optimizer_update(g.nodes[i].op)) {
+        EXPECT_GT(i, multi[0]) << g.nodes[i].name;
+      }
+    }
+  }
+}
+
+// More weights than one dc.MultiCast's kernel arguments allow: a node per kMultiCastMaxInputs
+// of them, each where its first Cast was; the step's values are the Casts'.
+TEST(TrainAmp, MultiCastSplitsAtTheKernelArgumentLimit) {
+  using testing::add_initializer, testing::add_node;
+  Graph g;
+  g.opset = 17;
+  g.inputs = {"x"};
+  g.tensors["x"] = TensorInfo{DType::f32, {2, 3}};
+  std::set<std::string> weights;
+  for (int i = 0; i < 70; ++i) {
+    const std::string w = fmt::format("w{:02}", i), y = fmt::format("y{:02}", i);
+    add_initializer(g, w, testing::random_tensor({3, 3}, static_cast<uint32_t>(100 + i)));
+    add_node(g, "MatMul", {"x", w}, {y});
+    g.tensors[y] = TensorInfo{DType::f32, {2, 3}};
+    g.outputs.push_back(y);
+    weights.insert(w);
+  }
+  cast_weights_for_compute(g, weights);
+  Graph merged = g;
+  merge_compute_casts(merged);
+  for (Graph* step : {&g, &merged})  // the copies in bf16, as apply_precision stores them
+    for (Node& n : step->nodes)
+      if (n.op == "Cast" || n.op == kMultiCast) {
+        n.attrs.set("to", static_cast<int64_t>(DType::bf16));
+        for (const auto& o : n.outputs) step->tensors[o].dtype = DType::bf16;
+      }
+  std::vector<size_t> sizes;
+  for (size_t i = 0; i < merged.nodes.size(); ++i) {
+    const Node& n = merged.nodes[i];
+    EXPECT_NE(n.op, "Cast") << n.name;
+    if (n.op != kMultiCast) continue;
+    sizes.push_back(n.inputs.size());
+    EXPECT_EQ(merged.nodes.at(i + 1).input(1), n.outputs[0]) << "the MatMul reading its first copy follows it";
+  }
+  EXPECT_EQ(sizes, (std::vector<size_t>{kMultiCastMaxInputs, 70 - kMultiCastMaxInputs}));
+  const ref::TensorMap x = {{"x", testing::random_tensor({2, 3}, 9)}};
+  const ref::TensorMap want = ref::run_graph(g, x), got = ref::run_graph(merged, x);
+  for (const auto& y : g.outputs) EXPECT_TRUE(testing::same_values(got.at(y), want.at(y))) << y;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ir/error.h"
+#include "ir/multi_cast.h"
 #include "ir/nonfinite_check.h"
 #include "ir/optimizer_update.h"
 #include "passes/training/add_loss.h"
@@ -69,6 +70,10 @@ std::string state(Graph& g, std::string_view name, Tensor init) {
   return s;
 }
 
+// Name prefix of each weight's compute Cast (compute_cast/WEIGHT) and of their dc.MultiCast nodes.
+constexpr std::string_view kComputeCast = "compute_cast/";
+constexpr std::string_view kComputeCasts = "compute_casts/";
+
 const TensorInfo kBool{DType::boolean, {}};
 const TensorInfo kF32{DType::f32, {}};
 
@@ -86,7 +91,7 @@ void cast_weights_for_compute(Graph& g, const std::set<std::string>& weights) {
       for (auto& in : g.nodes[c].inputs)
         if (in == w) in = copy;
     Node n;
-    n.name = "compute_cast/" + w;
+    n.name = std::string(kComputeCast) + w;
     n.op = "Cast";
     n.inputs = {w};
     n.outputs = {copy};
@@ -98,6 +103,30 @@ void cast_weights_for_compute(Graph& g, const std::set<std::string>& weights) {
     if (auto it = before.find(i); it != before.end())
       nodes.insert(nodes.end(), std::make_move_iterator(it->second.begin()), std::make_move_iterator(it->second.end()));
     nodes.push_back(std::move(g.nodes[i]));
+  }
+  g.nodes = std::move(nodes);
+}
+
+void merge_compute_casts(Graph& g) {
+  std::vector<size_t> casts;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].op == "Cast" && g.nodes[i].name.starts_with(kComputeCast)) casts.push_back(i);
+  std::map<size_t, Node> merged;  // a bucket's first Cast -> its dc.MultiCast
+  for (size_t first = 0; first < casts.size(); first += kMultiCastMaxInputs) {
+    Node m;
+    m.name = std::string(kComputeCasts) + std::to_string(first / kMultiCastMaxInputs);
+    m.op = kMultiCast;
+    m.attrs.set("to", static_cast<int64_t>(DType::f32));  // apply_precision sets the reduced type
+    for (size_t k = first; k < std::min(casts.size(), first + kMultiCastMaxInputs); ++k) {
+      m.inputs.push_back(g.nodes[casts[k]].input(0));
+      m.outputs.push_back(g.nodes[casts[k]].outputs.at(0));
+    }
+    merged.emplace(casts[first], std::move(m));
+  }
+  std::vector<Node> nodes;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (auto it = merged.find(i); it != merged.end()) nodes.push_back(std::move(it->second));
+    else if (!std::binary_search(casts.begin(), casts.end(), i)) nodes.push_back(std::move(g.nodes[i]));
   }
   g.nodes = std::move(nodes);
 }

@@ -27,7 +27,8 @@ inline constexpr std::string_view kAmpPrefix = "amp/";
 // finite steps since it last changed (f32, shape []).
 inline constexpr std::string_view kLossScale = "train.loss_scale";
 inline constexpr std::string_view kLossScaleGrowth = "train.loss_scale_growth";
-// Suffix of a weight's reduced-precision copy (WEIGHT@compute, made by a Cast each step).
+// Suffix of a weight's reduced-precision copy (WEIGHT@compute, made each step by a Cast, then
+// by its dc.MultiCast).
 inline constexpr std::string_view kComputeSuffix = "@compute";
 
 // Each weight in `weights` (trained or frozen) that a Conv, ConvTranspose, Gemm or MatMul reads (directly or
@@ -38,6 +39,13 @@ inline constexpr std::string_view kComputeSuffix = "@compute";
 // in node order) then meets no candidate that spans the whole backward pass. Other weights (normalisation parameters,
 // embedding tables, biases added on their own) are read as f32.
 void cast_weights_for_compute(Graph& g, const std::set<std::string>& weights);
+
+// After the gradient pass (which has put each Cast's gradient beside its weight gradient):
+// cast_weights_for_compute's Casts become dc.MultiCast nodes (ir/multi_cast.h), one kernel
+// for kMultiCastMaxInputs weights in place of a launch each, the weights in the Casts' order,
+// each node where its first Cast was (so before every reader of its copies, and before every
+// optimizer update, which writes the weights in place at the end of the step).
+void merge_compute_casts(Graph& g);
 
 // Adds the loss-scale state (spec.loss_scale_init, shaped as `loss`) and its growth counter;
 // returns the scale, the backward pass's seed.
