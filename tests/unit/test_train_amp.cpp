@@ -520,5 +520,31 @@ TEST(TrainAmp, MultiCastSplitsAtTheKernelArgumentLimit) {
   for (const auto& y : g.outputs) EXPECT_TRUE(testing::same_values(got.at(y), want.at(y))) << y;
 }
 
+// A frozen one-element weight is a constant that a kernel may bake in (is_structural_constant):
+// it keeps its own Cast, and the MultiCast takes the others.
+TEST(TrainAmp, AWeightAKernelMayBakeInKeepsItsOwnCast) {
+  using testing::add_initializer, testing::add_node;
+  Graph g;
+  g.opset = 17;
+  g.inputs = {"x"};
+  g.tensors["x"] = TensorInfo{DType::f32, {2, 3}};
+  add_initializer(g, "s", testing::random_tensor({1}, 5));
+  add_initializer(g, "w", testing::random_tensor({3, 3}, 6));
+  add_initializer(g, "v", testing::random_tensor({3, 3}, 7));
+  add_node(g, "Gemm", {"x", "w", "s"}, {"y"});  // s: a bias broadcast from one element
+  add_node(g, "MatMul", {"y", "v"}, {"z"});
+  for (const char* t : {"y", "z"}) g.tensors[t] = TensorInfo{DType::f32, {2, 3}};
+  g.outputs = {"z"};
+  cast_weights_for_compute(g, {"s", "w", "v"});
+  merge_compute_casts(g);
+  std::vector<std::string> cast, multi;
+  for (const Node& n : g.nodes) {
+    if (n.op == "Cast") cast.push_back(n.input(0));
+    if (n.op == kMultiCast) multi.insert(multi.end(), n.inputs.begin(), n.inputs.end());
+  }
+  EXPECT_EQ(cast, (std::vector<std::string>{"s"}));
+  EXPECT_EQ(multi, (std::vector<std::string>{"w", "v"}));
+}
+
 }  // namespace
 }  // namespace dc

@@ -9,6 +9,7 @@
 #include "ir/multi_cast.h"
 #include "ir/nonfinite_check.h"
 #include "ir/optimizer_update.h"
+#include "ir/workload.h"
 #include "passes/training/add_loss.h"
 #include "passes/training/lower_batch_norm.h"
 #include "passes/training_state.h"
@@ -108,9 +109,17 @@ void cast_weights_for_compute(Graph& g, const std::set<std::string>& weights) {
 }
 
 void merge_compute_casts(Graph& g) {
+  // A weight that a kernel may take as a baked-in constant (a frozen one-element weight:
+  // ir/workload.h is_structural_constant) keeps its own Cast: the MultiCast kernel reads
+  // every weight from a buffer.
+  auto baked = [&](const std::string& w) {
+    const auto it = g.initializers.find(w);
+    return it != g.initializers.end() && is_structural_constant(it->second);
+  };
   std::vector<size_t> casts;
   for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].op == "Cast" && g.nodes[i].name.starts_with(kComputeCast)) casts.push_back(i);
+    if (g.nodes[i].op == "Cast" && g.nodes[i].name.starts_with(kComputeCast) && !baked(g.nodes[i].input(0)))
+      casts.push_back(i);
   std::map<size_t, Node> merged;  // a bucket's first Cast -> its dc.MultiCast
   for (size_t first = 0; first < casts.size(); first += kMultiCastMaxInputs) {
     Node m;
