@@ -327,7 +327,7 @@ def run_soak(a, tmp, report):
         deadline = time.time() + 3 + a.client_grace + 5
         while True:
             end = farm.sample()
-            if not kills or end.get("cancelled", 0) > 0 and not end["tunes"] or time.time() > deadline:
+            if not kills or not end["tunes"] or time.time() > deadline:
                 break
             time.sleep(0.5)
         farm.stop_sampling.set()
@@ -358,8 +358,12 @@ def run_soak(a, tmp, report):
     report["soak"] = res
     if ended == 0 or end["measured"] <= 0:
         fail("no tune ended in the soak")
-    if kills and not end.get("cancelled"):
-        fail(f"{kills} tune(s) killed mid-way, but the service cancelled no queued job")
+    # A killed tune must be gone once its grace passed: its queued jobs cancelled, or all of
+    # them measured before the service noticed (a fast service on an idle machine does that
+    # with the smoke's 6,000; test_farm_service.cpp checks the cancellation itself).
+    if kills and end["tunes"]:
+        fail(f"{kills} tune(s) killed mid-way, and the service still holds tune(s) {sorted(end['tunes'])} "
+             f"after their grace ({end.get('cancelled', 0)} jobs cancelled)")
     if end["tunes"]:
         fail(f"{len(end['tunes'])} tune(s) still known to the service after the soak")
     return res
