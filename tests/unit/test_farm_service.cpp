@@ -22,6 +22,7 @@
 #include "farm_dispatch.h"
 #include "farm_security.h"
 #include "farm_service.h"
+#include "farm_service_impl.h"  // kMaxWriterBacklog
 #include "farm_service_testing.h"
 #include "job_wire.h"
 #include "remote_farm.h"
@@ -606,6 +607,49 @@ TEST(FarmService, NoOutcomeReachesATuneBeforeItsRowIsCommitted) {
     EXPECT_EQ(early, 0) << "outcomes that reached the tune before their row was committed, the first "
                         << first_early;
     EXPECT_EQ(committed->query({}).size(), size_t{kJobs});
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// The burst guard: while the DB writer owes kMaxWriterBacklog works, the loop takes no more
+// client messages, so a burst of Submits cannot queue seconds of DB work ahead of every
+// reply. The test holds the DB (the writer waits for the batch) while a tune submits more
+// jobs than the backlog: the service takes exactly the backlog's worth, and the rest once
+// the DB is free.
+TEST(FarmService, ABurstOfSubmitsWaitsWhileTheDbWriterIsABacklogBehind) {
+  using farm_service_detail::kMaxWriterBacklog;
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("dc_farm_service_burst_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {
+    auto db = open_tuning_db(dir + "/service.db");
+    std::atomic<int64_t> submitted{0};
+    FarmServiceOptions o;
+    o.view_interval = 10ms;  // views come from the loop's own thread, not as client messages
+    o.on_view = [&submitted](const ServiceView& v) {
+      int64_t n = 0;
+      for (const ServiceView::Tune& t : v.tunes) n += t.submitted;
+      submitted = n;
+    };
+    Service service(*db, o);
+    RemoteFarm tune(client(service.endpoint(), "x", 1));  // its Welcome waits for the commits before it
+    constexpr int kJobs = static_cast<int>(kMaxWriterBacklog) + 1500;
+    const auto wait_for = [&submitted](int64_t n, std::chrono::seconds bound) {
+      const auto deadline = std::chrono::steady_clock::now() + bound;
+      while (submitted < n && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+    };
+    {
+      auto hold = db->begin_batch();  // the writer waits from here
+      for (int i = 0; i < kJobs; ++i) tune.submit(service_job("wg", i));
+      wait_for(static_cast<int64_t>(kMaxWriterBacklog), 20s);
+      std::this_thread::sleep_for(300ms);  // time for the loop to take more, were it to
+      EXPECT_EQ(submitted.load(), static_cast<int64_t>(kMaxWriterBacklog))
+          << "jobs the service took while its writer owed a backlog";
+      hold->commit();
+    }
+    wait_for(kJobs, 30s);
+    EXPECT_EQ(submitted.load(), kJobs) << "jobs the service took once its writer caught up";
   }
   std::filesystem::remove_all(dir);
 }
