@@ -54,7 +54,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from bench_util import add_dc_peer_args, cpu_name, finish_common_args, require_torch  # noqa: E402 (after the path is set)
+from bench_util import add_dc_peer_args, cpu_name, finish_common_args, fresh_tune_dir, require_torch  # noqa: E402 (after the path is set)
 
 ALL_RUNNERS = ("eager", "compile", "compile-max", "jax", "dc")
 RUNNER_LABELS = {
@@ -423,11 +423,7 @@ def tail(text, lines=8):
 def tune(a, name, batch, directory, gpu_type):
     """Cold DB (a fresh file), then warm DB (the same file again); both timed."""
     base, db, out = dc_paths(a, name, batch)
-    os.makedirs(base, exist_ok=True)
-    for path in (db, db + "-wal", db + "-shm"):
-        if os.path.exists(path):
-            os.remove(path)
-    shutil.rmtree(out, ignore_errors=True)
+    fresh_tune_dir(base, db, out)
     cmd = [os.path.join(a.dc_bin, "dc-coordinator"), "tune", os.path.join(directory, "model.onnx"),
            "--gpus", gpu_type, "--db", db, "--out", out, "--config", a.config,
            "--precision", a.precision]

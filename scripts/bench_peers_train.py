@@ -36,7 +36,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import sys
 import time
 
@@ -47,7 +46,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import bench_peers as peers  # noqa: E402 (after the path is set)
-from bench_util import add_dc_peer_args, finish_common_args, require_torch  # noqa: E402
+from bench_util import add_dc_peer_args, finish_common_args, fresh_tune_dir, require_torch  # noqa: E402
 from train_batch import write_batch  # noqa: E402
 
 RUNNERS = ("eager", "compile-max", "dc")
@@ -164,11 +163,7 @@ def dc_paths(a, name, batch, precision):
 
 
 def dc_tune(a, name, directory, base, db, out, gpu_type, precision):
-    os.makedirs(base, exist_ok=True)
-    for path in (db, db + "-wal", db + "-shm"):
-        if os.path.exists(path):
-            os.remove(path)
-    shutil.rmtree(out, ignore_errors=True)
+    fresh_tune_dir(base, db, out)
     cmd = [os.path.join(a.dc_bin, "dc-coordinator"), "tune", os.path.join(directory, "model.onnx"),
            "--train", "--loss", LOSS[name], "--optimizer", "sgd", "--lr", str(LR), "--momentum", str(MOMENTUM),
            "--gpus", gpu_type, "--db", db, "--out", out, "--config", a.config, "--precision", precision]

@@ -1,7 +1,8 @@
 """What the benchmark scripts (bench_foundation.py, bench_peers.py, bench_templates.py)
-share: the machine's description in their reports, the check that PyTorch can run."""
+share: the machine's description in their reports, the check that PyTorch can run, a cold tune's folder."""
 import os
 import platform
+import shutil
 import sys
 
 
@@ -60,3 +61,12 @@ def finish_common_args(ap, a, root, docs_md, smoke_md):
     a.out_md = os.path.abspath(a.out_md or (docs_md if a.device == "cuda" else smoke_md))
     if a.device == "cpu" and a.out_md == docs_md:
         ap.error("a CPU smoke run is not a benchmark: it may not write %s" % os.path.relpath(docs_md, root))
+
+
+def fresh_tune_dir(base, db, out):
+    """A tune that starts cold: BASE exists, DB (with its -wal and -shm) and OUT do not."""
+    os.makedirs(base, exist_ok=True)
+    for path in (db, db + "-wal", db + "-shm"):
+        if os.path.exists(path):
+            os.remove(path)
+    shutil.rmtree(out, ignore_errors=True)
