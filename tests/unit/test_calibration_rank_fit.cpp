@@ -4,6 +4,7 @@
 // inverse, and an estimate reordered as the weights say.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -90,8 +91,10 @@ TEST(CalibrationRankFit, RecoversKnownWeightsFromPairs) {
   EXPECT_NEAR(w.at("lblock_m"), -0.3, 0.05);
   EXPECT_NEAR(w.at("lest"), 0.0, 0.05);  // the estimate's own order is already the offset
   // The means are the features' over the fit's results: log2 of 8, 16, 32 average 4.
-  for (size_t i = 0; i < fit[0].vector.names.size(); ++i)
-    if (fit[0].vector.names[i] == "lblock_k") EXPECT_NEAR(fit[0].vector.means[i], 4.0, 1e-12);
+  const auto& names = fit[0].vector.names;
+  const size_t bk = std::find(names.begin(), names.end(), "lblock_k") - names.begin();
+  ASSERT_LT(bk, names.size());
+  EXPECT_NEAR(fit[0].vector.means[bk], 4.0, 1e-12);
 }
 
 TEST(CalibrationRankFit, ATemplateWithoutEnoughWorkloadsGetsNoVector) {
