@@ -538,6 +538,7 @@ double Calibration::variant_factor(const std::string& gpu, ClusterKind kind, con
 
 double Calibration::variant_factor(const GpuSpec& gpu, const WorkloadShape& s, const Variant& v,
                                    double estimate_us) const {
+  if (rank_vectors.empty()) return variant_factor(gpu.name, s.kind, v);  // no group key to build
   auto r = rank_vectors.find({gpu.name, s.kind, math_unit_of_path(v.precision), v.template_name});
   if (r == rank_vectors.end()) return variant_factor(gpu.name, s.kind, v);
   return factor(gpu.name, s.kind, math_unit_of_path(v.precision)) *
