@@ -5,6 +5,8 @@
 // has a DB in memory only), else the tune's.
 #include <fmt/format.h>
 
+#include "calibration_rank_fit.h"
+
 #include "tune_stages.h"
 
 namespace dc::tune_stage {
@@ -37,6 +39,23 @@ void apply_params(const std::string& gpu, const std::vector<FittedParamFactor>& 
                            describe_param_fit(fit)));
 }
 
+// The pairwise ranking vectors (calibration_rank_fit.h), of real results only, from the
+// tune's own DB (the farm service's reply carries no vectors yet); a template with a vector
+// drops its per-parameter factors.
+void apply_rank(const TuningDb& db, const GpuSpec& gpu, const std::vector<EstimatorSample>& samples,
+                const StageLog& log, Calibrated& c) {
+  std::map<std::string, std::string> canonical_of;
+  for (const EstimatorSample& s : samples)
+    if (!canonical_of.count(s.workload))
+      if (std::optional<WorkloadRecord> w = db.find_workload(s.workload)) canonical_of[s.workload] = w->canonical;
+  const std::vector<FittedRankVector> fit = fit_rank_vectors(gpu, rank_samples_of(samples, canonical_of));
+  c.rank_fitted += apply_rank_fit(fit, c.calibration);
+  for (const FittedRankVector& f : fit) c.calibration.param_factors.erase(f.group);
+  if (!fit.empty())
+    log.notice(fmt::format("calibration {}: {} pairwise ranking vector(s) within workloads: {}", gpu.name,
+                           fit.size(), describe_rank_fit(fit)));
+}
+
 }  // namespace
 
 Calibrated calibrate(const TuningDb& db, Farm& farm, const TuneOptions& opts, const StageLog& log) {
@@ -67,16 +86,18 @@ Calibrated calibrate(const TuningDb& db, Farm& farm, const TuneOptions& opts, co
                            farms_db ? "; the DB is the farm service's" : ""));
     if (opts.calibration_params && c.source == TimingSource::real)
       apply_params(gpu, farms_db ? farms->param_fit : fit_param_factors(gpu, samples), log, c);
+    if (opts.calibration_params && c.source == TimingSource::real && !farms_db)
+      apply_rank(db, *opts.gpus[gi], samples, log, c);
   }
   return c;
 }
 
 std::string describe(const Calibrated& c) {
   if (!c.from_db) return "factors from the DB: off (config factors only)";
-  if (c.param_fitted == 0)
+  if (c.param_fitted == 0 && c.rank_fitted == 0)
     return fmt::format("{} factor(s) fitted from {} DB results", c.fitted, source_name(c.source));
-  return fmt::format("{} factor(s) and {} per-parameter factor(s) fitted from {} DB results", c.fitted,
-                     c.param_fitted, source_name(c.source));
+  return fmt::format("{} factor(s), {} per-parameter factor(s) and {} ranking vector(s) fitted from {} DB results",
+                     c.fitted, c.param_fitted, c.rank_fitted, source_name(c.source));
 }
 
 }  // namespace dc::tune_stage

@@ -23,7 +23,8 @@ std::string describe(const ModelPlan& plan) {
 
 double uncalibrated_us(const Calibration& c, const GpuSpec& gpu, const Workload& w,
                        const std::string& variant_key, double calibrated_us) {
-  return calibrated_us / c.variant_factor(gpu.name, w.kind, variant_key);
+  if (c.rank_vectors.empty()) return calibrated_us / c.variant_factor(gpu.name, w.kind, variant_key);
+  return c.uncalibrated_us(gpu, analyze_workload(w), variant_key, calibrated_us);
 }
 
 }  // namespace dc::tune_stage

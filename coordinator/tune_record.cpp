@@ -13,7 +13,8 @@ namespace dc::tune_stage {
 namespace {
 
 // The run's options as given, plus the calibration factors its estimates used (per kind and
-// unit, and per parameter value: "conv fp32 conv_implicit_gemm block_k=32").
+// unit, per parameter value: "conv fp32 conv_implicit_gemm block_k=32", and each ranking
+// vector's weight and mean per feature: "conv fp32 conv_implicit_gemm rank lbk" / "... mean").
 std::string options_json(const TuneOptions& opts, const Calibration& calibration) {
   std::ostringstream os;
   JsonWriter j(os);
@@ -34,6 +35,15 @@ std::string options_json(const TuneOptions& opts, const Calibration& calibration
             j.field(fmt::format("{} {} {} {}={}", cluster_kind_name(std::get<1>(group)),
                                 math_unit_name(std::get<2>(group)), std::get<3>(group), param, value),
                     factor);
+    for (const auto& [group, vector] : calibration.rank_vectors)
+      if (std::get<0>(group) == gpu->name)
+        for (size_t i = 0; i < vector.names.size(); ++i) {
+          const std::string prefix = fmt::format("{} {} {} rank {}", cluster_kind_name(std::get<1>(group)),
+                                                 math_unit_name(std::get<2>(group)), std::get<3>(group),
+                                                 vector.names[i]);
+          j.field(prefix, vector.weights[i]);
+          j.field(prefix + " mean", vector.means[i]);
+        }
     j.end_object();
   }
   j.end_object();

@@ -60,6 +60,7 @@ struct Calibrated {
   bool from_db = false;
   int fitted = 0;                                    // factors taken from the fit
   int param_fitted = 0;                              // per-parameter factors taken (real results)
+  int rank_fitted = 0;                               // pairwise ranking vectors taken (real results)
   TimingSource source = TimingSource::real;
 };
 // The ratios come from the farm's DB where it has one (Farm::estimator_ratios), else from db.

@@ -47,6 +47,7 @@ struct EstimatorSample {
   ClusterKind kind = ClusterKind::opaque;
   std::string variant_key;
   double ratio = 0;  // measured / estimated (uncalibrated)
+  double estimate_us = 0;  // the uncalibrated estimate (the ranking fit's "lest" and offsets)
 };
 
 struct ParamFitOptions {

@@ -16,6 +16,7 @@
 #include "gpu/gpu_spec.h"
 #include "ir/workload.h"
 #include "param_space.h"
+#include "rank_features.h"
 #include "variant.h"
 
 namespace dc {
@@ -31,6 +32,12 @@ namespace dc {
 // from measurements within workloads (calibration_fit.h, fit_param_factors): a cost of the
 // device that the model lacks, e.g. block_k 32 on PoCL's CPU device (docs/estimator.md,
 // "Per-parameter calibration"). A value without a factor counts 1.
+//
+// `rank_vectors` also reorder them: per (GPU type, kind, math unit, template), the weights of
+// the pairwise ranking calibration (calibration_rank_fit.h): the estimate times
+// exp(w·x(v)) over the variant's features (rank_features.h), clamped. Where a template has a
+// vector it replaces that template's per-parameter factors (docs/estimator.md, "Pairwise
+// ranking calibration").
 struct Calibration {
   using ParamGroup = std::tuple<std::string, ClusterKind, MathUnit, std::string>;  // gpu, kind, unit, template
   using ValueFactors = std::map<std::string, std::map<int64_t, double>>;          // param -> value -> factor
@@ -38,12 +45,24 @@ struct Calibration {
   std::map<std::pair<std::string, ClusterKind>, double> factors;
   std::map<std::tuple<std::string, ClusterKind, MathUnit>, double> unit_factors;
   std::map<ParamGroup, ValueFactors> param_factors;
+  std::map<ParamGroup, RankVector> rank_vectors;
 
   double factor(const std::string& gpu, ClusterKind kind, MathUnit unit = MathUnit::fp32) const;
   // factor(gpu, kind, the path's unit) times the factor of each parameter value that has one.
   double variant_factor(const std::string& gpu, ClusterKind kind, const Variant& v) const;
   // The same of a variant key; a key that does not parse: the kind's factor alone.
   double variant_factor(const std::string& gpu, ClusterKind kind, const std::string& variant_key) const;
+  // What an estimate is multiplied by: factor(gpu, kind, the path's unit) times the template's
+  // rank vector's factor where it has one (of the variant's features with the uncalibrated
+  // estimate `estimate_us`), else its per-parameter factors.
+  double variant_factor(const GpuSpec& gpu, const WorkloadShape& s, const Variant& v, double estimate_us) const;
+  // The same of a variant key (a key that does not parse: the kind's factor alone).
+  double variant_factor(const GpuSpec& gpu, const WorkloadShape& s, const std::string& variant_key,
+                        double estimate_us) const;
+  // The estimate that variant_factor scaled to `calibrated_us`: calibrated_us / the factor,
+  // solved for the estimate where a rank vector's factor depends on it.
+  double uncalibrated_us(const GpuSpec& gpu, const WorkloadShape& s, const std::string& variant_key,
+                         double calibrated_us) const;
   // UserError unless 0 < factor < infinity. Unit fp32 sets `factors`, the others
   // `unit_factors`.
   void set(const std::string& gpu, ClusterKind kind, double factor, MathUnit unit = MathUnit::fp32);

@@ -1,11 +1,13 @@
 // dc-db calibration: the estimator's calibration factors that a tune would fit from this
 // DB (estimator/calibration_fit.h), per cluster kind, with the results behind each.
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 
 #include <fmt/format.h>
 
-#include "calibration_fit.h"
+#include "calibration_rank_fit.h"
+#include "gpu/gpu_catalog.h"
 #include "dc_db.h"
 #include "ir/error.h"
 #include "tuning_db.h"
@@ -50,6 +52,71 @@ void print_param_fit(const std::vector<FittedParamFactor>& fit) {
   t.print(std::cout);
 }
 
+// The pairwise ranking vectors (real results only, as a tune fits them): one row per template,
+// with its largest weights per unit of the feature.
+void print_rank_fit(const std::vector<FittedRankVector>& fit) {
+  const RankFitOptions o;
+  if (fit.empty()) {
+    std::cout << fmt::format("\npairwise ranking vectors: none (a template needs {} results in {} workloads with "
+                             "2 or more)\n", o.min_samples, o.min_workloads);
+    return;
+  }
+  std::cout << "\npairwise ranking vectors (within workloads; they replace a template's per-parameter factors):\n";
+  Table t({"kind", "unit", "template", ">results", ">workloads", ">pairs", ">features", "largest weights"});
+  for (const FittedRankVector& f : fit) {
+    std::vector<size_t> order(f.vector.names.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return std::fabs(f.vector.weights[a]) > std::fabs(f.vector.weights[b]);
+    });
+    std::string largest;
+    for (size_t i = 0; i < std::min<size_t>(4, order.size()); ++i)
+      largest += fmt::format("{}{} {:+.3f}", i ? ", " : "", f.vector.names[order[i]], f.vector.weights[order[i]]);
+    t.add({cluster_kind_name(std::get<1>(f.group)), std::string(math_unit_name(std::get<2>(f.group))),
+           std::get<3>(f.group), std::to_string(f.samples), std::to_string(f.workloads), std::to_string(f.pairs),
+           std::to_string(f.vector.names.size()), largest});
+  }
+  t.print(std::cout);
+}
+
+// The real calibration fits of `gpu` from `tuning_db`: per-parameter factors, ranking vectors.
+Calibration fit_variant_calibration(const TuningDb& tuning_db, const GpuSpec& gpu,
+                                    std::vector<FittedParamFactor>* params, std::vector<FittedRankVector>* ranks) {
+  const std::vector<EstimatorSample> samples = tuning_db.estimator_samples(gpu.name, TimingSource::real, "");
+  std::map<std::string, std::string> canonical_of;
+  for (const EstimatorSample& s : samples)
+    if (!canonical_of.count(s.workload))
+      if (std::optional<WorkloadRecord> w = tuning_db.find_workload(s.workload)) canonical_of[s.workload] = w->canonical;
+  *params = fit_param_factors(gpu.name, samples);
+  *ranks = fit_rank_vectors(gpu, rank_samples_of(samples, canonical_of));
+  Calibration c;
+  apply_param_fit(*params, c);
+  apply_rank_fit(*ranks, c);
+  for (const FittedRankVector& f : *ranks) c.param_factors.erase(f.group);
+  return c;
+}
+
+// `--factors-of DB2`: "MEASUREMENT_ID FACTOR" per real result of DB2 with an estimate (any
+// status): the factor this DB's real fits give the variant, without the per-kind factor
+// (which reorders nothing). What scripts/bench_opencl.py --rank-calibration-from scores.
+void print_factors_of(const Calibration& c, const GpuSpec& gpu, const std::string& other) {
+  sqlite::Connection conn = open_for_reading(other);
+  sqlite::Query q = conn.query(
+      "SELECT m.id, w.kind, v.key, m.estimate_us, w.canonical FROM measurements m "
+      "JOIN variants v ON v.id = m.variant_id JOIN workloads w ON w.signature = v.workload "
+      "WHERE m.gpu_type = ? AND m.emulated = 0 AND m.estimate_us > 0");
+  q.bind_all(gpu.name);
+  while (q.step()) {
+    const std::optional<ClusterKind> kind = parse_cluster_kind(q.text(1));
+    std::optional<WorkloadShape> shape = rank_shape_of_canonical(q.text(4));
+    if (!kind || !shape) continue;
+    shape->kind = *kind;
+    const std::string key = q.text(2);
+    const double est = q.real(3);
+    std::cout << fmt::format("{} {:.9g}\n", q.int64(0), c.variant_factor(gpu, *shape, key, est));
+  }
+}
+
 }  // namespace
 
 int cmd_calibration(const std::string& db, const std::vector<std::string>& args) {
@@ -61,13 +128,25 @@ int cmd_calibration(const std::string& db, const std::vector<std::string>& args)
       "results the per-parameter factors that reorder a workload's variants");
   desc.add_options()("help,h", "this text")("gpu", po::value<std::string>()->required(),
                                             "GPU type, e.g. h100")(
-      "emulated", po::bool_switch(), "emulated results instead of real ones");
+      "emulated", po::bool_switch(), "emulated results instead of real ones")(
+      "factors-of", po::value<std::string>(),
+      "only print 'MEASUREMENT_ID FACTOR' for every real result with an estimate in this other DB: "
+      "the per-parameter or ranking factor this DB's fit gives it (scripts/bench_opencl.py)");
   const auto vm = parse_options(args, desc);
   if (!vm) return kExitOk;
   const std::string gpu = (*vm)["gpu"].as<std::string>();
   const bool emulated = (*vm)["emulated"].as<bool>();
   const std::unique_ptr<TuningDb> tuning_db = open_tuning_db(db, /*read_only=*/true);
   require_gpu_type(*tuning_db, gpu);
+  std::vector<FittedParamFactor> params;
+  std::vector<FittedRankVector> ranks;
+  if (vm->count("factors-of")) {
+    const GpuCatalog catalog = GpuCatalog::builtin();
+    const GpuSpec& spec = catalog.require(gpu);
+    print_factors_of(fit_variant_calibration(*tuning_db, spec, &params, &ranks), spec,
+                     (*vm)["factors-of"].as<std::string>());
+    return kExitOk;
+  }
   const CalibrationFitOptions options;
   const std::vector<FittedFactor> fit =
       fit_calibration(tuning_db->estimator_ratios(gpu, source_of(emulated)), options);
@@ -90,7 +169,17 @@ int cmd_calibration(const std::string& db, const std::vector<std::string>& args)
     t.add(std::move(row));
   }
   t.print(std::cout);
-  if (!emulated) print_param_fit(fit_param_factors(gpu, tuning_db->estimator_samples(gpu, TimingSource::real, "")));
+  if (emulated) return kExitOk;
+  const GpuCatalog catalog = GpuCatalog::builtin();
+  const GpuSpec* spec = catalog.find(gpu);
+  if (!spec) {
+    print_param_fit(fit_param_factors(gpu, tuning_db->estimator_samples(gpu, TimingSource::real, "")));
+    std::cout << "\npairwise ranking vectors: none (" << gpu << " is not in the GPU table)\n";
+    return kExitOk;
+  }
+  fit_variant_calibration(*tuning_db, *spec, &params, &ranks);
+  print_param_fit(params);
+  print_rank_fit(ranks);
   return kExitOk;
 }
 

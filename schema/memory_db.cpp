@@ -203,7 +203,8 @@ class MemoryDb final : public TuningDb {
           m.status != JobStatus::ok || !(m.estimate_us > 0) || !(m.median_us > 0) ||
           (!storage.empty() && workload_storage(workloads_.at(m.workload).canonical) != storage))
         continue;
-      out.push_back({m.workload, workloads_.at(m.workload).kind, m.variant_key, m.median_us / m.estimate_us});
+      out.push_back({m.workload, workloads_.at(m.workload).kind, m.variant_key, m.median_us / m.estimate_us,
+                     m.estimate_us});
     }
     return out;
   }

@@ -440,7 +440,7 @@ class SqliteDb final : public TuningDb {
                                                  const std::string& storage) const override {
     std::lock_guard lock(mu_);
     sqlite::Query q = conn_.query(
-        "SELECT e.workload, e.kind, e.variant_key, e.ratio FROM estimator_error e "
+        "SELECT e.workload, e.kind, e.variant_key, e.ratio, e.estimate_us FROM estimator_error e "
         "JOIN workload_storage s ON s.signature = e.workload "
         "WHERE e.gpu_type = ?1 AND e.source = ?2 AND (?3 = '' OR s.storage = ?3)");
     q.bind_all(gpu_type, std::string(source_name(source)), storage);
@@ -448,7 +448,7 @@ class SqliteDb final : public TuningDb {
     while (q.step()) {
       const auto kind = parse_cluster_kind(q.text(1));
       DC_USER_CHECK(kind, "tuning DB holds an unknown workload kind '", q.text(1), "'");
-      out.push_back({q.text(0), *kind, q.text(2), q.real(3)});
+      out.push_back({q.text(0), *kind, q.text(2), q.real(3), q.real(4)});
     }
     return out;
   }

@@ -197,6 +197,8 @@ def param_factors(a, db_path):
         if line.startswith("per-parameter factors ("):
             table = True
             continue
+        if line.startswith("pairwise ranking vectors"):  # the next table
+            break
         cols = line.split()
         if not table or len(cols) < 7 or cols[0] == "kind" or set(cols[0]) <= set("-"):
             continue
@@ -220,20 +222,36 @@ def key_factor(factors, kind, key):
     return f
 
 
-def accuracy(db_path, estimates=None, factors=None, since_ms=0, statuses=("ok",)):
+def variant_factors(a, db_path, scored_db):
+    """{measurement id: factor}: per real result of SCORED_DB, the factor a tune's real fits from
+    DB_PATH give its variant (the pairwise ranking vector where its template has one, else the
+    per-parameter factors; `dc-db calibration --factors-of`), without the per-kind factor."""
+    p = subprocess.run([os.path.join(a.dc_bin, "dc-db"), "--db", db_path, "calibration", "--gpu", GPU,
+                        "--factors-of", scored_db], capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit("error: dc-db calibration of %s: %s" % (db_path, p.stderr.strip()))
+    return {int(i): float(f) for i, f in (line.split() for line in p.stdout.splitlines() if line.strip())}
+
+
+def accuracy(db_path, estimates=None, factors=None, since_ms=0, statuses=("ok",), id_factors=None):
     """Per workload: (kind, n, spearman, best in top-4, best in top-8, |log est/meas| median) before
     and after the per-kind calibration fitted from the same rows. `estimates` (current_estimates)
     replaces the estimates recorded with the measurements; rows it lacks are left out. `factors`
     (param_factors) multiply each estimate by its parameter values' factors. Only results
-    recorded at or after `since_ms` count (one run of a DB that holds several), of `statuses`."""
+    recorded at or after `since_ms` count (one run of a DB that holds several), of `statuses`.
+    `id_factors` (variant_factors) multiply each result's estimate by its measurement's factor."""
     db = sqlite3.connect("file:%s?mode=ro" % db_path, uri=True)
     rows = db.execute(
-        "SELECT v.workload, w.kind, v.key, m.estimate_us, m.median_us FROM measurements m "
+        "SELECT v.workload, w.kind, v.key, m.estimate_us, m.median_us, m.id FROM measurements m "
         "JOIN variants v ON v.id = m.variant_id JOIN workloads w ON w.signature = v.workload "
         "WHERE m.gpu_type = ? AND m.status IN (%s) AND m.emulated = 0 AND m.estimate_us > 0 "
         "AND v.template != 'reference' AND m.recorded_ms >= ?" % ",".join("?" * len(statuses)),
         (GPU,) + tuple(statuses) + (since_ms,)).fetchall()
     db.close()
+    if id_factors is not None:
+        rows = [(wl, kind, key, est * id_factors.get(i, 1.0), meas) for wl, kind, key, est, meas, i in rows]
+    else:
+        rows = [r[:5] for r in rows]
     if estimates is not None:
         rows = [(wl, kind, key, estimates[(wl, key)], meas) for wl, kind, key, _, meas in rows
                 if (wl, key) in estimates]
@@ -324,6 +342,10 @@ def parse_args():
     p.add_argument("--param-calibration-from", default=None, metavar="DB",
                    help="with --accuracy-db: multiply the estimates by the per-parameter calibration a tune "
                         "would fit from DB (`dc-db calibration`), e.g. another run's or another model's DB")
+    p.add_argument("--rank-calibration-from", default=None, metavar="DB",
+                   help="with --accuracy-db: multiply the estimates by the factors a tune's real fits from DB would "
+                        "give (pairwise ranking vectors where a template has one, else per-parameter factors: "
+                        "`dc-db calibration --factors-of`); the estimates recorded with the measurements")
     p.add_argument("--accuracy-since-ms", type=int, default=0, metavar="UNIX_MS",
                    help="with --accuracy-db: only results recorded at or after this time (one tune of a DB "
                         "that holds several, e.g. a --retune on a copy of another run's DB)")
@@ -356,14 +378,23 @@ def main():
         models = (a.accuracy_models or "?").split(",")
         if a.re_estimate and not a.accuracy_models:
             sys.exit("error: --re-estimate needs --accuracy-models (the models the DB's tunes measured)")
+        if a.rank_calibration_from and (a.re_estimate or a.param_calibration_from):
+            sys.exit("error: --rank-calibration-from scores the recorded estimates alone")
         factors = param_factors(a, a.param_calibration_from) if a.param_calibration_from else None
+        id_factors = (variant_factors(a, a.rank_calibration_from, a.accuracy_db)
+                      if a.rank_calibration_from else None)
         acc, factor = accuracy(a.accuracy_db, current_estimates(a, models) if a.re_estimate else None, factors,
-                               a.accuracy_since_ms, ("ok", "implausible") if a.include_implausible else ("ok",))
+                               a.accuracy_since_ms, ("ok", "implausible") if a.include_implausible else ("ok",),
+                               id_factors)
         text = render_accuracy(acc, factor, models, False, a.accuracy_top_k or 0, a.re_estimate)
         if factors is not None:
             text = text.replace("\n\n", "\n\nEstimates times the **per-parameter factors fitted from %s** "
                                 "(`--param-calibration-from`, %d values).\n\n"
                                 % (a.param_calibration_from, sum(len(v) for g in factors.values() for v in g.values())), 1)
+        if id_factors is not None:
+            text = text.replace("\n\n", "\n\nEstimates times the **ranking calibration fitted from %s** "
+                                "(`--rank-calibration-from`: pairwise ranking vectors, else per-parameter "
+                                "factors).\n\n" % a.rank_calibration_from, 1)
         if a.accuracy_md:
             with open(a.accuracy_md, "w") as f:
                 f.write(text)

@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <random>
 
 #include <sys/wait.h>
 
 #include "calibration_fit.h"
+#include "calibration_rank_fit.h"
 #include "estimator.h"
 #include "farm_inprocess.h"
 #include "farm_testing.h"
@@ -529,8 +531,9 @@ TEST(TuneCalibration, RealAndEmulatedResultsAreNeverMixed) {
 
 
 // Real results whose block_k 8 variants ran 1.6x their estimate (the others at it): a real
-// tune fits per-parameter factors that price block_k 8 up, an emulated tune of the same DB
-// fits none (its own results are emulated), and --no-param-calibration turns them off.
+// tune fits per-parameter factors and, for conv_implicit_gemm, a pairwise ranking vector in
+// their place, that price block_k 8 up; an emulated tune of the same DB fits none (its own
+// results are emulated), and --no-param-calibration turns both off.
 TEST(TuneCalibration, RealResultsFitPerParameterFactorsThatPriceTheSlowValueUp) {
   auto db = make_memory_db();
   TuneOptions o = options();
@@ -569,11 +572,34 @@ TEST(TuneCalibration, RealResultsFitPerParameterFactorsThatPriceTheSlowValueUp) 
       ++compared;
     }
   }
-  EXPECT_GT(compared, 0);
-  EXPECT_NE(db->runs().back().info.options_json.find(" conv_implicit_gemm block_k=8\":"), std::string::npos)
+  // conv_implicit_gemm has enough workloads for a pairwise ranking vector, which replaces its
+  // per-parameter factors and prices block_k 8 up (its mean factor over the measured variants).
+  const Calibration::ParamGroup conv = {"h100", ClusterKind::conv, MathUnit::fp32, "conv_implicit_gemm"};
+  ASSERT_TRUE(c.rank_vectors.count(conv));
+  EXPECT_FALSE(c.param_factors.count(conv));
+  const GpuCatalog catalog = GpuCatalog::builtin();
+  const GpuSpec& h100 = catalog.require("h100");
+  std::map<bool, std::vector<double>> log_factors;  // block_k == 8 -> log factors
+  for (const Measurement& m : db->query({})) {
+    const std::optional<VariantKeyParts> k = parse_variant_key(m.variant_key);
+    const std::optional<WorkloadRecord> w = db->find_workload(m.workload);
+    if (m.emulated || !k || k->template_name != "conv_implicit_gemm" || !w || w->kind != ClusterKind::conv) continue;
+    std::optional<WorkloadShape> shape = rank_shape_of_canonical(w->canonical);
+    ASSERT_TRUE(shape) << w->canonical;
+    shape->kind = ClusterKind::conv;
+    log_factors[k->params.at("block_k") == 8].push_back(
+        std::log(c.variant_factor(h100, *shape, m.variant_key, m.estimate_us) / c.factor("h100", ClusterKind::conv)));
+  }
+  const auto mean = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / v.size(); };
+  ASSERT_FALSE(log_factors[true].empty() || log_factors[false].empty());
+  EXPECT_GT(mean(log_factors[true]) - mean(log_factors[false]), std::log(1.2));
+  EXPECT_GT(compared + static_cast<int>(c.rank_vectors.size()), 0);
+  EXPECT_NE(db->runs().back().info.options_json.find(" conv_implicit_gemm rank lbk\":"), std::string::npos)
       << db->runs().back().info.options_json;
   o.calibration_params = false;
-  EXPECT_TRUE(tune(kModel, *gpu_slower_by(1.0), *db, o).calibration.param_factors.empty());
+  const Calibration off = tune(kModel, *gpu_slower_by(1.0), *db, o).calibration;
+  EXPECT_TRUE(off.param_factors.empty());
+  EXPECT_TRUE(off.rank_vectors.empty());
 }
 
 }  // namespace

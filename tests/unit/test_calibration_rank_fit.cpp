@@ -1,0 +1,163 @@
+// The pairwise ranking calibration (estimator/rank_features.h, calibration_rank_fit.h): the
+// features of a hand-computed conv variant (shape parsed from a DB's canonical text), the fit
+// recovering known weights from synthetic results, the thresholds, the factor's clamp and its
+// inverse, and an estimate reordered as the weights say.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "calibration_rank_fit.h"
+#include "estimator.h"
+#include "estimator_testing.h"
+#include "gpu/gpu_catalog.h"
+
+namespace dc {
+namespace {
+
+// A MobileNetV2 stem convolution as a tuning DB stores it (workloads.canonical).
+const char* kStemConv =
+    "kind conv\n"
+    "in t0 act f32[1,3,224,224]\n"
+    "in t1 weight f32[32,3,3,3]\n"
+    "in t2 weight f32[32]\n"
+    "n0 Conv(dilations=[1,1],group=1,kernel_shape=[3,3],pads=[1,1,1,1],strides=[2,2]) t0,t1,t2 -> t3 : "
+    "f32[1,32,112,112]\n"
+    "out t3";
+
+TEST(RankFeatures, ConvFeaturesOfAHandComputedVariant) {
+  const GpuCatalog catalog = GpuCatalog::builtin();
+  const GpuSpec& pocl = catalog.require("pocl-cpu");  // 2 compute units, 32 KiB L1
+  const std::optional<WorkloadShape> s = rank_shape_of_canonical(kStemConv);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->m, 112 * 112);  // batch x OH x OW
+  EXPECT_EQ(s->n, 32);
+  EXPECT_EQ(s->k, 27);  // 3 x 3 x 3
+  EXPECT_EQ(s->stride_h, 2);
+  EXPECT_EQ(s->elements, 32 * 112 * 112);
+  const std::map<std::string, int64_t> p = {{"block_m", 256}, {"block_n", 32}, {"block_k", 16},
+                                            {"thread_m", 8},  {"thread_n", 8}, {"vec", 2}};
+  const RankFeatures x = rank_features("conv_implicit_gemm", p, *s, pocl, 100.0);
+  // 49 x 1 work-groups over 2 units: 25 waves, the last half full: 49 / 50.
+  EXPECT_NEAR(x.at("fill"), 0.98, 1e-12);
+  EXPECT_NEAR(x.at("lgroups"), std::log2(49.0), 1e-12);
+  EXPECT_NEAR(x.at("padk"), std::log2(32.0 / 27), 1e-12);  // K 27 in 2 tiles of 16
+  EXPECT_NEAR(x.at("padm"), std::log2(12544.0 / 12544), 1e-12);
+  // (256 + 32) x (16 + 4) x 4 bytes of tiles + 128 work-items x 64 accumulators x 4 bytes.
+  EXPECT_NEAR(x.at("lfoot_l1"), std::log2((23040.0 + 32768) / 32768), 1e-12);
+  EXPECT_EQ(x.at("vec_gather"), 1.0);  // 3x3 stride 2: A is gathered
+  EXPECT_EQ(x.at("lbm*lbn"), 8.0 * 5);
+  EXPECT_NEAR(x.at("lvec*lfoot_l1"), std::log2((23040.0 + 32768) / 32768), 1e-12);
+  EXPECT_NEAR(x.at("lest"), std::log(100.0), 1e-12);
+  EXPECT_EQ(x.size(), 19u + 28 + 1);
+}
+
+std::string tiled_key(int64_t block_k, int64_t block_m) {
+  return "gemm_tiled/fp32/block_k=" + std::to_string(block_k) + ",block_m=" + std::to_string(block_m);
+}
+
+// `workloads` gemm workloads of 9 variants each: ln measured = ln estimate + 0.5 log2 block_k
+// - 0.3 log2 block_m + Gumbel noise, so that P(i slower than j) is exactly the fit's logistic.
+std::vector<RankSample> synthetic(int workloads, unsigned seed = 11) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(1e-12, 1.0);
+  std::vector<RankSample> out;
+  for (int w = 0; w < workloads; ++w)
+    for (int64_t bk : {8, 16, 32})
+      for (int64_t bm : {32, 64, 128}) {
+        const double est = 10.0 * (1 + w % 7) * (1 + (bk + bm) % 5);
+        const double gumbel = -std::log(-std::log(u(rng)));
+        const double meas = est * std::exp(0.5 * std::log2(bk) - 0.3 * std::log2(bm) + gumbel);
+        out.push_back({"w" + std::to_string(w), ClusterKind::gemm, tiled_key(bk, bm), WorkloadShape{}, est, meas});
+      }
+  return out;
+}
+
+std::map<std::string, double> weights(const FittedRankVector& f) {
+  std::map<std::string, double> out;
+  for (size_t i = 0; i < f.vector.names.size(); ++i) out[f.vector.names[i]] = f.vector.weights[i];
+  return out;
+}
+
+TEST(CalibrationRankFit, RecoversKnownWeightsFromPairs) {
+  const GpuCatalog catalog = GpuCatalog::builtin();
+  const std::vector<FittedRankVector> fit = fit_rank_vectors(catalog.require("pocl-cpu"), synthetic(400));
+  ASSERT_EQ(fit.size(), 1u);
+  EXPECT_EQ(fit[0].group, Calibration::ParamGroup("pocl-cpu", ClusterKind::gemm, MathUnit::fp32, "gemm_tiled"));
+  EXPECT_EQ(fit[0].workloads, 400);
+  const auto w = weights(fit[0]);
+  EXPECT_NEAR(w.at("lblock_k"), 0.5, 0.05);
+  EXPECT_NEAR(w.at("lblock_m"), -0.3, 0.05);
+  EXPECT_NEAR(w.at("lest"), 0.0, 0.05);  // the estimate's own order is already the offset
+  // The means are the features' over the fit's results: log2 of 8, 16, 32 average 4.
+  const auto& names = fit[0].vector.names;
+  const size_t bk = std::find(names.begin(), names.end(), "lblock_k") - names.begin();
+  ASSERT_LT(bk, names.size());
+  EXPECT_NEAR(fit[0].vector.means[bk], 4.0, 1e-12);
+}
+
+TEST(CalibrationRankFit, ATemplateWithoutEnoughWorkloadsGetsNoVector) {
+  const GpuCatalog catalog = GpuCatalog::builtin();
+  const GpuSpec& pocl = catalog.require("pocl-cpu");
+  EXPECT_TRUE(fit_rank_vectors(pocl, synthetic(2)).empty());  // 18 results, but 2 workloads
+  EXPECT_EQ(fit_rank_vectors(pocl, synthetic(3)).size(), 1u);
+  std::vector<RankSample> single = synthetic(10);  // one result per workload: no pairs
+  single.erase(std::remove_if(single.begin(), single.end(),
+                              [](const RankSample& s) { return s.variant_key != tiled_key(16, 64); }),
+               single.end());
+  EXPECT_TRUE(fit_rank_vectors(pocl, single).empty());
+}
+
+TEST(CalibrationRankFit, FactorIsClampedAndItsInverseRecoversTheEstimate) {
+  RankVector v;
+  v.names = {"lbk", "lest"};
+  v.weights = {2.0, 0.3};
+  v.means = {4.0, std::log(100.0)};
+  RankFeatures x = {{"lbk", 4.0}, {"lest", std::log(100.0)}};
+  EXPECT_DOUBLE_EQ(v.factor(x), 1.0);  // at the means
+  x["lbk"] = 4.25;
+  EXPECT_NEAR(v.factor(x), std::exp(0.5), 1e-12);
+  x["lbk"] = 5;
+  EXPECT_DOUBLE_EQ(v.factor(x), 2.0);  // exp(2): clamped
+  x["lbk"] = 2;
+  EXPECT_DOUBLE_EQ(v.factor(x), 0.5);
+  for (double lbk : {2.0, 3.8, 4.0, 4.3, 6.0})
+    for (double u : {1.0, 50.0, 100.0, 300.0, 1e5}) {
+      RankFeatures xu = {{"lbk", lbk}, {"lest", std::log(u)}};
+      const double calibrated = u * v.factor(xu);
+      EXPECT_NEAR(v.uncalibrated_us(xu, calibrated), u, 1e-9 * u) << lbk << " " << u;
+    }
+}
+
+TEST(CalibrationRankFit, EstimatesOfAWorkloadAreReorderedAsTheWeightsSay) {
+  const GpuCatalog catalog = GpuCatalog::builtin();
+  const GpuSpec& h100 = catalog.require("h100");
+  const Workload w = testing::matmul_2d(1024, 1024, 1024);
+  const WorkloadShape s = analyze_workload(w);
+  const std::vector<Variant> variants = enumerate_variants(s, h100, SpaceOptions{{"fp32"}});
+  ASSERT_FALSE(variants.empty());
+  const std::string tmpl = variants.front().template_name;
+  Calibration c;
+  c.set("h100", ClusterKind::gemm, 2.0);
+  c.set_param({"h100", ClusterKind::gemm, MathUnit::fp32, tmpl}, "block_k", 32, 3.0);  // replaced
+  RankVector r;
+  r.names = {"lblock_k"};
+  r.weights = {0.25};  // each doubling of block_k costs exp(0.25)
+  r.means = {4.0};     // block_k 16: factor 1
+  c.rank_vectors[{"h100", ClusterKind::gemm, MathUnit::fp32, tmpl}] = r;
+  int seen = 0;
+  for (const Variant& v : variants) {
+    const double plain = estimate(s, v, h100).seconds;
+    if (!std::isfinite(plain) || v.template_name != tmpl) continue;
+    const double want = 2.0 * std::exp(0.25 * (std::log2(v.param("block_k")) - 4.0));
+    const double calibrated = estimate(s, v, h100, c).seconds;
+    ASSERT_NEAR(calibrated / plain, want, 1e-9) << v.key();
+    ASSERT_NEAR(c.uncalibrated_us(h100, s, v.key(), calibrated * 1e6), plain * 1e6, 1e-6 * plain * 1e6) << v.key();
+    seen += v.param("block_k") != 16 ? 1 : 0;
+  }
+  EXPECT_GT(seen, 0);
+}
+
+}  // namespace
+}  // namespace dc
