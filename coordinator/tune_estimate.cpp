@@ -23,8 +23,7 @@ std::string describe(const ModelPlan& plan) {
 
 double uncalibrated_us(const Calibration& c, const GpuSpec& gpu, const Workload& w,
                        const std::string& variant_key, double calibrated_us) {
-  if (c.rank_vectors.empty()) return calibrated_us / c.variant_factor(gpu.name, w.kind, variant_key);
-  return c.uncalibrated_us(gpu, analyze_workload(w), variant_key, calibrated_us);
+  return calibrated_us / c.variant_factor(gpu.name, w.kind, variant_key);
 }
 
 }  // namespace dc::tune_stage

@@ -153,7 +153,6 @@ std::optional<FittedRankVector> fit_group(const std::vector<Member>& all, const 
   if (p.ij.empty() || p.names.empty()) return std::nullopt;
   out.vector.names = p.names;
   out.vector.weights = newton(p, o);
-  out.vector.max_factor = o.max_factor;
   for (size_t k = 0; k < p.names.size(); ++k) {
     double sum = 0;
     for (const auto& row : p.x) sum += row[k];
@@ -166,8 +165,7 @@ std::optional<FittedRankVector> fit_group(const std::vector<Member>& all, const 
 
 std::vector<FittedRankVector> fit_rank_vectors(const GpuSpec& device, const std::vector<RankSample>& samples,
                                                const RankFitOptions& o) {
-  DC_USER_CHECK(o.ridge > 0 && o.min_samples >= 2 && o.min_workloads >= 1 && o.max_factor >= 1 &&
-                    std::isfinite(o.max_factor) && o.iterations >= 1,
+  DC_USER_CHECK(o.ridge > 0 && o.min_samples >= 2 && o.min_workloads >= 1 && o.iterations >= 1,
                 "pairwise ranking calibration fit: bad options");
   std::map<GroupKey, std::vector<Member>> groups;
   for (const RankSample& s : samples) {

@@ -33,8 +33,7 @@ struct RankFitOptions {
   // no vector for the template (its per-parameter factors stay).
   int min_samples = 8;
   int min_workloads = 3;
-  double max_factor = 2;  // each variant's factor is clamped to [1 / max_factor, max_factor]
-  int iterations = 100;   // Newton steps at most (it stops when no weight moves by 1e-10)
+  int iterations = 100;  // Newton steps at most (it stops when no weight moves by 1e-10)
 };
 
 struct FittedRankVector {

@@ -536,33 +536,21 @@ double Calibration::variant_factor(const std::string& gpu, ClusterKind kind, con
   return k ? base * param_product(*this, {gpu, kind, unit, k->template_name}, k->params) : base;
 }
 
-double Calibration::variant_factor(const GpuSpec& gpu, const WorkloadShape& s, const Variant& v,
-                                   double estimate_us) const {
-  if (rank_vectors.empty()) return variant_factor(gpu.name, s.kind, v);  // no group key to build
+double Calibration::rank_log(const GpuSpec& gpu, const WorkloadShape& s, const Variant& v,
+                             double estimate_us) const {
+  if (rank_vectors.empty()) return 0;  // no group key to build
   auto r = rank_vectors.find({gpu.name, s.kind, math_unit_of_path(v.precision), v.template_name});
-  if (r == rank_vectors.end()) return variant_factor(gpu.name, s.kind, v);
-  return factor(gpu.name, s.kind, math_unit_of_path(v.precision)) *
-         r->second.factor(rank_features(v.template_name, v.params, s, gpu, estimate_us));
+  if (r == rank_vectors.end()) return 0;
+  return r->second.log_score(rank_features(v.template_name, v.params, s, gpu, estimate_us));
 }
 
-double Calibration::variant_factor(const GpuSpec& gpu, const WorkloadShape& s, const std::string& variant_key,
-                                   double estimate_us) const {
+double Calibration::rank_log(const GpuSpec& gpu, const WorkloadShape& s, const std::string& variant_key,
+                             double estimate_us) const {
   const std::optional<VariantKeyParts> k = rank_vectors.empty() ? std::nullopt : parse_variant_key(variant_key);
   auto r = k ? rank_vectors.find({gpu.name, s.kind, math_unit_of_key(variant_key), k->template_name})
              : rank_vectors.end();
-  if (r == rank_vectors.end()) return variant_factor(gpu.name, s.kind, variant_key);
-  return factor(gpu.name, s.kind, math_unit_of_key(variant_key)) *
-         r->second.factor(rank_features(k->template_name, k->params, s, gpu, estimate_us));
-}
-
-double Calibration::uncalibrated_us(const GpuSpec& gpu, const WorkloadShape& s, const std::string& variant_key,
-                                    double calibrated_us) const {
-  const std::optional<VariantKeyParts> k = rank_vectors.empty() ? std::nullopt : parse_variant_key(variant_key);
-  auto r = k ? rank_vectors.find({gpu.name, s.kind, math_unit_of_key(variant_key), k->template_name})
-             : rank_vectors.end();
-  if (r == rank_vectors.end()) return calibrated_us / variant_factor(gpu.name, s.kind, variant_key);
-  const double base = factor(gpu.name, s.kind, math_unit_of_key(variant_key));
-  return r->second.uncalibrated_us(rank_features(k->template_name, k->params, s, gpu, 1.0), calibrated_us / base);
+  if (r == rank_vectors.end()) return 0;
+  return r->second.log_score(rank_features(k->template_name, k->params, s, gpu, estimate_us));
 }
 
 void Calibration::set_param(const ParamGroup& group, const std::string& param, int64_t value, double f) {
@@ -709,7 +697,8 @@ Estimate estimate_kernel(const WorkloadShape& s, const Variant& v, const GpuSpec
   } else {
     e.bound = "smem";
   }
-  e.seconds = (body + e.launch_s) * calibration.variant_factor(g, s, v, (body + e.launch_s) * 1e6);
+  e.seconds = (body + e.launch_s) * calibration.variant_factor(g.name, s.kind, v);
+  e.rank_log = calibration.rank_log(g, s, v, (body + e.launch_s) * 1e6);
   return e;
 }
 

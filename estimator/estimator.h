@@ -33,11 +33,14 @@ namespace dc {
 // device that the model lacks, e.g. block_k 32 on PoCL's CPU device (docs/estimator.md,
 // "Per-parameter calibration"). A value without a factor counts 1.
 //
-// `rank_vectors` also reorder them: per (GPU type, kind, math unit, template), the weights of
-// the pairwise ranking calibration (calibration_rank_fit.h): the estimate times
-// exp(w·x(v)) over the variant's features (rank_features.h), clamped. Where a template has a
-// vector it replaces that template's per-parameter factors (docs/estimator.md, "Pairwise
-// ranking calibration").
+// `rank_vectors` order them instead, where a template has one: per (GPU type, kind, math
+// unit, template), the weights of the pairwise ranking calibration (calibration_rank_fit.h),
+// a score w·x(v) over the variant's features (rank_features.h) that orders a workload's
+// variants by estimate x exp(score) (Estimate::rank_log) and leaves the estimate itself alone:
+// the fitted weights amplify the model's own spread (the estimate's log weighs up to 18), which
+// ranks well within a workload but is no time a plan can compare across workloads. A template
+// with a vector has no per-parameter factors (docs/estimator.md, "Pairwise ranking
+// calibration").
 struct Calibration {
   using ParamGroup = std::tuple<std::string, ClusterKind, MathUnit, std::string>;  // gpu, kind, unit, template
   using ValueFactors = std::map<std::string, std::map<int64_t, double>>;          // param -> value -> factor
@@ -52,17 +55,12 @@ struct Calibration {
   double variant_factor(const std::string& gpu, ClusterKind kind, const Variant& v) const;
   // The same of a variant key; a key that does not parse: the kind's factor alone.
   double variant_factor(const std::string& gpu, ClusterKind kind, const std::string& variant_key) const;
-  // What an estimate is multiplied by: factor(gpu, kind, the path's unit) times the template's
-  // rank vector's factor where it has one (of the variant's features with the uncalibrated
-  // estimate `estimate_us`), else its per-parameter factors.
-  double variant_factor(const GpuSpec& gpu, const WorkloadShape& s, const Variant& v, double estimate_us) const;
-  // The same of a variant key (a key that does not parse: the kind's factor alone).
-  double variant_factor(const GpuSpec& gpu, const WorkloadShape& s, const std::string& variant_key,
-                        double estimate_us) const;
-  // The estimate that variant_factor scaled to `calibrated_us`: calibrated_us / the factor,
-  // solved for the estimate where a rank vector's factor depends on it.
-  double uncalibrated_us(const GpuSpec& gpu, const WorkloadShape& s, const std::string& variant_key,
-                         double calibrated_us) const;
+  // The ranking score of a variant whose template has a rank vector (of its features with the
+  // uncalibrated estimate `estimate_us`), else 0.
+  double rank_log(const GpuSpec& gpu, const WorkloadShape& s, const Variant& v, double estimate_us) const;
+  // The same of a variant key (a key that does not parse: 0).
+  double rank_log(const GpuSpec& gpu, const WorkloadShape& s, const std::string& variant_key,
+                  double estimate_us) const;
   // UserError unless 0 < factor < infinity. Unit fp32 sets `factors`, the others
   // `unit_factors`.
   void set(const std::string& gpu, ClusterKind kind, double factor, MathUnit unit = MathUnit::fp32);
@@ -72,6 +70,9 @@ struct Calibration {
 
 struct Estimate {
   double seconds = 0;          // (max(compute, dram, smem, l2) + launch) x the variant's calibration factor
+  // The ranking calibration's score (Calibration::rank_vectors; 0 without one): a workload's
+  // variants are ordered by seconds x exp(rank_log) (rank_seconds, prune.h).
+  double rank_log = 0;
   double compute_s = 0;        // arithmetic pipes, with occupancy, latency hiding and waves
   double dram_s = 0;           // DRAM traffic after tile reuse and L2, with bytes in flight
   double smem_s = 0;           // shared-memory bank traffic

@@ -8,6 +8,8 @@
 
 namespace dc {
 
+double rank_seconds(const Estimate& e) { return e.rank_log == 0 ? e.seconds : e.seconds * std::exp(e.rank_log); }
+
 std::vector<ScoredVariant> prune(std::vector<ScoredVariant> scored, const PruneOptions& options) {
   DC_USER_CHECK(std::isfinite(options.within_factor) && options.within_factor >= 1.0,
                 "prune within_factor must be a finite number >= 1, got ", options.within_factor);
@@ -28,20 +30,20 @@ std::vector<ScoredVariant> prune(std::vector<ScoredVariant> scored, const PruneO
     return e.compute_s + e.dram_s + e.l2_s + e.smem_s;
   };
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const double ta = scored[a].estimate.seconds, tb = scored[b].estimate.seconds;
+    const double ta = rank_seconds(scored[a].estimate), tb = rank_seconds(scored[b].estimate);
     if (ta != tb) return ta < tb;
     const double wa = work(a), wb = work(b);
     if (wa != wb) return wa < wb;
     return keys[a] < keys[b];
   });
 
-  const double limit = scored[order.front()].estimate.seconds * options.within_factor;
+  // The cut is the model's (estimates, within a factor of the fastest); the order the ranking's.
+  double fastest = scored.front().estimate.seconds;
+  for (const auto& s : scored) fastest = std::min(fastest, s.estimate.seconds);
+  const double limit = fastest * options.within_factor;
   std::vector<size_t> picked;  // positions in `order`
-  for (size_t r = 0; r < order.size(); ++r) {
-    if (static_cast<int>(picked.size()) >= options.top_k) break;
-    if (scored[order[r]].estimate.seconds > limit) break;
-    picked.push_back(r);
-  }
+  for (size_t r = 0; r < order.size() && static_cast<int>(picked.size()) < options.top_k; ++r)
+    if (scored[order[r]].estimate.seconds <= limit) picked.push_back(r);
   // Each math path's best variant within the limit stays even where top K cut it, in place
   // of the last variant of a path that has several: on small launch-bound kernels the model
   // puts the paths within a few percent of each other, and only measurement can tell.
@@ -50,7 +52,8 @@ std::vector<ScoredVariant> prune(std::vector<ScoredVariant> scored, const PruneO
                          [&](size_t r) { return scored[order[r]].variant.precision == p; });
   };
   std::vector<std::string> seen;
-  for (size_t r = 0; r < order.size() && scored[order[r]].estimate.seconds <= limit; ++r) {
+  for (size_t r = 0; r < order.size(); ++r) {
+    if (scored[order[r]].estimate.seconds > limit) continue;
     const std::string& p = scored[order[r]].variant.precision;
     if (std::find(seen.begin(), seen.end(), p) != seen.end()) continue;
     seen.push_back(p);

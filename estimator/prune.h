@@ -24,7 +24,12 @@ struct ScoredVariant {
   Estimate estimate;
 };
 
-// The kept variants sorted by estimated time; the best variant of each math path
+// What orders a workload's variants: the estimate times exp(the ranking calibration's score)
+// (Estimate::rank_log; the estimate itself without one).
+double rank_seconds(const Estimate& e);
+
+// The kept variants: those estimated within the factor of the fastest, in rank_seconds order,
+// the first K of them; the best variant of each math path
 // (Variant::precision) within the factor is among them even where the top K would cut it
 // (it replaces the last variant of a path that has several); equal times by the sum of the estimate's
 // resource times (compute + dram + l2 + smem: the variant with more slack first), then by

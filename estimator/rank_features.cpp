@@ -116,26 +116,6 @@ double RankVector::log_score(const RankFeatures& x) const {
   return sum;
 }
 
-double RankVector::factor(const RankFeatures& x) const {
-  return std::clamp(std::exp(log_score(x)), 1 / max_factor, max_factor);
-}
-
-double RankVector::uncalibrated_us(RankFeatures x, double calibrated_us) const {
-  // ln c = L + clamp(a + b L, -cap, cap), L = ln u: b is lest's weight, a the rest.
-  const double cap = std::log(max_factor), target = std::log(calibrated_us);
-  x["lest"] = 0;
-  const double a = log_score(x);
-  x["lest"] = 1;
-  const double b = log_score(x) - a;
-  const auto consistent = [&](double L, double lo, double hi) { return a + b * L >= lo && a + b * L <= hi; };
-  double L = target - cap;  // clamped high
-  if (!consistent(L, cap, INFINITY)) {
-    L = target + cap;  // clamped low
-    if (!consistent(L, -INFINITY, -cap) && 1 + b != 0) L = (target - a) / (1 + b);
-  }
-  return std::exp(L);
-}
-
 namespace {
 
 std::vector<int64_t> dims_of(const std::string& type) {  // "f32[1,32,112,112]"

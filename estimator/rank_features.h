@@ -32,20 +32,15 @@ RankFeatures rank_features(const std::string& template_name, const std::map<std:
 // output elements (the most of any output). nullopt for text it cannot read.
 std::optional<WorkloadShape> rank_shape_of_canonical(const std::string& canonical);
 
-// One template's fitted weights: factor = clamp(exp(sum_i w_i (x_i - mean_i)), 1/max, max).
-// The means are the features' over the fit's results, so the average factor stays near 1
-// (plans compare estimates across workloads). A feature the variant lacks counts 0.
+// One template's fitted weights: a variant's ranking score is sum_i w_i (x_i - mean_i). The
+// means (the features' over the fit's results) change no order; they keep the scores, which
+// `dc-db calibration` prints, near 0. A feature the variant lacks counts 0.
 struct RankVector {
   std::vector<std::string> names;
   std::vector<double> weights;  // per unit of the feature
   std::vector<double> means;
-  double max_factor = 2;
 
-  double log_score(const RankFeatures& x) const;  // sum_i w_i (x_i - mean_i), unclamped
-  double factor(const RankFeatures& x) const;
-  // The uncalibrated estimate (us) that `factor` scales to `calibrated_us`: the inverse of
-  // u -> u * factor(x with lest = ln u), piecewise (clamped high, clamped low, or between).
-  double uncalibrated_us(RankFeatures x, double calibrated_us) const;
+  double log_score(const RankFeatures& x) const;
 };
 
 }  // namespace dc

@@ -97,8 +97,10 @@ Calibration fit_variant_calibration(const TuningDb& tuning_db, const GpuSpec& gp
 }
 
 // `--factors-of DB2`: "MEASUREMENT_ID FACTOR" per real result of DB2 with an estimate (any
-// status): the factor this DB's real fits give the variant, without the per-kind factor
-// (which reorders nothing). What scripts/bench_opencl.py --rank-calibration-from scores.
+// status): what this DB's real fits multiply the variant's estimate by to rank it among its
+// workload's variants (its per-parameter factors, or exp of its ranking score), without the
+// per-kind factor (which reorders nothing). What scripts/bench_opencl.py
+// --rank-calibration-from scores.
 void print_factors_of(const Calibration& c, const GpuSpec& gpu, const std::string& other) {
   sqlite::Connection conn = open_for_reading(other);
   sqlite::Query q = conn.query(
@@ -113,7 +115,9 @@ void print_factors_of(const Calibration& c, const GpuSpec& gpu, const std::strin
     shape->kind = *kind;
     const std::string key = q.text(2);
     const double est = q.real(3);
-    std::cout << fmt::format("{} {:.9g}\n", q.int64(0), c.variant_factor(gpu, *shape, key, est));
+    const double factor = c.variant_factor(gpu.name, *kind, key) / c.factor(gpu.name, *kind, math_unit_of_key(key)) *
+                          std::exp(c.rank_log(gpu, *shape, key, est));
+    std::cout << fmt::format("{} {:.9g}\n", q.int64(0), factor);
   }
 }
 

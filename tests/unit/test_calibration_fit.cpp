@@ -573,7 +573,7 @@ TEST(TuneCalibration, RealResultsFitPerParameterFactorsThatPriceTheSlowValueUp) 
     }
   }
   // conv_implicit_gemm has enough workloads for a pairwise ranking vector, which replaces its
-  // per-parameter factors and prices block_k 8 up (its mean factor over the measured variants).
+  // per-parameter factors and ranks block_k 8 slower (its mean score over the measured variants).
   const Calibration::ParamGroup conv = {"h100", ClusterKind::conv, MathUnit::fp32, "conv_implicit_gemm"};
   ASSERT_TRUE(c.rank_vectors.count(conv));
   EXPECT_FALSE(c.param_factors.count(conv));
@@ -587,8 +587,7 @@ TEST(TuneCalibration, RealResultsFitPerParameterFactorsThatPriceTheSlowValueUp) 
     std::optional<WorkloadShape> shape = rank_shape_of_canonical(w->canonical);
     ASSERT_TRUE(shape) << w->canonical;
     shape->kind = ClusterKind::conv;
-    log_factors[k->params.at("block_k") == 8].push_back(
-        std::log(c.variant_factor(h100, *shape, m.variant_key, m.estimate_us) / c.factor("h100", ClusterKind::conv)));
+    log_factors[k->params.at("block_k") == 8].push_back(c.rank_log(h100, *shape, m.variant_key, m.estimate_us));
   }
   const auto mean = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / v.size(); };
   ASSERT_FALSE(log_factors[true].empty() || log_factors[false].empty());

@@ -12,6 +12,7 @@
 #include "estimator.h"
 #include "estimator_testing.h"
 #include "gpu/gpu_catalog.h"
+#include "prune.h"
 
 namespace dc {
 namespace {
@@ -109,28 +110,24 @@ TEST(CalibrationRankFit, ATemplateWithoutEnoughWorkloadsGetsNoVector) {
   EXPECT_TRUE(fit_rank_vectors(pocl, single).empty());
 }
 
-TEST(CalibrationRankFit, FactorIsClampedAndItsInverseRecoversTheEstimate) {
+TEST(CalibrationRankFit, AScoreIsTheWeightedSumOfTheFeaturesAboutTheirMeans) {
   RankVector v;
   v.names = {"lbk", "lest"};
   v.weights = {2.0, 0.3};
   v.means = {4.0, std::log(100.0)};
   RankFeatures x = {{"lbk", 4.0}, {"lest", std::log(100.0)}};
-  EXPECT_DOUBLE_EQ(v.factor(x), 1.0);  // at the means
-  x["lbk"] = 4.25;
-  EXPECT_NEAR(v.factor(x), std::exp(0.5), 1e-12);
+  EXPECT_DOUBLE_EQ(v.log_score(x), 0.0);  // at the means
   x["lbk"] = 5;
-  EXPECT_DOUBLE_EQ(v.factor(x), 2.0);  // exp(2): clamped
-  x["lbk"] = 2;
-  EXPECT_DOUBLE_EQ(v.factor(x), 0.5);
-  for (double lbk : {2.0, 3.8, 4.0, 4.3, 6.0})
-    for (double u : {1.0, 50.0, 100.0, 300.0, 1e5}) {
-      RankFeatures xu = {{"lbk", lbk}, {"lest", std::log(u)}};
-      const double calibrated = u * v.factor(xu);
-      EXPECT_NEAR(v.uncalibrated_us(xu, calibrated), u, 1e-9 * u) << lbk << " " << u;
-    }
+  x["lest"] = std::log(200.0);
+  EXPECT_NEAR(v.log_score(x), 2.0 + 0.3 * std::log(2.0), 1e-12);  // unclamped
+  x.erase("lbk");                                                 // a feature it lacks counts 0
+  EXPECT_NEAR(v.log_score(x), -8.0 + 0.3 * std::log(2.0), 1e-12);
 }
 
-TEST(CalibrationRankFit, EstimatesOfAWorkloadAreReorderedAsTheWeightsSay) {
+// A template's rank vector orders its variants (prune's rank_seconds) as the weights say, and
+// leaves their estimates alone: the per-kind factor only, its per-parameter factors replaced.
+// Pruned to the top 4, the smallest block_k come first, though the model alone ranks them last.
+TEST(CalibrationRankFit, AVectorReordersAWorkloadsVariantsAndLeavesTheirEstimates) {
   const GpuCatalog catalog = GpuCatalog::builtin();
   const GpuSpec& h100 = catalog.require("h100");
   const Workload w = testing::matmul_2d(1024, 1024, 1024);
@@ -140,23 +137,39 @@ TEST(CalibrationRankFit, EstimatesOfAWorkloadAreReorderedAsTheWeightsSay) {
   const std::string tmpl = variants.front().template_name;
   Calibration c;
   c.set("h100", ClusterKind::gemm, 2.0);
-  c.set_param({"h100", ClusterKind::gemm, MathUnit::fp32, tmpl}, "block_k", 32, 3.0);  // replaced
   RankVector r;
   r.names = {"lblock_k"};
-  r.weights = {0.25};  // each doubling of block_k costs exp(0.25)
-  r.means = {4.0};     // block_k 16: factor 1
+  r.weights = {8.0};  // each doubling of block_k ranks exp(8) slower
+  r.means = {4.0};
   c.rank_vectors[{"h100", ClusterKind::gemm, MathUnit::fp32, tmpl}] = r;
+  std::vector<ScoredVariant> scored;
   int seen = 0;
   for (const Variant& v : variants) {
-    const double plain = estimate(s, v, h100).seconds;
-    if (!std::isfinite(plain) || v.template_name != tmpl) continue;
-    const double want = 2.0 * std::exp(0.25 * (std::log2(v.param("block_k")) - 4.0));
-    const double calibrated = estimate(s, v, h100, c).seconds;
-    ASSERT_NEAR(calibrated / plain, want, 1e-9) << v.key();
-    ASSERT_NEAR(c.uncalibrated_us(h100, s, v.key(), calibrated * 1e6), plain * 1e6, 1e-6 * plain * 1e6) << v.key();
-    seen += v.param("block_k") != 16 ? 1 : 0;
+    const Estimate plain = estimate(s, v, h100);
+    const Estimate calibrated = estimate(s, v, h100, c);
+    if (!std::isfinite(plain.seconds)) continue;
+    ASSERT_NEAR(calibrated.seconds / plain.seconds, 2.0, 1e-12) << v.key();
+    const double want = v.template_name == tmpl ? 8.0 * (std::log2(v.param("block_k")) - 4.0) : 0.0;
+    ASSERT_NEAR(calibrated.rank_log, want, 1e-9) << v.key();
+    ASSERT_NEAR(rank_seconds(calibrated), calibrated.seconds * std::exp(want), 1e-9 * rank_seconds(calibrated));
+    seen += v.template_name == tmpl && v.param("block_k") != 16 ? 1 : 0;
+    scored.push_back({v, calibrated});
   }
   EXPECT_GT(seen, 0);
+  int64_t smallest = INT64_MAX;
+  for (const ScoredVariant& sv : scored)
+    if (sv.variant.template_name == tmpl) smallest = std::min(smallest, sv.variant.param("block_k"));
+  PruneOptions o;
+  o.within_factor = 1e9;  // the cut is the estimates'; every variant passes it here
+  o.top_k = 4;
+  const std::vector<ScoredVariant> kept = prune(scored, o);
+  ASSERT_EQ(kept.size(), 4u);
+  for (const ScoredVariant& k : kept) EXPECT_EQ(k.variant.param("block_k"), smallest) << k.variant.key();
+  o.within_factor = 1.0;  // only the fastest estimate passes, whatever its rank
+  double fastest = INFINITY;
+  for (const ScoredVariant& sv : scored) fastest = std::min(fastest, sv.estimate.seconds);
+  ASSERT_GT(kept.front().estimate.seconds, fastest);  // the rank's first is not the fastest estimate
+  for (const ScoredVariant& k : prune(scored, o)) EXPECT_EQ(k.estimate.seconds, fastest) << k.variant.key();
 }
 
 }  // namespace
