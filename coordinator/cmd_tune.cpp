@@ -216,7 +216,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   std::vector<std::string> shapes;
   FarmFlags farm_flags;
   bool retune = false, no_check = false, no_cross_check = false, quiet = false, no_db_calibration = false, no_reference = false,
-       no_param_calibration = false;
+       no_param_calibration = false, rank_calibration = false;
   double wait_s = -1, db_timeout_s = 5, compile_deadline_s = 60, run_deadline_s = 30;
   int seed_k = 4;
   po::options_description desc(
@@ -260,6 +260,9 @@ int cmd_tune(const std::vector<std::string>& args) {
        "calibration factors only, not factors fitted from the DB's results")
       ("no-param-calibration", po::bool_switch(&no_param_calibration), "fit only the per-kind factors from "
        "the DB, not the per-parameter ones that reorder a workload's variants (real results only)")
+      ("rank-calibration", po::bool_switch(&rank_calibration), "experimental: rank a workload's variants "
+       "by pairwise ranking vectors fitted from the DB's real results, in place of their per-parameter "
+       "factors (docs/estimator.md, \"Pairwise ranking calibration\")")
       ("top-k", po::value<int>(), "pruning: at most this many variants per workload")
       ("within", po::value<double>(), "pruning: keep variants within this factor of the best estimate")
       ("shape", po::value(&shapes)->composing(), "NAME=DIMS: fix an input's shape (repeatable)")
@@ -300,6 +303,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   if (!config.empty()) load_tune_config(config, &opts.plan, &opts.calibration_from_db);
   if (no_db_calibration) opts.calibration_from_db = false;
   if (no_param_calibration) opts.calibration_params = false;
+  if (rank_calibration) opts.calibration_rank = true;
   if (vm.count("within")) opts.plan.prune.within_factor = vm["within"].as<double>();
   if (vm.count("top-k")) opts.plan.prune.top_k = vm["top-k"].as<int>();
   read_precision_options(vm, &opts.plan, opts.gpus);

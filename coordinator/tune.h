@@ -53,6 +53,11 @@ struct TuneOptions {
   // With it, also fit per-parameter factors from the DB's real results (calibration_fit.h:
   // fit_param_factors; docs/estimator.md, "Per-parameter calibration").
   bool calibration_params = true;
+  // With both, fit pairwise ranking vectors instead of a template's per-parameter factors
+  // where the data allows (calibration_rank_fit.h). Off by default: a tune that let the
+  // vectors fitted on one PoCL run choose its variants picked worse convolutions
+  // (docs/bench/estimator-accuracy.md, session 28).
+  bool calibration_rank = false;
   ImportOptions import;
   // --train: tune the model's training step (docs/training.md) instead of its inference.
   std::optional<TrainingSpec> training;

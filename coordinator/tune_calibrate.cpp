@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "calibration_rank_fit.h"
+#include "rank_fit_db.h"
 
 #include "tune_stages.h"
 
@@ -39,16 +40,9 @@ void apply_params(const std::string& gpu, const std::vector<FittedParamFactor>& 
                            describe_param_fit(fit)));
 }
 
-// The pairwise ranking vectors (calibration_rank_fit.h), of real results only, from the
-// tune's own DB (the farm service's reply carries no vectors yet); a template with a vector
-// drops its per-parameter factors.
-void apply_rank(const TuningDb& db, const GpuSpec& gpu, const std::vector<EstimatorSample>& samples,
-                const StageLog& log, Calibrated& c) {
-  std::map<std::string, std::string> canonical_of;
-  for (const EstimatorSample& s : samples)
-    if (!canonical_of.count(s.workload))
-      if (std::optional<WorkloadRecord> w = db.find_workload(s.workload)) canonical_of[s.workload] = w->canonical;
-  const std::vector<FittedRankVector> fit = fit_rank_vectors(gpu, rank_samples_of(samples, canonical_of));
+// The pairwise ranking vectors (calibration_rank_fit.h) of real results, from the tune's own
+// DB or the farm service's; a template with a vector drops its per-parameter factors.
+void apply_rank(const GpuSpec& gpu, const std::vector<FittedRankVector>& fit, const StageLog& log, Calibrated& c) {
   c.rank_fitted += apply_rank_fit(fit, c.calibration);
   for (const FittedRankVector& f : fit) c.calibration.param_factors.erase(f.group);
   if (!fit.empty())
@@ -86,8 +80,9 @@ Calibrated calibrate(const TuningDb& db, Farm& farm, const TuneOptions& opts, co
                            farms_db ? "; the DB is the farm service's" : ""));
     if (opts.calibration_params && c.source == TimingSource::real)
       apply_params(gpu, farms_db ? farms->param_fit : fit_param_factors(gpu, samples), log, c);
-    if (opts.calibration_params && c.source == TimingSource::real && !farms_db)
-      apply_rank(db, *opts.gpus[gi], samples, log, c);
+    if (opts.calibration_params && opts.calibration_rank && c.source == TimingSource::real)
+      apply_rank(*opts.gpus[gi], farms_db ? farms->rank_fit : fit_rank_vectors_of_db(db, *opts.gpus[gi], samples), log,
+                 c);
   }
   return c;
 }

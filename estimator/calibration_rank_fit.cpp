@@ -78,18 +78,21 @@ Pairs build_pairs(const std::vector<Member>& members) {
     for (size_t a = 0; a < idx.size(); ++a)
       for (size_t b = a + 1; b < idx.size(); ++b)
         if (p.log_meas[idx[a]] != p.log_meas[idx[b]]) p.ij.emplace_back(idx[a], idx[b]);
-  std::vector<double> sum(names.size(), 0.0), sum2(names.size(), 0.0);
+  // Each feature's scale: the root mean square of its pair differences. Not their spread about
+  // their mean: a pair's orientation is the results' order, so a feature whose differences
+  // all point one way (every pair lists its small block first) still ranks.
+  std::vector<double> sum2(names.size(), 0.0);
   for (const auto& [i, j] : p.ij)
     for (size_t f = 0; f < names.size(); ++f) {
       const double d = p.x[i][f] - p.x[j][f];
-      sum[f] += d, sum2[f] += d * d;
+      sum2[f] += d * d;
     }
   const double n = std::max<double>(p.ij.size(), 1);
   std::vector<size_t> keep;
   size_t f = 0;
   for (const std::string& name : names) {
-    const double mean = sum[f] / n, sd = std::sqrt(std::max(0.0, sum2[f] / n - mean * mean));
-    if (sd > 1e-9) keep.push_back(f), p.names.push_back(name), p.scale.push_back(sd);
+    const double rms = std::sqrt(sum2[f] / n);
+    if (rms > 1e-9) keep.push_back(f), p.names.push_back(name), p.scale.push_back(rms);
     ++f;
   }
   for (auto& row : p.x) {

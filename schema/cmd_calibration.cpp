@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "calibration_rank_fit.h"
+#include "rank_fit_db.h"
 #include "gpu/gpu_catalog.h"
 #include "dc_db.h"
 #include "ir/error.h"
@@ -83,12 +84,8 @@ void print_rank_fit(const std::vector<FittedRankVector>& fit) {
 Calibration fit_variant_calibration(const TuningDb& tuning_db, const GpuSpec& gpu,
                                     std::vector<FittedParamFactor>* params, std::vector<FittedRankVector>* ranks) {
   const std::vector<EstimatorSample> samples = tuning_db.estimator_samples(gpu.name, TimingSource::real, "");
-  std::map<std::string, std::string> canonical_of;
-  for (const EstimatorSample& s : samples)
-    if (!canonical_of.count(s.workload))
-      if (std::optional<WorkloadRecord> w = tuning_db.find_workload(s.workload)) canonical_of[s.workload] = w->canonical;
   *params = fit_param_factors(gpu.name, samples);
-  *ranks = fit_rank_vectors(gpu, rank_samples_of(samples, canonical_of));
+  *ranks = fit_rank_vectors_of_db(tuning_db, gpu, samples);
   Calibration c;
   apply_param_fit(*params, c);
   apply_rank_fit(*ranks, c);

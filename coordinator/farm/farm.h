@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "calibration_fit.h"
+#include "calibration_rank_fit.h"
 #include "farm/measure_job.h"
 #include "farm/measurement.h"
 #include "ir/tolerance.h"
@@ -99,6 +100,7 @@ class Farm {
   struct Ratios {
     std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> by_unit;
     std::vector<FittedParamFactor> param_fit;
+    std::vector<FittedRankVector> rank_fit;  // real results only
   };
   virtual std::optional<Ratios> estimator_ratios(const std::string& /*gpu_type*/, bool /*emulated*/,
                                                  const std::string& /*storage*/) {

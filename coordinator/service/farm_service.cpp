@@ -2,6 +2,7 @@
 
 #include "job_wire.h"
 #include "ratios_codec.h"
+#include "rank_fit_db.h"
 
 namespace dc {
 
@@ -331,7 +332,10 @@ void FarmService::Impl::fill_ratios(const farm::RatiosRequest& r, farm::RatiosRe
   const TimingSource source = source_of(r.emulated());
   const std::vector<EstimatorSample> samples = db.estimator_samples(r.gpu_type(), source, r.storage());
   to_proto(ratios_of(samples), reply);
-  if (source == TimingSource::real) to_proto(fit_param_factors(r.gpu_type(), samples), reply);
+  if (source != TimingSource::real) return;
+  to_proto(fit_param_factors(r.gpu_type(), samples), reply);
+  // Both fits: the tune decides which it applies (tune --rank-calibration).
+  if (const GpuSpec* gpu = catalog.find(r.gpu_type())) to_proto(fit_rank_vectors_of_db(db, *gpu, samples), reply);
 }
 
 // `tj` is consumed: the job's bytes move into the job. The service reads the job's names and

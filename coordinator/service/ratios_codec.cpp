@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <set>
 
 #include "farm_codec.h"
 #include "tuning_db.h"
@@ -104,6 +105,66 @@ std::vector<FittedParamFactor> param_factors_from_proto(const farm::RatiosReply&
     f.factor = p.factor();
     f.samples = p.samples();
     out.push_back(std::move(f));
+  }
+  return out;
+}
+
+void to_proto(const std::vector<FittedRankVector>& fit, farm::RatiosReply* reply) {
+  for (size_t i = 0; i < fit.size() && i < kMaxRankVectors; ++i) {
+    const FittedRankVector& f = fit[i];
+    farm::RankVector* p = reply->add_rank_vectors();
+    p->set_kind(cluster_kind_name(std::get<1>(f.group)));
+    p->set_unit(unit_code(std::get<2>(f.group)));
+    p->set_template_name(std::get<3>(f.group));
+    for (const std::string& n : f.vector.names) p->add_names(n);
+    for (double w : f.vector.weights) p->add_weights(w);
+    for (double m : f.vector.means) p->add_means(m);
+    p->set_samples(f.samples);
+    p->set_workloads(f.workloads);
+    p->set_pairs(f.pairs);
+  }
+}
+
+namespace {
+
+FittedRankVector rank_vector_from_proto(const farm::RankVector& p, const std::string& gpu_type) {
+  const std::optional<ClusterKind> kind = parse_cluster_kind(p.kind());
+  if (!kind) throw farm::ProtocolError(str_cat("unknown cluster kind '", p.kind().substr(0, 40), "'"));
+  if (p.template_name().empty()) throw farm::ProtocolError("a ranking vector without its template name");
+  if (p.names_size() != p.weights_size() || p.names_size() != p.means_size())
+    throw farm::ProtocolError(str_cat("a ranking vector of ", p.names_size(), " names, ", p.weights_size(),
+                                      " weights and ", p.means_size(), " means"));
+  if (static_cast<size_t>(p.names_size()) > kMaxRankFeatures)
+    throw farm::ProtocolError(str_cat("a ranking vector of ", p.names_size(), " features (at most ", kMaxRankFeatures, ")"));
+  const auto finite = [](double x) { return std::isfinite(x); };
+  if (!std::all_of(p.weights().begin(), p.weights().end(), finite) ||
+      !std::all_of(p.means().begin(), p.means().end(), finite))
+    throw farm::ProtocolError("a ranking vector's weight or mean that is not finite");
+  if (std::any_of(p.names().begin(), p.names().end(), [](const std::string& n) { return n.empty(); }))
+    throw farm::ProtocolError("a ranking vector's feature without a name");
+  FittedRankVector f;
+  f.group = {gpu_type, *kind, unit_of_code(p.unit()), p.template_name()};
+  f.vector.names.assign(p.names().begin(), p.names().end());
+  f.vector.weights.assign(p.weights().begin(), p.weights().end());
+  f.vector.means.assign(p.means().begin(), p.means().end());
+  f.samples = p.samples();
+  f.workloads = p.workloads();
+  f.pairs = p.pairs();
+  return f;
+}
+
+}  // namespace
+
+std::vector<FittedRankVector> rank_vectors_from_proto(const farm::RatiosReply& reply, const std::string& gpu_type) {
+  if (static_cast<size_t>(reply.rank_vectors_size()) > kMaxRankVectors)
+    throw farm::ProtocolError(str_cat(reply.rank_vectors_size(), " ranking vectors (at most ", kMaxRankVectors, ")"));
+  std::vector<FittedRankVector> out;
+  std::set<Calibration::ParamGroup> seen;
+  for (const farm::RankVector& p : reply.rank_vectors()) {
+    out.push_back(rank_vector_from_proto(p, gpu_type));
+    if (!seen.insert(out.back().group).second)
+      throw farm::ProtocolError(str_cat("the ranking vector of ", p.kind().substr(0, 40), " ",
+                                        p.template_name().substr(0, 80), " twice"));
   }
   return out;
 }

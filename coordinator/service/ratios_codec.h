@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "calibration_fit.h"
+#include "calibration_rank_fit.h"
 #include "farm.pb.h"
 #include "ir/precision.h"
 #include "ir/workload.h"
@@ -44,5 +45,16 @@ void to_proto(const std::vector<FittedParamFactor>& fit, farm::RatiosReply* repl
 // an empty template or parameter name, a factor that is not finite and positive, or more
 // than kMaxParamFactors.
 std::vector<FittedParamFactor> param_factors_from_proto(const farm::RatiosReply& reply, const std::string& gpu_type);
+
+// Ranking vectors in a reply: at most this many, of at most kMaxRankFeatures features each
+// (a template's fit has a few dozen; one per template of every kind and unit stays far below).
+inline constexpr size_t kMaxRankVectors = 256;
+inline constexpr size_t kMaxRankFeatures = 256;
+// The service's fit into the reply (the first kMaxRankVectors).
+void to_proto(const std::vector<FittedRankVector>& fit, farm::RatiosReply* reply);
+// The reply's vectors as a fit of `gpu_type`; farm::ProtocolError for an unknown kind, an
+// empty template or feature name, names, weights and means of different lengths, a weight or
+// mean that is not finite, a template twice, or more than the bounds above.
+std::vector<FittedRankVector> rank_vectors_from_proto(const farm::RatiosReply& reply, const std::string& gpu_type);
 
 }  // namespace dc

@@ -459,6 +459,7 @@ std::optional<Farm::Ratios> RemoteFarm::estimator_ratios(const std::string& gpu_
   try {
     ratios.by_unit = ratios_from_proto(reply);
     ratios.param_fit = param_factors_from_proto(reply, gpu_type);
+    ratios.rank_fit = rank_vectors_from_proto(reply, gpu_type);
   } catch (const farm::ProtocolError& ex) {
     throw_user_error("the farm service at ", im.options.endpoint, " answered the calibration request for ", gpu_type,
                      " with invalid ratios: ", ex.what());

@@ -531,9 +531,10 @@ TEST(TuneCalibration, RealAndEmulatedResultsAreNeverMixed) {
 
 
 // Real results whose block_k 8 variants ran 1.6x their estimate (the others at it): a real
-// tune fits per-parameter factors and, for conv_implicit_gemm, a pairwise ranking vector in
-// their place, that price block_k 8 up; an emulated tune of the same DB fits none (its own
-// results are emulated), and --no-param-calibration turns both off.
+// tune fits per-parameter factors that price block_k 8 up; with --rank-calibration,
+// conv_implicit_gemm gets a pairwise ranking vector in their place that ranks block_k 8
+// slower; an emulated tune of the same DB fits none (its own results are emulated), and
+// --no-param-calibration turns both off.
 TEST(TuneCalibration, RealResultsFitPerParameterFactorsThatPriceTheSlowValueUp) {
   auto db = make_memory_db();
   TuneOptions o = options();
@@ -572,14 +573,19 @@ TEST(TuneCalibration, RealResultsFitPerParameterFactorsThatPriceTheSlowValueUp) 
       ++compared;
     }
   }
-  // conv_implicit_gemm has enough workloads for a pairwise ranking vector, which replaces its
-  // per-parameter factors and ranks block_k 8 slower (its mean score over the measured variants).
+  EXPECT_GT(compared, 0);
+  EXPECT_NE(db->runs().back().info.options_json.find(" conv_implicit_gemm block_k=8\":"), std::string::npos)
+      << db->runs().back().info.options_json;
+  EXPECT_TRUE(c.rank_vectors.empty());  // --rank-calibration is off by default
+
+  o.calibration_rank = true;
+  const Calibration ranked = tune(kModel, *gpu_slower_by(1.0), *db, o).calibration;
   const Calibration::ParamGroup conv = {"h100", ClusterKind::conv, MathUnit::fp32, "conv_implicit_gemm"};
-  ASSERT_TRUE(c.rank_vectors.count(conv));
-  EXPECT_FALSE(c.param_factors.count(conv));
+  ASSERT_TRUE(ranked.rank_vectors.count(conv));
+  EXPECT_FALSE(ranked.param_factors.count(conv));
   const GpuCatalog catalog = GpuCatalog::builtin();
   const GpuSpec& h100 = catalog.require("h100");
-  std::map<bool, std::vector<double>> log_factors;  // block_k == 8 -> log factors
+  std::map<bool, std::vector<double>> scores;  // block_k == 8 -> ranking scores
   for (const Measurement& m : db->query({})) {
     const std::optional<VariantKeyParts> k = parse_variant_key(m.variant_key);
     const std::optional<WorkloadRecord> w = db->find_workload(m.workload);
@@ -587,14 +593,14 @@ TEST(TuneCalibration, RealResultsFitPerParameterFactorsThatPriceTheSlowValueUp) 
     std::optional<WorkloadShape> shape = rank_shape_of_canonical(w->canonical);
     ASSERT_TRUE(shape) << w->canonical;
     shape->kind = ClusterKind::conv;
-    log_factors[k->params.at("block_k") == 8].push_back(c.rank_log(h100, *shape, m.variant_key, m.estimate_us));
+    scores[k->params.at("block_k") == 8].push_back(ranked.rank_log(h100, *shape, m.variant_key, m.estimate_us));
   }
   const auto mean = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / v.size(); };
-  ASSERT_FALSE(log_factors[true].empty() || log_factors[false].empty());
-  EXPECT_GT(mean(log_factors[true]) - mean(log_factors[false]), std::log(1.2));
-  EXPECT_GT(compared + static_cast<int>(c.rank_vectors.size()), 0);
+  ASSERT_FALSE(scores[true].empty() || scores[false].empty());
+  EXPECT_GT(mean(scores[true]) - mean(scores[false]), std::log(1.2));
   EXPECT_NE(db->runs().back().info.options_json.find(" conv_implicit_gemm rank lbk\":"), std::string::npos)
       << db->runs().back().info.options_json;
+
   o.calibration_params = false;
   const Calibration off = tune(kModel, *gpu_slower_by(1.0), *db, o).calibration;
   EXPECT_TRUE(off.param_factors.empty());

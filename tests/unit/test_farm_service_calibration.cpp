@@ -21,6 +21,7 @@
 #include "farm_service_testing.h"
 #include "farm_testing.h"
 #include "gpu/gpu_catalog.h"
+#include "rank_fit_db.h"
 #include "ratios_codec.h"
 #include "tune.h"
 #include "tuning_db_testing.h"
@@ -177,9 +178,16 @@ TEST(FarmServiceRatios, AnAnswerKeptByTheServiceFollowsEveryNewResult) {
   EXPECT_EQ(gemm(), (std::vector<double>{0.5, 1.5, 2.0}));
 }
 
-TEST(FarmServiceRatios, ThePerParameterFactorsOfRealResultsComeWithTheRatios) {
+// The service fits what a local tune fits from the same DB: the per-parameter factors, and the
+// ranking vector of gemm_tiled (four workloads of real results are enough).
+TEST(FarmServiceRatios, TheFactorsAndRankingVectorsOfRealResultsComeWithTheRatios) {
   // Four workloads of real results where block_m 64 ran 1.5x block_m 32 (the estimates alike),
   // and emulated results of the same variants at random.
+  const auto variant = [](int64_t block_m) {  // a key with its precision: one the ranking fit parses
+    Variant v = test_variant(block_m);
+    v.precision = "fp32";
+    return v;
+  };
   auto db = make_memory_db();
   db->commit_gpu_type(test_gpu("h100", "hopper", 9, 0));
   const WorkerInfo real = test_worker("node1", "h100", false), emulated = test_worker("laptop", "h100", true);
@@ -191,31 +199,91 @@ TEST(FarmServiceRatios, ThePerParameterFactorsOfRealResultsComeWithTheRatios) {
     db->commit_workload(test_workload(sig, ClusterKind::gemm));
     for (int64_t bm : {32, 64})
       for (int rep = 0; rep < 2; ++rep) {
-        db->commit_variant(sig, test_variant(bm), "hash");
-        EXPECT_TRUE(db->commit_measurement(test_measurement(sig, test_variant(bm), real, (w + 1) * (bm == 64 ? 6.0 : 4.0), ++finished)));
+        db->commit_variant(sig, variant(bm), "hash");
+        EXPECT_TRUE(db->commit_measurement(test_measurement(sig, variant(bm), real, (w + 1) * (bm == 64 ? 6.0 : 4.0), ++finished)));
         const double noise = 1.0 + static_cast<double>(finished % 7);
-        EXPECT_TRUE(db->commit_measurement(test_measurement(sig, test_variant(bm), emulated, noise, ++finished)));
+        EXPECT_TRUE(db->commit_measurement(test_measurement(sig, variant(bm), emulated, noise, ++finished)));
       }
   }
-  const std::vector<FittedParamFactor> want = fit_param_factors("h100", db->estimator_samples("h100", TimingSource::real, ""));
-  ASSERT_FALSE(want.empty());
+  const GpuCatalog catalog = GpuCatalog::builtin();
+  const GpuSpec& h100 = catalog.require("h100");
+  const std::vector<EstimatorSample> samples = db->estimator_samples("h100", TimingSource::real, "");
+  const std::vector<FittedRankVector> want = fit_rank_vectors_of_db(*db, h100, samples);
+  ASSERT_EQ(want.size(), 1u);
+  const std::vector<FittedParamFactor> want_params = fit_param_factors("h100", samples);
+  ASSERT_FALSE(want_params.empty());
   Service service(*db);
   RemoteFarm client_farm(client(service.endpoint(), "m", 1));
   const auto got = client_farm.estimator_ratios("h100", false, "");
   ASSERT_TRUE(got.has_value());
-  ASSERT_EQ(got->param_fit.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_EQ(got->param_fit[i].group, want[i].group);
-    EXPECT_EQ(got->param_fit[i].param, want[i].param);
-    EXPECT_EQ(got->param_fit[i].value, want[i].value);
-    EXPECT_DOUBLE_EQ(got->param_fit[i].factor, want[i].factor);
-    EXPECT_EQ(got->param_fit[i].samples, want[i].samples);
+  ASSERT_EQ(got->param_fit.size(), want_params.size());
+  for (size_t i = 0; i < want_params.size(); ++i) {
+    EXPECT_EQ(got->param_fit[i].group, want_params[i].group);
+    EXPECT_EQ(got->param_fit[i].param, want_params[i].param);
+    EXPECT_EQ(got->param_fit[i].value, want_params[i].value);
+    EXPECT_DOUBLE_EQ(got->param_fit[i].factor, want_params[i].factor);
   }
+  Calibration factors;
+  apply_param_fit(got->param_fit, factors);
+  EXPECT_GT(factors.variant_factor("h100", ClusterKind::gemm, variant(64).key()) /
+                factors.variant_factor("h100", ClusterKind::gemm, variant(32).key()), 1.01);  // 1.5, shrunk
+  ASSERT_EQ(got->rank_fit.size(), 1u);
+  EXPECT_EQ(got->rank_fit[0].group, want[0].group);
+  EXPECT_EQ(got->rank_fit[0].vector.names, want[0].vector.names);
+  EXPECT_EQ(got->rank_fit[0].vector.weights, want[0].vector.weights);
+  EXPECT_EQ(got->rank_fit[0].vector.means, want[0].vector.means);
+  EXPECT_EQ(got->rank_fit[0].samples, want[0].samples);
+  EXPECT_EQ(got->rank_fit[0].pairs, want[0].pairs);
   Calibration c;
-  apply_param_fit(got->param_fit, c);
-  EXPECT_GT(c.variant_factor("h100", ClusterKind::gemm, test_variant(64).key()) /
-                c.variant_factor("h100", ClusterKind::gemm, test_variant(32).key()), 1.01);  // 1.5, shrunk
-  EXPECT_TRUE(client_farm.estimator_ratios("h100", true, "")->param_fit.empty());  // emulated: none
+  apply_rank_fit(got->rank_fit, c);
+  WorkloadShape s;
+  s.kind = ClusterKind::gemm;
+  EXPECT_GT(c.rank_log(h100, s, variant(64).key(), 10.0), c.rank_log(h100, s, variant(32).key(), 10.0))
+      << "block_m 64 ran 1.5x block_m 32";
+  const auto emulated_fit = client_farm.estimator_ratios("h100", true, "");
+  EXPECT_TRUE(emulated_fit->param_fit.empty() && emulated_fit->rank_fit.empty());  // emulated: none
+}
+
+TEST(FarmServiceRatios, AnInvalidRankingVectorIsAProtocolError) {
+  FittedRankVector f;
+  f.group = {"h100", ClusterKind::conv, MathUnit::tf32, "conv_implicit_gemm"};
+  f.vector.names = {"lbk", "lest"};
+  f.vector.weights = {0.5, 3.0};
+  f.vector.means = {4.0, 2.5};
+  f.samples = 40;
+  f.workloads = 5;
+  f.pairs = 70;
+  farm::RatiosReply reply;
+  to_proto(std::vector<FittedRankVector>{f}, &reply);
+  const std::vector<FittedRankVector> back = rank_vectors_from_proto(reply, "h100");
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].group, f.group);
+  EXPECT_EQ(back[0].vector.names, f.vector.names);
+  EXPECT_EQ(back[0].vector.weights, f.vector.weights);
+  EXPECT_EQ(back[0].vector.means, f.vector.means);
+  EXPECT_EQ(back[0].samples, 40);
+  EXPECT_EQ(back[0].workloads, 5);
+  EXPECT_EQ(back[0].pairs, 70);
+  const auto invalid = [&](const std::function<void(farm::RatiosReply&)>& spoil) {
+    farm::RatiosReply r = reply;
+    spoil(r);
+    EXPECT_THROW(rank_vectors_from_proto(r, "h100"), farm::ProtocolError);
+  };
+  invalid([](farm::RatiosReply& r) { r.mutable_rank_vectors(0)->set_kind("convolution"); });
+  invalid([](farm::RatiosReply& r) { r.mutable_rank_vectors(0)->set_unit(static_cast<farm::MathUnitCode>(7)); });
+  invalid([](farm::RatiosReply& r) { r.mutable_rank_vectors(0)->set_template_name(""); });
+  invalid([](farm::RatiosReply& r) { r.mutable_rank_vectors(0)->set_names(0, ""); });
+  invalid([](farm::RatiosReply& r) { r.mutable_rank_vectors(0)->add_weights(1.0); });
+  invalid([](farm::RatiosReply& r) { r.mutable_rank_vectors(0)->set_means(1, INFINITY); });
+  invalid([](farm::RatiosReply& r) { r.mutable_rank_vectors(0)->set_weights(0, NAN); });
+  invalid([](farm::RatiosReply& r) { *r.add_rank_vectors() = r.rank_vectors(0); });  // a template twice
+  invalid([](farm::RatiosReply& r) {
+    for (size_t i = 0; i < kMaxRankFeatures; ++i) {
+      r.mutable_rank_vectors(0)->add_names("x");
+      r.mutable_rank_vectors(0)->add_weights(0);
+      r.mutable_rank_vectors(0)->add_means(0);
+    }
+  });
 }
 
 TEST(FarmServiceRatios, AnInvalidPerParameterFactorIsAProtocolError) {
