@@ -13,6 +13,7 @@
 // "Per-parameter calibration".
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -48,6 +49,9 @@ struct EstimatorSample {
   std::string variant_key;
   double ratio = 0;  // measured / estimated (uncalibrated)
   double estimate_us = 0;  // the uncalibrated estimate (the ranking fit's "lest" and offsets)
+  // The tuning run it was measured in: the latest run begun when it finished (0: none known).
+  // The ranking fit compares results of one run only.
+  int64_t run = 0;
 };
 
 struct ParamFitOptions {

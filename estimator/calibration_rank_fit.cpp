@@ -24,6 +24,9 @@ struct Member {
   RankFeatures x;
 };
 
+// The results that may be compared: one workload's, measured in one run.
+std::pair<std::string, int64_t> batch_of(const Member& m) { return {m.sample->workload, m.sample->run}; }
+
 // The pairs' design: per result its features (dense, in `names` order), per pair its results.
 struct Pairs {
   std::vector<std::string> names;
@@ -55,14 +58,14 @@ std::vector<double> solve_spd(std::vector<std::vector<double>> A, std::vector<do
   return r;
 }
 
-// The pairs of each workload's results whose measured times differ, and each feature's
+// The pairs of each batch's results (batch_of) whose measured times differ, and each feature's
 // standard deviation over the pairs' differences; features constant over them are dropped.
 Pairs build_pairs(const std::vector<Member>& members) {
   Pairs p;
   std::set<std::string> names;
   for (const Member& m : members)
     for (const auto& [name, v] : m.x) names.insert(name);
-  std::map<std::string, std::vector<size_t>> by_workload;
+  std::map<std::pair<std::string, int64_t>, std::vector<size_t>> by_batch;
   for (size_t i = 0; i < members.size(); ++i) {
     std::vector<double> row;
     for (const std::string& n : names) {
@@ -72,9 +75,9 @@ Pairs build_pairs(const std::vector<Member>& members) {
     p.x.push_back(std::move(row));
     p.log_est.push_back(std::log(members[i].sample->estimate_us));
     p.log_meas.push_back(std::log(members[i].sample->measured_us));
-    by_workload[members[i].sample->workload].push_back(i);
+    by_batch[batch_of(members[i])].push_back(i);
   }
-  for (const auto& [w, idx] : by_workload)
+  for (const auto& [batch, idx] : by_batch)
     for (size_t a = 0; a < idx.size(); ++a)
       for (size_t b = a + 1; b < idx.size(); ++b)
         if (p.log_meas[idx[a]] != p.log_meas[idx[b]]) p.ij.emplace_back(idx[a], idx[b]);
@@ -134,15 +137,16 @@ std::vector<double> newton(const Pairs& p, const RankFitOptions& o) {
   return b;
 }
 
-// The members of workloads with at least 2 results (the only ones with pairs).
+// The members of batches with at least 2 results (the only ones with pairs); `workloads`
+// counts the distinct workloads among those batches.
 std::vector<Member> informative(std::vector<Member> members, int* workloads) {
-  std::map<std::string, int> count;
-  for (const Member& m : members) ++count[m.sample->workload];
-  members.erase(std::remove_if(members.begin(), members.end(),
-                               [&](const Member& m) { return count[m.sample->workload] < 2; }),
+  std::map<std::pair<std::string, int64_t>, int> count;
+  for (const Member& m : members) ++count[batch_of(m)];
+  members.erase(std::remove_if(members.begin(), members.end(), [&](const Member& m) { return count[batch_of(m)] < 2; }),
                 members.end());
-  *workloads = 0;
-  for (const auto& [w, n] : count) *workloads += n >= 2 ? 1 : 0;
+  std::set<std::string> distinct;
+  for (const Member& m : members) distinct.insert(m.sample->workload);
+  *workloads = static_cast<int>(distinct.size());
   return members;
 }
 
@@ -214,7 +218,7 @@ std::vector<RankSample> rank_samples_of(const std::vector<EstimatorSample>& samp
     auto it = shapes.find(s.workload);
     if (it == shapes.end()) it = shapes.emplace(s.workload, rank_shape_of_canonical(c->second)).first;
     if (!it->second) continue;
-    out.push_back({s.workload, s.kind, s.variant_key, *it->second, s.estimate_us, s.ratio * s.estimate_us});
+    out.push_back({s.workload, s.kind, s.variant_key, *it->second, s.estimate_us, s.ratio * s.estimate_us, s.run});
   }
   return out;
 }

@@ -23,12 +23,16 @@ struct RankSample {
   WorkloadShape shape;
   double estimate_us = 0;  // uncalibrated
   double measured_us = 0;
+  // The tuning run it was measured in (EstimatorSample::run; 0: unknown). Pairs join results
+  // of one workload measured in one run only.
+  int64_t run = 0;
 };
 
 struct RankFitOptions {
-  // Session 27's prototype: lambda 30 ranked best out of sample on both paired PoCL tunes
-  // (100 overfits conv less but ranks worse; docs/bench/estimator-accuracy.md).
-  double ridge = 30;
+  // Fitted on two of three PoCL tunes of MobileNetV2 and scored on the third (each way),
+  // lambda 100 ranked best on average; a fit from one run needs it more than a pooled one
+  // (docs/bench/estimator-accuracy.md, session 29).
+  double ridge = 100;
   // Results in workloads with at least 2 of the template's results, and such workloads, or
   // no vector for the template (its per-parameter factors stay).
   int min_samples = 8;
@@ -45,7 +49,9 @@ struct FittedRankVector {
 };
 
 // Per (kind, math unit, template) of `gpu`'s samples, the vectors that pass the thresholds,
-// in group order. `device` gives rank_features its compute units and caches.
+// in group order. `device` gives rank_features its compute units and caches. Pairs are formed
+// within one workload's results of one run (paired timing scales each run's times to an
+// anchor of its own, so times of different runs do not compare).
 std::vector<FittedRankVector> fit_rank_vectors(const GpuSpec& device, const std::vector<RankSample>& samples,
                                                const RankFitOptions& options = {});
 

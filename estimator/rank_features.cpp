@@ -49,11 +49,6 @@ void conv_gemm(const std::map<std::string, int64_t>& p, const WorkloadShape& s, 
   f["lwi"] = lg(wi), f["lfoot_l1"] = over_l1(foot, gpu);
   f["foot_l2"] = gpu.l2_bytes > 0 && foot > static_cast<double>(gpu.l2_bytes);
   f["lacc"] = lg(tm * tn), f["ktiles"] = lg(std::ceil(K / bk)), f["vec_gather"] = vec > 1 && !pointwise;
-  // Conv's cost lies in how these combine (the prototype: 0.40-0.60 without, 0.62-0.67 with).
-  static const char* const kPaired[] = {"lvec", "lbk", "ltm", "ltn", "lbm", "lbn", "stages2", "lfoot_l1"};
-  for (size_t a = 0; a < 8; ++a)
-    for (size_t b = a + 1; b < 8; ++b)
-      f[std::string(kPaired[a]) + "*" + kPaired[b]] = f.at(kPaired[a]) * f.at(kPaired[b]);
 }
 
 void depthwise(const std::map<std::string, int64_t>& p, const WorkloadShape& s, const GpuSpec& gpu,

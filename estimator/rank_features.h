@@ -21,9 +21,8 @@ using RankFeatures = std::map<std::string, double>;
 
 // x(v): conv_implicit_gemm, depthwise_direct, elementwise and row_reduce get figures derived
 // from the shape (padding waste, work-groups and the last wave's fill over the device's
-// compute units, the work-group's footprint over its L1 and L2, ...), conv_implicit_gemm also
-// the 28 products of pairs of 8 of them; any other template log2 of every parameter
-// (key-only). Every template: "lest", ln(estimate_us), the uncalibrated estimate.
+// compute units, the work-group's footprint over its L1 and L2, ...); any other template log2
+// of every parameter (key-only). Every template: "lest", ln(estimate_us), the uncalibrated estimate.
 RankFeatures rank_features(const std::string& template_name, const std::map<std::string, int64_t>& params,
                            const WorkloadShape& shape, const GpuSpec& gpu, double estimate_us);
 

@@ -439,16 +439,20 @@ class SqliteDb final : public TuningDb {
   std::vector<EstimatorSample> estimator_samples(const std::string& gpu_type, TimingSource source,
                                                  const std::string& storage) const override {
     std::lock_guard lock(mu_);
+    // estimator_error's rows, each with its run: the latest begun when it finished.
     sqlite::Query q = conn_.query(
-        "SELECT e.workload, e.kind, e.variant_key, e.ratio, e.estimate_us FROM estimator_error e "
-        "JOIN workload_storage s ON s.signature = e.workload "
-        "WHERE e.gpu_type = ?1 AND e.source = ?2 AND (?3 = '' OR s.storage = ?3)");
+        "SELECT o.workload, o.kind, o.variant_key, o.median_us / o.estimate_us, o.estimate_us, "
+        "  COALESCE((SELECT r.id FROM tuning_runs r WHERE r.started_ms <= o.finished_ms "
+        "            ORDER BY r.started_ms DESC, r.id DESC LIMIT 1), 0) "
+        "FROM ok_measurements o JOIN workload_storage s ON s.signature = o.workload "
+        "WHERE o.gpu_type = ?1 AND o.source = ?2 AND (?3 = '' OR s.storage = ?3) "
+        "  AND o.estimate_us > 0 AND o.median_us > 0");
     q.bind_all(gpu_type, std::string(source_name(source)), storage);
     std::vector<EstimatorSample> out;
     while (q.step()) {
       const auto kind = parse_cluster_kind(q.text(1));
       DC_USER_CHECK(kind, "tuning DB holds an unknown workload kind '", q.text(1), "'");
-      out.push_back({q.text(0), *kind, q.text(2), q.real(3), q.real(4)});
+      out.push_back({q.text(0), *kind, q.text(2), q.real(3), q.real(4), q.int64(5)});
     }
     return out;
   }

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <thread>
+#include <chrono>
 
 #include "calibration_fit.h"
 #include "estimator.h"
@@ -208,6 +210,38 @@ TEST_P(EstimatorSamplesTest, EachOkResultWithItsWorkloadKeyAndRatio) {
   EXPECT_EQ(got.at({"w2", testing::test_variant(32).key()}), std::make_pair(ClusterKind::gemm, 2.0));
   EXPECT_EQ(db->estimator_samples("pocl-cpu", TimingSource::emulated, "").size(), 4u);
   EXPECT_TRUE(db->estimator_samples("h100", TimingSource::real, "").empty());
+}
+
+// Each result carries the run it was measured in: the latest begun when it finished (the
+// ranking fit pairs results of one run only); a result before any run has none (0).
+TEST_P(EstimatorSamplesTest, EachResultCarriesTheLatestRunBegunWhenItFinished) {
+  testing::TempDir dir;
+  auto db = GetParam() == "memory" ? make_memory_db() : open_tuning_db(dir.file("t.db"));
+  db->commit_gpu_type(testing::test_gpu("pocl-cpu", "cpu", 0, 0));
+  const WorkerInfo real = testing::test_worker("node1", "pocl-cpu", false);
+  db->commit_worker(real);
+  db->commit_workload(testing::test_workload("w1", ClusterKind::conv));
+  const int64_t model = db->commit_model("m", std::string(64, 'c'));
+  const int64_t first = db->begin_run({model, {"pocl-cpu"}, "{}", "coord"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the runs begin in distinct ms
+  const int64_t second = db->begin_run({model, {"pocl-cpu"}, "{}", "coord"});
+  std::map<int64_t, int64_t> started;
+  for (const RunRecord& r : db->runs()) started[r.id] = r.started_ms;
+  ASSERT_LT(started.at(first), started.at(second));
+  const std::map<int64_t, int64_t> run_of_bm = {{32, 0}, {64, first}, {128, second}};
+  const std::map<int64_t, int64_t> finished = {
+      {32, started.at(first) - 1}, {64, started.at(second) - 1}, {128, started.at(second) + 1}};
+  for (const auto& [bm, at] : finished) {
+    const Variant v = testing::test_variant(bm);
+    db->commit_variant("w1", v, "h");
+    Measurement m = testing::test_measurement("w1", v, real, 1.0, at);
+    m.estimate_us = 2.0;
+    ASSERT_TRUE(db->commit_measurement(m));
+  }
+  std::map<std::string, int64_t> got;
+  for (const EstimatorSample& s : db->estimator_samples("pocl-cpu", TimingSource::real, "")) got[s.variant_key] = s.run;
+  ASSERT_EQ(got.size(), 3u);
+  for (const auto& [bm, run] : run_of_bm) EXPECT_EQ(got.at(testing::test_variant(bm).key()), run) << "block_m " << bm;
 }
 
 INSTANTIATE_TEST_SUITE_P(BothDbs, EstimatorSamplesTest, ::testing::Values("memory", "sqlite"));
