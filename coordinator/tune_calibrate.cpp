@@ -59,12 +59,16 @@ Calibrated calibrate(const TuningDb& db, Farm& farm, const TuneOptions& opts, co
   c.from_db = opts.calibration_from_db;
   c.source = source_of(opts.emulated);
   if (!c.from_db) return c;
+  // The ranking vectors (tune --rank-calibration) are fitted, here or by the farm service, only
+  // where they are applied.
+  const bool rank = opts.calibration_params && opts.calibration_rank && c.source == TimingSource::real;
   for (size_t gi = 0; gi < opts.gpus.size(); ++gi) {
     const std::string& gpu = opts.gpus[gi]->name;
     // Only results of this plan's storage: an fp16 plan's factors never come from fp32
     // results, whatever the math unit (docs/estimator.md, Calibration).
     const std::string storage(dtype_name(storage_dtype(opts.plan.precision)));
-    std::optional<Farm::Ratios> farms = farm.estimator_ratios(gpu, c.source == TimingSource::emulated, storage);
+    std::optional<Farm::Ratios> farms =
+        farm.estimator_ratios(gpu, c.source == TimingSource::emulated, storage, /*rank_vectors=*/rank);
     const bool farms_db = farms.has_value();
     std::vector<EstimatorSample> samples;
     if (!farms_db) samples = db.estimator_samples(gpu, c.source, storage);
@@ -80,7 +84,7 @@ Calibrated calibrate(const TuningDb& db, Farm& farm, const TuneOptions& opts, co
                            farms_db ? "; the DB is the farm service's" : ""));
     if (opts.calibration_params && c.source == TimingSource::real)
       apply_params(gpu, farms_db ? farms->param_fit : fit_param_factors(gpu, samples), log, c);
-    if (opts.calibration_params && opts.calibration_rank && c.source == TimingSource::real)
+    if (rank)
       apply_rank(*opts.gpus[gi], farms_db ? farms->rank_fit : fit_rank_vectors_of_db(db, *opts.gpus[gi], samples), log,
                  c);
   }

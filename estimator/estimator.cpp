@@ -519,6 +519,16 @@ double param_product(const Calibration& c, const Calibration::ParamGroup& group,
   return product;
 }
 
+// The ranking score of a variant of `group` (its template's rank vector over the variant's
+// features), else 0: both Calibration::rank_log overloads.
+double rank_score(const Calibration& c, const Calibration::ParamGroup& group,
+                  const std::map<std::string, int64_t>& params, const WorkloadShape& s, const GpuSpec& gpu,
+                  double estimate_us) {
+  auto r = c.rank_vectors.find(group);
+  if (r == c.rank_vectors.end()) return 0;
+  return r->second.log_score(rank_features(std::get<3>(group), params, s, gpu, estimate_us));
+}
+
 }  // namespace
 
 double Calibration::variant_factor(const std::string& gpu, ClusterKind kind, const Variant& v) const {
@@ -539,18 +549,17 @@ double Calibration::variant_factor(const std::string& gpu, ClusterKind kind, con
 double Calibration::rank_log(const GpuSpec& gpu, const WorkloadShape& s, const Variant& v,
                              double estimate_us) const {
   if (rank_vectors.empty()) return 0;  // no group key to build
-  auto r = rank_vectors.find({gpu.name, s.kind, math_unit_of_path(v.precision), v.template_name});
-  if (r == rank_vectors.end()) return 0;
-  return r->second.log_score(rank_features(v.template_name, v.params, s, gpu, estimate_us));
+  return rank_score(*this, {gpu.name, s.kind, math_unit_of_path(v.precision), v.template_name}, v.params, s, gpu,
+                    estimate_us);
 }
 
 double Calibration::rank_log(const GpuSpec& gpu, const WorkloadShape& s, const std::string& variant_key,
                              double estimate_us) const {
-  const std::optional<VariantKeyParts> k = rank_vectors.empty() ? std::nullopt : parse_variant_key(variant_key);
-  auto r = k ? rank_vectors.find({gpu.name, s.kind, math_unit_of_key(variant_key), k->template_name})
-             : rank_vectors.end();
-  if (r == rank_vectors.end()) return 0;
-  return r->second.log_score(rank_features(k->template_name, k->params, s, gpu, estimate_us));
+  if (rank_vectors.empty()) return 0;  // no group key to build
+  const std::optional<VariantKeyParts> k = parse_variant_key(variant_key);
+  return k ? rank_score(*this, {gpu.name, s.kind, math_unit_of_key(variant_key), k->template_name}, k->params, s,
+                        gpu, estimate_us)
+           : 0;
 }
 
 void Calibration::set_param(const ParamGroup& group, const std::string& param, int64_t value, double f) {

@@ -95,15 +95,16 @@ class Farm {
   // A farm that keeps a DB of its own (the farm service) answers the estimator's ratios from
   // it, as TuningDb::estimator_ratios does (measured / estimate per cluster kind and math
   // unit, of the GPU type's results of that source and storage), with the per-parameter
-  // factors it fitted from them (real results only): the calibrate stage of a `tune --farm`
+  // factors it fitted from them (real results only) and, where `rank_vectors` asks (tune
+  // --rank-calibration), the pairwise ranking vectors: the calibrate stage of a `tune --farm`
   // fits and applies them. nullopt: no DB of its own; the tune's DB answers.
   struct Ratios {
     std::map<std::pair<ClusterKind, MathUnit>, std::vector<double>> by_unit;
     std::vector<FittedParamFactor> param_fit;
-    std::vector<FittedRankVector> rank_fit;  // real results only
+    std::vector<FittedRankVector> rank_fit;  // real results only, when asked
   };
   virtual std::optional<Ratios> estimator_ratios(const std::string& /*gpu_type*/, bool /*emulated*/,
-                                                 const std::string& /*storage*/) {
+                                                 const std::string& /*storage*/, bool /*rank_vectors*/) {
     return std::nullopt;
   }
 };

@@ -289,8 +289,8 @@ void FarmService::Impl::on_mark_implausible(const Tune& t, const farm::MarkImpla
 
 // The calibrate stage of a `tune --farm`: the estimator's ratios of this service's DB, as a
 // local tune reads them from its own (bounded per kind and unit: ratios_codec.h), and of real
-// results the per-parameter factors, fitted here as a local tune fits them. An unknown GPU
-// type has none.
+// results the per-parameter factors and, when the request asks (tune --rank-calibration), the
+// ranking vectors, fitted here as a local tune fits them. An unknown GPU type has none.
 void FarmService::Impl::on_ratios_request(const std::string& identity, const farm::RatiosRequest& r) {
   if (r.client_protocol_version() != farm::kClientProtocolVersion)
     return refuse(identity, str_cat("client protocol version ", r.client_protocol_version(),
@@ -308,7 +308,7 @@ farm::Envelope FarmService::Impl::ratios_reply(const farm::RatiosRequest& r) {
   } else {
     try {
       const std::optional<DbContentStamp> stamp = db.content_stamp();
-      auto key = std::make_tuple(r.gpu_type(), r.emulated(), r.storage());
+      auto key = std::make_tuple(r.gpu_type(), r.emulated(), r.storage(), r.rank_vectors());
       const auto cached = ratios_cache.find(key);
       if (stamp && cached != ratios_cache.end() && cached->second.stamp == *stamp) {
         *reply = cached->second.reply;
@@ -334,7 +334,9 @@ void FarmService::Impl::fill_ratios(const farm::RatiosRequest& r, farm::RatiosRe
   to_proto(ratios_of(samples), reply);
   if (source != TimingSource::real) return;
   to_proto(fit_param_factors(r.gpu_type(), samples), reply);
-  // Both fits: the tune decides which it applies (tune --rank-calibration).
+  // The ranking fit only for a tune that applies it (tune --rank-calibration): a tune without
+  // it, or a client that does not know the field, gets none.
+  if (!r.rank_vectors()) return;
   if (const GpuSpec* gpu = catalog.find(r.gpu_type())) to_proto(fit_rank_vectors_of_db(db, *gpu, samples), reply);
 }
 

@@ -193,15 +193,16 @@ struct FarmService::Impl {
   static constexpr size_t kRecordedCacheMax = 1 << 14;
   std::set<std::string> gpu_types_recorded, workloads_recorded, workers_recorded;
   std::set<std::pair<std::string, std::string>> variants_recorded;
-  // The calibrate stage's answers by (GPU type, emulated, storage) while the DB's rows stay
-  // as they were: the per-parameter fit reads every result of the GPU type, and each tune
-  // asks once per GPU type. Emptied past kRatiosCacheMax keys (storage is the client's).
+  // The calibrate stage's answers by (GPU type, emulated, storage, ranking vectors asked) while
+  // the DB's rows stay as they were: the per-parameter fit reads every result of the GPU type,
+  // and each tune asks once per GPU type. Emptied past kRatiosCacheMax keys (storage is the
+  // client's).
   struct CachedRatios {
     DbContentStamp stamp;
     farm::RatiosReply reply;
   };
   static constexpr size_t kRatiosCacheMax = 64;
-  std::map<std::tuple<std::string, bool, std::string>, CachedRatios> ratios_cache;
+  std::map<std::tuple<std::string, bool, std::string, bool>, CachedRatios> ratios_cache;
   int64_t ratios_fitted = 0;  // answers computed, not taken from ratios_cache (tests read it)
   // The loop's thread from here on.
   std::string hash_scratch;  // a Submit's variant source, to hash

@@ -418,7 +418,7 @@ void RemoteFarm::mark_implausible(const Measurement& m, const std::string& why) 
 }
 
 std::optional<Farm::Ratios> RemoteFarm::estimator_ratios(const std::string& gpu_type, bool emulated,
-                                                         const std::string& storage) {
+                                                         const std::string& storage, bool rank_vectors) {
   Impl& im = *impl_;
   uint64_t id = 0;
   {
@@ -432,6 +432,7 @@ std::optional<Farm::Ratios> RemoteFarm::estimator_ratios(const std::string& gpu_
     r->set_gpu_type(gpu_type);
     r->set_emulated(emulated);
     r->set_storage(storage);
+    r->set_rank_vectors(rank_vectors);
     std::string frame = farm::serialize(e);
     im.ratio_requests[id] = frame;
     im.outbox.push_back({std::move(frame), false});

@@ -63,11 +63,11 @@ class RemoteFarm final : public Farm {
   void shutdown() override;
   void mark_implausible(const Measurement& m, const std::string& why) override;  // to the service's DB
   // The service's DB's ratios (a RatiosRequest, waited for up to connect_timeout +
-  // reconnect_timeout; sent again after a reconnect), with its per-parameter factors. UserError
-  // when the service does not answer, is lost, could not read its DB, or answers with invalid
-  // ratios or factors.
-  std::optional<Ratios> estimator_ratios(const std::string& gpu_type, bool emulated,
-                                         const std::string& storage) override;
+  // reconnect_timeout; sent again after a reconnect), with its per-parameter factors and, where
+  // `rank_vectors` asks, its ranking vectors. UserError when the service does not answer, is
+  // lost, could not read its DB, or answers with invalid ratios, factors or vectors.
+  std::optional<Ratios> estimator_ratios(const std::string& gpu_type, bool emulated, const std::string& storage,
+                                         bool rank_vectors) override;
   RemoteFarmCounts counts() const;
 
  private:

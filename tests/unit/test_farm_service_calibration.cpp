@@ -24,6 +24,7 @@
 #include "rank_fit_db.h"
 #include "ratios_codec.h"
 #include "tune.h"
+#include "tune_stages.h"
 #include "tuning_db_testing.h"
 
 namespace dc {
@@ -130,7 +131,7 @@ TEST(FarmServiceRatios, ATuneGetsTheRatiosOfTheServicesDbForItsGpuTypeSourceAndS
   Service service(*db);
   RemoteFarm client_farm(client(service.endpoint(), "m", 1));
   const auto ratios = [&](const std::string& gpu, bool emulated, const std::string& storage) {
-    const auto r = client_farm.estimator_ratios(gpu, emulated, storage);
+    const auto r = client_farm.estimator_ratios(gpu, emulated, storage, /*rank_vectors=*/false);
     EXPECT_TRUE(r.has_value());
     return r ? r->by_unit : KindUnitRatios{};
   };
@@ -166,7 +167,7 @@ TEST(FarmServiceRatios, AnAnswerKeptByTheServiceFollowsEveryNewResult) {
   Service service(*db);
   RemoteFarm client_farm(client(service.endpoint(), "m", 1));
   const auto gemm = [&] {
-    const auto r = client_farm.estimator_ratios("h100", false, "");
+    const auto r = client_farm.estimator_ratios("h100", false, "", /*rank_vectors=*/false);
     EXPECT_TRUE(r.has_value());
     return r ? r->by_unit.at({ClusterKind::gemm, MathUnit::fp32}) : std::vector<double>{};
   };
@@ -178,17 +179,18 @@ TEST(FarmServiceRatios, AnAnswerKeptByTheServiceFollowsEveryNewResult) {
   EXPECT_EQ(gemm(), (std::vector<double>{0.5, 1.5, 2.0}));
 }
 
-// The service fits what a local tune fits from the same DB: the per-parameter factors, and the
-// ranking vector of gemm_tiled (four workloads of real results are enough).
-TEST(FarmServiceRatios, TheFactorsAndRankingVectorsOfRealResultsComeWithTheRatios) {
-  // Four workloads of real results where block_m 64 ran 1.5x block_m 32 (the estimates alike),
-  // and emulated results of the same variants at random.
-  const auto variant = [](int64_t block_m) {  // a key with its precision: one the ranking fit parses
-    Variant v = test_variant(block_m);
-    v.precision = "fp32";
-    return v;
-  };
-  auto db = make_memory_db();
+// A key with its precision: one the ranking fit parses.
+Variant ranked_variant(int64_t block_m) {
+  Variant v = test_variant(block_m);
+  v.precision = "fp32";
+  return v;
+}
+
+// Four gemm workloads of real h100 results where block_m 64 ran 1.5x block_m 32 (the estimates
+// alike), and emulated results of the same variants at random: enough for the per-parameter
+// factors and the ranking vector of the variants' template, into `db`.
+void add_ranked_results(TuningDb* db) {
+  const auto variant = ranked_variant;
   db->commit_gpu_type(test_gpu("h100", "hopper", 9, 0));
   const WorkerInfo real = test_worker("node1", "h100", false), emulated = test_worker("laptop", "h100", true);
   db->commit_worker(real);
@@ -205,6 +207,17 @@ TEST(FarmServiceRatios, TheFactorsAndRankingVectorsOfRealResultsComeWithTheRatio
         EXPECT_TRUE(db->commit_measurement(test_measurement(sig, variant(bm), emulated, noise, ++finished)));
       }
   }
+}
+
+// The service fits what a local tune fits from the same DB: the per-parameter factors, and,
+// for a request that asks (tune --rank-calibration), the ranking vector of the variants'
+// template; a request that does not ask (every other tune, and a client that does not know the
+// field) gets the factors and no vector.
+TEST(FarmServiceRatios, TheFactorsAndRankingVectorsOfRealResultsComeWithTheRatios) {
+  const auto variant = ranked_variant;
+  testing::TempDir dir;
+  auto db = open_tuning_db(dir.file("service.db"));  // a file: the service keeps its answers
+  add_ranked_results(db.get());
   const GpuCatalog catalog = GpuCatalog::builtin();
   const GpuSpec& h100 = catalog.require("h100");
   const std::vector<EstimatorSample> samples = db->estimator_samples("h100", TimingSource::real, "");
@@ -214,19 +227,26 @@ TEST(FarmServiceRatios, TheFactorsAndRankingVectorsOfRealResultsComeWithTheRatio
   ASSERT_FALSE(want_params.empty());
   Service service(*db);
   RemoteFarm client_farm(client(service.endpoint(), "m", 1));
-  const auto got = client_farm.estimator_ratios("h100", false, "");
-  ASSERT_TRUE(got.has_value());
-  ASSERT_EQ(got->param_fit.size(), want_params.size());
-  for (size_t i = 0; i < want_params.size(); ++i) {
-    EXPECT_EQ(got->param_fit[i].group, want_params[i].group);
-    EXPECT_EQ(got->param_fit[i].param, want_params[i].param);
-    EXPECT_EQ(got->param_fit[i].value, want_params[i].value);
-    EXPECT_DOUBLE_EQ(got->param_fit[i].factor, want_params[i].factor);
+  // Not asked first: the answer the service keeps of it must not answer the request that asks.
+  for (const bool rank_vectors : {false, true}) {
+    SCOPED_TRACE(rank_vectors ? "ranking vectors asked" : "ranking vectors not asked");
+    const auto got = client_farm.estimator_ratios("h100", false, "", rank_vectors);
+    ASSERT_TRUE(got.has_value());
+    ASSERT_EQ(got->param_fit.size(), want_params.size());
+    for (size_t i = 0; i < want_params.size(); ++i) {
+      EXPECT_EQ(got->param_fit[i].group, want_params[i].group);
+      EXPECT_EQ(got->param_fit[i].param, want_params[i].param);
+      EXPECT_EQ(got->param_fit[i].value, want_params[i].value);
+      EXPECT_DOUBLE_EQ(got->param_fit[i].factor, want_params[i].factor);
+    }
+    Calibration factors;
+    apply_param_fit(got->param_fit, factors);
+    EXPECT_GT(factors.variant_factor("h100", ClusterKind::gemm, variant(64).key()) /
+                  factors.variant_factor("h100", ClusterKind::gemm, variant(32).key()), 1.01);  // 1.5, shrunk
+    EXPECT_EQ(got->rank_fit.size(), rank_vectors ? 1u : 0u);
   }
-  Calibration factors;
-  apply_param_fit(got->param_fit, factors);
-  EXPECT_GT(factors.variant_factor("h100", ClusterKind::gemm, variant(64).key()) /
-                factors.variant_factor("h100", ClusterKind::gemm, variant(32).key()), 1.01);  // 1.5, shrunk
+  const auto got = client_farm.estimator_ratios("h100", false, "", /*rank_vectors=*/true);
+  ASSERT_TRUE(got.has_value());
   ASSERT_EQ(got->rank_fit.size(), 1u);
   EXPECT_EQ(got->rank_fit[0].group, want[0].group);
   EXPECT_EQ(got->rank_fit[0].vector.names, want[0].vector.names);
@@ -240,8 +260,66 @@ TEST(FarmServiceRatios, TheFactorsAndRankingVectorsOfRealResultsComeWithTheRatio
   s.kind = ClusterKind::gemm;
   EXPECT_GT(c.rank_log(h100, s, variant(64).key(), 10.0), c.rank_log(h100, s, variant(32).key(), 10.0))
       << "block_m 64 ran 1.5x block_m 32";
-  const auto emulated_fit = client_farm.estimator_ratios("h100", true, "");
+  const auto emulated_fit = client_farm.estimator_ratios("h100", true, "", /*rank_vectors=*/true);
   EXPECT_TRUE(emulated_fit->param_fit.empty() && emulated_fit->rank_fit.empty());  // emulated: none
+}
+
+// A tune's farm (the service's RemoteFarm) that notes whether each calibration request asked
+// for the ranking vectors.
+class AskingFarm : public Farm {
+ public:
+  explicit AskingFarm(Farm& farm) : farm_(farm) {}
+  void submit(FarmJob job) override { farm_.submit(std::move(job)); }
+  std::vector<Measurement> collect(std::chrono::milliseconds timeout) override { return farm_.collect(timeout); }
+  FarmStatus status() const override { return farm_.status(); }
+  void shutdown() override { farm_.shutdown(); }
+  std::optional<Ratios> estimator_ratios(const std::string& gpu_type, bool emulated, const std::string& storage,
+                                         bool rank_vectors) override {
+    asked.push_back(rank_vectors);
+    return farm_.estimator_ratios(gpu_type, emulated, storage, rank_vectors);
+  }
+  std::vector<bool> asked;  // rank_vectors, per request
+
+ private:
+  Farm& farm_;
+};
+
+// The calibrate stage of a `tune --farm` asks the service for the ranking vectors only where it
+// applies them: a real tune with --rank-calibration (and per-parameter calibration, which it
+// replaces). That tune gets the service's vector; the others get the per-parameter factors of
+// real results and no vector.
+TEST(FarmServiceRatios, ATuneAsksTheServiceForTheRankingVectorsOnlyWithRankCalibration) {
+  auto service_db = make_memory_db();
+  add_ranked_results(service_db.get());
+  Service service(*service_db);
+  RemoteFarm remote(client(service.endpoint(), "m", 1));
+  const GpuCatalog catalog = GpuCatalog::builtin();
+  const Calibration::ParamGroup gemm = {"h100", ClusterKind::gemm, MathUnit::fp32, ranked_variant(32).template_name};
+  struct Case {
+    const char* name;
+    bool emulated, params, rank;
+  };
+  for (const Case& k : {Case{"real", false, true, false}, Case{"real --rank-calibration", false, true, true},
+                        Case{"real --rank-calibration --no-param-calibration", false, false, true},
+                        Case{"emulated --rank-calibration", true, true, true}}) {
+    SCOPED_TRACE(k.name);
+    TuneOptions o;
+    o.gpus = {&catalog.require("h100")};
+    o.emulated = k.emulated;
+    o.calibration_params = k.params;
+    o.calibration_rank = k.rank;
+    std::vector<StageTime> stages;
+    const tune_stage::StageLog log(o, stages);
+    AskingFarm farm(remote);
+    auto own_db = make_memory_db();  // as `tune --farm` has it: empty
+    const tune_stage::Calibrated c = tune_stage::calibrate(*own_db, farm, o, log);
+    const bool applies = !k.emulated && k.params && k.rank;
+    EXPECT_EQ(farm.asked, std::vector<bool>{applies});
+    EXPECT_EQ(c.rank_fitted, applies ? 1 : 0);
+    EXPECT_EQ(c.calibration.rank_vectors.count(gemm), applies ? 1u : 0u);
+    // Real results' per-parameter factors, except where the template's vector replaces them.
+    EXPECT_EQ(c.calibration.param_factors.count(gemm), !k.emulated && k.params && !applies ? 1u : 0u);
+  }
 }
 
 TEST(FarmServiceRatios, AnInvalidRankingVectorIsAProtocolError) {
