@@ -36,6 +36,14 @@ constexpr double kCpuOutputCycles = 7;
 // ... and a work-item's own setup (its indices, its accumulators).
 constexpr double kCpuWorkItemCycles = 80;
 
+// A work-group of an output-parallel kernel (elementwise, pooling) costs its core this much
+// beside its work-items: PoCL's scheduler hands it out and enters the work-item loop. The
+// same 1M floats in 64 to 4,096 groups of one kernel took 22 ns more wall time per group over
+// 2 cores at 2.445 GHz: 108 cycles a core (scripts/probes/pocl_group_dispatch.c; docs/
+// estimator.md, "A work-group's dispatch"). Depthwise and GEMM groups carry fixed staging work
+// that their counts already charge.
+constexpr double kCpuOutputGroupCycles = 110;
+
 // Instructions of one element of depthwise_direct's input staging loop, counted from its
 // source (codegen/template_depthwise.cpp): the element's channel, row and column (three
 // divisions or remainders by constants, a multiply-high and shifts each: 12), the tile's
@@ -182,7 +190,7 @@ BlockModel output_parallel(const WorkloadShape& s, const Params& p, const Varian
   const double alu = ept * (s.flops / elements) * cdiv(vec, c.lanes);
   const double index = ept * (s.vec_align > 1 ? 3 : 10);
   const double per_item = loads + alu + ept + index + kWorkItemLoopInstructions;
-  BlockModel b = serial_block(v.threads_per_block * per_item / c.issue, g);
+  BlockModel b = serial_block(v.threads_per_block * per_item / c.issue + kCpuOutputGroupCycles, g);
   b.dram_bytes = s.bytes;
   return b;
 }

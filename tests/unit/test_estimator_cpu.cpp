@@ -144,6 +144,18 @@ TEST(EstimatorCpu, ElementwiseVectorWidthDividesTheWorkItems) {
   EXPECT_LT(seconds(w, gpu_model, v1), 1.5 * seconds(w, gpu_model, v4));
 }
 
+// The same elementwise Add in 4x the work-groups (128 work-items a group against 512): each
+// group costs its core kCpuOutputGroupCycles beside its work-items (MobileNetV2's Clip layers
+// on PoCL: 128 a group measured 5-10 % slower than 512 in three tunes). 1M floats in float4,
+// 4 vectors a work-item: 512 groups against 128, 192 more a core, 21,120 cycles at 110.
+TEST(EstimatorCpu, ElementwiseGroupsCostTheirDispatch) {
+  const Workload w = add_1d(1 << 20);
+  const std::map<std::string, int64_t> small = {{"threads", 128}, {"elems_per_thread", 4}, {"vec", 4}};
+  const std::map<std::string, int64_t> large = {{"threads", 512}, {"elems_per_thread", 4}, {"vec", 4}};
+  const GpuSpec cpu = spec_cpu();
+  EXPECT_NEAR(seconds(w, cpu, small) - seconds(w, cpu, large), 192 * 110 / cpu.clock_hz(), 1e-9);
+}
+
 // BERT-base's LayerNorm, 128 rows of 768: 32 work-items a row against 128. On OpenCL each
 // level of dc's warp shuffles is a store, a barrier and a load, a region of the work-item
 // loop for every work-item: 128 a row run 2 x (5 + 2 + 4) levels, 32 run 2 x 5 (measured:
