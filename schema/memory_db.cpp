@@ -194,17 +194,12 @@ class MemoryDb final : public TuningDb {
     return out;
   }
 
-  // The latest run begun at `unix_ms` (the SQLite DB's rule; 0: none). Called under mu_.
-  int64_t run_begun_by(int64_t unix_ms) const {
-    int64_t id = 0, started = 0;
-    for (const RunRecord& r : runs_)
-      if (r.started_ms <= unix_ms && (id == 0 || r.started_ms >= started)) id = r.id, started = r.started_ms;
-    return id;
-  }
-
   std::vector<EstimatorSample> estimator_samples(const std::string& gpu_type, TimingSource source,
                                                  const std::string& storage) const override {
     std::lock_guard lock(mu_);
+    std::vector<std::pair<int64_t, int64_t>> runs;
+    for (const RunRecord& r : runs_) runs.emplace_back(r.started_ms, r.id);
+    std::sort(runs.begin(), runs.end());
     std::vector<EstimatorSample> out;
     for (const Measurement& m : measurements_) {
       if (m.gpu_type != gpu_type || source_of(m.emulated) != source ||
@@ -212,7 +207,7 @@ class MemoryDb final : public TuningDb {
           (!storage.empty() && workload_storage(workloads_.at(m.workload).canonical) != storage))
         continue;
       out.push_back({m.workload, workloads_.at(m.workload).kind, m.variant_key, m.median_us / m.estimate_us,
-                     m.estimate_us, run_begun_by(m.finished_unix_ms)});
+                     m.estimate_us, run_begun_by(runs, m.finished_unix_ms)});
     }
     return out;
   }

@@ -439,11 +439,13 @@ class SqliteDb final : public TuningDb {
   std::vector<EstimatorSample> estimator_samples(const std::string& gpu_type, TimingSource source,
                                                  const std::string& storage) const override {
     std::lock_guard lock(mu_);
-    // estimator_error's rows, each with its run: the latest begun when it finished.
+    // estimator_error's rows, each with its run (run_begun_by: one pass over the runs, not a
+    // look-up per row).
+    std::vector<std::pair<int64_t, int64_t>> runs;
+    for (sqlite::Query r = conn_.query("SELECT started_ms, id FROM tuning_runs ORDER BY started_ms, id"); r.step();)
+      runs.emplace_back(r.int64(0), r.int64(1));
     sqlite::Query q = conn_.query(
-        "SELECT o.workload, o.kind, o.variant_key, o.median_us / o.estimate_us, o.estimate_us, "
-        "  COALESCE((SELECT r.id FROM tuning_runs r WHERE r.started_ms <= o.finished_ms "
-        "            ORDER BY r.started_ms DESC, r.id DESC LIMIT 1), 0) "
+        "SELECT o.workload, o.kind, o.variant_key, o.median_us / o.estimate_us, o.estimate_us, o.finished_ms "
         "FROM ok_measurements o JOIN workload_storage s ON s.signature = o.workload "
         "WHERE o.gpu_type = ?1 AND o.source = ?2 AND (?3 = '' OR s.storage = ?3) "
         "  AND o.estimate_us > 0 AND o.median_us > 0");
@@ -452,7 +454,7 @@ class SqliteDb final : public TuningDb {
     while (q.step()) {
       const auto kind = parse_cluster_kind(q.text(1));
       DC_USER_CHECK(kind, "tuning DB holds an unknown workload kind '", q.text(1), "'");
-      out.push_back({q.text(0), *kind, q.text(2), q.real(3), q.real(4), q.int64(5)});
+      out.push_back({q.text(0), *kind, q.text(2), q.real(3), q.real(4), run_begun_by(runs, q.int64(5))});
     }
     return out;
   }

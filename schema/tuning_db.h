@@ -10,6 +10,7 @@
 // from a newer dc) are UserErrors. Methods may be called from several threads.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -34,6 +35,14 @@ namespace dc {
 enum class TimingSource { real, emulated };
 std::string_view source_name(TimingSource s);  // "real", "emulated"
 inline TimingSource source_of(bool emulated) { return emulated ? TimingSource::emulated : TimingSource::real; }
+
+// The run a result was measured in (EstimatorSample::run): the latest begun when it finished,
+// the higher id on a tie, 0 before any. `runs` holds (started_ms, id), sorted; both DBs call
+// this, so they apply one rule.
+inline int64_t run_begun_by(const std::vector<std::pair<int64_t, int64_t>>& runs, int64_t unix_ms) {
+  const auto it = std::upper_bound(runs.begin(), runs.end(), std::make_pair(unix_ms, INT64_MAX));
+  return it == runs.begin() ? 0 : std::prev(it)->second;
+}
 
 // One GPU of one host, as the worker reported it in its HELLO.
 struct WorkerInfo {
