@@ -44,7 +44,7 @@ class Driver {
 
   // The stages after load (tune() runs it), in order.
   void run(const Graph& g) {
-    const Calibrated cal = log_.run("calibrate", [&] { return calibrate(db_, farm_, opts_, log_); },
+    const Calibrated cal = log_.run("calibrate", [&] { return calibrate(db_, farm_, opts_, log_, g); },
                                     [](const Calibrated& c) { return describe(c); });
     r_.calibration = cal.calibration;
     r_.plan = log_.run("estimate", [&] { return estimate(g, opts_, r_.calibration); },
@@ -122,6 +122,7 @@ class Driver {
       const LookupCounts& c = l.per_gpu[gi];
       gr.variants_planned += c.planned;
       gr.variants_reused += c.reused;
+      gr.variants_settled += c.settled;
       gr.variants_seeded += c.seeded;
       gr.abandoned += c.abandoned;
       for (const auto& [level, n] : c.seed_levels) gr.seed_levels[level] += n;

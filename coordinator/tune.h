@@ -115,6 +115,7 @@ struct GpuTuneResult {
   int workers = 0;                     // live workers of the type when dispatching
   int64_t variants_planned = 0;        // kept after pruning, plus seeds
   int64_t variants_reused = 0;         // already in the DB: not sent
+  int64_t variants_settled = 0;        // newly kept of workloads tuned before: not sent (lookup)
   int64_t variants_seeded = 0;         // added from another GPU type's results
   std::map<SeedLevel, int> seed_levels;  // workloads by the level that answered
   int64_t jobs = 0;                    // sent in this run (checks included)

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include "calibration_rank_fit.h"
+#include "candidates.h"
+#include "prune.h"
 #include "rank_fit_db.h"
 
 #include "tune_stages.h"
@@ -50,9 +52,34 @@ void apply_rank(const GpuSpec& gpu, const std::vector<FittedRankVector>& fit, co
                            fit.size(), describe_rank_fit(fit)));
 }
 
+// Today's uncalibrated estimate of every variant of g's workloads on `gpu` (the estimate
+// stage's enumeration, nothing pruned).
+EstimateTable todays_estimates(const Graph& g, const GpuSpec& gpu, const SpaceOptions& space) {
+  EstimateTable out;
+  const WorkloadSet set = dedupe_workloads(g, generate_candidates(g));
+  for (const Workload& w : set.workloads)
+    for (const ScoredVariant& v : score_variants(w, gpu, Calibration{}, space))
+      out[{w.signature, v.variant.key()}] = v.estimate.seconds * 1e6;
+  return out;
+}
+
+// The DB's results of this model's workloads are compared with today's estimates: a model
+// changed since they were measured would otherwise be calibrated for its predecessor's errors
+// (docs/estimator.md, "Calibration"). Results of other models' workloads keep the estimate
+// recorded with them.
+void compare_with_today(const Graph& g, const GpuSpec& gpu, const TuneOptions& opts, const StageLog& log,
+                        std::vector<EstimatorSample>& samples) {
+  if (samples.empty()) return;
+  const size_t changed = compare_with_todays_estimates(samples, todays_estimates(g, gpu, opts.plan.space));
+  log.notice(fmt::format("calibration {}: {} of {} DB results compared with today's estimates (this model's "
+                         "workloads; the others with the estimate recorded with them)",
+                         gpu.name, changed, samples.size()));
+}
+
 }  // namespace
 
-Calibrated calibrate(const TuningDb& db, Farm& farm, const TuneOptions& opts, const StageLog& log) {
+Calibrated calibrate(const TuningDb& db, Farm& farm, const TuneOptions& opts, const StageLog& log,
+                     const Graph& g) {
   Calibrated c;
   c.calibration = opts.plan.calibration;
   c.fits.resize(opts.gpus.size());
@@ -71,7 +98,10 @@ Calibrated calibrate(const TuningDb& db, Farm& farm, const TuneOptions& opts, co
         farm.estimator_ratios(gpu, c.source == TimingSource::emulated, storage, /*rank_vectors=*/rank);
     const bool farms_db = farms.has_value();
     std::vector<EstimatorSample> samples;
-    if (!farms_db) samples = db.estimator_samples(gpu, c.source, storage);
+    if (!farms_db) {
+      samples = db.estimator_samples(gpu, c.source, storage);
+      compare_with_today(g, *opts.gpus[gi], opts, log, samples);
+    }
     c.fits[gi] = fit_calibration(farms_db ? farms->by_unit : ratios_of(samples));
     c.fitted += apply_fit(gpu, c.fits[gi], opts.plan.calibration, c.calibration);
     int results = 0;

@@ -76,6 +76,29 @@ std::map<std::pair<size_t, std::string>, std::string> refresh_source_hashes(
   return hashes;
 }
 
+// How many variants of the workload (reference kernels aside, the plan's math paths only) the
+// DB holds final results of this build's source for: those planned today by their refreshed
+// hash, the others by generating them.
+size_t current_results(const Workload& w, size_t wi, const GpuSpec& gpu, const TuneOptions& opts,
+                       const std::map<std::string, std::set<std::string>>& measured,
+                       const std::map<std::pair<size_t, std::string>, std::string>& today) {
+  const auto& paths = opts.plan.space.precisions;
+  size_t n = 0;
+  for (const auto& [key, hashes] : measured) {
+    if (is_reference_key(key)) continue;
+    std::string hash;
+    if (const auto t = today.find({wi, key}); t != today.end()) {
+      hash = t->second;
+    } else {
+      const std::optional<Variant> v = Variant::from_key(key, w, gpu);
+      if (!v || std::find(paths.begin(), paths.end(), v->precision) == paths.end()) continue;
+      hash = fnv1a_hex(generate_kernel(w, *v).source);
+    }
+    n += hashes.count(hash);
+  }
+  return n;
+}
+
 }  // namespace
 
 Lookup lookup(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, TuningDb& db,
@@ -101,12 +124,23 @@ Lookup lookup(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, Tun
       const Workload& w = workloads[wi];
       std::map<std::string, std::set<std::string>> measured;
       if (!opts.retune) measured = db.measured_source_hashes(w.signature, gr.gpu->name, gr.source, gr.nvrtc_major);
+      // Tuned before: the DB holds as many current results as the tune keeps variants, of
+      // another kept set than today's (the calibration that those results fitted reorders
+      // the variants). Its measured best stands (select_measured reads all its results):
+      // measuring the newly kept ones would chase the calibration's reordering tune after
+      // tune. --retune measures the kept set again.
+      const size_t kept = plan.gpus[gi].workloads[wi].kept.size();
+      const bool tuned = !measured.empty() && current_results(w, wi, *gr.gpu, opts, measured, today) >= kept;
       for (auto& [v, est] : planned[gi][wi]) {
         const bool reference = est < 0;  // the baseline: not counted as a variant
         if (!reference) ++counts.planned;
         const auto m = measured.find(v.key());
         if (m != measured.end() && m->second.count(today.at({wi, v.key()}))) {
           if (!reference) ++counts.reused;
+          continue;
+        }
+        if (tuned && !reference) {
+          ++counts.settled;
           continue;
         }
         if (m != measured.end()) ++counts.stale;  // measured, but another source: again
@@ -127,11 +161,17 @@ std::string describe(const Lookup& l, const TuneOptions& opts) {
   for (const auto& c : l.per_gpu) reused += c.reused;
   const auto references = std::count_if(l.jobs.begin(), l.jobs.end(),
                                         [](const PlannedJob& j) { return is_reference(j.variant); });
-  int64_t stale = 0;
-  for (const auto& c : l.per_gpu) stale += c.stale;
-  return fmt::format("{} variants to measure{}, {} already in the DB{}{}",
+  int64_t stale = 0, settled = 0;
+  for (const auto& c : l.per_gpu) {
+    stale += c.stale;
+    settled += c.settled;
+  }
+  return fmt::format("{} variants to measure{}, {} already in the DB{}{}{}",
                      static_cast<int64_t>(l.jobs.size()) - references,
                      references ? fmt::format(" (+ {} reference kernels)", references) : "", reused,
+                     settled ? fmt::format(", {} newly kept of workloads tuned before not measured (their measured "
+                                           "best stands; --retune measures the kept set again)", settled)
+                             : "",
                      stale ? fmt::format(", {} stale (measured from another source: measured again)", stale) : "",
                      opts.retune ? " (--retune: measured again)" : "");
 }

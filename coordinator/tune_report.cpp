@@ -50,8 +50,11 @@ std::string tune_gpu_summary(const TuneResult& r, const GpuTuneResult& g) {
                    dtype_name(storage_dtype(r.precision)));
   s += fmt::format("clusters   {} candidates, {} distinct workloads\n", r.plan.candidates.size(),
                    ws.workloads.size());
-  s += fmt::format("variants   {} planned ({} seeded from other GPU types), {} already in the DB{}\n",
+  s += fmt::format("variants   {} planned ({} seeded from other GPU types), {} already in the DB{}{}\n",
                    g.variants_planned, g.variants_seeded, g.variants_reused,
+                   g.variants_settled ? fmt::format(", {} newly kept of workloads tuned before (not measured)",
+                                                    g.variants_settled)
+                                      : "",
                    g.abandoned ? fmt::format(", {} not measured (no worker)", g.abandoned) : "");
   s += fmt::format("this run   {} jobs sent{}, {} results: {}\n", g.jobs,
                    g.checks ? fmt::format(" ({} winner checks)", g.checks) : "", g.results,

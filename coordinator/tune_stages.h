@@ -63,8 +63,9 @@ struct Calibrated {
   int rank_fitted = 0;                               // pairwise ranking vectors taken (real results)
   TimingSource source = TimingSource::real;
 };
-// The ratios come from the farm's DB where it has one (Farm::estimator_ratios), else from db.
-Calibrated calibrate(const TuningDb& db, Farm& farm, const TuneOptions& opts, const StageLog& log);
+// The ratios come from the farm's DB where it has one (Farm::estimator_ratios), else from db,
+// whose results of g's workloads are compared with today's estimates of their variants.
+Calibrated calibrate(const TuningDb& db, Farm& farm, const TuneOptions& opts, const StageLog& log, const Graph& g);
 std::string describe(const Calibrated& c);
 
 // ---- estimate (tune_estimate.cpp)
@@ -111,6 +112,7 @@ double uncalibrated_us(const Calibration& c, const GpuSpec& gpu, const Workload&
 struct LookupCounts {
   int64_t planned = 0, reused = 0, seeded = 0, abandoned = 0;
   int64_t stale = 0;  // variants (reference kernels included) whose results are of another source
+  int64_t settled = 0;  // kept variants not measured: their workload was tuned before (lookup)
   std::map<SeedLevel, int> seed_levels;
 };
 struct Lookup {

@@ -36,6 +36,19 @@ FittedFactor fit_one(ClusterKind kind, MathUnit unit, const std::vector<double>&
 
 }  // namespace
 
+size_t compare_with_todays_estimates(std::vector<EstimatorSample>& samples, const EstimateTable& today) {
+  size_t changed = 0;
+  for (EstimatorSample& s : samples) {
+    const auto it = today.find({s.workload, s.variant_key});
+    if (it == today.end() || !(it->second > 0) || !(s.estimate_us > 0)) continue;
+    const double measured_us = s.ratio * s.estimate_us;
+    s.estimate_us = it->second;
+    s.ratio = measured_us / it->second;
+    ++changed;
+  }
+  return changed;
+}
+
 CalibrationRatios ratios_of(const std::vector<EstimatorSample>& samples) {
   CalibrationRatios out;
   for (const EstimatorSample& s : samples) out[{s.kind, math_unit_of_key(s.variant_key)}].push_back(s.ratio);

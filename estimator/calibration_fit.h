@@ -95,6 +95,15 @@ int apply_param_fit(const std::vector<FittedParamFactor>& fit, Calibration& cali
 // by at least 2 %, largest first, at most `max_shown`, and how many are not shown.
 std::string describe_param_fit(const std::vector<FittedParamFactor>& fit, size_t max_shown = 6);
 
+// Today's uncalibrated estimates in us, by (workload signature, variant key).
+using EstimateTable = std::map<std::pair<std::string, std::string>, double>;
+
+// Compares each sample found in `today` with today's estimate of its variant instead of the
+// one recorded with it (which an older model may have made: a fit against it would learn the
+// old model's errors and apply them to the new one). Samples not in the table keep theirs.
+// Returns how many changed.
+size_t compare_with_todays_estimates(std::vector<EstimatorSample>& samples, const EstimateTable& today);
+
 // The samples' ratios by kind and the math unit of the variant's path (math_unit_of_key):
 // what fit_calibration reads.
 CalibrationRatios ratios_of(const std::vector<EstimatorSample>& samples);

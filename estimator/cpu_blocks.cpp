@@ -94,6 +94,11 @@ BlockModel gemm(const WorkloadShape& s, const Params& p, const Variant& v, const
   const double bk = static_cast<double>(p.block_k);
   const double k_tiles = cdiv(cdiv(static_cast<double>(s.k), static_cast<double>(p.split_k)), bk);
   const double outputs = static_cast<double>(p.thread_m * p.thread_n);
+  const double accumulators = static_cast<double>(p.thread_m) * cdiv(static_cast<double>(p.thread_n), c.lanes);
+  // A K tile's two barriers cut the work-item loop into two regions (staging, products): PoCL
+  // enters each once per work-item and carries the accumulators, live across the barriers,
+  // out to the work-item's context and back (a vector store and load each).
+  const double tile_regions = (2 * kWorkItemLoopInstructions + 2 * accumulators) / c.issue;
   // Per K tile a work-item stages its share of both tiles, then steps through bk products.
   const double a_elems = bm * bk / threads, b_elems = bn * bk / threads;
   auto staging = [&](const GemmOperandLayout& o, double elems, int64_t vec, bool gathered) {
@@ -114,9 +119,8 @@ BlockModel gemm(const WorkloadShape& s, const Params& p, const Variant& v, const
   const double epi = epilogue_flops_per_output(s, 2 * m * n * k * batch, m * n * batch);
   // The epilogue is scalar: each output's index, guard, loads and store, and its math.
   double tail = outputs * (kCpuOutputCycles + epi / c.issue) + kCpuWorkItemCycles;
-  const double accumulators = static_cast<double>(p.thread_m) * cdiv(static_cast<double>(p.thread_n), c.lanes);
   if (p.split_k > 1) tail += accumulators * 3 / c.issue;  // partial sums in and out
-  BlockModel b = serial_block(threads * (k_tiles * (bk * step + stage + held) + tail), g);
+  BlockModel b = serial_block(threads * (k_tiles * (bk * step + stage + held + tile_regions) + tail), g);
   b.l2_bytes = k_tiles * (bm * bk + bk * bn) * s.elem_bytes;
   b.dram_bytes = s.bytes + reread_bytes(s.a_bytes, cdiv(n, bn), g) + reread_bytes(s.b_bytes, cdiv(m, bm), g) +
                  (p.split_k > 1 ? 2 * static_cast<double>(p.split_k) * m * n * batch * 4 : 0);

@@ -8,7 +8,7 @@ Writes OUTDIR/<name>/model.onnx and OUTDIR/<name>/test_data_set_0/{input,output}
 (the layout of ONNX's own test cases) for
   resnet50     torchvision ResNet-50, input "input" [B,3,224,224] -> "output" [B,1000]
   resnet101    torchvision ResNet-101, the same (only when asked for: --models resnet101)
-  mobilenetv2  torchvision MobileNetV2, same input and output
+  mobilenetv2  torchvision MobileNetV2, same input and output (also OUTDIR/mobilenet_v2, a link)
   bert_base    a BERT-base encoder written with torch.nn (no transformers package):
                inputs "input_ids", "attention_mask" (int64 [B,128]) -> "last_hidden_state"
                [B,128,768] (and "pooler_output" [B,768] with --bert-pooler)
@@ -36,7 +36,10 @@ SEED = 0
 ALL_MODELS = ("resnet50", "mobilenetv2", "bert_base")
 # Exported only when asked for (--models resnet101): the tuning DB's reuse test.
 EXTRA_MODELS = ("resnet101",)
-ALIASES = {"bert": "bert_base"}
+ALIASES = {"bert": "bert_base", "mobilenet_v2": "mobilenetv2"}
+# Second names of an exported directory: OUTDIR/<link> points at OUTDIR/<name>. Issue 30 and
+# docs/opencl.md spell MobileNetV2's directory models/mobilenet_v2; both spellings work.
+LINKS = {"mobilenetv2": "mobilenet_v2"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -173,8 +176,25 @@ def build_bert(batch, pooler):
 
 # ---------------------------------------------------------------------------------------
 
+def link_second_name(name, outdir):
+    """OUTDIR/<second name> -> <name> (relative, so the folder can move); an existing
+    directory or file of that name is left alone."""
+    second = LINKS.get(name)
+    if second is None:
+        return
+    link = os.path.join(outdir, second)
+    if os.path.islink(link) and os.readlink(link) == name:
+        return
+    if os.path.lexists(link):
+        print("%-12s %s exists and is not a link to %s: left alone" % (name, link, name), flush=True)
+        return
+    os.symlink(name, link)
+    print("%-12s also reachable as %s" % (name, link), flush=True)
+
+
 def export_one(name, outdir, batch, bert_pooler, force):
     directory = os.path.join(outdir, name)
+    link_second_name(name, outdir)
     if util.model_dir_complete(directory) and not force:
         print("%-12s exists, skipped (--force to redo): %s" % (name, directory), flush=True)
         return
@@ -212,7 +232,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("outdir")
     parser.add_argument("--models", default=",".join(ALL_MODELS),
-                        help="comma-separated subset of %s (bert = bert_base)" % ", ".join(ALL_MODELS))
+                        help="comma-separated subset of %s (bert = bert_base, mobilenet_v2 = mobilenetv2)" % ", ".join(ALL_MODELS))
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--bert-pooler", action="store_true",
                         help="also output BERT's pooled [CLS] vector (Gather/Gemm/Tanh)")

@@ -46,7 +46,8 @@ set_tests_properties(onnx_node_conformance PROPERTIES LABELS conformance TIMEOUT
 # Exported models: one fixture exports all three (skipped per model when already there).
 set(DC_MODELS ${PROJECT_SOURCE_DIR}/models)
 add_test(NAME export_models COMMAND ${DC_PY} ${PROJECT_SOURCE_DIR}/scripts/export_models.py ${DC_MODELS})
-set_tests_properties(export_models PROPERTIES LABELS long FIXTURES_SETUP exported_models TIMEOUT 1500)
+set_tests_properties(export_models PROPERTIES LABELS long FIXTURES_SETUP exported_models TIMEOUT 1500
+  RESOURCE_LOCK exported_models_dir)
 foreach(model resnet50 mobilenetv2 bert_base)
   add_test(NAME verify_${model}
     COMMAND ${DC_COORD} verify ${DC_MODELS}/${model}/model.onnx --data ${DC_MODELS}/${model}/test_data_set_0
@@ -185,14 +186,35 @@ foreach(example tiny_cnn tiny_transformer)
     ${EX}/tune-quick.yaml h100 --local-workers 2)
   set_tests_properties(cli_plan_run_${example} PROPERTIES LABELS unit TIMEOUT 600)
 endforeach()
-# The same on a real device: the tiny CNN tuned on PoCL's OpenCL CPU device (real compiles and
-# timings, plan marked measured) and its plan run by dc-run against the test data (issue 30).
-add_test(NAME cli_plan_run_opencl_tiny_cnn COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_plan_run.py
-  ${DC_COORD} ${DC_RUN} ${EX}/tiny_cnn/model.onnx ${EX}/tiny_cnn/test_data_set_0
-  ${EX}/tune-quick.yaml pocl-cpu --real --local-workers 1)
-# RUN_SERIAL: it times kernels for real on the host's cores (PoCL), and another test
-# taking them for the length of the tune is a real drift that the tune's drift check reports.
-set_tests_properties(cli_plan_run_opencl_tiny_cnn PROPERTIES LABELS opencl TIMEOUT 900 RUN_SERIAL TRUE)
+# The same on a real device (issue 30): the tiny models tuned on PoCL's OpenCL CPU device (real
+# compiles and timings, plan marked measured, the DB's rows real, a second tune measuring
+# nothing) and the plans run by dc-run against the test data, with --bench times.
+# The tiny transformer keeps two variants a workload (tests/cli/tune-pocl-model.yaml): with
+# four, its PoCL tune takes over 8 minutes on 2 cores.
+foreach(pair "tiny_cnn:${EX}/tune-quick.yaml" "tiny_transformer:${CMAKE_CURRENT_SOURCE_DIR}/cli/tune-pocl-model.yaml")
+  string(REPLACE ":" ";" pair "${pair}")
+  list(GET pair 0 example)
+  list(GET pair 1 config)
+  add_test(NAME cli_plan_run_opencl_${example} COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_plan_run.py
+    ${DC_COORD} ${DC_RUN} ${EX}/${example}/model.onnx ${EX}/${example}/test_data_set_0
+    ${config} pocl-cpu --real --local-workers 1)
+  # RUN_SERIAL: it times kernels for real on the host's cores (PoCL), and another test
+  # taking them for the length of the tune is a real drift that the tune's drift check reports.
+  set_tests_properties(cli_plan_run_opencl_${example} PROPERTIES LABELS opencl TIMEOUT 900 RUN_SERIAL TRUE)
+endforeach()
+# MobileNetV2 on PoCL, at the path issue 30 spells (models/mobilenet_v2: a link to
+# models/mobilenetv2 that export_models.py makes), exported first where it is missing. Two
+# variants a workload (tests/cli/tune-pocl-model.yaml) keep it to a few minutes in CI; the
+# default tune of the same command measures eight (docs/opencl.md).
+add_test(NAME export_mobilenet_v2 COMMAND ${DC_PY} ${PROJECT_SOURCE_DIR}/scripts/export_models.py ${DC_MODELS}
+  --models mobilenet_v2)
+set_tests_properties(export_mobilenet_v2 PROPERTIES LABELS opencl FIXTURES_SETUP mobilenet_v2_model
+  RESOURCE_LOCK exported_models_dir TIMEOUT 900)
+add_test(NAME plan_run_opencl_mobilenet_v2 COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_plan_run.py
+  ${DC_COORD} ${DC_RUN} ${DC_MODELS}/mobilenet_v2/model.onnx ${DC_MODELS}/mobilenet_v2/test_data_set_0
+  ${CMAKE_CURRENT_SOURCE_DIR}/cli/tune-pocl-model.yaml pocl-cpu --real --local-workers 1)
+set_tests_properties(plan_run_opencl_mobilenet_v2 PROPERTIES LABELS opencl FIXTURES_REQUIRED mobilenet_v2_model
+  TIMEOUT 1500 RUN_SERIAL TRUE)
 # The ops of issue 14 (examples/tiny_ops, scripts/make_ops_example.py) end to end: about
 # 2 minutes of emulated tuning, so label long.
 add_test(NAME cli_plan_run_tiny_ops COMMAND ${DC_PY} ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_plan_run.py

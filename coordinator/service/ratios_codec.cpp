@@ -32,6 +32,16 @@ MathUnit unit_of_code(int code) {
   }
 }
 
+// The (gpu, kind, unit, template) a per-parameter factor or a ranking vector belongs to, from
+// its message's fields; `what` names the message in the refusal.
+Calibration::ParamGroup param_group_from_proto(const std::string& kind_name, int unit, const std::string& template_name,
+                                               const std::string& gpu_type, const char* what) {
+  const std::optional<ClusterKind> kind = parse_cluster_kind(kind_name);
+  if (!kind) throw farm::ProtocolError(str_cat("unknown cluster kind '", kind_name.substr(0, 40), "'"));
+  if (template_name.empty()) throw farm::ProtocolError(str_cat(what, " without its template name"));
+  return {gpu_type, *kind, unit_of_code(unit), template_name};
+}
+
 }  // namespace
 
 std::vector<double> bounded_ratios(std::vector<double> ratios, size_t max_count) {
@@ -93,13 +103,10 @@ std::vector<FittedParamFactor> param_factors_from_proto(const farm::RatiosReply&
     throw farm::ProtocolError(str_cat(reply.param_factors_size(), " per-parameter factors (at most ", kMaxParamFactors, ")"));
   std::vector<FittedParamFactor> out;
   for (const farm::ParamFactor& p : reply.param_factors()) {
-    const std::optional<ClusterKind> kind = parse_cluster_kind(p.kind());
-    if (!kind) throw farm::ProtocolError(str_cat("unknown cluster kind '", p.kind().substr(0, 40), "'"));
-    if (p.template_name().empty() || p.param().empty())
-      throw farm::ProtocolError("a per-parameter factor without its template or parameter name");
-    if (!usable(p.factor())) throw farm::ProtocolError("a per-parameter factor that is not finite and positive");
     FittedParamFactor f;
-    f.group = {gpu_type, *kind, unit_of_code(p.unit()), p.template_name()};
+    f.group = param_group_from_proto(p.kind(), p.unit(), p.template_name(), gpu_type, "a per-parameter factor");
+    if (p.param().empty()) throw farm::ProtocolError("a per-parameter factor without its parameter name");
+    if (!usable(p.factor())) throw farm::ProtocolError("a per-parameter factor that is not finite and positive");
     f.param = p.param();
     f.value = p.value();
     f.factor = p.factor();
@@ -128,9 +135,8 @@ void to_proto(const std::vector<FittedRankVector>& fit, farm::RatiosReply* reply
 namespace {
 
 FittedRankVector rank_vector_from_proto(const farm::RankVector& p, const std::string& gpu_type) {
-  const std::optional<ClusterKind> kind = parse_cluster_kind(p.kind());
-  if (!kind) throw farm::ProtocolError(str_cat("unknown cluster kind '", p.kind().substr(0, 40), "'"));
-  if (p.template_name().empty()) throw farm::ProtocolError("a ranking vector without its template name");
+  FittedRankVector f;
+  f.group = param_group_from_proto(p.kind(), p.unit(), p.template_name(), gpu_type, "a ranking vector");
   if (p.names_size() != p.weights_size() || p.names_size() != p.means_size())
     throw farm::ProtocolError(str_cat("a ranking vector of ", p.names_size(), " names, ", p.weights_size(),
                                       " weights and ", p.means_size(), " means"));
@@ -142,8 +148,6 @@ FittedRankVector rank_vector_from_proto(const farm::RankVector& p, const std::st
     throw farm::ProtocolError("a ranking vector's weight or mean that is not finite");
   if (std::any_of(p.names().begin(), p.names().end(), [](const std::string& n) { return n.empty(); }))
     throw farm::ProtocolError("a ranking vector's feature without a name");
-  FittedRankVector f;
-  f.group = {gpu_type, *kind, unit_of_code(p.unit()), p.template_name()};
   f.vector.names.assign(p.names().begin(), p.names().end());
   f.vector.weights.assign(p.weights().begin(), p.weights().end());
   f.vector.means.assign(p.means().begin(), p.means().end());

@@ -15,12 +15,15 @@
 usage: check_plan_run.py DC_COORDINATOR DC_RUN MODEL.onnx DATA_DIR CONFIG.yaml GPU [--real] [tune flags]
 
 --real: a real device (pocl-cpu, PoCL's OpenCL CPU device): tune and dc-run without --emulate,
-and the plan's times must be marked measured (emulated: false).
+and the plan's times must be marked measured (emulated: false); the DB's rows are real
+(emulated = 0); the same tune again measures nothing and writes the same plan; and
+`dc-run --bench N` prints real times (issue 30's "Done when").
 """
 import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -108,6 +111,44 @@ def check_cpu_warmup(dc_run, plan_dir):
     print(f"bench warm-up: {warm} runs in {seconds:.2f} s")
 
 
+def db_measurements(db):
+    """(rows, rows marked emulated) of the DB's measurements table."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    n, emulated = con.execute("SELECT COUNT(*), COALESCE(SUM(emulated), 0) FROM measurements").fetchone()
+    con.close()
+    return n, emulated
+
+
+def check_real_db_and_second_tune(tune_cmd, db, plan_dir):
+    """A real tune's rows are real, and the same tune again measures nothing: every kept
+    variant (and reference kernel) is found in the DB, and the plan it writes is the same."""
+    rows, emulated = db_measurements(db)
+    if rows == 0 or emulated != 0:
+        fail(f"a real tune's DB holds {rows} measurements, {emulated} of them marked emulated")
+    steps = [s["variant_key"] for s in json.load(open(os.path.join(plan_dir, "plan.json")))["steps"]]
+    rc, out, err = run(tune_cmd)
+    if rc != 0:
+        fail(f"second tune exited {rc}\n{out}\n{err}")
+    again, _ = db_measurements(db)
+    lookup = re.search(r"(\d+) variants to measure", out + err)
+    if again != rows or not lookup or lookup.group(1) != "0":
+        fail(f"the second tune measured again: {again - rows} new rows, lookup says "
+             f"{lookup.group(0) if lookup else 'nothing'}\n{out}\n{err}")
+    steps2 = [s["variant_key"] for s in json.load(open(os.path.join(plan_dir, "plan.json")))["steps"]]
+    if steps2 != steps:
+        fail("the second tune wrote a different plan from the same measurements")
+    print(f"DB: {rows} real measurements; the second tune measured none")
+
+
+def check_bench_times(dc_run, plan_dir, data):
+    """`dc-run PLAN --data DIR --bench 20` checks the outputs and prints measured times."""
+    rc, out, err = run([dc_run, plan_dir, "--data", data, "--bench", "20"])
+    m = re.search(r"median ([0-9.]+) (us|ms)", out)
+    if rc != 0 or "PASS" not in out or "FAIL" in out or not m or float(m.group(1)) <= 0:
+        fail(f"dc-run --data --bench 20 exited {rc} without PASS and a median time:\n{out}\n{err}")
+    print(f"dc-run --bench 20: median {m.group(1)} {m.group(2)}")
+
+
 def main():
     coord, dc_run, model, data, config, gpu = sys.argv[1:7]
     extra = [a for a in sys.argv[7:] if a != "--real"]
@@ -115,8 +156,10 @@ def main():
     mode = [] if real else ["--emulate"]
     tmp = tempfile.mkdtemp(prefix="dc_check_plan_run_")
     out_dir = os.path.join(tmp, "out")
-    rc, out, err = run([coord, "tune", model, "--gpus", gpu, "--config", config] + mode + [
-                        "--db", os.path.join(tmp, "tune.db"), "--out", out_dir] + extra)
+    db = os.path.join(tmp, "tune.db")
+    tune_cmd = [coord, "tune", model, "--gpus", gpu, "--config", config] + mode + [
+        "--db", db, "--out", out_dir] + extra
+    rc, out, err = run(tune_cmd)
     if rc != 0:
         fail(f"tune exited {rc}\n{out}\n{err}")
     plan_dir = os.path.join(out_dir, gpu)
@@ -132,6 +175,8 @@ def main():
         fail(f"dc-run {' '.join(mode)} --data exited {rc}:\n{out}\n{err}")
 
     if real:
+        check_real_db_and_second_tune(tune_cmd, db, plan_dir)
+        check_bench_times(dc_run, plan_dir, data)
         check_cpu_warmup(dc_run, plan_dir)
 
     # Damaged copies are refused cleanly.

@@ -121,6 +121,23 @@ TEST(CalibrationFit, ExplicitFactorsWinAndTheLineSaysWhatWasFitted) {
   EXPECT_EQ(describe_fit({}), "no results with an estimate");
 }
 
+// A sample found in today's table takes today's estimate and keeps its measured time (ratio x
+// recorded estimate); one not found, or without an estimate, keeps what was recorded.
+TEST(CalibrationFit, SamplesOfTodaysTableAreComparedWithTodaysEstimates) {
+  std::vector<EstimatorSample> samples(3);
+  samples[0] = {"w1", ClusterKind::gemm, "gemm_tiled/fp32/block_m=64", 2.0, 50.0, 1};    // measured 100 us
+  samples[1] = {"w1", ClusterKind::gemm, "gemm_tiled/fp32/block_m=128", 3.0, 10.0, 1};   // not in the table
+  samples[2] = {"w2", ClusterKind::gemm, "gemm_tiled/fp32/block_m=64", 1.5, 0.0, 1};     // no estimate
+  const EstimateTable today = {{{"w1", "gemm_tiled/fp32/block_m=64"}, 25.0},
+                               {{"w2", "gemm_tiled/fp32/block_m=64"}, 40.0}};
+  EXPECT_EQ(compare_with_todays_estimates(samples, today), 1u);
+  EXPECT_DOUBLE_EQ(samples[0].estimate_us, 25.0);
+  EXPECT_DOUBLE_EQ(samples[0].ratio, 4.0);
+  EXPECT_DOUBLE_EQ(samples[1].estimate_us, 10.0);
+  EXPECT_DOUBLE_EQ(samples[1].ratio, 3.0);
+  EXPECT_DOUBLE_EQ(samples[2].ratio, 1.5);
+}
+
 TEST(CalibrationFit, BadOptionsAreUserErrors) {
   CalibrationFitOptions o;
   o.min_samples = 0;
@@ -529,6 +546,65 @@ TEST(TuneCalibration, RealAndEmulatedResultsAreNeverMixed) {
   }
 }
 
+
+// Real results measured at 4x today's estimates but recorded with estimates twice today's, as
+// an older model would have made them: the tune compares them with today's estimates of the
+// same variants and fits 4, where the recorded estimates would give 2.
+TEST(TuneCalibration, ResultsOfTheModelsWorkloadsAreComparedWithTodaysEstimates) {
+  auto db = make_memory_db();
+  TuneOptions o = options();
+  const TuneResult first = tune(kModel, *gpu_slower_by(1.0), *db, o);
+  const std::set<ClusterKind> fitted = kinds_with(first, 8);
+  ASSERT_FALSE(fitted.empty());
+  const WorkerInfo real = test_worker("node1", "h100", false);
+  db->commit_worker(real);
+  for (Measurement m : db->query({})) {
+    m.worker = real.name;
+    m.emulated = false;
+    m.samples_us = {4 * m.estimate_us};
+    m.estimate_us *= 2;
+    summarize_samples(m);
+    ASSERT_TRUE(db->commit_measurement(m));
+  }
+  o.emulated = false;
+  const TuneResult real_tune = tune(kModel, *gpu_slower_by(1.0), *db, o);
+  for (ClusterKind kind : fitted)
+    EXPECT_NEAR(real_tune.calibration.factor("h100", kind), 4.0, 1e-9) << cluster_kind_name(kind);
+}
+
+// The same model tuned again after its results fitted per-parameter factors that reorder its
+// variants (block_k 8 measured 1.6x its estimate): the calibrated ranking keeps variants the
+// first tune did not measure, but every workload already has as many results as the tune
+// keeps, so nothing is measured (issue 30: a second tune measures nothing) and the lookup
+// counts them as settled; --retune measures the kept set again.
+TEST(TuneCalibration, ASecondTuneMeasuresNothingThoughItsCalibrationReordersTheVariants) {
+  auto db = make_memory_db();
+  TuneOptions o = options();
+  tune(kModel, *gpu_slower_by(1.0), *db, o);
+  const WorkerInfo real = test_worker("node1", "h100", false);
+  db->commit_worker(real);
+  for (Measurement m : db->query({})) {
+    const std::optional<VariantKeyParts> k = parse_variant_key(m.variant_key);
+    ASSERT_TRUE(k) << m.variant_key;
+    const auto bk = k->params.find("block_k");
+    m.worker = real.name;
+    m.emulated = false;
+    m.samples_us = {m.estimate_us * (bk != k->params.end() && bk->second == 8 ? 1.6 : 1.0)};
+    summarize_samples(m);
+    ASSERT_TRUE(db->commit_measurement(m));
+  }
+  o.emulated = false;
+  const size_t rows = db->query({}).size();
+  const TuneResult again = tune(kModel, *gpu_slower_by(1.0), *db, o);
+  ASSERT_FALSE(again.calibration.param_factors.empty());
+  EXPECT_GT(again.gpus[0].variants_settled, 0);  // the factors did reorder the kept sets
+  EXPECT_EQ(again.gpus[0].jobs, 0);
+  EXPECT_EQ(db->query({}).size(), rows);
+  o.retune = true;
+  const TuneResult retuned = tune(kModel, *gpu_slower_by(1.0), *db, o);
+  EXPECT_EQ(retuned.gpus[0].variants_settled, 0);
+  EXPECT_GT(retuned.gpus[0].jobs, 0);
+}
 
 // Real results whose block_k 8 variants ran 1.6x their estimate (the others at it): a real
 // tune fits per-parameter factors that price block_k 8 up; with --rank-calibration,

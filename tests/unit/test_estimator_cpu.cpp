@@ -116,6 +116,33 @@ TEST(EstimatorCpu, GemmSmallBlocksRestageTheScatteredOperand) {
   EXPECT_GT(seconds(w, spec_cpu(), with(32)), 1.2 * seconds(w, spec_cpu(), with(128)));
 }
 
+// MobileNetV2's 1x1 convolution of 32 to 192 channels at 28x28 (K = 32): block_k 8, 16 and
+// 32 in 4, 2 and 1 K tiles of the same products and staging. Each tile's two barriers cut a
+// work-item's loop into two regions that PoCL enters once per work-item, carrying the 8
+// accumulator vectors of an 8x8 tile out and back: (2 x 10 + 2 x 8) / 4 = 9 cycles a tile.
+// Measured on PoCL (seven MobileNetV2 tunes of 2026-11-29/30, pairs that differ in block_k
+// alone): block_k 32 7-15 % faster than 8 and 16 at K = 32. The model without the term ties
+// them; before it, the per-parameter calibration saw block_k 32 as nearly free, pooled over
+// small K (one tile) and large K (where it measures 10-25 % slower). Re-estimated with the
+// term, and the factors fitted again, the convolutions of two MobileNetV2 tunes rank at 0.55
+// and 0.62 (0.40, 0.45 before); a fresh tune with it at 0.52 (docs/estimator.md, "A K tile's
+// regions").
+TEST(EstimatorCpu, GemmKTilesCostTheirRegions) {
+  const Workload w = conv2d(1, 32, 28, 28, 192, 1, 1, 0);
+  auto with = [](int64_t bk) {
+    return std::map<std::string, int64_t>{{"block_m", 64}, {"block_n", 64}, {"block_k", bk},
+                                          {"thread_m", 8}, {"thread_n", 8}, {"vec", 4},
+                                          {"split_k", 1}, {"stages", 1}};
+  };
+  const GpuSpec cpu = spec_cpu();
+  const double bk8 = seconds(w, cpu, with(8)), bk16 = seconds(w, cpu, with(16)), bk32 = seconds(w, cpu, with(32));
+  // 13 x 3 blocks of 64 work-items over 2 cores: 20 on the busier one, 9 cycles a work-item
+  // for each tile more (everything else is the same K of products and staging).
+  const double tile_s = 20 * 64 * 9 / cpu.clock_hz();
+  EXPECT_NEAR(bk8 - bk16, 2 * tile_s, 1e-9);
+  EXPECT_NEAR(bk16 - bk32, tile_s, 1e-9);
+}
+
 // MobileNetV2's 3x3 depthwise convolution of 144 channels at 56x56: a 4x4 output tile
 // against 16x16. Each stages its input tile with the halo, one element per pass of a staging
 // loop of about 30 instructions (channel, row and column by division, halo bounds, address),
