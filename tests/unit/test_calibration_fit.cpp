@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <random>
@@ -459,6 +460,29 @@ std::map<ClusterKind, double> estimate_ratios(const TuneResult& first, const Tun
   return out;
 }
 
+// A real copy of every result in the DB, from worker "node1": `edit` sets its measured time
+// (and may change what else it records) before it is committed.
+void commit_real_copies(TuningDb& db, const std::function<void(Measurement&)>& edit) {
+  const WorkerInfo real = test_worker("node1", "h100", false);
+  db.commit_worker(real);
+  for (Measurement m : db.query({})) {
+    m.worker = real.name;
+    m.emulated = false;
+    edit(m);
+    summarize_samples(m);
+    ASSERT_TRUE(db.commit_measurement(m));
+  }
+}
+
+// block_k of a variant key, 0 without one.
+int64_t block_k_of(const std::string& variant_key) {
+  const std::optional<VariantKeyParts> k = parse_variant_key(variant_key);
+  EXPECT_TRUE(k) << variant_key;
+  if (!k) return 0;
+  const auto bk = k->params.find("block_k");
+  return bk == k->params.end() ? 0 : bk->second;
+}
+
 TEST(TuneCalibration, SecondTuneScalesEstimatesByTheMeasuredFactor) {
   constexpr double k = 1.6;
   auto db = make_memory_db();
@@ -527,15 +551,7 @@ TEST(TuneCalibration, RealAndEmulatedResultsAreNeverMixed) {
   const std::set<ClusterKind> fitted = kinds_with(first, 8);
   ASSERT_FALSE(fitted.empty());
   // Real results of the same variants, 4x their estimate.
-  const WorkerInfo real = test_worker("node1", "h100", false);
-  db->commit_worker(real);
-  for (Measurement m : db->query({})) {
-    m.worker = real.name;
-    m.emulated = false;
-    m.samples_us = {4 * m.estimate_us};
-    summarize_samples(m);
-    ASSERT_TRUE(db->commit_measurement(m));
-  }
+  commit_real_copies(*db, [](Measurement& m) { m.samples_us = {4 * m.estimate_us}; });
 
   const TuneResult emulated = tune(kModel, *gpu_slower_by(k), *db, o);
   o.emulated = false;  // a real tune (its in-process workers turn out emulated: no matter)
@@ -556,16 +572,10 @@ TEST(TuneCalibration, ResultsOfTheModelsWorkloadsAreComparedWithTodaysEstimates)
   const TuneResult first = tune(kModel, *gpu_slower_by(1.0), *db, o);
   const std::set<ClusterKind> fitted = kinds_with(first, 8);
   ASSERT_FALSE(fitted.empty());
-  const WorkerInfo real = test_worker("node1", "h100", false);
-  db->commit_worker(real);
-  for (Measurement m : db->query({})) {
-    m.worker = real.name;
-    m.emulated = false;
+  commit_real_copies(*db, [](Measurement& m) {
     m.samples_us = {4 * m.estimate_us};
     m.estimate_us *= 2;
-    summarize_samples(m);
-    ASSERT_TRUE(db->commit_measurement(m));
-  }
+  });
   o.emulated = false;
   const TuneResult real_tune = tune(kModel, *gpu_slower_by(1.0), *db, o);
   for (ClusterKind kind : fitted)
@@ -581,18 +591,9 @@ TEST(TuneCalibration, ASecondTuneMeasuresNothingThoughItsCalibrationReordersTheV
   auto db = make_memory_db();
   TuneOptions o = options();
   tune(kModel, *gpu_slower_by(1.0), *db, o);
-  const WorkerInfo real = test_worker("node1", "h100", false);
-  db->commit_worker(real);
-  for (Measurement m : db->query({})) {
-    const std::optional<VariantKeyParts> k = parse_variant_key(m.variant_key);
-    ASSERT_TRUE(k) << m.variant_key;
-    const auto bk = k->params.find("block_k");
-    m.worker = real.name;
-    m.emulated = false;
-    m.samples_us = {m.estimate_us * (bk != k->params.end() && bk->second == 8 ? 1.6 : 1.0)};
-    summarize_samples(m);
-    ASSERT_TRUE(db->commit_measurement(m));
-  }
+  commit_real_copies(*db, [](Measurement& m) {
+    m.samples_us = {m.estimate_us * (block_k_of(m.variant_key) == 8 ? 1.6 : 1.0)};
+  });
   o.emulated = false;
   const size_t rows = db->query({}).size();
   const TuneResult again = tune(kModel, *gpu_slower_by(1.0), *db, o);
@@ -615,20 +616,12 @@ TEST(TuneCalibration, RealResultsFitPerParameterFactorsThatPriceTheSlowValueUp) 
   auto db = make_memory_db();
   TuneOptions o = options();
   const TuneResult first = tune(kModel, *gpu_slower_by(1.0), *db, o);
-  const WorkerInfo real = test_worker("node1", "h100", false);
-  db->commit_worker(real);
   std::map<std::string, std::set<int64_t>> block_ks;  // template -> values measured
-  for (Measurement m : db->query({})) {
-    const std::optional<VariantKeyParts> k = parse_variant_key(m.variant_key);
-    ASSERT_TRUE(k) << m.variant_key;
-    const auto bk = k->params.find("block_k");
-    if (bk != k->params.end()) block_ks[k->template_name].insert(bk->second);
-    m.worker = real.name;
-    m.emulated = false;
-    m.samples_us = {m.estimate_us * (bk != k->params.end() && bk->second == 8 ? 1.6 : 1.0)};
-    summarize_samples(m);
-    ASSERT_TRUE(db->commit_measurement(m));
-  }
+  commit_real_copies(*db, [&](Measurement& m) {
+    const int64_t bk = block_k_of(m.variant_key);
+    if (bk != 0) block_ks[parse_variant_key(m.variant_key)->template_name].insert(bk);
+    m.samples_us = {m.estimate_us * (bk == 8 ? 1.6 : 1.0)};
+  });
   ASSERT_TRUE(block_ks.count("conv_implicit_gemm") && block_ks["conv_implicit_gemm"].count(8) &&
               block_ks["conv_implicit_gemm"].size() >= 2);
 
