@@ -1,8 +1,9 @@
 // The drift check (docs/tune.md, "Drift over a tune"). The cross-check compares workers with
 // each other on the finalists; a worker that slows down (or speeds up) as the tune goes on
 // is out of line with itself, which only a fixed probe timed twice shows. The probe, the
-// sentinel, is the naive reference kernel of the GPU type's cheapest workload: every worker
-// can run it, it costs next to nothing, and it never changes between the two timings. Each
+// sentinel, is the naive reference kernel of a cheap workload, long enough to be timed (see
+// sentinel_workload): every worker can run it, it costs little, and it never changes
+// between the two timings. Each
 // worker times it before the measure stage and again after it; two medians that disagree by
 // the cross-check's noise model (medians_agree) and by more than the timer's resolution
 // (sentinels_agree), also when timed again, mean the worker drifted. A drifting worker is
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -26,22 +28,6 @@ namespace dc::tune_stage {
 namespace {
 
 constexpr int kMaxFirstRounds = 64;  // workers found per GPU type, at most
-
-// The workload whose reference kernel is the cheapest to time: the least floor.
-size_t sentinel_workload(const ModelPlan& plan, const GpuSpec& gpu) {
-  const auto& ws = plan.workload_set.workloads;
-  const std::string precision = reference_variant().precision;
-  size_t best = 0;
-  double least = 0;
-  for (size_t wi = 0; wi < ws.size(); ++wi) {
-    const double f = plausibility_floor_us(ws[wi], gpu, precision);
-    if (wi == 0 || f < least) {
-      least = f;
-      best = wi;
-    }
-  }
-  return best;
-}
 
 PlannedJob sentinel_job(size_t gi, size_t wi, std::set<std::string> avoid) {
   PlannedJob j;
@@ -82,6 +68,25 @@ void rounds(Sentinels& s, Ledger& ledger, int max_rounds,
 }
 
 }  // namespace
+
+size_t sentinel_workload(const ModelPlan& plan, const GpuSpec& gpu) {
+  const auto& ws = plan.workload_set.workloads;
+  const std::string precision = reference_variant().precision;
+  std::optional<size_t> least_timed, greatest;
+  double least_timed_us = 0, greatest_us = 0;
+  for (size_t wi = 0; wi < ws.size(); ++wi) {
+    const double f = plausibility_floor_us(ws[wi], gpu, precision);
+    if (f >= kSentinelFloorUs && (!least_timed || f < least_timed_us)) {
+      least_timed = wi;
+      least_timed_us = f;
+    }
+    if (!greatest || f > greatest_us) {
+      greatest = wi;
+      greatest_us = f;
+    }
+  }
+  return least_timed ? *least_timed : greatest.value_or(0);
+}
 
 Sentinels first_sentinels(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus,
                           const std::vector<PlannedJob>& planned, Ledger& ledger,

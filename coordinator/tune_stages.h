@@ -291,6 +291,17 @@ std::string describe(const Drifted& d);
 inline constexpr double kCrossCheckNoise = 0.10;
 inline constexpr double kCrossCheckMads = 3.0;
 bool medians_agree(const Measurement& a, const Measurement& b);
+// ---- the drift check's sentinel (tune_drift.cpp), by the noise model above
+// The sentinel's floor (plausibility_floor_us), at least: its reference kernel then runs long
+// enough that the timer's resolution (kDriftTimerUs) is within the noise model's ratio
+// (kCrossCheckNoise), so a change of the device's speed moves its median beyond both. The
+// cheapest workload's was a few microseconds (MobileNetV2 on PoCL: a 4.2 us kernel), where
+// a launch's jitter alone read x1.30 once.
+inline constexpr double kSentinelFloorUs = kDriftTimerUs / kCrossCheckNoise;
+// The GPU type's sentinel workload: the least floor at or above kSentinelFloorUs, or where no
+// workload reaches it, the greatest.
+size_t sentinel_workload(const ModelPlan& plan, const GpuSpec& gpu);
+
 struct CrossChecked {
   std::vector<GpuTuneResult::CrossCheck> per_gpu;
   int64_t sent = 0;                  // jobs: second and third measurements, moved results

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -16,6 +17,8 @@
 #include "farm_testing.h"
 #include "gpu/gpu_catalog.h"
 #include "pass_testing.h"
+#include "plan_estimate.h"
+#include "plausibility.h"
 #include "tune.h"
 #include "tune_report.h"
 #include "tune_stages.h"
@@ -286,6 +289,54 @@ TEST(TuneDrift, SentinelsWithinTheTimerResolutionAgreeWhateverTheirRatio) {
   EXPECT_FALSE(tune_stage::sentinels_agree(a, b));
   b.median_us = 2.3;  // within 10 %
   EXPECT_TRUE(tune_stage::sentinels_agree(a, b));
+}
+
+// Independent MatMuls of n x n by n x n for each n, and a Relu: workloads of growing floors.
+Graph matmuls(const std::vector<int64_t>& sizes) {
+  Graph g;
+  g.name = "matmuls";
+  g.opset = 17;
+  testing::add_input(g, "x", {8, 256});
+  testing::add_node(g, "Relu", {"x"}, {"r"});
+  g.outputs = {"r"};
+  for (int64_t n : sizes) {
+    const std::string a = fmt::format("a{}", n), b = fmt::format("b{}", n), y = fmt::format("y{}", n);
+    testing::add_input(g, a, {n, n});
+    testing::add_input(g, b, {n, n});
+    testing::add_node(g, "MatMul", {a, b}, {y});
+    g.outputs.push_back(y);
+  }
+  return testing::with_types(g);
+}
+
+// The sentinel is the least floor at or above kSentinelFloorUs (10 us), not the least floor:
+// MobileNetV2's least on PoCL was a 4.2 us kernel, whose launch jitter alone read x1.30.
+TEST(TuneDrift, TheSentinelIsTheCheapestWorkloadLongEnoughToTime) {
+  const GpuSpec& gpu = catalog().require("pocl-cpu");
+  const std::string precision = reference_variant().precision;
+  for (const std::vector<int64_t>& sizes : {std::vector<int64_t>{64, 128, 256}, std::vector<int64_t>{32, 64}}) {
+    const ModelPlan plan = plan_by_estimate(matmuls(sizes), {&gpu}, PlanOptions{});
+    const auto& ws = plan.workload_set.workloads;
+    ASSERT_EQ(ws.size(), sizes.size() + 1);
+    std::vector<double> floors;
+    for (const Workload& w : ws) floors.push_back(plausibility_floor_us(w, gpu, precision));
+    const size_t least = static_cast<size_t>(std::min_element(floors.begin(), floors.end()) - floors.begin());
+    const size_t greatest = static_cast<size_t>(std::max_element(floors.begin(), floors.end()) - floors.begin());
+    std::optional<size_t> timed;
+    for (size_t i = 0; i < floors.size(); ++i)
+      if (floors[i] >= tune_stage::kSentinelFloorUs && (!timed || floors[i] < floors[*timed])) timed = i;
+    const size_t chosen = tune_stage::sentinel_workload(plan, gpu);
+    if (sizes.size() == 3) {
+      // 64^3 below 10 us, 128^3 and 256^3 above it.
+      ASSERT_TRUE(timed.has_value()) << floors[greatest];
+      ASSERT_NE(*timed, greatest) << "two workloads reach the floor";
+      EXPECT_EQ(chosen, *timed) << floors[chosen] << " us";
+    } else {
+      ASSERT_FALSE(timed.has_value()) << "no workload reaches " << tune_stage::kSentinelFloorUs << " us";
+      EXPECT_EQ(chosen, greatest) << floors[chosen] << " us";
+    }
+    EXPECT_NE(chosen, least) << floors[least] << " us is too short to time";
+  }
 }
 
 // A sentinel's rows in the DB: its reference kernel's results (the measure stage's one only:
