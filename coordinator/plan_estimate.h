@@ -47,6 +47,31 @@ struct PlanOptions {
   SpaceOptions space{{"fp32"}};
 };
 
+// A model's variants before they are estimated, the one place that enumerates them: candidate
+// clusters, distinct workloads and, per GPU type, each workload's variants. `tune` estimates
+// them twice, without calibration (the calibrate stage compares the DB's results with
+// today's estimates) and with it (plan_by_estimate).
+struct ModelVariants {
+  size_t nodes = 0;  // the graph's, which the cover covers
+  std::vector<Candidate> candidates;  // free_view marked
+  std::vector<std::string> fusion_notes;
+  WorkloadSet workload_set;
+  struct Gpu {
+    const GpuSpec* gpu = nullptr;
+    std::vector<WorkloadVariants> workloads;  // parallel to WorkloadSet::workloads
+    double seconds = 0;                       // the enumeration's wall time
+  };
+  std::vector<Gpu> gpus;
+};
+
+// Candidates -> workloads -> variants, per GPU, in the math paths of `space`.
+ModelVariants enumerate_model_variants(const Graph& g, const std::vector<const GpuSpec*>& gpus,
+                                       const SpaceOptions& space);
+
+// Estimates -> pruning -> cover, per GPU, of the variants (enumerated in their own space:
+// opts.space is not read).
+ModelPlan plan_by_estimate(ModelVariants variants, const PlanOptions& opts);
+
 // Candidates -> workloads -> variants -> estimates -> pruning -> cover, per GPU.
 ModelPlan plan_by_estimate(const Graph& g, const std::vector<const GpuSpec*>& gpus,
                            const PlanOptions& opts);

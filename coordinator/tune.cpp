@@ -44,10 +44,12 @@ class Driver {
 
   // The stages after load (tune() runs it), in order.
   void run(const Graph& g) {
-    const Calibrated cal = log_.run("calibrate", [&] { return calibrate(db_, farm_, opts_, log_, g); },
+    ModelVariants enumerated = log_.run("variants", [&] { return variants(g, opts_); },
+                                        [](const ModelVariants& v) { return describe(v); });
+    const Calibrated cal = log_.run("calibrate", [&] { return calibrate(db_, farm_, opts_, log_, enumerated); },
                                     [](const Calibrated& c) { return describe(c); });
     r_.calibration = cal.calibration;
-    r_.plan = log_.run("estimate", [&] { return estimate(g, opts_, r_.calibration); },
+    r_.plan = log_.run("estimate", [&] { return estimate(std::move(enumerated), opts_, r_.calibration); },
                        [](const ModelPlan& p) { return describe(p); });
     r_.run_id = log_.run("open run", [&] { return record_model(db_, r_.plan, opts_, r_.calibration); },
                          [&](int64_t id) { return fmt::format("model '{}' in the DB, run {}", r_.model_name, id); });

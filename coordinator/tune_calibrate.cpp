@@ -3,10 +3,14 @@
 // the other source's: an emulated device's timing model says nothing about the real GPU).
 // The DB is the farm's where it keeps one (the farm service of `tune --farm`, whose tune
 // has a DB in memory only), else the tune's.
+#include <map>
+#include <set>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "calibration_rank_fit.h"
-#include "candidates.h"
+#include "ir/error.h"
 #include "prune.h"
 #include "rank_fit_db.h"
 
@@ -52,14 +56,23 @@ void apply_rank(const GpuSpec& gpu, const std::vector<FittedRankVector>& fit, co
                            fit.size(), describe_rank_fit(fit)));
 }
 
-// Today's uncalibrated estimate of every variant of g's workloads on `gpu` (the estimate
-// stage's enumeration, nothing pruned).
-EstimateTable todays_estimates(const Graph& g, const GpuSpec& gpu, const SpaceOptions& space) {
+// Today's uncalibrated estimate of each variant of the model's workloads on GPU type gi (the
+// variants stage's enumeration) that the samples hold a result of: what
+// compare_with_todays_estimates looks up.
+EstimateTable todays_estimates(const ModelVariants& variants, size_t gi, const std::vector<EstimatorSample>& samples) {
+  std::map<std::string, std::set<std::string>> sampled;  // workload signature -> variant keys
+  for (const EstimatorSample& s : samples) sampled[s.workload].insert(s.variant_key);
   EstimateTable out;
-  const WorkloadSet set = dedupe_workloads(g, generate_candidates(g));
-  for (const Workload& w : set.workloads)
-    for (const ScoredVariant& v : score_variants(w, gpu, Calibration{}, space))
-      out[{w.signature, v.variant.key()}] = v.estimate.seconds * 1e6;
+  const ModelVariants::Gpu& gv = variants.gpus[gi];
+  for (size_t wi = 0; wi < gv.workloads.size(); ++wi) {
+    const std::string& signature = variants.workload_set.workloads[wi].signature;
+    const auto keys = sampled.find(signature);
+    if (keys == sampled.end()) continue;
+    const WorkloadVariants& wv = gv.workloads[wi];
+    for (const Variant& v : wv.variants)
+      if (std::string key = v.key(); keys->second.count(key))
+        out[{signature, std::move(key)}] = estimate(wv.shape, v, *gv.gpu).seconds * 1e6;
+  }
   return out;
 }
 
@@ -67,19 +80,21 @@ EstimateTable todays_estimates(const Graph& g, const GpuSpec& gpu, const SpaceOp
 // changed since they were measured would otherwise be calibrated for its predecessor's errors
 // (docs/estimator.md, "Calibration"). Results of other models' workloads keep the estimate
 // recorded with them.
-void compare_with_today(const Graph& g, const GpuSpec& gpu, const TuneOptions& opts, const StageLog& log,
+void compare_with_today(const ModelVariants& variants, size_t gi, const StageLog& log,
                         std::vector<EstimatorSample>& samples) {
   if (samples.empty()) return;
-  const size_t changed = compare_with_todays_estimates(samples, todays_estimates(g, gpu, opts.plan.space));
+  const size_t changed = compare_with_todays_estimates(samples, todays_estimates(variants, gi, samples));
   log.notice(fmt::format("calibration {}: {} of {} DB results compared with today's estimates (this model's "
                          "workloads; the others with the estimate recorded with them)",
-                         gpu.name, changed, samples.size()));
+                         variants.gpus[gi].gpu->name, changed, samples.size()));
 }
 
 }  // namespace
 
 Calibrated calibrate(const TuningDb& db, Farm& farm, const TuneOptions& opts, const StageLog& log,
-                     const Graph& g) {
+                     const ModelVariants& variants) {
+  DC_INTERNAL_CHECK(variants.gpus.size() == opts.gpus.size(), "calibrate: variants of ", variants.gpus.size(),
+                    " GPU type(s) for ", opts.gpus.size());
   Calibrated c;
   c.calibration = opts.plan.calibration;
   c.fits.resize(opts.gpus.size());
@@ -100,7 +115,7 @@ Calibrated calibrate(const TuningDb& db, Farm& farm, const TuneOptions& opts, co
     std::vector<EstimatorSample> samples;
     if (!farms_db) {
       samples = db.estimator_samples(gpu, c.source, storage);
-      compare_with_today(g, *opts.gpus[gi], opts, log, samples);
+      compare_with_today(variants, gi, log, samples);
     }
     c.fits[gi] = fit_calibration(farms_db ? farms->by_unit : ratios_of(samples));
     c.fitted += apply_fit(gpu, c.fits[gi], opts.plan.calibration, c.calibration);

@@ -1,15 +1,28 @@
-// The estimate stage: candidates, workloads, variants, estimates and pruning per GPU type
-// (plan_estimate.h), with the calibrate stage's factors.
+// The variants stage: candidates, workloads and each GPU type's variants (plan_estimate.h),
+// enumerated once; the estimate stage: their estimates with the calibrate stage's factors,
+// pruning and the cover per GPU type.
 #include <fmt/format.h>
 
 #include "tune_stages.h"
 
 namespace dc::tune_stage {
 
-ModelPlan estimate(const Graph& g, const TuneOptions& opts, const Calibration& calibration) {
+ModelVariants variants(const Graph& g, const TuneOptions& opts) {
+  return enumerate_model_variants(g, opts.gpus, opts.plan.space);
+}
+
+std::string describe(const ModelVariants& v) {
+  size_t n = 0;
+  for (const auto& gv : v.gpus)
+    for (const auto& w : gv.workloads) n += w.variants.size();
+  return fmt::format("{} candidate clusters, {} distinct workloads, {} variants over {} GPU type(s)",
+                     v.candidates.size(), v.workload_set.workloads.size(), n, v.gpus.size());
+}
+
+ModelPlan estimate(ModelVariants variants, const TuneOptions& opts, const Calibration& calibration) {
   PlanOptions plan_options = opts.plan;
   plan_options.calibration = calibration;
-  return plan_by_estimate(g, opts.gpus, plan_options);
+  return plan_by_estimate(std::move(variants), plan_options);
 }
 
 std::string describe(const ModelPlan& plan) {

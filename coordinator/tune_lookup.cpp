@@ -49,6 +49,20 @@ namespace {
 
 using Planned = std::vector<std::pair<Variant, double>>;  // variant, estimate (us)
 
+// The hash of the source today's generator writes for each (workload, variant), generated in
+// parallel.
+std::vector<std::string> source_hashes(const std::vector<std::pair<const Workload*, const Variant*>>& todo) {
+  std::vector<std::string> out(todo.size());
+  parallel_for(static_cast<int64_t>(todo.size()), 8, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const auto& [w, v] = todo[static_cast<size_t>(i)];
+      const GeneratedKernel k = is_reference(*v) ? generate_reference(*w) : generate_kernel(*w, *v);
+      out[static_cast<size_t>(i)] = fnv1a_hex(k.source);
+    }
+  });
+  return out;
+}
+
 // The hash of the source today's generator writes for each planned (workload, variant),
 // committed as the variant's current source: a result of another source is stale.
 std::map<std::pair<size_t, std::string>, std::string> refresh_source_hashes(
@@ -60,14 +74,9 @@ std::map<std::pair<size_t, std::string>, std::string> refresh_source_hashes(
     for (size_t wi = 0; wi < per_gpu.size(); ++wi)
       for (const auto& [v, est] : per_gpu[wi])
         if (hashes.emplace(std::make_pair(wi, v.key()), "").second) todo.emplace_back(wi, &v);
-  std::vector<std::string> out(todo.size());
-  parallel_for(static_cast<int64_t>(todo.size()), 8, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const auto& [wi, v] = todo[static_cast<size_t>(i)];
-      const Workload& w = workloads[wi];
-      out[static_cast<size_t>(i)] = fnv1a_hex((is_reference(*v) ? generate_reference(w) : generate_kernel(w, *v)).source);
-    }
-  });
+  std::vector<std::pair<const Workload*, const Variant*>> sources;
+  for (const auto& [wi, v] : todo) sources.emplace_back(&workloads[wi], v);
+  const std::vector<std::string> out = source_hashes(sources);
   for (size_t i = 0; i < todo.size(); ++i) {
     const auto& [wi, v] = todo[i];
     hashes[{wi, v->key()}] = out[i];
@@ -76,27 +85,31 @@ std::map<std::pair<size_t, std::string>, std::string> refresh_source_hashes(
   return hashes;
 }
 
-// How many variants of the workload (reference kernels aside, the plan's math paths only) the
-// DB holds final results of this build's source for: those planned today by their refreshed
-// hash, the others by generating them.
-size_t current_results(const Workload& w, size_t wi, const GpuSpec& gpu, const TuneOptions& opts,
-                       const std::map<std::string, std::set<std::string>>& measured,
-                       const std::map<std::pair<size_t, std::string>, std::string>& today) {
+// Whether the DB holds final results of this build's source for at least `kept` variants of
+// the workload (reference kernels aside, the plan's math paths only): those planned today by
+// their refreshed hash, then, where those are too few, the others by generating them.
+bool holds_current_results(const Workload& w, size_t wi, const GpuSpec& gpu, const TuneOptions& opts,
+                           const std::map<std::string, std::set<std::string>>& measured,
+                           const std::map<std::pair<size_t, std::string>, std::string>& today, size_t kept) {
   const auto& paths = opts.plan.space.precisions;
   size_t n = 0;
+  std::vector<std::pair<Variant, const std::set<std::string>*>> others;  // not planned today: their hashes
   for (const auto& [key, hashes] : measured) {
     if (is_reference_key(key)) continue;
-    std::string hash;
     if (const auto t = today.find({wi, key}); t != today.end()) {
-      hash = t->second;
-    } else {
-      const std::optional<Variant> v = Variant::from_key(key, w, gpu);
-      if (!v || std::find(paths.begin(), paths.end(), v->precision) == paths.end()) continue;
-      hash = fnv1a_hex(generate_kernel(w, *v).source);
+      n += hashes.count(t->second);
+      continue;
     }
-    n += hashes.count(hash);
+    std::optional<Variant> v = Variant::from_key(key, w, gpu);
+    if (v && std::find(paths.begin(), paths.end(), v->precision) != paths.end())
+      others.emplace_back(std::move(*v), &hashes);
   }
-  return n;
+  if (n >= kept) return true;
+  std::vector<std::pair<const Workload*, const Variant*>> sources;
+  for (const auto& [v, hashes] : others) sources.emplace_back(&w, &v);
+  const std::vector<std::string> generated = source_hashes(sources);
+  for (size_t i = 0; i < others.size(); ++i) n += others[i].second->count(generated[i]);
+  return n >= kept;
 }
 
 }  // namespace
@@ -130,7 +143,7 @@ Lookup lookup(const ModelPlan& plan, const std::vector<GpuTuneResult>& gpus, Tun
       // measuring the newly kept ones would chase the calibration's reordering tune after
       // tune. --retune measures the kept set again.
       const size_t kept = plan.gpus[gi].workloads[wi].kept.size();
-      const bool tuned = !measured.empty() && current_results(w, wi, *gr.gpu, opts, measured, today) >= kept;
+      const bool tuned = !measured.empty() && holds_current_results(w, wi, *gr.gpu, opts, measured, today, kept);
       for (auto& [v, est] : planned[gi][wi]) {
         const bool reference = est < 0;  // the baseline: not counted as a variant
         if (!reference) ++counts.planned;

@@ -3,8 +3,8 @@
 // one helper (StageLog). Stages read the options and the earlier stages' outputs and return
 // what they found; only the driver (tune.cpp) assembles the TuneResult.
 //
-//   load (import, simplify, precision) -> calibrate -> estimate -> record model -> farm ->
-//   lookup -> generate -> dispatch -> collect -> check -> select -> record plans
+//   load (import, simplify, precision) -> variants -> calibrate -> estimate -> record model ->
+//   farm -> lookup -> generate -> dispatch -> collect -> check -> select -> record plans
 #pragma once
 
 #include <chrono>
@@ -53,6 +53,11 @@ struct LoadedGraph {
 };
 LoadedGraph load(const std::string& model_path, const TuneOptions& opts, StageLog& log);
 
+// ---- variants (tune_estimate.cpp): candidates, workloads and each GPU type's variants,
+// enumerated once for the calibrate and estimate stages (enumerate_model_variants).
+ModelVariants variants(const Graph& g, const TuneOptions& opts);
+std::string describe(const ModelVariants& v);
+
 // ---- calibrate (tune_calibrate.cpp)
 struct Calibrated {
   Calibration calibration;                           // config factors, then the DB's fit
@@ -64,12 +69,15 @@ struct Calibrated {
   TimingSource source = TimingSource::real;
 };
 // The ratios come from the farm's DB where it has one (Farm::estimator_ratios), else from db,
-// whose results of g's workloads are compared with today's estimates of their variants.
-Calibrated calibrate(const TuningDb& db, Farm& farm, const TuneOptions& opts, const StageLog& log, const Graph& g);
+// whose results of the model's workloads are compared with today's (uncalibrated) estimates
+// of their variants, the variants stage's.
+Calibrated calibrate(const TuningDb& db, Farm& farm, const TuneOptions& opts, const StageLog& log,
+                     const ModelVariants& variants);
 std::string describe(const Calibrated& c);
 
-// ---- estimate (tune_estimate.cpp)
-ModelPlan estimate(const Graph& g, const TuneOptions& opts, const Calibration& calibration);
+// ---- estimate (tune_estimate.cpp): the variants stage's variants, estimated with the
+// calibration and pruned, and the cover (plan_by_estimate).
+ModelPlan estimate(ModelVariants variants, const TuneOptions& opts, const Calibration& calibration);
 std::string describe(const ModelPlan& plan);
 
 // ---- record the model and begin the run (tune_record.cpp)

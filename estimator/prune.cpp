@@ -70,16 +70,28 @@ std::vector<ScoredVariant> prune(std::vector<ScoredVariant> scored, const PruneO
   return kept;
 }
 
-std::vector<ScoredVariant> score_variants(const Workload& w, const GpuSpec& gpu,
-                                          const Calibration& calibration,
-                                          const SpaceOptions& space) {
-  const WorkloadShape shape = analyze_workload(w);
+WorkloadVariants workload_variants(const Workload& w, const GpuSpec& gpu, const SpaceOptions& space) {
+  WorkloadVariants out;
+  out.shape = analyze_workload(w);
+  out.variants = enumerate_variants(out.shape, gpu, space);
+  return out;
+}
+
+std::vector<ScoredVariant> score_variants(WorkloadVariants variants, const GpuSpec& gpu,
+                                          const Calibration& calibration) {
   std::vector<ScoredVariant> out;
-  for (auto& v : enumerate_variants(shape, gpu, space)) {
-    Estimate e = estimate(shape, v, gpu, calibration);
+  out.reserve(variants.variants.size());
+  for (auto& v : variants.variants) {
+    Estimate e = estimate(variants.shape, v, gpu, calibration);
     out.push_back({std::move(v), std::move(e)});
   }
   return out;
+}
+
+std::vector<ScoredVariant> score_variants(const Workload& w, const GpuSpec& gpu,
+                                          const Calibration& calibration,
+                                          const SpaceOptions& space) {
+  return score_variants(workload_variants(w, gpu, space), gpu, calibration);
 }
 
 }  // namespace dc

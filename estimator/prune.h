@@ -37,8 +37,18 @@ double rank_seconds(const Estimate& e);
 // ("unfit", infinite time) are dropped. UserError for options outside their ranges.
 std::vector<ScoredVariant> prune(std::vector<ScoredVariant> scored, const PruneOptions& options);
 
-// Enumerates the workload's variants on the GPU (analysing the workload once) and
-// estimates each, in enumeration order.
+// A workload's variants on a GPU before they are estimated: its shape, analysed once, and
+// every variant enumerate_variants gives of it, in enumeration order.
+struct WorkloadVariants {
+  WorkloadShape shape;
+  std::vector<Variant> variants;
+};
+WorkloadVariants workload_variants(const Workload& w, const GpuSpec& gpu, const SpaceOptions& space = {});
+
+// Estimates each variant, in their order.
+std::vector<ScoredVariant> score_variants(WorkloadVariants variants, const GpuSpec& gpu,
+                                          const Calibration& calibration = {});
+// workload_variants, then score_variants.
 std::vector<ScoredVariant> score_variants(const Workload& w, const GpuSpec& gpu,
                                           const Calibration& calibration = {},
                                           const SpaceOptions& space = {});

@@ -582,6 +582,15 @@ TEST(TuneCalibration, ResultsOfTheModelsWorkloadsAreComparedWithTodaysEstimates)
     EXPECT_NEAR(real_tune.calibration.factor("h100", kind), 4.0, 1e-9) << cluster_kind_name(kind);
 }
 
+// The model tuned once into db (emulated), then real copies of its results whose block_k 8
+// variants ran 1.6x their estimate and the others at it.
+void tune_with_block_k_8_slow(TuningDb& db) {
+  tune(kModel, *gpu_slower_by(1.0), db, options());
+  commit_real_copies(db, [](Measurement& m) {
+    m.samples_us = {m.estimate_us * (block_k_of(m.variant_key) == 8 ? 1.6 : 1.0)};
+  });
+}
+
 // The same model tuned again after its results fitted per-parameter factors that reorder its
 // variants (block_k 8 measured 1.6x its estimate): the calibrated ranking keeps variants the
 // first tune did not measure, but every workload already has as many results as the tune
@@ -590,10 +599,7 @@ TEST(TuneCalibration, ResultsOfTheModelsWorkloadsAreComparedWithTodaysEstimates)
 TEST(TuneCalibration, ASecondTuneMeasuresNothingThoughItsCalibrationReordersTheVariants) {
   auto db = make_memory_db();
   TuneOptions o = options();
-  tune(kModel, *gpu_slower_by(1.0), *db, o);
-  commit_real_copies(*db, [](Measurement& m) {
-    m.samples_us = {m.estimate_us * (block_k_of(m.variant_key) == 8 ? 1.6 : 1.0)};
-  });
+  tune_with_block_k_8_slow(*db);
   o.emulated = false;
   const size_t rows = db->query({}).size();
   const TuneResult again = tune(kModel, *gpu_slower_by(1.0), *db, o);
@@ -605,6 +611,46 @@ TEST(TuneCalibration, ASecondTuneMeasuresNothingThoughItsCalibrationReordersTheV
   const TuneResult retuned = tune(kModel, *gpu_slower_by(1.0), *db, o);
   EXPECT_EQ(retuned.gpus[0].variants_settled, 0);
   EXPECT_GT(retuned.gpus[0].jobs, 0);
+}
+
+// The tune enumerates the model's variants once: the calibrate stage compares the DB with
+// their uncalibrated estimates, the estimate stage scores them with the calibration. Its
+// plan is plan_by_estimate's with the same calibration, estimate for estimate, with
+// per-parameter factors and with ranking vectors (block_k 8 measured 1.6x its estimate).
+TEST(TuneCalibration, TheTunesPlanIsPlanByEstimateWithItsCalibration) {
+  auto db = make_memory_db();
+  TuneOptions o = options();
+  tune_with_block_k_8_slow(*db);
+  o.emulated = false;
+  const Graph g = cli::load_model(load_onnx(kModel), o.import, true).simplified;
+  for (const bool rank : {false, true}) {
+    SCOPED_TRACE(rank ? "ranking vectors" : "per-parameter factors");
+    o.calibration_rank = rank;
+    const TuneResult r = tune(kModel, *gpu_slower_by(1.0), *db, o);
+    ASSERT_FALSE(rank ? r.calibration.rank_vectors.empty() : r.calibration.param_factors.empty());
+    PlanOptions p = o.plan;
+    p.calibration = r.calibration;
+    const ModelPlan want = plan_by_estimate(g, o.gpus, p);
+    ASSERT_EQ(r.plan.workload_set.workloads.size(), want.workload_set.workloads.size());
+    ASSERT_EQ(r.plan.gpus.size(), 1u);
+    int ranked = 0;
+    for (size_t wi = 0; wi < want.workload_set.workloads.size(); ++wi) {
+      ASSERT_EQ(r.plan.workload_set.workloads[wi].signature, want.workload_set.workloads[wi].signature);
+      const WorkloadEstimate& got = r.plan.gpus[0].workloads[wi];
+      const WorkloadEstimate& w = want.gpus[0].workloads[wi];
+      EXPECT_EQ(got.variants_total, w.variants_total);
+      ASSERT_EQ(got.kept.size(), w.kept.size()) << want.workload_set.workloads[wi].signature;
+      for (size_t i = 0; i < w.kept.size(); ++i) {
+        EXPECT_EQ(got.kept[i].variant.key(), w.kept[i].variant.key());
+        EXPECT_EQ(got.kept[i].estimate.seconds, w.kept[i].estimate.seconds) << w.kept[i].variant.key();
+        EXPECT_EQ(got.kept[i].estimate.rank_log, w.kept[i].estimate.rank_log) << w.kept[i].variant.key();
+        ranked += w.kept[i].estimate.rank_log != 0;
+      }
+    }
+    EXPECT_EQ(ranked > 0, rank);
+    EXPECT_EQ(r.plan.gpus[0].cover.chosen, want.gpus[0].cover.chosen);
+    EXPECT_EQ(r.plan.gpus[0].cover.total_cost, want.gpus[0].cover.total_cost);
+  }
 }
 
 // Real results whose block_k 8 variants ran 1.6x their estimate (the others at it): a real

@@ -312,7 +312,8 @@ TEST(FarmServiceRatios, ATuneAsksTheServiceForTheRankingVectorsOnlyWithRankCalib
     const tune_stage::StageLog log(o, stages);
     AskingFarm farm(remote);
     auto own_db = make_memory_db();  // as `tune --farm` has it: empty
-    const tune_stage::Calibrated c = tune_stage::calibrate(*own_db, farm, o, log, Graph{});
+    const tune_stage::Calibrated c =
+        tune_stage::calibrate(*own_db, farm, o, log, enumerate_model_variants(Graph{}, o.gpus, o.plan.space));
     const bool applies = !k.emulated && k.params && k.rank;
     EXPECT_EQ(farm.asked, std::vector<bool>{applies});
     EXPECT_EQ(c.rank_fitted, applies ? 1 : 0);
