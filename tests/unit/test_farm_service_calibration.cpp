@@ -37,6 +37,16 @@ using testing::test_variant;
 using testing::test_worker;
 using testing::test_workload;
 
+// A check that `decode` refuses a copy of the valid reply spoiled by `spoil` (a ProtocolError).
+template <class Decode>
+auto refused_by(const farm::RatiosReply& valid, Decode decode) {
+  return [&valid, decode](const std::function<void(farm::RatiosReply&)>& spoil) {
+    farm::RatiosReply r = valid;
+    spoil(r);
+    EXPECT_THROW((void)decode(r), farm::ProtocolError);
+  };
+}
+
 std::vector<double> sorted(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v;
@@ -85,11 +95,7 @@ TEST(FarmServiceRatios, AReplyCarriesEveryKindAndUnitAndAnInvalidOneIsAProtocolE
     }
   }
 
-  const auto invalid = [&](const std::function<void(farm::RatiosReply&)>& spoil) {
-    farm::RatiosReply r = reply;
-    spoil(r);
-    EXPECT_THROW(ratios_from_proto(r), farm::ProtocolError);
-  };
+  const auto invalid = refused_by(reply, [](const farm::RatiosReply& r) { return ratios_from_proto(r); });
   invalid([](farm::RatiosReply& r) { r.mutable_units(0)->set_kind("convolution"); });
   invalid([](farm::RatiosReply& r) { r.mutable_units(0)->set_unit(static_cast<farm::MathUnitCode>(7)); });
   invalid([](farm::RatiosReply& r) { *r.add_units() = r.units(0); });
@@ -343,11 +349,7 @@ TEST(FarmServiceRatios, AnInvalidRankingVectorIsAProtocolError) {
   EXPECT_EQ(back[0].samples, 40);
   EXPECT_EQ(back[0].workloads, 5);
   EXPECT_EQ(back[0].pairs, 70);
-  const auto invalid = [&](const std::function<void(farm::RatiosReply&)>& spoil) {
-    farm::RatiosReply r = reply;
-    spoil(r);
-    EXPECT_THROW(rank_vectors_from_proto(r, "h100"), farm::ProtocolError);
-  };
+  const auto invalid = refused_by(reply, [](const farm::RatiosReply& r) { return rank_vectors_from_proto(r, "h100"); });
   invalid([](farm::RatiosReply& r) { r.mutable_rank_vectors(0)->set_kind("convolution"); });
   invalid([](farm::RatiosReply& r) { r.mutable_rank_vectors(0)->set_unit(static_cast<farm::MathUnitCode>(7)); });
   invalid([](farm::RatiosReply& r) { r.mutable_rank_vectors(0)->set_template_name(""); });
@@ -381,11 +383,7 @@ TEST(FarmServiceRatios, AnInvalidPerParameterFactorIsAProtocolError) {
   EXPECT_EQ(back[0].value, 32);
   EXPECT_DOUBLE_EQ(back[0].factor, 1.25);
   EXPECT_EQ(back[0].samples, 40);
-  const auto invalid = [&](const std::function<void(farm::RatiosReply&)>& spoil) {
-    farm::RatiosReply r = reply;
-    spoil(r);
-    EXPECT_THROW(param_factors_from_proto(r, "h100"), farm::ProtocolError);
-  };
+  const auto invalid = refused_by(reply, [](const farm::RatiosReply& r) { return param_factors_from_proto(r, "h100"); });
   invalid([](farm::RatiosReply& r) { r.mutable_param_factors(0)->set_kind("convolution"); });
   invalid([](farm::RatiosReply& r) { r.mutable_param_factors(0)->set_unit(static_cast<farm::MathUnitCode>(7)); });
   invalid([](farm::RatiosReply& r) { r.mutable_param_factors(0)->set_template_name(""); });
