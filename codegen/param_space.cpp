@@ -393,7 +393,9 @@ void analyze_output_parallel(const Graph& g, WorkloadShape& s) {
     const Shape& sh = shape_of(g, in);
     if (!sh.empty() && sh.back() != 1 && sh.back() != inner) vectorisable = false;
   }
-  s.vec_align = vectorisable ? align_of({inner}) : 1;
+  // The elementwise template's vectors may cross rows (template_elementwise.cpp); a window
+  // pool's stay inside one.
+  s.vec_align = !vectorisable ? 1 : s.family == Family::elementwise ? align_of({s.elements}) : align_of({inner});
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 // "opaque_generic": the naive one-thread-per-element kernel of template_reference.cpp with
 // the variant's block size.
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -30,15 +31,25 @@ namespace {
 
 const char* kLane[] = {"x", "y", "z", "w"};
 
+// The vector width of a loop over `shape`: the variant's where it divides the tensor's size.
+int64_t loop_vec(const Shape& shape, int64_t vec) { return shape_numel(shape) % vec == 0 ? vec : 1; }
+
 // One grid-stride loop computing `outs` (all of shape `shape`) in chunks of `vec`.
 std::string emit_loop(const Graph& g, ValueEmitter& em, const std::vector<std::string>& outs,
                       const Shape& shape, int64_t vec, int64_t ept, int& counter) {
   const int64_t numel = shape_numel(shape);
   const int64_t inner = shape.empty() ? 1 : shape.back();
-  if (vec > 1 && inner % vec != 0) vec = 1;
+  vec = loop_vec(shape, vec);
   const int64_t chunks = numel / vec;
-  const std::set<std::string> vec_inputs =
+  // A chunk inside one row steps its lanes along the inner coordinate. Where rows are not a
+  // multiple of vec (ResNet's 7x7 planes), a chunk may cross rows: each lane unravels its own
+  // index, and only inputs of the output's own size (one element per output, in its order) are
+  // loaded as vectors; the broadcast ones are read per lane.
+  const bool within_rows = inner % vec == 0;
+  std::set<std::string> vec_inputs =
       vec > 1 ? vector_loadable_inputs(g, outs, inner, true) : std::set<std::string>{};
+  if (!within_rows)
+    std::erase_if(vec_inputs, [&](const std::string& in) { return shape_numel(g.info(in).shape) != numel; });
 
   std::string body;
   const auto c = emit_unravel(shape, "i", "c", body);
@@ -69,7 +80,8 @@ std::string emit_loop(const Graph& g, ValueEmitter& em, const std::vector<std::s
   std::vector<std::vector<std::string>> lanes(outs.size());
   for (int64_t k = 0; k < vec; ++k) {
     std::vector<std::string> lc = c;
-    if (k > 0) lc.back() = fmt::format("({} + {})", c.back(), k);
+    if (k > 0 && within_rows) lc.back() = fmt::format("({} + {})", c.back(), k);
+    if (k > 0 && !within_rows) lc = emit_unravel(shape, fmt::format("(i + {})", k), fmt::format("c{}_", k), body);
     for (const auto& [in, l] : lane_of) em.bind(in, l[static_cast<size_t>(k)]);
     for (size_t o = 0; o < outs.size(); ++o) lanes[o].push_back(em.value(outs[o], lc, body));
   }
@@ -112,8 +124,7 @@ GeneratedKernel generate_elementwise(const Workload& w, const Variant& v) {
   int64_t most_chunks = 1;
   for (const auto& [shape, outs] : groups) {
     body += emit_loop(g, em, outs, shape, vec, ept, counter);
-    const int64_t inner = shape.empty() ? 1 : shape.back();
-    most_chunks = std::max(most_chunks, shape_numel(shape) / (inner % vec == 0 ? vec : 1));
+    most_chunks = std::max(most_chunks, shape_numel(shape) / loop_vec(shape, vec));
   }
   std::string source = source_header(w, v.template_name, v.key()) + kernel_definition(w, "elementwise", threads, body);
   return one_launch_kernel(w, v, std::move(source), "elementwise",

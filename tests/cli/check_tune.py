@@ -14,6 +14,7 @@ phase, so that jobs take their real time and the tune of phase 3 can be killed m
 """
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -179,6 +180,7 @@ def main():
     if not sent or f"{len(planned) - killed_rows} jobs sent" not in sent[0]:
         fail(f"resume sent the wrong number of jobs: {sent} (expected {len(planned) - killed_rows})")
 
+    shutil.rmtree(tmp)  # kept when a check fails, for its DBs
     print(f"PASS: {len(planned)} variants; cold {cold_s:.1f} s, warm {warm_s:.1f} s; "
           f"killed at {killed_rows} rows, resumed to {len(keys)}")
 

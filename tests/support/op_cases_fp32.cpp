@@ -210,6 +210,28 @@ void add_elementwise_cases(std::vector<OpCase>* t) {
     EXPECT_EQ(analyze_workload(p.w).vec_align, 4);
     return p;
   }));
+  t->push_back(one("vectors_across_rows_2x4x7x7", [] {
+    // Rows of 7 (ResNet's last stage): a float4 chunk crosses rows and channel planes. The
+    // residual is loaded as float4 (the output's own size); the per-channel scale and the
+    // inner-dim bias are read per lane, each lane at its own unravelled position.
+    Graph g;
+    add_input(g, "x", {2, 4, 7, 7});
+    add_input(g, "r", {2, 4, 7, 7});
+    add_input(g, "c", {4, 1, 1});
+    add_input(g, "b", {7});
+    add_node(g, "Add", {"x", "r"}, {"a"});
+    add_node(g, "Mul", {"a", "c"}, {"m"});
+    add_node(g, "Add", {"m", "b"}, {"s"});
+    add_node(g, "Relu", {"s"}, {"y"});
+    g.outputs = {"y"};
+    CasePart p = elementwise(g, random_graph_inputs(g, 6), {
+        pick([](const Variant& v) { return v.param("vec") == 4; }, 2,
+             [](const Variant&, const GeneratedKernel& k) { return occurs(k, "const float4 vin", 2, "x and r as float4, c and b per lane"); }),
+        pick([](const Variant& v) { return v.param("vec") == 2; }, 1),
+        pick([](const Variant& v) { return v.param("vec") == 1; }, 1)});
+    EXPECT_EQ(analyze_workload(p.w).vec_align, 4);
+    return p;
+  }));
   t->push_back(one("positive_math_and_integer_outputs_4x9x16", [] {
     // Sqrt/Log/Pow/Div on positive inputs; comparisons, Where and a Cast to int64 output.
     Graph g;
