@@ -160,6 +160,13 @@ def main():
     tune_cmd = [coord, "tune", model, "--gpus", gpu, "--config", config] + mode + [
         "--db", db, "--out", out_dir] + extra
     rc, out, err = run(tune_cmd)
+    if rc != 0 and real and "DRIFT" in out + err:
+        # The host changed speed over the tune (a shared machine; the drift check's noise
+        # model allows 10 %) and the tune refused its results, marking them implausible. The
+        # documented way on (docs/tune.md, "Drift over a tune") is the same tune again, which
+        # measures them anew: once, so that a second drift still fails.
+        print("the tune's drift check refused a run of the drifting host; tuning again once")
+        rc, out, err = run(tune_cmd)
     if rc != 0:
         fail(f"tune exited {rc}\n{out}\n{err}")
     plan_dir = os.path.join(out_dir, gpu)
