@@ -40,10 +40,12 @@ farm::Job wire_job(const FarmJob& j, uint64_t lease, int32_t device) {
 }
 
 // Device 0: a real compile child (dc-worker --compile-child) of an emulated H100; device 1:
-// a compile child that dies at once, as one whose NVRTC crashed would.
+// a compile child that dies once it has the job (its first byte, on fd 3), as one whose NVRTC
+// crashed would. Dying before the job was handed over is another case (the hand-over fails:
+// the build is skipped), and the race between the two made this test fail once.
 std::function<std::vector<std::string>(int32_t)> children(const std::string& cache) {
   return [cache](int32_t device) -> std::vector<std::string> {
-    if (device == 1) return {"/bin/sh", "-c", "kill -SEGV $$"};
+    if (device == 1) return {"/bin/sh", "-c", "head -c 1 <&3 >/dev/null; kill -SEGV $$"};
     std::vector<std::string> argv =
         measure_child_argv(kWorker, emulated_inventory(GpuCatalog::builtin(), "h100", 0), cache, "warn");
     std::replace(argv.begin(), argv.end(), std::string("--measure-child"), std::string("--compile-child"));
